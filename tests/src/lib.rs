@@ -1,0 +1,1 @@
+//! Shared helpers for ibkit's cross-crate and peer tests.
