@@ -1,1 +1,69 @@
-fn main() {}
+//! `ibkit`: the command-line tool of the ibkit InfiniBand toolkit.
+
+mod cmd;
+mod dump;
+mod pcap;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// InfiniBand subnet management and virtualization toolkit.
+#[derive(Parser)]
+#[command(name = "ibkit", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decode MADs: hex text (one 256-byte MAD per line) or a LINKTYPE_INFINIBAND pcap.
+    Decode {
+        /// One JSON object per MAD instead of the text dump.
+        #[arg(long)]
+        json: bool,
+        /// Input file; `-` or nothing reads standard input.
+        input: Option<PathBuf>,
+    },
+    /// Print the built-in sample MADs as hex lines (input for `decode`).
+    Sample {
+        /// Write them as a LINKTYPE_INFINIBAND pcap file instead.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Decode { json, input }) => cmd::decode::run(json, input),
+        Some(Command::Sample { pcap: None }) => {
+            cmd::sample::print_hex();
+            Ok(true)
+        }
+        Some(Command::Sample { pcap: Some(p) }) => cmd::sample::write_pcap(&p).map(|()| true),
+        None => demo(),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("ibkit: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The main job with no arguments: decode the built-in sample MADs.
+fn demo() -> Result<bool, String> {
+    println!("ibkit: decoding the built-in sample MADs (see `ibkit --help` for more)\n");
+    let items: Vec<cmd::decode::Item> = cmd::sample::samples()
+        .into_iter()
+        .map(|(what, m)| cmd::decode::Item { origin: what.to_string(), mad: Ok(m) })
+        .collect();
+    match cmd::decode::decode_items(&items, false, &mut std::io::stdout().lock(), &mut std::io::stderr().lock()) {
+        Ok(bad) => Ok(bad == 0),
+        Err(e) => cmd::decode::quiet_broken_pipe(e),
+    }
+}

@@ -1,0 +1,4 @@
+//! ibkit's subcommands.
+
+pub mod decode;
+pub mod sample;
