@@ -30,7 +30,12 @@ pub fn to_json(v: &Value<'_>) -> Json {
             json!(String::from_utf8_lossy(&t[..end]))
         }
         Value::Bytes(b) => json!(hex(b)),
-        Value::List(l) => Json::Array((0..l.len()).filter_map(|i| l.item(i)).map(|x| to_json(&x)).collect()),
+        Value::List(l) => Json::Array(
+            (0..l.len())
+                .filter_map(|i| l.item(i))
+                .map(|x| to_json(&x))
+                .collect(),
+        ),
         Value::Record(r) => Json::Object(fields_json(r)),
     }
 }
@@ -112,7 +117,15 @@ pub fn mad_text(m: &Mad<'_>, index: usize) -> String {
     section(&mut out, "MAD header", hdr);
     match Smp::parse(m.bytes) {
         Ok(s) => {
-            section(&mut out, if s.is_directed() { "SMP (directed route)" } else { "SMP (LID routed)" }, &SmpHeaderFields(s));
+            section(
+                &mut out,
+                if s.is_directed() {
+                    "SMP (directed route)"
+                } else {
+                    "SMP (LID routed)"
+                },
+                &SmpHeaderFields(s),
+            );
             match s.attribute() {
                 Ok(attr) => {
                     let (modifier, value) = attr.parts();
@@ -125,7 +138,11 @@ pub fn mad_text(m: &Mad<'_>, index: usize) -> String {
                     section(&mut out, &title, value);
                     if let mad_core::AnyAttribute::Notice(_, n) = &attr {
                         if let Ok(d) = n.details() {
-                            section(&mut out, &format!("Trap {} details", d.trap_number()), d.fields());
+                            section(
+                                &mut out,
+                                &format!("Trap {} details", d.trap_number()),
+                                d.fields(),
+                            );
                         }
                     }
                     if let Err(e) = check(s, &attr) {
@@ -133,7 +150,11 @@ pub fn mad_text(m: &Mad<'_>, index: usize) -> String {
                     }
                 }
                 Err(e) => {
-                    let _ = writeln!(out, "  attribute {:#06x}: error: {e}", u16::from(s.attribute_id()));
+                    let _ = writeln!(
+                        out,
+                        "  attribute {:#06x}: error: {e}",
+                        u16::from(s.attribute_id())
+                    );
                 }
             }
         }

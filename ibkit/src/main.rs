@@ -60,9 +60,17 @@ fn demo() -> Result<bool, String> {
     println!("ibkit: decoding the built-in sample MADs (see `ibkit --help` for more)\n");
     let items: Vec<cmd::decode::Item> = cmd::sample::samples()
         .into_iter()
-        .map(|(what, m)| cmd::decode::Item { origin: what.to_string(), mad: Ok(m) })
+        .map(|(what, m)| cmd::decode::Item {
+            origin: what.to_string(),
+            mad: Ok(m),
+        })
         .collect();
-    match cmd::decode::decode_items(&items, false, &mut std::io::stdout().lock(), &mut std::io::stderr().lock()) {
+    match cmd::decode::decode_items(
+        &items,
+        false,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    ) {
         Ok(bad) => Ok(bad == 0),
         Err(e) => cmd::decode::quiet_broken_pipe(e),
     }

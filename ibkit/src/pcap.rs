@@ -7,7 +7,15 @@ pub const LINKTYPE_INFINIBAND: u32 = 247;
 /// True when `data` starts with a classic pcap magic number (either byte
 /// order, micro- or nanosecond timestamps).
 pub fn is_pcap(data: &[u8]) -> bool {
-    matches!(data.get(..4), Some([0xd4, 0xc3, 0xb2, 0xa1] | [0xa1, 0xb2, 0xc3, 0xd4] | [0x4d, 0x3c, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d]))
+    matches!(
+        data.get(..4),
+        Some(
+            [0xd4, 0xc3, 0xb2, 0xa1]
+                | [0xa1, 0xb2, 0xc3, 0xd4]
+                | [0x4d, 0x3c, 0xb2, 0xa1]
+                | [0xa1, 0xb2, 0x3c, 0x4d]
+        )
+    )
 }
 
 /// One packet of the capture: the MAD it carries, or why it carries none.
@@ -22,11 +30,17 @@ pub fn read(data: &[u8]) -> Result<Vec<Packet>, String> {
     let le = data[0] == 0xd4 || data[0] == 0x4d;
     let u32_at = |o: usize| -> Option<u32> {
         let b: [u8; 4] = data.get(o..o + 4)?.try_into().ok()?;
-        Some(if le { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) })
+        Some(if le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
     };
     let linktype = u32_at(20).ok_or("truncated pcap header")? & 0x0FFF_FFFF;
     if linktype != LINKTYPE_INFINIBAND {
-        return Err(format!("pcap link type {linktype}, expected {LINKTYPE_INFINIBAND} (LINKTYPE_INFINIBAND)"));
+        return Err(format!(
+            "pcap link type {linktype}, expected {LINKTYPE_INFINIBAND} (LINKTYPE_INFINIBAND)"
+        ));
     }
     let mut out = Vec::new();
     let mut off = 24;
@@ -38,7 +52,10 @@ pub fn read(data: &[u8]) -> Result<Vec<Packet>, String> {
         let start = off + 16;
         let end = start.saturating_add(incl as usize);
         let Some(frame) = data.get(start..end) else {
-            out.push(Err(format!("packet claims {incl} bytes, file has {}", data.len() - start.min(data.len()))));
+            out.push(Err(format!(
+                "packet claims {incl} bytes, file has {}",
+                data.len() - start.min(data.len())
+            )));
             break;
         };
         out.push(mad_of_frame(frame));
@@ -54,7 +71,11 @@ pub fn mad_of_frame(f: &[u8]) -> Packet {
     let mut off = match lnh {
         2 => 8,
         3 => 8 + 40,
-        _ => return Err(format!("LRH next header {lnh}: not an IBA transport packet")),
+        _ => {
+            return Err(format!(
+                "LRH next header {lnh}: not an IBA transport packet"
+            ))
+        }
     };
     let bth = f.get(off..off + 12).ok_or("frame too short for the BTH")?;
     let opcode = bth[0];
@@ -69,9 +90,16 @@ pub fn mad_of_frame(f: &[u8]) -> Packet {
         off += 4;
     }
     if dest_qp > 1 {
-        return Err(format!("destination QP {dest_qp}: MADs travel on QP0 or QP1"));
+        return Err(format!(
+            "destination QP {dest_qp}: MADs travel on QP0 or QP1"
+        ));
     }
-    let mad = f.get(off..off + 256).ok_or_else(|| format!("frame of {} bytes too short for a 256-byte MAD at offset {off}", f.len()))?;
+    let mad = f.get(off..off + 256).ok_or_else(|| {
+        format!(
+            "frame of {} bytes too short for a 256-byte MAD at offset {off}",
+            f.len()
+        )
+    })?;
     let mut m = [0u8; 256];
     m.copy_from_slice(mad);
     Ok(m)
@@ -83,7 +111,11 @@ fn crc32(data: impl Iterator<Item = u8>) -> u32 {
     for b in data {
         c ^= u32::from(b);
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -95,7 +127,11 @@ fn crc16(data: &[u8]) -> u16 {
     for &b in data {
         c ^= u16::from(b);
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xD008 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xD008
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -120,7 +156,7 @@ pub fn frame(mad: &[u8; 256], a: FrameAddr) -> Vec<u8> {
     let words = (8 + 12 + 8 + 256 + 4) / 4; // PktLen counts LRH..ICRC in 4-byte words
     let vl: u8 = if a.dest_qp == 0 { 15 } else { 0 };
     let mut f = Vec::with_capacity(8 + 12 + 8 + 256 + 6);
-    f.push((vl << 4) | 0); // VL, LVer 0
+    f.push(vl << 4); // VL, LVer 0
     f.push(0x02); // SL 0, LNH 2: IBA local (BTH follows)
     f.extend_from_slice(&a.dlid.to_be_bytes());
     f.extend_from_slice(&(words as u16 & 0x07FF).to_be_bytes());
@@ -187,7 +223,15 @@ mod tests {
         m[0] = 1;
         m[1] = 0x81;
         m[255] = 0xAB;
-        let f = frame(&m, FrameAddr { dlid: 0xFFFF, slid: 0xFFFF, dest_qp: 0, src_qp: 0 });
+        let f = frame(
+            &m,
+            FrameAddr {
+                dlid: 0xFFFF,
+                slid: 0xFFFF,
+                dest_qp: 0,
+                src_qp: 0,
+            },
+        );
         assert_eq!(f.len(), 8 + 12 + 8 + 256 + 4 + 2);
         let cap = write(&[(1_500_000_000, f.clone()), (0, f[..100].to_vec())]);
         assert!(is_pcap(&cap));

@@ -19,11 +19,15 @@ impl DrPath {
     }
     /// A path from port numbers, refusing more than 63 hops.
     pub fn from_ports(ports: &[u8]) -> Result<Self, Error> {
-        Vec::from_slice(ports).map(DrPath).map_err(|_| Error::PathTooLong { hops: ports.len() })
+        Vec::from_slice(ports)
+            .map(DrPath)
+            .map_err(|_| Error::PathTooLong { hops: ports.len() })
     }
     /// Appends a hop.
     pub fn push(&mut self, port: u8) -> Result<(), Error> {
-        self.0.push(port).map_err(|_| Error::PathTooLong { hops: Self::MAX_HOPS + 1 })
+        self.0.push(port).map_err(|_| Error::PathTooLong {
+            hops: Self::MAX_HOPS + 1,
+        })
     }
     /// A new path with one more hop.
     pub fn extended(&self, port: u8) -> Result<Self, Error> {
@@ -63,7 +67,10 @@ mod tests {
     fn holds_63_hops_and_not_64() {
         let p = DrPath::from_ports(&[1; 63]).unwrap();
         assert_eq!(p.hop_count(), 63);
-        assert_eq!(DrPath::from_ports(&[1; 64]), Err(Error::PathTooLong { hops: 64 }));
+        assert_eq!(
+            DrPath::from_ports(&[1; 64]),
+            Err(Error::PathTooLong { hops: 64 })
+        );
         assert!(p.extended(2).is_err());
         assert_eq!(DrPath::new().extended(7).unwrap().as_slice(), &[7]);
     }

@@ -59,17 +59,43 @@ impl fmt::Display for Error {
             Error::Truncated { what, needed, got } => {
                 write!(f, "{what}: truncated, need {needed} bytes, got {got}")
             }
-            Error::InvalidField { what, field, value, expected } => {
-                write!(f, "{what}.{field}: invalid value {value:#x}, expected {expected}")
+            Error::InvalidField {
+                what,
+                field,
+                value,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "{what}.{field}: invalid value {value:#x}, expected {expected}"
+                )
             }
-            Error::FieldOverflow { what, field, value, width } => {
-                write!(f, "{what}.{field}: value {value:#x} does not fit in {width} bits")
+            Error::FieldOverflow {
+                what,
+                field,
+                value,
+                width,
+            } => {
+                write!(
+                    f,
+                    "{what}.{field}: value {value:#x} does not fit in {width} bits"
+                )
             }
-            Error::InvalidAttributeModifier { attribute, modifier, reason } => {
-                write!(f, "{attribute}: invalid attribute modifier {modifier:#010x}: {reason}")
+            Error::InvalidAttributeModifier {
+                attribute,
+                modifier,
+                reason,
+            } => {
+                write!(
+                    f,
+                    "{attribute}: invalid attribute modifier {modifier:#010x}: {reason}"
+                )
             }
             Error::PathTooLong { hops } => {
-                write!(f, "directed-route path of {hops} hops exceeds the maximum of 63")
+                write!(
+                    f,
+                    "directed-route path of {hops} hops exceeds the maximum of 63"
+                )
             }
         }
     }
@@ -81,7 +107,11 @@ impl core::error::Error for Error {}
 #[inline]
 pub(crate) fn need(what: &'static str, buf: &[u8], needed: usize) -> Result<(), Error> {
     if buf.len() < needed {
-        Err(Error::Truncated { what, needed, got: buf.len() })
+        Err(Error::Truncated {
+            what,
+            needed,
+            got: buf.len(),
+        })
     } else {
         Ok(())
     }

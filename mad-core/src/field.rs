@@ -89,6 +89,19 @@ pub trait Field: Copy {
     fn write(&self, buf: &mut [u8], off: usize, width: usize) -> Result<(), u64>;
     /// The value for dumps.
     fn value(&self) -> Value<'_>;
+    /// Reads `M` consecutive elements of `ew` bits each (tables).
+    #[inline(always)]
+    fn read_array<const M: usize>(buf: &[u8], off: usize, ew: usize) -> [Self; M] {
+        core::array::from_fn(|i| Self::read(buf, off + i * ew, ew))
+    }
+    /// Writes `M` consecutive elements of `ew` bits each (tables).
+    #[inline(always)]
+    fn write_array(items: &[Self], buf: &mut [u8], off: usize, ew: usize) -> Result<(), u64> {
+        for (i, e) in items.iter().enumerate() {
+            e.write(buf, off + i * ew, ew)?;
+        }
+        Ok(())
+    }
 }
 
 /// All-ones mask of `width` bits.
@@ -103,9 +116,33 @@ pub const fn mask(width: usize) -> u64 {
 
 /// Reads `width` (1..=64) bits at bit offset `off`; the field must not span
 /// more than 8 bytes. Bytes past the end of `buf` read as zero.
+///
+/// Offsets and widths are constants at every call site, so after inlining
+/// the byte-aligned cases fold to a single big-endian load.
 #[inline(always)]
 pub fn get_bits(buf: &[u8], off: usize, width: usize) -> u64 {
     let first = off / 8;
+    if off % 8 == 0 {
+        match width {
+            8 => return u64::from(buf.get(first).copied().unwrap_or(0)),
+            16 => {
+                if let Some(s) = buf.get(first..first + 2) {
+                    return u64::from(u16::from_be_bytes([s[0], s[1]]));
+                }
+            }
+            32 => {
+                if let Some(s) = buf.get(first..first + 4) {
+                    return u64::from(u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+                }
+            }
+            64 => {
+                if let Some(s) = buf.get(first..first + 8) {
+                    return u64::from_be_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
+                }
+            }
+            _ => {}
+        }
+    }
     let end = (off + width).div_ceil(8);
     let mut acc: u64 = 0;
     let mut i = first;
@@ -164,7 +201,51 @@ macro_rules! uint_field {
         }
     )*};
 }
-uint_field! { u8, false; u16, false; u32, false; u64, false; }
+uint_field! { u16, false; u32, false; u64, false; }
+
+impl Field for u8 {
+    const MAX_BITS: usize = 8;
+    #[inline(always)]
+    fn read(buf: &[u8], off: usize, width: usize) -> Self {
+        get_bits(buf, off, width) as u8
+    }
+    #[inline(always)]
+    fn write(&self, buf: &mut [u8], off: usize, width: usize) -> Result<(), u64> {
+        put(buf, off, width, u64::from(*self))
+    }
+    fn value(&self) -> Value<'_> {
+        Value::Num {
+            v: u64::from(*self),
+            hex: false,
+        }
+    }
+    /// Byte tables (forwarding tables) are copied whole.
+    #[inline(always)]
+    fn read_array<const M: usize>(buf: &[u8], off: usize, ew: usize) -> [Self; M] {
+        if ew == 8 && off % 8 == 0 {
+            let mut a = [0u8; M];
+            if let Some(src) = buf.get(off / 8..off / 8 + M) {
+                a.copy_from_slice(src);
+            }
+            a
+        } else {
+            core::array::from_fn(|i| Self::read(buf, off + i * ew, ew))
+        }
+    }
+    #[inline(always)]
+    fn write_array(items: &[Self], buf: &mut [u8], off: usize, ew: usize) -> Result<(), u64> {
+        if ew == 8 && off % 8 == 0 {
+            if let Some(dst) = buf.get_mut(off / 8..off / 8 + items.len()) {
+                dst.copy_from_slice(items);
+            }
+            return Ok(());
+        }
+        for (i, e) in items.iter().enumerate() {
+            e.write(buf, off + i * ew, ew)?;
+        }
+        Ok(())
+    }
+}
 
 impl Field for bool {
     const MAX_BITS: usize = 1;
@@ -301,16 +382,11 @@ impl<T: Field, const M: usize> Field for [T; M] {
     const MAX_BITS: usize = T::MAX_BITS * M;
     #[inline(always)]
     fn read(buf: &[u8], off: usize, width: usize) -> Self {
-        let ew = width / M;
-        core::array::from_fn(|i| T::read(buf, off + i * ew, ew))
+        T::read_array::<M>(buf, off, width / M)
     }
     #[inline(always)]
     fn write(&self, buf: &mut [u8], off: usize, width: usize) -> Result<(), u64> {
-        let ew = width / M;
-        for (i, e) in self.iter().enumerate() {
-            e.write(buf, off + i * ew, ew)?;
-        }
-        Ok(())
+        T::write_array(self, buf, off, width / M)
     }
     fn value(&self) -> Value<'_> {
         Value::List(self)
@@ -492,7 +568,10 @@ macro_rules! flags_field {
                         .find(|fl| u64::from(fl.value().bits()) == 1u64 << bit)
                         .map(|fl| fl.name())
                 }
-                $crate::field::Value::Flags { raw: u64::from(self.bits()), name_of }
+                $crate::field::Value::Flags {
+                    raw: u64::from(self.bits()),
+                    name_of,
+                }
             }
         }
     };
@@ -524,6 +603,7 @@ macro_rules! bitstruct {
             }
         }
 
+        #[allow(clippy::int_plus_one)]
         const _: () = {
             $(
                 assert!($off + $width <= $size * 8, concat!(stringify!($name), ".", stringify!($field), " lies outside the structure"));
@@ -591,6 +671,43 @@ macro_rules! bitstruct {
     };
 }
 
+/// Makes a byte-aligned [`bitstruct!`] usable as a field (table entries such
+/// as VL arbitration or random forwarding entries).
+#[macro_export]
+macro_rules! record_field {
+    ($t:ty) => {
+        impl $crate::field::Field for $t {
+            const MAX_BITS: usize = <$t>::SIZE * 8;
+            #[inline(always)]
+            fn read(buf: &[u8], off: usize, _width: usize) -> Self {
+                let mut tmp = [0u8; <$t>::SIZE];
+                if let Some(src) = buf.get(off / 8..off / 8 + <$t>::SIZE) {
+                    tmp.copy_from_slice(src);
+                }
+                <$t>::decode(&tmp).unwrap_or_default()
+            }
+            #[inline(always)]
+            fn write(&self, buf: &mut [u8], off: usize, _width: usize) -> Result<(), u64> {
+                let mut tmp = [0u8; <$t>::SIZE];
+                // Report the first field that overflowed by its raw value.
+                if let Err(e) = self.encode(&mut tmp) {
+                    return Err(match e {
+                        $crate::error::Error::FieldOverflow { value, .. } => value,
+                        _ => 0,
+                    });
+                }
+                if let Some(dst) = buf.get_mut(off / 8..off / 8 + <$t>::SIZE) {
+                    dst.copy_from_slice(&tmp);
+                }
+                Ok(())
+            }
+            fn value(&self) -> $crate::field::Value<'_> {
+                $crate::field::Value::Record(self)
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,41 +751,4 @@ mod tests {
         assert_eq!(7u8.write(&mut b, 0, 3), Ok(()));
         assert_eq!(8u8.write(&mut b, 0, 3), Err(8));
     }
-}
-
-/// Makes a byte-aligned [`bitstruct!`] usable as a field (table entries such
-/// as VL arbitration or random forwarding entries).
-#[macro_export]
-macro_rules! record_field {
-    ($t:ty) => {
-        impl $crate::field::Field for $t {
-            const MAX_BITS: usize = <$t>::SIZE * 8;
-            #[inline(always)]
-            fn read(buf: &[u8], off: usize, _width: usize) -> Self {
-                let mut tmp = [0u8; <$t>::SIZE];
-                if let Some(src) = buf.get(off / 8..off / 8 + <$t>::SIZE) {
-                    tmp.copy_from_slice(src);
-                }
-                <$t>::decode(&tmp).unwrap_or_default()
-            }
-            #[inline(always)]
-            fn write(&self, buf: &mut [u8], off: usize, _width: usize) -> Result<(), u64> {
-                let mut tmp = [0u8; <$t>::SIZE];
-                // Report the first field that overflowed by its raw value.
-                if let Err(e) = self.encode(&mut tmp) {
-                    return Err(match e {
-                        $crate::error::Error::FieldOverflow { value, .. } => value,
-                        _ => 0,
-                    });
-                }
-                if let Some(dst) = buf.get_mut(off / 8..off / 8 + <$t>::SIZE) {
-                    dst.copy_from_slice(&tmp);
-                }
-                Ok(())
-            }
-            fn value(&self) -> $crate::field::Value<'_> {
-                $crate::field::Value::Record(self)
-            }
-        }
-    };
 }

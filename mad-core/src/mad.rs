@@ -43,7 +43,11 @@ impl MadHeader {
         need("MAD header", buf, Self::SIZE)?;
         MadHeader::ref_from_prefix(buf)
             .map(|(h, _)| h)
-            .map_err(|_| Error::Truncated { what: "MAD header", needed: Self::SIZE, got: buf.len() })
+            .map_err(|_| Error::Truncated {
+                what: "MAD header",
+                needed: Self::SIZE,
+                got: buf.len(),
+            })
     }
 
     /// The method byte as a [`Method`] (the R bit is part of the value: GetResp is 0x81).
@@ -76,11 +80,35 @@ impl Fields for MadHeader {
         f("class_version", self.class_version.value());
         f("method", self.method().value());
         f("r", Value::Bool(self.is_response()));
-        f("status", Value::Num { v: self.status.get().into(), hex: true });
-        f("class_specific", Value::Num { v: self.class_specific.get().into(), hex: true });
-        f("transaction_id", Value::Num { v: self.transaction_id.get(), hex: true });
+        f(
+            "status",
+            Value::Num {
+                v: self.status.get().into(),
+                hex: true,
+            },
+        );
+        f(
+            "class_specific",
+            Value::Num {
+                v: self.class_specific.get().into(),
+                hex: true,
+            },
+        );
+        f(
+            "transaction_id",
+            Value::Num {
+                v: self.transaction_id.get(),
+                hex: true,
+            },
+        );
         f("attribute_id", self.attribute_id().value());
-        f("attribute_modifier", Value::Num { v: self.attribute_modifier.get().into(), hex: true });
+        f(
+            "attribute_modifier",
+            Value::Num {
+                v: self.attribute_modifier.get().into(),
+                hex: true,
+            },
+        );
     }
 }
 
@@ -252,14 +280,24 @@ mod tests {
     fn short_header_is_an_error() {
         assert_eq!(
             MadHeader::ref_from(&[0u8; 23]).unwrap_err(),
-            Error::Truncated { what: "MAD header", needed: 24, got: 23 }
+            Error::Truncated {
+                what: "MAD header",
+                needed: 24,
+                got: 23
+            }
         );
     }
 
     #[test]
     fn status_codes() {
-        assert_eq!(Status::UNSUPPORTED_METHOD_ATTR.code(), StatusCode::UnsupportedMethodAttribute);
-        assert_eq!(Status(0x8000 | 0x0008).without_direction(), Status::UNSUPPORTED_METHOD);
+        assert_eq!(
+            Status::UNSUPPORTED_METHOD_ATTR.code(),
+            StatusCode::UnsupportedMethodAttribute
+        );
+        assert_eq!(
+            Status(0x8000 | 0x0008).without_direction(),
+            Status::UNSUPPORTED_METHOD
+        );
         assert!(Status(0x8000).is_ok());
         assert!(!Status(0x0001).is_ok());
     }

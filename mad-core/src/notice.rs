@@ -71,14 +71,20 @@ impl Notice {
     }
     /// The producer type of a generic notice.
     pub fn producer_type(&self) -> Option<ProducerType> {
-        self.is_generic.then(|| ProducerType::from(self.producer_type_or_vendor_id))
+        self.is_generic
+            .then(|| ProducerType::from(self.producer_type_or_vendor_id))
     }
     /// Decodes the data details according to the trap number.
     pub fn details(&self) -> Result<TrapDetails, Error> {
         TrapDetails::decode(self.trap_number(), &self.data_details.0)
     }
     /// A generic notice for `trap` with its details encoded.
-    pub fn generic(notice_type: NoticeType, producer: ProducerType, issuer_lid: Lid, details: &TrapDetails) -> Result<Self, Error> {
+    pub fn generic(
+        notice_type: NoticeType,
+        producer: ProducerType,
+        issuer_lid: Lid,
+        details: &TrapDetails,
+    ) -> Result<Self, Error> {
         let mut data = [0u8; 54];
         details.encode(&mut data)?;
         Ok(Notice {
@@ -347,7 +353,10 @@ mod tests {
         assert_eq!(&b[6..8], &[0, 7]);
         assert_eq!(&b[10..12], &[0, 7], "LIDADDR at data details 0");
         let back = Notice::decode(&b).unwrap();
-        assert_eq!(back.details().unwrap(), TrapDetails::LinkStateChange(Trap128 { lid: Lid(7) }));
+        assert_eq!(
+            back.details().unwrap(),
+            TrapDetails::LinkStateChange(Trap128 { lid: Lid(7) })
+        );
     }
 
     #[test]

@@ -51,7 +51,11 @@ impl Smp {
         need("SMP", buf, Self::SIZE)?;
         Smp::ref_from_prefix(buf)
             .map(|(s, _)| s)
-            .map_err(|_| Error::Truncated { what: "SMP", needed: Self::SIZE, got: buf.len() })
+            .map_err(|_| Error::Truncated {
+                what: "SMP",
+                needed: Self::SIZE,
+                got: buf.len(),
+            })
     }
     /// A mutable view over the first 256 bytes of `buf`, checking only the length.
     pub fn mut_from(buf: &mut [u8]) -> Result<&mut Smp, Error> {
@@ -59,7 +63,11 @@ impl Smp {
         need("SMP", buf, Self::SIZE)?;
         Smp::mut_from_prefix(buf)
             .map(|(s, _)| s)
-            .map_err(|_| Error::Truncated { what: "SMP", needed: Self::SIZE, got })
+            .map_err(|_| Error::Truncated {
+                what: "SMP",
+                needed: Self::SIZE,
+                got,
+            })
     }
     /// A view over `buf` after checking the length and the header:
     /// BaseVersion 1, class 0x01 or 0x81, and for directed route a hop count
@@ -102,7 +110,13 @@ impl Smp {
         }
     }
 
-    fn new_common(class: MgmtClass, method: Method, attr: AttributeId, modifier: u32, tid: u64) -> Smp {
+    fn new_common(
+        class: MgmtClass,
+        method: Method,
+        attr: AttributeId,
+        modifier: u32,
+        tid: u64,
+    ) -> Smp {
         let mut s = Smp::new_zeroed();
         s.header.base_version = 1;
         s.header.mgmt_class = class.into();
@@ -115,7 +129,13 @@ impl Smp {
     }
 
     /// A LID-routed request (class 0x01).
-    pub fn lid_routed(method: Method, attr: AttributeId, modifier: u32, tid: u64, m_key: MKey) -> Smp {
+    pub fn lid_routed(
+        method: Method,
+        attr: AttributeId,
+        modifier: u32,
+        tid: u64,
+        m_key: MKey,
+    ) -> Smp {
         let mut s = Self::new_common(MgmtClass::SubnLid, method, attr, modifier, tid);
         s.m_key = U64::new(m_key.0);
         s
@@ -123,7 +143,14 @@ impl Smp {
 
     /// A directed-route request from the SM along `path`, with permissive
     /// DrSLID and DrDLID and hop pointer 0.
-    pub fn directed(path: &DrPath, method: Method, attr: AttributeId, modifier: u32, tid: u64, m_key: MKey) -> Smp {
+    pub fn directed(
+        path: &DrPath,
+        method: Method,
+        attr: AttributeId,
+        modifier: u32,
+        tid: u64,
+        m_key: MKey,
+    ) -> Smp {
         let mut s = Self::new_common(MgmtClass::SubnDirectedRoute, method, attr, modifier, tid);
         s.m_key = U64::new(m_key.0);
         s.dr_slid = U16::new(0xFFFF);
@@ -166,7 +193,11 @@ impl Smp {
     }
     /// Sets the status, keeping the D bit of a directed-route SMP.
     pub fn set_status(&mut self, st: Status) {
-        let d = if self.is_directed() { self.header.status.get() & Status::DIRECTION } else { 0 };
+        let d = if self.is_directed() {
+            self.header.status.get() & Status::DIRECTION
+        } else {
+            0
+        };
         self.header.status = U16::new((st.0 & !Status::DIRECTION) | d);
     }
     /// The D bit: false on the outbound (request) path, true on the return path.
@@ -176,7 +207,11 @@ impl Smp {
     /// Sets or clears the D bit.
     pub fn set_direction(&mut self, d: bool) {
         let s = self.header.status.get();
-        self.header.status = U16::new(if d { s | Status::DIRECTION } else { s & !Status::DIRECTION });
+        self.header.status = U16::new(if d {
+            s | Status::DIRECTION
+        } else {
+            s & !Status::DIRECTION
+        });
     }
     /// HopPointer (directed route).
     pub fn hop_pointer(&self) -> u8 {
@@ -229,11 +264,38 @@ impl Fields for SmpHeaderFields<'_> {
         if s.is_directed() {
             let n = usize::from(s.hop_count().min(63));
             f("d", Value::Bool(s.direction()));
-            f("hop_pointer", Value::Num { v: s.hop_pointer().into(), hex: false });
-            f("hop_count", Value::Num { v: s.hop_count().into(), hex: false });
-            f("dr_slid", Value::Num { v: s.dr_slid.get().into(), hex: false });
-            f("dr_dlid", Value::Num { v: s.dr_dlid.get().into(), hex: false });
-            f("initial_path", Value::List(&PathList(&s.initial_path[1..=n])));
+            f(
+                "hop_pointer",
+                Value::Num {
+                    v: s.hop_pointer().into(),
+                    hex: false,
+                },
+            );
+            f(
+                "hop_count",
+                Value::Num {
+                    v: s.hop_count().into(),
+                    hex: false,
+                },
+            );
+            f(
+                "dr_slid",
+                Value::Num {
+                    v: s.dr_slid.get().into(),
+                    hex: false,
+                },
+            );
+            f(
+                "dr_dlid",
+                Value::Num {
+                    v: s.dr_dlid.get().into(),
+                    hex: false,
+                },
+            );
+            f(
+                "initial_path",
+                Value::List(&PathList(&s.initial_path[1..=n])),
+            );
             f("return_path", Value::List(&PathList(&s.return_path[1..=n])));
         }
     }
@@ -245,7 +307,10 @@ impl crate::field::List for PathList<'_> {
         self.0.len()
     }
     fn item(&self, i: usize) -> Option<Value<'_>> {
-        self.0.get(i).map(|&p| Value::Num { v: p.into(), hex: false })
+        self.0.get(i).map(|&p| Value::Num {
+            v: p.into(),
+            hex: false,
+        })
     }
 }
 
@@ -285,22 +350,60 @@ mod tests {
         let mut w = *s.as_wire();
         assert!(Smp::parse(&w).is_ok());
         w[0] = 2;
-        assert!(matches!(Smp::parse(&w), Err(Error::InvalidField { field: "base_version", .. })));
+        assert!(matches!(
+            Smp::parse(&w),
+            Err(Error::InvalidField {
+                field: "base_version",
+                ..
+            })
+        ));
         w[0] = 1;
         w[1] = 0x03;
-        assert!(matches!(Smp::parse(&w), Err(Error::InvalidField { field: "mgmt_class", .. })));
+        assert!(matches!(
+            Smp::parse(&w),
+            Err(Error::InvalidField {
+                field: "mgmt_class",
+                ..
+            })
+        ));
         w[1] = 0x81;
         w[7] = 64;
-        assert!(matches!(Smp::parse(&w), Err(Error::InvalidField { field: "hop_count", .. })));
+        assert!(matches!(
+            Smp::parse(&w),
+            Err(Error::InvalidField {
+                field: "hop_count",
+                ..
+            })
+        ));
         w[7] = 2;
         w[6] = 4;
-        assert!(matches!(Smp::parse(&w), Err(Error::InvalidField { field: "hop_pointer", .. })));
-        assert!(matches!(Smp::parse(&w[..255]), Err(Error::Truncated { needed: 256, got: 255, .. })));
+        assert!(matches!(
+            Smp::parse(&w),
+            Err(Error::InvalidField {
+                field: "hop_pointer",
+                ..
+            })
+        ));
+        assert!(matches!(
+            Smp::parse(&w[..255]),
+            Err(Error::Truncated {
+                needed: 256,
+                got: 255,
+                ..
+            })
+        ));
     }
 
     #[test]
     fn status_keeps_the_direction_bit() {
-        let mut s = Smp::directed(&DrPath::new(), Method::Get, AttributeId::NodeInfo, 0, 1, MKey(0));
+        let mut s = Smp::directed(
+            &DrPath::new(),
+            Method::Get,
+            AttributeId::NodeInfo,
+            0,
+            1,
+            MKey(0),
+        );
         s.set_direction(true);
         s.set_status(Status::INVALID_FIELD);
         assert!(s.direction());

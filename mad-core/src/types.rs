@@ -253,7 +253,10 @@ mod tests {
     #[test]
     fn pkey_membership_and_matching() {
         assert!(PKey(0xFFFF).matches(PKey(0x7FFF)));
-        assert!(!PKey(0x7FFF).matches(PKey(0x7FFF)), "two limited members never match");
+        assert!(
+            !PKey(0x7FFF).matches(PKey(0x7FFF)),
+            "two limited members never match"
+        );
         assert!(!PKey(0x8000).matches(PKey(0x8000)), "base 0 is invalid");
         assert!(!PKey(0x8001).matches(PKey(0x8002)));
     }

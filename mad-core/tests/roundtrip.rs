@@ -11,9 +11,9 @@ fn check_no_overlap(name: &str, size: usize, fields: &[FieldDesc]) {
     let mut used = vec![false; size * 8];
     for f in fields {
         assert!(f.width > 0, "{name}.{} has zero width", f.name);
-        for b in f.offset..f.offset + f.width {
-            assert!(!used[b], "{name}.{} overlaps another field at bit {b}", f.name);
-            used[b] = true;
+        for (b, u) in used.iter_mut().enumerate().skip(f.offset).take(f.width) {
+            assert!(!*u, "{name}.{} overlaps another field at bit {b}", f.name);
+            *u = true;
         }
     }
 }
@@ -55,12 +55,42 @@ macro_rules! layouts {
 }
 
 layouts!(
-    NodeDescription, NodeInfo, SwitchInfo, GuidInfo, PortInfo, PKeyTable, SlToVlMappingTable,
-    VlArbitrationTable, LinearForwardingTable, RandomForwardingTable, MulticastForwardingTable,
-    SmInfo, VendorDiag, LedInfo, CableInfo, PortInfoExtended, SwitchPortStateTable,
-    LinkSpeedWidthPairsTable, VendorSpecificMadsTable, MlnxExtPortInfo,
-    VirtualizationInfo, VPortInfo, VNodeInfo, VPortState, VNodeDescription, VPortGuidInfo, VPortPKeyTable,
-    Notice, TrapGid, Trap128, TrapPortError, Trap144, Trap145, Trap256, TrapBadKey, Trap259,
+    NodeDescription,
+    NodeInfo,
+    SwitchInfo,
+    GuidInfo,
+    PortInfo,
+    PKeyTable,
+    SlToVlMappingTable,
+    VlArbitrationTable,
+    LinearForwardingTable,
+    RandomForwardingTable,
+    MulticastForwardingTable,
+    SmInfo,
+    VendorDiag,
+    LedInfo,
+    CableInfo,
+    PortInfoExtended,
+    SwitchPortStateTable,
+    LinkSpeedWidthPairsTable,
+    VendorSpecificMadsTable,
+    MlnxExtPortInfo,
+    VirtualizationInfo,
+    VPortInfo,
+    VNodeInfo,
+    VPortState,
+    VNodeDescription,
+    VPortGuidInfo,
+    VPortPKeyTable,
+    Notice,
+    TrapGid,
+    Trap128,
+    TrapPortError,
+    Trap144,
+    Trap145,
+    Trap256,
+    TrapBadKey,
+    Trap259,
 );
 
 proptest! {
@@ -101,24 +131,50 @@ proptest! {
 
 #[test]
 fn port_info_check_names_the_bad_field() {
-    let mut p = PortInfo::default();
-    p.port_state = PortState::from(9);
-    assert!(matches!(p.check(), Err(mad_core::Error::InvalidField { field: "port_state", value: 9, .. })));
+    let mut p = PortInfo {
+        port_state: PortState::from(9),
+        ..Default::default()
+    };
+    assert!(matches!(
+        p.check(),
+        Err(mad_core::Error::InvalidField {
+            field: "port_state",
+            value: 9,
+            ..
+        })
+    ));
     p.port_state = PortState::Active;
     p.neighbor_mtu = Mtu::from(6);
-    assert!(matches!(p.check(), Err(mad_core::Error::InvalidField { field: "neighbor_mtu", .. })));
+    assert!(matches!(
+        p.check(),
+        Err(mad_core::Error::InvalidField {
+            field: "neighbor_mtu",
+            ..
+        })
+    ));
     p.neighbor_mtu = Mtu::Mtu4096;
     p.lid = mad_core::Lid(0xC001);
-    assert!(matches!(p.check(), Err(mad_core::Error::InvalidField { field: "lid", .. })));
+    assert!(matches!(
+        p.check(),
+        Err(mad_core::Error::InvalidField { field: "lid", .. })
+    ));
 }
 
 #[test]
 fn encode_refuses_values_wider_than_their_field() {
-    let p = PortInfo { lmc: 8, ..Default::default() };
+    let p = PortInfo {
+        lmc: 8,
+        ..Default::default()
+    };
     let mut b = [0u8; 64];
     assert_eq!(
         p.encode(&mut b),
-        Err(mad_core::Error::FieldOverflow { what: "PortInfo", field: "lmc", value: 8, width: 3 })
+        Err(mad_core::Error::FieldOverflow {
+            what: "PortInfo",
+            field: "lmc",
+            value: 8,
+            width: 3
+        })
     );
 }
 
@@ -139,7 +195,9 @@ fn portinfo_known_bytes() {
     let p = PortInfo::decode(&b).unwrap();
     assert_eq!(p.lid, mad_core::Lid(18));
     assert_eq!(p.master_sm_lid, mad_core::Lid(1));
-    assert!(p.capability_mask.contains(CapabilityMask::IS_CAPABILITY_MASK2_SUPPORTED));
+    assert!(p
+        .capability_mask
+        .contains(CapabilityMask::IS_CAPABILITY_MASK2_SUPPORTED));
     assert!(p.capability_mask.contains(CapabilityMask::IS_SM_DISABLED));
     assert_eq!(p.port_state, PortState::Active);
     assert_eq!(p.port_physical_state, PortPhysicalState::LinkUp);
@@ -149,6 +207,9 @@ fn portinfo_known_bytes() {
     assert_eq!(p.link_width_active, LinkWidth::W4X);
     assert_eq!(p.neighbor_mtu, Mtu::Mtu4096);
     assert_eq!(p.link_speed_ext_active, LinkSpeedExt::EDR);
-    assert_eq!(p.link_speed_ext_supported, LinkSpeedExt::FDR | LinkSpeedExt::EDR);
+    assert_eq!(
+        p.link_speed_ext_supported,
+        LinkSpeedExt::FDR | LinkSpeedExt::EDR
+    );
     assert!(p.check().is_ok());
 }

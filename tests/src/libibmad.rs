@@ -15,7 +15,10 @@ type SetField64 = unsafe extern "C" fn(*mut c_void, i32, i32, u64);
 type Array = unsafe extern "C" fn(*mut c_void, i32, i32, *mut c_void);
 
 /// Where libibmad's header is looked for.
-pub const HEADER_PATHS: &[&str] = &["/usr/include/infiniband/mad.h", "/usr/local/include/infiniband/mad.h"];
+pub const HEADER_PATHS: &[&str] = &[
+    "/usr/include/infiniband/mad.h",
+    "/usr/local/include/infiniband/mad.h",
+];
 
 /// A loaded libibmad with the field accessors and the field-name table.
 pub struct LibIbmad {
@@ -45,13 +48,34 @@ impl LibIbmad {
         // SAFETY: the symbols are libibmad's exported field accessors, whose C
         // signatures the function-pointer types above reproduce.
         unsafe {
-            let get = *lib.get::<GetField>(b"mad_get_field\0").map_err(|e| e.to_string())?;
-            let set = *lib.get::<SetField>(b"mad_set_field\0").map_err(|e| e.to_string())?;
-            let get64 = *lib.get::<GetField64>(b"mad_get_field64\0").map_err(|e| e.to_string())?;
-            let set64 = *lib.get::<SetField64>(b"mad_set_field64\0").map_err(|e| e.to_string())?;
-            let get_array = *lib.get::<Array>(b"mad_get_array\0").map_err(|e| e.to_string())?;
-            let set_array = *lib.get::<Array>(b"mad_set_array\0").map_err(|e| e.to_string())?;
-            Ok(LibIbmad { _lib: lib, get, set, get64, set64, get_array, set_array, fields })
+            let get = *lib
+                .get::<GetField>(b"mad_get_field\0")
+                .map_err(|e| e.to_string())?;
+            let set = *lib
+                .get::<SetField>(b"mad_set_field\0")
+                .map_err(|e| e.to_string())?;
+            let get64 = *lib
+                .get::<GetField64>(b"mad_get_field64\0")
+                .map_err(|e| e.to_string())?;
+            let set64 = *lib
+                .get::<SetField64>(b"mad_set_field64\0")
+                .map_err(|e| e.to_string())?;
+            let get_array = *lib
+                .get::<Array>(b"mad_get_array\0")
+                .map_err(|e| e.to_string())?;
+            let set_array = *lib
+                .get::<Array>(b"mad_set_array\0")
+                .map_err(|e| e.to_string())?;
+            Ok(LibIbmad {
+                _lib: lib,
+                get,
+                set,
+                get64,
+                set64,
+                get_array,
+                set_array,
+                fields,
+            })
         }
     }
 
@@ -124,7 +148,9 @@ pub type SetField64Fn = SetField64;
 
 /// Parses `enum MAD_FIELDS { … }` from mad.h into name → value.
 pub fn parse_mad_fields(header: &str) -> Result<HashMap<String, i32>, String> {
-    let start = header.find("enum MAD_FIELDS").ok_or("enum MAD_FIELDS not in header")?;
+    let start = header
+        .find("enum MAD_FIELDS")
+        .ok_or("enum MAD_FIELDS not in header")?;
     let body = &header[start..];
     let open = body.find('{').ok_or("enum MAD_FIELDS has no body")?;
     let close = body.find("};").ok_or("enum MAD_FIELDS not closed")?;
@@ -133,13 +159,20 @@ pub fn parse_mad_fields(header: &str) -> Result<HashMap<String, i32>, String> {
     let mut rest = &body[open + 1..close];
     while let Some(i) = rest.find("/*") {
         text.push_str(&rest[..i]);
-        rest = rest[i..].find("*/").map(|j| &rest[i + j + 2..]).unwrap_or("");
+        rest = rest[i..]
+            .find("*/")
+            .map(|j| &rest[i + j + 2..])
+            .unwrap_or("");
     }
     text.push_str(rest);
     let mut map = HashMap::new();
     let mut next = 0i32;
     for entry in text.split(',') {
-        let e: String = entry.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join(" ");
+        let e: String = entry
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(" ");
         let e = e.trim();
         if e.is_empty() {
             continue;

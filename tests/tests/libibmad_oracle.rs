@@ -8,6 +8,9 @@ use mad_core::notice::{Notice, Trap128, Trap144};
 use std::collections::HashMap;
 use tests::libibmad::LibIbmad;
 
+/// Decode with mad-core, then encode: (field values, encoded bytes).
+type RoundTrip = fn(&[u8]) -> (HashMap<&'static str, u64>, Vec<u8>);
+
 /// One attribute under test: how to decode/encode it with mad-core, where it
 /// sits in the buffer handed to libibmad, and our field → libibmad field.
 struct Case {
@@ -15,7 +18,7 @@ struct Case {
     size: usize,
     base: usize,
     fields: &'static [FieldDesc],
-    roundtrip: fn(&[u8]) -> (HashMap<&'static str, u64>, Vec<u8>),
+    roundtrip: RoundTrip,
     map: &'static [(&'static str, &'static str)],
 }
 
@@ -127,7 +130,7 @@ fn cases() -> Vec<Case> {
             "producer_type_or_vendor_id" => "IB_NOTICE_PRODUCER_F", "trap_number_or_device_id" => "IB_NOTICE_TRAP_NUMBER_F",
             "issuer_lid" => "IB_NOTICE_ISSUER_LID_F", "notice_toggle" => "IB_NOTICE_TOGGLE_F",
             "notice_count" => "IB_NOTICE_COUNT_F",
-"data_details" => "IB_NOTICE_DATA_DETAILS_F",
+        "data_details" => "IB_NOTICE_DATA_DETAILS_F",
         ]),
         case!(Trap128, base 10, ["lid" => "IB_NOTICE_DATA_LID_F"]),
         case!(Trap144, base 10, ["lid" => "IB_NOTICE_DATA_144_LID_F", "capability_mask" => "IB_NOTICE_DATA_144_CAPMASK_F"]),
@@ -164,12 +167,18 @@ fn load() -> Option<LibIbmad> {
 }
 
 fn desc(c: &Case, ours: &str) -> FieldDesc {
-    *c.fields.iter().find(|f| f.name == ours).unwrap_or_else(|| panic!("{}: no field {ours}", c.name))
+    *c.fields
+        .iter()
+        .find(|f| f.name == ours)
+        .unwrap_or_else(|| panic!("{}: no field {ours}", c.name))
 }
 
 fn is_array(d: &FieldDesc) -> bool {
     d.width > 64
-        || matches!(d.name, "port" | "port_mask" | "vl" | "entries" | "node_string" | "data_details")
+        || matches!(
+            d.name,
+            "port" | "port_mask" | "vl" | "entries" | "node_string" | "data_details"
+        )
 }
 
 fn lib_get(l: &LibIbmad, buf: &[u8; 256], f: i32, width: usize) -> u64 {
@@ -195,7 +204,9 @@ fn every_libibmad_field_sits_exactly_where_mad_core_puts_it() {
     for c in cases() {
         for &(ours, theirs) in c.map {
             let d = desc(&c, ours);
-            let f = l.field(theirs).unwrap_or_else(|| panic!("libibmad has no {theirs}"));
+            let f = l
+                .field(theirs)
+                .unwrap_or_else(|| panic!("libibmad has no {theirs}"));
             let mut expect = [0u8; 256];
             let mut got = [0u8; 256];
             if is_array(&d) {
@@ -243,7 +254,12 @@ fn mad_core_encodes_what_libibmad_decodes() {
                     let (a, b) = (d.offset / 8, (d.offset + d.width) / 8);
                     assert_eq!(&out[..b - a], &enc[a..b], "{}.{ours}", c.name);
                 } else {
-                    assert_eq!(lib_get(&l, &buf, f, d.width), vals[ours], "{}.{ours} ({theirs})", c.name);
+                    assert_eq!(
+                        lib_get(&l, &buf, f, d.width),
+                        vals[ours],
+                        "{}.{ours} ({theirs})",
+                        c.name
+                    );
                 }
             }
         }
@@ -278,8 +294,16 @@ fn libibmad_encodes_what_mad_core_decodes() {
             }
             // Bits we define are exactly those that survive a round trip of all ones.
             let (_, defined) = (c.roundtrip)(&[0xFFu8; 256]);
-            let theirs: Vec<u8> = buf[c.base..c.base + c.size].iter().zip(&defined).map(|(a, m)| a & m).collect();
-            assert_eq!(enc, theirs, "{}: re-encoding libibmad's bytes changed a defined bit", c.name);
+            let theirs: Vec<u8> = buf[c.base..c.base + c.size]
+                .iter()
+                .zip(&defined)
+                .map(|(a, m)| a & m)
+                .collect();
+            assert_eq!(
+                enc, theirs,
+                "{}: re-encoding libibmad's bytes changed a defined bit",
+                c.name
+            );
         }
     }
 }
@@ -293,22 +317,64 @@ fn smp_header_fields_agree_with_libibmad() {
         let mut buf = [0u8; 256];
         rng.fill(&mut buf);
         let s = mad_core::Smp::ref_from(&buf).unwrap();
-        assert_eq!(l.get(&buf, f("IB_MAD_BASEVER_F")), u32::from(s.header.base_version));
-        assert_eq!(l.get(&buf, f("IB_MAD_MGMTCLASS_F")), u32::from(s.header.mgmt_class));
-        assert_eq!(l.get(&buf, f("IB_MAD_CLASSVER_F")), u32::from(s.header.class_version));
-        assert_eq!(l.get(&buf, f("IB_MAD_METHOD_F")), u32::from(s.header.method & 0x7F));
-        assert_eq!(l.get(&buf, f("IB_MAD_RESPONSE_F")) != 0, s.header.is_response());
-        assert_eq!(l.get(&buf, f("IB_MAD_STATUS_F")), u32::from(s.header.status.get()));
-        assert_eq!(l.get(&buf, f("IB_DRSMP_HOPCNT_F")), u32::from(s.hop_count()));
-        assert_eq!(l.get(&buf, f("IB_DRSMP_HOPPTR_F")), u32::from(s.hop_pointer()));
-        assert_eq!(l.get(&buf, f("IB_DRSMP_DIRECTION_F")) != 0, s.header.status.get() & 0x8000 != 0);
-        assert_eq!(l.get(&buf, f("IB_DRSMP_STATUS_F")), u32::from(s.header.status.get() & 0x7FFF));
-        assert_eq!(l.get64(&buf, f("IB_MAD_TRID_F")), s.header.transaction_id.get());
-        assert_eq!(l.get(&buf, f("IB_MAD_ATTRID_F")), u32::from(s.header.attribute_id.get()));
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_BASEVER_F")),
+            u32::from(s.header.base_version)
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_MGMTCLASS_F")),
+            u32::from(s.header.mgmt_class)
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_CLASSVER_F")),
+            u32::from(s.header.class_version)
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_METHOD_F")),
+            u32::from(s.header.method & 0x7F)
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_RESPONSE_F")) != 0,
+            s.header.is_response()
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_STATUS_F")),
+            u32::from(s.header.status.get())
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_DRSMP_HOPCNT_F")),
+            u32::from(s.hop_count())
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_DRSMP_HOPPTR_F")),
+            u32::from(s.hop_pointer())
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_DRSMP_DIRECTION_F")) != 0,
+            s.header.status.get() & 0x8000 != 0
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_DRSMP_STATUS_F")),
+            u32::from(s.header.status.get() & 0x7FFF)
+        );
+        assert_eq!(
+            l.get64(&buf, f("IB_MAD_TRID_F")),
+            s.header.transaction_id.get()
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_MAD_ATTRID_F")),
+            u32::from(s.header.attribute_id.get())
+        );
         assert_eq!(l.get(&buf, f("IB_MAD_ATTRMOD_F")), s.attribute_modifier());
         assert_eq!(l.get64(&buf, f("IB_MAD_MKEY_F")), s.m_key().0);
-        assert_eq!(l.get(&buf, f("IB_DRSMP_DRDLID_F")), u32::from(s.dr_dlid().0));
-        assert_eq!(l.get(&buf, f("IB_DRSMP_DRSLID_F")), u32::from(s.dr_slid().0));
+        assert_eq!(
+            l.get(&buf, f("IB_DRSMP_DRDLID_F")),
+            u32::from(s.dr_dlid().0)
+        );
+        assert_eq!(
+            l.get(&buf, f("IB_DRSMP_DRSLID_F")),
+            u32::from(s.dr_slid().0)
+        );
         let mut out = [0u8; 256];
         l.get_array(&buf, f("IB_DRSMP_PATH_F"), &mut out);
         assert_eq!(&out[..64], &s.initial_path);
@@ -343,19 +409,40 @@ fn libibmad_misplaces_portinfoextended_hdr_ndr_fec_fields() {
     let Some(l) = load() else { return };
     let ours = PortInfoExtended::FIELDS;
     for (name, theirs, their_byte) in [
-        ("hdr_fec_mode_supported", "IB_PORT_EXT_HDR_FEC_MODE_SUPPORTED_F", 12),
-        ("hdr_fec_mode_enabled", "IB_PORT_EXT_HDR_FEC_MODE_ENABLED_F", 18),
-        ("ndr_fec_mode_supported", "IB_PORT_EXT_NDR_FEC_MODE_SUPPORTED_F", 16),
-        ("ndr_fec_mode_enabled", "IB_PORT_EXT_NDR_FEC_MODE_ENABLED_F", 22),
+        (
+            "hdr_fec_mode_supported",
+            "IB_PORT_EXT_HDR_FEC_MODE_SUPPORTED_F",
+            12,
+        ),
+        (
+            "hdr_fec_mode_enabled",
+            "IB_PORT_EXT_HDR_FEC_MODE_ENABLED_F",
+            18,
+        ),
+        (
+            "ndr_fec_mode_supported",
+            "IB_PORT_EXT_NDR_FEC_MODE_SUPPORTED_F",
+            16,
+        ),
+        (
+            "ndr_fec_mode_enabled",
+            "IB_PORT_EXT_NDR_FEC_MODE_ENABLED_F",
+            22,
+        ),
     ] {
         let mut buf = [0u8; 256];
         l.set(&mut buf, l.field(theirs).unwrap(), u32::MAX);
         let first = buf.iter().position(|&b| b != 0).unwrap();
-        assert_eq!(first, their_byte, "{theirs} moved: libibmad may be fixed, re-check");
+        assert_eq!(
+            first, their_byte,
+            "{theirs} moved: libibmad may be fixed, re-check"
+        );
         let d = ours.iter().find(|f| f.name == name).unwrap();
         assert_ne!(d.offset / 8, their_byte, "{name}");
     }
-    let edr = ours.iter().find(|f| f.name == "edr_fec_mode_enabled").unwrap();
+    let edr = ours
+        .iter()
+        .find(|f| f.name == "edr_fec_mode_enabled")
+        .unwrap();
     assert_eq!(edr.offset / 8, 12);
 }
-

@@ -23,9 +23,14 @@ pub fn parse_hex_line(line: &str) -> Result<Option<[u8; 256]>, String> {
     }
     let mut digits = Vec::with_capacity(512);
     for tok in t.split_whitespace() {
-        let tok = tok.strip_prefix("0x").or_else(|| tok.strip_prefix("0X")).unwrap_or(tok);
+        let tok = tok
+            .strip_prefix("0x")
+            .or_else(|| tok.strip_prefix("0X"))
+            .unwrap_or(tok);
         for c in tok.chars() {
-            let d = c.to_digit(16).ok_or_else(|| format!("'{c}' is not a hex digit"))?;
+            let d = c
+                .to_digit(16)
+                .ok_or_else(|| format!("'{c}' is not a hex digit"))?;
             digits.push(d as u8);
         }
     }
@@ -48,7 +53,10 @@ pub fn read_items(data: &[u8]) -> Result<Vec<Item>, String> {
         return Ok(pcap::read(data)?
             .into_iter()
             .enumerate()
-            .map(|(i, mad)| Item { origin: format!("packet {}", i + 1), mad })
+            .map(|(i, mad)| Item {
+                origin: format!("packet {}", i + 1),
+                mad,
+            })
             .collect());
     }
     let text = String::from_utf8_lossy(data);
@@ -56,8 +64,14 @@ pub fn read_items(data: &[u8]) -> Result<Vec<Item>, String> {
     for (i, line) in text.lines().enumerate() {
         match parse_hex_line(line) {
             Ok(None) => {}
-            Ok(Some(m)) => items.push(Item { origin: format!("line {}", i + 1), mad: Ok(m) }),
-            Err(e) => items.push(Item { origin: format!("line {}", i + 1), mad: Err(e) }),
+            Ok(Some(m)) => items.push(Item {
+                origin: format!("line {}", i + 1),
+                mad: Ok(m),
+            }),
+            Err(e) => items.push(Item {
+                origin: format!("line {}", i + 1),
+                mad: Err(e),
+            }),
         }
     }
     Ok(items)
@@ -65,14 +79,22 @@ pub fn read_items(data: &[u8]) -> Result<Vec<Item>, String> {
 
 /// Decodes every item to `out`, reporting bad items on `err`; returns how
 /// many items could not be decoded.
-pub fn decode_items(items: &[Item], json: bool, out: &mut dyn Write, err: &mut dyn Write) -> std::io::Result<usize> {
+pub fn decode_items(
+    items: &[Item],
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> std::io::Result<usize> {
     let mut bad = 0;
     let mut n = 0;
     for it in items {
         match &it.mad {
             Ok(bytes) => {
                 n += 1;
-                let m = Mad { bytes, origin: it.origin.clone() };
+                let m = Mad {
+                    bytes,
+                    origin: it.origin.clone(),
+                };
                 if json {
                     writeln!(out, "{}", mad_json(&m))?;
                 } else {
@@ -115,7 +137,9 @@ pub fn quiet_broken_pipe(e: std::io::Error) -> Result<bool, String> {
 
 fn read_stdin() -> Result<Vec<u8>, String> {
     let mut v = Vec::new();
-    std::io::stdin().read_to_end(&mut v).map_err(|e| e.to_string())?;
+    std::io::stdin()
+        .read_to_end(&mut v)
+        .map_err(|e| e.to_string())?;
     Ok(v)
 }
 
@@ -124,7 +148,10 @@ mod tests {
     use super::*;
 
     fn hexline(b: &[u8; 256]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]

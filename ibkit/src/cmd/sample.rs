@@ -16,8 +16,18 @@ pub fn samples() -> Vec<(&'static str, [u8; 256])> {
     let path = DrPath::from_ports(&[1, 3]).expect("two hops");
     let mut v = Vec::new();
 
-    let req = Smp::directed(&path, Method::Get, AttributeId::NodeInfo, 0, 0x0000_0001_0000_0001, MKey(0));
-    v.push(("SM: directed-route Get(NodeInfo) two hops out, along ports 1, 3", *req.as_wire()));
+    let req = Smp::directed(
+        &path,
+        Method::Get,
+        AttributeId::NodeInfo,
+        0,
+        0x0000_0001_0000_0001,
+        MKey(0),
+    );
+    v.push((
+        "SM: directed-route Get(NodeInfo) two hops out, along ports 1, 3",
+        *req.as_wire(),
+    ));
 
     let ni = NodeInfo {
         base_version: 1,
@@ -39,7 +49,10 @@ pub fn samples() -> Vec<(&'static str, [u8; 256])> {
     resp.set_hop_pointer(2);
     resp.return_path[1] = 17;
     resp.return_path[2] = 5;
-    v.push(("Switch SMA: GetResp(NodeInfo), a 36-port switch, D bit set", *resp.as_wire()));
+    v.push((
+        "Switch SMA: GetResp(NodeInfo), a 36-port switch, D bit set",
+        *resp.as_wire(),
+    ));
 
     let pi = PortInfo {
         lid: Lid(0x12),
@@ -55,20 +68,62 @@ pub fn samples() -> Vec<(&'static str, [u8; 256])> {
         client_reregister: true,
         ..Default::default()
     };
-    let set = with(Smp::lid_routed(Method::Set, AttributeId::PortInfo, 1, 0x0000_0001_0000_0002, MKey(0)), &pi);
-    v.push(("SM: LID-routed Set(PortInfo) on port 1: LID 0x12, SM LID 1, M_Key protect 1", *set.as_wire()));
+    let set = with(
+        Smp::lid_routed(
+            Method::Set,
+            AttributeId::PortInfo,
+            1,
+            0x0000_0001_0000_0002,
+            MKey(0),
+        ),
+        &pi,
+    );
+    v.push((
+        "SM: LID-routed Set(PortInfo) on port 1: LID 0x12, SM LID 1, M_Key protect 1",
+        *set.as_wire(),
+    ));
 
     let mut lft = LinearForwardingTable::dropping();
     for (i, p) in lft.port.iter_mut().enumerate().skip(1).take(20) {
         *p = (i % 36) as u8 + 1;
     }
-    let set_lft = with(Smp::directed(&path, Method::Set, AttributeId::LinearForwardingTable, 0, 3, MKey(0)), &lft);
-    v.push(("SM: directed-route Set(LinearForwardingTable) block 0: LIDs 1-20 routed, rest dropped", *set_lft.as_wire()));
+    let set_lft = with(
+        Smp::directed(
+            &path,
+            Method::Set,
+            AttributeId::LinearForwardingTable,
+            0,
+            3,
+            MKey(0),
+        ),
+        &lft,
+    );
+    v.push((
+        "SM: directed-route Set(LinearForwardingTable) block 0: LIDs 1-20 routed, rest dropped",
+        *set_lft.as_wire(),
+    ));
 
-    let notice = Notice::generic(NoticeType::Urgent, ProducerType::Switch, Lid(7), &TrapDetails::LinkStateChange(Trap128 { lid: Lid(7) }))
-        .expect("trap 128 encodes");
-    let trap = with(Smp::lid_routed(Method::Trap, AttributeId::Notice, 0, 0x0000_0000_dead_0001, MKey(0)), &notice);
-    v.push(("Switch SMA: Trap(Notice) 128, link state change at switch LID 7", *trap.as_wire()));
+    let notice = Notice::generic(
+        NoticeType::Urgent,
+        ProducerType::Switch,
+        Lid(7),
+        &TrapDetails::LinkStateChange(Trap128 { lid: Lid(7) }),
+    )
+    .expect("trap 128 encodes");
+    let trap = with(
+        Smp::lid_routed(
+            Method::Trap,
+            AttributeId::Notice,
+            0,
+            0x0000_0000_dead_0001,
+            MKey(0),
+        ),
+        &notice,
+    );
+    v.push((
+        "Switch SMA: Trap(Notice) 128, link state change at switch LID 7",
+        *trap.as_wire(),
+    ));
 
     v
 }
@@ -77,7 +132,10 @@ pub fn samples() -> Vec<(&'static str, [u8; 256])> {
 pub fn print_hex() {
     for (what, m) in samples() {
         println!("# {what}");
-        println!("{}", m.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        println!(
+            "{}",
+            m.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
     }
 }
 
@@ -89,7 +147,12 @@ pub fn write_pcap(path: &std::path::Path) -> Result<(), String> {
         .enumerate()
         .map(|(i, (_, m))| {
             let dr = m[1] == 0x81;
-            let a = FrameAddr { dlid: if dr { 0xFFFF } else { 7 }, slid: if dr { 0xFFFF } else { 1 }, dest_qp: 0, src_qp: 0 };
+            let a = FrameAddr {
+                dlid: if dr { 0xFFFF } else { 7 },
+                slid: if dr { 0xFFFF } else { 1 },
+                dest_qp: 0,
+                src_qp: 0,
+            };
             (i as u64 * 1000, frame(m, a))
         })
         .collect();

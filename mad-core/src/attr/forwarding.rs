@@ -17,9 +17,24 @@ bitstruct! {
 }
 
 impl LinearForwardingTable {
+    /// A zero-copy view of the 64 egress ports in an SMP data area, for
+    /// readers that do not need an owned copy (the SMA, a dump of a table).
+    #[inline]
+    pub fn view(data: &[u8]) -> Result<&[u8; 64], crate::Error> {
+        let got = data.len();
+        data.get(..64)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(crate::Error::Truncated {
+                what: "LinearForwardingTable",
+                needed: 64,
+                got,
+            })
+    }
     /// A block with every entry set to drop.
     pub const fn dropping() -> Self {
-        LinearForwardingTable { port: [DROP_PORT; 64] }
+        LinearForwardingTable {
+            port: [DROP_PORT; 64],
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! (0x001C) and VendorSpecificMadsTable (0x001D).
 
 use super::modifier::{Block, PortSelect, Raw};
-use crate::field::Bytes;
 use super::port_info::PortState;
+use crate::field::Bytes;
 
 bitstruct! {
     /// SwitchPortStateTable: the PortState of 128 switch ports per block
@@ -67,5 +67,3 @@ bitstruct! {
     }
 }
 impl_attribute!(VendorSpecificMadsTable, VendorSpecificMadsTable, Raw);
-
-

@@ -5,7 +5,6 @@
 //! Layouts the public sources do not give are exposed as raw bytes behind a
 //! typed accessor; each such type says so in its documentation.
 
-
 use crate::error::Error;
 use crate::field::{Fields, Value};
 use crate::notice::Notice;
@@ -157,7 +156,11 @@ impl_attribute!(SlToVlMappingTable, SlToVlMappingTable, SlToVlPorts);
 impl_attribute!(VlArbitrationTable, VlArbitrationTable, VlArbSelect);
 impl_attribute!(LinearForwardingTable, LinearForwardingTable, Block<767>);
 impl_attribute!(RandomForwardingTable, RandomForwardingTable, Block<3071>);
-impl_attribute!(MulticastForwardingTable, MulticastForwardingTable, MftSelect);
+impl_attribute!(
+    MulticastForwardingTable,
+    MulticastForwardingTable,
+    MftSelect
+);
 impl_attribute!(SmInfo, SmInfo, SmInfoControl);
 impl_attribute!(PortInfoExtended, PortInfoExtended, PortSelect);
 impl_attribute!(MlnxExtPortInfo, MlnxExtPortInfo, PortSelect);
@@ -275,7 +278,13 @@ any_attribute! {
 
 impl Fields for u32 {
     fn visit(&self, f: &mut dyn FnMut(&'static str, Value<'_>)) {
-        f("attribute_modifier", Value::Num { v: (*self).into(), hex: true });
+        f(
+            "attribute_modifier",
+            Value::Num {
+                v: (*self).into(),
+                hex: true,
+            },
+        );
     }
 }
 

@@ -12,7 +12,11 @@ pub trait Modifier: Copy + core::fmt::Debug + PartialEq {
 }
 
 fn invalid(attribute: &'static str, modifier: u32, reason: &'static str) -> Error {
-    Error::InvalidAttributeModifier { attribute, modifier, reason }
+    Error::InvalidAttributeModifier {
+        attribute,
+        modifier,
+        reason,
+    }
 }
 
 /// The modifier must be zero (NodeInfo, NodeDescription, SwitchInfo, Notice …).
@@ -84,7 +88,10 @@ impl Modifier for PortSelect {
         if port == 255 {
             return Err(invalid(attribute, am, "port 255 does not exist"));
         }
-        Ok(PortSelect { port, all_ports: am & 0x8000_0000 != 0 })
+        Ok(PortSelect {
+            port,
+            all_ports: am & 0x8000_0000 != 0,
+        })
     }
     fn encode(self) -> u32 {
         u32::from(self.port) | if self.all_ports { 0x8000_0000 } else { 0 }
@@ -110,7 +117,10 @@ impl Modifier for PKeyBlock {
         } else if port > 254 {
             Err(invalid(attribute, am, "port beyond 254"))
         } else {
-            Ok(PKeyBlock { port: port as u8, block: block as u16 })
+            Ok(PKeyBlock {
+                port: port as u8,
+                block: block as u16,
+            })
         }
     }
     fn encode(self) -> u32 {
@@ -185,7 +195,10 @@ impl Modifier for VlArbSelect {
         if am & 0xFFFF > 254 {
             return Err(invalid(attribute, am, "port beyond 254"));
         }
-        Ok(VlArbSelect { block, port: am as u8 })
+        Ok(VlArbSelect {
+            block,
+            port: am as u8,
+        })
     }
     fn encode(self) -> u32 {
         (u32::from(u16::from(self.block)) << 16) | u32::from(self.port)
@@ -207,7 +220,10 @@ impl Modifier for MftSelect {
         if am & 0x0FFF_FE00 != 0 {
             return Err(invalid(attribute, am, "bits 27..9 are reserved"));
         }
-        Ok(MftSelect { position: (am >> 28) as u8, block: (am & 0x1FF) as u16 })
+        Ok(MftSelect {
+            position: (am >> 28) as u8,
+            block: (am & 0x1FF) as u16,
+        })
     }
     fn encode(self) -> u32 {
         (u32::from(self.position & 0xF) << 28) | u32::from(self.block & 0x1FF)
@@ -252,7 +268,13 @@ mod tests {
     #[test]
     fn modifiers_round_trip_and_refuse_reserved_bits() {
         let m = MftSelect::decode("MFT", 0x3000_0005).unwrap();
-        assert_eq!(m, MftSelect { position: 3, block: 5 });
+        assert_eq!(
+            m,
+            MftSelect {
+                position: 3,
+                block: 5
+            }
+        );
         assert_eq!(m.encode(), 0x3000_0005);
         assert!(MftSelect::decode("MFT", 0x0000_0200).is_err());
 
@@ -268,10 +290,19 @@ mod tests {
         assert!(VlArbSelect::decode("VLArb", 0x0005_0000).is_err());
         assert!(VlArbSelect::decode("VLArb", 0).is_err());
 
-        assert_eq!(PortSelect::decode("PortInfo", 0x8000_0003).unwrap(), PortSelect { port: 3, all_ports: true });
+        assert_eq!(
+            PortSelect::decode("PortInfo", 0x8000_0003).unwrap(),
+            PortSelect {
+                port: 3,
+                all_ports: true
+            }
+        );
         assert!(PortSelect::decode("PortInfo", 0x100).is_err());
         assert!(Zero::decode("NodeInfo", 1).is_err());
-        assert_eq!(SmInfoControl::decode("SMInfo", 1).unwrap(), SmInfoControl::Handover);
+        assert_eq!(
+            SmInfoControl::decode("SMInfo", 1).unwrap(),
+            SmInfoControl::Handover
+        );
         assert!(SmInfoControl::decode("SMInfo", 6).is_err());
         let s = SlToVlPorts::decode("SLtoVL", 0x0003_0102).unwrap();
         assert!(s.all_input_ports && s.all_output_ports);
@@ -285,14 +316,23 @@ mod dump {
     use crate::field::{Field, Fields, Value};
 
     fn num(v: impl Into<u64>) -> Value<'static> {
-        Value::Num { v: v.into(), hex: false }
+        Value::Num {
+            v: v.into(),
+            hex: false,
+        }
     }
     impl Fields for Zero {
         fn visit(&self, _: &mut dyn FnMut(&'static str, Value<'_>)) {}
     }
     impl Fields for Raw {
         fn visit(&self, f: &mut dyn FnMut(&'static str, Value<'_>)) {
-            f("attribute_modifier", Value::Num { v: self.0.into(), hex: true });
+            f(
+                "attribute_modifier",
+                Value::Num {
+                    v: self.0.into(),
+                    hex: true,
+                },
+            );
         }
     }
     impl<const MAX: u32> Fields for Block<MAX> {

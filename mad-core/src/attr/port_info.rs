@@ -360,27 +360,36 @@ impl PortInfo {
     /// Checks every enumerated field against the values the specification defines.
     pub fn check(&self) -> Result<(), Error> {
         fn bad(field: &'static str, value: u8, expected: &'static str) -> Error {
-            Error::InvalidField { what: "PortInfo", field, value: value.into(), expected }
-        }
-        if !self.port_state.is_known() {
-            return Err(bad("port_state", self.port_state.into(), "0..=5"));
-        }
-        if !self.link_down_default_state.is_known() {
-            return Err(bad("link_down_default_state", self.link_down_default_state.into(), "0..=2"));
-        }
-        for (field, m) in [("neighbor_mtu", self.neighbor_mtu), ("mtu_cap", self.mtu_cap)] {
-            if u8::from(m) > 5 {
-                return Err(bad(field, m.into(), "0..=5"));
+            Error::InvalidField {
+                what: "PortInfo",
+                field,
+                value: value.into(),
+                expected,
             }
         }
-        for (field, v) in [("vl_cap", self.vl_cap), ("operational_vls", self.operational_vls)] {
-            if !v.is_known() {
-                return Err(bad(field, v.into(), "0..=5"));
-            }
+        let state = u8::from(self.port_state);
+        if state > 5 {
+            return Err(bad("port_state", state, "0..=5"));
         }
-        if !matches!(self.lid.kind(), crate::types::LidKind::Unicast | crate::types::LidKind::Reserved)
-            && !self.lid.is_permissive()
-        {
+        let down = u8::from(self.link_down_default_state);
+        if down > 2 {
+            return Err(bad("link_down_default_state", down, "0..=2"));
+        }
+        let (nmtu, cap) = (u8::from(self.neighbor_mtu), u8::from(self.mtu_cap));
+        if nmtu > 5 {
+            return Err(bad("neighbor_mtu", nmtu, "0..=5"));
+        }
+        if cap > 5 {
+            return Err(bad("mtu_cap", cap, "0..=5"));
+        }
+        let (vl, op) = (u8::from(self.vl_cap), u8::from(self.operational_vls));
+        if vl > 5 {
+            return Err(bad("vl_cap", vl, "0..=5"));
+        }
+        if op > 5 {
+            return Err(bad("operational_vls", op, "0..=5"));
+        }
+        if self.lid.is_multicast() {
             return Err(Error::InvalidField {
                 what: "PortInfo",
                 field: "lid",

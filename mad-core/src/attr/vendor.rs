@@ -47,5 +47,3 @@ raw_vendor! {
     VPortGuidInfo, "VPortGUIDInfo", "VPortGUIDInfo (0xFFB5): a block of a vport's GUIDs.";
     VPortPKeyTable, "VPortPKeyTable", "VPortPKeyTable (0xFFB6): a block of a vport's P_Keys.";
 }
-
-
