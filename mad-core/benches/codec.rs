@@ -105,6 +105,9 @@ const SMP_HEADER_FIELDS: &[&str] = &[
 ];
 const SMP_HEADER_64: &[&str] = &["IB_MAD_TRID_F", "IB_MAD_MKEY_F"];
 
+/// libibmad field IDs with the values to write: (32-bit fields, 64-bit fields).
+type FieldValues = (Vec<(i32, u32)>, Vec<(i32, u64)>);
+
 struct Ibmad {
     lib: libibmad::LibIbmad,
 }
@@ -236,8 +239,6 @@ fn benches(c: &mut Criterion) {
         let hdr32 = l.ids(SMP_HEADER_FIELDS);
         let hdr64 = l.ids(SMP_HEADER_64);
         let lft_f = l.lib.field("IB_LINEAR_FORW_TBL_F").unwrap();
-        let data_f = l.lib.field("IB_GS_DATA_F").unwrap();
-        let _ = data_f;
         let read_all = |buf: &[u8; 256], base: i32, f32s: &[i32], f64s: &[i32]| {
             let p = buf.as_ptr() as *mut c_void;
             let mut acc = 0u64;
@@ -317,19 +318,18 @@ fn benches(c: &mut Criterion) {
         // Values: read back from our encoding so both sides write the same.
         let get = l.lib.raw_get();
         let get64 = l.lib.raw_get64();
-        let vals =
-            |buf: &[u8; 256], f32s: &[i32], f64s: &[i32]| -> (Vec<(i32, u32)>, Vec<(i32, u64)>) {
-                let p = buf.as_ptr() as *mut c_void;
-                // SAFETY: libibmad reads within the 256-byte buffer.
-                let a = f32s.iter().map(|&f| (f, unsafe { get(p, 0, f) })).collect();
-                // SAFETY: as above.
-                let b = f64s
-                    .iter()
-                    .map(|&f| (f, unsafe { get64(p, 0, f) }))
-                    .collect();
-                (a, b)
-            };
-        let write_all = |buf: &mut [u8; 256], v: &(Vec<(i32, u32)>, Vec<(i32, u64)>)| {
+        let vals = |buf: &[u8; 256], f32s: &[i32], f64s: &[i32]| -> FieldValues {
+            let p = buf.as_ptr() as *mut c_void;
+            // SAFETY: libibmad reads within the 256-byte buffer.
+            let a = f32s.iter().map(|&f| (f, unsafe { get(p, 0, f) })).collect();
+            // SAFETY: as above.
+            let b = f64s
+                .iter()
+                .map(|&f| (f, unsafe { get64(p, 0, f) }))
+                .collect();
+            (a, b)
+        };
+        let write_all = |buf: &mut [u8; 256], v: &FieldValues| {
             buf.fill(0);
             let p = buf.as_mut_ptr() as *mut c_void;
             for &(f, x) in &v.0 {
