@@ -1,8 +1,6 @@
 //! `ibkit`: the command-line tool of the ibkit InfiniBand toolkit.
 
-mod cmd;
-mod dump;
-mod pcap;
+use ibkit::cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

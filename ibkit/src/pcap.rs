@@ -189,6 +189,12 @@ pub fn frame(mad: &[u8; 256], a: FrameAddr) -> Vec<u8> {
 /// A complete pcap file (microsecond timestamps, link type 247) of frames,
 /// each with the given timestamp in nanoseconds.
 pub fn write(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    write_with_linktype(frames, LINKTYPE_INFINIBAND)
+}
+
+/// As [`write`] with another link type (tshark 4.0 reads InfiniBand only
+/// through a user link type, 147–162, mapped to its `infiniband` dissector).
+pub fn write_with_linktype(frames: &[(u64, Vec<u8>)], linktype: u32) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
@@ -196,7 +202,7 @@ pub fn write(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     out.extend_from_slice(&0i32.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&LINKTYPE_INFINIBAND.to_le_bytes());
+    out.extend_from_slice(&linktype.to_le_bytes());
     for (ns, f) in frames {
         out.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
         out.extend_from_slice(&(((ns / 1000) % 1_000_000) as u32).to_le_bytes());
