@@ -1,0 +1,93 @@
+//! `ibkit` as a user runs it: the default job, `sample`, and `decode` of
+//! hex text and pcap, in text and JSON.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn ibkit(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(s) = stdin {
+        c.stdin.take().unwrap().write_all(s).unwrap();
+    } else {
+        drop(c.stdin.take());
+    }
+    let o = c.wait_with_output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8(o.stdout).unwrap(), String::from_utf8(o.stderr).unwrap())
+}
+
+#[test]
+fn default_job_decodes_the_samples() {
+    let (code, out, _) = ibkit(&[], None);
+    assert_eq!(code, 0);
+    assert!(out.contains("GetResp"));
+    assert!(out.contains("num_ports ...") && out.contains(" 36\n"));
+    assert!(out.contains("Trap 128 details"));
+}
+
+#[test]
+fn json_has_the_documented_keys_and_types() {
+    let (_, hex, _) = ibkit(&["sample"], None);
+    let (code, out, err) = ibkit(&["decode", "--json", "-"], Some(hex.as_bytes()));
+    assert_eq!(code, 0, "{err}");
+    let objs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(objs.len(), 5);
+    for o in &objs {
+        assert!(o["mad"]["attribute_id"].is_u64());
+        assert!(o["smp"]["m_key"].as_str().unwrap().starts_with("0x"));
+        assert!(o["attribute"]["name"].is_string());
+    }
+    let resp = &objs[1];
+    assert_eq!(resp["attribute"]["name"], "NodeInfo");
+    assert_eq!(resp["attribute"]["node_guid"], "0x0002c90300a1b200");
+    assert_eq!(resp["attribute"]["num_ports"], 36);
+    assert_eq!(resp["smp"]["return_path"], serde_json::json!([17, 5]));
+    assert_eq!(resp["smp"]["initial_path"], serde_json::json!([1, 3]));
+    assert_eq!(resp["smp"]["d"], true);
+    let pi = &objs[2]["attribute"];
+    assert_eq!(pi["name"], "PortInfo");
+    assert_eq!(pi["m_key_protect_bits"], 1);
+    assert_eq!(pi["lid"], 18);
+    assert_eq!(pi["modifier"]["port"], 1);
+    assert!(pi.get("local_port_num").is_some());
+    assert_eq!(objs[3]["attribute"]["port"].as_array().unwrap().len(), 64);
+    assert_eq!(objs[4]["attribute"]["trap_details"]["lid"], 7);
+}
+
+#[test]
+fn pcap_and_hex_decode_the_same() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("s.pcap");
+    let (code, _, _) = ibkit(&["sample", "--pcap", p.to_str().unwrap()], None);
+    assert_eq!(code, 0);
+    let (_, hex, _) = ibkit(&["sample"], None);
+    let (_, from_hex, _) = ibkit(&["decode", "--json"], Some(hex.as_bytes()));
+    let (code, from_pcap, err) = ibkit(&["decode", "--json", p.to_str().unwrap()], None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(from_hex, from_pcap);
+}
+
+#[test]
+fn a_bad_line_is_reported_and_the_rest_decoded() {
+    let (_, hex, _) = ibkit(&["sample"], None);
+    let mut lines: Vec<&str> = hex.lines().collect();
+    lines.insert(2, "01 81 xx");
+    let input = lines.join("\n");
+    let (code, out, err) = ibkit(&["decode", "--json"], Some(input.as_bytes()));
+    assert_eq!(code, 1, "a bad line makes the run fail");
+    assert!(err.contains("line 3: 'x' is not a hex digit"), "{err}");
+    assert_eq!(out.lines().count(), 5);
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let (code, _, err) = ibkit(&["decode", "/nonexistent/x.pcap"], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/x.pcap"));
+}
