@@ -18,7 +18,11 @@ fn ibkit(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
         drop(c.stdin.take());
     }
     let o = c.wait_with_output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8(o.stdout).unwrap(), String::from_utf8(o.stderr).unwrap())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -35,7 +39,10 @@ fn json_has_the_documented_keys_and_types() {
     let (_, hex, _) = ibkit(&["sample"], None);
     let (code, out, err) = ibkit(&["decode", "--json", "-"], Some(hex.as_bytes()));
     assert_eq!(code, 0, "{err}");
-    let objs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let objs: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(objs.len(), 5);
     for o in &objs {
         assert!(o["mad"]["attribute_id"].is_u64());
