@@ -192,7 +192,7 @@ pub fn write(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     write_with_linktype(frames, LINKTYPE_INFINIBAND)
 }
 
-/// As [`write`] with another link type (tshark 4.0 reads InfiniBand only
+/// As [`write()`] with another link type (tshark 4.0 reads InfiniBand only
 /// through a user link type, 147–162, mapped to its `infiniband` dissector).
 pub fn write_with_linktype(frames: &[(u64, Vec<u8>)], linktype: u32) -> Vec<u8> {
     let mut out = Vec::new();
