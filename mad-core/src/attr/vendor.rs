@@ -5,8 +5,43 @@
 //! these are encoded so that tools can read fabrics that use vports.
 
 use super::modifier::Raw;
+use super::port_info::PortState;
 use crate::field::Bytes;
 use crate::types::Guid;
+
+bitstruct! {
+    /// VirtualizationInfo (0xFFB0): a physical port's vport capabilities.
+    /// Layout from NVIDIA's ibutils2 (ibis) `SMP_VirtualizationInfo`
+    /// register description, converted to spec bit offsets.
+    pub struct VirtualizationInfo("VirtualizationInfo", 64) {
+        /// Highest vport index the port supports.
+        vport_cap: u16 = 0, 16;
+        /// Highest vport index whose VPortInfo.VPortEnable is set.
+        vport_index_top: u16 = 16, 16;
+        /// Virtualization enabled (vport 0 then has its own PortState).
+        virtualization_enable: bool = 32, 1;
+        /// SM asks every vport's clients to re-register with the SA.
+        vclient_reregister: bool = 33, 1;
+        /// Some vport changed state (the SM polls and clears it).
+        vport_state_change: bool = 34, 1;
+        /// Virtualization revision of the SMA.
+        virtualization_revision: u8 = 48, 8;
+        /// Optional virtualization capabilities (all reserved so far).
+        capability_mask: u8 = 56, 8;
+    }
+}
+impl_attribute!(VirtualizationInfo, VirtualizationInfo, Raw);
+
+bitstruct! {
+    /// VPortState (0xFFB3): the PortState of 128 vports per block (layout
+    /// from ibis `SMP_VPortState`: 4 bits each, vport 0 in the high nibble).
+    /// The modifier is the block number.
+    pub struct VPortState("VPortState", 64) {
+        /// `vport_state[i]` is the state of vport 128·block + i.
+        vport_state: [PortState; 128] = 0, 512;
+    }
+}
+impl_attribute!(VPortState, VPortState, Raw);
 
 bitstruct! {
     /// VNodeInfo: the virtual node a vport belongs to.
@@ -40,10 +75,26 @@ macro_rules! raw_vendor {
 }
 
 raw_vendor! {
-    VirtualizationInfo, "VirtualizationInfo", "VirtualizationInfo (0xFFB0): a port's vport capabilities.";
     VPortInfo, "VPortInfo", "VPortInfo (0xFFB1): one vport's identity, LID and state.";
-    VPortState, "VPortState", "VPortState (0xFFB3): the states of a block of vports.";
     VNodeDescription, "VNodeDescription", "VNodeDescription (0xFFB4): a vnode's description text.";
     VPortGuidInfo, "VPortGUIDInfo", "VPortGUIDInfo (0xFFB5): a block of a vport's GUIDs.";
     VPortPKeyTable, "VPortPKeyTable", "VPortPKeyTable (0xFFB6): a block of a vport's P_Keys.";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtualization_info_positions() {
+        let mut b = [0u8; 64];
+        b[0..2].copy_from_slice(&16u16.to_be_bytes());
+        b[2..4].copy_from_slice(&3u16.to_be_bytes());
+        b[4] = 0x80 | 0x20;
+        b[6] = 1;
+        let v = VirtualizationInfo::decode(&b).unwrap();
+        assert_eq!((v.vport_cap, v.vport_index_top), (16, 3));
+        assert!(v.virtualization_enable && v.vport_state_change && !v.vclient_reregister);
+        assert_eq!(v.virtualization_revision, 1);
+    }
 }
