@@ -226,6 +226,27 @@ impl Smp {
         let c = self.header.class_specific.get();
         self.header.class_specific = U16::new((c & 0x00FF) | (u16::from(hp) << 8));
     }
+    /// Sets HopCount.
+    pub fn set_hop_count(&mut self, hc: u8) {
+        let c = self.header.class_specific.get();
+        self.header.class_specific = U16::new((c & 0xFF00) | u16::from(hc));
+    }
+    /// Sets DrSLID.
+    pub fn set_dr_slid(&mut self, lid: Lid) {
+        self.dr_slid = U16::new(lid.0);
+    }
+    /// Sets DrDLID.
+    pub fn set_dr_dlid(&mut self, lid: Lid) {
+        self.dr_dlid = U16::new(lid.0);
+    }
+    /// Sets the M_Key.
+    pub fn set_m_key(&mut self, k: MKey) {
+        self.m_key = U64::new(k.0);
+    }
+    /// Sets the attribute modifier.
+    pub fn set_attribute_modifier(&mut self, am: u32) {
+        self.header.attribute_modifier = U32::new(am);
+    }
     /// DrSLID.
     pub fn dr_slid(&self) -> Lid {
         Lid(self.dr_slid.get())
