@@ -2,8 +2,10 @@
 //! manager of ibkit, as sans-IO state machines on top of [`mad_core`].
 //!
 //! * [`dr`] — the directed-route SMI rules of switches and channel adapters.
+//! * [`sma`] — the Subnet Management Agent over bounded node models: channel
+//!   adapters, switches and HCAs in vSwitch mode.
 //!
-//! The SMA and the subnet manager are not implemented yet.
+//! The subnet manager is not implemented yet.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -11,3 +13,20 @@
 pub use mad_core;
 
 pub mod dr;
+pub mod sma;
+
+impl<const P: usize, const L: usize, const M: usize> dr::Node for sma::Model<P, L, M> {
+    fn is_switch(&self) -> bool {
+        Model::is_switch(self)
+    }
+    fn num_ports(&self) -> u8 {
+        self.node_info.num_ports
+    }
+    fn port_up(&self, port: u8) -> bool {
+        self.ports
+            .get(usize::from(port))
+            .is_some_and(|p| port == 0 || p.info.port_state != mad_core::attr::PortState::Down)
+    }
+}
+
+use sma::Model;
