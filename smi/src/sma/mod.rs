@@ -65,7 +65,13 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
     /// violation, a TrapRepress, a response or trap from elsewhere).
     pub fn process(&mut self, req: &Smp, port: u8, now_ms: u64) -> Option<Smp> {
         let method = req.method();
-        if req.header.base_version != 1 {
+        let nports = self.model.node_info.num_ports;
+        if req.header.base_version != 1
+            || !matches!(req.header.mgmt_class, 0x01 | 0x81)
+            || port > nports
+            || (port == 0 && !self.model.is_switch())
+        {
+            // Not a MAD we know, or from a port this node lacks.
             return None;
         }
         match method {
@@ -172,13 +178,18 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
                 let r = if set {
                     let new = PortInfo::decode(&req.data).map_err(bad)?;
                     if sel.all_ports && sw {
-                        let mut r = Ok(());
+                        // Every port is checked before any changes.
+                        let mut plans: heapless::Vec<(u8, PortInfoPlan), P> = heapless::Vec::new();
                         for p in 1..=nports {
-                            r = r.and(self.set_port_info(p, &new, now_ms));
+                            let _ = plans.push((p, self.check_port_info(p, &new)?));
                         }
-                        r
+                        for (p, plan) in plans {
+                            self.apply_port_info(p, &new, plan, now_ms);
+                        }
+                        Ok(())
                     } else {
-                        self.set_port_info(target, &new, now_ms)
+                        self.check_port_info(target, &new)
+                            .map(|plan| self.apply_port_info(target, &new, plan, now_ms))
                     }
                 } else {
                     Ok(())
@@ -449,9 +460,9 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         Ok(())
     }
 
-    /// Validates a Set(PortInfo) completely, then applies it: nothing
-    /// changes when any field is invalid.
-    fn set_port_info(&mut self, target: u8, new: &PortInfo, now_ms: u64) -> Reply {
+    /// Checks a Set(PortInfo) for `target` completely, changing nothing;
+    /// returns the values the Set resolves to.
+    fn check_port_info(&self, target: u8, new: &PortInfo) -> Result<PortInfoPlan, Status> {
         let sw = self.model.is_switch();
         let bad = Err(Status::INVALID_FIELD);
         let cur = self.port(target)?.info;
@@ -524,9 +535,26 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         if vls > u8::from(cur.vl_cap) {
             return bad;
         }
+        Ok(PortInfoPlan {
+            addresses,
+            state,
+            phys,
+            width,
+            speed,
+        })
+    }
 
-        // Everything checked: apply.
-        let p = self.port_mut(target)?;
+    /// Applies a Set(PortInfo) that [`Self::check_port_info`] accepted.
+    fn apply_port_info(&mut self, target: u8, new: &PortInfo, plan: PortInfoPlan, now_ms: u64) {
+        let PortInfoPlan {
+            addresses,
+            state,
+            phys,
+            width,
+            speed,
+        } = plan;
+        let vls = u8::from(new.operational_vls);
+        let Ok(p) = self.port_mut(target) else { return };
         let i = &mut p.info;
         if addresses {
             i.m_key = new.m_key;
@@ -580,7 +608,6 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         if old != state {
             self.port_state_changed(target, now_ms);
         }
-        Ok(())
     }
 
     /// A switch notes a change of any external port's state in
@@ -700,6 +727,16 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
     pub fn pending_traps(&self) -> &[traps::Pending] {
         self.traps.pending()
     }
+}
+
+/// What a checked Set(PortInfo) resolves to.
+#[derive(Clone, Copy, Debug)]
+struct PortInfoPlan {
+    addresses: bool,
+    state: PortState,
+    phys: Option<PortPhysicalState>,
+    width: LinkWidth,
+    speed: LinkSpeed,
 }
 
 trait SmInfoModifier {

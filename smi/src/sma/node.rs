@@ -82,7 +82,7 @@ impl NodeSpec {
 }
 
 /// Everything an SMA keeps for one port.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Port<const P: usize> {
     /// PortInfo as the SMA reports it.
     pub info: PortInfo,
@@ -101,7 +101,7 @@ pub struct Port<const P: usize> {
 }
 
 /// The attributes of one node.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Model<const P: usize, const L: usize, const M: usize> {
     /// NodeInfo (LocalPortNum and PortGUID are filled per request).
     pub node_info: NodeInfo,
@@ -265,6 +265,19 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
             },
             led: LedInfo::default(),
         }
+    }
+
+    /// True when `other` differs from this model at most in what an M_Key
+    /// check may change on any request (lease, protect bits after a lapse,
+    /// violation counter): what "changes no state" means for a refused SMP.
+    pub fn same_but_m_key_state(&self, other: &Model<P, L, M>) -> bool {
+        let mut o = other.clone();
+        for (a, b) in self.ports.iter().zip(o.ports.iter_mut()) {
+            b.lease = a.lease;
+            b.info.m_key_violations = a.info.m_key_violations;
+            b.info.m_key_protect_bits = a.info.m_key_protect_bits;
+        }
+        *self == o
     }
 
     /// True for a switch.
