@@ -2,7 +2,7 @@
 //! the response. `cargo bench -p smi --bench sma`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mad_core::attr::{AttributeId, LinearForwardingTable, SwitchInfo};
+use mad_core::attr::{AttributeId, LinearForwardingTable};
 use mad_core::{DrPath, MKey, Method, Smp};
 use smi::sma::{NodeSpec, SwitchSma};
 use std::hint::black_box;
