@@ -85,6 +85,15 @@ fn path_port(node: &dyn Node, port: u8) -> Result<(), Discard> {
     }
 }
 
+/// The port an SMP uses must be the one its path names.
+fn same_port(path: u8, actual: u8) -> Result<(), Discard> {
+    if path == actual {
+        Ok(())
+    } else {
+        Err(Discard::WrongPort { path, actual })
+    }
+}
+
 fn idx(i: u8) -> usize {
     usize::from(i & 63)
 }
