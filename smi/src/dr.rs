@@ -139,15 +139,7 @@ pub fn receive(smp: &mut Smp, node: &dyn Node, port: u8) -> Result<(), Discard> 
                 return path_port(node, smp.return_path[idx(hc)]);
             }
             smp.set_hop_pointer(hp - 1);
-            let want = smp.return_path[idx(hp - 1)];
-            return if want == port {
-                Ok(())
-            } else {
-                Err(Discard::WrongPort {
-                    path: want,
-                    actual: port,
-                })
-            };
+            return same_port(smp.return_path[idx(hp - 1)], port);
         }
         if hp >= 2 && hp <= hc {
             if !node.is_switch() {
@@ -182,30 +174,14 @@ pub fn send(smp: &mut Smp, node: &dyn Node, port: u8) -> Result<(), Discard> {
     if !smp.direction() {
         if hc != 0 && hp == 0 {
             smp.set_hop_pointer(1);
-            let want = smp.initial_path[1];
-            return if want == port {
-                Ok(())
-            } else {
-                Err(Discard::WrongPort {
-                    path: want,
-                    actual: port,
-                })
-            };
+            return same_port(smp.initial_path[1], port);
         }
         if hp != 0 && hp < hc {
             if !node.is_switch() {
                 return Err(Discard::NotASwitch);
             }
             smp.set_hop_pointer(hp + 1);
-            let want = smp.initial_path[idx(hp + 1)];
-            return if want == port {
-                Ok(())
-            } else {
-                Err(Discard::WrongPort {
-                    path: want,
-                    actual: port,
-                })
-            };
+            return same_port(smp.initial_path[idx(hp + 1)], port);
         }
         if hp == hc {
             smp.set_hop_pointer(hp + 1);
@@ -222,30 +198,14 @@ pub fn send(smp: &mut Smp, node: &dyn Node, port: u8) -> Result<(), Discard> {
     } else {
         if hc != 0 && u16::from(hp) == u16::from(hc) + 1 {
             smp.set_hop_pointer(hp - 1);
-            let want = smp.return_path[idx(hp - 1)];
-            return if want == port {
-                Ok(())
-            } else {
-                Err(Discard::WrongPort {
-                    path: want,
-                    actual: port,
-                })
-            };
+            return same_port(smp.return_path[idx(hp - 1)], port);
         }
         if hp >= 2 && hp <= hc {
             if !node.is_switch() {
                 return Err(Discard::NotASwitch);
             }
             smp.set_hop_pointer(hp - 1);
-            let want = smp.return_path[idx(hp - 1)];
-            return if want == port {
-                Ok(())
-            } else {
-                Err(Discard::WrongPort {
-                    path: want,
-                    actual: port,
-                })
-            };
+            return same_port(smp.return_path[idx(hp - 1)], port);
         }
         if hp == 1 {
             smp.set_hop_pointer(0);
