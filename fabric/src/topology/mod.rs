@@ -1,0 +1,207 @@
+//! Fabric topologies: nodes (switches and channel adapters) and the cables
+//! between their ports, with the builders named by a topology spec.
+
+mod fat_tree;
+mod netfile;
+mod random;
+
+pub use netfile::to_ibnetdiscover;
+
+use mad_core::attr::NodeType;
+use std::fmt;
+
+/// One node of a fabric.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// Switch or channel adapter.
+    pub kind: NodeType,
+    /// Physical ports, numbered 1..=ports.
+    pub ports: u8,
+    /// Node GUID (a CA's port GUIDs are node GUID + port number).
+    pub guid: u64,
+    /// NodeDescription.
+    pub name: String,
+    /// Tree level for fat-tree switches (0 = leaf), `None` elsewhere.
+    pub level: Option<u8>,
+}
+
+/// A port of a node: (node index, port number).
+pub type PortRef = (usize, u8);
+
+/// A fabric: nodes and, for every port, the port at the other end of its cable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// The nodes, switches first.
+    pub nodes: Vec<Node>,
+    /// `peer[n][p]`: the other end of node n's port p (index 0 unused).
+    pub peer: Vec<Vec<Option<PortRef>>>,
+}
+
+/// Why a topology could not be built or read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopologyError {
+    /// The spec names no known topology.
+    UnknownSpec(String),
+    /// A parameter is out of range.
+    BadParameter(String),
+    /// A line of a topology file could not be understood.
+    Parse {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        what: String,
+    },
+    /// A cable names a port that does not exist or is already cabled.
+    BadLink(String),
+    /// Reading a file failed.
+    Io(String),
+}
+
+impl fmt::Display for TopologyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TopologyError::UnknownSpec(s) => write!(
+                f,
+                "unknown topology {s:?} (try mport-ntree:M:N, fat-tree-324, fat-tree-648, fat-tree-5832, fat-tree-11664, random:SWITCHES:SEED, file:PATH)"
+            ),
+            TopologyError::BadParameter(s) => write!(f, "bad topology parameter: {s}"),
+            TopologyError::Parse { line, what } => write!(f, "topology file line {line}: {what}"),
+            TopologyError::BadLink(s) => write!(f, "bad link: {s}"),
+            TopologyError::Io(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl std::error::Error for TopologyError {}
+
+impl Topology {
+    /// Adds a node with all ports uncabled; returns its index.
+    pub fn add_node(
+        &mut self,
+        kind: NodeType,
+        ports: u8,
+        guid: u64,
+        name: String,
+        level: Option<u8>,
+    ) -> usize {
+        self.nodes.push(Node {
+            kind,
+            ports,
+            guid,
+            name,
+            level,
+        });
+        self.peer.push(vec![None; usize::from(ports) + 1]);
+        self.nodes.len() - 1
+    }
+
+    /// Cables port `a` to port `b`; both must exist and be free.
+    pub fn connect(&mut self, a: PortRef, b: PortRef) -> Result<(), TopologyError> {
+        for (n, p) in [a, b] {
+            let node = self
+                .nodes
+                .get(n)
+                .ok_or_else(|| TopologyError::BadLink(format!("no node {n}")))?;
+            if p == 0 || p > node.ports {
+                return Err(TopologyError::BadLink(format!(
+                    "{} has no port {p}",
+                    node.name
+                )));
+            }
+            if self.peer[n][usize::from(p)].is_some() {
+                return Err(TopologyError::BadLink(format!(
+                    "{} port {p} is already cabled",
+                    node.name
+                )));
+            }
+        }
+        if a == b {
+            return Err(TopologyError::BadLink(
+                "a port cannot be cabled to itself".into(),
+            ));
+        }
+        self.peer[a.0][usize::from(a.1)] = Some(b);
+        self.peer[b.0][usize::from(b.1)] = Some(a);
+        Ok(())
+    }
+
+    /// The other end of a port's cable.
+    pub fn peer_of(&self, n: usize, p: u8) -> Option<PortRef> {
+        self.peer.get(n)?.get(usize::from(p)).copied().flatten()
+    }
+
+    /// Number of switches.
+    pub fn switches(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == NodeType::Switch)
+            .count()
+    }
+
+    /// Number of channel adapters.
+    pub fn cas(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == NodeType::ChannelAdapter)
+            .count()
+    }
+
+    /// Number of cables.
+    pub fn links(&self) -> usize {
+        self.peer
+            .iter()
+            .map(|ps| ps.iter().filter(|p| p.is_some()).count())
+            .sum::<usize>()
+            / 2
+    }
+
+    /// True when every node can reach every other over the cables.
+    pub fn is_connected(&self) -> bool {
+        if self.nodes.is_empty() {
+            return true;
+        }
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack = vec![0usize];
+        seen[0] = true;
+        while let Some(n) = stack.pop() {
+            for (m, _) in self.peer[n].iter().flatten() {
+                if !seen[*m] {
+                    seen[*m] = true;
+                    stack.push(*m);
+                }
+            }
+        }
+        seen.into_iter().all(|s| s)
+    }
+
+    /// Builds the topology a spec names: `mport-ntree:M:N`, `fat-tree-324`,
+    /// `fat-tree-648`, `fat-tree-5832`, `fat-tree-11664`,
+    /// `random:SWITCHES:SEED`, or `file:PATH` (ibnetdiscover / ibsim format).
+    pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
+        let num = |s: &str, what: &str| {
+            s.parse::<u64>()
+                .map_err(|_| TopologyError::BadParameter(format!("{what} {s:?} is not a number")))
+        };
+        let parts: Vec<&str> = spec.split(':').collect();
+        match parts.as_slice() {
+            ["mport-ntree", m, n] => {
+                fat_tree::mport_ntree(num(m, "M")? as usize, num(n, "N")? as usize)
+            }
+            ["fat-tree-324"] => fat_tree::kary_ntree(18, 2, 36),
+            ["fat-tree-648"] => fat_tree::mport_ntree(36, 2),
+            ["fat-tree-5832"] => fat_tree::kary_ntree(18, 3, 36),
+            ["fat-tree-11664"] => fat_tree::mport_ntree(36, 3),
+            ["random", s, seed] => random::random(num(s, "SWITCHES")? as usize, num(seed, "SEED")?),
+            ["file", ..] => {
+                let path = &spec["file:".len()..];
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| TopologyError::Io(format!("{path}: {e}")))?;
+                netfile::parse(&text)
+            }
+            _ => Err(TopologyError::UnknownSpec(spec.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

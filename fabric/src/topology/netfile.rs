@@ -1,0 +1,176 @@
+//! The ibnetdiscover / ibsim topology text format: a header line per node
+//! (`Switch 36 "name"`, `Ca 1 "name"`, optionally preceded by
+//! `switchguid=`/`caguid=` lines) followed by one line per cabled port
+//! (`[1] "peer"[3]`). ibkit writes it and reads it back, and reads files
+//! ibnetdiscover wrote (`(guid)` annotations and `#` comments are ignored).
+
+use super::{Topology, TopologyError};
+use mad_core::attr::NodeType;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Writes `t` in ibnetdiscover format.
+pub fn to_ibnetdiscover(t: &Topology) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Topology written by ibkit: {} switches, {} CAs, {} cables",
+        t.switches(),
+        t.cas(),
+        t.links()
+    );
+    for (i, n) in t.nodes.iter().enumerate() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "vendid=0x2c9");
+        let _ = writeln!(s, "sysimgguid={:#018x}", n.guid);
+        match n.kind {
+            NodeType::Switch => {
+                let _ = writeln!(s, "switchguid={:#018x}({:x})", n.guid, n.guid);
+                let _ = writeln!(
+                    s,
+                    "Switch\t{} \"{}\"\t\t# \"{}\" base port 0 lid 0 lmc 0",
+                    n.ports, n.name, n.name
+                );
+            }
+            _ => {
+                let _ = writeln!(s, "caguid={:#018x}", n.guid);
+                let _ = writeln!(s, "Ca\t{} \"{}\"\t\t# \"{}\"", n.ports, n.name, n.name);
+            }
+        }
+        for p in 1..=n.ports {
+            if let Some((m, q)) = t.peer_of(i, p) {
+                let peer = &t.nodes[m];
+                if n.kind == NodeType::Switch {
+                    let _ = writeln!(
+                        s,
+                        "[{p}]\t\"{}\"[{q}]\t\t# \"{}\" lid 0 4xQDR",
+                        peer.name, peer.name
+                    );
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "[{p}]({:x})\t\"{}\"[{q}]\t\t# lid 0 lmc 0 \"{}\" lid 0 4xQDR",
+                        n.guid + u64::from(p),
+                        peer.name,
+                        peer.name
+                    );
+                }
+            }
+        }
+    }
+    s
+}
+
+fn quoted(s: &str, line: usize) -> Result<(&str, &str), TopologyError> {
+    let err = |what: &str| TopologyError::Parse {
+        line,
+        what: what.to_string(),
+    };
+    let a = s.find('"').ok_or_else(|| err("expected a quoted name"))?;
+    let b = s[a + 1..]
+        .find('"')
+        .ok_or_else(|| err("unterminated quoted name"))?
+        + a
+        + 1;
+    Ok((&s[a + 1..b], &s[b + 1..]))
+}
+
+fn hex_guid(v: &str) -> Option<u64> {
+    let v = v.split('(').next()?.trim();
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
+}
+
+/// Reads the ibnetdiscover / ibsim format.
+pub fn parse(text: &str) -> Result<Topology, TopologyError> {
+    let mut t = Topology::default();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    let mut pending_guid: Option<u64> = None;
+    let mut current: Option<usize> = None;
+    // (line, node, port, peer name, peer port)
+    let mut cables: Vec<(usize, usize, u8, String, u8)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let err = |what: String| TopologyError::Parse { line, what };
+        let l = raw.split('#').next().unwrap_or("").trim();
+        if l.is_empty() {
+            continue;
+        }
+        if let Some((k, v)) = l.split_once('=') {
+            if matches!(k.trim(), "switchguid" | "caguid" | "guid") {
+                pending_guid = Some(hex_guid(v).ok_or_else(|| err(format!("bad GUID {v:?}")))?);
+            }
+            continue;
+        }
+        let kind = if l.starts_with("Switch") {
+            Some(NodeType::Switch)
+        } else if l.starts_with("Ca") || l.starts_with("Hca") {
+            Some(NodeType::ChannelAdapter)
+        } else if l.starts_with("Rt") {
+            return Err(err("routers are not supported".into()));
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            let mut words = l.split_whitespace();
+            words.next();
+            let ports: u8 = words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .filter(|&p: &u8| (1..=254).contains(&p))
+                .ok_or_else(|| err("expected a port count 1..=254 after the node type".into()))?;
+            let (name, _) = quoted(l, line)?;
+            if by_name.contains_key(name) {
+                return Err(err(format!("node {name:?} defined twice")));
+            }
+            let guid = pending_guid
+                .take()
+                .unwrap_or(0x0002_c905_0000_0000 | ((t.nodes.len() as u64) << 8));
+            let n = t.add_node(kind, ports, guid, name.to_string(), None);
+            by_name.insert(name.to_string(), n);
+            current = Some(n);
+            continue;
+        }
+        if let Some(rest) = l.strip_prefix('[') {
+            let node = current.ok_or_else(|| err("a port line before any node".into()))?;
+            let close = rest
+                .find(']')
+                .ok_or_else(|| err("expected ] after the port number".into()))?;
+            let port: u8 = rest[..close]
+                .trim()
+                .parse()
+                .map_err(|_| err(format!("bad port number {:?}", &rest[..close])))?;
+            let (peer, after) = quoted(&rest[close + 1..], line)?;
+            let after = after.trim_start();
+            let pp = after
+                .strip_prefix('[')
+                .and_then(|a| a.split(']').next())
+                .and_then(|n| n.trim().parse::<u8>().ok())
+                .ok_or_else(|| err(format!("expected [port] after {peer:?}")))?;
+            cables.push((line, node, port, peer.to_string(), pp));
+            continue;
+        }
+        return Err(err(format!("cannot understand {l:?}")));
+    }
+    for (line, node, port, peer, pp) in cables {
+        let &m = by_name.get(&peer).ok_or_else(|| TopologyError::Parse {
+            line,
+            what: format!("unknown node {peer:?}"),
+        })?;
+        match t.peer_of(node, port) {
+            Some(existing) if existing == (m, pp) => {} // the other end already described it
+            Some(_) => {
+                return Err(TopologyError::Parse {
+                    line,
+                    what: format!("port {port} cabled twice"),
+                })
+            }
+            None => t
+                .connect((node, port), (m, pp))
+                .map_err(|e| TopologyError::Parse {
+                    line,
+                    what: e.to_string(),
+                })?,
+        }
+    }
+    Ok(t)
+}

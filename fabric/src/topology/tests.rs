@@ -1,0 +1,194 @@
+use super::*;
+
+fn check_symmetric(t: &Topology) {
+    for (n, ports) in t.peer.iter().enumerate() {
+        assert_eq!(ports.len(), usize::from(t.nodes[n].ports) + 1);
+        for (p, peer) in ports.iter().enumerate() {
+            if let Some((m, q)) = *peer {
+                assert_eq!(
+                    t.peer_of(m, q),
+                    Some((n, p as u8)),
+                    "{} port {p}",
+                    t.nodes[n].name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_fat_trees_of_the_vswitch_papers_table_1() {
+    // (spec, switches, CAs) from Tasoulas et al., Table I.
+    for (spec, sw, cas) in [
+        ("fat-tree-324", 36, 324),
+        ("fat-tree-648", 54, 648),
+        ("fat-tree-5832", 972, 5832),
+    ] {
+        let t = Topology::from_spec(spec).unwrap();
+        assert_eq!((t.switches(), t.cas()), (sw, cas), "{spec}");
+        assert!(t.is_connected(), "{spec}");
+        check_symmetric(&t);
+    }
+}
+
+#[test]
+fn fat_tree_11664() {
+    let t = Topology::from_spec("fat-tree-11664").unwrap();
+    assert_eq!((t.switches(), t.cas()), (1620, 11664));
+    // Every switch of a 36-port 3-tree uses all 36 ports.
+    for (n, node) in t
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind == NodeType::Switch)
+    {
+        assert!((1..=36).all(|p| t.peer_of(n, p).is_some()), "{}", node.name);
+    }
+    assert_eq!(t.links(), 1620 * 36 / 2 + 11664 / 2);
+}
+
+#[test]
+fn mport_ntree_counts_follow_the_formulas() {
+    for (m, n) in [(4usize, 1usize), (4, 2), (4, 3), (8, 2), (8, 3), (6, 4)] {
+        let t = Topology::from_spec(&format!("mport-ntree:{m}:{n}")).unwrap();
+        let k = m / 2;
+        assert_eq!(t.cas(), 2 * k.pow(n as u32), "m {m} n {n}");
+        assert_eq!(
+            t.switches(),
+            (2 * n - 1) * k.pow(n as u32 - 1),
+            "m {m} n {n}"
+        );
+        assert!(t.is_connected());
+        check_symmetric(&t);
+        // A leaf switch's up ports lead one level up.
+        for (i, node) in t
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.level == Some(0) && n > 1)
+        {
+            for p in (k + 1)..=(2 * k) {
+                let (up, _) = t.peer_of(i, p as u8).unwrap();
+                assert_eq!(t.nodes[up].level, Some(1), "{}", node.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_specs_are_refused_with_a_reason() {
+    assert!(matches!(
+        Topology::from_spec("torus:3"),
+        Err(TopologyError::UnknownSpec(_))
+    ));
+    assert!(matches!(
+        Topology::from_spec("mport-ntree:5:2"),
+        Err(TopologyError::BadParameter(_))
+    ));
+    assert!(matches!(
+        Topology::from_spec("mport-ntree:x:2"),
+        Err(TopologyError::BadParameter(_))
+    ));
+    assert!(matches!(
+        Topology::from_spec("random:0:1"),
+        Err(TopologyError::BadParameter(_))
+    ));
+    assert!(matches!(
+        Topology::from_spec("file:/nonexistent"),
+        Err(TopologyError::Io(_))
+    ));
+}
+
+#[test]
+fn random_fabrics_are_connected_reproducible_and_irregular() {
+    for seed in 0..20 {
+        let a = Topology::from_spec(&format!("random:40:{seed}")).unwrap();
+        let b = Topology::from_spec(&format!("random:40:{seed}")).unwrap();
+        assert!(a == b, "same seed, same fabric");
+        assert!(a.is_connected());
+        check_symmetric(&a);
+        assert_eq!(a.switches(), 40);
+        // Every port of every switch is used: by a switch or a CA.
+        for s in 0..40 {
+            assert!((1..=8).all(|p| a.peer_of(s, p).is_some()));
+        }
+    }
+    assert!(
+        Topology::from_spec("random:40:1").unwrap() != Topology::from_spec("random:40:2").unwrap()
+    );
+}
+
+#[test]
+fn ibnetdiscover_export_reads_back_identically() {
+    for spec in ["fat-tree-324", "random:30:7", "mport-ntree:4:3"] {
+        let mut t = Topology::from_spec(spec).unwrap();
+        let text = to_ibnetdiscover(&t);
+        let back = netfile::parse(&text).unwrap();
+        // The file format has no tree levels.
+        for n in &mut t.nodes {
+            n.level = None;
+        }
+        assert!(back == t, "{spec}: the read-back topology differs");
+    }
+}
+
+#[test]
+fn reads_what_ibnetdiscover_writes() {
+    let text = r#"
+#
+# Topology file: generated on Sun Nov 22
+#
+vendid=0x2c9
+devid=0xc738
+sysimgguid=0x2c903007b1234
+switchguid=0x2c903007b1234(2c903007b1234)
+Switch	36 "S-0002c903007b1234"		# "SwitchX -  Mellanox Technologies" base port 0 lid 3 lmc 0
+[1]	"H-0002c9030001e8a0"[1](2c9030001e8a1) 		# "node01 HCA-1" lid 4 4xQDR
+[2]	"H-0002c9030001e8b0"[1](2c9030001e8b1) 		# "node02 HCA-1" lid 5 4xQDR
+
+vendid=0x2c9
+devid=0x1003
+sysimgguid=0x2c9030001e8a3
+caguid=0x2c9030001e8a0
+Ca	2 "H-0002c9030001e8a0"		# "node01 HCA-1"
+[1](2c9030001e8a1) 	"S-0002c903007b1234"[1]		# lid 4 lmc 0 "SwitchX -  Mellanox Technologies" lid 3 4xQDR
+
+vendid=0x2c9
+devid=0x1003
+caguid=0x2c9030001e8b0
+Ca	2 "H-0002c9030001e8b0"		# "node02 HCA-1"
+[1](2c9030001e8b1) 	"S-0002c903007b1234"[2]		# lid 5 lmc 0 "SwitchX -  Mellanox Technologies" lid 3 4xQDR
+"#;
+    let t = netfile::parse(text).unwrap();
+    assert_eq!((t.switches(), t.cas(), t.links()), (1, 2, 2));
+    assert_eq!(t.nodes[0].guid, 0x2c903007b1234);
+    assert_eq!(t.nodes[1].guid, 0x2c9030001e8a0);
+    assert_eq!(t.peer_of(0, 2), Some((2, 1)));
+}
+
+#[test]
+fn broken_topology_files_name_the_line() {
+    let cases = [
+        ("[1] \"x\"[1]\n", 1, "before any node"),
+        ("Switch 8 \"a\"\n[9] \"b\"[1]\nCa 1 \"b\"\n", 2, "no port 9"),
+        ("Switch 8 \"a\"\n[1] \"ghost\"[1]\n", 2, "unknown node"),
+        ("Switch 300 \"a\"\n", 1, "port count"),
+        ("Switch 8 \"a\"\nSwitch 8 \"a\"\n", 2, "defined twice"),
+        ("Switch 8 \"a\n", 1, "unterminated"),
+        ("Rt 2 \"r\"\n", 1, "routers"),
+        (
+            "Switch 8 \"a\"\n[1] \"b\"[1]\n[1] \"c\"[1]\nCa 1 \"b\"\nCa 1 \"c\"\n",
+            3,
+            "cabled twice",
+        ),
+    ];
+    for (text, want_line, want) in cases {
+        match netfile::parse(text) {
+            Err(TopologyError::Parse { line, what }) => {
+                assert_eq!(line, want_line, "{text:?}: {what}");
+                assert!(what.contains(want), "{text:?}: {what}");
+            }
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+}
