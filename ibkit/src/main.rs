@@ -24,6 +24,15 @@ enum Command {
         /// Input file; `-` or nothing reads standard input.
         input: Option<PathBuf>,
     },
+    /// Build a topology and print a summary, or the ibnetdiscover text.
+    Topology {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long)]
+        topology: String,
+        /// Print it in ibnetdiscover / ibsim format.
+        #[arg(long)]
+        ibnetdiscover: bool,
+    },
     /// Print the built-in sample MADs as hex lines (input for `decode`).
     Sample {
         /// Write them as a LINKTYPE_INFINIBAND pcap file instead.
@@ -36,6 +45,25 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Decode { json, input }) => cmd::decode::run(json, input),
+        Some(Command::Topology {
+            topology,
+            ibnetdiscover,
+        }) => match fabric::topology::Topology::from_spec(&topology) {
+            Ok(t) if ibnetdiscover => {
+                print!("{}", fabric::topology::to_ibnetdiscover(&t));
+                Ok(true)
+            }
+            Ok(t) => {
+                println!(
+                    "{topology}: {} switches, {} CAs, {} cables",
+                    t.switches(),
+                    t.cas(),
+                    t.links()
+                );
+                Ok(true)
+            }
+            Err(e) => Err(e.to_string()),
+        },
         Some(Command::Sample { pcap: None }) => {
             cmd::sample::print_hex();
             Ok(true)
