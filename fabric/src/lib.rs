@@ -4,12 +4,17 @@
 //!   fat trees of the vSwitch paper, random irregular fabrics, and export in
 //!   the ibnetdiscover / ibsim topology format.
 //!
-//! **Status:** the discrete-event simulator itself (nodes running the SMI
-//! and SMA, links with delays, loss and failure injection, data-path walks,
-//! pcap output) is not implemented yet.
+//! * [`sim`] — the discrete-event fabric: nodes running `smi::dr` and
+//!   `smi::sma`, cables with per-hop and per-DR-hop delays and loss, a
+//!   driver that brings a subnet up with `smi::sm`, and data-path walks over
+//!   the installed forwarding tables.
+//!
+//! **Status:** link failure and switch add/remove injection, LID-routed SM
+//! traffic, traps to the SM and pcap output are not implemented yet.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use smi;
 
+pub mod sim;
 pub mod topology;

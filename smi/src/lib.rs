@@ -5,14 +5,20 @@
 //! * [`sma`] — the Subnet Management Agent over bounded node models: channel
 //!   adapters, switches and HCAs in vSwitch mode.
 //!
-//! The subnet manager is not implemented yet.
+//! * [`sm`] (feature `sm`, needs `alloc`) — the subnet manager: discovery,
+//!   LID assignment, min-hop routing and LFT distribution.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use mad_core;
 
+#[cfg(feature = "sm")]
+extern crate alloc;
+
 pub mod dr;
+#[cfg(feature = "sm")]
+pub mod sm;
 pub mod sma;
 
 impl<const P: usize, const L: usize, const M: usize> dr::Node for sma::Model<P, L, M> {

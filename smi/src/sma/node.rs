@@ -30,8 +30,8 @@ pub struct NodeSpec {
     pub vendor_id: u32,
     /// Device ID.
     pub device_id: u16,
-    /// NodeDescription text.
-    pub description: &'static str,
+    /// NodeDescription text (at most 64 bytes are kept).
+    pub description: mad_core::field::Text<64>,
     /// P_Key entries per port.
     pub partition_cap: u16,
     /// GUIDInfo entries per port.
@@ -46,7 +46,7 @@ pub struct NodeSpec {
 
 impl NodeSpec {
     /// A channel adapter with `ports` ports.
-    pub fn ca(guid: u64, ports: u8, description: &'static str) -> Self {
+    pub fn ca(guid: u64, ports: u8, description: &str) -> Self {
         NodeSpec {
             node_type: NodeType::ChannelAdapter,
             num_ports: ports,
@@ -54,7 +54,7 @@ impl NodeSpec {
             system_image_guid: Guid(guid),
             vendor_id: 0x0002c9,
             device_id: 0x1017,
-            description,
+            description: mad_core::field::Text::from_str_lossy(description),
             partition_cap: 16,
             guid_cap: 8,
             linear_fdb_cap: 0,
@@ -63,7 +63,7 @@ impl NodeSpec {
         }
     }
     /// A switch with `ports` external ports and a 48K-entry LFT.
-    pub fn switch(guid: u64, ports: u8, description: &'static str) -> Self {
+    pub fn switch(guid: u64, ports: u8, description: &str) -> Self {
         NodeSpec {
             node_type: NodeType::Switch,
             num_ports: ports,
@@ -71,7 +71,7 @@ impl NodeSpec {
             system_image_guid: Guid(guid),
             vendor_id: 0x0002c9,
             device_id: 0xc738,
-            description,
+            description: mad_core::field::Text::from_str_lossy(description),
             partition_cap: 8,
             guid_cap: 1,
             linear_fdb_cap: 0xC000,
@@ -237,7 +237,7 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
                 vendor_id: spec.vendor_id,
             },
             node_description: NodeDescription {
-                node_string: mad_core::field::Text::from_str_lossy(spec.description),
+                node_string: spec.description,
             },
             switch_info: if is_switch {
                 SwitchInfo {

@@ -1,0 +1,356 @@
+//! The discrete-event fabric: every node runs `smi::dr` and `smi::sma`,
+//! every cable carries SMPs with a per-hop delay `k` and an extra delay `r`
+//! for each hop that needs directed-route processing (the cost model of the
+//! vSwitch paper), and SMPs may be lost at a configured rate.
+
+use crate::topology::Topology;
+use mad_core::attr::NodeType;
+use mad_core::{Lid, Smp};
+use smi::dr::{self, Disposition};
+use smi::sm::{Phase, Sm};
+use smi::sma::{CaSma, NodeSpec, SwitchSma};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Timing and loss of the simulated fabric.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Nanoseconds for an SMP to cross one cable (k).
+    pub hop_ns: u64,
+    /// Extra nanoseconds at each hop routed by directed route (r).
+    pub dr_hop_ns: u64,
+    /// Probability that an SMP is lost on a cable.
+    pub loss: f64,
+    /// Seed of the loss generator.
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            hop_ns: 1_000,
+            dr_hop_ns: 2_000,
+            loss: 0.0,
+            seed: 1,
+        }
+    }
+}
+
+/// A node's agent.
+pub enum SimNode {
+    /// A switch.
+    Switch(Box<SwitchSma>),
+    /// A channel adapter.
+    Ca(Box<CaSma>),
+}
+
+impl SimNode {
+    fn node(&self) -> &dyn dr::Node {
+        match self {
+            SimNode::Switch(s) => &s.model,
+            SimNode::Ca(c) => &c.model,
+        }
+    }
+    fn process(&mut self, smp: &Smp, port: u8, now_ms: u64) -> Option<Smp> {
+        match self {
+            SimNode::Switch(s) => s.process(smp, port, now_ms),
+            SimNode::Ca(c) => c.process(smp, port, now_ms),
+        }
+    }
+    /// The node's LID (a switch's port 0, a CA's port 1).
+    pub fn lid(&self) -> Lid {
+        match self {
+            SimNode::Switch(s) => s.model.lid(0),
+            SimNode::Ca(c) => c.model.lid(1),
+        }
+    }
+    /// The LFT egress for `lid` (switches; 0xFF elsewhere).
+    pub fn lft_port(&self, lid: Lid) -> u8 {
+        match self {
+            SimNode::Switch(s) => s.model.lft_port(lid),
+            SimNode::Ca(_) => 0xFF,
+        }
+    }
+}
+
+/// What the fabric counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FabricStats {
+    /// Cable crossings.
+    pub hops: u64,
+    /// Crossings that needed directed-route processing.
+    pub dr_hops: u64,
+    /// SMPs the SMI discarded.
+    pub discarded: u64,
+    /// SMPs lost on cables.
+    pub lost: u64,
+}
+
+struct Arrival {
+    node: usize,
+    port: u8,
+    smp: Smp,
+}
+
+/// The simulated fabric.
+pub struct Fabric {
+    /// The cabling.
+    pub topo: Topology,
+    /// The agents, indexed like `topo.nodes`.
+    pub nodes: Vec<SimNode>,
+    /// The node the SM runs on (a CA).
+    pub sm_node: usize,
+    cfg: SimConfig,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    pending: HashMap<u64, Arrival>,
+    seq: u64,
+    now_ns: u64,
+    rng: u64,
+    inbox: Vec<Smp>,
+    /// Counters.
+    pub stats: FabricStats,
+}
+
+/// How a data packet fared through the LFTs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// Reached the destination after this many switches.
+    Delivered(u32),
+    /// Dropped (no route) at this node.
+    Dropped(usize),
+    /// Went round in a loop.
+    Loop,
+}
+
+impl Fabric {
+    /// Builds the agents for `topo`, cables up; the SM runs on the first CA.
+    pub fn new(topo: Topology, cfg: SimConfig) -> Result<Fabric, String> {
+        let sm_node = topo
+            .nodes
+            .iter()
+            .position(|n| n.kind == NodeType::ChannelAdapter)
+            .ok_or("the fabric has no CA to run the SM on")?;
+        let mut nodes = Vec::with_capacity(topo.nodes.len());
+        for (i, n) in topo.nodes.iter().enumerate() {
+            nodes.push(match n.kind {
+                NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
+                    n.guid, n.ports, &n.name,
+                )))),
+                _ => {
+                    let mut spec = NodeSpec::ca(n.guid, n.ports, &n.name);
+                    spec.is_sm = i == sm_node;
+                    SimNode::Ca(Box::new(CaSma::new(&spec)))
+                }
+            });
+        }
+        let mut f = Fabric {
+            topo,
+            nodes,
+            sm_node,
+            rng: cfg.seed | 1,
+            cfg,
+            queue: BinaryHeap::new(),
+            pending: HashMap::new(),
+            seq: 0,
+            now_ns: 0,
+            inbox: Vec::new(),
+            stats: FabricStats::default(),
+        };
+        for i in 0..f.nodes.len() {
+            for p in 1..=f.topo.nodes[i].ports {
+                if f.topo.peer_of(i, p).is_some() {
+                    match &mut f.nodes[i] {
+                        SimNode::Switch(s) => s.link_event(p, true, 0),
+                        SimNode::Ca(c) => c.link_event(p, true, 0),
+                    }
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// Simulated time in nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn lost(&mut self) -> bool {
+        if self.cfg.loss <= 0.0 {
+            return false;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        ((self.rng >> 11) as f64 / (1u64 << 53) as f64) < self.cfg.loss
+    }
+
+    /// Puts `smp` on the cable of (node, port).
+    fn transmit(&mut self, node: usize, port: u8, smp: Smp) {
+        let Some((peer, pport)) = self.topo.peer_of(node, port) else {
+            self.stats.discarded += 1;
+            return;
+        };
+        self.stats.hops += 1;
+        let mut delay = self.cfg.hop_ns;
+        if smp.is_directed() {
+            self.stats.dr_hops += 1;
+            delay += self.cfg.dr_hop_ns;
+        }
+        if self.lost() {
+            self.stats.lost += 1;
+            return;
+        }
+        self.seq += 1;
+        self.queue.push(Reverse((self.now_ns + delay, self.seq)));
+        self.pending.insert(
+            self.seq,
+            Arrival {
+                node: peer,
+                port: pport,
+                smp,
+            },
+        );
+    }
+
+    /// Sends an SMP from the SM's port.
+    pub fn send_from_sm(&mut self, mut smp: Smp) {
+        let node = self.sm_node;
+        match dr::originate(&mut smp, self.nodes[node].node(), 1) {
+            Ok(false) => self.transmit(node, 1, smp),
+            Ok(true) => {
+                // Zero hops: the SM's own SMA answers.
+                let now_ms = self.now_ns / 1_000_000;
+                if let Some(mut r) = self.nodes[node].process(&smp, 1, now_ms) {
+                    if dr::originate(&mut r, self.nodes[node].node(), 1) == Ok(true) {
+                        self.inbox.push(r);
+                    }
+                }
+            }
+            Err(_) => self.stats.discarded += 1,
+        }
+    }
+
+    /// Processes the next arrival; false when nothing is in flight.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse((t, seq))) = self.queue.pop() else {
+            return false;
+        };
+        self.now_ns = self.now_ns.max(t);
+        let Some(Arrival {
+            node,
+            port,
+            mut smp,
+        }) = self.pending.remove(&seq)
+        else {
+            return true;
+        };
+        let now_ms = self.now_ns / 1_000_000;
+        if !smp.is_directed() {
+            // LID-routed traffic is not generated by this SM yet.
+            self.stats.discarded += 1;
+            return true;
+        }
+        match dr::on_arrival(&mut smp, self.nodes[node].node(), port) {
+            Disposition::Deliver if smp.direction() => {
+                if node == self.sm_node {
+                    self.inbox.push(smp);
+                } else {
+                    self.stats.discarded += 1;
+                }
+            }
+            Disposition::Deliver => {
+                if let Some(mut r) = self.nodes[node].process(&smp, port, now_ms) {
+                    match dr::originate(&mut r, self.nodes[node].node(), port) {
+                        Ok(false) => self.transmit(node, port, r),
+                        Ok(true) if node == self.sm_node => self.inbox.push(r),
+                        _ => self.stats.discarded += 1,
+                    }
+                }
+            }
+            Disposition::Forward(p) => self.transmit(node, p, smp),
+            Disposition::ForwardByLid(_) | Disposition::Discard(_) => self.stats.discarded += 1,
+        }
+        true
+    }
+
+    /// Responses that reached the SM since the last call.
+    pub fn take_inbox(&mut self) -> Vec<Smp> {
+        std::mem::take(&mut self.inbox)
+    }
+
+    /// Runs `sm` against this fabric until the subnet is up or nothing more
+    /// can happen; returns whether it came up.
+    pub fn bring_up(&mut self, sm: &mut Sm) -> bool {
+        loop {
+            let now_ms = self.now_ns / 1_000_000;
+            while let Some(smp) = sm.poll_transmit(now_ms) {
+                self.send_from_sm(smp);
+            }
+            for r in self.take_inbox() {
+                sm.handle_response(&r, self.now_ns / 1_000_000);
+            }
+            if sm.phase() == Phase::Done {
+                return true;
+            }
+            let next_event = self.queue.peek().map(|Reverse((t, _))| *t);
+            let next_timer = sm.poll_timeout().map(|ms| ms * 1_000_000);
+            match (next_event, next_timer) {
+                (Some(e), Some(t)) if t < e => {
+                    self.now_ns = t;
+                    sm.handle_timeout(t / 1_000_000);
+                }
+                (Some(_), _) => {
+                    self.step();
+                }
+                (None, Some(t)) => {
+                    self.now_ns = self.now_ns.max(t);
+                    sm.handle_timeout(self.now_ns / 1_000_000);
+                }
+                (None, None) => {
+                    if self.inbox.is_empty() && !sm.has_queued() {
+                        return sm.phase() == Phase::Done;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forwards a data packet from the CA `src` towards `dlid` through the
+    /// installed LFTs.
+    pub fn walk(&self, src: usize, dlid: Lid) -> Walk {
+        let Some((mut node, _)) = self.topo.peer_of(src, 1) else {
+            return Walk::Dropped(src);
+        };
+        let limit = self.topo.nodes.len() as u32;
+        let mut switches = 0u32;
+        loop {
+            match &self.nodes[node] {
+                SimNode::Ca(c) => {
+                    return if c.model.lid(1) == dlid {
+                        Walk::Delivered(switches)
+                    } else {
+                        Walk::Dropped(node)
+                    };
+                }
+                SimNode::Switch(s) => {
+                    switches += 1;
+                    if switches > limit {
+                        return Walk::Loop;
+                    }
+                    let p = s.model.lft_port(dlid);
+                    if p == 0 {
+                        return if s.model.lid(0) == dlid {
+                            Walk::Delivered(switches)
+                        } else {
+                            Walk::Dropped(node)
+                        };
+                    }
+                    match self.topo.peer_of(node, p) {
+                        Some((m, _)) if p != 0xFF => node = m,
+                        _ => return Walk::Dropped(node),
+                    }
+                }
+            }
+        }
+    }
+}

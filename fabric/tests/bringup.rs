@@ -1,0 +1,186 @@
+//! The SM brings simulated fabrics up from nothing: every node found, every
+//! port given a LID and made Active, and every CA reaches every other CA's
+//! LID (and every switch LID) through the installed LFTs, without loops.
+
+use fabric::sim::{Fabric, SimConfig, SimNode, Walk};
+use fabric::topology::Topology;
+use mad_core::attr::{AttributeId, PortState};
+use mad_core::{Lid, Method};
+use smi::sm::{Phase, Sm, SmConfig};
+
+fn bring_up(spec: &str, cfg: SimConfig, sm_cfg: SmConfig) -> (Fabric, Sm) {
+    let t = Topology::from_spec(spec).unwrap();
+    let mut f = Fabric::new(t, cfg).unwrap();
+    let mut sm = Sm::new(sm_cfg);
+    assert!(
+        f.bring_up(&mut sm),
+        "{spec}: stopped in {:?}: {:?}",
+        sm.phase(),
+        sm.stats()
+    );
+    (f, sm)
+}
+
+fn verify(f: &Fabric) {
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| matches!(f.nodes[i], SimNode::Ca(_)))
+        .collect();
+    let lids: Vec<Lid> = f.nodes.iter().map(|n| n.lid()).collect();
+    for &src in &cas {
+        for (dst, &lid) in lids.iter().enumerate() {
+            if dst == src {
+                continue;
+            }
+            match f.walk(src, lid) {
+                Walk::Delivered(_) => {}
+                other => panic!(
+                    "{} → {} (LID {}): {other:?}",
+                    f.topo.nodes[src].name, f.topo.nodes[dst].name, lid.0
+                ),
+            }
+        }
+    }
+}
+
+fn all_active(f: &Fabric) {
+    for (i, n) in f.nodes.iter().enumerate() {
+        let ports = f.topo.nodes[i].ports;
+        for p in 1..=ports {
+            if f.topo.peer_of(i, p).is_none() {
+                continue;
+            }
+            let state = match n {
+                SimNode::Switch(s) => s.model.ports[usize::from(p)].info.port_state,
+                SimNode::Ca(c) => c.model.ports[usize::from(p)].info.port_state,
+            };
+            assert_eq!(
+                state,
+                PortState::Active,
+                "{} port {p}",
+                f.topo.nodes[i].name
+            );
+        }
+        assert!(n.lid().is_unicast(), "{} has no LID", f.topo.nodes[i].name);
+    }
+}
+
+#[test]
+fn small_trees_come_up_routed_and_active() {
+    for spec in ["mport-ntree:4:2", "mport-ntree:4:3", "mport-ntree:8:2"] {
+        let (f, sm) = bring_up(spec, SimConfig::default(), SmConfig::default());
+        assert_eq!(
+            sm.nodes().len(),
+            f.topo.nodes.len(),
+            "{spec}: every node discovered"
+        );
+        all_active(&f);
+        verify(&f);
+        // Every LID distinct.
+        let mut lids: Vec<u16> = f.nodes.iter().map(|n| n.lid().0).collect();
+        lids.sort();
+        lids.dedup();
+        assert_eq!(lids.len(), f.nodes.len());
+    }
+}
+
+#[test]
+fn smp_counts_follow_the_fabric() {
+    // With one SMP outstanding, each cable is explored exactly once; with a
+    // wider window both ends of a cable may be explored before either answer
+    // is back.
+    let (f, sm) = bring_up(
+        "fat-tree-324",
+        SimConfig::default(),
+        SmConfig {
+            window: 1,
+            ..SmConfig::default()
+        },
+    );
+    let st = sm.stats();
+    let (switches, cas) = (f.topo.switches() as u64, f.topo.cas() as u64);
+    let links = f.topo.links() as u64;
+    // One NodeInfo for the SM's own node and one per cable explored from the side found first.
+    assert_eq!(st.count(Method::Get, AttributeId::NodeInfo), links + 1);
+    // One SwitchInfo per switch; PortInfo: every switch port (0..=36) and one per CA.
+    assert_eq!(st.count(Method::Get, AttributeId::SwitchInfo), switches);
+    assert_eq!(
+        st.count(Method::Get, AttributeId::PortInfo),
+        switches * 37 + cas
+    );
+    // LFT: switches × blocks in use (LIDs 1..=360 → 6 blocks).
+    let blocks = u64::from(sm.max_lid()) / 64 + 1;
+    assert_eq!(sm.max_lid() as u64, switches + cas);
+    assert_eq!(
+        st.count(Method::Set, AttributeId::LinearForwardingTable),
+        switches * blocks
+    );
+    assert_eq!(st.retries, 0);
+    verify(&f);
+}
+
+#[test]
+fn a_window_of_one_gives_the_same_result() {
+    let (f, sm) = bring_up(
+        "mport-ntree:4:3",
+        SimConfig::default(),
+        SmConfig {
+            window: 1,
+            ..SmConfig::default()
+        },
+    );
+    assert_eq!(sm.phase(), Phase::Done);
+    verify(&f);
+}
+
+#[test]
+fn discovery_survives_two_percent_loss() {
+    let cfg = SimConfig {
+        loss: 0.02,
+        seed: 7,
+        ..SimConfig::default()
+    };
+    let (f, sm) = bring_up(
+        "mport-ntree:8:2",
+        cfg,
+        SmConfig {
+            retries: 8,
+            ..SmConfig::default()
+        },
+    );
+    assert!(sm.stats().retries > 0, "some SMPs were lost and sent again");
+    assert_eq!(sm.stats().given_up, 0);
+    all_active(&f);
+    verify(&f);
+}
+
+#[test]
+fn random_irregular_fabrics_come_up() {
+    for seed in [1, 2, 3] {
+        let (f, _) = bring_up(
+            &format!("random:20:{seed}"),
+            SimConfig::default(),
+            SmConfig::default(),
+        );
+        all_active(&f);
+        verify(&f);
+    }
+}
+
+#[test]
+fn a_wide_window_explores_a_few_cables_twice_at_most() {
+    let (f, sm) = bring_up(
+        "fat-tree-324",
+        SimConfig::default(),
+        SmConfig {
+            window: 16,
+            ..SmConfig::default()
+        },
+    );
+    let links = f.topo.links() as u64;
+    let ni = sm.stats().count(Method::Get, AttributeId::NodeInfo);
+    assert!(
+        ni > links && ni <= 2 * links + 1,
+        "{ni} NodeInfo for {links} cables"
+    );
+    verify(&f);
+}

@@ -1,0 +1,616 @@
+//! The subnet manager as a sans-IO state machine (in the manner of
+//! quinn-proto): the caller feeds it responses and the time, and polls it
+//! for SMPs to send and for its next timer. It performs no I/O, reads no
+//! clock and spawns no thread, so the simulator, a umad port or a test can
+//! drive it alike.
+//!
+//! A bring-up runs these phases: discovery by directed-route Get(NodeInfo),
+//! Get(PortInfo) and Get(SwitchInfo) with a window of outstanding SMPs and
+//! retransmission; LID assignment by Set(PortInfo); min-hop routing;
+//! distribution (Set(SwitchInfo) with LinearFDBTop, then the LFT blocks in
+//! use); and port activation (every linked port to Armed, then Active).
+
+pub mod routing;
+
+use crate::dr;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec;
+use alloc::vec::Vec;
+use mad_core::attr::*;
+use mad_core::{DrPath, Lid, MKey, Method, Smp};
+use routing::{Graph, PortTo};
+
+/// Settings of a subnet manager.
+#[derive(Clone, Debug)]
+pub struct SmConfig {
+    /// SMPs outstanding at once (1 reproduces OpenSM's controlled BFS).
+    pub window: usize,
+    /// Milliseconds before an unanswered SMP is sent again.
+    pub timeout_ms: u64,
+    /// Times an SMP is sent again before its target is given up.
+    pub retries: u32,
+    /// M_Key put in every SMP.
+    pub m_key: MKey,
+    /// SubnetTimeOut written to every port.
+    pub subnet_time_out: u8,
+}
+
+impl Default for SmConfig {
+    fn default() -> Self {
+        SmConfig {
+            window: 16,
+            timeout_ms: 200,
+            retries: 3,
+            m_key: MKey(0),
+            subnet_time_out: 18,
+        }
+    }
+}
+
+/// Where a bring-up is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Finding nodes and links.
+    Discovery,
+    /// Giving every port its LID.
+    LidAssignment,
+    /// Programming SwitchInfo and the forwarding tables.
+    Distribution,
+    /// Moving ports to Armed, then Active.
+    Activation,
+    /// The subnet is up.
+    Done,
+}
+
+/// A port as the SM knows it.
+#[derive(Clone, Debug, Default)]
+pub struct SmPort {
+    /// The last PortInfo read.
+    pub info: Option<PortInfo>,
+    /// The node and port at the other end of the cable.
+    pub peer: Option<(usize, u8)>,
+}
+
+/// A node as the SM knows it.
+#[derive(Clone, Debug)]
+pub struct SmNode {
+    /// NodeInfo as read.
+    pub info: NodeInfo,
+    /// The directed route by which it was first reached.
+    pub path: DrPath,
+    /// Ports 0..=NumPorts.
+    pub ports: Vec<SmPort>,
+    /// SwitchInfo (switches).
+    pub switch_info: Option<SwitchInfo>,
+    /// The LID assigned (switch port 0, or the CA port reached).
+    pub lid: u16,
+}
+
+impl SmNode {
+    /// True for a switch.
+    pub fn is_switch(&self) -> bool {
+        self.info.node_type == NodeType::Switch
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Purpose {
+    NodeInfo { from: Option<(usize, u8)> },
+    PortInfo { node: usize, port: u8 },
+    SwitchInfo { node: usize },
+    SetLid { node: usize, port: u8 },
+    SetTop { node: usize },
+    SetLft,
+    SetState { node: usize, port: u8 },
+}
+
+#[derive(Clone, Debug)]
+struct Request {
+    smp: Smp,
+    purpose: Purpose,
+    tries: u32,
+    deadline: u64,
+}
+
+/// SMPs sent, by method and attribute.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// (method byte, attribute ID) → count, retransmissions included.
+    pub sent: BTreeMap<(u8, u16), u64>,
+    /// Retransmissions.
+    pub retries: u64,
+    /// Requests given up after all retries.
+    pub given_up: u64,
+    /// Responses with a non-zero status.
+    pub errors: u64,
+    /// SMPs sent in each phase.
+    pub per_phase: BTreeMap<Phase, u64>,
+    /// Simulated time each phase ended (ms since start).
+    pub phase_end_ms: BTreeMap<Phase, u64>,
+}
+
+impl Stats {
+    /// All SMPs sent.
+    pub fn total(&self) -> u64 {
+        self.sent.values().sum()
+    }
+    /// SMPs of one method and attribute.
+    pub fn count(&self, method: Method, attr: AttributeId) -> u64 {
+        self.sent
+            .get(&(method.into(), attr.into()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The subnet manager.
+#[derive(Clone, Debug)]
+pub struct Sm {
+    cfg: SmConfig,
+    phase: Phase,
+    nodes: Vec<SmNode>,
+    by_guid: BTreeMap<u64, usize>,
+    queue: VecDeque<Request>,
+    inflight: BTreeMap<u64, Request>,
+    next_tid: u64,
+    stats: Stats,
+    lfts: Vec<Vec<u8>>,
+    switch_index: Vec<usize>,
+    max_lid: u16,
+    armed: bool,
+}
+
+impl Sm {
+    /// A subnet manager that will bring the subnet up from its own port.
+    pub fn new(cfg: SmConfig) -> Self {
+        let mut sm = Sm {
+            cfg,
+            phase: Phase::Discovery,
+            nodes: Vec::new(),
+            by_guid: BTreeMap::new(),
+            queue: VecDeque::new(),
+            inflight: BTreeMap::new(),
+            next_tid: 1,
+            stats: Stats::default(),
+            lfts: Vec::new(),
+            switch_index: Vec::new(),
+            max_lid: 0,
+            armed: false,
+        };
+        sm.get(
+            DrPath::new(),
+            AttributeId::NodeInfo,
+            0,
+            Purpose::NodeInfo { from: None },
+        );
+        sm
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    /// The nodes discovered, the SM's own first.
+    pub fn nodes(&self) -> &[SmNode] {
+        &self.nodes
+    }
+    /// SMP counts.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// The forwarding tables computed, per switch (in `nodes()` order of switches).
+    pub fn lfts(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        self.switch_index
+            .iter()
+            .copied()
+            .zip(self.lfts.iter().map(|v| v.as_slice()))
+    }
+    /// The highest LID assigned.
+    pub fn max_lid(&self) -> u16 {
+        self.max_lid
+    }
+
+    fn request(
+        &mut self,
+        method: Method,
+        path: DrPath,
+        attr: AttributeId,
+        am: u32,
+        data: Option<[u8; 64]>,
+        purpose: Purpose,
+    ) {
+        let mut smp = Smp::directed(&path, method, attr, am, 0, self.cfg.m_key);
+        if let Some(d) = data {
+            smp.data = d;
+        }
+        self.queue.push_back(Request {
+            smp,
+            purpose,
+            tries: 0,
+            deadline: 0,
+        });
+    }
+
+    fn get(&mut self, path: DrPath, attr: AttributeId, am: u32, purpose: Purpose) {
+        self.request(Method::Get, path, attr, am, None, purpose);
+    }
+
+    fn set<A: Attribute>(&mut self, path: DrPath, value: &A, am: u32, purpose: Purpose) {
+        let mut d = [0u8; 64];
+        if value.encode(&mut d).is_ok() {
+            self.request(Method::Set, path, A::ID, am, Some(d), purpose);
+        }
+    }
+
+    /// The next SMP to put on the wire at `now_ms`, if the window allows.
+    /// Its hop pointer is 0: the caller's SMI applies the send rules.
+    pub fn poll_transmit(&mut self, now_ms: u64) -> Option<Smp> {
+        if self.inflight.len() >= self.cfg.window.max(1) {
+            return None;
+        }
+        let mut r = self.queue.pop_front()?;
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        r.smp.header.transaction_id = zerocopy_u64(tid);
+        r.deadline = now_ms + self.cfg.timeout_ms;
+        let smp = r.smp.clone();
+        *self
+            .stats
+            .sent
+            .entry((smp.header.method, smp.header.attribute_id.get()))
+            .or_default() += 1;
+        *self.stats.per_phase.entry(self.phase).or_default() += 1;
+        self.inflight.insert(tid, r);
+        Some(smp)
+    }
+
+    /// True when SMPs wait to be sent (the window may be holding them).
+    pub fn has_queued(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// When the SM next needs [`Sm::handle_timeout`] called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.inflight.values().map(|r| r.deadline).min()
+    }
+
+    /// Retransmits or gives up requests whose time has come.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        let due: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, r)| r.deadline <= now_ms)
+            .map(|(t, _)| *t)
+            .collect();
+        for tid in due {
+            if let Some(mut r) = self.inflight.remove(&tid) {
+                if r.tries < self.cfg.retries {
+                    r.tries += 1;
+                    self.stats.retries += 1;
+                    self.queue.push_front(r);
+                } else {
+                    self.stats.given_up += 1;
+                }
+            }
+        }
+        self.advance(now_ms);
+    }
+
+    /// Consumes a response that came back to the SM's port.
+    pub fn handle_response(&mut self, smp: &Smp, now_ms: u64) {
+        if smp.method() != Method::GetResp {
+            return;
+        }
+        let Some(req) = self.inflight.remove(&smp.header.transaction_id.get()) else {
+            return;
+        };
+        if !smp.status().is_ok() {
+            self.stats.errors += 1;
+            self.advance(now_ms);
+            return;
+        }
+        let path = req.smp.initial_path();
+        match req.purpose {
+            Purpose::NodeInfo { from } => self.on_node_info(smp, path, from),
+            Purpose::PortInfo { node, port } => self.on_port_info(smp, node, port),
+            Purpose::SwitchInfo { node } => {
+                if let (Ok(si), Some(n)) = (SwitchInfo::decode(&smp.data), self.nodes.get_mut(node))
+                {
+                    n.switch_info = Some(si);
+                }
+            }
+            Purpose::SetTop { node } => self.send_lft(node),
+            Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
+                // The response carries the port's PortInfo after the Set.
+                if let (Ok(pi), Some(p)) = (
+                    PortInfo::decode(&smp.data),
+                    self.nodes
+                        .get_mut(node)
+                        .and_then(|n| n.ports.get_mut(usize::from(port))),
+                ) {
+                    p.info = Some(pi);
+                }
+            }
+            Purpose::SetLft => {}
+        }
+        self.advance(now_ms);
+    }
+
+    fn on_node_info(&mut self, smp: &Smp, path: DrPath, from: Option<(usize, u8)>) {
+        let Ok(ni) = NodeInfo::decode(&smp.data) else {
+            return;
+        };
+        let port = ni.local_port_num;
+        let idx = match self.by_guid.get(&ni.node_guid.0) {
+            Some(&i) => i,
+            None => {
+                let i = self.nodes.len();
+                let nports = usize::from(ni.num_ports);
+                self.nodes.push(SmNode {
+                    info: ni,
+                    path: path.clone(),
+                    ports: vec![SmPort::default(); nports + 1],
+                    switch_info: None,
+                    lid: 0,
+                });
+                self.by_guid.insert(ni.node_guid.0, i);
+                if ni.node_type == NodeType::Switch {
+                    self.get(
+                        path.clone(),
+                        AttributeId::SwitchInfo,
+                        0,
+                        Purpose::SwitchInfo { node: i },
+                    );
+                    for p in 0..=ni.num_ports {
+                        self.get(
+                            path.clone(),
+                            AttributeId::PortInfo,
+                            u32::from(p),
+                            Purpose::PortInfo { node: i, port: p },
+                        );
+                    }
+                } else {
+                    self.get(
+                        path.clone(),
+                        AttributeId::PortInfo,
+                        u32::from(port),
+                        Purpose::PortInfo { node: i, port },
+                    );
+                }
+                i
+            }
+        };
+        if let Some((parent, pport)) = from {
+            if let Some(pp) = self
+                .nodes
+                .get_mut(parent)
+                .and_then(|n| n.ports.get_mut(usize::from(pport)))
+            {
+                pp.peer = Some((idx, port));
+            }
+            if let Some(np) = self
+                .nodes
+                .get_mut(idx)
+                .and_then(|n| n.ports.get_mut(usize::from(port)))
+            {
+                np.peer = Some((parent, pport));
+            }
+        }
+    }
+
+    fn on_port_info(&mut self, smp: &Smp, node: usize, port: u8) {
+        let Ok(pi) = PortInfo::decode(&smp.data) else {
+            return;
+        };
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let is_switch = n.is_switch();
+        let path = n.path.clone();
+        let Some(p) = n.ports.get_mut(usize::from(port)) else {
+            return;
+        };
+        p.info = Some(pi);
+        let explore =
+            pi.port_state != PortState::Down && p.peer.is_none() && (port != 0 || !is_switch);
+        if explore {
+            // The hop out of this node: for the SM's own CA the path starts
+            // with its port; elsewhere the path is extended by the port.
+            if let Ok(next) = path.extended(port) {
+                self.get(
+                    next,
+                    AttributeId::NodeInfo,
+                    0,
+                    Purpose::NodeInfo {
+                        from: Some((node, port)),
+                    },
+                );
+            }
+        }
+    }
+
+    fn advance(&mut self, now_ms: u64) {
+        while self.queue.is_empty() && self.inflight.is_empty() && self.phase != Phase::Done {
+            self.stats.phase_end_ms.insert(self.phase, now_ms);
+            match self.phase {
+                Phase::Discovery => {
+                    self.phase = Phase::LidAssignment;
+                    self.assign_lids();
+                }
+                Phase::LidAssignment => {
+                    self.phase = Phase::Distribution;
+                    self.route();
+                    self.distribute();
+                }
+                Phase::Distribution => {
+                    self.phase = Phase::Activation;
+                    self.activate(PortState::Armed);
+                    self.armed = true;
+                }
+                Phase::Activation if self.armed => {
+                    self.armed = false;
+                    self.activate(PortState::Active);
+                }
+                Phase::Activation => self.phase = Phase::Done,
+                Phase::Done => {}
+            }
+        }
+    }
+
+    fn linked_ports(&self) -> Vec<(usize, u8)> {
+        let mut v = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for (p, port) in n.ports.iter().enumerate() {
+                if p == 0 && n.is_switch() {
+                    continue;
+                }
+                if port.info.is_some_and(|pi| pi.port_state != PortState::Down) {
+                    v.push((i, p as u8));
+                }
+            }
+        }
+        v
+    }
+
+    fn assign_lids(&mut self) {
+        let mut next: u16 = 1;
+        let mut sets = Vec::new();
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if n.is_switch() {
+                n.lid = next;
+                next += 1;
+                sets.push((i, 0u8));
+            } else {
+                let port = n.info.local_port_num;
+                if n.ports
+                    .get(usize::from(port))
+                    .and_then(|p| p.info)
+                    .is_some()
+                {
+                    n.lid = next;
+                    next += 1;
+                    sets.push((i, port));
+                }
+            }
+        }
+        self.max_lid = next - 1;
+        for (i, port) in sets {
+            let n = &self.nodes[i];
+            let Some(mut pi) = n.ports[usize::from(port)].info else {
+                continue;
+            };
+            pi.lid = Lid(n.lid);
+            pi.master_sm_lid = Lid(1);
+            pi.m_key = self.cfg.m_key;
+            pi.subnet_time_out = self.cfg.subnet_time_out;
+            pi.port_state = PortState::NoChange;
+            pi.port_physical_state = PortPhysicalState::NoChange;
+            pi.link_width_enabled = LinkWidth::empty();
+            pi.link_speed_enabled = LinkSpeed::empty();
+            let path = n.path.clone();
+            self.set(
+                path,
+                &pi,
+                u32::from(port),
+                Purpose::SetLid { node: i, port },
+            );
+        }
+    }
+
+    fn route(&mut self) {
+        let mut index = vec![usize::MAX; self.nodes.len()];
+        self.switch_index.clear();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.is_switch() {
+                index[i] = self.switch_index.len();
+                self.switch_index.push(i);
+            }
+        }
+        let mut g = Graph::default();
+        for &i in &self.switch_index {
+            let n = &self.nodes[i];
+            g.lid.push(n.lid);
+            g.ports.push(
+                n.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(p, port)| match port.peer {
+                        Some((m, _)) if p != 0 && self.nodes[m].is_switch() => {
+                            PortTo::Switch(index[m])
+                        }
+                        Some((m, _)) if p != 0 && self.nodes[m].lid != 0 => {
+                            PortTo::Ca(self.nodes[m].lid, 1)
+                        }
+                        _ => PortTo::None,
+                    })
+                    .collect(),
+            );
+        }
+        self.lfts = routing::minhop(&g, self.max_lid);
+    }
+
+    fn distribute(&mut self) {
+        for k in 0..self.switch_index.len() {
+            let i = self.switch_index[k];
+            let n = &self.nodes[i];
+            let Some(mut si) = n.switch_info else {
+                continue;
+            };
+            si.linear_fdb_top = self.max_lid;
+            si.port_state_change = true; // writing 1 clears it
+            let path = n.path.clone();
+            self.set(path, &si, 0, Purpose::SetTop { node: i });
+        }
+    }
+
+    fn send_lft(&mut self, node: usize) {
+        let Some(k) = self.switch_index.iter().position(|&i| i == node) else {
+            return;
+        };
+        let blocks = usize::from(self.max_lid) / 64 + 1;
+        let path = self.nodes[node].path.clone();
+        for b in 0..blocks {
+            let mut t = LinearForwardingTable::dropping();
+            for (e, slot) in t.port.iter_mut().enumerate() {
+                *slot = self.lfts[k].get(b * 64 + e).copied().unwrap_or(0xFF);
+            }
+            self.set(path.clone(), &t, b as u32, Purpose::SetLft);
+        }
+    }
+
+    fn activate(&mut self, state: PortState) {
+        for (i, port) in self.linked_ports() {
+            let n = &self.nodes[i];
+            let Some(mut pi) = n.ports[usize::from(port)].info else {
+                continue;
+            };
+            if !n.is_switch() || port == 0 {
+                pi.lid = Lid(n.lid);
+                pi.master_sm_lid = Lid(1);
+            }
+            pi.m_key = self.cfg.m_key;
+            pi.subnet_time_out = self.cfg.subnet_time_out;
+            pi.port_state = state;
+            pi.port_physical_state = PortPhysicalState::NoChange;
+            pi.link_width_enabled = LinkWidth::empty();
+            pi.link_speed_enabled = LinkSpeed::empty();
+            let path = n.path.clone();
+            self.set(
+                path,
+                &pi,
+                u32::from(port),
+                Purpose::SetState { node: i, port },
+            );
+        }
+    }
+}
+
+fn zerocopy_u64(v: u64) -> zerocopy::byteorder::network_endian::U64 {
+    zerocopy::byteorder::network_endian::U64::new(v)
+}
+
+/// Runs the send rules for an SMP the SM puts on its port (a convenience
+/// for drivers): see [`dr::originate`].
+pub fn prepare(smp: &mut Smp, sm_node: &dyn dr::Node, port: u8) -> Result<bool, dr::Discard> {
+    dr::originate(smp, sm_node, port)
+}

@@ -1,0 +1,106 @@
+//! Min-hop routing balanced over equal-cost ports, as OpenSM's minhop engine
+//! does: for every switch and every destination LID, the egress port on a
+//! shortest path whose port carries the fewest routes so far.
+
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// What a port of a switch leads to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortTo {
+    /// Nothing (down or unconnected).
+    None,
+    /// Another switch (its index).
+    Switch(usize),
+    /// A channel adapter port owning these LIDs (base, count).
+    Ca(u16, u16),
+}
+
+/// The switch graph the router works on.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    /// Per switch, per port (index 0 unused): what the port leads to.
+    pub ports: Vec<Vec<PortTo>>,
+    /// Per switch, its own LID (port 0).
+    pub lid: Vec<u16>,
+}
+
+/// Hop distances between all switch pairs (`u16::MAX` = unreachable).
+pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
+    let n = g.ports.len();
+    let mut all = Vec::with_capacity(n);
+    for src in 0..n {
+        let mut d = vec![u16::MAX; n];
+        d[src] = 0;
+        let mut q = VecDeque::new();
+        q.push_back(src);
+        while let Some(s) = q.pop_front() {
+            for t in &g.ports[s] {
+                if let PortTo::Switch(m) = *t {
+                    if d[m] == u16::MAX {
+                        d[m] = d[s] + 1;
+                        q.push_back(m);
+                    }
+                }
+            }
+        }
+        all.push(d);
+    }
+    all
+}
+
+/// Linear forwarding tables: `lft[switch][lid]` = egress port, 0xFF where
+/// unrouted. `max_lid` sizes the tables.
+pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+    let n = g.ports.len();
+    let dist = distances(g);
+    // Destinations: every LID with the switch it hangs off and the port there.
+    let mut dests: Vec<(u16, usize, u8)> = Vec::new(); // (lid, switch, port at that switch)
+    for (s, ports) in g.ports.iter().enumerate() {
+        if g.lid[s] != 0 {
+            dests.push((g.lid[s], s, 0));
+        }
+        for (p, t) in ports.iter().enumerate() {
+            if let PortTo::Ca(base, count) = *t {
+                for l in base..base.saturating_add(count) {
+                    dests.push((l, s, p as u8));
+                }
+            }
+        }
+    }
+    dests.sort_unstable();
+    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
+    for s in 0..n {
+        let mut load = vec![0u32; g.ports[s].len()];
+        for &(lid, t, tport) in &dests {
+            let port = if s == t {
+                tport
+            } else {
+                let want = dist[s][t];
+                if want == u16::MAX {
+                    continue;
+                }
+                let mut best: Option<usize> = None;
+                for (p, to) in g.ports[s].iter().enumerate() {
+                    if let PortTo::Switch(m) = *to {
+                        if dist[m][t] == want - 1 && best.is_none_or(|b| load[p] < load[b]) {
+                            best = Some(p);
+                        }
+                    }
+                }
+                match best {
+                    Some(p) => p as u8,
+                    None => continue,
+                }
+            };
+            if let Some(slot) = lft[s].get_mut(usize::from(lid)) {
+                *slot = port;
+                if let Some(l) = load.get_mut(usize::from(port)) {
+                    *l += 1;
+                }
+            }
+        }
+    }
+    lft
+}
