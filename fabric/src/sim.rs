@@ -354,3 +354,38 @@ impl Fabric {
         }
     }
 }
+
+/// The outcome of walking every CA to every LID through the LFTs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Verify {
+    /// (source CA, destination LID) pairs delivered.
+    pub reachable: u64,
+    /// Pairs dropped.
+    pub unreachable: u64,
+    /// Pairs that looped.
+    pub loops: u64,
+}
+
+impl Fabric {
+    /// Walks from every CA to every other node's LID.
+    pub fn verify(&self) -> Verify {
+        let lids: Vec<Lid> = self.nodes.iter().map(|n| n.lid()).collect();
+        let mut v = Verify::default();
+        for src in 0..self.nodes.len() {
+            if !matches!(self.nodes[src], SimNode::Ca(_)) {
+                continue;
+            }
+            for (dst, &lid) in lids.iter().enumerate() {
+                if dst == src {
+                    continue;
+                }
+                match self.walk(src, lid) {
+                    Walk::Delivered(_) => v.reachable += 1,
+                    Walk::Dropped(_) => v.unreachable += 1,
+                    Walk::Loop => v.loops += 1,
+                }
+            }
+        }
+        v
+    }
+}

@@ -24,6 +24,21 @@ enum Command {
         /// Input file; `-` or nothing reads standard input.
         input: Option<PathBuf>,
     },
+    /// Bring a simulated fabric up with ibkit's SM and report SMPs, time and routes.
+    Sim {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long, default_value = "fat-tree-324")]
+        topology: String,
+        /// SMPs outstanding at once (1 = OpenSM's controlled BFS).
+        #[arg(long, default_value_t = 16)]
+        window: usize,
+        /// Probability that an SMP is lost on a cable.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// One JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Build a topology and print a summary, or the ibnetdiscover text.
     Topology {
         /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
@@ -45,6 +60,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Decode { json, input }) => cmd::decode::run(json, input),
+        Some(Command::Sim {
+            topology,
+            window,
+            loss,
+            json,
+        }) => cmd::sim::run(&cmd::sim::SimArgs {
+            topology,
+            window,
+            loss,
+            json,
+        }),
         Some(Command::Topology {
             topology,
             ibnetdiscover,

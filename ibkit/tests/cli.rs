@@ -98,3 +98,19 @@ fn a_missing_file_is_a_clear_error() {
     assert_eq!(code, 2);
     assert!(err.contains("/nonexistent/x.pcap"));
 }
+
+#[test]
+fn sim_brings_a_fat_tree_up_and_reports_json() {
+    let (code, out, err) = ibkit(&["sim", "--topology", "mport-ntree:8:2", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["topology"]["switches"], 12);
+    assert_eq!(v["topology"]["cas"], 32);
+    assert_eq!(v["topology"]["lids"], 44);
+    assert_eq!(v["up"], true);
+    assert_eq!(v["verify"]["unreachable_pairs"], 0);
+    assert_eq!(v["verify"]["loops"], 0);
+    assert_eq!(v["verify"]["reachable_pairs"], 32 * 43);
+    assert_eq!(v["smps"]["by_kind"]["Set(LinearForwardingTable)"], 12);
+    assert!(v["phases"]["discovery"]["smps"].as_u64().unwrap() > 0);
+}
