@@ -364,6 +364,8 @@ pub struct Verify {
     pub unreachable: u64,
     /// Pairs that looped.
     pub loops: u64,
+    /// (source switch, destination LID) pairs a switch cannot forward.
+    pub switch_unreachable: u64,
 }
 
 impl Fabric {
@@ -386,6 +388,53 @@ impl Fabric {
                 }
             }
         }
+        // Every switch must forward every assigned LID, switch LIDs included.
+        for s in 0..self.nodes.len() {
+            if !matches!(self.nodes[s], SimNode::Switch(_)) {
+                continue;
+            }
+            for (dst, &lid) in lids.iter().enumerate() {
+                if dst != s && !matches!(self.walk_from_switch(s, lid), Walk::Delivered(_)) {
+                    v.switch_unreachable += 1;
+                }
+            }
+        }
         v
+    }
+
+    /// Forwards a packet that starts at switch `s` towards `dlid`.
+    pub fn walk_from_switch(&self, s: usize, dlid: Lid) -> Walk {
+        let limit = self.topo.nodes.len() as u32;
+        let mut node = s;
+        let mut switches = 0u32;
+        loop {
+            match &self.nodes[node] {
+                SimNode::Ca(c) => {
+                    return if c.model.lid(1) == dlid {
+                        Walk::Delivered(switches)
+                    } else {
+                        Walk::Dropped(node)
+                    };
+                }
+                SimNode::Switch(sw) => {
+                    switches += 1;
+                    if switches > limit {
+                        return Walk::Loop;
+                    }
+                    let p = sw.model.lft_port(dlid);
+                    if p == 0 {
+                        return if sw.model.lid(0) == dlid {
+                            Walk::Delivered(switches)
+                        } else {
+                            Walk::Dropped(node)
+                        };
+                    }
+                    match self.topo.peer_of(node, p) {
+                        Some((m, _)) if p != 0xFF => node = m,
+                        _ => return Walk::Dropped(node),
+                    }
+                }
+            }
+        }
     }
 }

@@ -38,6 +38,9 @@ enum Command {
         /// One JSON object instead of tables.
         #[arg(long)]
         json: bool,
+        /// Routing engine: minhop, updn or ftree.
+        #[arg(long, default_value = "minhop", value_parser = parse_engine)]
+        routing: smi::sm::Engine,
     },
     /// Build a topology and print a summary, or the ibnetdiscover text.
     Topology {
@@ -65,11 +68,13 @@ fn main() -> ExitCode {
             window,
             loss,
             json,
+            routing,
         }) => cmd::sim::run(&cmd::sim::SimArgs {
             topology,
             window,
             loss,
             json,
+            routing,
         }),
         Some(Command::Topology {
             topology,
@@ -104,6 +109,17 @@ fn main() -> ExitCode {
             eprintln!("ibkit: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
+    match s {
+        "minhop" => Ok(smi::sm::Engine::MinHop),
+        "updn" => Ok(smi::sm::Engine::UpDown),
+        "ftree" => Ok(smi::sm::Engine::FatTree),
+        other => Err(format!(
+            "unknown routing engine {other:?}: minhop, updn or ftree"
+        )),
     }
 }
 

@@ -6,7 +6,7 @@ use fabric::sim::{Fabric, SimConfig};
 use fabric::topology::Topology;
 use mad_core::attr::AttributeId;
 use serde_json::json;
-use smi::sm::{Phase, Sm, SmConfig};
+use smi::sm::{Engine, Phase, Sm, SmConfig};
 use std::time::Instant;
 
 /// Options of `ibkit sim`.
@@ -19,6 +19,8 @@ pub struct SimArgs {
     pub loss: f64,
     /// JSON output.
     pub json: bool,
+    /// Routing engine.
+    pub routing: Engine,
 }
 
 fn name(method: u8, attr: u16) -> String {
@@ -50,13 +52,19 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
     let mut sm = Sm::new(SmConfig {
         window: a.window,
         retries: if a.loss > 0.0 { 10 } else { 3 },
+        routing: a.routing,
         ..SmConfig::default()
     });
     let up = f.bring_up(&mut sm);
     let bring_up_ms = t1.elapsed().as_secs_f64() * 1e3;
     let t2 = Instant::now();
     let v = f.verify();
+    let deadlock_free = sm.deadlock_free();
     let verify_ms = t2.elapsed().as_secs_f64() * 1e3;
+    // Route computation alone, timed on the discovered graph.
+    let t3 = Instant::now();
+    let _ = Sm::compute_routes(a.routing, sm.routing_graph(), sm.max_lid());
+    let route_ms = t3.elapsed().as_secs_f64() * 1e3;
     let st = sm.stats();
     let lft_blocks = u64::from(sm.max_lid()) / 64 + 1;
     if a.json {
@@ -80,10 +88,11 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             "up": up,
             "smps": {"by_kind": smps, "total": st.total(), "retries": st.retries, "given_up": st.given_up},
             "phases": phases,
-            "wall_ms": {"build": build_ms, "bring_up": bring_up_ms, "verify": verify_ms},
+            "routing": format!("{:?}", a.routing).to_lowercase(),
+            "wall_ms": {"build": build_ms, "bring_up": bring_up_ms, "route": route_ms, "verify": verify_ms},
             "sim_ms": f.now_ns() as f64 / 1e6,
             "model": {"full_reconfig_smps": switches as u64 * lft_blocks},
-            "verify": {"reachable_pairs": v.reachable, "unreachable_pairs": v.unreachable, "loops": v.loops},
+            "verify": {"reachable_pairs": v.reachable, "unreachable_pairs": v.unreachable, "loops": v.loops, "switch_unreachable": v.switch_unreachable, "deadlock_free": deadlock_free},
         });
         println!("{out}");
     } else {
@@ -120,11 +129,24 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             "LFT SMPs = switches × blocks in use = {switches} × {lft_blocks} = {}",
             switches as u64 * lft_blocks
         );
+        println!(
+            "routing: {:?}, route computation alone {route_ms:.0} ms",
+            a.routing
+        );
         println!("wall time: build {build_ms:.0} ms, bring-up {bring_up_ms:.0} ms, verify {verify_ms:.0} ms");
         println!(
-            "verify: {} reachable pairs, {} unreachable, {} loops",
-            v.reachable, v.unreachable, v.loops
+            "verify: {} reachable pairs, {} unreachable, {} loops, {} switch→LID unroutable, channel dependencies {}",
+            v.reachable,
+            v.unreachable,
+            v.loops,
+            v.switch_unreachable,
+            if deadlock_free {
+                "acyclic (deadlock-free)"
+            } else {
+                "cyclic"
+            }
         );
     }
-    Ok(up && v.unreachable == 0 && v.loops == 0)
+    let must_be_acyclic = a.routing != Engine::MinHop;
+    Ok(up && v.unreachable == 0 && v.loops == 0 && (deadlock_free || !must_be_acyclic))
 }

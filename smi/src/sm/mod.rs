@@ -11,6 +11,7 @@
 //! use); and port activation (every linked port to Armed, then Active).
 
 pub mod routing;
+pub mod updn;
 
 use crate::dr;
 use alloc::collections::{BTreeMap, VecDeque};
@@ -33,6 +34,20 @@ pub struct SmConfig {
     pub m_key: MKey,
     /// SubnetTimeOut written to every port.
     pub subnet_time_out: u8,
+    /// The routing engine.
+    pub routing: Engine,
+}
+
+/// The routing engines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// Shortest paths, balanced over equal-cost ports (OpenSM's minhop).
+    #[default]
+    MinHop,
+    /// Up*/down*: deadlock-free by construction (OpenSM's updn).
+    UpDown,
+    /// Fat-tree: up*/down* from the top level with d-mod-k spreading upwards.
+    FatTree,
 }
 
 impl Default for SmConfig {
@@ -43,6 +58,7 @@ impl Default for SmConfig {
             retries: 3,
             m_key: MKey(0),
             subnet_time_out: 18,
+            routing: Engine::MinHop,
         }
     }
 }
@@ -158,6 +174,7 @@ pub struct Sm {
     switch_index: Vec<usize>,
     max_lid: u16,
     armed: bool,
+    graph: Graph,
 }
 
 impl Sm {
@@ -176,6 +193,7 @@ impl Sm {
             switch_index: Vec::new(),
             max_lid: 0,
             armed: false,
+            graph: Graph::default(),
         };
         sm.get(
             DrPath::new(),
@@ -535,8 +553,8 @@ impl Sm {
                     .iter()
                     .enumerate()
                     .map(|(p, port)| match port.peer {
-                        Some((m, _)) if p != 0 && self.nodes[m].is_switch() => {
-                            PortTo::Switch(index[m])
+                        Some((m, q)) if p != 0 && self.nodes[m].is_switch() => {
+                            PortTo::Switch(index[m], q)
                         }
                         Some((m, _)) if p != 0 && self.nodes[m].lid != 0 => {
                             PortTo::Ca(self.nodes[m].lid, 1)
@@ -546,7 +564,36 @@ impl Sm {
                     .collect(),
             );
         }
-        self.lfts = routing::minhop(&g, self.max_lid);
+        self.lfts = Self::compute_routes(self.cfg.routing, &g, self.max_lid);
+        self.graph = g;
+    }
+
+    /// The switch graph the routes were computed on.
+    pub fn routing_graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Computes routes on `g` with `engine` (what bring-up does, exposed so
+    /// route computation can be timed on its own).
+    pub fn compute_routes(engine: Engine, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        match engine {
+            Engine::MinHop => routing::minhop(g, max_lid),
+            Engine::UpDown => {
+                updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded)
+            }
+            Engine::FatTree => updn::route(
+                g,
+                max_lid,
+                &updn::auto_roots(g),
+                updn::Choice::DestinationModulo,
+            ),
+        }
+    }
+
+    /// True when the channel dependency graph of the computed routes is
+    /// acyclic (checked after routing; min-hop makes no such promise).
+    pub fn deadlock_free(&self) -> bool {
+        updn::deadlock_free(&self.graph, &self.lfts)
     }
 
     fn distribute(&mut self) {

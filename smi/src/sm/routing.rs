@@ -11,8 +11,8 @@ use alloc::vec::Vec;
 pub enum PortTo {
     /// Nothing (down or unconnected).
     None,
-    /// Another switch (its index).
-    Switch(usize),
+    /// Another switch: its index and the port the cable enters it by.
+    Switch(usize, u8),
     /// A channel adapter port owning these LIDs (base, count).
     Ca(u16, u16),
 }
@@ -37,7 +37,7 @@ pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
         q.push_back(src);
         while let Some(s) = q.pop_front() {
             for t in &g.ports[s] {
-                if let PortTo::Switch(m) = *t {
+                if let PortTo::Switch(m, _) = *t {
                     if d[m] == u16::MAX {
                         d[m] = d[s] + 1;
                         q.push_back(m);
@@ -83,7 +83,7 @@ pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
                 }
                 let mut best: Option<usize> = None;
                 for (p, to) in g.ports[s].iter().enumerate() {
-                    if let PortTo::Switch(m) = *to {
+                    if let PortTo::Switch(m, _) = *to {
                         if dist[m][t] == want - 1 && best.is_none_or(|b| load[p] < load[b]) {
                             best = Some(p);
                         }

@@ -1,0 +1,274 @@
+//! Up*/down* routing (Schroeder et al., Autonet; OpenSM's updn) and the
+//! fat-tree engine built on it. Switches are ranked by hop distance from
+//! the roots; a cable leads "up" towards a lower rank (ties broken by
+//! switch index). Routes to each destination form a tree grown outwards
+//! from it in which a cable taken downwards is only ever followed by more
+//! downward cables, so every route is up*down* and the channel dependency
+//! graph has no cycle.
+
+use super::routing::{Graph, PortTo};
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Ranks: hop distance from the root switches.
+pub fn ranks(g: &Graph, roots: &[usize]) -> Vec<u32> {
+    let n = g.ports.len();
+    let mut rank = vec![u32::MAX; n];
+    let mut q = VecDeque::new();
+    for &r in roots {
+        if r < n {
+            rank[r] = 0;
+            q.push_back(r);
+        }
+    }
+    while let Some(s) = q.pop_front() {
+        for t in &g.ports[s] {
+            if let PortTo::Switch(m, _) = *t {
+                if rank[m] == u32::MAX {
+                    rank[m] = rank[s] + 1;
+                    q.push_back(m);
+                }
+            }
+        }
+    }
+    rank
+}
+
+/// Roots as OpenSM would pick them without a root file: the switches
+/// farthest from the switches that have CAs (the top of a tree); where every
+/// switch has CAs, the single most central switch.
+pub fn auto_roots(g: &Graph) -> Vec<usize> {
+    let n = g.ports.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let leaves: Vec<usize> = (0..n)
+        .filter(|&s| g.ports[s].iter().any(|t| matches!(t, PortTo::Ca(..))))
+        .collect();
+    let from_leaves = ranks(g, &leaves);
+    let top = from_leaves
+        .iter()
+        .copied()
+        .filter(|&d| d != u32::MAX)
+        .max()
+        .unwrap_or(0);
+    if top > 0 {
+        return (0..n).filter(|&s| from_leaves[s] == top).collect();
+    }
+    // Every switch has CAs: the switch of least eccentricity.
+    let mut best = (u32::MAX, 0);
+    for s in 0..n {
+        let r = ranks(g, &[s]);
+        let ecc = r
+            .iter()
+            .copied()
+            .filter(|&d| d != u32::MAX)
+            .max()
+            .unwrap_or(0);
+        if ecc < best.0 {
+            best = (ecc, s);
+        }
+    }
+    vec![best.1]
+}
+
+/// Whether the cable from `a` to `b` leads up.
+fn is_up(rank: &[u32], a: usize, b: usize) -> bool {
+    rank[b] < rank[a] || (rank[b] == rank[a] && b < a)
+}
+
+/// How to choose among equally short legal ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// The port carrying the fewest routes so far (OpenSM's updn balance).
+    LeastLoaded,
+    /// Upward ports spread by destination index (d-mod-k, as fat-tree engines do).
+    DestinationModulo,
+}
+
+/// Up*/down* forwarding tables from `roots` (see the module docs).
+///
+/// Switch LIDs that no up*/down* route reaches — in a fat tree, one top
+/// switch from another — are completed with min-hop entries: traffic to a
+/// switch LID is management traffic on VL15, which has no flow control and
+/// so cannot deadlock; the deadlock check covers the data traffic to CA LIDs.
+/// A completed entry only leads to a switch closer by min-hop, and the
+/// up*/down* route of a reached switch never passes an unreached one, so no
+/// route loops.
+pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Vec<u8>> {
+    let n = g.ports.len();
+    let rank = ranks(g, roots);
+    let max_rank = rank
+        .iter()
+        .copied()
+        .filter(|&r| r != u32::MAX)
+        .max()
+        .unwrap_or(0);
+    let dests = destinations(g);
+    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
+    let mut load: Vec<Vec<u32>> = g.ports.iter().map(|p| vec![0u32; p.len()]).collect();
+    let mut reached = vec![false; n];
+    let mut down_only = vec![false; n];
+    // Per switch, this level's legal options: (port, leads down).
+    let mut opts: Vec<Vec<(u8, bool)>> = vec![Vec::new(); n];
+    let mut touched: Vec<usize> = Vec::new();
+    let mut frontier = Vec::new();
+    let mut next = Vec::new();
+    let mut unreached_switch_dests = Vec::new();
+    for (di, &(lid, t, tport)) in dests.iter().enumerate() {
+        let l = usize::from(lid);
+        if l > usize::from(max_lid) {
+            continue;
+        }
+        reached.iter_mut().for_each(|r| *r = false);
+        reached[t] = true;
+        down_only[t] = true;
+        lft[t][l] = tport;
+        frontier.clear();
+        frontier.push(t);
+        let mut count = 1;
+        while !frontier.is_empty() {
+            next.clear();
+            for &v in &frontier {
+                for to in &g.ports[v] {
+                    let PortTo::Switch(u, p) = *to else { continue };
+                    if reached[u] {
+                        continue;
+                    }
+                    // A packet at u would leave by p to v.
+                    let up = is_up(&rank, u, v);
+                    if !up && !down_only[v] {
+                        continue; // down followed by up: illegal
+                    }
+                    if opts[u].is_empty() {
+                        touched.push(u);
+                    }
+                    opts[u].push((p, !up));
+                }
+            }
+            for &u in &touched {
+                let o = &mut opts[u];
+                // Prefer going down: it keeps u usable by more switches above.
+                let any_down = o.iter().any(|c| c.1);
+                o.retain(|c| c.1 == any_down);
+                o.sort_unstable();
+                let pick = match choice {
+                    Choice::DestinationModulo if !any_down && o.len() > 1 => {
+                        // d-mod-k: the height above the leaves picks the digit.
+                        let k = o.len();
+                        let height = max_rank.saturating_sub(rank[u]);
+                        let div = k.saturating_pow(height).max(1);
+                        o[(di / div) % k]
+                    }
+                    _ => *o
+                        .iter()
+                        .min_by_key(|c| (load[u][usize::from(c.0)], c.0))
+                        .unwrap_or(&o[0]),
+                };
+                reached[u] = true;
+                down_only[u] = pick.1;
+                lft[u][l] = pick.0;
+                load[u][usize::from(pick.0)] += 1;
+                next.push(u);
+                o.clear();
+                count += 1;
+            }
+            touched.clear();
+            core::mem::swap(&mut frontier, &mut next);
+        }
+        if count < n && tport == 0 {
+            unreached_switch_dests.push(l);
+        }
+    }
+    if !unreached_switch_dests.is_empty() {
+        let mh = super::routing::minhop(g, max_lid);
+        for l in unreached_switch_dests {
+            for s in 0..n {
+                if lft[s][l] == 0xFF {
+                    lft[s][l] = mh[s][l];
+                }
+            }
+        }
+    }
+    lft
+}
+
+/// Every destination LID with the switch it hangs off and the port there,
+/// in (switch, port) order.
+fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
+    let mut dests = Vec::new();
+    for (s, ports) in g.ports.iter().enumerate() {
+        if g.lid[s] != 0 {
+            dests.push((g.lid[s], s, 0));
+        }
+        for (p, t) in ports.iter().enumerate() {
+            if let PortTo::Ca(base, count) = *t {
+                for l in base..base.saturating_add(count) {
+                    dests.push((l, s, p as u8));
+                }
+            }
+        }
+    }
+    dests
+}
+
+/// True when the channel dependency graph of the routes to CA LIDs has no
+/// cycle, so data traffic cannot deadlock. (Routes to switch LIDs carry only
+/// VL15 management traffic, which is not flow controlled.)
+pub fn deadlock_free(g: &Graph, lft: &[Vec<u8>]) -> bool {
+    // Channels: (switch, egress port) towards another switch.
+    let n = g.ports.len();
+    let mut id = Vec::with_capacity(n);
+    let mut count = 0usize;
+    for ports in &g.ports {
+        let mut row = vec![usize::MAX; ports.len()];
+        for (p, t) in ports.iter().enumerate() {
+            if matches!(t, PortTo::Switch(..)) {
+                row[p] = count;
+                count += 1;
+            }
+        }
+        id.push(row);
+    }
+    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); count];
+    let ca_lids: Vec<usize> = destinations(g)
+        .into_iter()
+        .filter(|d| d.2 != 0)
+        .map(|d| usize::from(d.0))
+        .collect();
+    for a in 0..n {
+        for &l in &ca_lids {
+            let pa = usize::from(lft[a][l]);
+            let Some(PortTo::Switch(b, _)) = g.ports[a].get(pa).copied() else {
+                continue;
+            };
+            let pb = usize::from(lft[b][l]);
+            if let Some(PortTo::Switch(..)) = g.ports[b].get(pb) {
+                let (from, to) = (id[a][pa], id[b][pb]);
+                if !edges[from].contains(&to) {
+                    edges[from].push(to);
+                }
+            }
+        }
+    }
+    // Kahn's algorithm.
+    let mut indeg = vec![0u32; count];
+    for e in &edges {
+        for &t in e {
+            indeg[t] += 1;
+        }
+    }
+    let mut q: VecDeque<usize> = (0..count).filter(|&c| indeg[c] == 0).collect();
+    let mut seen = 0;
+    while let Some(c) = q.pop_front() {
+        seen += 1;
+        for &t in &edges[c] {
+            indeg[t] -= 1;
+            if indeg[t] == 0 {
+                q.push_back(t);
+            }
+        }
+    }
+    seen == count
+}
