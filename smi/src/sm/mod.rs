@@ -581,12 +581,7 @@ impl Sm {
             Engine::UpDown => {
                 updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded)
             }
-            Engine::FatTree => updn::route(
-                g,
-                max_lid,
-                &updn::auto_roots(g),
-                updn::Choice::DestinationModulo,
-            ),
+            Engine::FatTree => updn::ftree(g, max_lid, &updn::auto_roots(g)),
         }
     }
 

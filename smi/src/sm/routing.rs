@@ -53,8 +53,21 @@ pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
 /// Linear forwarding tables: `lft[switch][lid]` = egress port, 0xFF where
 /// unrouted. `max_lid` sizes the tables.
 pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; g.ports.len()];
+    minhop_into(g, &mut lft, &distances(g), |_| true);
+    lft
+}
+
+/// Fills `lft` with min-hop entries for the destinations `want` accepts
+/// (given as (LID, switch, port at that switch)), balancing each switch's
+/// ports by the routes they carry.
+pub fn minhop_into(
+    g: &Graph,
+    lft: &mut [Vec<u8>],
+    dist: &[Vec<u16>],
+    want: impl Fn(&(u16, usize, u8)) -> bool,
+) {
     let n = g.ports.len();
-    let dist = distances(g);
     // Destinations: every LID with the switch it hangs off and the port there.
     let mut dests: Vec<(u16, usize, u8)> = Vec::new(); // (lid, switch, port at that switch)
     for (s, ports) in g.ports.iter().enumerate() {
@@ -70,7 +83,7 @@ pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
         }
     }
     dests.sort_unstable();
-    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
+    dests.retain(|d| want(d));
     for s in 0..n {
         let mut load = vec![0u32; g.ports[s].len()];
         for &(lid, t, tport) in &dests {
@@ -102,5 +115,4 @@ pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
             }
         }
     }
-    lft
 }

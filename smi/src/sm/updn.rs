@@ -194,6 +194,92 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
     lft
 }
 
+/// The fat-tree engine: for each CA destination, the switches above its
+/// leaf route down towards it, every other switch routes up, spreading
+/// destinations over its up ports digit by digit (d-mod-k). Switch LIDs get
+/// min-hop routes (VL15 management traffic only, see [`route`]). Meant for
+/// fat trees, where any upward path meets an ancestor of every leaf; on
+/// other graphs use [`route`].
+pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
+    let n = g.ports.len();
+    let rank = ranks(g, roots);
+    let max_rank = rank
+        .iter()
+        .copied()
+        .filter(|&r| r != u32::MAX)
+        .max()
+        .unwrap_or(0);
+    let up: Vec<Vec<u8>> = (0..n)
+        .map(|s| {
+            g.ports[s]
+                .iter()
+                .enumerate()
+                .filter_map(|(p, t)| match *t {
+                    PortTo::Switch(v, _) if rank[v] < rank[s] => Some(p as u8),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
+    let mut above = vec![false; n];
+    let mut frontier = Vec::new();
+    let mut next = Vec::new();
+    let mut marked = Vec::new();
+    let dests = destinations(g);
+    let mut ca_index = 0usize;
+    for &(lid, t, tport) in &dests {
+        let l = usize::from(lid);
+        if tport == 0 || l > usize::from(max_lid) {
+            continue; // switch LIDs: min-hop below
+        }
+        // The leaf and every switch above it route down.
+        lft[t][l] = tport;
+        above[t] = true;
+        marked.push(t);
+        frontier.clear();
+        frontier.push(t);
+        while !frontier.is_empty() {
+            next.clear();
+            for &v in &frontier {
+                for to in &g.ports[v] {
+                    if let PortTo::Switch(u, p) = *to {
+                        if !above[u] && rank[u] < rank[v] {
+                            above[u] = true;
+                            marked.push(u);
+                            lft[u][l] = p;
+                            next.push(u);
+                        }
+                    }
+                }
+            }
+            core::mem::swap(&mut frontier, &mut next);
+        }
+        // Everyone else goes up, on the port the destination's digit picks.
+        for s in 0..n {
+            if above[s] {
+                continue;
+            }
+            let ups = &up[s];
+            if ups.is_empty() {
+                continue;
+            }
+            let k = ups.len();
+            let height = max_rank.saturating_sub(rank[s]);
+            let div = k.saturating_pow(height).max(1);
+            lft[s][l] = ups[(ca_index / div) % k];
+        }
+        for &m in &marked {
+            above[m] = false;
+        }
+        marked.clear();
+        ca_index += 1;
+    }
+    let dist = super::routing::distances(g);
+    super::routing::minhop_into(g, &mut lft, &dist, |d| d.2 == 0);
+    lft
+}
+
 /// Every destination LID with the switch it hangs off and the port there,
 /// in (switch, port) order.
 fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
@@ -246,11 +332,15 @@ pub fn deadlock_free(g: &Graph, lft: &[Vec<u8>]) -> bool {
             let pb = usize::from(lft[b][l]);
             if let Some(PortTo::Switch(..)) = g.ports[b].get(pb) {
                 let (from, to) = (id[a][pa], id[b][pb]);
-                if !edges[from].contains(&to) {
+                if edges[from].last() != Some(&to) {
                     edges[from].push(to);
                 }
             }
         }
+    }
+    for e in edges.iter_mut() {
+        e.sort_unstable();
+        e.dedup();
     }
     // Kahn's algorithm.
     let mut indeg = vec![0u32; count];
