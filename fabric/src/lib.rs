@@ -9,12 +9,16 @@
 //!   driver that brings a subnet up with `smi::sm`, and data-path walks over
 //!   the installed forwarding tables.
 //!
+//! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
+//!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
+//!
 //! **Status:** link failure and switch add/remove injection, LID-routed SM
-//! traffic, traps to the SM and pcap output are not implemented yet.
+//! traffic and traps to the SM are not implemented yet.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use smi;
 
+pub mod pcap;
 pub mod sim;
 pub mod topology;

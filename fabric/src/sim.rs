@@ -107,6 +107,7 @@ pub struct Fabric {
     now_ns: u64,
     rng: u64,
     inbox: Vec<Smp>,
+    capture: Option<Vec<(u64, Vec<u8>)>>,
     /// Counters.
     pub stats: FabricStats,
 }
@@ -154,6 +155,7 @@ impl Fabric {
             seq: 0,
             now_ns: 0,
             inbox: Vec::new(),
+            capture: None,
             stats: FabricStats::default(),
         };
         for i in 0..f.nodes.len() {
@@ -167,6 +169,16 @@ impl Fabric {
             }
         }
         Ok(f)
+    }
+
+    /// Records every SMP put on a cable from now on.
+    pub fn enable_capture(&mut self) {
+        self.capture.get_or_insert_with(Vec::new);
+    }
+
+    /// The capture so far as a LINKTYPE_INFINIBAND pcap file.
+    pub fn capture_pcap(&self) -> Option<Vec<u8>> {
+        self.capture.as_ref().map(|c| crate::pcap::write(c))
     }
 
     /// Simulated time in nanoseconds.
@@ -191,6 +203,15 @@ impl Fabric {
             return;
         };
         self.stats.hops += 1;
+        if let Some(cap) = self.capture.as_mut() {
+            let addr = crate::pcap::FrameAddr {
+                dlid: 0xFFFF,
+                slid: 0xFFFF,
+                dest_qp: 0,
+                src_qp: 0,
+            };
+            cap.push((self.now_ns, crate::pcap::frame(smp.as_wire(), addr)));
+        }
         let mut delay = self.cfg.hop_ns;
         if smp.is_directed() {
             self.stats.dr_hops += 1;

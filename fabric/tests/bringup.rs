@@ -256,3 +256,22 @@ fn min_hop_on_a_ring_of_five_switches_is_not_deadlock_free_but_updn_is() {
     assert!(updn.deadlock_free());
     assert_eq!(f.verify().unreachable, 0);
 }
+
+#[test]
+fn the_capture_holds_every_smp_on_every_cable() {
+    let t = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = Fabric::new(t, SimConfig::default()).unwrap();
+    f.enable_capture();
+    let mut sm = Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut sm));
+    let cap = f.capture_pcap().unwrap();
+    let pkts = fabric::pcap::read(&cap).unwrap();
+    assert_eq!(pkts.len() as u64, f.stats.hops);
+    let mut directed = 0;
+    for p in &pkts {
+        let mad = p.as_ref().expect("every frame carries a MAD");
+        let smp = mad_core::Smp::parse(mad).expect("every MAD is a valid SMP");
+        directed += usize::from(smp.is_directed());
+    }
+    assert_eq!(directed, pkts.len(), "this SM sends directed route only");
+}

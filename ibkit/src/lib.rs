@@ -5,4 +5,4 @@
 
 pub mod cmd;
 pub mod dump;
-pub mod pcap;
+pub use fabric::pcap;

@@ -41,6 +41,9 @@ enum Command {
         /// Routing engine: minhop, updn or ftree.
         #[arg(long, default_value = "minhop", value_parser = parse_engine)]
         routing: smi::sm::Engine,
+        /// Write every SMP the fabric carries to this LINKTYPE_INFINIBAND pcap.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
     },
     /// Build a topology and print a summary, or the ibnetdiscover text.
     Topology {
@@ -69,12 +72,14 @@ fn main() -> ExitCode {
             loss,
             json,
             routing,
+            pcap,
         }) => cmd::sim::run(&cmd::sim::SimArgs {
             topology,
             window,
             loss,
             json,
             routing,
+            pcap,
         }),
         Some(Command::Topology {
             topology,

@@ -536,3 +536,51 @@ fn multicast_forwarding_table_agrees_with_wireshark_for_the_entries_it_shows() {
         16,
     );
 }
+
+/// Wireshark reads the simulator's capture: one InfiniBand frame with a
+/// directed-route SMP per cable crossing, attribute IDs as the SM sent them.
+#[test]
+fn wireshark_reads_the_simulators_capture() {
+    if !tshark_available() {
+        tests::skip("tshark oracle", "tshark not installed (apt install tshark)");
+        return;
+    }
+    let t = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = fabric::sim::Fabric::new(t, fabric::sim::SimConfig::default()).unwrap();
+    f.enable_capture();
+    let mut sm = smi::sm::Sm::new(smi::sm::SmConfig::default());
+    assert!(f.bring_up(&mut sm));
+    let mut cap = f.capture_pcap().unwrap();
+    cap[20..24].copy_from_slice(&USER_DLT.to_le_bytes());
+    let dir = std::env::temp_dir().join(format!("ibkit-tshark-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sim.pcap");
+    std::fs::write(&path, &cap).unwrap();
+    let out = Command::new("tshark")
+        .args(["-n", "-o", UAT, "-r"])
+        .arg(&path)
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.mad.mgmtclass",
+            "-e",
+            "infiniband.mad.attributeid",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len() as u64, f.stats.hops);
+    assert!(
+        rows.iter().all(|r| r.starts_with("0x81")),
+        "all directed-route SMPs"
+    );
+    for attr in ["0x0011", "0x0015", "0x0012", "0x0019"] {
+        assert!(
+            rows.iter().any(|r| r.ends_with(attr)),
+            "tshark saw attribute {attr}"
+        );
+    }
+}

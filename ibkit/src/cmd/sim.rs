@@ -21,6 +21,8 @@ pub struct SimArgs {
     pub json: bool,
     /// Routing engine.
     pub routing: Engine,
+    /// Write every SMP to this pcap file.
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 fn name(method: u8, attr: u16) -> String {
@@ -41,6 +43,9 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             ..SimConfig::default()
         },
     )?;
+    if a.pcap.is_some() {
+        f.enable_capture();
+    }
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     if !a.json {
         eprintln!(
@@ -57,6 +62,9 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
     });
     let up = f.bring_up(&mut sm);
     let bring_up_ms = t1.elapsed().as_secs_f64() * 1e3;
+    if let (Some(path), Some(bytes)) = (&a.pcap, f.capture_pcap()) {
+        std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let t2 = Instant::now();
     let v = f.verify();
     let deadlock_free = sm.deadlock_free();
