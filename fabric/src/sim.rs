@@ -8,6 +8,7 @@ use mad_core::attr::NodeType;
 use mad_core::{Lid, Smp};
 use smi::dr::{self, Disposition};
 use smi::sm::{Phase, Sm};
+use smi::sma::hypervisor::Hypervisor;
 use smi::sma::{CaSma, NodeSpec, SwitchSma};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -23,6 +24,9 @@ pub struct SimConfig {
     pub loss: f64,
     /// Seed of the loss generator.
     pub seed: u64,
+    /// VFs per hypervisor: with more than 0, every CA but the SM's is a
+    /// hypervisor in vSwitch mode with this many VFs.
+    pub vfs: usize,
 }
 
 impl Default for SimConfig {
@@ -32,6 +36,7 @@ impl Default for SimConfig {
             dr_hop_ns: 2_000,
             loss: 0.0,
             seed: 1,
+            vfs: 0,
         }
     }
 }
@@ -42,6 +47,8 @@ pub enum SimNode {
     Switch(Box<SwitchSma>),
     /// A channel adapter.
     Ca(Box<CaSma>),
+    /// A hypervisor's HCA in vSwitch mode.
+    Hypervisor(Box<Hypervisor>),
 }
 
 impl SimNode {
@@ -49,12 +56,14 @@ impl SimNode {
         match self {
             SimNode::Switch(s) => &s.model,
             SimNode::Ca(c) => &c.model,
+            SimNode::Hypervisor(h) => &h.pf.model,
         }
     }
     fn process(&mut self, smp: &Smp, port: u8, now_ms: u64) -> Option<Smp> {
         match self {
             SimNode::Switch(s) => s.process(smp, port, now_ms),
             SimNode::Ca(c) => c.process(smp, port, now_ms),
+            SimNode::Hypervisor(h) => h.process(smp, port, now_ms),
         }
     }
     /// The node's LID (a switch's port 0, a CA's port 1).
@@ -62,13 +71,36 @@ impl SimNode {
         match self {
             SimNode::Switch(s) => s.model.lid(0),
             SimNode::Ca(c) => c.model.lid(1),
+            SimNode::Hypervisor(h) => h.lid(),
+        }
+    }
+    /// True when a packet for `lid` that reaches this node is delivered:
+    /// a CA's LID, or a hypervisor's PF LID or enabled VF LID.
+    pub fn owns(&self, lid: Lid) -> bool {
+        match self {
+            SimNode::Switch(s) => s.model.lid(0) == lid,
+            SimNode::Ca(c) => c.model.lid(1) == lid,
+            SimNode::Hypervisor(h) => h.owns(lid),
+        }
+    }
+    /// LIDs of the VMs running on this node (enabled VFs).
+    pub fn vm_lids(&self) -> Vec<Lid> {
+        match self {
+            SimNode::Hypervisor(h) => h
+                .vports
+                .vfs
+                .iter()
+                .filter(|v| v.vport_state != mad_core::attr::PortState::Down)
+                .map(|v| v.vport_lid)
+                .collect(),
+            _ => Vec::new(),
         }
     }
     /// The LFT egress for `lid` (switches; 0xFF elsewhere).
     pub fn lft_port(&self, lid: Lid) -> u8 {
         match self {
             SimNode::Switch(s) => s.model.lft_port(lid),
-            SimNode::Ca(_) => 0xFF,
+            SimNode::Ca(_) | SimNode::Hypervisor(_) => 0xFF,
         }
     }
 }
@@ -137,6 +169,9 @@ impl Fabric {
                 NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
                     n.guid, n.ports, &n.name,
                 )))),
+                _ if cfg.vfs > 0 && i != sm_node && n.ports == 1 => {
+                    SimNode::Hypervisor(Box::new(Hypervisor::new(n.guid, cfg.vfs, &n.name)))
+                }
                 _ => {
                     let mut spec = NodeSpec::ca(n.guid, n.ports, &n.name);
                     spec.is_sm = i == sm_node;
@@ -164,6 +199,7 @@ impl Fabric {
                     match &mut f.nodes[i] {
                         SimNode::Switch(s) => s.link_event(p, true, 0),
                         SimNode::Ca(c) => c.link_event(p, true, 0),
+                        SimNode::Hypervisor(h) => h.pf.link_event(p, true, 0),
                     }
                 }
             }
@@ -302,6 +338,12 @@ impl Fabric {
     /// Runs `sm` against this fabric until the subnet is up or nothing more
     /// can happen; returns whether it came up.
     pub fn bring_up(&mut self, sm: &mut Sm) -> bool {
+        self.run(sm)
+    }
+
+    /// Runs `sm` until it is idle (every queued change applied) or nothing
+    /// more can happen; returns whether the subnet is up with nothing pending.
+    pub fn run(&mut self, sm: &mut Sm) -> bool {
         loop {
             let now_ms = self.now_ns / 1_000_000;
             while let Some(smp) = sm.poll_transmit(now_ms) {
@@ -310,7 +352,10 @@ impl Fabric {
             for r in self.take_inbox() {
                 sm.handle_response(&r, self.now_ns / 1_000_000);
             }
-            if sm.phase() == Phase::Done {
+            if sm.phase() == Phase::Failed {
+                return false;
+            }
+            if sm.is_idle() {
                 return true;
             }
             let next_event = self.queue.peek().map(|Reverse((t, _))| *t);
@@ -346,8 +391,8 @@ impl Fabric {
         let mut switches = 0u32;
         loop {
             match &self.nodes[node] {
-                SimNode::Ca(c) => {
-                    return if c.model.lid(1) == dlid {
+                SimNode::Ca(_) | SimNode::Hypervisor(_) => {
+                    return if self.nodes[node].owns(dlid) {
                         Walk::Delivered(switches)
                     } else {
                         Walk::Dropped(node)
@@ -376,6 +421,24 @@ impl Fabric {
     }
 }
 
+impl Fabric {
+    /// The node with this node GUID (to map an SM's node to the fabric's).
+    pub fn node_by_guid(&self, guid: u64) -> Option<usize> {
+        self.topo.nodes.iter().position(|n| n.guid == guid)
+    }
+
+    /// The LFT entries installed on every switch for LIDs 0..=`max_lid`
+    /// (rows in node order, switches only).
+    pub fn lft_snapshot(&self, max_lid: u16) -> Vec<(usize, Vec<u8>)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n, SimNode::Switch(_)))
+            .map(|(i, n)| (i, (0..=max_lid).map(|l| n.lft_port(Lid(l))).collect()))
+            .collect()
+    }
+}
+
 /// The outcome of walking every CA to every LID through the LFTs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Verify {
@@ -390,16 +453,23 @@ pub struct Verify {
 }
 
 impl Fabric {
-    /// Walks from every CA to every other node's LID.
+    /// Walks from every CA to every other node's LID and every VM's LID.
     pub fn verify(&self) -> Verify {
-        let lids: Vec<Lid> = self.nodes.iter().map(|n| n.lid()).collect();
+        let mut lids: Vec<Lid> = self.nodes.iter().map(|n| n.lid()).collect();
+        let mut owner: Vec<usize> = (0..self.nodes.len()).collect();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for l in n.vm_lids() {
+                lids.push(l);
+                owner.push(i);
+            }
+        }
         let mut v = Verify::default();
         for src in 0..self.nodes.len() {
-            if !matches!(self.nodes[src], SimNode::Ca(_)) {
+            if matches!(self.nodes[src], SimNode::Switch(_)) {
                 continue;
             }
-            for (dst, &lid) in lids.iter().enumerate() {
-                if dst == src {
+            for (j, &lid) in lids.iter().enumerate() {
+                if owner[j] == src {
                     continue;
                 }
                 match self.walk(src, lid) {
@@ -414,8 +484,8 @@ impl Fabric {
             if !matches!(self.nodes[s], SimNode::Switch(_)) {
                 continue;
             }
-            for (dst, &lid) in lids.iter().enumerate() {
-                if dst != s && !matches!(self.walk_from_switch(s, lid), Walk::Delivered(_)) {
+            for (j, &lid) in lids.iter().enumerate() {
+                if owner[j] != s && !matches!(self.walk_from_switch(s, lid), Walk::Delivered(_)) {
                     v.switch_unreachable += 1;
                 }
             }
@@ -430,8 +500,8 @@ impl Fabric {
         let mut switches = 0u32;
         loop {
             match &self.nodes[node] {
-                SimNode::Ca(c) => {
-                    return if c.model.lid(1) == dlid {
+                SimNode::Ca(_) | SimNode::Hypervisor(_) => {
+                    return if self.nodes[node].owns(dlid) {
                         Walk::Delivered(switches)
                     } else {
                         Walk::Dropped(node)

@@ -52,6 +52,7 @@ fn all_active(f: &Fabric) {
             let state = match n {
                 SimNode::Switch(s) => s.model.ports[usize::from(p)].info.port_state,
                 SimNode::Ca(c) => c.model.ports[usize::from(p)].info.port_state,
+                SimNode::Hypervisor(h) => h.pf.model.ports[usize::from(p)].info.port_state,
             };
             assert_eq!(
                 state,

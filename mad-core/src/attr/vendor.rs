@@ -1,13 +1,14 @@
 //! Vendor virtualization attributes 0xFFB0–0xFFB6 (NVIDIA/Mellanox vports).
 //!
-//! ibkit's own vSwitch presents itself with standard attributes only (a
-//! switch with the PF and VFs behind it as CAs), so any SM can manage it;
-//! these are encoded so that tools can read fabrics that use vports.
+//! ibkit's SM manages the VFs of a hypervisor through VirtualizationInfo
+//! and VPortInfo on the PF's port (one SMP sets a VF's LID, vGUID and
+//! state); `smi::sma::vswitch` also offers a vSwitch HCA that shows itself
+//! with standard attributes only (a switch with the PF and VFs behind it).
 
 use super::modifier::Raw;
 use super::port_info::PortState;
 use crate::field::Bytes;
-use crate::types::Guid;
+use crate::types::{Guid, Lid};
 
 bitstruct! {
     /// VirtualizationInfo (0xFFB0): a physical port's vport capabilities.
@@ -58,6 +59,38 @@ bitstruct! {
 }
 impl_attribute!(VNodeInfo, VNodeInfo, Raw);
 
+bitstruct! {
+    /// VPortInfo (0xFFB1): one vport's state, LID and GUID. Layout from
+    /// NVIDIA's OpenSM `ib_vport_info_t` masks and ibis `SMP_VPortInfo`,
+    /// which agree. The modifier carries the vport index; its exact
+    /// packing is not public, and ibkit puts the index in bits 15..0.
+    pub struct VPortInfo("VPortInfo", 64) {
+        /// The vport's logical state (Down also means the vport is disabled).
+        vport_state: PortState = 0, 4;
+        /// Ask the vport's clients to re-register with the SA.
+        vport_client_reregister: bool = 4, 1;
+        /// The vport needs a LID of its own (`vport_lid`).
+        lid_required: bool = 5, 1;
+        /// Entries in the vport's VPortGUIDInfo.
+        vguid_cap: u8 = 8, 8;
+        /// VPortCapabilityMask (IsCommunicationManagementSupported = bit 0, …).
+        vport_capability_mask: u16 = 16, 16;
+        /// P_Key violations (saturating).
+        p_key_violations: u16 = 32, 16;
+        /// Q_Key violations (saturating).
+        q_key_violations: u16 = 48, 16;
+        /// The LID the SM gave the vport (when `lid_required`).
+        vport_lid: Lid = 64, 16;
+        /// The vport whose LID this one borrows (when not `lid_required`).
+        lid_by_vport_index: u16 = 80, 16;
+        /// The vport's port GUID (a VM's vGUID).
+        vport_guid: Guid = 96, 64;
+        /// Opaque profile value.
+        vport_profile: u64 = 160, 64;
+    }
+}
+impl_attribute!(VPortInfo, VPortInfo, Raw);
+
 macro_rules! raw_vendor {
     ($($t:ident, $name:literal, $doc:literal;)*) => {$(
         bitstruct! {
@@ -75,7 +108,6 @@ macro_rules! raw_vendor {
 }
 
 raw_vendor! {
-    VPortInfo, "VPortInfo", "VPortInfo (0xFFB1): one vport's identity, LID and state.";
     VNodeDescription, "VNodeDescription", "VNodeDescription (0xFFB4): a vnode's description text.";
     VPortGuidInfo, "VPortGUIDInfo", "VPortGUIDInfo (0xFFB5): a block of a vport's GUIDs.";
     VPortPKeyTable, "VPortPKeyTable", "VPortPKeyTable (0xFFB6): a block of a vport's P_Keys.";
@@ -96,5 +128,26 @@ mod tests {
         assert_eq!((v.vport_cap, v.vport_index_top), (16, 3));
         assert!(v.virtualization_enable && v.vport_state_change && !v.vclient_reregister);
         assert_eq!(v.virtualization_revision, 1);
+    }
+
+    #[test]
+    fn vport_info_positions() {
+        let mut b = [0u8; 64];
+        b[0] = 0x40 | 0x04; // Active, LidRequired
+        b[1] = 8;
+        b[8..10].copy_from_slice(&0x1234u16.to_be_bytes());
+        b[10..12].copy_from_slice(&7u16.to_be_bytes());
+        b[12..20].copy_from_slice(&0x0002_c903_0000_0001u64.to_be_bytes());
+        let v = VPortInfo::decode(&b).unwrap();
+        assert_eq!(v.vport_state, PortState::Active);
+        assert!(v.lid_required && !v.vport_client_reregister);
+        assert_eq!(
+            (v.vguid_cap, v.vport_lid, v.lid_by_vport_index),
+            (8, Lid(0x1234), 7)
+        );
+        assert_eq!(v.vport_guid, Guid(0x0002_c903_0000_0001));
+        let mut out = [0u8; 64];
+        v.encode(&mut out).unwrap();
+        assert_eq!(out, b);
     }
 }

@@ -12,14 +12,16 @@
 
 pub mod routing;
 pub mod updn;
+pub mod vswitch;
 
 use crate::dr;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec;
 use alloc::vec::Vec;
 use mad_core::attr::*;
 use mad_core::{DrPath, Lid, MKey, Method, Smp};
 use routing::{Graph, PortTo};
+pub use vswitch::{LidPolicy, MigrationPlan, Vm, VmError, VmId};
 
 /// Settings of a subnet manager.
 #[derive(Clone, Debug)]
@@ -36,6 +38,8 @@ pub struct SmConfig {
     pub subnet_time_out: u8,
     /// The routing engine.
     pub routing: Engine,
+    /// How hypervisors' VFs get LIDs.
+    pub lid_policy: LidPolicy,
 }
 
 /// The routing engines.
@@ -59,6 +63,7 @@ impl Default for SmConfig {
             m_key: MKey(0),
             subnet_time_out: 18,
             routing: Engine::MinHop,
+            lid_policy: LidPolicy::Prepopulated,
         }
     }
 }
@@ -74,8 +79,36 @@ pub enum Phase {
     Distribution,
     /// Moving ports to Armed, then Active.
     Activation,
-    /// The subnet is up.
+    /// The subnet is up and nothing is pending.
     Done,
+    /// Applying a change to the running subnet (a VM started or migrated,
+    /// a full reconfiguration).
+    Reconfiguration,
+    /// Bring-up stopped: see [`Sm::error`].
+    Failed,
+}
+
+/// Why the subnet manager stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SmError {
+    /// The subnet needs more unicast LIDs than exist (0x0001–0xBFFF).
+    LidSpaceExhausted {
+        /// LIDs the subnet needs.
+        needed: u32,
+        /// Unicast LIDs there are.
+        available: u32,
+    },
+}
+
+impl core::fmt::Display for SmError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SmError::LidSpaceExhausted { needed, available } => write!(
+                f,
+                "the subnet needs {needed} LIDs but only {available} unicast LIDs exist; nothing was assigned"
+            ),
+        }
+    }
 }
 
 /// A port as the SM knows it.
@@ -100,12 +133,27 @@ pub struct SmNode {
     pub switch_info: Option<SwitchInfo>,
     /// The LID assigned (switch port 0, or the CA port reached).
     pub lid: u16,
+    /// A hypervisor's VFs (empty for other nodes).
+    pub vfs: Vec<VfSlot>,
+}
+
+/// One VF of a hypervisor as the SM tracks it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VfSlot {
+    /// Its LID (0: none).
+    pub lid: u16,
+    /// The VM running on it.
+    pub vm: Option<VmId>,
 }
 
 impl SmNode {
     /// True for a switch.
     pub fn is_switch(&self) -> bool {
         self.info.node_type == NodeType::Switch
+    }
+    /// True for a hypervisor (a CA with VFs).
+    pub fn is_hypervisor(&self) -> bool {
+        !self.vfs.is_empty()
     }
 }
 
@@ -114,6 +162,9 @@ enum Purpose {
     NodeInfo { from: Option<(usize, u8)> },
     PortInfo { node: usize, port: u8 },
     SwitchInfo { node: usize },
+    VirtInfo { node: usize },
+    SetVPort,
+    SetTopOnly,
     SetLid { node: usize, port: u8 },
     SetTop { node: usize },
     SetLft,
@@ -175,6 +226,13 @@ pub struct Sm {
     max_lid: u16,
     armed: bool,
     graph: Graph,
+    switch_of: Vec<usize>,
+    stages: VecDeque<Vec<Request>>,
+    error: Option<SmError>,
+    top: u16,
+    vms: BTreeMap<u32, Vm>,
+    next_vm: u32,
+    free_lids: BTreeSet<u16>,
 }
 
 impl Sm {
@@ -194,6 +252,13 @@ impl Sm {
             max_lid: 0,
             armed: false,
             graph: Graph::default(),
+            switch_of: Vec::new(),
+            stages: VecDeque::new(),
+            error: None,
+            top: 0,
+            vms: BTreeMap::new(),
+            next_vm: 1,
+            free_lids: BTreeSet::new(),
         };
         sm.get(
             DrPath::new(),
@@ -226,6 +291,18 @@ impl Sm {
     /// The highest LID assigned.
     pub fn max_lid(&self) -> u16 {
         self.max_lid
+    }
+    /// Why bring-up stopped, when it did.
+    pub fn error(&self) -> Option<&SmError> {
+        self.error.as_ref()
+    }
+    /// True when nothing is queued, in flight or waiting for a stage: the
+    /// subnet is up (or bring-up failed) and every change has been applied.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.phase, Phase::Done | Phase::Failed)
+            && self.queue.is_empty()
+            && self.inflight.is_empty()
+            && self.stages.is_empty()
     }
 
     fn request(
@@ -338,6 +415,15 @@ impl Sm {
                 }
             }
             Purpose::SetTop { node } => self.send_lft(node),
+            Purpose::VirtInfo { node } => {
+                if let (Ok(vi), Some(n)) = (
+                    VirtualizationInfo::decode(&smp.data),
+                    self.nodes.get_mut(node),
+                ) {
+                    n.vfs = vec![VfSlot::default(); usize::from(vi.vport_cap)];
+                }
+            }
+            Purpose::SetVPort | Purpose::SetTopOnly => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
                 // The response carries the port's PortInfo after the Set.
                 if let (Ok(pi), Some(p)) = (
@@ -370,6 +456,7 @@ impl Sm {
                     ports: vec![SmPort::default(); nports + 1],
                     switch_info: None,
                     lid: 0,
+                    vfs: Vec::new(),
                 });
                 self.by_guid.insert(ni.node_guid.0, i);
                 if ni.node_type == NodeType::Switch {
@@ -431,6 +518,18 @@ impl Sm {
         p.info = Some(pi);
         let explore =
             pi.port_state != PortState::Down && p.peer.is_none() && (port != 0 || !is_switch);
+        if !is_switch
+            && pi
+                .capability_mask2
+                .contains(CapabilityMask2::IS_VIRTUALIZATION_SUPPORTED)
+        {
+            self.get(
+                path.clone(),
+                AttributeId::VirtualizationInfo,
+                0,
+                Purpose::VirtInfo { node },
+            );
+        }
         if explore {
             // The hop out of this node: for the SM's own CA the path starts
             // with its port; elsewhere the path is extended by the port.
@@ -448,7 +547,14 @@ impl Sm {
     }
 
     fn advance(&mut self, now_ms: u64) {
-        while self.queue.is_empty() && self.inflight.is_empty() && self.phase != Phase::Done {
+        while self.queue.is_empty() && self.inflight.is_empty() {
+            if let Some(stage) = self.stages.pop_front() {
+                self.queue.extend(stage);
+                continue;
+            }
+            if matches!(self.phase, Phase::Done | Phase::Failed) {
+                break;
+            }
             self.stats.phase_end_ms.insert(self.phase, now_ms);
             match self.phase {
                 Phase::Discovery => {
@@ -469,8 +575,8 @@ impl Sm {
                     self.armed = false;
                     self.activate(PortState::Active);
                 }
-                Phase::Activation => self.phase = Phase::Done,
-                Phase::Done => {}
+                Phase::Activation | Phase::Reconfiguration => self.phase = Phase::Done,
+                Phase::Done | Phase::Failed => {}
             }
         }
     }
@@ -491,8 +597,32 @@ impl Sm {
     }
 
     fn assign_lids(&mut self) {
+        let prepopulated = self.cfg.lid_policy == LidPolicy::Prepopulated;
+        let mut needed: u32 = 0;
+        for n in &self.nodes {
+            if n.is_switch() {
+                needed += 1;
+            } else if n
+                .ports
+                .get(usize::from(n.info.local_port_num))
+                .and_then(|p| p.info)
+                .is_some()
+            {
+                needed += 1;
+                if prepopulated {
+                    needed += n.vfs.len() as u32;
+                }
+            }
+        }
+        let available = u32::from(vswitch::MAX_UNICAST_LID);
+        if needed > available {
+            self.error = Some(SmError::LidSpaceExhausted { needed, available });
+            self.phase = Phase::Failed;
+            return;
+        }
         let mut next: u16 = 1;
         let mut sets = Vec::new();
+        let mut vports = Vec::new();
         for (i, n) in self.nodes.iter_mut().enumerate() {
             if n.is_switch() {
                 n.lid = next;
@@ -508,6 +638,13 @@ impl Sm {
                     n.lid = next;
                     next += 1;
                     sets.push((i, port));
+                    if prepopulated {
+                        for (v, slot) in n.vfs.iter_mut().enumerate() {
+                            slot.lid = next;
+                            next += 1;
+                            vports.push((i, v as u16 + 1));
+                        }
+                    }
                 }
             }
         }
@@ -533,10 +670,14 @@ impl Sm {
                 Purpose::SetLid { node: i, port },
             );
         }
+        for (i, vf) in vports {
+            self.set_vport(i, vf, PortState::Down, 0);
+        }
     }
 
     fn route(&mut self) {
         let mut index = vec![usize::MAX; self.nodes.len()];
+        let mut extra = Vec::new();
         self.switch_index.clear();
         for (i, n) in self.nodes.iter().enumerate() {
             if n.is_switch() {
@@ -557,6 +698,11 @@ impl Sm {
                             PortTo::Switch(index[m], q)
                         }
                         Some((m, _)) if p != 0 && self.nodes[m].lid != 0 => {
+                            for vf in &self.nodes[m].vfs {
+                                if vf.lid != 0 {
+                                    extra.push((vf.lid, index[i], p as u8));
+                                }
+                            }
                             PortTo::Ca(self.nodes[m].lid, 1)
                         }
                         _ => PortTo::None,
@@ -564,8 +710,10 @@ impl Sm {
                     .collect(),
             );
         }
+        g.extra = extra;
         self.lfts = Self::compute_routes(self.cfg.routing, &g, self.max_lid);
         self.graph = g;
+        self.switch_of = index;
     }
 
     /// The switch graph the routes were computed on.
@@ -592,13 +740,14 @@ impl Sm {
     }
 
     fn distribute(&mut self) {
+        self.top = self.top_for(self.max_lid);
         for k in 0..self.switch_index.len() {
             let i = self.switch_index[k];
             let n = &self.nodes[i];
             let Some(mut si) = n.switch_info else {
                 continue;
             };
-            si.linear_fdb_top = self.max_lid;
+            si.linear_fdb_top = self.top_for(self.max_lid);
             si.port_state_change = true; // writing 1 clears it
             let path = n.path.clone();
             self.set(path, &si, 0, Purpose::SetTop { node: i });
@@ -606,18 +755,55 @@ impl Sm {
     }
 
     fn send_lft(&mut self, node: usize) {
-        let Some(k) = self.switch_index.iter().position(|&i| i == node) else {
+        let Some(k) = self
+            .switch_of
+            .get(node)
+            .copied()
+            .filter(|&k| k != usize::MAX)
+        else {
             return;
         };
         let blocks = usize::from(self.max_lid) / 64 + 1;
-        let path = self.nodes[node].path.clone();
         for b in 0..blocks {
-            let mut t = LinearForwardingTable::dropping();
-            for (e, slot) in t.port.iter_mut().enumerate() {
-                *slot = self.lfts[k].get(b * 64 + e).copied().unwrap_or(0xFF);
-            }
-            self.set(path.clone(), &t, b as u32, Purpose::SetLft);
+            self.send_lft_block(k, b as u16);
         }
+    }
+
+    /// Queues Set(LinearForwardingTable) of block `b` of switch `k` as the
+    /// SM's table has it now.
+    fn send_lft_block(&mut self, k: usize, b: u16) {
+        let node = self.switch_index[k];
+        let mut t = LinearForwardingTable::dropping();
+        let base = usize::from(b) * 64;
+        for (e, slot) in t.port.iter_mut().enumerate() {
+            *slot = self.lfts[k].get(base + e).copied().unwrap_or(0xFF);
+        }
+        let path = self.nodes[node].path.clone();
+        self.set(path, &t, u32::from(b), Purpose::SetLft);
+    }
+
+    /// Queues Set(VPortInfo) for VF `vf` (1-based) of hypervisor `node`
+    /// with the LID the SM holds for it, `state` and `guid`.
+    fn set_vport(&mut self, node: usize, vf: u16, state: PortState, guid: u64) {
+        let n = &self.nodes[node];
+        let Some(slot) = n.vfs.get(usize::from(vf) - 1) else {
+            return;
+        };
+        let v = VPortInfo {
+            vport_state: state,
+            lid_required: true,
+            vport_lid: Lid(slot.lid),
+            vport_guid: mad_core::Guid(guid),
+            ..VPortInfo::default()
+        };
+        let path = n.path.clone();
+        self.set(path, &v, u32::from(vf), Purpose::SetVPort);
+    }
+
+    /// LinearFDBTop for a highest LID: the end of its 64-LID block, so
+    /// LIDs added later in the same block need no SwitchInfo update.
+    fn top_for(&self, lid: u16) -> u16 {
+        (lid | 63).min(vswitch::MAX_UNICAST_LID)
     }
 
     fn activate(&mut self, state: PortState) {

@@ -24,6 +24,32 @@ pub struct Graph {
     pub ports: Vec<Vec<PortTo>>,
     /// Per switch, its own LID (port 0).
     pub lid: Vec<u16>,
+    /// LIDs outside the ranges of [`PortTo::Ca`] (a VM's LID that moved to
+    /// another hypervisor): (LID, switch, port at that switch).
+    pub extra: Vec<(u16, usize, u8)>,
+}
+
+/// Every destination LID with the switch it hangs off and the port there,
+/// in (switch, port, LID) order.
+pub fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
+    let mut dests = Vec::new();
+    for (s, ports) in g.ports.iter().enumerate() {
+        if g.lid[s] != 0 {
+            dests.push((g.lid[s], s, 0));
+        }
+        for (p, t) in ports.iter().enumerate() {
+            if let PortTo::Ca(base, count) = *t {
+                for l in base..base.saturating_add(count) {
+                    dests.push((l, s, p as u8));
+                }
+            }
+        }
+    }
+    if !g.extra.is_empty() {
+        dests.extend_from_slice(&g.extra);
+        dests.sort_unstable_by_key(|&(l, s, p)| (s, p, l));
+    }
+    dests
 }
 
 /// Hop distances between all switch pairs (`u16::MAX` = unreachable).
@@ -69,19 +95,7 @@ pub fn minhop_into(
 ) {
     let n = g.ports.len();
     // Destinations: every LID with the switch it hangs off and the port there.
-    let mut dests: Vec<(u16, usize, u8)> = Vec::new(); // (lid, switch, port at that switch)
-    for (s, ports) in g.ports.iter().enumerate() {
-        if g.lid[s] != 0 {
-            dests.push((g.lid[s], s, 0));
-        }
-        for (p, t) in ports.iter().enumerate() {
-            if let PortTo::Ca(base, count) = *t {
-                for l in base..base.saturating_add(count) {
-                    dests.push((l, s, p as u8));
-                }
-            }
-        }
-    }
+    let mut dests = destinations(g);
     dests.sort_unstable();
     dests.retain(|d| want(d));
     for s in 0..n {

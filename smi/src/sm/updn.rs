@@ -105,7 +105,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
         .filter(|&r| r != u32::MAX)
         .max()
         .unwrap_or(0);
-    let dests = destinations(g);
+    let dests = super::routing::destinations(g);
     let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
     let mut load: Vec<Vec<u32>> = g.ports.iter().map(|p| vec![0u32; p.len()]).collect();
     let mut reached = vec![false; n];
@@ -226,7 +226,7 @@ pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
     let mut frontier = Vec::new();
     let mut next = Vec::new();
     let mut marked = Vec::new();
-    let dests = destinations(g);
+    let dests = super::routing::destinations(g);
     let mut ca_index = 0usize;
     for &(lid, t, tport) in &dests {
         let l = usize::from(lid);
@@ -280,25 +280,6 @@ pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
     lft
 }
 
-/// Every destination LID with the switch it hangs off and the port there,
-/// in (switch, port) order.
-fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
-    let mut dests = Vec::new();
-    for (s, ports) in g.ports.iter().enumerate() {
-        if g.lid[s] != 0 {
-            dests.push((g.lid[s], s, 0));
-        }
-        for (p, t) in ports.iter().enumerate() {
-            if let PortTo::Ca(base, count) = *t {
-                for l in base..base.saturating_add(count) {
-                    dests.push((l, s, p as u8));
-                }
-            }
-        }
-    }
-    dests
-}
-
 /// True when the channel dependency graph of the routes to CA LIDs has no
 /// cycle, so data traffic cannot deadlock. (Routes to switch LIDs carry only
 /// VL15 management traffic, which is not flow controlled.)
@@ -318,7 +299,7 @@ pub fn deadlock_free(g: &Graph, lft: &[Vec<u8>]) -> bool {
         id.push(row);
     }
     let mut edges: Vec<Vec<usize>> = vec![Vec::new(); count];
-    let ca_lids: Vec<usize> = destinations(g)
+    let ca_lids: Vec<usize> = super::routing::destinations(g)
         .into_iter()
         .filter(|d| d.2 != 0)
         .map(|d| usize::from(d.0))

@@ -8,6 +8,7 @@
 //! by the const parameters: `P` port slots (port 0 included), `L` linear
 //! forwarding entries, `M` multicast forwarding entries.
 
+pub mod hypervisor;
 pub mod mkey;
 pub mod node;
 pub mod traps;
@@ -41,6 +42,23 @@ pub struct TrapOut {
     pub port: u8,
 }
 
+/// Attributes a device model adds to an agent (vendor attributes such as a
+/// hypervisor's vports), consulted for any attribute the agent lacks.
+pub trait Extension {
+    /// Get or Set of `req`'s attribute arriving on `port`, writing the value
+    /// into `out`; `None` when the extension does not know the attribute.
+    fn attribute(&mut self, req: &Smp, out: &mut [u8; 64], port: u8) -> Option<Result<(), Status>>;
+}
+
+/// The extension that knows no attribute.
+pub struct NoExtension;
+
+impl Extension for NoExtension {
+    fn attribute(&mut self, _: &Smp, _: &mut [u8; 64], _: u8) -> Option<Result<(), Status>> {
+        None
+    }
+}
+
 /// A Subnet Management Agent over a [`Model`].
 #[derive(Clone, Debug)]
 pub struct Sma<const P: usize, const L: usize, const M: usize> {
@@ -64,6 +82,18 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
     /// the response to send back, or `None` when none is due (an M_Key
     /// violation, a TrapRepress, a response or trap from elsewhere).
     pub fn process(&mut self, req: &Smp, port: u8, now_ms: u64) -> Option<Smp> {
+        self.process_with(req, port, now_ms, &mut NoExtension)
+    }
+
+    /// [`Sma::process`] with the attributes of `ext` added (after the same
+    /// version, M_Key and method checks).
+    pub fn process_with(
+        &mut self,
+        req: &Smp,
+        port: u8,
+        now_ms: u64,
+        ext: &mut dyn Extension,
+    ) -> Option<Smp> {
         let method = req.method();
         let nports = self.model.node_info.num_ports;
         if req.header.base_version != 1
@@ -103,6 +133,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             port,
             check == MKeyCheck::PassHidingKey,
             now_ms,
+            ext,
         ) {
             Ok(()) => Status::OK,
             Err(s) => s,
@@ -126,6 +157,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         port: u8,
         hide_key: bool,
         now_ms: u64,
+        ext: &mut dyn Extension,
     ) -> Reply {
         let set = req.method() == Method::Set;
         let am = req.attribute_modifier();
@@ -402,7 +434,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
                 }
                 self.model.led.encode(out).map_err(bad)
             }
-            _ => unsupported,
+            _ => ext.attribute(req, out, port).unwrap_or(unsupported),
         }
     }
 

@@ -1,0 +1,278 @@
+//! vSwitch hypervisors on simulated fat trees: VMs started under both LID
+//! policies, near and far live migrations that change only the switches
+//! that must change, checked against the tables actually installed in the
+//! simulated switches and by walking every CA to every LID.
+
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::Topology;
+use mad_core::attr::AttributeId;
+use mad_core::{Lid, Method};
+use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
+
+fn up(spec: &str, vfs: usize, policy: LidPolicy) -> (Fabric, Sm) {
+    let t = Topology::from_spec(spec).unwrap();
+    let mut f = Fabric::new(
+        t,
+        SimConfig {
+            vfs,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        routing: Engine::FatTree,
+        lid_policy: policy,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm), "{:?} {:?}", sm.phase(), sm.error());
+    (f, sm)
+}
+
+/// The fabric's node for the SM's node `i`.
+fn fx(f: &Fabric, sm: &Sm, i: usize) -> usize {
+    f.node_by_guid(sm.nodes()[i].info.node_guid.0).unwrap()
+}
+
+fn clean(f: &Fabric) {
+    let v = f.verify();
+    assert_eq!(
+        (v.unreachable, v.loops, v.switch_unreachable),
+        (0, 0, 0),
+        "{v:?}"
+    );
+}
+
+/// Two hypervisors on the same leaf and one on another leaf.
+fn pick(sm: &Sm) -> (usize, usize, usize) {
+    let hyps = sm.hypervisors();
+    let a = hyps[0];
+    let leaf = sm.attachment(a).unwrap().0;
+    let near = *hyps
+        .iter()
+        .find(|&&h| h != a && sm.attachment(h).unwrap().0 == leaf)
+        .unwrap();
+    let far = *hyps
+        .iter()
+        .find(|&&h| sm.attachment(h).unwrap().0 != leaf)
+        .unwrap();
+    (a, near, far)
+}
+
+/// Entries that differ between two snapshots: (switch, LID).
+fn diff(a: &[(usize, Vec<u8>)], b: &[(usize, Vec<u8>)]) -> Vec<(usize, u16)> {
+    let mut d = Vec::new();
+    for ((s, x), (_, y)) in a.iter().zip(b) {
+        for (l, (p, q)) in x.iter().zip(y).enumerate() {
+            if p != q {
+                d.push((*s, l as u16));
+            }
+        }
+    }
+    d
+}
+
+#[test]
+fn prepopulated_vms_start_without_lft_updates_and_swap_on_migration() {
+    let (mut f, mut sm) = up("fat-tree-324", 4, LidPolicy::Prepopulated);
+    // 36 switches, the SM's CA, 323 hypervisors with a PF and 4 VFs each.
+    assert_eq!(sm.max_lid(), 36 + 1 + 323 * 5);
+    assert_eq!(sm.hypervisors().len(), 323);
+    clean(&f);
+    let (a, near, far) = pick(&sm);
+    let before = sm.stats().total();
+    let vm = sm.create_vm(a, 0xAA).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.stats().total() - before, 1, "one Set(VPortInfo), no LFT");
+    let lid = Lid(sm.vm(vm).unwrap().lid);
+    assert!(f.nodes[fx(&f, &sm, a)].owns(lid));
+    clean(&f);
+
+    // Near: only the shared leaf changes, the two LIDs swapped there.
+    let plan = sm.plan_migration(vm, near).unwrap();
+    let leaf = sm.attachment(a).unwrap().0;
+    assert_eq!(plan.switches, vec![leaf]);
+    let other = plan.swapped_lid.unwrap();
+    let blocks = if plan.vm_lid / 64 == other / 64 { 1 } else { 2 };
+    assert_eq!(plan.lft_smps(), blocks);
+    let snap = f.lft_snapshot(sm.max_lid());
+    let before = sm.stats().total();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.stats().total() - before, plan.smps() as u64);
+    let d = diff(&snap, &f.lft_snapshot(sm.max_lid()));
+    let leaf = fx(&f, &sm, leaf);
+    assert_eq!(d, {
+        let mut v = vec![(leaf, plan.vm_lid), (leaf, other)];
+        v.sort();
+        v
+    });
+    assert!(f.nodes[fx(&f, &sm, near)].owns(lid) && !f.nodes[fx(&f, &sm, a)].owns(lid));
+    assert_eq!(sm.vm(vm).unwrap().lid, lid.0, "the VM keeps its LID");
+    clean(&f);
+
+    // Far: more switches, never more than two blocks on every switch, the
+    // routes of every other LID untouched, still deadlock-free.
+    let plan = sm.plan_migration(vm, far).unwrap();
+    assert!(plan.switches.len() > 1);
+    assert!(plan.lft_smps() <= 2 * 36);
+    let snap = f.lft_snapshot(sm.max_lid());
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    let other = plan.swapped_lid.unwrap();
+    for (s, l) in diff(&snap, &f.lft_snapshot(sm.max_lid())) {
+        assert!(l == plan.vm_lid || l == other, "LID {l} changed on {s}");
+        assert!(plan.switches.iter().any(|&x| fx(&f, &sm, x) == s));
+    }
+    assert!(f.nodes[fx(&f, &sm, far)].owns(lid));
+    assert!(sm.deadlock_free());
+    clean(&f);
+}
+
+#[test]
+fn dynamic_vms_copy_the_pf_entries() {
+    let (mut f, mut sm) = up("fat-tree-324", 4, LidPolicy::Dynamic);
+    assert_eq!(
+        sm.max_lid(),
+        360,
+        "switches and PFs only: Table I's 360 LIDs"
+    );
+    let (a, near, far) = pick(&sm);
+    let before = sm.stats().total();
+    let vm = sm.create_vm(a, 0xBB).unwrap();
+    assert!(f.run(&mut sm));
+    let lid = sm.vm(vm).unwrap().lid;
+    assert_eq!(lid, 361);
+    // LID 361 opens block 5, already below LinearFDBTop (383): every switch
+    // learns the LID, one LFT block each, plus the Set(VPortInfo).
+    let lft = sm
+        .stats()
+        .count(Method::Set, AttributeId::LinearForwardingTable);
+    assert_eq!(sm.stats().total() - before, 36 + 1);
+    clean(&f);
+    for s in f.lft_snapshot(400) {
+        let pf = f.nodes[s.0].lft_port(f.nodes[fx(&f, &sm, a)].lid());
+        assert_eq!(s.1[usize::from(lid)], pf, "copy of the PF's entry");
+    }
+
+    let plan = sm.plan_migration(vm, near).unwrap();
+    assert_eq!(plan.switches, vec![sm.attachment(a).unwrap().0]);
+    assert_eq!((plan.lft_smps(), plan.swapped_lid), (1, None));
+    sm.apply_migration(&plan, true).unwrap(); // with the drop-first mitigation
+    assert!(f.run(&mut sm));
+    assert_eq!(
+        sm.stats()
+            .count(Method::Set, AttributeId::LinearForwardingTable)
+            - lft,
+        2,
+        "drop, then the new entry"
+    );
+    clean(&f);
+    let plan = sm.plan_migration(vm, far).unwrap();
+    assert!(plan.lft_smps() <= 36, "one block per switch at most");
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    assert!(f.nodes[fx(&f, &sm, far)].owns(Lid(lid)));
+    clean(&f);
+
+    // Destroy frees the LID; the next VM reuses it.
+    sm.destroy_vm(vm).unwrap();
+    assert!(f.run(&mut sm));
+    assert!(!f.nodes[fx(&f, &sm, far)].owns(Lid(lid)));
+    let vm2 = sm.create_vm(near, 0xCC).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.vm(vm2).unwrap().lid, lid);
+    clean(&f);
+}
+
+#[test]
+fn refused_operations_change_nothing() {
+    let (mut f, mut sm) = up("mport-ntree:8:2", 2, LidPolicy::Prepopulated);
+    let (a, near, far) = pick(&sm);
+    let v1 = sm.create_vm(a, 1).unwrap();
+    let v2 = sm.create_vm(a, 2).unwrap();
+    assert_eq!(sm.create_vm(a, 3), Err(VmError::NoFreeVf(a)));
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.create_vm(0, 3), Err(VmError::NotAHypervisor(0)));
+    assert_eq!(
+        sm.plan_migration(v1, a).unwrap_err(),
+        VmError::SameHypervisor
+    );
+    assert_eq!(
+        sm.plan_migration(VmId(99), near).unwrap_err(),
+        VmError::NoSuchVm(VmId(99))
+    );
+    // Two migrations off the same hypervisor overlap.
+    let p1 = sm.plan_migration(v1, near).unwrap();
+    let p2 = sm.plan_migration(v2, far).unwrap();
+    let snap = f.lft_snapshot(sm.max_lid());
+    let total = sm.stats().total();
+    assert_eq!(
+        sm.apply_migrations(&[p1.clone(), p2], false),
+        Err(VmError::Overlap)
+    );
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.stats().total(), total);
+    assert_eq!(sm.vm(v1).unwrap().hypervisor, a);
+    // A plan applied twice is stale the second time.
+    sm.apply_migration(&p1, false).unwrap();
+    assert!(f.run(&mut sm));
+    let total = sm.stats().total();
+    assert_eq!(sm.apply_migration(&p1, false), Err(VmError::StalePlan));
+    assert_eq!(sm.stats().total(), total);
+    assert_ne!(snap, f.lft_snapshot(sm.max_lid()));
+    clean(&f);
+}
+
+#[test]
+fn disjoint_migrations_run_concurrently() {
+    let (mut f, mut sm) = up("fat-tree-324", 2, LidPolicy::Prepopulated);
+    let hyps = sm.hypervisors();
+    // Two near migrations on two different leaves.
+    let mut by_leaf: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for &h in &hyps {
+        by_leaf
+            .entry(sm.attachment(h).unwrap().0)
+            .or_default()
+            .push(h);
+    }
+    let leaves: Vec<&Vec<usize>> = by_leaf.values().filter(|v| v.len() >= 2).take(2).collect();
+    let v1 = sm.create_vm(leaves[0][0], 1).unwrap();
+    let v2 = sm.create_vm(leaves[1][0], 2).unwrap();
+    assert!(f.run(&mut sm));
+    let p1 = sm.plan_migration(v1, leaves[0][1]).unwrap();
+    let p2 = sm.plan_migration(v2, leaves[1][1]).unwrap();
+    sm.apply_migrations(&[p1, p2], false).unwrap();
+    assert!(f.run(&mut sm));
+    assert!(f.nodes[fx(&f, &sm, leaves[0][1])].owns(Lid(sm.vm(v1).unwrap().lid)));
+    assert!(f.nodes[fx(&f, &sm, leaves[1][1])].owns(Lid(sm.vm(v2).unwrap().lid)));
+    clean(&f);
+}
+
+#[test]
+fn more_lids_than_exist_are_refused_before_any_is_assigned() {
+    // 647 hypervisors × (1 + 76 VFs) + 54 + 1 > 49,151.
+    let t = Topology::from_spec("fat-tree-648").unwrap();
+    let mut f = Fabric::new(
+        t,
+        SimConfig {
+            vfs: 76,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig::default());
+    assert!(!f.bring_up(&mut sm));
+    assert_eq!(sm.phase(), Phase::Failed);
+    assert_eq!(
+        sm.error(),
+        Some(&SmError::LidSpaceExhausted {
+            needed: 54 + 1 + 647 * 77,
+            available: 0xBFFF
+        })
+    );
+    assert_eq!(sm.stats().count(Method::Set, AttributeId::PortInfo), 0);
+    assert_eq!(
+        sm.create_vm(sm.hypervisors().first().copied().unwrap_or(1), 1),
+        Err(VmError::NotUp)
+    );
+}

@@ -1,0 +1,553 @@
+//! The vSwitch SR-IOV model (Tasoulas et al.): every VM owns a LID and a
+//! vGUID of its own, and keeps them when it live-migrates. Two LID
+//! policies: *prepopulated* (every VF has a LID and routes from bring-up;
+//! a migration swaps the VM's LFT entries with those of the destination
+//! VF's LID) and *dynamic* (only PFs and switches have LIDs at bring-up; a
+//! new VM takes the next free LID and copies the PF's entries; a migration
+//! copies the destination PF's entries). No route is ever computed: a plan
+//! lists the entries to change, on only the switches that must change
+//! them, and costs one SMP per changed 64-LID block, plus one Set(VPortInfo)
+//! per participating hypervisor.
+
+use super::routing::PortTo;
+use super::{Phase, PortState, Purpose, Request, Sm};
+use alloc::collections::BTreeSet;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+use mad_core::attr::SwitchInfo;
+
+/// The highest unicast LID.
+pub const MAX_UNICAST_LID: u16 = 0xBFFF;
+
+/// How hypervisors' VFs get LIDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LidPolicy {
+    /// Every VF has a LID (and routes) from bring-up.
+    #[default]
+    Prepopulated,
+    /// Only PFs and switches get LIDs at bring-up; a VM gets one when it starts.
+    Dynamic,
+}
+
+/// A VM's handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VmId(pub u32);
+
+/// A running VM as the SM knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vm {
+    /// Its vGUID.
+    pub guid: u64,
+    /// Its LID (it keeps it across migrations).
+    pub lid: u16,
+    /// The hypervisor (node index) it runs on.
+    pub hypervisor: usize,
+    /// The VF (1-based) it runs on.
+    pub vf: u16,
+}
+
+/// Why a VM operation was refused. A refused operation changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VmError {
+    /// The subnet is not up yet (or bring-up failed).
+    NotUp,
+    /// The node is not a hypervisor.
+    NotAHypervisor(usize),
+    /// Every VF of the hypervisor is taken.
+    NoFreeVf(usize),
+    /// No unicast LID is left (0x0001–0xBFFF).
+    LidSpaceExhausted,
+    /// No such VM.
+    NoSuchVm(VmId),
+    /// The VM already runs on that hypervisor.
+    SameHypervisor,
+    /// The plan no longer matches the subnet (something moved since).
+    StalePlan,
+    /// Two plans of one batch touch the same switch or hypervisor.
+    Overlap,
+    /// The tables give no valid route to the destination (a bug or a broken
+    /// fabric): nothing was changed.
+    NoRoute(u16),
+}
+
+impl fmt::Display for VmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VmError::NotUp => write!(f, "the subnet is not up"),
+            VmError::NotAHypervisor(n) => write!(f, "node {n} is not a hypervisor"),
+            VmError::NoFreeVf(n) => write!(f, "hypervisor {n} has no free VF"),
+            VmError::LidSpaceExhausted => {
+                write!(f, "no unicast LID is left (0x0001-0xBFFF are all in use)")
+            }
+            VmError::NoSuchVm(v) => write!(f, "no VM {}", v.0),
+            VmError::SameHypervisor => write!(f, "the VM already runs there"),
+            VmError::StalePlan => write!(f, "the plan is stale: plan the migration again"),
+            VmError::Overlap => write!(f, "the migrations touch the same switches or hypervisors"),
+            VmError::NoRoute(l) => write!(f, "no valid route for LID {l}"),
+        }
+    }
+}
+
+/// What a live migration will change, computed without touching anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationPlan {
+    /// The VM.
+    pub vm: VmId,
+    /// (hypervisor, VF) it leaves.
+    pub from: (usize, u16),
+    /// (hypervisor, VF) it goes to.
+    pub to: (usize, u16),
+    /// The VM's LID.
+    pub vm_lid: u16,
+    /// The destination VF's LID that the VM's LID is swapped with
+    /// (prepopulated), or `None` (dynamic: the PF's entries are copied).
+    pub swapped_lid: Option<u16>,
+    /// LFT entries to write: (switch ordinal, LID, port).
+    pub entries: Vec<(usize, u16, u8)>,
+    /// The 64-LID blocks to send: (switch ordinal, block), sorted.
+    pub blocks: Vec<(usize, u16)>,
+    /// Switches touched (node indices), sorted.
+    pub switches: Vec<usize>,
+}
+
+impl MigrationPlan {
+    /// Set(LinearForwardingTable) SMPs the plan sends.
+    pub fn lft_smps(&self) -> usize {
+        self.blocks.len()
+    }
+    /// Set(VPortInfo) SMPs: one to each of the two hypervisors.
+    pub fn hypervisor_smps(&self) -> usize {
+        2
+    }
+    /// Every SMP the plan sends (without deadlock mitigation).
+    pub fn smps(&self) -> usize {
+        self.lft_smps() + self.hypervisor_smps()
+    }
+}
+
+impl Sm {
+    /// The VMs running.
+    pub fn vms(&self) -> impl Iterator<Item = (VmId, &Vm)> {
+        self.vms.iter().map(|(k, v)| (VmId(*k), v))
+    }
+    /// One VM.
+    pub fn vm(&self, id: VmId) -> Option<&Vm> {
+        self.vms.get(&id.0)
+    }
+    /// Node indices of the hypervisors.
+    pub fn hypervisors(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_hypervisor() && self.nodes[i].lid != 0)
+            .collect()
+    }
+    /// The LID policy in force.
+    pub fn lid_policy(&self) -> LidPolicy {
+        self.cfg.lid_policy
+    }
+    /// The switch (node index) and port a CA's port 1 is cabled to.
+    pub fn attachment(&self, node: usize) -> Option<(usize, u8)> {
+        let n = self.nodes.get(node)?;
+        let (m, q) = n.ports.get(usize::from(n.info.local_port_num))?.peer?;
+        self.nodes[m].is_switch().then_some((m, q))
+    }
+    /// The SM's LFT entry for `lid` on switch `node`.
+    pub fn lft_entry(&self, node: usize, lid: u16) -> u8 {
+        self.switch_of
+            .get(node)
+            .and_then(|&k| self.lfts.get(k))
+            .and_then(|t| t.get(usize::from(lid)))
+            .copied()
+            .unwrap_or(0xFF)
+    }
+
+    fn ready(&self) -> Result<(), VmError> {
+        match self.phase {
+            Phase::Done | Phase::Reconfiguration => Ok(()),
+            _ => Err(VmError::NotUp),
+        }
+    }
+
+    fn hypervisor(&self, node: usize) -> Result<&super::SmNode, VmError> {
+        self.nodes
+            .get(node)
+            .filter(|n| n.is_hypervisor() && n.lid != 0)
+            .ok_or(VmError::NotAHypervisor(node))
+    }
+
+    /// A free VF of `node` (1-based), with a LID under the prepopulated policy.
+    fn free_vf(&self, node: usize) -> Result<u16, VmError> {
+        let n = self.hypervisor(node)?;
+        let pre = self.cfg.lid_policy == LidPolicy::Prepopulated;
+        n.vfs
+            .iter()
+            .position(|s| s.vm.is_none() && (!pre || s.lid != 0))
+            .map(|i| i as u16 + 1)
+            .ok_or(VmError::NoFreeVf(node))
+    }
+
+    /// Starts a VM with vGUID `guid` on hypervisor `node`. Prepopulated: a
+    /// free VF (which already has a LID and routes) is enabled, one SMP.
+    /// Dynamic: the VM takes the next free LID and every switch copies the
+    /// PF's entry to it (one SMP per switch whose block changes, plus a
+    /// SwitchInfo where LinearFDBTop must grow).
+    pub fn create_vm(&mut self, node: usize, guid: u64) -> Result<VmId, VmError> {
+        self.ready()?;
+        let vf = self.free_vf(node)?;
+        let lid = match self.cfg.lid_policy {
+            LidPolicy::Prepopulated => self.nodes[node].vfs[usize::from(vf) - 1].lid,
+            LidPolicy::Dynamic => {
+                let lid = match self.free_lids.first() {
+                    Some(&l) => l,
+                    None if self.max_lid < MAX_UNICAST_LID => self.max_lid + 1,
+                    None => return Err(VmError::LidSpaceExhausted),
+                };
+                let pf = self.nodes[node].lid;
+                let Some((leaf, port)) = self.attachment(node) else {
+                    return Err(VmError::NoRoute(pf));
+                };
+                let target = (self.switch_of[leaf], port);
+                let from_pf: Vec<u8> = (0..self.lfts.len()).map(|k| self.entry(k, pf)).collect();
+                let old: Vec<u8> = (0..self.lfts.len()).map(|k| self.entry(k, lid)).collect();
+                // Every switch must forward the new LID (stale entries of a
+                // freed LID that already lead there are kept).
+                let keep = self.minimal(&old, &from_pf, target, false)?;
+                // Committed from here on.
+                self.free_lids.remove(&lid);
+                if lid > self.max_lid {
+                    self.max_lid = lid;
+                }
+                let mut stage = Vec::new();
+                if lid > self.top {
+                    self.top = self.top_for(lid);
+                    for k in 0..self.switch_index.len() {
+                        let i = self.switch_index[k];
+                        if let Some(mut si) = self.nodes[i].switch_info {
+                            si.linear_fdb_top = self.top;
+                            self.nodes[i].switch_info = Some(si);
+                            stage.push(self.set_request(i, &si));
+                        }
+                    }
+                }
+                if !stage.is_empty() {
+                    self.stages.push_back(stage);
+                }
+                let mut blocks = Vec::new();
+                for (k, &use_new) in keep.iter().enumerate() {
+                    if use_new {
+                        self.write_entry(k, lid, from_pf[k]);
+                        blocks.push((k, lid / 64));
+                    }
+                }
+                let start = self.queue.len();
+                for (k, b) in blocks {
+                    self.send_lft_block(k, b);
+                }
+                let lft: Vec<Request> = self.queue.drain(start..).collect();
+                self.stages.push_back(lft);
+                lid
+            }
+        };
+        let id = VmId(self.next_vm);
+        self.next_vm += 1;
+        self.nodes[node].vfs[usize::from(vf) - 1].vm = Some(id);
+        self.nodes[node].vfs[usize::from(vf) - 1].lid = lid;
+        self.vms.insert(
+            id.0,
+            Vm {
+                guid,
+                lid,
+                hypervisor: node,
+                vf,
+            },
+        );
+        self.set_vport(node, vf, PortState::Active, guid);
+        self.kick();
+        Ok(id)
+    }
+
+    /// Stops a VM: its VF is disabled (one SMP). Under the dynamic policy
+    /// its LID is freed; the switches' entries for it are left as they are
+    /// and rewritten only where they differ when the LID is used again.
+    pub fn destroy_vm(&mut self, id: VmId) -> Result<(), VmError> {
+        self.ready()?;
+        let vm = *self.vms.get(&id.0).ok_or(VmError::NoSuchVm(id))?;
+        self.vms.remove(&id.0);
+        let slot = &mut self.nodes[vm.hypervisor].vfs[usize::from(vm.vf) - 1];
+        slot.vm = None;
+        if self.cfg.lid_policy == LidPolicy::Dynamic {
+            slot.lid = 0;
+            self.free_lids.insert(vm.lid);
+        }
+        self.set_vport(vm.hypervisor, vm.vf, PortState::Down, 0);
+        self.kick();
+        Ok(())
+    }
+
+    /// Plans the live migration of `id` to hypervisor `dst` without
+    /// changing anything: which entries change on which switches, and what
+    /// it costs in SMPs.
+    pub fn plan_migration(&self, id: VmId, dst: usize) -> Result<MigrationPlan, VmError> {
+        self.ready()?;
+        let vm = *self.vms.get(&id.0).ok_or(VmError::NoSuchVm(id))?;
+        if vm.hypervisor == dst {
+            return Err(VmError::SameHypervisor);
+        }
+        let to_vf = self.free_vf(dst)?;
+        let target_of = |node: usize| -> Result<(usize, u8), VmError> {
+            let (leaf, port) = self
+                .attachment(node)
+                .ok_or(VmError::NoRoute(self.nodes[node].lid))?;
+            Ok((self.switch_of[leaf], port))
+        };
+        let n = self.lfts.len();
+        let col = |lid: u16| -> Vec<u8> { (0..n).map(|k| self.entry(k, lid)).collect() };
+        let mut entries = Vec::new();
+        let swapped_lid = match self.cfg.lid_policy {
+            LidPolicy::Prepopulated => {
+                let other = self.nodes[dst].vfs[usize::from(to_vf) - 1].lid;
+                let (a, b) = (col(vm.lid), col(other));
+                // The VM's LID takes the routes of the destination VF's LID
+                // and the other way round, where they must.
+                let ka = self.minimal(&a, &b, target_of(dst)?, true)?;
+                let kb = self.minimal(&b, &a, target_of(vm.hypervisor)?, true)?;
+                for k in 0..n {
+                    if ka[k] {
+                        entries.push((k, vm.lid, b[k]));
+                    }
+                    if kb[k] {
+                        entries.push((k, other, a[k]));
+                    }
+                }
+                Some(other)
+            }
+            LidPolicy::Dynamic => {
+                let (a, pf) = (col(vm.lid), col(self.nodes[dst].lid));
+                let ka = self.minimal(&a, &pf, target_of(dst)?, true)?;
+                for k in 0..n {
+                    if ka[k] {
+                        entries.push((k, vm.lid, pf[k]));
+                    }
+                }
+                None
+            }
+        };
+        let blocks: BTreeSet<(usize, u16)> = entries.iter().map(|&(k, l, _)| (k, l / 64)).collect();
+        let switches: BTreeSet<usize> = entries
+            .iter()
+            .map(|&(k, _, _)| self.switch_index[k])
+            .collect();
+        Ok(MigrationPlan {
+            vm: id,
+            from: (vm.hypervisor, vm.vf),
+            to: (dst, to_vf),
+            vm_lid: vm.lid,
+            swapped_lid,
+            entries,
+            blocks: blocks.into_iter().collect(),
+            switches: switches.into_iter().collect(),
+        })
+    }
+
+    /// Applies a plan: one Set(VPortInfo) to each hypervisor (the source VF
+    /// released, the destination VF given the VM's LID and vGUID), then the
+    /// planned LFT blocks. With `mitigate`, the VM's LID is first pointed at
+    /// port 255 (drop) on every switch to be updated, and the new entries
+    /// are sent only once those have been acknowledged (the deadlock
+    /// mitigation of the vSwitch paper; it doubles the LFT SMPs).
+    pub fn apply_migration(&mut self, plan: &MigrationPlan, mitigate: bool) -> Result<(), VmError> {
+        self.apply_migrations(core::slice::from_ref(plan), mitigate)
+    }
+
+    /// Applies plans whose switches and hypervisors are pairwise disjoint,
+    /// all at once (their SMPs share the pipeline window).
+    pub fn apply_migrations(
+        &mut self,
+        plans: &[MigrationPlan],
+        mitigate: bool,
+    ) -> Result<(), VmError> {
+        self.ready()?;
+        let mut seen_sw = BTreeSet::new();
+        let mut seen_hyp = BTreeSet::new();
+        for p in plans {
+            let fresh = self
+                .vms
+                .get(&p.vm.0)
+                .is_some_and(|v| (v.hypervisor, v.vf) == p.from && v.lid == p.vm_lid)
+                && self
+                    .nodes
+                    .get(p.to.0)
+                    .and_then(|n| n.vfs.get(usize::from(p.to.1).wrapping_sub(1)))
+                    .is_some_and(|s| {
+                        s.vm.is_none()
+                            && match p.swapped_lid {
+                                Some(l) => s.lid == l,
+                                None => true,
+                            }
+                    });
+            if !fresh {
+                return Err(VmError::StalePlan);
+            }
+            for &s in &p.switches {
+                if !seen_sw.insert(s) {
+                    return Err(VmError::Overlap);
+                }
+            }
+            for h in [p.from.0, p.to.0] {
+                if !seen_hyp.insert(h) {
+                    return Err(VmError::Overlap);
+                }
+            }
+        }
+        let mut drop_stage = Vec::new();
+        let mut main = Vec::new();
+        for p in plans {
+            if mitigate {
+                let mut blocks = BTreeSet::new();
+                for &(k, l, _) in &p.entries {
+                    if l == p.vm_lid {
+                        blocks.insert((k, l / 64));
+                    }
+                }
+                for (k, b) in blocks {
+                    let saved = self.entry(k, p.vm_lid);
+                    self.write_entry(k, p.vm_lid, 0xFF);
+                    let start = self.queue.len();
+                    self.send_lft_block(k, b);
+                    drop_stage.extend(self.queue.drain(start..));
+                    self.write_entry(k, p.vm_lid, saved);
+                }
+            }
+            // The SM's view first.
+            let vm = self.vms.get_mut(&p.vm.0).expect("checked fresh");
+            vm.hypervisor = p.to.0;
+            vm.vf = p.to.1;
+            let guid = vm.guid;
+            let (src, dst) = (p.from, p.to);
+            let src_slot = &mut self.nodes[src.0].vfs[usize::from(src.1) - 1];
+            src_slot.vm = None;
+            src_slot.lid = p.swapped_lid.unwrap_or(0);
+            let dst_slot = &mut self.nodes[dst.0].vfs[usize::from(dst.1) - 1];
+            dst_slot.vm = Some(p.vm);
+            dst_slot.lid = p.vm_lid;
+            for &(k, l, port) in &p.entries {
+                self.write_entry(k, l, port);
+            }
+            let start = self.queue.len();
+            self.set_vport(src.0, src.1, PortState::Down, 0);
+            self.set_vport(dst.0, dst.1, PortState::Active, guid);
+            for &(k, b) in &p.blocks {
+                self.send_lft_block(k, b);
+            }
+            main.extend(self.queue.drain(start..));
+        }
+        if !drop_stage.is_empty() {
+            self.stages.push_back(drop_stage);
+        }
+        self.stages.push_back(main);
+        self.kick();
+        Ok(())
+    }
+
+    /// The traditional way: recompute every route from scratch and send
+    /// every LFT block in use to every switch. Returns the SMPs queued.
+    pub fn full_reconfigure(&mut self) -> Result<usize, VmError> {
+        self.ready()?;
+        self.route();
+        let start = self.queue.len();
+        let blocks = usize::from(self.max_lid) / 64 + 1;
+        for k in 0..self.switch_index.len() {
+            for b in 0..blocks {
+                self.send_lft_block(k, b as u16);
+            }
+        }
+        let n = self.queue.len() - start;
+        self.kick();
+        Ok(n)
+    }
+
+    /// Moves queued work into the Reconfiguration phase.
+    fn kick(&mut self) {
+        if !self.queue.is_empty() || !self.stages.is_empty() {
+            if self.queue.is_empty() {
+                if let Some(s) = self.stages.pop_front() {
+                    self.queue.extend(s);
+                }
+            }
+            if self.phase == Phase::Done {
+                self.phase = Phase::Reconfiguration;
+            }
+        }
+    }
+
+    fn entry(&self, k: usize, lid: u16) -> u8 {
+        self.lfts[k].get(usize::from(lid)).copied().unwrap_or(0xFF)
+    }
+
+    fn write_entry(&mut self, k: usize, lid: u16, port: u8) {
+        let t = &mut self.lfts[k];
+        if t.len() <= usize::from(lid) {
+            t.resize(usize::from(lid) + 1, 0xFF);
+        }
+        t[usize::from(lid)] = port;
+    }
+
+    fn set_request(&mut self, node: usize, si: &SwitchInfo) -> Request {
+        let path = self.nodes[node].path.clone();
+        let start = self.queue.len();
+        self.set(path, si, 0, Purpose::SetTopOnly);
+        self.queue.remove(start).expect("just queued")
+    }
+
+    /// Which switches must take the `new` entry for a LID so that, from
+    /// every switch, the LID's packets reach `target` (switch ordinal, port)
+    /// — the others keep their `old` entry. Starts from all-new (a valid
+    /// routing: it is another LID's) and keeps an old entry wherever the
+    /// walk from that switch still arrives, never by a longer path than the
+    /// new one when `no_longer`. Returns, per switch, whether it changes.
+    fn minimal(
+        &self,
+        old: &[u8],
+        new: &[u8],
+        target: (usize, u8),
+        no_longer: bool,
+    ) -> Result<Vec<bool>, VmError> {
+        let n = old.len();
+        let mut use_new: Vec<bool> = (0..n).map(|k| old[k] != new[k]).collect();
+        let limit = n + 1;
+        let walk = |use_new: &[bool], from: usize| -> Option<usize> {
+            let mut k = from;
+            for hops in 0..limit {
+                let p = if use_new[k] { new[k] } else { old[k] };
+                match self.graph.ports[k].get(usize::from(p)).copied() {
+                    Some(PortTo::Switch(j, _)) => k = j,
+                    Some(PortTo::Ca(..)) if (k, p) == target => return Some(hops),
+                    _ => return None,
+                }
+            }
+            None
+        };
+        let all_new = vec![true; n];
+        let mut len_new = Vec::with_capacity(n);
+        for k in 0..n {
+            match walk(&all_new, k) {
+                Some(h) => len_new.push(h),
+                None => return Err(VmError::NoRoute(0)),
+            }
+        }
+        for k in 0..n {
+            if !use_new[k] {
+                continue;
+            }
+            use_new[k] = false;
+            let ok = match walk(&use_new, k) {
+                Some(h) => !no_longer || h <= len_new[k],
+                None => false,
+            };
+            if !ok {
+                use_new[k] = true;
+            }
+        }
+        Ok(use_new)
+    }
+}
