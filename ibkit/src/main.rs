@@ -45,6 +45,49 @@ enum Command {
         #[arg(long)]
         pcap: Option<PathBuf>,
     },
+    /// vSwitch hypervisors: start VMs and live-migrate them by swapping or
+    /// copying LFT entries, beside a full reconfiguration; or Table I.
+    Migrate {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long, default_value = "fat-tree-648")]
+        topology: String,
+        /// prepopulated (every VF has a LID from bring-up) or dynamic (a VM gets one when it starts).
+        #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
+        policy: smi::sm::LidPolicy,
+        /// VFs per hypervisor (at most 128).
+        #[arg(long, default_value_t = 16)]
+        vfs: usize,
+        /// VMs to start, spread over the hypervisors.
+        #[arg(long, default_value_t = 64)]
+        vms: usize,
+        /// Migrations: near (same leaf), far (farthest leaf), random, in turn.
+        #[arg(long, default_value_t = 3)]
+        migrations: usize,
+        /// Routing engine: minhop, updn or ftree.
+        #[arg(long, default_value = "ftree", value_parser = parse_engine)]
+        routing: smi::sm::Engine,
+        /// Point the VM's LID at port 255 on the switches to update first (deadlock mitigation).
+        #[arg(long)]
+        mitigate: bool,
+        /// Seed of the random choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Reproduce the vSwitch paper's Table I on its four fat trees from measured runs.
+        #[arg(long)]
+        table: bool,
+        /// With --table: far migrations swept per fabric.
+        #[arg(long, default_value_t = 12)]
+        sweep: usize,
+        /// With --table: fabrics to measure (comma-separated; default the four of Table I).
+        #[arg(long, value_delimiter = ',')]
+        fabrics: Vec<String>,
+        /// With --table: draw the comparison as an SVG chart to this file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// One JSON object (with --table: an array, one object per fabric).
+        #[arg(long)]
+        json: bool,
+    },
     /// Build a topology and print a summary, or the ibnetdiscover text.
     Topology {
         /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
@@ -81,6 +124,40 @@ fn main() -> ExitCode {
             routing,
             pcap,
         }),
+        Some(Command::Migrate {
+            topology,
+            policy,
+            vfs,
+            vms,
+            migrations,
+            routing,
+            mitigate,
+            seed,
+            table,
+            sweep,
+            fabrics,
+            plot,
+            json,
+        }) => {
+            if table || plot.is_some() {
+                migrate_table(&fabrics, sweep, plot, json)
+            } else {
+                cmd::migrate::run(
+                    &cmd::migrate::MigrateArgs {
+                        topology,
+                        policy,
+                        vfs,
+                        vms,
+                        migrations,
+                        routing,
+                        mitigate,
+                        seed,
+                        ..Default::default()
+                    },
+                    json,
+                )
+            }
+        }
         Some(Command::Topology {
             topology,
             ibnetdiscover,
@@ -117,6 +194,50 @@ fn main() -> ExitCode {
     }
 }
 
+fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
+    match s {
+        "prepopulated" => Ok(smi::sm::LidPolicy::Prepopulated),
+        "dynamic" => Ok(smi::sm::LidPolicy::Dynamic),
+        other => Err(format!(
+            "unknown LID policy {other:?}: prepopulated or dynamic"
+        )),
+    }
+}
+
+fn migrate_table(
+    fabrics: &[String],
+    sweep: usize,
+    plot: Option<PathBuf>,
+    json: bool,
+) -> Result<bool, String> {
+    let list: Vec<&str> = if fabrics.is_empty() {
+        cmd::migrate::TABLE_FABRICS.to_vec()
+    } else {
+        fabrics.iter().map(|s| s.as_str()).collect()
+    };
+    let mut progress = |s: &str| {
+        if !json {
+            eprintln!("{s}");
+        }
+    };
+    let rows = cmd::migrate::table(&list, sweep, &mut progress)?;
+    if let Some(p) = &plot {
+        std::fs::write(p, cmd::migrate::plot_svg(&rows))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if json {
+        println!("{}", cmd::migrate::table_json(&rows));
+    } else {
+        cmd::migrate::print_table(&rows);
+        if let Some(p) = &plot {
+            println!("chart written to {}", p.display());
+        }
+    }
+    Ok(rows
+        .iter()
+        .all(|r| cmd::migrate::all_good(&r.copy) && cmd::migrate::all_good(&r.swap)))
+}
+
 fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
     match s {
         "minhop" => Ok(smi::sm::Engine::MinHop),
@@ -128,23 +249,18 @@ fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
     }
 }
 
-/// The main job with no arguments: decode the built-in sample MADs.
+/// The main job with no arguments: a 648-node fat tree of vSwitch
+/// hypervisors brought up by ibkit's SM, VMs started, a near and a far live
+/// migration, and the full reconfiguration they avoid.
 fn demo() -> Result<bool, String> {
-    println!("ibkit: decoding the built-in sample MADs (see `ibkit --help` for more)\n");
-    let items: Vec<cmd::decode::Item> = cmd::sample::samples()
-        .into_iter()
-        .map(|(what, m)| cmd::decode::Item {
-            origin: what.to_string(),
-            mad: Ok(m),
-        })
-        .collect();
-    match cmd::decode::decode_items(
-        &items,
+    eprintln!(
+        "ibkit: vSwitch live migration on a simulated 648-node fat tree (see `ibkit --help` for more)\n"
+    );
+    cmd::migrate::run(
+        &cmd::migrate::MigrateArgs {
+            migrations: 2,
+            ..Default::default()
+        },
         false,
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr().lock(),
-    ) {
-        Ok(bad) => Ok(bad == 0),
-        Err(e) => cmd::decode::quiet_broken_pipe(e),
-    }
+    )
 }

@@ -26,8 +26,23 @@ fn ibkit(args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
 }
 
 #[test]
-fn default_job_decodes_the_samples() {
-    let (code, out, _) = ibkit(&[], None);
+fn default_job_migrates_vms_on_a_648_node_fat_tree() {
+    let (code, out, err) = ibkit(&[], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fat-tree-648 — 54 switches, 647 hypervisors × 16 VFs, 11054 LIDs"));
+    assert!(err.contains("every CA reaches every LID: yes"), "{err}");
+    assert!(err.contains("other LIDs untouched: yes"), "{err}");
+    // The near migration touches one switch with one block.
+    let near = out.lines().find(|l| l.contains(" near ")).unwrap();
+    let cols: Vec<&str> = near.split_whitespace().collect();
+    assert_eq!((cols[7], cols[8]), ("1", "1"), "{near}");
+    assert!(out.contains("9342 SMPs (every block of 173 on 54 switches)"));
+}
+
+#[test]
+fn decode_of_the_samples() {
+    let (_, hex, _) = ibkit(&["sample"], None);
+    let (code, out, _) = ibkit(&["decode", "-"], Some(hex.as_bytes()));
     assert_eq!(code, 0);
     assert!(out.contains("GetResp"));
     assert!(out.contains("num_ports ...") && out.contains(" 36\n"));
@@ -113,4 +128,98 @@ fn sim_brings_a_fat_tree_up_and_reports_json() {
     assert_eq!(v["verify"]["reachable_pairs"], 32 * 43);
     assert_eq!(v["smps"]["by_kind"]["Set(LinearForwardingTable)"], 12);
     assert!(v["phases"]["discovery"]["smps"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn migrate_json_has_the_documented_keys() {
+    let (code, out, err) = ibkit(
+        &[
+            "migrate",
+            "--topology",
+            "fat-tree-324",
+            "--policy",
+            "dynamic",
+            "--vfs",
+            "4",
+            "--vms",
+            "8",
+            "--migrations",
+            "3",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["lids"], 360);
+    assert_eq!(v["min_lft_blocks_per_switch"], 6);
+    assert_eq!(v["swap_smps_max"], 72);
+    let m = v["migrations"].as_array().unwrap();
+    assert_eq!(m.len(), 3);
+    assert_eq!(m[0]["kind"], "near");
+    assert_eq!(m[0]["switches_updated"], 1);
+    for x in m {
+        assert_eq!(x["verified"], true);
+        assert_eq!(x["others_unchanged"], true);
+        // Copy: at most one block per switch, plus the two Set(VPortInfo).
+        let lft = x["lft_smps"].as_u64().unwrap();
+        assert!(lft <= 36 && x["smps"].as_u64().unwrap() == lft + 2);
+    }
+    // Full reconfiguration with the VMs' LIDs (block 5 still): 36 × 6.
+    assert_eq!(v["full_reconfig_smps"], 216);
+}
+
+#[test]
+fn migrate_table_reproduces_table_one_for_the_small_fabrics() {
+    let svg = std::env::temp_dir().join(format!("ibkit-table-{}.svg", std::process::id()));
+    let (code, out, err) = ibkit(
+        &[
+            "migrate",
+            "--table",
+            "--fabrics",
+            "fat-tree-324,fat-tree-648",
+            "--sweep",
+            "4",
+            "--json",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    // (nodes, switches, LIDs, blocks, full reconfiguration, swap max bound)
+    let want = [(324, 36, 360, 6, 216, 72), (648, 54, 702, 11, 594, 108)];
+    for (r, w) in rows.iter().zip(want) {
+        let got = (
+            r["nodes"].as_u64().unwrap(),
+            r["switches"].as_u64().unwrap(),
+            r["lids"].as_u64().unwrap(),
+            r["min_lft_blocks_per_switch"].as_u64().unwrap(),
+            r["full_reconfig_smps"].as_u64().unwrap(),
+            r["swap_smps_max"].as_u64().unwrap(),
+        );
+        assert_eq!(got, w);
+        assert_eq!(r["swap_smps_min"], 1);
+        let worst = r["swap_smps_max_measured"].as_u64().unwrap();
+        assert!(worst > 1 && worst <= w.5, "{worst}");
+        assert_eq!(r["verified"], true);
+    }
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(chart.starts_with("<svg") && chart.contains("full reconfiguration"));
+    assert_eq!(chart.matches("<polyline").count(), 4);
+}
+
+#[test]
+fn migrate_refuses_more_lids_than_exist() {
+    let (code, _, err) = ibkit(
+        &["migrate", "--topology", "fat-tree-648", "--vfs", "100"],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("LIDs but only 49151 unicast LIDs exist"),
+        "{err}"
+    );
 }

@@ -1,5 +1,6 @@
 //! ibkit's subcommands.
 
 pub mod decode;
+pub mod migrate;
 pub mod sample;
 pub mod sim;

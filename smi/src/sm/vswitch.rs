@@ -514,8 +514,7 @@ impl Sm {
     ) -> Result<Vec<bool>, VmError> {
         let n = old.len();
         let mut use_new: Vec<bool> = (0..n).map(|k| old[k] != new[k]).collect();
-        let limit = n + 1;
-        let walk = |use_new: &[bool], from: usize| -> Option<usize> {
+        let walk = |use_new: &[bool], from: usize, limit: usize| -> Option<usize> {
             let mut k = from;
             for hops in 0..limit {
                 let p = if use_new[k] { new[k] } else { old[k] };
@@ -530,7 +529,7 @@ impl Sm {
         let all_new = vec![true; n];
         let mut len_new = Vec::with_capacity(n);
         for k in 0..n {
-            match walk(&all_new, k) {
+            match walk(&all_new, k, n + 1) {
                 Some(h) => len_new.push(h),
                 None => return Err(VmError::NoRoute(0)),
             }
@@ -540,10 +539,10 @@ impl Sm {
                 continue;
             }
             use_new[k] = false;
-            let ok = match walk(&use_new, k) {
-                Some(h) => !no_longer || h <= len_new[k],
-                None => false,
-            };
+            // A walk longer than the new route is refused (or, without
+            // `no_longer`, one that cannot end: a loop) — cut it there.
+            let limit = if no_longer { len_new[k] + 1 } else { n + 1 };
+            let ok = walk(&use_new, k, limit).is_some();
             if !ok {
                 use_new[k] = true;
             }

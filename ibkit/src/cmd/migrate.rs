@@ -1,0 +1,871 @@
+//! `ibkit migrate`: vSwitch hypervisors on a simulated fabric brought up by
+//! ibkit's SM, VMs started, live migrations (near: same leaf; far: the
+//! farthest leaf; random) carried out by swapping or copying LFT entries,
+//! each measured in SMPs and switches touched beside a full traditional
+//! reconfiguration of the same fabric, measured by doing it. `--table`
+//! reproduces Table I of the vSwitch paper from measured runs; `--plot`
+//! draws its comparison as an SVG chart.
+
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::Topology;
+use mad_core::attr::AttributeId;
+use mad_core::Method;
+use serde_json::{json, Value};
+use smi::sm::routing::PortTo;
+use smi::sm::{Engine, LidPolicy, MigrationPlan, Sm, SmConfig, VmId};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Options of `ibkit migrate`.
+#[derive(Clone, Debug)]
+pub struct MigrateArgs {
+    /// Topology spec.
+    pub topology: String,
+    /// LID policy.
+    pub policy: LidPolicy,
+    /// VFs per hypervisor.
+    pub vfs: usize,
+    /// VMs to start.
+    pub vms: usize,
+    /// Migrations to perform (near, far, random in turn).
+    pub migrations: usize,
+    /// Routing engine.
+    pub routing: Engine,
+    /// Point the VM's LID at port 255 first (deadlock mitigation).
+    pub mitigate: bool,
+    /// Seed of the random choices.
+    pub seed: u64,
+    /// Walk every CA to every LID after each step (skipped on fabrics
+    /// where that would be more than `verify_limit` walks).
+    pub verify_limit: u64,
+}
+
+impl Default for MigrateArgs {
+    fn default() -> Self {
+        MigrateArgs {
+            topology: "fat-tree-648".into(),
+            policy: LidPolicy::Prepopulated,
+            vfs: 16,
+            vms: 64,
+            migrations: 3,
+            routing: Engine::FatTree,
+            mitigate: false,
+            seed: 1,
+            verify_limit: 20_000_000,
+        }
+    }
+}
+
+/// Which way a migration goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// To another hypervisor on the same leaf switch.
+    Near,
+    /// To a hypervisor on the farthest leaf (across the spine).
+    Far,
+    /// To a random hypervisor.
+    Random,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Near => "near",
+            Kind::Far => "far",
+            Kind::Random => "random",
+        }
+    }
+}
+
+/// One measured migration.
+#[derive(Clone, Debug)]
+pub struct MigrationReport {
+    /// Near, far or random.
+    pub kind: Kind,
+    /// The VM.
+    pub vm: u32,
+    /// Its LID (kept).
+    pub lid: u16,
+    /// Source and destination hypervisor names.
+    pub from: String,
+    /// Destination hypervisor name.
+    pub to: String,
+    /// SMPs sent, counted by the SM while applying.
+    pub smps: u64,
+    /// Of which Set(LinearForwardingTable).
+    pub lft_smps: u64,
+    /// Switches whose LFT changed.
+    pub switches_updated: usize,
+    /// Microseconds to compute the plan (mean of repeated runs).
+    pub plan_us: f64,
+    /// Simulated microseconds until the last SMP was answered.
+    pub sim_us: f64,
+    /// Every CA reaches every LID afterwards (on fabrics too big to walk
+    /// all pairs: every node reaches the moved LIDs, the rest unchanged).
+    pub verified: Option<bool>,
+    /// The installed entries of every other LID are unchanged.
+    pub others_unchanged: Option<bool>,
+}
+
+/// What a whole run measured on one fabric.
+#[derive(Clone, Debug)]
+pub struct FabricReport {
+    /// Topology spec.
+    pub topology: String,
+    /// LID policy.
+    pub policy: LidPolicy,
+    /// VFs per hypervisor.
+    pub vfs: usize,
+    /// CAs (the paper's "nodes").
+    pub nodes: usize,
+    /// Switches.
+    pub switches: usize,
+    /// Hypervisors (every CA but the SM's).
+    pub hypervisors: usize,
+    /// LIDs assigned at bring-up.
+    pub lids: u16,
+    /// LFT blocks per switch at bring-up.
+    pub blocks: u64,
+    /// Bring-up SMPs.
+    pub bring_up_smps: u64,
+    /// Bring-up wall milliseconds.
+    pub bring_up_ms: f64,
+    /// VMs started and the SMPs that took.
+    pub vms: usize,
+    /// SMPs to start them.
+    pub vm_start_smps: u64,
+    /// Of which Set(LinearForwardingTable).
+    pub vm_start_lft_smps: u64,
+    /// Full reconfiguration: SMPs sent.
+    pub full_reconfig_smps: u64,
+    /// Full reconfiguration: route computation wall milliseconds.
+    pub full_reconfig_route_ms: f64,
+    /// Full reconfiguration: simulated milliseconds to distribute.
+    pub full_reconfig_sim_ms: f64,
+    /// The migrations.
+    pub migrations: Vec<MigrationReport>,
+    /// Every CA reaches every LID after bring-up and VM start.
+    pub verified: Option<bool>,
+}
+
+impl FabricReport {
+    /// Fewest LFT SMPs of any migration.
+    pub fn swap_min(&self) -> Option<u64> {
+        self.migrations.iter().map(|m| m.lft_smps).min()
+    }
+    /// Most LFT SMPs of any migration.
+    pub fn swap_max_measured(&self) -> Option<u64> {
+        self.migrations.iter().map(|m| m.lft_smps).max()
+    }
+    /// The paper's bound: two blocks on every switch.
+    pub fn swap_max_bound(&self) -> u64 {
+        2 * self.switches as u64
+    }
+
+    /// The JSON object `--json` prints for the fabric.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "topology": self.topology,
+            "policy": policy_name(self.policy),
+            "vfs": self.vfs,
+            "nodes": self.nodes,
+            "switches": self.switches,
+            "hypervisors": self.hypervisors,
+            "lids": self.lids,
+            "min_lft_blocks_per_switch": self.blocks,
+            "bring_up": {"smps": self.bring_up_smps, "wall_ms": self.bring_up_ms},
+            "vms": {"started": self.vms, "smps": self.vm_start_smps, "lft_smps": self.vm_start_lft_smps},
+            "full_reconfig_smps": self.full_reconfig_smps,
+            "full_reconfig_route_ms": self.full_reconfig_route_ms,
+            "full_reconfig_sim_ms": self.full_reconfig_sim_ms,
+            "swap_smps_min": self.swap_min(),
+            "swap_smps_max": self.swap_max_bound(),
+            "swap_smps_max_measured": self.swap_max_measured(),
+            "verified": self.verified,
+            "migrations": self.migrations.iter().map(|m| json!({
+                "kind": m.kind.name(),
+                "vm": m.vm,
+                "lid": m.lid,
+                "from": m.from,
+                "to": m.to,
+                "smps": m.smps,
+                "lft_smps": m.lft_smps,
+                "switches_updated": m.switches_updated,
+                "plan_us": m.plan_us,
+                "sim_us": m.sim_us,
+                "verified": m.verified,
+                "others_unchanged": m.others_unchanged,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The policy's name on the command line.
+pub fn policy_name(p: LidPolicy) -> &'static str {
+    match p {
+        LidPolicy::Prepopulated => "prepopulated",
+        LidPolicy::Dynamic => "dynamic",
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
+
+/// When to measure the full reconfiguration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FullAt {
+    /// Right after bring-up, before any VM (Table I's setting).
+    Start,
+    /// After the migrations (the same fabric, VMs included).
+    End,
+}
+
+/// Switch hop distances from switch node `from` over the SM's graph.
+fn hops_from(sm: &Sm, from: usize) -> Vec<(usize, u32)> {
+    let g = sm.routing_graph();
+    let lid = sm.nodes()[from].lid;
+    let Some(start) = g.lid.iter().position(|&l| l == lid) else {
+        return Vec::new();
+    };
+    let mut d = vec![u32::MAX; g.ports.len()];
+    d[start] = 0;
+    let mut q = VecDeque::from([start]);
+    while let Some(s) = q.pop_front() {
+        for t in &g.ports[s] {
+            if let PortTo::Switch(m, _) = *t {
+                if d[m] == u32::MAX {
+                    d[m] = d[s] + 1;
+                    q.push_back(m);
+                }
+            }
+        }
+    }
+    // Graph index → node index via LIDs.
+    let by_lid: std::collections::HashMap<u16, usize> = sm
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.is_switch())
+        .map(|(i, n)| (n.lid, i))
+        .collect();
+    g.lid
+        .iter()
+        .zip(d)
+        .filter_map(|(l, h)| by_lid.get(l).map(|&i| (i, h)))
+        .collect()
+}
+
+fn verify(f: &Fabric, limit: u64, walks: u64) -> Option<bool> {
+    (walks <= limit).then(|| {
+        let v = f.verify();
+        v.unreachable == 0 && v.loops == 0 && v.switch_unreachable == 0
+    })
+}
+
+fn lft_count(sm: &Sm) -> u64 {
+    sm.stats()
+        .count(Method::Set, AttributeId::LinearForwardingTable)
+}
+
+/// Picks the destination of a migration of the VM on `src`.
+fn destination(sm: &Sm, src: usize, kind: Kind, rng: &mut Rng) -> Option<usize> {
+    let leaf = sm.attachment(src)?.0;
+    let hyps = sm.hypervisors();
+    let free = |h: usize| {
+        h != src
+            && sm.nodes()[h]
+                .vfs
+                .iter()
+                .any(|s| s.vm.is_none() && (sm.lid_policy() == LidPolicy::Dynamic || s.lid != 0))
+    };
+    match kind {
+        Kind::Near => hyps
+            .iter()
+            .copied()
+            .filter(|&h| free(h) && sm.attachment(h).is_some_and(|a| a.0 == leaf))
+            .nth(rng.next(2)),
+        Kind::Far => {
+            let d: std::collections::HashMap<usize, u32> =
+                hops_from(sm, leaf).into_iter().collect();
+            let far = hyps
+                .iter()
+                .filter_map(|&h| sm.attachment(h).map(|a| d.get(&a.0).copied().unwrap_or(0)))
+                .max()?;
+            let cands: Vec<usize> = hyps
+                .iter()
+                .copied()
+                .filter(|&h| {
+                    free(h)
+                        && sm
+                            .attachment(h)
+                            .is_some_and(|a| d.get(&a.0).copied().unwrap_or(0) == far)
+                })
+                .collect();
+            (!cands.is_empty()).then(|| cands[rng.next(cands.len())])
+        }
+        Kind::Random => {
+            let cands: Vec<usize> = hyps.iter().copied().filter(|&h| free(h)).collect();
+            (!cands.is_empty()).then(|| cands[rng.next(cands.len())])
+        }
+    }
+}
+
+fn time_plan(sm: &Sm, vm: VmId, dst: usize) -> Result<(MigrationPlan, f64), String> {
+    let t = Instant::now();
+    let mut n = 0u32;
+    let plan = loop {
+        let p = sm.plan_migration(vm, dst).map_err(|e| e.to_string())?;
+        n += 1;
+        if n >= 1000 || t.elapsed().as_millis() >= 20 {
+            break p;
+        }
+    };
+    Ok((plan, t.elapsed().as_secs_f64() * 1e6 / f64::from(n)))
+}
+
+/// Runs one fabric: bring-up, VMs, migrations of the given kinds, and the
+/// full reconfiguration; `progress` hears what is going on.
+pub fn session(
+    a: &MigrateArgs,
+    kinds: &[Kind],
+    full_at: FullAt,
+    progress: &mut dyn FnMut(&str),
+) -> Result<FabricReport, String> {
+    let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
+    let (switches, nodes) = (topo.switches(), topo.cas());
+    let mut f = Fabric::new(
+        topo,
+        SimConfig {
+            vfs: a.vfs,
+            ..SimConfig::default()
+        },
+    )?;
+    progress(&format!(
+        "bringing up {} ({switches} switches, {nodes} CAs, {} VFs per hypervisor, {} LIDs)…",
+        a.topology,
+        a.vfs,
+        policy_name(a.policy)
+    ));
+    let t = Instant::now();
+    let mut sm = Sm::new(SmConfig {
+        routing: a.routing,
+        lid_policy: a.policy,
+        ..SmConfig::default()
+    });
+    if !f.bring_up(&mut sm) {
+        return Err(match sm.error() {
+            Some(e) => format!("{}: {e}", a.topology),
+            None => format!("{}: the subnet did not come up", a.topology),
+        });
+    }
+    let bring_up_ms = t.elapsed().as_secs_f64() * 1e3;
+    let lids = sm.max_lid();
+    let bring_up_smps = sm.stats().total();
+    progress(&format!(
+        "  up: {lids} LIDs, {bring_up_smps} SMPs, {bring_up_ms:.0} ms wall"
+    ));
+    let mut rep = FabricReport {
+        topology: a.topology.clone(),
+        policy: a.policy,
+        vfs: a.vfs,
+        nodes,
+        switches,
+        hypervisors: sm.hypervisors().len(),
+        lids,
+        blocks: u64::from(lids) / 64 + 1,
+        bring_up_smps,
+        bring_up_ms,
+        vms: 0,
+        vm_start_smps: 0,
+        vm_start_lft_smps: 0,
+        full_reconfig_smps: 0,
+        full_reconfig_route_ms: 0.0,
+        full_reconfig_sim_ms: 0.0,
+        migrations: Vec::new(),
+        verified: None,
+    };
+    let full =
+        |sm: &mut Sm, f: &mut Fabric, rep: &mut FabricReport, progress: &mut dyn FnMut(&str)| {
+            progress("full reconfiguration (recompute every route, send every LFT block)…");
+            let before = sm.stats().total();
+            let t = Instant::now();
+            let queued = sm.full_reconfigure().map_err(|e| e.to_string())?;
+            rep.full_reconfig_route_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t0 = f.now_ns();
+            if !f.run(sm) {
+                return Err("the full reconfiguration did not complete".to_string());
+            }
+            rep.full_reconfig_sim_ms = (f.now_ns() - t0) as f64 / 1e6;
+            rep.full_reconfig_smps = sm.stats().total() - before;
+            debug_assert_eq!(queued as u64, rep.full_reconfig_smps);
+            progress(&format!(
+                "  {} SMPs, routes {:.0} ms wall, distribution {:.1} ms simulated",
+                rep.full_reconfig_smps, rep.full_reconfig_route_ms, rep.full_reconfig_sim_ms
+            ));
+            Ok::<(), String>(())
+        };
+    if full_at == FullAt::Start {
+        full(&mut sm, &mut f, &mut rep, progress)?;
+    }
+
+    // Start VMs spread over the hypervisors.
+    let hyps = sm.hypervisors();
+    let want = a.vms.min(hyps.len() * a.vfs);
+    progress(&format!("starting {want} VMs…"));
+    let (before, lft0) = (sm.stats().total(), lft_count(&sm));
+    let mut vms = Vec::new();
+    for i in 0..want {
+        let h = hyps[(i * hyps.len() / want.max(1) + i / hyps.len()) % hyps.len()];
+        let id = sm
+            .create_vm(h, 0x0002_c903_00de_0000 + i as u64)
+            .map_err(|e| e.to_string())?;
+        vms.push(id);
+        if !f.run(&mut sm) {
+            return Err("starting a VM did not complete".into());
+        }
+    }
+    rep.vms = vms.len();
+    rep.vm_start_smps = sm.stats().total() - before;
+    rep.vm_start_lft_smps = lft_count(&sm) - lft0;
+    let vm_lids = vms.len() as u64;
+    let walks = |lids: u64| (nodes as u64) * (lids + vm_lids);
+    rep.verified = verify(&f, a.verify_limit, walks(u64::from(lids)));
+    progress(&format!(
+        "  {} SMPs ({} LFT); every CA reaches every LID: {}",
+        rep.vm_start_smps,
+        rep.vm_start_lft_smps,
+        yes(rep.verified)
+    ));
+
+    let mut rng = Rng(a.seed | 1);
+    let snap_ok = (switches as u64) * u64::from(sm.max_lid()) <= 64_000_000;
+    for (i, &kind) in kinds.iter().enumerate() {
+        if vms.is_empty() {
+            break;
+        }
+        let vm = vms[i % vms.len()];
+        let src = sm.vm(vm).map(|v| v.hypervisor).ok_or("lost a VM")?;
+        let Some(dst) = destination(&sm, src, kind, &mut rng) else {
+            progress(&format!("  no {} destination for VM {}", kind.name(), vm.0));
+            continue;
+        };
+        let (plan, plan_us) = time_plan(&sm, vm, dst)?;
+        let name = |i: usize| sm.nodes()[i].info.node_guid.0;
+        let fname = |f: &Fabric, g: u64| {
+            f.node_by_guid(g)
+                .map(|i| f.topo.nodes[i].name.clone())
+                .unwrap_or_default()
+        };
+        let (from, to) = (fname(&f, name(src)), fname(&f, name(dst)));
+        progress(&format!(
+            "migration {}/{} ({}): VM {} (LID {}) {from} → {to}: plan {} LFT SMPs on {} switches, computed in {plan_us:.1} µs…",
+            i + 1,
+            kinds.len(),
+            kind.name(),
+            vm.0,
+            plan.vm_lid,
+            plan.lft_smps(),
+            plan.switches.len()
+        ));
+        let snap = snap_ok.then(|| f.lft_snapshot(sm.max_lid()));
+        let (before, lft0, t0) = (sm.stats().total(), lft_count(&sm), f.now_ns());
+        sm.apply_migration(&plan, a.mitigate)
+            .map_err(|e| e.to_string())?;
+        if !f.run(&mut sm) {
+            return Err("a migration did not complete".into());
+        }
+        let others_unchanged = snap.map(|s| {
+            let after = f.lft_snapshot(sm.max_lid());
+            let touched: Vec<usize> = plan
+                .switches
+                .iter()
+                .filter_map(|&s| f.node_by_guid(sm.nodes()[s].info.node_guid.0))
+                .collect();
+            s.iter().zip(&after).all(|((sw, x), (_, y))| {
+                x.iter().zip(y).enumerate().all(|(l, (p, q))| {
+                    p == q
+                        || (touched.contains(sw)
+                            && (l as u16 == plan.vm_lid || Some(l as u16) == plan.swapped_lid))
+                })
+            })
+        });
+        let m = MigrationReport {
+            kind,
+            vm: vm.0,
+            lid: plan.vm_lid,
+            from,
+            to,
+            smps: sm.stats().total() - before,
+            lft_smps: lft_count(&sm) - lft0,
+            switches_updated: plan.switches.len(),
+            plan_us,
+            sim_us: (f.now_ns() - t0) as f64 / 1e3,
+            verified: verify(&f, a.verify_limit, walks(u64::from(lids))).or_else(|| {
+                // Too big to walk everything: walk every node to the moved
+                // LIDs; the others are checked unchanged above.
+                let mut moved = vec![mad_core::Lid(plan.vm_lid)];
+                moved.extend(plan.swapped_lid.map(mad_core::Lid));
+                let v = f.verify_lids(&moved);
+                Some(v.unreachable == 0 && v.loops == 0 && v.switch_unreachable == 0)
+            }),
+            others_unchanged,
+        };
+        progress(&format!(
+            "  done: {} SMPs ({} LFT + {} Set(VPortInfo)), {} switches, {:.1} µs simulated; reachable: {}, other LIDs untouched: {}",
+            m.smps,
+            m.lft_smps,
+            m.smps - m.lft_smps,
+            m.switches_updated,
+            m.sim_us,
+            yes(m.verified),
+            yes(m.others_unchanged)
+        ));
+        rep.migrations.push(m);
+    }
+    if full_at == FullAt::End {
+        full(&mut sm, &mut f, &mut rep, progress)?;
+    }
+    Ok(rep)
+}
+
+fn yes(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "not checked (too big)",
+    }
+}
+
+/// The kinds of `k` migrations: near, far, random in turn.
+pub fn kinds(k: usize) -> Vec<Kind> {
+    (0..k)
+        .map(|i| [Kind::Near, Kind::Far, Kind::Random][i % 3])
+        .collect()
+}
+
+/// True when every check that ran passed.
+pub fn all_good(r: &FabricReport) -> bool {
+    r.verified != Some(false)
+        && r.migrations
+            .iter()
+            .all(|m| m.verified != Some(false) && m.others_unchanged != Some(false))
+}
+
+/// Prints the closing summary of a run.
+pub fn print_summary(r: &FabricReport) {
+    println!();
+    println!(
+        "{} — {} switches, {} hypervisors × {} VFs, {} LIDs, {} policy",
+        r.topology,
+        r.switches,
+        r.hypervisors,
+        r.vfs,
+        r.lids,
+        policy_name(r.policy)
+    );
+    println!(
+        "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10}",
+        "#", "kind", "VM", "LID", "from", "to", "SMPs", "LFT", "switches", "plan µs"
+    );
+    for (i, m) in r.migrations.iter().enumerate() {
+        println!(
+            "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10.1}",
+            i + 1,
+            m.kind.name(),
+            m.vm,
+            m.lid,
+            m.from,
+            m.to,
+            m.smps,
+            m.lft_smps,
+            m.switches_updated,
+            m.plan_us
+        );
+    }
+    let worst = r.migrations.iter().map(|m| m.smps).max().unwrap_or(0);
+    println!(
+        "full traditional reconfiguration of the same fabric: {} SMPs (every block of {} on {} switches) after {:.0} ms of route computation",
+        r.full_reconfig_smps, r.blocks, r.switches, r.full_reconfig_route_ms
+    );
+    if worst > 0 {
+        println!(
+            "a live migration here costs at most {worst} SMPs: {:.0}× fewer, and no route computation",
+            r.full_reconfig_smps as f64 / worst as f64
+        );
+    }
+}
+
+/// Runs `ibkit migrate` on one fabric.
+pub fn run(a: &MigrateArgs, json: bool) -> Result<bool, String> {
+    let mut progress = |s: &str| {
+        if !json {
+            eprintln!("{s}");
+        }
+    };
+    let r = session(a, &kinds(a.migrations), FullAt::End, &mut progress)?;
+    if json {
+        println!("{}", r.to_json());
+    } else {
+        print_summary(&r);
+    }
+    Ok(all_good(&r))
+}
+
+/// The four fat trees of the vSwitch paper's Table I.
+pub const TABLE_FABRICS: [&str; 4] = [
+    "fat-tree-324",
+    "fat-tree-648",
+    "fat-tree-5832",
+    "fat-tree-11664",
+];
+
+/// One row of Table I, measured.
+#[derive(Clone, Debug)]
+pub struct TableRow {
+    /// Dynamic-LID run: Table I's LIDs, blocks and full reconfiguration.
+    pub copy: FabricReport,
+    /// Prepopulated run (1 VF per hypervisor): the LID-swap sweep.
+    pub swap: FabricReport,
+}
+
+/// Measures Table I: for each fat tree, a dynamic-LID bring-up (so the LIDs
+/// are the switches' and the nodes', as in the paper) with the full
+/// reconfiguration measured before any VM and a sweep of near and far
+/// copies; and a prepopulated bring-up with one VF per hypervisor for the
+/// sweep of near and far swaps.
+pub fn table(
+    fabrics: &[&str],
+    sweep: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<TableRow>, String> {
+    let mut kinds = vec![Kind::Near];
+    kinds.extend(std::iter::repeat_n(Kind::Far, sweep));
+    let mut rows = Vec::new();
+    for spec in fabrics {
+        let base = MigrateArgs {
+            topology: spec.to_string(),
+            vms: sweep + 1,
+            verify_limit: 5_000_000,
+            ..MigrateArgs::default()
+        };
+        let copy = session(
+            &MigrateArgs {
+                policy: LidPolicy::Dynamic,
+                vfs: 2,
+                ..base.clone()
+            },
+            &kinds,
+            FullAt::Start,
+            progress,
+        )?;
+        let swap = session(
+            &MigrateArgs {
+                policy: LidPolicy::Prepopulated,
+                vfs: 1,
+                ..base
+            },
+            &kinds,
+            FullAt::Start,
+            progress,
+        )?;
+        rows.push(TableRow { copy, swap });
+    }
+    Ok(rows)
+}
+
+/// Table I as JSON: one object per fabric.
+pub fn table_json(rows: &[TableRow]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "topology": r.copy.topology,
+                    "nodes": r.copy.nodes,
+                    "switches": r.copy.switches,
+                    "lids": r.copy.lids,
+                    "min_lft_blocks_per_switch": r.copy.blocks,
+                    "full_reconfig_smps": r.copy.full_reconfig_smps,
+                    "full_reconfig_route_ms": r.copy.full_reconfig_route_ms,
+                    "swap_smps_min": r.swap.swap_min(),
+                    "swap_smps_max": r.swap.swap_max_bound(),
+                    "swap_smps_max_measured": r.swap.swap_max_measured(),
+                    "copy_smps_min": r.copy.swap_min(),
+                    "copy_smps_max_measured": r.copy.swap_max_measured(),
+                    "plan_us_max": r.swap.migrations.iter().chain(&r.copy.migrations).map(|m| m.plan_us).fold(0.0, f64::max),
+                    "verified": all_good(&r.copy) && all_good(&r.swap),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Prints Table I.
+pub fn print_table(rows: &[TableRow]) {
+    println!();
+    println!("Table I (vSwitch paper), measured: LFT SMPs of a full reconfiguration and of LID swap/copy");
+    println!(
+        "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9}",
+        "fabric",
+        "nodes",
+        "switches",
+        "LIDs",
+        "blocks",
+        "full reconf",
+        "swap min",
+        "swap max",
+        "max measured",
+        "copy max",
+        "plan µs"
+    );
+    for r in rows {
+        let plan = r
+            .swap
+            .migrations
+            .iter()
+            .chain(&r.copy.migrations)
+            .map(|m| m.plan_us)
+            .fold(0.0, f64::max);
+        println!(
+            "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9.1}",
+            r.copy.topology,
+            r.copy.nodes,
+            r.copy.switches,
+            r.copy.lids,
+            r.copy.blocks,
+            r.copy.full_reconfig_smps,
+            opt(r.swap.swap_min()),
+            r.swap.swap_max_bound(),
+            opt(r.swap.swap_max_measured()),
+            opt(r.copy.swap_max_measured()),
+            plan
+        );
+    }
+    println!("(swap max = the paper's bound, two blocks on every switch; max measured = the worst of the far migrations swept)");
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+/// A chart line: label, colour, value per row.
+type Series<'a> = (&'a str, &'a str, Box<dyn Fn(&TableRow) -> f64>);
+
+/// Draws the paper's comparison — SMPs against fabric size, full
+/// reconfiguration against LID swap (bound, worst measured, best measured)
+/// on a log scale — as a self-contained SVG.
+pub fn plot_svg(rows: &[TableRow]) -> String {
+    let (w, h) = (760.0, 460.0);
+    let (left, right, top, bottom) = (80.0, 200.0, 40.0, 60.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let ymax = rows
+        .iter()
+        .map(|r| r.copy.full_reconfig_smps.max(1))
+        .max()
+        .unwrap_or(10) as f64;
+    let decades = ymax.log10().ceil().max(1.0);
+    let x = |i: usize| left + pw * (i as f64 + 0.5) / rows.len().max(1) as f64;
+    let y = |v: f64| top + ph * (1.0 - v.max(1.0).log10() / decades);
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{}" y="22" text-anchor="middle" font-size="15">SMPs to reconfigure after a VM migration (measured, ibkit)</text>
+"##,
+        left + pw / 2.0
+    );
+    for d in 0..=decades as u32 {
+        let yy = y(10f64.powi(d as i32));
+        s += &format!(
+            r##"<line x1="{left}" y1="{yy}" x2="{}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">10^{d}</text>
+"##,
+            left + pw,
+            left - 6.0,
+            yy + 4.0
+        );
+    }
+    s += &format!(
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/><line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>
+<text x="18" y="{}" transform="rotate(-90 18 {})" text-anchor="middle">SMPs (log scale)</text>
+"##,
+        top + ph,
+        top + ph,
+        left + pw,
+        top + ph,
+        top + ph / 2.0,
+        top + ph / 2.0
+    );
+    for (i, r) in rows.iter().enumerate() {
+        s += &format!(
+            r##"<text x="{}" y="{}" text-anchor="middle">{} nodes</text>
+"##,
+            x(i),
+            top + ph + 20.0,
+            r.copy.nodes
+        );
+    }
+    let series: [Series; 4] = [
+        (
+            "full reconfiguration",
+            "#c0392b",
+            Box::new(|r| r.copy.full_reconfig_smps as f64),
+        ),
+        (
+            "LID swap, bound (2 × switches)",
+            "#e67e22",
+            Box::new(|r| r.swap.swap_max_bound() as f64),
+        ),
+        (
+            "LID swap, worst measured",
+            "#2980b9",
+            Box::new(|r| r.swap.swap_max_measured().unwrap_or(1) as f64),
+        ),
+        (
+            "LID swap, best measured",
+            "#27ae60",
+            Box::new(|r| r.swap.swap_min().unwrap_or(1) as f64),
+        ),
+    ];
+    for (k, (label, colour, f)) in series.iter().enumerate() {
+        let pts: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{:.1},{:.1}", x(i), y(f(r))))
+            .collect();
+        s += &format!(
+            r##"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>
+"##,
+            pts.join(" ")
+        );
+        for (i, r) in rows.iter().enumerate() {
+            let v = f(r);
+            s += &format!(
+                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="10" fill="{colour}">{}</text>
+"##,
+                x(i),
+                y(v),
+                x(i) + 6.0,
+                y(v) - 6.0,
+                v as u64
+            );
+        }
+        let ly = top + 20.0 + 22.0 * k as f64;
+        s += &format!(
+            r##"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{colour}" stroke-width="3"/><text x="{}" y="{}">{label}</text>
+"##,
+            left + pw + 12.0,
+            left + pw + 32.0,
+            left + pw + 38.0,
+            ly + 4.0
+        );
+    }
+    s += "</svg>\n";
+    s
+}
