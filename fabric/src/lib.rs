@@ -9,6 +9,8 @@
 //!   driver that brings a subnet up with `smi::sm`, and data-path walks over
 //!   the installed forwarding tables.
 //!
+//! * [`model`] — the analytic prediction of a bring-up's SMPs by kind.
+//!
 //! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
 //!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
 //!
@@ -19,6 +21,7 @@
 
 pub use smi;
 
+pub mod model;
 pub mod pcap;
 pub mod sim;
 pub mod topology;

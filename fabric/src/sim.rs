@@ -142,6 +142,8 @@ pub struct Fabric {
     capture: Option<Vec<(u64, Vec<u8>)>>,
     /// Counters.
     pub stats: FabricStats,
+    /// Wall-clock milliseconds the driver spent in each SM phase.
+    pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
 }
 
 /// How a data packet fared through the LFTs.
@@ -192,6 +194,7 @@ impl Fabric {
             inbox: Vec::new(),
             capture: None,
             stats: FabricStats::default(),
+            phase_wall_ms: Default::default(),
         };
         for i in 0..f.nodes.len() {
             for p in 1..=f.topo.nodes[i].ports {
@@ -344,7 +347,26 @@ impl Fabric {
     /// Runs `sm` until it is idle (every queued change applied) or nothing
     /// more can happen; returns whether the subnet is up with nothing pending.
     pub fn run(&mut self, sm: &mut Sm) -> bool {
+        let mut phase = sm.phase();
+        let mut since = std::time::Instant::now();
+        let r = self.run_inner(sm, &mut phase, &mut since);
+        *self.phase_wall_ms.entry(phase).or_default() += since.elapsed().as_secs_f64() * 1e3;
+        r
+    }
+
+    fn run_inner(
+        &mut self,
+        sm: &mut Sm,
+        phase: &mut Phase,
+        since: &mut std::time::Instant,
+    ) -> bool {
         loop {
+            if sm.phase() != *phase {
+                *self.phase_wall_ms.entry(*phase).or_default() +=
+                    since.elapsed().as_secs_f64() * 1e3;
+                *phase = sm.phase();
+                *since = std::time::Instant::now();
+            }
             let now_ms = self.now_ns / 1_000_000;
             while let Some(smp) = sm.poll_transmit(now_ms) {
                 self.send_from_sm(smp);

@@ -276,3 +276,97 @@ fn the_capture_holds_every_smp_on_every_cable() {
     }
     assert_eq!(directed, pkts.len(), "this SM sends directed route only");
 }
+
+#[test]
+fn the_discovered_topology_is_the_cabled_one() {
+    for spec in ["random:12:3", "fat-tree-324"] {
+        let (f, sm) = bring_up(spec, SimConfig::default(), SmConfig::default());
+        let found = Topology::from_discovered(&sm);
+        let key = |t: &Topology| {
+            let mut links = Vec::new();
+            for (i, n) in t.nodes.iter().enumerate() {
+                for p in 1..=n.ports {
+                    if let Some((m, q)) = t.peer_of(i, p) {
+                        links.push((n.guid, p, t.nodes[m].guid, q));
+                    }
+                }
+            }
+            links.sort();
+            let mut nodes: Vec<(u64, u8, String)> = t
+                .nodes
+                .iter()
+                .map(|n| (n.guid, n.ports, n.name.clone()))
+                .collect();
+            nodes.sort();
+            (nodes, links)
+        };
+        assert_eq!(key(&found), key(&f.topo), "{spec}");
+        // And it survives the ibnetdiscover text: ibsim and our reader take it.
+        let text = fabric::topology::to_ibnetdiscover(&found);
+        let back = Topology::from_spec(&{
+            let p = std::env::temp_dir().join(format!("ibkit-found-{}.net", std::process::id()));
+            std::fs::write(&p, &text).unwrap();
+            format!("file:{}", p.display())
+        })
+        .unwrap();
+        assert_eq!(back.links(), f.topo.links());
+    }
+}
+
+#[test]
+fn the_model_predicts_every_kind_of_a_controlled_bfs_bring_up() {
+    use fabric::model::predict;
+    use smi::sm::LidPolicy;
+    let name = |m: u8, a: u16| {
+        format!(
+            "{}({})",
+            Method::from(m).name().unwrap(),
+            AttributeId::from(a).name().unwrap()
+        )
+    };
+    for (spec, vfs, policy) in [
+        ("fat-tree-324", 0, LidPolicy::Prepopulated),
+        ("mport-ntree:8:3", 0, LidPolicy::Prepopulated),
+        ("random:10:7", 0, LidPolicy::Prepopulated),
+        ("mport-ntree:8:2", 4, LidPolicy::Prepopulated),
+        ("mport-ntree:8:2", 4, LidPolicy::Dynamic),
+    ] {
+        let t = Topology::from_spec(spec).unwrap();
+        let want = predict(&t, vfs, policy);
+        let (_, sm) = bring_up(
+            spec,
+            SimConfig {
+                vfs,
+                ..SimConfig::default()
+            },
+            SmConfig {
+                window: 1,
+                lid_policy: policy,
+                ..SmConfig::default()
+            },
+        );
+        let got: Vec<(String, u64)> = sm
+            .stats()
+            .sent
+            .iter()
+            .map(|(&(m, a), &n)| (name(m, a), n))
+            .collect();
+        let tree = !spec.starts_with("random");
+        for (kind, n) in &got {
+            if kind == "Get(NodeInfo)" && !tree {
+                // A cable closing a cycle may be explored from both ends
+                // before either answer is back: the model is a lower bound.
+                assert!(
+                    want.count(kind) <= *n && *n <= 2 * want.count(kind),
+                    "{spec}"
+                );
+                continue;
+            }
+            assert_eq!(want.count(kind), *n, "{spec} vfs {vfs} {policy:?}: {kind}");
+        }
+        if tree {
+            assert_eq!(want.total(), sm.stats().total(), "{spec}");
+        }
+        assert_eq!(want.lids, u64::from(sm.max_lid()));
+    }
+}

@@ -44,6 +44,30 @@ enum Command {
         /// Write every SMP the fabric carries to this LINKTYPE_INFINIBAND pcap.
         #[arg(long)]
         pcap: Option<PathBuf>,
+        /// VFs per hypervisor: every CA but the SM's becomes a vSwitch hypervisor.
+        #[arg(long, default_value_t = 0)]
+        vfs: usize,
+        /// LID policy for the VFs: prepopulated or dynamic.
+        #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
+        policy: smi::sm::LidPolicy,
+        /// Write the topology the SM discovered here, in ibnetdiscover format.
+        #[arg(long)]
+        export: Option<PathBuf>,
+    },
+    /// Print the analytic prediction of a bring-up's SMPs by kind (no simulation).
+    Model {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long)]
+        topology: String,
+        /// VFs per hypervisor.
+        #[arg(long, default_value_t = 0)]
+        vfs: usize,
+        /// LID policy for the VFs.
+        #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
+        policy: smi::sm::LidPolicy,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// vSwitch hypervisors: start VMs and live-migrate them by swapping or
     /// copying LFT entries, beside a full reconfiguration; or Table I.
@@ -116,6 +140,9 @@ fn main() -> ExitCode {
             json,
             routing,
             pcap,
+            vfs,
+            policy,
+            export,
         }) => cmd::sim::run(&cmd::sim::SimArgs {
             topology,
             window,
@@ -123,7 +150,16 @@ fn main() -> ExitCode {
             json,
             routing,
             pcap,
+            vfs,
+            policy,
+            export,
         }),
+        Some(Command::Model {
+            topology,
+            vfs,
+            policy,
+            json,
+        }) => model(&topology, vfs, policy, json),
         Some(Command::Migrate {
             topology,
             policy,
@@ -192,6 +228,50 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn model(spec: &str, vfs: usize, policy: smi::sm::LidPolicy, json: bool) -> Result<bool, String> {
+    let t = fabric::topology::Topology::from_spec(spec).map_err(|e| e.to_string())?;
+    let m = fabric::model::predict(&t, vfs, policy);
+    if json {
+        let kinds: serde_json::Map<String, serde_json::Value> = m
+            .kinds
+            .iter()
+            .map(|(k, n)| (k.to_string(), serde_json::json!(n)))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "topology": {"spec": spec, "switches": t.switches(), "cas": t.cas(), "links": t.links()},
+                "by_kind": kinds,
+                "total": m.total(),
+                "lids": m.lids,
+                "blocks_per_switch": m.blocks,
+                "full_reconfig_smps": m.full_reconfig_smps,
+            })
+        );
+    } else {
+        println!(
+            "{spec}: {} switches, {} CAs, {} cables, {} LIDs, {} LFT blocks per switch",
+            t.switches(),
+            t.cas(),
+            t.links(),
+            m.lids,
+            m.blocks
+        );
+        println!("predicted SMPs of a bring-up (controlled BFS, no loss):");
+        for (k, n) in &m.kinds {
+            println!("  {k:<30} {n:>10}");
+        }
+        println!("  {:<30} {:>10}", "total", m.total());
+        println!(
+            "full reconfiguration (vSwitch paper): {} switches × {} blocks = {} SMPs",
+            t.switches(),
+            m.blocks,
+            m.full_reconfig_smps
+        );
+    }
+    Ok(true)
 }
 
 fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {

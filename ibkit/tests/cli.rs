@@ -116,7 +116,17 @@ fn a_missing_file_is_a_clear_error() {
 
 #[test]
 fn sim_brings_a_fat_tree_up_and_reports_json() {
-    let (code, out, err) = ibkit(&["sim", "--topology", "mport-ntree:8:2", "--json"], None);
+    let (code, out, err) = ibkit(
+        &[
+            "sim",
+            "--topology",
+            "mport-ntree:8:2",
+            "--window",
+            "1",
+            "--json",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["topology"]["switches"], 12);
@@ -127,7 +137,47 @@ fn sim_brings_a_fat_tree_up_and_reports_json() {
     assert_eq!(v["verify"]["loops"], 0);
     assert_eq!(v["verify"]["reachable_pairs"], 32 * 43);
     assert_eq!(v["smps"]["by_kind"]["Set(LinearForwardingTable)"], 12);
-    assert!(v["phases"]["discovery"]["smps"].as_u64().unwrap() > 0);
+    for phase in ["discovery", "routing", "distribution"] {
+        assert!(v["phases"][phase]["smps"].is_object(), "{phase}");
+        assert!(v["phases"][phase]["wall_ms"].as_f64().unwrap() >= 0.0);
+    }
+    assert_eq!(
+        v["phases"]["distribution"]["smps"]["Set(LinearForwardingTable)"],
+        12
+    );
+    assert!(v["phases"]["discovery"]["total"].as_u64().unwrap() > 0);
+    // The analytic model predicts a controlled BFS exactly on a tree.
+    assert_eq!(v["model"]["total"], v["smps"]["total"]);
+    assert_eq!(v["model"]["full_reconfig_smps"], 12);
+    assert_eq!(v["verify"]["deadlock_free"], true);
+}
+
+#[test]
+fn model_prints_the_prediction_and_sim_exports_what_it_found() {
+    let (code, out, _) = ibkit(&["model", "--topology", "fat-tree-11664", "--json"], None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["full_reconfig_smps"], 336960);
+    assert_eq!(v["by_kind"]["Get(NodeInfo)"], 34993);
+    let file = std::env::temp_dir().join(format!("ibkit-export-{}.net", std::process::id()));
+    let (code, _, err) = ibkit(
+        &[
+            "sim",
+            "--topology",
+            "random:6:2",
+            "--export",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec = format!("file:{}", file.display());
+    let (code, out, err) = ibkit(&["topology", "--topology", &spec], None);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(code, 0, "{err}");
+    let (_, orig, _) = ibkit(&["topology", "--topology", "random:6:2"], None);
+    // Same counts of switches, CAs and cables as the cabled fabric.
+    assert_eq!(out.rsplit(": ").next(), orig.rsplit(": ").next());
 }
 
 #[test]

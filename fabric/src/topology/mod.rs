@@ -155,6 +155,53 @@ impl Topology {
             / 2
     }
 
+    /// The topology a subnet manager discovered: its nodes (named by their
+    /// NodeDescription where that is unique and non-empty, else by type and
+    /// GUID as ibnetdiscover does) and the cables it saw from both ends.
+    pub fn from_discovered(sm: &smi::sm::Sm) -> Topology {
+        let nodes = sm.nodes();
+        let texts: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                n.description
+                    .as_ref()
+                    .and_then(|d| d.node_string.as_str().ok())
+                    .unwrap_or("")
+                    .trim_end_matches('\0')
+                    .trim()
+                    .to_string()
+            })
+            .collect();
+        let mut t = Topology::default();
+        for (i, n) in nodes.iter().enumerate() {
+            let unique =
+                !texts[i].is_empty() && texts.iter().filter(|x| **x == texts[i]).count() == 1;
+            let name = if unique {
+                texts[i].clone()
+            } else {
+                let tag = if n.is_switch() { "S" } else { "H" };
+                format!("{tag}-{:016x}", n.info.node_guid.0)
+            };
+            t.add_node(
+                n.info.node_type,
+                n.info.num_ports,
+                n.info.node_guid.0,
+                name,
+                None,
+            );
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            for (p, port) in n.ports.iter().enumerate().skip(1) {
+                if let Some((m, q)) = port.peer {
+                    if (i, p as u8) < (m, q) {
+                        let _ = t.connect((i, p as u8), (m, q));
+                    }
+                }
+            }
+        }
+        t
+    }
+
     /// True when every node can reach every other over the cables.
     pub fn is_connected(&self) -> bool {
         if self.nodes.is_empty() {

@@ -135,6 +135,8 @@ pub struct SmNode {
     pub lid: u16,
     /// A hypervisor's VFs (empty for other nodes).
     pub vfs: Vec<VfSlot>,
+    /// NodeDescription as read.
+    pub description: Option<NodeDescription>,
 }
 
 /// One VF of a hypervisor as the SM tracks it.
@@ -163,6 +165,7 @@ enum Purpose {
     PortInfo { node: usize, port: u8 },
     SwitchInfo { node: usize },
     VirtInfo { node: usize },
+    NodeDesc { node: usize },
     SetVPort,
     SetTopOnly,
     SetLid { node: usize, port: u8 },
@@ -192,6 +195,8 @@ pub struct Stats {
     pub errors: u64,
     /// SMPs sent in each phase.
     pub per_phase: BTreeMap<Phase, u64>,
+    /// (phase, method byte, attribute ID) → count.
+    pub per_phase_kind: BTreeMap<(Phase, u8, u16), u64>,
     /// Simulated time each phase ended (ms since start).
     pub phase_end_ms: BTreeMap<Phase, u64>,
 }
@@ -355,6 +360,11 @@ impl Sm {
             .entry((smp.header.method, smp.header.attribute_id.get()))
             .or_default() += 1;
         *self.stats.per_phase.entry(self.phase).or_default() += 1;
+        *self
+            .stats
+            .per_phase_kind
+            .entry((self.phase, smp.header.method, smp.header.attribute_id.get()))
+            .or_default() += 1;
         self.inflight.insert(tid, r);
         Some(smp)
     }
@@ -423,6 +433,13 @@ impl Sm {
                     n.vfs = vec![VfSlot::default(); usize::from(vi.vport_cap)];
                 }
             }
+            Purpose::NodeDesc { node } => {
+                if let (Ok(d), Some(n)) =
+                    (NodeDescription::decode(&smp.data), self.nodes.get_mut(node))
+                {
+                    n.description = Some(d);
+                }
+            }
             Purpose::SetVPort | Purpose::SetTopOnly => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
                 // The response carries the port's PortInfo after the Set.
@@ -457,8 +474,15 @@ impl Sm {
                     switch_info: None,
                     lid: 0,
                     vfs: Vec::new(),
+                    description: None,
                 });
                 self.by_guid.insert(ni.node_guid.0, i);
+                self.get(
+                    path.clone(),
+                    AttributeId::NodeDescription,
+                    0,
+                    Purpose::NodeDesc { node: i },
+                );
                 if ni.node_type == NodeType::Switch {
                     self.get(
                         path.clone(),
