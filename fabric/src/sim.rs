@@ -7,7 +7,7 @@ use crate::topology::Topology;
 use mad_core::attr::NodeType;
 use mad_core::{Lid, Smp};
 use smi::dr::{self, Disposition};
-use smi::sm::{Phase, Sm};
+use smi::sm::{Phase, Sm, Transmit};
 use smi::sma::hypervisor::Hypervisor;
 use smi::sma::{CaSma, NodeSpec, SwitchSma};
 use std::cmp::Reverse;
@@ -27,6 +27,9 @@ pub struct SimConfig {
     /// VFs per hypervisor: with more than 0, every CA but the SM's is a
     /// hypervisor in vSwitch mode with this many VFs.
     pub vfs: usize,
+    /// Agents send traps (false: every trap is lost, as on a fabric where
+    /// traps are not delivered; the SM must rely on light sweeps).
+    pub traps: bool,
 }
 
 impl Default for SimConfig {
@@ -37,6 +40,7 @@ impl Default for SimConfig {
             loss: 0.0,
             seed: 1,
             vfs: 0,
+            traps: true,
         }
     }
 }
@@ -122,6 +126,30 @@ struct Arrival {
     node: usize,
     port: u8,
     smp: Smp,
+    /// LRH addresses (0xFFFF/0xFFFF for directed route).
+    dlid: u16,
+    slid: u16,
+}
+
+/// A change to the fabric, applied at a chosen simulated time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricEvent {
+    /// The cable at this port fails (both ends go Down).
+    LinkDown(usize, u8),
+    /// A cable that failed is repaired.
+    LinkUp(usize, u8),
+    /// A node is removed: every cable of it fails.
+    NodeDown(usize),
+    /// A removed node is put back (freshly powered: no LID, no tables) and
+    /// its cables are repaired.
+    NodeUp(usize),
+}
+
+// Arrivals are the common case; boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
+enum Pending {
+    Smp(Arrival),
+    Event(FabricEvent),
 }
 
 /// The simulated fabric.
@@ -134,7 +162,11 @@ pub struct Fabric {
     pub sm_node: usize,
     cfg: SimConfig,
     queue: BinaryHeap<Reverse<(u64, u64)>>,
-    pending: HashMap<u64, Arrival>,
+    pending: HashMap<u64, Pending>,
+    /// Cables that failed, to put back: (port, other end).
+    cut: Vec<((usize, u8), (usize, u8))>,
+    /// Nodes that may have traps to send.
+    trap_nodes: std::collections::BTreeSet<usize>,
     seq: u64,
     now_ns: u64,
     rng: u64,
@@ -189,6 +221,8 @@ impl Fabric {
             cfg,
             queue: BinaryHeap::new(),
             pending: HashMap::new(),
+            cut: Vec::new(),
+            trap_nodes: Default::default(),
             seq: 0,
             now_ns: 0,
             inbox: Vec::new(),
@@ -235,8 +269,13 @@ impl Fabric {
         ((self.rng >> 11) as f64 / (1u64 << 53) as f64) < self.cfg.loss
     }
 
-    /// Puts `smp` on the cable of (node, port).
+    /// Puts a directed-route `smp` on the cable of (node, port).
     fn transmit(&mut self, node: usize, port: u8, smp: Smp) {
+        self.transmit_lrh(node, port, smp, 0xFFFF, 0xFFFF);
+    }
+
+    /// Puts `smp` with LRH (dlid, slid) on the cable of (node, port).
+    fn transmit_lrh(&mut self, node: usize, port: u8, smp: Smp, dlid: u16, slid: u16) {
         let Some((peer, pport)) = self.topo.peer_of(node, port) else {
             self.stats.discarded += 1;
             return;
@@ -244,8 +283,8 @@ impl Fabric {
         self.stats.hops += 1;
         if let Some(cap) = self.capture.as_mut() {
             let addr = crate::pcap::FrameAddr {
-                dlid: 0xFFFF,
-                slid: 0xFFFF,
+                dlid,
+                slid,
                 dest_qp: 0,
                 src_qp: 0,
             };
@@ -264,15 +303,152 @@ impl Fabric {
         self.queue.push(Reverse((self.now_ns + delay, self.seq)));
         self.pending.insert(
             self.seq,
-            Arrival {
+            Pending::Smp(Arrival {
                 node: peer,
                 port: pport,
                 smp,
-            },
+                dlid,
+                slid,
+            }),
         );
     }
 
-    /// Sends an SMP from the SM's port.
+    /// Applies `event` at simulated time `at_ns`.
+    pub fn schedule(&mut self, at_ns: u64, event: FabricEvent) {
+        self.seq += 1;
+        self.queue.push(Reverse((at_ns.max(self.now_ns), self.seq)));
+        self.pending.insert(self.seq, Pending::Event(event));
+    }
+
+    fn link_event(&mut self, node: usize, port: u8, up: bool) {
+        let now_ms = self.now_ns / 1_000_000;
+        match &mut self.nodes[node] {
+            SimNode::Switch(s) => s.link_event(port, up, now_ms),
+            SimNode::Ca(c) => c.link_event(port, up, now_ms),
+            SimNode::Hypervisor(h) => h.pf.link_event(port, up, now_ms),
+        }
+        self.trap_nodes.insert(node);
+    }
+
+    fn apply(&mut self, e: FabricEvent) {
+        match e {
+            FabricEvent::LinkDown(n, p) => {
+                if let Some((m, q)) = self.topo.peer_of(n, p) {
+                    self.topo.peer[n][usize::from(p)] = None;
+                    self.topo.peer[m][usize::from(q)] = None;
+                    self.cut.push(((n, p), (m, q)));
+                    self.link_event(n, p, false);
+                    self.link_event(m, q, false);
+                }
+            }
+            FabricEvent::LinkUp(n, p) => {
+                if let Some(k) = self
+                    .cut
+                    .iter()
+                    .position(|&(a, b)| a == (n, p) || b == (n, p))
+                {
+                    let (a, b) = self.cut.swap_remove(k);
+                    if self.topo.connect(a, b).is_ok() {
+                        self.link_event(a.0, a.1, true);
+                        self.link_event(b.0, b.1, true);
+                    }
+                }
+            }
+            FabricEvent::NodeDown(n) => {
+                for p in 1..=self.topo.nodes[n].ports {
+                    self.apply(FabricEvent::LinkDown(n, p));
+                }
+            }
+            FabricEvent::NodeUp(n) => {
+                // Freshly powered: a new agent with nothing set.
+                let t = &self.topo.nodes[n];
+                self.nodes[n] = match &self.nodes[n] {
+                    SimNode::Switch(_) => SimNode::Switch(Box::new(SwitchSma::new(
+                        &NodeSpec::switch(t.guid, t.ports, &t.name),
+                    ))),
+                    SimNode::Ca(_) => SimNode::Ca(Box::new(CaSma::new(&NodeSpec::ca(
+                        t.guid, t.ports, &t.name,
+                    )))),
+                    SimNode::Hypervisor(h) => SimNode::Hypervisor(Box::new(Hypervisor::new(
+                        t.guid,
+                        h.vports.vfs.len(),
+                        &t.name,
+                    ))),
+                };
+                let ports: Vec<u8> = self
+                    .cut
+                    .iter()
+                    .filter_map(|&(a, b)| {
+                        if a.0 == n {
+                            Some(a.1)
+                        } else if b.0 == n {
+                            Some(b.1)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                for p in ports {
+                    self.apply(FabricEvent::LinkUp(n, p));
+                }
+            }
+        }
+    }
+
+    /// Sends the traps that are due from the nodes that had link events.
+    fn send_traps(&mut self) {
+        let now_ms = self.now_ns / 1_000_000;
+        let nodes: Vec<usize> = std::mem::take(&mut self.trap_nodes).into_iter().collect();
+        for n in nodes {
+            loop {
+                let t = match &mut self.nodes[n] {
+                    SimNode::Switch(s) => s.poll_trap(now_ms),
+                    SimNode::Ca(c) => c.poll_trap(now_ms),
+                    SimNode::Hypervisor(h) => h.pf.poll_trap(now_ms),
+                };
+                let Some(t) = t else { break };
+                if self.cfg.traps {
+                    self.route_out(n, t.port, t.smp, t.dlid.0, t.slid.0);
+                }
+            }
+        }
+    }
+
+    /// A LID-routed SMP leaves node `n` (from its agent, at `port` for a
+    /// CA; a switch's goes by its LFT).
+    fn route_out(&mut self, n: usize, port: u8, smp: Smp, dlid: u16, slid: u16) {
+        let egress = match &self.nodes[n] {
+            SimNode::Switch(s) => s.model.lft_port(Lid(dlid)),
+            _ => port.max(1),
+        };
+        if egress == 0 || egress == 0xFF {
+            self.stats.discarded += 1;
+            return;
+        }
+        self.transmit_lrh(n, egress, smp, dlid, slid);
+    }
+
+    /// Sends an SMP the SM handed out from the SM's port: LID-routed to its
+    /// destination LID, or by directed route.
+    pub fn send(&mut self, t: Transmit) {
+        match t.dlid {
+            Some(dlid) => {
+                let node = self.sm_node;
+                let slid = self.nodes[node].lid().0;
+                if dlid == Lid(slid) {
+                    let now_ms = self.now_ns / 1_000_000;
+                    if let Some(r) = self.nodes[node].process(&t.smp, 1, now_ms) {
+                        self.inbox.push(r);
+                    }
+                } else {
+                    self.transmit_lrh(node, 1, t.smp, dlid.0, slid);
+                }
+            }
+            None => self.send_from_sm(t.smp),
+        }
+    }
+
+    /// Sends a directed-route SMP from the SM's port.
     pub fn send_from_sm(&mut self, mut smp: Smp) {
         let node = self.sm_node;
         match dr::originate(&mut smp, self.nodes[node].node(), 1) {
@@ -296,18 +472,25 @@ impl Fabric {
             return false;
         };
         self.now_ns = self.now_ns.max(t);
-        let Some(Arrival {
+        let Some(p) = self.pending.remove(&seq) else {
+            return true;
+        };
+        let Arrival {
             node,
             port,
             mut smp,
-        }) = self.pending.remove(&seq)
-        else {
-            return true;
+            dlid,
+            slid,
+        } = match p {
+            Pending::Smp(a) => a,
+            Pending::Event(e) => {
+                self.apply(e);
+                return true;
+            }
         };
         let now_ms = self.now_ns / 1_000_000;
         if !smp.is_directed() {
-            // LID-routed traffic is not generated by this SM yet.
-            self.stats.discarded += 1;
+            self.lid_routed(node, port, smp, dlid, slid, now_ms);
             return true;
         }
         match dr::on_arrival(&mut smp, self.nodes[node].node(), port) {
@@ -333,6 +516,40 @@ impl Fabric {
         true
     }
 
+    /// A LID-routed SMP arrived at (node, port): forwarded by a switch's
+    /// LFT, or delivered to the agent owning the destination LID, whose
+    /// response goes back LID-routed to the source.
+    fn lid_routed(&mut self, node: usize, port: u8, smp: Smp, dlid: u16, slid: u16, now_ms: u64) {
+        let mine = self.nodes[node].owns(Lid(dlid)) || dlid == 0xFFFF;
+        if !mine {
+            match &self.nodes[node] {
+                SimNode::Switch(s) => {
+                    let out = s.model.lft_port(Lid(dlid));
+                    if out == 0 || out == 0xFF {
+                        self.stats.discarded += 1;
+                    } else {
+                        self.transmit_lrh(node, out, smp, dlid, slid);
+                    }
+                }
+                _ => self.stats.discarded += 1,
+            }
+            return;
+        }
+        if node == self.sm_node
+            && matches!(
+                smp.method(),
+                mad_core::Method::GetResp | mad_core::Method::Trap
+            )
+        {
+            self.inbox.push(smp);
+            return;
+        }
+        if let Some(r) = self.nodes[node].process(&smp, port, now_ms) {
+            let me = self.nodes[node].lid().0;
+            self.route_out(node, port, r, slid, me);
+        }
+    }
+
     /// Responses that reached the SM since the last call.
     pub fn take_inbox(&mut self) -> Vec<Smp> {
         std::mem::take(&mut self.inbox)
@@ -347,9 +564,20 @@ impl Fabric {
     /// Runs `sm` until it is idle (every queued change applied) or nothing
     /// more can happen; returns whether the subnet is up with nothing pending.
     pub fn run(&mut self, sm: &mut Sm) -> bool {
+        self.run_for(sm, None)
+    }
+
+    /// Runs `sm` and the fabric until simulated time `t_ns`: scheduled
+    /// events happen, traps are sent, light sweeps fire. Returns whether the
+    /// SM is idle at the end.
+    pub fn run_until(&mut self, sm: &mut Sm, t_ns: u64) -> bool {
+        self.run_for(sm, Some(t_ns))
+    }
+
+    fn run_for(&mut self, sm: &mut Sm, until: Option<u64>) -> bool {
         let mut phase = sm.phase();
         let mut since = std::time::Instant::now();
-        let r = self.run_inner(sm, &mut phase, &mut since);
+        let r = self.run_inner(sm, &mut phase, &mut since, until);
         *self.phase_wall_ms.entry(phase).or_default() += since.elapsed().as_secs_f64() * 1e3;
         r
     }
@@ -359,6 +587,7 @@ impl Fabric {
         sm: &mut Sm,
         phase: &mut Phase,
         since: &mut std::time::Instant,
+        until: Option<u64>,
     ) -> bool {
         loop {
             if sm.phase() != *phase {
@@ -368,24 +597,44 @@ impl Fabric {
                 *since = std::time::Instant::now();
             }
             let now_ms = self.now_ns / 1_000_000;
-            while let Some(smp) = sm.poll_transmit(now_ms) {
-                self.send_from_sm(smp);
+            while let Some(t) = sm.poll_transmit(now_ms) {
+                self.send(t);
             }
-            for r in self.take_inbox() {
+            if !self.trap_nodes.is_empty() {
+                self.send_traps();
+            }
+            let inbox = self.take_inbox();
+            let answered = !inbox.is_empty();
+            for r in inbox {
                 sm.handle_response(&r, self.now_ns / 1_000_000);
+            }
+            if answered {
+                // What the answers released goes out before time moves on.
+                continue;
             }
             if sm.phase() == Phase::Failed {
                 return false;
             }
-            if sm.is_idle() {
-                return true;
-            }
             let next_event = self.queue.peek().map(|Reverse((t, _))| *t);
             let next_timer = sm.poll_timeout().map(|ms| ms * 1_000_000);
+            match until {
+                None if sm.is_idle() => return true,
+                Some(end) => {
+                    let next = match (next_event, next_timer) {
+                        (Some(e), Some(t)) => Some(e.min(t)),
+                        (e, t) => e.or(t),
+                    };
+                    if next.is_none_or(|n| n > end) {
+                        self.now_ns = self.now_ns.max(end);
+                        return sm.is_idle();
+                    }
+                }
+                None => {}
+            }
             match (next_event, next_timer) {
                 (Some(e), Some(t)) if t < e => {
-                    self.now_ns = t;
-                    sm.handle_timeout(t / 1_000_000);
+                    self.now_ns = self.now_ns.max(t);
+                    sm.handle_timeout(self.now_ns / 1_000_000);
                 }
                 (Some(_), _) => {
                     self.step();
@@ -476,10 +725,17 @@ pub struct Verify {
 
 impl Fabric {
     /// Walks from every CA to every other node's LID and every VM's LID.
+    #[allow(clippy::needless_range_loop)]
     pub fn verify(&self) -> Verify {
-        let mut lids: Vec<Lid> = self.nodes.iter().map(|n| n.lid()).collect();
-        let mut owner: Vec<usize> = (0..self.nodes.len()).collect();
+        let live = self.reachable_from_sm();
+        let mut lids: Vec<Lid> = Vec::new();
+        let mut owner: Vec<usize> = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
+            if !live[i] {
+                continue;
+            }
+            lids.push(n.lid());
+            owner.push(i);
             for l in n.vm_lids() {
                 lids.push(l);
                 owner.push(i);
@@ -487,7 +743,7 @@ impl Fabric {
         }
         let mut v = Verify::default();
         for src in 0..self.nodes.len() {
-            if matches!(self.nodes[src], SimNode::Switch(_)) {
+            if matches!(self.nodes[src], SimNode::Switch(_)) || !live[src] {
                 continue;
             }
             for (j, &lid) in lids.iter().enumerate() {
@@ -503,7 +759,7 @@ impl Fabric {
         }
         // Every switch must forward every assigned LID, switch LIDs included.
         for s in 0..self.nodes.len() {
-            if !matches!(self.nodes[s], SimNode::Switch(_)) {
+            if !matches!(self.nodes[s], SimNode::Switch(_)) || !live[s] {
                 continue;
             }
             for (j, &lid) in lids.iter().enumerate() {
@@ -513,6 +769,22 @@ impl Fabric {
             }
         }
         v
+    }
+
+    /// Which nodes the cables connect to the SM's node now.
+    pub fn reachable_from_sm(&self) -> Vec<bool> {
+        let mut seen = vec![false; self.nodes.len()];
+        seen[self.sm_node] = true;
+        let mut stack = vec![self.sm_node];
+        while let Some(n) = stack.pop() {
+            for (m, _) in self.topo.peer[n].iter().flatten() {
+                if !seen[*m] {
+                    seen[*m] = true;
+                    stack.push(*m);
+                }
+            }
+        }
+        seen
     }
 
     /// Walks from every CA (and every switch) to each of `lids` only: the

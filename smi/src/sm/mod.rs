@@ -11,6 +11,7 @@
 //! use); and port activation (every linked port to Armed, then Active).
 
 pub mod routing;
+pub mod sweep;
 pub mod updn;
 pub mod vswitch;
 
@@ -40,6 +41,9 @@ pub struct SmConfig {
     pub routing: Engine,
     /// How hypervisors' VFs get LIDs.
     pub lid_policy: LidPolicy,
+    /// Milliseconds between light sweeps once the subnet is up (`None`:
+    /// sweep only when a trap arrives).
+    pub sweep_interval_ms: Option<u64>,
 }
 
 /// The routing engines.
@@ -64,6 +68,7 @@ impl Default for SmConfig {
             subnet_time_out: 18,
             routing: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
+            sweep_interval_ms: None,
         }
     }
 }
@@ -86,6 +91,11 @@ pub enum Phase {
     Reconfiguration,
     /// Bring-up stopped: see [`Sm::error`].
     Failed,
+    /// A sweep of the running subnet: SwitchInfo of every switch, the
+    /// ports of those whose PortStateChange is set, and the discovery of
+    /// what is new. A change continues through LID assignment, routing,
+    /// distribution of the changed blocks and activation of new ports.
+    Sweep,
 }
 
 /// Why the subnet manager stopped.
@@ -137,6 +147,11 @@ pub struct SmNode {
     pub vfs: Vec<VfSlot>,
     /// NodeDescription as read.
     pub description: Option<NodeDescription>,
+    /// Reachable from the SM at the last sweep.
+    pub alive: bool,
+    /// Came (back) since the subnet was last up: needs its LID, tables and
+    /// ports set from scratch, and is addressed by directed route.
+    pub fresh: bool,
 }
 
 /// One VF of a hypervisor as the SM tracks it.
@@ -172,6 +187,9 @@ enum Purpose {
     SetTop { node: usize },
     SetLft,
     SetState { node: usize, port: u8 },
+    SweepSwitchInfo { node: usize },
+    SweepPortInfo { node: usize, port: u8 },
+    TrapRepress,
 }
 
 #[derive(Clone, Debug)]
@@ -180,6 +198,22 @@ struct Request {
     purpose: Purpose,
     tries: u32,
     deadline: u64,
+    /// The node addressed, when known (for the directed-route fallback).
+    node: Option<usize>,
+    /// LID-routed to this LID (`None`: directed route).
+    dlid: Option<u16>,
+    /// False for SMPs that get no response (TrapRepress).
+    reply: bool,
+}
+
+/// An SMP for the driver to put on the wire.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transmit {
+    /// The SMP, hop pointer 0 for directed route.
+    pub smp: Smp,
+    /// For a LID-routed SMP (class 0x01), the destination LID of its LRH;
+    /// `None` for directed route (permissive LRH).
+    pub dlid: Option<Lid>,
 }
 
 /// SMPs sent, by method and attribute.
@@ -193,6 +227,16 @@ pub struct Stats {
     pub given_up: u64,
     /// Responses with a non-zero status.
     pub errors: u64,
+    /// LID-routed SMPs sent again by directed route after a timeout.
+    pub fallbacks: u64,
+    /// SMPs sent LID-routed (the rest went by directed route).
+    pub lid_routed: u64,
+    /// (phase, LID-routed?) → SMPs.
+    pub routed_per_phase: BTreeMap<(Phase, bool), u64>,
+    /// Traps received.
+    pub traps: u64,
+    /// Sweeps started.
+    pub sweeps: u64,
     /// SMPs sent in each phase.
     pub per_phase: BTreeMap<Phase, u64>,
     /// (phase, method byte, attribute ID) → count.
@@ -238,6 +282,15 @@ pub struct Sm {
     vms: BTreeMap<u32, Vm>,
     next_vm: u32,
     free_lids: BTreeSet<u16>,
+    up: bool,
+    next_sweep: Option<u64>,
+    sweep_pending: bool,
+    changed: bool,
+    explored: bool,
+    old_lfts: BTreeMap<usize, Vec<u8>>,
+    trap_issuers: BTreeSet<u16>,
+    swept: BTreeSet<usize>,
+    issuers_first: bool,
 }
 
 impl Sm {
@@ -264,6 +317,15 @@ impl Sm {
             vms: BTreeMap::new(),
             next_vm: 1,
             free_lids: BTreeSet::new(),
+            up: false,
+            next_sweep: None,
+            sweep_pending: false,
+            changed: false,
+            explored: false,
+            old_lfts: BTreeMap::new(),
+            trap_issuers: BTreeSet::new(),
+            swept: BTreeSet::new(),
+            issuers_first: false,
         };
         sm.get(
             DrPath::new(),
@@ -310,16 +372,33 @@ impl Sm {
             && self.stages.is_empty()
     }
 
+    /// Queues a request by directed route along `path`, or, when `node` is
+    /// given and reachable by LID (it has a LID, the subnet has been up
+    /// since it was found, and routes to it are installed), LID-routed to
+    /// it: no directed-route processing at each hop.
+    #[allow(clippy::too_many_arguments)]
     fn request(
         &mut self,
         method: Method,
         path: DrPath,
+        node: Option<usize>,
         attr: AttributeId,
         am: u32,
         data: Option<[u8; 64]>,
         purpose: Purpose,
     ) {
-        let mut smp = Smp::directed(&path, method, attr, am, 0, self.cfg.m_key);
+        let dlid = node
+            .filter(|&i| {
+                self.nodes
+                    .get(i)
+                    .is_some_and(|n| self.up && n.alive && !n.fresh && n.lid != 0)
+                    && self.lid_route_ok(i)
+            })
+            .map(|i| self.nodes[i].lid);
+        let mut smp = match dlid {
+            Some(_) => Smp::lid_routed(method, attr, am, 0, self.cfg.m_key),
+            None => Smp::directed(&path, method, attr, am, 0, self.cfg.m_key),
+        };
         if let Some(d) = data {
             smp.data = d;
         }
@@ -328,23 +407,100 @@ impl Sm {
             purpose,
             tries: 0,
             deadline: 0,
+            node,
+            dlid,
+            reply: true,
         });
     }
 
-    fn get(&mut self, path: DrPath, attr: AttributeId, am: u32, purpose: Purpose) {
-        self.request(Method::Get, path, attr, am, None, purpose);
+    /// The port a switch forwards `lid` to with the tables it has now
+    /// (those the SM last distributed to it).
+    fn installed_port(&self, node: usize, lid: u16) -> u8 {
+        let t = match self.old_lfts.get(&node) {
+            Some(t) => t,
+            None => match self.switch_of.get(node).and_then(|&k| self.lfts.get(k)) {
+                Some(t) => t,
+                None => return 0xFF,
+            },
+        };
+        t.get(usize::from(lid)).copied().unwrap_or(0xFF)
     }
 
-    fn set<A: Attribute>(&mut self, path: DrPath, value: &A, am: u32, purpose: Purpose) {
+    /// True when an SMP to `node` would go LID-routed now: the node has a
+    /// LID and the installed tables carry an SMP from the SM to it and the
+    /// response back, over links the SM knows are up.
+    pub fn reachable_by_lid(&self, node: usize) -> bool {
+        self.nodes
+            .get(node)
+            .is_some_and(|n| self.up && n.alive && !n.fresh && n.lid != 0)
+            && self.lid_route_ok(node)
+    }
+
+    fn lid_route_ok(&self, node: usize) -> bool {
+        let sm_lid = self.nodes.first().map_or(0, |n| n.lid);
+        let target = self.nodes[node].lid;
+        self.walk_installed(0, target, node) && self.walk_installed(node, sm_lid, 0)
+    }
+
+    /// Follows the installed tables from node `from` to `lid`, owned by `to`.
+    fn walk_installed(&self, from: usize, lid: u16, to: usize) -> bool {
+        if from == to {
+            return true;
+        }
+        let mut at = from;
+        if !self.nodes[at].is_switch() {
+            let port = usize::from(self.nodes[at].info.local_port_num);
+            match self.nodes[at].ports.get(port).and_then(|p| p.peer) {
+                Some((m, _)) => at = m,
+                None => return false,
+            }
+        }
+        for _ in 0..=self.nodes.len() {
+            if at == to {
+                return true;
+            }
+            if !self.nodes[at].is_switch() || !self.nodes[at].alive {
+                return false;
+            }
+            let p = self.installed_port(at, lid);
+            if p == 0 {
+                return self.nodes[at].lid == lid;
+            }
+            match self.nodes[at]
+                .ports
+                .get(usize::from(p))
+                .and_then(|x| x.peer)
+            {
+                Some((m, _)) => at = m,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    fn get(&mut self, path: DrPath, attr: AttributeId, am: u32, purpose: Purpose) {
+        self.request(Method::Get, path, None, attr, am, None, purpose);
+    }
+
+    /// Get of an attribute of a known node (LID-routed when it can be).
+    fn get_node(&mut self, node: usize, attr: AttributeId, am: u32, purpose: Purpose) {
+        let path = self.nodes[node].path.clone();
+        self.request(Method::Get, path, Some(node), attr, am, None, purpose);
+    }
+
+    /// Set of an attribute of a known node (LID-routed when it can be).
+    fn set_node<A: Attribute>(&mut self, node: usize, value: &A, am: u32, purpose: Purpose) {
         let mut d = [0u8; 64];
         if value.encode(&mut d).is_ok() {
-            self.request(Method::Set, path, A::ID, am, Some(d), purpose);
+            let path = self.nodes[node].path.clone();
+            self.request(Method::Set, path, Some(node), A::ID, am, Some(d), purpose);
         }
     }
 
     /// The next SMP to put on the wire at `now_ms`, if the window allows.
-    /// Its hop pointer is 0: the caller's SMI applies the send rules.
-    pub fn poll_transmit(&mut self, now_ms: u64) -> Option<Smp> {
+    /// A directed-route SMP has hop pointer 0: the caller's SMI applies the
+    /// send rules.
+    pub fn poll_transmit(&mut self, now_ms: u64) -> Option<Transmit> {
         if self.inflight.len() >= self.cfg.window.max(1) {
             return None;
         }
@@ -360,13 +516,31 @@ impl Sm {
             .entry((smp.header.method, smp.header.attribute_id.get()))
             .or_default() += 1;
         *self.stats.per_phase.entry(self.phase).or_default() += 1;
+        let dlid = r.dlid.map(Lid);
+        if dlid.is_some() {
+            self.stats.lid_routed += 1;
+        }
+        *self
+            .stats
+            .routed_per_phase
+            .entry((self.phase, dlid.is_some()))
+            .or_default() += 1;
+        if !r.reply {
+            return Some(Transmit { smp, dlid });
+        }
         *self
             .stats
             .per_phase_kind
             .entry((self.phase, smp.header.method, smp.header.attribute_id.get()))
             .or_default() += 1;
         self.inflight.insert(tid, r);
-        Some(smp)
+        Some(Transmit { smp, dlid })
+    }
+
+    /// SMPs queued, in flight, and stages of SMPs waiting for the current
+    /// ones to be answered.
+    pub fn outstanding(&self) -> (usize, usize, usize) {
+        (self.queue.len(), self.inflight.len(), self.stages.len())
     }
 
     /// True when SMPs wait to be sent (the window may be holding them).
@@ -374,9 +548,17 @@ impl Sm {
         !self.queue.is_empty()
     }
 
-    /// When the SM next needs [`Sm::handle_timeout`] called.
+    /// When the SM next needs [`Sm::handle_timeout`] called (a
+    /// retransmission, or the next light sweep).
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.inflight.values().map(|r| r.deadline).min()
+        let retry = self.inflight.values().map(|r| r.deadline).min();
+        let sweep = self
+            .next_sweep
+            .filter(|_| self.is_idle() && self.phase == Phase::Done);
+        match (retry, sweep) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Retransmits or gives up requests whose time has come.
@@ -389,6 +571,30 @@ impl Sm {
             .collect();
         for tid in due {
             if let Some(mut r) = self.inflight.remove(&tid) {
+                if r.dlid.is_some() {
+                    // No answer by LID: the route may be broken; go by
+                    // directed route from now on.
+                    if let Some(path) = r
+                        .node
+                        .and_then(|i| self.nodes.get(i))
+                        .map(|n| n.path.clone())
+                    {
+                        let mut smp = Smp::directed(
+                            &path,
+                            r.smp.method(),
+                            r.smp.attribute_id(),
+                            r.smp.attribute_modifier(),
+                            0,
+                            self.cfg.m_key,
+                        );
+                        smp.data = r.smp.data;
+                        r.smp = smp;
+                        r.dlid = None;
+                        self.stats.fallbacks += 1;
+                        self.queue.push_front(r);
+                        continue;
+                    }
+                }
                 if r.tries < self.cfg.retries {
                     r.tries += 1;
                     self.stats.retries += 1;
@@ -398,11 +604,21 @@ impl Sm {
                 }
             }
         }
+        if self.phase == Phase::Done
+            && self.is_idle()
+            && self.next_sweep.is_some_and(|t| t <= now_ms)
+        {
+            self.start_sweep(now_ms);
+        }
         self.advance(now_ms);
     }
 
-    /// Consumes a response that came back to the SM's port.
+    /// Consumes a response or a trap that came to the SM's port.
     pub fn handle_response(&mut self, smp: &Smp, now_ms: u64) {
+        if smp.method() == Method::Trap {
+            self.on_trap(smp, now_ms);
+            return;
+        }
         if smp.method() != Method::GetResp {
             return;
         }
@@ -440,7 +656,9 @@ impl Sm {
                     n.description = Some(d);
                 }
             }
-            Purpose::SetVPort | Purpose::SetTopOnly => {}
+            Purpose::SweepSwitchInfo { node } => self.on_sweep_switch_info(smp, node),
+            Purpose::SweepPortInfo { node, port } => self.on_sweep_port_info(smp, node, port),
+            Purpose::SetVPort | Purpose::SetTopOnly | Purpose::TrapRepress => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
                 // The response carries the port's PortInfo after the Set.
                 if let (Ok(pi), Some(p)) = (
@@ -463,7 +681,10 @@ impl Sm {
         };
         let port = ni.local_port_num;
         let idx = match self.by_guid.get(&ni.node_guid.0) {
-            Some(&i) => i,
+            Some(&i) => {
+                self.revive(i, &path);
+                i
+            }
             None => {
                 let i = self.nodes.len();
                 let nports = usize::from(ni.num_ports);
@@ -475,6 +696,8 @@ impl Sm {
                     lid: 0,
                     vfs: Vec::new(),
                     description: None,
+                    alive: true,
+                    fresh: self.up,
                 });
                 self.by_guid.insert(ni.node_guid.0, i);
                 self.get(
@@ -576,6 +799,10 @@ impl Sm {
                 self.queue.extend(stage);
                 continue;
             }
+            if self.phase == Phase::Done && self.sweep_pending {
+                self.start_sweep(now_ms);
+                continue;
+            }
             if matches!(self.phase, Phase::Done | Phase::Failed) {
                 break;
             }
@@ -599,7 +826,11 @@ impl Sm {
                     self.armed = false;
                     self.activate(PortState::Active);
                 }
-                Phase::Activation | Phase::Reconfiguration => self.phase = Phase::Done,
+                Phase::Activation | Phase::Reconfiguration => {
+                    self.phase = Phase::Done;
+                    self.became_up(now_ms);
+                }
+                Phase::Sweep => self.sweep_drained(),
                 Phase::Done | Phase::Failed => {}
             }
         }
@@ -608,6 +839,9 @@ impl Sm {
     fn linked_ports(&self) -> Vec<(usize, u8)> {
         let mut v = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
+            if !n.alive {
+                continue;
+            }
             for (p, port) in n.ports.iter().enumerate() {
                 if p == 0 && n.is_switch() {
                     continue;
@@ -620,55 +854,62 @@ impl Sm {
         v
     }
 
+    /// Gives a LID to every reachable node that has none (at bring-up: all
+    /// of them), and sets it again on nodes that came back (`fresh`), so
+    /// that a node keeps its LID across a reboot.
     fn assign_lids(&mut self) {
         let prepopulated = self.cfg.lid_policy == LidPolicy::Prepopulated;
+        let reached = |n: &SmNode| {
+            n.is_switch()
+                || n.ports
+                    .get(usize::from(n.info.local_port_num))
+                    .and_then(|p| p.info)
+                    .is_some()
+        };
         let mut needed: u32 = 0;
-        for n in &self.nodes {
-            if n.is_switch() {
+        for n in self.nodes.iter().filter(|n| n.alive && n.lid == 0) {
+            if reached(n) {
                 needed += 1;
-            } else if n
-                .ports
-                .get(usize::from(n.info.local_port_num))
-                .and_then(|p| p.info)
-                .is_some()
-            {
-                needed += 1;
-                if prepopulated {
+                if prepopulated && !n.is_switch() {
                     needed += n.vfs.len() as u32;
                 }
             }
         }
         let available = u32::from(vswitch::MAX_UNICAST_LID);
-        if needed > available {
-            self.error = Some(SmError::LidSpaceExhausted { needed, available });
+        if u32::from(self.max_lid) + needed > available {
+            self.error = Some(SmError::LidSpaceExhausted {
+                needed: u32::from(self.max_lid) + needed,
+                available,
+            });
             self.phase = Phase::Failed;
             return;
         }
-        let mut next: u16 = 1;
+        let mut next: u16 = self.max_lid + 1;
         let mut sets = Vec::new();
         let mut vports = Vec::new();
         for (i, n) in self.nodes.iter_mut().enumerate() {
-            if n.is_switch() {
+            if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh) {
+                continue;
+            }
+            let port = if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            };
+            if n.lid == 0 {
                 n.lid = next;
                 next += 1;
-                sets.push((i, 0u8));
-            } else {
-                let port = n.info.local_port_num;
-                if n.ports
-                    .get(usize::from(port))
-                    .and_then(|p| p.info)
-                    .is_some()
-                {
-                    n.lid = next;
-                    next += 1;
-                    sets.push((i, port));
-                    if prepopulated {
-                        for (v, slot) in n.vfs.iter_mut().enumerate() {
-                            slot.lid = next;
-                            next += 1;
-                            vports.push((i, v as u16 + 1));
-                        }
+                if prepopulated {
+                    for slot in n.vfs.iter_mut() {
+                        slot.lid = next;
+                        next += 1;
                     }
+                }
+            }
+            sets.push((i, port));
+            for (v, slot) in n.vfs.iter().enumerate() {
+                if slot.lid != 0 {
+                    vports.push((i, v as u16 + 1));
                 }
             }
         }
@@ -686,25 +927,32 @@ impl Sm {
             pi.port_physical_state = PortPhysicalState::NoChange;
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
-            let path = n.path.clone();
-            self.set(
-                path,
-                &pi,
-                u32::from(port),
-                Purpose::SetLid { node: i, port },
-            );
+            self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
         }
         for (i, vf) in vports {
-            self.set_vport(i, vf, PortState::Down, 0);
+            let (state, guid) = match self.nodes[i].vfs[usize::from(vf) - 1].vm {
+                Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
+                None => (PortState::Down, 0),
+            };
+            self.set_vport(i, vf, state, guid);
         }
     }
 
     fn route(&mut self) {
         let mut index = vec![usize::MAX; self.nodes.len()];
         let mut extra = Vec::new();
+        if self.up {
+            // Keep the tables as distributed, to send only what changes.
+            self.old_lfts = self
+                .switch_index
+                .iter()
+                .copied()
+                .zip(core::mem::take(&mut self.lfts))
+                .collect();
+        }
         self.switch_index.clear();
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.is_switch() {
+            if n.is_switch() && n.alive {
                 index[i] = self.switch_index.len();
                 self.switch_index.push(i);
             }
@@ -718,10 +966,17 @@ impl Sm {
                     .iter()
                     .enumerate()
                     .map(|(p, port)| match port.peer {
-                        Some((m, q)) if p != 0 && self.nodes[m].is_switch() => {
+                        Some((m, q))
+                            if p != 0 && self.nodes[m].is_switch() && index[m] != usize::MAX =>
+                        {
                             PortTo::Switch(index[m], q)
                         }
-                        Some((m, _)) if p != 0 && self.nodes[m].lid != 0 => {
+                        Some((m, _))
+                            if p != 0
+                                && !self.nodes[m].is_switch()
+                                && self.nodes[m].alive
+                                && self.nodes[m].lid != 0 =>
+                        {
                             for vf in &self.nodes[m].vfs {
                                 if vf.lid != 0 {
                                     extra.push((vf.lid, index[i], p as u8));
@@ -751,9 +1006,26 @@ impl Sm {
         match engine {
             Engine::MinHop => routing::minhop(g, max_lid),
             Engine::UpDown => {
-                updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded)
+                let mut t =
+                    updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded);
+                routing::fill_gaps(g, &mut t);
+                t
             }
-            Engine::FatTree => updn::ftree(g, max_lid, &updn::auto_roots(g)),
+            Engine::FatTree => {
+                let roots = updn::auto_roots(g);
+                let t = updn::ftree(g, max_lid, &roots);
+                // A degraded tree (a cable or switch missing) can leave a
+                // switch with no up*/down* way to a destination: then, as
+                // OpenSM's ftree falls back to another engine, route the
+                // whole fabric up*/down* instead.
+                if complete(g, &t) {
+                    t
+                } else {
+                    let mut t = updn::route(g, max_lid, &roots, updn::Choice::LeastLoaded);
+                    routing::fill_gaps(g, &mut t);
+                    t
+                }
+            }
         }
     }
 
@@ -763,18 +1035,44 @@ impl Sm {
         updn::deadlock_free(&self.graph, &self.lfts)
     }
 
+    /// At bring-up: SwitchInfo (LinearFDBTop) to every switch, then every
+    /// block in use. On a running subnet: a switch that is new or came back
+    /// gets the same; every other switch gets only the blocks that differ
+    /// from what it has, and SwitchInfo only when LinearFDBTop moves.
     fn distribute(&mut self) {
-        self.top = self.top_for(self.max_lid);
+        let top = self.top_for(self.max_lid);
+        let old_top = self.top;
+        self.top = top;
+        let blocks = usize::from(self.max_lid) / 64 + 1;
         for k in 0..self.switch_index.len() {
             let i = self.switch_index[k];
             let n = &self.nodes[i];
             let Some(mut si) = n.switch_info else {
                 continue;
             };
-            si.linear_fdb_top = self.top_for(self.max_lid);
+            si.linear_fdb_top = top;
             si.port_state_change = true; // writing 1 clears it
-            let path = n.path.clone();
-            self.set(path, &si, 0, Purpose::SetTop { node: i });
+            let old = self.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
+            let Some(old) = old else {
+                self.set_node(i, &si, 0, Purpose::SetTop { node: i });
+                continue;
+            };
+            let changed: Vec<u16> = (0..blocks)
+                .filter(|&b| {
+                    let r = b * 64..(b + 1) * 64;
+                    (r.start..r.end).any(|l| {
+                        old.get(l).copied().unwrap_or(0xFF)
+                            != self.lfts[k].get(l).copied().unwrap_or(0xFF)
+                    })
+                })
+                .map(|b| b as u16)
+                .collect();
+            if top != old_top {
+                self.set_node(i, &si, 0, Purpose::SetTopOnly);
+            }
+            for b in changed {
+                self.send_lft_block(k, b);
+            }
         }
     }
 
@@ -802,8 +1100,7 @@ impl Sm {
         for (e, slot) in t.port.iter_mut().enumerate() {
             *slot = self.lfts[k].get(base + e).copied().unwrap_or(0xFF);
         }
-        let path = self.nodes[node].path.clone();
-        self.set(path, &t, u32::from(b), Purpose::SetLft);
+        self.set_node(node, &t, u32::from(b), Purpose::SetLft);
     }
 
     /// Queues Set(VPortInfo) for VF `vf` (1-based) of hypervisor `node`
@@ -820,8 +1117,7 @@ impl Sm {
             vport_guid: mad_core::Guid(guid),
             ..VPortInfo::default()
         };
-        let path = n.path.clone();
-        self.set(path, &v, u32::from(vf), Purpose::SetVPort);
+        self.set_node(node, &v, u32::from(vf), Purpose::SetVPort);
     }
 
     /// LinearFDBTop for a highest LID: the end of its 64-LID block, so
@@ -830,12 +1126,22 @@ impl Sm {
         (lid | 63).min(vswitch::MAX_UNICAST_LID)
     }
 
+    /// Moves ports on: to Armed every linked port still in Init, then (the
+    /// second pass) to Active every port in Armed.
     fn activate(&mut self, state: PortState) {
+        let from = if state == PortState::Armed {
+            PortState::Init
+        } else {
+            PortState::Armed
+        };
         for (i, port) in self.linked_ports() {
             let n = &self.nodes[i];
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
+            if pi.port_state != from {
+                continue;
+            }
             if !n.is_switch() || port == 0 {
                 pi.lid = Lid(n.lid);
                 pi.master_sm_lid = Lid(1);
@@ -846,15 +1152,19 @@ impl Sm {
             pi.port_physical_state = PortPhysicalState::NoChange;
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
-            let path = n.path.clone();
-            self.set(
-                path,
-                &pi,
-                u32::from(port),
-                Purpose::SetState { node: i, port },
-            );
+            self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
         }
     }
+}
+
+/// True when every switch has an entry for every destination it can reach.
+fn complete(g: &Graph, lft: &[Vec<u8>]) -> bool {
+    let dist = routing::distances(g);
+    routing::destinations(g).iter().all(|&(lid, t, _)| {
+        (0..g.ports.len()).all(|s| {
+            dist[s][t] == u16::MAX || lft[s].get(usize::from(lid)).is_some_and(|&p| p != 0xFF)
+        })
+    })
 }
 
 fn zerocopy_u64(v: u64) -> zerocopy::byteorder::network_endian::U64 {

@@ -130,3 +130,32 @@ pub fn minhop_into(
         }
     }
 }
+
+/// Gives every switch an entry for every destination it can reach but has
+/// none for, by a shortest path: on a degraded tree up*/down* cannot route
+/// a top switch down to a leaf it lost its cable to. Those entries serve
+/// only traffic that starts at that switch (no other switch routes through
+/// it for the destination), so they add no dependency that data routes
+/// can close into a cycle; `deadlock_free` checks it anyway.
+pub fn fill_gaps(g: &Graph, lft: &mut [Vec<u8>]) {
+    let dist = distances(g);
+    for (lid, t, tport) in destinations(g) {
+        let l = usize::from(lid);
+        for s in 0..g.ports.len() {
+            if lft[s].get(l).is_none_or(|&p| p != 0xFF) || dist[s][t] == u16::MAX {
+                continue;
+            }
+            let port = if s == t {
+                Some(tport)
+            } else {
+                g.ports[s].iter().enumerate().find_map(|(p, to)| match *to {
+                    PortTo::Switch(m, _) if dist[m][t] + 1 == dist[s][t] => Some(p as u8),
+                    _ => None,
+                })
+            };
+            if let Some(p) = port {
+                lft[s][l] = p;
+            }
+        }
+    }
+}

@@ -493,9 +493,8 @@ impl Sm {
     }
 
     fn set_request(&mut self, node: usize, si: &SwitchInfo) -> Request {
-        let path = self.nodes[node].path.clone();
         let start = self.queue.len();
-        self.set(path, si, 0, Purpose::SetTopOnly);
+        self.set_node(node, si, 0, Purpose::SetTopOnly);
         self.queue.remove(start).expect("just queued")
     }
 

@@ -637,13 +637,15 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         if state == PortState::Down && old != PortState::Down {
             i.port_physical_state = phys.unwrap_or(PortPhysicalState::Polling);
         }
-        if old != state {
-            self.port_state_changed(target, now_ms);
-        }
+        // A state changed by SubnSet does not set PortStateChange or raise
+        // a trap (IBA vol. 1, SwitchInfo; ibsim does the same): only the
+        // link state machine does (`link_event`).
+        let _ = (old, target, now_ms);
     }
 
-    /// A switch notes a change of any external port's state in
-    /// SwitchInfo.PortStateChange and raises trap 128.
+    /// A switch notes a link-driven change of an external port's state
+    /// (Down→Init, or to Down) in SwitchInfo.PortStateChange and raises
+    /// trap 128.
     fn port_state_changed(&mut self, port: u8, now_ms: u64) {
         if !self.model.is_switch() || port == 0 {
             return;

@@ -1,0 +1,219 @@
+//! Change assimilation on a running subnet: a cable or a switch fails or
+//! comes back at a chosen time, the switches trap to the SM (or the
+//! periodic light sweep finds it), and the SM re-discovers what changed,
+//! re-routes and sends only the changed LFT blocks — LID-routed, falling
+//! back to directed route when a LID route does not answer.
+
+use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
+use fabric::topology::Topology;
+use mad_core::attr::{AttributeId, NodeType, PortState};
+use mad_core::{Lid, Method};
+use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig};
+
+const MS: u64 = 1_000_000;
+
+fn up(spec: &str, sm_cfg: SmConfig) -> (Fabric, Sm) {
+    let t = Topology::from_spec(spec).unwrap();
+    let mut f = Fabric::new(t, SimConfig::default()).unwrap();
+    let mut sm = Sm::new(sm_cfg);
+    assert!(f.bring_up(&mut sm));
+    (f, sm)
+}
+
+fn clean(f: &Fabric) {
+    let v = f.verify();
+    assert!(v.reachable > 0);
+    assert_eq!(
+        (v.unreachable, v.loops, v.switch_unreachable),
+        (0, 0, 0),
+        "{v:?}"
+    );
+}
+
+/// A cable between two switches, the last one in the cabling (far from the
+/// SM, which sits on the first CA).
+fn uplink(f: &Fabric) -> (usize, u8) {
+    for (i, n) in f.topo.nodes.iter().enumerate().rev() {
+        if n.kind != NodeType::Switch {
+            continue;
+        }
+        for p in (1..=n.ports).rev() {
+            if let Some((m, _)) = f.topo.peer_of(i, p) {
+                if f.topo.nodes[m].kind == NodeType::Switch && i != m {
+                    return (i, p);
+                }
+            }
+        }
+    }
+    panic!("no inter-switch cable");
+}
+
+fn lft(sm: &Sm) -> u64 {
+    sm.stats()
+        .count(Method::Set, AttributeId::LinearForwardingTable)
+}
+
+#[test]
+fn a_failed_cable_is_trapped_swept_and_routed_around_with_only_changed_blocks() {
+    for engine in [Engine::MinHop, Engine::FatTree, Engine::UpDown] {
+        let (mut f, mut sm) = up(
+            "fat-tree-324",
+            SmConfig {
+                routing: engine,
+                ..SmConfig::default()
+            },
+        );
+        let (sw, port) = uplink(&f);
+        let (lft0, dr0, hops0) = (lft(&sm), f.stats.dr_hops, f.stats.hops);
+        let t = f.now_ns();
+        f.schedule(t + MS, FabricEvent::LinkDown(sw, port));
+        let idle = f.run_until(&mut sm, t + 20_000 * MS);
+        assert!(
+            idle,
+            "{:?} {:?} {:?} {:?}",
+            sm.phase(),
+            sm.outstanding(),
+            sm.stats(),
+            f.stats
+        );
+        assert_eq!(sm.phase(), Phase::Done);
+        let st = sm.stats();
+        // Routed around: every switch is reachable by LID again.
+        assert!((0..sm.nodes().len())
+            .filter(|&i| sm.nodes()[i].is_switch())
+            .all(|i| sm.reachable_by_lid(i)));
+        assert!(st.traps >= 1 && st.sweeps >= 1, "{st:?}");
+        assert_eq!(st.fallbacks, 0);
+        clean(&f);
+        if engine != Engine::MinHop {
+            assert!(sm.deadlock_free(), "{engine:?}");
+        }
+        // Only the blocks that changed, far fewer than all 36 × 6.
+        let sent = lft(&sm) - lft0;
+        assert!(sent > 0 && sent < 216, "{engine:?}: {sent}");
+        // Most of it went LID-routed: only switches whose installed route
+        // crossed the dead cable were reached by directed route.
+        let (hops, dr) = (f.stats.hops - hops0, f.stats.dr_hops - dr0);
+        eprintln!("{engine:?}: {sent} LFT blocks, {hops} hops, {dr} by directed route");
+        assert!(dr * 4 < hops, "{engine:?}: {dr} of {hops}");
+        // No switch forwards into the dead port.
+        if let SimNode::Switch(s) = &f.nodes[sw] {
+            for l in 1..=sm.max_lid() {
+                assert_ne!(s.model.lft_port(Lid(l)), port);
+            }
+        }
+
+        // Repaired: the ports come back Active and the routes verify.
+        let t = f.now_ns();
+        f.schedule(t + MS, FabricEvent::LinkUp(sw, port));
+        assert!(f.run_until(&mut sm, t + 2_000 * MS));
+        assert!(sm.stats().sweeps >= 2);
+        if let SimNode::Switch(s) = &f.nodes[sw] {
+            assert_eq!(
+                s.model.ports[usize::from(port)].info.port_state,
+                PortState::Active
+            );
+        }
+        clean(&f);
+    }
+}
+
+#[test]
+fn a_removed_switch_is_routed_around_and_keeps_its_lid_when_it_returns() {
+    let (mut f, mut sm) = up("fat-tree-324", SmConfig::default());
+    // A top switch: a node whose every neighbour is a switch.
+    let spine = (0..f.nodes.len())
+        .find(|&i| {
+            f.topo.nodes[i].kind == NodeType::Switch
+                && (1..=f.topo.nodes[i].ports).all(|p| {
+                    f.topo
+                        .peer_of(i, p)
+                        .is_none_or(|(m, _)| f.topo.nodes[m].kind == NodeType::Switch)
+                })
+        })
+        .unwrap();
+    let lid = f.nodes[spine].lid();
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(spine));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    clean(&f);
+    let k = sm
+        .nodes()
+        .iter()
+        .position(|n| n.info.node_guid.0 == f.topo.nodes[spine].guid)
+        .unwrap();
+    assert!(!sm.nodes()[k].alive);
+
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(spine));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    assert!(sm.nodes()[k].alive);
+    assert_eq!(f.nodes[spine].lid(), lid, "same LID after the reboot");
+    clean(&f);
+}
+
+#[test]
+fn without_traps_the_periodic_light_sweep_finds_the_change() {
+    let t = Topology::from_spec("mport-ntree:8:2").unwrap();
+    let mut f = Fabric::new(
+        t,
+        SimConfig {
+            traps: false,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        sweep_interval_ms: Some(500),
+        routing: Engine::UpDown,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm));
+    let (sw, port) = uplink(&f);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(sw, port));
+    assert!(f.run_until(&mut sm, t + 1_200 * MS));
+    let st = sm.stats();
+    assert_eq!(st.traps, 0);
+    assert!(st.sweeps >= 2, "{st:?}");
+    clean(&f);
+    assert!(sm.deadlock_free());
+}
+
+#[test]
+fn a_lid_route_that_does_not_answer_falls_back_to_directed_route() {
+    let t = Topology::from_spec("fat-tree-324").unwrap();
+    let mut f = Fabric::new(
+        t,
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        routing: Engine::FatTree,
+        lid_policy: LidPolicy::Prepopulated,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm));
+    let hyps = sm.hypervisors();
+    let vm = sm.create_vm(hyps[0], 7).unwrap();
+    let dr0 = f.stats.dr_hops;
+    assert!(f.run(&mut sm));
+    assert_eq!(f.stats.dr_hops, dr0, "Set(VPortInfo) went LID-routed");
+    // Break the SM's leaf switch's entry for the hypervisor the VM goes to.
+    let dst = *hyps.last().unwrap();
+    let dst_lid = Lid(sm.nodes()[dst].lid);
+    let leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    if let SimNode::Switch(s) = &mut f.nodes[leaf] {
+        s.model.lft[usize::from(dst_lid.0)] = 0xFF;
+    }
+    let plan = sm.plan_migration(vm, dst).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    assert!(sm.stats().fallbacks >= 1);
+    assert!(f.stats.dr_hops > dr0);
+    let gid = f.node_by_guid(sm.nodes()[dst].info.node_guid.0).unwrap();
+    assert!(f.nodes[gid].owns(Lid(sm.vm(vm).unwrap().lid)));
+}

@@ -1,0 +1,355 @@
+//! Keeping a running subnet right (Bermúdez et al.'s change assimilation):
+//! a trap 128 from a switch, or the periodic timer, starts a light sweep —
+//! Get(SwitchInfo) of every switch, LID-routed. For the switches whose
+//! PortStateChange is set, the SM clears it and reads every port. Then it
+//! drops the links that went down and the nodes no longer reachable,
+//! rebuilds the directed routes, and explores every port that came up by
+//! directed route, which discovers new or returning nodes as at bring-up.
+//! When anything changed, the SM continues as at bring-up, but
+//! incrementally: LIDs only for new nodes (a returning node keeps its LID),
+//! routes recomputed, only the LFT blocks that differ sent, and only ports
+//! in Init or Armed moved on to Active.
+
+use super::{Phase, PortState, Purpose, Request, Sm};
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
+use mad_core::attr::{AttributeId, PortInfo, SwitchInfo};
+use mad_core::notice::Notice;
+use mad_core::{DrPath, Lid, Method, Smp};
+
+impl Sm {
+    /// A trap reached the SM: it is repressed (TrapRepress to its issuer,
+    /// LID-routed) and, if it reports a change, a sweep is due.
+    pub(super) fn on_trap(&mut self, smp: &Smp, now_ms: u64) {
+        self.stats.traps += 1;
+        let Ok(n) = Notice::decode(&smp.data) else {
+            return;
+        };
+        if n.issuer_lid.0 != 0 {
+            self.trap_issuers.insert(n.issuer_lid.0);
+            let mut r = Smp::lid_routed(
+                Method::TrapRepress,
+                AttributeId::Notice,
+                smp.attribute_modifier(),
+                smp.header.transaction_id.get(),
+                self.cfg.m_key,
+            );
+            r.data = smp.data;
+            // TrapRepress gets no response and keeps the trap's TID, so it
+            // bypasses the window and the TID numbering.
+            self.queue.push_front(Request {
+                smp: r,
+                purpose: Purpose::TrapRepress,
+                tries: 0,
+                deadline: 0,
+                node: None,
+                dlid: Some(n.issuer_lid.0),
+                reply: false,
+            });
+        }
+        // A switch this sweep has yet to read needs no sweep of its own.
+        let unread = self.phase == Phase::Sweep
+            && (0..self.nodes.len()).any(|i| {
+                self.nodes[i].lid == n.issuer_lid.0
+                    && self.nodes[i].alive
+                    && !self.swept.contains(&i)
+            });
+        // 128: link state change; 64/65: GID in/out of service.
+        if matches!(n.trap_number(), Some(128 | 64 | 65)) && self.up && !unread {
+            self.sweep_pending = true;
+            if self.phase == super::Phase::Done && self.inflight.is_empty() {
+                self.start_sweep(now_ms);
+            }
+        }
+    }
+
+    /// Starts a light sweep: Get(SwitchInfo) of every live switch.
+    pub(super) fn start_sweep(&mut self, now_ms: u64) {
+        self.sweep_pending = false;
+        self.changed = false;
+        self.explored = false;
+        self.stats.sweeps += 1;
+        self.phase = Phase::Sweep;
+        if let Some(iv) = self.cfg.sweep_interval_ms {
+            self.next_sweep = Some(now_ms + iv);
+        }
+        self.swept.clear();
+        // The switches that trapped first: what they report tells which
+        // links are gone, so the rest can be reached around them.
+        let issuers: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| {
+                let n = &self.nodes[i];
+                n.is_switch() && n.alive && self.trap_issuers.contains(&n.lid)
+            })
+            .collect();
+        self.trap_issuers.clear();
+        self.issuers_first = !issuers.is_empty();
+        if self.issuers_first {
+            self.sweep_switches(issuers);
+        } else {
+            self.sweep_rest();
+        }
+    }
+
+    fn sweep_switches(&mut self, list: Vec<usize>) {
+        for i in list {
+            self.swept.insert(i);
+            self.get_node(
+                i,
+                AttributeId::SwitchInfo,
+                0,
+                Purpose::SweepSwitchInfo { node: i },
+            );
+        }
+    }
+
+    /// Get(SwitchInfo) of every live switch not read yet in this sweep.
+    fn sweep_rest(&mut self) {
+        let rest: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i].is_switch() && self.nodes[i].alive && !self.swept.contains(&i)
+            })
+            .collect();
+        self.sweep_switches(rest);
+    }
+
+    pub(super) fn on_sweep_switch_info(&mut self, smp: &Smp, node: usize) {
+        let Ok(si) = SwitchInfo::decode(&smp.data) else {
+            return;
+        };
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        n.switch_info = Some(si);
+        if !si.port_state_change {
+            return;
+        }
+        // Clear the bit first, so a change while we read is not lost.
+        let mut clear = si;
+        clear.port_state_change = true;
+        let ports = n.info.num_ports;
+        self.set_node(node, &clear, 0, Purpose::SetTopOnly);
+        for p in 1..=ports {
+            self.get_node(
+                node,
+                AttributeId::PortInfo,
+                u32::from(p),
+                Purpose::SweepPortInfo { node, port: p },
+            );
+        }
+    }
+
+    pub(super) fn on_sweep_port_info(&mut self, smp: &Smp, node: usize, port: u8) {
+        let Ok(pi) = PortInfo::decode(&smp.data) else {
+            return;
+        };
+        let Some(p) = self
+            .nodes
+            .get_mut(node)
+            .and_then(|n| n.ports.get_mut(usize::from(port)))
+        else {
+            return;
+        };
+        let was = p.info.map(|x| x.port_state);
+        p.info = Some(pi);
+        let peer = p.peer;
+        let down = pi.port_state == PortState::Down;
+        // A port that went down, or that is back in Init after having been
+        // Active (it bounced, and may now lead elsewhere), loses its link.
+        let bounced = pi.port_state == PortState::Init
+            && matches!(was, Some(PortState::Active | PortState::Armed));
+        if let Some((m, q)) = peer {
+            if down || bounced {
+                self.unlink(node, port, m, q);
+                self.changed = true;
+            }
+        } else if !down {
+            self.changed = true;
+        }
+    }
+
+    fn unlink(&mut self, a: usize, pa: u8, b: usize, pb: u8) {
+        if let Some(p) = self
+            .nodes
+            .get_mut(a)
+            .and_then(|n| n.ports.get_mut(usize::from(pa)))
+        {
+            p.peer = None;
+        }
+        if let Some(p) = self
+            .nodes
+            .get_mut(b)
+            .and_then(|n| n.ports.get_mut(usize::from(pb)))
+        {
+            if p.peer == Some((a, pa)) {
+                p.peer = None;
+            }
+        }
+    }
+
+    /// The sweep's SMPs are all answered.
+    pub(super) fn sweep_drained(&mut self) {
+        if self.issuers_first {
+            self.issuers_first = false;
+            self.refresh_paths();
+            self.sweep_rest();
+            if !self.queue.is_empty() {
+                return;
+            }
+        }
+        if !self.changed {
+            self.phase = Phase::Done;
+            return;
+        }
+        if !self.explored {
+            // Links are known again: recompute who is reachable and how,
+            // then look behind every port that is up but leads nowhere known.
+            self.explored = true;
+            self.refresh_paths();
+            let mut explore = Vec::new();
+            for (i, n) in self.nodes.iter().enumerate() {
+                if !n.alive {
+                    continue;
+                }
+                let first = if n.is_switch() { 1 } else { 0 };
+                for (p, port) in n.ports.iter().enumerate().skip(first) {
+                    let up = port.info.is_some_and(|x| x.port_state != PortState::Down);
+                    if up
+                        && port.peer.is_none()
+                        && (n.is_switch() || p == usize::from(n.info.local_port_num))
+                    {
+                        explore.push((i, p as u8));
+                    }
+                }
+            }
+            for (i, p) in explore {
+                if let Ok(next) = self.nodes[i].path.extended(p) {
+                    self.get(
+                        next,
+                        AttributeId::NodeInfo,
+                        0,
+                        Purpose::NodeInfo { from: Some((i, p)) },
+                    );
+                }
+            }
+            return;
+        }
+        // Everything new is found: continue as at bring-up, incrementally.
+        self.refresh_paths();
+        self.changed = false;
+        self.phase = Phase::LidAssignment;
+        self.assign_lids();
+    }
+
+    /// A node already known answered NodeInfo again: if it had been lost,
+    /// it is back — fresh (it may have rebooted), with its ports to read.
+    pub(super) fn revive(&mut self, i: usize, path: &DrPath) {
+        let Some(n) = self.nodes.get_mut(i) else {
+            return;
+        };
+        if n.alive {
+            return;
+        }
+        n.alive = true;
+        n.fresh = true;
+        n.path = path.clone();
+        for p in n.ports.iter_mut() {
+            p.peer = None;
+            p.info = None;
+        }
+        let (ports, switch) = (n.info.num_ports, n.is_switch());
+        let local = n.info.local_port_num;
+        if switch {
+            self.get(
+                path.clone(),
+                AttributeId::SwitchInfo,
+                0,
+                Purpose::SwitchInfo { node: i },
+            );
+            for p in 0..=ports {
+                self.get(
+                    path.clone(),
+                    AttributeId::PortInfo,
+                    u32::from(p),
+                    Purpose::PortInfo { node: i, port: p },
+                );
+            }
+        } else {
+            self.get(
+                path.clone(),
+                AttributeId::PortInfo,
+                u32::from(local),
+                Purpose::PortInfo {
+                    node: i,
+                    port: local,
+                },
+            );
+        }
+    }
+
+    /// Breadth-first from the SM's node over the known links: which nodes
+    /// are reachable, and the directed route to each.
+    pub(super) fn refresh_paths(&mut self) {
+        let n = self.nodes.len();
+        if n == 0 {
+            return;
+        }
+        let mut seen = vec![false; n];
+        let mut paths: Vec<Option<DrPath>> = vec![None; n];
+        seen[0] = true;
+        paths[0] = Some(DrPath::new());
+        let mut q = VecDeque::from([0usize]);
+        while let Some(i) = q.pop_front() {
+            let base = paths[i].clone().unwrap_or_default();
+            let links: Vec<(u8, usize)> = self.nodes[i]
+                .ports
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(|(p, port)| port.peer.map(|(m, _)| (p as u8, m)))
+                .collect();
+            for (p, m) in links {
+                if !seen[m] {
+                    if let Ok(path) = base.extended(p) {
+                        seen[m] = true;
+                        paths[m] = Some(path);
+                        q.push_back(m);
+                    }
+                }
+            }
+        }
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            node.alive = seen[i];
+            if let Some(p) = paths[i].take() {
+                node.path = p;
+            }
+        }
+    }
+
+    /// The subnet is up (again): every live node is reachable by LID from
+    /// now on, and the next light sweep is scheduled.
+    pub(super) fn became_up(&mut self, now_ms: u64) {
+        self.up = true;
+        self.old_lfts.clear();
+        for n in self.nodes.iter_mut() {
+            n.fresh = false;
+        }
+        if let Some(iv) = self.cfg.sweep_interval_ms {
+            self.next_sweep.get_or_insert(now_ms + iv);
+        }
+    }
+
+    /// Asks for a light sweep now (as the periodic timer or a trap would).
+    pub fn request_sweep(&mut self, now_ms: u64) {
+        self.sweep_pending = true;
+        if self.phase == Phase::Done && self.is_idle() {
+            self.start_sweep(now_ms);
+        }
+    }
+
+    /// The LID of the SM's own port.
+    pub fn sm_lid(&self) -> Lid {
+        Lid(self.nodes.first().map_or(0, |n| n.lid))
+    }
+}
