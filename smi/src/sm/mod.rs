@@ -1159,10 +1159,29 @@ impl Sm {
 
 /// True when every switch has an entry for every destination it can reach.
 fn complete(g: &Graph, lft: &[Vec<u8>]) -> bool {
-    let dist = routing::distances(g);
+    // Connected components of the switch graph, one pass.
+    let n = g.ports.len();
+    let mut comp = vec![usize::MAX; n];
+    for start in 0..n {
+        if comp[start] != usize::MAX {
+            continue;
+        }
+        comp[start] = start;
+        let mut stack = vec![start];
+        while let Some(v) = stack.pop() {
+            for t in &g.ports[v] {
+                if let PortTo::Switch(m, _) = *t {
+                    if comp[m] == usize::MAX {
+                        comp[m] = start;
+                        stack.push(m);
+                    }
+                }
+            }
+        }
+    }
     routing::destinations(g).iter().all(|&(lid, t, _)| {
-        (0..g.ports.len()).all(|s| {
-            dist[s][t] == u16::MAX || lft[s].get(usize::from(lid)).is_some_and(|&p| p != 0xFF)
+        (0..n).all(|s| {
+            comp[s] != comp[t] || lft[s].get(usize::from(lid)).is_some_and(|&p| p != 0xFF)
         })
     })
 }
