@@ -54,6 +54,11 @@ enum Command {
         #[arg(long)]
         export: Option<PathBuf>,
     },
+    /// End-to-end benchmarks beside the reference tools.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
     /// Print the analytic prediction of a bring-up's SMPs by kind (no simulation).
     Model {
         /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
@@ -129,6 +134,22 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// OpenSM (on ibsim) and ibkit's SM (on its simulator) bring the same fabric up: SMPs, times, ratios.
+    Opensm {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long, default_value = "fat-tree-324")]
+        topology: String,
+        /// Routing engine for both: minhop, updn or ftree.
+        #[arg(long, default_value = "minhop", value_parser = parse_engine)]
+        routing: smi::sm::Engine,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -154,6 +175,14 @@ fn main() -> ExitCode {
             policy,
             export,
         }),
+        Some(Command::Bench {
+            what:
+                BenchWhat::Opensm {
+                    topology,
+                    routing,
+                    json,
+                },
+        }) => cmd::bench::opensm(&topology, routing, json),
         Some(Command::Model {
             topology,
             vfs,

@@ -1,5 +1,6 @@
 //! ibkit's subcommands.
 
+pub mod bench;
 pub mod decode;
 pub mod migrate;
 pub mod sample;

@@ -1180,9 +1180,8 @@ fn complete(g: &Graph, lft: &[Vec<u8>]) -> bool {
         }
     }
     routing::destinations(g).iter().all(|&(lid, t, _)| {
-        (0..n).all(|s| {
-            comp[s] != comp[t] || lft[s].get(usize::from(lid)).is_some_and(|&p| p != 0xFF)
-        })
+        (0..n)
+            .all(|s| comp[s] != comp[t] || lft[s].get(usize::from(lid)).is_some_and(|&p| p != 0xFF))
     })
 }
 
