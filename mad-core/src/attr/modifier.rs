@@ -69,14 +69,15 @@ impl<const MAX: u32> Modifier for Block<MAX> {
 
 /// PortInfo / PortInfoExtended / MlnxExtendedPortInfo: bits 7..0 select the
 /// port (0 = the port the SMP arrived on for a CA, the management port for a
-/// switch); bit 31 is AllPortSelect (a Set applies to every port of a switch,
-/// when SwitchInfo advertises support).
+/// switch); bit 31 is SMSupportsExtendedSpeeds: the SM understands the
+/// extended link speed fields (OpenSM sets it in its PortInfo requests when
+/// the port advertises IsExtendedSpeedsSupported, `osm_link_mgr.c`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PortSelect {
     /// The selected port.
     pub port: u8,
-    /// AllPortSelect (bit 31).
-    pub all_ports: bool,
+    /// SMSupportsExtendedSpeeds (bit 31).
+    pub sm_supports_extended_speeds: bool,
 }
 
 impl Modifier for PortSelect {
@@ -90,11 +91,16 @@ impl Modifier for PortSelect {
         }
         Ok(PortSelect {
             port,
-            all_ports: am & 0x8000_0000 != 0,
+            sm_supports_extended_speeds: am & 0x8000_0000 != 0,
         })
     }
     fn encode(self) -> u32 {
-        u32::from(self.port) | if self.all_ports { 0x8000_0000 } else { 0 }
+        u32::from(self.port)
+            | if self.sm_supports_extended_speeds {
+                0x8000_0000
+            } else {
+                0
+            }
     }
 }
 
@@ -294,7 +300,7 @@ mod tests {
             PortSelect::decode("PortInfo", 0x8000_0003).unwrap(),
             PortSelect {
                 port: 3,
-                all_ports: true
+                sm_supports_extended_speeds: true
             }
         );
         assert!(PortSelect::decode("PortInfo", 0x100).is_err());
@@ -343,7 +349,10 @@ mod dump {
     impl Fields for PortSelect {
         fn visit(&self, f: &mut dyn FnMut(&'static str, Value<'_>)) {
             f("port", num(self.port));
-            f("all_ports", Value::Bool(self.all_ports));
+            f(
+                "sm_supports_extended_speeds",
+                Value::Bool(self.sm_supports_extended_speeds),
+            );
         }
     }
     impl Fields for PKeyBlock {

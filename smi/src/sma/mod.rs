@@ -208,21 +208,11 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
                 let sel = PortSelect::decode("PortInfo", am).map_err(bad)?;
                 let target = self.target_port(sel.port, port)?;
                 let r = if set {
+                    // Bit 31 only says the SM knows the extended speed
+                    // fields; the Set is for the selected port alone.
                     let new = PortInfo::decode(&req.data).map_err(bad)?;
-                    if sel.all_ports && sw {
-                        // Every port is checked before any changes.
-                        let mut plans: heapless::Vec<(u8, PortInfoPlan), P> = heapless::Vec::new();
-                        for p in 1..=nports {
-                            let _ = plans.push((p, self.check_port_info(p, &new)?));
-                        }
-                        for (p, plan) in plans {
-                            self.apply_port_info(p, &new, plan, now_ms);
-                        }
-                        Ok(())
-                    } else {
-                        self.check_port_info(target, &new)
-                            .map(|plan| self.apply_port_info(target, &new, plan, now_ms))
-                    }
+                    self.check_port_info(target, &new)
+                        .map(|plan| self.apply_port_info(target, &new, plan, now_ms))
                 } else {
                     Ok(())
                 };

@@ -558,3 +558,21 @@ impl crate::dr::Node for SwNode {
         true
     }
 }
+
+#[test]
+fn port_info_modifier_bit_31_is_extended_speeds_not_all_ports() {
+    // OpenSM sets bit 31 (SMSupportsExtendedSpeeds) in the PortInfo Sets it
+    // sends to ports with extended speeds: only the selected port changes.
+    let mut s = sw();
+    for p in 1..=4 {
+        s.link_event(p, true, 0);
+    }
+    let mut pi = for_set(s.model.ports[3].info);
+    pi.port_state = PortState::Down;
+    let r = s.process(&set_req(&pi, 3 | 1 << 31), 1, 0);
+    assert_eq!(status(&r), Status::OK);
+    assert_eq!(s.model.ports[3].info.port_state, PortState::Down);
+    for p in [1usize, 2, 4] {
+        assert_eq!(s.model.ports[p].info.port_state, PortState::Init, "port {p}");
+    }
+}
