@@ -143,6 +143,9 @@ pub enum FabricEvent {
     /// A removed node is put back (freshly powered: no LID, no tables) and
     /// its cables are repaired.
     NodeUp(usize),
+    /// A new cable between two free ports (to attach a node added with
+    /// [`Fabric::add_node`], or to add a link).
+    Cable((usize, u8), (usize, u8)),
 }
 
 // Arrivals are the common case; boxing them would cost an allocation each.
@@ -313,6 +316,24 @@ impl Fabric {
         );
     }
 
+    /// Adds a powered, uncabled node (cable it with [`FabricEvent::Cable`]);
+    /// a one-port CA becomes a hypervisor when the fabric has VFs.
+    pub fn add_node(&mut self, kind: NodeType, ports: u8, guid: u64, name: &str) -> usize {
+        let i = self
+            .topo
+            .add_node(kind, ports, guid, name.to_string(), None);
+        self.nodes.push(match kind {
+            NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
+                guid, ports, name,
+            )))),
+            _ if self.cfg.vfs > 0 && ports == 1 => {
+                SimNode::Hypervisor(Box::new(Hypervisor::new(guid, self.cfg.vfs, name)))
+            }
+            _ => SimNode::Ca(Box::new(CaSma::new(&NodeSpec::ca(guid, ports, name)))),
+        });
+        i
+    }
+
     /// Applies `event` at simulated time `at_ns`.
     pub fn schedule(&mut self, at_ns: u64, event: FabricEvent) {
         self.seq += 1;
@@ -354,6 +375,12 @@ impl Fabric {
                     }
                 }
             }
+            FabricEvent::Cable(a, b) => {
+                if self.topo.connect(a, b).is_ok() {
+                    self.link_event(a.0, a.1, true);
+                    self.link_event(b.0, b.1, true);
+                }
+            }
             FabricEvent::NodeDown(n) => {
                 for p in 1..=self.topo.nodes[n].ports {
                     self.apply(FabricEvent::LinkDown(n, p));
@@ -392,6 +419,51 @@ impl Fabric {
                     self.apply(FabricEvent::LinkUp(n, p));
                 }
             }
+        }
+    }
+
+    fn port_state(&self, node: usize, port: u8) -> Option<mad_core::attr::PortState> {
+        let p = usize::from(port);
+        match &self.nodes[node] {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info.port_state),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
+        }
+    }
+
+    /// The cabled port a Set(PortInfo) addresses, with its state before.
+    fn watch_set_down(
+        &self,
+        node: usize,
+        smp: &Smp,
+        arrival: u8,
+    ) -> Option<(u8, mad_core::attr::PortState)> {
+        if smp.method() != mad_core::Method::Set
+            || smp.attribute_id() != mad_core::attr::AttributeId::PortInfo
+        {
+            return None;
+        }
+        let mut port = (smp.attribute_modifier() & 0xFF) as u8;
+        if port == 0 && !matches!(self.nodes[node], SimNode::Switch(_)) {
+            port = arrival;
+        }
+        self.topo.peer_of(node, port)?;
+        Some((port, self.port_state(node, port)?))
+    }
+
+    /// A port the SM set Down drops its link; with LinkDownDefaultState
+    /// Polling the link retrains at once, so both ends come back in Init
+    /// (the "ports to Init" step of a static reconfiguration).
+    fn retrain_if_downed(&mut self, node: usize, watch: Option<(u8, mad_core::attr::PortState)>) {
+        use mad_core::attr::PortState;
+        let Some((port, before)) = watch else { return };
+        if before == PortState::Down || self.port_state(node, port) != Some(PortState::Down) {
+            return;
+        }
+        if let Some((m, q)) = self.topo.peer_of(node, port) {
+            self.link_event(m, q, false);
+            self.link_event(m, q, true);
+            self.link_event(node, port, true);
         }
     }
 
@@ -502,7 +574,10 @@ impl Fabric {
                 }
             }
             Disposition::Deliver => {
-                if let Some(mut r) = self.nodes[node].process(&smp, port, now_ms) {
+                let watch = self.watch_set_down(node, &smp, port);
+                let resp = self.nodes[node].process(&smp, port, now_ms);
+                self.retrain_if_downed(node, watch);
+                if let Some(mut r) = resp {
                     match dr::originate(&mut r, self.nodes[node].node(), port) {
                         Ok(false) => self.transmit(node, port, r),
                         Ok(true) if node == self.sm_node => self.inbox.push(r),
@@ -544,7 +619,10 @@ impl Fabric {
             self.inbox.push(smp);
             return;
         }
-        if let Some(r) = self.nodes[node].process(&smp, port, now_ms) {
+        let watch = self.watch_set_down(node, &smp, port);
+        let resp = self.nodes[node].process(&smp, port, now_ms);
+        self.retrain_if_downed(node, watch);
+        if let Some(r) = resp {
             let me = self.nodes[node].lid().0;
             self.route_out(node, port, r, slid, me);
         }

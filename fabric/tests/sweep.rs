@@ -217,3 +217,63 @@ fn a_lid_route_that_does_not_answer_falls_back_to_directed_route() {
     let gid = f.node_by_guid(sm.nodes()[dst].info.node_guid.0).unwrap();
     assert!(f.nodes[gid].owns(Lid(sm.vm(vm).unwrap().lid)));
 }
+
+#[test]
+fn a_new_switch_with_hosts_is_discovered_addressed_and_routed() {
+    let (mut f, mut sm) = up("fat-tree-324", SmConfig::default());
+    let lids = sm.max_lid();
+    // A top switch with a free port.
+    let spine = (0..f.nodes.len())
+        .find(|&i| {
+            f.topo.nodes[i].kind == NodeType::Switch
+                && (1..=f.topo.nodes[i].ports).any(|p| f.topo.peer_of(i, p).is_none())
+        })
+        .unwrap();
+    let free = (1..=f.topo.nodes[spine].ports)
+        .find(|&p| f.topo.peer_of(spine, p).is_none())
+        .unwrap();
+    let x = f.add_node(NodeType::Switch, 8, 0xA000, "S-new");
+    let h1 = f.add_node(NodeType::ChannelAdapter, 1, 0xB000, "H-new-1");
+    let h2 = f.add_node(NodeType::ChannelAdapter, 1, 0xB100, "H-new-2");
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::Cable((h1, 1), (x, 2)));
+    f.schedule(t + MS, FabricEvent::Cable((h2, 1), (x, 3)));
+    f.schedule(t + 2 * MS, FabricEvent::Cable((spine, free), (x, 1)));
+    let lft0 = lft(&sm);
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.max_lid(), lids + 3, "three new LIDs, nobody renumbered");
+    for n in [x, h1, h2] {
+        assert!(f.nodes[n].lid().0 > lids);
+    }
+    clean(&f);
+    // The new switch gets all its blocks; the others only the changed one.
+    let sent = lft(&sm) - lft0;
+    let blocks = u64::from(sm.max_lid()) / 64 + 1;
+    assert!(sent >= blocks && sent < 216, "{sent}");
+    if let SimNode::Switch(s) = &f.nodes[x] {
+        assert_eq!(s.model.switch_info.linear_fdb_top, sm.max_lid() | 63);
+    }
+}
+
+#[test]
+fn static_reconfiguration_quiets_the_ca_links_around_the_table_update() {
+    let (mut f, mut sm) = up(
+        "fat-tree-324",
+        SmConfig {
+            static_reconfig: true,
+            ..SmConfig::default()
+        },
+    );
+    let (sw, port) = uplink(&f);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(sw, port));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    // Every CA link but the SM's went down to Init and came back Active.
+    assert_eq!(sm.stats().quiesced, 323);
+    for (i, n) in f.nodes.iter().enumerate() {
+        if let SimNode::Ca(c) = n {
+            assert_eq!(c.model.ports[1].info.port_state, PortState::Active, "{i}");
+        }
+    }
+    clean(&f);
+}

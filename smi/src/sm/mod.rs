@@ -44,6 +44,10 @@ pub struct SmConfig {
     /// Milliseconds between light sweeps once the subnet is up (`None`:
     /// sweep only when a trap arrives).
     pub sweep_interval_ms: Option<u64>,
+    /// Static reconfiguration: when a change is assimilated, first take
+    /// every CA port's link down so it retrains to Init (no data traffic),
+    /// then send the tables, then bring the ports back to Active.
+    pub static_reconfig: bool,
 }
 
 /// The routing engines.
@@ -69,6 +73,7 @@ impl Default for SmConfig {
             routing: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
             sweep_interval_ms: None,
+            static_reconfig: false,
         }
     }
 }
@@ -176,19 +181,48 @@ impl SmNode {
 
 #[derive(Clone, Debug)]
 enum Purpose {
-    NodeInfo { from: Option<(usize, u8)> },
-    PortInfo { node: usize, port: u8 },
-    SwitchInfo { node: usize },
-    VirtInfo { node: usize },
-    NodeDesc { node: usize },
+    NodeInfo {
+        from: Option<(usize, u8)>,
+    },
+    PortInfo {
+        node: usize,
+        port: u8,
+    },
+    SwitchInfo {
+        node: usize,
+    },
+    VirtInfo {
+        node: usize,
+    },
+    NodeDesc {
+        node: usize,
+    },
     SetVPort,
     SetTopOnly,
-    SetLid { node: usize, port: u8 },
-    SetTop { node: usize },
+    SetLid {
+        node: usize,
+        port: u8,
+    },
+    SetTop {
+        node: usize,
+    },
     SetLft,
-    SetState { node: usize, port: u8 },
-    SweepSwitchInfo { node: usize },
-    SweepPortInfo { node: usize, port: u8 },
+    SetState {
+        node: usize,
+        port: u8,
+    },
+    SweepSwitchInfo {
+        node: usize,
+    },
+    SweepPortInfo {
+        node: usize,
+        port: u8,
+    },
+    Quiesce {
+        node: usize,
+        port: u8,
+        peer: (usize, u8),
+    },
     TrapRepress,
 }
 
@@ -237,6 +271,8 @@ pub struct Stats {
     pub traps: u64,
     /// Sweeps started.
     pub sweeps: u64,
+    /// CA links taken down for a static reconfiguration.
+    pub quiesced: u64,
     /// SMPs sent in each phase.
     pub per_phase: BTreeMap<Phase, u64>,
     /// (phase, method byte, attribute ID) → count.
@@ -657,6 +693,20 @@ impl Sm {
                 }
             }
             Purpose::SweepSwitchInfo { node } => self.on_sweep_switch_info(smp, node),
+            Purpose::Quiesce { node, port, peer } => {
+                // The link retrains: both ends are in Init now.
+                self.stats.quiesced += 1;
+                for (n, p) in [(node, port), peer] {
+                    if let Some(x) = self
+                        .nodes
+                        .get_mut(n)
+                        .and_then(|n| n.ports.get_mut(usize::from(p)))
+                        .and_then(|p| p.info.as_mut())
+                    {
+                        x.port_state = PortState::Init;
+                    }
+                }
+            }
             Purpose::SweepPortInfo { node, port } => self.on_sweep_port_info(smp, node, port),
             Purpose::SetVPort | Purpose::SetTopOnly | Purpose::TrapRepress => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
@@ -815,7 +865,15 @@ impl Sm {
                 Phase::LidAssignment => {
                     self.phase = Phase::Distribution;
                     self.route();
-                    self.distribute();
+                    if self.up && self.cfg.static_reconfig {
+                        // Tables only once the CA links are quiet.
+                        self.distribute();
+                        let tables: Vec<Request> = self.queue.drain(..).collect();
+                        self.quiesce();
+                        self.stages.push_back(tables);
+                    } else {
+                        self.distribute();
+                    }
                 }
                 Phase::Distribution => {
                     self.phase = Phase::Activation;
@@ -1124,6 +1182,45 @@ impl Sm {
     /// LIDs added later in the same block need no SwitchInfo update.
     fn top_for(&self, lid: u16) -> u16 {
         (lid | 63).min(vswitch::MAX_UNICAST_LID)
+    }
+
+    /// Static reconfiguration, first step: Set(PortInfo) Down on every
+    /// switch port cabled to a CA (the SM's own excepted), so no data enters
+    /// while the tables change; each link retrains to Init.
+    fn quiesce(&mut self) {
+        let mut edges = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !n.is_switch() || !n.alive {
+                continue;
+            }
+            for (p, port) in n.ports.iter().enumerate().skip(1) {
+                if let Some((m, q)) = port.peer {
+                    if m != 0 && !self.nodes[m].is_switch() && port.info.is_some() {
+                        edges.push((i, p as u8, (m, q)));
+                    }
+                }
+            }
+        }
+        for (i, p, peer) in edges {
+            let Some(mut pi) = self.nodes[i].ports[usize::from(p)].info else {
+                continue;
+            };
+            pi.port_state = PortState::Down;
+            pi.port_physical_state = PortPhysicalState::NoChange;
+            pi.link_width_enabled = LinkWidth::empty();
+            pi.link_speed_enabled = LinkSpeed::empty();
+            pi.m_key = self.cfg.m_key;
+            self.set_node(
+                i,
+                &pi,
+                u32::from(p),
+                Purpose::Quiesce {
+                    node: i,
+                    port: p,
+                    peer,
+                },
+            );
+        }
     }
 
     /// Moves ports on: to Armed every linked port still in Init, then (the

@@ -573,6 +573,10 @@ fn port_info_modifier_bit_31_is_extended_speeds_not_all_ports() {
     assert_eq!(status(&r), Status::OK);
     assert_eq!(s.model.ports[3].info.port_state, PortState::Down);
     for p in [1usize, 2, 4] {
-        assert_eq!(s.model.ports[p].info.port_state, PortState::Init, "port {p}");
+        assert_eq!(
+            s.model.ports[p].info.port_state,
+            PortState::Init,
+            "port {p}"
+        );
     }
 }
