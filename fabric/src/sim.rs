@@ -788,6 +788,52 @@ impl Fabric {
     }
 }
 
+impl Fabric {
+    /// Forwards a data packet from node `src` (a CA) to `dlid` through the
+    /// installed LFTs and returns the path — (node, egress port) at each
+    /// hop, the CA's own port first — and how it ended.
+    pub fn trace(&self, src: usize, dlid: Lid) -> (Vec<(usize, u8)>, Walk) {
+        let mut path = vec![(src, 1)];
+        let Some((mut node, _)) = self.topo.peer_of(src, 1) else {
+            return (path, Walk::Dropped(src));
+        };
+        let mut switches = 0u32;
+        loop {
+            match &self.nodes[node] {
+                SimNode::Switch(s) => {
+                    switches += 1;
+                    if switches as usize > self.nodes.len() {
+                        return (path, Walk::Loop);
+                    }
+                    let p = s.model.lft_port(dlid);
+                    path.push((node, p));
+                    if p == 0 {
+                        let w = if s.model.lid(0) == dlid {
+                            Walk::Delivered(switches)
+                        } else {
+                            Walk::Dropped(node)
+                        };
+                        return (path, w);
+                    }
+                    match self.topo.peer_of(node, p) {
+                        Some((m, _)) if p != 0xFF => node = m,
+                        _ => return (path, Walk::Dropped(node)),
+                    }
+                }
+                n => {
+                    path.push((node, 0));
+                    let w = if n.owns(dlid) {
+                        Walk::Delivered(switches)
+                    } else {
+                        Walk::Dropped(node)
+                    };
+                    return (path, w);
+                }
+            }
+        }
+    }
+}
+
 /// The outcome of walking every CA to every LID through the LFTs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Verify {

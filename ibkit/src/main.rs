@@ -53,6 +53,15 @@ enum Command {
         /// Write the topology the SM discovered here, in ibnetdiscover format.
         #[arg(long)]
         export: Option<PathBuf>,
+        /// Walk a data packet FROM:TO (node names; TO may be a LID) through the installed LFTs.
+        #[arg(long)]
+        trace: Vec<String>,
+        /// Nanoseconds for an SMP to cross one cable (k of the cost model).
+        #[arg(long, default_value_t = 1_000)]
+        hop_ns: u64,
+        /// Extra nanoseconds at each directed-route hop (r of the cost model).
+        #[arg(long, default_value_t = 2_000)]
+        dr_hop_ns: u64,
     },
     /// End-to-end benchmarks beside the reference tools.
     Bench {
@@ -164,6 +173,9 @@ fn main() -> ExitCode {
             vfs,
             policy,
             export,
+            trace,
+            hop_ns,
+            dr_hop_ns,
         }) => cmd::sim::run(&cmd::sim::SimArgs {
             topology,
             window,
@@ -174,6 +186,9 @@ fn main() -> ExitCode {
             vfs,
             policy,
             export,
+            trace,
+            hop_ns,
+            dr_hop_ns,
         }),
         Some(Command::Bench {
             what:

@@ -273,3 +273,35 @@ fn migrate_refuses_more_lids_than_exist() {
         "{err}"
     );
 }
+
+#[test]
+fn sim_traces_a_packet_through_the_installed_tables() {
+    let (code, out, err) = ibkit(
+        &[
+            "sim",
+            "--topology",
+            "mport-ntree:4:2",
+            "--trace",
+            "H-0:H-7",
+            "--trace",
+            "H-0:9999",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let t = v["traces"].as_array().unwrap();
+    let ok = t[0].as_str().unwrap();
+    assert!(
+        ok.starts_with("H-0 → LID ") && ok.ends_with("H-7 — Delivered(3)"),
+        "{ok}"
+    );
+    assert!(t[1].as_str().unwrap().contains("Dropped"), "{}", t[1]);
+    let (code, _, err) = ibkit(
+        &["sim", "--topology", "mport-ntree:4:2", "--trace", "nope"],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("expected FROM:TO"), "{err}");
+}

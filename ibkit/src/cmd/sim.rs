@@ -29,6 +29,39 @@ pub struct SimArgs {
     pub policy: smi::sm::LidPolicy,
     /// Write the topology the SM discovered (ibnetdiscover format) here.
     pub export: Option<std::path::PathBuf>,
+    /// Data-path traces to print: `FROM:TO`, node names (TO may be a LID).
+    pub trace: Vec<String>,
+    /// Nanoseconds per cable crossing (k).
+    pub hop_ns: u64,
+    /// Extra nanoseconds per directed-route hop (r).
+    pub dr_hop_ns: u64,
+}
+
+/// Walks `FROM:TO` through the installed tables and describes the path.
+fn trace(f: &Fabric, spec: &str) -> Result<String, String> {
+    let (from, to) = spec
+        .split_once(':')
+        .ok_or_else(|| format!("--trace {spec:?}: expected FROM:TO"))?;
+    let find = |name: &str| f.topo.nodes.iter().position(|n| n.name == name);
+    let src = find(from).ok_or_else(|| format!("--trace: no node {from:?}"))?;
+    let dlid = match (find(to), to.parse::<u16>()) {
+        (Some(i), _) => f.nodes[i].lid(),
+        (None, Ok(l)) => mad_core::Lid(l),
+        _ => return Err(format!("--trace: no node or LID {to:?}")),
+    };
+    let (path, walk) = f.trace(src, dlid);
+    let hops: Vec<String> = path
+        .iter()
+        .map(|&(n, p)| match p {
+            0 => f.topo.nodes[n].name.clone(),
+            p => format!("{}[{p}]", f.topo.nodes[n].name),
+        })
+        .collect();
+    Ok(format!(
+        "{from} → LID {}: {} — {walk:?}",
+        dlid.0,
+        hops.join(" → ")
+    ))
 }
 
 /// The phases reported, with the names of the JSON keys.
@@ -56,6 +89,8 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         SimConfig {
             loss: a.loss,
             vfs: a.vfs,
+            hop_ns: a.hop_ns,
+            dr_hop_ns: a.dr_hop_ns,
             ..SimConfig::default()
         },
     )?;
@@ -98,6 +133,11 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
     let t3 = Instant::now();
     let _ = Sm::compute_routes(a.routing, sm.routing_graph(), sm.max_lid());
     let route_ms = t3.elapsed().as_secs_f64() * 1e3;
+    let traces: Vec<String> = a
+        .trace
+        .iter()
+        .map(|t| trace(&f, t))
+        .collect::<Result<_, _>>()?;
     let st = sm.stats();
     let lft_blocks = u64::from(sm.max_lid()) / 64 + 1;
     if a.json {
@@ -142,6 +182,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             "wall_ms": {"build": build_ms, "bring_up": bring_up_ms, "route": route_ms, "verify": verify_ms},
             "sim_ms": f.now_ns() as f64 / 1e6,
             "model": {"by_kind": model_kinds, "total": model.total(), "lids": model.lids, "blocks_per_switch": model.blocks, "full_reconfig_smps": model.full_reconfig_smps},
+            "traces": traces,
             "verify": {"reachable_pairs": v.reachable, "unreachable_pairs": v.unreachable, "loops": v.loops, "switch_unreachable": v.switch_unreachable, "deadlock_free": deadlock_free},
         });
         println!("{out}");
@@ -213,6 +254,9 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             a.routing
         );
         println!("wall time: build {build_ms:.0} ms, bring-up {bring_up_ms:.0} ms, verify {verify_ms:.0} ms");
+        for t in &traces {
+            println!("trace: {t}");
+        }
         println!(
             "verify: {} reachable pairs, {} unreachable, {} loops, {} switch→LID unroutable, channel dependencies {}",
             v.reachable,

@@ -62,6 +62,60 @@ pub enum Engine {
     FatTree,
 }
 
+/// A routing engine: linear forwarding tables for a switch graph.
+pub trait RoutingEngine {
+    /// `lft[switch][lid]` = egress port (0xFF: unrouted) for LIDs
+    /// 0..=`max_lid`, every switch and CA LID of `g` routed.
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>>;
+}
+
+/// Shortest paths, balanced over equal-cost ports.
+pub struct MinHopEngine;
+/// Up*/down* from automatically chosen roots, with shortest-path entries
+/// where up*/down* leaves a switch without a way (see [`routing::fill_gaps`]).
+pub struct UpDownEngine;
+/// Fat-tree: down-set BFS and d-mod-k spreading upwards; on a degraded tree
+/// it falls back to [`UpDownEngine`].
+pub struct FatTreeEngine;
+
+impl RoutingEngine for MinHopEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        routing::minhop(g, max_lid)
+    }
+}
+
+impl RoutingEngine for UpDownEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        let mut t = updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded);
+        routing::fill_gaps(g, &mut t);
+        t
+    }
+}
+
+impl RoutingEngine for FatTreeEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        let t = updn::ftree(g, max_lid, &updn::auto_roots(g));
+        // A degraded tree (a cable or switch missing) can leave a switch
+        // with no up*/down* way to a destination: then, as OpenSM's ftree
+        // falls back to another engine, route the whole fabric up*/down*.
+        if complete(g, &t) {
+            t
+        } else {
+            UpDownEngine.route(g, max_lid)
+        }
+    }
+}
+
+impl RoutingEngine for Engine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        match self {
+            Engine::MinHop => MinHopEngine.route(g, max_lid),
+            Engine::UpDown => UpDownEngine.route(g, max_lid),
+            Engine::FatTree => FatTreeEngine.route(g, max_lid),
+        }
+    }
+}
+
 impl Default for SmConfig {
     fn default() -> Self {
         SmConfig {
@@ -1061,30 +1115,7 @@ impl Sm {
     /// Computes routes on `g` with `engine` (what bring-up does, exposed so
     /// route computation can be timed on its own).
     pub fn compute_routes(engine: Engine, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
-        match engine {
-            Engine::MinHop => routing::minhop(g, max_lid),
-            Engine::UpDown => {
-                let mut t =
-                    updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded);
-                routing::fill_gaps(g, &mut t);
-                t
-            }
-            Engine::FatTree => {
-                let roots = updn::auto_roots(g);
-                let t = updn::ftree(g, max_lid, &roots);
-                // A degraded tree (a cable or switch missing) can leave a
-                // switch with no up*/down* way to a destination: then, as
-                // OpenSM's ftree falls back to another engine, route the
-                // whole fabric up*/down* instead.
-                if complete(g, &t) {
-                    t
-                } else {
-                    let mut t = updn::route(g, max_lid, &roots, updn::Choice::LeastLoaded);
-                    routing::fill_gaps(g, &mut t);
-                    t
-                }
-            }
-        }
+        engine.route(g, max_lid)
     }
 
     /// True when the channel dependency graph of the computed routes is
