@@ -63,6 +63,30 @@ enum Command {
         #[arg(long, default_value_t = 2_000)]
         dr_hop_ns: u64,
     },
+    /// Run ibkit's subnet manager on a real MAD stack (a umad port; under ibsim with libumad2sim.so).
+    Sm {
+        /// Only umad is available.
+        #[arg(long, default_value = "umad")]
+        transport: String,
+        /// CA name (default: the first).
+        #[arg(long)]
+        ca: Option<String>,
+        /// Port number (0: the first active).
+        #[arg(long, default_value_t = 0)]
+        port: u8,
+        /// Stop once the subnet is up.
+        #[arg(long)]
+        once: bool,
+        /// Routing engine: minhop, updn or ftree.
+        #[arg(long, default_value = "minhop", value_parser = parse_engine)]
+        routing: smi::sm::Engine,
+        /// Milliseconds between light sweeps (without --once).
+        #[arg(long, default_value_t = 10_000)]
+        sweep_ms: u64,
+        /// One JSON object at the end.
+        #[arg(long)]
+        json: bool,
+    },
     /// End-to-end benchmarks beside the reference tools.
     Bench {
         #[command(subcommand)]
@@ -190,6 +214,28 @@ fn main() -> ExitCode {
             hop_ns,
             dr_hop_ns,
         }),
+        Some(Command::Sm {
+            transport,
+            ca,
+            port,
+            once,
+            routing,
+            sweep_ms,
+            json,
+        }) => {
+            if transport != "umad" {
+                Err(format!("unknown transport {transport:?}: umad"))
+            } else {
+                cmd::sm::run(&cmd::sm::SmArgs {
+                    ca,
+                    port,
+                    once,
+                    routing,
+                    sweep_ms,
+                    json,
+                })
+            }
+        }
         Some(Command::Bench {
             what:
                 BenchWhat::Opensm {

@@ -54,9 +54,102 @@ pub fn missing_tools() -> Option<String> {
     (!missing.is_empty()).then(|| format!("missing: {}", missing.join(", ")))
 }
 
-struct Ibsim {
+/// An ibsim serving a fabric on its own socket; killed on drop.
+pub struct Ibsim {
     child: Child,
     log: PathBuf,
+    sock: String,
+    host: String,
+}
+
+impl Ibsim {
+    /// Starts ibsim (verbose, so that its replies can be counted) on `topo`,
+    /// written into `dir`; clients attach to the first CA.
+    pub fn start(topo: &Topology, dir: &Path) -> Result<Ibsim, String> {
+        if let Some(m) = missing_tools() {
+            return Err(m);
+        }
+        let net = dir.join("fabric.net");
+        std::fs::write(&net, to_ibnetdiscover(topo)).map_err(|e| e.to_string())?;
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let sock = format!(
+            "ibkit{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let log = dir.join(format!("ibsim-{sock}.log"));
+        let n = topo.nodes.len() + 16;
+        let ports = topo
+            .nodes
+            .iter()
+            .map(|x| usize::from(x.ports) + 1)
+            .sum::<usize>()
+            + 64;
+        let child = Command::new("ibsim")
+            .args(["-s", "-n", "-v"])
+            .args([
+                "-N",
+                &n.to_string(),
+                "-S",
+                &(topo.switches() + 16).to_string(),
+            ])
+            .args(["-P", &ports.to_string()])
+            .arg(&net)
+            .env("IBSIM_SOCKNAME", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
+            .spawn()
+            .map_err(|e| format!("ibsim: {e}"))?;
+        let host = topo
+            .nodes
+            .iter()
+            .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
+            .map(|x| x.name.clone())
+            .ok_or("no CA")?;
+        let sim = Ibsim {
+            child,
+            log,
+            sock,
+            host,
+        };
+        // Wait until ibsim has read the fabric (it announces the switches'
+        // initial traps) and listens.
+        let t0 = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&sim.log).unwrap_or_default();
+            if text.contains("trap 128") || t0.elapsed() > Duration::from_secs(3) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(sim)
+    }
+
+    /// A command that runs as a libibumad client of this ibsim, attached to
+    /// the first CA.
+    pub fn client(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env("LD_PRELOAD", UMAD2SIM)
+            .env("IBSIM_SOCKNAME", &self.sock)
+            .env("SIM_HOST", &self.host)
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// MADs ibsim has answered so far.
+    pub fn replies(&self) -> u64 {
+        std::fs::File::open(&self.log)
+            .map(|f| {
+                BufReader::new(f)
+                    .lines()
+                    .map_while(Result::ok)
+                    .filter(|l| l.contains("replying"))
+                    .count() as u64
+            })
+            .unwrap_or(0)
+    }
 }
 
 impl Drop for Ibsim {
@@ -78,56 +171,7 @@ fn log_time(line: &str) -> Option<f64> {
 
 /// Runs `opensm -o` with `routing` on `topo` served by ibsim, in `dir`.
 pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSmRun, String> {
-    if let Some(m) = missing_tools() {
-        return Err(m);
-    }
-    let net = dir.join("fabric.net");
-    std::fs::write(&net, to_ibnetdiscover(topo)).map_err(|e| e.to_string())?;
-    let sock = format!("ibkit{}", std::process::id());
-    let log = dir.join("ibsim.log");
-    let n = topo.nodes.len() + 16;
-    let ports = topo
-        .nodes
-        .iter()
-        .map(|x| usize::from(x.ports) + 1)
-        .sum::<usize>()
-        + 64;
-    let child = Command::new("ibsim")
-        .args(["-s", "-n", "-v"])
-        .args([
-            "-N",
-            &n.to_string(),
-            "-S",
-            &(topo.switches() + 16).to_string(),
-        ])
-        .args(["-P", &ports.to_string()])
-        .arg(&net)
-        .env("IBSIM_SOCKNAME", &sock)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
-        .spawn()
-        .map_err(|e| format!("ibsim: {e}"))?;
-    let sim = Ibsim { child, log };
-    // Wait until ibsim has read the fabric and listens.
-    let t0 = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(&sim.log).unwrap_or_default();
-        if text.contains("trap 128")
-            || text.contains("listen")
-            || t0.elapsed() > Duration::from_secs(2)
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let host = topo
-        .nodes
-        .iter()
-        .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
-        .map(|x| x.name.clone())
-        .ok_or("no CA")?;
+    let sim = Ibsim::start(topo, dir)?;
     let osm_log = dir.join("opensm.log");
     let engine = match routing {
         Engine::MinHop => "minhop",
@@ -135,14 +179,11 @@ pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSm
         Engine::FatTree => "ftree",
     };
     let t = Instant::now();
-    let out = Command::new("opensm")
+    let out = sim
+        .client("opensm")
         .args(["-o", "-f"])
         .arg(&osm_log)
         .args(["-R", engine])
-        .env("LD_PRELOAD", UMAD2SIM)
-        .env("IBSIM_SOCKNAME", &sock)
-        .env("SIM_HOST", &host)
-        .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("opensm: {e}"))?;
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -153,11 +194,7 @@ pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSm
         ));
     }
     std::thread::sleep(Duration::from_millis(100));
-    let smps = BufReader::new(std::fs::File::open(&sim.log).map_err(|e| e.to_string())?)
-        .lines()
-        .map_while(Result::ok)
-        .filter(|l| l.contains("replying"))
-        .count() as u64;
+    let smps = sim.replies();
     let text = std::fs::read_to_string(&osm_log).map_err(|e| e.to_string())?;
     let find = |needle: &str| text.lines().find(|l| l.contains(needle)).and_then(log_time);
     let start = find("Entering DISCOVERING state");
@@ -176,6 +213,41 @@ pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSm
         wall_ms,
         up: up.is_some(),
     })
+}
+
+/// ibkit's SM on the same ibsim, through a umad port (`ibkit sm --once`,
+/// run as `exe` under the preload): SMPs (its own count and ibsim's
+/// replies) and milliseconds to the subnet up.
+pub fn run_ibkit_on_ibsim(
+    exe: &Path,
+    topo: &Topology,
+    routing: Engine,
+    dir: &Path,
+) -> Result<(u64, u64, f64), String> {
+    let sim = Ibsim::start(topo, dir)?;
+    let engine = match routing {
+        Engine::MinHop => "minhop",
+        Engine::UpDown => "updn",
+        Engine::FatTree => "ftree",
+    };
+    let out = sim
+        .client(exe)
+        .args(["sm", "--once", "--json", "--routing", engine])
+        .output()
+        .map_err(|e| format!("ibkit sm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ibkit sm failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(100));
+    Ok((
+        v["smps"].as_u64().unwrap_or(0),
+        sim.replies(),
+        v["up_ms"].as_f64().unwrap_or(f64::NAN),
+    ))
 }
 
 /// ibkit's side: bring-up on the simulator and route computation alone.
@@ -223,8 +295,14 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> Result<bool, String> {
         eprintln!("OpenSM on ibsim: {spec}, {routing:?}…");
     }
     let o = run_opensm(&topo, routing, &dir);
+    if !json {
+        eprintln!("ibkit's SM on the same ibsim…");
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let u = run_ibkit_on_ibsim(&exe, &topo, routing, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let o = o?;
+    let (u_smps, u_replies, u_ms) = u?;
     if !json {
         eprintln!("ibkit on its simulator…");
     }
@@ -238,6 +316,7 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> Result<bool, String> {
                 "routing": format!("{routing:?}").to_lowercase(),
                 "opensm": {"smps": o.smps, "to_up_ms": o.to_up_ms, "discovery_ms": o.discovery_ms, "routing_ms": o.routing_ms, "wall_ms": o.wall_ms, "up": o.up},
                 "ibkit": {"smps": k.smps, "bring_up_wall_ms": k.bring_up_ms, "sim_ms": k.sim_ms, "routing_ms": k.routing_ms, "up": k.ok},
+                "ibkit_on_ibsim": {"smps": u_smps, "ibsim_replies": u_replies, "to_up_ms": u_ms},
                 "ratios": {"smps": r(k.smps as f64, o.smps as f64), "routing_speedup": r(o.routing_ms, k.routing_ms)},
             })
         );
@@ -268,11 +347,26 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> Result<bool, String> {
             k.bring_up_ms,
             r(o.to_up_ms, k.bring_up_ms)
         );
+        println!("both on ibsim (ibkit sm --once through libumad2sim):");
+        println!(
+            "{:<34} {:>14} {:>14} {:>9.2}×",
+            "  SMPs answered by ibsim",
+            o.smps,
+            u_replies,
+            r(u_replies as f64, o.smps as f64)
+        );
+        println!(
+            "{:<34} {:>14.1} {:>14.1} {:>9.1}×",
+            "  wall to SUBNET UP (ms)",
+            o.to_up_ms,
+            u_ms,
+            r(o.to_up_ms, u_ms)
+        );
         println!(
             "(OpenSM runs on ibsim through libumad2sim; ibkit on its own simulator, {:.1} ms simulated; \
              OpenSM's SMPs are ibsim's replies)",
             k.sim_ms
         );
     }
-    Ok(o.up && k.ok && k.smps <= o.smps)
+    Ok(o.up && k.ok && k.smps <= o.smps && u_replies <= o.smps)
 }

@@ -5,3 +5,4 @@ pub mod decode;
 pub mod migrate;
 pub mod sample;
 pub mod sim;
+pub mod sm;

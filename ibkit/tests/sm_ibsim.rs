@@ -1,0 +1,174 @@
+//! ibkit's SM on a real MAD stack: `ibkit sm --transport umad --once` brings
+//! fabrics served by Debian's ibsim up through the `libumad2sim.so` preload,
+//! and then tools we did not write — infiniband-diags under the same
+//! preload — read back what it set: `ibnetdiscover` finds the same nodes and
+//! cables, `smpquery portinfo` the LIDs and Active states, `ibroute` the
+//! same LFTs on every switch, and `ibtracert` a path between CAs. OpenSM on
+//! the same fabric is measured beside it: ibkit must send fewer SMPs and not
+//! be slower. Needs ibsim-utils, libumad2sim0, infiniband-diags and opensm
+//! (CI installs them); elsewhere it says SKIPPED, unless
+//! IBKIT_REQUIRE_PEERS=1.
+
+use fabric::topology::Topology;
+use ibkit::cmd::bench::{missing_tools, run_opensm, Ibsim};
+use smi::sm::Engine;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+fn skip(why: &str) -> bool {
+    if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!("peer tools missing and IBKIT_REQUIRE_PEERS=1: {why}");
+    }
+    eprintln!("SKIPPED sm_ibsim: {why}");
+    true
+}
+
+fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
+    let out = sim.client(program).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Cables by GUID: (node GUID, port, peer node GUID, peer port), both ways.
+fn cabled(t: &Topology) -> BTreeSet<(u64, u8, u64, u8)> {
+    let mut s = BTreeSet::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        for p in 1..=n.ports {
+            if let Some((m, q)) = t.peer_of(i, p) {
+                s.insert((n.guid, p, t.nodes[m].guid, q));
+            }
+        }
+    }
+    s
+}
+
+/// The same from ibnetdiscover's text: node headers `Switch N "S-<guid>"` /
+/// `Ca N "H-<guid>"`, then `[port]... "X-<guid>"[peer port]` lines.
+fn discovered(text: &str) -> BTreeSet<(u64, u8, u64, u8)> {
+    let guid_of = |s: &str| -> Option<u64> {
+        let a = s.find("\"S-").or_else(|| s.find("\"H-"))? + 3;
+        u64::from_str_radix(&s[a..a + 16], 16).ok()
+    };
+    let mut s = BTreeSet::new();
+    let mut cur = None;
+    for line in text.lines() {
+        if line.starts_with("Switch") || line.starts_with("Ca") {
+            cur = guid_of(line);
+        } else if let (Some(me), Some(rest)) = (cur, line.strip_prefix('[')) {
+            let port: u8 = rest[..rest.find(']').unwrap()].parse().unwrap();
+            let Some(peer) = guid_of(line) else { continue };
+            let after = &line[line.find("\"[").unwrap() + 2..];
+            let pport: u8 = after[..after.find(']').unwrap()].parse().unwrap();
+            s.insert((me, port, peer, pport));
+        }
+    }
+    s
+}
+
+#[test]
+fn ibkit_sm_on_ibsim_is_read_back_by_infiniband_diags() {
+    if let Some(why) = missing_tools() {
+        skip(&why);
+        return;
+    }
+    if !Path::new("/usr/sbin/ibnetdiscover").exists() {
+        skip("infiniband-diags is not installed");
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_ibkit");
+    for spec in ["mport-ntree:8:1", "mport-ntree:4:2", "fat-tree-324"] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "ibkit-sm-ibsim-{}-{}",
+            std::process::id(),
+            spec.replace(':', "_")
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let out = run(&sim, exe, &["sm", "--once", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["up"], true, "{spec}");
+        assert_eq!(v["nodes"], topo.nodes.len(), "{spec}");
+        let ibkit_smps = v["smps"].as_u64().unwrap();
+        let ibkit_ms = v["up_ms"].as_f64().unwrap();
+        assert_eq!(
+            sim.replies(),
+            ibkit_smps,
+            "{spec}: ibsim answered every SMP"
+        );
+
+        // Nodes and cables as ibnetdiscover sees them.
+        let text = run(&sim, "ibnetdiscover", &[]);
+        assert_eq!(discovered(&text), cabled(&topo), "{spec}");
+
+        // LIDs, states and forwarding tables as the SM set them.
+        let table = v["table"].as_array().unwrap();
+        let mut by_lid = BTreeMap::new();
+        for n in table {
+            by_lid.insert(n["lid"].as_u64().unwrap(), n);
+        }
+        for n in table.iter().filter(|n| n["switch"] == false).take(4) {
+            let lid = n["lid"].to_string();
+            let pi = run(&sim, "smpquery", &["portinfo", &lid, "1"]);
+            assert!(
+                pi.contains(&format!("Lid:{}{lid}\n", ".".repeat(29))),
+                "{pi}"
+            );
+            assert!(
+                pi.contains("LinkState:.......................Active"),
+                "{pi}"
+            );
+        }
+        for n in table.iter().filter(|n| n["switch"] == true) {
+            let lid = n["lid"].to_string();
+            let lft: Vec<u64> = n["lft"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            let r = run(&sim, "ibroute", &[&lid]);
+            let mut seen = 0;
+            for line in r.lines().filter(|l| l.starts_with("0x")) {
+                let l = u64::from_str_radix(&line[2..6], 16).unwrap();
+                let port: u64 = line[7..10].trim().parse().unwrap();
+                assert_eq!(
+                    Some(&port),
+                    lft.get(l as usize),
+                    "{spec}: switch {lid} LID {l}"
+                );
+                seen += 1;
+            }
+            let want = lft.iter().skip(1).filter(|&&p| p != 255).count();
+            assert_eq!(seen, want, "{spec}: switch {lid} routes every LID");
+        }
+        // A path between the first and last CAs.
+        let cas: Vec<String> = table
+            .iter()
+            .filter(|n| n["switch"] == false)
+            .map(|n| n["lid"].to_string())
+            .collect();
+        let t = run(&sim, "ibtracert", &[&cas[0], &cas[cas.len() - 1]]);
+        assert!(t.contains("To ca"), "{t}");
+        drop(sim);
+
+        // OpenSM on the same fabric.
+        let o = run_opensm(&topo, Engine::MinHop, &dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        eprintln!(
+            "{spec}: OpenSM {} SMPs, {:.1} ms to SUBNET UP; ibkit {} SMPs, {:.1} ms",
+            o.smps, o.to_up_ms, ibkit_smps, ibkit_ms
+        );
+        assert!(o.up);
+        assert!(ibkit_smps < o.smps, "{spec}: {ibkit_smps} ≥ {}", o.smps);
+        assert!(
+            ibkit_ms <= o.to_up_ms * 1.2 + 5.0,
+            "{spec}: {ibkit_ms} ms vs OpenSM {} ms",
+            o.to_up_ms
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! A umad port: management datagrams to and from one port of a CA through
+//! libibumad (on real hardware, `/dev/infiniband/umad*`; under ibsim, the
+//! `libumad2sim.so` preload serves the same calls).
+
+use crate::ffi::umad::{umad_port, UmadLib};
+use crate::{umad_lib, Error};
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_int, c_long, c_void};
+use std::ptr;
+
+/// A registered agent: the handle libibumad returned for one class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Agent(pub i32);
+
+/// The local port, as libibumad reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortAttr {
+    /// CA name.
+    pub ca: String,
+    /// Port number.
+    pub port: u8,
+    /// Base LID.
+    pub lid: u16,
+    /// The SM's LID.
+    pub sm_lid: u16,
+    /// PortState (1 Down … 4 Active).
+    pub state: u8,
+    /// Port GUID.
+    pub guid: u64,
+}
+
+/// A MAD that arrived (or a send that timed out).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The agent it is for.
+    pub agent: Agent,
+    /// 0, or the errno of a send that failed (ETIMEDOUT: no response).
+    pub status: i32,
+    /// Source LID.
+    pub slid: u16,
+    /// The MAD, 256 bytes.
+    pub mad: Vec<u8>,
+}
+
+/// One open port with its agents; closed (and agents unregistered) on drop.
+pub struct UmadPort {
+    lib: &'static UmadLib,
+    fd: c_int,
+    agents: Vec<c_int>,
+    buf: Vec<u8>,
+    attr: PortAttr,
+}
+
+const MAD_SIZE: usize = 256;
+/// ETIMEDOUT as libibumad reports it in a timed-out send's status.
+pub const ETIMEDOUT: i32 = 110;
+
+impl UmadPort {
+    /// Opens port `port` (0: the first active one) of CA `ca` (`None`: the
+    /// first CA).
+    pub fn open(ca: Option<&str>, port: u8) -> Result<UmadPort, Error> {
+        let lib = umad_lib()?;
+        let name = match ca {
+            Some(c) => Some(CString::new(c).map_err(|_| Error::BadArgument(c.to_string()))?),
+            None => None,
+        };
+        let p = name.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        let mut info = umad_port::default();
+        // SAFETY: `p` is null or a NUL-terminated string alive for the call;
+        // `info` is a writable umad_port, released below.
+        let r = unsafe { lib.umad_get_port(p, c_int::from(port), &mut info) };
+        if r < 0 {
+            return Err(Error::NoDevice(format!(
+                "umad_get_port({}, {port}) = {r}",
+                ca.unwrap_or("first CA")
+            )));
+        }
+        // SAFETY: ca_name is NUL-terminated by libibumad within its array.
+        let ca_name = unsafe { CStr::from_ptr(info.ca_name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let attr = PortAttr {
+            ca: ca_name,
+            port: info.portnum as u8,
+            lid: info.base_lid as u16,
+            sm_lid: info.sm_lid as u16,
+            state: info.state as u8,
+            guid: u64::from_be(info.port_guid),
+        };
+        // SAFETY: `info` was filled by umad_get_port.
+        unsafe { lib.umad_release_port(&mut info) };
+        // SAFETY: as for umad_get_port.
+        let fd = unsafe { lib.umad_open_port(p, c_int::from(port)) };
+        if fd < 0 {
+            return Err(Error::Call {
+                call: "umad_open_port",
+                code: fd,
+            });
+        }
+        // SAFETY: no arguments.
+        let hdr = unsafe { lib.umad_size() };
+        Ok(UmadPort {
+            lib,
+            fd,
+            agents: Vec::new(),
+            buf: vec![0u8; hdr + MAD_SIZE],
+            attr,
+        })
+    }
+
+    /// What libibumad said of the port when it was opened.
+    pub fn attr(&self) -> &PortAttr {
+        &self.attr
+    }
+
+    /// Registers an agent for management class `class` (version `version`),
+    /// receiving unsolicited MADs of `methods` (responses to its own
+    /// requests always come back to it).
+    pub fn register(&mut self, class: u8, version: u8, methods: &[u8]) -> Result<Agent, Error> {
+        let bits = 8 * std::mem::size_of::<c_long>();
+        let mut mask = [0 as c_long; 128 / (8 * std::mem::size_of::<c_long>())];
+        for &m in methods {
+            let m = usize::from(m & 0x7F);
+            mask[m / bits] |= 1 << (m % bits);
+        }
+        let mask_ptr = if methods.is_empty() {
+            ptr::null_mut()
+        } else {
+            mask.as_mut_ptr()
+        };
+        // SAFETY: `fd` is open; `mask_ptr` is null or 128 bits long.
+        let id = unsafe {
+            self.lib.umad_register(
+                self.fd,
+                c_int::from(class),
+                c_int::from(version),
+                0,
+                mask_ptr,
+            )
+        };
+        if id < 0 {
+            return Err(Error::Call {
+                call: "umad_register",
+                code: id,
+            });
+        }
+        self.agents.push(id);
+        Ok(Agent(id))
+    }
+
+    /// Sends a 256-byte MAD by `agent` to `dlid` (0xFFFF: permissive, for
+    /// directed route), QP 0. With `timeout_ms` > 0 the kernel matches the
+    /// response to this send (and reports a timeout with status ETIMEDOUT).
+    pub fn send(
+        &mut self,
+        agent: Agent,
+        mad: &[u8],
+        dlid: u16,
+        timeout_ms: i32,
+    ) -> Result<(), Error> {
+        if mad.len() != MAD_SIZE {
+            return Err(Error::BadArgument(format!(
+                "a MAD is 256 bytes, not {}",
+                mad.len()
+            )));
+        }
+        self.buf.iter_mut().for_each(|b| *b = 0);
+        let umad = self.buf.as_mut_ptr() as *mut c_void;
+        // SAFETY: `buf` holds the ib_user_mad header plus 256 bytes; the MAD
+        // pointer libibumad returns lies inside it.
+        unsafe {
+            self.lib.umad_set_addr(umad, c_int::from(dlid), 0, 0, 0);
+            let data = self.lib.umad_get_mad(umad) as *mut u8;
+            ptr::copy_nonoverlapping(mad.as_ptr(), data, MAD_SIZE);
+        }
+        // SAFETY: as above; the length covers the MAD only.
+        let r = unsafe {
+            self.lib
+                .umad_send(self.fd, agent.0, umad, MAD_SIZE as c_int, timeout_ms, 0)
+        };
+        if r < 0 {
+            return Err(Error::Call {
+                call: "umad_send",
+                code: r,
+            });
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout_ms` (−1: forever) for a MAD; `None` on timeout.
+    pub fn recv(&mut self, timeout_ms: i32) -> Result<Option<Received>, Error> {
+        self.buf.iter_mut().for_each(|b| *b = 0);
+        let umad = self.buf.as_mut_ptr() as *mut c_void;
+        let mut len: c_int = MAD_SIZE as c_int;
+        // SAFETY: `buf` has room for the header and `len` bytes of MAD.
+        let r = unsafe { self.lib.umad_recv(self.fd, umad, &mut len, timeout_ms) };
+        if r < 0 {
+            // -ETIMEDOUT: nothing arrived in time.
+            if r == -ETIMEDOUT || r == -11 {
+                return Ok(None);
+            }
+            return Err(Error::Call {
+                call: "umad_recv",
+                code: r,
+            });
+        }
+        // SAFETY: filled by umad_recv.
+        let (status, slid, mad) = unsafe {
+            let status = self.lib.umad_status(umad);
+            let addr = self.lib.umad_get_mad_addr(umad);
+            let slid = if addr.is_null() {
+                0
+            } else {
+                u16::from_be((*addr).lid)
+            };
+            let data = self.lib.umad_get_mad(umad) as *const u8;
+            let n = (len.max(0) as usize).min(MAD_SIZE);
+            let mut mad = vec![0u8; MAD_SIZE];
+            ptr::copy_nonoverlapping(data, mad.as_mut_ptr(), n);
+            (status, slid, mad)
+        };
+        Ok(Some(Received {
+            agent: Agent(r),
+            status,
+            slid,
+            mad,
+        }))
+    }
+}
+
+impl Drop for UmadPort {
+    fn drop(&mut self) {
+        for &a in &self.agents {
+            // SAFETY: `a` was registered on this open port.
+            unsafe { self.lib.umad_unregister(self.fd, a) };
+        }
+        // SAFETY: `fd` was opened by umad_open_port and is closed once.
+        unsafe { self.lib.umad_close_port(self.fd) };
+    }
+}
