@@ -27,11 +27,16 @@ bindgen /usr/include/infiniband/umad.h "${common[@]}" \
     --allowlist-function 'umad_.*' --allowlist-type 'umad_.*|ib_user_mad.*|ib_mad_addr' \
     --allowlist-var 'UMAD_.*' \
     -o "$out/umad.rs" -- -I/usr/include
+bindgen /usr/include/infiniband/umad_types.h "${common[@]}" \
+    --allowlist-type 'umad_.*' --allowlist-var 'UMAD_.*' \
+    -o "$out/umad_types.rs" -- -I/usr/include
 if [ $check = 1 ]; then
-    diff -u src/bindings/verbs.rs "$out/verbs.rs" >/dev/null && diff -u src/bindings/umad.rs "$out/umad.rs" >/dev/null || {
-        echo "verbs-sys: the checked-in bindings differ from rdma-core's headers; run verbs-sys/regen.sh" >&2
-        diff -u src/bindings/verbs.rs "$out/verbs.rs" | head -40 >&2
-        exit 1
-    }
+    for f in verbs umad umad_types; do
+        diff -u "src/bindings/$f.rs" "$out/$f.rs" >/dev/null || {
+            echo "verbs-sys: src/bindings/$f.rs differs from rdma-core's headers; run verbs-sys/regen.sh" >&2
+            diff -u "src/bindings/$f.rs" "$out/$f.rs" | head -40 >&2
+            exit 1
+        }
+    done
     echo "verbs-sys: bindings match the headers"
 fi

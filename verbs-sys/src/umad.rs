@@ -49,6 +49,16 @@ pub struct UmadPort {
     agents: Vec<c_int>,
     buf: Vec<u8>,
     attr: PortAttr,
+    pending: std::collections::VecDeque<Received>,
+}
+
+/// The low 32 bits of a MAD's transaction ID (bytes 12..16), the part the
+/// sender owns.
+fn tid_low(mad: &[u8]) -> Option<u32> {
+    if mad.len() != MAD_SIZE {
+        return None;
+    }
+    Some(u32::from_be_bytes([mad[12], mad[13], mad[14], mad[15]]))
 }
 
 const MAD_SIZE: usize = 256;
@@ -105,6 +115,7 @@ impl UmadPort {
             agents: Vec::new(),
             buf: vec![0u8; hdr + MAD_SIZE],
             attr,
+            pending: Default::default(),
         })
     }
 
@@ -150,13 +161,15 @@ impl UmadPort {
 
     /// Sends a 256-byte MAD by `agent` to `dlid` (0xFFFF: permissive, for
     /// directed route), QP 0. With `timeout_ms` > 0 the kernel matches the
-    /// response to this send (and reports a timeout with status ETIMEDOUT).
+    /// response to this send, resends it up to `retries` times while none
+    /// comes, and finally reports a timeout with status ETIMEDOUT.
     pub fn send(
         &mut self,
         agent: Agent,
         mad: &[u8],
         dlid: u16,
         timeout_ms: i32,
+        retries: u32,
     ) -> Result<(), Error> {
         if mad.len() != MAD_SIZE {
             return Err(Error::BadArgument(format!(
@@ -175,8 +188,14 @@ impl UmadPort {
         }
         // SAFETY: as above; the length covers the MAD only.
         let r = unsafe {
-            self.lib
-                .umad_send(self.fd, agent.0, umad, MAD_SIZE as c_int, timeout_ms, 0)
+            self.lib.umad_send(
+                self.fd,
+                agent.0,
+                umad,
+                MAD_SIZE as c_int,
+                timeout_ms,
+                retries.min(c_int::MAX as u32) as c_int,
+            )
         };
         if r < 0 {
             return Err(Error::Call {
@@ -187,8 +206,57 @@ impl UmadPort {
         Ok(())
     }
 
+    /// Sends `mad` (see [`UmadPort::send`]) and waits for its response: the
+    /// MAD that comes back with the same transaction ID (its low 32 bits:
+    /// the kernel owns the high ones). Other MADs that arrive meanwhile are
+    /// kept for [`UmadPort::recv`]. A request nobody answers is
+    /// `Error::Call { call: "umad_send", code: -ETIMEDOUT }`.
+    pub fn request(
+        &mut self,
+        agent: Agent,
+        mad: &[u8],
+        dlid: u16,
+        timeout_ms: i32,
+        retries: u32,
+    ) -> Result<Received, Error> {
+        let tid =
+            tid_low(mad).ok_or_else(|| Error::BadArgument(format!("a {}-byte MAD", mad.len())))?;
+        self.send(agent, mad, dlid, timeout_ms, retries)?;
+        let budget = i64::from(timeout_ms.max(1)) * (i64::from(retries) + 1) + 1000;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(budget as u64);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(Error::Call {
+                    call: "umad_send",
+                    code: -ETIMEDOUT,
+                });
+            }
+            let Some(r) = self.recv_raw(left.as_millis().min(i32::MAX as u128) as i32)? else {
+                continue;
+            };
+            if r.agent == agent && tid_low(&r.mad) == Some(tid) {
+                if r.status != 0 {
+                    return Err(Error::Call {
+                        call: "umad_send",
+                        code: -r.status,
+                    });
+                }
+                return Ok(r);
+            }
+            self.pending.push_back(r);
+        }
+    }
+
     /// Waits up to `timeout_ms` (−1: forever) for a MAD; `None` on timeout.
     pub fn recv(&mut self, timeout_ms: i32) -> Result<Option<Received>, Error> {
+        if let Some(r) = self.pending.pop_front() {
+            return Ok(Some(r));
+        }
+        self.recv_raw(timeout_ms)
+    }
+
+    fn recv_raw(&mut self, timeout_ms: i32) -> Result<Option<Received>, Error> {
         self.buf.iter_mut().for_each(|b| *b = 0);
         let umad = self.buf.as_mut_ptr() as *mut c_void;
         let mut len: c_int = MAD_SIZE as c_int;

@@ -87,7 +87,7 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
             } else {
                 timeout
             };
-            port.send(agent, t.smp.as_wire(), dlid, wait)
+            port.send(agent, t.smp.as_wire(), dlid, wait, 0)
                 .map_err(|e| e.to_string())?;
         }
         if sm.phase() == Phase::Failed {
