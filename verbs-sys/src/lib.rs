@@ -13,11 +13,17 @@
 //!   context's ops table as the header does.
 //! * [`umad`] — a umad port: open a CA port, register agents, send a MAD with
 //!   a timeout, receive.
-//! * [`verbs`] — the device list, contexts and port queries.
+//! * [`verbs`] — the safe layer: device list and attributes, contexts, port
+//!   and GID queries, protection domains, memory regions, completion queues
+//!   and channels, address handles.
+//! * [`qp`] — queue pairs (RC, UD), their state transitions, posting and
+//!   polling, with the buffer-reuse and concurrent-posting hazards made
+//!   compile errors.
 #![warn(missing_docs)]
 
 pub mod ffi;
 pub mod inline;
+pub mod qp;
 pub mod umad;
 pub mod verbs;
 
