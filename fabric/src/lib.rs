@@ -21,6 +21,7 @@
 
 pub use smi;
 
+pub mod ibsim;
 pub mod model;
 pub mod pcap;
 pub mod sim;

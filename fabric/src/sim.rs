@@ -174,11 +174,26 @@ pub struct Fabric {
     now_ns: u64,
     rng: u64,
     inbox: Vec<Smp>,
+    /// Nodes where outside clients are attached (`ibkit fabric serve`):
+    /// what reaches them goes to `delivered` instead of the SM's inbox.
+    clients: std::collections::BTreeSet<usize>,
+    delivered: Vec<Delivery>,
     capture: Option<Vec<(u64, Vec<u8>)>>,
     /// Counters.
     pub stats: FabricStats,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
+}
+
+/// An SMP that reached a node where an outside client is attached.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// The node.
+    pub node: usize,
+    /// The LRH source LID (0xFFFF for directed route).
+    pub slid: u16,
+    /// The SMP.
+    pub smp: Smp,
 }
 
 /// How a data packet fared through the LFTs.
@@ -229,6 +244,8 @@ impl Fabric {
             seq: 0,
             now_ns: 0,
             inbox: Vec::new(),
+            clients: Default::default(),
+            delivered: Vec::new(),
             capture: None,
             stats: FabricStats::default(),
             phase_wall_ms: Default::default(),
@@ -566,13 +583,7 @@ impl Fabric {
             return true;
         }
         match dr::on_arrival(&mut smp, self.nodes[node].node(), port) {
-            Disposition::Deliver if smp.direction() => {
-                if node == self.sm_node {
-                    self.inbox.push(smp);
-                } else {
-                    self.stats.discarded += 1;
-                }
-            }
+            Disposition::Deliver if smp.direction() => self.deliver(node, smp, 0xFFFF),
             Disposition::Deliver => {
                 let watch = self.watch_set_down(node, &smp, port);
                 let resp = self.nodes[node].process(&smp, port, now_ms);
@@ -580,8 +591,8 @@ impl Fabric {
                 if let Some(mut r) = resp {
                     match dr::originate(&mut r, self.nodes[node].node(), port) {
                         Ok(false) => self.transmit(node, port, r),
-                        Ok(true) if node == self.sm_node => self.inbox.push(r),
-                        _ => self.stats.discarded += 1,
+                        Ok(true) => self.deliver(node, r, 0xFFFF),
+                        Err(_) => self.stats.discarded += 1,
                     }
                 }
             }
@@ -610,13 +621,13 @@ impl Fabric {
             }
             return;
         }
-        if node == self.sm_node
+        if (node == self.sm_node || self.clients.contains(&node))
             && matches!(
                 smp.method(),
                 mad_core::Method::GetResp | mad_core::Method::Trap
             )
         {
-            self.inbox.push(smp);
+            self.deliver(node, smp, slid);
             return;
         }
         let watch = self.watch_set_down(node, &smp, port);
@@ -631,6 +642,118 @@ impl Fabric {
     /// Responses that reached the SM since the last call.
     pub fn take_inbox(&mut self) -> Vec<Smp> {
         std::mem::take(&mut self.inbox)
+    }
+
+    /// Hands an SMP that reached `node` to whoever listens there: an outside
+    /// client, else the SM (on its node), else nobody (discarded).
+    fn deliver(&mut self, node: usize, smp: Smp, slid: u16) {
+        if self.clients.contains(&node) {
+            self.delivered.push(Delivery { node, slid, smp });
+        } else if node == self.sm_node {
+            self.inbox.push(smp);
+        } else {
+            self.stats.discarded += 1;
+        }
+    }
+
+    /// Attaches an outside client (an SM or a diagnostic served through
+    /// ibsim's protocol) at CA `node`: SMPs it sends start there, and what
+    /// reaches the node is kept for [`Fabric::take_delivered`].
+    pub fn attach(&mut self, node: usize) {
+        self.clients.insert(node);
+    }
+
+    /// Detaches the clients of `node`.
+    pub fn detach(&mut self, node: usize) {
+        self.clients.remove(&node);
+    }
+
+    /// SMPs that reached attached clients since the last call.
+    pub fn take_delivered(&mut self) -> Vec<Delivery> {
+        std::mem::take(&mut self.delivered)
+    }
+
+    /// Sends `smp` from port 1 of CA `node`, as a client there would:
+    /// by directed route when `dlid` is 0xFFFF, else LID-routed to `dlid`.
+    /// Returns false (and sends nothing) when it cannot leave the node.
+    pub fn inject(&mut self, node: usize, mut smp: Smp, dlid: u16) -> bool {
+        let now_ms = self.now_ns / 1_000_000;
+        if dlid != 0xFFFF || !smp.is_directed() {
+            let me = self.nodes[node].lid().0;
+            if self.nodes[node].owns(Lid(dlid)) {
+                if let Some(r) = self.nodes[node].process(&smp, 1, now_ms) {
+                    self.deliver(node, r, me);
+                }
+            } else {
+                self.transmit_lrh(node, 1, smp, dlid, me);
+            }
+            return true;
+        }
+        match dr::originate(&mut smp, self.nodes[node].node(), 1) {
+            Ok(false) => self.transmit(node, 1, smp),
+            Ok(true) => {
+                // Zero hops: the node's own agent answers.
+                if let Some(mut r) = self.nodes[node].process(&smp, 1, now_ms) {
+                    if dr::originate(&mut r, self.nodes[node].node(), 1) == Ok(true) {
+                        self.deliver(node, r, 0xFFFF);
+                    }
+                }
+            }
+            Err(_) => {
+                self.stats.discarded += 1;
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Processes every SMP in flight and every trap due, until nothing is
+    /// left to do (simulated time moves on as far as that takes).
+    pub fn run_to_quiescence(&mut self) {
+        loop {
+            if !self.trap_nodes.is_empty() {
+                self.send_traps();
+            }
+            if !self.step() && self.trap_nodes.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// What `node`'s agent answers to a local Get of `attr` (modifier `am`)
+    /// arriving at `port`: the attribute's 64 bytes, as a client on the
+    /// node reads them at attach time.
+    pub fn local_get(
+        &mut self,
+        node: usize,
+        port: u8,
+        attr: mad_core::attr::AttributeId,
+        am: u32,
+    ) -> Option<[u8; 64]> {
+        let path = mad_core::DrPath::new();
+        let smp = Smp::directed(&path, mad_core::Method::Get, attr, am, 0, mad_core::MKey(0));
+        let now_ms = self.now_ns / 1_000_000;
+        let r = self.nodes[node].process(&smp, port, now_ms)?;
+        if r.status().0 != 0 {
+            return None;
+        }
+        let mut d = [0u8; 64];
+        d.copy_from_slice(&r.as_wire()[64..128]);
+        Some(d)
+    }
+
+    /// Claims (or releases) the SM role on CA `node`'s port 1: the IsSM bit
+    /// of its CapabilityMask, which SMs look for when they discover.
+    pub fn set_is_sm(&mut self, node: usize, on: bool) {
+        use mad_core::attr::CapabilityMask;
+        let info = match &mut self.nodes[node] {
+            SimNode::Ca(c) => c.model.ports.get_mut(1).map(|p| &mut p.info),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get_mut(1).map(|p| &mut p.info),
+            SimNode::Switch(s) => s.model.ports.get_mut(0).map(|p| &mut p.info),
+        };
+        if let Some(i) = info {
+            i.capability_mask.set(CapabilityMask::IS_SM, on);
+        }
     }
 
     /// Runs `sm` against this fabric until the subnet is up or nothing more

@@ -87,6 +87,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a simulated fabric to libibumad programs (OpenSM, infiniband-diags) through ibsim's protocol.
+    Fabric {
+        #[command(subcommand)]
+        what: FabricWhat,
+    },
     /// End-to-end benchmarks beside the reference tools.
     Bench {
         #[command(subcommand)]
@@ -168,6 +173,43 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum FabricWhat {
+    /// Serve the fabric on ibsim's sockets: run clients with LD_PRELOAD=libumad2sim.so IBSIM_SOCKNAME=NAME [SIM_HOST=node].
+    Serve {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long, default_value = "fat-tree-324")]
+        topology: String,
+        /// VFs per hypervisor: every CA but the first becomes a vSwitch hypervisor.
+        #[arg(long, default_value_t = 0)]
+        vfs: usize,
+        /// Socket base name (ibsim's IBSIM_SOCKNAME).
+        #[arg(long, default_value = "sim")]
+        socket: String,
+        /// Nanoseconds for an SMP to cross one cable (k).
+        #[arg(long, default_value_t = 1_000)]
+        hop_ns: u64,
+        /// Extra nanoseconds per directed-route hop (r).
+        #[arg(long, default_value_t = 2_000)]
+        dr_hop_ns: u64,
+        /// Probability that an SMP is lost on a cable.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Log every SMP a client sends.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
+    Ctl {
+        /// Socket base name of the server.
+        #[arg(long, default_value = "sim")]
+        socket: String,
+        /// The command and its arguments.
+        #[arg(required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum BenchWhat {
     /// OpenSM (on ibsim) and ibkit's SM (on its simulator) bring the same fabric up: SMPs, times, ratios.
     Opensm {
@@ -236,6 +278,32 @@ fn main() -> ExitCode {
                 })
             }
         }
+        Some(Command::Fabric {
+            what:
+                FabricWhat::Serve {
+                    topology,
+                    vfs,
+                    socket,
+                    hop_ns,
+                    dr_hop_ns,
+                    loss,
+                    verbose,
+                },
+        }) => cmd::serve::serve(&cmd::serve::ServeArgs {
+            topology,
+            vfs,
+            socket,
+            hop_ns,
+            dr_hop_ns,
+            loss,
+            verbose,
+        }),
+        Some(Command::Fabric {
+            what: FabricWhat::Ctl { socket, command },
+        }) => cmd::serve::ctl(&socket, &command.join(" ")).map(|s| {
+            println!("{s}");
+            true
+        }),
         Some(Command::Bench {
             what:
                 BenchWhat::Opensm {

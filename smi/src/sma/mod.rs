@@ -240,6 +240,22 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
                 }
                 self.port(target)?.ext.encode(out).map_err(bad)
             }
+            AttributeId::MlnxExtPortInfo => {
+                // Vendor-specific; the modifier is the port (0: the port
+                // the SMP arrived on, on a CA).
+                let p = u8::try_from(am).map_err(|_| Status::INVALID_FIELD)?;
+                let target = self.target_port(p, port)?;
+                if set {
+                    let mut new =
+                        mad_core::attr::MlnxExtPortInfo::decode(&req.data).map_err(bad)?;
+                    // FDR10 is neither supported nor active here; only the
+                    // enables are the SM's to set.
+                    new.link_speed_supported = 0;
+                    new.link_speed_active = 0;
+                    self.port_mut(target)?.mlnx_ext = new;
+                }
+                self.port(target)?.mlnx_ext.encode(out).map_err(bad)
+            }
             AttributeId::GuidInfo => {
                 let Block(b) = Block::<31>::decode("GUIDInfo", am).map_err(bad)?;
                 let p = self.port_mut(port)?;

@@ -98,6 +98,9 @@ pub struct Port<const P: usize> {
     pub vl_arb: [VlArbitrationTable; 4],
     /// PortInfoExtended.
     pub ext: PortInfoExtended,
+    /// Mellanox ExtendedPortInfo (0xFF90): OpenSM reads it from ports of
+    /// Mellanox-vendor nodes; no FDR10 support is claimed.
+    pub mlnx_ext: mad_core::attr::MlnxExtPortInfo,
 }
 
 /// The attributes of one node.
@@ -203,6 +206,7 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
                 sl2vl,
                 vl_arb: [VlArbitrationTable::default(); 4],
                 ext: PortInfoExtended::default(),
+                mlnx_ext: Default::default(),
             });
         }
         let mut lft = Vec::new();

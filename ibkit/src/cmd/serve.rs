@@ -1,0 +1,685 @@
+//! `ibkit fabric serve`: ibkit's simulated fabric behind ibsim's client
+//! protocol ([`fabric::ibsim`]), so that OpenSM, infiniband-diags and every
+//! other libibumad program run against it through `libumad2sim.so`; and
+//! `ibkit fabric ctl`, which takes links and nodes down and up and dumps
+//! the fabric's state.
+//!
+//! One thread polls every socket. Packets that arrive together are injected
+//! together at their clients' ports, the fabric runs until nothing is in
+//! flight, and what reached each client is written back; a request that
+//! got no response comes back with status ETIMEDOUT, as ibsim reports it.
+
+use fabric::ibsim::{self, ClientInfo, CtlType, SimCtl, SimRequest, MAX_CLIENTS};
+use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
+use fabric::topology::Topology;
+use mad_core::attr::{AttributeId, NodeType};
+use mad_core::{Lid, Smp};
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::time::{Duration, Instant};
+
+/// What `ibkit fabric serve` is asked to serve.
+#[derive(Clone, Debug)]
+pub struct ServeArgs {
+    /// The topology spec.
+    pub topology: String,
+    /// VFs per hypervisor (0: plain CAs).
+    pub vfs: usize,
+    /// The socket base name (ibsim's `IBSIM_SOCKNAME`).
+    pub socket: String,
+    /// Per-hop delay (k), ns.
+    pub hop_ns: u64,
+    /// Extra delay per directed-route hop (r), ns.
+    pub dr_hop_ns: u64,
+    /// Loss probability per cable crossing.
+    pub loss: f64,
+    /// Log every packet.
+    pub verbose: bool,
+}
+
+/// The abstract socket of ibkit's own control interface.
+pub fn control_name(base: &str) -> String {
+    format!("{base}:ibkit")
+}
+
+#[derive(Default)]
+struct Client {
+    node: usize,
+    issm: bool,
+    /// Requests in the fabric, by the transaction ID the server gave them.
+    outstanding: HashMap<u64, SimRequest>,
+}
+
+/// Counters of a serving run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    /// Packets received from clients.
+    pub packets: u64,
+    /// SMP responses delivered to clients.
+    pub answered: u64,
+    /// Requests answered with ETIMEDOUT.
+    pub timeouts: u64,
+    /// Malformed datagrams (logged and dropped).
+    pub malformed: u64,
+    /// Traps delivered to SM clients.
+    pub traps: u64,
+}
+
+struct Server {
+    base: String,
+    fabric: Fabric,
+    ctl: UnixDatagram,
+    control: UnixDatagram,
+    outs: Vec<UnixDatagram>,
+    clients: Vec<Option<Client>>,
+    stats: ServeStats,
+    verbose: bool,
+    started: Instant,
+}
+
+/// An abstract socket address as ibsim and umad2sim spell it: their
+/// address length counts the name's terminating NUL, so it is part of the
+/// name.
+fn abstract_addr(name: &str) -> std::io::Result<SocketAddr> {
+    let mut b = name.as_bytes().to_vec();
+    b.push(0);
+    SocketAddr::from_abstract_name(&b)
+}
+
+fn bind(name: &str) -> Result<UnixDatagram, String> {
+    let s = UnixDatagram::bind_addr(&abstract_addr(name).map_err(|e| e.to_string())?)
+        .map_err(|e| format!("cannot bind @{name}: {e} (is another simulator serving it?)"))?;
+    s.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// Serves `a.topology` until killed.
+pub fn serve(a: &ServeArgs) -> Result<bool, String> {
+    let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
+    let cfg = SimConfig {
+        hop_ns: a.hop_ns,
+        dr_hop_ns: a.dr_hop_ns,
+        loss: a.loss,
+        vfs: a.vfs,
+        ..Default::default()
+    };
+    let fabric = Fabric::new(topo, cfg)?;
+    let mut outs = Vec::new();
+    for i in 0..MAX_CLIENTS {
+        outs.push(bind(&ibsim::out_name(&a.socket, i))?);
+    }
+    let mut s = Server {
+        base: a.socket.clone(),
+        ctl: bind(&ibsim::ctl_name(&a.socket))?,
+        control: bind(&control_name(&a.socket))?,
+        outs,
+        clients: (0..MAX_CLIENTS).map(|_| None).collect(),
+        stats: ServeStats::default(),
+        verbose: a.verbose,
+        started: Instant::now(),
+        fabric,
+    };
+    eprintln!(
+        "ibkit fabric serve: {} ({} switches, {} CAs) on @{} — attach with LD_PRELOAD=libumad2sim.so IBSIM_SOCKNAME={} [SIM_HOST=node]",
+        a.topology,
+        s.fabric.topo.switches(),
+        s.fabric.topo.cas(),
+        ibsim::ctl_name(&a.socket),
+        a.socket
+    );
+    s.run()
+}
+
+impl Server {
+    fn run(&mut self) -> Result<bool, String> {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let mut fds: Vec<PollFd> = Vec::with_capacity(2 + MAX_CLIENTS);
+            fds.push(PollFd::new(self.ctl.as_raw_fd()));
+            fds.push(PollFd::new(self.control.as_raw_fd()));
+            let slots: Vec<usize> = (0..MAX_CLIENTS)
+                .filter(|&i| self.clients[i].is_some())
+                .collect();
+            for &i in &slots {
+                fds.push(PollFd::new(self.outs[i].as_raw_fd()));
+            }
+            poll(&mut fds).map_err(|e| format!("poll: {e}"))?;
+            if fds[0].readable() {
+                while let Ok((n, from)) = self.ctl.recv_from(&mut buf) {
+                    let reply = self.on_ctl(&buf[..n]);
+                    if let Some(r) = reply {
+                        if let Err(e) = self.ctl.send_to_addr(&r, &from) {
+                            eprintln!("ibkit fabric serve: cannot answer a control request: {e}");
+                        }
+                    }
+                }
+            }
+            if fds[1].readable() {
+                while let Ok((n, from)) = self.control.recv_from(&mut buf) {
+                    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let reply = self.on_command(text.trim());
+                    let _ = self.control.send_to_addr(reply.as_bytes(), &from);
+                }
+            }
+            let mut injected = false;
+            for (k, &slot) in slots.iter().enumerate() {
+                if !fds[2 + k].readable() {
+                    continue;
+                }
+                loop {
+                    match self.outs[slot].recv(&mut buf) {
+                        Ok(n) => {
+                            let pkt = buf[..n].to_vec();
+                            injected |= self.on_packet(slot, &pkt);
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            eprintln!("ibkit fabric serve: client {slot}: {e}");
+                            break;
+                        }
+                    }
+                    if self.clients[slot].is_none() {
+                        break;
+                    }
+                }
+            }
+            if injected {
+                self.settle();
+            }
+        }
+    }
+
+    /// Runs the fabric until nothing is in flight, then hands every client
+    /// what reached it and times out what did not come back.
+    fn settle(&mut self) {
+        self.fabric.run_to_quiescence();
+        for d in self.fabric.take_delivered() {
+            self.on_delivery(d);
+        }
+        for slot in 0..MAX_CLIENTS {
+            let Some(c) = self.clients[slot].as_mut() else {
+                continue;
+            };
+            let lost: Vec<SimRequest> = c.outstanding.drain().map(|(_, r)| r).collect();
+            for mut r in lost {
+                r.status = ibsim::ETIMEDOUT;
+                self.stats.timeouts += 1;
+                self.write(slot, &r);
+            }
+        }
+    }
+
+    fn on_delivery(&mut self, d: fabric::sim::Delivery) {
+        let wire = *d.smp.as_wire();
+        let method = wire[3];
+        let tid = u64::from_be_bytes(wire[8..16].try_into().unwrap_or([0; 8]));
+        let (slot, trap) = if method & 0x80 != 0 {
+            let slot = (tid >> 48) as usize;
+            (slot, false)
+        } else if method == 0x05 {
+            // A trap: for the SM client on the node.
+            match (0..MAX_CLIENTS).find(|&i| {
+                self.clients[i]
+                    .as_ref()
+                    .is_some_and(|c| c.node == d.node && c.issm)
+            }) {
+                Some(i) => (i, true),
+                None => return,
+            }
+        } else {
+            return;
+        };
+        let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if c.node != d.node {
+            return;
+        }
+        let orig = c.outstanding.remove(&tid);
+        if !trap && orig.is_none() {
+            // Already timed out, or not this client's.
+            return;
+        }
+        let lid = self.fabric.nodes[d.node].lid().0;
+        let r = SimRequest {
+            dlid: lid,
+            slid: d.slid,
+            dqp: orig.as_ref().map_or(0, |o| o.sqp),
+            sqp: orig.as_ref().map_or(0, |o| o.dqp),
+            status: 0,
+            length: 256,
+            mad: wire,
+        };
+        if trap {
+            self.stats.traps += 1;
+        } else {
+            self.stats.answered += 1;
+        }
+        self.write(slot, &r);
+    }
+
+    fn write(&mut self, slot: usize, r: &SimRequest) {
+        if let Err(e) = self.outs[slot].send(&r.encode()) {
+            if e.kind() == ErrorKind::WouldBlock {
+                // The client's queue is full: ibsim would retry; so do we,
+                // briefly.
+                std::thread::sleep(Duration::from_micros(50));
+                if self.outs[slot].send(&r.encode()).is_ok() {
+                    return;
+                }
+            }
+            eprintln!("ibkit fabric serve: client {slot} seems dead ({e}) - disconnecting");
+            self.disconnect(slot);
+        }
+    }
+
+    fn disconnect(&mut self, slot: usize) {
+        if let Some(c) = self.clients[slot].take() {
+            if c.issm {
+                self.fabric.set_is_sm(c.node, false);
+            }
+            if !self.clients.iter().flatten().any(|o| o.node == c.node) {
+                self.fabric.detach(c.node);
+            }
+        }
+    }
+
+    /// A packet from client `slot`; true when it went into the fabric.
+    fn on_packet(&mut self, slot: usize, b: &[u8]) -> bool {
+        self.stats.packets += 1;
+        let mut r = match SimRequest::parse(b) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.malformed += 1;
+                eprintln!("ibkit fabric serve: client {slot}: malformed packet ({e}) - dropped");
+                return false;
+            }
+        };
+        let Some(node) = self.clients[slot].as_ref().map(|c| c.node) else {
+            return false;
+        };
+        let class = r.class();
+        if class != 0x01 && class != 0x81 {
+            eprintln!(
+                "ibkit fabric serve: client {slot}: class {class:#04x} is not served (SMPs only) - timed out"
+            );
+            return self.refuse(slot, r);
+        }
+        if r.is_response() {
+            // Nobody here asked an outside client anything.
+            return false;
+        }
+        let tid = (r.tid() & 0xFFFF_FFFF_FFFF) | ((slot as u64) << 48);
+        r.set_tid(tid);
+        let Ok(smp) = Smp::parse(&r.mad).cloned() else {
+            self.stats.malformed += 1;
+            eprintln!("ibkit fabric serve: client {slot}: malformed SMP - timed out");
+            return self.refuse(slot, r);
+        };
+        if self.verbose {
+            eprintln!(
+                "client {slot} @{}: {:?} {:?} mod {:#x} dlid {:#x}",
+                self.fabric.topo.nodes[node].name,
+                smp.method(),
+                smp.attribute_id(),
+                smp.attribute_modifier(),
+                r.dlid
+            );
+        }
+        let repress = smp.method() == mad_core::Method::TrapRepress;
+        if !repress {
+            if let Some(c) = self.clients[slot].as_mut() {
+                c.outstanding.insert(tid, r.clone());
+            }
+        }
+        let dlid = if class == 0x81 { 0xFFFF } else { r.dlid };
+        // One that cannot leave the node gets no response: settle() times
+        // it out.
+        self.fabric.inject(node, smp, dlid);
+        true
+    }
+
+    /// Answers a request at once with ETIMEDOUT.
+    fn refuse(&mut self, slot: usize, mut r: SimRequest) -> bool {
+        r.status = ibsim::ETIMEDOUT;
+        self.stats.timeouts += 1;
+        self.write(slot, &r);
+        false
+    }
+
+    fn find_node(&self, name: &str) -> Option<usize> {
+        self.fabric.topo.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// A control request; the reply to send back (None: ignore it).
+    fn on_ctl(&mut self, b: &[u8]) -> Option<Vec<u8>> {
+        let mut ctl = match SimCtl::parse(b) {
+            Ok(c) => c,
+            Err(e) => {
+                self.stats.malformed += 1;
+                eprintln!("ibkit fabric serve: bad control packet ({e}) - dropped");
+                return None;
+            }
+        };
+        let ok = self.ctl_request(&mut ctl);
+        if let Err(why) = ok {
+            eprintln!("ibkit fabric serve: control {:?} refused: {why}", ctl.kind);
+            ctl.kind = CtlType::Error;
+        }
+        Some(ctl.encode().to_vec())
+    }
+
+    fn client_node(&self, id: u32) -> Result<usize, String> {
+        self.clients
+            .get(id as usize)
+            .and_then(|c| c.as_ref())
+            .map(|c| c.node)
+            .ok_or_else(|| format!("no client {id}"))
+    }
+
+    fn ctl_request(&mut self, ctl: &mut SimCtl) -> Result<(), String> {
+        match ctl.kind {
+            CtlType::Connect => return self.connect(ctl),
+            CtlType::Disconnect => {
+                if (ctl.client as usize) < MAX_CLIENTS {
+                    self.disconnect(ctl.client as usize);
+                }
+                return Ok(());
+            }
+            CtlType::Error => return Err("an error packet".into()),
+            _ => {}
+        }
+        let node = self.client_node(ctl.client)?;
+        let info = |f: &mut Fabric, attr, am| {
+            f.local_get(node, 1, attr, am)
+                .ok_or_else(|| format!("{attr:?} cannot be read"))
+        };
+        let d = &mut ctl.data;
+        match ctl.kind {
+            CtlType::GetPort => {
+                let pi = info(&mut self.fabric, AttributeId::PortInfo, 1)?;
+                d.fill(0);
+                d[0..2].copy_from_slice(&u16::from_be_bytes([pi[16], pi[17]]).to_ne_bytes());
+                d[2] = pi[32] & 0x0F;
+            }
+            CtlType::GetVendor => {
+                let ni = info(&mut self.fabric, AttributeId::NodeInfo, 0)?;
+                d.fill(0);
+                let vendor = u32::from_be_bytes([0, ni[37], ni[38], ni[39]]);
+                let part = u32::from(u16::from_be_bytes([ni[30], ni[31]]));
+                let rev = u32::from_be_bytes([ni[32], ni[33], ni[34], ni[35]]);
+                d[0..4].copy_from_slice(&vendor.to_ne_bytes());
+                d[4..8].copy_from_slice(&part.to_ne_bytes());
+                d[8..12].copy_from_slice(&rev.to_ne_bytes());
+                d[16..24].copy_from_slice(&1u64.to_ne_bytes());
+            }
+            CtlType::GetGid => {
+                let pi = info(&mut self.fabric, AttributeId::PortInfo, 1)?;
+                let ni = info(&mut self.fabric, AttributeId::NodeInfo, 0)?;
+                d.fill(0);
+                d[0..8].copy_from_slice(&pi[8..16]);
+                d[8..16].copy_from_slice(&ni[20..28]);
+            }
+            CtlType::GetGuid => {
+                let g = self.fabric.topo.nodes[node].guid;
+                d.fill(0);
+                d[0..8].copy_from_slice(&g.to_ne_bytes());
+            }
+            CtlType::GetNodeInfo => *d = info(&mut self.fabric, AttributeId::NodeInfo, 0)?,
+            CtlType::GetPortInfo => {
+                let ports = self.fabric.topo.nodes[node].ports;
+                let p = if d[0] == 0 || d[0] > ports { 1 } else { d[0] };
+                *d = info(&mut self.fabric, AttributeId::PortInfo, u32::from(p))?;
+            }
+            CtlType::SetIsSm => {
+                let on = i32::from_ne_bytes([d[0], d[1], d[2], d[3]]) != 0;
+                let slot = ctl.client as usize;
+                if let Some(c) = self.clients[slot].as_mut() {
+                    c.issm = on;
+                }
+                self.fabric.set_is_sm(node, on);
+            }
+            CtlType::GetPkeys => {
+                let pk = info(&mut self.fabric, AttributeId::PKeyTable, 0)?;
+                *d = pk;
+            }
+            CtlType::Connect | CtlType::Disconnect | CtlType::Error => {}
+        }
+        Ok(())
+    }
+
+    fn connect(&mut self, ctl: &mut SimCtl) -> Result<(), String> {
+        let info = ClientInfo::parse(&ctl.data);
+        let slot = (0..MAX_CLIENTS)
+            .find(|&i| self.clients[i].is_none())
+            .ok_or("every client slot is taken")?;
+        let node = if info.nodeid.is_empty() {
+            self.fabric.sm_node
+        } else {
+            self.find_node(&info.nodeid)
+                .ok_or_else(|| format!("no node \"{}\"", info.nodeid))?
+        };
+        if self.fabric.topo.nodes[node].kind == NodeType::Switch {
+            return Err(format!(
+                "\"{}\" is a switch: clients attach to CAs here",
+                info.nodeid
+            ));
+        }
+        if info.issm
+            && self
+                .clients
+                .iter()
+                .flatten()
+                .any(|c| c.node == node && c.issm)
+        {
+            return Err(format!("an SM already runs on \"{}\"", info.nodeid));
+        }
+        let addr =
+            abstract_addr(&ibsim::in_name(&self.base, info.id)).map_err(|e| e.to_string())?;
+        self.outs[slot]
+            .connect_addr(&addr)
+            .map_err(|e| format!("cannot reach client {}'s socket: {e}", info.id))?;
+        self.clients[slot] = Some(Client {
+            node,
+            issm: info.issm,
+            outstanding: HashMap::new(),
+        });
+        self.fabric.attach(node);
+        if info.issm {
+            self.fabric.set_is_sm(node, true);
+        }
+        let name = self.fabric.topo.nodes[node].name.clone();
+        eprintln!(
+            "ibkit fabric serve: client {slot} (pid {}) attached at \"{name}\"{}",
+            info.id,
+            if info.issm { " as SM" } else { "" }
+        );
+        let reply = ClientInfo {
+            id: slot as u32,
+            qp: info.qp,
+            issm: info.issm,
+            nodeid: name,
+        };
+        reply.encode(&mut ctl.data);
+        Ok(())
+    }
+
+    fn node_arg(&self, name: Option<&str>) -> Result<usize, String> {
+        let name = name.ok_or("a node name is missing")?;
+        self.find_node(name)
+            .ok_or_else(|| format!("no node \"{name}\""))
+    }
+
+    /// One command of `ibkit fabric ctl`; the text to answer.
+    fn on_command(&mut self, line: &str) -> String {
+        match self.command(line) {
+            Ok(s) => s,
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    fn command(&mut self, line: &str) -> Result<String, String> {
+        let mut w = line.split_whitespace();
+        let verb = w.next().unwrap_or("");
+        let now = self.fabric.now_ns();
+        let event = match verb {
+            "link-down" | "link-up" => {
+                let n = self.node_arg(w.next())?;
+                let p: u8 = w
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .filter(|&p| p >= 1 && p <= self.fabric.topo.nodes[n].ports)
+                    .ok_or("a port number of the node is missing")?;
+                if verb == "link-down" {
+                    FabricEvent::LinkDown(n, p)
+                } else {
+                    FabricEvent::LinkUp(n, p)
+                }
+            }
+            "node-down" => FabricEvent::NodeDown(self.node_arg(w.next())?),
+            "node-up" => FabricEvent::NodeUp(self.node_arg(w.next())?),
+            "dump" => {
+                let path = w.next().ok_or("dump needs a file to write")?;
+                let json = self.dump();
+                std::fs::write(path, json.to_string()).map_err(|e| format!("{path}: {e}"))?;
+                return Ok(format!("ok: state written to {path}"));
+            }
+            "stats" => {
+                let s = &self.stats;
+                let secs = self.started.elapsed().as_secs_f64();
+                return Ok(serde_json::json!({
+                    "packets": s.packets,
+                    "answered": s.answered,
+                    "timeouts": s.timeouts,
+                    "malformed": s.malformed,
+                    "traps": s.traps,
+                    "hops": self.fabric.stats.hops,
+                    "uptime_s": secs,
+                })
+                .to_string());
+            }
+            "" => return Err("empty command".into()),
+            v => {
+                return Err(format!(
+                    "unknown command \"{v}\" (link-down, link-up, node-down, node-up, dump, stats)"
+                ))
+            }
+        };
+        self.fabric.schedule(now, event);
+        self.settle();
+        Ok(format!("ok: {event:?}"))
+    }
+
+    /// The fabric's state as ibkit sees it: nodes, links, LIDs, port
+    /// states and forwarding tables.
+    fn dump(&self) -> serde_json::Value {
+        let f = &self.fabric;
+        let nodes: Vec<serde_json::Value> = f
+            .topo
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let ports: Vec<serde_json::Value> = (1..=n.ports)
+                    .map(|p| {
+                        let peer = f.topo.peer_of(i, p).map(
+                            |(m, q)| serde_json::json!({"node": f.topo.nodes[m].name, "port": q}),
+                        );
+                        serde_json::json!({
+                            "port": p,
+                            "state": port_state(&f.nodes[i], p),
+                            "peer": peer,
+                        })
+                    })
+                    .collect();
+                let mut v = serde_json::json!({
+                    "name": n.name,
+                    "guid": format!("{:#018x}", n.guid),
+                    "kind": if n.kind == NodeType::Switch { "switch" } else { "ca" },
+                    "lid": f.nodes[i].lid().0,
+                    "ports": ports,
+                });
+                if let SimNode::Switch(s) = &f.nodes[i] {
+                    let top = s.model.switch_info.linear_fdb_top;
+                    let lft: Vec<u8> = (0..=top).map(|l| s.model.lft_port(Lid(l))).collect();
+                    v["lft"] = serde_json::json!(lft);
+                }
+                v
+            })
+            .collect();
+        serde_json::json!({ "nodes": nodes })
+    }
+}
+
+fn port_state(n: &SimNode, p: u8) -> u8 {
+    let p = usize::from(p);
+    let state = match n {
+        SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),
+        SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info.port_state),
+        SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
+    };
+    state.map_or(0, u8::from)
+}
+
+/// Sends one command to the `ibkit fabric serve` on socket `base` and
+/// returns its answer.
+pub fn ctl(base: &str, command: &str) -> Result<String, String> {
+    let me = format!("{base}:ibkitctl{}", std::process::id());
+    let s = UnixDatagram::bind_addr(&abstract_addr(&me).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| e.to_string())?;
+    let to = abstract_addr(&control_name(base)).map_err(|e| e.to_string())?;
+    s.send_to_addr(command.as_bytes(), &to)
+        .map_err(|e| format!("no ibkit fabric serve on @{}: {e}", control_name(base)))?;
+    let mut buf = vec![0u8; 65536];
+    let n = s.recv(&mut buf).map_err(|e| format!("no answer: {e}"))?;
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    if let Some(e) = text.strip_prefix("error: ") {
+        return Err(e.to_string());
+    }
+    Ok(text)
+}
+
+struct PollFd {
+    fd: i32,
+    revents: i16,
+}
+
+impl PollFd {
+    fn new(fd: i32) -> PollFd {
+        PollFd { fd, revents: 0 }
+    }
+    fn readable(&self) -> bool {
+        self.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0
+    }
+}
+
+fn poll(fds: &mut [PollFd]) -> std::io::Result<()> {
+    let mut raw: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `raw` is a valid array of pollfd of the given length.
+        let r = unsafe { libc::poll(raw.as_mut_ptr(), raw.len() as libc::nfds_t, -1) };
+        if r >= 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    for (f, r) in fds.iter_mut().zip(&raw) {
+        f.revents = r.revents;
+    }
+    Ok(())
+}
