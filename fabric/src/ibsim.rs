@@ -82,7 +82,7 @@ pub enum CtlType {
     GetGuid = 6,
     /// The NodeInfo attribute.
     GetNodeInfo = 7,
-    /// The PortInfo attribute of the port in data[0] (0: the client's).
+    /// The PortInfo attribute of the port in `data[0]` (0: the client's).
     GetPortInfo = 8,
     /// Claim or release the SM role (data: a host-order int).
     SetIsSm = 9,
