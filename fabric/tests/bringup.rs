@@ -347,7 +347,7 @@ fn the_model_predicts_every_kind_of_a_controlled_bfs_bring_up() {
         );
         let got: Vec<(String, u64)> = sm
             .stats()
-            .sent
+            .sent()
             .iter()
             .map(|(&(m, a), &n)| (name(m, a), n))
             .collect();

@@ -83,6 +83,13 @@ fn a_failed_cable_is_trapped_swept_and_routed_around_with_only_changed_blocks() 
             .filter(|&i| sm.nodes()[i].is_switch())
             .all(|i| sm.reachable_by_lid(i)));
         assert!(st.traps >= 1 && st.sweeps >= 1, "{st:?}");
+        // Each trap is repressed, and the TrapRepress (which gets no
+        // response) is counted in its phase like every other SMP.
+        let repress = u8::from(Method::TrapRepress);
+        assert!(
+            st.per_phase_kind.keys().any(|&(_, m, _)| m == repress),
+            "{st:?}"
+        );
         assert_eq!(st.fallbacks, 0);
         clean(&f);
         if engine != Engine::MinHop {

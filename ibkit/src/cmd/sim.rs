@@ -139,10 +139,11 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         .map(|t| trace(&f, t))
         .collect::<Result<_, _>>()?;
     let st = sm.stats();
+    let per_phase = st.per_phase();
     let lft_blocks = u64::from(sm.max_lid()) / 64 + 1;
     if a.json {
         let smps: serde_json::Map<String, serde_json::Value> = st
-            .sent
+            .sent()
             .iter()
             .map(|(&(m, at), &n)| (name(m, at), json!(n)))
             .collect();
@@ -158,7 +159,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
                 key.to_string(),
                 json!({
                     "smps": kinds,
-                    "total": st.per_phase.get(&p).copied().unwrap_or(0),
+                    "total": per_phase.get(&p).copied().unwrap_or(0),
                     "wall_ms": f.phase_wall_ms.get(&p).copied().unwrap_or(0.0),
                     "sim_end_ms": st.phase_end_ms.get(&p),
                 }),
@@ -195,7 +196,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         );
         println!();
         println!("{:<32} {:>10} {:>10}", "SMPs by kind", "sent", "model");
-        for (&(m, at), n) in &st.sent {
+        for (&(m, at), n) in &st.sent() {
             let k = name(m, at);
             println!("{:<32} {:>10} {:>10}", k, n, model.count(&k));
         }
@@ -232,7 +233,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             println!(
                 "{:<16} {:>8} {:>10.1} {:>14.3}  {}",
                 key,
-                st.per_phase.get(&p).copied().unwrap_or(0),
+                per_phase.get(&p).copied().unwrap_or(0),
                 f.phase_wall_ms.get(&p).copied().unwrap_or(0.0),
                 st.phase_end_ms.get(&p).copied().unwrap_or(0) as f64,
                 kinds.join(", ")

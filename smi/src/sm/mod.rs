@@ -304,11 +304,9 @@ pub struct Transmit {
     pub dlid: Option<Lid>,
 }
 
-/// SMPs sent, by method and attribute.
+/// SMPs sent, by phase, method and attribute, and what became of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// (method byte, attribute ID) → count, retransmissions included.
-    pub sent: BTreeMap<(u8, u16), u64>,
     /// Retransmissions.
     pub retries: u64,
     /// Requests given up after all retries.
@@ -319,33 +317,49 @@ pub struct Stats {
     pub fallbacks: u64,
     /// SMPs sent LID-routed (the rest went by directed route).
     pub lid_routed: u64,
-    /// (phase, LID-routed?) → SMPs.
-    pub routed_per_phase: BTreeMap<(Phase, bool), u64>,
     /// Traps received.
     pub traps: u64,
     /// Sweeps started.
     pub sweeps: u64,
     /// CA links taken down for a static reconfiguration.
     pub quiesced: u64,
-    /// SMPs sent in each phase.
-    pub per_phase: BTreeMap<Phase, u64>,
-    /// (phase, method byte, attribute ID) → count.
+    /// (phase, method byte, attribute ID) → SMPs sent, retransmissions and
+    /// SMPs that get no response (TrapRepress) included.
     pub per_phase_kind: BTreeMap<(Phase, u8, u16), u64>,
     /// Simulated time each phase ended (ms since start).
     pub phase_end_ms: BTreeMap<Phase, u64>,
 }
 
 impl Stats {
+    /// (method byte, attribute ID) → SMPs sent over all phases,
+    /// retransmissions included.
+    pub fn sent(&self) -> BTreeMap<(u8, u16), u64> {
+        let mut m = BTreeMap::new();
+        for (&(_, method, attr), &n) in &self.per_phase_kind {
+            *m.entry((method, attr)).or_default() += n;
+        }
+        m
+    }
+    /// Phase → SMPs sent in it.
+    pub fn per_phase(&self) -> BTreeMap<Phase, u64> {
+        let mut m = BTreeMap::new();
+        for (&(phase, _, _), &n) in &self.per_phase_kind {
+            *m.entry(phase).or_default() += n;
+        }
+        m
+    }
     /// All SMPs sent.
     pub fn total(&self) -> u64 {
-        self.sent.values().sum()
+        self.per_phase_kind.values().sum()
     }
-    /// SMPs of one method and attribute.
+    /// SMPs of one method and attribute, over all phases.
     pub fn count(&self, method: Method, attr: AttributeId) -> u64 {
-        self.sent
-            .get(&(method.into(), attr.into()))
-            .copied()
-            .unwrap_or(0)
+        let (method, attr): (u8, u16) = (method.into(), attr.into());
+        self.per_phase_kind
+            .iter()
+            .filter(|(&(_, m, a), _)| (m, a) == (method, attr))
+            .map(|(_, &n)| n)
+            .sum()
     }
 }
 
@@ -602,27 +616,16 @@ impl Sm {
         let smp = r.smp.clone();
         *self
             .stats
-            .sent
-            .entry((smp.header.method, smp.header.attribute_id.get()))
+            .per_phase_kind
+            .entry((self.phase, smp.header.method, smp.header.attribute_id.get()))
             .or_default() += 1;
-        *self.stats.per_phase.entry(self.phase).or_default() += 1;
         let dlid = r.dlid.map(Lid);
         if dlid.is_some() {
             self.stats.lid_routed += 1;
         }
-        *self
-            .stats
-            .routed_per_phase
-            .entry((self.phase, dlid.is_some()))
-            .or_default() += 1;
         if !r.reply {
             return Some(Transmit { smp, dlid });
         }
-        *self
-            .stats
-            .per_phase_kind
-            .entry((self.phase, smp.header.method, smp.header.attribute_id.get()))
-            .or_default() += 1;
         self.inflight.insert(tid, r);
         Some(Transmit { smp, dlid })
     }
