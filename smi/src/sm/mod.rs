@@ -813,29 +813,7 @@ impl Sm {
                     0,
                     Purpose::NodeDesc { node: i },
                 );
-                if ni.node_type == NodeType::Switch {
-                    self.get(
-                        path.clone(),
-                        AttributeId::SwitchInfo,
-                        0,
-                        Purpose::SwitchInfo { node: i },
-                    );
-                    for p in 0..=ni.num_ports {
-                        self.get(
-                            path.clone(),
-                            AttributeId::PortInfo,
-                            u32::from(p),
-                            Purpose::PortInfo { node: i, port: p },
-                        );
-                    }
-                } else {
-                    self.get(
-                        path.clone(),
-                        AttributeId::PortInfo,
-                        u32::from(port),
-                        Purpose::PortInfo { node: i, port },
-                    );
-                }
+                self.read_node(i);
                 i
             }
         };
@@ -854,6 +832,35 @@ impl Sm {
             {
                 np.peer = Some((parent, pport));
             }
+        }
+    }
+
+    /// Queues the reads of a node just found (or found again), by directed
+    /// route along its path: a switch's SwitchInfo and the PortInfo of
+    /// every port, 0 included; a CA's PortInfo of the port it was reached by.
+    fn read_node(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let (path, switch) = (n.path.clone(), n.is_switch());
+        let ports = if switch {
+            0..=n.info.num_ports
+        } else {
+            n.info.local_port_num..=n.info.local_port_num
+        };
+        if switch {
+            self.get(
+                path.clone(),
+                AttributeId::SwitchInfo,
+                0,
+                Purpose::SwitchInfo { node: i },
+            );
+        }
+        for port in ports {
+            self.get(
+                path.clone(),
+                AttributeId::PortInfo,
+                u32::from(port),
+                Purpose::PortInfo { node: i, port },
+            );
         }
     }
 
