@@ -166,7 +166,7 @@ impl FabricReport {
     pub fn to_json(&self) -> Value {
         json!({
             "topology": self.topology,
-            "policy": policy_name(self.policy),
+            "policy": self.policy.name(),
             "vfs": self.vfs,
             "nodes": self.nodes,
             "switches": self.switches,
@@ -197,14 +197,6 @@ impl FabricReport {
                 "others_unchanged": m.others_unchanged,
             })).collect::<Vec<_>>(),
         })
-    }
-}
-
-/// The policy's name on the command line.
-pub fn policy_name(p: LidPolicy) -> &'static str {
-    match p {
-        LidPolicy::Prepopulated => "prepopulated",
-        LidPolicy::Dynamic => "dynamic",
     }
 }
 
@@ -352,7 +344,7 @@ pub fn session(
         "bringing up {} ({switches} switches, {nodes} CAs, {} VFs per hypervisor, {} LIDs)…",
         a.topology,
         a.vfs,
-        policy_name(a.policy)
+        a.policy.name()
     ));
     let t = Instant::now();
     let mut sm = Sm::new(SmConfig {
@@ -569,7 +561,7 @@ pub fn print_summary(r: &FabricReport) {
         r.hypervisors,
         r.vfs,
         r.lids,
-        policy_name(r.policy)
+        r.policy.name()
     );
     println!(
         "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10}",

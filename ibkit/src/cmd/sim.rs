@@ -167,7 +167,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         }
         phases.insert(
             "routing".into(),
-            json!({"smps": {}, "total": 0, "wall_ms": route_ms, "engine": format!("{:?}", a.routing).to_lowercase()}),
+            json!({"smps": {}, "total": 0, "wall_ms": route_ms, "engine": a.routing.name()}),
         );
         let model_kinds: serde_json::Map<String, serde_json::Value> = model
             .kinds
@@ -179,7 +179,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             "up": up,
             "smps": {"by_kind": smps, "total": st.total(), "retries": st.retries, "given_up": st.given_up},
             "phases": phases,
-            "routing": format!("{:?}", a.routing).to_lowercase(),
+            "routing": a.routing.name(),
             "wall_ms": {"build": build_ms, "bring_up": bring_up_ms, "route": route_ms, "verify": verify_ms},
             "sim_ms": f.now_ns() as f64 / 1e6,
             "model": {"by_kind": model_kinds, "total": model.total(), "lids": model.lids, "blocks_per_switch": model.blocks, "full_reconfig_smps": model.full_reconfig_smps},

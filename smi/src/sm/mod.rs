@@ -62,6 +62,27 @@ pub enum Engine {
     FatTree,
 }
 
+impl Engine {
+    /// Every engine.
+    pub const ALL: [Engine; 3] = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
+
+    /// The engine's name as OpenSM's `-R` option spells it, and as ibkit
+    /// takes it on the command line and writes it in JSON output:
+    /// `minhop`, `updn` or `ftree`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::MinHop => "minhop",
+            Engine::UpDown => "updn",
+            Engine::FatTree => "ftree",
+        }
+    }
+
+    /// The engine called `name` (see [`Engine::name`]), or `None`.
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
 /// A routing engine: linear forwarding tables for a switch graph.
 pub trait RoutingEngine {
     /// `lft[switch][lid]` = egress port (0xFF: unrouted) for LIDs
@@ -1331,4 +1352,33 @@ fn zerocopy_u64(v: u64) -> zerocopy::byteorder::network_endian::U64 {
 /// for drivers): see [`dr::originate`].
 pub fn prepare(smp: &mut Smp, sm_node: &dyn dr::Node, port: u8) -> Result<bool, dr::Discard> {
     dr::originate(smp, sm_node, port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Engine;
+
+    #[test]
+    fn engine_names_round_trip() {
+        for e in Engine::ALL {
+            assert_eq!(Engine::from_name(e.name()), Some(e), "{e:?}");
+        }
+        assert_eq!(Engine::from_name("FatTree"), None);
+        assert_eq!(Engine::from_name(""), None);
+    }
+
+    #[test]
+    fn every_engine_is_listed_once() {
+        // A variant added to Engine must be added to Engine::ALL: this
+        // match stops compiling until it is considered here.
+        for e in Engine::ALL {
+            match e {
+                Engine::MinHop | Engine::UpDown | Engine::FatTree => {}
+            }
+        }
+        let mut names: alloc::vec::Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Engine::ALL.len());
+    }
 }

@@ -30,6 +30,25 @@ pub enum LidPolicy {
     Dynamic,
 }
 
+impl LidPolicy {
+    /// Every policy.
+    pub const ALL: [LidPolicy; 2] = [LidPolicy::Prepopulated, LidPolicy::Dynamic];
+
+    /// The policy's name as ibkit takes it on the command line and writes
+    /// it in its output: `prepopulated` or `dynamic`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LidPolicy::Prepopulated => "prepopulated",
+            LidPolicy::Dynamic => "dynamic",
+        }
+    }
+
+    /// The policy called `name` (see [`LidPolicy::name`]), or `None`.
+    pub fn from_name(name: &str) -> Option<LidPolicy> {
+        LidPolicy::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
 /// A VM's handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VmId(pub u32);
@@ -547,5 +566,30 @@ impl Sm {
             }
         }
         Ok(use_new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LidPolicy;
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in LidPolicy::ALL {
+            assert_eq!(LidPolicy::from_name(p.name()), Some(p), "{p:?}");
+        }
+        assert_ne!(LidPolicy::ALL[0].name(), LidPolicy::ALL[1].name());
+        assert_eq!(LidPolicy::from_name("Dynamic"), None);
+    }
+
+    #[test]
+    fn every_policy_is_listed() {
+        // A variant added to LidPolicy must be added to LidPolicy::ALL:
+        // this match stops compiling until it is considered here.
+        for p in LidPolicy::ALL {
+            match p {
+                LidPolicy::Prepopulated | LidPolicy::Dynamic => {}
+            }
+        }
     }
 }
