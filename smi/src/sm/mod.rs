@@ -538,6 +538,15 @@ impl Sm {
         });
     }
 
+    /// Runs `queue` and takes back, in order, the requests it queued: for
+    /// the caller to hold them as a stage (sent once everything before has
+    /// been answered) instead of sending them now.
+    fn capture(&mut self, queue: impl FnOnce(&mut Self)) -> Vec<Request> {
+        let start = self.queue.len();
+        queue(self);
+        self.queue.drain(start..).collect()
+    }
+
     /// The port a switch forwards `lid` to with the tables it has now
     /// (those the SM last distributed to it).
     fn installed_port(&self, node: usize, lid: u16) -> u8 {
@@ -952,8 +961,7 @@ impl Sm {
                     self.route();
                     if self.up && self.cfg.static_reconfig {
                         // Tables only once the CA links are quiet.
-                        self.distribute();
-                        let tables: Vec<Request> = self.queue.drain(..).collect();
+                        let tables = self.capture(Self::distribute);
                         self.quiesce();
                         self.stages.push_back(tables);
                     } else {
