@@ -6,9 +6,12 @@
 //!
 //! A bring-up runs these phases: discovery by directed-route Get(NodeInfo),
 //! Get(PortInfo) and Get(SwitchInfo) with a window of outstanding SMPs and
-//! retransmission; LID assignment by Set(PortInfo); min-hop routing;
+//! retransmission; LID assignment by Set(PortInfo); routing by the engine
+//! [`SmConfig::routing`] names (min-hop, up*/down* or fat-tree);
 //! distribution (Set(SwitchInfo) with LinearFDBTop, then the LFT blocks in
 //! use); and port activation (every linked port to Armed, then Active).
+//! Once the subnet is up, [`sweep`] keeps it right as links and nodes come
+//! and go, and [`vswitch`] starts, stops and migrates VMs.
 
 pub mod routing;
 pub mod sweep;
