@@ -7,7 +7,7 @@ use crate::topology::Topology;
 use mad_core::attr::{NodeType, PortState};
 use mad_core::{Lid, Smp};
 use smi::dr::{self, Disposition};
-use smi::sm::{Phase, Sm, Transmit};
+use smi::sm::{Phase, Sm, SmConfig, Transmit};
 use smi::sma::hypervisor::Hypervisor;
 use smi::sma::{CaSma, NodeSpec, SwitchSma, TrapOut};
 use std::cmp::Reverse;
@@ -231,6 +231,20 @@ pub struct Fabric {
     pub stats: FabricStats,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
+}
+
+/// Builds the fabric `spec` names (see [`Topology::from_spec`]) with
+/// `sim`, and runs a subnet manager configured with `sm` on it until the
+/// subnet is up or nothing more can happen (see [`Fabric::bring_up`]).
+/// Returns the fabric, the SM (its [`Sm::phase`] and [`Sm::error`] say why
+/// a bring-up failed) and whether the subnet came up; an error when the
+/// spec or the fabric is not valid.
+pub fn bring_up(spec: &str, sim: SimConfig, sm: SmConfig) -> Result<(Fabric, Sm, bool), String> {
+    let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
+    let mut f = Fabric::new(topo, sim)?;
+    let mut sm = Sm::new(sm);
+    let up = f.bring_up(&mut sm);
+    Ok((f, sm, up))
 }
 
 /// How a data packet fared through the LFTs.

@@ -9,15 +9,8 @@ use mad_core::{Lid, Method};
 use smi::sm::{Phase, Sm, SmConfig};
 
 fn bring_up(spec: &str, cfg: SimConfig, sm_cfg: SmConfig) -> (Fabric, Sm) {
-    let t = Topology::from_spec(spec).unwrap();
-    let mut f = Fabric::new(t, cfg).unwrap();
-    let mut sm = Sm::new(sm_cfg);
-    assert!(
-        f.bring_up(&mut sm),
-        "{spec}: stopped in {:?}: {:?}",
-        sm.phase(),
-        sm.stats()
-    );
+    let (f, sm, up) = fabric::sim::bring_up(spec, cfg, sm_cfg).unwrap();
+    assert!(up, "{spec}: stopped in {:?}: {:?}", sm.phase(), sm.stats());
     (f, sm)
 }
 

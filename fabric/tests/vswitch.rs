@@ -3,28 +3,26 @@
 //! that must change, checked against the tables actually installed in the
 //! simulated switches and by walking every CA to every LID.
 
-use fabric::sim::{Fabric, SimConfig};
-use fabric::topology::Topology;
+use fabric::sim::{bring_up, Fabric, SimConfig};
 use mad_core::attr::AttributeId;
 use mad_core::{Lid, Method};
 use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
 
 fn up(spec: &str, vfs: usize, policy: LidPolicy) -> (Fabric, Sm) {
-    let t = Topology::from_spec(spec).unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (f, sm, up) = bring_up(
+        spec,
         SimConfig {
             vfs,
             ..SimConfig::default()
         },
+        SmConfig {
+            routing: Engine::FatTree,
+            lid_policy: policy,
+            ..SmConfig::default()
+        },
     )
     .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        routing: Engine::FatTree,
-        lid_policy: policy,
-        ..SmConfig::default()
-    });
-    assert!(f.bring_up(&mut sm), "{:?} {:?}", sm.phase(), sm.error());
+    assert!(up, "{:?} {:?}", sm.phase(), sm.error());
     (f, sm)
 }
 
@@ -251,17 +249,16 @@ fn disjoint_migrations_run_concurrently() {
 #[test]
 fn more_lids_than_exist_are_refused_before_any_is_assigned() {
     // 647 hypervisors × (1 + 76 VFs) + 54 + 1 > 49,151.
-    let t = Topology::from_spec("fat-tree-648").unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (_, mut sm, up) = bring_up(
+        "fat-tree-648",
         SimConfig {
             vfs: 76,
             ..SimConfig::default()
         },
+        SmConfig::default(),
     )
     .unwrap();
-    let mut sm = Sm::new(SmConfig::default());
-    assert!(!f.bring_up(&mut sm));
+    assert!(!up);
     assert_eq!(sm.phase(), Phase::Failed);
     assert_eq!(
         sm.error(),
