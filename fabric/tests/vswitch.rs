@@ -3,9 +3,9 @@
 //! that must change, checked against the tables actually installed in the
 //! simulated switches and by walking every CA to every LID.
 
-use fabric::sim::{bring_up, Fabric, SimConfig};
-use mad_core::attr::AttributeId;
-use mad_core::{Lid, Method};
+use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
+use mad_core::attr::{AttributeId, PortState, VPortInfo};
+use mad_core::{Guid, Lid, Method};
 use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
 
 fn up(spec: &str, vfs: usize, policy: LidPolicy) -> (Fabric, Sm) {
@@ -180,6 +180,64 @@ fn dynamic_vms_copy_the_pf_entries() {
     assert!(f.run(&mut sm));
     assert_eq!(sm.vm(vm2).unwrap().lid, lid);
     clean(&f);
+}
+
+/// The VPortInfo the simulated hypervisor of the SM's node `h` holds for
+/// its VF `vf` (1-based).
+fn vport(f: &Fabric, sm: &Sm, h: usize, vf: u16) -> VPortInfo {
+    match &f.nodes[fx(f, sm, h)] {
+        SimNode::Hypervisor(x) => x.vports.vfs[usize::from(vf) - 1],
+        _ => panic!("node {h} is not a hypervisor"),
+    }
+}
+
+/// Every (fabric node, VF) whose vport carries `guid`.
+fn carriers(f: &Fabric, guid: u64) -> Vec<(usize, u16)> {
+    let mut v = Vec::new();
+    for (i, n) in f.nodes.iter().enumerate() {
+        if let SimNode::Hypervisor(h) = n {
+            for (k, p) in h.vports.vfs.iter().enumerate() {
+                if p.vport_guid == Guid(guid) {
+                    v.push((i, k as u16 + 1));
+                }
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn a_migrated_vm_s_guid_moves_with_it_to_the_destination_vport() {
+    const GUID: u64 = 0x0002_C903_00AB_CDEF;
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm) = up("mport-ntree:8:2", 2, policy);
+        let (a, near, far) = pick(&sm);
+        let vm = sm.create_vm(a, GUID).unwrap();
+        assert!(f.run(&mut sm));
+        let at = sm.vm(vm).unwrap();
+        let lid = Lid(at.lid);
+        assert_eq!(vport(&f, &sm, a, at.vf).vport_guid, Guid(GUID));
+        assert_eq!(carriers(&f, GUID), [(fx(&f, &sm, a), at.vf)]);
+        for dst in [near, far] {
+            let plan = sm.plan_migration(vm, dst).unwrap();
+            sm.apply_migration(&plan, false).unwrap();
+            assert!(f.run(&mut sm));
+            let to = vport(&f, &sm, plan.to.0, plan.to.1);
+            assert_eq!(
+                (to.vport_guid, to.vport_lid, to.vport_state),
+                (Guid(GUID), lid, PortState::Active),
+                "{policy:?}: destination vport"
+            );
+            let from = vport(&f, &sm, plan.from.0, plan.from.1);
+            assert_ne!(from.vport_guid, Guid(GUID), "{policy:?}: source vport");
+            assert_eq!(from.vport_state, PortState::Down);
+            assert_eq!(
+                carriers(&f, GUID),
+                [(fx(&f, &sm, plan.to.0), plan.to.1)],
+                "{policy:?}: the GUID is on one vport only"
+            );
+        }
+    }
 }
 
 #[test]
