@@ -4,7 +4,8 @@
 //! simulated switches and by walking every CA to every LID.
 
 use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
-use mad_core::attr::{AttributeId, PortState, VPortInfo};
+use fabric::topology::Topology;
+use mad_core::attr::{AttributeId, NodeType, PortState, VPortInfo};
 use mad_core::{Guid, Lid, Method};
 use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
 
@@ -330,4 +331,100 @@ fn more_lids_than_exist_are_refused_before_any_is_assigned() {
         sm.create_vm(sm.hypervisors().first().copied().unwrap_or(1), 1),
         Err(VmError::NotUp)
     );
+}
+
+/// Seven 64-port leaf switches under one spine, 63 CAs on each leaf: 441
+/// CAs (the SM's and 440 hypervisors) and eight switches, so that a VM
+/// costs few LFT blocks and the LID space runs out in seconds.
+fn seven_wide_leaves() -> Topology {
+    let mut t = Topology::default();
+    let spine = t.add_node(NodeType::Switch, 7, 0x1000, "spine".into(), Some(1));
+    let mut ports = Vec::new();
+    for l in 0..7u8 {
+        let leaf = t.add_node(
+            NodeType::Switch,
+            64,
+            0x2000 + u64::from(l),
+            format!("leaf-{l}"),
+            Some(0),
+        );
+        t.connect((leaf, 64), (spine, l + 1)).unwrap();
+        ports.extend((1..=63).map(|p| (leaf, p)));
+    }
+    for (i, port) in ports.into_iter().enumerate() {
+        let guid = 0x10_0000 + i as u64 * 0x1000;
+        let ca = t.add_node(NodeType::ChannelAdapter, 1, guid, format!("H-{i}"), None);
+        t.connect((ca, 1), port).unwrap();
+    }
+    t
+}
+
+#[test]
+fn a_dynamic_vm_past_the_last_lid_is_refused_and_changes_nothing() {
+    let mut f = Fabric::new(
+        seven_wide_leaves(),
+        SimConfig {
+            vfs: 120,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        lid_policy: LidPolicy::Dynamic,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm));
+    assert_eq!(sm.max_lid(), 8 + 441, "switches and PFs only");
+    // 440 hypervisors × 120 VFs leave VFs free when the LIDs run out.
+    let hyps = sm.hypervisors();
+    let (mut started, mut next, mut first) = (0u64, 0, None);
+    let (h, err) = loop {
+        let h = hyps[next % hyps.len()];
+        next += 1;
+        match sm.create_vm(h, 0xF000_0000 + started) {
+            Ok(vm) => {
+                first.get_or_insert(vm);
+                started += 1;
+            }
+            Err(e) => break (h, e),
+        }
+        if started % 2000 == 0 {
+            assert!(f.run(&mut sm));
+        }
+    };
+    assert_eq!(err, VmError::LidSpaceExhausted);
+    assert_eq!(started, 0xBFFF - 449, "every unicast LID is in use");
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.max_lid(), 0xBFFF);
+    assert_eq!(f.verify_lids(&[Lid(0xBFFF)]).unreachable, 0);
+
+    // Refused again, on a hypervisor with free VFs: nothing is queued,
+    // sent, installed or handed out.
+    let vfs = sm.nodes()[h].vfs.clone();
+    assert!(vfs.iter().any(|s| s.vm.is_none()));
+    let vports: Vec<VPortInfo> = (1..=vfs.len() as u16)
+        .map(|vf| vport(&f, &sm, h, vf))
+        .collect();
+    let (stats, lfts) = (sm.stats().clone(), f.lft_snapshot(0xBFFF));
+    assert_eq!(sm.create_vm(h, 0xFEED), Err(VmError::LidSpaceExhausted));
+    assert_eq!(sm.outstanding(), (0, 0, 0));
+    assert_eq!(sm.phase(), Phase::Done);
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.stats(), &stats);
+    assert_eq!(sm.max_lid(), 0xBFFF);
+    assert_eq!(sm.nodes()[h].vfs, vfs);
+    assert!(f.lft_snapshot(0xBFFF) == lfts, "no LFT entry changed");
+    for (k, v) in vports.iter().enumerate() {
+        assert_eq!(vport(&f, &sm, h, k as u16 + 1), *v);
+    }
+    assert_eq!(carriers(&f, 0xFEED), []);
+
+    // A LID freed is a LID to give again.
+    let first = first.unwrap();
+    let lid = sm.vm(first).unwrap().lid;
+    sm.destroy_vm(first).unwrap();
+    assert!(f.run(&mut sm));
+    let vm = sm.create_vm(h, 0xFEED).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.vm(vm).unwrap().lid, lid);
 }
