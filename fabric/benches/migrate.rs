@@ -3,27 +3,25 @@
 //! computing a route. `cargo bench -p fabric --bench migrate`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use fabric::sim::{Fabric, SimConfig};
-use fabric::topology::Topology;
-use smi::sm::{Engine, LidPolicy, Sm, SmConfig};
+use fabric::sim::{bring_up, SimConfig};
+use smi::sm::{Engine, LidPolicy, SmConfig};
 use std::hint::black_box;
 
 fn plan(c: &mut Criterion) {
-    let t = Topology::from_spec("fat-tree-11664").unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (mut f, mut sm, up) = bring_up(
+        "fat-tree-11664",
         SimConfig {
             vfs: 1,
             ..SimConfig::default()
         },
+        SmConfig {
+            routing: Engine::FatTree,
+            lid_policy: LidPolicy::Prepopulated,
+            ..SmConfig::default()
+        },
     )
     .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        routing: Engine::FatTree,
-        lid_policy: LidPolicy::Prepopulated,
-        ..SmConfig::default()
-    });
-    assert!(f.bring_up(&mut sm));
+    assert!(up);
     let hyps = sm.hypervisors();
     let src = hyps[0];
     let leaf = sm.attachment(src).unwrap().0;

@@ -1,21 +1,24 @@
 //! The fabric simulator of ibkit.
 //!
 //! * [`topology`] — fabrics to simulate: m-port n-trees, the four 36-port
-//!   fat trees of the vSwitch paper, random irregular fabrics, and export in
-//!   the ibnetdiscover / ibsim topology format.
+//!   fat trees of the vSwitch paper, random irregular fabrics, and the
+//!   ibnetdiscover / ibsim topology format, read and written.
 //!
 //! * [`sim`] — the discrete-event fabric: nodes running `smi::dr` and
 //!   `smi::sma`, cables with per-hop and per-DR-hop delays and loss, a
-//!   driver that brings a subnet up with `smi::sm`, and data-path walks over
-//!   the installed forwarding tables.
+//!   driver that brings a subnet up with `smi::sm` and keeps it running, and
+//!   data-path walks and traces over the installed forwarding tables. SMPs
+//!   travel by directed route or LID-routed through the switches' LFTs;
+//!   agents send traps to the SM. Changes are injected at a chosen
+//!   simulated time with [`sim::FabricEvent`]: a cable fails or is repaired
+//!   (`LinkDown`, `LinkUp`), a node is removed or put back freshly powered
+//!   (`NodeDown`, `NodeUp`), and a new cable is laid (`Cable`), for instance
+//!   to a node added with [`sim::Fabric::add_node`].
 //!
 //! * [`model`] — the analytic prediction of a bring-up's SMPs by kind.
 //!
 //! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
 //!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
-//!
-//! **Status:** link failure and switch add/remove injection, LID-routed SM
-//! traffic and traps to the SM are not implemented yet.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -4,12 +4,12 @@
 //! vSwitch paper), and SMPs may be lost at a configured rate.
 
 use crate::topology::Topology;
-use mad_core::attr::NodeType;
+use mad_core::attr::{NodeType, PortState};
 use mad_core::{Lid, Smp};
 use smi::dr::{self, Disposition};
-use smi::sm::{Phase, Sm, Transmit};
+use smi::sm::{Phase, Sm, SmConfig, Transmit};
 use smi::sma::hypervisor::Hypervisor;
-use smi::sma::{CaSma, NodeSpec, SwitchSma};
+use smi::sma::{CaSma, NodeSpec, SwitchSma, TrapOut};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -56,6 +56,33 @@ pub enum SimNode {
 }
 
 impl SimNode {
+    /// A freshly powered agent: a switch; a hypervisor with `vfs` VFs (a
+    /// one-port CA other than the SM's, when `vfs` > 0); or a CA, the SM's
+    /// when `is_sm`.
+    fn make(kind: NodeType, guid: u64, ports: u8, name: &str, vfs: usize, is_sm: bool) -> SimNode {
+        match kind {
+            NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
+                guid, ports, name,
+            )))),
+            _ if vfs > 0 && !is_sm && ports == 1 => {
+                SimNode::Hypervisor(Box::new(Hypervisor::new(guid, vfs, name)))
+            }
+            _ => {
+                let mut spec = NodeSpec::ca(guid, ports, name);
+                spec.is_sm = is_sm;
+                SimNode::Ca(Box::new(CaSma::new(&spec)))
+            }
+        }
+    }
+    /// A new agent of the same kind as this one (a hypervisor with as many
+    /// VFs), freshly powered: nothing set.
+    fn repowered(&self, kind: NodeType, guid: u64, ports: u8, name: &str) -> SimNode {
+        let vfs = match self {
+            SimNode::Hypervisor(h) => h.vports.vfs.len(),
+            SimNode::Switch(_) | SimNode::Ca(_) => 0,
+        };
+        SimNode::make(kind, guid, ports, name, vfs, false)
+    }
     fn node(&self) -> &dyn dr::Node {
         match self {
             SimNode::Switch(s) => &s.model,
@@ -68,6 +95,31 @@ impl SimNode {
             SimNode::Switch(s) => s.process(smp, port, now_ms),
             SimNode::Ca(c) => c.process(smp, port, now_ms),
             SimNode::Hypervisor(h) => h.process(smp, port, now_ms),
+        }
+    }
+    /// A cable at `port` came up or went down.
+    fn link_event(&mut self, port: u8, up: bool, now_ms: u64) {
+        match self {
+            SimNode::Switch(s) => s.link_event(port, up, now_ms),
+            SimNode::Ca(c) => c.link_event(port, up, now_ms),
+            SimNode::Hypervisor(h) => h.pf.link_event(port, up, now_ms),
+        }
+    }
+    /// The next trap due at `now_ms`, if any.
+    fn poll_trap(&mut self, now_ms: u64) -> Option<TrapOut> {
+        match self {
+            SimNode::Switch(s) => s.poll_trap(now_ms),
+            SimNode::Ca(c) => c.poll_trap(now_ms),
+            SimNode::Hypervisor(h) => h.pf.poll_trap(now_ms),
+        }
+    }
+    /// The PortState of `port` (a hypervisor's: its PF's), if it exists.
+    fn port_state(&self, port: u8) -> Option<PortState> {
+        let p = usize::from(port);
+        match self {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info.port_state),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
         }
     }
     /// The node's LID (a switch's port 0, a CA's port 1).
@@ -94,7 +146,7 @@ impl SimNode {
                 .vports
                 .vfs
                 .iter()
-                .filter(|v| v.vport_state != mad_core::attr::PortState::Down)
+                .filter(|v| v.vport_state != PortState::Down)
                 .map(|v| v.vport_lid)
                 .collect(),
             _ => Vec::new(),
@@ -196,6 +248,20 @@ pub struct Delivery {
     pub smp: Smp,
 }
 
+/// Builds the fabric `spec` names (see [`Topology::from_spec`]) with
+/// `sim`, and runs a subnet manager configured with `sm` on it until the
+/// subnet is up or nothing more can happen (see [`Fabric::bring_up`]).
+/// Returns the fabric, the SM (its [`Sm::phase`] and [`Sm::error`] say why
+/// a bring-up failed) and whether the subnet came up; an error when the
+/// spec or the fabric is not valid.
+pub fn bring_up(spec: &str, sim: SimConfig, sm: SmConfig) -> Result<(Fabric, Sm, bool), String> {
+    let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
+    let mut f = Fabric::new(topo, sim)?;
+    let mut sm = Sm::new(sm);
+    let up = f.bring_up(&mut sm);
+    Ok((f, sm, up))
+}
+
 /// How a data packet fared through the LFTs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Walk {
@@ -215,22 +281,12 @@ impl Fabric {
             .iter()
             .position(|n| n.kind == NodeType::ChannelAdapter)
             .ok_or("the fabric has no CA to run the SM on")?;
-        let mut nodes = Vec::with_capacity(topo.nodes.len());
-        for (i, n) in topo.nodes.iter().enumerate() {
-            nodes.push(match n.kind {
-                NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
-                    n.guid, n.ports, &n.name,
-                )))),
-                _ if cfg.vfs > 0 && i != sm_node && n.ports == 1 => {
-                    SimNode::Hypervisor(Box::new(Hypervisor::new(n.guid, cfg.vfs, &n.name)))
-                }
-                _ => {
-                    let mut spec = NodeSpec::ca(n.guid, n.ports, &n.name);
-                    spec.is_sm = i == sm_node;
-                    SimNode::Ca(Box::new(CaSma::new(&spec)))
-                }
-            });
-        }
+        let nodes = topo
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| SimNode::make(n.kind, n.guid, n.ports, &n.name, cfg.vfs, i == sm_node))
+            .collect();
         let mut f = Fabric {
             topo,
             nodes,
@@ -253,11 +309,7 @@ impl Fabric {
         for i in 0..f.nodes.len() {
             for p in 1..=f.topo.nodes[i].ports {
                 if f.topo.peer_of(i, p).is_some() {
-                    match &mut f.nodes[i] {
-                        SimNode::Switch(s) => s.link_event(p, true, 0),
-                        SimNode::Ca(c) => c.link_event(p, true, 0),
-                        SimNode::Hypervisor(h) => h.pf.link_event(p, true, 0),
-                    }
+                    f.nodes[i].link_event(p, true, 0);
                 }
             }
         }
@@ -339,15 +391,8 @@ impl Fabric {
         let i = self
             .topo
             .add_node(kind, ports, guid, name.to_string(), None);
-        self.nodes.push(match kind {
-            NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
-                guid, ports, name,
-            )))),
-            _ if self.cfg.vfs > 0 && ports == 1 => {
-                SimNode::Hypervisor(Box::new(Hypervisor::new(guid, self.cfg.vfs, name)))
-            }
-            _ => SimNode::Ca(Box::new(CaSma::new(&NodeSpec::ca(guid, ports, name)))),
-        });
+        self.nodes
+            .push(SimNode::make(kind, guid, ports, name, self.cfg.vfs, false));
         i
     }
 
@@ -360,11 +405,7 @@ impl Fabric {
 
     fn link_event(&mut self, node: usize, port: u8, up: bool) {
         let now_ms = self.now_ns / 1_000_000;
-        match &mut self.nodes[node] {
-            SimNode::Switch(s) => s.link_event(port, up, now_ms),
-            SimNode::Ca(c) => c.link_event(port, up, now_ms),
-            SimNode::Hypervisor(h) => h.pf.link_event(port, up, now_ms),
-        }
+        self.nodes[node].link_event(port, up, now_ms);
         self.trap_nodes.insert(node);
     }
 
@@ -406,19 +447,7 @@ impl Fabric {
             FabricEvent::NodeUp(n) => {
                 // Freshly powered: a new agent with nothing set.
                 let t = &self.topo.nodes[n];
-                self.nodes[n] = match &self.nodes[n] {
-                    SimNode::Switch(_) => SimNode::Switch(Box::new(SwitchSma::new(
-                        &NodeSpec::switch(t.guid, t.ports, &t.name),
-                    ))),
-                    SimNode::Ca(_) => SimNode::Ca(Box::new(CaSma::new(&NodeSpec::ca(
-                        t.guid, t.ports, &t.name,
-                    )))),
-                    SimNode::Hypervisor(h) => SimNode::Hypervisor(Box::new(Hypervisor::new(
-                        t.guid,
-                        h.vports.vfs.len(),
-                        &t.name,
-                    ))),
-                };
+                self.nodes[n] = self.nodes[n].repowered(t.kind, t.guid, t.ports, &t.name);
                 let ports: Vec<u8> = self
                     .cut
                     .iter()
@@ -439,22 +468,18 @@ impl Fabric {
         }
     }
 
-    fn port_state(&self, node: usize, port: u8) -> Option<mad_core::attr::PortState> {
-        let p = usize::from(port);
-        match &self.nodes[node] {
-            SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),
-            SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info.port_state),
-            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
-        }
+    /// Hands `smp`, arrived at (node, port), to the node's agent and returns
+    /// its response; a port the SMP sets Down retrains (see
+    /// [`Fabric::retrain_if_downed`]).
+    fn deliver(&mut self, node: usize, port: u8, smp: &Smp, now_ms: u64) -> Option<Smp> {
+        let watch = self.watch_set_down(node, smp, port);
+        let resp = self.nodes[node].process(smp, port, now_ms);
+        self.retrain_if_downed(node, watch);
+        resp
     }
 
     /// The cabled port a Set(PortInfo) addresses, with its state before.
-    fn watch_set_down(
-        &self,
-        node: usize,
-        smp: &Smp,
-        arrival: u8,
-    ) -> Option<(u8, mad_core::attr::PortState)> {
+    fn watch_set_down(&self, node: usize, smp: &Smp, arrival: u8) -> Option<(u8, PortState)> {
         if smp.method() != mad_core::Method::Set
             || smp.attribute_id() != mad_core::attr::AttributeId::PortInfo
         {
@@ -465,16 +490,15 @@ impl Fabric {
             port = arrival;
         }
         self.topo.peer_of(node, port)?;
-        Some((port, self.port_state(node, port)?))
+        Some((port, self.nodes[node].port_state(port)?))
     }
 
     /// A port the SM set Down drops its link; with LinkDownDefaultState
     /// Polling the link retrains at once, so both ends come back in Init
     /// (the "ports to Init" step of a static reconfiguration).
-    fn retrain_if_downed(&mut self, node: usize, watch: Option<(u8, mad_core::attr::PortState)>) {
-        use mad_core::attr::PortState;
+    fn retrain_if_downed(&mut self, node: usize, watch: Option<(u8, PortState)>) {
         let Some((port, before)) = watch else { return };
-        if before == PortState::Down || self.port_state(node, port) != Some(PortState::Down) {
+        if before == PortState::Down || self.nodes[node].port_state(port) != Some(PortState::Down) {
             return;
         }
         if let Some((m, q)) = self.topo.peer_of(node, port) {
@@ -489,13 +513,7 @@ impl Fabric {
         let now_ms = self.now_ns / 1_000_000;
         let nodes: Vec<usize> = std::mem::take(&mut self.trap_nodes).into_iter().collect();
         for n in nodes {
-            loop {
-                let t = match &mut self.nodes[n] {
-                    SimNode::Switch(s) => s.poll_trap(now_ms),
-                    SimNode::Ca(c) => c.poll_trap(now_ms),
-                    SimNode::Hypervisor(h) => h.pf.poll_trap(now_ms),
-                };
-                let Some(t) = t else { break };
+            while let Some(t) = self.nodes[n].poll_trap(now_ms) {
                 if self.cfg.traps {
                     self.route_out(n, t.port, t.smp, t.dlid.0, t.slid.0);
                 }
@@ -583,15 +601,12 @@ impl Fabric {
             return true;
         }
         match dr::on_arrival(&mut smp, self.nodes[node].node(), port) {
-            Disposition::Deliver if smp.direction() => self.deliver(node, smp, 0xFFFF),
+            Disposition::Deliver if smp.direction() => self.hand_over(node, smp, 0xFFFF),
             Disposition::Deliver => {
-                let watch = self.watch_set_down(node, &smp, port);
-                let resp = self.nodes[node].process(&smp, port, now_ms);
-                self.retrain_if_downed(node, watch);
-                if let Some(mut r) = resp {
+                if let Some(mut r) = self.deliver(node, port, &smp, now_ms) {
                     match dr::originate(&mut r, self.nodes[node].node(), port) {
                         Ok(false) => self.transmit(node, port, r),
-                        Ok(true) => self.deliver(node, r, 0xFFFF),
+                        Ok(true) => self.hand_over(node, r, 0xFFFF),
                         Err(_) => self.stats.discarded += 1,
                     }
                 }
@@ -627,13 +642,10 @@ impl Fabric {
                 mad_core::Method::GetResp | mad_core::Method::Trap
             )
         {
-            self.deliver(node, smp, slid);
+            self.hand_over(node, smp, slid);
             return;
         }
-        let watch = self.watch_set_down(node, &smp, port);
-        let resp = self.nodes[node].process(&smp, port, now_ms);
-        self.retrain_if_downed(node, watch);
-        if let Some(r) = resp {
+        if let Some(r) = self.deliver(node, port, &smp, now_ms) {
             let me = self.nodes[node].lid().0;
             self.route_out(node, port, r, slid, me);
         }
@@ -646,7 +658,7 @@ impl Fabric {
 
     /// Hands an SMP that reached `node` to whoever listens there: an outside
     /// client, else the SM (on its node), else nobody (discarded).
-    fn deliver(&mut self, node: usize, smp: Smp, slid: u16) {
+    fn hand_over(&mut self, node: usize, smp: Smp, slid: u16) {
         if self.clients.contains(&node) {
             self.delivered.push(Delivery { node, slid, smp });
         } else if node == self.sm_node {
@@ -682,7 +694,7 @@ impl Fabric {
             let me = self.nodes[node].lid().0;
             if self.nodes[node].owns(Lid(dlid)) {
                 if let Some(r) = self.nodes[node].process(&smp, 1, now_ms) {
-                    self.deliver(node, r, me);
+                    self.hand_over(node, r, me);
                 }
             } else {
                 self.transmit_lrh(node, 1, smp, dlid, me);
@@ -695,7 +707,7 @@ impl Fabric {
                 // Zero hops: the node's own agent answers.
                 if let Some(mut r) = self.nodes[node].process(&smp, 1, now_ms) {
                     if dr::originate(&mut r, self.nodes[node].node(), 1) == Ok(true) {
-                        self.deliver(node, r, 0xFFFF);
+                        self.hand_over(node, r, 0xFFFF);
                     }
                 }
             }
@@ -856,38 +868,45 @@ impl Fabric {
     /// Forwards a data packet from the CA `src` towards `dlid` through the
     /// installed LFTs.
     pub fn walk(&self, src: usize, dlid: Lid) -> Walk {
-        let Some((mut node, _)) = self.topo.peer_of(src, 1) else {
-            return Walk::Dropped(src);
-        };
-        let limit = self.topo.nodes.len() as u32;
+        match self.topo.peer_of(src, 1) {
+            Some((node, _)) => self.forward(node, dlid, |_, _| {}),
+            None => Walk::Dropped(src),
+        }
+    }
+
+    /// The forwarding core of every walk: a data packet for `dlid` that has
+    /// reached `node` follows the installed LFTs. `hop` is called at each
+    /// node it passes with (node, egress port): a switch's LFT entry (0:
+    /// the switch itself; 0xFF: unrouted), 0 at the CA where it ends. A
+    /// walk through more switches than the fabric has is a loop.
+    fn forward(&self, mut node: usize, dlid: Lid, mut hop: impl FnMut(usize, u8)) -> Walk {
+        let limit = self.nodes.len() as u32;
         let mut switches = 0u32;
         loop {
-            match &self.nodes[node] {
-                SimNode::Ca(_) | SimNode::Hypervisor(_) => {
-                    return if self.nodes[node].owns(dlid) {
-                        Walk::Delivered(switches)
-                    } else {
-                        Walk::Dropped(node)
-                    };
-                }
-                SimNode::Switch(s) => {
-                    switches += 1;
-                    if switches > limit {
-                        return Walk::Loop;
-                    }
-                    let p = s.model.lft_port(dlid);
-                    if p == 0 {
-                        return if s.model.lid(0) == dlid {
-                            Walk::Delivered(switches)
-                        } else {
-                            Walk::Dropped(node)
-                        };
-                    }
-                    match self.topo.peer_of(node, p) {
-                        Some((m, _)) if p != 0xFF => node = m,
-                        _ => return Walk::Dropped(node),
-                    }
-                }
+            let SimNode::Switch(s) = &self.nodes[node] else {
+                hop(node, 0);
+                return if self.nodes[node].owns(dlid) {
+                    Walk::Delivered(switches)
+                } else {
+                    Walk::Dropped(node)
+                };
+            };
+            switches += 1;
+            if switches > limit {
+                return Walk::Loop;
+            }
+            let p = s.model.lft_port(dlid);
+            hop(node, p);
+            if p == 0 {
+                return if s.model.lid(0) == dlid {
+                    Walk::Delivered(switches)
+                } else {
+                    Walk::Dropped(node)
+                };
+            }
+            match self.topo.peer_of(node, p) {
+                Some((m, _)) if p != 0xFF => node = m,
+                _ => return Walk::Dropped(node),
             }
         }
     }
@@ -917,43 +936,11 @@ impl Fabric {
     /// hop, the CA's own port first — and how it ended.
     pub fn trace(&self, src: usize, dlid: Lid) -> (Vec<(usize, u8)>, Walk) {
         let mut path = vec![(src, 1)];
-        let Some((mut node, _)) = self.topo.peer_of(src, 1) else {
-            return (path, Walk::Dropped(src));
+        let walk = match self.topo.peer_of(src, 1) {
+            Some((node, _)) => self.forward(node, dlid, |n, p| path.push((n, p))),
+            None => Walk::Dropped(src),
         };
-        let mut switches = 0u32;
-        loop {
-            match &self.nodes[node] {
-                SimNode::Switch(s) => {
-                    switches += 1;
-                    if switches as usize > self.nodes.len() {
-                        return (path, Walk::Loop);
-                    }
-                    let p = s.model.lft_port(dlid);
-                    path.push((node, p));
-                    if p == 0 {
-                        let w = if s.model.lid(0) == dlid {
-                            Walk::Delivered(switches)
-                        } else {
-                            Walk::Dropped(node)
-                        };
-                        return (path, w);
-                    }
-                    match self.topo.peer_of(node, p) {
-                        Some((m, _)) if p != 0xFF => node = m,
-                        _ => return (path, Walk::Dropped(node)),
-                    }
-                }
-                n => {
-                    path.push((node, 0));
-                    let w = if n.owns(dlid) {
-                        Walk::Delivered(switches)
-                    } else {
-                        Walk::Dropped(node)
-                    };
-                    return (path, w);
-                }
-            }
-        }
+        (path, walk)
     }
 }
 
@@ -1062,37 +1049,6 @@ impl Fabric {
 
     /// Forwards a packet that starts at switch `s` towards `dlid`.
     pub fn walk_from_switch(&self, s: usize, dlid: Lid) -> Walk {
-        let limit = self.topo.nodes.len() as u32;
-        let mut node = s;
-        let mut switches = 0u32;
-        loop {
-            match &self.nodes[node] {
-                SimNode::Ca(_) | SimNode::Hypervisor(_) => {
-                    return if self.nodes[node].owns(dlid) {
-                        Walk::Delivered(switches)
-                    } else {
-                        Walk::Dropped(node)
-                    };
-                }
-                SimNode::Switch(sw) => {
-                    switches += 1;
-                    if switches > limit {
-                        return Walk::Loop;
-                    }
-                    let p = sw.model.lft_port(dlid);
-                    if p == 0 {
-                        return if sw.model.lid(0) == dlid {
-                            Walk::Delivered(switches)
-                        } else {
-                            Walk::Dropped(node)
-                        };
-                    }
-                    match self.topo.peer_of(node, p) {
-                        Some((m, _)) if p != 0xFF => node = m,
-                        _ => return Walk::Dropped(node),
-                    }
-                }
-            }
-        }
+        self.forward(s, dlid, |_, _| {})
     }
 }

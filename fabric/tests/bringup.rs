@@ -9,15 +9,8 @@ use mad_core::{Lid, Method};
 use smi::sm::{Phase, Sm, SmConfig};
 
 fn bring_up(spec: &str, cfg: SimConfig, sm_cfg: SmConfig) -> (Fabric, Sm) {
-    let t = Topology::from_spec(spec).unwrap();
-    let mut f = Fabric::new(t, cfg).unwrap();
-    let mut sm = Sm::new(sm_cfg);
-    assert!(
-        f.bring_up(&mut sm),
-        "{spec}: stopped in {:?}: {:?}",
-        sm.phase(),
-        sm.stats()
-    );
+    let (f, sm, up) = fabric::sim::bring_up(spec, cfg, sm_cfg).unwrap();
+    assert!(up, "{spec}: stopped in {:?}: {:?}", sm.phase(), sm.stats());
     (f, sm)
 }
 
@@ -347,7 +340,7 @@ fn the_model_predicts_every_kind_of_a_controlled_bfs_bring_up() {
         );
         let got: Vec<(String, u64)> = sm
             .stats()
-            .sent
+            .sent()
             .iter()
             .map(|(&(m, a), &n)| (name(m, a), n))
             .collect();
@@ -368,5 +361,58 @@ fn the_model_predicts_every_kind_of_a_controlled_bfs_bring_up() {
             assert_eq!(want.total(), sm.stats().total(), "{spec}");
         }
         assert_eq!(want.lids, u64::from(sm.max_lid()));
+    }
+}
+
+/// The simulator's cost model: every cable crossing takes k (`hop_ns`), and
+/// r (`dr_hop_ns`) more when the SMP is directed-route. A bring-up goes
+/// all by directed route, so its simulated time is proportional to k + r:
+/// with one SMP outstanding every crossing is on the critical path, and the
+/// time is exactly (k + r) × crossings. A LID-routed SMP pays k alone.
+#[test]
+fn hop_delays_set_the_simulated_time() {
+    let run = |window: usize, k: u64, r: u64, vfs: usize| {
+        bring_up(
+            "mport-ntree:4:2",
+            SimConfig {
+                hop_ns: k,
+                dr_hop_ns: r,
+                vfs,
+                ..SimConfig::default()
+            },
+            SmConfig {
+                window,
+                ..SmConfig::default()
+            },
+        )
+    };
+    let time = |window: usize, k: u64, r: u64| run(window, k, r, 0).0.now_ns();
+    for (k, r) in [(1_000, 2_000), (3_000, 2_000), (1_000, 5_000)] {
+        let (f, _) = run(1, k, r, 0);
+        assert!(f.stats.hops > 0);
+        assert_eq!(f.stats.dr_hops, f.stats.hops, "bring-up is all directed");
+        assert_eq!(f.now_ns(), (k + r) * f.stats.hops, "k {k} ns, r {r} ns");
+    }
+
+    // With a window the SMPs overlap, but every delay scales with k + r.
+    let t = time(16, 1_000, 2_000);
+    assert!(t > 0 && t < time(1, 1_000, 2_000));
+    assert_eq!(time(16, 2_000, 4_000), 2 * t, "k and r doubled");
+    assert!(time(16, 3_000, 2_000) > t, "larger k");
+    assert!(time(16, 1_000, 5_000) > t, "larger r");
+    assert_eq!(time(16, 2_000, 1_000), t, "the same k + r");
+
+    // Once the subnet is up, starting a VM is one Set(VPortInfo),
+    // LID-routed to its hypervisor and back: k per crossing, whatever r.
+    for (k, r) in [(1_000, 2_000), (1_000, 50_000), (4_000, 2_000)] {
+        let (mut f, mut sm) = run(16, k, r, 2);
+        let (t0, hops0, dr0) = (f.now_ns(), f.stats.hops, f.stats.dr_hops);
+        let h = sm.hypervisors()[0];
+        sm.create_vm(h, 0xAB).unwrap();
+        assert!(f.run(&mut sm));
+        let hops = f.stats.hops - hops0;
+        assert!(hops >= 2, "to the hypervisor and back");
+        assert_eq!(f.stats.dr_hops, dr0, "LID-routed");
+        assert_eq!(f.now_ns() - t0, k * hops, "k {k} ns, r {r} ns");
     }
 }

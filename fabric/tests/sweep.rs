@@ -5,7 +5,6 @@
 //! back to directed route when a LID route does not answer.
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
-use fabric::topology::Topology;
 use mad_core::attr::{AttributeId, NodeType, PortState};
 use mad_core::{Lid, Method};
 use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig};
@@ -13,10 +12,12 @@ use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig};
 const MS: u64 = 1_000_000;
 
 fn up(spec: &str, sm_cfg: SmConfig) -> (Fabric, Sm) {
-    let t = Topology::from_spec(spec).unwrap();
-    let mut f = Fabric::new(t, SimConfig::default()).unwrap();
-    let mut sm = Sm::new(sm_cfg);
-    assert!(f.bring_up(&mut sm));
+    up_with(spec, SimConfig::default(), sm_cfg)
+}
+
+fn up_with(spec: &str, sim: SimConfig, sm_cfg: SmConfig) -> (Fabric, Sm) {
+    let (f, sm, up) = fabric::sim::bring_up(spec, sim, sm_cfg).unwrap();
+    assert!(up, "{spec}: {:?} {:?}", sm.phase(), sm.error());
     (f, sm)
 }
 
@@ -83,6 +84,13 @@ fn a_failed_cable_is_trapped_swept_and_routed_around_with_only_changed_blocks() 
             .filter(|&i| sm.nodes()[i].is_switch())
             .all(|i| sm.reachable_by_lid(i)));
         assert!(st.traps >= 1 && st.sweeps >= 1, "{st:?}");
+        // Each trap is repressed, and the TrapRepress (which gets no
+        // response) is counted in its phase like every other SMP.
+        let repress = u8::from(Method::TrapRepress);
+        assert!(
+            st.per_phase_kind.keys().any(|&(_, m, _)| m == repress),
+            "{st:?}"
+        );
         assert_eq!(st.fallbacks, 0);
         clean(&f);
         if engine != Engine::MinHop {
@@ -154,21 +162,18 @@ fn a_removed_switch_is_routed_around_and_keeps_its_lid_when_it_returns() {
 
 #[test]
 fn without_traps_the_periodic_light_sweep_finds_the_change() {
-    let t = Topology::from_spec("mport-ntree:8:2").unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (mut f, mut sm) = up_with(
+        "mport-ntree:8:2",
         SimConfig {
             traps: false,
             ..SimConfig::default()
         },
-    )
-    .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        sweep_interval_ms: Some(500),
-        routing: Engine::UpDown,
-        ..SmConfig::default()
-    });
-    assert!(f.bring_up(&mut sm));
+        SmConfig {
+            sweep_interval_ms: Some(500),
+            routing: Engine::UpDown,
+            ..SmConfig::default()
+        },
+    );
     let (sw, port) = uplink(&f);
     let t = f.now_ns();
     f.schedule(t + MS, FabricEvent::LinkDown(sw, port));
@@ -182,21 +187,18 @@ fn without_traps_the_periodic_light_sweep_finds_the_change() {
 
 #[test]
 fn a_lid_route_that_does_not_answer_falls_back_to_directed_route() {
-    let t = Topology::from_spec("fat-tree-324").unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (mut f, mut sm) = up_with(
+        "fat-tree-324",
         SimConfig {
             vfs: 2,
             ..SimConfig::default()
         },
-    )
-    .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        routing: Engine::FatTree,
-        lid_policy: LidPolicy::Prepopulated,
-        ..SmConfig::default()
-    });
-    assert!(f.bring_up(&mut sm));
+        SmConfig {
+            routing: Engine::FatTree,
+            lid_policy: LidPolicy::Prepopulated,
+            ..SmConfig::default()
+        },
+    );
     let hyps = sm.hypervisors();
     let vm = sm.create_vm(hyps[0], 7).unwrap();
     let dr0 = f.stats.dr_hops;

@@ -3,28 +3,27 @@
 //! that must change, checked against the tables actually installed in the
 //! simulated switches and by walking every CA to every LID.
 
-use fabric::sim::{Fabric, SimConfig};
+use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
 use fabric::topology::Topology;
-use mad_core::attr::AttributeId;
-use mad_core::{Lid, Method};
+use mad_core::attr::{AttributeId, NodeType, PortState, VPortInfo};
+use mad_core::{Guid, Lid, Method};
 use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
 
 fn up(spec: &str, vfs: usize, policy: LidPolicy) -> (Fabric, Sm) {
-    let t = Topology::from_spec(spec).unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (f, sm, up) = bring_up(
+        spec,
         SimConfig {
             vfs,
             ..SimConfig::default()
         },
+        SmConfig {
+            routing: Engine::FatTree,
+            lid_policy: policy,
+            ..SmConfig::default()
+        },
     )
     .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        routing: Engine::FatTree,
-        lid_policy: policy,
-        ..SmConfig::default()
-    });
-    assert!(f.bring_up(&mut sm), "{:?} {:?}", sm.phase(), sm.error());
+    assert!(up, "{:?} {:?}", sm.phase(), sm.error());
     (f, sm)
 }
 
@@ -184,6 +183,64 @@ fn dynamic_vms_copy_the_pf_entries() {
     clean(&f);
 }
 
+/// The VPortInfo the simulated hypervisor of the SM's node `h` holds for
+/// its VF `vf` (1-based).
+fn vport(f: &Fabric, sm: &Sm, h: usize, vf: u16) -> VPortInfo {
+    match &f.nodes[fx(f, sm, h)] {
+        SimNode::Hypervisor(x) => x.vports.vfs[usize::from(vf) - 1],
+        _ => panic!("node {h} is not a hypervisor"),
+    }
+}
+
+/// Every (fabric node, VF) whose vport carries `guid`.
+fn carriers(f: &Fabric, guid: u64) -> Vec<(usize, u16)> {
+    let mut v = Vec::new();
+    for (i, n) in f.nodes.iter().enumerate() {
+        if let SimNode::Hypervisor(h) = n {
+            for (k, p) in h.vports.vfs.iter().enumerate() {
+                if p.vport_guid == Guid(guid) {
+                    v.push((i, k as u16 + 1));
+                }
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn a_migrated_vm_s_guid_moves_with_it_to_the_destination_vport() {
+    const GUID: u64 = 0x0002_C903_00AB_CDEF;
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm) = up("mport-ntree:8:2", 2, policy);
+        let (a, near, far) = pick(&sm);
+        let vm = sm.create_vm(a, GUID).unwrap();
+        assert!(f.run(&mut sm));
+        let at = sm.vm(vm).unwrap();
+        let lid = Lid(at.lid);
+        assert_eq!(vport(&f, &sm, a, at.vf).vport_guid, Guid(GUID));
+        assert_eq!(carriers(&f, GUID), [(fx(&f, &sm, a), at.vf)]);
+        for dst in [near, far] {
+            let plan = sm.plan_migration(vm, dst).unwrap();
+            sm.apply_migration(&plan, false).unwrap();
+            assert!(f.run(&mut sm));
+            let to = vport(&f, &sm, plan.to.0, plan.to.1);
+            assert_eq!(
+                (to.vport_guid, to.vport_lid, to.vport_state),
+                (Guid(GUID), lid, PortState::Active),
+                "{policy:?}: destination vport"
+            );
+            let from = vport(&f, &sm, plan.from.0, plan.from.1);
+            assert_ne!(from.vport_guid, Guid(GUID), "{policy:?}: source vport");
+            assert_eq!(from.vport_state, PortState::Down);
+            assert_eq!(
+                carriers(&f, GUID),
+                [(fx(&f, &sm, plan.to.0), plan.to.1)],
+                "{policy:?}: the GUID is on one vport only"
+            );
+        }
+    }
+}
+
 #[test]
 fn refused_operations_change_nothing() {
     let (mut f, mut sm) = up("mport-ntree:8:2", 2, LidPolicy::Prepopulated);
@@ -251,17 +308,16 @@ fn disjoint_migrations_run_concurrently() {
 #[test]
 fn more_lids_than_exist_are_refused_before_any_is_assigned() {
     // 647 hypervisors × (1 + 76 VFs) + 54 + 1 > 49,151.
-    let t = Topology::from_spec("fat-tree-648").unwrap();
-    let mut f = Fabric::new(
-        t,
+    let (_, mut sm, up) = bring_up(
+        "fat-tree-648",
         SimConfig {
             vfs: 76,
             ..SimConfig::default()
         },
+        SmConfig::default(),
     )
     .unwrap();
-    let mut sm = Sm::new(SmConfig::default());
-    assert!(!f.bring_up(&mut sm));
+    assert!(!up);
     assert_eq!(sm.phase(), Phase::Failed);
     assert_eq!(
         sm.error(),
@@ -275,4 +331,100 @@ fn more_lids_than_exist_are_refused_before_any_is_assigned() {
         sm.create_vm(sm.hypervisors().first().copied().unwrap_or(1), 1),
         Err(VmError::NotUp)
     );
+}
+
+/// Seven 64-port leaf switches under one spine, 63 CAs on each leaf: 441
+/// CAs (the SM's and 440 hypervisors) and eight switches, so that a VM
+/// costs few LFT blocks and the LID space runs out in seconds.
+fn seven_wide_leaves() -> Topology {
+    let mut t = Topology::default();
+    let spine = t.add_node(NodeType::Switch, 7, 0x1000, "spine".into(), Some(1));
+    let mut ports = Vec::new();
+    for l in 0..7u8 {
+        let leaf = t.add_node(
+            NodeType::Switch,
+            64,
+            0x2000 + u64::from(l),
+            format!("leaf-{l}"),
+            Some(0),
+        );
+        t.connect((leaf, 64), (spine, l + 1)).unwrap();
+        ports.extend((1..=63).map(|p| (leaf, p)));
+    }
+    for (i, port) in ports.into_iter().enumerate() {
+        let guid = 0x10_0000 + i as u64 * 0x1000;
+        let ca = t.add_node(NodeType::ChannelAdapter, 1, guid, format!("H-{i}"), None);
+        t.connect((ca, 1), port).unwrap();
+    }
+    t
+}
+
+#[test]
+fn a_dynamic_vm_past_the_last_lid_is_refused_and_changes_nothing() {
+    let mut f = Fabric::new(
+        seven_wide_leaves(),
+        SimConfig {
+            vfs: 120,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        lid_policy: LidPolicy::Dynamic,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm));
+    assert_eq!(sm.max_lid(), 8 + 441, "switches and PFs only");
+    // 440 hypervisors × 120 VFs leave VFs free when the LIDs run out.
+    let hyps = sm.hypervisors();
+    let (mut started, mut next, mut first) = (0u64, 0, None);
+    let (h, err) = loop {
+        let h = hyps[next % hyps.len()];
+        next += 1;
+        match sm.create_vm(h, 0xF000_0000 + started) {
+            Ok(vm) => {
+                first.get_or_insert(vm);
+                started += 1;
+            }
+            Err(e) => break (h, e),
+        }
+        if started % 2000 == 0 {
+            assert!(f.run(&mut sm));
+        }
+    };
+    assert_eq!(err, VmError::LidSpaceExhausted);
+    assert_eq!(started, 0xBFFF - 449, "every unicast LID is in use");
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.max_lid(), 0xBFFF);
+    assert_eq!(f.verify_lids(&[Lid(0xBFFF)]).unreachable, 0);
+
+    // Refused again, on a hypervisor with free VFs: nothing is queued,
+    // sent, installed or handed out.
+    let vfs = sm.nodes()[h].vfs.clone();
+    assert!(vfs.iter().any(|s| s.vm.is_none()));
+    let vports: Vec<VPortInfo> = (1..=vfs.len() as u16)
+        .map(|vf| vport(&f, &sm, h, vf))
+        .collect();
+    let (stats, lfts) = (sm.stats().clone(), f.lft_snapshot(0xBFFF));
+    assert_eq!(sm.create_vm(h, 0xFEED), Err(VmError::LidSpaceExhausted));
+    assert_eq!(sm.outstanding(), (0, 0, 0));
+    assert_eq!(sm.phase(), Phase::Done);
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.stats(), &stats);
+    assert_eq!(sm.max_lid(), 0xBFFF);
+    assert_eq!(sm.nodes()[h].vfs, vfs);
+    assert!(f.lft_snapshot(0xBFFF) == lfts, "no LFT entry changed");
+    for (k, v) in vports.iter().enumerate() {
+        assert_eq!(vport(&f, &sm, h, k as u16 + 1), *v);
+    }
+    assert_eq!(carriers(&f, 0xFEED), []);
+
+    // A LID freed is a LID to give again.
+    let first = first.unwrap();
+    let lid = sm.vm(first).unwrap().lid;
+    sm.destroy_vm(first).unwrap();
+    assert!(f.run(&mut sm));
+    let vm = sm.create_vm(h, 0xFEED).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.vm(vm).unwrap().lid, lid);
 }

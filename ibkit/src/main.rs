@@ -433,13 +433,8 @@ fn model(spec: &str, vfs: usize, policy: smi::sm::LidPolicy, json: bool) -> Resu
 }
 
 fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
-    match s {
-        "prepopulated" => Ok(smi::sm::LidPolicy::Prepopulated),
-        "dynamic" => Ok(smi::sm::LidPolicy::Dynamic),
-        other => Err(format!(
-            "unknown LID policy {other:?}: prepopulated or dynamic"
-        )),
-    }
+    smi::sm::LidPolicy::from_name(s)
+        .ok_or_else(|| format!("unknown LID policy {s:?}: prepopulated or dynamic"))
 }
 
 fn migrate_table(
@@ -477,14 +472,8 @@ fn migrate_table(
 }
 
 fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
-    match s {
-        "minhop" => Ok(smi::sm::Engine::MinHop),
-        "updn" => Ok(smi::sm::Engine::UpDown),
-        "ftree" => Ok(smi::sm::Engine::FatTree),
-        other => Err(format!(
-            "unknown routing engine {other:?}: minhop, updn or ftree"
-        )),
-    }
+    smi::sm::Engine::from_name(s)
+        .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn or ftree"))
 }
 
 /// The main job with no arguments: a 648-node fat tree of vSwitch

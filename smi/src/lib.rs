@@ -6,7 +6,10 @@
 //!   adapters, switches and HCAs in vSwitch mode.
 //!
 //! * [`sm`] (feature `sm`, needs `alloc`) — the subnet manager: discovery,
-//!   LID assignment, min-hop routing and LFT distribution.
+//!   LID assignment, routing (min-hop, up*/down* or fat-tree), LFT
+//!   distribution and port activation; light sweeps and traps on a running
+//!   subnet; and the vSwitch VM lifecycle with live-migration
+//!   reconfiguration.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

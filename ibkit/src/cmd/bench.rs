@@ -173,11 +173,7 @@ fn log_time(line: &str) -> Option<f64> {
 pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSmRun, String> {
     let sim = Ibsim::start(topo, dir)?;
     let osm_log = dir.join("opensm.log");
-    let engine = match routing {
-        Engine::MinHop => "minhop",
-        Engine::UpDown => "updn",
-        Engine::FatTree => "ftree",
-    };
+    let engine = routing.name();
     let t = Instant::now();
     let out = sim
         .client("opensm")
@@ -225,11 +221,7 @@ pub fn run_ibkit_on_ibsim(
     dir: &Path,
 ) -> Result<(u64, u64, f64), String> {
     let sim = Ibsim::start(topo, dir)?;
-    let engine = match routing {
-        Engine::MinHop => "minhop",
-        Engine::UpDown => "updn",
-        Engine::FatTree => "ftree",
-    };
+    let engine = routing.name();
     let out = sim
         .client(exe)
         .args(["sm", "--once", "--json", "--routing", engine])
@@ -313,7 +305,7 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> Result<bool, String> {
             "{}",
             json!({
                 "topology": spec,
-                "routing": format!("{routing:?}").to_lowercase(),
+                "routing": routing.name(),
                 "opensm": {"smps": o.smps, "to_up_ms": o.to_up_ms, "discovery_ms": o.discovery_ms, "routing_ms": o.routing_ms, "wall_ms": o.wall_ms, "up": o.up},
                 "ibkit": {"smps": k.smps, "bring_up_wall_ms": k.bring_up_ms, "sim_ms": k.sim_ms, "routing_ms": k.routing_ms, "up": k.ok},
                 "ibkit_on_ibsim": {"smps": u_smps, "ibsim_replies": u_replies, "to_up_ms": u_ms},

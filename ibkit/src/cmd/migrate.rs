@@ -11,9 +11,8 @@ use fabric::topology::Topology;
 use mad_core::attr::AttributeId;
 use mad_core::Method;
 use serde_json::{json, Value};
-use smi::sm::routing::PortTo;
+use smi::sm::routing;
 use smi::sm::{Engine, LidPolicy, MigrationPlan, Sm, SmConfig, VmId};
-use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Options of `ibkit migrate`.
@@ -166,7 +165,7 @@ impl FabricReport {
     pub fn to_json(&self) -> Value {
         json!({
             "topology": self.topology,
-            "policy": policy_name(self.policy),
+            "policy": self.policy.name(),
             "vfs": self.vfs,
             "nodes": self.nodes,
             "switches": self.switches,
@@ -200,14 +199,6 @@ impl FabricReport {
     }
 }
 
-/// The policy's name on the command line.
-pub fn policy_name(p: LidPolicy) -> &'static str {
-    match p {
-        LidPolicy::Prepopulated => "prepopulated",
-        LidPolicy::Dynamic => "dynamic",
-    }
-}
-
 struct Rng(u64);
 
 impl Rng {
@@ -228,26 +219,15 @@ pub enum FullAt {
     End,
 }
 
-/// Switch hop distances from switch node `from` over the SM's graph.
-fn hops_from(sm: &Sm, from: usize) -> Vec<(usize, u32)> {
+/// Switch hop distances from switch node `from` over the SM's graph
+/// (`u16::MAX`: unreachable).
+fn hops_from(sm: &Sm, from: usize) -> Vec<(usize, u16)> {
     let g = sm.routing_graph();
     let lid = sm.nodes()[from].lid;
     let Some(start) = g.lid.iter().position(|&l| l == lid) else {
         return Vec::new();
     };
-    let mut d = vec![u32::MAX; g.ports.len()];
-    d[start] = 0;
-    let mut q = VecDeque::from([start]);
-    while let Some(s) = q.pop_front() {
-        for t in &g.ports[s] {
-            if let PortTo::Switch(m, _) = *t {
-                if d[m] == u32::MAX {
-                    d[m] = d[s] + 1;
-                    q.push_back(m);
-                }
-            }
-        }
-    }
+    let d = routing::hops_from(g, start);
     // Graph index → node index via LIDs.
     let by_lid: std::collections::HashMap<u16, usize> = sm
         .nodes()
@@ -293,7 +273,7 @@ fn destination(sm: &Sm, src: usize, kind: Kind, rng: &mut Rng) -> Option<usize> 
             .filter(|&h| free(h) && sm.attachment(h).is_some_and(|a| a.0 == leaf))
             .nth(rng.next(2)),
         Kind::Far => {
-            let d: std::collections::HashMap<usize, u32> =
+            let d: std::collections::HashMap<usize, u16> =
                 hops_from(sm, leaf).into_iter().collect();
             let far = hyps
                 .iter()
@@ -352,7 +332,7 @@ pub fn session(
         "bringing up {} ({switches} switches, {nodes} CAs, {} VFs per hypervisor, {} LIDs)…",
         a.topology,
         a.vfs,
-        policy_name(a.policy)
+        a.policy.name()
     ));
     let t = Instant::now();
     let mut sm = Sm::new(SmConfig {
@@ -569,7 +549,7 @@ pub fn print_summary(r: &FabricReport) {
         r.hypervisors,
         r.vfs,
         r.lids,
-        policy_name(r.policy)
+        r.policy.name()
     );
     println!(
         "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10}",

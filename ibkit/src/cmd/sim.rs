@@ -139,10 +139,11 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         .map(|t| trace(&f, t))
         .collect::<Result<_, _>>()?;
     let st = sm.stats();
+    let per_phase = st.per_phase();
     let lft_blocks = u64::from(sm.max_lid()) / 64 + 1;
     if a.json {
         let smps: serde_json::Map<String, serde_json::Value> = st
-            .sent
+            .sent()
             .iter()
             .map(|(&(m, at), &n)| (name(m, at), json!(n)))
             .collect();
@@ -158,7 +159,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
                 key.to_string(),
                 json!({
                     "smps": kinds,
-                    "total": st.per_phase.get(&p).copied().unwrap_or(0),
+                    "total": per_phase.get(&p).copied().unwrap_or(0),
                     "wall_ms": f.phase_wall_ms.get(&p).copied().unwrap_or(0.0),
                     "sim_end_ms": st.phase_end_ms.get(&p),
                 }),
@@ -166,7 +167,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         }
         phases.insert(
             "routing".into(),
-            json!({"smps": {}, "total": 0, "wall_ms": route_ms, "engine": format!("{:?}", a.routing).to_lowercase()}),
+            json!({"smps": {}, "total": 0, "wall_ms": route_ms, "engine": a.routing.name()}),
         );
         let model_kinds: serde_json::Map<String, serde_json::Value> = model
             .kinds
@@ -178,7 +179,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             "up": up,
             "smps": {"by_kind": smps, "total": st.total(), "retries": st.retries, "given_up": st.given_up},
             "phases": phases,
-            "routing": format!("{:?}", a.routing).to_lowercase(),
+            "routing": a.routing.name(),
             "wall_ms": {"build": build_ms, "bring_up": bring_up_ms, "route": route_ms, "verify": verify_ms},
             "sim_ms": f.now_ns() as f64 / 1e6,
             "model": {"by_kind": model_kinds, "total": model.total(), "lids": model.lids, "blocks_per_switch": model.blocks, "full_reconfig_smps": model.full_reconfig_smps},
@@ -195,7 +196,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         );
         println!();
         println!("{:<32} {:>10} {:>10}", "SMPs by kind", "sent", "model");
-        for (&(m, at), n) in &st.sent {
+        for (&(m, at), n) in &st.sent() {
             let k = name(m, at);
             println!("{:<32} {:>10} {:>10}", k, n, model.count(&k));
         }
@@ -232,7 +233,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             println!(
                 "{:<16} {:>8} {:>10.1} {:>14.3}  {}",
                 key,
-                st.per_phase.get(&p).copied().unwrap_or(0),
+                per_phase.get(&p).copied().unwrap_or(0),
                 f.phase_wall_ms.get(&p).copied().unwrap_or(0.0),
                 st.phase_end_ms.get(&p).copied().unwrap_or(0) as f64,
                 kinds.join(", ")

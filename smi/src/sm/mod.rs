@@ -6,9 +6,12 @@
 //!
 //! A bring-up runs these phases: discovery by directed-route Get(NodeInfo),
 //! Get(PortInfo) and Get(SwitchInfo) with a window of outstanding SMPs and
-//! retransmission; LID assignment by Set(PortInfo); min-hop routing;
+//! retransmission; LID assignment by Set(PortInfo); routing by the engine
+//! [`SmConfig::routing`] names (min-hop, up*/down* or fat-tree);
 //! distribution (Set(SwitchInfo) with LinearFDBTop, then the LFT blocks in
 //! use); and port activation (every linked port to Armed, then Active).
+//! Once the subnet is up, [`sweep`] keeps it right as links and nodes come
+//! and go, and [`vswitch`] starts, stops and migrates VMs.
 
 pub mod routing;
 pub mod sweep;
@@ -60,6 +63,27 @@ pub enum Engine {
     UpDown,
     /// Fat-tree: up*/down* from the top level with d-mod-k spreading upwards.
     FatTree,
+}
+
+impl Engine {
+    /// Every engine.
+    pub const ALL: [Engine; 3] = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
+
+    /// The engine's name as OpenSM's `-R` option spells it, and as ibkit
+    /// takes it on the command line and writes it in JSON output:
+    /// `minhop`, `updn` or `ftree`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::MinHop => "minhop",
+            Engine::UpDown => "updn",
+            Engine::FatTree => "ftree",
+        }
+    }
+
+    /// The engine called `name` (see [`Engine::name`]), or `None`.
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.name() == name)
+    }
 }
 
 /// A routing engine: linear forwarding tables for a switch graph.
@@ -304,11 +328,9 @@ pub struct Transmit {
     pub dlid: Option<Lid>,
 }
 
-/// SMPs sent, by method and attribute.
+/// SMPs sent, by phase, method and attribute, and what became of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// (method byte, attribute ID) → count, retransmissions included.
-    pub sent: BTreeMap<(u8, u16), u64>,
     /// Retransmissions.
     pub retries: u64,
     /// Requests given up after all retries.
@@ -319,33 +341,49 @@ pub struct Stats {
     pub fallbacks: u64,
     /// SMPs sent LID-routed (the rest went by directed route).
     pub lid_routed: u64,
-    /// (phase, LID-routed?) → SMPs.
-    pub routed_per_phase: BTreeMap<(Phase, bool), u64>,
     /// Traps received.
     pub traps: u64,
     /// Sweeps started.
     pub sweeps: u64,
     /// CA links taken down for a static reconfiguration.
     pub quiesced: u64,
-    /// SMPs sent in each phase.
-    pub per_phase: BTreeMap<Phase, u64>,
-    /// (phase, method byte, attribute ID) → count.
+    /// (phase, method byte, attribute ID) → SMPs sent, retransmissions and
+    /// SMPs that get no response (TrapRepress) included.
     pub per_phase_kind: BTreeMap<(Phase, u8, u16), u64>,
     /// Simulated time each phase ended (ms since start).
     pub phase_end_ms: BTreeMap<Phase, u64>,
 }
 
 impl Stats {
+    /// (method byte, attribute ID) → SMPs sent over all phases,
+    /// retransmissions included.
+    pub fn sent(&self) -> BTreeMap<(u8, u16), u64> {
+        let mut m = BTreeMap::new();
+        for (&(_, method, attr), &n) in &self.per_phase_kind {
+            *m.entry((method, attr)).or_default() += n;
+        }
+        m
+    }
+    /// Phase → SMPs sent in it.
+    pub fn per_phase(&self) -> BTreeMap<Phase, u64> {
+        let mut m = BTreeMap::new();
+        for (&(phase, _, _), &n) in &self.per_phase_kind {
+            *m.entry(phase).or_default() += n;
+        }
+        m
+    }
     /// All SMPs sent.
     pub fn total(&self) -> u64 {
-        self.sent.values().sum()
+        self.per_phase_kind.values().sum()
     }
-    /// SMPs of one method and attribute.
+    /// SMPs of one method and attribute, over all phases.
     pub fn count(&self, method: Method, attr: AttributeId) -> u64 {
-        self.sent
-            .get(&(method.into(), attr.into()))
-            .copied()
-            .unwrap_or(0)
+        let (method, attr): (u8, u16) = (method.into(), attr.into());
+        self.per_phase_kind
+            .iter()
+            .filter(|(&(_, m, a), _)| (m, a) == (method, attr))
+            .map(|(_, &n)| n)
+            .sum()
     }
 }
 
@@ -503,6 +541,15 @@ impl Sm {
         });
     }
 
+    /// Runs `queue` and takes back, in order, the requests it queued: for
+    /// the caller to hold them as a stage (sent once everything before has
+    /// been answered) instead of sending them now.
+    fn capture(&mut self, queue: impl FnOnce(&mut Self)) -> Vec<Request> {
+        let start = self.queue.len();
+        queue(self);
+        self.queue.drain(start..).collect()
+    }
+
     /// The port a switch forwards `lid` to with the tables it has now
     /// (those the SM last distributed to it).
     fn installed_port(&self, node: usize, lid: u16) -> u8 {
@@ -602,27 +649,16 @@ impl Sm {
         let smp = r.smp.clone();
         *self
             .stats
-            .sent
-            .entry((smp.header.method, smp.header.attribute_id.get()))
+            .per_phase_kind
+            .entry((self.phase, smp.header.method, smp.header.attribute_id.get()))
             .or_default() += 1;
-        *self.stats.per_phase.entry(self.phase).or_default() += 1;
         let dlid = r.dlid.map(Lid);
         if dlid.is_some() {
             self.stats.lid_routed += 1;
         }
-        *self
-            .stats
-            .routed_per_phase
-            .entry((self.phase, dlid.is_some()))
-            .or_default() += 1;
         if !r.reply {
             return Some(Transmit { smp, dlid });
         }
-        *self
-            .stats
-            .per_phase_kind
-            .entry((self.phase, smp.header.method, smp.header.attribute_id.get()))
-            .or_default() += 1;
         self.inflight.insert(tid, r);
         Some(Transmit { smp, dlid })
     }
@@ -810,29 +846,7 @@ impl Sm {
                     0,
                     Purpose::NodeDesc { node: i },
                 );
-                if ni.node_type == NodeType::Switch {
-                    self.get(
-                        path.clone(),
-                        AttributeId::SwitchInfo,
-                        0,
-                        Purpose::SwitchInfo { node: i },
-                    );
-                    for p in 0..=ni.num_ports {
-                        self.get(
-                            path.clone(),
-                            AttributeId::PortInfo,
-                            u32::from(p),
-                            Purpose::PortInfo { node: i, port: p },
-                        );
-                    }
-                } else {
-                    self.get(
-                        path.clone(),
-                        AttributeId::PortInfo,
-                        u32::from(port),
-                        Purpose::PortInfo { node: i, port },
-                    );
-                }
+                self.read_node(i);
                 i
             }
         };
@@ -851,6 +865,35 @@ impl Sm {
             {
                 np.peer = Some((parent, pport));
             }
+        }
+    }
+
+    /// Queues the reads of a node just found (or found again), by directed
+    /// route along its path: a switch's SwitchInfo and the PortInfo of
+    /// every port, 0 included; a CA's PortInfo of the port it was reached by.
+    fn read_node(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let (path, switch) = (n.path.clone(), n.is_switch());
+        let ports = if switch {
+            0..=n.info.num_ports
+        } else {
+            n.info.local_port_num..=n.info.local_port_num
+        };
+        if switch {
+            self.get(
+                path.clone(),
+                AttributeId::SwitchInfo,
+                0,
+                Purpose::SwitchInfo { node: i },
+            );
+        }
+        for port in ports {
+            self.get(
+                path.clone(),
+                AttributeId::PortInfo,
+                u32::from(port),
+                Purpose::PortInfo { node: i, port },
+            );
         }
     }
 
@@ -921,8 +964,7 @@ impl Sm {
                     self.route();
                     if self.up && self.cfg.static_reconfig {
                         // Tables only once the CA links are quiet.
-                        self.distribute();
-                        let tables: Vec<Request> = self.queue.drain(..).collect();
+                        let tables = self.capture(Self::distribute);
                         self.quiesce();
                         self.stages.push_back(tables);
                     } else {
@@ -1321,4 +1363,33 @@ fn zerocopy_u64(v: u64) -> zerocopy::byteorder::network_endian::U64 {
 /// for drivers): see [`dr::originate`].
 pub fn prepare(smp: &mut Smp, sm_node: &dyn dr::Node, port: u8) -> Result<bool, dr::Discard> {
     dr::originate(smp, sm_node, port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Engine;
+
+    #[test]
+    fn engine_names_round_trip() {
+        for e in Engine::ALL {
+            assert_eq!(Engine::from_name(e.name()), Some(e), "{e:?}");
+        }
+        assert_eq!(Engine::from_name("FatTree"), None);
+        assert_eq!(Engine::from_name(""), None);
+    }
+
+    #[test]
+    fn every_engine_is_listed_once() {
+        // A variant added to Engine must be added to Engine::ALL: this
+        // match stops compiling until it is considered here.
+        for e in Engine::ALL {
+            match e {
+                Engine::MinHop | Engine::UpDown | Engine::FatTree => {}
+            }
+        }
+        let mut names: alloc::vec::Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Engine::ALL.len());
+    }
 }

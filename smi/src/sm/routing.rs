@@ -52,28 +52,41 @@ pub fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
     dests
 }
 
-/// Hop distances between all switch pairs (`u16::MAX` = unreachable).
-pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
-    let n = g.ports.len();
-    let mut all = Vec::with_capacity(n);
-    for src in 0..n {
-        let mut d = vec![u16::MAX; n];
-        d[src] = 0;
-        let mut q = VecDeque::new();
-        q.push_back(src);
-        while let Some(s) = q.pop_front() {
-            for t in &g.ports[s] {
-                if let PortTo::Switch(m, _) = *t {
-                    if d[m] == u16::MAX {
-                        d[m] = d[s] + 1;
-                        q.push_back(m);
-                    }
+/// Hop distances from switch `src` to every switch of `g`, by
+/// breadth-first search over the switch-to-switch cables (`u16::MAX` =
+/// unreachable; `src` itself is 0).
+pub fn hops_from(g: &Graph, src: usize) -> Vec<u16> {
+    hops_from_any(g, &[src])
+}
+
+/// Hop distances from the nearest of the switches `srcs` to every switch
+/// of `g` (`u16::MAX` = unreachable; indexes out of range are ignored).
+pub fn hops_from_any(g: &Graph, srcs: &[usize]) -> Vec<u16> {
+    let mut d = vec![u16::MAX; g.ports.len()];
+    let mut q = VecDeque::new();
+    for &s in srcs {
+        if let Some(x) = d.get_mut(s) {
+            *x = 0;
+            q.push_back(s);
+        }
+    }
+    while let Some(s) = q.pop_front() {
+        for t in &g.ports[s] {
+            if let PortTo::Switch(m, _) = *t {
+                if d[m] == u16::MAX {
+                    d[m] = d[s] + 1;
+                    q.push_back(m);
                 }
             }
         }
-        all.push(d);
     }
-    all
+    d
+}
+
+/// Hop distances between all switch pairs (`u16::MAX` = unreachable):
+/// `distances(g)[a][b]` is [`hops_from`]`(g, a)[b]`.
+pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
+    (0..g.ports.len()).map(|src| hops_from(g, src)).collect()
 }
 
 /// Linear forwarding tables: `lft[switch][lid]` = egress port, 0xFF where
@@ -156,6 +169,39 @@ pub fn fill_gaps(g: &Graph, lft: &mut [Vec<u8>]) {
             if let Some(p) = port {
                 lft[s][l] = p;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Switches 0 – 1 – 2 in a line (port 1 left, port 2 right), 3 alone.
+    fn line() -> Graph {
+        use PortTo::{None as No, Switch as Sw};
+        Graph {
+            ports: vec![
+                vec![No, No, Sw(1, 1)],
+                vec![No, Sw(0, 2), Sw(2, 1)],
+                vec![No, Sw(1, 2), No],
+                vec![No, No, No],
+            ],
+            lid: vec![1, 2, 3, 4],
+            extra: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn hops_from_counts_switch_hops() {
+        let g = line();
+        assert_eq!(hops_from(&g, 0), [0, 1, 2, u16::MAX]);
+        assert_eq!(hops_from(&g, 2), [2, 1, 0, u16::MAX]);
+        assert_eq!(hops_from(&g, 3), [u16::MAX, u16::MAX, u16::MAX, 0]);
+        assert_eq!(hops_from_any(&g, &[0, 2]), [0, 1, 0, u16::MAX]);
+        let d = distances(&g);
+        for (s, row) in d.iter().enumerate() {
+            assert_eq!(*row, hops_from(&g, s));
         }
     }
 }

@@ -258,34 +258,7 @@ impl Sm {
             p.peer = None;
             p.info = None;
         }
-        let (ports, switch) = (n.info.num_ports, n.is_switch());
-        let local = n.info.local_port_num;
-        if switch {
-            self.get(
-                path.clone(),
-                AttributeId::SwitchInfo,
-                0,
-                Purpose::SwitchInfo { node: i },
-            );
-            for p in 0..=ports {
-                self.get(
-                    path.clone(),
-                    AttributeId::PortInfo,
-                    u32::from(p),
-                    Purpose::PortInfo { node: i, port: p },
-                );
-            }
-        } else {
-            self.get(
-                path.clone(),
-                AttributeId::PortInfo,
-                u32::from(local),
-                Purpose::PortInfo {
-                    node: i,
-                    port: local,
-                },
-            );
-        }
+        self.read_node(i);
     }
 
     /// Breadth-first from the SM's node over the known links: which nodes

@@ -6,33 +6,23 @@
 //! downward cables, so every route is up*down* and the channel dependency
 //! graph has no cycle.
 
-use super::routing::{Graph, PortTo};
+use super::routing::{hops_from_any, Graph, PortTo};
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Ranks: hop distance from the root switches.
+/// Ranks: hop distance from the root switches (`u32::MAX`: unreachable).
 pub fn ranks(g: &Graph, roots: &[usize]) -> Vec<u32> {
-    let n = g.ports.len();
-    let mut rank = vec![u32::MAX; n];
-    let mut q = VecDeque::new();
-    for &r in roots {
-        if r < n {
-            rank[r] = 0;
-            q.push_back(r);
-        }
-    }
-    while let Some(s) = q.pop_front() {
-        for t in &g.ports[s] {
-            if let PortTo::Switch(m, _) = *t {
-                if rank[m] == u32::MAX {
-                    rank[m] = rank[s] + 1;
-                    q.push_back(m);
-                }
+    hops_from_any(g, roots)
+        .into_iter()
+        .map(|d| {
+            if d == u16::MAX {
+                u32::MAX
+            } else {
+                u32::from(d)
             }
-        }
-    }
-    rank
+        })
+        .collect()
 }
 
 /// Roots as OpenSM would pick them without a root file: the switches

@@ -10,12 +10,11 @@
 //! per participating hypervisor.
 
 use super::routing::PortTo;
-use super::{Phase, PortState, Purpose, Request, Sm};
+use super::{Phase, PortState, Purpose, Sm};
 use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
-use mad_core::attr::SwitchInfo;
 
 /// The highest unicast LID.
 pub const MAX_UNICAST_LID: u16 = 0xBFFF;
@@ -28,6 +27,25 @@ pub enum LidPolicy {
     Prepopulated,
     /// Only PFs and switches get LIDs at bring-up; a VM gets one when it starts.
     Dynamic,
+}
+
+impl LidPolicy {
+    /// Every policy.
+    pub const ALL: [LidPolicy; 2] = [LidPolicy::Prepopulated, LidPolicy::Dynamic];
+
+    /// The policy's name as ibkit takes it on the command line and writes
+    /// it in its output: `prepopulated` or `dynamic`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LidPolicy::Prepopulated => "prepopulated",
+            LidPolicy::Dynamic => "dynamic",
+        }
+    }
+
+    /// The policy called `name` (see [`LidPolicy::name`]), or `None`.
+    pub fn from_name(name: &str) -> Option<LidPolicy> {
+        LidPolicy::ALL.into_iter().find(|p| p.name() == name)
+    }
 }
 
 /// A VM's handle.
@@ -217,18 +235,19 @@ impl Sm {
                 if lid > self.max_lid {
                     self.max_lid = lid;
                 }
-                let mut stage = Vec::new();
-                if lid > self.top {
-                    self.top = self.top_for(lid);
-                    for k in 0..self.switch_index.len() {
-                        let i = self.switch_index[k];
-                        if let Some(mut si) = self.nodes[i].switch_info {
-                            si.linear_fdb_top = self.top;
-                            self.nodes[i].switch_info = Some(si);
-                            stage.push(self.set_request(i, &si));
+                let stage = self.capture(|sm| {
+                    if lid > sm.top {
+                        sm.top = sm.top_for(lid);
+                        for k in 0..sm.switch_index.len() {
+                            let i = sm.switch_index[k];
+                            if let Some(mut si) = sm.nodes[i].switch_info {
+                                si.linear_fdb_top = sm.top;
+                                sm.nodes[i].switch_info = Some(si);
+                                sm.set_node(i, &si, 0, Purpose::SetTopOnly);
+                            }
                         }
                     }
-                }
+                });
                 if !stage.is_empty() {
                     self.stages.push_back(stage);
                 }
@@ -239,11 +258,11 @@ impl Sm {
                         blocks.push((k, lid / 64));
                     }
                 }
-                let start = self.queue.len();
-                for (k, b) in blocks {
-                    self.send_lft_block(k, b);
-                }
-                let lft: Vec<Request> = self.queue.drain(start..).collect();
+                let lft = self.capture(|sm| {
+                    for (k, b) in blocks {
+                        sm.send_lft_block(k, b);
+                    }
+                });
                 self.stages.push_back(lft);
                 lid
             }
@@ -412,9 +431,7 @@ impl Sm {
                 for (k, b) in blocks {
                     let saved = self.entry(k, p.vm_lid);
                     self.write_entry(k, p.vm_lid, 0xFF);
-                    let start = self.queue.len();
-                    self.send_lft_block(k, b);
-                    drop_stage.extend(self.queue.drain(start..));
+                    drop_stage.extend(self.capture(|sm| sm.send_lft_block(k, b)));
                     self.write_entry(k, p.vm_lid, saved);
                 }
             }
@@ -433,13 +450,13 @@ impl Sm {
             for &(k, l, port) in &p.entries {
                 self.write_entry(k, l, port);
             }
-            let start = self.queue.len();
-            self.set_vport(src.0, src.1, PortState::Down, 0);
-            self.set_vport(dst.0, dst.1, PortState::Active, guid);
-            for &(k, b) in &p.blocks {
-                self.send_lft_block(k, b);
-            }
-            main.extend(self.queue.drain(start..));
+            main.extend(self.capture(|sm| {
+                sm.set_vport(src.0, src.1, PortState::Down, 0);
+                sm.set_vport(dst.0, dst.1, PortState::Active, guid);
+                for &(k, b) in &p.blocks {
+                    sm.send_lft_block(k, b);
+                }
+            }));
         }
         if !drop_stage.is_empty() {
             self.stages.push_back(drop_stage);
@@ -492,12 +509,6 @@ impl Sm {
         t[usize::from(lid)] = port;
     }
 
-    fn set_request(&mut self, node: usize, si: &SwitchInfo) -> Request {
-        let start = self.queue.len();
-        self.set_node(node, si, 0, Purpose::SetTopOnly);
-        self.queue.remove(start).expect("just queued")
-    }
-
     /// Which switches must take the `new` entry for a LID so that, from
     /// every switch, the LID's packets reach `target` (switch ordinal, port)
     /// — the others keep their `old` entry. Starts from all-new (a valid
@@ -547,5 +558,30 @@ impl Sm {
             }
         }
         Ok(use_new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LidPolicy;
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in LidPolicy::ALL {
+            assert_eq!(LidPolicy::from_name(p.name()), Some(p), "{p:?}");
+        }
+        assert_ne!(LidPolicy::ALL[0].name(), LidPolicy::ALL[1].name());
+        assert_eq!(LidPolicy::from_name("Dynamic"), None);
+    }
+
+    #[test]
+    fn every_policy_is_listed() {
+        // A variant added to LidPolicy must be added to LidPolicy::ALL:
+        // this match stops compiling until it is considered here.
+        for p in LidPolicy::ALL {
+            match p {
+                LidPolicy::Prepopulated | LidPolicy::Dynamic => {}
+            }
+        }
     }
 }
