@@ -11,7 +11,7 @@ use smi::sm::{Phase, Sm, SmConfig, Transmit};
 use smi::sma::hypervisor::Hypervisor;
 use smi::sma::{CaSma, NodeSpec, SwitchSma, TrapOut};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// Timing and loss of the simulated fabric.
 #[derive(Clone, Debug)]
@@ -216,8 +216,11 @@ pub struct Fabric {
     /// The node the SM runs on (a CA).
     pub sm_node: usize,
     cfg: SimConfig,
-    queue: BinaryHeap<Reverse<(u64, u64)>>,
-    pending: HashMap<u64, Pending>,
+    /// (time, sequence, slot in `pending`): what happens next.
+    queue: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// What the queue's entries carry, in reusable slots (`free`).
+    pending: Vec<Option<Pending>>,
+    free: Vec<u32>,
     /// Cables that failed, to put back: (port, other end).
     cut: Vec<((usize, u8), (usize, u8))>,
     /// Nodes that may have traps to send.
@@ -294,7 +297,8 @@ impl Fabric {
             rng: cfg.seed | 1,
             cfg,
             queue: BinaryHeap::new(),
-            pending: HashMap::new(),
+            pending: Vec::new(),
+            free: Vec::new(),
             cut: Vec::new(),
             trap_nodes: Default::default(),
             seq: 0,
@@ -348,33 +352,22 @@ impl Fabric {
 
     /// Puts `smp` with LRH (dlid, slid) on the cable of (node, port).
     fn transmit_lrh(&mut self, node: usize, port: u8, smp: Smp, dlid: u16, slid: u16) {
-        let Some((peer, pport)) = self.topo.peer_of(node, port) else {
-            self.stats.discarded += 1;
+        if let Some(cap) = self.capture.as_mut() {
+            if self.topo.peer_of(node, port).is_some() {
+                let addr = crate::pcap::FrameAddr {
+                    dlid,
+                    slid,
+                    dest_qp: 0,
+                    src_qp: 0,
+                };
+                cap.push((self.now_ns, crate::pcap::frame(smp.as_wire(), addr)));
+            }
+        }
+        let Some((peer, pport, at)) = self.cross(node, port, smp.is_directed()) else {
             return;
         };
-        self.stats.hops += 1;
-        if let Some(cap) = self.capture.as_mut() {
-            let addr = crate::pcap::FrameAddr {
-                dlid,
-                slid,
-                dest_qp: 0,
-                src_qp: 0,
-            };
-            cap.push((self.now_ns, crate::pcap::frame(smp.as_wire(), addr)));
-        }
-        let mut delay = self.cfg.hop_ns;
-        if smp.is_directed() {
-            self.stats.dr_hops += 1;
-            delay += self.cfg.dr_hop_ns;
-        }
-        if self.lost() {
-            self.stats.lost += 1;
-            return;
-        }
-        self.seq += 1;
-        self.queue.push(Reverse((self.now_ns + delay, self.seq)));
-        self.pending.insert(
-            self.seq,
+        self.enqueue(
+            at,
             Pending::Smp(Arrival {
                 node: peer,
                 port: pport,
@@ -383,6 +376,81 @@ impl Fabric {
                 slid,
             }),
         );
+    }
+
+    /// An SMP leaves (node, port): counted, maybe lost. Where it arrives
+    /// (node, port) and when, unless there is no cable or it was lost.
+    fn cross(&mut self, node: usize, port: u8, directed: bool) -> Option<(usize, u8, u64)> {
+        let Some((peer, pport)) = self.topo.peer_of(node, port) else {
+            self.stats.discarded += 1;
+            return None;
+        };
+        self.stats.hops += 1;
+        let mut delay = self.cfg.hop_ns;
+        if directed {
+            self.stats.dr_hops += 1;
+            delay += self.cfg.dr_hop_ns;
+        }
+        if self.lost() {
+            self.stats.lost += 1;
+            return None;
+        }
+        Some((peer, pport, self.now_ns + delay))
+    }
+
+    /// Sends the SMP queued in `slot`, which arrived at `node`, on out of
+    /// `port`: its queue slot is reused, so a packet passing through a
+    /// switch is not copied.
+    fn pass_through(&mut self, slot: u32, node: usize, port: u8) {
+        if self.capture.is_some() {
+            // The capture needs the LRH and the bytes: the plain way.
+            if let Some(Pending::Smp(a)) = self.release(slot) {
+                self.transmit_lrh(node, port, a.smp, a.dlid, a.slid);
+            }
+            return;
+        }
+        let directed = matches!(
+            &self.pending[slot as usize],
+            Some(Pending::Smp(a)) if a.smp.is_directed()
+        );
+        match self.cross(node, port, directed) {
+            Some((peer, pport, at)) => {
+                if let Some(Pending::Smp(a)) = self.pending[slot as usize].as_mut() {
+                    a.node = peer;
+                    a.port = pport;
+                }
+                self.seq += 1;
+                self.queue.push(Reverse((at, self.seq, slot)));
+            }
+            None => {
+                self.release(slot);
+            }
+        }
+    }
+
+    /// Empties `slot` for reuse; what it held.
+    fn release(&mut self, slot: u32) -> Option<Pending> {
+        let p = self.pending.get_mut(slot as usize).and_then(Option::take);
+        if p.is_some() {
+            self.free.push(slot);
+        }
+        p
+    }
+
+    /// Queues `p` to happen at simulated time `at_ns`.
+    fn enqueue(&mut self, at_ns: u64, p: Pending) {
+        self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.pending[i as usize] = Some(p);
+                i
+            }
+            None => {
+                self.pending.push(Some(p));
+                (self.pending.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse((at_ns, self.seq, slot)));
     }
 
     /// Adds a powered, uncabled node (cable it with [`FabricEvent::Cable`]);
@@ -398,9 +466,7 @@ impl Fabric {
 
     /// Applies `event` at simulated time `at_ns`.
     pub fn schedule(&mut self, at_ns: u64, event: FabricEvent) {
-        self.seq += 1;
-        self.queue.push(Reverse((at_ns.max(self.now_ns), self.seq)));
-        self.pending.insert(self.seq, Pending::Event(event));
+        self.enqueue(at_ns.max(self.now_ns), Pending::Event(event));
     }
 
     fn link_event(&mut self, node: usize, port: u8, up: bool) {
@@ -575,11 +641,37 @@ impl Fabric {
 
     /// Processes the next arrival; false when nothing is in flight.
     pub fn step(&mut self) -> bool {
-        let Some(Reverse((t, seq))) = self.queue.pop() else {
+        let Some(Reverse((t, _, slot))) = self.queue.pop() else {
             return false;
         };
         self.now_ns = self.now_ns.max(t);
-        let Some(p) = self.pending.remove(&seq) else {
+        // Packets passing through a switch are handled where they lie in
+        // the queue; everything else is taken out.
+        let mut dr_done = None;
+        if let Some(Some(Pending::Smp(a))) = self.pending.get_mut(slot as usize) {
+            let (node, port) = (a.node, a.port);
+            if a.smp.is_directed() {
+                let d = dr::on_arrival(&mut a.smp, self.nodes[node].node(), port);
+                if let Disposition::Forward(out) = d {
+                    self.pass_through(slot, node, out);
+                    return true;
+                }
+                dr_done = Some(d);
+            } else if let SimNode::Switch(s) = &self.nodes[node] {
+                let dlid = Lid(a.dlid);
+                if s.model.lid(0) != dlid && dlid.0 != 0xFFFF {
+                    let out = s.model.lft_port(dlid);
+                    if out == 0 || out == 0xFF {
+                        self.stats.discarded += 1;
+                        self.release(slot);
+                    } else {
+                        self.pass_through(slot, node, out);
+                    }
+                    return true;
+                }
+            }
+        }
+        let Some(p) = self.release(slot) else {
             return true;
         };
         let Arrival {
@@ -600,7 +692,9 @@ impl Fabric {
             self.lid_routed(node, port, smp, dlid, slid, now_ms);
             return true;
         }
-        match dr::on_arrival(&mut smp, self.nodes[node].node(), port) {
+        let disposition =
+            dr_done.unwrap_or_else(|| dr::on_arrival(&mut smp, self.nodes[node].node(), port));
+        match disposition {
             Disposition::Deliver if smp.direction() => self.hand_over(node, smp, 0xFFFF),
             Disposition::Deliver => {
                 if let Some(mut r) = self.deliver(node, port, &smp, now_ms) {
@@ -828,7 +922,7 @@ impl Fabric {
             if sm.phase() == Phase::Failed {
                 return false;
             }
-            let next_event = self.queue.peek().map(|Reverse((t, _))| *t);
+            let next_event = self.queue.peek().map(|Reverse((t, _, _))| *t);
             let next_timer = sm.poll_timeout().map(|ms| ms * 1_000_000);
             match until {
                 None if sm.is_idle() => return true,

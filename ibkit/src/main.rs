@@ -197,6 +197,9 @@ enum FabricWhat {
         /// Log every SMP a client sends.
         #[arg(long)]
         verbose: bool,
+        /// Microseconds to look for a client's next request before sleeping (0: never; spinning helps only with cores to spare).
+        #[arg(long, default_value_t = 0)]
+        spin_us: u64,
     },
     /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
     Ctl {
@@ -219,6 +222,21 @@ enum BenchWhat {
         /// Routing engine for both: minhop, updn or ftree.
         #[arg(long, default_value = "minhop", value_parser = parse_engine)]
         routing: smi::sm::Engine,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// OpenSM and ibkit's SM on Debian's ibsim and on `ibkit fabric serve`, same fabric, same run: time to up, SMP rate, simulator CPU per SMP.
+    IbsimCompat {
+        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
+        #[arg(long, default_value = "fat-tree-5832")]
+        topology: String,
+        /// Routing engine for both clients: minhop, updn or ftree.
+        #[arg(long, default_value = "minhop", value_parser = parse_engine)]
+        routing: smi::sm::Engine,
+        /// Runs per client and simulator (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -288,6 +306,7 @@ fn main() -> ExitCode {
                     dr_hop_ns,
                     loss,
                     verbose,
+                    spin_us,
                 },
         }) => cmd::serve::serve(&cmd::serve::ServeArgs {
             topology,
@@ -297,6 +316,7 @@ fn main() -> ExitCode {
             dr_hop_ns,
             loss,
             verbose,
+            spin_us,
         }),
         Some(Command::Fabric {
             what: FabricWhat::Ctl { socket, command },
@@ -312,6 +332,15 @@ fn main() -> ExitCode {
                     json,
                 },
         }) => cmd::bench::opensm(&topology, routing, json),
+        Some(Command::Bench {
+            what:
+                BenchWhat::IbsimCompat {
+                    topology,
+                    routing,
+                    runs,
+                    json,
+                },
+        }) => cmd::compat::run(&topology, routing, runs, json),
         Some(Command::Model {
             topology,
             vfs,

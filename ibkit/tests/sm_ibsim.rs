@@ -12,16 +12,11 @@
 use fabric::topology::Topology;
 use ibkit::cmd::bench::{missing_tools, run_opensm, Ibsim};
 use smi::sm::Engine;
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::collections::BTreeMap;
 
-fn skip(why: &str) -> bool {
-    if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
-        panic!("peer tools missing and IBKIT_REQUIRE_PEERS=1: {why}");
-    }
-    eprintln!("SKIPPED sm_ibsim: {why}");
-    true
-}
+mod common;
+use common::{cabled, discovered, skip};
+use std::path::Path;
 
 fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
     let out = sim.client(program).args(args).output().unwrap();
@@ -33,50 +28,14 @@ fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Cables by GUID: (node GUID, port, peer node GUID, peer port), both ways.
-fn cabled(t: &Topology) -> BTreeSet<(u64, u8, u64, u8)> {
-    let mut s = BTreeSet::new();
-    for (i, n) in t.nodes.iter().enumerate() {
-        for p in 1..=n.ports {
-            if let Some((m, q)) = t.peer_of(i, p) {
-                s.insert((n.guid, p, t.nodes[m].guid, q));
-            }
-        }
-    }
-    s
-}
-
-/// The same from ibnetdiscover's text: node headers `Switch N "S-<guid>"` /
-/// `Ca N "H-<guid>"`, then `[port]... "X-<guid>"[peer port]` lines.
-fn discovered(text: &str) -> BTreeSet<(u64, u8, u64, u8)> {
-    let guid_of = |s: &str| -> Option<u64> {
-        let a = s.find("\"S-").or_else(|| s.find("\"H-"))? + 3;
-        u64::from_str_radix(&s[a..a + 16], 16).ok()
-    };
-    let mut s = BTreeSet::new();
-    let mut cur = None;
-    for line in text.lines() {
-        if line.starts_with("Switch") || line.starts_with("Ca") {
-            cur = guid_of(line);
-        } else if let (Some(me), Some(rest)) = (cur, line.strip_prefix('[')) {
-            let port: u8 = rest[..rest.find(']').unwrap()].parse().unwrap();
-            let Some(peer) = guid_of(line) else { continue };
-            let after = &line[line.find("\"[").unwrap() + 2..];
-            let pport: u8 = after[..after.find(']').unwrap()].parse().unwrap();
-            s.insert((me, port, peer, pport));
-        }
-    }
-    s
-}
-
 #[test]
 fn ibkit_sm_on_ibsim_is_read_back_by_infiniband_diags() {
     if let Some(why) = missing_tools() {
-        skip(&why);
+        skip("sm_ibsim", &why);
         return;
     }
     if !Path::new("/usr/sbin/ibnetdiscover").exists() {
-        skip("infiniband-diags is not installed");
+        skip("sm_ibsim", "infiniband-diags is not installed");
         return;
     }
     let exe = env!("CARGO_BIN_EXE_ibkit");

@@ -54,18 +54,49 @@ pub fn missing_tools() -> Option<String> {
     (!missing.is_empty()).then(|| format!("missing: {}", missing.join(", ")))
 }
 
+/// A simulator that serves ibsim's client protocol to libibumad programs
+/// run under `libumad2sim.so`: Debian's ibsim, or `ibkit fabric serve`.
+pub trait Simulator {
+    /// A command that runs `program` as a client attached to the first CA.
+    fn client(&self, program: &std::ffi::OsStr) -> Command;
+    /// The simulator's process.
+    fn pid(&self) -> u32;
+    /// SMPs the simulator has answered so far, where it counts them.
+    fn answered(&self) -> Option<u64>;
+}
+
+/// CPU milliseconds (user and system) process `pid` has used so far.
+pub fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks * 1e3 / hz.max(1.0))
+}
+
 /// An ibsim serving a fabric on its own socket; killed on drop.
 pub struct Ibsim {
     child: Child,
     log: PathBuf,
     sock: String,
     host: String,
+    verbose: bool,
 }
 
 impl Ibsim {
     /// Starts ibsim (verbose, so that its replies can be counted) on `topo`,
     /// written into `dir`; clients attach to the first CA.
     pub fn start(topo: &Topology, dir: &Path) -> Result<Ibsim, String> {
+        Ibsim::start_with(topo, dir, true)
+    }
+
+    /// Starts ibsim on `topo`; `verbose` makes it log every reply (so that
+    /// they can be counted), at a cost in speed.
+    pub fn start_with(topo: &Topology, dir: &Path, verbose: bool) -> Result<Ibsim, String> {
         if let Some(m) = missing_tools() {
             return Err(m);
         }
@@ -78,6 +109,7 @@ impl Ibsim {
             SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let log = dir.join(format!("ibsim-{sock}.log"));
+        let out = dir.join(format!("ibsim-{sock}.out"));
         let n = topo.nodes.len() + 16;
         let ports = topo
             .nodes
@@ -86,7 +118,8 @@ impl Ibsim {
             .sum::<usize>()
             + 64;
         let child = Command::new("ibsim")
-            .args(["-s", "-n", "-v"])
+            .args(["-s", "-n"])
+            .args(verbose.then_some("-v"))
             .args([
                 "-N",
                 &n.to_string(),
@@ -97,7 +130,7 @@ impl Ibsim {
             .arg(&net)
             .env("IBSIM_SOCKNAME", &sock)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(&out).map_err(|e| e.to_string())?)
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
             .spawn()
             .map_err(|e| format!("ibsim: {e}"))?;
@@ -107,23 +140,29 @@ impl Ibsim {
             .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
             .map(|x| x.name.clone())
             .ok_or("no CA")?;
-        let sim = Ibsim {
+        let mut sim = Ibsim {
             child,
             log,
             sock,
             host,
+            verbose,
         };
-        // Wait until ibsim has read the fabric (it announces the switches'
-        // initial traps) and listens.
+        // Wait until ibsim has read the fabric and listens: it says
+        // "Network simulator ready" on its standard output.
         let t0 = Instant::now();
+        let limit = Duration::from_secs(5 + topo.nodes.len() as u64 / 500);
         loop {
-            let text = std::fs::read_to_string(&sim.log).unwrap_or_default();
-            if text.contains("trap 128") || t0.elapsed() > Duration::from_secs(3) {
+            if let Ok(Some(st)) = sim.child.try_wait() {
+                let text = std::fs::read_to_string(&sim.log).unwrap_or_default();
+                return Err(format!("ibsim exited ({st}): {}", text.trim()));
+            }
+            let ready = std::fs::read_to_string(&out).is_ok_and(|t| t.contains("simulator ready"));
+            if ready || t0.elapsed() > limit {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
         Ok(sim)
     }
 
@@ -138,7 +177,7 @@ impl Ibsim {
         c
     }
 
-    /// MADs ibsim has answered so far.
+    /// MADs ibsim has answered so far (0 unless started verbose).
     pub fn replies(&self) -> u64 {
         std::fs::File::open(&self.log)
             .map(|f| {
@@ -149,6 +188,105 @@ impl Ibsim {
                     .count() as u64
             })
             .unwrap_or(0)
+    }
+}
+
+impl Simulator for Ibsim {
+    fn client(&self, program: &std::ffi::OsStr) -> Command {
+        Ibsim::client(self, program)
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn answered(&self) -> Option<u64> {
+        self.verbose.then(|| self.replies())
+    }
+}
+
+/// `ibkit fabric serve` in a child process on its own socket; killed on
+/// drop.
+pub struct Served {
+    child: Child,
+    sock: String,
+    host: String,
+}
+
+impl Served {
+    /// Starts `exe fabric serve` on topology `spec` with `vfs` VFs per
+    /// hypervisor, and waits until it answers on its control socket.
+    pub fn start(exe: &Path, spec: &str, vfs: usize, extra: &[&str]) -> Result<Served, String> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let sock = format!(
+            "ibkitserve{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
+        let host = topo
+            .nodes
+            .iter()
+            .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
+            .map(|x| x.name.clone())
+            .ok_or("no CA")?;
+        let child = Command::new(exe)
+            .args(["fabric", "serve", "--topology", spec, "--socket", &sock])
+            .args(["--vfs", &vfs.to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("ibkit fabric serve: {e}"))?;
+        let mut s = Served { child, sock, host };
+        let t0 = Instant::now();
+        loop {
+            if crate::cmd::serve::ctl(&s.sock, "stats").is_ok() {
+                return Ok(s);
+            }
+            if let Ok(Some(st)) = s.child.try_wait() {
+                return Err(format!("ibkit fabric serve exited: {st}"));
+            }
+            if t0.elapsed() > Duration::from_secs(120) {
+                return Err("ibkit fabric serve did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The socket base name (`IBSIM_SOCKNAME`).
+    pub fn socket(&self) -> &str {
+        &self.sock
+    }
+
+    /// Sends a control command (see `ibkit fabric ctl`).
+    pub fn ctl(&self, command: &str) -> Result<String, String> {
+        crate::cmd::serve::ctl(&self.sock, command)
+    }
+}
+
+impl Simulator for Served {
+    fn client(&self, program: &std::ffi::OsStr) -> Command {
+        let mut c = Command::new(program);
+        c.env("LD_PRELOAD", UMAD2SIM)
+            .env("IBSIM_SOCKNAME", &self.sock)
+            .env("SIM_HOST", &self.host)
+            .stdin(Stdio::null());
+        c
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn answered(&self) -> Option<u64> {
+        let text = self.ctl("stats").ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v["answered"].as_u64()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -172,11 +310,27 @@ fn log_time(line: &str) -> Option<f64> {
 /// Runs `opensm -o` with `routing` on `topo` served by ibsim, in `dir`.
 pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSmRun, String> {
     let sim = Ibsim::start(topo, dir)?;
+    run_opensm_on(&sim, routing, dir)
+}
+
+/// Runs `opensm -o` with `routing` as a client of `sim`, logging into
+/// `dir` (with a fresh cache directory, so that nothing of an earlier run
+/// is remembered). `smps` is what `sim` counted (0 where it does not).
+pub fn run_opensm_on(
+    sim: &dyn Simulator,
+    routing: Engine,
+    dir: &Path,
+) -> Result<OpenSmRun, String> {
     let osm_log = dir.join("opensm.log");
+    let cache = dir.join("opensm-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&osm_log);
     let engine = routing.name();
     let t = Instant::now();
     let out = sim
-        .client("opensm")
+        .client("opensm".as_ref())
+        .env("OSM_CACHE_DIR", &cache)
         .args(["-o", "-f"])
         .arg(&osm_log)
         .args(["-R", engine])
@@ -190,7 +344,7 @@ pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSm
         ));
     }
     std::thread::sleep(Duration::from_millis(100));
-    let smps = sim.replies();
+    let smps = sim.answered().unwrap_or(0);
     let text = std::fs::read_to_string(&osm_log).map_err(|e| e.to_string())?;
     let find = |needle: &str| text.lines().find(|l| l.contains(needle)).and_then(log_time);
     let start = find("Entering DISCOVERING state");

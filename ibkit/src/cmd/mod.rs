@@ -1,6 +1,7 @@
 //! ibkit's subcommands.
 
 pub mod bench;
+pub mod compat;
 pub mod decode;
 pub mod migrate;
 pub mod sample;

@@ -14,7 +14,6 @@ use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
 use fabric::topology::Topology;
 use mad_core::attr::{AttributeId, NodeType};
 use mad_core::{Lid, Smp};
-use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
@@ -38,6 +37,9 @@ pub struct ServeArgs {
     pub loss: f64,
     /// Log every packet.
     pub verbose: bool,
+    /// Microseconds to keep looking for a client's next request after
+    /// answering one, before sleeping (0: always sleep).
+    pub spin_us: u64,
 }
 
 /// The abstract socket of ibkit's own control interface.
@@ -50,7 +52,9 @@ struct Client {
     node: usize,
     issm: bool,
     /// Requests in the fabric, by the transaction ID the server gave them.
-    outstanding: HashMap<u64, SimRequest>,
+    /// A client keeps few in flight (OpenSM: max_wire_smps, 4 by
+    /// default), so a list is quicker than a map.
+    outstanding: Vec<(u64, SimRequest)>,
 }
 
 /// Counters of a serving run.
@@ -78,6 +82,137 @@ struct Server {
     stats: ServeStats,
     verbose: bool,
     started: Instant,
+    spin: Duration,
+    inbox: RecvBatch,
+    /// Responses to send, per client.
+    outbox: Vec<Vec<[u8; ibsim::REQ_SIZE]>>,
+}
+
+/// Datagrams read at once.
+const BATCH: usize = 64;
+/// How long [`Server::converse`] serves one client before looking at the
+/// control sockets again.
+const CONVERSE: Duration = Duration::from_millis(10);
+/// How long a conversation waits for the client's next request.
+const QUIET: Duration = Duration::from_millis(2);
+/// Room for one datagram: more than any valid one, so that an oversized
+/// one shows as truncated.
+const DGRAM: usize = 1024;
+
+/// Buffers for one recvmmsg, set up once: the headers point at the
+/// iovecs, the iovecs at the buffers, all on the heap where they stay put.
+struct RecvBatch {
+    bufs: Box<[[u8; DGRAM]]>,
+    iov: Box<[libc::iovec]>,
+    hdr: Box<[libc::mmsghdr]>,
+}
+
+impl RecvBatch {
+    fn new() -> RecvBatch {
+        let mut bufs: Box<[[u8; DGRAM]]> = vec![[0; DGRAM]; BATCH].into_boxed_slice();
+        let mut iov: Box<[libc::iovec]> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: DGRAM,
+            })
+            .collect();
+        let hdr = iov
+            .iter_mut()
+            .map(|v| {
+                // SAFETY: mmsghdr is a plain C struct for which zero is a
+                // valid value.
+                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+                h.msg_hdr.msg_iov = v;
+                h.msg_hdr.msg_iovlen = 1;
+                h
+            })
+            .collect();
+        RecvBatch { bufs, iov, hdr }
+    }
+
+    /// Reads up to [`BATCH`] datagrams from `fd` without waiting; how many.
+    fn recv(&mut self, fd: i32) -> std::io::Result<usize> {
+        debug_assert_eq!(self.iov.len(), BATCH);
+        // SAFETY: every header points at its own iovec, which points at a
+        // live buffer of DGRAM bytes (all owned by self, on the heap); the
+        // kernel writes only within them.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdr.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    /// Waits (up to the socket's read timeout, [`QUIET`]) for at least one
+    /// datagram from `fd` and reads what has come, up to [`BATCH`].
+    fn recv_wait(&mut self, fd: i32) -> std::io::Result<usize> {
+        // SAFETY: as in recv.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdr.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    /// Datagram `i` of the last read (a truncated one is cut to an empty,
+    /// malformed packet).
+    fn take(&self, i: usize) -> Vec<u8> {
+        let h = &self.hdr[i];
+        if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            Vec::new()
+        } else {
+            self.bufs[i][..(h.msg_len as usize).min(DGRAM)].to_vec()
+        }
+    }
+}
+
+/// Sends `msgs` on connected socket `fd` without waiting; how many went.
+fn send_batch(fd: i32, msgs: &[[u8; ibsim::REQ_SIZE]]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < msgs.len() {
+        let chunk = &msgs[done..msgs.len().min(done + BATCH)];
+        // SAFETY: as in RecvBatch::recv; the kernel only reads the buffers.
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        let mut hdr: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (i, m) in chunk.iter().enumerate() {
+            iov[i].iov_base = m.as_ptr() as *mut libc::c_void;
+            iov[i].iov_len = m.len();
+            hdr[i].msg_hdr.msg_iov = &mut iov[i];
+            hdr[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: the headers point at live iovecs over live buffers.
+        let n =
+            unsafe { libc::sendmmsg(fd, hdr.as_mut_ptr(), chunk.len() as u32, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == ErrorKind::WouldBlock {
+                return Ok(done);
+            }
+            return Err(e);
+        }
+        done += n as usize;
+        if (n as usize) < chunk.len() {
+            return Ok(done);
+        }
+    }
+    Ok(done)
 }
 
 /// An abstract socket address as ibsim and umad2sim spell it: their
@@ -96,6 +231,16 @@ fn bind(name: &str) -> Result<UnixDatagram, String> {
     Ok(s)
 }
 
+/// A client's socket: blocking, with a read timeout of [`QUIET`] for
+/// [`Server::converse`]; every other read and write on it passes
+/// MSG_DONTWAIT.
+fn bind_client(name: &str) -> Result<UnixDatagram, String> {
+    let s = UnixDatagram::bind_addr(&abstract_addr(name).map_err(|e| e.to_string())?)
+        .map_err(|e| format!("cannot bind @{name}: {e} (is another simulator serving it?)"))?;
+    s.set_read_timeout(Some(QUIET)).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
 /// Serves `a.topology` until killed.
 pub fn serve(a: &ServeArgs) -> Result<bool, String> {
     let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
@@ -109,7 +254,7 @@ pub fn serve(a: &ServeArgs) -> Result<bool, String> {
     let fabric = Fabric::new(topo, cfg)?;
     let mut outs = Vec::new();
     for i in 0..MAX_CLIENTS {
-        outs.push(bind(&ibsim::out_name(&a.socket, i))?);
+        outs.push(bind_client(&ibsim::out_name(&a.socket, i))?);
     }
     let mut s = Server {
         base: a.socket.clone(),
@@ -120,6 +265,9 @@ pub fn serve(a: &ServeArgs) -> Result<bool, String> {
         stats: ServeStats::default(),
         verbose: a.verbose,
         started: Instant::now(),
+        spin: Duration::from_micros(a.spin_us),
+        inbox: RecvBatch::new(),
+        outbox: (0..MAX_CLIENTS).map(|_| Vec::new()).collect(),
         fabric,
     };
     eprintln!(
@@ -136,13 +284,15 @@ pub fn serve(a: &ServeArgs) -> Result<bool, String> {
 impl Server {
     fn run(&mut self) -> Result<bool, String> {
         let mut buf = vec![0u8; 4096];
+        let mut fds: Vec<PollFd> = Vec::with_capacity(2 + MAX_CLIENTS);
+        let mut slots: Vec<usize> = Vec::with_capacity(MAX_CLIENTS);
+        let mut ready: Vec<usize> = Vec::with_capacity(MAX_CLIENTS);
         loop {
-            let mut fds: Vec<PollFd> = Vec::with_capacity(2 + MAX_CLIENTS);
+            fds.clear();
             fds.push(PollFd::new(self.ctl.as_raw_fd()));
             fds.push(PollFd::new(self.control.as_raw_fd()));
-            let slots: Vec<usize> = (0..MAX_CLIENTS)
-                .filter(|&i| self.clients[i].is_some())
-                .collect();
+            slots.clear();
+            slots.extend((0..MAX_CLIENTS).filter(|&i| self.clients[i].is_some()));
             for &i in &slots {
                 fds.push(PollFd::new(self.outs[i].as_raw_fd()));
             }
@@ -164,30 +314,122 @@ impl Server {
                     let _ = self.control.send_to_addr(reply.as_bytes(), &from);
                 }
             }
-            let mut injected = false;
-            for (k, &slot) in slots.iter().enumerate() {
-                if !fds[2 + k].readable() {
-                    continue;
-                }
-                loop {
-                    match self.outs[slot].recv(&mut buf) {
-                        Ok(n) => {
-                            let pkt = buf[..n].to_vec();
-                            injected |= self.on_packet(slot, &pkt);
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) => {
-                            eprintln!("ibkit fabric serve: client {slot}: {e}");
-                            break;
-                        }
-                    }
-                    if self.clients[slot].is_none() {
+            ready.clear();
+            ready.extend(
+                slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| fds[2 + k].readable())
+                    .map(|(_, &slot)| slot),
+            );
+            if self.drain(&ready) {
+                // A client that got its responses usually sends again
+                // within microseconds: with a core to spare, looking for
+                // that before sleeping in poll saves the wake-up.
+                let until = Instant::now() + self.spin;
+                while Instant::now() < until {
+                    if self.drain(&slots) {
                         break;
                     }
+                    std::hint::spin_loop();
+                }
+                if slots.len() == 1 {
+                    self.converse(slots[0]);
                 }
             }
-            if injected {
-                self.settle();
+        }
+    }
+
+    /// With one client busy, waits for its next requests in the read
+    /// itself (one system call, where poll and read take two), for up to
+    /// [`CONVERSE`] at a time and while it keeps sending within
+    /// [`QUIET`]; then poll looks at the control sockets again.
+    fn converse(&mut self, slot: usize) {
+        let t0 = Instant::now();
+        while t0.elapsed() < CONVERSE && self.clients[slot].is_some() {
+            let fd = self.outs[slot].as_raw_fd();
+            match self.inbox.recv_wait(fd) {
+                Ok(n) => {
+                    let injected = self.take_batch(slot, n);
+                    if injected {
+                        self.settle();
+                    }
+                    self.flush();
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Hands the `n` datagrams of the last read from client `slot` to the
+    /// fabric; true when one went in.
+    fn take_batch(&mut self, slot: usize, n: usize) -> bool {
+        let mut injected = false;
+        for i in 0..n {
+            let pkt = self.inbox.take(i);
+            injected |= self.on_packet(slot, &pkt);
+        }
+        injected
+    }
+
+    /// Serves what is waiting from the clients in `slots`: every datagram
+    /// they queued is read in batches (one recvmmsg each), the fabric runs
+    /// once for all of them, and the responses go back in one sendmmsg per
+    /// client. True when something was read.
+    fn drain(&mut self, slots: &[usize]) -> bool {
+        let mut read = false;
+        let mut injected = false;
+        for &slot in slots {
+            while self.clients[slot].is_some() {
+                let fd = self.outs[slot].as_raw_fd();
+                let n = match self.inbox.recv(fd) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        eprintln!("ibkit fabric serve: client {slot}: {e}");
+                        break;
+                    }
+                };
+                read = true;
+                injected |= self.take_batch(slot, n);
+                if n < BATCH {
+                    break;
+                }
+            }
+        }
+        if injected {
+            self.settle();
+        }
+        self.flush();
+        read
+    }
+
+    /// Sends every client what [`Server::write`] queued for it.
+    fn flush(&mut self) {
+        for slot in 0..MAX_CLIENTS {
+            if self.outbox[slot].is_empty() {
+                continue;
+            }
+            let msgs = std::mem::take(&mut self.outbox[slot]);
+            let fd = self.outs[slot].as_raw_fd();
+            let mut sent = send_batch(fd, &msgs);
+            if let Ok(k) = sent {
+                if k < msgs.len() {
+                    // The client's queue is full: ibsim would retry; so
+                    // do we, briefly.
+                    std::thread::sleep(Duration::from_micros(200));
+                    sent = send_batch(fd, &msgs[k..]).and_then(|j| {
+                        if k + j == msgs.len() {
+                            Ok(msgs.len())
+                        } else {
+                            Err(std::io::Error::from(ErrorKind::WouldBlock))
+                        }
+                    });
+                }
+            }
+            if let Err(e) = sent {
+                eprintln!("ibkit fabric serve: client {slot} seems dead ({e}) - disconnecting");
+                self.disconnect(slot);
             }
         }
     }
@@ -203,7 +445,7 @@ impl Server {
             let Some(c) = self.clients[slot].as_mut() else {
                 continue;
             };
-            let lost: Vec<SimRequest> = c.outstanding.drain().map(|(_, r)| r).collect();
+            let lost: Vec<SimRequest> = c.outstanding.drain(..).map(|(_, r)| r).collect();
             for mut r in lost {
                 r.status = ibsim::ETIMEDOUT;
                 self.stats.timeouts += 1;
@@ -238,7 +480,11 @@ impl Server {
         if c.node != d.node {
             return;
         }
-        let orig = c.outstanding.remove(&tid);
+        let orig = c
+            .outstanding
+            .iter()
+            .position(|(t, _)| *t == tid)
+            .map(|i| c.outstanding.swap_remove(i).1);
         if !trap && orig.is_none() {
             // Already timed out, or not this client's.
             return;
@@ -261,19 +507,9 @@ impl Server {
         self.write(slot, &r);
     }
 
+    /// Queues `r` for client `slot` (sent by [`Server::flush`]).
     fn write(&mut self, slot: usize, r: &SimRequest) {
-        if let Err(e) = self.outs[slot].send(&r.encode()) {
-            if e.kind() == ErrorKind::WouldBlock {
-                // The client's queue is full: ibsim would retry; so do we,
-                // briefly.
-                std::thread::sleep(Duration::from_micros(50));
-                if self.outs[slot].send(&r.encode()).is_ok() {
-                    return;
-                }
-            }
-            eprintln!("ibkit fabric serve: client {slot} seems dead ({e}) - disconnecting");
-            self.disconnect(slot);
-        }
+        self.outbox[slot].push(r.encode());
     }
 
     fn disconnect(&mut self, slot: usize) {
@@ -332,7 +568,7 @@ impl Server {
         let repress = smp.method() == mad_core::Method::TrapRepress;
         if !repress {
             if let Some(c) = self.clients[slot].as_mut() {
-                c.outstanding.insert(tid, r.clone());
+                c.outstanding.push((tid, r.clone()));
             }
         }
         let dlid = if class == 0x81 { 0xFFFF } else { r.dlid };
@@ -485,7 +721,7 @@ impl Server {
         self.clients[slot] = Some(Client {
             node,
             issm: info.issm,
-            outstanding: HashMap::new(),
+            outstanding: Vec::new(),
         });
         self.fabric.attach(node);
         if info.issm {
@@ -570,6 +806,7 @@ impl Server {
         };
         self.fabric.schedule(now, event);
         self.settle();
+        self.flush();
         Ok(format!("ok: {event:?}"))
     }
 
@@ -627,7 +864,12 @@ fn port_state(n: &SimNode, p: u8) -> u8 {
 /// Sends one command to the `ibkit fabric serve` on socket `base` and
 /// returns its answer.
 pub fn ctl(base: &str, command: &str) -> Result<String, String> {
-    let me = format!("{base}:ibkitctl{}", std::process::id());
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let me = format!(
+        "{base}:ibkitctl{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let s = UnixDatagram::bind_addr(&abstract_addr(&me).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(60)))

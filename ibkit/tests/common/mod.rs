@@ -1,0 +1,51 @@
+//! Helpers the peer-tool tests share: skipping where tools are missing,
+//! and cables as ibkit's topology and as ibnetdiscover describe them.
+#![allow(dead_code)]
+
+use fabric::topology::Topology;
+use std::collections::BTreeSet;
+
+/// Says SKIPPED (or fails under IBKIT_REQUIRE_PEERS=1); always true.
+pub fn skip(test: &str, why: &str) -> bool {
+    if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!("peer tools missing and IBKIT_REQUIRE_PEERS=1: {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    true
+}
+
+/// Cables by GUID: (node GUID, port, peer node GUID, peer port), both ways.
+pub fn cabled(t: &Topology) -> BTreeSet<(u64, u8, u64, u8)> {
+    let mut s = BTreeSet::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        for p in 1..=n.ports {
+            if let Some((m, q)) = t.peer_of(i, p) {
+                s.insert((n.guid, p, t.nodes[m].guid, q));
+            }
+        }
+    }
+    s
+}
+
+/// The same from ibnetdiscover's text: node headers `Switch N "S-<guid>"` /
+/// `Ca N "H-<guid>"`, then `[port]... "X-<guid>"[peer port]` lines.
+pub fn discovered(text: &str) -> BTreeSet<(u64, u8, u64, u8)> {
+    let guid_of = |s: &str| -> Option<u64> {
+        let a = s.find("\"S-").or_else(|| s.find("\"H-"))? + 3;
+        u64::from_str_radix(&s[a..a + 16], 16).ok()
+    };
+    let mut s = BTreeSet::new();
+    let mut cur = None;
+    for line in text.lines() {
+        if line.starts_with("Switch") || line.starts_with("Ca") {
+            cur = guid_of(line);
+        } else if let (Some(me), Some(rest)) = (cur, line.strip_prefix('[')) {
+            let port: u8 = rest[..rest.find(']').unwrap()].parse().unwrap();
+            let Some(peer) = guid_of(line) else { continue };
+            let after = &line[line.find("\"[").unwrap() + 2..];
+            let pport: u8 = after[..after.find(']').unwrap()].parse().unwrap();
+            s.insert((me, port, peer, pport));
+        }
+    }
+    s
+}

@@ -1,0 +1,211 @@
+//! `ibkit fabric serve` spoken to directly in ibsim's client protocol, with
+//! no peer tools: clients attach at named CAs, a directed-route NodeInfo
+//! Get travels the fabric and comes back, a request with no way out comes
+//! back with ETIMEDOUT, and malformed, truncated or oversized datagrams
+//! from one client are dropped while that client and another keep being
+//! served.
+
+use fabric::ibsim::{self, ClientInfo, CtlType, SimCtl, SimRequest};
+use ibkit::cmd::bench::Served;
+use mad_core::attr::AttributeId;
+use mad_core::{DrPath, MKey, Method, Smp};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::Path;
+use std::time::Duration;
+
+fn addr(name: &str) -> SocketAddr {
+    // ibsim's names count their terminating NUL.
+    let mut b = name.as_bytes().to_vec();
+    b.push(0);
+    SocketAddr::from_abstract_name(&b).unwrap()
+}
+
+/// A client as libumad2sim is one: its own receive socket, attached at a
+/// node through the control socket.
+struct Client {
+    sock: UnixDatagram,
+    out: SocketAddr,
+    slot: u32,
+    node: String,
+}
+
+impl Client {
+    fn attach(base: &str, id: u32, node: &str) -> Result<Client, String> {
+        let sock = UnixDatagram::bind_addr(&addr(&ibsim::in_name(base, id))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut data = [0u8; 64];
+        ClientInfo {
+            id,
+            qp: 0,
+            issm: false,
+            nodeid: node.to_string(),
+        }
+        .encode(&mut data);
+        let ctl = SimCtl {
+            client: 0,
+            kind: CtlType::Connect,
+            len: 64,
+            data,
+        };
+        sock.send_to_addr(&ctl.encode(), &addr(&ibsim::ctl_name(base)))
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let n = sock.recv(&mut buf).unwrap();
+        let reply = SimCtl::parse(&buf[..n]).unwrap();
+        if reply.kind == CtlType::Error {
+            return Err(format!("refused: {reply:?}"));
+        }
+        let info = ClientInfo::parse(&reply.data);
+        Ok(Client {
+            sock,
+            out: addr(&ibsim::out_name(base, info.id as usize)),
+            slot: info.id,
+            node: info.nodeid,
+        })
+    }
+
+    fn send_raw(&self, bytes: &[u8]) {
+        self.sock.send_to_addr(bytes, &self.out).unwrap();
+    }
+
+    /// Sends `smp` by directed route and waits for what comes back.
+    fn request(&self, smp: &Smp) -> SimRequest {
+        let r = SimRequest {
+            dlid: 0xFFFF,
+            slid: 0,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: 256,
+            mad: *smp.as_wire(),
+        };
+        self.send_raw(&r.encode());
+        let mut buf = [0u8; 1024];
+        let n = self.sock.recv(&mut buf).unwrap();
+        SimRequest::parse(&buf[..n]).unwrap()
+    }
+}
+
+fn node_info(path: &[u8], tid: u64) -> Smp {
+    let p = DrPath::from_ports(path).unwrap();
+    Smp::directed(&p, Method::Get, AttributeId::NodeInfo, 0, tid, MKey(0))
+}
+
+/// NodeInfo of the answer: node type (byte 2) and node GUID (bytes 12..20).
+fn node_type_and_guid(r: &SimRequest) -> (u8, u64) {
+    let ni = &r.mad[64..];
+    (ni[2], u64::from_be_bytes(ni[12..20].try_into().unwrap()))
+}
+
+#[test]
+fn clients_are_served_and_bad_datagrams_change_nothing() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:1", 0, &[]).unwrap();
+    let base = served.socket().to_string();
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:1").unwrap();
+    let cas: Vec<usize> = (0..topo.nodes.len())
+        .filter(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .collect();
+    let (h0, h1) = (cas[0], cas[1]);
+
+    // Attaching at a switch or an unknown node is refused.
+    let sw = (0..topo.nodes.len())
+        .find(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::Switch)
+        .unwrap();
+    assert!(Client::attach(&base, 900_001, &topo.nodes[sw].name).is_err());
+    assert!(Client::attach(&base, 900_002, "no-such-node").is_err());
+
+    let a = Client::attach(&base, 900_003, &topo.nodes[h0].name).unwrap();
+    let b = Client::attach(&base, 900_004, &topo.nodes[h1].name).unwrap();
+    assert_eq!(a.node, topo.nodes[h0].name);
+    assert_ne!(a.slot, b.slot);
+
+    // Zero hops: the client's own CA; one hop: its switch.
+    let r = a.request(&node_info(&[], 0x11));
+    assert_eq!(r.status, 0);
+    assert_eq!(node_type_and_guid(&r), (1, topo.nodes[h0].guid));
+    assert_eq!(u64::from_be_bytes(r.mad[8..16].try_into().unwrap()), 0x11);
+    let r = a.request(&node_info(&[1], 0x12));
+    let (peer, _) = topo.peer_of(h0, 1).unwrap();
+    assert_eq!(node_type_and_guid(&r), (2, topo.nodes[peer].guid));
+
+    // A path through a port with no cable: nothing comes back but
+    // ETIMEDOUT, as ibsim reports it.
+    let free_port = (1..=topo.nodes[peer].ports).find(|&p| topo.peer_of(peer, p).is_none());
+    if let Some(p) = free_port {
+        let r = a.request(&node_info(&[1, p], 0x13));
+        assert_eq!(r.status, ibsim::ETIMEDOUT);
+    }
+
+    let before = served.ctl("stats").unwrap();
+    let stats = |s: &str| -> serde_json::Value { serde_json::from_str(s).unwrap() };
+    // Garbage of every shape from client a: short, long, oversized, a
+    // request with a non-SMP class, an SMP that does not parse.
+    a.send_raw(&[]);
+    a.send_raw(&[0xA5; 17]);
+    a.send_raw(&[0x5A; 287]);
+    a.send_raw(&[0x5A; 289]);
+    a.send_raw(&[0xFF; 900]);
+    let mut bad_class = SimRequest::parse(&[0u8; ibsim::REQ_SIZE]).unwrap();
+    bad_class.length = 256;
+    bad_class.mad[0] = 1;
+    bad_class.mad[1] = 0x04; // PerfMgt: not served
+    a.send_raw(&bad_class.encode());
+    let mut answer = [0u8; 1024];
+    let n = a.sock.recv(&mut answer).unwrap();
+    let r = SimRequest::parse(&answer[..n]).unwrap();
+    assert_eq!(r.status, ibsim::ETIMEDOUT, "a class that is not served");
+
+    // Both clients are still served, each its own answers.
+    let rb = b.request(&node_info(&[], 0x21));
+    assert_eq!(node_type_and_guid(&rb), (1, topo.nodes[h1].guid));
+    let ra = a.request(&node_info(&[1], 0x22));
+    assert_eq!(node_type_and_guid(&ra), (2, topo.nodes[peer].guid));
+    assert_eq!(u64::from_be_bytes(ra.mad[8..16].try_into().unwrap()), 0x22);
+
+    let after = served.ctl("stats").unwrap();
+    let (x, y) = (stats(&before), stats(&after));
+    assert_eq!(
+        y["malformed"].as_u64().unwrap() - x["malformed"].as_u64().unwrap(),
+        5,
+        "{after}"
+    );
+    // The fabric did not change: the dump still shows every cable.
+    let dump_path = std::env::temp_dir().join(format!("ibkit-serve-{}.json", std::process::id()));
+    served
+        .ctl(&format!("dump {}", dump_path.display()))
+        .unwrap();
+    let dump: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dump_path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&dump_path);
+    let cables = dump["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["ports"].as_array().unwrap().iter())
+        .filter(|p| !p["peer"].is_null())
+        .count();
+    assert_eq!(cables, 2 * topo.links());
+}
+
+#[test]
+fn control_commands_take_links_down_and_refuse_nonsense() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:1", 0, &[]).unwrap();
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:1").unwrap();
+    let h0 = (0..topo.nodes.len())
+        .find(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .unwrap();
+    let name = &topo.nodes[h0].name;
+    assert!(served.ctl("frobnicate").is_err());
+    assert!(served.ctl("link-down no-such-node 1").is_err());
+    served.ctl(&format!("link-down {name} 1")).unwrap();
+    let a = Client::attach(served.socket(), 900_010, name).unwrap();
+    let r = a.request(&node_info(&[1], 0x31));
+    assert_eq!(r.status, ibsim::ETIMEDOUT, "the cable is down");
+    served.ctl(&format!("link-up {name} 1")).unwrap();
+    let r = a.request(&node_info(&[1], 0x32));
+    assert_eq!(r.status, 0, "the cable is back");
+}
