@@ -811,7 +811,8 @@ impl Server {
     }
 
     /// The fabric's state as ibkit sees it: nodes, links, LIDs, port
-    /// states and forwarding tables.
+    /// states, forwarding tables, and each hypervisor's VFs (LID, vport
+    /// state).
     fn dump(&self) -> serde_json::Value {
         let f = &self.fabric;
         let nodes: Vec<serde_json::Value> = f
@@ -839,6 +840,15 @@ impl Server {
                     "lid": f.nodes[i].lid().0,
                     "ports": ports,
                 });
+                if let SimNode::Hypervisor(h) = &f.nodes[i] {
+                    let vfs: Vec<serde_json::Value> = h
+                        .vports
+                        .vfs
+                        .iter()
+                        .map(|v| serde_json::json!({"lid": v.vport_lid.0, "state": u8::from(v.vport_state)}))
+                        .collect();
+                    v["vfs"] = serde_json::json!(vfs);
+                }
                 if let SimNode::Switch(s) = &f.nodes[i] {
                     let top = s.model.switch_info.linear_fdb_top;
                     let lft: Vec<u8> = (0..=top).map(|l| s.model.lft_port(Lid(l))).collect();

@@ -1,0 +1,429 @@
+//! OpenSM and infiniband-diags, unmodified, on fabrics served by
+//! `ibkit fabric serve` through Debian's `libumad2sim.so`:
+//!
+//! - `opensm -o` with minhop, updn and ftree brings fat-tree-324,
+//!   fat-tree-648, a random irregular fabric and a vSwitch fabric (every
+//!   CA but the first a hypervisor with VFs) up: SUBNET UP, no ERR in its
+//!   log (ftree only where the fabric is a fat tree: on the irregular one
+//!   OpenSM itself refuses it);
+//! - `ibnetdiscover`, `smpquery nodeinfo|portinfo|switchinfo|pkeys`,
+//!   `ibroute` and `ibtracert` agree with ibkit's own dump of the fabric
+//!   (nodes, cables, LIDs, port states, LFTs, paths);
+//! - a cable taken down under a running OpenSM: its trap makes OpenSM
+//!   sweep, and no LFT sends anything into the dead cable afterwards;
+//! - ibkit's own SM (`ibkit sm --transport umad --once`) brings the same
+//!   served fabrics up, and its tables are what the fabric holds.
+//!
+//! Needs opensm, infiniband-diags and libumad2sim0 (CI installs them);
+//! elsewhere it says SKIPPED, unless IBKIT_REQUIRE_PEERS=1.
+
+mod common;
+
+use common::{cabled, discovered, skip};
+use fabric::topology::Topology;
+use ibkit::cmd::bench::{run_opensm_on, Served, Simulator, UMAD2SIM};
+use serde_json::Value;
+use smi::sm::Engine;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ibkit"))
+}
+
+fn missing() -> Option<String> {
+    let need = [
+        ("/usr/sbin/opensm", "opensm"),
+        ("/usr/sbin/ibnetdiscover", "infiniband-diags"),
+        (UMAD2SIM, "libumad2sim0"),
+    ];
+    let gone: Vec<&str> = need
+        .iter()
+        .filter(|(p, _)| !Path::new(p).exists())
+        .map(|(_, pkg)| *pkg)
+        .collect();
+    (!gone.is_empty()).then(|| format!("missing packages: {}", gone.join(", ")))
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ibkit-serve-peers-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(sim: &Served, program: &str, args: &[&str]) -> String {
+    let out = sim.client(program.as_ref()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn dump(sim: &Served, dir: &Path) -> Value {
+    let f = dir.join("dump.json");
+    sim.ctl(&format!("dump {}", f.display())).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+}
+
+fn guid(n: &Value) -> u64 {
+    u64::from_str_radix(n["guid"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// The dump's nodes by name.
+fn by_name(d: &Value) -> BTreeMap<String, &Value> {
+    d["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap().to_string(), n))
+        .collect()
+}
+
+/// The out ports a packet to `dlid` takes from CA `from`, by the dump's
+/// LFTs (the CA's own port 1 first); None on a drop or a loop.
+fn walk(d: &Value, from: &str, dlid: u64) -> Option<Vec<u64>> {
+    let nodes = by_name(d);
+    let mut out = vec![1];
+    let mut at = nodes[from]["ports"][0]["peer"].clone();
+    for _ in 0..64 {
+        let node = nodes.get(at["node"].as_str()?)?;
+        if node["kind"] == "ca" {
+            return (node["lid"].as_u64() == Some(dlid)
+                || node["vfs"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|f| f["lid"].as_u64() == Some(dlid))))
+            .then_some(out);
+        }
+        let port = node["lft"].as_array()?.get(dlid as usize)?.as_u64()?;
+        if port == 0 || port == 255 {
+            return None;
+        }
+        out.push(port);
+        at = node["ports"][port as usize - 1]["peer"].clone();
+    }
+    None
+}
+
+fn opensm_once(sim: &Served, routing: Engine, dir: &Path) {
+    let r = run_opensm_on(sim, routing, dir).unwrap();
+    let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERR ")).collect();
+    assert!(r.up, "OpenSM {routing:?}: no SUBNET UP\n{log}");
+    assert!(errors.is_empty(), "OpenSM {routing:?}: {errors:#?}");
+    assert!(r.smps > 0, "the server counted OpenSM's SMPs");
+}
+
+/// infiniband-diags read back what the dump says.
+fn diags_agree(sim: &Served, spec: &str, topo: &Topology, dir: &Path) {
+    let d = dump(sim, dir);
+    let nodes = by_name(&d);
+
+    // Nodes and cables.
+    let text = run(sim, "ibnetdiscover", &[]);
+    assert_eq!(discovered(&text), cabled(topo), "{spec}: ibnetdiscover");
+
+    // NodeInfo, PortInfo, SwitchInfo and P_Keys of a sample of nodes.
+    let sample: Vec<&&Value> = nodes.values().step_by(nodes.len() / 6 + 1).collect();
+    for n in sample {
+        let lid = n["lid"].to_string();
+        let ni = run(sim, "smpquery", &["nodeinfo", &lid]);
+        assert!(
+            ni.contains(&format!("Guid:{}{:#018x}\n", ".".repeat(28), guid(n))),
+            "{spec}: {ni}"
+        );
+        let pi = run(sim, "smpquery", &["portinfo", &lid, "1"]);
+        let state = match n["ports"][0]["state"].as_u64().unwrap() {
+            1 => "Down",
+            2 => "Initialize",
+            3 => "Armed",
+            4 => "Active",
+            s => panic!("state {s}"),
+        };
+        assert!(
+            pi.contains(&format!("LinkState:{}{state}\n", ".".repeat(23))),
+            "{spec} {}: {pi}",
+            n["name"]
+        );
+        if n["kind"] == "ca" {
+            assert!(
+                pi.contains(&format!("Lid:{}{lid}\n", ".".repeat(29))),
+                "{spec}: {pi}"
+            );
+        } else {
+            let si = run(sim, "smpquery", &["switchinfo", &lid]);
+            let top = n["lft"].as_array().unwrap().len() - 1;
+            assert!(
+                si.contains(&format!("LinearFdbTop:{}{top}\n", ".".repeat(20))),
+                "{spec}: {si}"
+            );
+        }
+        let pk = run(sim, "smpquery", &["pkeys", &lid, "1"]);
+        assert!(pk.contains("0xffff"), "{spec}: {pk}");
+    }
+
+    // Every switch's LFT, entry by entry.
+    for n in nodes.values().filter(|n| n["kind"] == "switch") {
+        let lid = n["lid"].to_string();
+        let lft: Vec<u64> = n["lft"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        let r = run(sim, "ibroute", &[&lid]);
+        let mut seen = 0;
+        for line in r.lines().filter(|l| l.starts_with("0x")) {
+            let l = u64::from_str_radix(&line[2..6], 16).unwrap();
+            let port: u64 = line[7..10].trim().parse().unwrap();
+            assert_eq!(
+                Some(&port),
+                lft.get(l as usize),
+                "{spec}: switch {lid} LID {l}"
+            );
+            seen += 1;
+        }
+        let want = lft.iter().skip(1).filter(|&&p| p != 255).count();
+        assert_eq!(seen, want, "{spec}: ibroute lists switch {lid}'s every LID");
+    }
+
+    // Paths between CA pairs, hop by hop.
+    let cas: Vec<&&Value> = nodes.values().filter(|n| n["kind"] == "ca").collect();
+    for (a, b) in [(0, cas.len() - 1), (1, cas.len() / 2), (cas.len() - 1, 1)] {
+        let (a, b) = (cas[a], cas[b]);
+        let want = walk(&d, a["name"].as_str().unwrap(), b["lid"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("{spec}: the dump routes {} to {}", a["name"], b["name"]));
+        let t = run(
+            sim,
+            "ibtracert",
+            &[&a["lid"].to_string(), &b["lid"].to_string()],
+        );
+        let got: Vec<u64> = t
+            .lines()
+            .filter_map(|l| l.strip_prefix('['))
+            .map(|l| l[..l.find(']').unwrap()].parse().unwrap())
+            .collect();
+        assert_eq!(
+            got, want,
+            "{spec}: ibtracert {} → {}\n{t}",
+            a["name"], b["name"]
+        );
+        assert!(t.contains(&format!("To ca {{{:#018x}}}", guid(b))), "{t}");
+    }
+}
+
+#[test]
+fn opensm_and_infiniband_diags_run_on_served_fabrics() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let all = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
+    let cases: [(&str, usize, &[Engine]); 4] = [
+        ("fat-tree-324", 0, &all),
+        ("fat-tree-648", 0, &all),
+        ("random:16:7", 0, &all[..2]),
+        ("fat-tree-324", 2, &all),
+    ];
+    for (spec, vfs, engines) in cases {
+        let topo = Topology::from_spec(spec).unwrap();
+        for &routing in engines {
+            let tag = format!("{}-{vfs}-{}", spec.replace(':', "_"), routing.name());
+            let dir = scratch(&tag);
+            let sim = Served::start(exe(), spec, vfs, &[]).unwrap();
+            opensm_once(&sim, routing, &dir);
+            if routing == Engine::MinHop {
+                diags_agree(&sim, &format!("{spec} (vfs {vfs}), OpenSM"), &topo, &dir);
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+#[test]
+fn opensm_sweeps_around_a_cable_taken_down() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let dir = scratch("linkdown");
+    let sim = Served::start(exe(), "fat-tree-324", 0, &[]).unwrap();
+    let log = dir.join("opensm.log");
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let mut osm = sim
+        .client("opensm".as_ref())
+        .env("OSM_CACHE_DIR", &cache)
+        // -d2: flush the log after every line, so that it can be watched.
+        .args(["-d", "2", "-f"])
+        .arg(&log)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ups = |n: usize| -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.matches("SUBNET UP").count() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    };
+    let first = ups(1);
+    let before = dump(&sim, &dir);
+    // A leaf switch's uplink, which the first routing uses.
+    let leaf = "S-L0-0";
+    let nodes = by_name(&before);
+    let up_port = nodes[leaf]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["peer"]["node"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("S-"))
+        })
+        .unwrap();
+    let port = up_port["port"].as_u64().unwrap();
+    let spine = up_port["peer"]["node"].as_str().unwrap().to_string();
+    let spine_port = up_port["peer"]["port"].as_u64().unwrap();
+    let used = |d: &Value, sw: &str, p: u64| {
+        by_name(d)[sw]["lft"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x.as_u64() == Some(p))
+            .count()
+    };
+    assert!(
+        used(&before, leaf, port) > 0,
+        "the uplink carries routes before"
+    );
+    sim.ctl(&format!("link-down {leaf} {port}")).unwrap();
+    let second = ups(2);
+    let _ = osm.kill();
+    let _ = osm.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(first && second, "OpenSM swept after the trap:\n{text}");
+    assert!(text.contains("num:128"), "OpenSM got trap 128");
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains(" ERR ")).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let after = dump(&sim, &dir);
+    assert_eq!(
+        used(&after, leaf, port),
+        0,
+        "{leaf} routes nothing into port {port}"
+    );
+    assert_eq!(
+        used(&after, &spine, spine_port),
+        0,
+        "{spine} routes nothing into port {spine_port}"
+    );
+    // And everything still reaches everything from the leaf's CAs.
+    let nodes = by_name(&after);
+    let cas: Vec<&&Value> = nodes.values().filter(|n| n["kind"] == "ca").collect();
+    for a in cas.iter().step_by(37) {
+        for b in cas.iter().step_by(29) {
+            if a["name"] != b["name"] {
+                assert!(
+                    walk(
+                        &after,
+                        a["name"].as_str().unwrap(),
+                        b["lid"].as_u64().unwrap()
+                    )
+                    .is_some(),
+                    "{} → {} after the cable went down",
+                    a["name"],
+                    b["name"]
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ibkit_sm_runs_on_served_fabrics() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    for (spec, vfs) in [
+        ("fat-tree-324", 0),
+        ("random:16:7", 0),
+        ("mport-ntree:4:2", 2),
+    ] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let dir = scratch(&format!("ibkit-{}", spec.replace(':', "_")));
+        let sim = Served::start(exe(), spec, vfs, &[]).unwrap();
+        let out = run(
+            &sim,
+            exe().to_str().unwrap(),
+            &["sm", "--transport", "umad", "--once", "--json"],
+        );
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["up"], true, "{spec}");
+        assert_eq!(v["nodes"], topo.nodes.len(), "{spec}");
+        let d = dump(&sim, &dir);
+        let nodes = by_name(&d);
+        // The SM's tables are the fabric's, switch by switch.
+        let by_guid: BTreeMap<u64, &&Value> = nodes.values().map(|n| (guid(n), n)).collect();
+        for n in v["table"].as_array().unwrap() {
+            let g = u64::from_str_radix(n["guid"].as_str().unwrap().trim_start_matches("0x"), 16)
+                .unwrap();
+            let f = by_guid[&g];
+            assert_eq!(n["lid"], f["lid"], "{spec}: LID of {}", f["name"]);
+            if n["switch"] == true {
+                let mine: Vec<u64> = n["lft"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap())
+                    .collect();
+                let held: Vec<u64> = f["lft"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap())
+                    .collect();
+                let k = mine.len().max(held.len());
+                let at = |t: &Vec<u64>, i: usize| t.get(i).copied().unwrap_or(255);
+                for i in 1..k {
+                    assert_eq!(at(&mine, i), at(&held, i), "{spec}: {} LID {i}", f["name"]);
+                }
+            }
+        }
+        // With VFs, every VF has a LID of its own (prepopulated) and
+        // every switch routes it to the VF's hypervisor.
+        let vf_lids: Vec<u64> = nodes
+            .values()
+            .filter_map(|n| n["vfs"].as_array())
+            .flatten()
+            .map(|f| f["lid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(vf_lids.len(), vfs * (topo.cas() - 1), "{spec}: VFs");
+        assert!(
+            vf_lids.iter().all(|&l| l != 0),
+            "{spec}: VF LIDs {vf_lids:?}"
+        );
+        let lids = v["lids"].as_u64().unwrap() as usize;
+        assert_eq!(lids, topo.nodes.len() + vf_lids.len(), "{spec}: LIDs");
+        let first_ca = nodes
+            .values()
+            .find(|n| n["kind"] == "ca" && n["vfs"].is_null())
+            .unwrap();
+        for lid in &vf_lids {
+            assert!(
+                walk(&d, first_ca["name"].as_str().unwrap(), *lid).is_some(),
+                "{spec}: VF LID {lid} is routed"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
