@@ -91,6 +91,18 @@ fn a_failed_cable_is_trapped_swept_and_routed_around_with_only_changed_blocks() 
             st.per_phase_kind.keys().any(|&(_, m, _)| m == repress),
             "{st:?}"
         );
+        // ... and the repress reaches the trap's issuer with the trap's
+        // TID, so no agent goes on repeating it.
+        for (i, n) in f.nodes.iter().enumerate() {
+            if let SimNode::Switch(s) = n {
+                assert!(
+                    s.pending_traps().is_empty(),
+                    "{engine:?}: {} still has {:?}",
+                    f.topo.nodes[i].name,
+                    s.pending_traps()
+                );
+            }
+        }
         assert_eq!(st.fallbacks, 0);
         clean(&f);
         if engine != Engine::MinHop {

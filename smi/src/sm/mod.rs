@@ -638,14 +638,23 @@ impl Sm {
     /// A directed-route SMP has hop pointer 0: the caller's SMI applies the
     /// send rules.
     pub fn poll_transmit(&mut self, now_ms: u64) -> Option<Transmit> {
-        if self.inflight.len() >= self.cfg.window.max(1) {
+        // An SMP that gets no response (TrapRepress) takes no place in the
+        // window and keeps its TID: the trap's, which is how its issuer
+        // knows which trap is repressed.
+        let no_reply = self.queue.front().is_some_and(|r| !r.reply);
+        if !no_reply && self.inflight.len() >= self.cfg.window.max(1) {
             return None;
         }
         let mut r = self.queue.pop_front()?;
-        let tid = self.next_tid;
-        self.next_tid += 1;
-        r.smp.header.transaction_id = zerocopy_u64(tid);
-        r.deadline = now_ms + self.cfg.timeout_ms;
+        let tid = if r.reply {
+            let tid = self.next_tid;
+            self.next_tid += 1;
+            r.smp.header.transaction_id = zerocopy_u64(tid);
+            r.deadline = now_ms + self.cfg.timeout_ms;
+            tid
+        } else {
+            r.smp.header.transaction_id.get()
+        };
         let smp = r.smp.clone();
         *self
             .stats
