@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{cabled, discovered, skip};
+use common::{cabled, check_ibroute, discovered, skip};
 use fabric::topology::Topology;
 use ibkit::cmd::bench::{run_opensm_on, Served, Simulator, UMAD2SIM};
 use serde_json::Value;
@@ -174,20 +174,11 @@ fn diags_agree(sim: &Served, spec: &str, topo: &Topology, dir: &Path) {
             .iter()
             .map(|x| x.as_u64().unwrap())
             .collect();
-        let r = run(sim, "ibroute", &[&lid]);
-        let mut seen = 0;
-        for line in r.lines().filter(|l| l.starts_with("0x")) {
-            let l = u64::from_str_radix(&line[2..6], 16).unwrap();
-            let port: u64 = line[7..10].trim().parse().unwrap();
-            assert_eq!(
-                Some(&port),
-                lft.get(l as usize),
-                "{spec}: switch {lid} LID {l}"
-            );
-            seen += 1;
-        }
-        let want = lft.iter().skip(1).filter(|&&p| p != 255).count();
-        assert_eq!(seen, want, "{spec}: ibroute lists switch {lid}'s every LID");
+        check_ibroute(
+            &run(sim, "ibroute", &[&lid]),
+            &lft,
+            &format!("{spec}: switch {lid}"),
+        );
     }
 
     // Paths between CA pairs, hop by hop.

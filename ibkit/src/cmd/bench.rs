@@ -78,6 +78,26 @@ pub fn cpu_ms(pid: u32) -> Option<f64> {
     Some(ticks * 1e3 / hz.max(1.0))
 }
 
+/// The name of the first CA of `topo`, where clients attach.
+fn first_ca(topo: &Topology) -> Result<String, String> {
+    topo.nodes
+        .iter()
+        .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|x| x.name.clone())
+        .ok_or_else(|| "the fabric has no CA for a client".to_string())
+}
+
+/// `program` as a libibumad client of the simulator on socket `sock`,
+/// attached at node `host`.
+fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command {
+    let mut c = Command::new(program);
+    c.env("LD_PRELOAD", UMAD2SIM)
+        .env("IBSIM_SOCKNAME", sock)
+        .env("SIM_HOST", host)
+        .stdin(Stdio::null());
+    c
+}
+
 /// An ibsim serving a fabric on its own socket; killed on drop.
 pub struct Ibsim {
     child: Child,
@@ -134,12 +154,7 @@ impl Ibsim {
             .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
             .spawn()
             .map_err(|e| format!("ibsim: {e}"))?;
-        let host = topo
-            .nodes
-            .iter()
-            .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
-            .map(|x| x.name.clone())
-            .ok_or("no CA")?;
+        let host = first_ca(topo)?;
         let mut sim = Ibsim {
             child,
             log,
@@ -169,12 +184,7 @@ impl Ibsim {
     /// A command that runs as a libibumad client of this ibsim, attached to
     /// the first CA.
     pub fn client(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new(program);
-        c.env("LD_PRELOAD", UMAD2SIM)
-            .env("IBSIM_SOCKNAME", &self.sock)
-            .env("SIM_HOST", &self.host)
-            .stdin(Stdio::null());
-        c
+        umad2sim_client(program.as_ref(), &self.sock, &self.host)
     }
 
     /// MADs ibsim has answered so far (0 unless started verbose).
@@ -222,12 +232,7 @@ impl Served {
             SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
-        let host = topo
-            .nodes
-            .iter()
-            .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
-            .map(|x| x.name.clone())
-            .ok_or("no CA")?;
+        let host = first_ca(&topo)?;
         let child = Command::new(exe)
             .args(["fabric", "serve", "--topology", spec, "--socket", &sock])
             .args(["--vfs", &vfs.to_string()])
@@ -266,12 +271,7 @@ impl Served {
 
 impl Simulator for Served {
     fn client(&self, program: &std::ffi::OsStr) -> Command {
-        let mut c = Command::new(program);
-        c.env("LD_PRELOAD", UMAD2SIM)
-            .env("IBSIM_SOCKNAME", &self.sock)
-            .env("SIM_HOST", &self.host)
-            .stdin(Stdio::null());
-        c
+        umad2sim_client(program, &self.sock, &self.host)
     }
     fn pid(&self) -> u32 {
         self.child.id()

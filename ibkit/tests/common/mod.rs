@@ -49,3 +49,18 @@ pub fn discovered(text: &str) -> BTreeSet<(u64, u8, u64, u8)> {
     }
     s
 }
+
+/// Checks `ibroute`'s text for a switch against its LFT (`lft[lid]` = out
+/// port, 255 = none): every line it prints is in the table, and it prints
+/// every routed LID.
+pub fn check_ibroute(text: &str, lft: &[u64], what: &str) {
+    let mut seen = 0;
+    for line in text.lines().filter(|l| l.starts_with("0x")) {
+        let l = u64::from_str_radix(&line[2..6], 16).unwrap();
+        let port: u64 = line[7..10].trim().parse().unwrap();
+        assert_eq!(Some(&port), lft.get(l as usize), "{what}: LID {l}");
+        seen += 1;
+    }
+    let want = lft.iter().skip(1).filter(|&&p| p != 255).count();
+    assert_eq!(seen, want, "{what}: ibroute lists every routed LID");
+}
