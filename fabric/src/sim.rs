@@ -640,61 +640,53 @@ impl Fabric {
     }
 
     /// Processes the next arrival; false when nothing is in flight.
+    ///
+    /// A packet passing through a switch (a directed-route hop, or a
+    /// LID-routed packet for a LID the switch does not own) is sent on
+    /// where it lies in the queue; only a packet that ends here is taken
+    /// out.
     pub fn step(&mut self) -> bool {
         let Some(Reverse((t, _, slot))) = self.queue.pop() else {
             return false;
         };
         self.now_ns = self.now_ns.max(t);
-        // Packets passing through a switch are handled where they lie in
-        // the queue; everything else is taken out.
-        let mut dr_done = None;
-        if let Some(Some(Pending::Smp(a))) = self.pending.get_mut(slot as usize) {
-            let (node, port) = (a.node, a.port);
-            if a.smp.is_directed() {
-                let d = dr::on_arrival(&mut a.smp, self.nodes[node].node(), port);
-                if let Disposition::Forward(out) = d {
-                    self.pass_through(slot, node, out);
-                    return true;
-                }
-                dr_done = Some(d);
-            } else if let SimNode::Switch(s) = &self.nodes[node] {
-                let dlid = Lid(a.dlid);
-                if s.model.lid(0) != dlid && dlid.0 != 0xFFFF {
-                    let out = s.model.lft_port(dlid);
-                    if out == 0 || out == 0xFF {
-                        self.stats.discarded += 1;
-                        self.release(slot);
-                    } else {
-                        self.pass_through(slot, node, out);
-                    }
-                    return true;
-                }
-            }
-        }
-        let Some(p) = self.release(slot) else {
-            return true;
-        };
-        let Arrival {
-            node,
-            port,
-            mut smp,
-            dlid,
-            slid,
-        } = match p {
-            Pending::Smp(a) => a,
-            Pending::Event(e) => {
+        let Some(Some(Pending::Smp(a))) = self.pending.get_mut(slot as usize) else {
+            if let Some(Pending::Event(e)) = self.release(slot) {
                 self.apply(e);
-                return true;
             }
-        };
-        let now_ms = self.now_ns / 1_000_000;
-        if !smp.is_directed() {
-            self.lid_routed(node, port, smp, dlid, slid, now_ms);
             return true;
+        };
+        let (node, port, dlid) = (a.node, a.port, a.dlid);
+        if a.smp.is_directed() {
+            let d = dr::on_arrival(&mut a.smp, self.nodes[node].node(), port);
+            if let Disposition::Forward(out) = d {
+                self.pass_through(slot, node, out);
+            } else if let Some(Pending::Smp(a)) = self.release(slot) {
+                self.directed_end(node, port, a.smp, d);
+            }
+        } else if self.nodes[node].owns(Lid(dlid)) || dlid == 0xFFFF {
+            if let Some(Pending::Smp(a)) = self.release(slot) {
+                self.lid_routed_end(node, port, a.smp, a.slid);
+            }
+        } else {
+            let out = self.nodes[node].lft_port(Lid(dlid));
+            if out == 0 || out == 0xFF {
+                // Not a switch, or no route.
+                self.stats.discarded += 1;
+                self.release(slot);
+            } else {
+                self.pass_through(slot, node, out);
+            }
         }
-        let disposition =
-            dr_done.unwrap_or_else(|| dr::on_arrival(&mut smp, self.nodes[node].node(), port));
-        match disposition {
+        true
+    }
+
+    /// A directed-route SMP whose disposition at (node, port) is `d`, any
+    /// but Forward: a response reaches its listener, a request its agent,
+    /// whose response starts back along the path.
+    fn directed_end(&mut self, node: usize, port: u8, smp: Smp, d: Disposition) {
+        let now_ms = self.now_ns / 1_000_000;
+        match d {
             Disposition::Deliver if smp.direction() => self.hand_over(node, smp, 0xFFFF),
             Disposition::Deliver => {
                 if let Some(mut r) = self.deliver(node, port, &smp, now_ms) {
@@ -705,31 +697,16 @@ impl Fabric {
                     }
                 }
             }
-            Disposition::Forward(p) => self.transmit(node, p, smp),
-            Disposition::ForwardByLid(_) | Disposition::Discard(_) => self.stats.discarded += 1,
+            Disposition::Forward(_) | Disposition::ForwardByLid(_) | Disposition::Discard(_) => {
+                self.stats.discarded += 1
+            }
         }
-        true
     }
 
-    /// A LID-routed SMP arrived at (node, port): forwarded by a switch's
-    /// LFT, or delivered to the agent owning the destination LID, whose
-    /// response goes back LID-routed to the source.
-    fn lid_routed(&mut self, node: usize, port: u8, smp: Smp, dlid: u16, slid: u16, now_ms: u64) {
-        let mine = self.nodes[node].owns(Lid(dlid)) || dlid == 0xFFFF;
-        if !mine {
-            match &self.nodes[node] {
-                SimNode::Switch(s) => {
-                    let out = s.model.lft_port(Lid(dlid));
-                    if out == 0 || out == 0xFF {
-                        self.stats.discarded += 1;
-                    } else {
-                        self.transmit_lrh(node, out, smp, dlid, slid);
-                    }
-                }
-                _ => self.stats.discarded += 1,
-            }
-            return;
-        }
+    /// A LID-routed SMP for a LID `node` owns arrived at `port`: a response
+    /// or trap reaches its listener, a request the agent, whose response
+    /// goes back LID-routed to `slid`.
+    fn lid_routed_end(&mut self, node: usize, port: u8, smp: Smp, slid: u16) {
         if (node == self.sm_node || self.clients.contains(&node))
             && matches!(
                 smp.method(),
@@ -739,6 +716,7 @@ impl Fabric {
             self.hand_over(node, smp, slid);
             return;
         }
+        let now_ms = self.now_ns / 1_000_000;
         if let Some(r) = self.deliver(node, port, &smp, now_ms) {
             let me = self.nodes[node].lid().0;
             self.route_out(node, port, r, slid, me);

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{cabled, check_ibroute, discovered, skip};
+use common::{cabled, check_ibroute, discovered, lft, skip};
 use fabric::topology::Topology;
 use ibkit::cmd::bench::{run_opensm_on, Served, Simulator, UMAD2SIM};
 use serde_json::Value;
@@ -168,12 +168,7 @@ fn diags_agree(sim: &Served, spec: &str, topo: &Topology, dir: &Path) {
     // Every switch's LFT, entry by entry.
     for n in nodes.values().filter(|n| n["kind"] == "switch") {
         let lid = n["lid"].to_string();
-        let lft: Vec<u64> = n["lft"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
+        let lft = lft(n);
         check_ibroute(
             &run(sim, "ibroute", &[&lid]),
             &lft,
@@ -371,18 +366,8 @@ fn ibkit_sm_runs_on_served_fabrics() {
             let f = by_guid[&g];
             assert_eq!(n["lid"], f["lid"], "{spec}: LID of {}", f["name"]);
             if n["switch"] == true {
-                let mine: Vec<u64> = n["lft"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap())
-                    .collect();
-                let held: Vec<u64> = f["lft"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap())
-                    .collect();
+                let mine = lft(n);
+                let held = lft(f);
                 let k = mine.len().max(held.len());
                 let at = |t: &Vec<u64>, i: usize| t.get(i).copied().unwrap_or(255);
                 for i in 1..k {

@@ -15,7 +15,7 @@ use smi::sm::Engine;
 use std::collections::BTreeMap;
 
 mod common;
-use common::{cabled, check_ibroute, discovered, skip};
+use common::{cabled, check_ibroute, discovered, lft, skip};
 use std::path::Path;
 
 fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
@@ -84,26 +84,28 @@ fn ibkit_sm_on_ibsim_is_read_back_by_infiniband_diags() {
         }
         for n in table.iter().filter(|n| n["switch"] == true) {
             let lid = n["lid"].to_string();
-            let lft: Vec<u64> = n["lft"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-                .collect();
+            let lft = lft(n);
             check_ibroute(
                 &run(&sim, "ibroute", &[&lid]),
                 &lft,
                 &format!("{spec}: switch {lid}"),
             );
         }
-        // A path between the first and last CAs.
+        // Paths between pairs of CAs, each ending at the CA asked for.
         let cas: Vec<String> = table
             .iter()
             .filter(|n| n["switch"] == false)
             .map(|n| n["lid"].to_string())
             .collect();
-        let t = run(&sim, "ibtracert", &[&cas[0], &cas[cas.len() - 1]]);
-        assert!(t.contains("To ca"), "{t}");
+        let last = cas.len() - 1;
+        for (a, b) in [(0, last), (last, 0), (1, cas.len() / 2)] {
+            let t = run(&sim, "ibtracert", &[&cas[a], &cas[b]]);
+            assert!(t.contains("To ca"), "{t}");
+            assert!(
+                t.contains(&format!(" lid {}-{} ", cas[b], cas[b])),
+                "{spec}: {t}"
+            );
+        }
         drop(sim);
 
         // OpenSM on the same fabric.

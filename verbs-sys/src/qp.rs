@@ -592,23 +592,27 @@ impl Qp {
         // buffer they name is owned by `mr`, which the QP keeps (below)
         // until the completion is reclaimed; the AH likewise.
         let r = unsafe { inline::ibv_post_send(self.qp, &mut wr, &mut bad) };
+        self.record(r, "ibv_post_send", wr_id, Queue::Send, mr, ah)
+    }
+
+    /// Keeps `mr` (and `ah`) until the work request `wr_id` completes, when
+    /// `call` returned 0; else gives `mr` back with the error.
+    fn record(
+        &mut self,
+        r: i32,
+        call: &'static str,
+        wr_id: u64,
+        queue: Queue,
+        mr: Mr,
+        ah: Option<Ah>,
+    ) -> Result<(), PostError> {
         if r != 0 {
             return Err(PostError {
-                error: Error::Call {
-                    call: "ibv_post_send",
-                    code: r,
-                },
+                error: Error::Call { call, code: r },
                 mr,
             });
         }
-        self.posted.insert(
-            wr_id,
-            Posted {
-                queue: Queue::Send,
-                mr,
-                _ah: ah,
-            },
-        );
+        self.posted.insert(wr_id, Posted { queue, mr, _ah: ah });
         Ok(())
     }
 
@@ -632,24 +636,7 @@ impl Qp {
         let mut bad = ptr::null_mut();
         // SAFETY: as in post_send.
         let r = unsafe { inline::ibv_post_recv(self.qp, &mut wr, &mut bad) };
-        if r != 0 {
-            return Err(PostError {
-                error: Error::Call {
-                    call: "ibv_post_recv",
-                    code: r,
-                },
-                mr,
-            });
-        }
-        self.posted.insert(
-            wr_id,
-            Posted {
-                queue: Queue::Recv,
-                mr,
-                _ah: None,
-            },
-        );
-        Ok(())
+        self.record(r, "ibv_post_recv", wr_id, Queue::Recv, mr, None)
     }
 
     /// Gives back the buffer of the work request `c` completed (work

@@ -141,6 +141,32 @@ pub enum Opcode {
     SendMad = 15,
 }
 
+impl Opcode {
+    /// Every opcode.
+    pub const ALL: [Opcode; 15] = [
+        Opcode::OpenDevice,
+        Opcode::QueryDevice,
+        Opcode::QueryPort,
+        Opcode::AllocPd,
+        Opcode::FreePd,
+        Opcode::RegMr,
+        Opcode::DeregMr,
+        Opcode::CreateCq,
+        Opcode::DestroyCq,
+        Opcode::CreateQp,
+        Opcode::ModifyQp,
+        Opcode::DestroyQp,
+        Opcode::AllocUar,
+        Opcode::ReqNotifyCq,
+        Opcode::SendMad,
+    ];
+
+    /// The opcode numbered `c`.
+    pub fn from_code(c: u16) -> Option<Opcode> {
+        Opcode::ALL.into_iter().find(|o| *o as u16 == c)
+    }
+}
+
 /// A decoded, checked command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -273,23 +299,24 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every refusal.
+    pub const ALL: [Refusal; 11] = [
+        Refusal::Malformed,
+        Refusal::NotOpen,
+        Refusal::BadHandle,
+        Refusal::BadAddress,
+        Refusal::Limit,
+        Refusal::Busy,
+        Refusal::Forbidden,
+        Refusal::BadState,
+        Refusal::Again,
+        Refusal::Device,
+        Refusal::RingBroken,
+    ];
+
     /// The refusal with status code `c`.
     pub fn from_code(c: u32) -> Option<Refusal> {
-        use Refusal::*;
-        Some(match c {
-            1 => Malformed,
-            2 => NotOpen,
-            3 => BadHandle,
-            4 => BadAddress,
-            5 => Limit,
-            6 => Busy,
-            7 => Forbidden,
-            8 => BadState,
-            9 => Again,
-            10 => Device,
-            11 => RingBroken,
-            _ => return None,
-        })
+        Refusal::ALL.into_iter().find(|r| *r as u32 == c)
     }
 }
 
@@ -327,18 +354,19 @@ impl Command {
         }
         let a: [u64; 7] = w.args.map(|x| x.get());
         // How many argument words each command uses; the rest must be 0.
-        let (c, used) = match w.opcode.get() {
-            1 => (OpenDevice, 0),
-            2 => (QueryDevice, 0),
-            3 => {
+        let op = Opcode::from_code(w.opcode.get()).ok_or(Refusal::Malformed)?;
+        let (c, used) = match op {
+            Opcode::OpenDevice => (OpenDevice, 0),
+            Opcode::QueryDevice => (QueryDevice, 0),
+            Opcode::QueryPort => {
                 if a[0] != 1 {
                     return Err(Refusal::Malformed);
                 }
                 (QueryPort { port: 1 }, 1)
             }
-            4 => (AllocPd, 0),
-            5 => (FreePd { pd: handle(a[0])? }, 1),
-            6 => {
+            Opcode::AllocPd => (AllocPd, 0),
+            Opcode::FreePd => (FreePd { pd: handle(a[0])? }, 1),
+            Opcode::RegMr => {
                 if a[2] == 0 || a[3] > u64::from(access::ALL) {
                     return Err(Refusal::Malformed);
                 }
@@ -352,8 +380,8 @@ impl Command {
                     4,
                 )
             }
-            7 => (DeregMr { mr: handle(a[0])? }, 1),
-            8 => (
+            Opcode::DeregMr => (DeregMr { mr: handle(a[0])? }, 1),
+            Opcode::CreateCq => (
                 CreateCq {
                     cqe: bounded(a[0], MAX_CQE)?,
                     mr: handle(a[1])?,
@@ -361,8 +389,8 @@ impl Command {
                 },
                 3,
             ),
-            9 => (DestroyCq { cq: handle(a[0])? }, 1),
-            10 => {
+            Opcode::DestroyCq => (DestroyCq { cq: handle(a[0])? }, 1),
+            Opcode::CreateQp => {
                 // Word 3: the transport in its low byte, the buffer's
                 // offset in the region above it.
                 let qp_type = match a[3] & 0xFF {
@@ -384,7 +412,7 @@ impl Command {
                     7,
                 )
             }
-            11 => {
+            Opcode::ModifyQp => {
                 let state = match a[1] {
                     0 => QpState::Reset,
                     1 => QpState::Init,
@@ -406,9 +434,9 @@ impl Command {
                     4,
                 )
             }
-            12 => (DestroyQp { qp: handle(a[0])? }, 1),
-            13 => (AllocUar, 0),
-            14 => {
+            Opcode::DestroyQp => (DestroyQp { qp: handle(a[0])? }, 1),
+            Opcode::AllocUar => (AllocUar, 0),
+            Opcode::ReqNotifyCq => {
                 if a[1] > 1 {
                     return Err(Refusal::Malformed);
                 }
@@ -420,7 +448,7 @@ impl Command {
                     2,
                 )
             }
-            15 => {
+            Opcode::SendMad => {
                 if a[0] > 1 {
                     return Err(Refusal::Malformed);
                 }
@@ -432,7 +460,6 @@ impl Command {
                     2,
                 )
             }
-            _ => return Err(Refusal::Malformed),
         };
         if a[used..].iter().any(|&x| x != 0) {
             return Err(Refusal::Malformed);
@@ -616,6 +643,18 @@ mod tests {
             let b = c.encode(i as u32 + 100);
             assert_eq!(Command::decode(&b), Ok((i as u32 + 100, c)), "{c:?}");
         }
+    }
+
+    #[test]
+    fn codes_name_their_variants() {
+        for o in Opcode::ALL {
+            assert_eq!(Opcode::from_code(o as u16), Some(o));
+        }
+        for r in Refusal::ALL {
+            assert_eq!(Refusal::from_code(r as u32), Some(r));
+        }
+        assert_eq!(Opcode::from_code(0), None);
+        assert_eq!(Refusal::from_code(0), None);
     }
 
     #[test]

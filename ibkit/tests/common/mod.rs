@@ -50,9 +50,17 @@ pub fn discovered(text: &str) -> BTreeSet<(u64, u8, u64, u8)> {
     s
 }
 
-/// Checks `ibroute`'s text for a switch against its LFT (`lft[lid]` = out
-/// port, 255 = none): every line it prints is in the table, and it prints
-/// every routed LID.
+/// The `lft` array of a switch in ibkit's JSON (`lft[lid]` = out port,
+/// 255 = none; empty where there is none).
+pub fn lft(node: &serde_json::Value) -> Vec<u64> {
+    node["lft"]
+        .as_array()
+        .map(|a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+        .unwrap_or_default()
+}
+
+/// Checks `ibroute`'s text for a switch against its LFT (see [`lft`]):
+/// every line it prints is in the table, and it prints every routed LID.
 pub fn check_ibroute(text: &str, lft: &[u64], what: &str) {
     let mut seen = 0;
     for line in text.lines().filter(|l| l.starts_with("0x")) {
