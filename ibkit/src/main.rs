@@ -197,9 +197,6 @@ enum FabricWhat {
         /// Log every SMP a client sends.
         #[arg(long)]
         verbose: bool,
-        /// Microseconds to look for a client's next request before sleeping (0: never; spinning helps only with cores to spare).
-        #[arg(long, default_value_t = 0)]
-        spin_us: u64,
     },
     /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
     Ctl {
@@ -306,7 +303,6 @@ fn main() -> ExitCode {
                     dr_hop_ns,
                     loss,
                     verbose,
-                    spin_us,
                 },
         }) => cmd::serve::serve(&cmd::serve::ServeArgs {
             topology,
@@ -316,7 +312,6 @@ fn main() -> ExitCode {
             dr_hop_ns,
             loss,
             verbose,
-            spin_us,
         }),
         Some(Command::Fabric {
             what: FabricWhat::Ctl { socket, command },
