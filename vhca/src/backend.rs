@@ -4,12 +4,14 @@
 //! request is decoded and checked in full before anything is allocated,
 //! and a refused request changes nothing.
 
-use crate::device::{Device, Object};
+use crate::device::{Device, DeviceEvent, Kind, Object};
+use crate::event::EventWriter;
 use crate::handles::{DomainId, Table};
+use crate::layout::{cq_bytes, qp_bytes};
 use crate::proto::{
-    access, Command, Handle, QpState, QpType, Refusal, Response, CQE_SIZE, MAD_SIZE, MSG_SIZE,
-    WQE_SIZE,
+    access, Command, Handle, QpState, QpType, Refusal, Response, MAD_SIZE, MSG_SIZE,
 };
+use std::os::fd::BorrowedFd;
 use vm_memory::{GuestAddress, GuestMemory, Permissions};
 
 /// What one domain may hold at once.
@@ -58,6 +60,7 @@ struct Domain<M> {
     opened: bool,
     uar: Option<u32>,
     reg_bytes: u64,
+    events: Option<EventWriter>,
 }
 
 struct Pd {
@@ -67,18 +70,18 @@ struct Pd {
 struct Mr {
     pd: Handle,
     dev: u32,
+    addr: u64,
     len: u64,
+    access: u32,
     /// CQs and QPs whose buffers lie in it.
     users: u32,
 }
 
 struct Cq {
     dev: u32,
-    cqe: u32,
     mr: Handle,
     /// QPs that complete into it.
     users: u32,
-    armed: bool,
 }
 
 struct Qp {
@@ -113,10 +116,14 @@ pub struct BackendStats {
     pub executed: u64,
     /// Commands refused.
     pub refused: u64,
+    /// Events forwarded to guests.
+    pub events: u64,
+    /// Notifications sent for them (one per domain per poll at most).
+    pub notifications: u64,
 }
 
 /// The backend core over guest memory of type `M` and device `D`.
-pub struct Backend<M: GuestMemory, D: Device> {
+pub struct Backend<M: GuestMemory + Clone, D: Device<M>> {
     device: D,
     domains: Vec<Option<Domain<M>>>,
     pds: Table<Pd>,
@@ -125,9 +132,10 @@ pub struct Backend<M: GuestMemory, D: Device> {
     qps: Table<Qp>,
     /// Counters.
     pub stats: BackendStats,
+    device_events: Vec<DeviceEvent>,
 }
 
-impl<M: GuestMemory, D: Device> Backend<M, D> {
+impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
     /// A backend owning `device`, with no domains.
     pub fn new(device: D) -> Self {
         Backend {
@@ -138,6 +146,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
             cqs: Table::default(),
             qps: Table::default(),
             stats: BackendStats::default(),
+            device_events: Vec::new(),
         }
     }
 
@@ -146,17 +155,25 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
         &self.device
     }
 
+    /// The device, to run or inspect it.
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
     /// Adds a guest whose memory is `mem`, with `limits`, seeing `port`.
+    /// The device opens a context for it; should that fail, every command
+    /// that needs the device is refused.
     pub fn add_domain(&mut self, mem: M, limits: Limits, port: PortView) -> DomainId {
         let d = Domain {
-            mem,
+            mem: mem.clone(),
+            events: None,
             limits,
             port,
             opened: false,
             uar: None,
             reg_bytes: 0,
         };
-        match self.domains.iter().position(Option::is_none) {
+        let dom = match self.domains.iter().position(Option::is_none) {
             Some(i) => {
                 self.domains[i] = Some(d);
                 DomainId(i as u32)
@@ -165,7 +182,56 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 self.domains.push(Some(d));
                 DomainId(self.domains.len() as u32 - 1)
             }
+        };
+        let _ = self.device.open(dom, mem, port.lid);
+        dom
+    }
+
+    /// Attaches the event ring the guest of `dom` placed at `base`.
+    pub fn attach_events(&mut self, dom: DomainId, base: u64) -> Result<(), Refusal> {
+        let d = self.domain_mut(dom).ok_or(Refusal::NotOpen)?;
+        let w = EventWriter::attach(&d.mem, base).ok_or(Refusal::BadAddress)?;
+        d.events = Some(w);
+        Ok(())
+    }
+
+    /// The file of `dom`'s UAR page, once it has one: the integrator maps
+    /// it into the guest.
+    pub fn uar_fd(&self, dom: DomainId) -> Option<BorrowedFd<'_>> {
+        self.device.uar_fd(self.domain(dom)?.uar?)
+    }
+
+    /// Runs the device's data path once and forwards its events to their
+    /// domains' event rings; the domains to notify are appended to
+    /// `notify`, each once. How much work the device did (0: idle).
+    pub fn poll(&mut self, notify: &mut Vec<DomainId>) -> usize {
+        let mut evs = std::mem::take(&mut self.device_events);
+        evs.clear();
+        let work = self.device.process(&mut evs);
+        for e in &evs {
+            let Some(Some(d)) = self.domains.get_mut(e.dom.0 as usize) else {
+                continue;
+            };
+            let Some(w) = d.events.as_mut() else {
+                continue;
+            };
+            if w.push(&d.mem, e.kind, e.tag) {
+                self.stats.events += 1;
+                if !notify.contains(&e.dom) {
+                    notify.push(e.dom);
+                }
+            }
         }
+        for dom in notify.iter() {
+            if let Some(Some(d)) = self.domains.get(dom.0 as usize) {
+                if let Some(w) = &d.events {
+                    w.publish(&d.mem);
+                    self.stats.notifications += 1;
+                }
+            }
+        }
+        self.device_events = evs;
+        work
     }
 
     /// The guest memory of `dom`.
@@ -205,30 +271,30 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
         let held = self.held(dom);
         for h in self.qps.owned_by(dom) {
             if let Some(q) = self.qps.remove(dom, h) {
-                self.device
-                    .destroy(Object::Qp { qp_type: q.qp_type }, q.dev);
+                self.device.destroy(Kind::Qp, q.dev);
             }
         }
         for h in self.cqs.owned_by(dom) {
             if let Some(c) = self.cqs.remove(dom, h) {
-                self.device.destroy(Object::Cq { cqe: c.cqe }, c.dev);
+                self.device.destroy(Kind::Cq, c.dev);
             }
         }
         for h in self.mrs.owned_by(dom) {
             if let Some(m) = self.mrs.remove(dom, h) {
-                self.device.destroy(Object::Mr { len: m.len }, m.dev);
+                self.device.destroy(Kind::Mr, m.dev);
             }
         }
         for h in self.pds.owned_by(dom) {
             if let Some(p) = self.pds.remove(dom, h) {
-                self.device.destroy(Object::Pd, p.dev);
+                self.device.destroy(Kind::Pd, p.dev);
             }
         }
         if let Some(slot) = self.domains.get_mut(dom.0 as usize) {
             if let Some(d) = slot.take() {
                 if let Some(u) = d.uar {
-                    self.device.destroy(Object::Uar, u);
+                    self.device.destroy(Kind::Uar, u);
                 }
+                self.device.close(dom);
             }
         }
         held
@@ -286,7 +352,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 }
                 let dev = self
                     .device
-                    .create(Object::Pd)
+                    .create(dom, Object::Pd, 0)
                     .map_err(|_| Refusal::Device)?;
                 out[0] = self.pds.insert(dom, Pd { dev }).0;
             }
@@ -298,7 +364,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                     return Err(Refusal::Busy);
                 }
                 let p = self.pds.remove(dom, pd).ok_or(Refusal::BadHandle)?;
-                self.device.destroy(Object::Pd, p.dev);
+                self.device.destroy(Kind::Pd, p.dev);
             }
             Command::RegMr {
                 pd,
@@ -306,7 +372,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 len,
                 access: acc,
             } => {
-                self.pds.get(dom, pd).ok_or(Refusal::BadHandle)?;
+                let pd_dev = self.pds.get(dom, pd).ok_or(Refusal::BadHandle)?.dev;
                 let end = addr.checked_add(len).ok_or(Refusal::BadAddress)?;
                 let Ok(count) = usize::try_from(len) else {
                     return Err(Refusal::BadAddress);
@@ -324,16 +390,24 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 {
                     return Err(Refusal::Limit);
                 }
+                let obj = Object::Mr {
+                    pd: pd_dev,
+                    addr,
+                    len,
+                    access: acc,
+                };
                 let dev = self
                     .device
-                    .create(Object::Mr { len })
+                    .create(dom, obj, 0)
                     .map_err(|_| Refusal::Device)?;
                 let h = self.mrs.insert(
                     dom,
                     Mr {
                         pd,
                         dev,
+                        addr,
                         len,
+                        access: acc,
                         users: 0,
                     },
                 );
@@ -355,37 +429,38 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                     return Err(Refusal::Busy);
                 }
                 let m = self.mrs.remove(dom, mr).ok_or(Refusal::BadHandle)?;
-                self.device.destroy(Object::Mr { len: m.len }, m.dev);
+                self.device.destroy(Kind::Mr, m.dev);
                 if let Some(d) = self.domain_mut(dom) {
                     d.reg_bytes -= m.len;
                 }
             }
             Command::CreateCq { cqe, mr, offset } => {
                 let m = self.mrs.get(dom, mr).ok_or(Refusal::BadHandle)?;
-                let need = u64::from(cqe) * CQE_SIZE;
-                if offset.checked_add(need).is_none_or(|e| e > m.len) {
-                    return Err(Refusal::BadAddress);
-                }
+                let addr = buffer(m, offset, cq_bytes(cqe))?;
                 if self.cqs.owned_by(dom).len() >= limits.cqs {
                     return Err(Refusal::Limit);
-                }
-                let dev = self
-                    .device
-                    .create(Object::Cq { cqe })
-                    .map_err(|_| Refusal::Device)?;
-                if let Some(m) = self.mrs.get_mut(dom, mr) {
-                    m.users += 1;
                 }
                 let h = self.cqs.insert(
                     dom,
                     Cq {
-                        dev,
-                        cqe,
+                        dev: 0,
                         mr,
                         users: 0,
-                        armed: false,
                     },
                 );
+                let dev = match self.device.create(dom, Object::Cq { cqe, addr }, h.0) {
+                    Ok(dev) => dev,
+                    Err(_) => {
+                        self.cqs.remove(dom, h);
+                        return Err(Refusal::Device);
+                    }
+                };
+                if let Some(c) = self.cqs.get_mut(dom, h) {
+                    c.dev = dev;
+                }
+                if let Some(m) = self.mrs.get_mut(dom, mr) {
+                    m.users += 1;
+                }
                 out[0] = h.0;
                 out[1] = u64::from(dev);
             }
@@ -398,7 +473,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 if let Some(m) = self.mrs.get_mut(dom, c.mr) {
                     m.users -= 1;
                 }
-                self.device.destroy(Object::Cq { cqe: c.cqe }, c.dev);
+                self.device.destroy(Kind::Cq, c.dev);
             }
             Command::CreateQp {
                 pd,
@@ -410,24 +485,48 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 mr,
                 offset,
             } => {
-                self.pds.get(dom, pd).ok_or(Refusal::BadHandle)?;
-                self.cqs.get(dom, send_cq).ok_or(Refusal::BadHandle)?;
-                self.cqs.get(dom, recv_cq).ok_or(Refusal::BadHandle)?;
+                let pd_dev = self.pds.get(dom, pd).ok_or(Refusal::BadHandle)?.dev;
+                let scq = self.cqs.get(dom, send_cq).ok_or(Refusal::BadHandle)?.dev;
+                let rcq = self.cqs.get(dom, recv_cq).ok_or(Refusal::BadHandle)?.dev;
                 let m = self.mrs.get(dom, mr).ok_or(Refusal::BadHandle)?;
                 if m.pd != pd {
                     return Err(Refusal::BadHandle);
                 }
-                let need = (u64::from(max_send_wr) + u64::from(max_recv_wr)) * WQE_SIZE;
-                if offset.checked_add(need).is_none_or(|e| e > m.len) {
-                    return Err(Refusal::BadAddress);
-                }
+                let addr = buffer(m, offset, qp_bytes(max_send_wr, max_recv_wr))?;
                 if self.qps.owned_by(dom).len() >= limits.qps {
                     return Err(Refusal::Limit);
                 }
-                let dev = self
-                    .device
-                    .create(Object::Qp { qp_type })
-                    .map_err(|_| Refusal::Device)?;
+                let h = self.qps.insert(
+                    dom,
+                    Qp {
+                        dev: 0,
+                        pd,
+                        send_cq,
+                        recv_cq,
+                        mr,
+                        state: QpState::Reset,
+                        qp_type,
+                    },
+                );
+                let obj = Object::Qp {
+                    qp_type,
+                    pd: pd_dev,
+                    send_cq: scq,
+                    recv_cq: rcq,
+                    addr,
+                    sq: max_send_wr,
+                    rq: max_recv_wr,
+                };
+                let dev = match self.device.create(dom, obj, h.0) {
+                    Ok(dev) => dev,
+                    Err(_) => {
+                        self.qps.remove(dom, h);
+                        return Err(Refusal::Device);
+                    }
+                };
+                if let Some(q) = self.qps.get_mut(dom, h) {
+                    q.dev = dev;
+                }
                 for cq in [send_cq, recv_cq] {
                     if let Some(c) = self.cqs.get_mut(dom, cq) {
                         c.users += 1;
@@ -436,18 +535,6 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 if let Some(m) = self.mrs.get_mut(dom, mr) {
                     m.users += 1;
                 }
-                let h = self.qps.insert(
-                    dom,
-                    Qp {
-                        dev,
-                        pd,
-                        qp_type,
-                        send_cq,
-                        recv_cq,
-                        mr,
-                        state: QpState::Reset,
-                    },
-                );
                 out[0] = h.0;
                 out[1] = u64::from(dev);
             }
@@ -455,7 +542,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 qp,
                 state,
                 dest_qpn,
-                dlid: _,
+                dlid,
             } => {
                 let q = self.qps.get_mut(dom, qp).ok_or(Refusal::BadHandle)?;
                 let legal = match (q.state, state) {
@@ -469,6 +556,8 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                     return Err(Refusal::BadState);
                 }
                 q.state = state;
+                let dev = q.dev;
+                self.device.modify_qp(dev, state, dest_qpn, dlid);
             }
             Command::DestroyQp { qp } => {
                 let q = self.qps.remove(dom, qp).ok_or(Refusal::BadHandle)?;
@@ -480,8 +569,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 if let Some(m) = self.mrs.get_mut(dom, q.mr) {
                     m.users -= 1;
                 }
-                self.device
-                    .destroy(Object::Qp { qp_type: q.qp_type }, q.dev);
+                self.device.destroy(Kind::Qp, q.dev);
             }
             Command::AllocUar => {
                 if has_uar {
@@ -489,7 +577,7 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 }
                 let page = self
                     .device
-                    .create(Object::Uar)
+                    .create(dom, Object::Uar, 0)
                     .map_err(|_| Refusal::Device)?;
                 if let Some(d) = self.domain_mut(dom) {
                     d.uar = Some(page);
@@ -497,8 +585,8 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
                 out[0] = u64::from(page);
             }
             Command::ReqNotifyCq { cq, solicited: _ } => {
-                let c = self.cqs.get_mut(dom, cq).ok_or(Refusal::BadHandle)?;
-                c.armed = true;
+                let dev = self.cqs.get(dom, cq).ok_or(Refusal::BadHandle)?.dev;
+                self.device.arm_cq(dev);
             }
             Command::SendMad { qpn, addr } => {
                 // Guests never get QP 0.
@@ -522,4 +610,18 @@ impl<M: GuestMemory, D: Device> Backend<M, D> {
         }
         Ok(out)
     }
+}
+
+/// The guest-physical address of a `need`-byte buffer at `offset` in
+/// region `m`, which the device writes: it must lie inside the region, be
+/// writable, and start 64-byte aligned.
+fn buffer(m: &Mr, offset: u64, need: u64) -> Result<u64, Refusal> {
+    if offset.checked_add(need).is_none_or(|e| e > m.len) || m.access & access::LOCAL_WRITE == 0 {
+        return Err(Refusal::BadAddress);
+    }
+    let addr = m.addr + offset;
+    if addr % 64 != 0 {
+        return Err(Refusal::BadAddress);
+    }
+    Ok(addr)
 }

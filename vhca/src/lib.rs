@@ -2,21 +2,28 @@
 //! backend that owns the HCA, and the device and event channels between
 //! them.
 //!
-//! **Status: in progress.** What is here: the command protocol
-//! ([`proto`]), resource tables with owner and generation ([`handles`]),
-//! the backend's deterministic core with domains, limits and validation
-//! ([`backend`]), the request/response ring in guest memory ([`ring`]),
-//! and the [`device::Device`] trait with a software HCA that so far
-//! numbers and counts resources. Not yet written: the event channel, the
-//! eventfd driver loop and memfd channel between processes, the frontend
-//! and its data path, UAR mapping into the guest, GSI/SA service, the
-//! software HCA's data path, the verbs-sys device, and `ibkit bench vhca`.
+//! What is here: the command protocol ([`proto`]); resource tables with
+//! owner and generation ([`handles`]); the backend's deterministic core
+//! with domains, limits and validation ([`backend`]); the request/response
+//! ring ([`ring`]) and event ring ([`event`]) in guest memory; the data
+//! path's formats ([`layout`]); the [`device::Device`] trait and the
+//! software HCA with its data path ([`device::soft`]); the frontend's
+//! verbs-style API whose data path never crosses to the backend
+//! ([`frontend`]); and the channels ([`channel`]): in-process, and between
+//! processes over a memfd, eventfds and an epoll driver loop.
+//!
+//! Not written yet: a device over `verbs-sys` for real hardware.
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod channel;
 pub mod device;
+pub mod event;
+pub mod frontend;
 pub mod handles;
+pub mod layout;
 pub mod proto;
 pub mod ring;
+pub mod shm;
 
 pub use mad_core;

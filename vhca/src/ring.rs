@@ -55,7 +55,7 @@ pub struct BackendRing {
 impl BackendRing {
     /// Attaches to the ring the guest of `dom` placed at `base`; refused
     /// unless the whole ring lies in its memory.
-    pub fn attach<M: GuestMemory, D: Device>(
+    pub fn attach<M: GuestMemory + Clone, D: Device<M>>(
         backend: &Backend<M, D>,
         dom: DomainId,
         base: u64,
@@ -93,7 +93,7 @@ impl BackendRing {
 
     /// Serves what the guest has queued, at most one ring's worth; how many
     /// requests were answered. An error when the ring is (now) broken.
-    pub fn service<M: GuestMemory, D: Device>(
+    pub fn service<M: GuestMemory + Clone, D: Device<M>>(
         &mut self,
         backend: &mut Backend<M, D>,
     ) -> Result<usize, Refusal> {

@@ -16,7 +16,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 const BASE: u64 = 0x10_0000;
 const SIZE: usize = 1 << 20;
 
-type B = Backend<GuestMemoryMmap, SoftHca>;
+type B = Backend<GuestMemoryMmap, SoftHca<GuestMemoryMmap>>;
 
 fn memory() -> GuestMemoryMmap {
     GuestMemoryMmap::from_ranges(&[(GuestAddress(BASE), SIZE)]).unwrap()

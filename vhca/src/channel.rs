@@ -1,0 +1,640 @@
+//! Channels between frontends and a backend, and the backend's driver
+//! loop.
+//!
+//! - [`Hub`] keeps a backend in-process: frontends reach it through
+//!   [`Direct`] (a call is a function call under a lock) and a thread runs
+//!   the device. This is how an application uses the HCA natively, and how
+//!   tests drive the backend without a second process.
+//! - [`Driver`] is the backend's loop for guests in other processes, in
+//!   the manner of a vhost-user backend: each guest connects over a unix
+//!   socket and passes its memory (a memfd) and three eventfds (kick:
+//!   guest to backend; call: responses ready; notify: events ready). The
+//!   guest's requests travel on the request/response ring in its memory
+//!   ([`crate::ring`]), its events on the event ring ([`crate::event`]).
+//!   The driver answers with the UAR page's file once the guest allocated
+//!   it. When the socket closes, everything the guest held is torn down.
+//!   [`Socket`] is the guest's end.
+//!
+//! The software HCA has no hardware to watch its doorbells, so the loop
+//! polls while there is work and for a while after; then it tells the
+//! guests (the UAR's asleep flag) and sleeps in `epoll_wait` until a kick.
+
+use crate::backend::{Backend, Limits, PortView};
+use crate::device::Device;
+use crate::event::EVENT_RING_BYTES;
+use crate::frontend::{Layout, Transport};
+use crate::handles::DomainId;
+use crate::proto::{Command, Refusal, Response};
+use crate::ring::{BackendRing, GuestRing, RING_BYTES};
+use crate::shm;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use vm_memory::GuestMemoryMmap;
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+
+/// How long the device loop keeps polling after the last work.
+pub const HOT: Duration = Duration::from_millis(2);
+
+/// Waits until `fd` is readable or `timeout` passes; true when readable.
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: one valid pollfd and a valid timespec, both on our stack.
+    let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    r > 0
+}
+
+fn drain(e: &EventFd) {
+    let _ = e.read();
+}
+
+/// Where the channels put things in a guest's memory.
+fn layout(len: u64) -> (u64, Layout) {
+    let ring = 0;
+    let events = RING_BYTES.next_multiple_of(4096);
+    let heap = (events + EVENT_RING_BYTES).next_multiple_of(4096);
+    (
+        ring,
+        Layout {
+            event_base: events,
+            heap: (heap, len),
+        },
+    )
+}
+
+/// An in-process backend: frontends attach with [`Hub::attach`], and
+/// [`Hub::run_device`] (on a thread of its own) runs the device.
+pub struct Hub<D: Device<GuestMemoryMmap>> {
+    backend: Mutex<Backend<GuestMemoryMmap, D>>,
+    notifiers: Mutex<HashMap<DomainId, Arc<EventFd>>>,
+    wake: EventFd,
+    stop: AtomicBool,
+}
+
+impl<D: Device<GuestMemoryMmap>> Hub<D> {
+    /// A hub around a backend owning `device`.
+    pub fn new(device: D) -> io::Result<Arc<Hub<D>>> {
+        Ok(Arc::new(Hub {
+            backend: Mutex::new(Backend::new(device)),
+            notifiers: Mutex::new(HashMap::new()),
+            wake: EventFd::new(EFD_NONBLOCK)?,
+            stop: AtomicBool::new(false),
+        }))
+    }
+
+    /// The backend, locked.
+    pub fn backend(&self) -> std::sync::MutexGuard<'_, Backend<GuestMemoryMmap, D>> {
+        self.backend.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new guest of `len` bytes of memory: its transport, memory and
+    /// layout, ready for [`crate::frontend::Context::open`].
+    pub fn attach(
+        self: &Arc<Self>,
+        len: usize,
+        limits: Limits,
+        port: PortView,
+    ) -> io::Result<(Direct<D>, GuestMemoryMmap, Layout)> {
+        let (mem, _file) = shm::new_guest_memory(len)?;
+        let (_, lay) = layout(len as u64);
+        let notify = Arc::new(EventFd::new(EFD_NONBLOCK)?);
+        let dom = {
+            let mut b = self.backend();
+            let dom = b.add_domain(mem.clone(), limits, port);
+            b.attach_events(dom, lay.event_base)
+                .map_err(|r| io::Error::other(format!("{r:?}")))?;
+            dom
+        };
+        self.notifiers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(dom, notify.clone());
+        Ok((
+            Direct {
+                hub: self.clone(),
+                dom,
+                notify,
+                commands: 0,
+            },
+            mem,
+            lay,
+        ))
+    }
+
+    /// Runs the device until [`Hub::stop`]: polls while there is work,
+    /// sleeps on the wake eventfd when idle.
+    pub fn run_device(&self) {
+        let mut notify = Vec::new();
+        let mut last = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            let work = self.pass(&mut notify);
+            if work > 0 {
+                last = Instant::now();
+            } else if last.elapsed() > HOT {
+                self.backend().device_mut().idle(true);
+                if self.pass(&mut notify) == 0 {
+                    wait_readable(self.wake.as_raw_fd(), Duration::from_millis(20));
+                    drain(&self.wake);
+                }
+                self.backend().device_mut().idle(false);
+                last = Instant::now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// One pass of the device, and the notifications it calls for.
+    fn pass(&self, notify: &mut Vec<DomainId>) -> usize {
+        notify.clear();
+        let work = self.backend().poll(notify);
+        if !notify.is_empty() {
+            let n = self.notifiers.lock().unwrap_or_else(|e| e.into_inner());
+            for d in notify.iter() {
+                if let Some(e) = n.get(d) {
+                    let _ = e.write(1);
+                }
+            }
+        }
+        work + notify.len()
+    }
+
+    /// Stops [`Hub::run_device`].
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.wake.write(1);
+    }
+}
+
+/// A frontend's transport to an in-process [`Hub`].
+pub struct Direct<D: Device<GuestMemoryMmap>> {
+    hub: Arc<Hub<D>>,
+    dom: DomainId,
+    notify: Arc<EventFd>,
+    commands: u64,
+}
+
+impl<D: Device<GuestMemoryMmap>> Direct<D> {
+    /// The domain this transport speaks for.
+    pub fn domain(&self) -> DomainId {
+        self.dom
+    }
+}
+
+impl<D: Device<GuestMemoryMmap>> Drop for Direct<D> {
+    fn drop(&mut self) {
+        self.hub
+            .notifiers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.dom);
+        self.hub.backend().remove_domain(self.dom);
+    }
+}
+
+impl<D: Device<GuestMemoryMmap>> Transport for Direct<D> {
+    fn call(&mut self, cmd: Command) -> Result<[u64; 7], Refusal> {
+        self.commands += 1;
+        self.hub.backend().run(self.dom, cmd)
+    }
+
+    fn uar_file(&mut self) -> Result<File, Refusal> {
+        let b = self.hub.backend();
+        let fd = b.uar_fd(self.dom).ok_or(Refusal::NotOpen)?;
+        fd.try_clone_to_owned()
+            .map(File::from)
+            .map_err(|_| Refusal::Device)
+    }
+
+    fn wait_event(&mut self, timeout: Duration) -> bool {
+        let r = wait_readable(self.notify.as_raw_fd(), timeout);
+        drain(&self.notify);
+        r
+    }
+
+    fn wake(&mut self) {
+        let _ = self.hub.wake.write(1);
+    }
+
+    fn commands(&self) -> u64 {
+        self.commands
+    }
+}
+
+const MAGIC: &[u8; 4] = b"VHCA";
+const HELLO_LEN: usize = 24;
+
+/// The guest's end of a [`Driver`] connection.
+pub struct Socket {
+    stream: UnixStream,
+    mem: GuestMemoryMmap,
+    ring: GuestRing,
+    kick: EventFd,
+    call: EventFd,
+    notify: EventFd,
+    seq: u32,
+    commands: u64,
+}
+
+impl Socket {
+    /// Connects to the driver at `path` with `len` bytes of new guest
+    /// memory: the transport, the memory and its layout.
+    pub fn connect(path: &Path, len: usize) -> io::Result<(Socket, GuestMemoryMmap, Layout)> {
+        let (mem, file) = shm::new_guest_memory(len)?;
+        let (ring_base, lay) = layout(len as u64);
+        let ring = GuestRing::init(&mem, ring_base).ok_or(io::ErrorKind::InvalidInput)?;
+        let kick = EventFd::new(EFD_NONBLOCK)?;
+        let call = EventFd::new(EFD_NONBLOCK)?;
+        let notify = EventFd::new(EFD_NONBLOCK)?;
+        let stream = UnixStream::connect(path)?;
+        let mut hello = [0u8; HELLO_LEN];
+        hello[..4].copy_from_slice(MAGIC);
+        hello[8..16].copy_from_slice(&(len as u64).to_le_bytes());
+        hello[16..24].copy_from_slice(&lay.event_base.to_le_bytes());
+        stream
+            .send_with_fds(
+                &[&hello[..]],
+                &[
+                    file.as_raw_fd(),
+                    kick.as_raw_fd(),
+                    call.as_raw_fd(),
+                    notify.as_raw_fd(),
+                ],
+            )
+            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        Ok((
+            Socket {
+                stream,
+                mem: mem.clone(),
+                ring,
+                kick,
+                call,
+                notify,
+                seq: 0,
+                commands: 0,
+            },
+            mem,
+            lay,
+        ))
+    }
+}
+
+impl Transport for Socket {
+    fn call(&mut self, cmd: Command) -> Result<[u64; 7], Refusal> {
+        self.seq = self.seq.wrapping_add(1);
+        self.commands += 1;
+        if !self.ring.push(&self.mem, &cmd.encode(self.seq)) {
+            return Err(Refusal::Again);
+        }
+        let _ = self.kick.write(1);
+        let start = Instant::now();
+        loop {
+            if let Some(r) = self.ring.pop(&self.mem) {
+                let r = Response::decode(&r).ok_or(Refusal::Malformed)?;
+                if r.seq != self.seq {
+                    return Err(Refusal::Malformed);
+                }
+                return r.result;
+            }
+            // Spin briefly (the driver is usually polling), then sleep.
+            if start.elapsed() < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            } else {
+                if start.elapsed() > Duration::from_secs(10) {
+                    return Err(Refusal::RingBroken);
+                }
+                wait_readable(self.call.as_raw_fd(), Duration::from_millis(10));
+                drain(&self.call);
+            }
+        }
+    }
+
+    fn uar_file(&mut self) -> Result<File, Refusal> {
+        let mut buf = [0u8; 4];
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|_| Refusal::Device)?;
+        let (n, f) = self
+            .stream
+            .recv_with_fd(&mut buf)
+            .map_err(|_| Refusal::Device)?;
+        match f {
+            Some(f) if n == 4 && &buf == b"UAR0" => Ok(f),
+            _ => Err(Refusal::Device),
+        }
+    }
+
+    fn wait_event(&mut self, timeout: Duration) -> bool {
+        let r = wait_readable(self.notify.as_raw_fd(), timeout);
+        drain(&self.notify);
+        r
+    }
+
+    fn wake(&mut self) {
+        let _ = self.kick.write(1);
+    }
+
+    fn commands(&self) -> u64 {
+        self.commands
+    }
+}
+
+struct Conn {
+    dom: DomainId,
+    stream: UnixStream,
+    ring: BackendRing,
+    kick: EventFd,
+    call: EventFd,
+    notify: EventFd,
+    uar_sent: bool,
+}
+
+/// Counters of a [`Driver`].
+#[derive(Debug, Default)]
+pub struct DriverStats {
+    /// Guests connected so far.
+    pub connected: AtomicU64,
+    /// Guests gone (and torn down).
+    pub gone: AtomicU64,
+    /// Ring batches served.
+    pub batches: AtomicU64,
+}
+
+/// The backend's loop for guests in other processes (see the module).
+pub struct Driver<D: Device<GuestMemoryMmap>> {
+    backend: Backend<GuestMemoryMmap, D>,
+    listener: UnixListener,
+    epoll: Epoll,
+    conns: HashMap<u64, Conn>,
+    next: u64,
+    limits: Limits,
+    ports: Box<dyn FnMut(usize) -> PortView + Send>,
+    /// Counters.
+    pub stats: Arc<DriverStats>,
+}
+
+const LISTENER: u64 = 0;
+
+impl<D: Device<GuestMemoryMmap>> Driver<D> {
+    /// A driver for `device` listening at `path`; each guest gets `limits`
+    /// and the port view `ports(n)` for the n-th guest to connect.
+    pub fn new(
+        device: D,
+        path: &Path,
+        limits: Limits,
+        ports: Box<dyn FnMut(usize) -> PortView + Send>,
+    ) -> io::Result<Driver<D>> {
+        let listener = UnixListener::bind(path)?;
+        listener.set_nonblocking(true)?;
+        let epoll = Epoll::new()?;
+        epoll.ctl(
+            ControlOperation::Add,
+            listener.as_raw_fd(),
+            EpollEvent::new(EventSet::IN, LISTENER),
+        )?;
+        Ok(Driver {
+            backend: Backend::new(device),
+            listener,
+            epoll,
+            conns: HashMap::new(),
+            next: 1,
+            limits,
+            ports,
+            stats: Arc::new(DriverStats::default()),
+        })
+    }
+
+    /// The backend (for its counters and tables).
+    pub fn backend(&self) -> &Backend<GuestMemoryMmap, D> {
+        &self.backend
+    }
+
+    fn accept(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            if let Err(e) = self.greet(stream) {
+                eprintln!("vhca driver: a guest failed to connect: {e}");
+            }
+        }
+    }
+
+    fn greet(&mut self, stream: UnixStream) -> io::Result<()> {
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut hello = [0u8; HELLO_LEN];
+        let mut fds = [-1; 4];
+        let mut iov = [libc::iovec {
+            iov_base: hello.as_mut_ptr().cast(),
+            iov_len: hello.len(),
+        }];
+        // SAFETY: the iovec points at `hello`, which outlives the call; the
+        // descriptors received are owned by us from here on.
+        let (n, nfds) = unsafe { stream.recv_with_fds(&mut iov, &mut fds) }
+            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        // SAFETY: each received descriptor is new and ours alone.
+        let owned: Vec<File> = fds[..nfds]
+            .iter()
+            .map(|&fd| unsafe { File::from_raw_fd(fd) })
+            .collect();
+        if n != HELLO_LEN || &hello[..4] != MAGIC || owned.len() != 4 {
+            return Err(io::Error::other("malformed hello"));
+        }
+        let len = u64::from_le_bytes(hello[8..16].try_into().unwrap_or_default());
+        let events = u64::from_le_bytes(hello[16..24].try_into().unwrap_or_default());
+        if !(1 << 16..=1 << 36).contains(&len) {
+            return Err(io::Error::other("guest memory size out of range"));
+        }
+        let mut it = owned.into_iter();
+        let (memf, kick, call, notify) = match (it.next(), it.next(), it.next(), it.next()) {
+            (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
+            _ => return Err(io::Error::other("missing descriptors")),
+        };
+        if memf.metadata()?.len() < len {
+            return Err(io::Error::other("guest memory file shorter than claimed"));
+        }
+        let mem = shm::guest_memory(memf, len as usize)?;
+        // SAFETY: the descriptors are eventfds the guest sent us; we own
+        // these copies. A guest sending something else only hurts itself.
+        let (kick, call, notify) = unsafe {
+            (
+                EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(kick)),
+                EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(call)),
+                EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(notify)),
+            )
+        };
+        let n = self.stats.connected.fetch_add(1, Ordering::Relaxed) as usize;
+        let port = (self.ports)(n);
+        let dom = self.backend.add_domain(mem, self.limits, port);
+        let setup = BackendRing::attach(&self.backend, dom, 0)
+            .and_then(|r| self.backend.attach_events(dom, events).map(|()| r));
+        let ring = match setup {
+            Ok(r) => r,
+            Err(r) => {
+                self.backend.remove_domain(dom);
+                return Err(io::Error::other(format!("guest layout refused: {r:?}")));
+            }
+        };
+        stream.set_nonblocking(true)?;
+        let token = self.next;
+        self.next += 1;
+        self.epoll.ctl(
+            ControlOperation::Add,
+            stream.as_raw_fd(),
+            EpollEvent::new(EventSet::IN | EventSet::READ_HANG_UP, token << 1),
+        )?;
+        self.epoll.ctl(
+            ControlOperation::Add,
+            kick.as_raw_fd(),
+            EpollEvent::new(EventSet::IN, (token << 1) | 1),
+        )?;
+        self.conns.insert(
+            token,
+            Conn {
+                dom,
+                stream,
+                ring,
+                kick,
+                call,
+                notify,
+                uar_sent: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn hang_up(&mut self, token: u64) {
+        if let Some(c) = self.conns.remove(&token) {
+            let _ = self.epoll.ctl(
+                ControlOperation::Delete,
+                c.stream.as_raw_fd(),
+                EpollEvent::default(),
+            );
+            let _ = self.epoll.ctl(
+                ControlOperation::Delete,
+                c.kick.as_raw_fd(),
+                EpollEvent::default(),
+            );
+            self.backend.remove_domain(c.dom);
+            self.stats.gone.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Serves every guest's ring once; requests answered.
+    fn serve_rings(&mut self) -> usize {
+        let mut done = 0;
+        let mut broken = Vec::new();
+        for (&token, c) in self.conns.iter_mut() {
+            match c.ring.service(&mut self.backend) {
+                Ok(0) => {}
+                Ok(n) => {
+                    done += n;
+                    self.stats.batches.fetch_add(1, Ordering::Relaxed);
+                    if !c.uar_sent {
+                        if let Some(fd) = self.backend.uar_fd(c.dom) {
+                            let _ = c.stream.set_nonblocking(false);
+                            if c.stream.send_with_fd(&b"UAR0"[..], fd.as_raw_fd()).is_ok() {
+                                c.uar_sent = true;
+                            }
+                            let _ = c.stream.set_nonblocking(true);
+                        }
+                    }
+                    let _ = c.call.write(1);
+                }
+                Err(_) => broken.push(token),
+            }
+        }
+        // A ring the guest broke is closed: the guest is torn down.
+        for t in broken {
+            self.hang_up(t);
+        }
+        done
+    }
+
+    fn handle(&mut self, events: &[EpollEvent]) {
+        for e in events {
+            let data = e.data();
+            if data == LISTENER {
+                self.accept();
+            } else if data & 1 == 1 {
+                if let Some(c) = self.conns.get(&(data >> 1)) {
+                    drain(&c.kick);
+                }
+            } else {
+                let token = data >> 1;
+                let mut b = [0u8; 64];
+                let gone = self.conns.get(&token).is_none_or(|c| {
+                    matches!(io::Read::read(&mut &c.stream, &mut b), Ok(0))
+                        || e.event_set().contains(EventSet::HANG_UP)
+                });
+                if gone {
+                    self.hang_up(token);
+                }
+            }
+        }
+    }
+
+    /// Serves the rings and runs the device once, notifying guests of
+    /// their events.
+    fn pass(&mut self, notify: &mut Vec<DomainId>) -> usize {
+        let mut work = self.serve_rings();
+        notify.clear();
+        work += self.backend.poll(notify);
+        for d in notify.iter() {
+            if let Some(c) = self.conns.values().find(|c| c.dom == *d) {
+                let _ = c.notify.write(1);
+            }
+        }
+        work + notify.len()
+    }
+
+    /// Runs until `stop` is set.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut events = vec![EpollEvent::default(); 32];
+        let mut notify = Vec::new();
+        let mut last = Instant::now();
+        let mut round = 0u32;
+        while !stop.load(Ordering::Relaxed) {
+            let work = self.pass(&mut notify);
+            if work > 0 {
+                last = Instant::now();
+            }
+            round = round.wrapping_add(1);
+            let hot = last.elapsed() < HOT;
+            if hot && round % 256 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let timeout = if hot {
+                0
+            } else {
+                self.backend.device_mut().idle(true);
+                if self.pass(&mut notify) > 0 {
+                    0
+                } else {
+                    50
+                }
+            };
+            let n = self.epoll.wait(timeout, &mut events)?;
+            if timeout != 0 {
+                self.backend.device_mut().idle(false);
+                last = Instant::now();
+            }
+            self.handle(&events[..n]);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,803 @@
+//! The software HCA: one port's worth of QPs, CQs and memory regions over
+//! the guests' memory, with the data path an HCA runs. Each call to
+//! [`Device::process`] is one pass of the hardware: it reads each
+//! context's doorbell counter in its UAR page, and for every QP of a
+//! context that rang (or that waits for a receive at its peer) takes the
+//! posted send WQEs, checks every key against the region it names (bounds,
+//! access rights, PD, owner), moves the data and writes completions.
+//!
+//! Transports: RC send/receive, RDMA write and RDMA read between connected
+//! QPs; UD send/receive by destination QP and LID, the payload placed after
+//! 40 bytes of GRH room as on real HCAs. Not modelled: Q_Keys, retry
+//! counters (an RC send with no receive posted waits, as with infinite RNR
+//! retry), atomics, and solicited-only events (every armed CQ fires).
+//!
+//! Guest indices are untrusted: a producer index claiming more entries than
+//! the queue holds moves the QP to the error state with a QP-fatal event; a
+//! CQ the guest does not drain overruns with an event and drops entries.
+
+use super::{Device, DeviceAttr, DeviceError, DeviceEvent, Kind, Object};
+use crate::handles::DomainId;
+use crate::layout::{
+    cq_hdr, event, flags, op, qp_hdr, status, Cqe, Wqe, CQ_HDR, GRH_LEN, QP_HDR, UAR_ASLEEP,
+    UAR_KICK, UAR_SIZE, UD_MTU,
+};
+use crate::proto::{access, QpState, QpType, CQE_SIZE, WQE_SIZE};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use vm_memory::{
+    Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryBackend, MmapRegion, VolatileMemory,
+};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// Counters of the data path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftStats {
+    /// Doorbells seen (changes of a UAR's counter).
+    pub doorbells: u64,
+    /// Work requests executed (send queue).
+    pub work_requests: u64,
+    /// Completions written.
+    pub completions: u64,
+    /// Payload bytes moved.
+    pub bytes: u64,
+}
+
+struct Ctx<M> {
+    mem: M,
+    lid: u16,
+    uar: Option<u32>,
+    kick: u32,
+    qps: Vec<u32>,
+}
+
+struct MrE {
+    dom: DomainId,
+    pd: u32,
+    addr: u64,
+    len: u64,
+    access: u32,
+}
+
+struct CqE {
+    dom: DomainId,
+    addr: u64,
+    cqe: u32,
+    pi: u32,
+    last_arm: u32,
+    armed: bool,
+    overrun: bool,
+    tag: u64,
+}
+
+struct QpE {
+    dom: DomainId,
+    pd: u32,
+    qp_type: QpType,
+    state: QpState,
+    send_cq: u32,
+    recv_cq: u32,
+    addr: u64,
+    sq: u32,
+    rq: u32,
+    sq_cons: u32,
+    rq_cons: u32,
+    dest_qpn: u32,
+    tag: u64,
+}
+
+struct Uar {
+    dom: DomainId,
+    file: File,
+    map: MmapRegion,
+}
+
+/// The software HCA over guest memory of type `M`.
+pub struct SoftHca<M> {
+    attr: DeviceAttr,
+    next: u32,
+    ctxs: HashMap<DomainId, Ctx<M>>,
+    pds: HashMap<u32, DomainId>,
+    mrs: HashMap<u32, MrE>,
+    cqs: HashMap<u32, CqE>,
+    qps: HashMap<u32, QpE>,
+    uars: HashMap<u32, Uar>,
+    /// QPs with send work left over (waiting for a receive at the peer).
+    waiting: Vec<u32>,
+    work: Vec<u32>,
+    scratch: Vec<u8>,
+    /// Data-path counters.
+    pub stats: SoftStats,
+}
+
+impl<M: GuestMemory> std::fmt::Debug for SoftHca<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SoftHca")
+            .field("attr", &self.attr)
+            .field("live", &self.live())
+            .finish()
+    }
+}
+
+/// Why a work request failed: the sender's status, and the receiver's.
+type Failure = (u8, Option<u8>);
+
+enum Outcome {
+    /// Done.
+    Done,
+    /// Failed with a status for the sender.
+    Failed(u8),
+    /// Nothing to receive into at the (RC) peer yet.
+    Wait,
+}
+
+impl<M: GuestMemory> SoftHca<M> {
+    /// A software HCA with node GUID `guid`.
+    pub fn new(guid: u64) -> SoftHca<M> {
+        SoftHca {
+            attr: DeviceAttr {
+                node_guid: guid,
+                max_qp: 1 << 16,
+                max_cq: 1 << 16,
+                max_mr: 1 << 20,
+            },
+            // QP numbers 0 and 1 are the special QPs.
+            next: 2,
+            ctxs: HashMap::new(),
+            pds: HashMap::new(),
+            mrs: HashMap::new(),
+            cqs: HashMap::new(),
+            qps: HashMap::new(),
+            uars: HashMap::new(),
+            waiting: Vec::new(),
+            work: Vec::new(),
+            scratch: Vec::new(),
+            stats: SoftStats::default(),
+        }
+    }
+
+    /// Objects alive on the device (PDs, MRs, CQs, QPs, UARs).
+    pub fn live(&self) -> usize {
+        self.pds.len() + self.mrs.len() + self.cqs.len() + self.qps.len() + self.uars.len()
+    }
+
+    /// Contexts open on the device.
+    pub fn contexts(&self) -> usize {
+        self.ctxs.len()
+    }
+
+    fn number(&mut self) -> Result<u32, DeviceError> {
+        if self.next >= 1 << 24 {
+            return Err(DeviceError::Exhausted);
+        }
+        let id = self.next;
+        self.next += 1;
+        Ok(id)
+    }
+
+    fn read_u32(&self, dom: DomainId, at: u64) -> Option<u32> {
+        let c = self.ctxs.get(&dom)?;
+        c.mem.load::<u32>(GuestAddress(at), Ordering::Acquire).ok()
+    }
+
+    fn write_u32(&self, dom: DomainId, at: u64, v: u32) {
+        if let Some(c) = self.ctxs.get(&dom) {
+            let _ = c.mem.store(v, GuestAddress(at), Ordering::Release);
+        }
+    }
+
+    fn read_wqe(&self, dom: DomainId, at: u64) -> Option<Wqe> {
+        let c = self.ctxs.get(&dom)?;
+        let mut b = [0u8; WQE_SIZE as usize];
+        c.mem.read_slice(&mut b, GuestAddress(at)).ok()?;
+        Wqe::read_from_bytes(&b).ok()
+    }
+
+    /// The region `key` names, if it belongs to `dom` and `pd`, covers
+    /// `addr..addr + len` and allows `need`.
+    fn check_key(&self, key: u32, dom: DomainId, pd: u32, addr: u64, len: u32, need: u32) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let Some(m) = self.mrs.get(&key) else {
+            return false;
+        };
+        let end = addr.checked_add(u64::from(len));
+        m.dom == dom
+            && m.pd == pd
+            && m.access & need == need
+            && addr >= m.addr
+            && end.is_some_and(|e| e <= m.addr + m.len)
+    }
+
+    /// Copies `len` bytes from `src` in `sdom` to `dst` in `ddom`.
+    fn copy(&mut self, sdom: DomainId, src: u64, ddom: DomainId, dst: u64, len: u32) -> bool {
+        if len == 0 {
+            return true;
+        }
+        let (Some(s), Some(d)) = (self.ctxs.get(&sdom), self.ctxs.get(&ddom)) else {
+            return false;
+        };
+        let n = len as usize;
+        // The common case: both ranges in one mapped region each.
+        if let (Some(sp), Some(dp)) = (s.mem.physical_memory(), d.mem.physical_memory()) {
+            if let (Ok(ss), Ok(ds)) = (
+                sp.get_slice(GuestAddress(src), n),
+                dp.get_slice(GuestAddress(dst), n),
+            ) {
+                ss.copy_to_volatile_slice(ds);
+                return true;
+            }
+        }
+        self.scratch.resize(n, 0);
+        s.mem
+            .read_slice(&mut self.scratch, GuestAddress(src))
+            .is_ok()
+            && d.mem.write_slice(&self.scratch, GuestAddress(dst)).is_ok()
+    }
+
+    /// Writes a completion into CQ `cq`; events go to `events`.
+    fn complete(&mut self, cq: u32, mut e: Cqe, events: &mut Vec<DeviceEvent>) {
+        let Some(c) = self.cqs.get(&cq) else {
+            return;
+        };
+        let (dom, addr, cqe, pi) = (c.dom, c.addr, c.cqe, c.pi);
+        let Some(ci) = self.read_u32(dom, addr + cq_hdr::CI) else {
+            return;
+        };
+        if pi.wrapping_sub(ci) >= cqe {
+            // Full, or a consumer index from nowhere: the entry is lost.
+            let c = self.cqs.get_mut(&cq).expect("looked up above");
+            if !c.overrun {
+                c.overrun = true;
+                events.push(DeviceEvent {
+                    dom,
+                    kind: event::CQ_OVERRUN,
+                    tag: c.tag,
+                });
+            }
+            return;
+        }
+        let slot = addr + CQ_HDR + u64::from(pi % cqe) * CQE_SIZE;
+        e.seq.set(0);
+        let Some(ctx) = self.ctxs.get(&dom) else {
+            return;
+        };
+        // The entry first, its sequence number last: the guest reads the
+        // sequence number to know the rest is there.
+        let seq_at = core::mem::offset_of!(Cqe, seq) as u64;
+        let _ = ctx
+            .mem
+            .write_slice(&e.as_bytes()[..seq_at as usize], GuestAddress(slot));
+        let _ = ctx.mem.store(
+            pi.wrapping_add(1),
+            GuestAddress(slot + seq_at),
+            Ordering::Release,
+        );
+        let _ = ctx.mem.store(
+            pi.wrapping_add(1),
+            GuestAddress(addr + cq_hdr::PI),
+            Ordering::Release,
+        );
+        let arm = self.read_u32(dom, addr + cq_hdr::ARM).unwrap_or(0);
+        let c = self.cqs.get_mut(&cq).expect("looked up above");
+        c.pi = pi.wrapping_add(1);
+        self.stats.completions += 1;
+        if arm != c.last_arm || c.armed {
+            c.last_arm = arm;
+            c.armed = false;
+            events.push(DeviceEvent {
+                dom,
+                kind: event::COMPLETION,
+                tag: c.tag,
+            });
+        }
+    }
+
+    fn fatal(&mut self, qpn: u32, events: &mut Vec<DeviceEvent>) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            if q.state != QpState::Err {
+                q.state = QpState::Err;
+                events.push(DeviceEvent {
+                    dom: q.dom,
+                    kind: event::QP_FATAL,
+                    tag: q.tag,
+                });
+            }
+        }
+    }
+
+    /// Takes the next receive WQE of `qpn`: `Ok(None)` when none is posted.
+    fn take_recv(&mut self, qpn: u32, events: &mut Vec<DeviceEvent>) -> Result<Option<Wqe>, ()> {
+        let q = &self.qps[&qpn];
+        let (dom, addr, rq, cons) = (q.dom, q.addr, q.rq, q.rq_cons);
+        let prod = self.read_u32(dom, addr + qp_hdr::RQ_PROD).ok_or(())?;
+        let pending = prod.wrapping_sub(cons);
+        if pending > rq {
+            self.fatal(qpn, events);
+            return Err(());
+        }
+        if pending == 0 {
+            return Ok(None);
+        }
+        let sq = self.qps[&qpn].sq;
+        let at = addr + QP_HDR + (u64::from(sq) + u64::from(cons % rq)) * WQE_SIZE;
+        let w = self.read_wqe(dom, at).ok_or(())?;
+        let q = self.qps.get_mut(&qpn).expect("looked up above");
+        q.rq_cons = cons.wrapping_add(1);
+        self.write_u32(dom, addr + qp_hdr::RQ_CONS, cons.wrapping_add(1));
+        Ok(Some(w))
+    }
+
+    /// The connected peer of RC QP `qpn`, able to take traffic.
+    fn rc_peer(&self, qpn: u32) -> Option<u32> {
+        let q = &self.qps[&qpn];
+        let p = self.qps.get(&q.dest_qpn)?;
+        let ok = p.qp_type == QpType::Rc
+            && matches!(p.state, QpState::Rtr | QpState::Rts)
+            && p.dest_qpn == qpn;
+        ok.then_some(q.dest_qpn)
+    }
+
+    /// Executes one send WQE of `qpn`.
+    fn execute(&mut self, qpn: u32, w: &Wqe, events: &mut Vec<DeviceEvent>) -> Outcome {
+        let q = &self.qps[&qpn];
+        let (dom, pd, qp_type) = (q.dom, q.pd, q.qp_type);
+        let len = w.len.get();
+        let laddr = w.addr.get();
+        match (qp_type, w.opcode) {
+            (QpType::Ud, op::SEND) => {
+                if len > UD_MTU {
+                    return Outcome::Failed(status::LOC_LEN_ERR);
+                }
+                if !self.check_key(w.lkey.get(), dom, pd, laddr, len, 0) {
+                    return Outcome::Failed(status::LOC_PROT_ERR);
+                }
+                let dest = w.dest_qpn.get();
+                let deliver = self.qps.get(&dest).is_some_and(|p| {
+                    p.qp_type == QpType::Ud
+                        && matches!(p.state, QpState::Rtr | QpState::Rts)
+                        && self.ctxs.get(&p.dom).is_some_and(|c| c.lid == w.dlid.get())
+                });
+                // UD: what has no receiver is gone; the send still succeeds.
+                if deliver {
+                    if let Ok(Some(r)) = self.take_recv(dest, events) {
+                        let got = self.receive(dest, &r, dom, laddr, len, GRH_LEN);
+                        self.recv_done(dest, &r, qpn, dom, got, len + GRH_LEN, events);
+                    }
+                }
+                Outcome::Done
+            }
+            (QpType::Ud, _) => Outcome::Failed(status::LOC_QP_OP_ERR),
+            (QpType::Rc, op::SEND) => {
+                if !self.check_key(w.lkey.get(), dom, pd, laddr, len, 0) {
+                    return Outcome::Failed(status::LOC_PROT_ERR);
+                }
+                let Some(dest) = self.rc_peer(qpn) else {
+                    return Outcome::Failed(status::REM_INV_REQ_ERR);
+                };
+                let r = match self.take_recv(dest, events) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => return Outcome::Wait,
+                    Err(()) => return Outcome::Failed(status::REM_INV_REQ_ERR),
+                };
+                let got = self.receive(dest, &r, dom, laddr, len, 0);
+                self.recv_done(dest, &r, qpn, dom, got, len, events);
+                match got {
+                    Ok(()) => Outcome::Done,
+                    Err((s, _)) => Outcome::Failed(s),
+                }
+            }
+            (QpType::Rc, op::RDMA_WRITE | op::RDMA_READ) => {
+                let read = w.opcode == op::RDMA_READ;
+                let lneed = if read { access::LOCAL_WRITE } else { 0 };
+                if !self.check_key(w.lkey.get(), dom, pd, laddr, len, lneed) {
+                    return Outcome::Failed(status::LOC_PROT_ERR);
+                }
+                let Some(dest) = self.rc_peer(qpn) else {
+                    return Outcome::Failed(status::REM_INV_REQ_ERR);
+                };
+                let p = &self.qps[&dest];
+                let (pdom, ppd) = (p.dom, p.pd);
+                let rneed = if read {
+                    access::REMOTE_READ
+                } else {
+                    access::REMOTE_WRITE
+                };
+                let raddr = w.remote_addr.get();
+                if !self.check_key(w.rkey.get(), pdom, ppd, raddr, len, rneed) {
+                    return Outcome::Failed(status::REM_ACCESS_ERR);
+                }
+                let moved = if read {
+                    self.copy(pdom, raddr, dom, laddr, len)
+                } else {
+                    self.copy(dom, laddr, pdom, raddr, len)
+                };
+                if !moved {
+                    return Outcome::Failed(status::REM_ACCESS_ERR);
+                }
+                self.stats.bytes += u64::from(len);
+                Outcome::Done
+            }
+            (QpType::Rc, _) => Outcome::Failed(status::LOC_QP_OP_ERR),
+        }
+    }
+
+    /// Moves a message of `len` bytes at `src` in `sdom` into receive WQE
+    /// `r` of `dest`, `skip` bytes in.
+    fn receive(
+        &mut self,
+        dest: u32,
+        r: &Wqe,
+        sdom: DomainId,
+        src: u64,
+        len: u32,
+        skip: u32,
+    ) -> Result<(), Failure> {
+        let p = &self.qps[&dest];
+        let (pdom, ppd) = (p.dom, p.pd);
+        let (raddr, rlen) = (r.addr.get(), r.len.get());
+        if u64::from(len) + u64::from(skip) > u64::from(rlen) {
+            return Err((status::REM_INV_REQ_ERR, Some(status::LOC_LEN_ERR)));
+        }
+        if !self.check_key(r.lkey.get(), pdom, ppd, raddr, rlen, access::LOCAL_WRITE) {
+            return Err((status::REM_ACCESS_ERR, Some(status::LOC_PROT_ERR)));
+        }
+        if !self.copy(sdom, src, pdom, raddr + u64::from(skip), len) {
+            return Err((status::REM_ACCESS_ERR, Some(status::LOC_PROT_ERR)));
+        }
+        self.stats.bytes += u64::from(len);
+        Ok(())
+    }
+
+    /// The receive completion of `r` at `dest` for a message from `src_qp`.
+    #[allow(clippy::too_many_arguments)]
+    fn recv_done(
+        &mut self,
+        dest: u32,
+        r: &Wqe,
+        src_qp: u32,
+        sdom: DomainId,
+        got: Result<(), Failure>,
+        byte_len: u32,
+        events: &mut Vec<DeviceEvent>,
+    ) {
+        let st = match got {
+            Ok(()) => status::SUCCESS,
+            Err((_, Some(s))) => s,
+            Err((_, None)) => return,
+        };
+        let slid = self.ctxs.get(&sdom).map_or(0, |c| c.lid);
+        let mut e = entry(r.wr_id.get());
+        e.byte_len
+            .set(if st == status::SUCCESS { byte_len } else { 0 });
+        e.qp_num.set(dest);
+        e.src_qp.set(src_qp);
+        e.slid.set(slid);
+        e.opcode = op::RECV;
+        e.status = st;
+        let cq = self.qps[&dest].recv_cq;
+        self.complete(cq, e, events);
+        if st != status::SUCCESS {
+            if let Some(p) = self.qps.get_mut(&dest) {
+                p.state = QpState::Err;
+            }
+        }
+    }
+
+    /// Works through QP `qpn`'s send queue; true when work is left that
+    /// waits for the peer.
+    fn service(&mut self, qpn: u32, events: &mut Vec<DeviceEvent>) -> bool {
+        let Some(q) = self.qps.get(&qpn) else {
+            return false;
+        };
+        let (dom, addr, sq, state) = (q.dom, q.addr, q.sq, q.state);
+        if !matches!(state, QpState::Rts | QpState::Err) {
+            return false;
+        }
+        let Some(prod) = self.read_u32(dom, addr + qp_hdr::SQ_PROD) else {
+            return false;
+        };
+        if prod.wrapping_sub(self.qps[&qpn].sq_cons) > sq {
+            self.fatal(qpn, events);
+            return false;
+        }
+        let mut waiting = false;
+        while self.qps[&qpn].sq_cons != prod {
+            let q = &self.qps[&qpn];
+            let (cons, state, send_cq) = (q.sq_cons, q.state, q.send_cq);
+            let at = addr + QP_HDR + u64::from(cons % sq) * WQE_SIZE;
+            let Some(w) = self.read_wqe(dom, at) else {
+                break;
+            };
+            let outcome = if state == QpState::Err {
+                Outcome::Failed(status::WR_FLUSH_ERR)
+            } else {
+                self.execute(qpn, &w, events)
+            };
+            let st = match outcome {
+                Outcome::Wait => {
+                    waiting = true;
+                    break;
+                }
+                Outcome::Done => status::SUCCESS,
+                Outcome::Failed(s) => s,
+            };
+            self.stats.work_requests += 1;
+            if let Some(q) = self.qps.get_mut(&qpn) {
+                q.sq_cons = cons.wrapping_add(1);
+                if st != status::SUCCESS {
+                    q.state = QpState::Err;
+                }
+            }
+            if st != status::SUCCESS || w.flags & flags::SIGNALED != 0 {
+                let mut e = entry(w.wr_id.get());
+                e.byte_len.set(w.len.get());
+                e.qp_num.set(qpn);
+                e.opcode = w.opcode;
+                e.status = st;
+                self.complete(send_cq, e, events);
+            }
+        }
+        let cons = self.qps[&qpn].sq_cons;
+        self.write_u32(dom, addr + qp_hdr::SQ_CONS, cons);
+        // A QP in error flushes what is posted to its receive queue too.
+        if self.qps[&qpn].state == QpState::Err {
+            self.flush_recv(qpn, events);
+        }
+        waiting
+    }
+
+    fn flush_recv(&mut self, qpn: u32, events: &mut Vec<DeviceEvent>) {
+        while let Ok(Some(r)) = self.take_recv(qpn, events) {
+            let mut e = entry(r.wr_id.get());
+            e.qp_num.set(qpn);
+            e.opcode = op::RECV;
+            e.status = status::WR_FLUSH_ERR;
+            let cq = self.qps[&qpn].recv_cq;
+            self.complete(cq, e, events);
+        }
+    }
+}
+
+/// A completion entry for work request `wr_id`, the rest zero.
+fn entry(wr_id: u64) -> Cqe {
+    let mut e = Cqe::default();
+    e.wr_id.set(wr_id);
+    e
+}
+
+/// An anonymous shared file of `len` bytes (a UAR page).
+fn shared_page(len: usize) -> std::io::Result<File> {
+    crate::shm::memfd("vhca-uar", len as u64)
+}
+
+impl<M: GuestMemory> Device<M> for SoftHca<M> {
+    fn attr(&self) -> DeviceAttr {
+        self.attr
+    }
+
+    fn open(&mut self, dom: DomainId, mem: M, lid: u16) -> Result<(), DeviceError> {
+        self.ctxs.insert(
+            dom,
+            Ctx {
+                mem,
+                lid,
+                uar: None,
+                kick: 0,
+                qps: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn close(&mut self, dom: DomainId) {
+        if let Some(c) = self.ctxs.remove(&dom) {
+            if let Some(u) = c.uar {
+                self.uars.remove(&u);
+            }
+        }
+    }
+
+    fn create(&mut self, dom: DomainId, obj: Object, tag: u64) -> Result<u32, DeviceError> {
+        if !self.ctxs.contains_key(&dom) {
+            return Err(DeviceError::Failed);
+        }
+        let id = self.number()?;
+        match obj {
+            Object::Pd => {
+                self.pds.insert(id, dom);
+            }
+            Object::Mr {
+                pd,
+                addr,
+                len,
+                access,
+            } => {
+                self.mrs.insert(
+                    id,
+                    MrE {
+                        dom,
+                        pd,
+                        addr,
+                        len,
+                        access,
+                    },
+                );
+            }
+            Object::Cq { cqe, addr } => {
+                let arm = self.read_u32(dom, addr + cq_hdr::ARM).unwrap_or(0);
+                let pi = self.read_u32(dom, addr + cq_hdr::CI).unwrap_or(0);
+                self.cqs.insert(
+                    id,
+                    CqE {
+                        dom,
+                        addr,
+                        cqe,
+                        pi,
+                        last_arm: arm,
+                        armed: false,
+                        overrun: false,
+                        tag,
+                    },
+                );
+            }
+            Object::Qp {
+                qp_type,
+                pd,
+                send_cq,
+                recv_cq,
+                addr,
+                sq,
+                rq,
+            } => {
+                self.qps.insert(
+                    id,
+                    QpE {
+                        dom,
+                        pd,
+                        qp_type,
+                        state: QpState::Reset,
+                        send_cq,
+                        recv_cq,
+                        addr,
+                        sq,
+                        rq,
+                        sq_cons: 0,
+                        rq_cons: 0,
+                        dest_qpn: 0,
+                        tag,
+                    },
+                );
+                if let Some(c) = self.ctxs.get_mut(&dom) {
+                    c.qps.push(id);
+                }
+                self.modify_qp(id, QpState::Reset, 0, 0);
+            }
+            Object::Uar => {
+                let file = shared_page(UAR_SIZE).map_err(|_| DeviceError::Failed)?;
+                let f2 = file.try_clone().map_err(|_| DeviceError::Failed)?;
+                let map = MmapRegion::from_file(FileOffset::new(f2, 0), UAR_SIZE)
+                    .map_err(|_| DeviceError::Failed)?;
+                self.uars.insert(id, Uar { dom, file, map });
+                if let Some(c) = self.ctxs.get_mut(&dom) {
+                    c.uar = Some(id);
+                    c.kick = 0;
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    fn destroy(&mut self, kind: Kind, id: u32) {
+        match kind {
+            Kind::Pd => {
+                self.pds.remove(&id);
+            }
+            Kind::Mr => {
+                self.mrs.remove(&id);
+            }
+            Kind::Cq => {
+                self.cqs.remove(&id);
+            }
+            Kind::Qp => {
+                if let Some(q) = self.qps.remove(&id) {
+                    if let Some(c) = self.ctxs.get_mut(&q.dom) {
+                        c.qps.retain(|&n| n != id);
+                    }
+                }
+                self.waiting.retain(|&n| n != id);
+            }
+            Kind::Uar => {
+                if let Some(u) = self.uars.remove(&id) {
+                    if let Some(c) = self.ctxs.get_mut(&u.dom) {
+                        c.uar = None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn modify_qp(&mut self, qpn: u32, state: QpState, dest_qpn: u32, _dlid: u16) {
+        let Some(q) = self.qps.get(&qpn) else {
+            return;
+        };
+        let (dom, addr) = (q.dom, q.addr);
+        // Reset empties the queues: whatever the guest had posted is dropped.
+        let drained = (state == QpState::Reset).then(|| {
+            (
+                self.read_u32(dom, addr + qp_hdr::SQ_PROD).unwrap_or(0),
+                self.read_u32(dom, addr + qp_hdr::RQ_PROD).unwrap_or(0),
+            )
+        });
+        let q = self.qps.get_mut(&qpn).expect("looked up above");
+        if let Some((s, r)) = drained {
+            q.sq_cons = s;
+            q.rq_cons = r;
+        }
+        if state == QpState::Rtr {
+            q.dest_qpn = dest_qpn;
+        }
+        q.state = state;
+    }
+
+    fn arm_cq(&mut self, cq: u32) {
+        if let Some(c) = self.cqs.get_mut(&cq) {
+            c.armed = true;
+        }
+    }
+
+    fn uar_fd(&self, page: u32) -> Option<BorrowedFd<'_>> {
+        self.uars.get(&page).map(|u| u.file.as_fd())
+    }
+
+    fn idle(&mut self, asleep: bool) {
+        for u in self.uars.values() {
+            let _ =
+                u.map
+                    .as_volatile_slice()
+                    .store(u32::from(asleep), UAR_ASLEEP, Ordering::SeqCst);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    fn process(&mut self, events: &mut Vec<DeviceEvent>) -> usize {
+        let mut work = std::mem::take(&mut self.work);
+        work.clear();
+        let mut rang = 0;
+        for c in self.ctxs.values_mut() {
+            let Some(page) = c.uar else {
+                continue;
+            };
+            let Some(u) = self.uars.get(&page) else {
+                continue;
+            };
+            let kick = u
+                .map
+                .as_volatile_slice()
+                .load::<u32>(UAR_KICK, Ordering::Acquire)
+                .unwrap_or(c.kick);
+            if kick != c.kick {
+                c.kick = kick;
+                rang += 1;
+                work.extend_from_slice(&c.qps);
+            }
+        }
+        self.stats.doorbells += rang;
+        for q in std::mem::take(&mut self.waiting) {
+            if !work.contains(&q) {
+                work.push(q);
+            }
+        }
+        let before = self.stats.work_requests;
+        for &q in &work {
+            if self.service(q, events) {
+                self.waiting.push(q);
+            }
+        }
+        self.work = work;
+        (self.stats.work_requests - before) as usize + rang as usize
+    }
+}
