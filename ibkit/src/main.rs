@@ -223,6 +223,18 @@ enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// vhca: the software HCA natively and from a guest process: latency, bandwidth, events, registration.
+    Vhca {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Fewer sizes and iterations (a smoke run).
+        #[arg(long)]
+        quick: bool,
+        /// Internal: run the guest side against the backend at this socket.
+        #[arg(long, hide = true)]
+        guest: Option<PathBuf>,
+    },
     /// OpenSM and ibkit's SM on Debian's ibsim and on `ibkit fabric serve`, same fabric, same run: time to up, SMP rate, simulator CPU per SMP.
     IbsimCompat {
         /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
@@ -336,6 +348,12 @@ fn main() -> ExitCode {
                     json,
                 },
         }) => cmd::compat::run(&topology, routing, runs, json),
+        Some(Command::Bench {
+            what: BenchWhat::Vhca { json, quick, guest },
+        }) => match guest {
+            Some(sock) => cmd::vhca::guest(&sock, quick),
+            None => cmd::vhca::run(json, quick),
+        },
         Some(Command::Model {
             topology,
             vfs,

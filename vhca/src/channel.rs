@@ -33,7 +33,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use vm_memory::GuestMemoryMmap;
@@ -85,6 +85,8 @@ pub struct Hub<D: Device<GuestMemoryMmap>> {
     notifiers: Mutex<HashMap<DomainId, Arc<EventFd>>>,
     wake: EventFd,
     stop: AtomicBool,
+    /// Frontends waiting for the lock: the device loop stands back.
+    callers: AtomicUsize,
 }
 
 impl<D: Device<GuestMemoryMmap>> Hub<D> {
@@ -95,6 +97,7 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
             notifiers: Mutex::new(HashMap::new()),
             wake: EventFd::new(EFD_NONBLOCK)?,
             stop: AtomicBool::new(false),
+            callers: AtomicUsize::new(0),
         }))
     }
 
@@ -143,17 +146,27 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
         let mut notify = Vec::new();
         let mut last = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
+            if self.callers.load(Ordering::Acquire) > 0 {
+                std::hint::spin_loop();
+                continue;
+            }
             let work = self.pass(&mut notify);
             if work > 0 {
                 last = Instant::now();
             } else if last.elapsed() > HOT {
                 self.backend().device_mut().idle(true);
-                if self.pass(&mut notify) == 0 {
-                    wait_readable(self.wake.as_raw_fd(), Duration::from_millis(20));
+                // Woken by a guest, or work found on the re-check: hot
+                // again. A timeout leaves the loop idle (no spinning burst
+                // every time it looks).
+                let woken = self.pass(&mut notify) > 0 || {
+                    let w = wait_readable(self.wake.as_raw_fd(), Duration::from_millis(20));
                     drain(&self.wake);
-                }
+                    w
+                };
                 self.backend().device_mut().idle(false);
-                last = Instant::now();
+                if woken {
+                    last = Instant::now();
+                }
             } else {
                 std::hint::spin_loop();
             }
@@ -211,7 +224,10 @@ impl<D: Device<GuestMemoryMmap>> Drop for Direct<D> {
 impl<D: Device<GuestMemoryMmap>> Transport for Direct<D> {
     fn call(&mut self, cmd: Command) -> Result<[u64; 7], Refusal> {
         self.commands += 1;
-        self.hub.backend().run(self.dom, cmd)
+        self.hub.callers.fetch_add(1, Ordering::AcqRel);
+        let r = self.hub.backend().run(self.dom, cmd);
+        self.hub.callers.fetch_sub(1, Ordering::AcqRel);
+        r
     }
 
     fn uar_file(&mut self) -> Result<File, Refusal> {
@@ -250,9 +266,15 @@ pub struct Socket {
     notify: EventFd,
     seq: u32,
     commands: u64,
+    kicks: u64,
 }
 
 impl Socket {
+    /// Kicks sent (requests the backend was not polling for).
+    pub fn kicks(&self) -> u64 {
+        self.kicks
+    }
+
     /// Connects to the driver at `path` with `len` bytes of new guest
     /// memory: the transport, the memory and its layout.
     pub fn connect(path: &Path, len: usize) -> io::Result<(Socket, GuestMemoryMmap, Layout)> {
@@ -288,6 +310,7 @@ impl Socket {
                 notify,
                 seq: 0,
                 commands: 0,
+                kicks: 0,
             },
             mem,
             lay,
@@ -302,7 +325,11 @@ impl Transport for Socket {
         if !self.ring.push(&self.mem, &cmd.encode(self.seq)) {
             return Err(Refusal::Again);
         }
-        let _ = self.kick.write(1);
+        // A polling backend sees the request without a kick.
+        if !self.ring.backend_polling(&self.mem) {
+            self.kicks += 1;
+            let _ = self.kick.write(1);
+        }
         let start = Instant::now();
         loop {
             if let Some(r) = self.ring.pop(&self.mem) {
@@ -319,8 +346,17 @@ impl Transport for Socket {
                 if start.elapsed() > Duration::from_secs(10) {
                     return Err(Refusal::RingBroken);
                 }
+                self.ring.set_waiting(&self.mem, true);
+                if self.ring.peek(&self.mem) {
+                    self.ring.set_waiting(&self.mem, false);
+                    continue;
+                }
+                if !self.ring.backend_polling(&self.mem) {
+                    let _ = self.kick.write(1);
+                }
                 wait_readable(self.call.as_raw_fd(), Duration::from_millis(10));
                 drain(&self.call);
+                self.ring.set_waiting(&self.mem, false);
             }
         }
     }
@@ -488,6 +524,7 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
                 return Err(io::Error::other(format!("guest layout refused: {r:?}")));
             }
         };
+        ring.set_polling(&self.backend, true);
         stream.set_nonblocking(true)?;
         let token = self.next;
         self.next += 1;
@@ -538,6 +575,10 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
         let mut done = 0;
         let mut broken = Vec::new();
         for (&token, c) in self.conns.iter_mut() {
+            // One load per guest when nothing is queued.
+            if !c.ring.has_requests(&self.backend) && !c.ring.is_broken() {
+                continue;
+            }
             match c.ring.service(&mut self.backend) {
                 Ok(0) => {}
                 Ok(n) => {
@@ -552,7 +593,9 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
                             let _ = c.stream.set_nonblocking(true);
                         }
                     }
-                    let _ = c.call.write(1);
+                    if c.ring.guest_waiting(&self.backend) {
+                        let _ = c.call.write(1);
+                    }
                 }
                 Err(_) => broken.push(token),
             }
@@ -601,6 +644,12 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
         work + notify.len()
     }
 
+    fn set_polling(&self, on: bool) {
+        for c in self.conns.values() {
+            c.ring.set_polling(&self.backend, on);
+        }
+    }
+
     /// Runs until `stop` is set.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
         let mut events = vec![EpollEvent::default(); 32];
@@ -621,17 +670,25 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             let timeout = if hot {
                 0
             } else {
+                self.set_polling(false);
                 self.backend.device_mut().idle(true);
+                // Re-check after telling the guests: a doorbell rung just
+                // before they could see the flag is not lost.
                 if self.pass(&mut notify) > 0 {
+                    last = Instant::now();
                     0
                 } else {
                     50
                 }
             };
             let n = self.epoll.wait(timeout, &mut events)?;
-            if timeout != 0 {
+            if !hot {
                 self.backend.device_mut().idle(false);
-                last = Instant::now();
+                self.set_polling(true);
+                // Only a wake-up makes the loop hot again, not a timeout.
+                if n > 0 {
+                    last = Instant::now();
+                }
             }
             self.handle(&events[..n]);
         }

@@ -5,6 +5,10 @@
 //! base + 4    req_cons   u32 LE, written by the backend
 //! base + 8    rsp_prod   u32 LE, written by the backend
 //! base + 12   rsp_cons   u32 LE, written by the guest
+//! base + 16   polling    u32 LE, backend: 1 while it polls the ring (no
+//!                        kick needed)
+//! base + 20   waiting    u32 LE, guest: 1 while it sleeps on the call
+//!                        eventfd (a call is needed)
 //! base + 64   request slots, SLOTS × 64 bytes
 //! then        response slots, SLOTS × 64 bytes
 //! ```
@@ -33,6 +37,19 @@ const REQ_PROD: u64 = 0;
 const REQ_CONS: u64 = 4;
 const RSP_PROD: u64 = 8;
 const RSP_CONS: u64 = 12;
+const POLLING: u64 = 16;
+const WAITING: u64 = 20;
+
+fn flag<M: GuestMemory>(mem: &M, at: u64) -> bool {
+    fence(Ordering::SeqCst);
+    mem.load::<u32>(GuestAddress(at), Ordering::SeqCst)
+        .is_ok_and(|v| v != 0)
+}
+
+fn set_flag<M: GuestMemory>(mem: &M, at: u64, on: bool) {
+    let _ = mem.store(u32::from(on), GuestAddress(at), Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+}
 
 fn req_slot(base: u64, i: u32) -> GuestAddress {
     GuestAddress(base + 64 + u64::from(i % SLOTS) * MSG_SIZE as u64)
@@ -76,6 +93,39 @@ impl BackendRing {
             req_cons: 0,
             rsp_prod: 0,
             broken: false,
+        })
+    }
+
+    /// Tells the guest whether the backend polls the ring (so it need not
+    /// kick).
+    pub fn set_polling<M: GuestMemory + Clone, D: Device<M>>(
+        &self,
+        backend: &Backend<M, D>,
+        on: bool,
+    ) {
+        if let Some(m) = backend.memory(self.dom) {
+            set_flag(m, self.base + POLLING, on);
+        }
+    }
+
+    /// True when the guest sleeps waiting for responses (it needs a call).
+    pub fn guest_waiting<M: GuestMemory + Clone, D: Device<M>>(
+        &self,
+        backend: &Backend<M, D>,
+    ) -> bool {
+        backend
+            .memory(self.dom)
+            .is_some_and(|m| flag(m, self.base + WAITING))
+    }
+
+    /// True when the guest has queued requests not yet taken.
+    pub fn has_requests<M: GuestMemory + Clone, D: Device<M>>(
+        &self,
+        backend: &Backend<M, D>,
+    ) -> bool {
+        backend.memory(self.dom).is_some_and(|m| {
+            m.load::<u32>(GuestAddress(self.base + REQ_PROD), Ordering::Acquire)
+                .is_ok_and(|p| p != self.req_cons)
         })
     }
 
@@ -194,6 +244,12 @@ impl GuestRing {
         .is_ok()
     }
 
+    /// True when a response is waiting.
+    pub fn peek<M: GuestMemory>(&self, mem: &M) -> bool {
+        mem.load::<u32>(GuestAddress(self.base + RSP_PROD), Ordering::Acquire)
+            .is_ok_and(|p| p != self.rsp_cons)
+    }
+
     /// The next response, if one is there.
     pub fn pop<M: GuestMemory>(&mut self, mem: &M) -> Option<[u8; MSG_SIZE]> {
         let mut b = [0u8; 4];
@@ -213,6 +269,16 @@ impl GuestRing {
         )
         .ok()?;
         Some(rsp)
+    }
+
+    /// True while the backend polls the ring (a kick is not needed).
+    pub fn backend_polling<M: GuestMemory>(&self, mem: &M) -> bool {
+        flag(mem, self.base + POLLING)
+    }
+
+    /// Says whether the guest is about to sleep waiting for responses.
+    pub fn set_waiting<M: GuestMemory>(&self, mem: &M, on: bool) {
+        set_flag(mem, self.base + WAITING, on);
     }
 
     /// Writes raw index values (a hostile guest's tool).

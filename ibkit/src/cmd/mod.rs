@@ -8,3 +8,4 @@ pub mod sample;
 pub mod serve;
 pub mod sim;
 pub mod sm;
+pub mod vhca;

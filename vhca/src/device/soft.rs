@@ -43,6 +43,10 @@ pub struct SoftStats {
     pub completions: u64,
     /// Payload bytes moved.
     pub bytes: u64,
+    /// Pages translated and pinned by registrations.
+    pub pages_pinned: u64,
+    /// Registrations left unpinned (the memlock limit refused).
+    pub unpinned: u64,
 }
 
 struct Ctx<M> {
@@ -59,6 +63,28 @@ struct MrE {
     addr: u64,
     len: u64,
     access: u32,
+    /// Host address of each page (the translation table an HCA keeps).
+    mtt: Vec<usize>,
+    /// The host range locked in memory, to unlock at destruction.
+    pinned: Option<(usize, usize)>,
+}
+
+impl Drop for MrE {
+    fn drop(&mut self) {
+        if let Some((at, len)) = self.pinned {
+            // SAFETY: the range was locked by `pin` and is still mapped
+            // (the region holds a reference to the guest memory).
+            unsafe { libc::munlock(at as *const libc::c_void, len) };
+        }
+    }
+}
+
+/// Locks `len` bytes at host address `at` in memory; false when the
+/// memlock limit does not allow it.
+fn pin(at: usize, len: usize) -> bool {
+    // SAFETY: mlock only changes the residency of pages already mapped in
+    // this process; the range is inside a live guest-memory mapping.
+    unsafe { libc::mlock(at as *const libc::c_void, len) == 0 }
 }
 
 struct CqE {
@@ -161,6 +187,11 @@ impl<M: GuestMemory> SoftHca<M> {
     /// Objects alive on the device (PDs, MRs, CQs, QPs, UARs).
     pub fn live(&self) -> usize {
         self.pds.len() + self.mrs.len() + self.cqs.len() + self.qps.len() + self.uars.len()
+    }
+
+    /// Pages translated for the regions alive now.
+    pub fn pages_mapped(&self) -> usize {
+        self.mrs.values().map(|m| m.mtt.len()).sum()
     }
 
     /// Contexts open on the device.
@@ -616,6 +647,30 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                 len,
                 access,
             } => {
+                // As a driver registering memory does: translate every
+                // page to the host's address, and pin the range.
+                let c = &self.ctxs[&dom];
+                let phys = c.mem.physical_memory().ok_or(DeviceError::Failed)?;
+                let first = addr & !0xFFF;
+                let end = addr.checked_add(len).ok_or(DeviceError::Failed)?;
+                let mut mtt = Vec::with_capacity(((end - first).div_ceil(4096)) as usize);
+                let mut page = first;
+                while page < end {
+                    let h = phys
+                        .get_host_address(GuestAddress(page))
+                        .map_err(|_| DeviceError::Failed)?;
+                    mtt.push(h as usize);
+                    page += 4096;
+                }
+                let contiguous = mtt.windows(2).all(|w| w[1] == w[0] + 4096);
+                let span = (end - first) as usize;
+                let pinned =
+                    (contiguous && !mtt.is_empty() && pin(mtt[0], span)).then(|| (mtt[0], span));
+                if pinned.is_some() {
+                    self.stats.pages_pinned += mtt.len() as u64;
+                } else {
+                    self.stats.unpinned += 1;
+                }
                 self.mrs.insert(
                     id,
                     MrE {
@@ -624,6 +679,8 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                         addr,
                         len,
                         access,
+                        mtt,
+                        pinned,
                     },
                 );
             }
