@@ -25,5 +25,7 @@ pub mod layout;
 pub mod proto;
 pub mod ring;
 pub mod shm;
+#[cfg(feature = "test-utils")]
+pub mod test_utils;
 
 pub use mad_core;

@@ -558,3 +558,39 @@ fn ring_indices_out_of_range_stop_that_ring_only() {
     GuestRing::poke_indices(b.memory(x).unwrap(), at, 0, 1000);
     assert_eq!(rx.service(&mut b), Err(Refusal::RingBroken));
 }
+
+#[test]
+fn the_shipped_hostile_frontend_finds_every_attack_refused() {
+    use vhca::test_utils::Hostile;
+    let mut b: B = Backend::new(SoftHca::new(1));
+    let limits = Limits {
+        reg_bytes: 4 << 20,
+        ..Limits::default()
+    };
+    let victim = b.add_domain(memory(), limits, PortView::default());
+    assert_eq!(call(&mut b, victim, Command::OpenDevice), Ok([0; 7]));
+    let attacker = b.add_domain(memory(), limits, PortView::default());
+    let report = Hostile::new(attacker, victim, (BASE, SIZE as u64)).run(&mut b);
+    assert!(report.attempts.len() >= 18, "{report:#?}");
+    report.assert_all_refused();
+    // The victim still works.
+    assert!(call(&mut b, victim, Command::AllocPd).is_ok());
+}
+
+#[test]
+fn the_hostile_frontend_reports_an_attack_that_gets_through() {
+    use vhca::test_utils::Hostile;
+    // Misconfigured on purpose: the "victim" is the attacker itself, so
+    // "another domain's PD" is its own and is accepted. The report must say so.
+    let mut b: B = Backend::new(SoftHca::new(1));
+    let d = b.add_domain(memory(), Limits::default(), PortView::default());
+    assert_eq!(call(&mut b, d, Command::OpenDevice), Ok([0; 7]));
+    let report = Hostile::new(d, d, (BASE, SIZE as u64)).run(&mut b);
+    let own = report
+        .attempts
+        .iter()
+        .find(|a| a.name == "another domain's PD")
+        .expect("attempted");
+    assert!(!own.safe, "{own:?}");
+    assert!(std::panic::catch_unwind(|| report.assert_all_refused()).is_err());
+}

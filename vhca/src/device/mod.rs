@@ -132,6 +132,8 @@ pub trait Device<M> {
     /// The file behind UAR page `page`, for the integrator to map into the
     /// guest.
     fn uar_fd(&self, page: u32) -> Option<BorrowedFd<'_>>;
+    /// Objects alive on the device (for leak checks).
+    fn objects(&self) -> usize;
     /// Runs the data path once: doorbells, work requests, completions.
     /// Events for CQ and QP owners are appended to `events`. How much work
     /// was done (0: idle).

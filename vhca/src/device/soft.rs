@@ -69,13 +69,33 @@ struct MrE {
     pinned: Option<(usize, usize)>,
 }
 
-impl Drop for MrE {
-    fn drop(&mut self) {
-        if let Some((at, len)) = self.pinned {
-            // SAFETY: the range was locked by `pin` and is still mapped
-            // (the region holds a reference to the guest memory).
-            unsafe { libc::munlock(at as *const libc::c_void, len) };
+/// The parts of `range` (start, bytes) that no range in `keep` covers.
+fn gaps(range: (usize, usize), mut keep: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    keep.sort_unstable();
+    let (mut at, end) = (range.0, range.0 + range.1);
+    let mut out = Vec::new();
+    for (k, klen) in keep {
+        if k + klen <= at || k >= end {
+            continue;
         }
+        if k > at {
+            out.push((at, k - at));
+        }
+        at = at.max(k + klen);
+    }
+    if at < end {
+        out.push((at, end - at));
+    }
+    out
+}
+
+/// Unlocks the parts of `range` that no range in `keep` covers: pinning
+/// is not counted, so pages another region still needs stay locked.
+fn unpin_uncovered(range: (usize, usize), keep: Vec<(usize, usize)>) {
+    for (at, len) in gaps(range, keep) {
+        // SAFETY: `at..at + len` lies in a range `pin` locked, and the
+        // guest memory it belongs to is still mapped.
+        unsafe { libc::munlock(at as *const libc::c_void, len) };
     }
 }
 
@@ -324,6 +344,17 @@ impl<M: GuestMemory> SoftHca<M> {
                 kind: event::COMPLETION,
                 tag: c.tag,
             });
+        }
+    }
+
+    /// Forgets region `id`, unpinning the pages no other region needs.
+    fn release_mr(&mut self, id: u32) {
+        let Some(m) = self.mrs.remove(&id) else {
+            return;
+        };
+        if let Some(r) = m.pinned {
+            let keep = self.mrs.values().filter_map(|o| o.pinned).collect();
+            unpin_uncovered(r, keep);
         }
     }
 
@@ -625,6 +656,15 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
     }
 
     fn close(&mut self, dom: DomainId) {
+        let left: Vec<u32> = self
+            .mrs
+            .iter()
+            .filter(|(_, m)| m.dom == dom)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in left {
+            self.release_mr(k);
+        }
         if let Some(c) = self.ctxs.remove(&dom) {
             if let Some(u) = c.uar {
                 self.uars.remove(&u);
@@ -663,7 +703,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                     page += 4096;
                 }
                 let contiguous = mtt.windows(2).all(|w| w[1] == w[0] + 4096);
-                let span = (end - first) as usize;
+                let span = (end - first).next_multiple_of(4096) as usize;
                 let pinned =
                     (contiguous && !mtt.is_empty() && pin(mtt[0], span)).then(|| (mtt[0], span));
                 if pinned.is_some() {
@@ -753,9 +793,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
             Kind::Pd => {
                 self.pds.remove(&id);
             }
-            Kind::Mr => {
-                self.mrs.remove(&id);
-            }
+            Kind::Mr => self.release_mr(id),
             Kind::Cq => {
                 self.cqs.remove(&id);
             }
@@ -810,6 +848,10 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
         self.uars.get(&page).map(|u| u.file.as_fd())
     }
 
+    fn objects(&self) -> usize {
+        self.live()
+    }
+
     fn idle(&mut self, asleep: bool) {
         for u in self.uars.values() {
             let _ =
@@ -856,5 +898,28 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
         }
         self.work = work;
         (self.stats.work_requests - before) as usize + rang as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gaps;
+
+    #[test]
+    fn unpinning_spares_what_other_regions_cover() {
+        let r = (0x10000, 0x8000);
+        assert_eq!(gaps(r, vec![]), vec![r]);
+        // Covered entirely.
+        assert_eq!(gaps(r, vec![(0x8000, 0x20000)]), vec![]);
+        // Covered in the middle and at the end, out of order, overlapping.
+        assert_eq!(
+            gaps(
+                r,
+                vec![(0x16000, 0x4000), (0x12000, 0x1000), (0x12800, 0x1000)]
+            ),
+            vec![(0x10000, 0x2000), (0x13800, 0x2800)]
+        );
+        // Ranges outside do not matter.
+        assert_eq!(gaps(r, vec![(0, 0x10000), (0x18000, 0x1000)]), vec![r]);
     }
 }

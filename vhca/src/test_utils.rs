@@ -1,0 +1,486 @@
+//! For integrators' tests (feature `test-utils`): a mock frontend that
+//! brings a guest up on a backend with one call, and a hostile frontend
+//! that runs every attack vhca defends against on a backend of any guest
+//! memory and device type, reporting what each attempt got.
+//!
+//! ```ignore
+//! let report = Hostile::new(attacker, victim, memory_range).run(&mut backend);
+//! report.assert_all_refused();
+//! ```
+
+use crate::backend::{Backend, Held};
+use crate::channel::Hub;
+use crate::device::Device;
+use crate::frontend::{Context, Cq, Mr, Pd, Qp, SendWr, Transport, Wc};
+use crate::handles::DomainId;
+use crate::proto::{access, Command, Handle, QpType, Refusal, Response, MAX_CQE, MAX_WR};
+use crate::ring::{BackendRing, GuestRing, SLOTS};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryMmap};
+
+/// A guest brought up on a backend: a context, a PD, one CQ, one QP and a
+/// registered buffer.
+pub struct MockGuest<T: Transport> {
+    /// The open context.
+    pub ctx: Context<T>,
+    /// Its PD.
+    pub pd: Pd,
+    /// Its CQ (send and receive).
+    pub cq: Cq,
+    /// Its QP.
+    pub qp: Qp,
+    /// A buffer of `len` bytes.
+    pub buf: u64,
+    /// The buffer's registration (local write, remote read and write).
+    pub mr: Mr,
+    /// The port's LID.
+    pub lid: u16,
+}
+
+impl<T: Transport> MockGuest<T> {
+    /// Brings `ctx` up with a `qp_type` QP and a registered buffer of
+    /// `len` bytes.
+    pub fn new(
+        mut ctx: Context<T>,
+        qp_type: QpType,
+        len: u64,
+    ) -> Result<MockGuest<T>, crate::frontend::Error> {
+        let (lid, _, _) = ctx.query_port()?;
+        let pd = ctx.alloc_pd()?;
+        let cq = ctx.create_cq(256)?;
+        let qp = ctx.create_qp(pd, qp_type, &cq, &cq, 64, 64)?;
+        let buf = ctx.alloc(len)?;
+        let mr = ctx.reg_mr(pd, buf, len, access::ALL)?;
+        Ok(MockGuest {
+            ctx,
+            pd,
+            cq,
+            qp,
+            buf,
+            mr,
+            lid,
+        })
+    }
+
+    /// Connects two RC guests to each other (or readies two UD ones).
+    pub fn connect(
+        a: &mut MockGuest<T>,
+        b: &mut MockGuest<T>,
+    ) -> Result<(), crate::frontend::Error> {
+        a.ctx.ready(&a.qp, b.qp.qpn, b.lid)?;
+        b.ctx.ready(&b.qp, a.qp.qpn, a.lid)
+    }
+
+    /// Posts a signaled `opcode` of `len` bytes from the buffer's start.
+    pub fn post(
+        &mut self,
+        opcode: u8,
+        len: u32,
+        rkey: u32,
+        remote: u64,
+    ) -> Result<(), crate::frontend::Error> {
+        let wr = SendWr {
+            wr_id: u64::from(opcode),
+            opcode,
+            signaled: true,
+            lkey: self.mr.lkey,
+            addr: self.buf,
+            len,
+            rkey,
+            remote_addr: remote,
+            ..Default::default()
+        };
+        self.ctx.post_send(&mut self.qp, &wr)
+    }
+
+    /// Posts the buffer's start as a receive of `len` bytes.
+    pub fn recv(&mut self, wr_id: u64, len: u32) -> Result<(), crate::frontend::Error> {
+        let (lkey, buf) = (self.mr.lkey, self.buf);
+        self.ctx.post_recv(&mut self.qp, wr_id, lkey, buf, len)
+    }
+
+    /// The next completion, polling up to `timeout`.
+    pub fn completion(&mut self, timeout: Duration) -> Option<Wc> {
+        let mut wc = [Wc::default(); 1];
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.ctx.poll_cq(&mut self.cq, &mut wc).ok()? == 1 {
+                return Some(wc[0]);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+}
+
+/// Opens a guest of `len` bytes of memory on `hub` seeing `lid`.
+pub fn mock_on_hub<D: Device<GuestMemoryMmap>>(
+    hub: &Arc<Hub<D>>,
+    lid: u16,
+    qp_type: QpType,
+) -> Result<MockGuest<crate::channel::Direct<D>>, String> {
+    let port = crate::backend::PortView {
+        lid,
+        port_guid: 0x0002_c903_0000_0000 | u64::from(lid),
+        state: 4,
+    };
+    let (t, mem, lay) = hub
+        .attach(8 << 20, crate::backend::Limits::default(), port)
+        .map_err(|e| e.to_string())?;
+    let ctx = Context::open(t, mem, lay).map_err(|e| e.to_string())?;
+    MockGuest::new(ctx, qp_type, 1 << 20).map_err(|e| e.to_string())
+}
+
+/// One attempt of the hostile frontend and what it got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// What was tried.
+    pub name: &'static str,
+    /// What the backend answered (a refusal, or `None` if it was accepted).
+    pub refused: Option<Refusal>,
+    /// True when the answer is the one a safe backend gives.
+    pub safe: bool,
+}
+
+/// What the hostile frontend found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Each attempt.
+    pub attempts: Vec<Attempt>,
+    /// True when the victim's holdings were the same after every attempt
+    /// and after the attacker was torn down.
+    pub victim_untouched: bool,
+    /// True when tearing the attacker down left the device as it was
+    /// before the attacker allocated anything.
+    pub nothing_leaked: bool,
+}
+
+impl Report {
+    /// Panics, naming each attempt that was not refused as it should be.
+    pub fn assert_all_refused(&self) {
+        let bad: Vec<_> = self.attempts.iter().filter(|a| !a.safe).collect();
+        assert!(bad.is_empty(), "attempts not refused: {bad:#?}");
+        assert!(self.victim_untouched, "the victim's resources changed");
+        assert!(self.nothing_leaked, "the attacker's teardown leaked");
+    }
+}
+
+fn note(
+    v: &mut Vec<Attempt>,
+    name: &'static str,
+    got: Result<[u64; 7], Refusal>,
+    want: &[Refusal],
+) {
+    let refused = got.err();
+    v.push(Attempt {
+        name,
+        refused,
+        safe: refused.is_some_and(|r| want.contains(&r)),
+    });
+}
+
+/// A hostile guest: every attack on one backend, from domain `attacker`
+/// (added but not yet opened) against domain `victim` (opened).
+pub struct Hostile {
+    attacker: DomainId,
+    victim: DomainId,
+    /// The attacker's guest-physical memory: start and length.
+    mem: (u64, u64),
+    seq: u32,
+}
+
+impl Hostile {
+    /// An attacker whose memory is `mem` (start, length; at least 1 MiB).
+    pub fn new(attacker: DomainId, victim: DomainId, mem: (u64, u64)) -> Hostile {
+        Hostile {
+            attacker,
+            victim,
+            mem,
+            seq: 0,
+        }
+    }
+
+    fn send<M: GuestMemory + Clone, D: Device<M>>(
+        &mut self,
+        b: &mut Backend<M, D>,
+        dom: DomainId,
+        bytes: &[u8],
+    ) -> Result<[u64; 7], Refusal> {
+        let r = b.execute(dom, bytes);
+        Response::decode(&r).map_or(Err(Refusal::Malformed), |r| r.result)
+    }
+
+    fn cmd<M: GuestMemory + Clone, D: Device<M>>(
+        &mut self,
+        b: &mut Backend<M, D>,
+        dom: DomainId,
+        c: Command,
+    ) -> Result<[u64; 7], Refusal> {
+        self.seq = self.seq.wrapping_add(1);
+        self.send(b, dom, &c.encode(self.seq))
+    }
+
+    /// Runs every attack; see [`Report`].
+    pub fn run<M: GuestMemory + Clone, D: Device<M>>(&mut self, b: &mut Backend<M, D>) -> Report {
+        let mut rep = Report::default();
+        let (x, y) = (self.attacker, self.victim);
+        // The victim holds something to aim at.
+        let vpd = self.cmd(b, y, Command::AllocPd).map(|v| Handle(v[0]));
+        let victim_before = b.held(y);
+        let live_before = b.device().objects();
+
+        // pvrdma: commands before the channel is set up.
+        let r = self.cmd(b, x, Command::AllocPd);
+        note(
+            &mut rep.attempts,
+            "command before OpenDevice",
+            r,
+            &[Refusal::NotOpen],
+        );
+        let r = self.cmd(b, x, Command::AllocUar);
+        note(
+            &mut rep.attempts,
+            "UAR before OpenDevice",
+            r,
+            &[Refusal::NotOpen],
+        );
+        let _ = self.cmd(b, x, Command::OpenDevice);
+
+        // Malformed and truncated commands.
+        let r = self.send(b, x, &[0xFF; 64]);
+        note(
+            &mut rep.attempts,
+            "garbage command",
+            r,
+            &[Refusal::Malformed],
+        );
+        let r = self.send(b, x, &Command::AllocPd.encode(1)[..40]);
+        note(
+            &mut rep.attempts,
+            "truncated command",
+            r,
+            &[Refusal::Malformed],
+        );
+        let mut extra = Command::FreePd {
+            pd: Handle::new(1, 1),
+        }
+        .encode(1);
+        extra[63] = 1;
+        let r = self.send(b, x, &extra);
+        note(
+            &mut rep.attempts,
+            "nonzero unused argument",
+            r,
+            &[Refusal::Malformed],
+        );
+
+        // Another domain's handles.
+        if let Ok(vpd) = vpd {
+            let r = self.cmd(b, x, Command::FreePd { pd: vpd });
+            note(
+                &mut rep.attempts,
+                "another domain's PD",
+                r,
+                &[Refusal::BadHandle],
+            );
+            let (base, _) = self.mem;
+            let r = self.cmd(
+                b,
+                x,
+                Command::RegMr {
+                    pd: vpd,
+                    addr: base,
+                    len: 4096,
+                    access: access::LOCAL_WRITE,
+                },
+            );
+            note(
+                &mut rep.attempts,
+                "registering in another domain's PD",
+                r,
+                &[Refusal::BadHandle],
+            );
+        }
+        let r = self.cmd(
+            b,
+            x,
+            Command::DestroyQp {
+                qp: Handle::new(77, 3),
+            },
+        );
+        note(
+            &mut rep.attempts,
+            "made-up handle",
+            r,
+            &[Refusal::BadHandle],
+        );
+
+        // Stale handles after destroy.
+        if let Ok(pd) = self.cmd(b, x, Command::AllocPd).map(|v| Handle(v[0])) {
+            let _ = self.cmd(b, x, Command::FreePd { pd });
+            let r = self.cmd(b, x, Command::FreePd { pd });
+            note(&mut rep.attempts, "stale handle", r, &[Refusal::BadHandle]);
+        }
+
+        // DMA addresses outside the guest's memory, or wrapping.
+        let pd = self.cmd(b, x, Command::AllocPd).map(|v| Handle(v[0]));
+        if let Ok(pd) = pd {
+            let (base, len) = self.mem;
+            for (name, addr, l) in [
+                (
+                    "registration past the end of memory",
+                    base + len - 4096,
+                    8192,
+                ),
+                ("registration wrapping around", u64::MAX - 4095, 8192),
+                (
+                    "registration below memory",
+                    base.saturating_sub(1 << 20),
+                    4096,
+                ),
+            ] {
+                let r = self.cmd(
+                    b,
+                    x,
+                    Command::RegMr {
+                        pd,
+                        addr,
+                        len: l,
+                        access: access::LOCAL_WRITE,
+                    },
+                );
+                note(&mut rep.attempts, name, r, &[Refusal::BadAddress]);
+            }
+            // pvrdma: guest-sized counts bounded before use.
+            let mut w = Command::CreateCq {
+                cqe: 1,
+                mr: Handle::new(1, 1),
+                offset: 0,
+            }
+            .encode(9);
+            w[8..16].copy_from_slice(&(u64::from(MAX_CQE) + 1).to_le_bytes());
+            let r = self.send(b, x, &w);
+            note(
+                &mut rep.attempts,
+                "CQ larger than the bound",
+                r,
+                &[Refusal::Malformed],
+            );
+            let mut w = Command::CreateQp {
+                pd,
+                send_cq: Handle::new(1, 1),
+                recv_cq: Handle::new(1, 1),
+                qp_type: QpType::Rc,
+                max_send_wr: 1,
+                max_recv_wr: 1,
+                mr: Handle::new(1, 1),
+                offset: 0,
+            }
+            .encode(9);
+            w[40..48].copy_from_slice(&(u64::from(MAX_WR) + 1).to_le_bytes());
+            let r = self.send(b, x, &w);
+            note(
+                &mut rep.attempts,
+                "QP larger than the bound",
+                r,
+                &[Refusal::Malformed],
+            );
+            // Registration beyond the domain's byte limit: the whole memory,
+            // many times over.
+            let mut last = Ok([0; 7]);
+            for _ in 0..4096 {
+                last = self.cmd(
+                    b,
+                    x,
+                    Command::RegMr {
+                        pd,
+                        addr: self.mem.0,
+                        len: self.mem.1,
+                        access: access::LOCAL_WRITE,
+                    },
+                );
+                if last.is_err() {
+                    break;
+                }
+            }
+            note(
+                &mut rep.attempts,
+                "registration beyond the limits",
+                last,
+                &[Refusal::Limit],
+            );
+        }
+
+        // QP0 and the subnet management classes.
+        let r = self.cmd(
+            b,
+            x,
+            Command::SendMad {
+                qpn: 0,
+                addr: self.mem.0,
+            },
+        );
+        note(&mut rep.attempts, "a MAD on QP0", r, &[Refusal::Forbidden]);
+        let smp = [1u8, 0x81, 1, 1];
+        if let Some(m) = b.memory(x) {
+            let _ = m.write_slice(&smp, GuestAddress(self.mem.0));
+        }
+        let r = self.cmd(
+            b,
+            x,
+            Command::SendMad {
+                qpn: 1,
+                addr: self.mem.0,
+            },
+        );
+        note(
+            &mut rep.attempts,
+            "a directed-route SMP on QP1",
+            r,
+            &[Refusal::Forbidden],
+        );
+
+        // Ring indices out of range, and a ring of garbage.
+        let at = self.mem.0 + ((self.mem.1 / 2) & !0xFFF);
+        if let Some(m) = b.memory(x) {
+            let _ = GuestRing::init(m, at);
+        }
+        if let Ok(mut ring) = BackendRing::attach(b, x, at) {
+            if let Some(m) = b.memory(x) {
+                let _ = m.write_slice(&[0xA5; 64], GuestAddress(at + 64));
+                GuestRing::poke_indices(m, at, 1, 0);
+            }
+            let r = ring.service(b).map(|n| [n as u64, 0, 0, 0, 0, 0, 0]);
+            let advanced = r == Ok([1, 0, 0, 0, 0, 0, 0]);
+            rep.attempts.push(Attempt {
+                name: "a garbage request on the ring (answered, consumer advances)",
+                refused: r.err(),
+                safe: advanced,
+            });
+            if let Some(m) = b.memory(x) {
+                GuestRing::poke_indices(m, at, 1 + SLOTS + 5, 0);
+            }
+            let r = ring.service(b).map(|_| [0; 7]);
+            note(
+                &mut rep.attempts,
+                "producer index past the ring",
+                r,
+                &[Refusal::RingBroken],
+            );
+        }
+
+        // Dying in the middle of a command: queued, never served.
+        let at2 = at + 0x2_0000;
+        if let Some(m) = b.memory(x) {
+            if let Some(mut g) = GuestRing::init(m, at2) {
+                let _ = g.push(m, &Command::AllocPd.encode(5));
+            }
+        }
+        rep.victim_untouched = b.held(y) == victim_before;
+        b.remove_domain(x);
+        rep.victim_untouched &= b.held(y) == victim_before && b.held(x) == Held::default();
+        rep.nothing_leaked = b.device().objects() == live_before;
+        rep
+    }
+}
