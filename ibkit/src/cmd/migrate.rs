@@ -591,12 +591,17 @@ pub fn run(a: &MigrateArgs, json: bool) -> Result<bool, String> {
         }
     };
     let r = session(a, &kinds(a.migrations), FullAt::End, &mut progress)?;
+    progress("traffic: two VMs over vhca on their hypervisors' HCAs, one migrates…");
+    let t = super::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)?;
     if json {
-        println!("{}", r.to_json());
+        let mut v = r.to_json();
+        v["traffic"] = t.clone();
+        println!("{v}");
     } else {
         print_summary(&r);
+        super::traffic::print(&t);
     }
-    Ok(all_good(&r))
+    Ok(all_good(&r) && super::traffic::good(&t))
 }
 
 /// The four fat trees of the vSwitch paper's Table I.

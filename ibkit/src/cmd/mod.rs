@@ -8,4 +8,5 @@ pub mod sample;
 pub mod serve;
 pub mod sim;
 pub mod sm;
+pub mod traffic;
 pub mod vhca;

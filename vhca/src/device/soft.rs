@@ -154,6 +154,11 @@ pub struct SoftHca<M> {
     waiting: Vec<u32>,
     work: Vec<u32>,
     scratch: Vec<u8>,
+    /// Whether UD datagrams for LIDs not on this HCA go to the wire.
+    uplink: bool,
+    outbox: Vec<Datagram>,
+    /// Events raised outside `process` (deliveries from the wire).
+    pending: Vec<DeviceEvent>,
     /// Data-path counters.
     pub stats: SoftStats,
 }
@@ -165,6 +170,21 @@ impl<M: GuestMemory> std::fmt::Debug for SoftHca<M> {
             .field("live", &self.live())
             .finish()
     }
+}
+
+/// A UD datagram on the wire between HCAs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    /// Sender's LID.
+    pub slid: u16,
+    /// Sender's QP.
+    pub src_qp: u32,
+    /// Destination LID.
+    pub dlid: u16,
+    /// Destination QP.
+    pub dest_qpn: u32,
+    /// The message.
+    pub payload: Vec<u8>,
 }
 
 /// Why a work request failed: the sender's status, and the receiver's.
@@ -200,8 +220,85 @@ impl<M: GuestMemory> SoftHca<M> {
             waiting: Vec::new(),
             work: Vec::new(),
             scratch: Vec::new(),
+            uplink: false,
+            outbox: Vec::new(),
+            pending: Vec::new(),
             stats: SoftStats::default(),
         }
+    }
+
+    /// Sends UD datagrams for LIDs this HCA does not own to the wire
+    /// ([`SoftHca::take_outbound`]) instead of dropping them.
+    pub fn set_uplink(&mut self, on: bool) {
+        self.uplink = on;
+    }
+
+    /// The datagrams sent to the wire since the last call.
+    pub fn take_outbound(&mut self) -> Vec<Datagram> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// A datagram from the wire: delivered to QP `dest_qpn` if a context
+    /// of this HCA owns `dlid` and that QP is a UD QP able to receive and
+    /// has a receive posted; true when delivered. Otherwise it is dropped,
+    /// as a UD datagram is.
+    pub fn deliver(&mut self, d: &Datagram) -> bool {
+        let mut events = std::mem::take(&mut self.pending);
+        let ok = self.deliver_into(d, &mut events);
+        self.pending = events;
+        ok
+    }
+
+    fn deliver_into(&mut self, d: &Datagram, events: &mut Vec<DeviceEvent>) -> bool {
+        let Some(p) = self.qps.get(&d.dest_qpn) else {
+            return false;
+        };
+        let (pdom, ppd) = (p.dom, p.pd);
+        let fits = p.qp_type == QpType::Ud
+            && matches!(p.state, QpState::Rtr | QpState::Rts)
+            && self.ctxs.get(&pdom).is_some_and(|c| c.lid == d.dlid)
+            && d.payload.len() <= UD_MTU as usize;
+        if !fits {
+            return false;
+        }
+        let Ok(Some(r)) = self.take_recv(d.dest_qpn, events) else {
+            return false;
+        };
+        let len = d.payload.len() as u32;
+        let (raddr, rlen) = (r.addr.get(), r.len.get());
+        let st = if u64::from(len) + u64::from(GRH_LEN) > u64::from(rlen) {
+            status::LOC_LEN_ERR
+        } else if !self.check_key(r.lkey.get(), pdom, ppd, raddr, rlen, access::LOCAL_WRITE)
+            || self.ctxs[&pdom]
+                .mem
+                .write_slice(&d.payload, GuestAddress(raddr + u64::from(GRH_LEN)))
+                .is_err()
+        {
+            status::LOC_PROT_ERR
+        } else {
+            status::SUCCESS
+        };
+        let mut e = entry(r.wr_id.get());
+        e.byte_len.set(if st == status::SUCCESS {
+            len + GRH_LEN
+        } else {
+            0
+        });
+        e.qp_num.set(d.dest_qpn);
+        e.src_qp.set(d.src_qp);
+        e.slid.set(d.slid);
+        e.opcode = op::RECV;
+        e.status = st;
+        let cq = self.qps[&d.dest_qpn].recv_cq;
+        self.complete(cq, e, events);
+        if st != status::SUCCESS {
+            if let Some(q) = self.qps.get_mut(&d.dest_qpn) {
+                q.state = QpState::Err;
+            }
+        } else {
+            self.stats.bytes += u64::from(len);
+        }
+        st == status::SUCCESS
     }
 
     /// Objects alive on the device (PDs, MRs, CQs, QPs, UARs).
@@ -428,6 +525,23 @@ impl<M: GuestMemory> SoftHca<M> {
                     if let Ok(Some(r)) = self.take_recv(dest, events) {
                         let got = self.receive(dest, &r, dom, laddr, len, GRH_LEN);
                         self.recv_done(dest, &r, qpn, dom, got, len + GRH_LEN, events);
+                    }
+                } else if self.uplink {
+                    // Not for a port of this HCA: onto the wire.
+                    let slid = self.ctxs.get(&dom).map_or(0, |c| c.lid);
+                    let mut payload = vec![0u8; len as usize];
+                    let read = self.ctxs.get(&dom).is_some_and(|c| {
+                        c.mem.read_slice(&mut payload, GuestAddress(laddr)).is_ok()
+                    });
+                    if read {
+                        self.outbox.push(Datagram {
+                            slid,
+                            src_qp: qpn,
+                            dlid: w.dlid.get(),
+                            dest_qpn: dest,
+                            payload,
+                        });
+                        self.stats.bytes += u64::from(len);
                     }
                 }
                 Outcome::Done
@@ -863,6 +977,8 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
     }
 
     fn process(&mut self, events: &mut Vec<DeviceEvent>) -> usize {
+        let raised = self.pending.len();
+        events.append(&mut self.pending);
         let mut work = std::mem::take(&mut self.work);
         work.clear();
         let mut rang = 0;
@@ -897,7 +1013,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
             }
         }
         self.work = work;
-        (self.stats.work_requests - before) as usize + rang as usize
+        (self.stats.work_requests - before) as usize + rang as usize + raised
     }
 }
 
