@@ -484,3 +484,54 @@ impl Hostile {
         rep
     }
 }
+
+/// A hostile guest's data path against the software HCA, for fuzzing:
+/// `data` becomes the attacker's QP buffer (producer indices and work
+/// requests: opcodes, keys, addresses, lengths, remote keys, destinations)
+/// and its CQ header, then it rings. Panics if the peer guest is written
+/// outside the region it registered, or if the attacker's teardown leaves
+/// anything of it on the device.
+pub fn hostile_data_path(data: &[u8]) {
+    use crate::device::SoftHca;
+    use crate::layout::qp_bytes;
+    let Ok(hub) = Hub::new(SoftHca::<GuestMemoryMmap>::new(1)) else {
+        return;
+    };
+    let (Ok(mut a), Ok(mut b)) = (
+        mock_on_hub(&hub, 5, QpType::Rc),
+        mock_on_hub(&hub, 6, QpType::Rc),
+    ) else {
+        return;
+    };
+    if MockGuest::connect(&mut a, &mut b).is_err() {
+        return;
+    }
+    // b's memory just past its registered buffer: no key reaches it.
+    let guard = b.buf + b.mr.len;
+    let mut before = [0u8; 4096];
+    let _ = b.ctx.write(guard, &[0x5A; 4096]);
+    let _ = b.ctx.read(guard, &mut before);
+    let alone = hub.backend().device().objects();
+    let (qp_part, cq_part) = data.split_at(data.len().min(qp_bytes(64, 64) as usize));
+    let _ = a.ctx.write(a.qp.buffer(), qp_part);
+    let _ = a
+        .ctx
+        .write(a.cq.buffer(), &cq_part[..cq_part.len().min(64)]);
+    let _ = b.recv(1, 4096);
+    let _ = a.ctx.ring_doorbell();
+    for _ in 0..4 {
+        hub.backend().poll(&mut Vec::new());
+    }
+    let mut after = [0u8; 4096];
+    let _ = b.ctx.read(guard, &mut after);
+    assert_eq!(before, after, "the peer was written outside its region");
+    let ours = alone / 2;
+    drop(a);
+    assert_eq!(
+        hub.backend().device().objects(),
+        alone - ours,
+        "the attacker's teardown left objects behind"
+    );
+    drop(b);
+    assert_eq!(hub.backend().device().objects(), 0);
+}
