@@ -44,6 +44,12 @@ use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 /// How long the device loop keeps polling after the last work.
 pub const HOT: Duration = Duration::from_millis(2);
 
+/// How long a guest waiting for a response polls the ring before it
+/// sleeps on the call eventfd. A sleeping vCPU costs a wake-up (tens of
+/// microseconds on a virtual machine's idle CPU); a registration of a
+/// thousand pages takes about a millisecond.
+pub const CALL_SPIN: Duration = Duration::from_millis(2);
+
 /// Waits until `fd` is readable or `timeout` passes; true when readable.
 pub fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
     let mut p = libc::pollfd {
@@ -340,7 +346,7 @@ impl Transport for Socket {
                 return r.result;
             }
             // Spin briefly (the driver is usually polling), then sleep.
-            if start.elapsed() < Duration::from_micros(50) {
+            if start.elapsed() < CALL_SPIN {
                 std::hint::spin_loop();
             } else {
                 if start.elapsed() > Duration::from_secs(10) {

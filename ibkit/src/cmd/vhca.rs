@@ -406,6 +406,8 @@ enum Test {
     Event,
     /// Registering this many pages.
     Reg(u64),
+    /// A privileged call that does nothing else (QueryPort).
+    Call,
 }
 
 impl Test {
@@ -417,13 +419,14 @@ impl Test {
             Test::WriteBw(_) => "write_bw_mbs",
             Test::Event => "event_latency_us",
             Test::Reg(_) => "reg_us",
+            Test::Call => "call_us",
         }
     }
 
     fn arg(self) -> u64 {
         match self {
             Test::Send(s) | Test::Write(s) | Test::SendBw(s) | Test::WriteBw(s) => u64::from(s),
-            Test::Event => 0,
+            Test::Event | Test::Call => 0,
             Test::Reg(p) => p,
         }
     }
@@ -443,6 +446,7 @@ impl Test {
             "write_bw_mbs" => Test::WriteBw(s?),
             "event_latency_us" => Test::Event,
             "reg_us" => Test::Reg(a.clamp(1, REG / 4096)),
+            "call_us" => Test::Call,
             _ => return None,
         })
     }
@@ -453,7 +457,7 @@ impl Test {
             Test::Send(s) => 2 * u64::from(iters(s, quick)),
             Test::Write(s) | Test::SendBw(s) | Test::WriteBw(s) => u64::from(iters(s, quick)),
             Test::Event => 2 * u64::from(event_iters(quick)),
-            Test::Reg(_) => 0,
+            Test::Reg(_) | Test::Call => 0,
         }
     }
 
@@ -477,6 +481,14 @@ impl Test {
                 };
                 registration(a, p, n)
             }
+            Test::Call => {
+                let n = if quick { 200 } else { 20_000 };
+                let t0 = Instant::now();
+                for _ in 0..n {
+                    a.ctx.query_port().map_err(|e| e.to_string())?;
+                }
+                Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+            }
         }
     }
 }
@@ -496,6 +508,7 @@ fn plan(quick: bool) -> Vec<Test> {
         v.extend(sizes(quick).into_iter().map(f));
     }
     v.push(Test::Event);
+    v.push(Test::Call);
     v.extend([1u64, 4, 16, 64, 256, 1024].map(Test::Reg));
     v
 }
@@ -524,7 +537,7 @@ pub fn guest(sock: &Path, quick: bool) -> Result<bool, String> {
         let t = Test::decode(&line).ok_or_else(|| format!("unknown test {line:?}"))?;
         let before = a.ctx.commands() + b.ctx.commands();
         let v = t.run(&mut a, &mut b, quick)?;
-        if !matches!(t, Test::Reg(_)) {
+        if !matches!(t, Test::Reg(_) | Test::Call) {
             data_path += a.ctx.commands() + b.ctx.commands() - before;
         }
         writeln!(out, "{v}").map_err(|e| e.to_string())?;
@@ -661,7 +674,7 @@ fn side_by_side(
         for _ in 0..rounds {
             let before = a.ctx.commands() + b.ctx.commands();
             ns.push(t.run(&mut a, &mut b, quick)?);
-            if !matches!(t, Test::Reg(_)) {
+            if !matches!(t, Test::Reg(_) | Test::Call) {
                 native_cmds += a.ctx.commands() + b.ctx.commands() - before;
             }
             gs.push(ask(t)?);
@@ -670,7 +683,7 @@ fn side_by_side(
         for (m, v) in [(&mut nat, &mut ns), (&mut gst, &mut gs)] {
             let x = median(v);
             let e = m.entry(t.key()).or_insert_with(|| json!([]));
-            if t == Test::Event {
+            if matches!(t, Test::Event | Test::Call) {
                 *e = json!(x);
             } else if let Some(arr) = e.as_array_mut() {
                 arr.push(json!([t.arg(), x]));
@@ -767,6 +780,11 @@ fn print_report(r: &Value) {
     println!(
         "Blocking on completion events, ping-pong one way: native {ne:.2} µs, guest {ge:.2} µs (floor: bare eventfd wake-ups in the same placement, {:.2} µs)",
         r["event_wake_floor_us"].as_f64().unwrap_or(f64::NAN)
+    );
+    println!(
+        "A privileged call (QueryPort): native {:.2} µs, guest {:.2} µs",
+        nat["call_us"].as_f64().unwrap_or(0.0),
+        gst["call_us"].as_f64().unwrap_or(0.0)
     );
     println!("Memory registration (register + deregister, pages translated and pinned)");
     println!(
