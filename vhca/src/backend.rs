@@ -8,6 +8,7 @@ use crate::device::{Device, DeviceEvent, Kind, Object};
 use crate::event::EventWriter;
 use crate::handles::{DomainId, Table};
 use crate::layout::{cq_bytes, qp_bytes};
+use crate::mgmt::{GuestId, Sa, Stamper};
 use crate::proto::{
     access, Command, Handle, QpState, QpType, Refusal, Response, MAD_SIZE, MSG_SIZE,
 };
@@ -133,6 +134,8 @@ pub struct Backend<M: GuestMemory + Clone, D: Device<M>> {
     /// Counters.
     pub stats: BackendStats,
     device_events: Vec<DeviceEvent>,
+    stamper: Stamper,
+    sa: Sa,
 }
 
 impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
@@ -147,12 +150,20 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
             qps: Table::default(),
             stats: BackendStats::default(),
             device_events: Vec::new(),
+            stamper: Stamper::default(),
+            sa: Sa::default(),
         }
     }
 
     /// The device.
     pub fn device(&self) -> &D {
         &self.device
+    }
+
+    /// The subnet administrator's records the backend answers guests'
+    /// SA queries from (the integrator's SM's view of the subnet).
+    pub fn set_sa(&mut self, sa: Sa) {
+        self.sa = sa;
     }
 
     /// The device, to run or inspect it.
@@ -269,6 +280,7 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
     /// another domain is touched. What it held.
     pub fn remove_domain(&mut self, dom: DomainId) -> Held {
         let held = self.held(dom);
+        self.stamper.forget_domain(dom.0);
         for h in self.qps.owned_by(dom) {
             if let Some(q) = self.qps.remove(dom, h) {
                 self.device.destroy(Kind::Qp, q.dev);
@@ -593,19 +605,31 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
                 if qpn == 0 {
                     return Err(Refusal::Forbidden);
                 }
-                if !self.in_memory(dom, addr, MAD_SIZE as usize, Permissions::Read) {
+                // The reply is written over the request.
+                if !self.in_memory(dom, addr, MAD_SIZE as usize, Permissions::ReadWrite) {
                     return Err(Refusal::BadAddress);
                 }
                 let mut mad = [0u8; MAD_SIZE as usize];
                 let mem = self.memory(dom).ok_or(Refusal::NotOpen)?;
                 vm_memory::Bytes::read_slice(mem, &mut mad, GuestAddress(addr))
                     .map_err(|_| Refusal::BadAddress)?;
-                // Subnet management classes are QP 0's: refused on QP 1 too.
-                if matches!(mad[1], 0x01 | 0x81) {
-                    return Err(Refusal::Forbidden);
+                // Subnet management classes are QP 0's: refused on QP 1
+                // too, with every class and method not served.
+                crate::mgmt::allowed(&mad)?;
+                let who = GuestId {
+                    dom: dom.0,
+                    lid: port.lid,
+                    port_guid: port.port_guid,
+                };
+                self.stamper.stamp(&who, &mut mad)?;
+                let mut reply = self.sa.answer(&who, &mad);
+                if self.stamper.demux(&mut reply) != Some(dom.0) {
+                    return Err(Refusal::Device);
                 }
-                // GSI service through the backend is not written yet.
-                return Err(Refusal::Forbidden);
+                let mem = self.memory(dom).ok_or(Refusal::NotOpen)?;
+                vm_memory::Bytes::write_slice(mem, &reply, GuestAddress(addr))
+                    .map_err(|_| Refusal::BadAddress)?;
+                out[0] = u64::from(u16::from_be_bytes([reply[4], reply[5]]));
             }
         }
         Ok(out)

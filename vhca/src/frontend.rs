@@ -58,6 +58,8 @@ pub enum Error {
     Full,
     /// Guest memory could not be read or written.
     Memory,
+    /// The SA answered with this MAD status.
+    Sa(u16),
 }
 
 impl From<Refusal> for Error {
@@ -73,6 +75,7 @@ impl std::fmt::Display for Error {
             Error::NoMemory => write!(f, "out of guest memory for buffers"),
             Error::Full => write!(f, "queue full"),
             Error::Memory => write!(f, "guest memory access failed"),
+            Error::Sa(st) => write!(f, "the SA answered with status {st:#06x}"),
         }
     }
 }
@@ -193,6 +196,8 @@ pub struct Context<T: Transport> {
     events: EventReader,
     /// The PD the context's own CQ buffers are registered in.
     internal: Pd,
+    /// A MAD buffer for SA queries, allocated at the first.
+    mad_buf: Option<u64>,
 }
 
 impl<T: Transport> std::fmt::Debug for Context<T> {
@@ -227,6 +232,7 @@ impl<T: Transport> Context<T> {
             kick,
             events,
             internal,
+            mad_buf: None,
         })
     }
 
@@ -274,6 +280,47 @@ impl<T: Transport> Context<T> {
         self.mem
             .read_slice(out, GuestAddress(addr))
             .map_err(|_| Error::Memory)
+    }
+
+    /// Sends `mad` (an SA query) through the backend, which answers it in
+    /// place; the reply's MAD status.
+    pub fn sa_query(&mut self, mad: &mut [u8; 256]) -> Result<u16, Error> {
+        let at = match self.mad_buf {
+            Some(a) => a,
+            None => {
+                let a = self.alloc(256)?;
+                self.mad_buf = Some(a);
+                a
+            }
+        };
+        self.write(at, mad)?;
+        self.t.call(Command::SendMad { qpn: 1, addr: at })?;
+        self.read(at, mad)?;
+        Ok(u16::from_be_bytes([mad[4], mad[5]]))
+    }
+
+    /// The path to `dlid` as the SA gives it: (DGID, SGID, DLID, SLID).
+    pub fn path_to(&mut self, dlid: u16) -> Result<([u8; 16], [u8; 16], u16, u16), Error> {
+        let mut m = [0u8; 256];
+        m[0] = 1;
+        m[1] = crate::mgmt::CLASS_SA;
+        m[2] = 2;
+        m[3] = crate::mgmt::GET;
+        m[8..16].copy_from_slice(&0x7A11_u64.to_be_bytes());
+        m[16..18].copy_from_slice(&crate::mgmt::PATH_RECORD.to_be_bytes());
+        m[48..56].copy_from_slice(&crate::mgmt::PR_DLID.to_be_bytes());
+        let d = crate::mgmt::SA_DATA;
+        m[d + 40..d + 42].copy_from_slice(&dlid.to_be_bytes());
+        let st = self.sa_query(&mut m)?;
+        if st != 0 {
+            return Err(Error::Sa(st));
+        }
+        let mut dgid = [0u8; 16];
+        let mut sgid = [0u8; 16];
+        dgid.copy_from_slice(&m[d + 8..d + 24]);
+        sgid.copy_from_slice(&m[d + 24..d + 40]);
+        let be = |i: usize| u16::from_be_bytes([m[d + i], m[d + i + 1]]);
+        Ok((dgid, sgid, be(40), be(42)))
     }
 
     /// A new protection domain.

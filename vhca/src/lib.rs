@@ -10,7 +10,9 @@
 //! software HCA with its data path ([`device::soft`]); the frontend's
 //! verbs-style API whose data path never crosses to the backend
 //! ([`frontend`]); and the channels ([`channel`]): in-process, and between
-//! processes over a memfd, eventfds and an epoll driver loop.
+//! processes over a memfd, eventfds and an epoll driver loop; and
+//! management virtualization ([`mgmt`]): guests' SA queries served at API
+//! level with transaction IDs they cannot forge.
 //!
 //! Not written yet: a device over `verbs-sys` for real hardware.
 #![warn(missing_docs)]
@@ -22,6 +24,7 @@ pub mod event;
 pub mod frontend;
 pub mod handles;
 pub mod layout;
+pub mod mgmt;
 pub mod proto;
 pub mod ring;
 pub mod shm;

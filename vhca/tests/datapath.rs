@@ -516,3 +516,57 @@ fn hostile_queue_contents_never_reach_the_peer_or_leak() {
         vhca::test_utils::hostile_data_path(&data);
     }
 }
+
+#[test]
+fn sa_queries_are_served_with_each_guests_own_identity() {
+    use vhca::mgmt::{Sa, SaRecord};
+    let (hub, t) = hub();
+    let rec = |lid: u16| SaRecord {
+        lid,
+        port_guid: port(lid).port_guid,
+        node_guid: 0x0002_c903_0000_0001,
+        subnet_prefix: 0xfe80_0000_0000_0000,
+        node_type: 1,
+    };
+    hub.backend().set_sa(Sa {
+        records: vec![rec(5), rec(6)],
+    });
+    let mut a = open(&hub, 5);
+    let mut b = open(&hub, 6);
+    let (dgid, sgid, dlid, slid) = a.path_to(6).unwrap();
+    assert_eq!((dlid, slid), (6, 5));
+    assert_eq!(dgid[8..], port(6).port_guid.to_be_bytes());
+    assert_eq!(sgid[8..], port(5).port_guid.to_be_bytes(), "a's own GUID");
+    let (_, sgid, _, slid) = b.path_to(5).unwrap();
+    assert_eq!(
+        (slid, &sgid[8..]),
+        (6, &port(6).port_guid.to_be_bytes()[..])
+    );
+    // The guest's transaction ID comes back as it sent it.
+    let mut m = [0u8; 256];
+    m[..4].copy_from_slice(&[1, 3, 2, 0x12]);
+    m[8..16].copy_from_slice(&0xDEAD_BEEF_u64.to_be_bytes());
+    m[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+    assert_eq!(a.sa_query(&mut m), Ok(0));
+    assert_eq!(
+        (m[3], &m[8..16]),
+        (0x92, &0xDEAD_BEEF_u64.to_be_bytes()[..])
+    );
+    // No such LID: the SA's status, not a refusal.
+    assert!(matches!(
+        a.path_to(99),
+        Err(vhca::frontend::Error::Sa(0x0300))
+    ));
+    // An SMP on QP 1 is refused.
+    let mut smp = [0u8; 256];
+    smp[..4].copy_from_slice(&[1, 0x81, 1, 1]);
+    assert_eq!(
+        a.sa_query(&mut smp),
+        Err(vhca::frontend::Error::Refused(
+            vhca::proto::Refusal::Forbidden
+        ))
+    );
+    drop((a, b));
+    hub.stop();
+    t.join().unwrap();
+}

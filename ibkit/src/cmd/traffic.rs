@@ -215,14 +215,31 @@ pub fn demo(
         hubs: HashMap::new(),
         carried: Vec::new(),
     };
+    // The SA the backends answer guests from: every VM with its LID and
+    // vGUID, as the SM assigned them.
+    let sa = |sm: &Sm| vhca::mgmt::Sa {
+        records: sm
+            .vms()
+            .map(|(_, v)| vhca::mgmt::SaRecord {
+                lid: v.lid,
+                port_guid: v.guid,
+                node_guid: sm.nodes()[v.hypervisor].info.node_guid.0,
+                subnet_prefix: 0xfe80_0000_0000_0000,
+                node_type: 1,
+            })
+            .collect(),
+    };
     for n in [fx, fy, fz] {
         let hub = Hub::new(SoftHca::new(f.topo.nodes[n].guid)).map_err(|e| e.to_string())?;
         hub.backend().device_mut().set_uplink(true);
+        hub.backend().set_sa(sa(&sm));
         wire.hubs.insert(n, hub);
     }
     let mut gx = guest(&wire.hubs[&fx], x.lid, x.guid)?;
     let mut gy = guest(&wire.hubs[&fy], y.lid, y.guid)?;
     let before_x = (gx.lid, gx.gid, gx.qp.qpn);
+    // The peer finds X's path through the SA (served by its backend).
+    let sa_before = gy.ctx.path_to(x.lid).map_err(|e| e.to_string())?;
 
     let before = rounds(&mut wire, &f, &mut gx, &mut gy, "before");
     let path_before = wire
@@ -269,6 +286,11 @@ pub fn demo(
         .map(|c| c.0.clone())
         .unwrap_or_default();
     let after_x = (gx.lid, gx.gid, gx.qp.qpn);
+    for h in wire.hubs.values() {
+        h.backend().set_sa(sa(&sm));
+    }
+    let sa_after = gy.ctx.path_to(x.lid).map_err(|e| e.to_string())?;
+    let gid_hex = |g: [u8; 16]| g.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let name = |n: usize| f.topo.nodes[n].name.clone();
     Ok(json!({
         "vm": {"lid": lx, "gid": format!("{:016x}:{:016x}", after_x.1.0, after_x.1.1)},
@@ -287,6 +309,9 @@ pub fn demo(
         "stale_path": stale_at,
         "path_before": path_before,
         "path_after": path_after,
+        "sa_dgid_before": gid_hex(sa_before.0),
+        "sa_dgid_after": gid_hex(sa_after.0),
+        "sa_same_path": sa_before == sa_after,
         "migration_smps": smps,
         "switches_touched": switches,
     }))
@@ -336,6 +361,11 @@ pub fn print(t: &Value) {
         "  same LID: {}, same GID: {}; QP number {} → {} (QP numbers belong to the HCA; the peer learns the new one)",
         t["same_lid"], t["same_gid"], t["qpn_before"], t["qpn_after"]
     );
+    println!(
+        "  the peer's PathRecord query through its backend's SA: DGID {} before, {} after",
+        t["sa_dgid_before"].as_str().unwrap_or(""),
+        t["sa_dgid_after"].as_str().unwrap_or("")
+    );
 }
 
 /// True when every message got through in both phases with the same
@@ -345,6 +375,7 @@ pub fn good(t: &Value) -> bool {
         && t["messages_after"] == t["messages_each_phase"]
         && t["same_lid"] == json!(true)
         && t["same_gid"] == json!(true)
+        && t["sa_same_path"] == json!(true)
 }
 
 #[cfg(test)]
