@@ -88,6 +88,11 @@ fn parse_num(s: &str) -> u64 {
 
 /// Dissects `smps` with tshark and returns, per packet, the values of `fields`.
 fn dissect(smps: &[[u8; 256]], fields: &[&str]) -> Vec<Vec<Vec<u64>>> {
+    dissect_on(smps, fields, 0)
+}
+
+/// As [`dissect`], the MADs sent to and from QP `qp` (0: SMPs, 1: GSI).
+fn dissect_on(smps: &[[u8; 256]], fields: &[&str], qp: u32) -> Vec<Vec<Vec<u64>>> {
     let frames: Vec<(u64, Vec<u8>)> = smps
         .iter()
         .enumerate()
@@ -99,8 +104,8 @@ fn dissect(smps: &[[u8; 256]], fields: &[&str]) -> Vec<Vec<Vec<u64>>> {
                     FrameAddr {
                         dlid: 2,
                         slid: 1,
-                        dest_qp: 0,
-                        src_qp: 0,
+                        dest_qp: qp,
+                        src_qp: qp,
                     },
                 ),
             )
@@ -581,6 +586,79 @@ fn wireshark_reads_the_simulators_capture() {
         assert!(
             rows.iter().any(|r| r.ends_with(attr)),
             "tshark saw attribute {attr}"
+        );
+    }
+}
+
+#[test]
+fn vhca_sa_path_records_agree_with_wireshark() {
+    use vhca::mgmt::{GuestId, Sa, SaRecord, CLASS_SA, GET, PATH_RECORD, PR_DLID, SA_DATA};
+    if !tshark_available() {
+        tests::skip("tshark oracle", "tshark not installed (apt install tshark)");
+        return;
+    }
+    let rec = |lid: u16| SaRecord {
+        lid,
+        port_guid: 0x0002_c903_0000_0000 | u64::from(lid),
+        node_guid: 0x0002_c903_0000_0000,
+        subnet_prefix: 0xfe80_0000_0000_0000,
+        node_type: 1,
+    };
+    let sa = Sa {
+        records: (1..=40).map(rec).collect(),
+    };
+    let mut mads = Vec::new();
+    let mut want = Vec::new();
+    for (src, dst) in [(1u16, 2u16), (3, 40), (17, 5)] {
+        let who = GuestId {
+            dom: 1,
+            lid: src,
+            port_guid: rec(src).port_guid,
+        };
+        let mut q = [0u8; 256];
+        q[..4].copy_from_slice(&[1, CLASS_SA, 2, GET]);
+        q[8..16].copy_from_slice(&0x55u64.to_be_bytes());
+        q[16..18].copy_from_slice(&PATH_RECORD.to_be_bytes());
+        q[48..56].copy_from_slice(&PR_DLID.to_be_bytes());
+        q[SA_DATA + 40..SA_DATA + 42].copy_from_slice(&dst.to_be_bytes());
+        mads.push(sa.answer(&who, &q));
+        want.push([dst, src]);
+    }
+    let fields = [
+        "infiniband.pathrecord.dlid",
+        "infiniband.pathrecord.slid",
+        "infiniband.pathrecord.p_key",
+        "infiniband.pathrecord.reversible",
+        "infiniband.pathrecord.numbpath",
+        "infiniband.pathrecord.mtuselector",
+        "infiniband.pathrecord.mtu",
+        "infiniband.pathrecord.rateselector",
+        "infiniband.pathrecord.rate",
+        "infiniband.pathrecord.packetlifetime",
+        "infiniband.sa.attributeoffset",
+    ];
+    let rows = dissect_on(&mads, &fields, 1);
+    for (row, [dlid, slid]) in rows.iter().zip(want) {
+        let got: Vec<u64> = row
+            .iter()
+            .map(|v| v.first().copied().unwrap_or(u64::MAX))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                u64::from(dlid),
+                u64::from(slid),
+                0xFFFF,
+                1,
+                1,
+                2,
+                4,
+                2,
+                7,
+                18,
+                8
+            ],
+            "{fields:?}"
         );
     }
 }
