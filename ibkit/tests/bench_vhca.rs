@@ -1,0 +1,44 @@
+//! `ibkit bench vhca --quick` end to end: a backend here, two VMs in a
+//! second `ibkit` process, every workload run; the data path sends no
+//! command to the backend, events arrive, and the guests are torn down
+//! leaving nothing on the device.
+
+use std::process::Command;
+
+#[test]
+fn the_guest_process_runs_every_workload_without_backend_commands() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["bench", "vhca", "--quick", "--json"])
+        .output()
+        .expect("ibkit runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["data_path_commands"]["guest"], 0, "{v:#}");
+    assert_eq!(v["data_path_commands"]["native"], 0, "{v:#}");
+    assert!(v["data_path_messages"].as_u64().unwrap() > 1000, "{v:#}");
+    let b = &v["backend"];
+    assert_eq!(b["guests_torn_down"], 2, "{v:#}");
+    assert_eq!(b["device_objects_left"], 0, "{v:#}");
+    assert!(b["events"].as_u64().unwrap() > 0, "{v:#}");
+    // Every workload has a positive result for every size, on both sides.
+    for side in ["native", "guest"] {
+        for key in [
+            "send_latency_us",
+            "write_latency_us",
+            "send_bw_mbs",
+            "write_bw_mbs",
+            "reg_us",
+        ] {
+            let rows = v[side][key].as_array().expect(key);
+            assert!(!rows.is_empty(), "{side} {key}");
+            for r in rows {
+                assert!(r[1].as_f64().unwrap() > 0.0, "{side} {key} {r}");
+            }
+        }
+        assert!(v[side]["event_latency_us"].as_f64().unwrap() > 0.0);
+    }
+}
