@@ -416,6 +416,9 @@ pub struct DriverStats {
     pub gone: AtomicU64,
     /// Ring batches served.
     pub batches: AtomicU64,
+    /// Connections refused at the handshake (malformed, short memory,
+    /// bad layout, or silent too long).
+    pub refused: AtomicU64,
 }
 
 /// The backend's loop for guests in other processes (see the module).
@@ -424,6 +427,8 @@ pub struct Driver<D: Device<GuestMemoryMmap>> {
     listener: UnixListener,
     epoll: Epoll,
     conns: HashMap<u64, Conn>,
+    /// Connections whose hello has not arrived yet, with when they came.
+    pending: HashMap<u64, (UnixStream, Instant)>,
     next: u64,
     limits: Limits,
     ports: Box<dyn FnMut(usize) -> PortView + Send>,
@@ -432,6 +437,12 @@ pub struct Driver<D: Device<GuestMemoryMmap>> {
 }
 
 const LISTENER: u64 = 0;
+/// Epoll data: a connection's token shifted left by two, and its kind.
+const STREAM: u64 = 0;
+const KICK: u64 = 1;
+const HELLO: u64 = 2;
+/// How long a connection may take to say hello.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 impl<D: Device<GuestMemoryMmap>> Driver<D> {
     /// A driver for `device` listening at `path`; each guest gets `limits`
@@ -455,6 +466,7 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             listener,
             epoll,
             conns: HashMap::new(),
+            pending: HashMap::new(),
             next: 1,
             limits,
             ports,
@@ -467,16 +479,83 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
         &self.backend
     }
 
+    /// Takes new connections; each waits, without holding anyone up, for
+    /// its hello.
     fn accept(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
-            if let Err(e) = self.greet(stream) {
+            let token = self.next;
+            self.next += 1;
+            let ok = stream.set_nonblocking(true).is_ok()
+                && self
+                    .epoll
+                    .ctl(
+                        ControlOperation::Add,
+                        stream.as_raw_fd(),
+                        EpollEvent::new(EventSet::IN | EventSet::READ_HANG_UP, token << 2 | HELLO),
+                    )
+                    .is_ok();
+            if ok {
+                self.pending.insert(token, (stream, Instant::now()));
+            }
+        }
+    }
+
+    /// The hello of pending connection `token` may be there.
+    fn hello(&mut self, token: u64) {
+        let Some((stream, since)) = self.pending.remove(&token) else {
+            return;
+        };
+        let _ = self.epoll.ctl(
+            ControlOperation::Delete,
+            stream.as_raw_fd(),
+            EpollEvent::default(),
+        );
+        match self.greet(stream, token) {
+            Ok(()) => {}
+            Err((e, Some(stream))) if e.kind() == io::ErrorKind::WouldBlock => {
+                let back = self.epoll.ctl(
+                    ControlOperation::Add,
+                    stream.as_raw_fd(),
+                    EpollEvent::new(EventSet::IN | EventSet::READ_HANG_UP, token << 2 | HELLO),
+                );
+                if back.is_ok() {
+                    self.pending.insert(token, (stream, since));
+                }
+            }
+            Err((e, _)) => {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
                 eprintln!("vhca driver: a guest failed to connect: {e}");
             }
         }
     }
 
-    fn greet(&mut self, stream: UnixStream) -> io::Result<()> {
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    /// Drops connections that did not say hello in time.
+    fn expire(&mut self) {
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, (_, t))| t.elapsed() > HELLO_WAIT)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in late {
+            if let Some((s, _)) = self.pending.remove(&k) {
+                let _ = self.epoll.ctl(
+                    ControlOperation::Delete,
+                    s.as_raw_fd(),
+                    EpollEvent::default(),
+                );
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Reads a connection's hello and sets the guest up. `WouldBlock` with
+    /// the stream back when the hello is not there yet.
+    fn greet(
+        &mut self,
+        stream: UnixStream,
+        token: u64,
+    ) -> Result<(), (io::Error, Option<UnixStream>)> {
         let mut hello = [0u8; HELLO_LEN];
         let mut fds = [-1; 4];
         let mut iov = [libc::iovec {
@@ -485,13 +564,34 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
         }];
         // SAFETY: the iovec points at `hello`, which outlives the call; the
         // descriptors received are owned by us from here on.
-        let (n, nfds) = unsafe { stream.recv_with_fds(&mut iov, &mut fds) }
-            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        let (n, nfds) = match unsafe { stream.recv_with_fds(&mut iov, &mut fds) } {
+            Ok(r) => r,
+            Err(e) => {
+                let e = io::Error::from_raw_os_error(e.errno());
+                return if e.kind() == io::ErrorKind::WouldBlock {
+                    Err((e, Some(stream)))
+                } else {
+                    Err((e, None))
+                };
+            }
+        };
         // SAFETY: each received descriptor is new and ours alone.
         let owned: Vec<File> = fds[..nfds]
             .iter()
             .map(|&fd| unsafe { File::from_raw_fd(fd) })
             .collect();
+        self.setup(stream, token, n, &hello, owned)
+            .map_err(|e| (e, None))
+    }
+
+    fn setup(
+        &mut self,
+        stream: UnixStream,
+        token: u64,
+        n: usize,
+        hello: &[u8; HELLO_LEN],
+        owned: Vec<File>,
+    ) -> io::Result<()> {
         if n != HELLO_LEN || &hello[..4] != MAGIC || owned.len() != 4 {
             return Err(io::Error::other("malformed hello"));
         }
@@ -518,7 +618,19 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
                 EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(notify)),
             )
         };
-        let n = self.stats.connected.fetch_add(1, Ordering::Relaxed) as usize;
+        // The layout is checked before the integrator is asked for a port:
+        // a refused guest takes nothing.
+        if crate::event::EventWriter::attach(&mem, events).is_none()
+            || !vm_memory::GuestMemory::check_range(
+                &mem,
+                vm_memory::GuestAddress(0),
+                RING_BYTES as usize,
+                vm_memory::Permissions::ReadWrite,
+            )
+        {
+            return Err(io::Error::other("guest layout outside its memory"));
+        }
+        let n = self.stats.connected.load(Ordering::Relaxed) as usize;
         let port = (self.ports)(n);
         let dom = self.backend.add_domain(mem, self.limits, port);
         let setup = BackendRing::attach(&self.backend, dom, 0)
@@ -531,19 +643,30 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             }
         };
         ring.set_polling(&self.backend, true);
-        stream.set_nonblocking(true)?;
-        let token = self.next;
-        self.next += 1;
-        self.epoll.ctl(
-            ControlOperation::Add,
-            stream.as_raw_fd(),
-            EpollEvent::new(EventSet::IN | EventSet::READ_HANG_UP, token << 1),
-        )?;
-        self.epoll.ctl(
-            ControlOperation::Add,
-            kick.as_raw_fd(),
-            EpollEvent::new(EventSet::IN, (token << 1) | 1),
-        )?;
+        let registered = self
+            .epoll
+            .ctl(
+                ControlOperation::Add,
+                stream.as_raw_fd(),
+                EpollEvent::new(EventSet::IN | EventSet::READ_HANG_UP, token << 2 | STREAM),
+            )
+            .and_then(|()| {
+                self.epoll.ctl(
+                    ControlOperation::Add,
+                    kick.as_raw_fd(),
+                    EpollEvent::new(EventSet::IN, token << 2 | KICK),
+                )
+            });
+        if let Err(e) = registered {
+            let _ = self.epoll.ctl(
+                ControlOperation::Delete,
+                stream.as_raw_fd(),
+                EpollEvent::default(),
+            );
+            self.backend.remove_domain(dom);
+            return Err(e);
+        }
+        self.stats.connected.fetch_add(1, Ordering::Relaxed);
         self.conns.insert(
             token,
             Conn {
@@ -618,12 +741,14 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             let data = e.data();
             if data == LISTENER {
                 self.accept();
-            } else if data & 1 == 1 {
-                if let Some(c) = self.conns.get(&(data >> 1)) {
+            } else if data & 3 == HELLO {
+                self.hello(data >> 2);
+            } else if data & 3 == KICK {
+                if let Some(c) = self.conns.get(&(data >> 2)) {
                     drain(&c.kick);
                 }
             } else {
-                let token = data >> 1;
+                let token = data >> 2;
                 let mut b = [0u8; 64];
                 let gone = self.conns.get(&token).is_none_or(|c| {
                     matches!(io::Read::read(&mut &c.stream, &mut b), Ok(0))
@@ -688,6 +813,9 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
                 }
             };
             let n = self.epoll.wait(timeout, &mut events)?;
+            if !self.pending.is_empty() {
+                self.expire();
+            }
             if !hot {
                 self.backend.device_mut().idle(false);
                 self.set_polling(true);
