@@ -10,9 +10,10 @@ use std::time::Duration;
 use vhca::backend::{Limits, PortView};
 use vhca::channel::{Direct, Driver, Hub, Socket};
 use vhca::device::SoftHca;
-use vhca::frontend::{Context, Cq, Mr, Pd, Qp, SendWr, Transport, Wc};
+use vhca::frontend::{Context, SendWr, Transport, Wc};
 use vhca::layout::{event, op, status};
 use vhca::proto::{access, QpType};
+use vhca::test_utils::MockGuest;
 use vm_memory::GuestMemoryMmap;
 
 type Soft = SoftHca<GuestMemoryMmap>;
@@ -27,33 +28,10 @@ fn port(lid: u16) -> PortView {
     }
 }
 
-struct Guest<T: Transport> {
-    ctx: Context<T>,
-    pd: Pd,
-    cq: Cq,
-    qp: Qp,
-    buf: u64,
-    mr: Mr,
-    lid: u16,
-}
+type Guest<T> = MockGuest<T>;
 
-fn guest<T: Transport>(ctx: Context<T>, qp_type: QpType, acc: u32) -> Guest<T> {
-    let mut ctx = ctx;
-    let (lid, _, _) = ctx.query_port().unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(256).unwrap();
-    let qp = ctx.create_qp(pd, qp_type, &cq, &cq, 64, 64).unwrap();
-    let buf = ctx.alloc(1 << 20).unwrap();
-    let mr = ctx.reg_mr(pd, buf, 1 << 20, acc).unwrap();
-    Guest {
-        ctx,
-        pd,
-        cq,
-        qp,
-        buf,
-        mr,
-        lid,
-    }
+fn guest<T: Transport>(ctx: Context<T>, qp_type: QpType) -> Guest<T> {
+    MockGuest::new(ctx, qp_type, 1 << 20).unwrap()
 }
 
 fn hub() -> (Arc<Hub<Soft>>, thread::JoinHandle<()>) {
@@ -98,12 +76,9 @@ fn send<T: Transport>(g: &mut Guest<T>, opcode: u8, off: u64, len: u32, rkey: u3
 const RW: u32 = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
 
 fn connected(hub: &Arc<Hub<Soft>>) -> (Guest<Direct<Soft>>, Guest<Direct<Soft>>) {
-    let mut a = guest(open(hub, 5), QpType::Rc, RW);
-    let mut b = guest(open(hub, 6), QpType::Rc, RW);
-    let (qa, qb) = (a.qp.qpn, b.qp.qpn);
-    let (la, lb) = (a.lid, b.lid);
-    a.ctx.ready(&a.qp, qb, lb).unwrap();
-    b.ctx.ready(&b.qp, qa, la).unwrap();
+    let mut a = guest(open(hub, 5), QpType::Rc);
+    let mut b = guest(open(hub, 6), QpType::Rc);
+    MockGuest::connect(&mut a, &mut b).unwrap();
     (a, b)
 }
 
@@ -239,8 +214,8 @@ fn keys_of_another_pd_another_guest_or_without_rights_are_refused() {
 #[test]
 fn ud_delivers_by_qpn_and_lid_with_grh_room() {
     let (hub, t) = hub();
-    let mut a = guest(open(&hub, 5), QpType::Ud, access::LOCAL_WRITE);
-    let mut b = guest(open(&hub, 6), QpType::Ud, access::LOCAL_WRITE);
+    let mut a = guest(open(&hub, 5), QpType::Ud);
+    let mut b = guest(open(&hub, 6), QpType::Ud);
     a.ctx.ready(&a.qp, 0, 0).unwrap();
     b.ctx.ready(&b.qp, 0, 0).unwrap();
     let (lkey, buf) = (b.mr.lkey, b.buf);
@@ -316,8 +291,8 @@ fn completion_events_arrive_on_the_event_channel_batched() {
 fn events_of_one_pass_share_one_notification_and_an_arm_fires_once() {
     // No device thread: the test runs the device pass by pass.
     let hub = Hub::new(SoftHca::new(1)).unwrap();
-    let mut a = guest(open(&hub, 5), QpType::Rc, RW);
-    let mut b = guest(open(&hub, 6), QpType::Rc, RW);
+    let mut a = guest(open(&hub, 5), QpType::Rc);
+    let mut b = guest(open(&hub, 6), QpType::Rc);
     // b gets a second QP on a second CQ, connected to a second QP of a.
     let mut cq2 = b.ctx.create_cq(16).unwrap();
     let mut qb2 = b.ctx.create_qp(b.pd, QpType::Rc, &cq2, &cq2, 8, 8).unwrap();
@@ -427,8 +402,8 @@ fn a_guest_in_another_process_style_channel_works_and_is_torn_down() {
         let (s, mem, lay) = Socket::connect(p, MEM).unwrap();
         Context::open(s, mem, lay).unwrap()
     };
-    let mut a = guest(open(&path), QpType::Rc, RW);
-    let mut b = guest(open(&path), QpType::Rc, RW);
+    let mut a = guest(open(&path), QpType::Rc);
+    let mut b = guest(open(&path), QpType::Rc);
     assert_eq!((a.lid, b.lid), (10, 11));
     let (qa, qb, la, lb) = (a.qp.qpn, b.qp.qpn, a.lid, b.lid);
     a.ctx.ready(&a.qp, qb, lb).unwrap();
