@@ -803,18 +803,25 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
             } => {
                 // As a driver registering memory does: translate every
                 // page to the host's address, and pin the range.
+                // Memory with no host mapping of its own (behind an IOMMU,
+                // say) is registered unpinned and untranslated.
                 let c = &self.ctxs[&dom];
-                let phys = c.mem.physical_memory().ok_or(DeviceError::Failed)?;
                 let first = addr & !0xFFF;
                 let end = addr.checked_add(len).ok_or(DeviceError::Failed)?;
-                let mut mtt = Vec::with_capacity(((end - first).div_ceil(4096)) as usize);
-                let mut page = first;
-                while page < end {
-                    let h = phys
-                        .get_host_address(GuestAddress(page))
-                        .map_err(|_| DeviceError::Failed)?;
-                    mtt.push(h as usize);
-                    page += 4096;
+                let mut mtt = Vec::new();
+                if let Some(phys) = c.mem.physical_memory() {
+                    mtt.reserve(((end - first).div_ceil(4096)) as usize);
+                    let mut page = first;
+                    while page < end {
+                        match phys.get_host_address(GuestAddress(page)) {
+                            Ok(h) => mtt.push(h as usize),
+                            Err(_) => {
+                                mtt.clear();
+                                break;
+                            }
+                        }
+                        page += 4096;
+                    }
                 }
                 let contiguous = mtt.windows(2).all(|w| w[1] == w[0] + 4096);
                 let span = (end - first).next_multiple_of(4096) as usize;
