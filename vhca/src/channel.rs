@@ -93,6 +93,8 @@ pub struct Hub<D: Device<GuestMemoryMmap>> {
     stop: AtomicBool,
     /// Frontends waiting for the lock: the device loop stands back.
     callers: AtomicUsize,
+    /// Asked to stop polling now rather than after [`HOT`].
+    rest: Arc<AtomicBool>,
 }
 
 impl<D: Device<GuestMemoryMmap>> Hub<D> {
@@ -104,6 +106,7 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
             wake: EventFd::new(EFD_NONBLOCK)?,
             stop: AtomicBool::new(false),
             callers: AtomicUsize::new(0),
+            rest: Arc::new(AtomicBool::new(false)),
         }))
     }
 
@@ -159,7 +162,7 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
             let work = self.pass(&mut notify);
             if work > 0 {
                 last = Instant::now();
-            } else if last.elapsed() > HOT {
+            } else if last.elapsed() > HOT || self.rest.swap(false, Ordering::Relaxed) {
                 self.backend().device_mut().idle(true);
                 // Woken by a guest, or work found on the re-check: hot
                 // again. A timeout leaves the loop idle (no spinning burst
@@ -192,6 +195,12 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
             }
         }
         work + notify.len()
+    }
+
+    /// Makes the device loop stop polling and sleep now, until the next
+    /// doorbell or call (a benchmark's other side is about to run).
+    pub fn rest(&self) {
+        self.rest.store(true, Ordering::Relaxed);
     }
 
     /// Stops [`Hub::run_device`].
@@ -434,6 +443,7 @@ pub struct Driver<D: Device<GuestMemoryMmap>> {
     ports: Box<dyn FnMut(usize) -> PortView + Send>,
     /// Counters.
     pub stats: Arc<DriverStats>,
+    rest: Arc<AtomicBool>,
 }
 
 const LISTENER: u64 = 0;
@@ -471,7 +481,14 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             limits,
             ports,
             stats: Arc::new(DriverStats::default()),
+            rest: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// A flag that makes the running loop stop polling and sleep now,
+    /// until the next kick (see [`Hub::rest`]).
+    pub fn rest_handle(&self) -> Arc<AtomicBool> {
+        self.rest.clone()
     }
 
     /// The backend (for its counters and tables).
@@ -793,7 +810,7 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
                 last = Instant::now();
             }
             round = round.wrapping_add(1);
-            let hot = last.elapsed() < HOT;
+            let hot = last.elapsed() < HOT && !self.rest.swap(false, Ordering::Relaxed);
             if hot && round % 256 != 0 {
                 std::hint::spin_loop();
                 continue;
