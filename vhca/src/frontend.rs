@@ -354,21 +354,15 @@ impl<T: Transport> Context<T> {
     /// A CQ of `cqe` entries: its buffer is allocated in guest memory and
     /// registered first, then the CQ is created on it.
     pub fn create_cq(&mut self, cqe: u32) -> Result<Cq, Error> {
-        let len = cq_bytes(cqe);
-        let addr = self.alloc(len)?;
-        self.write(addr, &vec![0u8; len as usize])?;
-        let mr = self.reg_mr(self.internal, addr, len, access::LOCAL_WRITE)?;
-        let v = match self.t.call(Command::CreateCq {
-            cqe,
-            mr: mr.handle,
-            offset: 0,
-        }) {
-            Ok(v) => v,
-            Err(r) => {
-                let _ = self.dereg_mr(mr);
-                return Err(r.into());
-            }
-        };
+        let (addr, mr) = self.zeroed_region(self.internal, cq_bytes(cqe))?;
+        let v = self.create_on(
+            mr,
+            Command::CreateCq {
+                cqe,
+                mr: mr.handle,
+                offset: 0,
+            },
+        )?;
         Ok(Cq {
             handle: Handle(v[0]),
             mr,
@@ -377,6 +371,27 @@ impl<T: Transport> Context<T> {
             ci: 0,
             arm: 0,
         })
+    }
+
+    /// `len` zeroed bytes of guest memory, registered in `pd` for the
+    /// device to write: the first stage of a two-stage creation.
+    fn zeroed_region(&mut self, pd: Pd, len: u64) -> Result<(u64, Mr), Error> {
+        let addr = self.alloc(len)?;
+        self.write(addr, &vec![0u8; len as usize])?;
+        let mr = self.reg_mr(pd, addr, len, access::LOCAL_WRITE)?;
+        Ok((addr, mr))
+    }
+
+    /// The second stage: `cmd` creates the object on `mr`, which is
+    /// deregistered again if the backend refuses.
+    fn create_on(&mut self, mr: Mr, cmd: Command) -> Result<[u64; 7], Error> {
+        match self.t.call(cmd) {
+            Ok(v) => Ok(v),
+            Err(r) => {
+                let _ = self.dereg_mr(mr);
+                Err(r.into())
+            }
+        }
     }
 
     /// Destroys `cq` and deregisters its buffer.
@@ -397,25 +412,20 @@ impl<T: Transport> Context<T> {
         rq: u32,
     ) -> Result<Qp, Error> {
         let len = QP_HDR + (u64::from(sq) + u64::from(rq)) * WQE_SIZE;
-        let addr = self.alloc(len)?;
-        self.write(addr, &vec![0u8; len as usize])?;
-        let mr = self.reg_mr(pd, addr, len, access::LOCAL_WRITE)?;
-        let v = match self.t.call(Command::CreateQp {
-            pd: pd.0,
-            send_cq: send_cq.handle,
-            recv_cq: recv_cq.handle,
-            qp_type,
-            max_send_wr: sq,
-            max_recv_wr: rq,
-            mr: mr.handle,
-            offset: 0,
-        }) {
-            Ok(v) => v,
-            Err(r) => {
-                let _ = self.dereg_mr(mr);
-                return Err(r.into());
-            }
-        };
+        let (addr, mr) = self.zeroed_region(pd, len)?;
+        let v = self.create_on(
+            mr,
+            Command::CreateQp {
+                pd: pd.0,
+                send_cq: send_cq.handle,
+                recv_cq: recv_cq.handle,
+                qp_type,
+                max_send_wr: sq,
+                max_recv_wr: rq,
+                mr: mr.handle,
+                offset: 0,
+            },
+        )?;
         Ok(Qp {
             handle: Handle(v[0]),
             qpn: v[1] as u32,

@@ -301,6 +301,14 @@ mod tests {
         m
     }
 
+    fn guest(dom: u32, lid: u16) -> GuestId {
+        GuestId {
+            dom,
+            lid,
+            port_guid: u64::from(lid) << 8 | u64::from(lid),
+        }
+    }
+
     fn sa() -> Sa {
         let rec = |lid: u16, guid: u64| SaRecord {
             lid,
@@ -352,16 +360,7 @@ mod tests {
     #[test]
     fn two_guests_with_the_same_tid_get_their_own_replies() {
         let mut s = Stamper::default();
-        let a = GuestId {
-            dom: 1,
-            lid: 5,
-            port_guid: 0x105,
-        };
-        let b = GuestId {
-            dom: 2,
-            lid: 6,
-            port_guid: 0x206,
-        };
+        let (a, b) = (guest(1, 5), guest(2, 6));
         let (mut ma, mut mb) = (
             req(CLASS_SA, GET, PATH_RECORD, 42),
             req(CLASS_SA, GET, PATH_RECORD, 42),
@@ -384,16 +383,7 @@ mod tests {
     #[test]
     fn outstanding_requests_are_bounded_and_forgotten_with_the_domain() {
         let mut s = Stamper::default();
-        let a = GuestId {
-            dom: 1,
-            lid: 5,
-            port_guid: 0x105,
-        };
-        let b = GuestId {
-            dom: 2,
-            lid: 6,
-            port_guid: 0x206,
-        };
+        let (a, b) = (guest(1, 5), guest(2, 6));
         for i in 0..MAX_OUTSTANDING {
             s.stamp(&a, &mut req(CLASS_SA, GET, PATH_RECORD, i as u64))
                 .unwrap();
