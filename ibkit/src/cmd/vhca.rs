@@ -199,6 +199,51 @@ fn pingpong<T: Transport>(a: &mut Vm<T>, b: &mut Vm<T>, size: u32, n: u32) -> Re
     Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n) / 2.0)
 }
 
+/// Ping-pong in which each side learns of its receive from the event
+/// channel: it arms its CQ and polls its event ring (no sleep), then takes
+/// the completion. One thread plays both sides, as in [`pingpong`]:
+/// microseconds one way.
+fn event_ring_pingpong<T: Transport>(a: &mut Vm<T>, b: &mut Vm<T>, n: u32) -> Result<f64, String> {
+    let size = 8;
+    a.post_recv(size)?;
+    b.post_recv(size)?;
+    let take = |v: &mut Vm<T>| -> Result<(), String> {
+        let deadline = Instant::now() + T;
+        loop {
+            if let Some(e) = v.ctx.next_event(Duration::ZERO) {
+                if e.handle == v.cq.handle {
+                    v.poll_for(op::RECV)?;
+                    return v.post_recv(size);
+                }
+            }
+            if Instant::now() > deadline {
+                return Err("no event within 10 s".into());
+            }
+            std::hint::spin_loop();
+        }
+    };
+    let go = |a: &mut Vm<T>, b: &mut Vm<T>| -> Result<(), String> {
+        b.ctx.arm_cq(&mut b.cq).map_err(|e| e.to_string())?;
+        if !a.send(op::SEND, size, false, 0, 0) {
+            return Err("send queue full".into());
+        }
+        take(b)?;
+        a.ctx.arm_cq(&mut a.cq).map_err(|e| e.to_string())?;
+        if !b.send(op::SEND, size, false, 0, 0) {
+            return Err("send queue full".into());
+        }
+        take(a)
+    };
+    for _ in 0..n.min(50) {
+        go(a, b)?;
+    }
+    let t0 = Instant::now();
+    for _ in 0..n {
+        go(a, b)?;
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n) / 2.0)
+}
+
 /// RDMA write, post to completion: microseconds.
 fn write_latency<T: Transport>(
     a: &mut Vm<T>,
@@ -404,6 +449,8 @@ enum Test {
     WriteBw(u32),
     /// Ping-pong blocking on events.
     Event,
+    /// Ping-pong on events read from the event ring without sleeping.
+    EventRing,
     /// Registering this many pages.
     Reg(u64),
     /// A privileged call that does nothing else (QueryPort).
@@ -418,6 +465,7 @@ impl Test {
             Test::SendBw(_) => "send_bw_mbs",
             Test::WriteBw(_) => "write_bw_mbs",
             Test::Event => "event_latency_us",
+            Test::EventRing => "event_ring_latency_us",
             Test::Reg(_) => "reg_us",
             Test::Call => "call_us",
         }
@@ -426,7 +474,7 @@ impl Test {
     fn arg(self) -> u64 {
         match self {
             Test::Send(s) | Test::Write(s) | Test::SendBw(s) | Test::WriteBw(s) => u64::from(s),
-            Test::Event | Test::Call => 0,
+            Test::Event | Test::EventRing | Test::Call => 0,
             Test::Reg(p) => p,
         }
     }
@@ -447,6 +495,7 @@ impl Test {
             "event_latency_us" => Test::Event,
             "reg_us" => Test::Reg(a.clamp(1, REG / 4096)),
             "call_us" => Test::Call,
+            "event_ring_latency_us" => Test::EventRing,
             _ => return None,
         })
     }
@@ -456,7 +505,7 @@ impl Test {
         match self {
             Test::Send(s) => 2 * u64::from(iters(s, quick)),
             Test::Write(s) | Test::SendBw(s) | Test::WriteBw(s) => u64::from(iters(s, quick)),
-            Test::Event => 2 * u64::from(event_iters(quick)),
+            Test::Event | Test::EventRing => 2 * u64::from(event_iters(quick)),
             Test::Reg(_) | Test::Call => 0,
         }
     }
@@ -473,6 +522,7 @@ impl Test {
             Test::SendBw(s) => bandwidth(a, b, op::SEND, s, iters(s, quick)),
             Test::WriteBw(s) => bandwidth(a, b, op::RDMA_WRITE, s, iters(s, quick)),
             Test::Event => event_pingpong(a, b, event_iters(quick)),
+            Test::EventRing => event_ring_pingpong(a, b, event_iters(quick)),
             Test::Reg(p) => {
                 let n = if quick {
                     20
@@ -508,6 +558,7 @@ fn plan(quick: bool) -> Vec<Test> {
         v.extend(sizes(quick).into_iter().map(f));
     }
     v.push(Test::Event);
+    v.push(Test::EventRing);
     v.push(Test::Call);
     v.extend([1u64, 4, 16, 64, 256, 1024].map(Test::Reg));
     v
@@ -695,7 +746,7 @@ fn side_by_side(
         for (m, v) in [(&mut nat, &mut ns), (&mut gst, &mut gs)] {
             let x = median(v);
             let e = m.entry(t.key()).or_insert_with(|| json!([]));
-            if matches!(t, Test::Event | Test::Call) {
+            if matches!(t, Test::Event | Test::EventRing | Test::Call) {
                 *e = json!(x);
             } else if let Some(arr) = e.as_array_mut() {
                 arr.push(json!([t.arg(), x]));
@@ -792,6 +843,11 @@ fn print_report(r: &Value) {
     println!(
         "Blocking on completion events, ping-pong one way: native {ne:.2} µs, guest {ge:.2} µs (floor: bare eventfd wake-ups in the same placement, {:.2} µs)",
         r["event_wake_floor_us"].as_f64().unwrap_or(f64::NAN)
+    );
+    println!(
+        "The same, each side polling its event ring instead of sleeping (the channel without the wake-up): native {:.2} µs, guest {:.2} µs",
+        nat["event_ring_latency_us"].as_f64().unwrap_or(0.0),
+        gst["event_ring_latency_us"].as_f64().unwrap_or(0.0)
     );
     println!(
         "A privileged call (QueryPort): native {:.2} µs, guest {:.2} µs",
