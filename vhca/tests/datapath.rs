@@ -545,3 +545,92 @@ fn sa_queries_are_served_with_each_guests_own_identity() {
     hub.stop();
     t.join().unwrap();
 }
+
+#[test]
+fn a_guest_that_garbles_its_event_ring_loses_only_its_own_events() {
+    // No device thread: the test runs the device pass by pass.
+    let hub = Hub::new(SoftHca::new(1)).unwrap();
+    let (t, mem, lay) = hub.attach(MEM, Limits::default(), port(5)).unwrap();
+    let mut a = guest(Context::open(t, mem.clone(), lay).unwrap(), QpType::Rc);
+    let mut b = guest(open(&hub, 6), QpType::Rc);
+    MockGuest::connect(&mut a, &mut b).unwrap();
+    // a's event consumer index, from nowhere.
+    a.ctx
+        .write(lay.event_base + 4, &0x8000_0000u32.to_le_bytes())
+        .unwrap();
+    a.ctx.arm_cq(&mut a.cq).unwrap();
+    b.ctx.arm_cq(&mut b.cq).unwrap();
+    a.recv(1, 64).unwrap();
+    b.recv(2, 64).unwrap();
+    a.post(op::SEND, 8, 0, 0).unwrap();
+    b.post(op::SEND, 8, 0, 0).unwrap();
+    let before = hub.backend().stats;
+    let mut notify = Vec::new();
+    hub.backend().poll(&mut notify);
+    let after = hub.backend().stats;
+    // b's event went through; a's was dropped and counted in its ring.
+    assert_eq!(after.events - before.events, 1);
+    let ev = b.ctx.next_event(Duration::ZERO).expect("b's event");
+    assert_eq!((ev.kind, ev.handle), (event::COMPLETION, b.cq.handle));
+    let mut dropped = [0u8; 4];
+    a.ctx.read(lay.event_base + 8, &mut dropped).unwrap();
+    assert_eq!(u32::from_le_bytes(dropped), 1);
+    // The completions themselves are in both CQs.
+    let mut wc = [Wc::default(); 4];
+    assert_eq!(
+        a.ctx.poll_cq(&mut a.cq, &mut wc).unwrap(),
+        2,
+        "send + receive"
+    );
+    assert_eq!(
+        b.ctx.poll_cq(&mut b.cq, &mut wc).unwrap(),
+        2,
+        "send + receive"
+    );
+}
+
+#[test]
+fn a_cq_the_guest_does_not_drain_overruns_once_and_the_rest_goes_on() {
+    let hub = Hub::new(SoftHca::new(1)).unwrap();
+    let mut a = guest(open(&hub, 5), QpType::Ud);
+    let mut b = guest(open(&hub, 6), QpType::Ud);
+    a.ctx.ready(&a.qp, 0, 0).unwrap();
+    b.ctx.ready(&b.qp, 0, 0).unwrap();
+    // A second, tiny CQ and a UD QP on it.
+    let mut small = a.ctx.create_cq(2).unwrap();
+    let mut q = a
+        .ctx
+        .create_qp(a.pd, QpType::Ud, &small, &small, 8, 8)
+        .unwrap();
+    a.ctx.ready(&q, 0, 0).unwrap();
+    let wr = SendWr {
+        opcode: op::SEND,
+        signaled: true,
+        lkey: a.mr.lkey,
+        addr: a.buf,
+        len: 8,
+        dest_qpn: b.qp.qpn,
+        dlid: b.lid,
+        ..Default::default()
+    };
+    for _ in 0..5 {
+        a.ctx.post_send(&mut q, &wr).unwrap();
+    }
+    let mut notify = Vec::new();
+    hub.backend().poll(&mut notify);
+    let ev = a.ctx.next_event(Duration::ZERO).expect("overrun event");
+    assert_eq!((ev.kind, ev.handle), (event::CQ_OVERRUN, small.handle));
+    assert!(a.ctx.next_event(Duration::ZERO).is_none(), "one event only");
+    let mut wc = [Wc::default(); 8];
+    assert_eq!(a.ctx.poll_cq(&mut small, &mut wc).unwrap(), 2);
+    // a's other QP and CQ, and b, go on.
+    b.recv(3, 4096 + 40).unwrap();
+    let wr = SendWr {
+        dest_qpn: b.qp.qpn,
+        ..wr
+    };
+    a.ctx.post_send(&mut a.qp, &wr).unwrap();
+    hub.backend().poll(&mut notify);
+    assert_eq!(b.ctx.poll_cq(&mut b.cq, &mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (3, 0));
+}
