@@ -213,8 +213,9 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
     }
 
     /// Runs the device's data path once and forwards its events to their
-    /// domains' event rings; the domains to notify are appended to
-    /// `notify`, each once. How much work the device did (0: idle).
+    /// domains' event rings; the domains to notify (those whose guest
+    /// sleeps waiting for events) are appended to `notify`, each once. How
+    /// much work the device did (0: idle).
     pub fn poll(&mut self, notify: &mut Vec<DomainId>) -> usize {
         let mut evs = std::mem::take(&mut self.device_events);
         evs.clear();
@@ -233,14 +234,19 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
                 }
             }
         }
-        for dom in notify.iter() {
-            if let Some(Some(d)) = self.domains.get(dom.0 as usize) {
-                if let Some(w) = &d.events {
-                    w.publish(&d.mem);
-                    self.stats.notifications += 1;
-                }
-            }
-        }
+        // Publish every ring that got events; notify only the guests that
+        // sleep waiting for them (a polling guest sees the index move).
+        notify.retain(|dom| {
+            let Some(Some(d)) = self.domains.get(dom.0 as usize) else {
+                return false;
+            };
+            let Some(w) = &d.events else {
+                return false;
+            };
+            w.publish(&d.mem);
+            w.guest_waiting(&d.mem)
+        });
+        self.stats.notifications += notify.len() as u64;
         self.device_events = evs;
         work
     }

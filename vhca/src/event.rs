@@ -7,11 +7,13 @@
 //! base + 0    prod     u32 LE, written by the backend
 //! base + 4    cons     u32 LE, written by the guest
 //! base + 8    dropped  u32 LE, events the backend could not queue
+//! base + 12   waiting  u32 LE, guest: 1 while it sleeps for events (the
+//!                      backend notifies only then)
 //! base + 64   EV_SLOTS × 16 bytes: kind u16, zero u16, zero u32, handle u64
 //! ```
 
 use crate::proto::Handle;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use vm_memory::{Bytes, GuestAddress, GuestMemory, Permissions};
 
 /// Events the ring holds.
@@ -24,6 +26,7 @@ pub const EVENT_RING_BYTES: u64 = 64 + EV_SLOTS as u64 * EV_SIZE;
 const PROD: u64 = 0;
 const CONS: u64 = 4;
 const DROPPED: u64 = 8;
+const WAITING: u64 = 12;
 
 fn slot(base: u64, i: u32) -> GuestAddress {
     GuestAddress(base + 64 + u64::from(i % EV_SLOTS) * EV_SIZE)
@@ -91,7 +94,16 @@ impl EventWriter {
 
     /// Makes what was pushed visible.
     pub fn publish<M: GuestMemory>(&self, mem: &M) {
-        let _ = mem.store(self.prod, GuestAddress(self.base + PROD), Ordering::Release);
+        let _ = mem.store(self.prod, GuestAddress(self.base + PROD), Ordering::SeqCst);
+    }
+
+    /// True when the guest sleeps waiting for events (read after
+    /// [`EventWriter::publish`]: a guest that set the flag after that sees
+    /// the new index itself).
+    pub fn guest_waiting<M: GuestMemory>(&self, mem: &M) -> bool {
+        fence(Ordering::SeqCst);
+        mem.load::<u32>(GuestAddress(self.base + WAITING), Ordering::SeqCst)
+            .is_ok_and(|v| v != 0)
     }
 }
 
@@ -127,6 +139,22 @@ impl EventReader {
             kind: u16::from_le_bytes([b[0], b[1]]),
             handle: Handle(u64::from_le_bytes(b[8..16].try_into().ok()?)),
         })
+    }
+
+    /// True when an event is waiting.
+    pub fn peek<M: GuestMemory>(&self, mem: &M) -> bool {
+        mem.load::<u32>(GuestAddress(self.base + PROD), Ordering::SeqCst)
+            .is_ok_and(|p| p != self.cons)
+    }
+
+    /// Says whether the guest is about to sleep waiting for events.
+    pub fn set_waiting<M: GuestMemory>(&self, mem: &M, on: bool) {
+        let _ = mem.store(
+            u32::from(on),
+            GuestAddress(self.base + WAITING),
+            Ordering::SeqCst,
+        );
+        fence(Ordering::SeqCst);
     }
 
     /// Events the backend had to drop.

@@ -596,7 +596,13 @@ impl<T: Transport> Context<T> {
             if left.is_zero() {
                 return None;
             }
-            self.t.wait_event(left);
+            // Ask to be notified, look once more (an event published before
+            // the flag was seen does not notify), then sleep.
+            self.events.set_waiting(&self.mem, true);
+            if !self.events.peek(&self.mem) {
+                self.t.wait_event(left);
+            }
+            self.events.set_waiting(&self.mem, false);
         }
     }
 

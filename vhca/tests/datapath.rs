@@ -292,7 +292,14 @@ fn events_of_one_pass_share_one_notification_and_an_arm_fires_once() {
     // No device thread: the test runs the device pass by pass.
     let hub = Hub::new(SoftHca::new(1)).unwrap();
     let mut a = guest(open(&hub, 5), QpType::Rc);
-    let mut b = guest(open(&hub, 6), QpType::Rc);
+    let (t, mem, lay) = hub.attach(MEM, Limits::default(), port(6)).unwrap();
+    let mut b = guest(Context::open(t, mem, lay).unwrap(), QpType::Rc);
+    // What b's frontend does before it sleeps: ask to be notified.
+    let sleeping = |b: &Guest<_>, on: bool| {
+        b.ctx
+            .write(lay.event_base + 12, &u32::from(on).to_le_bytes())
+            .unwrap()
+    };
     // b gets a second QP on a second CQ, connected to a second QP of a.
     let mut cq2 = b.ctx.create_cq(16).unwrap();
     let mut qb2 = b.ctx.create_qp(b.pd, QpType::Rc, &cq2, &cq2, 8, 8).unwrap();
@@ -324,6 +331,7 @@ fn events_of_one_pass_share_one_notification_and_an_arm_fires_once() {
     }
     let stats = hub.backend().stats;
     let mut notify = Vec::new();
+    sleeping(&b, true);
     assert!(hub.backend().poll(&mut notify) > 0);
     let after = hub.backend().stats;
     // Four receive completions on two armed CQs: two events, one
@@ -331,6 +339,7 @@ fn events_of_one_pass_share_one_notification_and_an_arm_fires_once() {
     assert_eq!(after.events - stats.events, 2);
     assert_eq!(after.notifications - stats.notifications, 1);
     assert_eq!(notify.len(), 1);
+    sleeping(&b, false);
     let mut seen: Vec<_> = std::iter::from_fn(|| b.ctx.next_event(Duration::ZERO))
         .map(|e| (e.kind, e.handle))
         .collect();
@@ -344,11 +353,31 @@ fn events_of_one_pass_share_one_notification_and_an_arm_fires_once() {
     // Not re-armed: more completions, no more events.
     a.ctx.post_send(&mut a.qp, &wr).unwrap();
     notify.clear();
+    sleeping(&b, true);
     hub.backend().poll(&mut notify);
     assert!(notify.is_empty());
+    sleeping(&b, false);
     let mut wc = [Wc::default(); 8];
     assert_eq!(b.ctx.poll_cq(&mut b.cq, &mut wc).unwrap(), 3);
     assert_eq!(b.ctx.poll_cq(&mut cq2, &mut wc).unwrap(), 2);
+    // A guest that polls its event ring is not notified: it sees the
+    // event without the wake-up.
+    b.ctx.arm_cq(&mut b.cq).unwrap();
+    a.ctx.post_send(&mut a.qp, &wr).unwrap();
+    let before = hub.backend().stats;
+    notify.clear();
+    hub.backend().poll(&mut notify);
+    let after = hub.backend().stats;
+    assert_eq!(
+        (
+            after.events - before.events,
+            after.notifications - before.notifications
+        ),
+        (1, 0)
+    );
+    assert!(notify.is_empty());
+    let e = b.ctx.next_event(Duration::ZERO).expect("published");
+    assert_eq!(e.handle, b.cq.handle);
 }
 
 #[test]
