@@ -423,8 +423,6 @@ pub struct DriverStats {
     pub connected: AtomicU64,
     /// Guests gone (and torn down).
     pub gone: AtomicU64,
-    /// Ring batches served.
-    pub batches: AtomicU64,
     /// Connections refused at the handshake (malformed, short memory,
     /// bad layout, or silent too long).
     pub refused: AtomicU64,
@@ -729,7 +727,6 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
                 Ok(0) => {}
                 Ok(n) => {
                     done += n;
-                    self.stats.batches.fetch_add(1, Ordering::Relaxed);
                     if !c.uar_sent {
                         if let Some(fd) = self.backend.uar_fd(c.dom) {
                             let _ = c.stream.set_nonblocking(false);

@@ -133,7 +133,16 @@ impl<T: Transport> Vm<T> {
             .map_err(|e| e.to_string())
     }
 
-    fn send(&mut self, opcode: u8, size: u32, signaled: bool, rkey: u32, raddr: u64) -> bool {
+    /// Posts a send work request from the send buffer; an error when the
+    /// send queue is full.
+    fn send(
+        &mut self,
+        opcode: u8,
+        size: u32,
+        signaled: bool,
+        rkey: u32,
+        raddr: u64,
+    ) -> Result<(), String> {
         let wr = SendWr {
             opcode,
             signaled,
@@ -144,7 +153,9 @@ impl<T: Transport> Vm<T> {
             remote_addr: raddr,
             ..Default::default()
         };
-        self.ctx.post_send(&mut self.qp, &wr).is_ok()
+        self.ctx
+            .post_send(&mut self.qp, &wr)
+            .map_err(|e| e.to_string())
     }
 
     /// Polls until a completion with `opcode` arrives (others are counted
@@ -172,31 +183,32 @@ impl<T: Transport> Vm<T> {
     }
 }
 
+/// Microseconds per call of `go`, over `n` calls after up to 50 to warm up.
+fn round_trips(n: u32, mut go: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    for _ in 0..n.min(50) {
+        go()?;
+    }
+    let t0 = Instant::now();
+    for _ in 0..n {
+        go()?;
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+}
+
 /// Ping-pong over RC send/receive: microseconds one way (half the round trip).
 fn pingpong<T: Transport>(a: &mut Vm<T>, b: &mut Vm<T>, size: u32, n: u32) -> Result<f64, String> {
     a.post_recv(size)?;
     b.post_recv(size)?;
     let go = |a: &mut Vm<T>, b: &mut Vm<T>| -> Result<(), String> {
-        if !a.send(op::SEND, size, false, 0, 0) {
-            return Err("send queue full".into());
-        }
+        a.send(op::SEND, size, false, 0, 0)?;
         b.poll_for(op::RECV)?;
         b.post_recv(size)?;
-        if !b.send(op::SEND, size, false, 0, 0) {
-            return Err("send queue full".into());
-        }
+        b.send(op::SEND, size, false, 0, 0)?;
         a.poll_for(op::RECV)?;
         a.post_recv(size)
     };
-    for _ in 0..n.min(50) {
-        go(a, b)?;
-    }
-    let t0 = Instant::now();
-    for _ in 0..n {
-        go(a, b)?;
-    }
     // The two receives left posted are flushed with the QPs at exit.
-    Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n) / 2.0)
+    Ok(round_trips(n, || go(a, b))? / 2.0)
 }
 
 /// Ping-pong in which each side learns of its receive from the event
@@ -224,24 +236,13 @@ fn event_ring_pingpong<T: Transport>(a: &mut Vm<T>, b: &mut Vm<T>, n: u32) -> Re
     };
     let go = |a: &mut Vm<T>, b: &mut Vm<T>| -> Result<(), String> {
         b.ctx.arm_cq(&mut b.cq).map_err(|e| e.to_string())?;
-        if !a.send(op::SEND, size, false, 0, 0) {
-            return Err("send queue full".into());
-        }
+        a.send(op::SEND, size, false, 0, 0)?;
         take(b)?;
         a.ctx.arm_cq(&mut a.cq).map_err(|e| e.to_string())?;
-        if !b.send(op::SEND, size, false, 0, 0) {
-            return Err("send queue full".into());
-        }
+        b.send(op::SEND, size, false, 0, 0)?;
         take(a)
     };
-    for _ in 0..n.min(50) {
-        go(a, b)?;
-    }
-    let t0 = Instant::now();
-    for _ in 0..n {
-        go(a, b)?;
-    }
-    Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n) / 2.0)
+    Ok(round_trips(n, || go(a, b))? / 2.0)
 }
 
 /// RDMA write, post to completion: microseconds.
@@ -254,9 +255,7 @@ fn write_latency<T: Transport>(
     let (rkey, raddr) = (b.mr.rkey, b.rbuf);
     let t0 = Instant::now();
     for _ in 0..n {
-        if !a.send(op::RDMA_WRITE, size, true, rkey, raddr) {
-            return Err("send queue full".into());
-        }
+        a.send(op::RDMA_WRITE, size, true, rkey, raddr)?;
         a.poll_for(op::RDMA_WRITE)?;
     }
     Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n))
@@ -284,7 +283,7 @@ fn bandwidth<T: Transport>(
     let t0 = Instant::now();
     while done < n || (recv && received < n) {
         while posted < n && posted - done < window {
-            if !a.send(opcode, size, true, rkey, raddr) {
+            if a.send(opcode, size, true, rkey, raddr).is_err() {
                 break;
             }
             posted += 1;
@@ -365,9 +364,7 @@ fn event_pingpong<T: Transport + Send>(
         let server = sc.spawn(|| -> Result<(), String> {
             for _ in 0..total {
                 wait(b)?;
-                if !b.send(op::SEND, size, false, 0, 0) {
-                    return Err("send queue full".into());
-                }
+                b.send(op::SEND, size, false, 0, 0)?;
             }
             Ok(())
         });
@@ -376,9 +373,7 @@ fn event_pingpong<T: Transport + Send>(
             if i == 20 {
                 t0 = Instant::now();
             }
-            if !a.send(op::SEND, size, false, 0, 0) {
-                return Err("send queue full".into());
-            }
+            a.send(op::SEND, size, false, 0, 0)?;
             wait(a)?;
         }
         let us = t0.elapsed().as_secs_f64() * 1e6 / f64::from(n) / 2.0;

@@ -63,8 +63,6 @@ struct MrE {
     addr: u64,
     len: u64,
     access: u32,
-    /// Host address of each page (the translation table an HCA keeps).
-    mtt: Vec<usize>,
     /// The host range locked in memory, to unlock at destruction.
     pinned: Option<(usize, usize)>,
 }
@@ -304,11 +302,6 @@ impl<M: GuestMemory> SoftHca<M> {
     /// Objects alive on the device (PDs, MRs, CQs, QPs, UARs).
     pub fn live(&self) -> usize {
         self.pds.len() + self.mrs.len() + self.cqs.len() + self.qps.len() + self.uars.len()
-    }
-
-    /// Pages translated for the regions alive now.
-    pub fn pages_mapped(&self) -> usize {
-        self.mrs.values().map(|m| m.mtt.len()).sum()
     }
 
     /// Contexts open on the device.
@@ -840,7 +833,6 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                         addr,
                         len,
                         access,
-                        mtt,
                         pinned,
                     },
                 );
