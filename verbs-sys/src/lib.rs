@@ -19,10 +19,14 @@
 //! * [`qp`] — queue pairs (RC, UD), their state transitions, posting and
 //!   polling, with the buffer-reuse and concurrent-posting hazards made
 //!   compile errors.
+//! * [`mediate`] — for a driver that mediates for guests: regions over
+//!   memory the caller maps, at the guest's own addresses, and queue pairs
+//!   whose work requests name memory by key.
 #![warn(missing_docs)]
 
 pub mod ffi;
 pub mod inline;
+pub mod mediate;
 pub mod qp;
 pub mod umad;
 pub mod verbs;

@@ -81,6 +81,8 @@ pub struct RcPeer {
     pub mtu: u32,
     /// Local port.
     pub port: u8,
+    /// The global route to the peer (RoCE, or another subnet).
+    pub grh: Option<crate::verbs::Grh>,
 }
 
 /// A state transition of a queue pair.
@@ -184,9 +186,7 @@ pub fn transition_attr(
                     a.rq_psn = p.psn & 0xFF_FFFF;
                     a.max_dest_rd_atomic = 1;
                     a.min_rnr_timer = 12;
-                    a.ah_attr.dlid = p.lid;
-                    a.ah_attr.sl = p.sl;
-                    a.ah_attr.port_num = p.port;
+                    crate::verbs::fill_ah(&mut a.ah_attr, p.lid, p.sl, p.port, p.grh);
                     mask |= ibv_qp_attr_mask_IBV_QP_AV
                         | ibv_qp_attr_mask_IBV_QP_PATH_MTU
                         | ibv_qp_attr_mask_IBV_QP_DEST_QPN
@@ -443,6 +443,61 @@ impl Pd {
     }
 }
 
+/// The `ibv_send_wr` of `op` over the one scatter/gather entry `sge`
+/// (none when its length is 0), with `flags` (`ibv_send_flags`). The work
+/// request points at `sge` and at `op`'s address handle: both must outlive
+/// the post.
+pub(crate) fn send_wr(wr_id: u64, sge: &mut ibv_sge, op: &SendOp, flags: u32) -> ibv_send_wr {
+    let num_sge = i32::from(sge.length != 0);
+    let mut wr = ibv_send_wr {
+        wr_id,
+        sg_list: sge,
+        num_sge,
+        send_flags: flags,
+        ..Default::default()
+    };
+    match op {
+        SendOp::Send { imm } => {
+            wr.opcode = match imm {
+                Some(_) => ibv_wr_opcode_IBV_WR_SEND_WITH_IMM,
+                None => ibv_wr_opcode_IBV_WR_SEND,
+            };
+            wr.__bindgen_anon_1.imm_data = imm.unwrap_or(0).to_be();
+        }
+        SendOp::Datagram { ah, qpn, qkey } => {
+            wr.opcode = ibv_wr_opcode_IBV_WR_SEND;
+            wr.wr.ud = ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
+                ah: ah.inner.ah,
+                remote_qpn: *qpn,
+                remote_qkey: *qkey,
+            };
+        }
+        SendOp::RdmaWrite {
+            remote_addr,
+            rkey,
+            imm,
+        } => {
+            wr.opcode = match imm {
+                Some(_) => ibv_wr_opcode_IBV_WR_RDMA_WRITE_WITH_IMM,
+                None => ibv_wr_opcode_IBV_WR_RDMA_WRITE,
+            };
+            wr.__bindgen_anon_1.imm_data = imm.unwrap_or(0).to_be();
+            wr.wr.rdma = ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                remote_addr: *remote_addr,
+                rkey: *rkey,
+            };
+        }
+        SendOp::RdmaRead { remote_addr, rkey } => {
+            wr.opcode = ibv_wr_opcode_IBV_WR_RDMA_READ;
+            wr.wr.rdma = ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                remote_addr: *remote_addr,
+                rkey: *rkey,
+            };
+        }
+    }
+    wr
+}
+
 impl Qp {
     /// Its QP number.
     pub fn qp_num(&self) -> u32 {
@@ -539,54 +594,11 @@ impl Qp {
             length: range.len() as u32,
             lkey: mr.lkey(),
         };
-        let mut wr = ibv_send_wr {
-            wr_id,
-            sg_list: &mut sge,
-            num_sge: 1,
-            send_flags: ibv_send_flags_IBV_SEND_SIGNALED,
-            ..Default::default()
+        let mut wr = send_wr(wr_id, &mut sge, &op, ibv_send_flags_IBV_SEND_SIGNALED);
+        let ah = match &op {
+            SendOp::Datagram { ah, .. } => Some(ah.clone()),
+            _ => None,
         };
-        let mut ah = None;
-        match &op {
-            SendOp::Send { imm } => {
-                wr.opcode = match imm {
-                    Some(_) => ibv_wr_opcode_IBV_WR_SEND_WITH_IMM,
-                    None => ibv_wr_opcode_IBV_WR_SEND,
-                };
-                wr.__bindgen_anon_1.imm_data = imm.unwrap_or(0).to_be();
-            }
-            SendOp::Datagram { ah: h, qpn, qkey } => {
-                wr.opcode = ibv_wr_opcode_IBV_WR_SEND;
-                wr.wr.ud = ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
-                    ah: h.inner.ah,
-                    remote_qpn: *qpn,
-                    remote_qkey: *qkey,
-                };
-                ah = Some(h.clone());
-            }
-            SendOp::RdmaWrite {
-                remote_addr,
-                rkey,
-                imm,
-            } => {
-                wr.opcode = match imm {
-                    Some(_) => ibv_wr_opcode_IBV_WR_RDMA_WRITE_WITH_IMM,
-                    None => ibv_wr_opcode_IBV_WR_RDMA_WRITE,
-                };
-                wr.__bindgen_anon_1.imm_data = imm.unwrap_or(0).to_be();
-                wr.wr.rdma = ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
-                    remote_addr: *remote_addr,
-                    rkey: *rkey,
-                };
-            }
-            SendOp::RdmaRead { remote_addr, rkey } => {
-                wr.opcode = ibv_wr_opcode_IBV_WR_RDMA_READ;
-                wr.wr.rdma = ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
-                    remote_addr: *remote_addr,
-                    rkey: *rkey,
-                };
-            }
-        }
         let mut bad = ptr::null_mut();
         // SAFETY: the QP is live; `wr` and `sge` live for the call; the
         // buffer they name is owned by `mr`, which the QP keeps (below)
@@ -698,6 +710,7 @@ mod tests {
             sl: 0,
             mtu: 3,
             port: 1,
+            grh: None,
         };
         // AV, PATH_MTU, DEST_QPN, RQ_PSN, MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER.
         assert_eq!(
@@ -749,11 +762,39 @@ mod tests {
             sl: 0,
             mtu: 9,
             port: 1,
+            grh: None,
         };
         assert!(!t(QpType::Rc, QpState::Init, Transition::Rtr(Some(peer))));
         assert!(!t(QpType::Ud, QpState::Init, Transition::Rtr(Some(peer))));
         assert!(t(QpType::Rc, QpState::Rts, Transition::Error));
         assert!(t(QpType::Ud, QpState::Error, Transition::Reset));
+    }
+
+    #[test]
+    fn a_roce_peer_gets_a_global_route_and_an_ib_peer_none() {
+        let mut peer = RcPeer {
+            qpn: 5,
+            psn: 0,
+            lid: 0,
+            sl: 0,
+            mtu: 3,
+            port: 1,
+            grh: None,
+        };
+        let rtr = |p| transition_attr(QpType::Rc, QpState::Init, &Transition::Rtr(Some(p)));
+        let (a, _) = rtr(peer).unwrap();
+        assert_eq!(a.ah_attr.is_global, 0);
+        let dgid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        peer.grh = Some(crate::verbs::Grh {
+            dgid,
+            sgid_index: 1,
+            hop_limit: 64,
+        });
+        let (a, _) = rtr(peer).unwrap();
+        assert_eq!(a.ah_attr.is_global, 1);
+        // SAFETY: `raw` is the union's plain-bytes view.
+        assert_eq!(unsafe { a.ah_attr.grh.dgid.raw }, dgid);
+        assert_eq!((a.ah_attr.grh.sgid_index, a.ah_attr.grh.hop_limit), (1, 64));
     }
 
     #[test]

@@ -113,6 +113,16 @@ pub struct PortAttr {
     pub pkey_tbl_len: u16,
     /// Size of the GID table.
     pub gid_tbl_len: i32,
+    /// Link layer: 1 InfiniBand, 2 Ethernet (RoCE; packets need a GRH),
+    /// 0 unspecified (InfiniBand).
+    pub link_layer: u8,
+}
+
+impl PortAttr {
+    /// Whether the port is RoCE: addresses are GIDs, LIDs are 0.
+    pub fn is_ethernet(&self) -> bool {
+        self.link_layer == crate::ffi::verbs::IBV_LINK_LAYER_ETHERNET as u8
+    }
 }
 
 /// What a device reports of itself and its limits.
@@ -213,6 +223,7 @@ impl Context {
             lmc: a.lmc,
             pkey_tbl_len: a.pkey_tbl_len,
             gid_tbl_len: a.gid_tbl_len,
+            link_layer: a.link_layer,
         })
     }
 
@@ -415,12 +426,8 @@ impl Pd {
 
     /// Creates an address handle for UD sends.
     pub fn create_ah(&self, attr: AhAttr) -> Result<Ah, Error> {
-        let mut a = ibv_ah_attr {
-            dlid: attr.dlid,
-            sl: attr.sl,
-            port_num: attr.port,
-            ..Default::default()
-        };
+        let mut a = ibv_ah_attr::default();
+        fill_ah(&mut a, attr.dlid, attr.sl, attr.port, attr.grh);
         // SAFETY: the PD is live; `a` is a valid attribute set.
         let ah = unsafe { self.inner.ctx.lib.ibv_create_ah(self.inner.pd, &mut a) };
         if ah.is_null() {
@@ -529,6 +536,34 @@ pub struct AhAttr {
     pub sl: u8,
     /// Local port.
     pub port: u8,
+    /// The global route, which RoCE ports (link layer Ethernet) and
+    /// inter-subnet paths need; `None` on an InfiniBand subnet.
+    pub grh: Option<Grh>,
+}
+
+/// A global route header's addressing: where a RoCE or inter-subnet
+/// packet goes and which of the port's own GIDs it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grh {
+    /// Destination GID.
+    pub dgid: [u8; 16],
+    /// Index of the source GID in the port's GID table.
+    pub sgid_index: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+}
+
+/// Fills `a` from an [`AhAttr`]-style description.
+pub(crate) fn fill_ah(a: &mut ibv_ah_attr, dlid: u16, sl: u8, port: u8, grh: Option<Grh>) {
+    a.dlid = dlid;
+    a.sl = sl;
+    a.port_num = port;
+    if let Some(g) = grh {
+        a.is_global = 1;
+        a.grh.dgid.raw = g.dgid;
+        a.grh.sgid_index = g.sgid_index;
+        a.grh.hop_limit = g.hop_limit;
+    }
 }
 
 pub(crate) struct AhInner {

@@ -2750,6 +2750,16 @@ pub struct IbVerbsLib {
         ) -> *mut ibv_mr,
         ::libloading::Error,
     >,
+    pub ibv_reg_mr_iova: Result<
+        unsafe extern "C" fn(
+            pd: *mut ibv_pd,
+            addr: *mut ::core::ffi::c_void,
+            length: usize,
+            iova: u64,
+            access: ::core::ffi::c_int,
+        ) -> *mut ibv_mr,
+        ::libloading::Error,
+    >,
     pub ibv_dereg_mr:
         Result<unsafe extern "C" fn(mr: *mut ibv_mr) -> ::core::ffi::c_int, ::libloading::Error>,
     pub ibv_create_comp_channel: Result<
@@ -2846,6 +2856,7 @@ impl IbVerbsLib {
         let ibv_alloc_pd = __library.get(b"ibv_alloc_pd\0").map(|sym| *sym);
         let ibv_dealloc_pd = __library.get(b"ibv_dealloc_pd\0").map(|sym| *sym);
         let ibv_reg_mr = __library.get(b"ibv_reg_mr\0").map(|sym| *sym);
+        let ibv_reg_mr_iova = __library.get(b"ibv_reg_mr_iova\0").map(|sym| *sym);
         let ibv_dereg_mr = __library.get(b"ibv_dereg_mr\0").map(|sym| *sym);
         let ibv_create_comp_channel = __library.get(b"ibv_create_comp_channel\0").map(|sym| *sym);
         let ibv_destroy_comp_channel = __library.get(b"ibv_destroy_comp_channel\0").map(|sym| *sym);
@@ -2876,6 +2887,7 @@ impl IbVerbsLib {
             ibv_alloc_pd,
             ibv_dealloc_pd,
             ibv_reg_mr,
+            ibv_reg_mr_iova,
             ibv_dereg_mr,
             ibv_create_comp_channel,
             ibv_destroy_comp_channel,
@@ -3008,6 +3020,19 @@ impl IbVerbsLib {
             .ibv_reg_mr
             .as_ref()
             .expect("Expected function, got error."))(pd, addr, length, access)
+    }
+    pub unsafe fn ibv_reg_mr_iova(
+        &self,
+        pd: *mut ibv_pd,
+        addr: *mut ::core::ffi::c_void,
+        length: usize,
+        iova: u64,
+        access: ::core::ffi::c_int,
+    ) -> *mut ibv_mr {
+        (self
+            .ibv_reg_mr_iova
+            .as_ref()
+            .expect("Expected function, got error."))(pd, addr, length, iova, access)
     }
     pub unsafe fn ibv_dereg_mr(&self, mr: *mut ibv_mr) -> ::core::ffi::c_int {
         (self
