@@ -6,10 +6,12 @@
 //! data between registered regions and writes completions into the
 //! guest's CQ buffers, without the backend.
 //!
-//! [`soft::SoftHca`] is the embedded default. A device over `verbs-sys`
-//! for real hardware is not written yet.
+//! [`soft::SoftHca`] is the embedded default. [`verbs::VerbsHca`] drives a
+//! real HCA through `verbs-sys`, mediating the data path (see there).
 
+mod guest;
 pub mod soft;
+pub mod verbs;
 
 use crate::handles::DomainId;
 use crate::proto::{QpState, QpType};

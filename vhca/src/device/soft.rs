@@ -16,21 +16,15 @@
 //! the queue holds moves the QP to the error state with a QP-fatal event; a
 //! CQ the guest does not drain overruns with an event and drops entries.
 
+use super::guest::{self, entry, GuestCq, Uar};
 use super::{Device, DeviceAttr, DeviceError, DeviceEvent, Kind, Object};
 use crate::handles::DomainId;
-use crate::layout::{
-    cq_hdr, event, flags, op, qp_hdr, status, Cqe, Wqe, CQ_HDR, GRH_LEN, QP_HDR, UAR_ASLEEP,
-    UAR_KICK, UAR_SIZE, UD_MTU,
-};
-use crate::proto::{access, QpState, QpType, CQE_SIZE, WQE_SIZE};
+use crate::layout::{event, flags, op, qp_hdr, status, Cqe, Wqe, GRH_LEN, QP_HDR, UD_MTU};
+use crate::proto::{access, QpState, QpType, WQE_SIZE};
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
-use vm_memory::{
-    Bytes, FileOffset, GuestAddress, GuestMemory, GuestMemoryBackend, MmapRegion, VolatileMemory,
-};
-use zerocopy::{FromBytes, IntoBytes};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
 
 /// Counters of the data path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -105,17 +99,6 @@ fn pin(at: usize, len: usize) -> bool {
     unsafe { libc::mlock(at as *const libc::c_void, len) == 0 }
 }
 
-struct CqE {
-    dom: DomainId,
-    addr: u64,
-    cqe: u32,
-    pi: u32,
-    last_arm: u32,
-    armed: bool,
-    overrun: bool,
-    tag: u64,
-}
-
 struct QpE {
     dom: DomainId,
     pd: u32,
@@ -132,12 +115,6 @@ struct QpE {
     tag: u64,
 }
 
-struct Uar {
-    dom: DomainId,
-    file: File,
-    map: MmapRegion,
-}
-
 /// The software HCA over guest memory of type `M`.
 pub struct SoftHca<M> {
     attr: DeviceAttr,
@@ -145,7 +122,7 @@ pub struct SoftHca<M> {
     ctxs: HashMap<DomainId, Ctx<M>>,
     pds: HashMap<u32, DomainId>,
     mrs: HashMap<u32, MrE>,
-    cqs: HashMap<u32, CqE>,
+    cqs: HashMap<u32, GuestCq>,
     qps: HashMap<u32, QpE>,
     uars: HashMap<u32, Uar>,
     /// QPs with send work left over (waiting for a receive at the peer).
@@ -319,21 +296,17 @@ impl<M: GuestMemory> SoftHca<M> {
     }
 
     fn read_u32(&self, dom: DomainId, at: u64) -> Option<u32> {
-        let c = self.ctxs.get(&dom)?;
-        c.mem.load::<u32>(GuestAddress(at), Ordering::Acquire).ok()
+        guest::read_u32(&self.ctxs.get(&dom)?.mem, at)
     }
 
     fn write_u32(&self, dom: DomainId, at: u64, v: u32) {
         if let Some(c) = self.ctxs.get(&dom) {
-            let _ = c.mem.store(v, GuestAddress(at), Ordering::Release);
+            guest::write_u32(&c.mem, at, v);
         }
     }
 
     fn read_wqe(&self, dom: DomainId, at: u64) -> Option<Wqe> {
-        let c = self.ctxs.get(&dom)?;
-        let mut b = [0u8; WQE_SIZE as usize];
-        c.mem.read_slice(&mut b, GuestAddress(at)).ok()?;
-        Wqe::read_from_bytes(&b).ok()
+        guest::read_wqe(&self.ctxs.get(&dom)?.mem, at)
     }
 
     /// The region `key` names, if it belongs to `dom` and `pd`, covers
@@ -380,60 +353,15 @@ impl<M: GuestMemory> SoftHca<M> {
     }
 
     /// Writes a completion into CQ `cq`; events go to `events`.
-    fn complete(&mut self, cq: u32, mut e: Cqe, events: &mut Vec<DeviceEvent>) {
-        let Some(c) = self.cqs.get(&cq) else {
+    fn complete(&mut self, cq: u32, e: Cqe, events: &mut Vec<DeviceEvent>) {
+        let Some(c) = self.cqs.get_mut(&cq) else {
             return;
         };
-        let (dom, addr, cqe, pi) = (c.dom, c.addr, c.cqe, c.pi);
-        let Some(ci) = self.read_u32(dom, addr + cq_hdr::CI) else {
+        let Some(ctx) = self.ctxs.get(&c.dom) else {
             return;
         };
-        if pi.wrapping_sub(ci) >= cqe {
-            // Full, or a consumer index from nowhere: the entry is lost.
-            let c = self.cqs.get_mut(&cq).expect("looked up above");
-            if !c.overrun {
-                c.overrun = true;
-                events.push(DeviceEvent {
-                    dom,
-                    kind: event::CQ_OVERRUN,
-                    tag: c.tag,
-                });
-            }
-            return;
-        }
-        let slot = addr + CQ_HDR + u64::from(pi % cqe) * CQE_SIZE;
-        e.seq.set(0);
-        let Some(ctx) = self.ctxs.get(&dom) else {
-            return;
-        };
-        // The entry first, its sequence number last: the guest reads the
-        // sequence number to know the rest is there.
-        let seq_at = core::mem::offset_of!(Cqe, seq) as u64;
-        let _ = ctx
-            .mem
-            .write_slice(&e.as_bytes()[..seq_at as usize], GuestAddress(slot));
-        let _ = ctx.mem.store(
-            pi.wrapping_add(1),
-            GuestAddress(slot + seq_at),
-            Ordering::Release,
-        );
-        let _ = ctx.mem.store(
-            pi.wrapping_add(1),
-            GuestAddress(addr + cq_hdr::PI),
-            Ordering::Release,
-        );
-        let arm = self.read_u32(dom, addr + cq_hdr::ARM).unwrap_or(0);
-        let c = self.cqs.get_mut(&cq).expect("looked up above");
-        c.pi = pi.wrapping_add(1);
-        self.stats.completions += 1;
-        if arm != c.last_arm || c.armed {
-            c.last_arm = arm;
-            c.armed = false;
-            events.push(DeviceEvent {
-                dom,
-                kind: event::COMPLETION,
-                tag: c.tag,
-            });
+        if c.push(&ctx.mem, e, events) {
+            self.stats.completions += 1;
         }
     }
 
@@ -731,18 +659,6 @@ impl<M: GuestMemory> SoftHca<M> {
     }
 }
 
-/// A completion entry for work request `wr_id`, the rest zero.
-fn entry(wr_id: u64) -> Cqe {
-    let mut e = Cqe::default();
-    e.wr_id.set(wr_id);
-    e
-}
-
-/// An anonymous shared file of `len` bytes (a UAR page).
-fn shared_page(len: usize) -> std::io::Result<File> {
-    crate::shm::memfd("vhca-uar", len as u64)
-}
-
 impl<M: GuestMemory> Device<M> for SoftHca<M> {
     fn attr(&self) -> DeviceAttr {
         self.attr
@@ -838,21 +754,8 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                 );
             }
             Object::Cq { cqe, addr } => {
-                let arm = self.read_u32(dom, addr + cq_hdr::ARM).unwrap_or(0);
-                let pi = self.read_u32(dom, addr + cq_hdr::CI).unwrap_or(0);
-                self.cqs.insert(
-                    id,
-                    CqE {
-                        dom,
-                        addr,
-                        cqe,
-                        pi,
-                        last_arm: arm,
-                        armed: false,
-                        overrun: false,
-                        tag,
-                    },
-                );
+                let c = GuestCq::new(&self.ctxs[&dom].mem, dom, addr, cqe, tag);
+                self.cqs.insert(id, c);
             }
             Object::Qp {
                 qp_type,
@@ -887,11 +790,8 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                 self.modify_qp(id, QpState::Reset, 0, 0);
             }
             Object::Uar => {
-                let file = shared_page(UAR_SIZE).map_err(|_| DeviceError::Failed)?;
-                let f2 = file.try_clone().map_err(|_| DeviceError::Failed)?;
-                let map = MmapRegion::from_file(FileOffset::new(f2, 0), UAR_SIZE)
-                    .map_err(|_| DeviceError::Failed)?;
-                self.uars.insert(id, Uar { dom, file, map });
+                let u = Uar::new(dom).map_err(|_| DeviceError::Failed)?;
+                self.uars.insert(id, u);
                 if let Some(c) = self.ctxs.get_mut(&dom) {
                     c.uar = Some(id);
                     c.kick = 0;
@@ -958,7 +858,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
     }
 
     fn uar_fd(&self, page: u32) -> Option<BorrowedFd<'_>> {
-        self.uars.get(&page).map(|u| u.file.as_fd())
+        self.uars.get(&page).map(Uar::fd)
     }
 
     fn objects(&self) -> usize {
@@ -967,10 +867,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
 
     fn idle(&mut self, asleep: bool) {
         for u in self.uars.values() {
-            let _ =
-                u.map
-                    .as_volatile_slice()
-                    .store(u32::from(asleep), UAR_ASLEEP, Ordering::SeqCst);
+            u.set_asleep(asleep);
         }
         std::sync::atomic::fence(Ordering::SeqCst);
     }
@@ -988,11 +885,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
             let Some(u) = self.uars.get(&page) else {
                 continue;
             };
-            let kick = u
-                .map
-                .as_volatile_slice()
-                .load::<u32>(UAR_KICK, Ordering::Acquire)
-                .unwrap_or(c.kick);
+            let kick = u.kick().unwrap_or(c.kick);
             if kick != c.kick {
                 c.kick = kick;
                 rang += 1;

@@ -1,0 +1,161 @@
+//! What every device does on the guest's side of the data path, whatever
+//! moves the data: reading work requests and producer indices from QP
+//! buffers, writing completions into CQ buffers (entry first, sequence
+//! number last; overrun and arm handling), and the UAR page with its
+//! doorbell counter and asleep flag.
+
+use super::DeviceEvent;
+use crate::handles::DomainId;
+use crate::layout::{cq_hdr, event, Cqe, Wqe, CQ_HDR, UAR_ASLEEP, UAR_KICK, UAR_SIZE};
+use crate::proto::{CQE_SIZE, WQE_SIZE};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemory, MmapRegion, VolatileMemory};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// Reads the u32 at guest address `at`.
+pub(crate) fn read_u32<M: GuestMemory>(mem: &M, at: u64) -> Option<u32> {
+    mem.load::<u32>(GuestAddress(at), Ordering::Acquire).ok()
+}
+
+/// Writes the u32 at guest address `at` (a bad address is ignored: the
+/// guest only hurts itself).
+pub(crate) fn write_u32<M: GuestMemory>(mem: &M, at: u64, v: u32) {
+    let _ = mem.store(v, GuestAddress(at), Ordering::Release);
+}
+
+/// Reads the work-queue entry at guest address `at`.
+pub(crate) fn read_wqe<M: GuestMemory>(mem: &M, at: u64) -> Option<Wqe> {
+    let mut b = [0u8; WQE_SIZE as usize];
+    mem.read_slice(&mut b, GuestAddress(at)).ok()?;
+    Wqe::read_from_bytes(&b).ok()
+}
+
+/// A completion entry for work request `wr_id`, the rest zero.
+pub(crate) fn entry(wr_id: u64) -> Cqe {
+    let mut e = Cqe::default();
+    e.wr_id.set(wr_id);
+    e
+}
+
+/// A CQ buffer in guest memory, as the device writes it.
+pub(crate) struct GuestCq {
+    pub dom: DomainId,
+    pub addr: u64,
+    pub cqe: u32,
+    pub pi: u32,
+    last_arm: u32,
+    pub armed: bool,
+    overrun: bool,
+    pub tag: u64,
+}
+
+impl GuestCq {
+    /// The CQ of `cqe` entries at `addr`, starting where the guest's
+    /// consumer index and arm sequence stand.
+    pub fn new<M: GuestMemory>(mem: &M, dom: DomainId, addr: u64, cqe: u32, tag: u64) -> GuestCq {
+        GuestCq {
+            dom,
+            addr,
+            cqe,
+            pi: read_u32(mem, addr + cq_hdr::CI).unwrap_or(0),
+            last_arm: read_u32(mem, addr + cq_hdr::ARM).unwrap_or(0),
+            armed: false,
+            overrun: false,
+            tag,
+        }
+    }
+
+    /// Entries the guest has room for (0 when its consumer index is out of
+    /// range).
+    pub fn room<M: GuestMemory>(&self, mem: &M) -> u32 {
+        let Some(ci) = read_u32(mem, self.addr + cq_hdr::CI) else {
+            return 0;
+        };
+        self.cqe.saturating_sub(self.pi.wrapping_sub(ci))
+    }
+
+    /// Writes `e`; an event for the owner goes to `events` when the guest
+    /// armed the CQ, or when the entry is lost to an overrun (once).
+    /// True when written.
+    pub fn push<M: GuestMemory>(
+        &mut self,
+        mem: &M,
+        mut e: Cqe,
+        events: &mut Vec<DeviceEvent>,
+    ) -> bool {
+        if self.room(mem) == 0 {
+            // Full, or a consumer index from nowhere: the entry is lost.
+            if !self.overrun {
+                self.overrun = true;
+                events.push(DeviceEvent {
+                    dom: self.dom,
+                    kind: event::CQ_OVERRUN,
+                    tag: self.tag,
+                });
+            }
+            return false;
+        }
+        let slot = self.addr + CQ_HDR + u64::from(self.pi % self.cqe) * CQE_SIZE;
+        e.seq.set(0);
+        // The entry first, its sequence number last: the guest reads the
+        // sequence number to know the rest is there.
+        let seq_at = core::mem::offset_of!(Cqe, seq) as u64;
+        let _ = mem.write_slice(&e.as_bytes()[..seq_at as usize], GuestAddress(slot));
+        let next = self.pi.wrapping_add(1);
+        write_u32(mem, slot + seq_at, next);
+        write_u32(mem, self.addr + cq_hdr::PI, next);
+        self.pi = next;
+        let arm = read_u32(mem, self.addr + cq_hdr::ARM).unwrap_or(0);
+        if arm != self.last_arm || self.armed {
+            self.last_arm = arm;
+            self.armed = false;
+            events.push(DeviceEvent {
+                dom: self.dom,
+                kind: event::COMPLETION,
+                tag: self.tag,
+            });
+        }
+        true
+    }
+}
+
+/// A doorbell page: a shared file the integrator maps into the guest.
+pub(crate) struct Uar {
+    pub dom: DomainId,
+    file: File,
+    map: MmapRegion,
+}
+
+impl Uar {
+    /// A fresh page for `dom`.
+    pub fn new(dom: DomainId) -> std::io::Result<Uar> {
+        let file = crate::shm::memfd("vhca-uar", UAR_SIZE as u64)?;
+        let map = MmapRegion::from_file(FileOffset::new(file.try_clone()?, 0), UAR_SIZE)
+            .map_err(std::io::Error::other)?;
+        Ok(Uar { dom, file, map })
+    }
+
+    /// The doorbell counter.
+    pub fn kick(&self) -> Option<u32> {
+        self.map
+            .as_volatile_slice()
+            .load::<u32>(UAR_KICK, Ordering::Acquire)
+            .ok()
+    }
+
+    /// Tells the guest whether the device sleeps (it then wakes the
+    /// driver after ringing).
+    pub fn set_asleep(&self, asleep: bool) {
+        let _ = self
+            .map
+            .as_volatile_slice()
+            .store(u32::from(asleep), UAR_ASLEEP, Ordering::SeqCst);
+    }
+
+    /// The page's file.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
