@@ -623,6 +623,36 @@ impl CompChannel {
         unsafe { (*self.inner.ch).fd }
     }
 
+    /// Makes [`CompChannel::try_event`] return at once when no event is
+    /// waiting (the fd in non-blocking mode), for an event loop.
+    pub fn set_nonblocking(&self) -> Result<(), Error> {
+        let fd = self.fd();
+        // SAFETY: fcntl on the channel's own descriptor, which is open.
+        let r = unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            if fl < 0 {
+                fl
+            } else {
+                libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK)
+            }
+        };
+        if r < 0 {
+            return Err(errno_call("fcntl"));
+        }
+        Ok(())
+    }
+
+    /// The next completion event, acknowledged, if one is waiting (after
+    /// [`CompChannel::set_nonblocking`]; else it blocks like
+    /// [`CompChannel::get_event`]).
+    pub fn try_event(&self) -> Result<Option<CqId>, Error> {
+        match self.get_event() {
+            Ok(id) => Ok(Some(id)),
+            Err(Error::Call { code, .. }) if code == -libc::EAGAIN => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Blocks until an armed CQ of this channel has a completion event,
     /// acknowledges it and says which CQ it was ([`Cq::id`]).
     pub fn get_event(&self) -> Result<CqId, Error> {

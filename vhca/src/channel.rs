@@ -52,18 +52,35 @@ pub const CALL_SPIN: Duration = Duration::from_millis(2);
 
 /// Waits until `fd` is readable or `timeout` passes; true when readable.
 pub fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
+    wait_any(&[fd], timeout) != 0
+}
+
+/// Waits up to `timeout` for any of `fds` (at most two) to become
+/// readable; which did, as bits (1: the first, 2: the second).
+fn wait_any(fds: &[RawFd], timeout: Duration) -> u32 {
+    let none = libc::pollfd {
+        fd: -1,
+        events: 0,
         revents: 0,
     };
+    let mut p = [none; 2];
+    let n = fds.len().min(2);
+    for (slot, &fd) in p.iter_mut().zip(&fds[..n]) {
+        slot.fd = fd;
+        slot.events = libc::POLLIN;
+    }
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: one valid pollfd and a valid timespec, both on our stack.
-    let r = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-    r > 0
+    // SAFETY: `n` valid pollfds and a valid timespec, on our stack.
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
+    if r <= 0 {
+        return 0;
+    }
+    (0..n)
+        .filter(|&i| p[i].revents != 0)
+        .fold(0, |m, i| m | 1 << i)
 }
 
 fn drain(e: &EventFd) {
@@ -95,6 +112,8 @@ pub struct Hub<D: Device<GuestMemoryMmap>> {
     callers: AtomicUsize,
     /// Asked to stop polling now rather than after [`HOT`].
     rest: Arc<AtomicBool>,
+    /// Sleeps the device itself ended ([`Device::wake_fd`]).
+    device_wakes: AtomicU64,
 }
 
 impl<D: Device<GuestMemoryMmap>> Hub<D> {
@@ -107,7 +126,14 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
             stop: AtomicBool::new(false),
             callers: AtomicUsize::new(0),
             rest: Arc::new(AtomicBool::new(false)),
+            device_wakes: AtomicU64::new(0),
         }))
+    }
+
+    /// How many times the device's own file ([`Device::wake_fd`]) woke
+    /// the sleeping loop.
+    pub fn device_wakes(&self) -> u64 {
+        self.device_wakes.load(Ordering::Relaxed)
     }
 
     /// The backend, locked.
@@ -167,10 +193,15 @@ impl<D: Device<GuestMemoryMmap>> Hub<D> {
                 // Woken by a guest, or work found on the re-check: hot
                 // again. A timeout leaves the loop idle (no spinning burst
                 // every time it looks).
+                let mut fds = vec![self.wake.as_raw_fd()];
+                fds.extend(self.backend().device().wake_fd().map(|f| f.as_raw_fd()));
                 let woken = self.pass(&mut notify) > 0 || {
-                    let w = wait_readable(self.wake.as_raw_fd(), Duration::from_millis(20));
+                    let w = wait_any(&fds, Duration::from_millis(20));
                     drain(&self.wake);
-                    w
+                    if w & 2 != 0 {
+                        self.device_wakes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    w != 0
                 };
                 self.backend().device_mut().idle(false);
                 if woken {
@@ -449,6 +480,8 @@ const LISTENER: u64 = 0;
 const STREAM: u64 = 0;
 const KICK: u64 = 1;
 const HELLO: u64 = 2;
+/// Epoll data of the device's own wake-up file ([`Device::wake_fd`]).
+const DEVICE: u64 = 3;
 /// How long a connection may take to say hello.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
@@ -469,6 +502,13 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             listener.as_raw_fd(),
             EpollEvent::new(EventSet::IN, LISTENER),
         )?;
+        if let Some(fd) = device.wake_fd() {
+            epoll.ctl(
+                ControlOperation::Add,
+                fd.as_raw_fd(),
+                EpollEvent::new(EventSet::IN, DEVICE),
+            )?;
+        }
         Ok(Driver {
             backend: Backend::new(device),
             listener,
@@ -755,6 +795,8 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             let data = e.data();
             if data == LISTENER {
                 self.accept();
+            } else if data == DEVICE {
+                // The device has work: the next pass does it.
             } else if data & 3 == HELLO {
                 self.hello(data >> 2);
             } else if data & 3 == KICK {

@@ -488,11 +488,17 @@ impl<T: Transport> Context<T> {
         let s = self.uar.as_volatile_slice();
         s.store(self.kick, UAR_KICK, Ordering::SeqCst)
             .map_err(|_| Error::Memory)?;
+        self.wake_if_asleep();
+        Ok(())
+    }
+
+    /// Wakes the driver if the device says it sleeps.
+    fn wake_if_asleep(&mut self) {
         fence(Ordering::SeqCst);
+        let s = self.uar.as_volatile_slice();
         if s.load::<u32>(UAR_ASLEEP, Ordering::SeqCst).unwrap_or(0) != 0 {
             self.t.wake();
         }
-        Ok(())
     }
 
     /// Posts a send work request: a WQE into the QP buffer and a doorbell.
@@ -541,9 +547,12 @@ impl<T: Transport> Context<T> {
         let slot = u64::from(qp.sq) + u64::from(qp.rq_prod % qp.rq);
         self.write(qp.addr + QP_HDR + slot * WQE_SIZE, w.as_bytes())?;
         qp.rq_prod = qp.rq_prod.wrapping_add(1);
-        // No doorbell: the device reads the receive producer when a message
-        // arrives.
-        self.store(qp.addr + qp_hdr::RQ_PROD, qp.rq_prod)
+        // No doorbell: the software HCA reads the receive producer when a
+        // message arrives, a mediating device at every pass. A sleeping
+        // device is woken to see it.
+        self.store(qp.addr + qp_hdr::RQ_PROD, qp.rq_prod)?;
+        self.wake_if_asleep();
+        Ok(())
     }
 
     /// Takes up to `out.len()` completions from `cq`; how many.

@@ -229,3 +229,53 @@ fn ud_datagrams_between_guests_on_a_real_hca() {
     hub.stop();
     t.join().unwrap();
 }
+
+/// Two backends on one HCA, as two hosts would be: a message from a guest
+/// of one reaches a guest of the other while the second's device loop
+/// sleeps. The HCA's completion channel wakes the loop; without it the loop
+/// would find the completion only at its next 20 ms timeout.
+#[test]
+fn a_sleeping_device_loop_wakes_on_the_hcas_completion() {
+    let (Some(h1), Some(h2)) = (device(), device()) else {
+        return;
+    };
+    let gid = h1.gid();
+    let (hub1, t1) = hub(h1);
+    let (hub2, t2) = hub(h2);
+    let mut b = MockGuest::new(open(&hub1, 6), QpType::Rc, 1 << 20).unwrap();
+    let mut a = MockGuest::new(open(&hub2, 5), QpType::Rc, 1 << 20).unwrap();
+    hub1.backend().device_mut().add_peer(5, gid);
+    hub2.backend().device_mut().add_peer(6, gid);
+    MockGuest::connect(&mut a, &mut b).unwrap();
+    let mut took = Vec::new();
+    for i in 0..15u64 {
+        let (lkey, buf) = (b.mr.lkey, b.buf);
+        b.ctx.post_recv(&mut b.qp, i, lkey, buf, 4096).unwrap();
+        // Let b's loop post the receive, then fall asleep.
+        thread::sleep(Duration::from_millis(15));
+        hub1.rest();
+        thread::sleep(Duration::from_millis(5));
+        let t0 = Instant::now();
+        send(&mut a, op::SEND, 0, 64, 0, 0);
+        let r = wait_one(&mut b);
+        took.push(t0.elapsed());
+        assert_eq!((r.status, r.wr_id), (status::SUCCESS, i));
+        assert_eq!(wait_one(&mut a).status, status::SUCCESS);
+    }
+    took.sort();
+    let median = took[took.len() / 2];
+    let wakes = hub1.device_wakes();
+    eprintln!("to a sleeping loop: {wakes} wake-ups by the HCA, median {median:?}, all {took:?}");
+    // Each message found b's loop asleep; most should have been ended by
+    // the completion channel (a few may land while the loop re-checks).
+    assert!(
+        wakes >= 10,
+        "the HCA woke the sleeping loop {wakes} times for 15 messages"
+    );
+    drop((a, b));
+    for (h, t) in [(hub1, t1), (hub2, t2)] {
+        assert_eq!(h.backend().device().live(), 0);
+        h.stop();
+        t.join().unwrap();
+    }
+}

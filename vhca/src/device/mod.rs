@@ -142,6 +142,13 @@ pub trait Device<M> {
     fn process(&mut self, events: &mut Vec<DeviceEvent>) -> usize;
     /// The driver is about to sleep (`true`) or has woken (`false`). A
     /// device that polls doorbells tells the guests, which then wake the
-    /// driver after ringing; hardware ignores it.
+    /// driver after ringing; a device over real hardware also arms its
+    /// completion channel.
     fn idle(&mut self, _asleep: bool) {}
+    /// A file that becomes readable when the device has work while the
+    /// driver sleeps (a real HCA's completion channel); the driver waits
+    /// on it beside its own.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }

@@ -29,10 +29,10 @@ use crate::handles::DomainId;
 use crate::layout::{event, flags, op, qp_hdr, status, Cqe, QP_HDR};
 use crate::proto::{access, QpState, QpType, WQE_SIZE};
 use std::collections::HashMap;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use verbs_sys::mediate::{ExtMr, KeyedQp, Sge};
 use verbs_sys::qp::{self as vqp, QpCaps, RcPeer, SendOp, Transition};
-use verbs_sys::verbs::{Access, Ah, AhAttr, Context, Cq, Grh, Pd, PortAttr};
+use verbs_sys::verbs::{Access, Ah, AhAttr, CompChannel, Context, Cq, Grh, Pd, PortAttr};
 use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend};
 
 /// The Q_Key of every UD QP (vhca's protocol has none yet).
@@ -109,6 +109,8 @@ pub struct VerbsStats {
 /// A device over a real HCA port (see the module documentation).
 pub struct VerbsHca<M> {
     ctx: Context,
+    /// Every CQ's events, armed while the driver sleeps.
+    chan: CompChannel,
     port: u8,
     port_attr: PortAttr,
     gid: [u8; 16],
@@ -153,6 +155,8 @@ impl<M: GuestMemory> VerbsHca<M> {
             )));
         }
         let gid = ctx.query_gid(port, 0)?;
+        let chan = ctx.create_comp_channel()?;
+        chan.set_nonblocking()?;
         let cap = |v: i32| u32::try_from(v).unwrap_or(0);
         Ok(VerbsHca {
             attr: DeviceAttr {
@@ -162,6 +166,7 @@ impl<M: GuestMemory> VerbsHca<M> {
                 max_mr: cap(dev.max_mr),
             },
             ctx,
+            chan,
             port,
             port_attr,
             gid,
@@ -194,6 +199,11 @@ impl<M: GuestMemory> VerbsHca<M> {
     /// The port's attributes, as read at open.
     pub fn port_attr(&self) -> PortAttr {
         self.port_attr
+    }
+
+    /// The port's GID (index 0), which peers on a RoCE port address.
+    pub fn gid(&self) -> [u8; 16] {
+        self.gid
     }
 
     /// On a RoCE port: traffic for `lid` goes to `gid`.
@@ -568,7 +578,7 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
                 Ok(lkey)
             }
             Object::Cq { cqe, addr } => {
-                let cq = self.ctx.create_cq(cqe, None).map_err(|e| {
+                let cq = self.ctx.create_cq(cqe, Some(&self.chan)).map_err(|e| {
                     trace!("create CQ: {e}");
                     DeviceError::Exhausted
                 })?;
@@ -737,6 +747,26 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
             u.set_asleep(asleep);
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if asleep {
+            // A completion from now on wakes the driver (it re-checks
+            // after this, so one that came before is not missed).
+            for c in self.cqs.values() {
+                if let Err(e) = c.cq.req_notify(false) {
+                    trace!("arming a CQ: {e}");
+                }
+            }
+        } else {
+            // Take the events (each must be acknowledged); the pass that
+            // follows polls every CQ anyway.
+            while let Ok(Some(_)) = self.chan.try_event() {}
+        }
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        let fd: RawFd = self.chan.fd();
+        // SAFETY: the channel's descriptor stays open as long as `self`,
+        // which the returned borrow cannot outlive.
+        Some(unsafe { BorrowedFd::borrow_raw(fd) })
     }
 
     fn process(&mut self, events: &mut Vec<DeviceEvent>) -> usize {
