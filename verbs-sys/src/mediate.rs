@@ -8,7 +8,7 @@
 //! mapped while the region lives.
 
 use crate::ffi::verbs::*;
-use crate::qp::{send_wr, transition_attr, QpCaps, QpState, QpType, SendOp, Transition};
+use crate::qp::{init_attr, send_wr, transition_attr, QpCaps, QpState, QpType, SendOp, Transition};
 use crate::verbs::{errno_call, Access, Ah, Cq, CqInner, Pd, PdInner};
 use crate::{inline, Error};
 use std::os::raw::{c_int, c_void};
@@ -100,23 +100,12 @@ impl Pd {
         recv_cq: &Cq,
         caps: QpCaps,
     ) -> Result<KeyedQp, Error> {
-        let mut init = ibv_qp_init_attr {
-            send_cq: send_cq.inner.cq,
-            recv_cq: recv_cq.inner.cq,
-            cap: ibv_qp_cap {
-                max_send_wr: caps.max_send_wr.max(1),
-                max_recv_wr: caps.max_recv_wr.max(1),
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: caps.max_inline_data,
-            },
-            qp_type: match kind {
-                QpType::Rc => ibv_qp_type_IBV_QPT_RC,
-                QpType::Ud => ibv_qp_type_IBV_QPT_UD,
-            },
-            sq_sig_all: 0,
-            ..Default::default()
+        let caps = QpCaps {
+            max_send_wr: caps.max_send_wr.max(1),
+            max_recv_wr: caps.max_recv_wr.max(1),
+            ..caps
         };
+        let mut init = init_attr(kind, send_cq, recv_cq, caps, false);
         // SAFETY: the PD and both CQs are live and kept alive by the QP.
         let qp = unsafe { self.inner.ctx.lib.ibv_create_qp(self.inner.pd, &mut init) };
         if qp.is_null() {

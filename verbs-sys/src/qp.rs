@@ -394,6 +394,34 @@ pub struct Qp {
 // that posts or modifies takes &mut self). It is deliberately not Sync.
 unsafe impl Send for Qp {}
 
+/// The `ibv_qp_init_attr` of a QP of `kind` with one scatter/gather entry
+/// per request; every send signalled when `sig_all`.
+pub(crate) fn init_attr(
+    kind: QpType,
+    send_cq: &Cq,
+    recv_cq: &Cq,
+    caps: QpCaps,
+    sig_all: bool,
+) -> ibv_qp_init_attr {
+    ibv_qp_init_attr {
+        send_cq: send_cq.inner.cq,
+        recv_cq: recv_cq.inner.cq,
+        cap: ibv_qp_cap {
+            max_send_wr: caps.max_send_wr,
+            max_recv_wr: caps.max_recv_wr,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: caps.max_inline_data,
+        },
+        qp_type: match kind {
+            QpType::Rc => ibv_qp_type_IBV_QPT_RC,
+            QpType::Ud => ibv_qp_type_IBV_QPT_UD,
+        },
+        sq_sig_all: c_int::from(sig_all),
+        ..Default::default()
+    }
+}
+
 impl Pd {
     /// Creates a queue pair of `kind` in this PD, completing on `send_cq`
     /// and `recv_cq` (which must be of the same device). Every send is
@@ -408,23 +436,7 @@ impl Pd {
         if caps.max_send_wr == 0 || caps.max_recv_wr == 0 {
             return Err(Error::BadArgument("a QP needs room for one request".into()));
         }
-        let mut init = ibv_qp_init_attr {
-            send_cq: send_cq.inner.cq,
-            recv_cq: recv_cq.inner.cq,
-            cap: ibv_qp_cap {
-                max_send_wr: caps.max_send_wr,
-                max_recv_wr: caps.max_recv_wr,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: caps.max_inline_data,
-            },
-            qp_type: match kind {
-                QpType::Rc => ibv_qp_type_IBV_QPT_RC,
-                QpType::Ud => ibv_qp_type_IBV_QPT_UD,
-            },
-            sq_sig_all: 1,
-            ..Default::default()
-        };
+        let mut init = init_attr(kind, send_cq, recv_cq, caps, true);
         // SAFETY: the PD and both CQs are live and kept alive by the QP.
         let qp = unsafe { self.inner.ctx.lib.ibv_create_qp(self.inner.pd, &mut init) };
         if qp.is_null() {

@@ -80,12 +80,24 @@ impl<T: Transport> MockGuest<T> {
         rkey: u32,
         remote: u64,
     ) -> Result<(), crate::frontend::Error> {
+        self.post_at(opcode, 0, len, rkey, remote)
+    }
+
+    /// Posts a signaled `opcode` of `len` bytes at `off` into the buffer.
+    pub fn post_at(
+        &mut self,
+        opcode: u8,
+        off: u64,
+        len: u32,
+        rkey: u32,
+        remote: u64,
+    ) -> Result<(), crate::frontend::Error> {
         let wr = SendWr {
             wr_id: u64::from(opcode),
             opcode,
             signaled: true,
             lkey: self.mr.lkey,
-            addr: self.buf,
+            addr: self.buf + off,
             len,
             rkey,
             remote_addr: remote,

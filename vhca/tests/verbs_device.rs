@@ -49,31 +49,10 @@ fn open(hub: &Arc<Hub<Hca>>, lid: u16) -> Context<Direct<Hca>> {
     Context::open(t, mem, lay).unwrap()
 }
 
+/// The guest's next completion; the test fails after 10 s without one.
 fn wait_one<T: Transport>(g: &mut MockGuest<T>) -> Wc {
-    let mut wc = [Wc::default(); 1];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if g.ctx.poll_cq(&mut g.cq, &mut wc).unwrap() == 1 {
-            return wc[0];
-        }
-        assert!(Instant::now() < deadline, "no completion");
-        thread::yield_now();
-    }
-}
-
-fn send<T: Transport>(g: &mut MockGuest<T>, opcode: u8, off: u64, len: u32, rkey: u32, raddr: u64) {
-    let wr = SendWr {
-        wr_id: 0x5000 + off,
-        opcode,
-        signaled: true,
-        lkey: g.mr.lkey,
-        addr: g.buf + off,
-        len,
-        rkey,
-        remote_addr: raddr,
-        ..Default::default()
-    };
-    g.ctx.post_send(&mut g.qp, &wr).unwrap();
+    g.completion(Duration::from_secs(10))
+        .expect("no completion")
 }
 
 #[test]
@@ -91,7 +70,7 @@ fn two_guests_on_a_real_hca_talk_rc_and_rdma_with_keys_checked_by_the_hca() {
         b.ctx
             .post_recv(&mut b.qp, u64::from(i), lkey, buf, 4096)
             .unwrap();
-        send(&mut a, op::SEND, 0, 300, 0, 0);
+        a.post_at(op::SEND, 0, 300, 0, 0).unwrap();
         let r = wait_one(&mut b);
         assert_eq!(
             (r.status, r.opcode, r.byte_len, r.wr_id),
@@ -112,12 +91,14 @@ fn two_guests_on_a_real_hca_talk_rc_and_rdma_with_keys_checked_by_the_hca() {
 
     // RDMA write into b at +8192, read back into a at +4096.
     a.ctx.write(a.buf, &[0xAB; 1024]).unwrap();
-    send(&mut a, op::RDMA_WRITE, 0, 1024, b.mr.rkey, b.buf + 8192);
+    a.post_at(op::RDMA_WRITE, 0, 1024, b.mr.rkey, b.buf + 8192)
+        .unwrap();
     assert_eq!(wait_one(&mut a).status, status::SUCCESS);
     let mut got = [0u8; 1024];
     b.ctx.read(b.buf + 8192, &mut got).unwrap();
     assert_eq!(got, [0xAB; 1024]);
-    send(&mut a, op::RDMA_READ, 4096, 1024, b.mr.rkey, b.buf + 8192);
+    a.post_at(op::RDMA_READ, 4096, 1024, b.mr.rkey, b.buf + 8192)
+        .unwrap();
     assert_eq!(wait_one(&mut a).status, status::SUCCESS);
     let mut back = [0u8; 1024];
     a.ctx.read(a.buf + 4096, &mut back).unwrap();
@@ -125,19 +106,13 @@ fn two_guests_on_a_real_hca_talk_rc_and_rdma_with_keys_checked_by_the_hca() {
 
     // Past the end of b's region: the HCA refuses it at b, nothing lands,
     // and a's QP is in error, so what follows is flushed.
-    send(
-        &mut a,
-        op::RDMA_WRITE,
-        0,
-        1024,
-        b.mr.rkey,
-        b.buf + (1 << 20) - 512,
-    );
+    let edge = b.buf + (1 << 20) - 512;
+    a.post_at(op::RDMA_WRITE, 0, 1024, b.mr.rkey, edge).unwrap();
     assert_eq!(wait_one(&mut a).status, status::REM_ACCESS_ERR);
     let mut tail = [0u8; 512];
     b.ctx.read(b.buf + (1 << 20) - 512, &mut tail).unwrap();
     assert_eq!(tail, [0u8; 512]);
-    send(&mut a, op::RDMA_WRITE, 0, 8, b.mr.rkey, b.buf);
+    a.post_at(op::RDMA_WRITE, 0, 8, b.mr.rkey, b.buf).unwrap();
     assert_eq!(wait_one(&mut a).status, status::WR_FLUSH_ERR);
 
     // Another guest's region, named as a local key: another PD, refused.
@@ -176,7 +151,8 @@ fn two_guests_on_a_real_hca_talk_rc_and_rdma_with_keys_checked_by_the_hca() {
         .ctx
         .reg_mr(f.pd, f.buf, 4096, access::LOCAL_WRITE)
         .unwrap();
-    send(&mut e, op::RDMA_WRITE, 0, 64, local_only.lkey, f.buf);
+    e.post_at(op::RDMA_WRITE, 0, 64, local_only.lkey, f.buf)
+        .unwrap();
     assert_eq!(wait_one(&mut e).status, status::REM_ACCESS_ERR);
 
     drop((a, b, c, d, e, f));
@@ -256,7 +232,7 @@ fn a_sleeping_device_loop_wakes_on_the_hcas_completion() {
         hub1.rest();
         thread::sleep(Duration::from_millis(5));
         let t0 = Instant::now();
-        send(&mut a, op::SEND, 0, 64, 0, 0);
+        a.post_at(op::SEND, 0, 64, 0, 0).unwrap();
         let r = wait_one(&mut b);
         took.push(t0.elapsed());
         assert_eq!((r.status, r.wr_id), (status::SUCCESS, i));
@@ -323,7 +299,7 @@ fn the_socket_driver_serves_guests_on_a_real_hca() {
     for i in 0..30 {
         let (lkey, buf) = (b.mr.lkey, b.buf);
         b.ctx.post_recv(&mut b.qp, i, lkey, buf, 64).unwrap();
-        send(&mut a, op::SEND, 0, 32, 0, 0);
+        a.post_at(op::SEND, 0, 32, 0, 0).unwrap();
         assert_eq!(wait_one(&mut b).wr_id, i);
         assert_eq!(wait_one(&mut a).status, status::SUCCESS);
     }
@@ -333,7 +309,7 @@ fn the_socket_driver_serves_guests_on_a_real_hca() {
     b.ctx.post_recv(&mut b.qp, 99, lkey, buf, 64).unwrap();
     let sender = thread::spawn(move || {
         thread::sleep(Duration::from_millis(50));
-        send(&mut a, op::SEND, 0, 8, 0, 0);
+        a.post_at(op::SEND, 0, 8, 0, 0).unwrap();
         wait_one(&mut a);
         a
     });
