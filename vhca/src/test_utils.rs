@@ -505,19 +505,50 @@ impl Hostile {
 /// anything of it on the device.
 pub fn hostile_data_path(data: &[u8]) {
     use crate::device::SoftHca;
+    if let Ok(hub) = Hub::new(SoftHca::<GuestMemoryMmap>::new(1)) {
+        hostile_data_path_on(&hub, |_| data.to_vec(), Duration::ZERO);
+    }
+}
+
+/// What a data-path attacker aims at: the peer's registered region (its
+/// end and length) and the keys in play.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    /// The end of the peer's region (guest address).
+    pub peer_end: u64,
+    /// Its length.
+    pub peer_len: u64,
+    /// The attacker's own lkey.
+    pub lkey: u32,
+    /// The peer's rkey.
+    pub rkey: u32,
+}
+
+/// [`hostile_data_path`] on any device behind `hub` (whose loop must not
+/// be running): two guests, the attacker connected to its peer, and the
+/// attacker's queue bytes from `data`. The device runs four passes, then,
+/// after `settle` (for an HCA that completes on its own time), four more.
+pub fn hostile_data_path_on<D: Device<GuestMemoryMmap>>(
+    hub: &Arc<Hub<D>>,
+    data: impl FnOnce(Target) -> Vec<u8>,
+    settle: Duration,
+) {
     use crate::layout::qp_bytes;
-    let Ok(hub) = Hub::new(SoftHca::<GuestMemoryMmap>::new(1)) else {
-        return;
-    };
     let (Ok(mut a), Ok(mut b)) = (
-        mock_on_hub(&hub, 5, QpType::Rc),
-        mock_on_hub(&hub, 6, QpType::Rc),
+        mock_on_hub(hub, 5, QpType::Rc),
+        mock_on_hub(hub, 6, QpType::Rc),
     ) else {
         return;
     };
     if MockGuest::connect(&mut a, &mut b).is_err() {
         return;
     }
+    let data = data(Target {
+        peer_end: b.buf + b.mr.len,
+        peer_len: b.mr.len,
+        lkey: a.mr.lkey,
+        rkey: b.mr.rkey,
+    });
     // b's memory just past its registered buffer: no key reaches it.
     let guard = b.buf + b.mr.len;
     let mut before = [0u8; 4096];
@@ -534,6 +565,12 @@ pub fn hostile_data_path(data: &[u8]) {
     for _ in 0..4 {
         hub.backend().poll(&mut Vec::new());
     }
+    if !settle.is_zero() {
+        std::thread::sleep(settle);
+        for _ in 0..4 {
+            hub.backend().poll(&mut Vec::new());
+        }
+    }
     let mut after = [0u8; 4096];
     let _ = b.ctx.read(guard, &mut after);
     assert_eq!(before, after, "the peer was written outside its region");
@@ -546,4 +583,47 @@ pub fn hostile_data_path(data: &[u8]) {
     );
     drop(b);
     assert_eq!(hub.backend().device().objects(), 0);
+}
+
+/// Bytes for a data-path attacker's queue, deterministic in `seed`: one
+/// time in three random, else plausible producer indices and opcodes, keys
+/// among the real ones in `t` or small numbers, and addresses around the
+/// edges of the peer's region.
+pub fn hostile_queue(seed: u64, t: &Target) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let key = |real: u32, n: u64| if n % 2 == 0 { real } else { (n % 24) as u32 };
+    let mut data = vec![0u8; 64 + 64 * 64 + 64];
+    for b in data.iter_mut() {
+        *b = next() as u8;
+    }
+    if seed % 3 != 0 {
+        // Sends posted, no receive: a device that reads both producers
+        // at once still takes the sends.
+        data[0..4].copy_from_slice(&((1 + next() % 8) as u32).to_le_bytes());
+        data[4..8].copy_from_slice(&0u32.to_le_bytes());
+        for w in 0..8 {
+            let at = 64 + w * 64;
+            let edge = if next() % 2 == 0 {
+                t.peer_end
+            } else {
+                t.peer_end - t.peer_len
+            };
+            let near = edge.wrapping_add(next() % 16384).wrapping_sub(8192);
+            data[at + 8] = (next() % 3) as u8;
+            let k = key(t.lkey, next());
+            data[at + 12..at + 16].copy_from_slice(&k.to_le_bytes());
+            data[at + 16..at + 24].copy_from_slice(&near.to_le_bytes());
+            data[at + 24..at + 28].copy_from_slice(&((next() % 8192) as u32).to_le_bytes());
+            let k = key(t.rkey, next());
+            data[at + 28..at + 32].copy_from_slice(&k.to_le_bytes());
+            data[at + 32..at + 40].copy_from_slice(&near.to_le_bytes());
+        }
+    }
+    data
 }

@@ -488,47 +488,12 @@ fn a_guest_in_another_process_style_channel_works_and_is_torn_down() {
 #[test]
 fn hostile_queue_contents_never_reach_the_peer_or_leak() {
     // The fuzz target's body on a few hundred inputs, some random, some
-    // shaped like work requests with random fields.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    // Every mock guest has the same layout: learn where the peer's region
-    // ends, to aim at its edges.
-    let (end, len, lkey, rkey) = {
-        let hub = Hub::new(SoftHca::<GuestMemoryMmap>::new(1)).unwrap();
-        let a = vhca::test_utils::mock_on_hub(&hub, 5, QpType::Rc).unwrap();
-        let b = vhca::test_utils::mock_on_hub(&hub, 6, QpType::Rc).unwrap();
-        (b.buf + b.mr.len, b.mr.len, a.mr.lkey, b.mr.rkey)
-    };
-    let key = |real: u32, n: u64| if n % 2 == 0 { real } else { (n % 24) as u32 };
+    // shaped like work requests with random fields aimed at the peer
+    // region's edges.
+    use vhca::test_utils::{hostile_data_path_on, hostile_queue};
     for i in 0..300 {
-        let mut data = vec![0u8; 64 + 64 * 64 + 64];
-        for b in data.iter_mut() {
-            *b = next() as u8;
-        }
-        if i % 3 != 0 {
-            // Plausible indices and opcodes, keys among the real ones,
-            // addresses around the peer's region's edges.
-            data[0..4].copy_from_slice(&((1 + next() % 8) as u32).to_le_bytes());
-            for w in 0..8 {
-                let at = 64 + w * 64;
-                let edge = if next() % 2 == 0 { end } else { end - len };
-                let near = edge.wrapping_add(next() % 16384).wrapping_sub(8192);
-                data[at + 8] = (next() % 3) as u8;
-                let k = key(lkey, next());
-                data[at + 12..at + 16].copy_from_slice(&k.to_le_bytes());
-                data[at + 16..at + 24].copy_from_slice(&near.to_le_bytes());
-                data[at + 24..at + 28].copy_from_slice(&((next() % 8192) as u32).to_le_bytes());
-                let k = key(rkey, next());
-                data[at + 28..at + 32].copy_from_slice(&k.to_le_bytes());
-                data[at + 32..at + 40].copy_from_slice(&near.to_le_bytes());
-            }
-        }
-        vhca::test_utils::hostile_data_path(&data);
+        let hub = Hub::new(SoftHca::<GuestMemoryMmap>::new(1)).unwrap();
+        hostile_data_path_on(&hub, |t| hostile_queue(i, &t), Duration::ZERO);
     }
 }
 
