@@ -234,6 +234,9 @@ enum BenchWhat {
         /// Internal: run the guest side against the backend at this socket.
         #[arg(long, hide = true)]
         guest: Option<PathBuf>,
+        /// Measure vhca over this RDMA device (VerbsHca) against the device used directly, instead of the software HCA.
+        #[arg(long)]
+        device: Option<String>,
     },
     /// OpenSM and ibkit's SM on Debian's ibsim and on `ibkit fabric serve`, same fabric, same run: time to up, SMP rate, simulator CPU per SMP.
     IbsimCompat {
@@ -349,10 +352,17 @@ fn main() -> ExitCode {
                 },
         }) => cmd::compat::run(&topology, routing, runs, json),
         Some(Command::Bench {
-            what: BenchWhat::Vhca { json, quick, guest },
-        }) => match guest {
-            Some(sock) => cmd::vhca::guest(&sock, quick),
-            None => cmd::vhca::run(json, quick),
+            what:
+                BenchWhat::Vhca {
+                    json,
+                    quick,
+                    guest,
+                    device,
+                },
+        }) => match (guest, device) {
+            (Some(sock), _) => cmd::vhca::guest(&sock, quick),
+            (None, Some(d)) => cmd::vhca::verbs::run(&d, json, quick),
+            (None, None) => cmd::vhca::run(json, quick),
         },
         Some(Command::Model {
             topology,

@@ -42,3 +42,55 @@ fn the_guest_process_runs_every_workload_without_backend_commands() {
         assert!(v[side]["event_latency_us"].as_f64().unwrap() > 0.0);
     }
 }
+
+/// `--device` names an RDMA device; one that does not exist is a clear
+/// error, not a panic or a run on the software HCA.
+#[test]
+fn a_missing_rdma_device_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["bench", "vhca", "--quick", "--device", "no-such-hca"])
+        .output()
+        .expect("ibkit runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no-such-hca") || err.contains("libibverbs"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Where `IBKIT_RDMA_DEVICE` names a device (scripts/rxe-tests sets it
+/// inside its soft-RoCE VM), the bench runs over it: zero commands from
+/// the data path and nothing left on the HCA.
+#[test]
+fn the_bench_runs_over_a_real_hca_where_one_is_named() {
+    let Some(dev) = std::env::var_os("IBKIT_RDMA_DEVICE") else {
+        eprintln!("SKIPPED: IBKIT_RDMA_DEVICE names no RDMA device");
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["bench", "vhca", "--quick", "--json", "--device"])
+        .arg(dev)
+        .output()
+        .expect("ibkit runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["data_path_commands"], 0, "{v:#}");
+    assert_eq!(v["device_objects_left"], 0, "{v:#}");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 6, "{v:#}");
+    for r in rows {
+        assert!(r["native"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["guest"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(v["posted"].as_u64().unwrap() > 0, "{v:#}");
+}

@@ -9,6 +9,8 @@
 //! HCA; the data path's commands to the backend are counted (the target is
 //! none).
 
+pub mod verbs;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -673,6 +675,63 @@ pub fn run(json_out: bool, quick: bool) -> Result<bool, String> {
     Ok(guest_cmds == 0 && native_cmds == 0)
 }
 
+/// The guest side in a child process (`--guest SOCK`), asked for one
+/// test at a time.
+struct GuestProcess {
+    child: std::process::Child,
+    to: std::process::ChildStdin,
+    from: BufReader<std::process::ChildStdout>,
+}
+
+impl GuestProcess {
+    fn spawn(sock: &Path, quick: bool) -> Result<GuestProcess, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut args = vec!["bench".to_string(), "vhca".into(), "--guest".into()];
+        args.push(sock.display().to_string());
+        if quick {
+            args.push("--quick".into());
+        }
+        let mut child = Command::new(exe)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting the guest process: {e}"))?;
+        let to = child.stdin.take().ok_or("no pipe to the guest")?;
+        let from = BufReader::new(child.stdout.take().ok_or("no pipe from the guest")?);
+        Ok(GuestProcess { child, to, from })
+    }
+
+    fn ask(&mut self, t: Test) -> Result<f64, String> {
+        writeln!(self.to, "{}", t.encode()).map_err(|e| format!("guest process: {e}"))?;
+        let mut l = String::new();
+        self.from.read_line(&mut l).map_err(|e| e.to_string())?;
+        l.trim()
+            .parse()
+            .map_err(|_| format!("guest process answered {l:?}"))
+    }
+
+    /// Ends the child; the commands its data path sent.
+    fn finish(self) -> Result<u64, String> {
+        let GuestProcess {
+            mut child,
+            to,
+            mut from,
+        } = self;
+        drop(to);
+        let mut tail = String::new();
+        let _ = from.read_to_string(&mut tail);
+        let ok = child.wait().map(|s| s.success()).unwrap_or(false);
+        if !ok {
+            return Err("the guest process failed".into());
+        }
+        tail.trim()
+            .strip_prefix("data_path_commands ")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("guest process ended with {tail:?}"))
+    }
+}
+
 type Sides = (Value, Value, u64, u64, u64);
 
 fn side_by_side(
@@ -691,28 +750,8 @@ fn side_by_side(
     let mut a = vm(open(1)?)?;
     let mut b = vm(open(2)?)?;
     connect(&mut a, &mut b)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut args = vec!["bench".to_string(), "vhca".into(), "--guest".into()];
-    args.push(sock.display().to_string());
-    if quick {
-        args.push("--quick".into());
-    }
-    let mut child = Command::new(exe)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting the guest process: {e}"))?;
-    let mut to = child.stdin.take().ok_or("no pipe to the guest")?;
-    let mut from = BufReader::new(child.stdout.take().ok_or("no pipe from the guest")?);
-    let mut ask = |t: Test| -> Result<f64, String> {
-        writeln!(to, "{}", t.encode()).map_err(|e| format!("guest process: {e}"))?;
-        let mut l = String::new();
-        from.read_line(&mut l).map_err(|e| e.to_string())?;
-        l.trim()
-            .parse()
-            .map_err(|_| format!("guest process answered {l:?}"))
-    };
+    let mut g = GuestProcess::spawn(sock, quick)?;
+    let mut ask = |t: Test| g.ask(t);
     let mut nat = serde_json::Map::new();
     let mut gst = serde_json::Map::new();
     let mut native_cmds = 0;
@@ -748,18 +787,7 @@ fn side_by_side(
             }
         }
     }
-    drop(to);
-    let mut tail = String::new();
-    let _ = from.read_to_string(&mut tail);
-    let ok = child.wait().map(|s| s.success()).unwrap_or(false);
-    if !ok {
-        return Err("the guest process failed".into());
-    }
-    let guest_cmds = tail
-        .trim()
-        .strip_prefix("data_path_commands ")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("guest process ended with {tail:?}"))?;
+    let guest_cmds = g.finish()?;
     Ok((
         Value::Object(nat),
         Value::Object(gst),
