@@ -159,3 +159,72 @@ impl Uar {
         self.file.as_fd()
     }
 }
+
+/// A guest context as a device keeps it: its memory, its port's LID, its
+/// UAR page and the doorbell count last seen there, and its QPs.
+pub(crate) struct GuestCtx<M> {
+    pub mem: M,
+    pub lid: u16,
+    pub uar: Option<u32>,
+    pub kick: u32,
+    pub qps: Vec<u32>,
+}
+
+impl<M> GuestCtx<M> {
+    pub fn new(mem: M, lid: u16) -> GuestCtx<M> {
+        GuestCtx {
+            mem,
+            lid,
+            uar: None,
+            kick: 0,
+            qps: Vec::new(),
+        }
+    }
+}
+
+/// The contexts of a device, by domain.
+pub(crate) type Contexts<M> = std::collections::HashMap<DomainId, GuestCtx<M>>;
+
+/// Records QP `qpn` (or, with `gone`, its end) in `dom`'s context.
+pub(crate) fn note_qp<M>(ctxs: &mut Contexts<M>, dom: DomainId, qpn: u32, gone: bool) {
+    if let Some(c) = ctxs.get_mut(&dom) {
+        c.qps.retain(|&n| n != qpn);
+        if !gone {
+            c.qps.push(qpn);
+        }
+    }
+}
+
+/// Records UAR page `page` (or `None`: its end) as `dom`'s.
+pub(crate) fn note_uar<M>(ctxs: &mut Contexts<M>, dom: DomainId, page: Option<u32>) {
+    if let Some(c) = ctxs.get_mut(&dom) {
+        c.uar = page;
+        c.kick = 0;
+    }
+}
+
+/// Reads every context's doorbell counter: the QPs of those that rang
+/// since the last look go to `work` (once each). How many rang.
+pub(crate) fn rung<M>(
+    ctxs: &mut Contexts<M>,
+    uars: &std::collections::HashMap<u32, Uar>,
+    work: &mut Vec<u32>,
+) -> usize {
+    let mut rang = 0;
+    for c in ctxs.values_mut() {
+        let Some(u) = c.uar.and_then(|p| uars.get(&p)) else {
+            continue;
+        };
+        let kick = u.kick().unwrap_or(c.kick);
+        if kick != c.kick {
+            c.kick = kick;
+            rang += 1;
+            for &q in &c.qps {
+                if !work.contains(&q) {
+                    work.push(q);
+                }
+            }
+        }
+    }
+    rang
+}

@@ -16,7 +16,7 @@
 //! the queue holds moves the QP to the error state with a QP-fatal event; a
 //! CQ the guest does not drain overruns with an event and drops entries.
 
-use super::guest::{self, entry, GuestCq, Uar};
+use super::guest::{self, entry, note_qp, note_uar, rung, Contexts, GuestCq, GuestCtx, Uar};
 use super::{Device, DeviceAttr, DeviceError, DeviceEvent, Kind, Object};
 use crate::handles::DomainId;
 use crate::layout::{event, flags, op, qp_hdr, status, Cqe, Wqe, GRH_LEN, QP_HDR, UD_MTU};
@@ -41,14 +41,6 @@ pub struct SoftStats {
     pub pages_pinned: u64,
     /// Registrations left unpinned (the memlock limit refused).
     pub unpinned: u64,
-}
-
-struct Ctx<M> {
-    mem: M,
-    lid: u16,
-    uar: Option<u32>,
-    kick: u32,
-    qps: Vec<u32>,
 }
 
 struct MrE {
@@ -119,7 +111,7 @@ struct QpE {
 pub struct SoftHca<M> {
     attr: DeviceAttr,
     next: u32,
-    ctxs: HashMap<DomainId, Ctx<M>>,
+    ctxs: Contexts<M>,
     pds: HashMap<u32, DomainId>,
     mrs: HashMap<u32, MrE>,
     cqs: HashMap<u32, GuestCq>,
@@ -665,16 +657,7 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
     }
 
     fn open(&mut self, dom: DomainId, mem: M, lid: u16) -> Result<(), DeviceError> {
-        self.ctxs.insert(
-            dom,
-            Ctx {
-                mem,
-                lid,
-                uar: None,
-                kick: 0,
-                qps: Vec::new(),
-            },
-        );
+        self.ctxs.insert(dom, GuestCtx::new(mem, lid));
         Ok(())
     }
 
@@ -784,18 +767,13 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
                         tag,
                     },
                 );
-                if let Some(c) = self.ctxs.get_mut(&dom) {
-                    c.qps.push(id);
-                }
+                note_qp(&mut self.ctxs, dom, id, false);
                 self.modify_qp(id, QpState::Reset, 0, 0);
             }
             Object::Uar => {
                 let u = Uar::new(dom).map_err(|_| DeviceError::Failed)?;
                 self.uars.insert(id, u);
-                if let Some(c) = self.ctxs.get_mut(&dom) {
-                    c.uar = Some(id);
-                    c.kick = 0;
-                }
+                note_uar(&mut self.ctxs, dom, Some(id));
             }
         }
         Ok(id)
@@ -812,17 +790,13 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
             }
             Kind::Qp => {
                 if let Some(q) = self.qps.remove(&id) {
-                    if let Some(c) = self.ctxs.get_mut(&q.dom) {
-                        c.qps.retain(|&n| n != id);
-                    }
+                    note_qp(&mut self.ctxs, q.dom, id, true);
                 }
                 self.waiting.retain(|&n| n != id);
             }
             Kind::Uar => {
                 if let Some(u) = self.uars.remove(&id) {
-                    if let Some(c) = self.ctxs.get_mut(&u.dom) {
-                        c.uar = None;
-                    }
+                    note_uar(&mut self.ctxs, u.dom, None);
                 }
             }
         }
@@ -877,22 +851,8 @@ impl<M: GuestMemory> Device<M> for SoftHca<M> {
         events.append(&mut self.pending);
         let mut work = std::mem::take(&mut self.work);
         work.clear();
-        let mut rang = 0;
-        for c in self.ctxs.values_mut() {
-            let Some(page) = c.uar else {
-                continue;
-            };
-            let Some(u) = self.uars.get(&page) else {
-                continue;
-            };
-            let kick = u.kick().unwrap_or(c.kick);
-            if kick != c.kick {
-                c.kick = kick;
-                rang += 1;
-                work.extend_from_slice(&c.qps);
-            }
-        }
-        self.stats.doorbells += rang;
+        let rang = rung(&mut self.ctxs, &self.uars, &mut work);
+        self.stats.doorbells += rang as u64;
         for q in std::mem::take(&mut self.waiting) {
             if !work.contains(&q) {
                 work.push(q);

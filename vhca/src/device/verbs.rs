@@ -23,7 +23,7 @@
 //! atomics, inline data, and the HCA's async events (a real CQ that
 //! overruns because its guest does not drain is not reported).
 
-use super::guest::{self, GuestCq, Uar};
+use super::guest::{self, note_qp, note_uar, rung, Contexts, GuestCq, GuestCtx, Uar};
 use super::{Device, DeviceAttr, DeviceError, DeviceEvent, Kind, Object};
 use crate::handles::DomainId;
 use crate::layout::{event, flags, op, qp_hdr, status, Cqe, QP_HDR};
@@ -54,13 +54,6 @@ macro_rules! trace {
 
 /// Completions moved per CQ per pass, at most.
 const POLL_BATCH: usize = 64;
-
-struct VCtx<M> {
-    mem: M,
-    uar: Option<u32>,
-    kick: u32,
-    qps: Vec<u32>,
-}
 
 struct VMr {
     dom: DomainId,
@@ -116,7 +109,7 @@ pub struct VerbsHca<M> {
     gid: [u8; 16],
     attr: DeviceAttr,
     next: u32,
-    ctxs: HashMap<DomainId, VCtx<M>>,
+    ctxs: Contexts<M>,
     pds: HashMap<u32, (DomainId, Pd)>,
     mrs: HashMap<u32, VMr>,
     cqs: HashMap<u32, VCq>,
@@ -489,15 +482,7 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
     fn open(&mut self, dom: DomainId, mem: M, lid: u16) -> Result<(), DeviceError> {
         // A context on this HCA is reached at its own port.
         self.peers.insert(lid, self.gid);
-        self.ctxs.insert(
-            dom,
-            VCtx {
-                mem,
-                uar: None,
-                kick: 0,
-                qps: Vec::new(),
-            },
-        );
+        self.ctxs.insert(dom, GuestCtx::new(mem, lid));
         Ok(())
     }
 
@@ -632,19 +617,14 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
                         reported: false,
                     },
                 );
-                if let Some(c) = self.ctxs.get_mut(&dom) {
-                    c.qps.push(qpn);
-                }
+                note_qp(&mut self.ctxs, dom, qpn, false);
                 Ok(qpn)
             }
             Object::Uar => {
                 let u = Uar::new(dom).map_err(|_| DeviceError::Failed)?;
                 let id = self.number()?;
                 self.uars.insert(id, u);
-                if let Some(c) = self.ctxs.get_mut(&dom) {
-                    c.uar = Some(id);
-                    c.kick = 0;
-                }
+                note_uar(&mut self.ctxs, dom, Some(id));
                 Ok(id)
             }
         }
@@ -664,17 +644,13 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
             }
             Kind::Qp => {
                 if let Some(q) = self.qps.remove(&id) {
-                    if let Some(c) = self.ctxs.get_mut(&q.dom) {
-                        c.qps.retain(|&n| n != id);
-                    }
+                    note_qp(&mut self.ctxs, q.dom, id, true);
                 }
                 self.waiting.retain(|&n| n != id);
             }
             Kind::Uar => {
                 if let Some(u) = self.uars.remove(&id) {
-                    if let Some(c) = self.ctxs.get_mut(&u.dom) {
-                        c.uar = None;
-                    }
+                    note_uar(&mut self.ctxs, u.dom, None);
                 }
             }
         }
@@ -771,22 +747,7 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
 
     fn process(&mut self, events: &mut Vec<DeviceEvent>) -> usize {
         let mut work: Vec<u32> = std::mem::take(&mut self.waiting);
-        let mut rang = 0;
-        for c in self.ctxs.values_mut() {
-            let Some(u) = c.uar.and_then(|p| self.uars.get(&p)) else {
-                continue;
-            };
-            let kick = u.kick().unwrap_or(c.kick);
-            if kick != c.kick {
-                c.kick = kick;
-                rang += 1;
-                for &q in &c.qps {
-                    if !work.contains(&q) {
-                        work.push(q);
-                    }
-                }
-            }
-        }
+        let rang = rung(&mut self.ctxs, &self.uars, &mut work);
         self.stats.doorbells += rang as u64;
         let before = self.stats.posted + self.stats.refused;
         // Send producers first, then every receive queue (read each pass,
