@@ -19,7 +19,7 @@ common=(--no-doc-comments --no-layout-tests --use-core --default-enum-style=cons
         --with-derive-default --rust-target 1.82)
 bindgen /usr/include/infiniband/verbs.h "${common[@]}" \
     --dynamic-loading IbVerbsLib \
-    --allowlist-function 'ibv_(get_device_list|free_device_list|get_device_name|get_device_guid|open_device|close_device|query_device|query_port|query_gid|query_pkey|alloc_pd|dealloc_pd|reg_mr|reg_mr_iova|dereg_mr|create_comp_channel|destroy_comp_channel|create_cq|destroy_cq|get_cq_event|ack_cq_events|create_qp|modify_qp|query_qp|destroy_qp|create_ah|destroy_ah|wc_status_str|port_state_str)' \
+    --allowlist-function 'ibv_(get_device_list|free_device_list|get_device_name|get_device_guid|open_device|close_device|query_device|query_port|query_gid|query_pkey|alloc_pd|dealloc_pd|reg_mr|reg_mr_iova|dereg_mr|create_comp_channel|destroy_comp_channel|create_cq|destroy_cq|get_cq_event|ack_cq_events|create_qp|modify_qp|query_qp|destroy_qp|create_ah|destroy_ah|wc_status_str|port_state_str|get_async_event|ack_async_event|event_type_str)' \
     --allowlist-type 'ibv_.*' --allowlist-var 'IBV_.*' \
     -o "$out/verbs.rs" -- -I/usr/include
 bindgen /usr/include/infiniband/umad.h "${common[@]}" \

@@ -8,8 +8,8 @@
 //! after everything opened on it). No type carries a lifetime.
 
 use crate::ffi::verbs::{
-    ibv_ah, ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr, ibv_gid, ibv_mr,
-    ibv_pd, ibv_port_attr, ibv_wc, IbVerbsLib,
+    ibv_ah, ibv_ah_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
+    ibv_gid, ibv_mr, ibv_pd, ibv_port_attr, ibv_wc, IbVerbsLib,
 };
 use crate::{verbs_lib, Error};
 use std::ffi::CStr;
@@ -65,6 +65,55 @@ pub fn devices() -> Result<Vec<DeviceInfo>, Error> {
 }
 
 /// The last OS error as a negative errno, for calls that return NULL.
+/// Puts file `fd` in non-blocking mode.
+fn set_nonblocking(fd: i32) -> Result<(), Error> {
+    // SAFETY: fcntl on a descriptor the caller owns and keeps open.
+    let r = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 {
+            fl
+        } else {
+            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK)
+        }
+    };
+    if r < 0 {
+        return Err(errno_call("fcntl"));
+    }
+    Ok(())
+}
+
+/// An asynchronous event of a device ([`Context::try_async_event`]), with
+/// its `ibv_event_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// About a CQ (an overrun: `IBV_EVENT_CQ_ERR`).
+    Cq {
+        /// Which ([`Cq::id`]).
+        id: CqId,
+        /// `ibv_event_type`.
+        kind: u32,
+    },
+    /// About a QP (fatal, request or access error, ...).
+    Qp {
+        /// Its number.
+        qp_num: u32,
+        /// `ibv_event_type`.
+        kind: u32,
+    },
+    /// About a port (active, error, LID change, ...).
+    Port {
+        /// Its number.
+        port: u8,
+        /// `ibv_event_type`.
+        kind: u32,
+    },
+    /// About the device, an SRQ or a WQ.
+    Other {
+        /// `ibv_event_type`.
+        kind: u32,
+    },
+}
+
 pub(crate) fn errno_call(call: &'static str) -> Error {
     let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
     Error::Call { call, code: -e }
@@ -277,6 +326,78 @@ impl Context {
         }
         // SAFETY: every bit pattern is a valid byte array.
         Ok(unsafe { g.raw })
+    }
+
+    /// The file on which the device's asynchronous events arrive.
+    pub fn async_fd(&self) -> i32 {
+        // SAFETY: the context is open; `async_fd` is set by ibv_open_device.
+        unsafe { (*self.inner.ctx).async_fd }
+    }
+
+    /// Makes [`Context::try_async_event`] return at once when no event
+    /// waits.
+    pub fn set_async_nonblocking(&self) -> Result<(), Error> {
+        set_nonblocking(self.async_fd())
+    }
+
+    /// The next asynchronous event, acknowledged, if one is waiting (after
+    /// [`Context::set_async_nonblocking`]; else it blocks).
+    pub fn try_async_event(&self) -> Result<Option<AsyncEvent>, Error> {
+        let lib = self.inner.lib;
+        let (Ok(get), Ok(ack)) = (
+            lib.ibv_get_async_event.as_ref(),
+            lib.ibv_ack_async_event.as_ref(),
+        ) else {
+            return Err(Error::SymbolMissing {
+                library: crate::LIBIBVERBS,
+                symbol: "ibv_get_async_event",
+            });
+        };
+        let mut e = ibv_async_event::default();
+        // SAFETY: the context is open; `e` is writable.
+        if unsafe { get(self.inner.ctx, &mut e) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EAGAIN) {
+                return Ok(None);
+            }
+            return Err(errno_call("ibv_get_async_event"));
+        }
+        use crate::ffi::verbs as f;
+        let kind = e.event_type;
+        let ev = match kind {
+            // SAFETY (each arm): the event type says which member of the
+            // union the provider filled.
+            f::ibv_event_type_IBV_EVENT_CQ_ERR => AsyncEvent::Cq {
+                id: CqId(unsafe { e.element.cq } as usize),
+                kind,
+            },
+            f::ibv_event_type_IBV_EVENT_QP_FATAL
+            | f::ibv_event_type_IBV_EVENT_QP_REQ_ERR
+            | f::ibv_event_type_IBV_EVENT_QP_ACCESS_ERR
+            | f::ibv_event_type_IBV_EVENT_COMM_EST
+            | f::ibv_event_type_IBV_EVENT_SQ_DRAINED
+            | f::ibv_event_type_IBV_EVENT_PATH_MIG
+            | f::ibv_event_type_IBV_EVENT_PATH_MIG_ERR
+            | f::ibv_event_type_IBV_EVENT_QP_LAST_WQE_REACHED => AsyncEvent::Qp {
+                // SAFETY: a QP event names a live QP of this context.
+                qp_num: unsafe { (*e.element.qp).qp_num },
+                kind,
+            },
+            f::ibv_event_type_IBV_EVENT_PORT_ACTIVE
+            | f::ibv_event_type_IBV_EVENT_PORT_ERR
+            | f::ibv_event_type_IBV_EVENT_LID_CHANGE
+            | f::ibv_event_type_IBV_EVENT_PKEY_CHANGE
+            | f::ibv_event_type_IBV_EVENT_SM_CHANGE
+            | f::ibv_event_type_IBV_EVENT_CLIENT_REREGISTER
+            | f::ibv_event_type_IBV_EVENT_GID_CHANGE => AsyncEvent::Port {
+                port: unsafe { e.element.port_num } as u8,
+                kind,
+            },
+            _ => AsyncEvent::Other { kind },
+        };
+        // SAFETY: acknowledges the event just read, once.
+        unsafe { ack(&mut e) };
+        Ok(Some(ev))
     }
 
     /// Allocates a protection domain.
@@ -626,20 +747,7 @@ impl CompChannel {
     /// Makes [`CompChannel::try_event`] return at once when no event is
     /// waiting (the fd in non-blocking mode), for an event loop.
     pub fn set_nonblocking(&self) -> Result<(), Error> {
-        let fd = self.fd();
-        // SAFETY: fcntl on the channel's own descriptor, which is open.
-        let r = unsafe {
-            let fl = libc::fcntl(fd, libc::F_GETFL);
-            if fl < 0 {
-                fl
-            } else {
-                libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK)
-            }
-        };
-        if r < 0 {
-            return Err(errno_call("fcntl"));
-        }
-        Ok(())
+        set_nonblocking(self.fd())
     }
 
     /// The next completion event, acknowledged, if one is waiting (after

@@ -379,3 +379,60 @@ fn the_shipped_hostile_frontend_finds_every_attack_refused_on_a_real_hca() {
     report.assert_all_refused();
     assert!(call(&mut b, victim, Command::AllocPd).is_ok());
 }
+
+/// A guest that never drains a small CQ: the real CQ overruns, the HCA
+/// raises an async event, and the guest is told on its event channel.
+#[test]
+fn a_real_cq_overrun_reaches_its_guest() {
+    use vhca::layout::event;
+    let Some(h) = device() else { return };
+    let (hub, t) = hub(h);
+    let mut a = MockGuest::new(open(&hub, 5), QpType::Rc, 1 << 20).unwrap();
+    let mut b = MockGuest::new(open(&hub, 6), QpType::Rc, 1 << 20).unwrap();
+    let small = a.ctx.create_cq(4).unwrap();
+    let qp = a
+        .ctx
+        .create_qp(a.pd, QpType::Rc, &small, &small, 64, 4)
+        .unwrap();
+    let mut qp = qp;
+    a.ctx.ready(&qp, b.qp.qpn, b.lid).unwrap();
+    b.ctx.ready(&b.qp, qp.qpn, a.lid).unwrap();
+    for i in 0..48u64 {
+        let wr = SendWr {
+            wr_id: i,
+            opcode: op::RDMA_WRITE,
+            signaled: true,
+            lkey: a.mr.lkey,
+            addr: a.buf,
+            len: 8,
+            rkey: b.mr.rkey,
+            remote_addr: b.buf,
+            ..Default::default()
+        };
+        a.ctx.post_send(&mut qp, &wr).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        if let Some(e) = a.ctx.next_event(Duration::from_millis(50)) {
+            seen.push((e.kind, e.handle));
+            if e.kind == event::CQ_OVERRUN {
+                assert_eq!(e.handle, small.handle);
+                break;
+            }
+        }
+    }
+    assert!(
+        seen.iter().any(|&(k, _)| k == event::CQ_OVERRUN),
+        "no overrun event; saw {seen:?}"
+    );
+    // One event, however many times the HCA reports the overrun.
+    thread::sleep(Duration::from_millis(100));
+    while let Some(e) = a.ctx.next_event(Duration::ZERO) {
+        assert_ne!(e.kind, event::CQ_OVERRUN, "a second overrun event");
+    }
+    drop((a, b));
+    assert_eq!(hub.backend().device().live(), 0);
+    hub.stop();
+    t.join().unwrap();
+}

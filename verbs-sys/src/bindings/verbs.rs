@@ -2704,6 +2704,15 @@ pub struct IbVerbsLib {
         unsafe extern "C" fn(context: *mut ibv_context) -> ::core::ffi::c_int,
         ::libloading::Error,
     >,
+    pub ibv_get_async_event: Result<
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            event: *mut ibv_async_event,
+        ) -> ::core::ffi::c_int,
+        ::libloading::Error,
+    >,
+    pub ibv_ack_async_event:
+        Result<unsafe extern "C" fn(event: *mut ibv_async_event), ::libloading::Error>,
     pub ibv_query_device: Result<
         unsafe extern "C" fn(
             context: *mut ibv_context,
@@ -2827,6 +2836,10 @@ pub struct IbVerbsLib {
         unsafe extern "C" fn(port_state: ibv_port_state) -> *const ::core::ffi::c_char,
         ::libloading::Error,
     >,
+    pub ibv_event_type_str: Result<
+        unsafe extern "C" fn(event: ibv_event_type) -> *const ::core::ffi::c_char,
+        ::libloading::Error,
+    >,
 }
 impl IbVerbsLib {
     pub unsafe fn new<P>(path: P) -> Result<Self, ::libloading::Error>
@@ -2849,6 +2862,8 @@ impl IbVerbsLib {
         let ibv_get_device_guid = __library.get(b"ibv_get_device_guid\0").map(|sym| *sym);
         let ibv_open_device = __library.get(b"ibv_open_device\0").map(|sym| *sym);
         let ibv_close_device = __library.get(b"ibv_close_device\0").map(|sym| *sym);
+        let ibv_get_async_event = __library.get(b"ibv_get_async_event\0").map(|sym| *sym);
+        let ibv_ack_async_event = __library.get(b"ibv_ack_async_event\0").map(|sym| *sym);
         let ibv_query_device = __library.get(b"ibv_query_device\0").map(|sym| *sym);
         let ibv_query_port = __library.get(b"ibv_query_port\0").map(|sym| *sym);
         let ibv_query_gid = __library.get(b"ibv_query_gid\0").map(|sym| *sym);
@@ -2871,6 +2886,7 @@ impl IbVerbsLib {
         let ibv_create_ah = __library.get(b"ibv_create_ah\0").map(|sym| *sym);
         let ibv_destroy_ah = __library.get(b"ibv_destroy_ah\0").map(|sym| *sym);
         let ibv_port_state_str = __library.get(b"ibv_port_state_str\0").map(|sym| *sym);
+        let ibv_event_type_str = __library.get(b"ibv_event_type_str\0").map(|sym| *sym);
         Ok(IbVerbsLib {
             __library,
             ibv_wc_status_str,
@@ -2880,6 +2896,8 @@ impl IbVerbsLib {
             ibv_get_device_guid,
             ibv_open_device,
             ibv_close_device,
+            ibv_get_async_event,
+            ibv_ack_async_event,
             ibv_query_device,
             ibv_query_port,
             ibv_query_gid,
@@ -2902,6 +2920,7 @@ impl IbVerbsLib {
             ibv_create_ah,
             ibv_destroy_ah,
             ibv_port_state_str,
+            ibv_event_type_str,
         })
     }
     pub unsafe fn ibv_wc_status_str(&self, status: ibv_wc_status) -> *const ::core::ffi::c_char {
@@ -2951,6 +2970,22 @@ impl IbVerbsLib {
             .ibv_close_device
             .as_ref()
             .expect("Expected function, got error."))(context)
+    }
+    pub unsafe fn ibv_get_async_event(
+        &self,
+        context: *mut ibv_context,
+        event: *mut ibv_async_event,
+    ) -> ::core::ffi::c_int {
+        (self
+            .ibv_get_async_event
+            .as_ref()
+            .expect("Expected function, got error."))(context, event)
+    }
+    pub unsafe fn ibv_ack_async_event(&self, event: *mut ibv_async_event) {
+        (self
+            .ibv_ack_async_event
+            .as_ref()
+            .expect("Expected function, got error."))(event)
     }
     pub unsafe fn ibv_query_device(
         &self,
@@ -3159,5 +3194,11 @@ impl IbVerbsLib {
             .ibv_port_state_str
             .as_ref()
             .expect("Expected function, got error."))(port_state)
+    }
+    pub unsafe fn ibv_event_type_str(&self, event: ibv_event_type) -> *const ::core::ffi::c_char {
+        (self
+            .ibv_event_type_str
+            .as_ref()
+            .expect("Expected function, got error."))(event)
     }
 }

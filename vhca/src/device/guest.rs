@@ -76,6 +76,19 @@ impl GuestCq {
         self.cqe.saturating_sub(self.pi.wrapping_sub(ci))
     }
 
+    /// The CQ overran: the owner's event, the first time only.
+    pub fn overran(&mut self) -> Option<DeviceEvent> {
+        if self.overrun {
+            return None;
+        }
+        self.overrun = true;
+        Some(DeviceEvent {
+            dom: self.dom,
+            kind: event::CQ_OVERRUN,
+            tag: self.tag,
+        })
+    }
+
     /// Writes `e`; an event for the owner goes to `events` when the guest
     /// armed the CQ, or when the entry is lost to an overrun (once).
     /// True when written.
@@ -87,14 +100,7 @@ impl GuestCq {
     ) -> bool {
         if self.room(mem) == 0 {
             // Full, or a consumer index from nowhere: the entry is lost.
-            if !self.overrun {
-                self.overrun = true;
-                events.push(DeviceEvent {
-                    dom: self.dom,
-                    kind: event::CQ_OVERRUN,
-                    tag: self.tag,
-                });
-            }
+            events.extend(self.overran());
             return false;
         }
         let slot = self.addr + CQ_HDR + u64::from(self.pi % self.cqe) * CQE_SIZE;

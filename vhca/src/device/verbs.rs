@@ -19,9 +19,10 @@
 //! LID to a GID: the LIDs of contexts opened on it to its own port GID,
 //! others as [`VerbsHca::add_peer`] says. Q_Keys are not in vhca's
 //! protocol: every UD QP gets [`QKEY`], and a send whose WQE carries Q_Key
-//! 0 uses it too. What is not modelled: RNR and retry settings (fixed),
-//! atomics, inline data, and the HCA's async events (a real CQ that
-//! overruns because its guest does not drain is not reported).
+//! 0 uses it too. The HCA's async events are forwarded: a CQ overrun to
+//! the CQ's owner, a QP's fatal, request or access error as a QP-fatal
+//! event. What is not modelled: RNR and retry settings (fixed), atomics
+//! and inline data.
 
 use super::guest::{self, note_qp, note_uar, rung, Contexts, GuestCq, GuestCtx, Uar};
 use super::{Device, DeviceAttr, DeviceError, DeviceEvent, Kind, Object};
@@ -29,11 +30,15 @@ use crate::handles::DomainId;
 use crate::layout::{event, flags, op, qp_hdr, status, Cqe, QP_HDR};
 use crate::proto::{access, QpState, QpType, WQE_SIZE};
 use std::collections::HashMap;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use verbs_sys::ffi::verbs as ffi;
 use verbs_sys::mediate::{ExtMr, KeyedQp, Sge};
 use verbs_sys::qp::{self as vqp, QpCaps, RcPeer, SendOp, Transition};
-use verbs_sys::verbs::{Access, Ah, AhAttr, CompChannel, Context, Cq, Grh, Pd, PortAttr};
+use verbs_sys::verbs::{
+    Access, Ah, AhAttr, AsyncEvent, CompChannel, Context, Cq, Grh, Pd, PortAttr,
+};
 use vm_memory::{GuestAddress, GuestMemory, GuestMemoryBackend};
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 
 /// The Q_Key of every UD QP (vhca's protocol has none yet).
 pub const QKEY: u32 = 0x1111_1111;
@@ -104,6 +109,11 @@ pub struct VerbsHca<M> {
     ctx: Context,
     /// Every CQ's events, armed while the driver sleeps.
     chan: CompChannel,
+    /// The completion channel and the device's async events: the file
+    /// the driver sleeps on.
+    wake: Epoll,
+    /// Passes since the async events were last read.
+    since_async: u32,
     port: u8,
     port_attr: PortAttr,
     gid: [u8; 16],
@@ -150,6 +160,16 @@ impl<M: GuestMemory> VerbsHca<M> {
         let gid = ctx.query_gid(port, 0)?;
         let chan = ctx.create_comp_channel()?;
         chan.set_nonblocking()?;
+        ctx.set_async_nonblocking()?;
+        let os = |e: std::io::Error| verbs_sys::Error::Call {
+            call: "epoll",
+            code: -e.raw_os_error().unwrap_or(0),
+        };
+        let wake = Epoll::new().map_err(os)?;
+        for fd in [chan.fd(), ctx.async_fd()] {
+            wake.ctl(ControlOperation::Add, fd, EpollEvent::new(EventSet::IN, 0))
+                .map_err(os)?;
+        }
         let cap = |v: i32| u32::try_from(v).unwrap_or(0);
         Ok(VerbsHca {
             attr: DeviceAttr {
@@ -160,6 +180,8 @@ impl<M: GuestMemory> VerbsHca<M> {
             },
             ctx,
             chan,
+            wake,
+            since_async: 0,
             port,
             port_attr,
             gid,
@@ -271,6 +293,36 @@ impl<M: GuestMemory> VerbsHca<M> {
         };
         if c.guest.push(&ctx.mem, e, events) {
             self.stats.completions += 1;
+        }
+    }
+
+    /// Forwards the HCA's asynchronous events: a CQ overrun to the CQ's
+    /// owner; a QP's fatal, request or access error kills that QP (its
+    /// owner is told at the end of the pass).
+    fn async_events(&mut self, events: &mut Vec<DeviceEvent>) {
+        self.since_async = 0;
+        while let Ok(Some(e)) = self.ctx.try_async_event() {
+            trace!("async event {e:?}");
+            match e {
+                AsyncEvent::Cq { id, .. } => {
+                    if let Some(c) = self.cqs.values_mut().find(|c| c.cq.id() == id) {
+                        // Once per CQ, however often the HCA says it.
+                        events.extend(c.guest.overran());
+                    }
+                }
+                AsyncEvent::Qp {
+                    qp_num,
+                    kind:
+                        ffi::ibv_event_type_IBV_EVENT_QP_FATAL
+                        | ffi::ibv_event_type_IBV_EVENT_QP_REQ_ERR
+                        | ffi::ibv_event_type_IBV_EVENT_QP_ACCESS_ERR,
+                } => {
+                    if let Some(q) = self.qps.get_mut(&qp_num) {
+                        q.failed = true;
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
@@ -733,19 +785,25 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
             }
         } else {
             // Take the events (each must be acknowledged); the pass that
-            // follows polls every CQ anyway.
+            // follows polls every CQ anyway, and reads the async events.
             while let Ok(Some(_)) = self.chan.try_event() {}
+            self.since_async = u32::MAX;
         }
     }
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        let fd: RawFd = self.chan.fd();
-        // SAFETY: the channel's descriptor stays open as long as `self`,
-        // which the returned borrow cannot outlive.
-        Some(unsafe { BorrowedFd::borrow_raw(fd) })
+        // SAFETY: the epoll descriptor stays open as long as `self`, which
+        // the returned borrow cannot outlive.
+        Some(unsafe { BorrowedFd::borrow_raw(self.wake.as_raw_fd()) })
     }
 
     fn process(&mut self, events: &mut Vec<DeviceEvent>) -> usize {
+        // Async events are rare: read every 256 passes (a system call
+        // each), and after every wake-up.
+        self.since_async = self.since_async.saturating_add(1);
+        if self.since_async >= 256 {
+            self.async_events(events);
+        }
         let mut work: Vec<u32> = std::mem::take(&mut self.waiting);
         let rang = rung(&mut self.ctxs, &self.uars, &mut work);
         self.stats.doorbells += rang as u64;
