@@ -3,20 +3,30 @@
 //! command to the backend, events arrive, and the guests are torn down
 //! leaving nothing on the device.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
-#[test]
-fn the_guest_process_runs_every_workload_without_backend_commands() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
-        .args(["bench", "vhca", "--quick", "--json"])
+/// `ibkit bench vhca ARGS`.
+fn bench(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["bench", "vhca"])
+        .args(args)
         .output()
-        .expect("ibkit runs");
+        .expect("ibkit runs")
+}
+
+/// The JSON object of a run that must succeed.
+fn report(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn the_guest_process_runs_every_workload_without_backend_commands() {
+    let v = report(&bench(&["--quick".as_ref(), "--json".as_ref()]));
     assert_eq!(v["data_path_commands"]["guest"], 0, "{v:#}");
     assert_eq!(v["data_path_commands"]["native"], 0, "{v:#}");
     assert!(v["data_path_messages"].as_u64().unwrap() > 1000, "{v:#}");
@@ -47,10 +57,7 @@ fn the_guest_process_runs_every_workload_without_backend_commands() {
 /// error, not a panic or a run on the software HCA.
 #[test]
 fn a_missing_rdma_device_is_a_clear_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
-        .args(["bench", "vhca", "--quick", "--device", "no-such-hca"])
-        .output()
-        .expect("ibkit runs");
+    let out = bench(&["--quick", "--device", "no-such-hca"].map(AsRef::as_ref));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -73,17 +80,12 @@ fn the_bench_runs_over_a_real_hca_where_one_is_named() {
         eprintln!("SKIPPED: IBKIT_RDMA_DEVICE names no RDMA device");
         return;
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
-        .args(["bench", "vhca", "--quick", "--json", "--device"])
-        .arg(dev)
-        .output()
-        .expect("ibkit runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let v = report(&bench(&[
+        "--quick".as_ref(),
+        "--json".as_ref(),
+        "--device".as_ref(),
+        dev.as_os_str(),
+    ]));
     assert_eq!(v["data_path_commands"], 0, "{v:#}");
     assert_eq!(v["device_objects_left"], 0, "{v:#}");
     let rows = v["rows"].as_array().expect("rows");

@@ -852,20 +852,27 @@ impl Cq {
 
     /// Takes up to `max` completions.
     pub fn poll(&self, max: usize) -> Result<Vec<Completion>, Error> {
-        let mut wc = vec![ibv_wc::default(); max.clamp(1, 256)];
-        // SAFETY: the CQ is live; `wc` has room for `wc.len()` entries.
-        let n = unsafe {
-            crate::inline::ibv_poll_cq(self.inner.cq, wc.len() as c_int, wc.as_mut_ptr())
-        };
-        if n < 0 {
+        let mut out = Vec::new();
+        self.poll_into(max, &mut out)?;
+        Ok(out)
+    }
+
+    /// Takes up to `max` completions (at most 32 at a time), appending them
+    /// to `out`, which an event loop reuses: no allocation when it has
+    /// room. How many.
+    pub fn poll_into(&self, max: usize, out: &mut Vec<Completion>) -> Result<usize, Error> {
+        let mut wc = [ibv_wc::default(); 32];
+        let n = max.clamp(1, wc.len());
+        // SAFETY: the CQ is live; `wc` has room for `n` entries.
+        let got = unsafe { crate::inline::ibv_poll_cq(self.inner.cq, n as c_int, wc.as_mut_ptr()) };
+        if got < 0 {
             return Err(Error::Call {
                 call: "ibv_poll_cq",
-                code: n,
+                code: got,
             });
         }
-        Ok(wc[..n as usize]
-            .iter()
-            .map(|w| Completion {
+        out.extend(wc[..got as usize].iter().map(|w| {
+            Completion {
                 wr_id: w.wr_id,
                 status: w.status,
                 opcode: w.opcode,
@@ -876,8 +883,9 @@ impl Cq {
                 imm: (w.wc_flags & crate::ffi::verbs::ibv_wc_flags_IBV_WC_WITH_IMM != 0)
                     // SAFETY: WITH_IMM says the union holds imm_data.
                     .then(|| u32::from_be(unsafe { w.__bindgen_anon_1.imm_data })),
-            })
-            .collect())
+            }
+        }));
+        Ok(got as usize)
     }
 
     /// Arms the CQ: the next completion (or the next solicited one) raises

@@ -8,7 +8,7 @@
 //! report.assert_all_refused();
 //! ```
 
-use crate::backend::{Backend, Held};
+use crate::backend::{Backend, Held, Limits, PortView};
 use crate::channel::Hub;
 use crate::device::Device;
 use crate::frontend::{Context, Cq, Mr, Pd, Qp, SendWr, Transport, Wc};
@@ -166,6 +166,9 @@ pub struct Report {
     /// True when tearing the attacker down left the device as it was
     /// before the attacker allocated anything.
     pub nothing_leaked: bool,
+    /// True when the victim could still allocate (and free) a PD at the
+    /// end.
+    pub victim_works: bool,
 }
 
 impl Report {
@@ -175,6 +178,7 @@ impl Report {
         assert!(bad.is_empty(), "attempts not refused: {bad:#?}");
         assert!(self.victim_untouched, "the victim's resources changed");
         assert!(self.nothing_leaked, "the attacker's teardown leaked");
+        assert!(self.victim_works, "the victim no longer works");
     }
 }
 
@@ -493,7 +497,28 @@ impl Hostile {
         b.remove_domain(x);
         rep.victim_untouched &= b.held(y) == victim_before && b.held(x) == Held::default();
         rep.nothing_leaked = b.device().objects() == live_before;
+        rep.victim_works = match self.cmd(b, y, Command::AllocPd) {
+            Ok(r) => self.cmd(b, y, Command::FreePd { pd: Handle(r[0]) }).is_ok(),
+            Err(_) => false,
+        };
         rep
+    }
+
+    /// Every attack on `b` from a new domain against a new, opened victim:
+    /// both get memory from `memory` (the attacker's lies at `range`,
+    /// start and length) and `limits`.
+    pub fn on_new_domains<M: GuestMemory + Clone, D: Device<M>>(
+        b: &mut Backend<M, D>,
+        memory: impl Fn() -> M,
+        range: (u64, u64),
+        limits: Limits,
+    ) -> Report {
+        let victim = b.add_domain(memory(), limits, PortView::default());
+        let mut h = Hostile::new(DomainId(0), victim, range);
+        let opened = h.cmd(b, victim, Command::OpenDevice);
+        assert_eq!(opened, Ok([0; 7]), "the victim could not open the device");
+        h.attacker = b.add_domain(memory(), limits, PortView::default());
+        h.run(b)
     }
 }
 

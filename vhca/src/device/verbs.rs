@@ -27,7 +27,7 @@
 use super::guest::{self, note_qp, note_uar, rung, Contexts, GuestCq, GuestCtx, Uar};
 use super::{Device, DeviceAttr, DeviceError, DeviceEvent, Kind, Object};
 use crate::handles::DomainId;
-use crate::layout::{event, flags, op, qp_hdr, status, Cqe, QP_HDR};
+use crate::layout::{event, flags, op, qp_hdr, status, Cqe, Wqe, QP_HDR};
 use crate::proto::{access, QpState, QpType, WQE_SIZE};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -56,9 +56,6 @@ macro_rules! trace {
         }
     };
 }
-
-/// Completions moved per CQ per pass, at most.
-const POLL_BATCH: usize = 64;
 
 struct VMr {
     dom: DomainId,
@@ -131,6 +128,13 @@ pub struct VerbsHca<M> {
     peers: HashMap<u16, [u8; 16]>,
     /// QPs whose send queue the HCA could not take in full.
     waiting: Vec<u32>,
+    /// Buffers of a pass, kept so that the hot loop does not allocate:
+    /// QPs whose doorbell rang, their send producers, every QP or CQ,
+    /// and completions taken from the HCA.
+    work: Vec<u32>,
+    sends: Vec<(u32, u32)>,
+    ids: Vec<u32>,
+    wcs: Vec<verbs_sys::verbs::Completion>,
     /// Data-path counters.
     pub stats: VerbsStats,
 }
@@ -195,6 +199,10 @@ impl<M: GuestMemory> VerbsHca<M> {
             ahs: HashMap::new(),
             peers: HashMap::new(),
             waiting: Vec::new(),
+            work: Vec::new(),
+            sends: Vec::new(),
+            ids: Vec::new(),
+            wcs: Vec::new(),
             stats: VerbsStats::default(),
         })
     }
@@ -270,7 +278,7 @@ impl<M: GuestMemory> VerbsHca<M> {
     }
 
     /// Completes a work request of QP `qpn` in error with status `st`, on
-    /// its send CQ (`send`) or receive CQ.
+    /// its receive CQ for a receive, else its send CQ; the QP is broken.
     fn fail(&mut self, qpn: u32, wr_id: u64, opcode: u8, st: u8, events: &mut Vec<DeviceEvent>) {
         let Some(q) = self.qps.get_mut(&qpn) else {
             return;
@@ -327,14 +335,10 @@ impl<M: GuestMemory> VerbsHca<M> {
     }
 
     /// The send WQE at `at` of QP `qpn`, as a verbs work request.
-    fn translate(&mut self, qpn: u32, w: &crate::layout::Wqe) -> Result<(SendOp, Sge), ()> {
+    fn translate(&mut self, qpn: u32, w: &Wqe) -> Result<(SendOp, Sge), ()> {
         let q = &self.qps[&qpn];
         let (pd, kind) = (q.pd, q.qp.kind());
-        let sge = Sge {
-            addr: w.addr.get(),
-            len: w.len.get(),
-            lkey: w.lkey.get(),
-        };
+        let sge = sge(w);
         // Keys of regions on this HCA are guest-visible as their lkey; a
         // peer's rkey is looked up, a key from elsewhere passes as is.
         let rkey = self.mrs.get(&w.rkey.get()).map_or(w.rkey.get(), |m| m.rkey);
@@ -397,15 +401,10 @@ impl<M: GuestMemory> VerbsHca<M> {
             let Some(w) = guest::read_wqe(&self.ctxs[&dom].mem, at) else {
                 break;
             };
-            let sge = Sge {
-                addr: w.addr.get(),
-                len: w.len.get(),
-                lkey: w.lkey.get(),
-            };
             let q = self.qps.get_mut(&qpn).expect("looked up above");
             if q.failed {
                 self.fail(qpn, w.wr_id.get(), op::RECV, status::WR_FLUSH_ERR, events);
-            } else if let Err(e) = q.qp.post_recv(w.wr_id.get(), sge) {
+            } else if let Err(e) = q.qp.post_recv(w.wr_id.get(), sge(&w)) {
                 // The HCA's queue is full: the rest waits.
                 trace!("QP {qpn}: receive not posted: {e}");
                 break;
@@ -473,8 +472,11 @@ impl<M: GuestMemory> VerbsHca<M> {
     /// as far as each guest has room.
     fn reap(&mut self, events: &mut Vec<DeviceEvent>) -> usize {
         let mut moved = 0;
-        let ids: Vec<u32> = self.cqs.keys().copied().collect();
-        for id in ids {
+        let mut ids = std::mem::take(&mut self.ids);
+        let mut wcs = std::mem::take(&mut self.wcs);
+        ids.clear();
+        ids.extend(self.cqs.keys());
+        for &id in &ids {
             let c = &self.cqs[&id];
             let Some(ctx) = self.ctxs.get(&c.guest.dom) else {
                 continue;
@@ -483,14 +485,12 @@ impl<M: GuestMemory> VerbsHca<M> {
             if room == 0 {
                 continue;
             }
-            let wcs = match c.cq.poll(room.min(POLL_BATCH)) {
-                Ok(w) => w,
-                Err(e) => {
-                    trace!("CQ {id}: {e}");
-                    continue;
-                }
-            };
-            for wc in wcs {
+            wcs.clear();
+            if let Err(e) = c.cq.poll_into(room, &mut wcs) {
+                trace!("CQ {id}: {e}");
+                continue;
+            }
+            for wc in &wcs {
                 trace!("CQ {id}: {wc:?}");
                 let mut e = guest::entry(wc.wr_id);
                 e.byte_len.set(wc.byte_len);
@@ -508,7 +508,19 @@ impl<M: GuestMemory> VerbsHca<M> {
                 moved += 1;
             }
         }
+        self.ids = ids;
+        self.wcs = wcs;
         moved
+    }
+}
+
+/// The scatter/gather entry of a work request: its buffer is named at the
+/// guest's own address, as the region was registered.
+fn sge(w: &Wqe) -> Sge {
+    Sge {
+        addr: w.addr.get(),
+        len: w.len.get(),
+        lkey: w.lkey.get(),
     }
 }
 
@@ -804,7 +816,9 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
         if self.since_async >= 256 {
             self.async_events(events);
         }
-        let mut work: Vec<u32> = std::mem::take(&mut self.waiting);
+        let mut work = std::mem::take(&mut self.work);
+        work.clear();
+        work.append(&mut self.waiting);
         let rang = rung(&mut self.ctxs, &self.uars, &mut work);
         self.stats.doorbells += rang as u64;
         let before = self.stats.posted + self.stats.refused;
@@ -812,23 +826,25 @@ impl<M: GuestMemory> Device<M> for VerbsHca<M> {
         // as HCAs read a doorbell record: posting a receive rings nothing),
         // then the sends: a receive the guest posted before a peer's send
         // is on the HCA before that send.
-        let sends: Vec<(u32, Option<u32>)> = work
-            .iter()
-            .filter_map(|&q| {
-                let e = self.qps.get(&q)?;
-                let mem = &self.ctxs.get(&e.dom)?.mem;
-                Some((q, guest::read_u32(mem, e.addr + qp_hdr::SQ_PROD)))
-            })
-            .collect();
-        let all: Vec<u32> = self.qps.keys().copied().collect();
-        for q in all {
+        let mut sends = std::mem::take(&mut self.sends);
+        sends.clear();
+        sends.extend(work.iter().filter_map(|&q| {
+            let e = self.qps.get(&q)?;
+            let mem = &self.ctxs.get(&e.dom)?.mem;
+            Some((q, guest::read_u32(mem, e.addr + qp_hdr::SQ_PROD)?))
+        }));
+        let mut all = std::mem::take(&mut self.ids);
+        all.clear();
+        all.extend(self.qps.keys());
+        for &q in &all {
             self.service(q, None, events);
         }
-        for (q, prod) in sends {
-            if prod.is_some() {
-                self.service(q, prod, events);
-            }
+        self.ids = all;
+        for &(q, prod) in &sends {
+            self.service(q, Some(prod), events);
         }
+        self.sends = sends;
+        self.work = work;
         // A QP found broken goes to the error state and says so, once.
         for q in self.qps.values_mut() {
             if q.failed && !q.reported {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use verbs_sys::qp::{Qp, QpCaps, QpType, RcPeer, SendOp, Transition};
-use verbs_sys::verbs::{Access, Context, Cq, Grh, Mr};
+use verbs_sys::verbs::{Access, Completion, Context, Cq, Grh, Mr};
 use vhca::backend::Limits;
 use vhca::channel::Driver;
 use vhca::device::verbs::VerbsHca;
@@ -27,6 +27,9 @@ struct Side {
     qp: Qp,
     cq: Cq,
     bufs: [Option<Mr>; 2],
+    /// Completions of one poll, reused (the guest's backend does not
+    /// allocate per poll either).
+    wcs: Vec<Completion>,
 }
 
 impl Side {
@@ -35,7 +38,10 @@ impl Side {
     fn wait(&mut self, want: usize) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.bufs[want].is_none() {
-            for c in self.cq.poll(4).map_err(|e| e.to_string())? {
+            self.cq
+                .poll_into(4, &mut self.wcs)
+                .map_err(|e| e.to_string())?;
+            for c in self.wcs.drain(..) {
                 if !c.is_ok() {
                     return Err(format!("completion status {}", c.status));
                 }
@@ -93,7 +99,12 @@ fn native_pair(ctx: &Context, size: usize) -> Result<(Side, Side), String> {
             Some(buf(Access::LOCAL_READ).map_err(e)?),
             Some(buf(Access::LOCAL_WRITE).map_err(e)?),
         ];
-        Ok(Side { qp, cq, bufs })
+        Ok(Side {
+            qp,
+            cq,
+            bufs,
+            wcs: Vec::with_capacity(4),
+        })
     };
     let (mut a, mut b) = (side()?, side()?);
     let (qa, qb) = (a.qp.qp_num(), b.qp.qp_num());
