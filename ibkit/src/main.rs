@@ -197,6 +197,9 @@ enum FabricWhat {
         /// Log every SMP a client sends.
         #[arg(long)]
         verbose: bool,
+        /// Spin this many µs more on each batch of answers, as a slower simulator would: how much does the client's time depend on the simulator's?
+        #[arg(long, default_value_t = 0)]
+        answer_delay_us: u64,
     },
     /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
     Ctl {
@@ -249,6 +252,9 @@ enum BenchWhat {
         /// Runs per client and simulator (medians are reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Instead of comparing with ibsim: OpenSM on ibkit serve with these µs added to every batch of answers (e.g. 0,15,30), and how much of OpenSM's time that makes.
+        #[arg(long, value_delimiter = ',')]
+        sensitivity: Vec<u64>,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -318,6 +324,7 @@ fn main() -> ExitCode {
                     dr_hop_ns,
                     loss,
                     verbose,
+                    answer_delay_us,
                 },
         }) => cmd::serve::serve(&cmd::serve::ServeArgs {
             topology,
@@ -327,6 +334,7 @@ fn main() -> ExitCode {
             dr_hop_ns,
             loss,
             verbose,
+            answer_delay_us,
         }),
         Some(Command::Fabric {
             what: FabricWhat::Ctl { socket, command },
@@ -348,9 +356,16 @@ fn main() -> ExitCode {
                     topology,
                     routing,
                     runs,
+                    sensitivity,
                     json,
                 },
-        }) => cmd::compat::run(&topology, routing, runs, json),
+        }) => {
+            if sensitivity.is_empty() {
+                cmd::compat::run(&topology, routing, runs, json)
+            } else {
+                cmd::compat::run_sensitivity(&topology, routing, runs, &sensitivity, json)
+            }
+        }
         Some(Command::Bench {
             what:
                 BenchWhat::Vhca {

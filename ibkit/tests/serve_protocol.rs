@@ -209,3 +209,62 @@ fn control_commands_take_links_down_and_refuse_nonsense() {
     let r = a.request(&node_info(&[1], 0x32));
     assert_eq!(r.status, 0, "the cable is back");
 }
+
+/// The server's counters after `ibkit fabric ctl stats`.
+fn stats(served: &Served) -> serde_json::Value {
+    serde_json::from_str(&served.ctl("stats").unwrap()).unwrap()
+}
+
+#[test]
+fn answers_are_held_as_long_as_asked_and_the_time_is_counted() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let held_us = 30_000u64;
+    for delay in [0, held_us] {
+        let served = Served::start(
+            exe,
+            "mport-ntree:4:1",
+            0,
+            &["--answer-delay-us", &delay.to_string()],
+        )
+        .unwrap();
+        let topo = fabric::topology::Topology::from_spec("mport-ntree:4:1").unwrap();
+        let ca = topo
+            .nodes
+            .iter()
+            .find(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+            .unwrap();
+        let c = Client::attach(served.socket(), 900_100, &ca.name).unwrap();
+        let rounds = 5u32;
+        let t0 = std::time::Instant::now();
+        for i in 0..rounds {
+            // To the switch one hop away: an answer, not a time-out.
+            let r = c.request(&node_info(&[1], 0x77_0000 + u64::from(i)));
+            assert_eq!(r.status, 0);
+            assert_eq!(node_type_and_guid(&r).0, 2, "the switch answers");
+        }
+        let took = t0.elapsed();
+        let s = stats(&served);
+        let batches = s["batches"].as_u64().unwrap();
+        assert_eq!(batches, u64::from(rounds), "one batch per request: {s}");
+        assert_eq!(s["answered"].as_u64().unwrap(), u64::from(rounds));
+        assert!(s["fabric_ns"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["send_ns"].as_u64().unwrap() > 0, "{s}");
+        if delay > 0 {
+            // Every answer waited at least the delay, and the delay is not
+            // counted as the fabric's time.
+            assert!(
+                took >= Duration::from_micros(delay) * rounds,
+                "{rounds} answers held {delay} µs each came back in {took:?}"
+            );
+            assert!(
+                s["fabric_ns"].as_u64().unwrap() < delay * 1000 * batches / 2,
+                "the hold counted as fabric time: {s}"
+            );
+        } else {
+            assert!(
+                took < Duration::from_micros(held_us) * rounds,
+                "answers without a delay took {took:?}"
+            );
+        }
+    }
+}

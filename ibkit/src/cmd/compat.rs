@@ -293,3 +293,244 @@ pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> Result<bool,
     }
     Ok(true)
 }
+
+/// OpenSM on `ibkit fabric serve` with every batch of answers held
+/// `delay_us` longer: one entry of [`Sensitivity`].
+#[derive(Clone, Debug, Default)]
+pub struct Held {
+    /// Microseconds added to every batch (`--answer-delay-us`).
+    pub delay_us: u64,
+    /// Milliseconds to SUBNET UP, one per run.
+    pub to_up_ms: Vec<f64>,
+    /// Batches the server answered, one per run.
+    pub batches: Vec<u64>,
+    /// SMPs the server answered, one per run.
+    pub answered: Vec<u64>,
+    /// Server microseconds per batch from reading it to its answers ready
+    /// (the fabric's hops and agents), one per run.
+    pub fabric_us: Vec<f64>,
+    /// Server microseconds per batch handing the answers to the kernel,
+    /// one per run.
+    pub send_us: Vec<f64>,
+}
+
+/// How much of OpenSM's bring-up time is the simulator's: OpenSM's time
+/// to SUBNET UP on `ibkit fabric serve` at several answer delays, and the
+/// line through them.
+#[derive(Clone, Debug)]
+pub struct Sensitivity {
+    /// One entry per delay, in the order asked.
+    pub held: Vec<Held>,
+    /// Least-squares slope of the time to SUBNET UP over the delay added
+    /// to every batch: milliseconds per microsecond.
+    pub slope_ms_per_us: f64,
+    /// The line's value at no delay, ms.
+    pub intercept_ms: f64,
+}
+
+impl Sensitivity {
+    /// Microseconds of OpenSM's time per microsecond added to each batch:
+    /// 1 when every batch's time is on OpenSM's critical path.
+    pub fn critical_share(&self) -> f64 {
+        let batches = self.held.first().map_or(f64::NAN, |h| {
+            median(h.batches.iter().map(|&b| b as f64).collect())
+        });
+        self.slope_ms_per_us * 1e3 / batches
+    }
+
+    /// OpenSM's time by the same line if the fabric took no time at all
+    /// (its per-batch time at the first delay taken away), ms.
+    pub fn without_fabric_ms(&self) -> f64 {
+        let fabric = self
+            .held
+            .first()
+            .map_or(f64::NAN, |h| median(h.fabric_us.clone()));
+        self.intercept_ms - self.slope_ms_per_us * fabric
+    }
+}
+
+/// Least squares through `(x, y)` points: (slope, intercept).
+fn fit(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = sxy / sxx;
+    (slope, my - slope * mx)
+}
+
+/// Runs `opensm -o` on `ibkit fabric serve` `runs` times at each of
+/// `delays` (µs added to every batch of answers), the delays taking turns
+/// so that drift of the machine hits them alike.
+pub fn sensitivity(
+    exe: &Path,
+    spec: &str,
+    routing: Engine,
+    runs: usize,
+    delays: &[u64],
+    dir: &Path,
+    progress: bool,
+) -> Result<Sensitivity, String> {
+    let distinct = {
+        let mut d = delays.to_vec();
+        d.sort_unstable();
+        d.dedup();
+        d.len()
+    };
+    if distinct < 2 {
+        return Err("--sensitivity needs at least two different delays".into());
+    }
+    let mut held: Vec<Held> = delays
+        .iter()
+        .map(|&delay_us| Held {
+            delay_us,
+            ..Held::default()
+        })
+        .collect();
+    for run in 0..runs {
+        for h in held.iter_mut() {
+            if progress {
+                eprintln!(
+                    "  opensm on ibkit fabric serve, {} µs added per batch, run {}/{runs}…",
+                    h.delay_us,
+                    run + 1
+                );
+            }
+            let delay = h.delay_us.to_string();
+            let served = Served::start(exe, spec, 0, &["--answer-delay-us", &delay])?;
+            let o = run_opensm_on(&served, routing, dir)?;
+            if !o.up {
+                return Err("OpenSM did not report SUBNET UP".into());
+            }
+            let st: serde_json::Value =
+                serde_json::from_str(&served.ctl("stats")?).map_err(|e| e.to_string())?;
+            let count = |k: &str| st[k].as_u64().unwrap_or(0);
+            let batches = count("batches").max(1);
+            h.to_up_ms.push(o.to_up_ms);
+            h.batches.push(batches);
+            h.answered.push(count("answered"));
+            h.fabric_us
+                .push(count("fabric_ns") as f64 / 1e3 / batches as f64);
+            h.send_us
+                .push(count("send_ns") as f64 / 1e3 / batches as f64);
+        }
+    }
+    let points: Vec<(f64, f64)> = held
+        .iter()
+        .flat_map(|h| h.to_up_ms.iter().map(|&t| (h.delay_us as f64, t)))
+        .collect();
+    let (slope_ms_per_us, intercept_ms) = fit(&points);
+    Ok(Sensitivity {
+        held,
+        slope_ms_per_us,
+        intercept_ms,
+    })
+}
+
+/// Runs `ibkit bench ibsim-compat --sensitivity DELAYS`.
+pub fn run_sensitivity(
+    spec: &str,
+    routing: Engine,
+    runs: usize,
+    delays: &[u64],
+    json: bool,
+) -> Result<bool, String> {
+    if let Some(m) = missing_tools() {
+        return Err(m);
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!("ibkit-held-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let s = sensitivity(&exe, spec, routing, runs.max(1), delays, &dir, !json);
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = s?;
+    let med = |v: &[f64]| median(v.to_vec());
+    let medu = |v: &[u64]| median(v.iter().map(|&x| x as f64).collect());
+    if json {
+        let rows: Vec<_> = s
+            .held
+            .iter()
+            .map(|h| {
+                json!({"delay_us": h.delay_us, "to_up_ms": h.to_up_ms, "batches": h.batches,
+                       "answered": h.answered, "fabric_us_per_batch": h.fabric_us,
+                       "send_us_per_batch": h.send_us})
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"topology": spec, "routing": routing.name(), "runs": runs, "held": rows,
+                   "slope_ms_per_us": s.slope_ms_per_us, "intercept_ms": s.intercept_ms,
+                   "critical_share": s.critical_share(),
+                   "without_fabric_ms": s.without_fabric_ms()})
+        );
+        return Ok(true);
+    }
+    println!(
+        "{spec}, routing {}, opensm -o on ibkit fabric serve, median of {runs} run(s) per delay",
+        routing.name()
+    );
+    println!(
+        "{:>16} {:>16} {:>9} {:>10} {:>16} {:>14}",
+        "µs added/batch",
+        "ms to subnet up",
+        "batches",
+        "SMPs/batch",
+        "fabric µs/batch",
+        "send µs/batch"
+    );
+    for h in &s.held {
+        println!(
+            "{:>16} {:>16.1} {:>9.0} {:>10.2} {:>16.2} {:>14.2}",
+            h.delay_us,
+            med(&h.to_up_ms),
+            medu(&h.batches),
+            medu(&h.answered) / medu(&h.batches),
+            med(&h.fabric_us),
+            med(&h.send_us)
+        );
+    }
+    println!(
+        "OpenSM's time grows by {:.2} ms per µs added to every batch: {:.2} µs of its time per µs of the simulator's (1 = all of it on OpenSM's critical path).",
+        s.slope_ms_per_us,
+        s.critical_share()
+    );
+    println!(
+        "The same line with a fabric that took no time at all: {:.1} ms, {:.2}× the time at no delay ({:.1} ms).",
+        s.without_fabric_ms(),
+        s.intercept_ms / s.without_fabric_ms(),
+        s.intercept_ms
+    );
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_through_the_runs_and_what_it_says() {
+        // Two runs per delay around y = 400 + 7x.
+        let pts = [(0.0, 399.0), (0.0, 401.0), (20.0, 538.0), (20.0, 542.0)];
+        let (slope, icept) = fit(&pts);
+        assert!((slope - 7.0).abs() < 1e-9 && (icept - 400.0).abs() < 1e-9);
+        let held = |delay_us, batches, fabric| Held {
+            delay_us,
+            to_up_ms: vec![],
+            batches: vec![batches, batches],
+            answered: vec![],
+            fabric_us: vec![fabric, fabric],
+            send_us: vec![],
+        };
+        let s = Sensitivity {
+            held: vec![held(0, 10_000, 5.0), held(20, 9_000, 5.0)],
+            slope_ms_per_us: slope,
+            intercept_ms: icept,
+        };
+        // 7 ms per µs over 10,000 batches: 0.7 µs of the client's time per
+        // µs of the simulator's.
+        assert!((s.critical_share() - 0.7).abs() < 1e-9);
+        // Without the 5 µs of fabric per batch: 400 - 7 × 5.
+        assert!((s.without_fabric_ms() - 365.0).abs() < 1e-9);
+    }
+}

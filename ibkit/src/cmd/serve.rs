@@ -37,6 +37,11 @@ pub struct ServeArgs {
     pub loss: f64,
     /// Log every packet.
     pub verbose: bool,
+    /// Spin this many microseconds more on each batch before answering
+    /// it, as a simulator that much slower would: to measure how much a
+    /// client's bring-up depends on the simulator's answer time (0:
+    /// answer at once).
+    pub answer_delay_us: u64,
 }
 
 /// The abstract socket of ibkit's own control interface.
@@ -67,6 +72,15 @@ pub struct ServeStats {
     pub malformed: u64,
     /// Traps delivered to SM clients.
     pub traps: u64,
+    /// Batches served: reads of client datagrams answered together.
+    pub batches: u64,
+    /// Nanoseconds from reading a batch to having its answers ready
+    /// (parsing, the fabric's hops, the agents), over all batches; the
+    /// answer delay, if any, is not in it.
+    pub fabric_ns: u64,
+    /// Nanoseconds spent handing answers to the kernel (sendmmsg, which
+    /// also wakes the client), over all batches.
+    pub send_ns: u64,
 }
 
 struct Server {
@@ -82,6 +96,8 @@ struct Server {
     inbox: RecvBatch,
     /// Responses to send, per client.
     outbox: Vec<Vec<[u8; ibsim::REQ_SIZE]>>,
+    /// [`ServeArgs::answer_delay_us`].
+    answer_delay: Duration,
 }
 
 /// Datagrams read at once.
@@ -263,6 +279,7 @@ pub fn serve(a: &ServeArgs) -> Result<bool, String> {
         started: Instant::now(),
         inbox: RecvBatch::new(),
         outbox: (0..MAX_CLIENTS).map(|_| Vec::new()).collect(),
+        answer_delay: Duration::from_micros(a.answer_delay_us),
         fabric,
     };
     eprintln!(
@@ -335,11 +352,9 @@ impl Server {
             let fd = self.outs[slot].as_raw_fd();
             match self.inbox.recv_wait(fd) {
                 Ok(n) => {
+                    let read_at = Instant::now();
                     let injected = self.take_batch(slot, n);
-                    if injected {
-                        self.settle();
-                    }
-                    self.flush();
+                    self.answer(read_at, injected);
                 }
                 Err(_) => return,
             }
@@ -362,6 +377,7 @@ impl Server {
     /// once for all of them, and the responses go back in one sendmmsg per
     /// client. True when something was read.
     fn drain(&mut self, slots: &[usize]) -> bool {
+        let read_at = Instant::now();
         let mut read = false;
         let mut injected = false;
         for &slot in slots {
@@ -382,11 +398,31 @@ impl Server {
                 }
             }
         }
+        if read {
+            self.answer(read_at, injected);
+        } else {
+            self.flush();
+        }
+        read
+    }
+
+    /// Answers the batch read at `read_at`: runs the fabric if a request
+    /// went in, holds the answers for the answer delay, sends them, and
+    /// counts the time each part took.
+    fn answer(&mut self, read_at: Instant, injected: bool) {
         if injected {
             self.settle();
         }
+        let ready = Instant::now();
+        while ready.elapsed() < self.answer_delay {
+            std::hint::spin_loop();
+        }
+        let send_at = Instant::now();
         self.flush();
-        read
+        let s = &mut self.stats;
+        s.batches += 1;
+        s.fabric_ns += (ready - read_at).as_nanos() as u64;
+        s.send_ns += send_at.elapsed().as_nanos() as u64;
     }
 
     /// Sends every client what [`Server::write`] queued for it.
@@ -777,6 +813,9 @@ impl Server {
                     "timeouts": s.timeouts,
                     "malformed": s.malformed,
                     "traps": s.traps,
+                    "batches": s.batches,
+                    "fabric_ns": s.fabric_ns,
+                    "send_ns": s.send_ns,
                     "hops": self.fabric.stats.hops,
                     "uptime_s": secs,
                 })
