@@ -197,8 +197,8 @@ enum FabricWhat {
         /// Log every SMP a client sends.
         #[arg(long)]
         verbose: bool,
-        /// Spin this many µs more on each batch of answers, as a slower simulator would: how much does the client's time depend on the simulator's?
-        #[arg(long, default_value_t = 0)]
+        /// Spin this many µs more on each batch of answers, as a slower simulator would: how much does the client's time depend on the simulator's? (at most 1 s)
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
         answer_delay_us: u64,
     },
     /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
@@ -253,7 +253,7 @@ enum BenchWhat {
         #[arg(long, default_value_t = 3)]
         runs: usize,
         /// Instead of comparing with ibsim: OpenSM on ibkit serve with these µs added to every batch of answers (e.g. 0,15,30), and how much of OpenSM's time that makes.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
         sensitivity: Vec<u64>,
         /// One JSON object.
         #[arg(long)]

@@ -403,3 +403,47 @@ fn ibkit_sm_runs_on_served_fabrics() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn answers_held_longer_slow_opensm_down_by_about_that_much() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let out = std::process::Command::new(exe())
+        .args(["bench", "ibsim-compat", "--topology", "mport-ntree:4:2"])
+        .args(["--runs", "2", "--sensitivity", "0,300", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = v["held"].as_array().unwrap();
+    assert_eq!(held.len(), 2);
+    let median = |h: &Value, k: &str| {
+        let mut x: Vec<f64> = h[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap())
+            .collect();
+        x.sort_by(f64::total_cmp);
+        x[x.len() / 2]
+    };
+    let (t0, t300) = (median(&held[0], "to_up_ms"), median(&held[1], "to_up_ms"));
+    let batches = median(&held[0], "batches");
+    // OpenSM sends a few hundred SMPs here, a few at a time: every batch
+    // waiting 300 µs more costs it tens of milliseconds.
+    assert!(batches >= 50.0, "{v}");
+    assert!(
+        t300 > t0 + batches * 300e-3 * 0.3,
+        "300 µs more per batch over {batches} batches: {t0} ms → {t300} ms"
+    );
+    assert!(median(&held[0], "fabric_us_per_batch") > 0.0, "{v}");
+    assert!(v["slope_ms_per_us"].as_f64().unwrap() > 0.0, "{v}");
+    let share = v["critical_share"].as_f64().unwrap();
+    assert!(share > 0.3 && share < 1.5, "{v}");
+}
