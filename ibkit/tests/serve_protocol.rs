@@ -210,11 +210,6 @@ fn control_commands_take_links_down_and_refuse_nonsense() {
     assert_eq!(r.status, 0, "the cable is back");
 }
 
-/// The server's counters after `ibkit fabric ctl stats`.
-fn stats(served: &Served) -> serde_json::Value {
-    serde_json::from_str(&served.ctl("stats").unwrap()).unwrap()
-}
-
 #[test]
 fn answers_are_held_as_long_as_asked_and_the_time_is_counted() {
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -243,7 +238,7 @@ fn answers_are_held_as_long_as_asked_and_the_time_is_counted() {
             assert_eq!(node_type_and_guid(&r).0, 2, "the switch answers");
         }
         let took = t0.elapsed();
-        let s = stats(&served);
+        let s = served.stats().unwrap();
         let batches = s["batches"].as_u64().unwrap();
         assert_eq!(batches, u64::from(rounds), "one batch per request: {s}");
         assert_eq!(s["answered"].as_u64().unwrap(), u64::from(rounds));

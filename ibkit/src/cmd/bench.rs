@@ -267,6 +267,11 @@ impl Served {
     pub fn ctl(&self, command: &str) -> Result<String, String> {
         crate::cmd::serve::ctl(&self.sock, command)
     }
+
+    /// The server's counters (`ibkit fabric ctl stats`), parsed.
+    pub fn stats(&self) -> Result<serde_json::Value, String> {
+        serde_json::from_str(&self.ctl("stats")?).map_err(|e| e.to_string())
+    }
 }
 
 impl Simulator for Served {
@@ -277,9 +282,7 @@ impl Simulator for Served {
         self.child.id()
     }
     fn answered(&self) -> Option<u64> {
-        let text = self.ctl("stats").ok()?;
-        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-        v["answered"].as_u64()
+        self.stats().ok()?["answered"].as_u64()
     }
 }
 

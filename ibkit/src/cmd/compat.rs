@@ -329,21 +329,25 @@ pub struct Sensitivity {
 }
 
 impl Sensitivity {
+    /// The runs at the smallest delay, the closest to an unhindered server.
+    fn base(&self) -> Option<&Held> {
+        self.held.iter().min_by_key(|h| h.delay_us)
+    }
+
     /// Microseconds of OpenSM's time per microsecond added to each batch:
     /// 1 when every batch's time is on OpenSM's critical path.
     pub fn critical_share(&self) -> f64 {
-        let batches = self.held.first().map_or(f64::NAN, |h| {
+        let batches = self.base().map_or(f64::NAN, |h| {
             median(h.batches.iter().map(|&b| b as f64).collect())
         });
         self.slope_ms_per_us * 1e3 / batches
     }
 
     /// OpenSM's time by the same line if the fabric took no time at all
-    /// (its per-batch time at the first delay taken away), ms.
+    /// (its per-batch time at the smallest delay taken away), ms.
     pub fn without_fabric_ms(&self) -> f64 {
         let fabric = self
-            .held
-            .first()
+            .base()
             .map_or(f64::NAN, |h| median(h.fabric_us.clone()));
         self.intercept_ms - self.slope_ms_per_us * fabric
     }
@@ -403,8 +407,7 @@ pub fn sensitivity(
             if !o.up {
                 return Err("OpenSM did not report SUBNET UP".into());
             }
-            let st: serde_json::Value =
-                serde_json::from_str(&served.ctl("stats")?).map_err(|e| e.to_string())?;
+            let st = served.stats()?;
             let count = |k: &str| st[k].as_u64().unwrap_or(0);
             let batches = count("batches").max(1);
             h.to_up_ms.push(o.to_up_ms);
@@ -523,7 +526,7 @@ mod tests {
             send_us: vec![],
         };
         let s = Sensitivity {
-            held: vec![held(0, 10_000, 5.0), held(20, 9_000, 5.0)],
+            held: vec![held(20, 9_000, 5.0), held(0, 10_000, 5.0)],
             slope_ms_per_us: slope,
             intercept_ms: icept,
         };

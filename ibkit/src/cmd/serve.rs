@@ -75,8 +75,9 @@ pub struct ServeStats {
     /// Batches served: reads of client datagrams answered together.
     pub batches: u64,
     /// Nanoseconds from reading a batch to having its answers ready
-    /// (parsing, the fabric's hops, the agents), over all batches; the
-    /// answer delay, if any, is not in it.
+    /// (parsing, the fabric's hops, the agents; after a poll, the
+    /// non-blocking reads too), over all batches; the answer delay, if
+    /// any, is not in it.
     pub fabric_ns: u64,
     /// Nanoseconds spent handing answers to the kernel (sendmmsg, which
     /// also wakes the client), over all batches.
