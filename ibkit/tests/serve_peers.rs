@@ -46,6 +46,14 @@ fn missing() -> Option<String> {
     (!gone.is_empty()).then(|| format!("missing packages: {}", gone.join(", ")))
 }
 
+/// The tests of this file share the machine; the one that times OpenSM
+/// takes it alone (write), the others share it (read).
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+}
+
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ibkit-serve-peers-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -207,6 +215,7 @@ fn opensm_and_infiniband_diags_run_on_served_fabrics() {
         skip("serve_peers", &why);
         return;
     }
+    let _shared = shared();
     let all = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
     let cases: [(&str, usize, &[Engine]); 4] = [
         ("fat-tree-324", 0, &all),
@@ -235,6 +244,7 @@ fn opensm_sweeps_around_a_cable_taken_down() {
         skip("serve_peers", &why);
         return;
     }
+    let _shared = shared();
     let dir = scratch("linkdown");
     let sim = Served::start(exe(), "fat-tree-324", 0, &[]).unwrap();
     let log = dir.join("opensm.log");
@@ -340,6 +350,7 @@ fn ibkit_sm_runs_on_served_fabrics() {
         skip("serve_peers", &why);
         return;
     }
+    let _shared = shared();
     for (spec, vfs) in [
         ("fat-tree-324", 0),
         ("random:16:7", 0),
@@ -410,9 +421,10 @@ fn answers_held_longer_slow_opensm_down_by_about_that_much() {
         skip("serve_peers", &why);
         return;
     }
+    let _alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
     let out = std::process::Command::new(exe())
         .args(["bench", "ibsim-compat", "--topology", "mport-ntree:4:2"])
-        .args(["--runs", "2", "--sensitivity", "0,300", "--json"])
+        .args(["--runs", "3", "--sensitivity", "0,300", "--json"])
         .output()
         .unwrap();
     assert!(
@@ -423,6 +435,15 @@ fn answers_held_longer_slow_opensm_down_by_about_that_much() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let held = v["held"].as_array().unwrap();
     assert_eq!(held.len(), 2);
+    // The fastest of the runs: a run slowed by something else on the
+    // machine says nothing about the server.
+    let least = |h: &Value, k: &str| {
+        h[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
     let median = |h: &Value, k: &str| {
         let mut x: Vec<f64> = h[k]
             .as_array()
@@ -433,7 +454,7 @@ fn answers_held_longer_slow_opensm_down_by_about_that_much() {
         x.sort_by(f64::total_cmp);
         x[x.len() / 2]
     };
-    let (t0, t300) = (median(&held[0], "to_up_ms"), median(&held[1], "to_up_ms"));
+    let (t0, t300) = (least(&held[0], "to_up_ms"), least(&held[1], "to_up_ms"));
     let batches = median(&held[0], "batches");
     // OpenSM sends a few hundred SMPs here, a few at a time: every batch
     // waiting 300 µs more costs it tens of milliseconds.

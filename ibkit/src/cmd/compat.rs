@@ -365,8 +365,8 @@ fn fit(points: &[(f64, f64)]) -> (f64, f64) {
 }
 
 /// Runs `opensm -o` on `ibkit fabric serve` `runs` times at each of
-/// `delays` (µs added to every batch of answers), the delays taking turns
-/// so that drift of the machine hits them alike.
+/// `delays` (µs added to every batch of answers), after one untimed run,
+/// the delays taking turns so that drift of the machine hits them alike.
 pub fn sensitivity(
     exe: &Path,
     spec: &str,
@@ -392,6 +392,12 @@ pub fn sensitivity(
             ..Held::default()
         })
         .collect();
+    // One untimed run first: the first OpenSM of a series is the slowest
+    // (caches cold), and would bend the line at whichever delay came first.
+    if progress {
+        eprintln!("  opensm on ibkit fabric serve, a warm-up run…");
+    }
+    run_opensm_on(&Served::start(exe, spec, 0, &[])?, routing, dir)?;
     for run in 0..runs {
         for h in held.iter_mut() {
             if progress {
