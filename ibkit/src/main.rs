@@ -139,6 +139,9 @@ enum Command {
         /// Seed of the random choices.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Walks above which each migration is checked by walking every live node to the LIDs it moved (every other LFT entry compared with its value before) instead of every node to every LID.
+        #[arg(long, default_value_t = cmd::migrate::DEFAULT_VERIFY_LIMIT)]
+        verify_limit: u64,
         /// Reproduce the vSwitch paper's Table I on its four fat trees from measured runs.
         #[arg(long)]
         table: bool,
@@ -302,7 +305,7 @@ fn main() -> ExitCode {
             json,
         }) => {
             if transport != "umad" {
-                Err(format!("unknown transport {transport:?}: umad"))
+                Err(format!("unknown transport {transport:?}: umad").into())
             } else {
                 cmd::sm::run(&cmd::sm::SmArgs {
                     ca,
@@ -338,10 +341,11 @@ fn main() -> ExitCode {
         }),
         Some(Command::Fabric {
             what: FabricWhat::Ctl { socket, command },
-        }) => cmd::serve::ctl(&socket, &command.join(" ")).map(|s| {
-            println!("{s}");
-            true
-        }),
+        }) => cmd::serve::ctl(&socket, &command.join(" "))
+            .map(|s| {
+                println!("{s}");
+            })
+            .map_err(cmd::Fail::from),
         Some(Command::Bench {
             what:
                 BenchWhat::Opensm {
@@ -394,6 +398,7 @@ fn main() -> ExitCode {
             routing,
             mitigate,
             seed,
+            verify_limit,
             table,
             sweep,
             fabrics,
@@ -401,7 +406,7 @@ fn main() -> ExitCode {
             json,
         }) => {
             if table || plot.is_some() {
-                migrate_table(&fabrics, sweep, plot, json)
+                migrate_table(&fabrics, sweep, verify_limit, plot, json)
             } else {
                 cmd::migrate::run(
                     &cmd::migrate::MigrateArgs {
@@ -413,7 +418,7 @@ fn main() -> ExitCode {
                         routing,
                         mitigate,
                         seed,
-                        ..Default::default()
+                        verify_limit,
                     },
                     json,
                 )
@@ -425,7 +430,7 @@ fn main() -> ExitCode {
         }) => match fabric::topology::Topology::from_spec(&topology) {
             Ok(t) if ibnetdiscover => {
                 print!("{}", fabric::topology::to_ibnetdiscover(&t));
-                Ok(true)
+                Ok(())
             }
             Ok(t) => {
                 println!(
@@ -434,28 +439,29 @@ fn main() -> ExitCode {
                     t.cas(),
                     t.links()
                 );
-                Ok(true)
+                Ok(())
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.to_string().into()),
         },
         Some(Command::Sample { pcap: None }) => {
             cmd::sample::print_hex();
-            Ok(true)
+            Ok(())
         }
-        Some(Command::Sample { pcap: Some(p) }) => cmd::sample::write_pcap(&p).map(|()| true),
+        Some(Command::Sample { pcap: Some(p) }) => {
+            cmd::sample::write_pcap(&p).map_err(cmd::Fail::from)
+        }
         None => demo(),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ibkit: {e}");
-            ExitCode::from(2)
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn model(spec: &str, vfs: usize, policy: smi::sm::LidPolicy, json: bool) -> Result<bool, String> {
+fn model(spec: &str, vfs: usize, policy: smi::sm::LidPolicy, json: bool) -> cmd::Outcome {
     let t = fabric::topology::Topology::from_spec(spec).map_err(|e| e.to_string())?;
     let m = fabric::model::predict(&t, vfs, policy);
     if json {
@@ -496,7 +502,7 @@ fn model(spec: &str, vfs: usize, policy: smi::sm::LidPolicy, json: bool) -> Resu
             m.full_reconfig_smps
         );
     }
-    Ok(true)
+    Ok(())
 }
 
 fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
@@ -507,9 +513,10 @@ fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
 fn migrate_table(
     fabrics: &[String],
     sweep: usize,
+    verify_limit: u64,
     plot: Option<PathBuf>,
     json: bool,
-) -> Result<bool, String> {
+) -> cmd::Outcome {
     let list: Vec<&str> = if fabrics.is_empty() {
         cmd::migrate::TABLE_FABRICS.to_vec()
     } else {
@@ -520,7 +527,7 @@ fn migrate_table(
             eprintln!("{s}");
         }
     };
-    let rows = cmd::migrate::table(&list, sweep, &mut progress)?;
+    let rows = cmd::migrate::table(&list, sweep, verify_limit, &mut progress)?;
     if let Some(p) = &plot {
         std::fs::write(p, cmd::migrate::plot_svg(&rows))
             .map_err(|e| format!("{}: {e}", p.display()))?;
@@ -533,9 +540,13 @@ fn migrate_table(
             println!("chart written to {}", p.display());
         }
     }
-    Ok(rows
+    match rows
         .iter()
-        .all(|r| cmd::migrate::all_good(&r.copy) && cmd::migrate::all_good(&r.swap)))
+        .find_map(|r| r.copy.failure().or_else(|| r.swap.failure()))
+    {
+        Some(e) => Err(cmd::Fail::Check(e)),
+        None => Ok(()),
+    }
 }
 
 fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
@@ -546,7 +557,7 @@ fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
 /// The main job with no arguments: a 648-node fat tree of vSwitch
 /// hypervisors brought up by ibkit's SM, VMs started, a near and a far live
 /// migration, and the full reconfiguration they avoid.
-fn demo() -> Result<bool, String> {
+fn demo() -> cmd::Outcome {
     eprintln!(
         "ibkit: vSwitch live migration on a simulated 648-node fat tree (see `ibkit --help` for more)\n"
     );

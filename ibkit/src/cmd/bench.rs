@@ -88,9 +88,14 @@ fn first_ca(topo: &Topology) -> Result<String, String> {
 }
 
 /// `program` as a libibumad client of the simulator on socket `sock`,
-/// attached at node `host`.
+/// attached at node `host`. It runs in a scratch directory under the
+/// system's temporary one, because libumad2sim leaves a fake sysfs tree
+/// (`sys-PID/`) in its client's working directory.
 fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command {
+    let scratch = std::env::temp_dir().join("ibkit-umad2sim");
+    let _ = std::fs::create_dir_all(&scratch);
     let mut c = Command::new(program);
+    c.current_dir(&scratch);
     c.env("LD_PRELOAD", UMAD2SIM)
         .env("IBSIM_SOCKNAME", sock)
         .env("SIM_HOST", host)
@@ -436,7 +441,7 @@ pub fn run_ibkit(topo: Topology, routing: Engine) -> Result<IbkitRun, String> {
 }
 
 /// Runs `ibkit bench opensm`.
-pub fn opensm(spec: &str, routing: Engine, json: bool) -> Result<bool, String> {
+pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
     let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
     let dir = std::env::temp_dir().join(format!("ibkit-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -517,5 +522,22 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> Result<bool, String> {
             k.sim_ms
         );
     }
-    Ok(o.up && k.ok && k.smps <= o.smps && u_replies <= o.smps)
+    super::check(o.up, || {
+        format!("OpenSM did not reach SUBNET UP on ibsim ({spec})")
+    })?;
+    super::check(k.ok, || {
+        format!("ibkit's SM did not bring {spec} up verified on its simulator")
+    })?;
+    super::check(k.smps <= o.smps, || {
+        format!(
+            "ibkit's SM sent more SMPs than OpenSM on {spec}: {} > {}",
+            k.smps, o.smps
+        )
+    })?;
+    super::check(u_replies <= o.smps, || {
+        format!(
+            "ibkit's SM on ibsim needed more SMPs than OpenSM on {spec}: {u_replies} > {}",
+            o.smps
+        )
+    })
 }

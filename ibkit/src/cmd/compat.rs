@@ -190,9 +190,9 @@ pub fn compare(
 }
 
 /// Runs `ibkit bench ibsim-compat`.
-pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> Result<bool, String> {
+pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outcome {
     if let Some(m) = missing_tools() {
-        return Err(m);
+        return Err(m.into());
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
@@ -291,7 +291,7 @@ pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> Result<bool,
         }
         println!("(ratio > 1: ibkit serve is faster or cheaper)");
     }
-    Ok(true)
+    Ok(())
 }
 
 /// OpenSM on `ibkit fabric serve` with every batch of answers held
@@ -444,9 +444,9 @@ pub fn run_sensitivity(
     runs: usize,
     delays: &[u64],
     json: bool,
-) -> Result<bool, String> {
+) -> super::Outcome {
     if let Some(m) = missing_tools() {
-        return Err(m);
+        return Err(m.into());
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = std::env::temp_dir().join(format!("ibkit-held-{}", std::process::id()));
@@ -473,7 +473,7 @@ pub fn run_sensitivity(
                    "critical_share": s.critical_share(),
                    "without_fabric_ms": s.without_fabric_ms()})
         );
-        return Ok(true);
+        return Ok(());
     }
     println!(
         "{spec}, routing {}, opensm -o on ibkit fabric serve, median of {runs} run(s) per delay",
@@ -510,7 +510,7 @@ pub fn run_sensitivity(
         s.intercept_ms / s.without_fabric_ms(),
         s.intercept_ms
     );
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ pub fn decode_items(
 }
 
 /// Runs `ibkit decode [--json] [FILE|-]`.
-pub fn run(json: bool, input: Option<PathBuf>) -> Result<bool, String> {
+pub fn run(json: bool, input: Option<PathBuf>) -> super::Outcome {
     let data = match input.as_deref() {
         None => read_stdin()?,
         Some(p) if p.as_os_str() == "-" => read_stdin()?,
@@ -121,17 +121,22 @@ pub fn run(json: bool, input: Option<PathBuf>) -> Result<bool, String> {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     match decode_items(&items, json, &mut stdout.lock(), &mut stderr.lock()) {
-        Ok(bad) => Ok(bad == 0),
+        Ok(bad) => super::check(bad == 0, || {
+            format!(
+                "{bad} of {} MADs could not be decoded (each is named above)",
+                items.len()
+            )
+        }),
         Err(e) => quiet_broken_pipe(e),
     }
 }
 
 /// A closed output pipe (`ibkit decode | head`) ends the run quietly.
-pub fn quiet_broken_pipe(e: std::io::Error) -> Result<bool, String> {
+pub fn quiet_broken_pipe(e: std::io::Error) -> super::Outcome {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        Ok(true)
+        Ok(())
     } else {
-        Err(e.to_string())
+        Err(e.to_string().into())
     }
 }
 

@@ -6,7 +6,7 @@
 //! reproduces Table I of the vSwitch paper from measured runs; `--plot`
 //! draws its comparison as an SVG chart.
 
-use fabric::sim::{Fabric, SimConfig};
+use fabric::sim::{Check, Fabric, SimConfig, Verify};
 use fabric::topology::Topology;
 use mad_core::attr::AttributeId;
 use mad_core::Method;
@@ -34,8 +34,11 @@ pub struct MigrateArgs {
     pub mitigate: bool,
     /// Seed of the random choices.
     pub seed: u64,
-    /// Walk every CA to every LID after each step (skipped on fabrics
-    /// where that would be more than `verify_limit` walks).
+    /// After each step, walk every live node to every LID while that is
+    /// at most this many walks; above it, walk every live node to the LIDs
+    /// the step changed and compare every other LFT entry with its value
+    /// before the step. The bring-up and a full reconfiguration are always
+    /// checked on all pairs.
     pub verify_limit: u64,
 }
 
@@ -50,10 +53,14 @@ impl Default for MigrateArgs {
             routing: Engine::FatTree,
             mitigate: false,
             seed: 1,
-            verify_limit: 20_000_000,
+            verify_limit: DEFAULT_VERIFY_LIMIT,
         }
     }
 }
+
+/// Walks above which a step is checked on the LIDs it changed rather than
+/// on all pairs (about a quarter of a second of walking on this machine).
+pub const DEFAULT_VERIFY_LIMIT: u64 = 50_000_000;
 
 /// Which way a migration goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,11 +106,54 @@ pub struct MigrationReport {
     pub plan_us: f64,
     /// Simulated microseconds until the last SMP was answered.
     pub sim_us: f64,
-    /// Every CA reaches every LID afterwards (on fabrics too big to walk
-    /// all pairs: every node reaches the moved LIDs, the rest unchanged).
-    pub verified: Option<bool>,
+    /// The walks after the migration (all pairs, or every live node to
+    /// the moved LIDs on fabrics above the limit).
+    pub check: Checked,
     /// The installed entries of every other LID are unchanged.
-    pub others_unchanged: Option<bool>,
+    pub others_unchanged: bool,
+}
+
+/// What a check after one step found.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// Which LIDs were walked to.
+    pub check: Check,
+    /// Walks taken.
+    pub walks: u64,
+    /// The first failure, described; `None` when everything held.
+    pub failure: Option<String>,
+}
+
+impl Checked {
+    fn new(f: &Fabric, v: &Verify) -> Checked {
+        Checked {
+            check: v.check,
+            walks: v.walks(),
+            failure: (!v.ok()).then(|| {
+                let first = v
+                    .failures
+                    .first()
+                    .map(|x| x.describe(f))
+                    .unwrap_or_default();
+                format!("{v}; {first}")
+            }),
+        }
+    }
+    /// True when every walk ended where it must.
+    pub fn ok(&self) -> bool {
+        self.failure.is_none()
+    }
+    /// Which check ran, in words.
+    pub fn label(&self) -> &'static str {
+        match self.check {
+            Check::AllLids => "all pairs",
+            Check::ChangedLids => "changed LIDs",
+        }
+    }
+    /// The JSON object of the check.
+    pub fn to_json(&self) -> Value {
+        json!({"ok": self.ok(), "check": self.label(), "walks": self.walks, "failure": self.failure})
+    }
 }
 
 /// What a whole run measured on one fabric.
@@ -143,8 +193,13 @@ pub struct FabricReport {
     pub full_reconfig_sim_ms: f64,
     /// The migrations.
     pub migrations: Vec<MigrationReport>,
-    /// Every CA reaches every LID after bring-up and VM start.
-    pub verified: Option<bool>,
+    /// All pairs after the bring-up (after the full reconfiguration, when
+    /// that comes first).
+    pub baseline: Checked,
+    /// After the VMs started.
+    pub vm_start: Checked,
+    /// All pairs after a full reconfiguration done at the end.
+    pub full_end: Option<Checked>,
 }
 
 impl FabricReport {
@@ -180,7 +235,12 @@ impl FabricReport {
             "swap_smps_min": self.swap_min(),
             "swap_smps_max": self.swap_max_bound(),
             "swap_smps_max_measured": self.swap_max_measured(),
-            "verified": self.verified,
+            "verified": self.failure().is_none(),
+            "checks": {
+                "baseline": self.baseline.to_json(),
+                "vm_start": self.vm_start.to_json(),
+                "full_reconfig_end": self.full_end.as_ref().map(Checked::to_json),
+            },
             "migrations": self.migrations.iter().map(|m| json!({
                 "kind": m.kind.name(),
                 "vm": m.vm,
@@ -192,7 +252,8 @@ impl FabricReport {
                 "switches_updated": m.switches_updated,
                 "plan_us": m.plan_us,
                 "sim_us": m.sim_us,
-                "verified": m.verified,
+                "verified": m.check.ok() && m.others_unchanged,
+                "check": m.check.to_json(),
                 "others_unchanged": m.others_unchanged,
             })).collect::<Vec<_>>(),
         })
@@ -243,11 +304,34 @@ fn hops_from(sm: &Sm, from: usize) -> Vec<(usize, u16)> {
         .collect()
 }
 
-fn verify(f: &Fabric, limit: u64, walks: u64) -> Option<bool> {
-    (walks <= limit).then(|| {
-        let v = f.verify();
-        v.unreachable == 0 && v.loops == 0 && v.switch_unreachable == 0
-    })
+/// The check after a step that changed the routes of `changed` only: all
+/// pairs while every live node times every LID is at most `limit` walks,
+/// else every live node to `changed`.
+fn verify_step(f: &Fabric, limit: u64, changed: &[mad_core::Lid]) -> Checked {
+    let v = if f.all_pairs_walks() <= limit {
+        f.verify()
+    } else {
+        f.verify_lids(changed)
+    };
+    Checked::new(f, &v)
+}
+
+/// True when the LFT entries of `after` equal those of `before` but for
+/// the LIDs in `moved` on the switches in `touched` (fabric node indexes).
+fn others_unchanged(
+    before: &[(usize, Vec<u8>)],
+    after: &[(usize, Vec<u8>)],
+    touched: &[usize],
+    moved: &[u16],
+) -> bool {
+    before.len() == after.len()
+        && before.iter().zip(after).all(|((sw, x), (sw2, y))| {
+            sw == sw2
+                && x.len() == y.len()
+                && x.iter().zip(y).enumerate().all(|(l, (p, q))| {
+                    p == q || (touched.contains(sw) && moved.contains(&(l as u16)))
+                })
+        })
 }
 
 fn lft_count(sm: &Sm) -> u64 {
@@ -311,8 +395,45 @@ fn time_plan(sm: &Sm, vm: VmId, dst: usize) -> Result<(MigrationPlan, f64), Stri
     Ok((plan, t.elapsed().as_secs_f64() * 1e6 / f64::from(n)))
 }
 
+/// What a full reconfiguration measured: SMPs, route computation wall ms,
+/// simulated distribution ms.
+struct Full {
+    smps: u64,
+    route_ms: f64,
+    sim_ms: f64,
+}
+
+/// Recomputes every route and sends every LFT block, measured.
+fn full_reconfiguration(
+    sm: &mut Sm,
+    f: &mut Fabric,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Full, String> {
+    progress("full reconfiguration (recompute every route, send every LFT block)…");
+    let before = sm.stats().total();
+    let t = Instant::now();
+    let queued = sm.full_reconfigure().map_err(|e| e.to_string())?;
+    let route_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t0 = f.now_ns();
+    if !f.run(sm) {
+        return Err("the full reconfiguration did not complete".to_string());
+    }
+    let full = Full {
+        smps: sm.stats().total() - before,
+        route_ms,
+        sim_ms: (f.now_ns() - t0) as f64 / 1e6,
+    };
+    debug_assert_eq!(queued as u64, full.smps);
+    progress(&format!(
+        "  {} SMPs, routes {:.0} ms wall, distribution {:.1} ms simulated",
+        full.smps, full.route_ms, full.sim_ms
+    ));
+    Ok(full)
+}
+
 /// Runs one fabric: bring-up, VMs, migrations of the given kinds, and the
-/// full reconfiguration; `progress` hears what is going on.
+/// full reconfiguration; `progress` hears what is going on. A check that
+/// fails does not stop the run: the report carries it ([`FabricReport::failure`]).
 pub fn session(
     a: &MigrateArgs,
     kinds: &[Kind],
@@ -352,55 +473,24 @@ pub fn session(
     progress(&format!(
         "  up: {lids} LIDs, {bring_up_smps} SMPs, {bring_up_ms:.0} ms wall"
     ));
-    let mut rep = FabricReport {
-        topology: a.topology.clone(),
-        policy: a.policy,
-        vfs: a.vfs,
-        nodes,
-        switches,
-        hypervisors: sm.hypervisors().len(),
-        lids,
-        blocks: u64::from(lids) / 64 + 1,
-        bring_up_smps,
-        bring_up_ms,
-        vms: 0,
-        vm_start_smps: 0,
-        vm_start_lft_smps: 0,
-        full_reconfig_smps: 0,
-        full_reconfig_route_ms: 0.0,
-        full_reconfig_sim_ms: 0.0,
-        migrations: Vec::new(),
-        verified: None,
+    let full_start = match full_at {
+        FullAt::Start => Some(full_reconfiguration(&mut sm, &mut f, progress)?),
+        FullAt::End => None,
     };
-    let full =
-        |sm: &mut Sm, f: &mut Fabric, rep: &mut FabricReport, progress: &mut dyn FnMut(&str)| {
-            progress("full reconfiguration (recompute every route, send every LFT block)…");
-            let before = sm.stats().total();
-            let t = Instant::now();
-            let queued = sm.full_reconfigure().map_err(|e| e.to_string())?;
-            rep.full_reconfig_route_ms = t.elapsed().as_secs_f64() * 1e3;
-            let t0 = f.now_ns();
-            if !f.run(sm) {
-                return Err("the full reconfiguration did not complete".to_string());
-            }
-            rep.full_reconfig_sim_ms = (f.now_ns() - t0) as f64 / 1e6;
-            rep.full_reconfig_smps = sm.stats().total() - before;
-            debug_assert_eq!(queued as u64, rep.full_reconfig_smps);
-            progress(&format!(
-                "  {} SMPs, routes {:.0} ms wall, distribution {:.1} ms simulated",
-                rep.full_reconfig_smps, rep.full_reconfig_route_ms, rep.full_reconfig_sim_ms
-            ));
-            Ok::<(), String>(())
-        };
-    if full_at == FullAt::Start {
-        full(&mut sm, &mut f, &mut rep, progress)?;
-    }
+    // The base every later check builds on: all pairs, whatever the size.
+    let baseline = Checked::new(&f, &f.verify());
+    progress(&format!(
+        "  routes checked, all pairs ({} walks): {}",
+        baseline.walks,
+        yes(&baseline)
+    ));
 
     // Start VMs spread over the hypervisors.
     let hyps = sm.hypervisors();
     let want = a.vms.min(hyps.len() * a.vfs);
     progress(&format!("starting {want} VMs…"));
     let (before, lft0) = (sm.stats().total(), lft_count(&sm));
+    let snap = f.lft_snapshot(sm.max_lid());
     let mut vms = Vec::new();
     for i in 0..want {
         let h = hyps[(i * hyps.len() / want.max(1) + i / hyps.len()) % hyps.len()];
@@ -412,21 +502,63 @@ pub fn session(
             return Err("starting a VM did not complete".into());
         }
     }
-    rep.vms = vms.len();
-    rep.vm_start_smps = sm.stats().total() - before;
-    rep.vm_start_lft_smps = lft_count(&sm) - lft0;
-    let vm_lids = vms.len() as u64;
-    let walks = |lids: u64| (nodes as u64) * (lids + vm_lids);
-    rep.verified = verify(&f, a.verify_limit, walks(u64::from(lids)));
+    let vm_lids: Vec<u16> = vms
+        .iter()
+        .filter_map(|&v| sm.vm(v).map(|v| v.lid))
+        .collect();
+    let moved: Vec<mad_core::Lid> = vm_lids.iter().map(|&l| mad_core::Lid(l)).collect();
+    let mut vm_start = verify_step(&f, a.verify_limit, &moved);
+    // Starting a VM may write its own LID's entries (dynamic LIDs), and
+    // nothing else.
+    let all_switches: Vec<usize> = snap.iter().map(|(s, _)| *s).collect();
+    let mut snap = snap;
+    for (_, row) in &mut snap {
+        row.resize(
+            usize::from(sm.max_lid()) + 1,
+            mad_core::attr::forwarding::DROP_PORT,
+        );
+    }
+    if !others_unchanged(
+        &snap,
+        &f.lft_snapshot(sm.max_lid()),
+        &all_switches,
+        &vm_lids,
+    ) && vm_start.failure.is_none()
+    {
+        vm_start.failure = Some("starting the VMs changed LFT entries of other LIDs".into());
+    }
+    let mut rep = FabricReport {
+        topology: a.topology.clone(),
+        policy: a.policy,
+        vfs: a.vfs,
+        nodes,
+        switches,
+        hypervisors: hyps.len(),
+        lids,
+        blocks: u64::from(lids) / 64 + 1,
+        bring_up_smps,
+        bring_up_ms,
+        vms: vms.len(),
+        vm_start_smps: sm.stats().total() - before,
+        vm_start_lft_smps: lft_count(&sm) - lft0,
+        full_reconfig_smps: full_start.as_ref().map_or(0, |x| x.smps),
+        full_reconfig_route_ms: full_start.as_ref().map_or(0.0, |x| x.route_ms),
+        full_reconfig_sim_ms: full_start.as_ref().map_or(0.0, |x| x.sim_ms),
+        migrations: Vec::new(),
+        baseline,
+        vm_start,
+        full_end: None,
+    };
     progress(&format!(
-        "  {} SMPs ({} LFT); every CA reaches every LID: {}",
+        "  {} SMPs ({} LFT); checked ({}, {} walks): {}",
         rep.vm_start_smps,
         rep.vm_start_lft_smps,
-        yes(rep.verified)
+        rep.vm_start.label(),
+        rep.vm_start.walks,
+        yes(&rep.vm_start)
     ));
 
     let mut rng = Rng(a.seed | 1);
-    let snap_ok = (switches as u64) * u64::from(sm.max_lid()) <= 64_000_000;
     for (i, &kind) in kinds.iter().enumerate() {
         if vms.is_empty() {
             break;
@@ -455,28 +587,22 @@ pub fn session(
             plan.lft_smps(),
             plan.switches.len()
         ));
-        let snap = snap_ok.then(|| f.lft_snapshot(sm.max_lid()));
+        let snap = f.lft_snapshot(sm.max_lid());
         let (before, lft0, t0) = (sm.stats().total(), lft_count(&sm), f.now_ns());
         sm.apply_migration(&plan, a.mitigate)
             .map_err(|e| e.to_string())?;
         if !f.run(&mut sm) {
             return Err("a migration did not complete".into());
         }
-        let others_unchanged = snap.map(|s| {
-            let after = f.lft_snapshot(sm.max_lid());
-            let touched: Vec<usize> = plan
-                .switches
-                .iter()
-                .filter_map(|&s| f.node_by_guid(sm.nodes()[s].info.node_guid.0))
-                .collect();
-            s.iter().zip(&after).all(|((sw, x), (_, y))| {
-                x.iter().zip(y).enumerate().all(|(l, (p, q))| {
-                    p == q
-                        || (touched.contains(sw)
-                            && (l as u16 == plan.vm_lid || Some(l as u16) == plan.swapped_lid))
-                })
-            })
-        });
+        let touched: Vec<usize> = plan
+            .switches
+            .iter()
+            .filter_map(|&s| f.node_by_guid(sm.nodes()[s].info.node_guid.0))
+            .collect();
+        let mut moved = vec![plan.vm_lid];
+        moved.extend(plan.swapped_lid);
+        let others = others_unchanged(&snap, &f.lft_snapshot(sm.max_lid()), &touched, &moved);
+        let moved_lids: Vec<mad_core::Lid> = moved.iter().map(|&l| mad_core::Lid(l)).collect();
         let m = MigrationReport {
             kind,
             vm: vm.0,
@@ -488,39 +614,44 @@ pub fn session(
             switches_updated: plan.switches.len(),
             plan_us,
             sim_us: (f.now_ns() - t0) as f64 / 1e3,
-            verified: verify(&f, a.verify_limit, walks(u64::from(lids))).or_else(|| {
-                // Too big to walk everything: walk every node to the moved
-                // LIDs; the others are checked unchanged above.
-                let mut moved = vec![mad_core::Lid(plan.vm_lid)];
-                moved.extend(plan.swapped_lid.map(mad_core::Lid));
-                let v = f.verify_lids(&moved);
-                Some(v.unreachable == 0 && v.loops == 0 && v.switch_unreachable == 0)
-            }),
-            others_unchanged,
+            check: verify_step(&f, a.verify_limit, &moved_lids),
+            others_unchanged: others,
         };
         progress(&format!(
-            "  done: {} SMPs ({} LFT + {} Set(VPortInfo)), {} switches, {:.1} µs simulated; reachable: {}, other LIDs untouched: {}",
+            "  done: {} SMPs ({} LFT + {} Set(VPortInfo)), {} switches, {:.1} µs simulated; checked ({}, {} walks): {}, other LIDs untouched: {}",
             m.smps,
             m.lft_smps,
             m.smps - m.lft_smps,
             m.switches_updated,
             m.sim_us,
-            yes(m.verified),
-            yes(m.others_unchanged)
+            m.check.label(),
+            m.check.walks,
+            yes(&m.check),
+            if m.others_unchanged { "yes" } else { "NO" }
         ));
         rep.migrations.push(m);
     }
     if full_at == FullAt::End {
-        full(&mut sm, &mut f, &mut rep, progress)?;
+        let full = full_reconfiguration(&mut sm, &mut f, progress)?;
+        rep.full_reconfig_smps = full.smps;
+        rep.full_reconfig_route_ms = full.route_ms;
+        rep.full_reconfig_sim_ms = full.sim_ms;
+        let c = Checked::new(&f, &f.verify());
+        progress(&format!(
+            "  routes checked, all pairs ({} walks): {}",
+            c.walks,
+            yes(&c)
+        ));
+        rep.full_end = Some(c);
     }
     Ok(rep)
 }
 
-fn yes(v: Option<bool>) -> &'static str {
-    match v {
-        Some(true) => "yes",
-        Some(false) => "NO",
-        None => "not checked (too big)",
+fn yes(c: &Checked) -> &'static str {
+    if c.ok() {
+        "yes"
+    } else {
+        "NO"
     }
 }
 
@@ -531,12 +662,55 @@ pub fn kinds(k: usize) -> Vec<Kind> {
         .collect()
 }
 
-/// True when every check that ran passed.
-pub fn all_good(r: &FabricReport) -> bool {
-    r.verified != Some(false)
-        && r.migrations
+impl FabricReport {
+    /// The first check that failed, as one line naming the fabric, the
+    /// step and where a walk ended; `None` when every check held.
+    pub fn failure(&self) -> Option<String> {
+        let at = format!("{} ({} LIDs)", self.topology, self.policy.name());
+        if let Some(e) = &self.baseline.failure {
+            return Some(format!("{at}, after bring-up: {e}"));
+        }
+        if let Some(e) = &self.vm_start.failure {
+            return Some(format!("{at}, after starting {} VMs: {e}", self.vms));
+        }
+        for (i, m) in self.migrations.iter().enumerate() {
+            let what = format!(
+                "{at}, migration {} ({}, VM {}, LID {}, {} → {})",
+                i + 1,
+                m.kind.name(),
+                m.vm,
+                m.lid,
+                m.from,
+                m.to
+            );
+            if let Some(e) = &m.check.failure {
+                return Some(format!("{what}: {e}"));
+            }
+            if !m.others_unchanged {
+                return Some(format!(
+                    "{what}: LFT entries of other LIDs changed, or changed on switches outside the plan"
+                ));
+            }
+        }
+        if let Some(e) = self.full_end.as_ref().and_then(|c| c.failure.as_ref()) {
+            return Some(format!("{at}, after the full reconfiguration: {e}"));
+        }
+        None
+    }
+
+    /// Which check the migrations ran: "all pairs" when every one walked
+    /// all pairs, else "changed LIDs".
+    pub fn migration_check(&self) -> &'static str {
+        if self
+            .migrations
             .iter()
-            .all(|m| m.verified != Some(false) && m.others_unchanged != Some(false))
+            .all(|m| m.check.check == Check::AllLids)
+        {
+            "all pairs"
+        } else {
+            "changed LIDs"
+        }
+    }
 }
 
 /// Prints the closing summary of a run.
@@ -552,12 +726,12 @@ pub fn print_summary(r: &FabricReport) {
         r.policy.name()
     );
     println!(
-        "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10}",
+        "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10}  verified",
         "#", "kind", "VM", "LID", "from", "to", "SMPs", "LFT", "switches", "plan µs"
     );
     for (i, m) in r.migrations.iter().enumerate() {
         println!(
-            "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10.1}",
+            "{:<4} {:<7} {:>5} {:>6} {:<12} {:<12} {:>6} {:>5} {:>9} {:>10.1}  {}",
             i + 1,
             m.kind.name(),
             m.vm,
@@ -567,7 +741,12 @@ pub fn print_summary(r: &FabricReport) {
             m.smps,
             m.lft_smps,
             m.switches_updated,
-            m.plan_us
+            m.plan_us,
+            if m.check.ok() && m.others_unchanged {
+                format!("yes ({})", m.check.label())
+            } else {
+                "NO".to_string()
+            }
         );
     }
     let worst = r.migrations.iter().map(|m| m.smps).max().unwrap_or(0);
@@ -584,7 +763,7 @@ pub fn print_summary(r: &FabricReport) {
 }
 
 /// Runs `ibkit migrate` on one fabric.
-pub fn run(a: &MigrateArgs, json: bool) -> Result<bool, String> {
+pub fn run(a: &MigrateArgs, json: bool) -> super::Outcome {
     let mut progress = |s: &str| {
         if !json {
             eprintln!("{s}");
@@ -601,7 +780,15 @@ pub fn run(a: &MigrateArgs, json: bool) -> Result<bool, String> {
         print_summary(&r);
         super::traffic::print(&t);
     }
-    Ok(all_good(&r) && super::traffic::good(&t))
+    if let Some(e) = r.failure() {
+        return Err(super::Fail::Check(e));
+    }
+    super::check(super::traffic::good(&t), || {
+        format!(
+            "{}: the traffic check failed (messages lost, or the VM's LID, GID or SA path changed across its migration)",
+            a.topology
+        )
+    })
 }
 
 /// The four fat trees of the vSwitch paper's Table I.
@@ -629,6 +816,7 @@ pub struct TableRow {
 pub fn table(
     fabrics: &[&str],
     sweep: usize,
+    verify_limit: u64,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<TableRow>, String> {
     let mut kinds = vec![Kind::Near];
@@ -638,7 +826,7 @@ pub fn table(
         let base = MigrateArgs {
             topology: spec.to_string(),
             vms: sweep + 1,
-            verify_limit: 5_000_000,
+            verify_limit,
             ..MigrateArgs::default()
         };
         let copy = session(
@@ -685,7 +873,8 @@ pub fn table_json(rows: &[TableRow]) -> Value {
                     "copy_smps_min": r.copy.swap_min(),
                     "copy_smps_max_measured": r.copy.swap_max_measured(),
                     "plan_us_max": r.swap.migrations.iter().chain(&r.copy.migrations).map(|m| m.plan_us).fold(0.0, f64::max),
-                    "verified": all_good(&r.copy) && all_good(&r.swap),
+                    "verified": r.copy.failure().is_none() && r.swap.failure().is_none(),
+                    "check": {"copy": r.copy.migration_check(), "swap": r.swap.migration_check()},
                 })
             })
             .collect(),
@@ -697,7 +886,7 @@ pub fn print_table(rows: &[TableRow]) {
     println!();
     println!("Table I (vSwitch paper), measured: LFT SMPs of a full reconfiguration and of LID swap/copy");
     println!(
-        "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9}",
+        "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9}  verified",
         "fabric",
         "nodes",
         "switches",
@@ -719,7 +908,7 @@ pub fn print_table(rows: &[TableRow]) {
             .map(|m| m.plan_us)
             .fold(0.0, f64::max);
         println!(
-            "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9.1}",
+            "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9.1}  {}",
             r.copy.topology,
             r.copy.nodes,
             r.copy.switches,
@@ -730,10 +919,23 @@ pub fn print_table(rows: &[TableRow]) {
             r.swap.swap_max_bound(),
             opt(r.swap.swap_max_measured()),
             opt(r.copy.swap_max_measured()),
-            plan
+            plan,
+            verified(r)
         );
     }
     println!("(swap max = the paper's bound, two blocks on every switch; max measured = the worst of the far migrations swept)");
+    println!("(verified: all pairs after each bring-up; after each migration all pairs, or, above the walk limit, every live node to the moved LIDs with every other LFT entry compared)");
+}
+
+/// The `verified` cell of a Table I row.
+fn verified(r: &TableRow) -> String {
+    if r.copy.failure().is_some() || r.swap.failure().is_some() {
+        return "NO".into();
+    }
+    match (r.copy.migration_check(), r.swap.migration_check()) {
+        ("all pairs", "all pairs") => "yes (all pairs)".into(),
+        _ => "yes (changed LIDs)".into(),
+    }
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -853,4 +1055,98 @@ pub fn plot_svg(rows: &[TableRow]) -> String {
     }
     s += "</svg>\n";
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric::sim::SimNode;
+
+    /// A failed check ends the run with one line that names the fabric,
+    /// the migration, the LID and where the walk ended.
+    #[test]
+    fn a_failed_check_names_the_migration_the_lid_and_where_the_walk_ended() {
+        let a = MigrateArgs {
+            topology: "fat-tree-324".into(),
+            vfs: 2,
+            vms: 3,
+            ..MigrateArgs::default()
+        };
+        let mut rep = session(&a, &kinds(3), FullAt::End, &mut |_| {}).unwrap();
+        assert_eq!(rep.failure(), None);
+        assert!(rep
+            .migrations
+            .iter()
+            .all(|m| m.check.check == Check::AllLids));
+
+        // Break the routes of one CA's LID on a fabric like it, and put
+        // that check in the report as the second migration's.
+        let (mut f, _, up) =
+            fabric::sim::bring_up("fat-tree-324", SimConfig::default(), SmConfig::default())
+                .unwrap();
+        assert!(up);
+        let ca = (0..f.nodes.len())
+            .find(|&i| i != f.sm_node && matches!(f.nodes[i], SimNode::Ca(_)))
+            .unwrap();
+        let (leaf, _) = f.topo.peer_of(ca, 1).unwrap();
+        let lid = f.nodes[ca].lid();
+        if let SimNode::Switch(s) = &mut f.nodes[leaf] {
+            s.model.lft[usize::from(lid.0)] = 0xFF;
+        }
+        rep.migrations[1].check = verify_step(&f, 0, &[lid]);
+        assert_eq!(rep.migrations[1].check.check, Check::ChangedLids);
+        let line = rep.failure().unwrap();
+        let (vm, from, to) = (
+            rep.migrations[1].vm,
+            &rep.migrations[1].from,
+            &rep.migrations[1].to,
+        );
+        assert!(
+            line.starts_with(&format!(
+                "fat-tree-324 (prepopulated LIDs), migration 2 (far, VM {vm}, LID "
+            )) && line.contains(&format!("{from} → {to})")),
+            "{line}"
+        );
+        let leaf_name = &f.topo.nodes[leaf].name;
+        assert!(
+            line.contains(&format!(
+                "to LID {} (held by {})",
+                lid.0, f.topo.nodes[ca].name
+            )) && line.contains(&format!("stopped at {leaf_name} without a route")),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
+
+        // Other LIDs changed: said as such.
+        rep.migrations[1].check = verify_step(&f, u64::MAX, &[]);
+        assert_eq!(rep.migrations[1].check.check, Check::AllLids);
+        assert!(!rep.migrations[1].check.ok());
+        rep.migrations[1].check.failure = None;
+        rep.migrations[1].others_unchanged = false;
+        assert!(rep.failure().unwrap().ends_with(
+            "LFT entries of other LIDs changed, or changed on switches outside the plan"
+        ));
+    }
+
+    /// Entries of the moved LIDs may change on the planned switches only.
+    #[test]
+    fn others_unchanged_exempts_only_the_moved_lids_on_the_touched_switches() {
+        let before = vec![(3, vec![1, 2, 3, 4]), (5, vec![1, 2, 3, 4])];
+        let mut after = before.clone();
+        after[0].1[2] = 9;
+        assert!(others_unchanged(&before, &after, &[3], &[2]));
+        assert!(
+            !others_unchanged(&before, &after, &[5], &[2]),
+            "not planned there"
+        );
+        assert!(
+            !others_unchanged(&before, &after, &[3], &[1]),
+            "not a moved LID"
+        );
+        after[1].1.push(7);
+        assert!(
+            !others_unchanged(&before, &after, &[3, 5], &[2]),
+            "a row grew"
+        );
+    }
 }

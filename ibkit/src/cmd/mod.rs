@@ -10,3 +10,56 @@ pub mod sim;
 pub mod sm;
 pub mod traffic;
 pub mod vhca;
+
+/// Why a command did not succeed. `ibkit` prints it as one `ibkit: …` line
+/// on standard error and exits with [`Fail::exit_code`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fail {
+    /// The command ran, and a check it makes did not hold (exit status 1).
+    Check(String),
+    /// The command could not run: bad input, a missing tool or file, an
+    /// I/O error (exit status 2).
+    Error(String),
+}
+
+impl Fail {
+    /// The process exit status for this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Fail::Check(_) => 1,
+            Fail::Error(_) => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fail::Check(s) | Fail::Error(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<String> for Fail {
+    fn from(s: String) -> Fail {
+        Fail::Error(s)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(s: &str) -> Fail {
+        Fail::Error(s.to_string())
+    }
+}
+
+/// What a command returns: success, or why not.
+pub type Outcome = Result<(), Fail>;
+
+/// Success when `ok`, else a failed check that says `why`.
+pub fn check(ok: bool, why: impl FnOnce() -> String) -> Outcome {
+    if ok {
+        Ok(())
+    } else {
+        Err(Fail::Check(why()))
+    }
+}

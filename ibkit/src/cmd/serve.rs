@@ -255,7 +255,7 @@ fn bind_client(name: &str) -> Result<UnixDatagram, String> {
 }
 
 /// Serves `a.topology` until killed.
-pub fn serve(a: &ServeArgs) -> Result<bool, String> {
+pub fn serve(a: &ServeArgs) -> super::Outcome {
     let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
     let cfg = SimConfig {
         hop_ns: a.hop_ns,
@@ -295,7 +295,7 @@ pub fn serve(a: &ServeArgs) -> Result<bool, String> {
 }
 
 impl Server {
-    fn run(&mut self) -> Result<bool, String> {
+    fn run(&mut self) -> super::Outcome {
         let mut buf = vec![0u8; 4096];
         let mut fds: Vec<PollFd> = Vec::with_capacity(2 + MAX_CLIENTS);
         let mut slots: Vec<usize> = Vec::with_capacity(MAX_CLIENTS);

@@ -79,7 +79,7 @@ fn name(method: u8, attr: u16) -> String {
 }
 
 /// Runs `ibkit sim`.
-pub fn run(a: &SimArgs) -> Result<bool, String> {
+pub fn run(a: &SimArgs) -> super::Outcome {
     let t0 = Instant::now();
     let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
     let (switches, cas) = (topo.switches(), topo.cas());
@@ -114,7 +114,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
     });
     let up = f.bring_up(&mut sm);
     if let Some(e) = sm.error() {
-        return Err(e.to_string());
+        return Err(e.to_string().into());
     }
     if let Some(path) = &a.export {
         let found = fabric::topology::Topology::from_discovered(&sm);
@@ -184,7 +184,7 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             "sim_ms": f.now_ns() as f64 / 1e6,
             "model": {"by_kind": model_kinds, "total": model.total(), "lids": model.lids, "blocks_per_switch": model.blocks, "full_reconfig_smps": model.full_reconfig_smps},
             "traces": traces,
-            "verify": {"reachable_pairs": v.reachable, "unreachable_pairs": v.unreachable, "loops": v.loops, "switch_unreachable": v.switch_unreachable, "deadlock_free": deadlock_free},
+            "verify": {"check": "all pairs", "sources": v.sources, "lids": v.lids, "reachable_pairs": v.reachable, "unreachable_pairs": v.unreachable, "loops": v.loops, "switch_unreachable": v.switch_unreachable, "parked_pairs": v.parked, "misparked_pairs": v.misparked, "bad_lids": v.bad_lids, "ok": v.ok(), "deadlock_free": deadlock_free},
         });
         println!("{out}");
     } else {
@@ -259,11 +259,12 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
             println!("trace: {t}");
         }
         println!(
-            "verify: {} reachable pairs, {} unreachable, {} loops, {} switch→LID unroutable, channel dependencies {}",
+            "verify ({v}): {} reachable pairs, {} unreachable, {} loops, {} switch→LID unroutable, {} to parked VF LIDs, channel dependencies {}",
             v.reachable,
             v.unreachable,
             v.loops,
             v.switch_unreachable,
+            v.parked,
             if deadlock_free {
                 "acyclic (deadlock-free)"
             } else {
@@ -272,5 +273,25 @@ pub fn run(a: &SimArgs) -> Result<bool, String> {
         );
     }
     let must_be_acyclic = a.routing != Engine::MinHop;
-    Ok(up && v.unreachable == 0 && v.loops == 0 && (deadlock_free || !must_be_acyclic))
+    super::check(up, || {
+        format!(
+            "{}: the subnet did not come up (SM phase {:?})",
+            a.topology,
+            sm.phase()
+        )
+    })?;
+    super::check(v.ok(), || {
+        let first = v
+            .failures
+            .first()
+            .map(|x| x.describe(&f))
+            .unwrap_or_default();
+        format!("{}: routes wrong after bring-up ({v}): {first}", a.topology)
+    })?;
+    super::check(deadlock_free || !must_be_acyclic, || {
+        format!(
+            "{}: the {:?} routes' channel dependency graph has a cycle",
+            a.topology, a.routing
+        )
+    })
 }

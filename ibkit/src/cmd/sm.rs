@@ -154,7 +154,7 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
 }
 
 /// Runs `ibkit sm`.
-pub fn run(a: &SmArgs) -> Result<bool, String> {
+pub fn run(a: &SmArgs) -> super::Outcome {
     let r = run_umad(a)?;
     if a.json {
         println!(
@@ -173,5 +173,10 @@ pub fn run(a: &SmArgs) -> Result<bool, String> {
             r.nodes, r.switches, r.lids, r.smps, r.retries, r.up_ms
         );
     }
-    Ok(r.up)
+    super::check(r.up, || {
+        format!(
+            "the subnet did not come up: {} nodes found, {} SMPs sent",
+            r.nodes, r.smps
+        )
+    })
 }

@@ -564,7 +564,7 @@ fn plan(quick: bool) -> Vec<Test> {
 /// The guest side, run in the child process: two VMs over the socket;
 /// runs each test named on stdin and prints its result, until EOF; then
 /// the commands its data path sent.
-pub fn guest(sock: &Path, quick: bool) -> Result<bool, String> {
+pub fn guest(sock: &Path, quick: bool) -> super::Outcome {
     pin_to(1);
     let open = || -> Result<_, String> {
         let (s, mem, lay) = Socket::connect(sock, MEM).map_err(|e| e.to_string())?;
@@ -592,7 +592,7 @@ pub fn guest(sock: &Path, quick: bool) -> Result<bool, String> {
         out.flush().map_err(|e| e.to_string())?;
     }
     writeln!(out, "data_path_commands {data_path}").map_err(|e| e.to_string())?;
-    Ok(true)
+    Ok(())
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -604,7 +604,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// stay up, and each test alternates native, guest, native, ... for
 /// `rounds` rounds, so that drift of the machine hits both alike; the
 /// medians are reported.
-pub fn run(json_out: bool, quick: bool) -> Result<bool, String> {
+pub fn run(json_out: bool, quick: bool) -> super::Outcome {
     let rounds = if quick { 1 } else { 5 };
     // Native: an in-process hub, its device thread on CPU 0, the VMs on 1.
     let hub = Hub::new(SoftHca::<GuestMemoryMmap>::new(0x0002_c903_00ab_0001))
@@ -672,7 +672,11 @@ pub fn run(json_out: bool, quick: bool) -> Result<bool, String> {
     } else {
         print_report(&report);
     }
-    Ok(guest_cmds == 0 && native_cmds == 0)
+    super::check(guest_cmds == 0 && native_cmds == 0, || {
+        format!(
+            "the data path reached the backend: {guest_cmds} commands from the guests, {native_cmds} from the native side"
+        )
+    })
 }
 
 /// The guest side in a child process (`--guest SOCK`), asked for one

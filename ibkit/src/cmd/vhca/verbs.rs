@@ -175,7 +175,7 @@ fn reg_iters(pages: u64, quick: bool) -> u32 {
 }
 
 /// `ibkit bench vhca --device NAME`.
-pub fn run(name: &str, json_out: bool, quick: bool) -> Result<bool, String> {
+pub fn run(name: &str, json_out: bool, quick: bool) -> crate::cmd::Outcome {
     let rounds = if quick { 1 } else { 3 };
     let ctx = Context::open(name).map_err(|e| e.to_string())?;
     let link = if ctx.query_port(1).map_err(|e| e.to_string())?.is_ethernet() {
@@ -284,5 +284,7 @@ pub fn run(name: &str, json_out: bool, quick: bool) -> Result<bool, String> {
             driver.backend().device().live()
         );
     }
-    Ok(cmds == 0)
+    crate::cmd::check(cmds == 0, || {
+        format!("the guests' data path reached the backend: {cmds} commands")
+    })
 }
