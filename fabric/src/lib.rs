@@ -26,6 +26,7 @@ pub use smi;
 
 pub mod ibsim;
 pub mod model;
+pub mod osu;
 pub mod pcap;
 pub mod sim;
 pub mod topology;

@@ -11,9 +11,10 @@
 //! reached port are read; every switch and CA port gets a LID; every linked
 //! port goes to Armed and then to Active; and every switch receives its
 //! SwitchInfo and one LFT block per 64 LIDs in use. The OSU paper's model
-//! (Vishnu et al., IPDPS 2005) counts the same kinds for OpenSM, but its
-//! formulas are not publicly available; these are ibkit's, and the tests
-//! check them against the simulator's measured counts.
+//! (Vishnu et al., OSU-CISRC-1/05-TR05) counts some of the same kinds for
+//! OpenSM in 2005 with formulas of its own ([`crate::osu`]); `ibkit model`
+//! prints both, beside the simulator's measured counts, and the tests check
+//! these against the simulator.
 
 use crate::topology::Topology;
 use mad_core::attr::NodeType;

@@ -97,7 +97,7 @@ enum Command {
         #[command(subcommand)]
         what: BenchWhat,
     },
-    /// Print the analytic prediction of a bring-up's SMPs by kind (no simulation).
+    /// The SMPs of a bring-up by kind: ibkit's model, the OSU paper's formulas (m-port n-trees), and the counts and phase times measured on the simulator.
     Model {
         /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
         #[arg(long)]
@@ -108,6 +108,9 @@ enum Command {
         /// LID policy for the VFs.
         #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
         policy: smi::sm::LidPolicy,
+        /// Print the formulas only; do not bring the fabric up on the simulator to measure.
+        #[arg(long)]
+        no_measure: bool,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -387,8 +390,15 @@ fn main() -> ExitCode {
             topology,
             vfs,
             policy,
+            no_measure,
             json,
-        }) => model(&topology, vfs, policy, json),
+        }) => cmd::model::run(&cmd::model::ModelArgs {
+            topology,
+            vfs,
+            policy,
+            measure: !no_measure,
+            json,
+        }),
         Some(Command::Migrate {
             topology,
             policy,
@@ -459,50 +469,6 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
-}
-
-fn model(spec: &str, vfs: usize, policy: smi::sm::LidPolicy, json: bool) -> cmd::Outcome {
-    let t = fabric::topology::Topology::from_spec(spec).map_err(|e| e.to_string())?;
-    let m = fabric::model::predict(&t, vfs, policy);
-    if json {
-        let kinds: serde_json::Map<String, serde_json::Value> = m
-            .kinds
-            .iter()
-            .map(|(k, n)| (k.to_string(), serde_json::json!(n)))
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "topology": {"spec": spec, "switches": t.switches(), "cas": t.cas(), "links": t.links()},
-                "by_kind": kinds,
-                "total": m.total(),
-                "lids": m.lids,
-                "blocks_per_switch": m.blocks,
-                "full_reconfig_smps": m.full_reconfig_smps,
-            })
-        );
-    } else {
-        println!(
-            "{spec}: {} switches, {} CAs, {} cables, {} LIDs, {} LFT blocks per switch",
-            t.switches(),
-            t.cas(),
-            t.links(),
-            m.lids,
-            m.blocks
-        );
-        println!("predicted SMPs of a bring-up (controlled BFS, no loss):");
-        for (k, n) in &m.kinds {
-            println!("  {k:<30} {n:>10}");
-        }
-        println!("  {:<30} {:>10}", "total", m.total());
-        println!(
-            "full reconfiguration (vSwitch paper): {} switches × {} blocks = {} SMPs",
-            t.switches(),
-            m.blocks,
-            m.full_reconfig_smps
-        );
-    }
-    Ok(())
 }
 
 fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {

@@ -160,11 +160,43 @@ fn sim_brings_a_fat_tree_up_and_reports_json() {
 
 #[test]
 fn model_prints_the_prediction_and_sim_exports_what_it_found() {
-    let (code, out, _) = ibkit(&["model", "--topology", "fat-tree-11664", "--json"], None);
-    assert_eq!(code, 0);
+    let (code, out, err) = ibkit(&["model", "--topology", "fat-tree-11664", "--json"], None);
+    assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["full_reconfig_smps"], 336960);
     assert_eq!(v["by_kind"]["Get(NodeInfo)"], 34993);
+    // Measured on the simulator: exactly the model, kind by kind.
+    assert_eq!(v["measured"]["by_kind"], v["by_kind"]);
+    // The OSU paper's formulas for the 36-port 3-tree it is: NodeInfo and
+    // PortInfo once per port (1620 × 36 + 11664), Set(PortInfo) once per
+    // node, 1 + ⌊3 · 11664 / 2048⌋ = 18 LFT SMPs per switch.
+    let o = &v["osu"];
+    assert_eq!((o["m"].as_u64(), o["n"].as_u64()), (Some(36), Some(3)));
+    assert_eq!(o["get_s_node_info"], 69984);
+    assert_eq!(o["get_s_port_info"], 69984);
+    assert_eq!(o["get_s"], 139968);
+    assert_eq!(o["set_s_port_info"], 11664);
+    assert_eq!(o["set_s_lft"], 29160);
+    assert_eq!(o["set_s"], 11664 + 29160);
+    let t_pc = o["times_ms"]["t_pc"].as_f64().unwrap();
+    assert!((t_pc - 81.3 / 8.0 * 11664.0).abs() < 1e-6, "{t_pc}");
+    let rows = v["comparison"].as_array().unwrap();
+    let ni = rows.iter().find(|r| r["kind"] == "Get(NodeInfo)").unwrap();
+    assert_eq!(
+        (ni["osu"].as_u64(), ni["measured"].as_u64()),
+        (Some(69984), Some(34993))
+    );
+    assert!(ni["why"]
+        .as_str()
+        .unwrap()
+        .contains("both ends of every cable"));
+    // fat-tree-324 is no m-port n-tree: no OSU counts, and said so.
+    let (code, out, _) = ibkit(
+        &["model", "--topology", "fat-tree-324", "--no-measure"],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("the OSU model covers m-port n-trees"), "{out}");
     let file = std::env::temp_dir().join(format!("ibkit-export-{}.net", std::process::id()));
     let (code, _, err) = ibkit(
         &[

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compat;
 pub mod decode;
 pub mod migrate;
+pub mod model;
 pub mod sample;
 pub mod serve;
 pub mod sim;

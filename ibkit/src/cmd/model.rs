@@ -1,0 +1,298 @@
+//! `ibkit model`: the SMPs of a bring-up predicted from the cabling by
+//! ibkit's model, beside the OSU paper's formulas (for m-port n-trees) and
+//! the counts and phase times measured by bringing the fabric up on the
+//! simulator, with the reason for every kind where the paper's count
+//! differs.
+
+use fabric::osu;
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::Topology;
+use serde_json::{json, Value};
+use smi::sm::{LidPolicy, Phase, Sm, SmConfig};
+use std::time::Instant;
+
+/// Options of `ibkit model`.
+#[derive(Clone, Debug)]
+pub struct ModelArgs {
+    /// Topology spec.
+    pub topology: String,
+    /// VFs per hypervisor.
+    pub vfs: usize,
+    /// LID policy for the VFs.
+    pub policy: LidPolicy,
+    /// Bring the fabric up on the simulator and print what it measured.
+    pub measure: bool,
+    /// One JSON object.
+    pub json: bool,
+}
+
+/// What the simulator measured: SMPs by kind and phase wall times.
+struct Measured {
+    kinds: std::collections::BTreeMap<String, u64>,
+    total: u64,
+    /// Discovery, LID assignment and activation: the paper's t_TD.
+    td_ms: f64,
+    td_smps: u64,
+    /// Route computation timed alone: t_PC.
+    pc_ms: f64,
+    /// LFT distribution: t_PD.
+    pd_ms: f64,
+    pd_smps: u64,
+}
+
+fn kind_name(method: u8, attr: u16) -> String {
+    let m = mad_core::Method::from(method).name().unwrap_or("?");
+    let a = mad_core::attr::AttributeId::from(attr)
+        .name()
+        .unwrap_or("?");
+    format!("{m}({a})")
+}
+
+fn measure(topo: Topology, a: &ModelArgs) -> Result<Measured, String> {
+    let mut f = Fabric::new(
+        topo,
+        SimConfig {
+            vfs: a.vfs,
+            ..SimConfig::default()
+        },
+    )?;
+    let mut sm = Sm::new(SmConfig {
+        lid_policy: a.policy,
+        ..SmConfig::default()
+    });
+    if !f.bring_up(&mut sm) {
+        return Err(match sm.error() {
+            Some(e) => format!("{}: {e}", a.topology),
+            None => format!("{}: the subnet did not come up", a.topology),
+        });
+    }
+    let st = sm.stats();
+    let per_phase = st.per_phase();
+    let wall = |p: Phase| f.phase_wall_ms.get(&p).copied().unwrap_or(0.0);
+    let smps = |p: Phase| per_phase.get(&p).copied().unwrap_or(0);
+    let t = Instant::now();
+    let _ = Sm::compute_routes(
+        SmConfig::default().routing,
+        sm.routing_graph(),
+        sm.max_lid(),
+    );
+    let pc_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(Measured {
+        kinds: st
+            .sent()
+            .iter()
+            .map(|(&(m, at), &n)| (kind_name(m, at), n))
+            .collect(),
+        total: st.total(),
+        td_ms: wall(Phase::Discovery) + wall(Phase::LidAssignment) + wall(Phase::Activation),
+        td_smps: smps(Phase::Discovery) + smps(Phase::LidAssignment) + smps(Phase::Activation),
+        pc_ms,
+        pd_ms: wall(Phase::Distribution),
+        pd_smps: smps(Phase::Distribution),
+    })
+}
+
+/// The OSU paper's count of a kind on this fabric; `None` for a kind it
+/// does not count.
+fn osu_count(c: &osu::Counts, kind: &str) -> Option<u64> {
+    match kind {
+        "Get(NodeInfo)" => Some(c.get_s_node_info),
+        "Get(PortInfo)" => Some(c.get_s_port_info),
+        "Set(PortInfo)" => Some(c.set_s_port_info),
+        "Set(LinearForwardingTable)" => Some(c.set_s_lft),
+        _ => None,
+    }
+}
+
+/// Why the paper leaves out a kind it does not count.
+fn uncounted(kind: &str) -> &'static str {
+    match kind {
+        "Get(NodeDescription)" => "not in the OSU model, which counts NodeInfo and PortInfo Gets only; an SM names every node",
+        "Get(SwitchInfo)" => "not in the OSU model; an SM reads a switch's LFT capacity before it writes the LFT",
+        "Set(SwitchInfo)" => "not in the OSU model; an SM sets LinearFDBTop (and the switch's life time) before the LFT counts",
+        "Get(VirtualizationInfo)" | "Set(VPortInfo)" => "vSwitch hypervisors, after the paper",
+        _ => "not in the OSU model",
+    }
+}
+
+/// One kind: name, the OSU count, ibkit's model, measured, why the OSU
+/// count differs.
+type Row = (String, Option<u64>, u64, Option<u64>, &'static str);
+
+/// Runs `ibkit model`.
+pub fn run(a: &ModelArgs) -> super::Outcome {
+    let t = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
+    let (switches, cas, links) = (t.switches(), t.cas(), t.links());
+    let m = fabric::model::predict(&t, a.vfs, a.policy);
+    let counts =
+        osu::mport_ntree_of(&a.topology).and_then(|(m, n)| osu::Counts::new(m, n, osu::PAPER_MTU));
+    if let Some(c) = &counts {
+        // The spec names an m-port n-tree: its size must be the paper's.
+        if (c.switches, c.nodes) != (switches as u64, cas as u64) {
+            return Err(format!(
+                "{}: {switches} switches and {cas} CAs, but the OSU formulas give {} and {}",
+                a.topology, c.switches, c.nodes
+            )
+            .into());
+        }
+    }
+    let measured = if a.measure {
+        Some(measure(t, a)?)
+    } else {
+        None
+    };
+    let k = osu::PaperConstants::TABLE_1;
+    let times = counts.as_ref().map(|c| osu::times(c, &k));
+    let rows: Vec<Row> = m
+        .kinds
+        .iter()
+        .map(|&(kind, n)| {
+            let o = counts.as_ref().and_then(|c| osu_count(c, kind));
+            let why = match (&counts, o) {
+                (None, _) => "",
+                (Some(_), Some(_)) => osu::reason(kind).unwrap_or(""),
+                (Some(_), None) => uncounted(kind),
+            };
+            (
+                kind.to_string(),
+                o,
+                n,
+                measured
+                    .as_ref()
+                    .map(|x| x.kinds.get(kind).copied().unwrap_or(0)),
+                why,
+            )
+        })
+        .collect();
+    if a.json {
+        let kinds: serde_json::Map<String, Value> = m
+            .kinds
+            .iter()
+            .map(|(k, n)| (k.to_string(), json!(n)))
+            .collect();
+        let osu_json = match (&counts, &times) {
+            (Some(c), Some(t)) => json!({
+                "m": c.m, "n": c.n, "mtu": c.mtu, "nodes": c.nodes, "switches": c.switches,
+                "get_s": c.get_s,
+                "get_s_node_info": c.get_s_node_info,
+                "get_s_port_info": c.get_s_port_info,
+                "set_s": c.set_s,
+                "set_s_port_info": c.set_s_port_info,
+                "set_s_lft": c.set_s_lft,
+                "lft_smps_per_switch": c.lft_per_switch,
+                "constants_ms": {"t_td_per_smp": k.td_per_smp_ms, "t_pc_per_node": k.pc_per_node_ms, "t_pd_per_lft_smp": k.pd_per_lft_smp_ms, "from": "the model column of the paper's Table 1, (m, n) = (8, 1)"},
+                "times_ms": {"t_td": t.t_td_ms, "t_pc": t.t_pc_ms, "t_pd": t.t_pd_ms},
+            }),
+            _ => Value::Null,
+        };
+        let measured_json = measured.as_ref().map(|x| {
+            json!({
+                "by_kind": x.kinds, "total": x.total,
+                "times_ms": {"td": x.td_ms, "pc": x.pc_ms, "pd": x.pd_ms},
+                "td_smps": x.td_smps, "pd_smps": x.pd_smps,
+                "per_unit_ms": {
+                    "td_per_smp": x.td_ms / x.td_smps.max(1) as f64,
+                    "pc_per_node": x.pc_ms / cas.max(1) as f64,
+                    "pd_per_lft_smp": x.pd_ms / x.pd_smps.max(1) as f64,
+                },
+            })
+        });
+        let comparison: Vec<Value> = rows
+            .iter()
+            .map(|(kind, o, n, me, why)| {
+                json!({"kind": kind, "osu": o, "ibkit_model": n, "measured": me, "why": why})
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "topology": {"spec": a.topology, "switches": switches, "cas": cas, "links": links},
+                "by_kind": kinds,
+                "total": m.total(),
+                "lids": m.lids,
+                "blocks_per_switch": m.blocks,
+                "full_reconfig_smps": m.full_reconfig_smps,
+                "osu": osu_json,
+                "measured": measured_json,
+                "comparison": comparison,
+            })
+        );
+    } else {
+        println!(
+            "{}: {switches} switches, {cas} CAs, {links} cables, {} LIDs, {} LFT blocks per switch",
+            a.topology, m.lids, m.blocks
+        );
+        let dash = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "SMPs of a bring-up by kind       {:>10} {:>12} {:>10}",
+            "OSU 2005", "ibkit model", "measured"
+        );
+        for (kind, o, n, me, why) in &rows {
+            println!("  {kind:<30} {:>10} {n:>12} {:>10}", dash(*o), dash(*me));
+            if !why.is_empty() {
+                println!("      {why}");
+            }
+        }
+        println!(
+            "  {:<30} {:>10} {:>12} {:>10}",
+            "total",
+            dash(counts.as_ref().map(|c| c.get_s + c.set_s)),
+            m.total(),
+            dash(measured.as_ref().map(|x| x.total))
+        );
+        println!(
+            "full reconfiguration (vSwitch paper): {switches} switches × {} blocks = {} SMPs",
+            m.blocks, m.full_reconfig_smps
+        );
+        match (&counts, &times) {
+            (Some(c), Some(t)) => {
+                println!(
+                    "OSU phase times (eq. 8–10, constants from the paper's Table 1: {:.3} ms per discovery SMP, {:.2} ms per node, {:.2} ms per LFT SMP):",
+                    k.td_per_smp_ms, k.pc_per_node_ms, k.pd_per_lft_smp_ms
+                );
+                let me = measured.as_ref();
+                let per = |ms: f64, n: u64| ms * 1e3 / n.max(1) as f64;
+                println!(
+                    "  topology discovery  t_TD {:>12.1} ms   measured {:>9} ms ({} µs per SMP, paper {:.0})",
+                    t.t_td_ms,
+                    me.map_or("-".into(), |x| format!("{:.1}", x.td_ms)),
+                    me.map_or("-".into(), |x| format!("{:.2}", per(x.td_ms, x.td_smps))),
+                    k.td_per_smp_ms * 1e3
+                );
+                println!(
+                    "  path computation    t_PC {:>12.1} ms   measured {:>9} ms ({} µs per node, paper {:.0})",
+                    t.t_pc_ms,
+                    me.map_or("-".into(), |x| format!("{:.1}", x.pc_ms)),
+                    me.map_or("-".into(), |x| format!("{:.2}", per(x.pc_ms, c.nodes))),
+                    k.pc_per_node_ms * 1e3
+                );
+                println!(
+                    "  path distribution   t_PD {:>12.1} ms   measured {:>9} ms ({} µs per LFT SMP, paper {:.0})",
+                    t.t_pd_ms,
+                    me.map_or("-".into(), |x| format!("{:.1}", x.pd_ms)),
+                    me.map_or("-".into(), |x| format!("{:.2}", per(x.pd_ms, x.pd_smps))),
+                    k.pd_per_lft_smp_ms * 1e3
+                );
+                if me.is_some() {
+                    println!("  (measured: ibkit's SM and simulator in one process, wall time; routing timed alone)");
+                }
+            }
+            _ => println!("(the OSU model covers m-port n-trees: mport-ntree:M:N, fat-tree-648, fat-tree-11664)"),
+        }
+    }
+    if let Some(x) = &measured {
+        // The model is exact on trees: say so, or fail with the kind.
+        if a.vfs == 0 && osu::mport_ntree_of(&a.topology).is_some() {
+            for (kind, n) in &m.kinds {
+                let got = x.kinds.get(*kind).copied().unwrap_or(0);
+                super::check(got == *n, || {
+                    format!(
+                        "{}: ibkit's model predicts {n} {kind}, the simulator counted {got}",
+                        a.topology
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
