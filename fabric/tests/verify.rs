@@ -80,7 +80,9 @@ fn the_changed_lid_check_passes_after_real_migrations_under_both_policies() {
                 assert_eq!(all.parked, 0, "dynamic LIDs park nothing");
             }
         }
-        // Each walk of the changed-LID check is one of the full check's.
+        // Every live node walks to every LID but its own.
+        assert_eq!(some.walks(), some.lids * (some.sources - 1));
+        assert_eq!(all.walks(), all.lids * (all.sources - 1));
         assert!(some.walks() < all.walks());
         assert_eq!(some.sources, all.sources);
     }

@@ -177,6 +177,7 @@ impl Verify {
             + self.parked
             + self.misparked
             + self.switch_reachable
+            + self.switch_unreachable
     }
 
     fn fail(&mut self, f: Failure) {
