@@ -338,3 +338,54 @@ fn nodes_cut_off_from_the_sm_are_not_walked() {
     assert!(some.ok());
     assert_eq!(some.sources, after.sources);
 }
+
+/// LFTs that send a LID round between a leaf and a spine: a LID-routed
+/// SMP for it expires after [`fabric::sim::MAX_LID_ROUTED_HOPS`] switches,
+/// is counted, and the simulator goes on serving (it once circled forever).
+#[test]
+fn a_lid_routed_smp_caught_in_a_loop_expires_and_the_fabric_goes_on() {
+    use mad_core::attr::AttributeId;
+    use mad_core::{MKey, Method, Smp};
+    let (mut f, mut sm) = up("fat-tree-324", 0, LidPolicy::Prepopulated);
+    let (ca, leaf) = a_ca_and_its_leaf(&f);
+    let lid = f.nodes[ca].lid();
+    let l = usize::from(lid.0);
+    let up_port = (1..=36u8)
+        .find(|&p| {
+            f.topo
+                .peer_of(leaf, p)
+                .is_some_and(|(n, _)| matches!(f.nodes[n], SimNode::Switch(_)))
+        })
+        .unwrap();
+    let (spine, back) = f.topo.peer_of(leaf, up_port).unwrap();
+    switch_mut(&mut f, leaf).model.lft[l] = up_port;
+    switch_mut(&mut f, spine).model.lft[l] = back;
+    let (hops0, expired0) = (f.stats.hops, f.stats.expired);
+    let smp = Smp::lid_routed(Method::Get, AttributeId::NodeInfo, 0, 7, MKey(0));
+    let sm_node = f.sm_node;
+    assert!(f.inject(sm_node, smp, lid.0));
+    f.run_to_quiescence();
+    assert_eq!(f.stats.expired - expired0, 1);
+    let hops = f.stats.hops - hops0;
+    // Out of the SM's CA, then up to 64 switches, each sending it on.
+    assert!(
+        hops > u64::from(fabric::sim::MAX_LID_ROUTED_HOPS) - 4
+            && hops <= u64::from(fabric::sim::MAX_LID_ROUTED_HOPS) + 1,
+        "{hops}"
+    );
+    // The fabric still answers: repaired, the same SMP is delivered.
+    switch_mut(&mut f, leaf).model.lft[l] = (1..=36u8)
+        .find(|&p| f.topo.peer_of(leaf, p).is_some_and(|(n, _)| n == ca))
+        .unwrap();
+    let smp = Smp::lid_routed(Method::Get, AttributeId::NodeInfo, 0, 8, MKey(0));
+    f.attach(sm_node);
+    assert!(f.inject(sm_node, smp, lid.0));
+    f.run_to_quiescence();
+    let got = f.take_delivered();
+    assert!(
+        got.iter()
+            .any(|d| d.smp.method() == Method::GetResp && d.slid == lid.0),
+        "{got:?}"
+    );
+    assert!(f.run(&mut sm));
+}

@@ -175,7 +175,16 @@ pub struct FabricStats {
     pub discarded: u64,
     /// SMPs lost on cables.
     pub lost: u64,
+    /// LID-routed SMPs dropped because they crossed more than
+    /// [`MAX_LID_ROUTED_HOPS`] switches: LFTs that send a LID round in a
+    /// loop (a real switch drops such a packet when its lifetime runs out).
+    pub expired: u64,
 }
+
+/// The most switches a LID-routed packet crosses before the simulator
+/// drops it as expired: the longest directed route (IBA 14.2.2), far more
+/// than any loop-free path through a fabric the simulator builds.
+pub const MAX_LID_ROUTED_HOPS: u8 = 64;
 
 struct Arrival {
     node: usize,
@@ -184,6 +193,8 @@ struct Arrival {
     /// LRH addresses (0xFFFF/0xFFFF for directed route).
     dlid: u16,
     slid: u16,
+    /// Switches it has passed through, LID-routed.
+    hops: u8,
 }
 
 /// A change to the fabric, applied at a chosen simulated time.
@@ -355,6 +366,12 @@ impl Fabric {
 
     /// Puts `smp` with LRH (dlid, slid) on the cable of (node, port).
     fn transmit_lrh(&mut self, node: usize, port: u8, smp: Smp, dlid: u16, slid: u16) {
+        self.transmit_hops(node, port, smp, dlid, slid, 0);
+    }
+
+    /// [`Fabric::transmit_lrh`] for a packet that has passed `hops`
+    /// switches already.
+    fn transmit_hops(&mut self, node: usize, port: u8, smp: Smp, dlid: u16, slid: u16, hops: u8) {
         if let Some(cap) = self.capture.as_mut() {
             if self.topo.peer_of(node, port).is_some() {
                 let addr = crate::pcap::FrameAddr {
@@ -377,6 +394,7 @@ impl Fabric {
                 smp,
                 dlid,
                 slid,
+                hops,
             }),
         );
     }
@@ -408,7 +426,8 @@ impl Fabric {
         if self.capture.is_some() {
             // The capture needs the LRH and the bytes: the plain way.
             if let Some(Pending::Smp(a)) = self.release(slot) {
-                self.transmit_lrh(node, port, a.smp, a.dlid, a.slid);
+                let hops = a.hops.saturating_add(1);
+                self.transmit_hops(node, port, a.smp, a.dlid, a.slid, hops);
             }
             return;
         }
@@ -421,6 +440,7 @@ impl Fabric {
                 if let Some(Pending::Smp(a)) = self.pending[slot as usize].as_mut() {
                     a.node = peer;
                     a.port = pport;
+                    a.hops = a.hops.saturating_add(1);
                 }
                 self.seq += 1;
                 self.queue.push(Reverse((at, self.seq, slot)));
@@ -659,7 +679,7 @@ impl Fabric {
             }
             return true;
         };
-        let (node, port, dlid) = (a.node, a.port, a.dlid);
+        let (node, port, dlid, hops) = (a.node, a.port, a.dlid, a.hops);
         if a.smp.is_directed() {
             let d = dr::on_arrival(&mut a.smp, self.nodes[node].node(), port);
             if let Disposition::Forward(out) = d {
@@ -675,6 +695,11 @@ impl Fabric {
             let out = self.nodes[node].lft_port(Lid(dlid));
             if out == 0 || out == 0xFF {
                 // Not a switch, or no route.
+                self.stats.discarded += 1;
+                self.release(slot);
+            } else if hops >= MAX_LID_ROUTED_HOPS {
+                // Round in a loop: its lifetime has run out.
+                self.stats.expired += 1;
                 self.stats.discarded += 1;
                 self.release(slot);
             } else {

@@ -818,6 +818,7 @@ impl Server {
                     "fabric_ns": s.fabric_ns,
                     "send_ns": s.send_ns,
                     "hops": self.fabric.stats.hops,
+                    "expired": self.fabric.stats.expired,
                     "uptime_s": secs,
                 })
                 .to_string());
