@@ -30,10 +30,10 @@ enum Command {
         #[arg(long, default_value = "fat-tree-324")]
         topology: String,
         /// SMPs outstanding at once (1 = OpenSM's controlled BFS).
-        #[arg(long, default_value_t = 16)]
-        window: usize,
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+        window: u16,
         /// Probability that an SMP is lost on a cable.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
         loss: f64,
         /// One JSON object instead of tables.
         #[arg(long)]
@@ -45,7 +45,7 @@ enum Command {
         #[arg(long)]
         pcap: Option<PathBuf>,
         /// VFs per hypervisor: every CA but the SM's becomes a vSwitch hypervisor.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_vfs)]
         vfs: usize,
         /// LID policy for the VFs: prepopulated or dynamic.
         #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
@@ -57,10 +57,10 @@ enum Command {
         #[arg(long)]
         trace: Vec<String>,
         /// Nanoseconds for an SMP to cross one cable (k of the cost model).
-        #[arg(long, default_value_t = 1_000)]
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
         hop_ns: u64,
         /// Extra nanoseconds at each directed-route hop (r of the cost model).
-        #[arg(long, default_value_t = 2_000)]
+        #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
         dr_hop_ns: u64,
     },
     /// Run ibkit's subnet manager on a real MAD stack (a umad port; under ibsim with libumad2sim.so).
@@ -103,7 +103,7 @@ enum Command {
         #[arg(long)]
         topology: String,
         /// VFs per hypervisor.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_vfs)]
         vfs: usize,
         /// LID policy for the VFs.
         #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
@@ -125,7 +125,7 @@ enum Command {
         #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
         policy: smi::sm::LidPolicy,
         /// VFs per hypervisor (at most 128).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = parse_vfs)]
         vfs: usize,
         /// VMs to start, spread over the hypervisors.
         #[arg(long, default_value_t = 64)]
@@ -186,19 +186,19 @@ enum FabricWhat {
         #[arg(long, default_value = "fat-tree-324")]
         topology: String,
         /// VFs per hypervisor: every CA but the first becomes a vSwitch hypervisor.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_vfs)]
         vfs: usize,
         /// Socket base name (ibsim's IBSIM_SOCKNAME).
         #[arg(long, default_value = "sim")]
         socket: String,
         /// Nanoseconds for an SMP to cross one cable (k).
-        #[arg(long, default_value_t = 1_000)]
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
         hop_ns: u64,
         /// Extra nanoseconds per directed-route hop (r).
-        #[arg(long, default_value_t = 2_000)]
+        #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
         dr_hop_ns: u64,
         /// Probability that an SMP is lost on a cable.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
         loss: f64,
         /// Log every SMP a client sends.
         #[arg(long)]
@@ -286,7 +286,7 @@ fn main() -> ExitCode {
             dr_hop_ns,
         }) => cmd::sim::run(&cmd::sim::SimArgs {
             topology,
-            window,
+            window: usize::from(window),
             loss,
             json,
             routing,
@@ -468,6 +468,23 @@ fn main() -> ExitCode {
             eprintln!("ibkit: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// A loss probability: a finite number from 0 to 1.
+fn parse_loss(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?} is not a probability from 0 to 1")),
+    }
+}
+
+/// VFs per hypervisor: 0 to the most a hypervisor models.
+fn parse_vfs(s: &str) -> Result<usize, String> {
+    let max = smi::sma::hypervisor::MAX_VFS;
+    match s.parse::<usize>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!("{s:?} is not a number of VFs from 0 to {max}")),
     }
 }
 

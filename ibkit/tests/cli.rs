@@ -419,3 +419,41 @@ fn sim_traces_a_packet_through_the_installed_tables() {
     assert_eq!(code, 2);
     assert!(err.contains("expected FROM:TO"), "{err}");
 }
+
+/// Nonsense numbers are refused by the argument parser with the range, and
+/// nothing runs.
+#[test]
+fn nonsense_numbers_are_refused_with_their_range() {
+    for (args, says) in [
+        (&["sim", "--loss", "1.5"][..], "probability from 0 to 1"),
+        (&["sim", "--loss", "inf"][..], "probability from 0 to 1"),
+        (&["sim", "--loss", "NaN"][..], "probability from 0 to 1"),
+        (&["sim", "--loss=-0.1"][..], "probability from 0 to 1"),
+        (
+            &["fabric", "serve", "--loss", "2"][..],
+            "probability from 0 to 1",
+        ),
+        (&["migrate", "--vfs", "100000"][..], "from 0 to 128"),
+        (&["sim", "--vfs", "129"][..], "from 0 to 128"),
+        (&["sim", "--window", "0"][..], "1..=4096"),
+        (
+            &["sim", "--hop-ns", "18446744073709551615"][..],
+            "0..=1000000000",
+        ),
+        (
+            &["fabric", "serve", "--dr-hop-ns", "1000000001"][..],
+            "0..=1000000000",
+        ),
+    ] {
+        let (code, out, err) = ibkit(args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} ran: {out}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // The edges are accepted.
+    let (code, _, err) = ibkit(
+        &["sim", "--topology", "mport-ntree:4:2", "--loss", "0"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+}

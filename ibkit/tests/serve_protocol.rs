@@ -201,6 +201,22 @@ fn control_commands_take_links_down_and_refuse_nonsense() {
     let name = &topo.nodes[h0].name;
     assert!(served.ctl("frobnicate").is_err());
     assert!(served.ctl("link-down no-such-node 1").is_err());
+    // A word too many is refused, and nothing happens.
+    let e = served
+        .ctl(&format!("link-down {name} 1 extra"))
+        .unwrap_err();
+    assert!(
+        e.contains("link-down takes 2 argument(s); unexpected \"extra\""),
+        "{e}"
+    );
+    assert!(served.ctl("stats now").is_err());
+    let a = Client::attach(served.socket(), 900_009, name).unwrap();
+    assert_eq!(
+        a.request(&node_info(&[1], 0x30)).status,
+        0,
+        "the cable is still up"
+    );
+    drop(a);
     served.ctl(&format!("link-down {name} 1")).unwrap();
     let a = Client::attach(served.socket(), 900_010, name).unwrap();
     let r = a.request(&node_info(&[1], 0x31));

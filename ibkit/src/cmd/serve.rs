@@ -782,6 +782,19 @@ impl Server {
     fn command(&mut self, line: &str) -> Result<String, String> {
         let mut w = line.split_whitespace();
         let verb = w.next().unwrap_or("");
+        let words = line.split_whitespace().count();
+        let takes = match verb {
+            "link-down" | "link-up" => 2,
+            "node-down" | "node-up" | "dump" => 1,
+            "stats" => 0,
+            _ => words.saturating_sub(1),
+        };
+        if let Some(extra) = line.split_whitespace().nth(takes + 1) {
+            return Err(format!(
+                "{verb} takes {takes} argument(s); unexpected \"{}\"",
+                extra.escape_debug()
+            ));
+        }
         let now = self.fabric.now_ns();
         let event = match verb {
             "link-down" | "link-up" => {
