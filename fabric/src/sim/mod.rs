@@ -290,14 +290,66 @@ pub enum Walk {
     Loop,
 }
 
+/// The most ports a simulated switch has (its agent's bounded storage).
+pub const MAX_SWITCH_PORTS: u8 = 64;
+
+/// Refuses a fabric the simulator or an SM could not manage: a switch with
+/// more ports than [`MAX_SWITCH_PORTS`], a GUID that is 0, all ones or held
+/// by two nodes, and a node more than 63 hops from the SM's (no directed
+/// route reaches it, IBA 14.2.2).
+fn check_simulable(topo: &Topology, sm_node: usize) -> Result<(), String> {
+    let mut seen = std::collections::HashMap::new();
+    for n in &topo.nodes {
+        if n.kind == NodeType::Switch && n.ports > MAX_SWITCH_PORTS {
+            return Err(format!(
+                "switch {:?} has {} ports; a simulated switch has at most {MAX_SWITCH_PORTS}",
+                n.name, n.ports
+            ));
+        }
+        if n.guid == 0 || n.guid == u64::MAX {
+            return Err(format!(
+                "node {:?} has the reserved GUID {:#x}",
+                n.name, n.guid
+            ));
+        }
+        if let Some(other) = seen.insert(n.guid, &n.name) {
+            return Err(format!(
+                "nodes {other:?} and {:?} have the same GUID {:#018x}",
+                n.name, n.guid
+            ));
+        }
+    }
+    // Hops from the SM's node, breadth first.
+    let mut depth = vec![u32::MAX; topo.nodes.len()];
+    depth[sm_node] = 0;
+    let mut queue = std::collections::VecDeque::from([sm_node]);
+    while let Some(n) = queue.pop_front() {
+        for &(m, _) in topo.peer[n].iter().flatten() {
+            if depth[m] == u32::MAX {
+                depth[m] = depth[n] + 1;
+                if depth[m] > 63 {
+                    return Err(format!(
+                        "node {:?} is {} hops from the SM's node {:?}; a directed route reaches 63",
+                        topo.nodes[m].name, depth[m], topo.nodes[sm_node].name
+                    ));
+                }
+                queue.push_back(m);
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Fabric {
     /// Builds the agents for `topo`, cables up; the SM runs on the first CA.
+    /// Refuses what cannot be simulated or managed (see [`MAX_SWITCH_PORTS`]).
     pub fn new(topo: Topology, cfg: SimConfig) -> Result<Fabric, String> {
         let sm_node = topo
             .nodes
             .iter()
             .position(|n| n.kind == NodeType::ChannelAdapter)
             .ok_or("the fabric has no CA to run the SM on")?;
+        check_simulable(&topo, sm_node)?;
         let nodes = topo
             .nodes
             .iter()

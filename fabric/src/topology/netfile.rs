@@ -75,6 +75,19 @@ fn quoted(s: &str, line: usize) -> Result<(&str, &str), TopologyError> {
     Ok((&s[a + 1..b], &s[b + 1..]))
 }
 
+/// The line without its comment: from the first `#` outside quotes.
+fn uncommented(raw: &str) -> &str {
+    let mut quoted = false;
+    for (i, c) in raw.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '#' if !quoted => return &raw[..i],
+            _ => {}
+        }
+    }
+    raw
+}
+
 fn hex_guid(v: &str) -> Option<u64> {
     let v = v.split('(').next()?.trim();
     u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
@@ -85,19 +98,33 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     let mut t = Topology::default();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut pending_guid: Option<u64> = None;
+    let mut guids: HashMap<u64, String> = HashMap::new();
     let mut current: Option<usize> = None;
     // (line, node, port, peer name, peer port)
     let mut cables: Vec<(usize, usize, u8, String, u8)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let err = |what: String| TopologyError::Parse { line, what };
-        let l = raw.split('#').next().unwrap_or("").trim();
+        let l = uncommented(raw).trim();
         if l.is_empty() {
             continue;
         }
-        if let Some((k, v)) = l.split_once('=') {
-            if matches!(k.trim(), "switchguid" | "caguid" | "guid") {
-                pending_guid = Some(hex_guid(v).ok_or_else(|| err(format!("bad GUID {v:?}")))?);
+        let node_line = l.starts_with('[')
+            || ["Switch", "Ca", "Hca", "Rt"]
+                .iter()
+                .any(|k| l.starts_with(k));
+        if let Some((k, v)) = l.split_once('=').filter(|_| !node_line) {
+            let k = k.trim();
+            if !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.is_empty() {
+                return Err(err(format!("cannot understand \"{}\"", l.escape_debug())));
+            }
+            if matches!(k, "switchguid" | "caguid" | "guid") {
+                let g =
+                    hex_guid(v).ok_or_else(|| err(format!("bad GUID \"{}\"", v.escape_debug())))?;
+                if g == 0 || g == u64::MAX {
+                    return Err(err(format!("GUID {g:#x} is reserved (IBA 4.1.1)")));
+                }
+                pending_guid = Some(g);
             }
             continue;
         }
@@ -125,6 +152,11 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
             let guid = pending_guid
                 .take()
                 .unwrap_or(0x0002_c905_0000_0000 | ((t.nodes.len() as u64) << 8));
+            if let Some(other) = guids.insert(guid, name.to_string()) {
+                return Err(err(format!(
+                    "node {name:?} has GUID {guid:#018x}, as {other:?} has: GUIDs are unique"
+                )));
+            }
             let n = t.add_node(kind, ports, guid, name.to_string(), None);
             by_name.insert(name.to_string(), n);
             current = Some(n);
@@ -149,7 +181,7 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
             cables.push((line, node, port, peer.to_string(), pp));
             continue;
         }
-        return Err(err(format!("cannot understand {l:?}")));
+        return Err(err(format!("cannot understand \"{}\"", l.escape_debug())));
     }
     for (line, node, port, peer, pp) in cables {
         let &m = by_name.get(&peer).ok_or_else(|| TopologyError::Parse {

@@ -192,3 +192,37 @@ fn broken_topology_files_name_the_line() {
         }
     }
 }
+
+/// Names with `=` or `#` inside their quotes are names, not GUID lines or
+/// comments; a comment after them is still one.
+#[test]
+fn names_may_hold_equals_and_hash_signs() {
+    let t = netfile::parse(
+        "Switch 4 \"S=2\"  # a comment\n[1] \"H#0\"[1] # \"x\"\nCa 1 \"H#0\"\n[1] \"S=2\"[1]\n",
+    )
+    .unwrap();
+    assert_eq!((t.switches(), t.cas(), t.links()), (1, 1, 1));
+    assert_eq!(t.nodes[0].name, "S=2");
+    assert_eq!(t.nodes[1].name, "H#0");
+    // The cable is the named switch's, not a previous node's.
+    assert_eq!(t.peer_of(0, 1), Some((1, 1)));
+}
+
+/// GUIDs 0 and all ones, and a GUID held twice, are refused with the line.
+#[test]
+fn reserved_and_repeated_guids_are_refused_with_the_line() {
+    let e = netfile::parse("caguid=0x0\nCa 1 \"H-0\"\n").unwrap_err();
+    assert!(matches!(e, TopologyError::Parse { line: 1, .. }), "{e}");
+    let e = netfile::parse("switchguid=0xffffffffffffffff\nSwitch 4 \"S\"\n").unwrap_err();
+    assert!(e.to_string().contains("reserved"), "{e}");
+    let e = netfile::parse("caguid=0x10\nCa 1 \"A\"\n\ncaguid=0x10\nCa 1 \"B\"\n").unwrap_err();
+    assert!(matches!(e, TopologyError::Parse { line: 5, .. }), "{e}");
+    assert!(e.to_string().contains("\"A\""), "{e}");
+    // A line of another shape is refused, with control bytes escaped.
+    let e = netfile::parse("Ca 1 \"A\"\n[x=\u{1b}]\n").unwrap_err();
+    assert!(matches!(e, TopologyError::Parse { line: 2, .. }), "{e}");
+    let e = netfile::parse("a b=c\n").unwrap_err();
+    assert!(e.to_string().contains("cannot understand"), "{e}");
+    let e = netfile::parse("x\u{1b}y=1\n").unwrap_err();
+    assert!(!e.to_string().contains('\u{1b}'), "{e}");
+}
