@@ -21,47 +21,122 @@ pub fn is_pcap(data: &[u8]) -> bool {
 /// One packet of the capture: the MAD it carries, or why it carries none.
 pub type Packet = Result<[u8; 256], String>;
 
+/// The largest frame a record may claim: no InfiniBand frame comes near
+/// it (a 4096-byte MTU frame is under 4200 bytes), and a record that
+/// claims more is broken or hostile, so reading stops there.
+pub const MAX_RECORD: u32 = 65_536;
+
 /// Splits a capture into packets. A broken file header is an error for the
 /// whole file; a broken packet is an error for that packet only.
 pub fn read(data: &[u8]) -> Result<Vec<Packet>, String> {
-    if data.len() < 24 || !is_pcap(data) {
-        return Err("not a pcap file".into());
-    }
-    let le = data[0] == 0xd4 || data[0] == 0x4d;
-    let u32_at = |o: usize| -> Option<u32> {
-        let b: [u8; 4] = data.get(o..o + 4)?.try_into().ok()?;
-        Some(if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
+    Ok(Reader::new(data)?.collect())
+}
+
+/// Reads a capture one record at a time from any reader, holding one
+/// record in memory: an iterator of packets. A record header that is cut
+/// short, claims more than [`MAX_RECORD`] bytes or more than the input
+/// holds ends the iteration with an error for that packet.
+pub struct Reader<R> {
+    input: R,
+    le: bool,
+    frame: Vec<u8>,
+    done: bool,
+}
+
+impl<R: std::io::Read> Reader<R> {
+    /// Reads and checks the file header: a pcap magic number and link type
+    /// [`LINKTYPE_INFINIBAND`].
+    pub fn new(mut input: R) -> Result<Reader<R>, String> {
+        let mut h = [0u8; 24];
+        let got = read_full(&mut input, &mut h).map_err(|e| e.to_string())?;
+        if got < 4 || !is_pcap(&h) {
+            return Err("not a pcap file".into());
+        }
+        if got < 24 {
+            return Err("truncated pcap header".into());
+        }
+        let le = h[0] == 0xd4 || h[0] == 0x4d;
+        let linktype = u32_of(le, &h[20..24]) & 0x0FFF_FFFF;
+        if linktype != LINKTYPE_INFINIBAND {
+            return Err(format!(
+                "pcap link type {linktype}, expected {LINKTYPE_INFINIBAND} (LINKTYPE_INFINIBAND)"
+            ));
+        }
+        Ok(Reader {
+            input,
+            le,
+            frame: Vec::new(),
+            done: false,
         })
-    };
-    let linktype = u32_at(20).ok_or("truncated pcap header")? & 0x0FFF_FFFF;
-    if linktype != LINKTYPE_INFINIBAND {
-        return Err(format!(
-            "pcap link type {linktype}, expected {LINKTYPE_INFINIBAND} (LINKTYPE_INFINIBAND)"
-        ));
     }
-    let mut out = Vec::new();
-    let mut off = 24;
-    while off < data.len() {
-        let (Some(incl), Some(_orig)) = (u32_at(off + 8), u32_at(off + 12)) else {
-            out.push(Err("truncated packet header".into()));
-            break;
+}
+
+fn u32_of(le: bool, b: &[u8]) -> u32 {
+    let b: [u8; 4] = [b[0], b[1], b[2], b[3]];
+    if le {
+        u32::from_le_bytes(b)
+    } else {
+        u32::from_be_bytes(b)
+    }
+}
+
+/// Reads until `buf` is full or the input ends; how many bytes came.
+fn read_full(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl<R: std::io::Read> Iterator for Reader<R> {
+    type Item = Packet;
+
+    fn next(&mut self) -> Option<Packet> {
+        if self.done {
+            return None;
+        }
+        let mut h = [0u8; 16];
+        let got = match read_full(&mut self.input, &mut h) {
+            Ok(n) => n,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(format!("reading the capture: {e}")));
+            }
         };
-        let start = off + 16;
-        let end = start.saturating_add(incl as usize);
-        let Some(frame) = data.get(start..end) else {
-            out.push(Err(format!(
-                "packet claims {incl} bytes, file has {}",
-                data.len() - start.min(data.len())
+        if got == 0 {
+            self.done = true;
+            return None;
+        }
+        if got < 16 {
+            self.done = true;
+            return Some(Err("truncated packet header".into()));
+        }
+        let incl = u32_of(self.le, &h[8..12]);
+        if incl > MAX_RECORD {
+            self.done = true;
+            return Some(Err(format!(
+                "packet claims {incl} bytes, more than any frame ({MAX_RECORD})"
             )));
-            break;
-        };
-        out.push(mad_of_frame(frame));
-        off = end;
+        }
+        self.frame.resize(incl as usize, 0);
+        match read_full(&mut self.input, &mut self.frame) {
+            Ok(n) if n == incl as usize => Some(mad_of_frame(&self.frame)),
+            Ok(n) => {
+                self.done = true;
+                Some(Err(format!("packet claims {incl} bytes, file has {n}")))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(format!("reading the capture: {e}")))
+            }
+        }
     }
-    Ok(out)
 }
 
 /// Extracts the MAD from one InfiniBand frame.
@@ -253,5 +328,30 @@ mod tests {
         cap[20] = 1;
         assert!(read(&cap).unwrap_err().contains("link type 1"));
         assert!(read(&cap[..10]).is_err());
+    }
+
+    /// A record claiming a huge frame stops the reading with an error for
+    /// that packet, without allocating what it claims.
+    #[test]
+    fn a_record_claiming_too_much_stops_the_reading() {
+        let mut cap = write(&[(0, vec![0; 40])]);
+        let hdr = 24 + 8;
+        cap[hdr..hdr + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let pkts = read(&cap).unwrap();
+        assert_eq!(pkts.len(), 1);
+        assert!(pkts[0]
+            .as_ref()
+            .unwrap_err()
+            .contains("more than any frame"));
+        // One claiming more than the file holds.
+        cap[hdr..hdr + 4].copy_from_slice(&1000u32.to_le_bytes());
+        let pkts = read(&cap).unwrap();
+        assert_eq!(
+            pkts[0].as_ref().unwrap_err(),
+            "packet claims 1000 bytes, file has 40"
+        );
+        // Cut inside a record header.
+        let pkts = read(&cap[..24 + 7]).unwrap();
+        assert_eq!(pkts[0].as_ref().unwrap_err(), "truncated packet header");
     }
 }

@@ -457,3 +457,62 @@ fn nonsense_numbers_are_refused_with_their_range() {
     );
     assert_eq!(code, 0, "{err}");
 }
+
+/// `ibkit ARGS` under a 400 MiB address-space limit, fed `input`: inputs
+/// far larger than any real one must be read in bounded memory, where the
+/// old readers held them whole (a 5 MB text took 946 MB, a 20 MB capture
+/// about 800 MB, /dev/zero every byte there was).
+fn ibkit_limited(args: &str, input: &[u8]) -> (i32, String) {
+    let mut c = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v 409600; exec \"$0\" {args}"))
+        .arg(env!("CARGO_BIN_EXE_ibkit"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    let data = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let o = c.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn huge_inputs_are_read_in_bounded_memory() {
+    // 5 MB of lines that are no MADs.
+    let text = "z\n".repeat(2_500_000);
+    let (code, err) = ibkit_limited("decode", text.as_bytes());
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err.lines().last(),
+        Some("ibkit: 2500000 of 2500000 MADs could not be decoded (the first 100 are named above)"),
+        "{}",
+        &err[err.len().saturating_sub(500)..]
+    );
+    assert_eq!(err.lines().count(), 102);
+    // A 20 MB capture of empty records.
+    let mut cap = ibkit::pcap::write(&[]);
+    for _ in 0..1_250_000 {
+        cap.extend_from_slice(&[0u8; 16]);
+    }
+    let (code, err) = ibkit_limited("decode", &cap);
+    assert_eq!(code, 1, "{}", &err[err.len().saturating_sub(500)..]);
+    assert!(err.ends_with(
+        "ibkit: 1250000 of 1250000 MADs could not be decoded (the first 100 are named above)\n"
+    ));
+    // A topology "file" that never ends.
+    let (code, err) = ibkit_limited("topology --topology file:/dev/zero", b"");
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err,
+        "ibkit: /dev/zero: larger than 64 MiB, too big for a topology file\n"
+    );
+}

@@ -241,13 +241,40 @@ impl Topology {
             ["random", s, seed] => random::random(num(s, "SWITCHES")? as usize, num(seed, "SEED")?),
             ["file", ..] => {
                 let path = &spec["file:".len()..];
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| TopologyError::Io(format!("{path}: {e}")))?;
+                let text = read_bounded(path)?;
                 netfile::parse(&text)
             }
             _ => Err(TopologyError::UnknownSpec(spec.to_string())),
         }
     }
+}
+
+/// The largest topology file read: an ibnetdiscover file of the
+/// 11,664-node fat tree is under 4 MiB.
+pub const MAX_FILE: u64 = 64 * 1024 * 1024;
+
+/// Reads a topology file of at most [`MAX_FILE`] bytes of UTF-8.
+fn read_bounded(path: &str) -> Result<String, TopologyError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| TopologyError::Io(format!("{path}: {e}"));
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_FILE + 1)
+        .read_to_end(&mut data)
+        .map_err(io)?;
+    if data.len() as u64 > MAX_FILE {
+        return Err(TopologyError::Io(format!(
+            "{path}: larger than {} MiB, too big for a topology file",
+            MAX_FILE >> 20
+        )));
+    }
+    String::from_utf8(data).map_err(|e| {
+        TopologyError::Io(format!(
+            "{path}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 #[cfg(test)]

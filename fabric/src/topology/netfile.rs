@@ -75,6 +75,25 @@ fn quoted(s: &str, line: usize) -> Result<(&str, &str), TopologyError> {
     Ok((&s[a + 1..b], &s[b + 1..]))
 }
 
+/// The longest line read: a node or port line of ibnetdiscover is under
+/// 200 bytes.
+pub const MAX_LINE: usize = 4096;
+
+/// Text from the file as an error shows it: control characters escaped,
+/// cut after 80 characters.
+fn shown(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(80)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if s.chars().nth(80).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// The line without its comment: from the first `#` outside quotes.
 fn uncommented(raw: &str) -> &str {
     let mut quoted = false;
@@ -105,6 +124,9 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let err = |what: String| TopologyError::Parse { line, what };
+        if raw.len() > MAX_LINE {
+            return Err(err(format!("line longer than {MAX_LINE} bytes")));
+        }
         let l = uncommented(raw).trim();
         if l.is_empty() {
             continue;
@@ -116,11 +138,10 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
         if let Some((k, v)) = l.split_once('=').filter(|_| !node_line) {
             let k = k.trim();
             if !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.is_empty() {
-                return Err(err(format!("cannot understand \"{}\"", l.escape_debug())));
+                return Err(err(format!("cannot understand \"{}\"", shown(l))));
             }
             if matches!(k, "switchguid" | "caguid" | "guid") {
-                let g =
-                    hex_guid(v).ok_or_else(|| err(format!("bad GUID \"{}\"", v.escape_debug())))?;
+                let g = hex_guid(v).ok_or_else(|| err(format!("bad GUID \"{}\"", shown(v))))?;
                 if g == 0 || g == u64::MAX {
                     return Err(err(format!("GUID {g:#x} is reserved (IBA 4.1.1)")));
                 }
@@ -181,7 +202,7 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
             cables.push((line, node, port, peer.to_string(), pp));
             continue;
         }
-        return Err(err(format!("cannot understand \"{}\"", l.escape_debug())));
+        return Err(err(format!("cannot understand \"{}\"", shown(l))));
     }
     for (line, node, port, peer, pp) in cables {
         let &m = by_name.get(&peer).ok_or_else(|| TopologyError::Parse {

@@ -226,3 +226,22 @@ fn reserved_and_repeated_guids_are_refused_with_the_line() {
     let e = netfile::parse("x\u{1b}y=1\n").unwrap_err();
     assert!(!e.to_string().contains('\u{1b}'), "{e}");
 }
+
+/// A line longer than any real one is refused before it is looked at, and
+/// what an error echoes of a line is escaped and cut short.
+#[test]
+fn long_lines_are_refused_and_echoes_are_short() {
+    let e = netfile::parse(&format!(
+        "Ca 1 \"A\"\n{}\n",
+        "z".repeat(netfile::MAX_LINE + 1)
+    ))
+    .unwrap_err();
+    assert!(matches!(e, TopologyError::Parse { line: 2, .. }), "{e}");
+    assert!(e.to_string().contains("longer than 4096"), "{e}");
+    let e = netfile::parse(&format!("\u{7}{}\n", "y".repeat(500))).unwrap_err();
+    let m = e.to_string();
+    assert!(
+        m.contains("\\u{7}") && m.ends_with("…\"") && m.len() < 160,
+        "{m}"
+    );
+}
