@@ -206,6 +206,9 @@ enum FabricWhat {
         /// Spin this many µs more on each batch of answers, as a slower simulator would: how much does the client's time depend on the simulator's? (at most 1 s)
         #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
         answer_delay_us: u64,
+        /// A user (uid) besides the server's own and root that may attach clients and send control commands (repeatable).
+        #[arg(long = "allow-uid")]
+        allow_uids: Vec<u32>,
     },
     /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
     Ctl {
@@ -331,6 +334,7 @@ fn main() -> ExitCode {
                     loss,
                     verbose,
                     answer_delay_us,
+                    allow_uids,
                 },
         }) => cmd::serve::serve(&cmd::serve::ServeArgs {
             topology,
@@ -341,6 +345,7 @@ fn main() -> ExitCode {
             loss,
             verbose,
             answer_delay_us,
+            allow_uids,
         }),
         Some(Command::Fabric {
             what: FabricWhat::Ctl { socket, command },

@@ -221,9 +221,29 @@ fn control_commands_take_links_down_and_refuse_nonsense() {
     let a = Client::attach(served.socket(), 900_010, name).unwrap();
     let r = a.request(&node_info(&[1], 0x31));
     assert_eq!(r.status, ibsim::ETIMEDOUT, "the cable is down");
+    let e = served.ctl(&format!("link-down {name} 1")).unwrap_err();
+    assert!(e.contains("has no cable up"), "{e}");
     served.ctl(&format!("link-up {name} 1")).unwrap();
     let r = a.request(&node_info(&[1], 0x32));
     assert_eq!(r.status, 0, "the cable is back");
+    let e = served.ctl(&format!("link-up {name} 1")).unwrap_err();
+    assert!(e.contains("is up already"), "{e}");
+    // node-up is for a node taken down: on a running switch it would
+    // re-power it behind the SM's back.
+    let sw = &topo.nodes[(0..topo.nodes.len())
+        .find(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::Switch)
+        .unwrap()]
+    .name;
+    let e = served.ctl(&format!("node-up {sw}")).unwrap_err();
+    assert!(e.contains("is up: only a node taken down"), "{e}");
+    let r = a.request(&node_info(&[1], 0x33));
+    assert_eq!(r.status, 0, "the switch kept its state");
+    served.ctl(&format!("node-down {sw}")).unwrap();
+    assert!(served
+        .ctl(&format!("node-down {sw}"))
+        .unwrap_err()
+        .contains("down already"));
+    served.ctl(&format!("node-up {sw}")).unwrap();
 }
 
 #[test]
@@ -278,4 +298,165 @@ fn answers_are_held_as_long_as_asked_and_the_time_is_counted() {
             );
         }
     }
+}
+
+/// Runs `python3 -c script args` as uid and gid 65534 (nobody); None when
+/// this test cannot switch users (not root, or no python3).
+fn as_nobody(script: &str, args: &[&str]) -> Option<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .ok()
+}
+
+/// Another user on the machine reaches the abstract sockets but is
+/// refused at both: a control command (`ibkit fabric ctl` as that user)
+/// and an attach in ibsim's protocol (a second process as that user).
+/// Nothing changes, the refusals are counted, and the server's own
+/// clients go on being served.
+#[test]
+fn another_user_is_refused_and_changes_nothing() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:1", 0, &[]).unwrap();
+    let base = served.socket().to_string();
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:1").unwrap();
+    let h0 = (0..topo.nodes.len())
+        .find(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .unwrap();
+    let name = topo.nodes[h0].name.clone();
+    // `ibkit fabric ctl` as nobody.
+    let ctl_as_nobody = "import subprocess,sys; r=subprocess.run(sys.argv[1:], capture_output=True, text=True); print(r.returncode); print(r.stderr)";
+    let cmd = format!("link-down {name} 1");
+    let Some(out) = as_nobody(
+        ctl_as_nobody,
+        &[
+            exe.to_str().unwrap(),
+            "fabric",
+            "ctl",
+            "--socket",
+            &base,
+            &cmd,
+        ],
+    ) else {
+        eprintln!("SKIPPED another_user_is_refused: not root, cannot switch users");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.starts_with("2\n"),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("permission denied: uid 65534"), "{text}");
+    // An attach in ibsim's protocol as nobody: the answer is an error.
+    let mut data = [0u8; 64];
+    ClientInfo {
+        id: 4242,
+        qp: 0,
+        issm: true,
+        nodeid: name.clone(),
+    }
+    .encode(&mut data);
+    let packet = SimCtl {
+        client: 0,
+        kind: CtlType::Connect,
+        len: 64,
+        data,
+    }
+    .encode();
+    let hex: String = packet.iter().map(|b| format!("{b:02x}")).collect();
+    let attach = "import socket,sys\nb=sys.argv[1].encode()\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(b'\\0'+b+b':in4242\\0')\ns.settimeout(10)\ns.sendto(bytes.fromhex(sys.argv[2]),b'\\0'+b+b':ctl\\0')\nprint(s.recv(512).hex())";
+    let out = as_nobody(attach, &[&base, &hex]).unwrap();
+    let reply = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        !reply.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes: Vec<u8> = (0..reply.len() / 2)
+        .map(|i| u8::from_str_radix(&reply[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    assert_eq!(SimCtl::parse(&bytes).unwrap().kind, CtlType::Error);
+    // Nothing changed: the cable is up, no client took a slot, and the
+    // two refusals are counted.
+    let a = Client::attach(&base, 900_020, &name).unwrap();
+    assert_eq!(a.slot, 0, "the refused attach took no slot");
+    assert_eq!(
+        a.request(&node_info(&[1], 0x40)).status,
+        0,
+        "the cable is still up"
+    );
+    let stats: serde_json::Value = serde_json::from_str(&served.ctl("stats").unwrap()).unwrap();
+    assert_eq!(stats["refused"], 2, "{stats}");
+}
+
+/// A client that sends thousands of malformed datagrams is counted, not
+/// echoed: the server's log stays a few dozen lines, says how many it left
+/// out, and the client is still served.
+#[test]
+fn a_flood_of_bad_datagrams_does_not_flood_the_log() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let base = format!("ibkit-flood-{}", std::process::id());
+    let log = std::env::temp_dir().join(format!("{base}.log"));
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "fabric",
+            "serve",
+            "--topology",
+            "mport-ntree:4:1",
+            "--socket",
+            &base,
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while ibkit::cmd::serve::ctl(&base, "stats").is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:1").unwrap();
+    let name = topo
+        .nodes
+        .iter()
+        .find(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .unwrap()
+        .name
+        .clone();
+    let a = Client::attach(&base, 900_030, &name).unwrap();
+    for i in 0..5_000u32 {
+        a.send_raw(&i.to_le_bytes());
+        if i % 200 == 199 {
+            // Let the server keep up (the client's queue is short).
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert_eq!(a.request(&node_info(&[1], 0x50)).status, 0, "still served");
+    std::thread::sleep(Duration::from_millis(1100));
+    // A line in the next second says how many were left out.
+    a.send_raw(b"x");
+    assert_eq!(a.request(&node_info(&[1], 0x51)).status, 0);
+    let stats: serde_json::Value =
+        serde_json::from_str(&ibkit::cmd::serve::ctl(&base, "stats").unwrap()).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(stats["malformed"], 5_001, "{stats}");
+    let unlogged = stats["unlogged"].as_u64().unwrap();
+    assert!(unlogged >= 4_900, "{stats}");
+    let lines = text.lines().count();
+    assert!(lines < 200, "{lines} lines logged");
+    assert!(text.contains("more lines like these left out"), "{text}");
 }

@@ -42,6 +42,102 @@ pub struct ServeArgs {
     /// client's bring-up depends on the simulator's answer time (0:
     /// answer at once).
     pub answer_delay_us: u64,
+    /// Users besides the server's own and root that may attach clients
+    /// and send control commands.
+    pub allow_uids: Vec<u32>,
+}
+
+/// Who sent a datagram, as the kernel vouches for it (SO_PASSCRED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The sender's user.
+    pub uid: u32,
+    /// The sender's process.
+    pub pid: i32,
+}
+
+/// Who may attach to a served fabric and control it: the server's own
+/// user, root, and the users named with `--allow-uid`. Anyone else on the
+/// machine can reach the abstract sockets, and is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    allowed: Vec<u32>,
+}
+
+impl Access {
+    /// The server's effective user, root, and `more`.
+    pub fn new(more: &[u32]) -> Access {
+        let mut allowed = vec![nix::unistd::geteuid().as_raw(), 0];
+        allowed.extend_from_slice(more);
+        allowed.sort_unstable();
+        allowed.dedup();
+        Access { allowed }
+    }
+
+    /// Whether the sender of a datagram may use the server; a datagram
+    /// that came without credentials is refused.
+    pub fn check(&self, peer: Option<Peer>) -> Result<(), String> {
+        match peer {
+            Some(p) if self.allowed.contains(&p.uid) => Ok(()),
+            Some(p) => Err(format!(
+                "permission denied: uid {} (pid {}) is not one of the users this fabric serves ({:?}; see --allow-uid)",
+                p.uid, p.pid, self.allowed
+            )),
+            None => Err("permission denied: the datagram carried no credentials".into()),
+        }
+    }
+}
+
+/// Sets SO_PASSCRED on `sock`, so that every datagram read from it names
+/// its sender.
+fn pass_credentials(sock: &UnixDatagram) -> Result<(), String> {
+    nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::PassCred, &true)
+        .map_err(|e| format!("SO_PASSCRED: {e}"))
+}
+
+/// Reads one datagram from `sock` without waiting: its length, the
+/// sender's address (to answer it) and the sender's credentials.
+fn recv_with_peer(
+    sock: &UnixDatagram,
+    buf: &mut [u8],
+    cmsg: &mut [u8],
+) -> std::io::Result<(usize, Option<nix::sys::socket::UnixAddr>, Option<Peer>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(cmsg),
+        MsgFlags::MSG_DONTWAIT,
+    )
+    .map_err(std::io::Error::from)?;
+    let peer = msg.cmsgs().ok().and_then(|mut c| {
+        c.find_map(|m| match m {
+            ControlMessageOwned::ScmCredentials(c) => Some(Peer {
+                uid: c.uid(),
+                pid: c.pid(),
+            }),
+            _ => None,
+        })
+    });
+    Ok((msg.bytes, msg.address, peer))
+}
+
+/// Answers the sender of a datagram read with [`recv_with_peer`].
+fn reply_to(
+    sock: &UnixDatagram,
+    data: &[u8],
+    to: Option<&nix::sys::socket::UnixAddr>,
+) -> std::io::Result<()> {
+    let to = to.ok_or_else(|| std::io::Error::other("the sender has no address to answer"))?;
+    nix::sys::socket::sendto(
+        sock.as_raw_fd(),
+        data,
+        to,
+        nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+    )
+    .map(|_| ())
+    .map_err(std::io::Error::from)
 }
 
 /// The abstract socket of ibkit's own control interface.
@@ -70,6 +166,11 @@ pub struct ServeStats {
     pub timeouts: u64,
     /// Malformed datagrams (logged and dropped).
     pub malformed: u64,
+    /// Datagrams and control requests from users who may not use the
+    /// server (dropped or answered with an error).
+    pub refused: u64,
+    /// Log lines left out by the rate limit.
+    pub unlogged: u64,
     /// Traps delivered to SM clients.
     pub traps: u64,
     /// Batches served: reads of client datagrams answered together.
@@ -99,6 +200,38 @@ struct Server {
     outbox: Vec<Vec<[u8; ibsim::REQ_SIZE]>>,
     /// [`ServeArgs::answer_delay_us`].
     answer_delay: Duration,
+    /// Who may attach and control.
+    access: Access,
+    /// Room for one datagram's credentials.
+    cmsg: Vec<u8>,
+    /// The rate limit of [`Server::log_limited`]: when this second began,
+    /// lines logged in it, lines left out.
+    log_window: Instant,
+    log_lines: u32,
+    log_skipped: u64,
+    /// Nodes taken down with `node-down`.
+    down: std::collections::BTreeSet<usize>,
+}
+
+/// Lines a second about what clients did.
+const LOG_PER_SECOND: u32 = 20;
+
+/// Text a client chose, as the log shows it: control characters escaped,
+/// at most 200 characters.
+fn clean(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == 200 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Datagrams read at once.
@@ -117,8 +250,14 @@ const DGRAM: usize = 1024;
 struct RecvBatch {
     bufs: Box<[[u8; DGRAM]]>,
     iov: Box<[libc::iovec]>,
+    /// Room for each datagram's credentials (SCM_CREDENTIALS).
+    ctrl: Box<[[u64; CTRL / 8]]>,
     hdr: Box<[libc::mmsghdr]>,
 }
+
+/// Bytes of control data per datagram: one SCM_CREDENTIALS message needs
+/// 32 on 64-bit Linux.
+const CTRL: usize = 64;
 
 impl RecvBatch {
     fn new() -> RecvBatch {
@@ -130,23 +269,71 @@ impl RecvBatch {
                 iov_len: DGRAM,
             })
             .collect();
+        let mut ctrl: Box<[[u64; CTRL / 8]]> = vec![[0; CTRL / 8]; BATCH].into_boxed_slice();
         let hdr = iov
             .iter_mut()
-            .map(|v| {
+            .zip(ctrl.iter_mut())
+            .map(|(v, c)| {
                 // SAFETY: mmsghdr is a plain C struct for which zero is a
                 // valid value.
                 let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
                 h.msg_hdr.msg_iov = v;
                 h.msg_hdr.msg_iovlen = 1;
+                h.msg_hdr.msg_control = c.as_mut_ptr().cast();
+                h.msg_hdr.msg_controllen = CTRL;
                 h
             })
             .collect();
-        RecvBatch { bufs, iov, hdr }
+        RecvBatch {
+            bufs,
+            iov,
+            ctrl,
+            hdr,
+        }
+    }
+
+    /// Gives every header its whole control buffer back (the kernel
+    /// shrinks msg_controllen to what it wrote).
+    fn reset_control(&mut self) {
+        for h in self.hdr.iter_mut() {
+            h.msg_hdr.msg_controllen = CTRL;
+        }
+    }
+
+    /// The sender of datagram `i` of the last read, from its
+    /// SCM_CREDENTIALS message (the socket has SO_PASSCRED).
+    fn peer(&self, i: usize) -> Option<Peer> {
+        debug_assert_eq!(self.ctrl.len(), BATCH);
+        let h = &self.hdr[i].msg_hdr;
+        // SAFETY: the header's control pointer and length describe a live
+        // buffer of self.ctrl that the kernel filled with well-formed
+        // control messages; CMSG_FIRSTHDR and CMSG_NXTHDR stay within
+        // msg_controllen, and a cmsghdr is read only when its length
+        // covers a ucred.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                let len = (*c).cmsg_len;
+                if (*c).cmsg_level == libc::SOL_SOCKET
+                    && (*c).cmsg_type == libc::SCM_CREDENTIALS
+                    && len >= libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize
+                {
+                    let u: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    return Some(Peer {
+                        uid: u.uid,
+                        pid: u.pid,
+                    });
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+        None
     }
 
     /// Reads up to [`BATCH`] datagrams from `fd` without waiting; how many.
     fn recv(&mut self, fd: i32) -> std::io::Result<usize> {
         debug_assert_eq!(self.iov.len(), BATCH);
+        self.reset_control();
         // SAFETY: every header points at its own iovec, which points at a
         // live buffer of DGRAM bytes (all owned by self, on the heap); the
         // kernel writes only within them.
@@ -168,6 +355,7 @@ impl RecvBatch {
     /// Waits (up to the socket's read timeout, [`QUIET`]) for at least one
     /// datagram from `fd` and reads what has come, up to [`BATCH`].
     fn recv_wait(&mut self, fd: i32) -> std::io::Result<usize> {
+        self.reset_control();
         // SAFETY: as in recv.
         let n = unsafe {
             libc::recvmmsg(
@@ -251,6 +439,7 @@ fn bind_client(name: &str) -> Result<UnixDatagram, String> {
     let s = UnixDatagram::bind_addr(&abstract_addr(name).map_err(|e| e.to_string())?)
         .map_err(|e| format!("cannot bind @{name}: {e} (is another simulator serving it?)"))?;
     s.set_read_timeout(Some(QUIET)).map_err(|e| e.to_string())?;
+    pass_credentials(&s)?;
     Ok(s)
 }
 
@@ -269,10 +458,20 @@ pub fn serve(a: &ServeArgs) -> super::Outcome {
     for i in 0..MAX_CLIENTS {
         outs.push(bind_client(&ibsim::out_name(&a.socket, i))?);
     }
+    let ctl = bind(&ibsim::ctl_name(&a.socket))?;
+    let control = bind(&control_name(&a.socket))?;
+    pass_credentials(&ctl)?;
+    pass_credentials(&control)?;
     let mut s = Server {
         base: a.socket.clone(),
-        ctl: bind(&ibsim::ctl_name(&a.socket))?,
-        control: bind(&control_name(&a.socket))?,
+        ctl,
+        control,
+        access: Access::new(&a.allow_uids),
+        cmsg: nix::cmsg_space!(nix::sys::socket::UnixCredentials),
+        log_window: Instant::now(),
+        log_lines: 0,
+        log_skipped: 0,
+        down: Default::default(),
         outs,
         clients: (0..MAX_CLIENTS).map(|_| None).collect(),
         stats: ServeStats::default(),
@@ -311,20 +510,32 @@ impl Server {
             }
             poll(&mut fds).map_err(|e| format!("poll: {e}"))?;
             if fds[0].readable() {
-                while let Ok((n, from)) = self.ctl.recv_from(&mut buf) {
-                    let reply = self.on_ctl(&buf[..n]);
+                while let Ok((n, from, peer)) = recv_with_peer(&self.ctl, &mut buf, &mut self.cmsg)
+                {
+                    let reply = self.on_ctl(&buf[..n], peer);
                     if let Some(r) = reply {
-                        if let Err(e) = self.ctl.send_to_addr(&r, &from) {
+                        if let Err(e) = reply_to(&self.ctl, &r, from.as_ref()) {
                             eprintln!("ibkit fabric serve: cannot answer a control request: {e}");
                         }
                     }
                 }
             }
             if fds[1].readable() {
-                while let Ok((n, from)) = self.control.recv_from(&mut buf) {
-                    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-                    let reply = self.on_command(text.trim());
-                    let _ = self.control.send_to_addr(reply.as_bytes(), &from);
+                while let Ok((n, from, peer)) =
+                    recv_with_peer(&self.control, &mut buf, &mut self.cmsg)
+                {
+                    let reply = match self.access.check(peer) {
+                        Ok(()) => {
+                            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                            self.on_command(text.trim())
+                        }
+                        Err(e) => {
+                            self.stats.refused += 1;
+                            self.log_limited(&format!("a control command refused: {e}"));
+                            format!("error: {e}")
+                        }
+                    };
+                    let _ = reply_to(&self.control, reply.as_bytes(), from.as_ref());
                 }
             }
             ready.clear();
@@ -368,6 +579,13 @@ impl Server {
         let mut injected = false;
         for i in 0..n {
             let pkt = self.inbox.take(i);
+            if let Err(e) = self.access.check(self.inbox.peer(i)) {
+                // Only the attached client's socket can send here; this
+                // is someone who took its name.
+                self.stats.refused += 1;
+                self.log_limited(&format!("client {slot}: a packet refused: {e}"));
+                continue;
+            }
             injected |= self.on_packet(slot, &pkt);
         }
         injected
@@ -552,7 +770,7 @@ impl Server {
             Ok(r) => r,
             Err(e) => {
                 self.stats.malformed += 1;
-                eprintln!("ibkit fabric serve: client {slot}: malformed packet ({e}) - dropped");
+                self.log_limited(&format!("client {slot}: malformed packet ({e}) - dropped"));
                 return false;
             }
         };
@@ -561,9 +779,9 @@ impl Server {
         };
         let class = r.class();
         if class != 0x01 && class != 0x81 {
-            eprintln!(
-                "ibkit fabric serve: client {slot}: class {class:#04x} is not served (SMPs only) - timed out"
-            );
+            self.log_limited(&format!(
+                "client {slot}: class {class:#04x} is not served (SMPs only) - timed out"
+            ));
             return self.refuse(slot, r);
         }
         if r.is_response() {
@@ -574,7 +792,7 @@ impl Server {
         r.set_tid(tid);
         let Ok(smp) = Smp::parse(&r.mad).cloned() else {
             self.stats.malformed += 1;
-            eprintln!("ibkit fabric serve: client {slot}: malformed SMP - timed out");
+            self.log_limited(&format!("client {slot}: malformed SMP - timed out"));
             return self.refuse(slot, r);
         };
         if self.verbose {
@@ -608,23 +826,54 @@ impl Server {
         false
     }
 
+    /// Logs a line about something a client did, at most
+    /// [`LOG_PER_SECOND`] a second: a client cannot flood the log; the
+    /// lines left out are counted, and said when the next second starts.
+    fn log_limited(&mut self, line: &str) {
+        let now = Instant::now();
+        if now.duration_since(self.log_window) >= Duration::from_secs(1) {
+            if self.log_skipped > 0 {
+                eprintln!(
+                    "ibkit fabric serve: {} more lines like these left out",
+                    self.log_skipped
+                );
+            }
+            self.log_window = now;
+            self.log_lines = 0;
+            self.log_skipped = 0;
+        }
+        if self.log_lines < LOG_PER_SECOND {
+            self.log_lines += 1;
+            eprintln!("ibkit fabric serve: {}", clean(line));
+        } else {
+            self.log_skipped += 1;
+            self.stats.unlogged += 1;
+        }
+    }
+
     fn find_node(&self, name: &str) -> Option<usize> {
         self.fabric.topo.nodes.iter().position(|n| n.name == name)
     }
 
-    /// A control request; the reply to send back (None: ignore it).
-    fn on_ctl(&mut self, b: &[u8]) -> Option<Vec<u8>> {
+    /// A control request from `peer`; the reply to send back (None:
+    /// ignore it). A sender who may not use the server gets an error
+    /// reply and changes nothing.
+    fn on_ctl(&mut self, b: &[u8], peer: Option<Peer>) -> Option<Vec<u8>> {
         let mut ctl = match SimCtl::parse(b) {
             Ok(c) => c,
             Err(e) => {
                 self.stats.malformed += 1;
-                eprintln!("ibkit fabric serve: bad control packet ({e}) - dropped");
+                self.log_limited(&format!("bad control packet ({e}) - dropped"));
                 return None;
             }
         };
-        let ok = self.ctl_request(&mut ctl);
+        let allowed = self.access.check(peer);
+        if allowed.is_err() {
+            self.stats.refused += 1;
+        }
+        let ok = allowed.and_then(|()| self.ctl_request(&mut ctl));
         if let Err(why) = ok {
-            eprintln!("ibkit fabric serve: control {:?} refused: {why}", ctl.kind);
+            self.log_limited(&format!("control {:?} refused: {why}", ctl.kind));
             ctl.kind = CtlType::Error;
         }
         Some(ctl.encode().to_vec())
@@ -718,12 +967,12 @@ impl Server {
             self.fabric.sm_node
         } else {
             self.find_node(&info.nodeid)
-                .ok_or_else(|| format!("no node \"{}\"", info.nodeid))?
+                .ok_or_else(|| format!("no node \"{}\"", clean(&info.nodeid)))?
         };
         if self.fabric.topo.nodes[node].kind == NodeType::Switch {
             return Err(format!(
                 "\"{}\" is a switch: clients attach to CAs here",
-                info.nodeid
+                clean(&info.nodeid)
             ));
         }
         if info.issm
@@ -733,7 +982,7 @@ impl Server {
                 .flatten()
                 .any(|c| c.node == node && c.issm)
         {
-            return Err(format!("an SM already runs on \"{}\"", info.nodeid));
+            return Err(format!("an SM already runs on \"{}\"", clean(&info.nodeid)));
         }
         let addr =
             abstract_addr(&ibsim::in_name(&self.base, info.id)).map_err(|e| e.to_string())?;
@@ -751,8 +1000,9 @@ impl Server {
         }
         let name = self.fabric.topo.nodes[node].name.clone();
         eprintln!(
-            "ibkit fabric serve: client {slot} (pid {}) attached at \"{name}\"{}",
+            "ibkit fabric serve: client {slot} (pid {}) attached at \"{}\"{}",
             info.id,
+            clean(&name),
             if info.issm { " as SM" } else { "" }
         );
         let reply = ClientInfo {
@@ -804,14 +1054,40 @@ impl Server {
                     .and_then(|p| p.parse().ok())
                     .filter(|&p| p >= 1 && p <= self.fabric.topo.nodes[n].ports)
                     .ok_or("a port number of the node is missing")?;
+                let cabled = self.fabric.topo.peer_of(n, p).is_some();
+                let who = clean(&self.fabric.topo.nodes[n].name);
                 if verb == "link-down" {
+                    if !cabled {
+                        return Err(format!("{who} port {p} has no cable up to take down"));
+                    }
                     FabricEvent::LinkDown(n, p)
                 } else {
+                    if cabled {
+                        return Err(format!("the cable at {who} port {p} is up already"));
+                    }
                     FabricEvent::LinkUp(n, p)
                 }
             }
-            "node-down" => FabricEvent::NodeDown(self.node_arg(w.next())?),
-            "node-up" => FabricEvent::NodeUp(self.node_arg(w.next())?),
+            "node-down" => {
+                let n = self.node_arg(w.next())?;
+                if !self.down.insert(n) {
+                    return Err(format!(
+                        "{} is down already",
+                        clean(&self.fabric.topo.nodes[n].name)
+                    ));
+                }
+                FabricEvent::NodeDown(n)
+            }
+            "node-up" => {
+                let n = self.node_arg(w.next())?;
+                if !self.down.remove(&n) {
+                    return Err(format!(
+                        "{} is up: only a node taken down with node-down comes back up",
+                        clean(&self.fabric.topo.nodes[n].name)
+                    ));
+                }
+                FabricEvent::NodeUp(n)
+            }
             "dump" => {
                 let path = w.next().ok_or("dump needs a file to write")?;
                 let json = self.dump();
@@ -826,6 +1102,8 @@ impl Server {
                     "answered": s.answered,
                     "timeouts": s.timeouts,
                     "malformed": s.malformed,
+                    "refused": s.refused,
+                    "unlogged": s.unlogged,
                     "traps": s.traps,
                     "batches": s.batches,
                     "fabric_ns": s.fabric_ns,
@@ -973,4 +1251,31 @@ fn poll(fds: &mut [PollFd]) -> std::io::Result<()> {
         f.revents = r.revents;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_servers_user_root_and_the_allowed_pass() {
+        let me = nix::unistd::geteuid().as_raw();
+        let a = Access::new(&[4321]);
+        for uid in [me, 0, 4321] {
+            assert_eq!(a.check(Some(Peer { uid, pid: 7 })), Ok(()));
+        }
+        let other = if me == 1234 { 1235 } else { 1234 };
+        let e = a.check(Some(Peer { uid: other, pid: 7 })).unwrap_err();
+        assert!(e.contains(&format!("uid {other} (pid 7)")), "{e}");
+        assert!(a.check(None).is_err(), "no credentials, no access");
+    }
+
+    #[test]
+    fn what_clients_chose_is_logged_escaped_and_short() {
+        assert_eq!(clean("H-1"), "H-1");
+        assert_eq!(clean("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb\\n");
+        let long = clean(&"x".repeat(1000));
+        assert_eq!(long.chars().count(), 201);
+        assert!(long.ends_with('…'));
+    }
 }
