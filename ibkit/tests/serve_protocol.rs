@@ -460,3 +460,138 @@ fn a_flood_of_bad_datagrams_does_not_flood_the_log() {
     assert!(lines < 200, "{lines} lines logged");
     assert!(text.contains("more lines like these left out"), "{text}");
 }
+
+/// Clients killed without detaching (their socket closed) give their slots
+/// back: after ten such, ten new clients attach. ibsim keeps such slots
+/// for good.
+#[test]
+fn dead_clients_give_their_slots_back() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let cas: Vec<String> = topo
+        .nodes
+        .iter()
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.name.clone())
+        .collect();
+    let first: Vec<Client> = (0..ibsim::MAX_CLIENTS as u32)
+        .map(|i| {
+            Client::attach(served.socket(), 900_100 + i, &cas[i as usize % cas.len()]).unwrap()
+        })
+        .collect();
+    assert!(
+        Client::attach(served.socket(), 900_200, &cas[0]).is_err(),
+        "every slot is taken"
+    );
+    drop(first); // their sockets close, as a killed process's do
+    let again: Vec<Client> = (0..ibsim::MAX_CLIENTS as u32)
+        .map(|i| {
+            Client::attach(served.socket(), 900_300 + i, &cas[i as usize % cas.len()]).unwrap()
+        })
+        .collect();
+    for (i, c) in again.iter().enumerate() {
+        assert_eq!(c.request(&node_info(&[1], 0x60 + i as u64)).status, 0);
+    }
+}
+
+impl Client {
+    /// Sends `smp` LID-routed to `dlid` and waits for what comes back.
+    fn request_to(&self, smp: &Smp, dlid: u16) -> SimRequest {
+        let r = SimRequest {
+            dlid,
+            slid: 0,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: 256,
+            mad: *smp.as_wire(),
+        };
+        self.send_raw(&r.encode());
+        let mut buf = [0u8; 1024];
+        let n = self.sock.recv(&mut buf).unwrap();
+        SimRequest::parse(&buf[..n]).unwrap()
+    }
+
+    /// Get, change and Set one attribute of the node at `path`.
+    fn edit(
+        &self,
+        path: &[u8],
+        attr: AttributeId,
+        modifier: u32,
+        tid: u64,
+        f: impl FnOnce(&mut [u8; 64]),
+    ) {
+        let p = DrPath::from_ports(path).unwrap();
+        let r = self.request(&Smp::directed(
+            &p,
+            Method::Get,
+            attr,
+            modifier,
+            tid,
+            MKey(0),
+        ));
+        assert_eq!(r.status, 0);
+        let mut set = Smp::directed(&p, Method::Set, attr, modifier, tid + 1, MKey(0));
+        set.data.copy_from_slice(&r.mad[64..128]);
+        f(&mut set.data);
+        let r = self.request(&set);
+        assert_eq!(
+            (r.status, u16::from_be_bytes([r.mad[4], r.mad[5]]) & 0x7FFF),
+            (0, 0),
+            "{attr:?}"
+        );
+    }
+}
+
+/// A client writes two LFTs so that a LID loops between a leaf and a spine,
+/// then sends one LID-routed SMP to it. The packet expires in the fabric
+/// (counted in ctl stats) instead of circling for good, the sender gets its
+/// timeout, and another client is served right after.
+#[test]
+fn a_lid_routed_loop_is_dropped_and_counted_while_others_are_served() {
+    use mad_core::attr::SwitchInfo;
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let base = served.socket().to_string();
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let cas: Vec<usize> = (0..topo.nodes.len())
+        .filter(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .collect();
+    let a = Client::attach(&base, 900_400, &topo.nodes[cas[0]].name).unwrap();
+    let b = Client::attach(&base, 900_401, &topo.nodes[cas[1]].name).unwrap();
+    let (leaf, _) = topo.peer_of(cas[0], 1).unwrap();
+    let up = (1..=topo.nodes[leaf].ports)
+        .find(|&p| {
+            topo.peer_of(leaf, p)
+                .is_some_and(|(n, _)| topo.nodes[n].kind == mad_core::attr::NodeType::Switch)
+        })
+        .unwrap();
+    let (_, back) = topo.peer_of(leaf, up).unwrap();
+    const LID: usize = 5;
+    for (path, port, tid) in [(vec![1u8], up, 0x100), (vec![1u8, up], back, 0x200)] {
+        a.edit(&path, AttributeId::SwitchInfo, 0, tid, |d| {
+            let mut si = SwitchInfo::decode(d).unwrap();
+            si.linear_fdb_top = 63;
+            si.encode(d).unwrap();
+        });
+        a.edit(
+            &path,
+            AttributeId::LinearForwardingTable,
+            0,
+            tid + 0x10,
+            |d| d[LID] = port,
+        );
+    }
+    let lr = Smp::lid_routed(Method::Get, AttributeId::NodeInfo, 0, 0x300, MKey(0));
+    let r = a.request_to(&lr, LID as u16);
+    assert_eq!(
+        r.status,
+        ibsim::ETIMEDOUT,
+        "nobody answers a looping packet"
+    );
+    let r = b.request(&node_info(&[1], 0x301));
+    assert_eq!(r.status, 0, "the other client is served");
+    let stats: serde_json::Value = serde_json::from_str(&served.ctl("stats").unwrap()).unwrap();
+    assert_eq!(stats["expired"], 1, "{stats}");
+}

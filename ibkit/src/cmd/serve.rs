@@ -147,6 +147,9 @@ pub fn control_name(base: &str) -> String {
 
 #[derive(Default)]
 struct Client {
+    /// The id it attached with (libumad2sim's: its pid), which names its
+    /// receive socket.
+    id: u32,
     node: usize,
     issm: bool,
     /// Requests in the fabric, by the transaction ID the server gave them.
@@ -211,7 +214,12 @@ struct Server {
     log_skipped: u64,
     /// Nodes taken down with `node-down`.
     down: std::collections::BTreeSet<usize>,
+    /// When [`Server::reap`] last looked for dead clients.
+    last_reap: Instant,
 }
+
+/// How often the server looks for clients that died without detaching.
+const REAP_EVERY: Duration = Duration::from_secs(1);
 
 /// Lines a second about what clients did.
 const LOG_PER_SECOND: u32 = 20;
@@ -472,6 +480,7 @@ pub fn serve(a: &ServeArgs) -> super::Outcome {
         log_lines: 0,
         log_skipped: 0,
         down: Default::default(),
+        last_reap: Instant::now(),
         outs,
         clients: (0..MAX_CLIENTS).map(|_| None).collect(),
         stats: ServeStats::default(),
@@ -508,7 +517,10 @@ impl Server {
             for &i in &slots {
                 fds.push(PollFd::new(self.outs[i].as_raw_fd()));
             }
-            poll(&mut fds).map_err(|e| format!("poll: {e}"))?;
+            poll(&mut fds, REAP_EVERY).map_err(|e| format!("poll: {e}"))?;
+            if self.last_reap.elapsed() >= REAP_EVERY {
+                self.reap();
+            }
             if fds[0].readable() {
                 while let Ok((n, from, peer)) = recv_with_peer(&self.ctl, &mut buf, &mut self.cmsg)
                 {
@@ -752,6 +764,32 @@ impl Server {
         self.outbox[slot].push(r.encode());
     }
 
+    /// Frees the slots of clients whose receive socket is gone (killed
+    /// without saying goodbye): a probe connects to it, and only a closed
+    /// socket refuses.
+    fn reap(&mut self) {
+        self.last_reap = Instant::now();
+        for slot in 0..MAX_CLIENTS {
+            let Some(id) = self.clients[slot].as_ref().map(|c| c.id) else {
+                continue;
+            };
+            let gone = match (
+                UnixDatagram::unbound(),
+                abstract_addr(&ibsim::in_name(&self.base, id)),
+            ) {
+                (Ok(probe), Ok(addr)) => matches!(
+                    probe.connect_addr(&addr),
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused
+                ),
+                _ => false,
+            };
+            if gone {
+                eprintln!("ibkit fabric serve: client {slot} (id {id}) is gone - its slot is free");
+                self.disconnect(slot);
+            }
+        }
+    }
+
     fn disconnect(&mut self, slot: usize) {
         if let Some(c) = self.clients[slot].take() {
             if c.issm {
@@ -960,6 +998,9 @@ impl Server {
 
     fn connect(&mut self, ctl: &mut SimCtl) -> Result<(), String> {
         let info = ClientInfo::parse(&ctl.data);
+        if self.clients.iter().all(Option::is_some) {
+            self.reap();
+        }
         let slot = (0..MAX_CLIENTS)
             .find(|&i| self.clients[i].is_none())
             .ok_or("every client slot is taken")?;
@@ -990,6 +1031,7 @@ impl Server {
             .connect_addr(&addr)
             .map_err(|e| format!("cannot reach client {}'s socket: {e}", info.id))?;
         self.clients[slot] = Some(Client {
+            id: info.id,
             node,
             issm: info.issm,
             outstanding: Vec::new(),
@@ -1227,7 +1269,7 @@ impl PollFd {
     }
 }
 
-fn poll(fds: &mut [PollFd]) -> std::io::Result<()> {
+fn poll(fds: &mut [PollFd], timeout: Duration) -> std::io::Result<()> {
     let mut raw: Vec<libc::pollfd> = fds
         .iter()
         .map(|f| libc::pollfd {
@@ -1238,7 +1280,8 @@ fn poll(fds: &mut [PollFd]) -> std::io::Result<()> {
         .collect();
     loop {
         // SAFETY: `raw` is a valid array of pollfd of the given length.
-        let r = unsafe { libc::poll(raw.as_mut_ptr(), raw.len() as libc::nfds_t, -1) };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let r = unsafe { libc::poll(raw.as_mut_ptr(), raw.len() as libc::nfds_t, ms) };
         if r >= 0 {
             break;
         }
