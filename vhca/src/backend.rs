@@ -136,7 +136,14 @@ pub struct Backend<M: GuestMemory + Clone, D: Device<M>> {
     device_events: Vec<DeviceEvent>,
     stamper: Stamper,
     sa: Sa,
+    /// Bytes all guests together may register (pin); see
+    /// [`Backend::set_total_reg_limit`].
+    total_reg_limit: u64,
 }
+
+/// Bytes all guests of a backend may register together unless the
+/// integrator says otherwise: 16 guests at the per-guest default.
+pub const DEFAULT_TOTAL_REG_BYTES: u64 = 16 << 30;
 
 impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
     /// A backend owning `device`, with no domains.
@@ -152,7 +159,20 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
             device_events: Vec::new(),
             stamper: Stamper::default(),
             sa: Sa::default(),
+            total_reg_limit: DEFAULT_TOTAL_REG_BYTES,
         }
+    }
+
+    /// Caps the bytes all guests together may register (pin) on the
+    /// device; a registration past it is refused with [`Refusal::Limit`],
+    /// whatever the guest's own limit.
+    pub fn set_total_reg_limit(&mut self, bytes: u64) {
+        self.total_reg_limit = bytes;
+    }
+
+    /// Bytes registered by all guests together.
+    pub fn total_reg_bytes(&self) -> u64 {
+        self.domains.iter().flatten().map(|d| d.reg_bytes).sum()
     }
 
     /// The device.
@@ -405,6 +425,7 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
                 }
                 if self.mrs.owned_by(dom).len() >= limits.mrs
                     || reg_bytes.saturating_add(len) > limits.reg_bytes
+                    || self.total_reg_bytes().saturating_add(len) > self.total_reg_limit
                 {
                     return Err(Refusal::Limit);
                 }

@@ -325,11 +325,32 @@ impl Socket {
     /// memory: the transport, the memory and its layout.
     pub fn connect(path: &Path, len: usize) -> io::Result<(Socket, GuestMemoryMmap, Layout)> {
         let (mem, file) = shm::new_guest_memory(len)?;
+        let (kick, call, notify) = (
+            EventFd::new(EFD_NONBLOCK)?,
+            EventFd::new(EFD_NONBLOCK)?,
+            EventFd::new(EFD_NONBLOCK)?,
+        );
+        let (s, lay) = Socket::connect_with(path, mem.clone(), &file, kick, call, notify)?;
+        Ok((s, mem, lay))
+    }
+
+    /// Connects with memory and eventfds of the caller's making: `mem`,
+    /// backed by `file` (which the driver refuses unless it is a memfd
+    /// sealed against shrinking, as [`shm::memfd`] makes them), and the
+    /// kick, call and notify eventfds. For integrators that bring their own
+    /// memory, and for tests of what the driver does with bad ones.
+    pub fn connect_with(
+        path: &Path,
+        mem: GuestMemoryMmap,
+        file: &File,
+        kick: EventFd,
+        call: EventFd,
+        notify: EventFd,
+    ) -> io::Result<(Socket, Layout)> {
+        use vm_memory::GuestMemoryBackend;
+        let len = mem.last_addr().0 as usize + 1;
         let (ring_base, lay) = layout(len as u64);
         let ring = GuestRing::init(&mem, ring_base).ok_or(io::ErrorKind::InvalidInput)?;
-        let kick = EventFd::new(EFD_NONBLOCK)?;
-        let call = EventFd::new(EFD_NONBLOCK)?;
-        let notify = EventFd::new(EFD_NONBLOCK)?;
         let stream = UnixStream::connect(path)?;
         let mut hello = [0u8; HELLO_LEN];
         hello[..4].copy_from_slice(MAGIC);
@@ -349,7 +370,7 @@ impl Socket {
         Ok((
             Socket {
                 stream,
-                mem: mem.clone(),
+                mem,
                 ring,
                 kick,
                 call,
@@ -358,7 +379,6 @@ impl Socket {
                 commands: 0,
                 kicks: 0,
             },
-            mem,
             lay,
         ))
     }
@@ -439,6 +459,8 @@ impl Transport for Socket {
 
 struct Conn {
     dom: DomainId,
+    /// Bytes of guest memory mapped for it.
+    mem_len: u64,
     stream: UnixStream,
     ring: BackendRing,
     kick: EventFd,
@@ -459,6 +481,28 @@ pub struct DriverStats {
     pub refused: AtomicU64,
 }
 
+/// Limits of a [`Driver`] across all its guests; past each, a new guest
+/// is refused at the handshake with a message that names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverLimits {
+    /// Guests connected at once.
+    pub domains: usize,
+    /// Connections that have not said hello yet.
+    pub pending: usize,
+    /// Bytes of guest memory mapped, over all guests.
+    pub memory: u64,
+}
+
+impl Default for DriverLimits {
+    fn default() -> Self {
+        DriverLimits {
+            domains: 64,
+            pending: 16,
+            memory: 256 << 30,
+        }
+    }
+}
+
 /// The backend's loop for guests in other processes (see the module).
 pub struct Driver<D: Device<GuestMemoryMmap>> {
     backend: Backend<GuestMemoryMmap, D>,
@@ -473,6 +517,7 @@ pub struct Driver<D: Device<GuestMemoryMmap>> {
     /// Counters.
     pub stats: Arc<DriverStats>,
     rest: Arc<AtomicBool>,
+    global: DriverLimits,
 }
 
 const LISTENER: u64 = 0;
@@ -520,7 +565,20 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             ports,
             stats: Arc::new(DriverStats::default()),
             rest: Arc::new(AtomicBool::new(false)),
+            global: DriverLimits::default(),
         })
+    }
+
+    /// Sets the limits across all guests (see [`DriverLimits`]); the
+    /// total registered bytes are the backend's
+    /// ([`Backend::set_total_reg_limit`]).
+    pub fn set_limits(&mut self, global: DriverLimits) {
+        self.global = global;
+    }
+
+    /// The backend, to set its limits or its SA records.
+    pub fn backend_mut(&mut self) -> &mut Backend<GuestMemoryMmap, D> {
+        &mut self.backend
     }
 
     /// A flag that makes the running loop stop polling and sleep now,
@@ -538,6 +596,12 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
     /// its hello.
     fn accept(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
+            if self.pending.len() >= self.global.pending {
+                // Closed at once: a flood of silent connections holds no
+                // descriptors beyond the limit.
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let token = self.next;
             self.next += 1;
             let ok = stream.set_nonblocking(true).is_ok()
@@ -660,19 +724,31 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
             _ => return Err(io::Error::other("missing descriptors")),
         };
+        // Sealed first: a guest must not be able to shrink its memory under
+        // the mapping between this check of its size and any later access.
+        shm::check_sealed(&memf)?;
         if memf.metadata()?.len() < len {
             return Err(io::Error::other("guest memory file shorter than claimed"));
         }
+        if self.conns.len() >= self.global.domains {
+            return Err(io::Error::other(format!(
+                "{} guests are connected, the most this backend serves",
+                self.global.domains
+            )));
+        }
+        let mapped: u64 = self.conns.values().map(|c| c.mem_len).sum();
+        if mapped.saturating_add(len) > self.global.memory {
+            return Err(io::Error::other(format!(
+                "guest memory across all guests would pass {} bytes",
+                self.global.memory
+            )));
+        }
+        let (kick, call, notify) = (
+            shm::guest_eventfd(kick)?,
+            shm::guest_eventfd(call)?,
+            shm::guest_eventfd(notify)?,
+        );
         let mem = shm::guest_memory(memf, len as usize)?;
-        // SAFETY: the descriptors are eventfds the guest sent us; we own
-        // these copies. A guest sending something else only hurts itself.
-        let (kick, call, notify) = unsafe {
-            (
-                EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(kick)),
-                EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(call)),
-                EventFd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(notify)),
-            )
-        };
         // The layout is checked before the integrator is asked for a port:
         // a refused guest takes nothing.
         if crate::event::EventWriter::attach(&mem, events).is_none()
@@ -726,6 +802,7 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
             token,
             Conn {
                 dom,
+                mem_len: len,
                 stream,
                 ring,
                 kick,

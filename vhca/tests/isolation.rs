@@ -268,6 +268,38 @@ fn registration_beyond_the_limits_is_refused() {
     assert!(call(&mut b, y, Command::AllocPd).is_ok());
 }
 
+/// The bytes all guests may pin together are capped too: a guest within
+/// its own limit is refused once the guests together would pass the
+/// backend's, and a deregistration makes room for either.
+#[test]
+fn registration_beyond_the_total_across_guests_is_refused() {
+    let (mut b, x, y) = backend(Limits::default());
+    b.set_total_reg_limit(3 * 4096);
+    let reg = |b: &mut B, d, len| {
+        let pd = Handle(call(b, d, Command::AllocPd).unwrap()[0]);
+        call(
+            b,
+            d,
+            Command::RegMr {
+                pd,
+                addr: BASE,
+                len,
+                access: 0,
+            },
+        )
+    };
+    let mx = Handle(reg(&mut b, x, 2 * 4096).unwrap()[0]);
+    assert_eq!(
+        reg(&mut b, y, 2 * 4096),
+        Err(Refusal::Limit),
+        "y within its own limit"
+    );
+    assert!(reg(&mut b, y, 4096).is_ok());
+    assert_eq!(b.total_reg_bytes(), 3 * 4096);
+    assert!(call(&mut b, x, Command::DeregMr { mr: mx }).is_ok());
+    assert!(reg(&mut b, y, 2 * 4096).is_ok());
+}
+
 #[test]
 fn pvrdma_guest_sized_counts_are_bounded_before_anything_is_allocated() {
     let (mut b, x, _) = backend(Limits::default());
