@@ -416,3 +416,82 @@ fn hop_delays_set_the_simulated_time() {
         assert_eq!(f.now_ns() - t0, k * hops, "k {k} ns, r {r} ns");
     }
 }
+
+/// At 20 % loss per cable crossing many requests are given up after their
+/// retries. They are sent again, a round at a time, before the phase moves
+/// on: the SM routes the whole fabric, never a part of it, and its routes
+/// are deadlock-free. (It once called a partial fabric up, with cyclic
+/// channel dependencies.)
+#[test]
+fn heavy_loss_is_outlasted_and_no_partial_fabric_is_routed() {
+    let (f, sm) = bring_up(
+        "fat-tree-324",
+        SimConfig {
+            loss: 0.2,
+            seed: 3,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            retries: 10,
+            ..SmConfig::default()
+        },
+    );
+    assert!(
+        sm.stats().given_up > 0,
+        "requests were given up and sent again"
+    );
+    assert_eq!(sm.nodes().len(), f.nodes.len(), "every node found");
+    all_active(&f);
+    verify(&f);
+    let v = f.verify();
+    assert!(v.ok(), "{v}: {:?}", v.failures);
+    assert!(sm.deadlock_free());
+}
+
+/// At 60 % loss the fabric cannot be found whole: the SM stops, names what
+/// went unanswered, and has neither routed nor activated anything.
+#[test]
+fn a_fabric_that_cannot_be_found_whole_is_not_called_up() {
+    let (f, sm, up) = fabric::sim::bring_up(
+        "fat-tree-324",
+        SimConfig {
+            loss: 0.6,
+            seed: 5,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            rounds: 2,
+            ..SmConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(!up);
+    assert_eq!(sm.phase(), Phase::Failed);
+    let Some(smi::sm::SmError::Unreachable { unreached, count }) = sm.error() else {
+        panic!("{:?}", sm.error())
+    };
+    assert!(*count >= unreached.len() && !unreached.is_empty());
+    let text = sm.error().unwrap().to_string();
+    assert!(
+        text.contains("beyond port") || text.contains(" of port"),
+        "{text}"
+    );
+    assert_eq!(
+        sm.stats()
+            .count(Method::Set, AttributeId::LinearForwardingTable),
+        0,
+        "nothing routed"
+    );
+    for n in &f.nodes {
+        if let SimNode::Switch(s) = n {
+            assert!(
+                s.model
+                    .ports
+                    .iter()
+                    .skip(1)
+                    .all(|p| p.info.port_state != PortState::Active),
+                "nothing activated"
+            );
+        }
+    }
+}

@@ -470,3 +470,31 @@ fn answers_held_longer_slow_opensm_down_by_about_that_much() {
     let share = v["critical_share"].as_f64().unwrap();
     assert!(share > 0.3 && share < 3.0, "{v}");
 }
+
+/// Through umad on a fabric that loses every SMP, `ibkit sm --once` does
+/// not call the subnet up: after its rounds of retries it exits non-zero
+/// and says what went unanswered. (It once printed "subnet up: 1 nodes"
+/// and exited 0.)
+#[test]
+fn ibkit_sm_on_a_fabric_that_answers_nothing_says_so() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let sim = Served::start(exe(), "mport-ntree:4:2", 0, &["--loss", "1"]).unwrap();
+    let out = sim
+        .client(exe().as_os_str())
+        .args(["sm", "--transport", "umad", "--once"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("subnet up"));
+    assert!(
+        err.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("ibkit: ") && l.contains("went unanswered")),
+        "{err}"
+    );
+}

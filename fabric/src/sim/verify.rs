@@ -63,6 +63,9 @@ pub enum Failure {
     },
     /// A LID the check was asked about is held by no live node.
     Unheld(Lid),
+    /// A live node (a switch, a CA, a hypervisor's PF) has no LID: nothing
+    /// can reach it.
+    NoLid(usize),
     /// Two live nodes hold the same LID.
     Duplicate {
         /// The LID.
@@ -109,6 +112,7 @@ impl Failure {
                 format!("the walk from {} to {what} {how}", name(src))
             }
             Failure::Unheld(lid) => format!("no live node holds LID {}", lid.0),
+            Failure::NoLid(n) => format!("{} is connected but has no LID", name(n)),
             Failure::Duplicate { lid, first, second } => {
                 format!(
                     "LID {} is held by both {} and {}",
@@ -153,7 +157,8 @@ pub struct Verify {
     pub parked: u64,
     /// Walks to a parked LID that ended anywhere else.
     pub misparked: u64,
-    /// LIDs held by no live node, or by two.
+    /// LIDs held by no live node or by two, and live nodes without a LID
+    /// (the full check only).
     pub bad_lids: u64,
     /// The first [`MAX_FAILURES`] failures.
     pub failures: Vec<Failure>,
@@ -311,6 +316,14 @@ impl Fabric {
             }
         }
         v.sources = live.iter().filter(|&&l| l).count() as u64;
+        if only.is_none() {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if live[i] && n.lid().0 == 0 {
+                    v.bad_lids += 1;
+                    v.fail(Failure::NoLid(i));
+                }
+            }
+        }
         v.lids = targets.len() as u64;
         let n = self.nodes.len();
         let mut memo = Memo {

@@ -27,6 +27,8 @@ use mad_core::{DrPath, Lid, MKey, Method, Smp};
 use routing::{Graph, PortTo};
 pub use vswitch::{LidPolicy, MigrationPlan, Vm, VmError, VmId};
 
+use alloc::string::String;
+
 /// Settings of a subnet manager.
 #[derive(Clone, Debug)]
 pub struct SmConfig {
@@ -51,6 +53,11 @@ pub struct SmConfig {
     /// every CA port's link down so it retrains to Init (no data traffic),
     /// then send the tables, then bring the ports back to Active.
     pub static_reconfig: bool,
+    /// Rounds in which the requests of a bring-up phase that were given up
+    /// (each after `retries` retransmissions) are sent again, before the SM
+    /// stops and names what it could not reach. Until then it neither
+    /// routes a partial fabric nor calls it up.
+    pub rounds: u32,
 }
 
 /// The routing engines.
@@ -152,6 +159,7 @@ impl Default for SmConfig {
             lid_policy: LidPolicy::Prepopulated,
             sweep_interval_ms: None,
             static_reconfig: false,
+            rounds: 8,
         }
     }
 }
@@ -191,6 +199,55 @@ pub enum SmError {
         /// Unicast LIDs there are.
         available: u32,
     },
+    /// Requests went unanswered through every retry of every round: the
+    /// fabric is not whole, and the SM did not route or activate it.
+    Unreachable {
+        /// What went unanswered, the first [`MAX_UNREACHED_NAMED`].
+        unreached: Vec<Unreached>,
+        /// How many went unanswered in all.
+        count: usize,
+    },
+}
+
+/// The most [`Unreached`] an [`SmError::Unreachable`] names.
+pub const MAX_UNREACHED_NAMED: usize = 8;
+
+/// A request the SM sent, retried and finally gave up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreached {
+    /// The attribute asked or set.
+    pub attribute: AttributeId,
+    /// Get or Set.
+    pub method: Method,
+    /// GUID of the node it was for, or of the node it went through (a
+    /// NodeInfo sent beyond one of its ports); 0 when unknown.
+    pub node_guid: u64,
+    /// That node's description, when read.
+    pub node_description: Option<String>,
+    /// The port concerned, where there is one.
+    pub port: Option<u8>,
+    /// True for a NodeInfo sent beyond `port`: the node there went unseen.
+    pub beyond: bool,
+}
+
+impl core::fmt::Display for Unreached {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let m = self.method.name().unwrap_or("?");
+        let a = self.attribute.name().unwrap_or("?");
+        write!(f, "{m}({a})")?;
+        if self.beyond {
+            f.write_str(" beyond")?;
+        } else {
+            f.write_str(" of")?;
+        }
+        if let Some(p) = self.port {
+            write!(f, " port {p} of")?;
+        }
+        match &self.node_description {
+            Some(d) => write!(f, " {d:?} ({:#018x})", self.node_guid),
+            None => write!(f, " node {:#018x}", self.node_guid),
+        }
+    }
 }
 
 impl core::fmt::Display for SmError {
@@ -200,6 +257,22 @@ impl core::fmt::Display for SmError {
                 f,
                 "the subnet needs {needed} LIDs but only {available} unicast LIDs exist; nothing was assigned"
             ),
+            SmError::Unreachable { unreached, count } => {
+                write!(
+                    f,
+                    "{count} requests went unanswered through every retry; the fabric was not routed or activated: "
+                )?;
+                for (i, u) in unreached.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{u}")?;
+                }
+                if *count > unreached.len() {
+                    write!(f, "; and {} more", count - unreached.len())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -419,6 +492,10 @@ pub struct Sm {
     trap_issuers: BTreeSet<u16>,
     swept: BTreeSet<usize>,
     issuers_first: bool,
+    /// Requests given up in this pass of a bring-up, to send again.
+    lost: Vec<Request>,
+    /// Rounds of [`SmConfig::rounds`] used in this pass.
+    round: u32,
 }
 
 impl Sm {
@@ -454,6 +531,8 @@ impl Sm {
             trap_issuers: BTreeSet::new(),
             swept: BTreeSet::new(),
             issuers_first: false,
+            lost: Vec::new(),
+            round: 0,
         };
         sm.get(
             DrPath::new(),
@@ -736,6 +815,11 @@ impl Sm {
                     self.queue.push_front(r);
                 } else {
                     self.stats.given_up += 1;
+                    if self.bringing_up() && r.reply {
+                        // Sent again in the next round, before the phase
+                        // moves on: a partial fabric is not routed.
+                        self.lost.push(r);
+                    }
                 }
             }
         }
@@ -949,10 +1033,94 @@ impl Sm {
         }
     }
 
+    /// True in the phases of a bring-up or of a change being assimilated,
+    /// where a given-up request leaves the fabric not whole.
+    fn bringing_up(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Discovery | Phase::LidAssignment | Phase::Distribution | Phase::Activation
+        )
+    }
+
+    /// What a given-up request was for, as the error names it.
+    fn unreached(&self, r: &Request) -> Unreached {
+        let (node, port, beyond) = match r.purpose {
+            Purpose::NodeInfo { from } => match from {
+                Some((n, p)) => (Some(n), Some(p), true),
+                None => (None, None, false),
+            },
+            Purpose::PortInfo { node, port }
+            | Purpose::SetLid { node, port }
+            | Purpose::SetState { node, port }
+            | Purpose::SweepPortInfo { node, port }
+            | Purpose::Quiesce { node, port, .. } => (Some(node), Some(port), false),
+            Purpose::SwitchInfo { node }
+            | Purpose::VirtInfo { node }
+            | Purpose::NodeDesc { node }
+            | Purpose::SetTop { node }
+            | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
+            Purpose::SetVPort | Purpose::SetTopOnly | Purpose::SetLft | Purpose::TrapRepress => {
+                (r.node, None, false)
+            }
+        };
+        let n = node.and_then(|i| self.nodes.get(i));
+        Unreached {
+            attribute: r.smp.attribute_id(),
+            method: r.smp.method(),
+            node_guid: n.map_or(0, |n| n.info.node_guid.0),
+            node_description: n
+                .and_then(|n| n.description.as_ref())
+                .and_then(|d| d.node_string.as_str().ok())
+                .map(|s| s.trim_end_matches('\0').into()),
+            port,
+            beyond,
+        }
+    }
+
+    /// At the end of a phase's work: requests given up in it are sent
+    /// again, a round at a time; past the last round, a first bring-up
+    /// stops and names them, and a running subnet leaves them to its next
+    /// sweep. False when the phase may move on.
+    fn resend_lost(&mut self) -> bool {
+        if self.lost.is_empty() {
+            // The phase's work is all answered: the next phase has its
+            // own rounds.
+            self.round = 0;
+            return false;
+        }
+        if self.round < self.cfg.rounds {
+            self.round += 1;
+            for mut r in core::mem::take(&mut self.lost) {
+                r.tries = 0;
+                self.queue.push_back(r);
+            }
+            return true;
+        }
+        let lost = core::mem::take(&mut self.lost);
+        if self.up {
+            self.sweep_pending = true;
+            return false;
+        }
+        let unreached = lost
+            .iter()
+            .take(MAX_UNREACHED_NAMED)
+            .map(|r| self.unreached(r))
+            .collect();
+        self.error = Some(SmError::Unreachable {
+            unreached,
+            count: lost.len(),
+        });
+        self.phase = Phase::Failed;
+        true
+    }
+
     fn advance(&mut self, now_ms: u64) {
         while self.queue.is_empty() && self.inflight.is_empty() {
             if let Some(stage) = self.stages.pop_front() {
                 self.queue.extend(stage);
+                continue;
+            }
+            if self.bringing_up() && self.resend_lost() {
                 continue;
             }
             if self.phase == Phase::Done && self.sweep_pending {
@@ -991,6 +1159,7 @@ impl Sm {
                 }
                 Phase::Activation | Phase::Reconfiguration => {
                     self.phase = Phase::Done;
+                    self.round = 0;
                     self.became_up(now_ms);
                 }
                 Phase::Sweep => self.sweep_drained(),
