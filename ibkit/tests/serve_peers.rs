@@ -498,3 +498,38 @@ fn ibkit_sm_on_a_fabric_that_answers_nothing_says_so() {
         "{err}"
     );
 }
+
+/// Errors that say what is wrong: a port the CA lacks is named as such
+/// (not "no InfiniBand device"), and with no simulator behind libumad2sim
+/// `ibkit sm` says so at once instead of waiting for it forever.
+#[test]
+fn ibkit_sm_names_a_missing_port_and_a_missing_simulator() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let sim = Served::start(exe(), "mport-ntree:4:2", 0, &[]).unwrap();
+    let out = sim
+        .client(exe().as_os_str())
+        .args(["sm", "--transport", "umad", "--once", "--port", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("has no port 2 (its ports are 1..=1)"), "{err}");
+    let t0 = std::time::Instant::now();
+    let out = sim
+        .client(exe().as_os_str())
+        .env("IBSIM_SOCKNAME", "ibkit-nobody-serves-this")
+        .args(["sm", "--transport", "umad", "--once"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no simulator serves @ibkit-nobody-serves-this:ctl"),
+        "{err}"
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -110,12 +110,22 @@ fn clients_are_served_and_bad_datagrams_change_nothing() {
         .collect();
     let (h0, h1) = (cas[0], cas[1]);
 
-    // Attaching at a switch or an unknown node is refused.
+    // An unknown node is refused; a switch is attached at its management
+    // port 0, as ibsim does: its own agent answers at zero hops, and its
+    // directed routes leave by the path's first port.
+    assert!(Client::attach(&base, 900_002, "no-such-node").is_err());
     let sw = (0..topo.nodes.len())
         .find(|&i| topo.nodes[i].kind == mad_core::attr::NodeType::Switch)
         .unwrap();
-    assert!(Client::attach(&base, 900_001, &topo.nodes[sw].name).is_err());
-    assert!(Client::attach(&base, 900_002, "no-such-node").is_err());
+    let at_switch = Client::attach(&base, 900_001, &topo.nodes[sw].name).unwrap();
+    let r = at_switch.request(&node_info(&[], 0x05));
+    assert_eq!(r.status, 0);
+    assert_eq!(node_type_and_guid(&r), (2, topo.nodes[sw].guid));
+    let (peer, _) = topo.peer_of(sw, 1).unwrap();
+    let r = at_switch.request(&node_info(&[1], 0x06));
+    assert_eq!(r.status, 0);
+    assert_eq!(node_type_and_guid(&r).1, topo.nodes[peer].guid);
+    drop(at_switch);
 
     let a = Client::attach(&base, 900_003, &topo.nodes[h0].name).unwrap();
     let b = Client::attach(&base, 900_004, &topo.nodes[h1].name).unwrap();

@@ -55,6 +55,15 @@ pub enum Error {
     },
     /// No such device or port.
     NoDevice(String),
+    /// The CA exists, and has no such port.
+    NoPort {
+        /// The CA.
+        ca: String,
+        /// The port asked for.
+        port: u8,
+        /// Its ports (1..=ports).
+        ports: u8,
+    },
     /// A call returned an error.
     Call {
         /// The function.
@@ -77,6 +86,9 @@ impl fmt::Display for Error {
                 write!(f, "{library} has no {symbol}: rdma-core is too old")
             }
             Error::NoDevice(s) => write!(f, "no InfiniBand device: {s}"),
+            Error::NoPort { ca, port, ports } => {
+                write!(f, "{ca} has no port {port} (its ports are 1..={ports})")
+            }
             Error::Call { call, code } => write!(f, "{call} failed ({code})"),
             Error::BadArgument(s) => write!(f, "bad argument: {s}"),
         }
@@ -143,6 +155,8 @@ fn load_umad() -> Result<ffi::umad::UmadLib, Error> {
         LIBIBUMAD,
         umad_init,
         umad_get_cas_names,
+        umad_get_ca,
+        umad_release_ca,
         umad_get_port,
         umad_release_port,
         umad_open_port,

@@ -2,7 +2,7 @@
 //! libibumad (on real hardware, `/dev/infiniband/umad*`; under ibsim, the
 //! `libumad2sim.so` preload serves the same calls).
 
-use crate::ffi::umad::{umad_port, UmadLib};
+use crate::ffi::umad::{umad_ca, umad_port, UmadLib};
 use crate::{umad_lib, Error};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_int, c_long, c_void};
@@ -80,6 +80,23 @@ impl UmadPort {
         // `info` is a writable umad_port, released below.
         let r = unsafe { lib.umad_get_port(p, c_int::from(port), &mut info) };
         if r < 0 {
+            // Tell a missing port of a CA that exists from a missing CA.
+            let mut c = umad_ca::default();
+            // SAFETY: as above; `c` is a writable umad_ca, released at once
+            // when filled.
+            if port != 0 && unsafe { lib.umad_get_ca(p, &mut c) } >= 0 {
+                // SAFETY: the CA was filled by umad_get_ca.
+                unsafe { lib.umad_release_ca(&mut c) };
+                // SAFETY: ca_name is NUL-terminated within its array.
+                let ca = unsafe { CStr::from_ptr(c.ca_name.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned();
+                return Err(Error::NoPort {
+                    ca,
+                    port,
+                    ports: c.numports.clamp(0, 255) as u8,
+                });
+            }
             return Err(Error::NoDevice(format!(
                 "umad_get_port({}, {port}) = {r}",
                 ca.unwrap_or("first CA")

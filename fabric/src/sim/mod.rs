@@ -837,28 +837,38 @@ impl Fabric {
         std::mem::take(&mut self.delivered)
     }
 
-    /// Sends `smp` from port 1 of CA `node`, as a client there would:
-    /// by directed route when `dlid` is 0xFFFF, else LID-routed to `dlid`.
-    /// Returns false (and sends nothing) when it cannot leave the node.
+    /// Sends `smp` as a client at `node` would, from a CA's port 1 or a
+    /// switch's management port 0: by directed route when `dlid` is 0xFFFF,
+    /// else LID-routed to `dlid` (from a switch, through its LFT). Returns
+    /// false (and sends nothing) when it cannot leave the node.
     pub fn inject(&mut self, node: usize, mut smp: Smp, dlid: u16) -> bool {
         let now_ms = self.now_ns / 1_000_000;
+        let switch = matches!(self.nodes[node], SimNode::Switch(_));
+        let home = if switch { 0 } else { 1 };
         if dlid != 0xFFFF || !smp.is_directed() {
             let me = self.nodes[node].lid().0;
             if self.nodes[node].owns(Lid(dlid)) {
-                if let Some(r) = self.nodes[node].process(&smp, 1, now_ms) {
+                if let Some(r) = self.nodes[node].process(&smp, home, now_ms) {
                     self.hand_over(node, r, me);
                 }
             } else {
-                self.transmit_lrh(node, 1, smp, dlid, me);
+                self.route_out(node, 1, smp, dlid, me);
             }
             return true;
         }
-        match dr::originate(&mut smp, self.nodes[node].node(), 1) {
-            Ok(false) => self.transmit(node, 1, smp),
+        // A switch's SMI sends a directed-route SMP out of the path's
+        // first port; a CA's out of its own port.
+        let out = if switch && smp.hop_count() > 0 {
+            smp.initial_path[1]
+        } else {
+            1
+        };
+        match dr::originate(&mut smp, self.nodes[node].node(), out) {
+            Ok(false) => self.transmit(node, out, smp),
             Ok(true) => {
                 // Zero hops: the node's own agent answers.
-                if let Some(mut r) = self.nodes[node].process(&smp, 1, now_ms) {
-                    if dr::originate(&mut r, self.nodes[node].node(), 1) == Ok(true) {
+                if let Some(mut r) = self.nodes[node].process(&smp, home, now_ms) {
+                    if dr::originate(&mut r, self.nodes[node].node(), out) == Ok(true) {
                         self.hand_over(node, r, 0xFFFF);
                     }
                 }

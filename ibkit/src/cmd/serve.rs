@@ -152,7 +152,8 @@ struct Client {
     id: u32,
     node: usize,
     issm: bool,
-    /// Requests in the fabric, by the transaction ID the server gave them.
+    /// Requests in the fabric, by the transaction ID the server gave them,
+    /// each as the client sent it.
     /// A client keeps few in flight (OpenSM: max_wire_smps, 4 by
     /// default), so a list is quicker than a map.
     outstanding: Vec<(u64, SimRequest)>,
@@ -742,6 +743,11 @@ impl Server {
             return;
         }
         let lid = self.fabric.nodes[d.node].lid().0;
+        let mut wire = wire;
+        if let Some(o) = &orig {
+            // The server's slot stamp off: the client's own TID back.
+            wire[8..16].copy_from_slice(&o.tid().to_be_bytes());
+        }
         let r = SimRequest {
             dlid: lid,
             slid: d.slid,
@@ -826,6 +832,8 @@ impl Server {
             // Nobody here asked an outside client anything.
             return false;
         }
+        // The request as the client sent it, to answer with its own TID.
+        let original = r.clone();
         let tid = (r.tid() & 0xFFFF_FFFF_FFFF) | ((slot as u64) << 48);
         r.set_tid(tid);
         let Ok(smp) = Smp::parse(&r.mad).cloned() else {
@@ -846,7 +854,7 @@ impl Server {
         let repress = smp.method() == mad_core::Method::TrapRepress;
         if !repress {
             if let Some(c) = self.clients[slot].as_mut() {
-                c.outstanding.push((tid, r.clone()));
+                c.outstanding.push((tid, original));
             }
         }
         let dlid = if class == 0x81 { 0xFFFF } else { r.dlid };
@@ -938,14 +946,20 @@ impl Server {
             _ => {}
         }
         let node = self.client_node(ctl.client)?;
+        // A client at a switch is at its management port 0 (as in ibsim).
+        let home: u8 = if self.fabric.topo.nodes[node].kind == NodeType::Switch {
+            0
+        } else {
+            1
+        };
         let info = |f: &mut Fabric, attr, am| {
-            f.local_get(node, 1, attr, am)
+            f.local_get(node, home, attr, am)
                 .ok_or_else(|| format!("{attr:?} cannot be read"))
         };
         let d = &mut ctl.data;
         match ctl.kind {
             CtlType::GetPort => {
-                let pi = info(&mut self.fabric, AttributeId::PortInfo, 1)?;
+                let pi = info(&mut self.fabric, AttributeId::PortInfo, u32::from(home))?;
                 d.fill(0);
                 d[0..2].copy_from_slice(&u16::from_be_bytes([pi[16], pi[17]]).to_ne_bytes());
                 d[2] = pi[32] & 0x0F;
@@ -962,7 +976,7 @@ impl Server {
                 d[16..24].copy_from_slice(&1u64.to_ne_bytes());
             }
             CtlType::GetGid => {
-                let pi = info(&mut self.fabric, AttributeId::PortInfo, 1)?;
+                let pi = info(&mut self.fabric, AttributeId::PortInfo, u32::from(home))?;
                 let ni = info(&mut self.fabric, AttributeId::NodeInfo, 0)?;
                 d.fill(0);
                 d[0..8].copy_from_slice(&pi[8..16]);
@@ -976,7 +990,11 @@ impl Server {
             CtlType::GetNodeInfo => *d = info(&mut self.fabric, AttributeId::NodeInfo, 0)?,
             CtlType::GetPortInfo => {
                 let ports = self.fabric.topo.nodes[node].ports;
-                let p = if d[0] == 0 || d[0] > ports { 1 } else { d[0] };
+                let p = if d[0] == 0 || d[0] > ports {
+                    home
+                } else {
+                    d[0]
+                };
                 *d = info(&mut self.fabric, AttributeId::PortInfo, u32::from(p))?;
             }
             CtlType::SetIsSm => {
@@ -1010,12 +1028,6 @@ impl Server {
             self.find_node(&info.nodeid)
                 .ok_or_else(|| format!("no node \"{}\"", clean(&info.nodeid)))?
         };
-        if self.fabric.topo.nodes[node].kind == NodeType::Switch {
-            return Err(format!(
-                "\"{}\" is a switch: clients attach to CAs here",
-                clean(&info.nodeid)
-            ));
-        }
         if info.issm
             && self
                 .clients

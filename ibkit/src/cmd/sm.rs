@@ -47,9 +47,59 @@ pub struct SmRun {
     pub table: Vec<(u64, bool, u16, Vec<u8>)>,
 }
 
+/// Under libumad2sim (LD_PRELOAD names it), the simulator's control
+/// socket must be there: libumad2sim would otherwise wait for it forever,
+/// silently, on the first umad call.
+fn check_simulator() -> Result<(), String> {
+    let preload = std::env::var("LD_PRELOAD").unwrap_or_default();
+    if !preload.contains("umad2sim") {
+        return Ok(());
+    }
+    let base = std::env::var("IBSIM_SOCKNAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "sim".into());
+    let name = fabric::ibsim::ctl_name(&base);
+    let mut b = name.as_bytes().to_vec();
+    b.push(0);
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&b).map_err(|e| e.to_string())?;
+    let probe = std::os::unix::net::UnixDatagram::unbound().map_err(|e| e.to_string())?;
+    probe.connect_addr(&addr).map_err(|e| {
+        format!(
+            "no simulator serves @{name} ({e}): start ibsim or `ibkit fabric serve --socket {base}`, or set IBSIM_SOCKNAME"
+        )
+    })
+}
+
+/// How long opening the umad port may take: libumad2sim waits for its
+/// simulator without a word, and a wedged kernel driver may too.
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Opens the umad port, or ends the process with a line saying why when
+/// that takes longer than [`OPEN_WAIT`].
+fn open_bounded(a: &SmArgs) -> Result<UmadPort, String> {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(OPEN_WAIT);
+        if !d.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!(
+                "ibkit: opening the umad port took over {} s (is the simulator or the HCA's driver answering?)",
+                OPEN_WAIT.as_secs()
+            );
+            std::process::exit(2);
+        }
+    });
+    let port = UmadPort::open(a.ca.as_deref(), a.port).map_err(|e| e.to_string());
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    port
+}
+
 /// Runs the SM on a umad port until the subnet is up (`once`) or forever.
 pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
-    let mut port = UmadPort::open(a.ca.as_deref(), a.port).map_err(|e| e.to_string())?;
+    check_simulator()?;
+    let mut port = open_bounded(a)?;
     let attr = port.attr().clone();
     if !a.json {
         eprintln!(
