@@ -300,7 +300,55 @@ impl<D: Device<GuestMemoryMmap>> Transport for Direct<D> {
 }
 
 const MAGIC: &[u8; 4] = b"VHCA";
-const HELLO_LEN: usize = 24;
+/// Bytes of a hello: magic, 4 reserved, memory size, event ring base.
+pub const HELLO_LEN: usize = 24;
+
+/// What a guest's hello claims, once its bytes are checked: the size of
+/// the memory it hands over and where its event ring is. The memory file
+/// and three eventfds come with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Bytes of guest memory (64 KiB to 64 GiB).
+    pub mem_len: u64,
+    /// Guest address of the event ring.
+    pub events: u64,
+}
+
+impl Hello {
+    /// Checks a hello's `bytes` (as many as were read) that came with
+    /// `nfds` descriptors.
+    pub fn parse(bytes: &[u8], nfds: usize) -> io::Result<Hello> {
+        if bytes.len() != HELLO_LEN || &bytes[..4] != MAGIC || nfds != 4 {
+            return Err(io::Error::other("malformed hello"));
+        }
+        let word = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[o..o + 8]);
+            u64::from_le_bytes(b)
+        };
+        let (mem_len, events) = (word(8), word(16));
+        if !(1 << 16..=1 << 36).contains(&mem_len) {
+            return Err(io::Error::other("guest memory size out of range"));
+        }
+        Ok(Hello { mem_len, events })
+    }
+
+    /// Checks that the request ring (at 0) and the event ring fit in `mem`,
+    /// before anything is set up for the guest.
+    pub fn check_layout(&self, mem: &GuestMemoryMmap) -> io::Result<()> {
+        if crate::event::EventWriter::attach(mem, self.events).is_none()
+            || !vm_memory::GuestMemory::check_range(
+                mem,
+                vm_memory::GuestAddress(0),
+                RING_BYTES as usize,
+                vm_memory::Permissions::ReadWrite,
+            )
+        {
+            return Err(io::Error::other("guest layout outside its memory"));
+        }
+        Ok(())
+    }
+}
 
 /// The guest's end of a [`Driver`] connection.
 pub struct Socket {
@@ -711,14 +759,8 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
         hello: &[u8; HELLO_LEN],
         owned: Vec<File>,
     ) -> io::Result<()> {
-        if n != HELLO_LEN || &hello[..4] != MAGIC || owned.len() != 4 {
-            return Err(io::Error::other("malformed hello"));
-        }
-        let len = u64::from_le_bytes(hello[8..16].try_into().unwrap_or_default());
-        let events = u64::from_le_bytes(hello[16..24].try_into().unwrap_or_default());
-        if !(1 << 16..=1 << 36).contains(&len) {
-            return Err(io::Error::other("guest memory size out of range"));
-        }
+        let h = Hello::parse(&hello[..n.min(HELLO_LEN)], owned.len())?;
+        let (len, events) = (h.mem_len, h.events);
         let mut it = owned.into_iter();
         let (memf, kick, call, notify) = match (it.next(), it.next(), it.next(), it.next()) {
             (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
@@ -751,16 +793,7 @@ impl<D: Device<GuestMemoryMmap>> Driver<D> {
         let mem = shm::guest_memory(memf, len as usize)?;
         // The layout is checked before the integrator is asked for a port:
         // a refused guest takes nothing.
-        if crate::event::EventWriter::attach(&mem, events).is_none()
-            || !vm_memory::GuestMemory::check_range(
-                &mem,
-                vm_memory::GuestAddress(0),
-                RING_BYTES as usize,
-                vm_memory::Permissions::ReadWrite,
-            )
-        {
-            return Err(io::Error::other("guest layout outside its memory"));
-        }
+        h.check_layout(&mem)?;
         let n = self.stats.connected.load(Ordering::Relaxed) as usize;
         let port = (self.ports)(n);
         let dom = self.backend.add_domain(mem, self.limits, port);

@@ -5,7 +5,7 @@ mod fat_tree;
 mod netfile;
 mod random;
 
-pub use netfile::to_ibnetdiscover;
+pub use netfile::{parse as parse_ibnetdiscover, to_ibnetdiscover};
 
 use mad_core::attr::NodeType;
 use std::fmt;

@@ -1,0 +1,21 @@
+//! Arbitrary text as an ibnetdiscover / ibsim topology file: parsed, and
+//! what parses is written out, parsed back to the same shape, and handed
+//! to the simulator, which builds it or refuses it with a reason.
+#![no_main]
+
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::{parse_ibnetdiscover, to_ibnetdiscover};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(t) = parse_ibnetdiscover(text) else { return };
+    let again = parse_ibnetdiscover(&to_ibnetdiscover(&t)).expect("what ibkit writes, it reads");
+    assert_eq!(
+        (again.switches(), again.cas(), again.links()),
+        (t.switches(), t.cas(), t.links())
+    );
+    if t.nodes.len() <= 64 {
+        let _ = Fabric::new(t, SimConfig::default());
+    }
+});
