@@ -3,30 +3,12 @@
 //! swapped LID parked on a disabled VF), against a walk of one pair at a
 //! time on fabrics with random faults, and fault by fault, each named.
 
-use fabric::sim::{
-    bring_up, Check, Fabric, FabricEvent, Failure, SimConfig, SimNode, Walk, WalkEnd,
-};
+mod common;
+use common::up;
+use fabric::sim::{Check, Fabric, FabricEvent, Failure, SimNode, Walk, WalkEnd};
 use mad_core::attr::PortState;
 use mad_core::Lid;
-use smi::sm::{Engine, LidPolicy, Sm, SmConfig, VmId};
-
-fn up(spec: &str, vfs: usize, policy: LidPolicy) -> (Fabric, Sm) {
-    let (f, sm, up) = bring_up(
-        spec,
-        SimConfig {
-            vfs,
-            ..SimConfig::default()
-        },
-        SmConfig {
-            routing: Engine::FatTree,
-            lid_policy: policy,
-            ..SmConfig::default()
-        },
-    )
-    .unwrap();
-    assert!(up, "{:?} {:?}", sm.phase(), sm.error());
-    (f, sm)
-}
+use smi::sm::{LidPolicy, Sm, VmId};
 
 /// Starts `n` VMs on the first hypervisors and migrates the first to the
 /// last hypervisor (a far migration); returns the LIDs it moved.
@@ -197,6 +179,17 @@ fn the_fast_walks_agree_with_one_walk_at_a_time_under_random_faults() {
     }
 }
 
+/// A port of switch `leaf` cabled to another switch.
+fn uplink(f: &Fabric, leaf: usize) -> u8 {
+    (1..=f.topo.nodes[leaf].ports)
+        .find(|&p| {
+            f.topo
+                .peer_of(leaf, p)
+                .is_some_and(|(n, _)| matches!(f.nodes[n], SimNode::Switch(_)))
+        })
+        .unwrap()
+}
+
 /// Finds a CA (not the SM's) and its leaf switch.
 fn a_ca_and_its_leaf(f: &Fabric) -> (usize, usize) {
     (0..f.nodes.len())
@@ -241,13 +234,7 @@ fn each_kind_of_fault_is_caught_and_named() {
     );
 
     // A loop: the leaf sends it up, the spine above sends it back.
-    let up_port = (1..=36u8)
-        .find(|&p| {
-            f.topo
-                .peer_of(leaf, p)
-                .is_some_and(|(n, _)| matches!(f.nodes[n], SimNode::Switch(_)))
-        })
-        .unwrap();
+    let up_port = uplink(&f, leaf);
     let (spine, back) = f.topo.peer_of(leaf, up_port).unwrap();
     let spine_saved = switch_mut(&mut f, spine).model.lft[l];
     switch_mut(&mut f, leaf).model.lft[l] = up_port;
@@ -350,13 +337,7 @@ fn a_lid_routed_smp_caught_in_a_loop_expires_and_the_fabric_goes_on() {
     let (ca, leaf) = a_ca_and_its_leaf(&f);
     let lid = f.nodes[ca].lid();
     let l = usize::from(lid.0);
-    let up_port = (1..=36u8)
-        .find(|&p| {
-            f.topo
-                .peer_of(leaf, p)
-                .is_some_and(|(n, _)| matches!(f.nodes[n], SimNode::Switch(_)))
-        })
-        .unwrap();
+    let up_port = uplink(&f, leaf);
     let (spine, back) = f.topo.peer_of(leaf, up_port).unwrap();
     switch_mut(&mut f, leaf).model.lft[l] = up_port;
     switch_mut(&mut f, spine).model.lft[l] = back;

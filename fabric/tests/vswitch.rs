@@ -3,29 +3,13 @@
 //! that must change, checked against the tables actually installed in the
 //! simulated switches and by walking every CA to every LID.
 
+mod common;
+use common::up;
 use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
 use fabric::topology::Topology;
 use mad_core::attr::{AttributeId, NodeType, PortState, VPortInfo};
 use mad_core::{Guid, Lid, Method};
-use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
-
-fn up(spec: &str, vfs: usize, policy: LidPolicy) -> (Fabric, Sm) {
-    let (f, sm, up) = bring_up(
-        spec,
-        SimConfig {
-            vfs,
-            ..SimConfig::default()
-        },
-        SmConfig {
-            routing: Engine::FatTree,
-            lid_policy: policy,
-            ..SmConfig::default()
-        },
-    )
-    .unwrap();
-    assert!(up, "{:?} {:?}", sm.phase(), sm.error());
-    (f, sm)
-}
+use smi::sm::{LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
 
 /// The fabric's node for the SM's node `i`.
 fn fx(f: &Fabric, sm: &Sm, i: usize) -> usize {

@@ -190,6 +190,21 @@ fn model_prints_the_prediction_and_sim_exports_what_it_found() {
         .as_str()
         .unwrap()
         .contains("both ends of every cable"));
+    // The paper's Table 2 fabric, named as the paper names it: its GetS 64,
+    // SetS 8 + 6, beside ibkit's 165 measured.
+    let (code, out, err) = ibkit(&["model", "--topology", "mport-ntree:4:2", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let o = &v["osu"];
+    assert_eq!(
+        (
+            o["get_s"].as_u64(),
+            o["set_s_port_info"].as_u64(),
+            o["set_s_lft"].as_u64()
+        ),
+        (Some(64), Some(8), Some(6))
+    );
+    assert_eq!(v["measured"]["total"], 165);
     // fat-tree-324 is no m-port n-tree: no OSU counts, and said so.
     let (code, out, _) = ibkit(
         &["model", "--topology", "fat-tree-324", "--no-measure"],

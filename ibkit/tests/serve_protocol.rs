@@ -72,8 +72,14 @@ impl Client {
 
     /// Sends `smp` by directed route and waits for what comes back.
     fn request(&self, smp: &Smp) -> SimRequest {
+        self.request_to(smp, 0xFFFF)
+    }
+
+    /// Sends `smp` LID-routed to `dlid` (0xFFFF: by directed route) and
+    /// waits for what comes back.
+    fn request_to(&self, smp: &Smp, dlid: u16) -> SimRequest {
         let r = SimRequest {
-            dlid: 0xFFFF,
+            dlid,
             slid: 0,
             dqp: 0,
             sqp: 0,
@@ -506,23 +512,6 @@ fn dead_clients_give_their_slots_back() {
 }
 
 impl Client {
-    /// Sends `smp` LID-routed to `dlid` and waits for what comes back.
-    fn request_to(&self, smp: &Smp, dlid: u16) -> SimRequest {
-        let r = SimRequest {
-            dlid,
-            slid: 0,
-            dqp: 0,
-            sqp: 0,
-            status: 0,
-            length: 256,
-            mad: *smp.as_wire(),
-        };
-        self.send_raw(&r.encode());
-        let mut buf = [0u8; 1024];
-        let n = self.sock.recv(&mut buf).unwrap();
-        SimRequest::parse(&buf[..n]).unwrap()
-    }
-
     /// Get, change and Set one attribute of the node at `path`.
     fn edit(
         &self,

@@ -30,6 +30,11 @@ struct Running {
 }
 
 fn start(name: &str) -> Running {
+    start_with(name, |_| {})
+}
+
+/// As [`start`], with `setup` applied to the driver before it runs.
+fn start_with(name: &str, setup: impl FnOnce(&mut D)) -> Running {
     let dir = std::env::temp_dir().join(format!("vhca-driver-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -49,6 +54,7 @@ fn start(name: &str) -> Running {
         }),
     )
     .unwrap();
+    setup(&mut d);
     let stats = d.stats.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
@@ -288,29 +294,14 @@ fn a_full_blocking_eventfd_costs_only_its_guest() {
 /// that leaves makes room again.
 #[test]
 fn limits_across_guests_refuse_the_next_guest() {
-    let dir = std::env::temp_dir().join(format!("vhca-driver-global-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("sock");
-    let mut d = Driver::new(
-        SoftHca::new(1),
-        &path,
-        Limits::default(),
-        Box::new(|_| PortView::default()),
-    )
-    .unwrap();
-    d.set_limits(vhca::channel::DriverLimits {
-        domains: 2,
-        pending: 4,
-        memory: 5 << 19, // 2.5 MiB
+    let r = start_with("global", |d| {
+        d.set_limits(vhca::channel::DriverLimits {
+            domains: 2,
+            pending: 4,
+            memory: 5 << 19, // 2.5 MiB
+        })
     });
-    let stats = d.stats.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let st = stop.clone();
-    let t = thread::spawn(move || {
-        d.run(&st).unwrap();
-        d
-    });
+    let (path, stats) = (r.path.clone(), r.stats.clone());
     let mut a = good_guest(&path);
     let mut b = good_guest(&path);
     assert!(a.query_port().is_ok() && b.query_port().is_ok());
@@ -332,8 +323,6 @@ fn limits_across_guests_refuse_the_next_guest() {
     assert!(c.query_port().is_ok() && a.query_port().is_ok());
     drop((a, c));
     wait_for("teardown", || stats.gone.load(Ordering::Relaxed) == 3);
-    stop.store(true, Ordering::Relaxed);
-    let d = t.join().unwrap();
+    let d = finish(r);
     assert_eq!(d.backend().device().live(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

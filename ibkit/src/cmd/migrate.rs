@@ -145,10 +145,7 @@ impl Checked {
     }
     /// Which check ran, in words.
     pub fn label(&self) -> &'static str {
-        match self.check {
-            Check::AllLids => "all pairs",
-            Check::ChangedLids => "changed LIDs",
-        }
+        check_label(self.check)
     }
     /// The JSON object of the check.
     pub fn to_json(&self) -> Value {
@@ -698,17 +695,17 @@ impl FabricReport {
         None
     }
 
-    /// Which check the migrations ran: "all pairs" when every one walked
-    /// all pairs, else "changed LIDs".
-    pub fn migration_check(&self) -> &'static str {
+    /// Which check the migrations ran: all pairs when every one walked
+    /// all pairs, else the changed LIDs.
+    pub fn migration_check(&self) -> Check {
         if self
             .migrations
             .iter()
             .all(|m| m.check.check == Check::AllLids)
         {
-            "all pairs"
+            Check::AllLids
         } else {
-            "changed LIDs"
+            Check::ChangedLids
         }
     }
 }
@@ -874,7 +871,7 @@ pub fn table_json(rows: &[TableRow]) -> Value {
                     "copy_smps_max_measured": r.copy.swap_max_measured(),
                     "plan_us_max": r.swap.migrations.iter().chain(&r.copy.migrations).map(|m| m.plan_us).fold(0.0, f64::max),
                     "verified": r.copy.failure().is_none() && r.swap.failure().is_none(),
-                    "check": {"copy": r.copy.migration_check(), "swap": r.swap.migration_check()},
+                    "check": {"copy": check_label(r.copy.migration_check()), "swap": check_label(r.swap.migration_check())},
                 })
             })
             .collect(),
@@ -933,8 +930,16 @@ fn verified(r: &TableRow) -> String {
         return "NO".into();
     }
     match (r.copy.migration_check(), r.swap.migration_check()) {
-        ("all pairs", "all pairs") => "yes (all pairs)".into(),
+        (Check::AllLids, Check::AllLids) => "yes (all pairs)".into(),
         _ => "yes (changed LIDs)".into(),
+    }
+}
+
+/// A check in words, as the tables and the JSON say it.
+fn check_label(c: Check) -> &'static str {
+    match c {
+        Check::AllLids => "all pairs",
+        Check::ChangedLids => "changed LIDs",
     }
 }
 

@@ -5,7 +5,7 @@
 //! differs.
 
 use fabric::osu;
-use fabric::sim::{Fabric, SimConfig};
+use fabric::sim::SimConfig;
 use fabric::topology::Topology;
 use serde_json::{json, Value};
 use smi::sm::{LidPolicy, Phase, Sm, SmConfig};
@@ -40,27 +40,19 @@ struct Measured {
     pd_smps: u64,
 }
 
-fn kind_name(method: u8, attr: u16) -> String {
-    let m = mad_core::Method::from(method).name().unwrap_or("?");
-    let a = mad_core::attr::AttributeId::from(attr)
-        .name()
-        .unwrap_or("?");
-    format!("{m}({a})")
-}
-
-fn measure(topo: Topology, a: &ModelArgs) -> Result<Measured, String> {
-    let mut f = Fabric::new(
-        topo,
+fn measure(a: &ModelArgs) -> Result<Measured, String> {
+    let (f, sm, up) = fabric::sim::bring_up(
+        &a.topology,
         SimConfig {
             vfs: a.vfs,
             ..SimConfig::default()
         },
+        SmConfig {
+            lid_policy: a.policy,
+            ..SmConfig::default()
+        },
     )?;
-    let mut sm = Sm::new(SmConfig {
-        lid_policy: a.policy,
-        ..SmConfig::default()
-    });
-    if !f.bring_up(&mut sm) {
+    if !up {
         return Err(match sm.error() {
             Some(e) => format!("{}: {e}", a.topology),
             None => format!("{}: the subnet did not come up", a.topology),
@@ -81,7 +73,7 @@ fn measure(topo: Topology, a: &ModelArgs) -> Result<Measured, String> {
         kinds: st
             .sent()
             .iter()
-            .map(|(&(m, at), &n)| (kind_name(m, at), n))
+            .map(|(&(m, at), &n)| (super::sim::kind_name(m, at), n))
             .collect(),
         total: st.total(),
         td_ms: wall(Phase::Discovery) + wall(Phase::LidAssignment) + wall(Phase::Activation),
@@ -136,11 +128,7 @@ pub fn run(a: &ModelArgs) -> super::Outcome {
             .into());
         }
     }
-    let measured = if a.measure {
-        Some(measure(t, a)?)
-    } else {
-        None
-    };
+    let measured = if a.measure { Some(measure(a)?) } else { None };
     let k = osu::PaperConstants::TABLE_1;
     let times = counts.as_ref().map(|c| osu::times(c, &k));
     let rows: Vec<Row> = m
@@ -252,27 +240,21 @@ pub fn run(a: &ModelArgs) -> super::Outcome {
                 );
                 let me = measured.as_ref();
                 let per = |ms: f64, n: u64| ms * 1e3 / n.max(1) as f64;
-                println!(
-                    "  topology discovery  t_TD {:>12.1} ms   measured {:>9} ms ({} µs per SMP, paper {:.0})",
-                    t.t_td_ms,
-                    me.map_or("-".into(), |x| format!("{:.1}", x.td_ms)),
-                    me.map_or("-".into(), |x| format!("{:.2}", per(x.td_ms, x.td_smps))),
-                    k.td_per_smp_ms * 1e3
-                );
-                println!(
-                    "  path computation    t_PC {:>12.1} ms   measured {:>9} ms ({} µs per node, paper {:.0})",
-                    t.t_pc_ms,
-                    me.map_or("-".into(), |x| format!("{:.1}", x.pc_ms)),
-                    me.map_or("-".into(), |x| format!("{:.2}", per(x.pc_ms, c.nodes))),
-                    k.pc_per_node_ms * 1e3
-                );
-                println!(
-                    "  path distribution   t_PD {:>12.1} ms   measured {:>9} ms ({} µs per LFT SMP, paper {:.0})",
-                    t.t_pd_ms,
-                    me.map_or("-".into(), |x| format!("{:.1}", x.pd_ms)),
-                    me.map_or("-".into(), |x| format!("{:.2}", per(x.pd_ms, x.pd_smps))),
-                    k.pd_per_lft_smp_ms * 1e3
-                );
+                // (phase, symbol, the paper's time, its per-unit constant,
+                // the unit, the measured ms and units)
+                let rows = [
+                    ("topology discovery", "t_TD", t.t_td_ms, k.td_per_smp_ms, "SMP", me.map(|x| (x.td_ms, x.td_smps))),
+                    ("path computation", "t_PC", t.t_pc_ms, k.pc_per_node_ms, "node", me.map(|x| (x.pc_ms, c.nodes))),
+                    ("path distribution", "t_PD", t.t_pd_ms, k.pd_per_lft_smp_ms, "LFT SMP", me.map(|x| (x.pd_ms, x.pd_smps))),
+                ];
+                for (phase, sym, paper, unit_ms, unit, got) in rows {
+                    println!(
+                        "  {phase:<19} {sym} {paper:>12.1} ms   measured {:>9} ms ({} µs per {unit}, paper {:.0})",
+                        got.map_or("-".into(), |(ms, _)| format!("{ms:.1}")),
+                        got.map_or("-".into(), |(ms, n)| format!("{:.2}", per(ms, n))),
+                        unit_ms * 1e3
+                    );
+                }
                 if me.is_some() {
                     println!("  (measured: ibkit's SM and simulator in one process, wall time; routing timed alone)");
                 }

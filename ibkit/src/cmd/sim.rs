@@ -72,7 +72,8 @@ const PHASES: [(Phase, &str); 4] = [
     (Phase::Activation, "activation"),
 ];
 
-fn name(method: u8, attr: u16) -> String {
+/// An SMP kind as the reports name it: `Method(Attribute)`.
+pub(crate) fn kind_name(method: u8, attr: u16) -> String {
     let m = mad_core::Method::from(method).name().unwrap_or("?");
     let a = AttributeId::from(attr).name().unwrap_or("?");
     format!("{m}({a})")
@@ -145,7 +146,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
         let smps: serde_json::Map<String, serde_json::Value> = st
             .sent()
             .iter()
-            .map(|(&(m, at), &n)| (name(m, at), json!(n)))
+            .map(|(&(m, at), &n)| (kind_name(m, at), json!(n)))
             .collect();
         let mut phases = serde_json::Map::new();
         for (p, key) in PHASES {
@@ -153,7 +154,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
                 .per_phase_kind
                 .iter()
                 .filter(|((q, _, _), _)| *q == p)
-                .map(|(&(_, m, at), &n)| (name(m, at), json!(n)))
+                .map(|(&(_, m, at), &n)| (kind_name(m, at), json!(n)))
                 .collect();
             phases.insert(
                 key.to_string(),
@@ -197,7 +198,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
         println!();
         println!("{:<32} {:>10} {:>10}", "SMPs by kind", "sent", "model");
         for (&(m, at), n) in &st.sent() {
-            let k = name(m, at);
+            let k = kind_name(m, at);
             println!("{:<32} {:>10} {:>10}", k, n, model.count(&k));
         }
         println!("{:<32} {:>10} {:>10}", "total", st.total(), model.total());
@@ -228,7 +229,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
                 .per_phase_kind
                 .iter()
                 .filter(|((q, _, _), _)| *q == p)
-                .map(|(&(_, m, at), n)| format!("{} {n}", name(m, at)))
+                .map(|(&(_, m, at), n)| format!("{} {n}", kind_name(m, at)))
                 .collect();
             println!(
                 "{:<16} {:>8} {:>10.1} {:>14.3}  {}",
