@@ -316,9 +316,22 @@ fn answers_are_held_as_long_as_asked_and_the_time_is_counted() {
     }
 }
 
-/// Runs `python3 -c script args` as uid and gid 65534 (nobody); None when
-/// this test cannot switch users (not root, or no python3).
-fn as_nobody(script: &str, args: &[&str]) -> Option<std::process::Output> {
+/// A directory and a copy of `ibkit` in it that uid 65534 can reach: the
+/// checkout may sit under a directory only root can enter.
+fn nobody_scratch() -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("ibkit-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("ibkit");
+    std::fs::copy(env!("CARGO_BIN_EXE_ibkit"), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, exe)
+}
+
+/// Runs `python3 -c script args` as uid and gid 65534 (nobody) in `dir`;
+/// None when this test cannot switch users (not root, or no python3).
+fn as_nobody(dir: &Path, script: &str, args: &[&str]) -> Option<std::process::Output> {
     use std::os::unix::process::CommandExt;
     if !nix::unistd::geteuid().is_root() {
         return None;
@@ -327,6 +340,7 @@ fn as_nobody(script: &str, args: &[&str]) -> Option<std::process::Output> {
         .arg("-c")
         .arg(script)
         .args(args)
+        .current_dir(dir)
         .uid(65534)
         .gid(65534)
         .output()
@@ -351,10 +365,12 @@ fn another_user_is_refused_and_changes_nothing() {
     // `ibkit fabric ctl` as nobody.
     let ctl_as_nobody = "import subprocess,sys; r=subprocess.run(sys.argv[1:], capture_output=True, text=True); print(r.returncode); print(r.stderr)";
     let cmd = format!("link-down {name} 1");
+    let (dir, nobody_exe) = nobody_scratch();
     let Some(out) = as_nobody(
+        &dir,
         ctl_as_nobody,
         &[
-            exe.to_str().unwrap(),
+            nobody_exe.to_str().unwrap(),
             "fabric",
             "ctl",
             "--socket",
@@ -390,7 +406,8 @@ fn another_user_is_refused_and_changes_nothing() {
     .encode();
     let hex: String = packet.iter().map(|b| format!("{b:02x}")).collect();
     let attach = "import socket,sys\nb=sys.argv[1].encode()\ns=socket.socket(socket.AF_UNIX,socket.SOCK_DGRAM)\ns.bind(b'\\0'+b+b':in4242\\0')\ns.settimeout(10)\ns.sendto(bytes.fromhex(sys.argv[2]),b'\\0'+b+b':ctl\\0')\nprint(s.recv(512).hex())";
-    let out = as_nobody(attach, &[&base, &hex]).unwrap();
+    let out = as_nobody(&dir, attach, &[&base, &hex]).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
     let reply = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(
         !reply.is_empty(),
