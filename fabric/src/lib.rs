@@ -17,9 +17,14 @@
 //!
 //! * [`model`] — the analytic prediction of a bring-up's SMPs by kind.
 //!
+//! * [`serve`] — the fabric behind ibsim's client protocol, for OpenSM and
+//!   infiniband-diags under `libumad2sim.so`: a session without I/O and
+//!   the socket driver of `ibkit fabric serve`. Its system calls are the
+//!   only unsafe code in the crate.
+//!
 //! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
 //!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use smi;
@@ -28,5 +33,6 @@ pub mod ibsim;
 pub mod model;
 pub mod osu;
 pub mod pcap;
+pub mod serve;
 pub mod sim;
 pub mod topology;

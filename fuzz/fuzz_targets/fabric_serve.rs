@@ -23,7 +23,11 @@ fuzz_target!(|data: &[u8]| {
     let mut steps = 0;
     while rest.len() >= 4 && steps < 16 {
         steps += 1;
-        let (op, node, arg) = (rest[0], usize::from(rest[1]) % n, u16::from_be_bytes([rest[2], rest[3]]));
+        let (op, node, arg) = (
+            rest[0],
+            usize::from(rest[1]) % n,
+            u16::from_be_bytes([rest[2], rest[3]]),
+        );
         rest = &rest[4..];
         match op % 8 {
             0..=3 => {

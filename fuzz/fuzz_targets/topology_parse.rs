@@ -8,8 +8,12 @@ use fabric::topology::{parse_ibnetdiscover, to_ibnetdiscover};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(t) = parse_ibnetdiscover(text) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(t) = parse_ibnetdiscover(text) else {
+        return;
+    };
     let again = parse_ibnetdiscover(&to_ibnetdiscover(&t)).expect("what ibkit writes, it reads");
     assert_eq!(
         (again.switches(), again.cas(), again.links()),

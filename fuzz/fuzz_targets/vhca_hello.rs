@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let nfds = usize::from(data[0] % 6);
     let bytes = &data[1..data.len().min(1 + HELLO_LEN + 1)];
-    let Ok(h) = Hello::parse(bytes, nfds) else { return };
+    let Ok(h) = Hello::parse(bytes, nfds) else {
+        return;
+    };
     // A guest memory of the size it claims, capped for the fuzzer.
     let len = h.mem_len.min(1 << 20) as usize;
     let (mem, _file) = vhca::shm::new_guest_memory(len).expect("memory");

@@ -1,6 +1,7 @@
 //! `ibkit`: the command-line tool of the ibkit InfiniBand toolkit.
 
 use ibkit::cmd;
+use ibkit::cmd::args::{parse_loss, parse_vfs};
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -181,44 +182,9 @@ enum Command {
 #[derive(Subcommand)]
 enum FabricWhat {
     /// Serve the fabric on ibsim's sockets: run clients with LD_PRELOAD=libumad2sim.so IBSIM_SOCKNAME=NAME [SIM_HOST=node].
-    Serve {
-        /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.
-        #[arg(long, default_value = "fat-tree-324")]
-        topology: String,
-        /// VFs per hypervisor: every CA but the first becomes a vSwitch hypervisor.
-        #[arg(long, default_value_t = 0, value_parser = parse_vfs)]
-        vfs: usize,
-        /// Socket base name (ibsim's IBSIM_SOCKNAME).
-        #[arg(long, default_value = "sim")]
-        socket: String,
-        /// Nanoseconds for an SMP to cross one cable (k).
-        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
-        hop_ns: u64,
-        /// Extra nanoseconds per directed-route hop (r).
-        #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
-        dr_hop_ns: u64,
-        /// Probability that an SMP is lost on a cable.
-        #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
-        loss: f64,
-        /// Log every SMP a client sends.
-        #[arg(long)]
-        verbose: bool,
-        /// Spin this many µs more on each batch of answers, as a slower simulator would: how much does the client's time depend on the simulator's? (at most 1 s)
-        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-        answer_delay_us: u64,
-        /// A user (uid) besides the server's own and root that may attach clients and send control commands (repeatable).
-        #[arg(long = "allow-uid")]
-        allow_uids: Vec<u32>,
-    },
+    Serve(cmd::serve::ServeArgs),
     /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
-    Ctl {
-        /// Socket base name of the server.
-        #[arg(long, default_value = "sim")]
-        socket: String,
-        /// The command and its arguments.
-        #[arg(required = true, num_args = 1..)]
-        command: Vec<String>,
-    },
+    Ctl(cmd::serve::CtlArgs),
 }
 
 #[derive(Subcommand)]
@@ -324,36 +290,11 @@ fn main() -> ExitCode {
             }
         }
         Some(Command::Fabric {
-            what:
-                FabricWhat::Serve {
-                    topology,
-                    vfs,
-                    socket,
-                    hop_ns,
-                    dr_hop_ns,
-                    loss,
-                    verbose,
-                    answer_delay_us,
-                    allow_uids,
-                },
-        }) => cmd::serve::serve(&cmd::serve::ServeArgs {
-            topology,
-            vfs,
-            socket,
-            hop_ns,
-            dr_hop_ns,
-            loss,
-            verbose,
-            answer_delay_us,
-            allow_uids,
-        }),
+            what: FabricWhat::Serve(a),
+        }) => cmd::serve::serve(&a),
         Some(Command::Fabric {
-            what: FabricWhat::Ctl { socket, command },
-        }) => cmd::serve::ctl(&socket, &command.join(" "))
-            .map(|s| {
-                println!("{s}");
-            })
-            .map_err(cmd::Fail::from),
+            what: FabricWhat::Ctl(a),
+        }) => cmd::serve::ctl(&a),
         Some(Command::Bench {
             what:
                 BenchWhat::Opensm {
@@ -473,23 +414,6 @@ fn main() -> ExitCode {
             eprintln!("ibkit: {e}");
             ExitCode::from(e.exit_code())
         }
-    }
-}
-
-/// A loss probability: a finite number from 0 to 1.
-fn parse_loss(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
-        _ => Err(format!("{s:?} is not a probability from 0 to 1")),
-    }
-}
-
-/// VFs per hypervisor: 0 to the most a hypervisor models.
-fn parse_vfs(s: &str) -> Result<usize, String> {
-    let max = smi::sma::hypervisor::MAX_VFS;
-    match s.parse::<usize>() {
-        Ok(n) if n <= max => Ok(n),
-        _ => Err(format!("{s:?} is not a number of VFs from 0 to {max}")),
     }
 }
 

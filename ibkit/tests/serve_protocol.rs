@@ -452,7 +452,7 @@ fn a_flood_of_bad_datagrams_does_not_flood_the_log() {
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while ibkit::cmd::serve::ctl(&base, "stats").is_err() {
+    while fabric::serve::ctl(&base, "stats").is_err() {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "the server did not start"
@@ -481,7 +481,7 @@ fn a_flood_of_bad_datagrams_does_not_flood_the_log() {
     a.send_raw(b"x");
     assert_eq!(a.request(&node_info(&[1], 0x51)).status, 0);
     let stats: serde_json::Value =
-        serde_json::from_str(&ibkit::cmd::serve::ctl(&base, "stats").unwrap()).unwrap();
+        serde_json::from_str(&fabric::serve::ctl(&base, "stats").unwrap()).unwrap();
     let _ = child.kill();
     let _ = child.wait();
     let text = std::fs::read_to_string(&log).unwrap();
@@ -610,4 +610,54 @@ fn a_lid_routed_loop_is_dropped_and_counted_while_others_are_served() {
     assert_eq!(r.status, 0, "the other client is served");
     let stats: serde_json::Value = serde_json::from_str(&served.ctl("stats").unwrap()).unwrap();
     assert_eq!(stats["expired"], 1, "{stats}");
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_and_told_so() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let stuck = Client::attach(served.socket(), 900_400, "H-1").unwrap();
+    let other = Client::attach(served.socket(), 900_401, "H-2").unwrap();
+    // Far more requests than its socket holds answers, none read.
+    let req = SimRequest {
+        dlid: 0xFFFF,
+        slid: 0,
+        dqp: 0,
+        sqp: 0,
+        status: 0,
+        length: 256,
+        mad: *node_info(&[1], 0x70).as_wire(),
+    };
+    let stats = || -> serde_json::Value {
+        serde_json::from_str(&fabric::serve::ctl(served.socket(), "stats").unwrap()).unwrap()
+    };
+    let mut sent = 0;
+    while stats()["dropped"] == 0 {
+        for _ in 0..256 {
+            stuck.send_raw(&req.encode());
+        }
+        sent += 256;
+        assert!(sent < 100_000, "never dropped: {}", stats());
+    }
+    // The other client is served meanwhile.
+    assert_eq!(other.request(&node_info(&[1], 0x71)).status, 0);
+    // The stuck one reads what it was sent before the drop, then its next
+    // request comes back at once, refused with ECONNRESET.
+    stuck
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    while stuck.sock.recv(&mut buf).is_ok() {}
+    stuck
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let r = stuck.request(&node_info(&[1], 0x72));
+    assert_eq!((r.status, r.tid()), (fabric::serve::ECONNRESET, 0x72));
+    assert_eq!(stats()["dropped"], 1);
+    // Attaching again, it is served.
+    drop(stuck);
+    let back = Client::attach(served.socket(), 900_400, "H-1").unwrap();
+    assert_eq!(back.request(&node_info(&[1], 0x73)).status, 0);
 }

@@ -250,7 +250,7 @@ impl Served {
         let mut s = Served { child, sock, host };
         let t0 = Instant::now();
         loop {
-            if crate::cmd::serve::ctl(&s.sock, "stats").is_ok() {
+            if fabric::serve::ctl(&s.sock, "stats").is_ok() {
                 return Ok(s);
             }
             if let Ok(Some(st)) = s.child.try_wait() {
@@ -270,7 +270,7 @@ impl Served {
 
     /// Sends a control command (see `ibkit fabric ctl`).
     pub fn ctl(&self, command: &str) -> Result<String, String> {
-        crate::cmd::serve::ctl(&self.sock, command)
+        fabric::serve::ctl(&self.sock, command)
     }
 
     /// The server's counters (`ibkit fabric ctl stats`), parsed.

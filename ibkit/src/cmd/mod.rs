@@ -1,5 +1,6 @@
 //! ibkit's subcommands.
 
+pub mod args;
 pub mod bench;
 pub mod compat;
 pub mod decode;

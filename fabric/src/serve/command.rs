@@ -1,0 +1,97 @@
+//! The commands of ibkit's control interface (`ibkit fabric ctl`).
+
+use super::ServeError;
+
+/// One command, as `ibkit fabric ctl` sends it: a verb and its words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `link-down NODE PORT`: the cable at the port fails.
+    LinkDown(String, u8),
+    /// `link-up NODE PORT`: the cable taken down at the port is repaired.
+    LinkUp(String, u8),
+    /// `node-down NODE`: the node is removed.
+    NodeDown(String),
+    /// `node-up NODE`: a node taken down comes back, freshly powered.
+    NodeUp(String),
+    /// `dump FILE`: the fabric's state as JSON, written by the server
+    /// (only the users [`super::Access`] admits may ask).
+    Dump(String),
+    /// `stats`: the server's counters as JSON.
+    Stats,
+}
+
+impl Command {
+    /// Reads a command line; words it does not take are an error.
+    pub fn parse(line: &str) -> Result<Command, ServeError> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let verb = *words.first().ok_or(ServeError::Empty)?;
+        let takes = match verb {
+            "link-down" | "link-up" => 2,
+            "node-down" | "node-up" | "dump" => 1,
+            "stats" => 0,
+            v => return Err(ServeError::Unknown(v.escape_debug().to_string())),
+        };
+        if let Some(extra) = words.get(takes + 1) {
+            return Err(ServeError::Extra {
+                verb: verb.to_string(),
+                takes,
+                extra: extra.escape_debug().to_string(),
+            });
+        }
+        let node = || {
+            words
+                .get(1)
+                .map(|s| s.to_string())
+                .ok_or(ServeError::MissingNode)
+        };
+        let port = || {
+            words
+                .get(2)
+                .and_then(|p| p.parse::<u8>().ok())
+                .filter(|&p| p >= 1)
+                .ok_or(ServeError::MissingPort)
+        };
+        Ok(match verb {
+            "link-down" => Command::LinkDown(node()?, port()?),
+            "link-up" => Command::LinkUp(node()?, port()?),
+            "node-down" => Command::NodeDown(node()?),
+            "node-up" => Command::NodeUp(node()?),
+            "dump" => Command::Dump(words.get(1).ok_or(ServeError::MissingPath)?.to_string()),
+            _ => Command::Stats,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_their_words() {
+        assert_eq!(
+            Command::parse(" link-down S-1  3 "),
+            Ok(Command::LinkDown("S-1".into(), 3))
+        );
+        assert_eq!(Command::parse("stats"), Ok(Command::Stats));
+        assert_eq!(
+            Command::parse("dump /tmp/x"),
+            Ok(Command::Dump("/tmp/x".into()))
+        );
+        assert_eq!(Command::parse(""), Err(ServeError::Empty));
+        assert_eq!(Command::parse("link-up S-1"), Err(ServeError::MissingPort));
+        assert_eq!(
+            Command::parse("link-up S-1 0"),
+            Err(ServeError::MissingPort)
+        );
+        assert_eq!(
+            Command::parse("link-up S-1 256"),
+            Err(ServeError::MissingPort)
+        );
+        assert_eq!(Command::parse("node-up"), Err(ServeError::MissingNode));
+        assert_eq!(Command::parse("dump"), Err(ServeError::MissingPath));
+        let e = Command::parse("stats now").unwrap_err().to_string();
+        assert_eq!(e, "stats takes 0 argument(s); unexpected \"now\"");
+        let e = Command::parse("reboot\u{1b}").unwrap_err().to_string();
+        assert!(e.starts_with("unknown command \"reboot\\u{1b}\""), "{e}");
+    }
+}

@@ -1,0 +1,682 @@
+//! The ibsim-protocol server without I/O.
+
+use super::{clean, dump, Access, Command, FabricDump, Peer, ServeError, ServeStats, StatsReport};
+use crate::ibsim::{
+    self, ClientInfo, CtlType, SimCtl, SimRequest, CTL_SIZE, MAX_CLIENTS, REQ_SIZE,
+};
+use crate::sim::{Delivery, Fabric, FabricEvent};
+use mad_core::attr::{AttributeId, NodeType};
+use mad_core::Smp;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// The status a dropped client's requests come back with (ECONNRESET):
+/// its slot was taken from it, and it must attach again.
+pub const ECONNRESET: u32 = 104;
+
+/// Lines a second about what clients did.
+pub const LOG_PER_SECOND: u32 = 20;
+
+/// What a [`Session`] needs from the sockets while it handles a request.
+pub trait Transport {
+    /// Points slot `slot`'s sending socket at the receive socket of the
+    /// client that attaches with `id` (libumad2sim: its pid).
+    fn connect(&mut self, slot: usize, id: u32) -> Result<(), String>;
+    /// Whether the receive socket of client `id` still exists.
+    fn alive(&mut self, id: u32) -> bool;
+}
+
+/// What a command is answered with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// This text.
+    Text(String),
+    /// `dump`: the driver writes [`Session::dump`] to this file and says
+    /// so (the session does no I/O).
+    Dump(String),
+}
+
+/// An attached client.
+#[derive(Debug)]
+struct Client {
+    /// The id it attached with, which names its receive socket.
+    id: u32,
+    node: usize,
+    issm: bool,
+    /// Requests in the fabric, by the transaction ID the server gave them,
+    /// each as the client sent it. A client keeps few in flight (OpenSM:
+    /// max_wire_smps, 4 by default), so a list is quicker than a map.
+    outstanding: Vec<(u64, SimRequest)>,
+}
+
+/// A client slot.
+#[derive(Debug)]
+enum Slot {
+    Free,
+    Attached(Client),
+    /// Taken from a client that stopped reading: what it still sends is
+    /// answered with [`ECONNRESET`], until it attaches again or is gone.
+    Dropped {
+        id: u32,
+        why: String,
+    },
+}
+
+/// Log lines about what clients did, at most [`LOG_PER_SECOND`] a
+/// second; the lines left out are counted, and said when the next second
+/// starts.
+#[derive(Debug)]
+struct RateLimit {
+    window: Instant,
+    lines: u32,
+    skipped: u64,
+}
+
+/// ibsim's server over one simulated fabric: control requests, packets
+/// and ibkit's commands in; replies and, per client, datagrams out.
+///
+/// A driver feeds it what its sockets read ([`Session::on_ctl`],
+/// [`Session::on_packet`], [`Session::on_command`]), runs the fabric with
+/// [`Session::settle`] after a batch of packets, and sends each client
+/// what [`Session::take_outbox`] holds for it. Time comes in as `now`;
+/// the sockets it needs while attaching are behind [`Transport`].
+pub struct Session {
+    pub(super) fabric: Fabric,
+    slots: Vec<Slot>,
+    stats: ServeStats,
+    access: Access,
+    /// Nodes taken down with `node-down`.
+    down: BTreeSet<usize>,
+    outbox: Vec<Vec<[u8; REQ_SIZE]>>,
+    log: RateLimit,
+    started: Instant,
+}
+
+impl Session {
+    /// Serves `fabric` to the users `access` admits, from `now`.
+    pub fn new(fabric: Fabric, access: Access, now: Instant) -> Session {
+        Session {
+            fabric,
+            slots: (0..MAX_CLIENTS).map(|_| Slot::Free).collect(),
+            stats: ServeStats::default(),
+            access,
+            down: BTreeSet::new(),
+            outbox: (0..MAX_CLIENTS).map(|_| Vec::new()).collect(),
+            log: RateLimit {
+                window: now,
+                lines: 0,
+                skipped: 0,
+            },
+            started: now,
+        }
+    }
+
+    /// The fabric served.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> &ServeStats {
+        &self.stats
+    }
+
+    /// Who may use the server.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// Slots whose socket the driver should read: attached clients, and
+    /// dropped ones (to tell them so).
+    pub fn listening(&self) -> impl Iterator<Item = usize> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !matches!(s, Slot::Free))
+            .map(|(i, _)| i)
+    }
+
+    /// Whether a client is attached at `slot`.
+    pub fn is_attached(&self, slot: usize) -> bool {
+        matches!(self.slots.get(slot), Some(Slot::Attached(_)))
+    }
+
+    /// The datagrams queued for the client at `slot`, oldest first.
+    pub fn take_outbox(&mut self, slot: usize) -> Vec<[u8; REQ_SIZE]> {
+        self.outbox
+            .get_mut(slot)
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Whether datagrams wait for any client.
+    pub fn has_output(&self) -> bool {
+        self.outbox.iter().any(|o| !o.is_empty())
+    }
+
+    /// Adds one served batch's times to the counters.
+    pub fn count_batch(&mut self, fabric: Duration, send: Duration) {
+        self.stats.batches += 1;
+        self.stats.fabric_ns += fabric.as_nanos() as u64;
+        self.stats.send_ns += send.as_nanos() as u64;
+    }
+
+    /// A control request (`<base>:ctl`) from `peer`; the reply to send
+    /// back (None: drop it, it was not a control message). A sender who
+    /// may not use the server gets an Error reply and changes nothing.
+    pub fn on_ctl(
+        &mut self,
+        b: &[u8],
+        peer: Option<Peer>,
+        t: &mut impl Transport,
+        now: Instant,
+    ) -> Option<[u8; CTL_SIZE]> {
+        let mut ctl = match SimCtl::parse(b) {
+            Ok(c) => c,
+            Err(e) => {
+                self.stats.malformed += 1;
+                self.log(now, format_args!("bad control packet ({e}) - dropped"));
+                return None;
+            }
+        };
+        let allowed = self.access.check(peer);
+        if allowed.is_err() {
+            self.stats.refused += 1;
+        }
+        let ok = allowed.and_then(|()| self.ctl_request(&mut ctl, t));
+        if let Err(why) = ok {
+            self.log(now, format_args!("control {:?} refused: {why}", ctl.kind));
+            ctl.kind = CtlType::Error;
+        }
+        Some(ctl.encode())
+    }
+
+    /// A command of ibkit's control interface from `peer`; what to
+    /// answer.
+    pub fn on_command(
+        &mut self,
+        line: &str,
+        peer: Option<Peer>,
+        now: Instant,
+    ) -> Result<Answer, ServeError> {
+        if let Err(e) = self.access.check(peer) {
+            self.stats.refused += 1;
+            self.log(now, format_args!("a control command refused: {e}"));
+            return Err(e);
+        }
+        let cmd = Command::parse(line)?;
+        self.command(&cmd, now)
+    }
+
+    /// The fabric's state.
+    pub fn dump(&self) -> FabricDump {
+        dump(&self.fabric)
+    }
+
+    /// The counters as `stats` reports them.
+    pub fn report(&self, now: Instant) -> StatsReport {
+        StatsReport {
+            serve: self.stats.clone(),
+            hops: self.fabric.stats.hops,
+            expired: self.fabric.stats.expired,
+            uptime_s: now.saturating_duration_since(self.started).as_secs_f64(),
+        }
+    }
+
+    /// Runs a command.
+    pub fn command(&mut self, cmd: &Command, now: Instant) -> Result<Answer, ServeError> {
+        let event = match cmd {
+            Command::LinkDown(name, p) | Command::LinkUp(name, p) => {
+                let n = self.node(name)?;
+                let p = *p;
+                if p > self.fabric.topo.nodes[n].ports {
+                    return Err(ServeError::MissingPort);
+                }
+                let cabled = self.fabric.topo.peer_of(n, p).is_some();
+                let node = clean(&self.fabric.topo.nodes[n].name);
+                match (cmd, cabled) {
+                    (Command::LinkDown(..), true) => FabricEvent::LinkDown(n, p),
+                    (Command::LinkDown(..), false) => {
+                        return Err(ServeError::NoCable { node, port: p })
+                    }
+                    (_, false) => FabricEvent::LinkUp(n, p),
+                    (_, true) => return Err(ServeError::CableUp { node, port: p }),
+                }
+            }
+            Command::NodeDown(name) => {
+                let n = self.node(name)?;
+                if !self.down.insert(n) {
+                    return Err(ServeError::AlreadyDown(clean(
+                        &self.fabric.topo.nodes[n].name,
+                    )));
+                }
+                FabricEvent::NodeDown(n)
+            }
+            Command::NodeUp(name) => {
+                let n = self.node(name)?;
+                if !self.down.remove(&n) {
+                    return Err(ServeError::NotDown(clean(&self.fabric.topo.nodes[n].name)));
+                }
+                FabricEvent::NodeUp(n)
+            }
+            Command::Dump(path) => return Ok(Answer::Dump(path.clone())),
+            Command::Stats => {
+                let json = serde_json::to_string(&self.report(now)).unwrap_or_default();
+                return Ok(Answer::Text(json));
+            }
+        };
+        let at = self.fabric.now_ns();
+        self.fabric.schedule(at, event);
+        self.settle();
+        Ok(Answer::Text(format!("ok: {event:?}")))
+    }
+
+    fn node(&self, name: &str) -> Result<usize, ServeError> {
+        self.fabric
+            .topo
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| ServeError::NoNode(clean(name)))
+    }
+
+    /// A datagram read from slot `slot`'s socket, sent by `peer`; true
+    /// when a request went into the fabric (run [`Session::settle`] after
+    /// the batch).
+    pub fn on_packet(&mut self, slot: usize, b: &[u8], peer: Option<Peer>, now: Instant) -> bool {
+        if let Err(e) = self.access.check(peer) {
+            // Only the attached client's socket can send here; this is
+            // someone who took its name.
+            self.stats.refused += 1;
+            self.log(now, format_args!("client {slot}: a packet refused: {e}"));
+            return false;
+        }
+        self.stats.packets += 1;
+        let mut r = match SimRequest::parse(b) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.malformed += 1;
+                self.log(
+                    now,
+                    format_args!("client {slot}: malformed packet ({e}) - dropped"),
+                );
+                return false;
+            }
+        };
+        let node = match self.slots.get(slot) {
+            Some(Slot::Attached(c)) => c.node,
+            Some(Slot::Dropped { id, why }) => {
+                let line = format!("client {slot} (id {id}) was dropped ({why}): its request is answered with ECONNRESET");
+                self.log(now, format_args!("{line}"));
+                if !r.is_response() {
+                    r.status = ECONNRESET;
+                    self.outbox[slot].push(r.encode());
+                }
+                return false;
+            }
+            _ => return false,
+        };
+        let class = r.class();
+        if class != 0x01 && class != 0x81 {
+            self.log(
+                now,
+                format_args!(
+                    "client {slot}: class {class:#04x} is not served (SMPs only) - timed out"
+                ),
+            );
+            return self.refuse(slot, r);
+        }
+        if r.is_response() {
+            // Nobody here asked an outside client anything.
+            return false;
+        }
+        // The request as the client sent it, to answer with its own TID.
+        let original = r.clone();
+        let tid = (r.tid() & 0xFFFF_FFFF_FFFF) | ((slot as u64) << 48);
+        r.set_tid(tid);
+        let Ok(smp) = Smp::parse(&r.mad).cloned() else {
+            self.stats.malformed += 1;
+            self.log(
+                now,
+                format_args!("client {slot}: malformed SMP - timed out"),
+            );
+            return self.refuse(slot, r);
+        };
+        tracing::debug!(
+            "client {slot} @{}: {:?} {:?} mod {:#x} dlid {:#x}",
+            self.fabric.topo.nodes[node].name,
+            smp.method(),
+            smp.attribute_id(),
+            smp.attribute_modifier(),
+            r.dlid
+        );
+        if smp.method() != mad_core::Method::TrapRepress {
+            if let Some(Slot::Attached(c)) = self.slots.get_mut(slot) {
+                c.outstanding.push((tid, original));
+            }
+        }
+        let dlid = if class == 0x81 { 0xFFFF } else { r.dlid };
+        // One that cannot leave the node gets no response: settle() times
+        // it out.
+        self.fabric.inject(node, smp, dlid);
+        true
+    }
+
+    /// Answers a request at once with ETIMEDOUT.
+    fn refuse(&mut self, slot: usize, mut r: SimRequest) -> bool {
+        r.status = ibsim::ETIMEDOUT;
+        self.stats.timeouts += 1;
+        self.outbox[slot].push(r.encode());
+        false
+    }
+
+    /// Runs the fabric until nothing is in flight, then queues for every
+    /// client what reached it and times out what did not come back.
+    pub fn settle(&mut self) {
+        self.fabric.run_to_quiescence();
+        for d in self.fabric.take_delivered() {
+            self.on_delivery(d);
+        }
+        for slot in 0..MAX_CLIENTS {
+            let Slot::Attached(c) = &mut self.slots[slot] else {
+                continue;
+            };
+            for (_, mut r) in c.outstanding.drain(..) {
+                r.status = ibsim::ETIMEDOUT;
+                self.stats.timeouts += 1;
+                self.outbox[slot].push(r.encode());
+            }
+        }
+    }
+
+    fn on_delivery(&mut self, d: Delivery) {
+        let mut wire = *d.smp.as_wire();
+        let method = wire[3];
+        let tid = u64::from_be_bytes(wire[8..16].try_into().unwrap_or([0; 8]));
+        let (slot, trap) = if method & 0x80 != 0 {
+            ((tid >> 48) as usize, false)
+        } else if method == 0x05 {
+            // A trap: for the SM client on the node.
+            match self
+                .slots
+                .iter()
+                .position(|s| matches!(s, Slot::Attached(c) if c.node == d.node && c.issm))
+            {
+                Some(i) => (i, true),
+                None => return,
+            }
+        } else {
+            return;
+        };
+        let Some(Slot::Attached(c)) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if c.node != d.node {
+            return;
+        }
+        let orig = c
+            .outstanding
+            .iter()
+            .position(|(t, _)| *t == tid)
+            .map(|i| c.outstanding.swap_remove(i).1);
+        if !trap && orig.is_none() {
+            // Already timed out, or not this client's.
+            return;
+        }
+        if let Some(o) = &orig {
+            // The server's slot stamp off: the client's own TID back.
+            wire[8..16].copy_from_slice(&o.tid().to_be_bytes());
+        }
+        let r = SimRequest {
+            dlid: self.fabric.nodes[d.node].lid().0,
+            slid: d.slid,
+            dqp: orig.as_ref().map_or(0, |o| o.sqp),
+            sqp: orig.as_ref().map_or(0, |o| o.dqp),
+            status: 0,
+            length: 256,
+            mad: wire,
+        };
+        if trap {
+            self.stats.traps += 1;
+        } else {
+            self.stats.answered += 1;
+        }
+        self.outbox[slot].push(r.encode());
+    }
+
+    /// Frees the slots of clients whose receive socket is gone (killed
+    /// without saying goodbye).
+    pub fn reap(&mut self, t: &mut impl Transport) {
+        for slot in 0..MAX_CLIENTS {
+            let id = match &self.slots[slot] {
+                Slot::Attached(c) => c.id,
+                Slot::Dropped { id, .. } => *id,
+                Slot::Free => continue,
+            };
+            if !t.alive(id) {
+                tracing::info!("client {slot} (id {id}) is gone - its slot is free");
+                if matches!(self.slots[slot], Slot::Attached(_)) {
+                    self.stats.dropped += 1;
+                }
+                self.detach(slot);
+                self.slots[slot] = Slot::Free;
+            }
+        }
+    }
+
+    /// Takes slot `slot` from its client, which stopped reading (`why`):
+    /// its node loses the client, and what it sends from now on is
+    /// answered with [`ECONNRESET`] until it attaches again.
+    pub fn drop_client(&mut self, slot: usize, why: &str) {
+        let Some(Slot::Attached(c)) = self.slots.get(slot) else {
+            return;
+        };
+        let id = c.id;
+        tracing::warn!("client {slot} (id {id}) dropped: {why}");
+        self.stats.dropped += 1;
+        self.detach(slot);
+        self.outbox[slot].clear();
+        self.slots[slot] = Slot::Dropped {
+            id,
+            why: why.to_string(),
+        };
+    }
+
+    /// The client at `slot` leaves its node (the slot itself is left to
+    /// the caller).
+    fn detach(&mut self, slot: usize) {
+        let Slot::Attached(c) = std::mem::replace(&mut self.slots[slot], Slot::Free) else {
+            return;
+        };
+        if c.issm {
+            self.fabric.set_is_sm(c.node, false);
+        }
+        if !self
+            .slots
+            .iter()
+            .any(|s| matches!(s, Slot::Attached(o) if o.node == c.node))
+        {
+            self.fabric.detach(c.node);
+        }
+    }
+
+    fn ctl_request(&mut self, ctl: &mut SimCtl, t: &mut impl Transport) -> Result<(), ServeError> {
+        match ctl.kind {
+            CtlType::Connect => return self.connect(ctl, t),
+            CtlType::Disconnect => {
+                let slot = ctl.client as usize;
+                if slot < MAX_CLIENTS {
+                    self.detach(slot);
+                    self.slots[slot] = Slot::Free;
+                }
+                return Ok(());
+            }
+            CtlType::Error => return Err(ServeError::ErrorPacket),
+            _ => {}
+        }
+        let slot = ctl.client as usize;
+        let node = match self.slots.get(slot) {
+            Some(Slot::Attached(c)) => c.node,
+            Some(Slot::Dropped { why, .. }) => {
+                return Err(ServeError::Dropped {
+                    slot,
+                    why: why.clone(),
+                })
+            }
+            _ => return Err(ServeError::NoClient(ctl.client)),
+        };
+        // A client at a switch is at its management port 0 (as in ibsim).
+        let home: u8 = if self.fabric.topo.nodes[node].kind == NodeType::Switch {
+            0
+        } else {
+            1
+        };
+        let info = |f: &mut Fabric, attr: AttributeId, am| {
+            f.local_get(node, home, attr, am)
+                .ok_or_else(|| ServeError::Unreadable(format!("{attr:?}")))
+        };
+        let d = &mut ctl.data;
+        match ctl.kind {
+            CtlType::GetPort => {
+                let pi = info(&mut self.fabric, AttributeId::PortInfo, u32::from(home))?;
+                d.fill(0);
+                d[0..2].copy_from_slice(&u16::from_be_bytes([pi[16], pi[17]]).to_ne_bytes());
+                d[2] = pi[32] & 0x0F;
+            }
+            CtlType::GetVendor => {
+                let ni = info(&mut self.fabric, AttributeId::NodeInfo, 0)?;
+                d.fill(0);
+                let vendor = u32::from_be_bytes([0, ni[37], ni[38], ni[39]]);
+                let part = u32::from(u16::from_be_bytes([ni[30], ni[31]]));
+                let rev = u32::from_be_bytes([ni[32], ni[33], ni[34], ni[35]]);
+                d[0..4].copy_from_slice(&vendor.to_ne_bytes());
+                d[4..8].copy_from_slice(&part.to_ne_bytes());
+                d[8..12].copy_from_slice(&rev.to_ne_bytes());
+                d[16..24].copy_from_slice(&1u64.to_ne_bytes());
+            }
+            CtlType::GetGid => {
+                let pi = info(&mut self.fabric, AttributeId::PortInfo, u32::from(home))?;
+                let ni = info(&mut self.fabric, AttributeId::NodeInfo, 0)?;
+                d.fill(0);
+                d[0..8].copy_from_slice(&pi[8..16]);
+                d[8..16].copy_from_slice(&ni[20..28]);
+            }
+            CtlType::GetGuid => {
+                let g = self.fabric.topo.nodes[node].guid;
+                d.fill(0);
+                d[0..8].copy_from_slice(&g.to_ne_bytes());
+            }
+            CtlType::GetNodeInfo => *d = info(&mut self.fabric, AttributeId::NodeInfo, 0)?,
+            CtlType::GetPortInfo => {
+                let ports = self.fabric.topo.nodes[node].ports;
+                let p = if d[0] == 0 || d[0] > ports {
+                    home
+                } else {
+                    d[0]
+                };
+                *d = info(&mut self.fabric, AttributeId::PortInfo, u32::from(p))?;
+            }
+            CtlType::SetIsSm => {
+                let on = i32::from_ne_bytes([d[0], d[1], d[2], d[3]]) != 0;
+                if on
+                    && self.slots.iter().enumerate().any(|(i, s)| {
+                        i != slot && matches!(s, Slot::Attached(c) if c.node == node && c.issm)
+                    })
+                {
+                    return Err(ServeError::SmRunning(clean(
+                        &self.fabric.topo.nodes[node].name,
+                    )));
+                }
+                if let Some(Slot::Attached(c)) = self.slots.get_mut(slot) {
+                    c.issm = on;
+                }
+                self.fabric.set_is_sm(node, on);
+            }
+            CtlType::GetPkeys => *d = info(&mut self.fabric, AttributeId::PKeyTable, 0)?,
+            CtlType::Connect | CtlType::Disconnect | CtlType::Error => {}
+        }
+        Ok(())
+    }
+
+    fn connect(&mut self, ctl: &mut SimCtl, t: &mut impl Transport) -> Result<(), ServeError> {
+        let info = ClientInfo::parse(&ctl.data);
+        let free = |s: &[Slot]| s.iter().position(|s| matches!(s, Slot::Free));
+        if free(&self.slots).is_none() {
+            self.reap(t);
+        }
+        // A dropped client that attaches again gets its slot back; a new
+        // client gets a dropped one's slot when nothing else is free.
+        let slot = self
+            .slots
+            .iter()
+            .position(|s| matches!(s, Slot::Dropped { id, .. } if *id == info.id))
+            .or_else(|| free(&self.slots))
+            .or_else(|| {
+                self.slots
+                    .iter()
+                    .position(|s| matches!(s, Slot::Dropped { .. }))
+            })
+            .ok_or(ServeError::Full)?;
+        let node = if info.nodeid.is_empty() {
+            self.fabric.sm_node
+        } else {
+            self.node(&info.nodeid)?
+        };
+        if info.issm
+            && self
+                .slots
+                .iter()
+                .any(|s| matches!(s, Slot::Attached(c) if c.node == node && c.issm))
+        {
+            return Err(ServeError::SmRunning(clean(&info.nodeid)));
+        }
+        t.connect(slot, info.id)
+            .map_err(|why| ServeError::Unreachable { id: info.id, why })?;
+        self.outbox[slot].clear();
+        self.slots[slot] = Slot::Attached(Client {
+            id: info.id,
+            node,
+            issm: info.issm,
+            outstanding: Vec::new(),
+        });
+        self.fabric.attach(node);
+        if info.issm {
+            self.fabric.set_is_sm(node, true);
+        }
+        let name = self.fabric.topo.nodes[node].name.clone();
+        tracing::info!(
+            "client {slot} (pid {}) attached at \"{}\"{}",
+            info.id,
+            clean(&name),
+            if info.issm { " as SM" } else { "" }
+        );
+        let reply = ClientInfo {
+            id: slot as u32,
+            qp: info.qp,
+            issm: info.issm,
+            nodeid: name,
+        };
+        reply.encode(&mut ctl.data);
+        Ok(())
+    }
+
+    /// Logs a line about something a client did, within the rate limit.
+    fn log(&mut self, now: Instant, line: std::fmt::Arguments<'_>) {
+        let l = &mut self.log;
+        if now.saturating_duration_since(l.window) >= Duration::from_secs(1) {
+            if l.skipped > 0 {
+                tracing::warn!("{} more lines like these left out", l.skipped);
+            }
+            l.window = now;
+            l.lines = 0;
+            l.skipped = 0;
+        }
+        if l.lines < LOG_PER_SECOND {
+            l.lines += 1;
+            tracing::warn!("{}", clean(&line.to_string()));
+        } else {
+            l.skipped += 1;
+            self.stats.unlogged += 1;
+        }
+    }
+}

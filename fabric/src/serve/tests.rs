@@ -1,0 +1,402 @@
+//! The session, driven as its sockets would drive it.
+
+use super::*;
+use crate::ibsim::{ClientInfo, CtlType, SimCtl, SimRequest, CTL_SIZE, ETIMEDOUT, MAX_CLIENTS};
+use crate::sim::{Fabric, SimConfig};
+use crate::topology::Topology;
+use mad_core::attr::AttributeId;
+use mad_core::{DrPath, MKey, Method, Smp};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const ME: u32 = 1000;
+const USER: Option<Peer> = Some(Peer { uid: ME, pid: 42 });
+
+/// Sockets that always connect, and clients alive unless listed dead.
+#[derive(Default)]
+struct Mock {
+    connected: Vec<(usize, u32)>,
+    dead: BTreeSet<u32>,
+    refuse: bool,
+}
+
+impl Transport for Mock {
+    fn connect(&mut self, slot: usize, id: u32) -> Result<(), String> {
+        if self.refuse {
+            return Err("Connection refused".into());
+        }
+        self.connected.push((slot, id));
+        Ok(())
+    }
+    fn alive(&mut self, id: u32) -> bool {
+        !self.dead.contains(&id)
+    }
+}
+
+fn session() -> (Session, Instant) {
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let now = Instant::now();
+    (Session::new(f, Access::new(ME, &[]), now), now)
+}
+
+fn ctl(client: u32, kind: CtlType, data: [u8; 64]) -> [u8; CTL_SIZE] {
+    SimCtl {
+        client,
+        kind,
+        len: 64,
+        data,
+    }
+    .encode()
+}
+
+fn connect_msg(id: u32, node: &str, issm: bool) -> [u8; CTL_SIZE] {
+    let mut d = [0u8; 64];
+    ClientInfo {
+        id,
+        qp: 0,
+        issm,
+        nodeid: node.into(),
+    }
+    .encode(&mut d);
+    ctl(0, CtlType::Connect, d)
+}
+
+/// Attaches client `id` at `node`; its slot.
+fn attach(
+    s: &mut Session,
+    t: &mut Mock,
+    id: u32,
+    node: &str,
+    now: Instant,
+) -> Result<u32, CtlType> {
+    let r = SimCtl::parse(
+        &s.on_ctl(&connect_msg(id, node, false), USER, t, now)
+            .unwrap(),
+    )
+    .unwrap();
+    if r.kind == CtlType::Error {
+        return Err(r.kind);
+    }
+    Ok(ClientInfo::parse(&r.data).id)
+}
+
+fn node_info(path: &[u8], tid: u64) -> [u8; 288] {
+    let p = DrPath::from_ports(path).unwrap();
+    let smp = Smp::directed(&p, Method::Get, AttributeId::NodeInfo, 0, tid, MKey(0));
+    SimRequest {
+        dlid: 0xFFFF,
+        slid: 0,
+        dqp: 0,
+        sqp: 0,
+        status: 0,
+        length: 256,
+        mad: *smp.as_wire(),
+    }
+    .encode()
+}
+
+fn replies(s: &mut Session, slot: usize) -> Vec<SimRequest> {
+    s.take_outbox(slot)
+        .iter()
+        .map(|b| SimRequest::parse(b).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_client_attaches_and_its_requests_come_back_with_its_own_tid() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let slot = attach(&mut s, &mut t, 777, "H-1", now).unwrap() as usize;
+    assert_eq!(t.connected, vec![(slot, 777)]);
+    assert!(s.is_attached(slot));
+    // The CA's leaf switch and a spine beyond it.
+    let tid = 0xABCD_0000_1234;
+    assert!(s.on_packet(slot, &node_info(&[1], tid), USER, now));
+    assert!(s.on_packet(slot, &node_info(&[1, 3], tid + 1), USER, now));
+    s.settle();
+    let r = replies(&mut s, slot);
+    assert_eq!(r.len(), 2);
+    assert!(r.iter().all(|r| r.status == 0 && r.is_response()));
+    let mut tids: Vec<u64> = r.iter().map(SimRequest::tid).collect();
+    tids.sort();
+    assert_eq!(
+        tids,
+        vec![tid, tid + 1],
+        "the server's slot stamp is taken off"
+    );
+    assert_eq!(r[0].mad[64 + 2], 2, "a switch answered");
+    assert_eq!(s.stats().answered, 2);
+    // A path out of a port with no cable times out.
+    // A CA does not pass a directed-route SMP on: it times out.
+    assert!(s.on_packet(slot, &node_info(&[1, 1, 1], 9), USER, now));
+    s.settle();
+    let r = replies(&mut s, slot);
+    assert_eq!((r.len(), r[0].status, r[0].tid()), (1, ETIMEDOUT, 9));
+}
+
+#[test]
+fn local_control_requests_read_the_clients_node() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let slot = attach(&mut s, &mut t, 5, "H-2", now).unwrap();
+    let guid = s
+        .fabric()
+        .topo
+        .nodes
+        .iter()
+        .find(|n| n.name == "H-2")
+        .unwrap()
+        .guid;
+    let r = SimCtl::parse(
+        &s.on_ctl(&ctl(slot, CtlType::GetGuid, [0; 64]), USER, &mut t, now)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.kind, CtlType::GetGuid);
+    assert_eq!(u64::from_ne_bytes(r.data[0..8].try_into().unwrap()), guid);
+    // A slot nobody holds is an error.
+    let r = SimCtl::parse(
+        &s.on_ctl(&ctl(9, CtlType::GetGuid, [0; 64]), USER, &mut t, now)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.kind, CtlType::Error);
+}
+
+#[test]
+fn strangers_change_nothing() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let stranger = Some(Peer { uid: 4321, pid: 1 });
+    for peer in [stranger, None] {
+        let r = s
+            .on_ctl(&connect_msg(1, "H-1", true), peer, &mut t, now)
+            .unwrap();
+        assert_eq!(SimCtl::parse(&r).unwrap().kind, CtlType::Error);
+    }
+    assert!(t.connected.is_empty());
+    assert_eq!(s.listening().count(), 0);
+    let e = s
+        .on_command("node-down S-L0-0-0", stranger, now)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("permission denied: uid 4321 (pid 1)"),
+        "{e}"
+    );
+    let slot = attach(&mut s, &mut t, 2, "H-1", now).unwrap() as usize;
+    assert!(!s.on_packet(slot, &node_info(&[1], 1), stranger, now));
+    s.settle();
+    assert!(s.take_outbox(slot).is_empty());
+    assert_eq!(s.stats().refused, 4);
+    assert_eq!(s.stats().packets, 0);
+    // A user let in by --allow-uid is served.
+    let (s, now) = session();
+    let mut s = Session::new(s.fabric, Access::new(ME, &[4321]), now);
+    assert!(attach_as(&mut s, &mut t, stranger, now));
+}
+
+fn attach_as(s: &mut Session, t: &mut Mock, peer: Option<Peer>, now: Instant) -> bool {
+    let r = s
+        .on_ctl(&connect_msg(3, "H-1", false), peer, t, now)
+        .unwrap();
+    SimCtl::parse(&r).unwrap().kind == CtlType::Connect
+}
+
+#[test]
+fn bad_datagrams_are_counted_and_answer_nothing_or_time_out() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let slot = attach(&mut s, &mut t, 2, "H-1", now).unwrap() as usize;
+    assert!(s.on_ctl(&[1, 2, 3], USER, &mut t, now).is_none());
+    assert!(!s.on_packet(slot, &[0; 100], USER, now));
+    assert!(s.take_outbox(slot).is_empty());
+    // A GMP (class 3) is not served: it times out at once.
+    let mut gmp = node_info(&[1], 5);
+    gmp[32 + 1] = 0x03;
+    assert!(!s.on_packet(slot, &gmp, USER, now));
+    let r = replies(&mut s, slot);
+    assert_eq!((r.len(), r[0].status), (1, ETIMEDOUT));
+    assert_eq!(s.stats().malformed, 2);
+}
+
+#[test]
+fn a_flood_of_bad_datagrams_is_logged_twenty_times_a_second() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let slot = attach(&mut s, &mut t, 2, "H-1", now).unwrap() as usize;
+    for _ in 0..100 {
+        s.on_packet(slot, b"junk", USER, now);
+    }
+    assert_eq!(s.stats().unlogged, 100 - u64::from(LOG_PER_SECOND));
+    // The next second logs again.
+    s.on_packet(slot, b"junk", USER, now + Duration::from_secs(1));
+    assert_eq!(s.stats().unlogged, 80);
+}
+
+#[test]
+fn ten_slots_then_a_clear_refusal_and_dead_clients_are_reaped() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    for id in 0..MAX_CLIENTS as u32 {
+        attach(&mut s, &mut t, 100 + id, "H-1", now).unwrap();
+    }
+    assert_eq!(attach(&mut s, &mut t, 200, "H-1", now), Err(CtlType::Error));
+    // Client 103 dies: the next one to attach gets its slot.
+    t.dead.insert(103);
+    assert_eq!(attach(&mut s, &mut t, 200, "H-1", now), Ok(3));
+    assert_eq!(s.stats().dropped, 1);
+    // And the reaper frees the slots of the dead on its own.
+    t.dead.extend([100, 101]);
+    s.reap(&mut t);
+    assert_eq!(s.listening().count(), MAX_CLIENTS - 2);
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_and_told_so() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let slot = attach(&mut s, &mut t, 9, "H-1", now).unwrap() as usize;
+    assert!(s.on_packet(slot, &node_info(&[1], 1), USER, now));
+    s.drop_client(slot, "its socket takes no more");
+    s.settle();
+    assert!(
+        s.take_outbox(slot).is_empty(),
+        "what was queued for it is gone"
+    );
+    assert!(!s.is_attached(slot));
+    assert!(s.listening().any(|l| l == slot), "its socket is still read");
+    // Its next request comes back at once with ECONNRESET.
+    assert!(!s.on_packet(slot, &node_info(&[1], 2), USER, now));
+    let r = replies(&mut s, slot);
+    assert_eq!((r.len(), r[0].status, r[0].tid()), (1, ECONNRESET, 2));
+    // Its control requests are refused with the reason.
+    let r = SimCtl::parse(
+        &s.on_ctl(
+            &ctl(slot as u32, CtlType::GetGuid, [0; 64]),
+            USER,
+            &mut t,
+            now,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.kind, CtlType::Error);
+    // Attaching again gives it its slot back.
+    assert_eq!(attach(&mut s, &mut t, 9, "H-1", now), Ok(slot as u32));
+    assert!(s.is_attached(slot));
+}
+
+#[test]
+fn one_sm_per_node() {
+    let (mut s, now) = session();
+    let mut t = Mock::default();
+    let r = s
+        .on_ctl(&connect_msg(1, "H-1", true), USER, &mut t, now)
+        .unwrap();
+    assert_eq!(SimCtl::parse(&r).unwrap().kind, CtlType::Connect);
+    let r = s
+        .on_ctl(&connect_msg(2, "H-1", true), USER, &mut t, now)
+        .unwrap();
+    assert_eq!(SimCtl::parse(&r).unwrap().kind, CtlType::Error);
+    // Nor by claiming the role after attaching.
+    let other = attach(&mut s, &mut t, 3, "H-1", now).unwrap();
+    let mut on = [0u8; 64];
+    on[0..4].copy_from_slice(&1i32.to_ne_bytes());
+    let r = s
+        .on_ctl(&ctl(other, CtlType::SetIsSm, on), USER, &mut t, now)
+        .unwrap();
+    assert_eq!(SimCtl::parse(&r).unwrap().kind, CtlType::Error);
+}
+
+#[test]
+fn an_unreachable_client_is_refused_and_holds_no_slot() {
+    let (mut s, now) = session();
+    let mut t = Mock {
+        refuse: true,
+        ..Default::default()
+    };
+    assert_eq!(attach(&mut s, &mut t, 1, "H-1", now), Err(CtlType::Error));
+    assert_eq!(
+        attach(&mut s, &mut t, 1, "no-such-node", now),
+        Err(CtlType::Error)
+    );
+    assert_eq!(s.listening().count(), 0);
+}
+
+#[test]
+fn commands_change_the_fabric_or_say_why_not() {
+    let (mut s, now) = session();
+    let text = |a: Result<Answer, ServeError>| match a {
+        Ok(Answer::Text(t)) => t,
+        other => panic!("{other:?}"),
+    };
+    let up = s
+        .fabric()
+        .topo
+        .nodes
+        .iter()
+        .position(|n| n.name == "S-L0-0-0")
+        .unwrap();
+    let port = (1..=4)
+        .find(|&p| s.fabric().topo.peer_of(up, p).is_some())
+        .unwrap();
+    let t = text(s.on_command(&format!("link-down S-L0-0-0 {port}"), USER, now));
+    assert!(t.starts_with("ok: LinkDown"), "{t}");
+    let e = s
+        .on_command(&format!("link-down S-L0-0-0 {port}"), USER, now)
+        .unwrap_err();
+    assert!(matches!(e, ServeError::NoCable { .. }), "{e}");
+    text(s.on_command(&format!("link-up S-L0-0-0 {port}"), USER, now));
+    let e = s.on_command("node-up S-L0-0-0", USER, now).unwrap_err();
+    assert!(matches!(e, ServeError::NotDown(_)), "{e}");
+    text(s.on_command("node-down S-L0-0-0", USER, now));
+    assert!(matches!(
+        s.on_command("node-down S-L0-0-0", USER, now),
+        Err(ServeError::AlreadyDown(_))
+    ));
+    text(s.on_command("node-up S-L0-0-0", USER, now));
+    assert!(matches!(
+        s.on_command("link-down S-L0-0-0 9", USER, now),
+        Err(ServeError::MissingPort)
+    ));
+    assert!(matches!(
+        s.on_command("node-down nobody", USER, now),
+        Err(ServeError::NoNode(_))
+    ));
+    assert_eq!(
+        s.on_command("dump /tmp/x", USER, now),
+        Ok(Answer::Dump("/tmp/x".into()))
+    );
+    let stats: serde_json::Value =
+        serde_json::from_str(&text(s.on_command("stats", USER, now))).unwrap();
+    for k in [
+        "packets", "answered", "timeouts", "refused", "dropped", "hops", "expired", "uptime_s",
+    ] {
+        assert!(stats.get(k).is_some(), "{k} missing from {stats}");
+    }
+    let d = s.dump();
+    assert_eq!(d.nodes.len(), s.fabric().topo.nodes.len());
+    assert!(d.nodes.iter().any(|n| n.lft.is_some()));
+}
+
+#[test]
+fn what_clients_chose_is_logged_escaped_and_short() {
+    assert_eq!(clean("H-1"), "H-1");
+    assert_eq!(clean("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb\\n");
+    let long = clean(&"x".repeat(1000));
+    assert_eq!(long.chars().count(), 201);
+    assert!(long.ends_with('…'));
+}
+
+#[test]
+fn only_the_servers_user_root_and_the_allowed_pass() {
+    let a = Access::new(ME, &[4321]);
+    for uid in [ME, 0, 4321] {
+        assert_eq!(a.check(Some(Peer { uid, pid: 7 })), Ok(()));
+    }
+    let e = a.check(Some(Peer { uid: 1234, pid: 7 })).unwrap_err();
+    assert!(e.to_string().contains("uid 1234 (pid 7)"), "{e}");
+    assert_eq!(a.check(None), Err(ServeError::NoCredentials));
+}

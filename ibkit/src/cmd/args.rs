@@ -1,0 +1,33 @@
+//! Arguments more than one command takes, and their parsers.
+
+/// A loss probability: a finite number from 0 to 1.
+pub fn parse_loss(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?} is not a probability from 0 to 1")),
+    }
+}
+
+/// VFs per hypervisor: 0 to the most a hypervisor models.
+pub fn parse_vfs(s: &str) -> Result<usize, String> {
+    let max = smi::sma::hypervisor::MAX_VFS;
+    match s.parse::<usize>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!("{s:?} is not a number of VFs from 0 to {max}")),
+    }
+}
+
+/// Sets up logging on standard error for a long-running command: `info`
+/// and above, `debug` with `verbose`, or what `RUST_LOG` says.
+pub fn init_logging(verbose: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if verbose { "debug" } else { "info" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
