@@ -15,6 +15,9 @@
 //!   (`NodeDown`, `NodeUp`), and a new cable is laid (`Cable`), for instance
 //!   to a node added with [`sim::Fabric::add_node`].
 //!
+//! * [`migrate`] — the vSwitch paper's migration experiment and its Table
+//!   I, measured and checked, as report structs.
+//!
 //! * [`model`] — the analytic prediction of a bring-up's SMPs by kind.
 //!
 //! * [`serve`] — the fabric behind ibsim's client protocol, for OpenSM and
@@ -30,6 +33,7 @@
 pub use smi;
 
 pub mod ibsim;
+pub mod migrate;
 pub mod model;
 pub mod osu;
 pub mod pcap;

@@ -33,6 +33,16 @@ pub enum Check {
     ChangedLids,
 }
 
+impl Check {
+    /// The check in words, as ibkit's tables and JSON say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Check::AllLids => "all pairs",
+            Check::ChangedLids => "changed LIDs",
+        }
+    }
+}
+
 /// Where a walk that failed ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WalkEnd {

@@ -31,3 +31,19 @@ pub fn init_logging(verbose: bool) {
         .without_time()
         .try_init();
 }
+
+/// The help of every `--topology`.
+pub const TOPOLOGY_HELP: &str =
+    "mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, file:PATH.";
+
+/// A LID policy by name: prepopulated or dynamic.
+pub fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
+    smi::sm::LidPolicy::from_name(s)
+        .ok_or_else(|| format!("unknown LID policy {s:?}: prepopulated or dynamic"))
+}
+
+/// A routing engine by name: minhop, updn or ftree.
+pub fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
+    smi::sm::Engine::from_name(s)
+        .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn or ftree"))
+}

@@ -9,6 +9,7 @@
 //! DISCOVERING state"), the end of discovery ("Entering MASTER state"), the
 //! end of routing ("… tables configured on all switches") and "SUBNET UP".
 
+use super::args::{parse_engine, TOPOLOGY_HELP};
 use fabric::sim::{Fabric, SimConfig};
 use fabric::topology::{to_ibnetdiscover, Topology};
 use serde_json::json;
@@ -540,4 +541,84 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
             o.smps
         )
     })
+}
+
+/// `ibkit bench`'s benchmarks.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum BenchWhat {
+    /// OpenSM (on ibsim) and ibkit's SM (on its simulator) bring the same fabric up: SMPs, times, ratios.
+    Opensm(OpensmArgs),
+    /// vhca: the software HCA natively and from a guest process: latency, bandwidth, events, registration.
+    Vhca(VhcaArgs),
+    /// OpenSM and ibkit's SM on Debian's ibsim and on `ibkit fabric serve`, same fabric, same run: time to up, SMP rate, simulator CPU per SMP.
+    IbsimCompat(CompatArgs),
+}
+
+/// Options of `ibkit bench opensm`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct OpensmArgs {
+    /// The fabric: a topology spec.
+    #[arg(long, default_value = "fat-tree-324", help = TOPOLOGY_HELP)]
+    pub topology: String,
+    /// Routing engine for both: minhop, updn or ftree.
+    #[arg(long, default_value = "minhop", value_parser = parse_engine)]
+    pub routing: Engine,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `ibkit bench vhca`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct VhcaArgs {
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Fewer sizes and iterations (a smoke run).
+    #[arg(long)]
+    pub quick: bool,
+    /// Internal: run the guest side against the backend at this socket.
+    #[arg(long, hide = true)]
+    pub guest: Option<PathBuf>,
+    /// Measure vhca over this RDMA device (VerbsHca) against the device used directly, instead of the software HCA.
+    #[arg(long)]
+    pub device: Option<String>,
+}
+
+/// Options of `ibkit bench ibsim-compat`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CompatArgs {
+    /// The fabric: a topology spec.
+    #[arg(long, default_value = "fat-tree-5832", help = TOPOLOGY_HELP)]
+    pub topology: String,
+    /// Routing engine for both clients: minhop, updn or ftree.
+    #[arg(long, default_value = "minhop", value_parser = parse_engine)]
+    pub routing: Engine,
+    /// Runs per client and simulator (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Instead of comparing with ibsim: OpenSM on ibkit serve with these µs added to every batch of answers (e.g. 0,15,30), and how much of OpenSM's time that makes.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub sensitivity: Vec<u64>,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs one of `ibkit bench`'s benchmarks.
+pub fn main(what: &BenchWhat) -> super::Outcome {
+    match what {
+        BenchWhat::Opensm(a) => opensm(&a.topology, a.routing, a.json),
+        BenchWhat::IbsimCompat(a) if a.sensitivity.is_empty() => {
+            super::compat::run(&a.topology, a.routing, a.runs, a.json)
+        }
+        BenchWhat::IbsimCompat(a) => {
+            super::compat::run_sensitivity(&a.topology, a.routing, a.runs, &a.sensitivity, a.json)
+        }
+        BenchWhat::Vhca(a) => match (&a.guest, &a.device) {
+            (Some(sock), _) => super::vhca::guest(sock, a.quick),
+            (None, Some(d)) => super::vhca::verbs::run(d, a.json, a.quick),
+            (None, None) => super::vhca::run(a.json, a.quick),
+        },
+    }
 }

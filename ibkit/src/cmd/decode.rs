@@ -195,6 +195,22 @@ pub fn read_items(data: &[u8]) -> Result<Vec<Item>, String> {
 }
 
 /// Runs `ibkit decode [--json] [FILE|-]`.
+/// Options of `ibkit decode`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct DecodeArgs {
+    /// One JSON object per MAD instead of the text dump.
+    #[arg(long)]
+    pub json: bool,
+    /// Input file; `-` or nothing reads standard input.
+    pub input: Option<PathBuf>,
+}
+
+/// Runs `ibkit decode`.
+pub fn main(a: &DecodeArgs) -> super::Outcome {
+    run(a.json, a.input.clone())
+}
+
+/// Decodes `input` (standard input when `None` or `-`) as text or JSON.
 pub fn run(json: bool, input: Option<PathBuf>) -> super::Outcome {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();

@@ -1,713 +1,129 @@
-//! `ibkit migrate`: vSwitch hypervisors on a simulated fabric brought up by
-//! ibkit's SM, VMs started, live migrations (near: same leaf; far: the
-//! farthest leaf; random) carried out by swapping or copying LFT entries,
-//! each measured in SMPs and switches touched beside a full traditional
-//! reconfiguration of the same fabric, measured by doing it. `--table`
-//! reproduces Table I of the vSwitch paper from measured runs; `--plot`
-//! draws its comparison as an SVG chart.
+//! `ibkit migrate`: the vSwitch migration experiment of
+//! [`fabric::migrate`] on one fabric, or Table I of the vSwitch paper on
+//! its four fat trees (`--table`, with `--plot` for an SVG chart),
+//! rendered as text or JSON.
 
-use fabric::sim::{Check, Fabric, SimConfig, Verify};
-use fabric::topology::Topology;
-use mad_core::attr::AttributeId;
-use mad_core::Method;
+use super::args::{parse_engine, parse_policy, parse_vfs, TOPOLOGY_HELP};
+use fabric::migrate::{
+    kinds, table, Checked, FabricReport, FullAt, MigrateConfig, TableRow, DEFAULT_VERIFY_LIMIT,
+    TABLE_FABRICS,
+};
+use fabric::sim::Check;
 use serde_json::{json, Value};
-use smi::sm::routing;
-use smi::sm::{Engine, LidPolicy, MigrationPlan, Sm, SmConfig, VmId};
-use std::time::Instant;
+use std::path::PathBuf;
 
-/// Options of `ibkit migrate`.
-#[derive(Clone, Debug)]
+/// The options of `ibkit migrate`.
+#[derive(Clone, Debug, clap::Args)]
 pub struct MigrateArgs {
-    /// Topology spec.
+    /// The fabric: a topology spec.
+    #[arg(long, default_value = "fat-tree-648", help = TOPOLOGY_HELP)]
     pub topology: String,
-    /// LID policy.
-    pub policy: LidPolicy,
-    /// VFs per hypervisor.
+    /// prepopulated (every VF has a LID from bring-up) or dynamic (a VM gets one when it starts).
+    #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
+    pub policy: smi::sm::LidPolicy,
+    /// VFs per hypervisor (at most 128).
+    #[arg(long, default_value_t = 16, value_parser = parse_vfs)]
     pub vfs: usize,
-    /// VMs to start.
+    /// VMs to start, spread over the hypervisors.
+    #[arg(long, default_value_t = 64)]
     pub vms: usize,
-    /// Migrations to perform (near, far, random in turn).
+    /// Migrations: near (same leaf), far (farthest leaf), random, in turn.
+    #[arg(long, default_value_t = 3)]
     pub migrations: usize,
-    /// Routing engine.
-    pub routing: Engine,
-    /// Point the VM's LID at port 255 first (deadlock mitigation).
+    /// Routing engine: minhop, updn or ftree.
+    #[arg(long, default_value = "ftree", value_parser = parse_engine)]
+    pub routing: smi::sm::Engine,
+    /// Point the VM's LID at port 255 on the switches to update first (deadlock mitigation).
+    #[arg(long)]
     pub mitigate: bool,
     /// Seed of the random choices.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// After each step, walk every live node to every LID while that is
-    /// at most this many walks; above it, walk every live node to the LIDs
-    /// the step changed and compare every other LFT entry with its value
-    /// before the step. The bring-up and a full reconfiguration are always
-    /// checked on all pairs.
+    /// Walks above which each migration is checked by walking every live node to the LIDs it moved (every other LFT entry compared with its value before) instead of every node to every LID.
+    #[arg(long, default_value_t = DEFAULT_VERIFY_LIMIT)]
     pub verify_limit: u64,
+    /// Reproduce the vSwitch paper's Table I on its four fat trees from measured runs.
+    #[arg(long)]
+    pub table: bool,
+    /// With --table: far migrations swept per fabric.
+    #[arg(long, default_value_t = 12)]
+    pub sweep: usize,
+    /// With --table: fabrics to measure (comma-separated; default the four of Table I).
+    #[arg(long, value_delimiter = ',')]
+    pub fabrics: Vec<String>,
+    /// With --table: draw the comparison as an SVG chart to this file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// One JSON object (with --table: an array, one object per fabric).
+    #[arg(long)]
+    pub json: bool,
 }
 
-impl Default for MigrateArgs {
-    fn default() -> Self {
-        MigrateArgs {
-            topology: "fat-tree-648".into(),
-            policy: LidPolicy::Prepopulated,
-            vfs: 16,
-            vms: 64,
-            migrations: 3,
-            routing: Engine::FatTree,
-            mitigate: false,
-            seed: 1,
-            verify_limit: DEFAULT_VERIFY_LIMIT,
-        }
+/// Runs `ibkit migrate`.
+pub fn main(a: &MigrateArgs) -> super::Outcome {
+    if a.table || a.plot.is_some() {
+        return run_table(a);
     }
-}
-
-/// Walks above which a step is checked on the LIDs it changed rather than
-/// on all pairs (about a quarter of a second of walking on this machine).
-pub const DEFAULT_VERIFY_LIMIT: u64 = 50_000_000;
-
-/// Which way a migration goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// To another hypervisor on the same leaf switch.
-    Near,
-    /// To a hypervisor on the farthest leaf (across the spine).
-    Far,
-    /// To a random hypervisor.
-    Random,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Near => "near",
-            Kind::Far => "far",
-            Kind::Random => "random",
-        }
-    }
-}
-
-/// One measured migration.
-#[derive(Clone, Debug)]
-pub struct MigrationReport {
-    /// Near, far or random.
-    pub kind: Kind,
-    /// The VM.
-    pub vm: u32,
-    /// Its LID (kept).
-    pub lid: u16,
-    /// Source and destination hypervisor names.
-    pub from: String,
-    /// Destination hypervisor name.
-    pub to: String,
-    /// SMPs sent, counted by the SM while applying.
-    pub smps: u64,
-    /// Of which Set(LinearForwardingTable).
-    pub lft_smps: u64,
-    /// Switches whose LFT changed.
-    pub switches_updated: usize,
-    /// Microseconds to compute the plan (mean of repeated runs).
-    pub plan_us: f64,
-    /// Simulated microseconds until the last SMP was answered.
-    pub sim_us: f64,
-    /// The walks after the migration (all pairs, or every live node to
-    /// the moved LIDs on fabrics above the limit).
-    pub check: Checked,
-    /// The installed entries of every other LID are unchanged.
-    pub others_unchanged: bool,
-}
-
-/// What a check after one step found.
-#[derive(Clone, Debug)]
-pub struct Checked {
-    /// Which LIDs were walked to.
-    pub check: Check,
-    /// Walks taken.
-    pub walks: u64,
-    /// The first failure, described; `None` when everything held.
-    pub failure: Option<String>,
-}
-
-impl Checked {
-    fn new(f: &Fabric, v: &Verify) -> Checked {
-        Checked {
-            check: v.check,
-            walks: v.walks(),
-            failure: (!v.ok()).then(|| {
-                let first = v
-                    .failures
-                    .first()
-                    .map(|x| x.describe(f))
-                    .unwrap_or_default();
-                format!("{v}; {first}")
-            }),
-        }
-    }
-    /// True when every walk ended where it must.
-    pub fn ok(&self) -> bool {
-        self.failure.is_none()
-    }
-    /// Which check ran, in words.
-    pub fn label(&self) -> &'static str {
-        check_label(self.check)
-    }
-    /// The JSON object of the check.
-    pub fn to_json(&self) -> Value {
-        json!({"ok": self.ok(), "check": self.label(), "walks": self.walks, "failure": self.failure})
-    }
-}
-
-/// What a whole run measured on one fabric.
-#[derive(Clone, Debug)]
-pub struct FabricReport {
-    /// Topology spec.
-    pub topology: String,
-    /// LID policy.
-    pub policy: LidPolicy,
-    /// VFs per hypervisor.
-    pub vfs: usize,
-    /// CAs (the paper's "nodes").
-    pub nodes: usize,
-    /// Switches.
-    pub switches: usize,
-    /// Hypervisors (every CA but the SM's).
-    pub hypervisors: usize,
-    /// LIDs assigned at bring-up.
-    pub lids: u16,
-    /// LFT blocks per switch at bring-up.
-    pub blocks: u64,
-    /// Bring-up SMPs.
-    pub bring_up_smps: u64,
-    /// Bring-up wall milliseconds.
-    pub bring_up_ms: f64,
-    /// VMs started and the SMPs that took.
-    pub vms: usize,
-    /// SMPs to start them.
-    pub vm_start_smps: u64,
-    /// Of which Set(LinearForwardingTable).
-    pub vm_start_lft_smps: u64,
-    /// Full reconfiguration: SMPs sent.
-    pub full_reconfig_smps: u64,
-    /// Full reconfiguration: route computation wall milliseconds.
-    pub full_reconfig_route_ms: f64,
-    /// Full reconfiguration: simulated milliseconds to distribute.
-    pub full_reconfig_sim_ms: f64,
-    /// The migrations.
-    pub migrations: Vec<MigrationReport>,
-    /// All pairs after the bring-up (after the full reconfiguration, when
-    /// that comes first).
-    pub baseline: Checked,
-    /// After the VMs started.
-    pub vm_start: Checked,
-    /// All pairs after a full reconfiguration done at the end.
-    pub full_end: Option<Checked>,
-}
-
-impl FabricReport {
-    /// Fewest LFT SMPs of any migration.
-    pub fn swap_min(&self) -> Option<u64> {
-        self.migrations.iter().map(|m| m.lft_smps).min()
-    }
-    /// Most LFT SMPs of any migration.
-    pub fn swap_max_measured(&self) -> Option<u64> {
-        self.migrations.iter().map(|m| m.lft_smps).max()
-    }
-    /// The paper's bound: two blocks on every switch.
-    pub fn swap_max_bound(&self) -> u64 {
-        2 * self.switches as u64
-    }
-
-    /// The JSON object `--json` prints for the fabric.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "topology": self.topology,
-            "policy": self.policy.name(),
-            "vfs": self.vfs,
-            "nodes": self.nodes,
-            "switches": self.switches,
-            "hypervisors": self.hypervisors,
-            "lids": self.lids,
-            "min_lft_blocks_per_switch": self.blocks,
-            "bring_up": {"smps": self.bring_up_smps, "wall_ms": self.bring_up_ms},
-            "vms": {"started": self.vms, "smps": self.vm_start_smps, "lft_smps": self.vm_start_lft_smps},
-            "full_reconfig_smps": self.full_reconfig_smps,
-            "full_reconfig_route_ms": self.full_reconfig_route_ms,
-            "full_reconfig_sim_ms": self.full_reconfig_sim_ms,
-            "swap_smps_min": self.swap_min(),
-            "swap_smps_max": self.swap_max_bound(),
-            "swap_smps_max_measured": self.swap_max_measured(),
-            "verified": self.failure().is_none(),
-            "checks": {
-                "baseline": self.baseline.to_json(),
-                "vm_start": self.vm_start.to_json(),
-                "full_reconfig_end": self.full_end.as_ref().map(Checked::to_json),
-            },
-            "migrations": self.migrations.iter().map(|m| json!({
-                "kind": m.kind.name(),
-                "vm": m.vm,
-                "lid": m.lid,
-                "from": m.from,
-                "to": m.to,
-                "smps": m.smps,
-                "lft_smps": m.lft_smps,
-                "switches_updated": m.switches_updated,
-                "plan_us": m.plan_us,
-                "sim_us": m.sim_us,
-                "verified": m.check.ok() && m.others_unchanged,
-                "check": m.check.to_json(),
-                "others_unchanged": m.others_unchanged,
-            })).collect::<Vec<_>>(),
-        })
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
-
-/// When to measure the full reconfiguration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FullAt {
-    /// Right after bring-up, before any VM (Table I's setting).
-    Start,
-    /// After the migrations (the same fabric, VMs included).
-    End,
-}
-
-/// Switch hop distances from switch node `from` over the SM's graph
-/// (`u16::MAX`: unreachable).
-fn hops_from(sm: &Sm, from: usize) -> Vec<(usize, u16)> {
-    let g = sm.routing_graph();
-    let lid = sm.nodes()[from].lid;
-    let Some(start) = g.lid.iter().position(|&l| l == lid) else {
-        return Vec::new();
-    };
-    let d = routing::hops_from(g, start);
-    // Graph index → node index via LIDs.
-    let by_lid: std::collections::HashMap<u16, usize> = sm
-        .nodes()
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.is_switch())
-        .map(|(i, n)| (n.lid, i))
-        .collect();
-    g.lid
-        .iter()
-        .zip(d)
-        .filter_map(|(l, h)| by_lid.get(l).map(|&i| (i, h)))
-        .collect()
-}
-
-/// The check after a step that changed the routes of `changed` only: all
-/// pairs while every live node times every LID is at most `limit` walks,
-/// else every live node to `changed`.
-fn verify_step(f: &Fabric, limit: u64, changed: &[mad_core::Lid]) -> Checked {
-    let v = if f.all_pairs_walks() <= limit {
-        f.verify()
-    } else {
-        f.verify_lids(changed)
-    };
-    Checked::new(f, &v)
-}
-
-/// True when the LFT entries of `after` equal those of `before` but for
-/// the LIDs in `moved` on the switches in `touched` (fabric node indexes).
-fn others_unchanged(
-    before: &[(usize, Vec<u8>)],
-    after: &[(usize, Vec<u8>)],
-    touched: &[usize],
-    moved: &[u16],
-) -> bool {
-    before.len() == after.len()
-        && before.iter().zip(after).all(|((sw, x), (sw2, y))| {
-            sw == sw2
-                && x.len() == y.len()
-                && x.iter().zip(y).enumerate().all(|(l, (p, q))| {
-                    p == q || (touched.contains(sw) && moved.contains(&(l as u16)))
-                })
-        })
-}
-
-fn lft_count(sm: &Sm) -> u64 {
-    sm.stats()
-        .count(Method::Set, AttributeId::LinearForwardingTable)
-}
-
-/// Picks the destination of a migration of the VM on `src`.
-fn destination(sm: &Sm, src: usize, kind: Kind, rng: &mut Rng) -> Option<usize> {
-    let leaf = sm.attachment(src)?.0;
-    let hyps = sm.hypervisors();
-    let free = |h: usize| {
-        h != src
-            && sm.nodes()[h]
-                .vfs
-                .iter()
-                .any(|s| s.vm.is_none() && (sm.lid_policy() == LidPolicy::Dynamic || s.lid != 0))
-    };
-    match kind {
-        Kind::Near => hyps
-            .iter()
-            .copied()
-            .filter(|&h| free(h) && sm.attachment(h).is_some_and(|a| a.0 == leaf))
-            .nth(rng.next(2)),
-        Kind::Far => {
-            let d: std::collections::HashMap<usize, u16> =
-                hops_from(sm, leaf).into_iter().collect();
-            let far = hyps
-                .iter()
-                .filter_map(|&h| sm.attachment(h).map(|a| d.get(&a.0).copied().unwrap_or(0)))
-                .max()?;
-            let cands: Vec<usize> = hyps
-                .iter()
-                .copied()
-                .filter(|&h| {
-                    free(h)
-                        && sm
-                            .attachment(h)
-                            .is_some_and(|a| d.get(&a.0).copied().unwrap_or(0) == far)
-                })
-                .collect();
-            (!cands.is_empty()).then(|| cands[rng.next(cands.len())])
-        }
-        Kind::Random => {
-            let cands: Vec<usize> = hyps.iter().copied().filter(|&h| free(h)).collect();
-            (!cands.is_empty()).then(|| cands[rng.next(cands.len())])
-        }
-    }
-}
-
-fn time_plan(sm: &Sm, vm: VmId, dst: usize) -> Result<(MigrationPlan, f64), String> {
-    let t = Instant::now();
-    let mut n = 0u32;
-    let plan = loop {
-        let p = sm.plan_migration(vm, dst).map_err(|e| e.to_string())?;
-        n += 1;
-        if n >= 1000 || t.elapsed().as_millis() >= 20 {
-            break p;
-        }
-    };
-    Ok((plan, t.elapsed().as_secs_f64() * 1e6 / f64::from(n)))
-}
-
-/// What a full reconfiguration measured: SMPs, route computation wall ms,
-/// simulated distribution ms.
-struct Full {
-    smps: u64,
-    route_ms: f64,
-    sim_ms: f64,
-}
-
-/// Recomputes every route and sends every LFT block, measured.
-fn full_reconfiguration(
-    sm: &mut Sm,
-    f: &mut Fabric,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Full, String> {
-    progress("full reconfiguration (recompute every route, send every LFT block)…");
-    let before = sm.stats().total();
-    let t = Instant::now();
-    let queued = sm.full_reconfigure().map_err(|e| e.to_string())?;
-    let route_ms = t.elapsed().as_secs_f64() * 1e3;
-    let t0 = f.now_ns();
-    if !f.run(sm) {
-        return Err("the full reconfiguration did not complete".to_string());
-    }
-    let full = Full {
-        smps: sm.stats().total() - before,
-        route_ms,
-        sim_ms: (f.now_ns() - t0) as f64 / 1e6,
-    };
-    debug_assert_eq!(queued as u64, full.smps);
-    progress(&format!(
-        "  {} SMPs, routes {:.0} ms wall, distribution {:.1} ms simulated",
-        full.smps, full.route_ms, full.sim_ms
-    ));
-    Ok(full)
-}
-
-/// Runs one fabric: bring-up, VMs, migrations of the given kinds, and the
-/// full reconfiguration; `progress` hears what is going on. A check that
-/// fails does not stop the run: the report carries it ([`FabricReport::failure`]).
-pub fn session(
-    a: &MigrateArgs,
-    kinds: &[Kind],
-    full_at: FullAt,
-    progress: &mut dyn FnMut(&str),
-) -> Result<FabricReport, String> {
-    let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
-    let (switches, nodes) = (topo.switches(), topo.cas());
-    let mut f = Fabric::new(
-        topo,
-        SimConfig {
-            vfs: a.vfs,
-            ..SimConfig::default()
-        },
-    )?;
-    progress(&format!(
-        "bringing up {} ({switches} switches, {nodes} CAs, {} VFs per hypervisor, {} LIDs)…",
-        a.topology,
-        a.vfs,
-        a.policy.name()
-    ));
-    let t = Instant::now();
-    let mut sm = Sm::new(SmConfig {
-        routing: a.routing,
-        lid_policy: a.policy,
-        ..SmConfig::default()
-    });
-    if !f.bring_up(&mut sm) {
-        return Err(match sm.error() {
-            Some(e) => format!("{}: {e}", a.topology),
-            None => format!("{}: the subnet did not come up", a.topology),
-        });
-    }
-    let bring_up_ms = t.elapsed().as_secs_f64() * 1e3;
-    let lids = sm.max_lid();
-    let bring_up_smps = sm.stats().total();
-    progress(&format!(
-        "  up: {lids} LIDs, {bring_up_smps} SMPs, {bring_up_ms:.0} ms wall"
-    ));
-    let full_start = match full_at {
-        FullAt::Start => Some(full_reconfiguration(&mut sm, &mut f, progress)?),
-        FullAt::End => None,
-    };
-    // The base every later check builds on: all pairs, whatever the size.
-    let baseline = Checked::new(&f, &f.verify());
-    progress(&format!(
-        "  routes checked, all pairs ({} walks): {}",
-        baseline.walks,
-        yes(&baseline)
-    ));
-
-    // Start VMs spread over the hypervisors.
-    let hyps = sm.hypervisors();
-    let want = a.vms.min(hyps.len() * a.vfs);
-    progress(&format!("starting {want} VMs…"));
-    let (before, lft0) = (sm.stats().total(), lft_count(&sm));
-    let snap = f.lft_snapshot(sm.max_lid());
-    let mut vms = Vec::new();
-    for i in 0..want {
-        let h = hyps[(i * hyps.len() / want.max(1) + i / hyps.len()) % hyps.len()];
-        let id = sm
-            .create_vm(h, 0x0002_c903_00de_0000 + i as u64)
-            .map_err(|e| e.to_string())?;
-        vms.push(id);
-        if !f.run(&mut sm) {
-            return Err("starting a VM did not complete".into());
-        }
-    }
-    let vm_lids: Vec<u16> = vms
-        .iter()
-        .filter_map(|&v| sm.vm(v).map(|v| v.lid))
-        .collect();
-    let moved: Vec<mad_core::Lid> = vm_lids.iter().map(|&l| mad_core::Lid(l)).collect();
-    let mut vm_start = verify_step(&f, a.verify_limit, &moved);
-    // Starting a VM may write its own LID's entries (dynamic LIDs), and
-    // nothing else.
-    let all_switches: Vec<usize> = snap.iter().map(|(s, _)| *s).collect();
-    let mut snap = snap;
-    for (_, row) in &mut snap {
-        row.resize(
-            usize::from(sm.max_lid()) + 1,
-            mad_core::attr::forwarding::DROP_PORT,
-        );
-    }
-    if !others_unchanged(
-        &snap,
-        &f.lft_snapshot(sm.max_lid()),
-        &all_switches,
-        &vm_lids,
-    ) && vm_start.failure.is_none()
-    {
-        vm_start.failure = Some("starting the VMs changed LFT entries of other LIDs".into());
-    }
-    let mut rep = FabricReport {
+    let cfg = MigrateConfig {
         topology: a.topology.clone(),
         policy: a.policy,
         vfs: a.vfs,
-        nodes,
-        switches,
-        hypervisors: hyps.len(),
-        lids,
-        blocks: u64::from(lids) / 64 + 1,
-        bring_up_smps,
-        bring_up_ms,
-        vms: vms.len(),
-        vm_start_smps: sm.stats().total() - before,
-        vm_start_lft_smps: lft_count(&sm) - lft0,
-        full_reconfig_smps: full_start.as_ref().map_or(0, |x| x.smps),
-        full_reconfig_route_ms: full_start.as_ref().map_or(0.0, |x| x.route_ms),
-        full_reconfig_sim_ms: full_start.as_ref().map_or(0.0, |x| x.sim_ms),
-        migrations: Vec::new(),
-        baseline,
-        vm_start,
-        full_end: None,
+        vms: a.vms,
+        migrations: a.migrations,
+        routing: a.routing,
+        mitigate: a.mitigate,
+        seed: a.seed,
+        verify_limit: a.verify_limit,
     };
-    progress(&format!(
-        "  {} SMPs ({} LFT); checked ({}, {} walks): {}",
-        rep.vm_start_smps,
-        rep.vm_start_lft_smps,
-        rep.vm_start.label(),
-        rep.vm_start.walks,
-        yes(&rep.vm_start)
-    ));
-
-    let mut rng = Rng(a.seed | 1);
-    for (i, &kind) in kinds.iter().enumerate() {
-        if vms.is_empty() {
-            break;
-        }
-        let vm = vms[i % vms.len()];
-        let src = sm.vm(vm).map(|v| v.hypervisor).ok_or("lost a VM")?;
-        let Some(dst) = destination(&sm, src, kind, &mut rng) else {
-            progress(&format!("  no {} destination for VM {}", kind.name(), vm.0));
-            continue;
-        };
-        let (plan, plan_us) = time_plan(&sm, vm, dst)?;
-        let name = |i: usize| sm.nodes()[i].info.node_guid.0;
-        let fname = |f: &Fabric, g: u64| {
-            f.node_by_guid(g)
-                .map(|i| f.topo.nodes[i].name.clone())
-                .unwrap_or_default()
-        };
-        let (from, to) = (fname(&f, name(src)), fname(&f, name(dst)));
-        progress(&format!(
-            "migration {}/{} ({}): VM {} (LID {}) {from} → {to}: plan {} LFT SMPs on {} switches, computed in {plan_us:.1} µs…",
-            i + 1,
-            kinds.len(),
-            kind.name(),
-            vm.0,
-            plan.vm_lid,
-            plan.lft_smps(),
-            plan.switches.len()
-        ));
-        let snap = f.lft_snapshot(sm.max_lid());
-        let (before, lft0, t0) = (sm.stats().total(), lft_count(&sm), f.now_ns());
-        sm.apply_migration(&plan, a.mitigate)
-            .map_err(|e| e.to_string())?;
-        if !f.run(&mut sm) {
-            return Err("a migration did not complete".into());
-        }
-        let touched: Vec<usize> = plan
-            .switches
-            .iter()
-            .filter_map(|&s| f.node_by_guid(sm.nodes()[s].info.node_guid.0))
-            .collect();
-        let mut moved = vec![plan.vm_lid];
-        moved.extend(plan.swapped_lid);
-        let others = others_unchanged(&snap, &f.lft_snapshot(sm.max_lid()), &touched, &moved);
-        let moved_lids: Vec<mad_core::Lid> = moved.iter().map(|&l| mad_core::Lid(l)).collect();
-        let m = MigrationReport {
-            kind,
-            vm: vm.0,
-            lid: plan.vm_lid,
-            from,
-            to,
-            smps: sm.stats().total() - before,
-            lft_smps: lft_count(&sm) - lft0,
-            switches_updated: plan.switches.len(),
-            plan_us,
-            sim_us: (f.now_ns() - t0) as f64 / 1e3,
-            check: verify_step(&f, a.verify_limit, &moved_lids),
-            others_unchanged: others,
-        };
-        progress(&format!(
-            "  done: {} SMPs ({} LFT + {} Set(VPortInfo)), {} switches, {:.1} µs simulated; checked ({}, {} walks): {}, other LIDs untouched: {}",
-            m.smps,
-            m.lft_smps,
-            m.smps - m.lft_smps,
-            m.switches_updated,
-            m.sim_us,
-            m.check.label(),
-            m.check.walks,
-            yes(&m.check),
-            if m.others_unchanged { "yes" } else { "NO" }
-        ));
-        rep.migrations.push(m);
-    }
-    if full_at == FullAt::End {
-        let full = full_reconfiguration(&mut sm, &mut f, progress)?;
-        rep.full_reconfig_smps = full.smps;
-        rep.full_reconfig_route_ms = full.route_ms;
-        rep.full_reconfig_sim_ms = full.sim_ms;
-        let c = Checked::new(&f, &f.verify());
-        progress(&format!(
-            "  routes checked, all pairs ({} walks): {}",
-            c.walks,
-            yes(&c)
-        ));
-        rep.full_end = Some(c);
-    }
-    Ok(rep)
+    run(&cfg, a.json)
 }
 
-fn yes(c: &Checked) -> &'static str {
-    if c.ok() {
-        "yes"
-    } else {
-        "NO"
-    }
+/// The JSON object of a check.
+fn checked_json(c: &Checked) -> Value {
+    json!({"ok": c.ok(), "check": c.label(), "walks": c.walks, "failure": c.failure})
 }
 
-/// The kinds of `k` migrations: near, far, random in turn.
-pub fn kinds(k: usize) -> Vec<Kind> {
-    (0..k)
-        .map(|i| [Kind::Near, Kind::Far, Kind::Random][i % 3])
-        .collect()
-}
-
-impl FabricReport {
-    /// The first check that failed, as one line naming the fabric, the
-    /// step and where a walk ended; `None` when every check held.
-    pub fn failure(&self) -> Option<String> {
-        let at = format!("{} ({} LIDs)", self.topology, self.policy.name());
-        if let Some(e) = &self.baseline.failure {
-            return Some(format!("{at}, after bring-up: {e}"));
-        }
-        if let Some(e) = &self.vm_start.failure {
-            return Some(format!("{at}, after starting {} VMs: {e}", self.vms));
-        }
-        for (i, m) in self.migrations.iter().enumerate() {
-            let what = format!(
-                "{at}, migration {} ({}, VM {}, LID {}, {} → {})",
-                i + 1,
-                m.kind.name(),
-                m.vm,
-                m.lid,
-                m.from,
-                m.to
-            );
-            if let Some(e) = &m.check.failure {
-                return Some(format!("{what}: {e}"));
-            }
-            if !m.others_unchanged {
-                return Some(format!(
-                    "{what}: LFT entries of other LIDs changed, or changed on switches outside the plan"
-                ));
-            }
-        }
-        if let Some(e) = self.full_end.as_ref().and_then(|c| c.failure.as_ref()) {
-            return Some(format!("{at}, after the full reconfiguration: {e}"));
-        }
-        None
-    }
-
-    /// Which check the migrations ran: all pairs when every one walked
-    /// all pairs, else the changed LIDs.
-    pub fn migration_check(&self) -> Check {
-        if self
-            .migrations
-            .iter()
-            .all(|m| m.check.check == Check::AllLids)
-        {
-            Check::AllLids
-        } else {
-            Check::ChangedLids
-        }
-    }
+/// The JSON object `--json` prints for the fabric.
+pub fn report_json(r: &FabricReport) -> Value {
+    json!({
+        "topology": r.topology,
+        "policy": r.policy.name(),
+        "vfs": r.vfs,
+        "nodes": r.nodes,
+        "switches": r.switches,
+        "hypervisors": r.hypervisors,
+        "lids": r.lids,
+        "min_lft_blocks_per_switch": r.blocks,
+        "bring_up": {"smps": r.bring_up_smps, "wall_ms": r.bring_up_ms},
+        "vms": {"started": r.vms, "smps": r.vm_start_smps, "lft_smps": r.vm_start_lft_smps},
+        "full_reconfig_smps": r.full_reconfig_smps,
+        "full_reconfig_route_ms": r.full_reconfig_route_ms,
+        "full_reconfig_sim_ms": r.full_reconfig_sim_ms,
+        "swap_smps_min": r.swap_min(),
+        "swap_smps_max": r.swap_max_bound(),
+        "swap_smps_max_measured": r.swap_max_measured(),
+        "verified": r.failure().is_none(),
+        "checks": {
+            "baseline": checked_json(&r.baseline),
+            "vm_start": checked_json(&r.vm_start),
+            "full_reconfig_end": r.full_end.as_ref().map(checked_json),
+        },
+        "migrations": r.migrations.iter().map(|m| json!({
+            "kind": m.kind.name(),
+            "vm": m.vm,
+            "lid": m.lid,
+            "from": m.from,
+            "to": m.to,
+            "smps": m.smps,
+            "lft_smps": m.lft_smps,
+            "switches_updated": m.switches_updated,
+            "plan_us": m.plan_us,
+            "sim_us": m.sim_us,
+            "verified": m.check.ok() && m.others_unchanged,
+            "check": checked_json(&m.check),
+            "others_unchanged": m.others_unchanged,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// Prints the closing summary of a run.
@@ -760,17 +176,18 @@ pub fn print_summary(r: &FabricReport) {
 }
 
 /// Runs `ibkit migrate` on one fabric.
-pub fn run(a: &MigrateArgs, json: bool) -> super::Outcome {
+pub fn run(a: &MigrateConfig, json: bool) -> super::Outcome {
     let mut progress = |s: &str| {
         if !json {
             eprintln!("{s}");
         }
     };
-    let r = session(a, &kinds(a.migrations), FullAt::End, &mut progress)?;
+    let r = fabric::migrate::session(a, &kinds(a.migrations), FullAt::End, &mut progress)
+        .map_err(|e| super::Fail::Error(e.to_string()))?;
     progress("traffic: two VMs over vhca on their hypervisors' HCAs, one migrates…");
     let t = super::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)?;
     if json {
-        let mut v = r.to_json();
+        let mut v = report_json(&r);
         v["traffic"] = t.clone();
         println!("{v}");
     } else {
@@ -788,67 +205,38 @@ pub fn run(a: &MigrateArgs, json: bool) -> super::Outcome {
     })
 }
 
-/// The four fat trees of the vSwitch paper's Table I.
-pub const TABLE_FABRICS: [&str; 4] = [
-    "fat-tree-324",
-    "fat-tree-648",
-    "fat-tree-5832",
-    "fat-tree-11664",
-];
-
-/// One row of Table I, measured.
-#[derive(Clone, Debug)]
-pub struct TableRow {
-    /// Dynamic-LID run: Table I's LIDs, blocks and full reconfiguration.
-    pub copy: FabricReport,
-    /// Prepopulated run (1 VF per hypervisor): the LID-swap sweep.
-    pub swap: FabricReport,
-}
-
-/// Measures Table I: for each fat tree, a dynamic-LID bring-up (so the LIDs
-/// are the switches' and the nodes', as in the paper) with the full
-/// reconfiguration measured before any VM and a sweep of near and far
-/// copies; and a prepopulated bring-up with one VF per hypervisor for the
-/// sweep of near and far swaps.
-pub fn table(
-    fabrics: &[&str],
-    sweep: usize,
-    verify_limit: u64,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Vec<TableRow>, String> {
-    let mut kinds = vec![Kind::Near];
-    kinds.extend(std::iter::repeat_n(Kind::Far, sweep));
-    let mut rows = Vec::new();
-    for spec in fabrics {
-        let base = MigrateArgs {
-            topology: spec.to_string(),
-            vms: sweep + 1,
-            verify_limit,
-            ..MigrateArgs::default()
-        };
-        let copy = session(
-            &MigrateArgs {
-                policy: LidPolicy::Dynamic,
-                vfs: 2,
-                ..base.clone()
-            },
-            &kinds,
-            FullAt::Start,
-            progress,
-        )?;
-        let swap = session(
-            &MigrateArgs {
-                policy: LidPolicy::Prepopulated,
-                vfs: 1,
-                ..base
-            },
-            &kinds,
-            FullAt::Start,
-            progress,
-        )?;
-        rows.push(TableRow { copy, swap });
+/// `--table`: Table I measured on `a.fabrics` (default the paper's four).
+fn run_table(a: &MigrateArgs) -> super::Outcome {
+    let list: Vec<&str> = if a.fabrics.is_empty() {
+        TABLE_FABRICS.to_vec()
+    } else {
+        a.fabrics.iter().map(|s| s.as_str()).collect()
+    };
+    let mut progress = |s: &str| {
+        if !a.json {
+            eprintln!("{s}");
+        }
+    };
+    let rows = table(&list, a.sweep, a.verify_limit, &mut progress)
+        .map_err(|e| super::Fail::Error(e.to_string()))?;
+    if let Some(p) = &a.plot {
+        std::fs::write(p, plot_svg(&rows)).map_err(|e| format!("{}: {e}", p.display()))?;
     }
-    Ok(rows)
+    if a.json {
+        println!("{}", table_json(&rows));
+    } else {
+        print_table(&rows);
+        if let Some(p) = &a.plot {
+            println!("chart written to {}", p.display());
+        }
+    }
+    match rows
+        .iter()
+        .find_map(|r| r.copy.failure().or_else(|| r.swap.failure()))
+    {
+        Some(e) => Err(super::Fail::Check(e)),
+        None => Ok(()),
+    }
 }
 
 /// Table I as JSON: one object per fabric.
@@ -871,7 +259,7 @@ pub fn table_json(rows: &[TableRow]) -> Value {
                     "copy_smps_max_measured": r.copy.swap_max_measured(),
                     "plan_us_max": r.swap.migrations.iter().chain(&r.copy.migrations).map(|m| m.plan_us).fold(0.0, f64::max),
                     "verified": r.copy.failure().is_none() && r.swap.failure().is_none(),
-                    "check": {"copy": check_label(r.copy.migration_check()), "swap": check_label(r.swap.migration_check())},
+                    "check": {"copy": r.copy.migration_check().label(), "swap": r.swap.migration_check().label()},
                 })
             })
             .collect(),
@@ -932,14 +320,6 @@ fn verified(r: &TableRow) -> String {
     match (r.copy.migration_check(), r.swap.migration_check()) {
         (Check::AllLids, Check::AllLids) => "yes (all pairs)".into(),
         _ => "yes (changed LIDs)".into(),
-    }
-}
-
-/// A check in words, as the tables and the JSON say it.
-fn check_label(c: Check) -> &'static str {
-    match c {
-        Check::AllLids => "all pairs",
-        Check::ChangedLids => "changed LIDs",
     }
 }
 
@@ -1060,98 +440,4 @@ pub fn plot_svg(rows: &[TableRow]) -> String {
     }
     s += "</svg>\n";
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use fabric::sim::SimNode;
-
-    /// A failed check ends the run with one line that names the fabric,
-    /// the migration, the LID and where the walk ended.
-    #[test]
-    fn a_failed_check_names_the_migration_the_lid_and_where_the_walk_ended() {
-        let a = MigrateArgs {
-            topology: "fat-tree-324".into(),
-            vfs: 2,
-            vms: 3,
-            ..MigrateArgs::default()
-        };
-        let mut rep = session(&a, &kinds(3), FullAt::End, &mut |_| {}).unwrap();
-        assert_eq!(rep.failure(), None);
-        assert!(rep
-            .migrations
-            .iter()
-            .all(|m| m.check.check == Check::AllLids));
-
-        // Break the routes of one CA's LID on a fabric like it, and put
-        // that check in the report as the second migration's.
-        let (mut f, _, up) =
-            fabric::sim::bring_up("fat-tree-324", SimConfig::default(), SmConfig::default())
-                .unwrap();
-        assert!(up);
-        let ca = (0..f.nodes.len())
-            .find(|&i| i != f.sm_node && matches!(f.nodes[i], SimNode::Ca(_)))
-            .unwrap();
-        let (leaf, _) = f.topo.peer_of(ca, 1).unwrap();
-        let lid = f.nodes[ca].lid();
-        if let SimNode::Switch(s) = &mut f.nodes[leaf] {
-            s.model.lft[usize::from(lid.0)] = 0xFF;
-        }
-        rep.migrations[1].check = verify_step(&f, 0, &[lid]);
-        assert_eq!(rep.migrations[1].check.check, Check::ChangedLids);
-        let line = rep.failure().unwrap();
-        let (vm, from, to) = (
-            rep.migrations[1].vm,
-            &rep.migrations[1].from,
-            &rep.migrations[1].to,
-        );
-        assert!(
-            line.starts_with(&format!(
-                "fat-tree-324 (prepopulated LIDs), migration 2 (far, VM {vm}, LID "
-            )) && line.contains(&format!("{from} → {to})")),
-            "{line}"
-        );
-        let leaf_name = &f.topo.nodes[leaf].name;
-        assert!(
-            line.contains(&format!(
-                "to LID {} (held by {})",
-                lid.0, f.topo.nodes[ca].name
-            )) && line.contains(&format!("stopped at {leaf_name} without a route")),
-            "{line}"
-        );
-        assert!(!line.contains('\n'));
-
-        // Other LIDs changed: said as such.
-        rep.migrations[1].check = verify_step(&f, u64::MAX, &[]);
-        assert_eq!(rep.migrations[1].check.check, Check::AllLids);
-        assert!(!rep.migrations[1].check.ok());
-        rep.migrations[1].check.failure = None;
-        rep.migrations[1].others_unchanged = false;
-        assert!(rep.failure().unwrap().ends_with(
-            "LFT entries of other LIDs changed, or changed on switches outside the plan"
-        ));
-    }
-
-    /// Entries of the moved LIDs may change on the planned switches only.
-    #[test]
-    fn others_unchanged_exempts_only_the_moved_lids_on_the_touched_switches() {
-        let before = vec![(3, vec![1, 2, 3, 4]), (5, vec![1, 2, 3, 4])];
-        let mut after = before.clone();
-        after[0].1[2] = 9;
-        assert!(others_unchanged(&before, &after, &[3], &[2]));
-        assert!(
-            !others_unchanged(&before, &after, &[5], &[2]),
-            "not planned there"
-        );
-        assert!(
-            !others_unchanged(&before, &after, &[3], &[1]),
-            "not a moved LID"
-        );
-        after[1].1.push(7);
-        assert!(
-            !others_unchanged(&before, &after, &[3, 5], &[2]),
-            "a row grew"
-        );
-    }
 }

@@ -4,6 +4,7 @@
 //! simulator, with the reason for every kind where the paper's count
 //! differs.
 
+use super::args::{parse_policy, parse_vfs, TOPOLOGY_HELP};
 use fabric::osu;
 use fabric::sim::SimConfig;
 use fabric::topology::Topology;
@@ -12,17 +13,22 @@ use smi::sm::{LidPolicy, Phase, Sm, SmConfig};
 use std::time::Instant;
 
 /// Options of `ibkit model`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct ModelArgs {
-    /// Topology spec.
+    /// The fabric: a topology spec.
+    #[arg(long, help = TOPOLOGY_HELP)]
     pub topology: String,
     /// VFs per hypervisor.
+    #[arg(long, default_value_t = 0, value_parser = parse_vfs)]
     pub vfs: usize,
     /// LID policy for the VFs.
+    #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
     pub policy: LidPolicy,
-    /// Bring the fabric up on the simulator and print what it measured.
-    pub measure: bool,
+    /// Print the formulas only; do not bring the fabric up on the simulator to measure.
+    #[arg(long)]
+    pub no_measure: bool,
     /// One JSON object.
+    #[arg(long)]
     pub json: bool,
 }
 
@@ -128,7 +134,11 @@ pub fn run(a: &ModelArgs) -> super::Outcome {
             .into());
         }
     }
-    let measured = if a.measure { Some(measure(a)?) } else { None };
+    let measured = if !a.no_measure {
+        Some(measure(a)?)
+    } else {
+        None
+    };
     let k = osu::PaperConstants::TABLE_1;
     let times = counts.as_ref().map(|c| osu::times(c, &k));
     let rows: Vec<Row> = m

@@ -158,3 +158,22 @@ pub fn write_pcap(path: &std::path::Path) -> Result<(), String> {
         .collect();
     std::fs::write(path, write(&frames)).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+/// Options of `ibkit sample`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SampleArgs {
+    /// Write them as a LINKTYPE_INFINIBAND pcap file instead.
+    #[arg(long)]
+    pub pcap: Option<std::path::PathBuf>,
+}
+
+/// Runs `ibkit sample`.
+pub fn main(a: &SampleArgs) -> super::Outcome {
+    match &a.pcap {
+        None => {
+            print_hex();
+            Ok(())
+        }
+        Some(p) => write_pcap(p).map_err(super::Fail::from),
+    }
+}

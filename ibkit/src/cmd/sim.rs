@@ -2,6 +2,7 @@
 //! phase, the SMPs sent, simulated and wall time, and the verification of
 //! the routes installed.
 
+use super::args::{parse_engine, parse_loss, parse_policy, parse_vfs, TOPOLOGY_HELP};
 use fabric::sim::{Fabric, SimConfig};
 use fabric::topology::Topology;
 use mad_core::attr::AttributeId;
@@ -10,30 +11,43 @@ use smi::sm::{Engine, Phase, Sm, SmConfig};
 use std::time::Instant;
 
 /// Options of `ibkit sim`.
+#[derive(Clone, Debug, clap::Args)]
 pub struct SimArgs {
-    /// Topology spec.
+    /// The fabric: a topology spec.
+    #[arg(long, default_value = "fat-tree-324", help = TOPOLOGY_HELP)]
     pub topology: String,
-    /// SMPs outstanding.
-    pub window: usize,
-    /// Loss probability per cable crossing.
+    /// SMPs outstanding at once (1 = OpenSM's controlled BFS).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub window: u16,
+    /// Probability that an SMP is lost on a cable.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
     pub loss: f64,
-    /// JSON output.
+    /// One JSON object instead of tables.
+    #[arg(long)]
     pub json: bool,
-    /// Routing engine.
+    /// Routing engine: minhop, updn or ftree.
+    #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
-    /// Write every SMP to this pcap file.
+    /// Write every SMP the fabric carries to this LINKTYPE_INFINIBAND pcap.
+    #[arg(long)]
     pub pcap: Option<std::path::PathBuf>,
-    /// VFs per hypervisor (0: plain CAs).
+    /// VFs per hypervisor: every CA but the SM's becomes a vSwitch hypervisor.
+    #[arg(long, default_value_t = 0, value_parser = parse_vfs)]
     pub vfs: usize,
-    /// LID policy for VFs.
+    /// LID policy for the VFs: prepopulated or dynamic.
+    #[arg(long, default_value = "prepopulated", value_parser = parse_policy)]
     pub policy: smi::sm::LidPolicy,
-    /// Write the topology the SM discovered (ibnetdiscover format) here.
+    /// Write the topology the SM discovered here, in ibnetdiscover format.
+    #[arg(long)]
     pub export: Option<std::path::PathBuf>,
-    /// Data-path traces to print: `FROM:TO`, node names (TO may be a LID).
+    /// Walk a data packet FROM:TO (node names; TO may be a LID) through the installed LFTs.
+    #[arg(long)]
     pub trace: Vec<String>,
-    /// Nanoseconds per cable crossing (k).
+    /// Nanoseconds for an SMP to cross one cable (k of the cost model).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
     pub hop_ns: u64,
-    /// Extra nanoseconds per directed-route hop (r).
+    /// Extra nanoseconds at each directed-route hop (r of the cost model).
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
     pub dr_hop_ns: u64,
 }
 
@@ -107,7 +121,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
     }
     let t1 = Instant::now();
     let mut sm = Sm::new(SmConfig {
-        window: a.window,
+        window: usize::from(a.window),
         retries: if a.loss > 0.0 { 10 } else { 3 },
         routing: a.routing,
         lid_policy: a.policy,

@@ -3,25 +3,35 @@
 //! hardware that is a real subnet; under ibsim it is the simulated fabric,
 //! with the `libumad2sim.so` preload, exactly as OpenSM is tested.
 
+use super::args::parse_engine;
 use mad_core::{Method, Smp};
 use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig};
 use std::time::Instant;
 use verbs_sys::umad::{UmadPort, ETIMEDOUT};
 
 /// Options of `ibkit sm`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct SmArgs {
-    /// CA name (`None`: the first).
+    /// Only umad is available.
+    #[arg(long, default_value = "umad")]
+    pub transport: String,
+    /// CA name (default: the first).
+    #[arg(long)]
     pub ca: Option<String>,
     /// Port number (0: the first active).
+    #[arg(long, default_value_t = 0)]
     pub port: u8,
-    /// Stop once the subnet is up (else keep sweeping until interrupted).
+    /// Stop once the subnet is up.
+    #[arg(long)]
     pub once: bool,
-    /// Routing engine.
+    /// Routing engine: minhop, updn or ftree.
+    #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
-    /// Milliseconds between light sweeps when not `once`.
+    /// Milliseconds between light sweeps (without --once).
+    #[arg(long, default_value_t = 10_000)]
     pub sweep_ms: u64,
-    /// Print one JSON object at the end.
+    /// One JSON object at the end.
+    #[arg(long)]
     pub json: bool,
 }
 
@@ -205,6 +215,9 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
 
 /// Runs `ibkit sm`.
 pub fn run(a: &SmArgs) -> super::Outcome {
+    if a.transport != "umad" {
+        return Err(format!("unknown transport {:?}: umad", a.transport).into());
+    }
     let r = run_umad(a)?;
     if a.json {
         println!(

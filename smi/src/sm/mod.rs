@@ -277,6 +277,8 @@ impl core::fmt::Display for SmError {
     }
 }
 
+impl core::error::Error for SmError {}
+
 /// A port as the SM knows it.
 #[derive(Clone, Debug, Default)]
 pub struct SmPort {

@@ -107,6 +107,8 @@ impl fmt::Display for VmError {
     }
 }
 
+impl core::error::Error for VmError {}
+
 /// What a live migration will change, computed without touching anything.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MigrationPlan {
