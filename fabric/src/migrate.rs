@@ -263,27 +263,14 @@ pub enum FullAt {
 }
 
 /// Switch hop distances from switch node `from` over the SM's graph
-/// (`u16::MAX`: unreachable).
+/// (`u16::MAX`: unreachable), by node index.
 fn hops_from(sm: &Sm, from: usize) -> Vec<(usize, u16)> {
-    let g = sm.routing_graph();
-    let lid = sm.nodes()[from].lid;
-    let Some(start) = g.lid.iter().position(|&l| l == lid) else {
+    let switches = sm.graph_switches();
+    let Some(start) = switches.iter().position(|&n| n == from) else {
         return Vec::new();
     };
-    let d = routing::hops_from(g, start);
-    // Graph index → node index via LIDs.
-    let by_lid: std::collections::HashMap<u16, usize> = sm
-        .nodes()
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.is_switch())
-        .map(|(i, n)| (n.lid, i))
-        .collect();
-    g.lid
-        .iter()
-        .zip(d)
-        .filter_map(|(l, h)| by_lid.get(l).map(|&i| (i, h)))
-        .collect()
+    let d = routing::hops_from(sm.routing_graph(), start);
+    switches.iter().copied().zip(d).collect()
 }
 
 /// The check after a step that changed the routes of `changed` only: all

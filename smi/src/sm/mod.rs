@@ -564,6 +564,11 @@ impl Sm {
             .copied()
             .zip(self.lfts.iter().map(|v| v.as_slice()))
     }
+    /// The switch↔node mapping of [`Sm::routing_graph`]: entry `k` is the
+    /// index in [`Sm::nodes`] of the graph's switch `k`.
+    pub fn graph_switches(&self) -> &[usize] {
+        &self.switch_index
+    }
     /// The highest LID assigned.
     pub fn max_lid(&self) -> u16 {
         self.max_lid
