@@ -21,12 +21,12 @@ mod common;
 
 use common::{cabled, check_ibroute, discovered, lft, skip};
 use fabric::topology::Topology;
-use ibkit::cmd::bench::{run_opensm_on, Served, Simulator, UMAD2SIM};
 use serde_json::Value;
 use smi::sm::Engine;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tests::peers::{run_opensm_on, umad2sim, Served, Simulator};
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ibkit"))
@@ -36,13 +36,15 @@ fn missing() -> Option<String> {
     let need = [
         ("/usr/sbin/opensm", "opensm"),
         ("/usr/sbin/ibnetdiscover", "infiniband-diags"),
-        (UMAD2SIM, "libumad2sim0"),
     ];
-    let gone: Vec<&str> = need
+    let mut gone: Vec<&str> = need
         .iter()
         .filter(|(p, _)| !Path::new(p).exists())
         .map(|(_, pkg)| *pkg)
         .collect();
+    if umad2sim().is_none() {
+        gone.push("libumad2sim0");
+    }
     (!gone.is_empty()).then(|| format!("missing packages: {}", gone.join(", ")))
 }
 

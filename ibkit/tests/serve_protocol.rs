@@ -6,13 +6,13 @@
 //! served.
 
 use fabric::ibsim::{self, ClientInfo, CtlType, SimCtl, SimRequest};
-use ibkit::cmd::bench::Served;
 use mad_core::attr::AttributeId;
 use mad_core::{DrPath, MKey, Method, Smp};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::Path;
 use std::time::Duration;
+use tests::peers::Served;
 
 fn addr(name: &str) -> SocketAddr {
     // ibsim's names count their terminating NUL.

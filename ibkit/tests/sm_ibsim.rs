@@ -10,9 +10,9 @@
 //! IBKIT_REQUIRE_PEERS=1.
 
 use fabric::topology::Topology;
-use ibkit::cmd::bench::{missing_tools, run_opensm, Ibsim};
 use smi::sm::Engine;
 use std::collections::BTreeMap;
+use tests::peers::{missing_tools, run_opensm, Ibsim};
 
 mod common;
 use common::{cabled, check_ibroute, discovered, lft, skip};

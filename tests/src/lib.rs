@@ -1,8 +1,10 @@
 //! Shared helpers for ibkit's cross-crate and peer tests: the peer libraries
-//! and tools we check ourselves against, loaded or found at run time.
+//! and tools we check ourselves against, loaded or found at run time, and
+//! the harness that runs them ([`peers`]; `ibkit bench` uses it too).
 #![warn(missing_docs)]
 
 pub mod libibmad;
+pub mod peers;
 
 /// True when the environment demands that peer tools be present (CI sets
 /// `IBKIT_REQUIRE_PEERS=1`), so a missing peer fails instead of skipping.

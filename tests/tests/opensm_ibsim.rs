@@ -3,8 +3,8 @@
 //! ibkit's simulator: ibkit must send fewer SMPs and route faster.
 //! Needs `ibsim-utils`, `libumad2sim0` and `opensm` (CI installs them).
 
-use ibkit::cmd::bench::{missing_tools, run_ibkit, run_opensm};
 use smi::sm::Engine;
+use tests::peers::{missing_tools, run_ibkit, run_opensm};
 
 #[test]
 fn ibkit_sends_fewer_smps_than_opensm_on_the_same_fabric() {

@@ -5,7 +5,7 @@
 //! layouts libibmad lacks: RandomForwardingTable, VendorDiag, LedInfo, and
 //! the trap data of traps 128, 144 and 256.
 
-use ibkit::pcap::{frame, write_with_linktype, FrameAddr};
+use fabric::pcap::{frame, write_with_linktype, FrameAddr};
 use mad_core::attr::*;
 use mad_core::field::{Fields, Value};
 use mad_core::notice::{Notice, Trap144, Trap256, TrapDetails};

@@ -9,7 +9,7 @@
 //! would slow it down); ibsim's SMP count comes from one extra verbose
 //! run per client.
 
-use crate::cmd::bench::{cpu_ms, missing_tools, run_opensm_on, Ibsim, Served, Simulator};
+use ::tests::peers::{cpu_ms, missing_tools, run_opensm_on, Ibsim, Served, Simulator};
 use fabric::topology::Topology;
 use serde_json::json;
 use smi::sm::Engine;

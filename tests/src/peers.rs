@@ -1,0 +1,481 @@
+//! The peer-tool harness: Debian's ibsim, OpenSM and `libumad2sim.so`
+//! runs, and ibkit's own `fabric serve` in a child process, as the peer
+//! tests and `ibkit bench` drive them.
+//!
+//! OpenSM's SMPs are counted as the responses ibsim sends back (`ibsim -v`
+//! logs one line per reply; every Get and Set of a bring-up is answered).
+//! Its times come from its log: the start of discovery ("Entering
+//! DISCOVERING state"), the end of discovery ("Entering MASTER state"), the
+//! end of routing ("… tables configured on all switches") and "SUBNET UP".
+
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::{to_ibnetdiscover, Topology};
+use smi::sm::{Engine, Sm, SmConfig};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The preload through which libibumad programs talk to ibsim, where
+/// Debian's package `libumad2sim0` put it (`dpkg -L libumad2sim0`); `None`
+/// when the package is not installed.
+pub fn umad2sim() -> Option<&'static Path> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let out = Command::new("dpkg")
+                .args(["-L", "libumad2sim0"])
+                .stderr(Stdio::null())
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(PathBuf::from)
+                .find(|p| p.file_name().is_some_and(|n| n == "libumad2sim.so") && p.exists())
+        })
+        .as_deref()
+}
+
+/// What OpenSM did on ibsim.
+#[derive(Clone, Debug, Default)]
+pub struct OpenSmRun {
+    /// SMPs answered by ibsim.
+    pub smps: u64,
+    /// Milliseconds from the start of discovery to SUBNET UP.
+    pub to_up_ms: f64,
+    /// Milliseconds of discovery.
+    pub discovery_ms: f64,
+    /// Milliseconds from the end of discovery to the tables computed.
+    pub routing_ms: f64,
+    /// Wall milliseconds of the whole `opensm -o` process.
+    pub wall_ms: f64,
+    /// OpenSM reported SUBNET UP.
+    pub up: bool,
+}
+
+/// Why the OpenSM side could not run.
+pub fn missing_tools() -> Option<String> {
+    let have = |p: &str| Path::new(p).exists();
+    let mut missing = Vec::new();
+    if !have("/usr/bin/ibsim") {
+        missing.push("ibsim (Debian package ibsim-utils)");
+    }
+    if umad2sim().is_none() {
+        missing.push("libumad2sim.so (Debian package libumad2sim0)");
+    }
+    if !have("/usr/sbin/opensm") {
+        missing.push("opensm (Debian package opensm)");
+    }
+    (!missing.is_empty()).then(|| format!("missing: {}", missing.join(", ")))
+}
+
+/// A simulator that serves ibsim's client protocol to libibumad programs
+/// run under `libumad2sim.so`: Debian's ibsim, or `ibkit fabric serve`.
+pub trait Simulator {
+    /// A command that runs `program` as a client attached to the first CA.
+    fn client(&self, program: &std::ffi::OsStr) -> Command;
+    /// The simulator's process.
+    fn pid(&self) -> u32;
+    /// SMPs the simulator has answered so far, where it counts them.
+    fn answered(&self) -> Option<u64>;
+}
+
+/// CPU milliseconds (user and system) process `pid` has used so far.
+pub fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
+    Some(ticks * 1e3 / hz.max(1.0))
+}
+
+/// The name of the first CA of `topo`, where clients attach.
+fn first_ca(topo: &Topology) -> Result<String, String> {
+    topo.nodes
+        .iter()
+        .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|x| x.name.clone())
+        .ok_or_else(|| "the fabric has no CA for a client".to_string())
+}
+
+/// `program` as a libibumad client of the simulator on socket `sock`,
+/// attached at node `host`. It runs in a scratch directory under the
+/// system's temporary one, because libumad2sim leaves a fake sysfs tree
+/// (`sys-PID/`) in its client's working directory.
+fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command {
+    let scratch = std::env::temp_dir().join("ibkit-umad2sim");
+    let _ = std::fs::create_dir_all(&scratch);
+    let mut c = Command::new(program);
+    c.current_dir(&scratch);
+    c.env(
+        "LD_PRELOAD",
+        umad2sim().unwrap_or(Path::new("libumad2sim.so")),
+    )
+    .env("IBSIM_SOCKNAME", sock)
+    .env("SIM_HOST", host)
+    .stdin(Stdio::null());
+    c
+}
+
+/// An ibsim serving a fabric on its own socket; killed on drop.
+pub struct Ibsim {
+    child: Child,
+    log: PathBuf,
+    sock: String,
+    host: String,
+    verbose: bool,
+}
+
+impl Ibsim {
+    /// Starts ibsim (verbose, so that its replies can be counted) on `topo`,
+    /// written into `dir`; clients attach to the first CA.
+    pub fn start(topo: &Topology, dir: &Path) -> Result<Ibsim, String> {
+        Ibsim::start_with(topo, dir, true)
+    }
+
+    /// Starts ibsim on `topo`; `verbose` makes it log every reply (so that
+    /// they can be counted), at a cost in speed.
+    pub fn start_with(topo: &Topology, dir: &Path, verbose: bool) -> Result<Ibsim, String> {
+        if let Some(m) = missing_tools() {
+            return Err(m);
+        }
+        let net = dir.join("fabric.net");
+        std::fs::write(&net, to_ibnetdiscover(topo)).map_err(|e| e.to_string())?;
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let sock = format!(
+            "ibkit{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let log = dir.join(format!("ibsim-{sock}.log"));
+        let out = dir.join(format!("ibsim-{sock}.out"));
+        let n = topo.nodes.len() + 16;
+        let ports = topo
+            .nodes
+            .iter()
+            .map(|x| usize::from(x.ports) + 1)
+            .sum::<usize>()
+            + 64;
+        let child = Command::new("ibsim")
+            .args(["-s", "-n"])
+            .args(verbose.then_some("-v"))
+            .args([
+                "-N",
+                &n.to_string(),
+                "-S",
+                &(topo.switches() + 16).to_string(),
+            ])
+            .args(["-P", &ports.to_string()])
+            .arg(&net)
+            .env("IBSIM_SOCKNAME", &sock)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).map_err(|e| e.to_string())?)
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
+            .spawn()
+            .map_err(|e| format!("ibsim: {e}"))?;
+        let host = first_ca(topo)?;
+        let mut sim = Ibsim {
+            child,
+            log,
+            sock,
+            host,
+            verbose,
+        };
+        // Wait until ibsim has read the fabric and listens: it says
+        // "Network simulator ready" on its standard output.
+        let t0 = Instant::now();
+        let limit = Duration::from_secs(5 + topo.nodes.len() as u64 / 500);
+        loop {
+            if let Ok(Some(st)) = sim.child.try_wait() {
+                let text = std::fs::read_to_string(&sim.log).unwrap_or_default();
+                return Err(format!("ibsim exited ({st}): {}", text.trim()));
+            }
+            let ready = std::fs::read_to_string(&out).is_ok_and(|t| t.contains("simulator ready"));
+            if ready || t0.elapsed() > limit {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(sim)
+    }
+
+    /// A command that runs as a libibumad client of this ibsim, attached to
+    /// the first CA.
+    pub fn client(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        umad2sim_client(program.as_ref(), &self.sock, &self.host)
+    }
+
+    /// MADs ibsim has answered so far (0 unless started verbose).
+    pub fn replies(&self) -> u64 {
+        std::fs::File::open(&self.log)
+            .map(|f| {
+                BufReader::new(f)
+                    .lines()
+                    .map_while(Result::ok)
+                    .filter(|l| l.contains("replying"))
+                    .count() as u64
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Simulator for Ibsim {
+    fn client(&self, program: &std::ffi::OsStr) -> Command {
+        Ibsim::client(self, program)
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn answered(&self) -> Option<u64> {
+        self.verbose.then(|| self.replies())
+    }
+}
+
+/// `ibkit fabric serve` in a child process on its own socket; killed on
+/// drop.
+pub struct Served {
+    child: Child,
+    sock: String,
+    host: String,
+}
+
+impl Served {
+    /// Starts `exe fabric serve` on topology `spec` with `vfs` VFs per
+    /// hypervisor, and waits until it answers on its control socket.
+    pub fn start(exe: &Path, spec: &str, vfs: usize, extra: &[&str]) -> Result<Served, String> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let sock = format!(
+            "ibkitserve{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
+        let host = first_ca(&topo)?;
+        let child = Command::new(exe)
+            .args(["fabric", "serve", "--topology", spec, "--socket", &sock])
+            .args(["--vfs", &vfs.to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("ibkit fabric serve: {e}"))?;
+        let mut s = Served { child, sock, host };
+        let t0 = Instant::now();
+        loop {
+            if fabric::serve::ctl(&s.sock, "stats").is_ok() {
+                return Ok(s);
+            }
+            if let Ok(Some(st)) = s.child.try_wait() {
+                return Err(format!("ibkit fabric serve exited: {st}"));
+            }
+            if t0.elapsed() > Duration::from_secs(120) {
+                return Err("ibkit fabric serve did not start".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The socket base name (`IBSIM_SOCKNAME`).
+    pub fn socket(&self) -> &str {
+        &self.sock
+    }
+
+    /// Sends a control command (see `ibkit fabric ctl`).
+    pub fn ctl(&self, command: &str) -> Result<String, String> {
+        fabric::serve::ctl(&self.sock, command)
+    }
+
+    /// The server's counters (`ibkit fabric ctl stats`), parsed.
+    pub fn stats(&self) -> Result<serde_json::Value, String> {
+        serde_json::from_str(&self.ctl("stats")?).map_err(|e| e.to_string())
+    }
+}
+
+impl Simulator for Served {
+    fn client(&self, program: &std::ffi::OsStr) -> Command {
+        umad2sim_client(program, &self.sock, &self.host)
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn answered(&self) -> Option<u64> {
+        self.stats().ok()?["answered"].as_u64()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Ibsim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn log_time(line: &str) -> Option<f64> {
+    // "Nov 22 16:44:02 939450 [..." → seconds of the day, with µs.
+    let mut it = line.split_whitespace();
+    let (_, _, hms, us) = (it.next()?, it.next()?, it.next()?, it.next()?);
+    let mut p = hms.split(':').map(|x| x.parse::<f64>().ok());
+    let (h, m, s) = (p.next()??, p.next()??, p.next()??);
+    let us: f64 = us.parse().ok()?;
+    Some(((h * 60.0 + m) * 60.0 + s) * 1e3 + us / 1e3)
+}
+
+/// Runs `opensm -o` with `routing` on `topo` served by ibsim, in `dir`.
+pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSmRun, String> {
+    let sim = Ibsim::start(topo, dir)?;
+    run_opensm_on(&sim, routing, dir)
+}
+
+/// Runs `opensm -o` with `routing` as a client of `sim`, logging into
+/// `dir` (with a fresh cache directory, so that nothing of an earlier run
+/// is remembered). `smps` is what `sim` counted (0 where it does not).
+pub fn run_opensm_on(
+    sim: &dyn Simulator,
+    routing: Engine,
+    dir: &Path,
+) -> Result<OpenSmRun, String> {
+    let osm_log = dir.join("opensm.log");
+    let cache = dir.join("opensm-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&osm_log);
+    let engine = routing.name();
+    let t = Instant::now();
+    let out = sim
+        .client("opensm".as_ref())
+        .env("OSM_CACHE_DIR", &cache)
+        .args(["-o", "-f"])
+        .arg(&osm_log)
+        .args(["-R", engine])
+        .output()
+        .map_err(|e| format!("opensm: {e}"))?;
+    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        return Err(format!(
+            "opensm failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let smps = sim.answered().unwrap_or(0);
+    let text = std::fs::read_to_string(&osm_log).map_err(|e| e.to_string())?;
+    let find = |needle: &str| text.lines().find(|l| l.contains(needle)).and_then(log_time);
+    let start = find("Entering DISCOVERING state");
+    let master = find("Entering MASTER state");
+    let routed = find("tables configured on all switches");
+    let up = find("SUBNET UP");
+    let d = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    };
+    Ok(OpenSmRun {
+        smps,
+        to_up_ms: d(start, up),
+        discovery_ms: d(start, master),
+        routing_ms: d(master, routed),
+        wall_ms,
+        up: up.is_some(),
+    })
+}
+
+/// ibkit's SM on the same ibsim, through a umad port (`ibkit sm --once`,
+/// run as `exe` under the preload): SMPs (its own count and ibsim's
+/// replies) and milliseconds to the subnet up.
+pub fn run_ibkit_on_ibsim(
+    exe: &Path,
+    topo: &Topology,
+    routing: Engine,
+    dir: &Path,
+) -> Result<(u64, u64, f64), String> {
+    let sim = Ibsim::start(topo, dir)?;
+    let engine = routing.name();
+    let out = sim
+        .client(exe)
+        .args(["sm", "--once", "--json", "--routing", engine])
+        .output()
+        .map_err(|e| format!("ibkit sm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ibkit sm failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(100));
+    Ok((
+        v["smps"].as_u64().unwrap_or(0),
+        sim.replies(),
+        v["up_ms"].as_f64().unwrap_or(f64::NAN),
+    ))
+}
+
+/// ibkit's side: bring-up on the simulator and route computation alone.
+pub struct IbkitRun {
+    /// SMPs sent.
+    pub smps: u64,
+    /// Wall milliseconds of the bring-up on the simulator.
+    pub bring_up_ms: f64,
+    /// Simulated milliseconds to the subnet up.
+    pub sim_ms: f64,
+    /// Wall milliseconds of route computation alone.
+    pub routing_ms: f64,
+    /// Up and verified.
+    pub ok: bool,
+}
+
+/// Brings `topo` up with ibkit's SM on the simulator.
+pub fn run_ibkit(topo: Topology, routing: Engine) -> Result<IbkitRun, String> {
+    let mut f = Fabric::new(topo, SimConfig::default())?;
+    let mut sm = Sm::new(SmConfig {
+        routing,
+        ..SmConfig::default()
+    });
+    let t = Instant::now();
+    let up = f.bring_up(&mut sm);
+    let bring_up_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let _ = Sm::compute_routes(routing, sm.routing_graph(), sm.max_lid());
+    let routing_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(IbkitRun {
+        smps: sm.stats().total(),
+        bring_up_ms,
+        sim_ms: f.now_ns() as f64 / 1e6,
+        routing_ms,
+        ok: up,
+    })
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn libumad2sim_is_found_where_its_package_put_it() {
+        match umad2sim() {
+            Some(p) => {
+                assert!(p.is_absolute() && p.exists(), "{}", p.display());
+                assert_eq!(p.file_name().unwrap(), "libumad2sim.so");
+                assert!(missing_tools().is_none_or(|m| !m.contains("libumad2sim")));
+            }
+            None => {
+                assert!(missing_tools().unwrap().contains("libumad2sim0"));
+                crate::skip("libumad2sim_is_found", "libumad2sim0 is not installed");
+            }
+        }
+    }
+}
