@@ -47,3 +47,56 @@ pub fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
     smi::sm::Engine::from_name(s)
         .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn or ftree"))
 }
+
+/// What a long command says while it works, on standard error: on a
+/// terminal, a progress bar (steps done of `total`, elapsed time, the
+/// current step) with the lines printed above it; elsewhere, the lines
+/// alone; nothing with `quiet` (JSON output).
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    quiet: bool,
+}
+
+impl Progress {
+    /// `total` steps; `quiet` says nothing.
+    pub fn new(total: u64, quiet: bool) -> Progress {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let bar = (tty && !quiet).then(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "[{elapsed_precise}] {bar:30} {pos}/{len} {wide_msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        Progress { bar, quiet }
+    }
+
+    /// A line about the work.
+    pub fn line(&self, s: &str) {
+        match &self.bar {
+            Some(b) => {
+                b.println(s);
+                b.set_message(s.trim().to_string());
+            }
+            None if !self.quiet => eprintln!("{s}"),
+            None => {}
+        }
+    }
+
+    /// One step done.
+    pub fn step(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //! its four fat trees (`--table`, with `--plot` for an SVG chart),
 //! rendered as text or JSON.
 
-use super::args::{parse_engine, parse_policy, parse_vfs, TOPOLOGY_HELP};
+use super::args::{parse_engine, parse_policy, parse_vfs, Progress, TOPOLOGY_HELP};
 use fabric::migrate::{
     kinds, table, Checked, FabricReport, FullAt, MigrateConfig, TableRow, DEFAULT_VERIFY_LIMIT,
     TABLE_FABRICS,
@@ -177,15 +177,21 @@ pub fn print_summary(r: &FabricReport) {
 
 /// Runs `ibkit migrate` on one fabric.
 pub fn run(a: &MigrateConfig, json: bool) -> super::Outcome {
+    // Steps: bring-up, VMs, each migration, the full reconfiguration,
+    // the traffic.
+    let bar = Progress::new(a.migrations as u64 + 4, json);
     let mut progress = |s: &str| {
-        if !json {
-            eprintln!("{s}");
+        if s.starts_with("starting") || s.starts_with("migration") || s.starts_with("full") {
+            bar.step();
         }
+        bar.line(s);
     };
     let r = fabric::migrate::session(a, &kinds(a.migrations), FullAt::End, &mut progress)
         .map_err(|e| super::Fail::Error(e.to_string()))?;
+    bar.step();
     progress("traffic: two VMs over vhca on their hypervisors' HCAs, one migrates…");
     let t = super::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)?;
+    bar.finish();
     if json {
         let mut v = report_json(&r);
         v["traffic"] = t.clone();
@@ -212,13 +218,21 @@ fn run_table(a: &MigrateArgs) -> super::Outcome {
     } else {
         a.fabrics.iter().map(|s| s.as_str()).collect()
     };
+    // Steps: two runs (copy and swap) per fabric.
+    let bar = Progress::new(2 * list.len() as u64, a.json);
+    let mut started = 0;
     let mut progress = |s: &str| {
-        if !a.json {
-            eprintln!("{s}");
+        if s.starts_with("bringing up") {
+            if started > 0 {
+                bar.step();
+            }
+            started += 1;
         }
+        bar.line(s);
     };
     let rows = table(&list, a.sweep, a.verify_limit, &mut progress)
         .map_err(|e| super::Fail::Error(e.to_string()))?;
+    bar.finish();
     if let Some(p) = &a.plot {
         std::fs::write(p, plot_svg(&rows)).map_err(|e| format!("{}: {e}", p.display()))?;
     }
