@@ -22,6 +22,7 @@
 //! * The server puts the client's slot in the top 16 bits of a request's
 //!   transaction ID, so that responses find their way back.
 
+use mad_core::MAD_SIZE;
 use std::fmt;
 
 /// `SIM_MAGIC`.
@@ -219,7 +220,7 @@ pub struct SimRequest {
     /// Bytes of MAD.
     pub length: u64,
     /// The MAD.
-    pub mad: [u8; 256],
+    pub mad: [u8; MAD_SIZE],
 }
 
 impl SimRequest {
@@ -232,7 +233,7 @@ impl SimRequest {
             });
         }
         let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let mut mad = [0u8; 256];
+        let mut mad = [0u8; MAD_SIZE];
         mad.copy_from_slice(&b[32..288]);
         Ok(SimRequest {
             dlid: u16::from_be_bytes([b[0], b[1]]),

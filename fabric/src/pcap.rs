@@ -1,6 +1,8 @@
 //! Reading MADs out of pcap files of link type LINKTYPE_INFINIBAND (247):
 //! each frame is LRH, optional GRH, BTH, DETH, the 256-byte MAD, ICRC, VCRC.
 
+use mad_core::MAD_SIZE;
+
 /// The pcap link type for raw InfiniBand frames.
 pub const LINKTYPE_INFINIBAND: u32 = 247;
 
@@ -19,7 +21,7 @@ pub fn is_pcap(data: &[u8]) -> bool {
 }
 
 /// One packet of the capture: the MAD it carries, or why it carries none.
-pub type Packet = Result<[u8; 256], String>;
+pub type Packet = Result<[u8; MAD_SIZE], String>;
 
 /// The largest frame a record may claim: no InfiniBand frame comes near
 /// it (a 4096-byte MTU frame is under 4200 bytes), and a record that
@@ -169,13 +171,13 @@ pub fn mad_of_frame(f: &[u8]) -> Packet {
             "destination QP {dest_qp}: MADs travel on QP0 or QP1"
         ));
     }
-    let mad = f.get(off..off + 256).ok_or_else(|| {
+    let mad = f.get(off..off + MAD_SIZE).ok_or_else(|| {
         format!(
             "frame of {} bytes too short for a 256-byte MAD at offset {off}",
             f.len()
         )
     })?;
-    let mut m = [0u8; 256];
+    let mut m = [0u8; MAD_SIZE];
     m.copy_from_slice(mad);
     Ok(m)
 }
@@ -227,10 +229,10 @@ pub struct FrameAddr {
 
 /// Builds one InfiniBand frame carrying `mad`: LRH (VL15 for QP0), BTH (UD
 /// SEND only), DETH, the MAD, ICRC and VCRC.
-pub fn frame(mad: &[u8; 256], a: FrameAddr) -> Vec<u8> {
-    let words = (8 + 12 + 8 + 256 + 4) / 4; // PktLen counts LRH..ICRC in 4-byte words
+pub fn frame(mad: &[u8; MAD_SIZE], a: FrameAddr) -> Vec<u8> {
+    let words = (8 + 12 + 8 + MAD_SIZE + 4) / 4; // PktLen counts LRH..ICRC in 4-byte words
     let vl: u8 = if a.dest_qp == 0 { 15 } else { 0 };
-    let mut f = Vec::with_capacity(8 + 12 + 8 + 256 + 6);
+    let mut f = Vec::with_capacity(8 + 12 + 8 + MAD_SIZE + 6);
     f.push(vl << 4); // VL, LVer 0
     f.push(0x02); // SL 0, LNH 2: IBA local (BTH follows)
     f.extend_from_slice(&a.dlid.to_be_bytes());

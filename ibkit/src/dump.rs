@@ -4,14 +4,14 @@
 use mad_core::field::{Fields, Value};
 use mad_core::mad::MadHeader;
 use mad_core::smp::SmpHeaderFields;
-use mad_core::Smp;
+use mad_core::{Smp, MAD_SIZE};
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write;
 
 /// A MAD as read from the input: its bytes and where it came from.
 pub struct Mad<'a> {
     /// 256 bytes.
-    pub bytes: &'a [u8; 256],
+    pub bytes: &'a [u8; MAD_SIZE],
     /// "line 3" or "packet 7".
     pub origin: String,
 }

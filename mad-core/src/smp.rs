@@ -43,8 +43,8 @@ const_assert_eq!(core::mem::offset_of!(Smp, initial_path), 128);
 const_assert_eq!(core::mem::offset_of!(Smp, return_path), 192);
 
 impl Smp {
-    /// Size of an SMP.
-    pub const SIZE: usize = 256;
+    /// Size of an SMP: [`MAD_SIZE`](crate::MAD_SIZE).
+    pub const SIZE: usize = crate::MAD_SIZE;
 
     /// A view over the first 256 bytes of `buf`, checking only the length.
     pub fn ref_from(buf: &[u8]) -> Result<&Smp, Error> {
@@ -163,7 +163,7 @@ impl Smp {
     }
 
     /// The bytes on the wire.
-    pub fn as_wire(&self) -> &[u8; 256] {
+    pub fn as_wire(&self) -> &[u8; crate::MAD_SIZE] {
         zerocopy::transmute_ref!(self)
     }
 

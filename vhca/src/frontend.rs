@@ -16,6 +16,7 @@ use crate::layout::{
     cq_bytes, cq_hdr, flags, op, qp_hdr, Cqe, Wqe, CQ_HDR, QP_HDR, UAR_ASLEEP, UAR_KICK, UAR_SIZE,
 };
 use crate::proto::{access, Command, Handle, QpState, QpType, Refusal, CQE_SIZE, WQE_SIZE};
+use mad_core::MAD_SIZE;
 use std::fs::File;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
@@ -284,11 +285,11 @@ impl<T: Transport> Context<T> {
 
     /// Sends `mad` (an SA query) through the backend, which answers it in
     /// place; the reply's MAD status.
-    pub fn sa_query(&mut self, mad: &mut [u8; 256]) -> Result<u16, Error> {
+    pub fn sa_query(&mut self, mad: &mut [u8; MAD_SIZE]) -> Result<u16, Error> {
         let at = match self.mad_buf {
             Some(a) => a,
             None => {
-                let a = self.alloc(256)?;
+                let a = self.alloc(MAD_SIZE as u64)?;
                 self.mad_buf = Some(a);
                 a
             }
@@ -301,7 +302,7 @@ impl<T: Transport> Context<T> {
 
     /// The path to `dlid` as the SA gives it: (DGID, SGID, DLID, SLID).
     pub fn path_to(&mut self, dlid: u16) -> Result<([u8; 16], [u8; 16], u16, u16), Error> {
-        let mut m = [0u8; 256];
+        let mut m = [0u8; MAD_SIZE];
         m[0] = 1;
         m[1] = crate::mgmt::CLASS_SA;
         m[2] = 2;

@@ -18,7 +18,7 @@ use crate::proto::Refusal;
 use std::collections::HashMap;
 
 /// Bytes of a MAD.
-pub const MAD_LEN: usize = 256;
+pub const MAD_LEN: usize = mad_core::MAD_SIZE;
 /// Where SA data starts.
 pub const SA_DATA: usize = 56;
 /// Bytes of SA data in one MAD.

@@ -18,7 +18,7 @@ pub const CQE_SIZE: u64 = 32;
 /// Bytes of a work-queue entry in a guest's QP buffer.
 pub const WQE_SIZE: u64 = 64;
 /// Bytes of a MAD.
-pub const MAD_SIZE: u64 = 256;
+pub const MAD_SIZE: u64 = mad_core::MAD_SIZE as u64;
 
 /// A request on the wire.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]

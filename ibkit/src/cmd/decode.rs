@@ -3,6 +3,7 @@
 
 use crate::dump::{mad_json, mad_text, Mad};
 use crate::pcap;
+use mad_core::MAD_SIZE;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 
@@ -11,7 +12,7 @@ pub struct Item {
     /// "line 3" / "packet 7".
     pub origin: String,
     /// The MAD or the error.
-    pub mad: Result<[u8; 256], String>,
+    pub mad: Result<[u8; MAD_SIZE], String>,
 }
 
 /// The longest text line read as one: a MAD written as `0xAB ` per byte
@@ -24,12 +25,12 @@ pub const MAX_ERRORS_SHOWN: u64 = 100;
 
 /// Parses one text line into a MAD: whitespace and `0x` prefixes are ignored.
 /// Empty lines and lines starting with `#` are not MADs (`Ok(None)`).
-pub fn parse_hex_line(line: &str) -> Result<Option<[u8; 256]>, String> {
+pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, String> {
     let t = line.trim();
     if t.is_empty() || t.starts_with('#') {
         return Ok(None);
     }
-    let mut m = [0u8; 256];
+    let mut m = [0u8; MAD_SIZE];
     let mut n = 0usize;
     for tok in t.split_whitespace() {
         let tok = tok
@@ -51,8 +52,8 @@ pub fn parse_hex_line(line: &str) -> Result<Option<[u8; 256]>, String> {
     if n % 2 != 0 {
         return Err(format!("odd number of hex digits ({n})"));
     }
-    if n != 512 {
-        return Err(format!("expected 256 bytes, got {}", n / 2));
+    if n != 2 * MAD_SIZE {
+        return Err(format!("expected {MAD_SIZE} bytes, got {}", n / 2));
     }
     Ok(Some(m))
 }
@@ -78,7 +79,7 @@ pub fn decode_stream(
 ) -> Result<Summary, DecodeError> {
     let mut sum = Summary::default();
     let mut item =
-        |origin: &dyn Fn() -> String, mad: Result<[u8; 256], String>| -> std::io::Result<()> {
+        |origin: &dyn Fn() -> String, mad: Result<[u8; MAD_SIZE], String>| -> std::io::Result<()> {
             match mad {
                 Ok(bytes) => {
                     sum.decoded += 1;
