@@ -4,6 +4,7 @@
 //! vSwitch paper), and SMPs may be lost at a configured rate.
 
 use crate::topology::Topology;
+use mad_core::attr::forwarding::DROP_PORT;
 use mad_core::attr::{NodeType, PortState};
 use mad_core::{Lid, Smp};
 use smi::dr::{self, Disposition};
@@ -159,7 +160,7 @@ impl SimNode {
     pub fn lft_port(&self, lid: Lid) -> u8 {
         match self {
             SimNode::Switch(s) => s.model.lft_port(lid),
-            SimNode::Ca(_) | SimNode::Hypervisor(_) => 0xFF,
+            SimNode::Ca(_) | SimNode::Hypervisor(_) => DROP_PORT,
         }
     }
 }
@@ -669,7 +670,7 @@ impl Fabric {
             SimNode::Switch(s) => s.model.lft_port(Lid(dlid)),
             _ => port.max(1),
         };
-        if egress == 0 || egress == 0xFF {
+        if egress == 0 || egress == DROP_PORT {
             self.stats.discarded += 1;
             return;
         }
@@ -745,7 +746,7 @@ impl Fabric {
             }
         } else {
             let out = self.nodes[node].lft_port(Lid(dlid));
-            if out == 0 || out == 0xFF {
+            if out == 0 || out == DROP_PORT {
                 // Not a switch, or no route.
                 self.stats.discarded += 1;
                 self.release(slot);
@@ -1067,7 +1068,7 @@ impl Fabric {
                 };
             }
             match self.topo.peer_of(node, p) {
-                Some((m, _)) if p != 0xFF => node = m,
+                Some((m, _)) if p != DROP_PORT => node = m,
                 _ => return Walk::Dropped(node),
             }
         }
@@ -1102,7 +1103,7 @@ impl Fabric {
                     .min(want);
                 let mut row = Vec::with_capacity(want);
                 row.extend_from_slice(&m.lft[..have]);
-                row.resize(want, mad_core::attr::forwarding::DROP_PORT);
+                row.resize(want, DROP_PORT);
                 (i, row)
             })
             .collect()

@@ -643,10 +643,10 @@ impl Sm {
             Some(t) => t,
             None => match self.switch_of.get(node).and_then(|&k| self.lfts.get(k)) {
                 Some(t) => t,
-                None => return 0xFF,
+                None => return DROP_PORT,
             },
         };
-        t.get(usize::from(lid)).copied().unwrap_or(0xFF)
+        t.get(usize::from(lid)).copied().unwrap_or(DROP_PORT)
     }
 
     /// True when an SMP to `node` would go LID-routed now: the node has a
@@ -1377,8 +1377,8 @@ impl Sm {
                 .filter(|&b| {
                     let r = b * 64..(b + 1) * 64;
                     (r.start..r.end).any(|l| {
-                        old.get(l).copied().unwrap_or(0xFF)
-                            != self.lfts[k].get(l).copied().unwrap_or(0xFF)
+                        old.get(l).copied().unwrap_or(DROP_PORT)
+                            != self.lfts[k].get(l).copied().unwrap_or(DROP_PORT)
                     })
                 })
                 .map(|b| b as u16)
@@ -1414,7 +1414,7 @@ impl Sm {
         let mut t = LinearForwardingTable::dropping();
         let base = usize::from(b) * 64;
         for (e, slot) in t.port.iter_mut().enumerate() {
-            *slot = self.lfts[k].get(base + e).copied().unwrap_or(0xFF);
+            *slot = self.lfts[k].get(base + e).copied().unwrap_or(DROP_PORT);
         }
         self.set_node(node, &t, u32::from(b), Purpose::SetLft);
     }
@@ -1535,8 +1535,12 @@ fn complete(g: &Graph, lft: &[Vec<u8>]) -> bool {
         }
     }
     routing::destinations(g).iter().all(|&(lid, t, _)| {
-        (0..n)
-            .all(|s| comp[s] != comp[t] || lft[s].get(usize::from(lid)).is_some_and(|&p| p != 0xFF))
+        (0..n).all(|s| {
+            comp[s] != comp[t]
+                || lft[s]
+                    .get(usize::from(lid))
+                    .is_some_and(|&p| p != DROP_PORT)
+        })
     })
 }
 

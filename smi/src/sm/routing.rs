@@ -5,6 +5,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
+use mad_core::attr::forwarding::DROP_PORT;
 
 /// What a port of a switch leads to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +93,7 @@ pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
 /// Linear forwarding tables: `lft[switch][lid]` = egress port, 0xFF where
 /// unrouted. `max_lid` sizes the tables.
 pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
-    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; g.ports.len()];
+    let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; g.ports.len()];
     minhop_into(g, &mut lft, &distances(g), |_| true);
     lft
 }
@@ -155,7 +156,7 @@ pub fn fill_gaps(g: &Graph, lft: &mut [Vec<u8>]) {
     for (lid, t, tport) in destinations(g) {
         let l = usize::from(lid);
         for s in 0..g.ports.len() {
-            if lft[s].get(l).is_none_or(|&p| p != 0xFF) || dist[s][t] == u16::MAX {
+            if lft[s].get(l).is_none_or(|&p| p != DROP_PORT) || dist[s][t] == u16::MAX {
                 continue;
             }
             let port = if s == t {

@@ -10,6 +10,7 @@ use super::routing::{hops_from_any, Graph, PortTo};
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
+use mad_core::attr::forwarding::DROP_PORT;
 
 /// Ranks: hop distance from the root switches (`u32::MAX`: unreachable).
 pub fn ranks(g: &Graph, roots: &[usize]) -> Vec<u32> {
@@ -96,7 +97,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
         .max()
         .unwrap_or(0);
     let dests = super::routing::destinations(g);
-    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
+    let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
     let mut load: Vec<Vec<u32>> = g.ports.iter().map(|p| vec![0u32; p.len()]).collect();
     let mut reached = vec![false; n];
     let mut down_only = vec![false; n];
@@ -175,7 +176,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
         let mh = super::routing::minhop(g, max_lid);
         for l in unreached_switch_dests {
             for s in 0..n {
-                if lft[s][l] == 0xFF {
+                if lft[s][l] == DROP_PORT {
                     lft[s][l] = mh[s][l];
                 }
             }
@@ -211,7 +212,7 @@ pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
                 .collect()
         })
         .collect();
-    let mut lft = vec![vec![0xFFu8; usize::from(max_lid) + 1]; n];
+    let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
     let mut above = vec![false; n];
     let mut frontier = Vec::new();
     let mut next = Vec::new();

@@ -15,6 +15,7 @@ use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
+use mad_core::attr::forwarding::DROP_PORT;
 
 /// The highest unicast LID.
 pub const MAX_UNICAST_LID: u16 = 0xBFFF;
@@ -178,7 +179,7 @@ impl Sm {
             .and_then(|&k| self.lfts.get(k))
             .and_then(|t| t.get(usize::from(lid)))
             .copied()
-            .unwrap_or(0xFF)
+            .unwrap_or(DROP_PORT)
     }
 
     fn ready(&self) -> Result<(), VmError> {
@@ -432,7 +433,7 @@ impl Sm {
                 }
                 for (k, b) in blocks {
                     let saved = self.entry(k, p.vm_lid);
-                    self.write_entry(k, p.vm_lid, 0xFF);
+                    self.write_entry(k, p.vm_lid, DROP_PORT);
                     drop_stage.extend(self.capture(|sm| sm.send_lft_block(k, b)));
                     self.write_entry(k, p.vm_lid, saved);
                 }
@@ -500,13 +501,16 @@ impl Sm {
     }
 
     fn entry(&self, k: usize, lid: u16) -> u8 {
-        self.lfts[k].get(usize::from(lid)).copied().unwrap_or(0xFF)
+        self.lfts[k]
+            .get(usize::from(lid))
+            .copied()
+            .unwrap_or(DROP_PORT)
     }
 
     fn write_entry(&mut self, k: usize, lid: u16, port: u8) {
         let t = &mut self.lfts[k];
         if t.len() <= usize::from(lid) {
-            t.resize(usize::from(lid) + 1, 0xFF);
+            t.resize(usize::from(lid) + 1, DROP_PORT);
         }
         t[usize::from(lid)] = port;
     }
