@@ -307,7 +307,7 @@ fn more_lids_than_exist_are_refused_before_any_is_assigned() {
         sm.error(),
         Some(&SmError::LidSpaceExhausted {
             needed: 54 + 1 + 647 * 77,
-            available: 0xBFFF
+            available: u32::from(Lid::UNICAST_MAX.0)
         })
     );
     assert_eq!(sm.stats().count(Method::Set, AttributeId::PortInfo), 0);
@@ -377,10 +377,14 @@ fn a_dynamic_vm_past_the_last_lid_is_refused_and_changes_nothing() {
         }
     };
     assert_eq!(err, VmError::LidSpaceExhausted);
-    assert_eq!(started, 0xBFFF - 449, "every unicast LID is in use");
+    assert_eq!(
+        started,
+        u64::from(Lid::UNICAST_MAX.0) - 449,
+        "every unicast LID is in use"
+    );
     assert!(f.run(&mut sm));
-    assert_eq!(sm.max_lid(), 0xBFFF);
-    assert_eq!(f.verify_lids(&[Lid(0xBFFF)]).unreachable, 0);
+    assert_eq!(sm.max_lid(), Lid::UNICAST_MAX.0);
+    assert_eq!(f.verify_lids(&[Lid::UNICAST_MAX]).unreachable, 0);
 
     // Refused again, on a hypervisor with free VFs: nothing is queued,
     // sent, installed or handed out.
@@ -389,15 +393,18 @@ fn a_dynamic_vm_past_the_last_lid_is_refused_and_changes_nothing() {
     let vports: Vec<VPortInfo> = (1..=vfs.len() as u16)
         .map(|vf| vport(&f, &sm, h, vf))
         .collect();
-    let (stats, lfts) = (sm.stats().clone(), f.lft_snapshot(0xBFFF));
+    let (stats, lfts) = (sm.stats().clone(), f.lft_snapshot(Lid::UNICAST_MAX.0));
     assert_eq!(sm.create_vm(h, 0xFEED), Err(VmError::LidSpaceExhausted));
     assert_eq!(sm.outstanding(), (0, 0, 0));
     assert_eq!(sm.phase(), Phase::Done);
     assert!(f.run(&mut sm));
     assert_eq!(sm.stats(), &stats);
-    assert_eq!(sm.max_lid(), 0xBFFF);
+    assert_eq!(sm.max_lid(), Lid::UNICAST_MAX.0);
     assert_eq!(sm.nodes()[h].vfs, vfs);
-    assert!(f.lft_snapshot(0xBFFF) == lfts, "no LFT entry changed");
+    assert!(
+        f.lft_snapshot(Lid::UNICAST_MAX.0) == lfts,
+        "no LFT entry changed"
+    );
     for (k, v) in vports.iter().enumerate() {
         assert_eq!(vport(&f, &sm, h, k as u16 + 1), *v);
     }

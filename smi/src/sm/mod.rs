@@ -1214,7 +1214,7 @@ impl Sm {
                 }
             }
         }
-        let available = u32::from(vswitch::MAX_UNICAST_LID);
+        let available = u32::from(Lid::UNICAST_MAX.0);
         if u32::from(self.max_lid) + needed > available {
             self.error = Some(SmError::LidSpaceExhausted {
                 needed: u32::from(self.max_lid) + needed,
@@ -1439,7 +1439,7 @@ impl Sm {
     /// LinearFDBTop for a highest LID: the end of its 64-LID block, so
     /// LIDs added later in the same block need no SwitchInfo update.
     fn top_for(&self, lid: u16) -> u16 {
-        (lid | 63).min(vswitch::MAX_UNICAST_LID)
+        (lid | 63).min(Lid::UNICAST_MAX.0)
     }
 
     /// Static reconfiguration, first step: Set(PortInfo) Down on every

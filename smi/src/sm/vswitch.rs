@@ -16,9 +16,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 use mad_core::attr::forwarding::DROP_PORT;
-
-/// The highest unicast LID.
-pub const MAX_UNICAST_LID: u16 = 0xBFFF;
+use mad_core::Lid;
 
 /// How hypervisors' VFs get LIDs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -220,7 +218,7 @@ impl Sm {
             LidPolicy::Dynamic => {
                 let lid = match self.free_lids.first() {
                     Some(&l) => l,
-                    None if self.max_lid < MAX_UNICAST_LID => self.max_lid + 1,
+                    None if self.max_lid < Lid::UNICAST_MAX.0 => self.max_lid + 1,
                     None => return Err(VmError::LidSpaceExhausted),
                 };
                 let pf = self.nodes[node].lid;
