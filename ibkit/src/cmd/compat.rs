@@ -10,6 +10,7 @@
 //! run per client.
 
 use ::tests::peers::{cpu_ms, missing_tools, run_opensm_on, Ibsim, Served, Simulator};
+use crate::cmd::stats::median;
 use fabric::topology::Topology;
 use serde_json::json;
 use smi::sm::Engine;
@@ -55,20 +56,11 @@ impl Summary {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 fn summarize(samples: &[Sample], smps: u64) -> Summary {
     Summary {
-        to_up_ms: median(samples.iter().map(|s| s.to_up_ms).collect()),
-        wall_ms: median(samples.iter().map(|s| s.wall_ms).collect()),
-        sim_cpu_ms: median(samples.iter().map(|s| s.sim_cpu_ms).collect()),
+        to_up_ms: median(&mut samples.iter().map(|s| s.to_up_ms).collect::<Vec<_>>()),
+        wall_ms: median(&mut samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>()),
+        sim_cpu_ms: median(&mut samples.iter().map(|s| s.sim_cpu_ms).collect::<Vec<_>>()),
         smps,
     }
 }
@@ -338,7 +330,7 @@ impl Sensitivity {
     /// 1 when every batch's time is on OpenSM's critical path.
     pub fn critical_share(&self) -> f64 {
         let batches = self.base().map_or(f64::NAN, |h| {
-            median(h.batches.iter().map(|&b| b as f64).collect())
+            median(&mut h.batches.iter().map(|&b| b as f64).collect::<Vec<_>>())
         });
         self.slope_ms_per_us * 1e3 / batches
     }
@@ -348,7 +340,7 @@ impl Sensitivity {
     pub fn without_fabric_ms(&self) -> f64 {
         let fabric = self
             .base()
-            .map_or(f64::NAN, |h| median(h.fabric_us.clone()));
+            .map_or(f64::NAN, |h| median(&mut h.fabric_us.clone()));
         self.intercept_ms - self.slope_ms_per_us * fabric
     }
 }
@@ -454,8 +446,8 @@ pub fn run_sensitivity(
     let s = sensitivity(&exe, spec, routing, runs.max(1), delays, &dir, !json);
     let _ = std::fs::remove_dir_all(&dir);
     let s = s?;
-    let med = |v: &[f64]| median(v.to_vec());
-    let medu = |v: &[u64]| median(v.iter().map(|&x| x as f64).collect());
+    let med = |v: &[f64]| median(&mut v.to_vec());
+    let medu = |v: &[u64]| median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
     if json {
         let rows: Vec<_> = s
             .held

@@ -11,6 +11,7 @@
 
 pub mod verbs;
 
+use crate::cmd::stats::median;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -593,11 +594,6 @@ pub fn guest(sock: &Path, quick: bool) -> super::Outcome {
     }
     writeln!(out, "data_path_commands {data_path}").map_err(|e| e.to_string())?;
     Ok(())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// `ibkit bench vhca`. Native and guest run side by side: both backends

@@ -6,7 +6,8 @@
 //! backend's device loop). Alternating rounds, medians, as the software
 //! HCA's bench does.
 
-use super::{iters, median, port, GuestProcess, Test};
+use super::{iters, port, GuestProcess, Test};
+use crate::cmd::stats::median;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
