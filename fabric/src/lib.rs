@@ -27,6 +27,8 @@
 //!
 //! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
 //!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
+//!
+//! * [`rng`] — the seeded generator the simulator draws its losses from.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -37,6 +39,7 @@ pub mod migrate;
 pub mod model;
 pub mod osu;
 pub mod pcap;
+pub mod rng;
 pub mod serve;
 pub mod sim;
 pub mod topology;

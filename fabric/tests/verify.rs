@@ -5,6 +5,7 @@
 
 mod common;
 use common::up;
+use fabric::rng::Rng;
 use fabric::sim::{Check, Fabric, FabricEvent, Failure, SimNode, Walk, WalkEnd};
 use mad_core::attr::PortState;
 use mad_core::Lid;
@@ -145,19 +146,13 @@ fn the_fast_walks_agree_with_one_walk_at_a_time_under_random_faults() {
         .filter(|&i| matches!(f.nodes[i], SimNode::Switch(_)))
         .collect();
     let max = sm.max_lid();
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     for round in 0..4 {
         for _ in 0..40 * (round + 1) {
-            let s = switches[next(switches.len() as u64) as usize];
-            let lid = 1 + next(u64::from(max)) as usize;
+            let s = switches[rng.below(switches.len() as u64) as usize];
+            let lid = 1 + rng.below(u64::from(max)) as usize;
             // A random port (some without a cable), or unrouted.
-            let port = [next(37) as u8, 0xFF][next(2) as usize];
+            let port = [rng.below(37) as u8, 0xFF][rng.below(2) as usize];
             switch_mut(&mut f, s).model.lft[lid] = port;
         }
         let all = f.verify();

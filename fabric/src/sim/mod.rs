@@ -3,6 +3,7 @@
 //! for each hop that needs directed-route processing (the cost model of the
 //! vSwitch paper), and SMPs may be lost at a configured rate.
 
+use crate::rng::Rng;
 use crate::topology::Topology;
 use mad_core::attr::forwarding::DROP_PORT;
 use mad_core::attr::{NodeType, PortState};
@@ -242,7 +243,7 @@ pub struct Fabric {
     trap_nodes: std::collections::BTreeSet<usize>,
     seq: u64,
     now_ns: u64,
-    rng: u64,
+    rng: Rng,
     inbox: Vec<Smp>,
     /// Nodes where outside clients are attached (`ibkit fabric serve`):
     /// what reaches them goes to `delivered` instead of the SM's inbox.
@@ -361,7 +362,7 @@ impl Fabric {
             topo,
             nodes,
             sm_node,
-            rng: cfg.seed | 1,
+            rng: Rng::new(cfg.seed),
             cfg,
             queue: BinaryHeap::new(),
             pending: Vec::new(),
@@ -406,10 +407,7 @@ impl Fabric {
         if self.cfg.loss <= 0.0 {
             return false;
         }
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        ((self.rng >> 11) as f64 / (1u64 << 53) as f64) < self.cfg.loss
+        self.rng.unit_f64() < self.cfg.loss
     }
 
     /// Puts a directed-route `smp` on the cable of (node, port).
