@@ -10,6 +10,7 @@
 //! It returns report structs; `ibkit migrate` renders them as text, JSON
 //! and SVG.
 
+use crate::rng::Rng;
 use crate::sim::{Check, Fabric, SimConfig, Verify};
 use crate::topology::{Topology, TopologyError};
 use mad_core::attr::AttributeId;
@@ -241,16 +242,9 @@ impl FabricReport {
     }
 }
 
-/// The experiment's random choices: xorshift64 (13, 7, 17).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
+/// One of `n` (0 when `n` is 0).
+fn pick(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n.max(1) as u64) as usize
 }
 
 /// When to measure the full reconfiguration.
@@ -324,7 +318,7 @@ fn destination(sm: &Sm, src: usize, kind: Kind, rng: &mut Rng) -> Option<usize> 
             .iter()
             .copied()
             .filter(|&h| free(h) && sm.attachment(h).is_some_and(|a| a.0 == leaf))
-            .nth(rng.next(2)),
+            .nth(pick(rng, 2)),
         Kind::Far => {
             let d: std::collections::HashMap<usize, u16> =
                 hops_from(sm, leaf).into_iter().collect();
@@ -342,11 +336,11 @@ fn destination(sm: &Sm, src: usize, kind: Kind, rng: &mut Rng) -> Option<usize> 
                             .is_some_and(|a| d.get(&a.0).copied().unwrap_or(0) == far)
                 })
                 .collect();
-            (!cands.is_empty()).then(|| cands[rng.next(cands.len())])
+            (!cands.is_empty()).then(|| cands[pick(rng, cands.len())])
         }
         Kind::Random => {
             let cands: Vec<usize> = hyps.iter().copied().filter(|&h| free(h)).collect();
-            (!cands.is_empty()).then(|| cands[rng.next(cands.len())])
+            (!cands.is_empty()).then(|| cands[pick(rng, cands.len())])
         }
     }
 }
@@ -526,7 +520,7 @@ pub fn session(
         yes(&rep.vm_start)
     ));
 
-    let mut rng = Rng(a.seed | 1);
+    let mut rng = Rng::new(a.seed);
     for (i, &kind) in kinds.iter().enumerate() {
         if vms.is_empty() {
             break;

@@ -48,6 +48,13 @@ impl Rng {
         self.next_u64() % n
     }
 
+    /// Fills `b`, a byte from each draw (its low 8 bits).
+    pub fn fill_bytes(&mut self, b: &mut [u8]) {
+        for x in b {
+            *x = self.next_u64() as u8;
+        }
+    }
+
     /// A number in `[0, 1)`: the top 53 bits of the next draw, scaled.
     pub fn unit_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64

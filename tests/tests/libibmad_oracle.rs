@@ -2,6 +2,7 @@
 //! knows is checked in both directions with random values, and its exact
 //! position and width are checked by setting it to all ones alone.
 
+use fabric::rng::Rng;
 use mad_core::attr::*;
 use mad_core::field::{mask, set_bits, FieldDesc, Fields, Value};
 use mad_core::notice::{Notice, Trap128, Trap144};
@@ -141,21 +142,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn fill(&mut self, b: &mut [u8]) {
-        for x in b {
-            *x = self.next() as u8;
-        }
-    }
-}
-
 fn load() -> Option<LibIbmad> {
     match LibIbmad::load() {
         Ok(l) => Some(l),
@@ -237,11 +223,11 @@ fn every_libibmad_field_sits_exactly_where_mad_core_puts_it() {
 #[test]
 fn mad_core_encodes_what_libibmad_decodes() {
     let Some(l) = load() else { return };
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     for c in cases() {
         for _ in 0..500 {
             let mut raw = vec![0u8; c.size];
-            rng.fill(&mut raw);
+            rng.fill_bytes(&mut raw);
             let (vals, enc) = (c.roundtrip)(&raw);
             let mut buf = [0u8; 256];
             buf[c.base..c.base + c.size].copy_from_slice(&enc);
@@ -269,7 +255,7 @@ fn mad_core_encodes_what_libibmad_decodes() {
 #[test]
 fn libibmad_encodes_what_mad_core_decodes() {
     let Some(l) = load() else { return };
-    let mut rng = Rng(0xfeed_beef_0bad_cafe);
+    let mut rng = Rng::new(0xfeed_beef_0bad_cafe);
     for c in cases() {
         // Fields of ours that libibmad does not know stay zero on both sides.
         for _ in 0..500 {
@@ -280,10 +266,10 @@ fn libibmad_encodes_what_mad_core_decodes() {
                 let f = l.field(theirs).unwrap();
                 if is_array(&d) {
                     let mut src = [0u8; 256];
-                    rng.fill(&mut src);
+                    rng.fill_bytes(&mut src);
                     l.set_array(&mut buf, f, &src);
                 } else {
-                    let v = rng.next() & mask(d.width);
+                    let v = rng.next_u64() & mask(d.width);
                     lib_set(&l, &mut buf, f, d.width, v);
                     set.insert(ours, v);
                 }
@@ -311,11 +297,11 @@ fn libibmad_encodes_what_mad_core_decodes() {
 #[test]
 fn smp_header_fields_agree_with_libibmad() {
     let Some(l) = load() else { return };
-    let mut rng = Rng(0x0dd_ba11);
+    let mut rng = Rng::new(0x0dd_ba11);
     let f = |n: &str| l.field(n).unwrap_or_else(|| panic!("libibmad has no {n}"));
     for _ in 0..2000 {
         let mut buf = [0u8; 256];
-        rng.fill(&mut buf);
+        rng.fill_bytes(&mut buf);
         let s = mad_core::Smp::ref_from(&buf).unwrap();
         assert_eq!(
             l.get(&buf, f("IB_MAD_BASEVER_F")),
@@ -389,10 +375,10 @@ fn smp_header_fields_agree_with_libibmad() {
 fn guid_info_first_entry_agrees_with_libibmad() {
     let Some(l) = load() else { return };
     let f = l.field("IB_GUID_GUID0_F").expect("IB_GUID_GUID0_F");
-    let mut rng = Rng(77);
+    let mut rng = Rng::new(77);
     for _ in 0..1000 {
         let mut buf = [0u8; 256];
-        rng.fill(&mut buf[..64]);
+        rng.fill_bytes(&mut buf[..64]);
         let g = GuidInfo::decode(&buf).unwrap();
         assert_eq!(l.get64(&buf, f), g.guids[0].0);
     }

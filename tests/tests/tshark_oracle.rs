@@ -6,6 +6,7 @@
 //! the trap data of traps 128, 144 and 256.
 
 use fabric::pcap::{frame, write_with_linktype, FrameAddr};
+use fabric::rng::Rng;
 use mad_core::attr::*;
 use mad_core::field::{Fields, Value};
 use mad_core::notice::{Notice, Trap144, Trap256, TrapDetails};
@@ -17,23 +18,6 @@ use std::process::Command;
 /// open link type 247 itself).
 const USER_DLT: u32 = 147;
 const UAT: &str = "uat:user_dlts:\"User 0 (DLT=147)\",\"infiniband\",\"0\",\"\",\"0\",\"\"";
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        for x in &mut b {
-            *x = self.next() as u8;
-        }
-        b
-    }
-}
 
 fn scalar(v: &Value<'_>) -> Option<u64> {
     match *v {
@@ -179,13 +163,13 @@ fn compare_prefix<A: Attribute>(
         tests::skip("tshark oracle", "tshark not installed (apt install tshark)");
         return;
     }
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut smps = Vec::new();
     let mut ours = Vec::new();
     for _ in 0..n {
-        let mut a = A::decode(&rng.bytes()).unwrap();
+        let mut a = A::decode(&bytes(&mut rng)).unwrap();
         fix(&mut a);
-        let mut s = Smp::lid_routed(Method::GetResp, A::ID, modifier, rng.next(), MKey(0));
+        let mut s = Smp::lid_routed(Method::GetResp, A::ID, modifier, rng.next_u64(), MKey(0));
         a.encode(&mut s.data).unwrap();
         ours.push(flatten(&a));
         smps.push(*s.as_wire());
@@ -464,25 +448,31 @@ fn notices_and_trap_data_agree_with_wireshark() {
     if !tshark_available() {
         return;
     }
-    let mut rng = Rng(12);
+    let mut rng = Rng::new(12);
     let mut smps = Vec::new();
     let mut want = Vec::new();
     for i in 0..30 {
         let details = if i % 2 == 0 {
-            let mut t = Trap256::decode(&rng.bytes()).unwrap();
+            let mut t = Trap256::decode(&bytes(&mut rng)).unwrap();
             t.dr_hop_count %= 31;
             TrapDetails::BadMKey(t)
         } else {
-            TrapDetails::LocalChange(Trap144::decode(&rng.bytes()).unwrap())
+            TrapDetails::LocalChange(Trap144::decode(&bytes(&mut rng)).unwrap())
         };
         let n = Notice::generic(
             mad_core::notice::NoticeType::Security,
             mad_core::notice::ProducerType::ChannelAdapter,
-            mad_core::Lid(rng.next() as u16),
+            mad_core::Lid(rng.next_u64() as u16),
             &details,
         )
         .unwrap();
-        let mut s = Smp::lid_routed(Method::Trap, AttributeId::Notice, 0, rng.next(), MKey(0));
+        let mut s = Smp::lid_routed(
+            Method::Trap,
+            AttributeId::Notice,
+            0,
+            rng.next_u64(),
+            MKey(0),
+        );
         n.encode(&mut s.data).unwrap();
         smps.push(*s.as_wire());
         want.push(details);
@@ -661,4 +651,11 @@ fn vhca_sa_path_records_agree_with_wireshark() {
             "{fields:?}"
         );
     }
+}
+
+/// 64 random bytes.
+fn bytes(rng: &mut Rng) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    rng.fill_bytes(&mut b);
+    b
 }

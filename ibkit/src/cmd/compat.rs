@@ -9,8 +9,8 @@
 //! would slow it down); ibsim's SMP count comes from one extra verbose
 //! run per client.
 
-use ::tests::peers::{cpu_ms, missing_tools, run_opensm_on, Ibsim, Served, Simulator};
 use crate::cmd::stats::median;
+use ::tests::peers::{cpu_ms, missing_tools, run_opensm_on, Ibsim, Served, Simulator};
 use fabric::topology::Topology;
 use serde_json::json;
 use smi::sm::Engine;
