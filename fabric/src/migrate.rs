@@ -11,7 +11,7 @@
 //! and SVG.
 
 use crate::rng::Rng;
-use crate::sim::{Check, Fabric, SimConfig, Verify};
+use crate::sim::{Check, Fabric, FabricError, SimConfig, Verify};
 use crate::topology::{Topology, TopologyError};
 use mad_core::attr::AttributeId;
 use mad_core::Method;
@@ -27,8 +27,8 @@ pub enum MigrateError {
     #[error(transparent)]
     Topology(#[from] TopologyError),
     /// The simulator refused the fabric.
-    #[error("{0}")]
-    Fabric(String),
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
     /// The SM did not bring the subnet up.
     #[error("{topology}: {}", why.as_ref().map_or("the subnet did not come up".to_string(), |e| e.to_string()))]
     NotUp {
@@ -411,8 +411,7 @@ pub fn session(
             vfs: a.vfs,
             ..SimConfig::default()
         },
-    )
-    .map_err(MigrateError::Fabric)?;
+    )?;
     progress(&format!(
         "bringing up {} ({switches} switches, {nodes} CAs, {} VFs per hypervisor, {} LIDs)…",
         a.topology,

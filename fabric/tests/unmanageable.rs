@@ -7,7 +7,7 @@ use fabric::topology::Topology;
 use mad_core::attr::NodeType;
 
 fn new(t: Topology) -> Result<Fabric, String> {
-    Fabric::new(t, SimConfig::default())
+    Fabric::new(t, SimConfig::default()).map_err(|e| e.to_string())
 }
 
 #[test]

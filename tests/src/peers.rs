@@ -440,7 +440,7 @@ pub struct IbkitRun {
 
 /// Brings `topo` up with ibkit's SM on the simulator.
 pub fn run_ibkit(topo: Topology, routing: Engine) -> Result<IbkitRun, String> {
-    let mut f = Fabric::new(topo, SimConfig::default())?;
+    let mut f = Fabric::new(topo, SimConfig::default()).map_err(|e| e.to_string())?;
     let mut sm = Sm::new(SmConfig {
         routing,
         ..SmConfig::default()

@@ -4,7 +4,7 @@
 //! vSwitch paper), and SMPs may be lost at a configured rate.
 
 use crate::rng::Rng;
-use crate::topology::Topology;
+use crate::topology::{Topology, TopologyError};
 use mad_core::attr::forwarding::DROP_PORT;
 use mad_core::attr::{NodeType, PortState};
 use mad_core::{Lid, Smp};
@@ -273,8 +273,12 @@ pub struct Delivery {
 /// Returns the fabric, the SM (its [`Sm::phase`] and [`Sm::error`] say why
 /// a bring-up failed) and whether the subnet came up; an error when the
 /// spec or the fabric is not valid.
-pub fn bring_up(spec: &str, sim: SimConfig, sm: SmConfig) -> Result<(Fabric, Sm, bool), String> {
-    let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
+pub fn bring_up(
+    spec: &str,
+    sim: SimConfig,
+    sm: SmConfig,
+) -> Result<(Fabric, Sm, bool), FabricError> {
+    let topo = Topology::from_spec(spec)?;
     let mut f = Fabric::new(topo, sim)?;
     let mut sm = Sm::new(sm);
     let up = f.bring_up(&mut sm);
@@ -292,6 +296,55 @@ pub enum Walk {
     Loop,
 }
 
+/// Why a topology cannot be simulated and managed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FabricError {
+    /// No CA for the SM to run on.
+    #[error("the fabric has no CA to run the SM on")]
+    NoCa,
+    /// A switch wider than a simulated agent.
+    #[error(
+        "switch {name:?} has {ports} ports; a simulated switch has at most {MAX_SWITCH_PORTS}"
+    )]
+    TooWide {
+        /// The switch.
+        name: String,
+        /// Its ports.
+        ports: u8,
+    },
+    /// A GUID that is 0 or all ones.
+    #[error("node {name:?} has the reserved GUID {guid:#x}")]
+    ReservedGuid {
+        /// The node.
+        name: String,
+        /// Its GUID.
+        guid: u64,
+    },
+    /// Two nodes with one GUID.
+    #[error("nodes {first:?} and {second:?} have the same GUID {guid:#018x}")]
+    SameGuid {
+        /// The first holder.
+        first: String,
+        /// The second.
+        second: String,
+        /// The GUID.
+        guid: u64,
+    },
+    /// A node beyond the reach of a directed route.
+    #[error("node {name:?} is {hops} hops from the SM's node {sm:?}; a directed route reaches 63")]
+    TooFar {
+        /// The node.
+        name: String,
+        /// Its distance.
+        hops: u32,
+        /// The SM's node.
+        sm: String,
+    },
+    /// The spec names no topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+}
+
 /// The most ports a simulated switch has (its agent's bounded storage).
 pub const MAX_SWITCH_PORTS: u8 = 64;
 
@@ -299,26 +352,27 @@ pub const MAX_SWITCH_PORTS: u8 = 64;
 /// more ports than [`MAX_SWITCH_PORTS`], a GUID that is 0, all ones or held
 /// by two nodes, and a node more than 63 hops from the SM's (no directed
 /// route reaches it, IBA 14.2.2).
-fn check_simulable(topo: &Topology, sm_node: usize) -> Result<(), String> {
+fn check_simulable(topo: &Topology, sm_node: usize) -> Result<(), FabricError> {
     let mut seen = std::collections::HashMap::new();
     for n in &topo.nodes {
         if n.kind == NodeType::Switch && n.ports > MAX_SWITCH_PORTS {
-            return Err(format!(
-                "switch {:?} has {} ports; a simulated switch has at most {MAX_SWITCH_PORTS}",
-                n.name, n.ports
-            ));
+            return Err(FabricError::TooWide {
+                name: n.name.clone(),
+                ports: n.ports,
+            });
         }
         if n.guid == 0 || n.guid == u64::MAX {
-            return Err(format!(
-                "node {:?} has the reserved GUID {:#x}",
-                n.name, n.guid
-            ));
+            return Err(FabricError::ReservedGuid {
+                name: n.name.clone(),
+                guid: n.guid,
+            });
         }
         if let Some(other) = seen.insert(n.guid, &n.name) {
-            return Err(format!(
-                "nodes {other:?} and {:?} have the same GUID {:#018x}",
-                n.name, n.guid
-            ));
+            return Err(FabricError::SameGuid {
+                first: other.clone(),
+                second: n.name.clone(),
+                guid: n.guid,
+            });
         }
     }
     // Hops from the SM's node, breadth first.
@@ -330,10 +384,11 @@ fn check_simulable(topo: &Topology, sm_node: usize) -> Result<(), String> {
             if depth[m] == u32::MAX {
                 depth[m] = depth[n] + 1;
                 if depth[m] > 63 {
-                    return Err(format!(
-                        "node {:?} is {} hops from the SM's node {:?}; a directed route reaches 63",
-                        topo.nodes[m].name, depth[m], topo.nodes[sm_node].name
-                    ));
+                    return Err(FabricError::TooFar {
+                        name: topo.nodes[m].name.clone(),
+                        hops: depth[m],
+                        sm: topo.nodes[sm_node].name.clone(),
+                    });
                 }
                 queue.push_back(m);
             }
@@ -345,12 +400,12 @@ fn check_simulable(topo: &Topology, sm_node: usize) -> Result<(), String> {
 impl Fabric {
     /// Builds the agents for `topo`, cables up; the SM runs on the first CA.
     /// Refuses what cannot be simulated or managed (see [`MAX_SWITCH_PORTS`]).
-    pub fn new(topo: Topology, cfg: SimConfig) -> Result<Fabric, String> {
+    pub fn new(topo: Topology, cfg: SimConfig) -> Result<Fabric, FabricError> {
         let sm_node = topo
             .nodes
             .iter()
             .position(|n| n.kind == NodeType::ChannelAdapter)
-            .ok_or("the fabric has no CA to run the SM on")?;
+            .ok_or(FabricError::NoCa)?;
         check_simulable(&topo, sm_node)?;
         let nodes = topo
             .nodes

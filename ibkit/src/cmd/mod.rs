@@ -56,6 +56,25 @@ impl From<&str> for Fail {
     }
 }
 
+/// The typed errors of the libraries, as one-line messages of a command
+/// that could not run (exit status 2).
+macro_rules! error_is_fail {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Fail {
+            fn from(e: $t) -> Fail {
+                Fail::Error(e.to_string())
+            }
+        }
+    )*};
+}
+
+error_is_fail!(
+    fabric::sim::FabricError,
+    fabric::topology::TopologyError,
+    fabric::migrate::MigrateError,
+    fabric::serve::SocketError
+);
+
 /// What a command returns: success, or why not.
 pub type Outcome = Result<(), Fail>;
 

@@ -57,7 +57,8 @@ fn measure(a: &ModelArgs) -> Result<Measured, String> {
             lid_policy: a.policy,
             ..SmConfig::default()
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     if !up {
         return Err(match sm.error() {
             Some(e) => format!("{}: {e}", a.topology),

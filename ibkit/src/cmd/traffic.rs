@@ -179,7 +179,8 @@ pub fn demo(
             vfs: vfs.max(1),
             ..SimConfig::default()
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut sm = Sm::new(SmConfig {
         routing,
         lid_policy: policy,
