@@ -1,0 +1,145 @@
+//! Changes to the fabric at a chosen simulated time: nodes added, cables
+//! failing, repaired and laid, nodes down and back; the traps they raise.
+
+use super::*;
+
+impl Fabric {
+    /// Adds a powered, uncabled node (cable it with [`FabricEvent::Cable`]);
+    /// a one-port CA becomes a hypervisor when the fabric has VFs.
+    pub fn add_node(&mut self, kind: NodeType, ports: u8, guid: u64, name: &str) -> usize {
+        let i = self
+            .topo
+            .add_node(kind, ports, guid, name.to_string(), None);
+        self.nodes
+            .push(SimNode::make(kind, guid, ports, name, self.cfg.vfs, false));
+        i
+    }
+
+    /// Applies `event` at simulated time `at_ns`.
+    pub fn schedule(&mut self, at_ns: u64, event: FabricEvent) {
+        self.enqueue(at_ns.max(self.now_ns), Pending::Event(event));
+    }
+
+    pub(super) fn link_event(&mut self, node: usize, port: u8, up: bool) {
+        let now_ms = self.now_ns / 1_000_000;
+        self.nodes[node].link_event(port, up, now_ms);
+        self.trap_nodes.insert(node);
+    }
+
+    pub(super) fn apply(&mut self, e: FabricEvent) {
+        match e {
+            FabricEvent::LinkDown(n, p) => {
+                if let Some((m, q)) = self.topo.peer_of(n, p) {
+                    self.topo.peer[n][usize::from(p)] = None;
+                    self.topo.peer[m][usize::from(q)] = None;
+                    self.cut.push(((n, p), (m, q)));
+                    self.link_event(n, p, false);
+                    self.link_event(m, q, false);
+                }
+            }
+            FabricEvent::LinkUp(n, p) => {
+                if let Some(k) = self
+                    .cut
+                    .iter()
+                    .position(|&(a, b)| a == (n, p) || b == (n, p))
+                {
+                    let (a, b) = self.cut.swap_remove(k);
+                    if self.topo.connect(a, b).is_ok() {
+                        self.link_event(a.0, a.1, true);
+                        self.link_event(b.0, b.1, true);
+                    }
+                }
+            }
+            FabricEvent::Cable(a, b) => {
+                if self.topo.connect(a, b).is_ok() {
+                    self.link_event(a.0, a.1, true);
+                    self.link_event(b.0, b.1, true);
+                }
+            }
+            FabricEvent::NodeDown(n) => {
+                for p in 1..=self.topo.nodes[n].ports {
+                    self.apply(FabricEvent::LinkDown(n, p));
+                }
+            }
+            FabricEvent::NodeUp(n) => {
+                // Freshly powered: a new agent with nothing set.
+                let t = &self.topo.nodes[n];
+                self.nodes[n] = self.nodes[n].repowered(t.kind, t.guid, t.ports, &t.name);
+                let ports: Vec<u8> = self
+                    .cut
+                    .iter()
+                    .filter_map(|&(a, b)| {
+                        if a.0 == n {
+                            Some(a.1)
+                        } else if b.0 == n {
+                            Some(b.1)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                for p in ports {
+                    self.apply(FabricEvent::LinkUp(n, p));
+                }
+            }
+        }
+    }
+
+    /// Hands `smp`, arrived at (node, port), to the node's agent and returns
+    /// its response; a port the SMP sets Down retrains (see
+    /// [`Fabric::retrain_if_downed`]).
+    pub(super) fn deliver(&mut self, node: usize, port: u8, smp: &Smp, now_ms: u64) -> Option<Smp> {
+        let watch = self.watch_set_down(node, smp, port);
+        let resp = self.nodes[node].process(smp, port, now_ms);
+        self.retrain_if_downed(node, watch);
+        resp
+    }
+
+    /// The cabled port a Set(PortInfo) addresses, with its state before.
+    pub(super) fn watch_set_down(
+        &self,
+        node: usize,
+        smp: &Smp,
+        arrival: u8,
+    ) -> Option<(u8, PortState)> {
+        if smp.method() != mad_core::Method::Set
+            || smp.attribute_id() != mad_core::attr::AttributeId::PortInfo
+        {
+            return None;
+        }
+        let mut port = (smp.attribute_modifier() & 0xFF) as u8;
+        if port == 0 && !matches!(self.nodes[node], SimNode::Switch(_)) {
+            port = arrival;
+        }
+        self.topo.peer_of(node, port)?;
+        Some((port, self.nodes[node].port_state(port)?))
+    }
+
+    /// A port the SM set Down drops its link; with LinkDownDefaultState
+    /// Polling the link retrains at once, so both ends come back in Init
+    /// (the "ports to Init" step of a static reconfiguration).
+    pub(super) fn retrain_if_downed(&mut self, node: usize, watch: Option<(u8, PortState)>) {
+        let Some((port, before)) = watch else { return };
+        if before == PortState::Down || self.nodes[node].port_state(port) != Some(PortState::Down) {
+            return;
+        }
+        if let Some((m, q)) = self.topo.peer_of(node, port) {
+            self.link_event(m, q, false);
+            self.link_event(m, q, true);
+            self.link_event(node, port, true);
+        }
+    }
+
+    /// Sends the traps that are due from the nodes that had link events.
+    pub(super) fn send_traps(&mut self) {
+        let now_ms = self.now_ns / 1_000_000;
+        let nodes: Vec<usize> = std::mem::take(&mut self.trap_nodes).into_iter().collect();
+        for n in nodes {
+            while let Some(t) = self.nodes[n].poll_trap(now_ms) {
+                if self.cfg.traps {
+                    self.route_out(n, t.port, t.smp, t.dlid.0, t.slid.0);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The agent of each simulated node: a switch's, a CA's or a vSwitch
+//! hypervisor's SMA, behind one type.
+
+use super::*;
+
+/// A node's agent.
+pub enum SimNode {
+    /// A switch.
+    Switch(Box<SwitchSma>),
+    /// A channel adapter.
+    Ca(Box<CaSma>),
+    /// A hypervisor's HCA in vSwitch mode.
+    Hypervisor(Box<Hypervisor>),
+}
+
+impl SimNode {
+    /// A freshly powered agent: a switch; a hypervisor with `vfs` VFs (a
+    /// one-port CA other than the SM's, when `vfs` > 0); or a CA, the SM's
+    /// when `is_sm`.
+    pub(super) fn make(
+        kind: NodeType,
+        guid: u64,
+        ports: u8,
+        name: &str,
+        vfs: usize,
+        is_sm: bool,
+    ) -> SimNode {
+        match kind {
+            NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
+                guid, ports, name,
+            )))),
+            _ if vfs > 0 && !is_sm && ports == 1 => {
+                SimNode::Hypervisor(Box::new(Hypervisor::new(guid, vfs, name)))
+            }
+            _ => {
+                let mut spec = NodeSpec::ca(guid, ports, name);
+                spec.is_sm = is_sm;
+                SimNode::Ca(Box::new(CaSma::new(&spec)))
+            }
+        }
+    }
+    /// A new agent of the same kind as this one (a hypervisor with as many
+    /// VFs), freshly powered: nothing set.
+    pub(super) fn repowered(&self, kind: NodeType, guid: u64, ports: u8, name: &str) -> SimNode {
+        let vfs = match self {
+            SimNode::Hypervisor(h) => h.vports.vfs.len(),
+            SimNode::Switch(_) | SimNode::Ca(_) => 0,
+        };
+        SimNode::make(kind, guid, ports, name, vfs, false)
+    }
+    pub(super) fn node(&self) -> &dyn dr::Node {
+        match self {
+            SimNode::Switch(s) => &s.model,
+            SimNode::Ca(c) => &c.model,
+            SimNode::Hypervisor(h) => &h.pf.model,
+        }
+    }
+    pub(super) fn process(&mut self, smp: &Smp, port: u8, now_ms: u64) -> Option<Smp> {
+        match self {
+            SimNode::Switch(s) => s.process(smp, port, now_ms),
+            SimNode::Ca(c) => c.process(smp, port, now_ms),
+            SimNode::Hypervisor(h) => h.process(smp, port, now_ms),
+        }
+    }
+    /// A cable at `port` came up or went down.
+    pub(super) fn link_event(&mut self, port: u8, up: bool, now_ms: u64) {
+        match self {
+            SimNode::Switch(s) => s.link_event(port, up, now_ms),
+            SimNode::Ca(c) => c.link_event(port, up, now_ms),
+            SimNode::Hypervisor(h) => h.pf.link_event(port, up, now_ms),
+        }
+    }
+    /// The next trap due at `now_ms`, if any.
+    pub(super) fn poll_trap(&mut self, now_ms: u64) -> Option<TrapOut> {
+        match self {
+            SimNode::Switch(s) => s.poll_trap(now_ms),
+            SimNode::Ca(c) => c.poll_trap(now_ms),
+            SimNode::Hypervisor(h) => h.pf.poll_trap(now_ms),
+        }
+    }
+    /// The PortState of `port` (a hypervisor's: its PF's), if it exists.
+    pub(super) fn port_state(&self, port: u8) -> Option<PortState> {
+        let p = usize::from(port);
+        match self {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info.port_state),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
+        }
+    }
+    /// The node's LID (a switch's port 0, a CA's port 1).
+    pub fn lid(&self) -> Lid {
+        match self {
+            SimNode::Switch(s) => s.model.lid(0),
+            SimNode::Ca(c) => c.model.lid(1),
+            SimNode::Hypervisor(h) => h.lid(),
+        }
+    }
+    /// True when a packet for `lid` that reaches this node is delivered:
+    /// a CA's LID, or a hypervisor's PF LID or enabled VF LID.
+    pub fn owns(&self, lid: Lid) -> bool {
+        match self {
+            SimNode::Switch(s) => s.model.lid(0) == lid,
+            SimNode::Ca(c) => c.model.lid(1) == lid,
+            SimNode::Hypervisor(h) => h.owns(lid),
+        }
+    }
+    /// LIDs of the VMs running on this node (enabled VFs).
+    pub fn vm_lids(&self) -> Vec<Lid> {
+        match self {
+            SimNode::Hypervisor(h) => h
+                .vports
+                .vfs
+                .iter()
+                .filter(|v| v.vport_state != PortState::Down)
+                .map(|v| v.vport_lid)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    /// The LFT egress for `lid` (switches; 0xFF elsewhere).
+    pub fn lft_port(&self, lid: Lid) -> u8 {
+        match self {
+            SimNode::Switch(s) => s.model.lft_port(lid),
+            SimNode::Ca(_) | SimNode::Hypervisor(_) => DROP_PORT,
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Data-path walks and traces through the installed forwarding tables.
+
+use super::*;
+
+impl Fabric {
+    /// Forwards a data packet from the CA `src` towards `dlid` through the
+    /// installed LFTs.
+    pub fn walk(&self, src: usize, dlid: Lid) -> Walk {
+        match self.topo.peer_of(src, 1) {
+            Some((node, _)) => self.forward(node, dlid, |_, _| {}),
+            None => Walk::Dropped(src),
+        }
+    }
+
+    /// The forwarding core of every walk: a data packet for `dlid` that has
+    /// reached `node` follows the installed LFTs. `hop` is called at each
+    /// node it passes with (node, egress port): a switch's LFT entry (0:
+    /// the switch itself; 0xFF: unrouted), 0 at the CA where it ends. A
+    /// walk through more switches than the fabric has is a loop.
+    pub(super) fn forward(
+        &self,
+        mut node: usize,
+        dlid: Lid,
+        mut hop: impl FnMut(usize, u8),
+    ) -> Walk {
+        let limit = self.nodes.len() as u32;
+        let mut switches = 0u32;
+        loop {
+            let SimNode::Switch(s) = &self.nodes[node] else {
+                hop(node, 0);
+                return if self.nodes[node].owns(dlid) {
+                    Walk::Delivered(switches)
+                } else {
+                    Walk::Dropped(node)
+                };
+            };
+            switches += 1;
+            if switches > limit {
+                return Walk::Loop;
+            }
+            let p = s.model.lft_port(dlid);
+            hop(node, p);
+            if p == 0 {
+                return if s.model.lid(0) == dlid {
+                    Walk::Delivered(switches)
+                } else {
+                    Walk::Dropped(node)
+                };
+            }
+            match self.topo.peer_of(node, p) {
+                Some((m, _)) if p != DROP_PORT => node = m,
+                _ => return Walk::Dropped(node),
+            }
+        }
+    }
+}
+
+impl Fabric {
+    /// The node with this node GUID (to map an SM's node to the fabric's).
+    pub fn node_by_guid(&self, guid: u64) -> Option<usize> {
+        self.topo.nodes.iter().position(|n| n.guid == guid)
+    }
+
+    /// The LFT entries installed on every switch for LIDs 0..=`max_lid`
+    /// (rows in node order, switches only).
+    pub fn lft_snapshot(&self, max_lid: u16) -> Vec<(usize, Vec<u8>)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match n {
+                SimNode::Switch(s) => Some((i, s)),
+                _ => None,
+            })
+            .map(|(i, s)| {
+                // What lft_port answers for each LID, a slice at a time:
+                // the entries up to LinearFDBTop, then unrouted.
+                let m = &s.model;
+                let want = usize::from(max_lid) + 1;
+                let have = m
+                    .lft
+                    .len()
+                    .min(usize::from(m.switch_info.linear_fdb_top) + 1)
+                    .min(want);
+                let mut row = Vec::with_capacity(want);
+                row.extend_from_slice(&m.lft[..have]);
+                row.resize(want, DROP_PORT);
+                (i, row)
+            })
+            .collect()
+    }
+}
+
+impl Fabric {
+    /// Forwards a data packet from node `src` (a CA) to `dlid` through the
+    /// installed LFTs and returns the path — (node, egress port) at each
+    /// hop, the CA's own port first — and how it ended.
+    pub fn trace(&self, src: usize, dlid: Lid) -> (Vec<(usize, u8)>, Walk) {
+        let mut path = vec![(src, 1)];
+        let walk = match self.topo.peer_of(src, 1) {
+            Some((node, _)) => self.forward(node, dlid, |n, p| path.push((n, p))),
+            None => Walk::Dropped(src),
+        };
+        (path, walk)
+    }
+}
+
+impl Fabric {
+    /// Forwards a packet that starts at switch `s` towards `dlid`.
+    pub fn walk_from_switch(&self, s: usize, dlid: Lid) -> Walk {
+        self.forward(s, dlid, |_, _| {})
+    }
+}
