@@ -20,8 +20,13 @@ pub fn parse_vfs(s: &str) -> Result<usize, String> {
 /// Sets up logging on standard error for a long-running command: `info`
 /// and above, `debug` with `verbose`, or what `RUST_LOG` says.
 pub fn init_logging(verbose: bool) {
+    init_logging_at(if verbose { "debug" } else { "info" });
+}
+
+/// Sets up logging on standard error at level `default` (`error`,
+/// `warn`, `info`, `debug`), or what `RUST_LOG` says.
+pub fn init_logging_at(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let default = if verbose { "debug" } else { "info" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

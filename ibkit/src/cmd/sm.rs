@@ -33,6 +33,9 @@ pub struct SmArgs {
     /// One JSON object at the end.
     #[arg(long)]
     pub json: bool,
+    /// Log every SMP sent and received and every phase (the log's debug level; RUST_LOG chooses others).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 /// What a run did.
@@ -111,12 +114,13 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
     check_simulator()?;
     let mut port = open_bounded(a)?;
     let attr = port.attr().clone();
-    if !a.json {
-        eprintln!(
-            "ibkit sm: {} port {} (GUID {:#018x}, state {})",
-            attr.ca, attr.port, attr.guid, attr.state
-        );
-    }
+    tracing::info!(
+        "{} port {} (GUID {:#018x}, state {})",
+        attr.ca,
+        attr.port,
+        attr.guid,
+        attr.state
+    );
     // Directed route (0x81) for discovery; LID-routed (0x01) for updates,
     // also receiving traps.
     let dr = port.register(0x81, 1, &[]).map_err(|e| e.to_string())?;
@@ -133,7 +137,15 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
     let mut sm = Sm::new(cfg);
     let t0 = Instant::now();
     let mut up_ms = None;
+    let mut phase = sm.phase();
     loop {
+        if sm.phase() != phase {
+            phase = sm.phase();
+            tracing::info!(
+                "phase {phase:?} after {:.1} ms",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+        }
         let now = t0.elapsed().as_millis() as u64;
         while let Some(t) = sm.poll_transmit(now) {
             let (agent, dlid) = match t.dlid {
@@ -147,6 +159,13 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
             } else {
                 timeout
             };
+            tracing::debug!(
+                "send {:?} {:?} mod {:#x} dlid {dlid:#x} tid {:#x}",
+                t.smp.method(),
+                t.smp.attribute_id(),
+                t.smp.attribute_modifier(),
+                t.smp.header.transaction_id.get()
+            );
             port.send(agent, t.smp.as_wire(), dlid, wait, 0)
                 .map_err(|e| e.to_string())?;
         }
@@ -157,9 +176,7 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
         }
         if sm.is_idle() && up_ms.is_none() {
             up_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
-            if !a.json {
-                eprintln!("ibkit sm: SUBNET UP after {:.1} ms", up_ms.unwrap_or(0.0));
-            }
+            tracing::info!("SUBNET UP after {:.1} ms", up_ms.unwrap_or(0.0));
             if a.once {
                 break;
             }
@@ -171,6 +188,14 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
         match port.recv(wait.max(1)).map_err(|e| e.to_string())? {
             Some(r) if r.status == 0 => {
                 if let Ok(smp) = Smp::parse(&r.mad) {
+                    tracing::debug!(
+                        "recv {:?} {:?} mod {:#x} status {:#x} tid {:#x}",
+                        smp.method(),
+                        smp.attribute_id(),
+                        smp.attribute_modifier(),
+                        smp.header.status.get(),
+                        smp.header.transaction_id.get()
+                    );
                     let mut smp = smp.clone();
                     // The kernel owns the high 32 bits of a request's TID.
                     let tid = smp.header.transaction_id.get() & 0xFFFF_FFFF;
@@ -179,7 +204,9 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
                 }
             }
             // A send the kernel gave up on: the SM's own timer retries.
-            Some(r) if r.status == ETIMEDOUT => {}
+            Some(r) if r.status == ETIMEDOUT => {
+                tracing::debug!("the kernel timed a send out");
+            }
             Some(_) | None => {}
         }
         let now = t0.elapsed().as_millis() as u64;
@@ -215,6 +242,14 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
 
 /// Runs `ibkit sm`.
 pub fn run(a: &SmArgs) -> super::Outcome {
+    // With --json, stderr stays quiet unless RUST_LOG asks.
+    super::args::init_logging_at(if a.verbose {
+        "debug"
+    } else if a.json {
+        "warn"
+    } else {
+        "info"
+    });
     if a.transport != "umad" {
         return Err(format!("unknown transport {:?}: umad", a.transport).into());
     }
