@@ -348,8 +348,8 @@ type Series<'a> = (&'a str, &'a str, Box<dyn Fn(&TableRow) -> f64>);
 /// reconfiguration against LID swap (bound, worst measured, best measured)
 /// on a log scale — as a self-contained SVG.
 pub fn plot_svg(rows: &[TableRow]) -> String {
-    let (w, h) = (760.0, 460.0);
-    let (left, right, top, bottom) = (80.0, 200.0, 40.0, 60.0);
+    let (w, h) = (860.0, 480.0);
+    let (left, right, top, bottom) = (80.0, 250.0, 40.0, 60.0);
     let pw = w - left - right;
     let ph = h - top - bottom;
     let ymax = rows
@@ -370,7 +370,7 @@ pub fn plot_svg(rows: &[TableRow]) -> String {
     for d in 0..=decades as u32 {
         let yy = y(10f64.powi(d as i32));
         s += &format!(
-            r##"<line x1="{left}" y1="{yy}" x2="{}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">10^{d}</text>
+            r##"<line x1="{left}" y1="{yy}" x2="{}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">10<tspan dy="-6" font-size="9">{d}</tspan></text>
 "##,
             left + pw,
             left - 6.0,
@@ -419,6 +419,7 @@ pub fn plot_svg(rows: &[TableRow]) -> String {
             Box::new(|r| r.swap.swap_min().unwrap_or(1) as f64),
         ),
     ];
+    let mut marks = String::new();
     for (k, (label, colour, f)) in series.iter().enumerate() {
         let pts: Vec<String> = rows
             .iter()
@@ -430,10 +431,11 @@ pub fn plot_svg(rows: &[TableRow]) -> String {
 "##,
             pts.join(" ")
         );
+        // Points and values over every line, drawn after all of them.
         for (i, r) in rows.iter().enumerate() {
             let v = f(r);
-            s += &format!(
-                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="10" fill="{colour}">{}</text>
+            marks += &format!(
+                r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="10" fill="{colour}" stroke="white" stroke-width="3" paint-order="stroke">{}</text>
 "##,
                 x(i),
                 y(v),
@@ -452,6 +454,7 @@ pub fn plot_svg(rows: &[TableRow]) -> String {
             ly + 4.0
         );
     }
+    s += &marks;
     s += "</svg>\n";
     s
 }
