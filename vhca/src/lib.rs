@@ -70,6 +70,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod bench;
 pub mod channel;
 pub mod device;
 pub mod event;
