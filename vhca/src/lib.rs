@@ -12,9 +12,10 @@
 //! ([`frontend`]); and the channels ([`channel`]): in-process, and between
 //! processes over a memfd, eventfds and an epoll driver loop; and
 //! management virtualization ([`mgmt`]): guests' SA queries served at API
-//! level with transaction IDs they cannot forge.
-//!
-//! Not written yet: a device over `verbs-sys` for real hardware.
+//! level with transaction IDs they cannot forge; a device over `verbs-sys`
+//! for real hardware ([`device::verbs`]); and the benchmark of the software
+//! HCA natively against guests through vhca, and of a real HCA against
+//! guests through it ([`bench`]), as `ibkit bench vhca` runs it.
 //!
 //! # Example
 //!
