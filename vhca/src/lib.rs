@@ -15,7 +15,7 @@
 //! level with transaction IDs they cannot forge; a device over `verbs-sys`
 //! for real hardware ([`device::verbs`]); and the benchmark of the software
 //! HCA natively against guests through vhca, and of a real HCA against
-//! guests through it ([`bench`]), as `ibkit bench vhca` runs it.
+//! guests through it ([`mod@bench`]), as `ibkit bench vhca` runs it.
 //!
 //! # Example
 //!
