@@ -15,7 +15,9 @@
 //! level with transaction IDs they cannot forge; a device over `verbs-sys`
 //! for real hardware ([`device::verbs`]); and the benchmark of the software
 //! HCA natively against guests through vhca, and of a real HCA against
-//! guests through it ([`mod@bench`]), as `ibkit bench vhca` runs it.
+//! guests through it ([`mod@bench`]), as `ibkit bench vhca` runs it; and
+//! two VMs' traffic across a live migration on `fabric`'s simulated
+//! fabric ([`traffic`]), as `ibkit migrate` runs it.
 //!
 //! # Example
 //!
@@ -84,5 +86,6 @@ pub mod ring;
 pub mod shm;
 #[cfg(feature = "test-utils")]
 pub mod test_utils;
+pub mod traffic;
 
 pub use mad_core;

@@ -190,11 +190,12 @@ pub fn run(a: &MigrateConfig, json: bool) -> super::Outcome {
         .map_err(|e| super::Fail::Error(e.to_string()))?;
     bar.step();
     progress("traffic: two VMs over vhca on their hypervisors' HCAs, one migrates…");
-    let t = super::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)?;
+    let t = vhca::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)
+        .map_err(|e| super::Fail::Error(e.to_string()))?;
     bar.finish();
     if json {
         let mut v = report_json(&r);
-        v["traffic"] = t.clone();
+        v["traffic"] = serde_json::to_value(&t).unwrap_or_default();
         println!("{v}");
     } else {
         print_summary(&r);
@@ -203,7 +204,7 @@ pub fn run(a: &MigrateConfig, json: bool) -> super::Outcome {
     if let Some(e) = r.failure() {
         return Err(super::Fail::Check(e));
     }
-    super::check(super::traffic::good(&t), || {
+    super::check(t.good(), || {
         format!(
             "{}: the traffic check failed (messages lost, or the VM's LID, GID or SA path changed across its migration)",
             a.topology
