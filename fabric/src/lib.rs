@@ -25,6 +25,9 @@
 //!   the socket driver of `ibkit fabric serve`. Its system calls are the
 //!   only unsafe code in the crate.
 //!
+//! * [`mads`] — MADs from outside, hex lines or a capture, streamed with
+//!   each bad item named.
+//!
 //! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
 //!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
 //!
@@ -35,6 +38,7 @@
 pub use smi;
 
 pub mod ibsim;
+pub mod mads;
 pub mod migrate;
 pub mod model;
 pub mod osu;

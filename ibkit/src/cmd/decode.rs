@@ -2,61 +2,13 @@
 //! LINKTYPE_INFINIBAND pcap file, and dump every field.
 
 use crate::dump::{mad_json, mad_text, Mad};
-use crate::pcap;
+use fabric::mads::{MadReader, ReadError};
 use mad_core::MAD_SIZE;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
-
-/// One input item: where it came from and its MAD, or the problem with it.
-pub struct Item {
-    /// "line 3" / "packet 7".
-    pub origin: String,
-    /// The MAD or the error.
-    pub mad: Result<[u8; MAD_SIZE], String>,
-}
-
-/// The longest text line read as one: a MAD written as `0xAB ` per byte
-/// takes 1,280 characters, so anything near this is not a MAD. A longer
-/// line is an error for that line, skipped without being held.
-pub const MAX_LINE: usize = 16 * 1024;
 
 /// Bad items named one by one on standard error; past these, only counted.
 pub const MAX_ERRORS_SHOWN: u64 = 100;
-
-/// Parses one text line into a MAD: whitespace and `0x` prefixes are ignored.
-/// Empty lines and lines starting with `#` are not MADs (`Ok(None)`).
-pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, String> {
-    let t = line.trim();
-    if t.is_empty() || t.starts_with('#') {
-        return Ok(None);
-    }
-    let mut m = [0u8; MAD_SIZE];
-    let mut n = 0usize;
-    for tok in t.split_whitespace() {
-        let tok = tok
-            .strip_prefix("0x")
-            .or_else(|| tok.strip_prefix("0X"))
-            .unwrap_or(tok);
-        for c in tok.chars() {
-            // Debug escapes control characters: the error never carries
-            // raw bytes from the input to a terminal.
-            let d = c
-                .to_digit(16)
-                .ok_or_else(|| format!("{c:?} is not a hex digit"))?;
-            if let Some(b) = m.get_mut(n / 2) {
-                *b = (*b << 4) | d as u8;
-            }
-            n += 1;
-        }
-    }
-    if n % 2 != 0 {
-        return Err(format!("odd number of hex digits ({n})"));
-    }
-    if n != 2 * MAD_SIZE {
-        return Err(format!("expected {MAD_SIZE} bytes, got {}", n / 2));
-    }
-    Ok(Some(m))
-}
 
 /// What a decoding run saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -72,7 +24,7 @@ pub struct Summary {
 /// to `err` (the first [`MAX_ERRORS_SHOWN`]); memory stays bounded
 /// whatever the input's size.
 pub fn decode_stream(
-    mut input: impl BufRead,
+    input: impl BufRead,
     json: bool,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -105,59 +57,14 @@ pub fn decode_stream(
                 }
             }
         };
-    let head = input.fill_buf().map_err(DecodeError::Io)?;
-    if pcap::is_pcap(head) || (head.len() < 4 && is_pcap_start(head)) {
-        let reader = pcap::Reader::new(input).map_err(DecodeError::Input)?;
-        for (i, p) in reader.enumerate() {
-            item(&|| format!("packet {}", i + 1), p).map_err(DecodeError::Io)?;
-        }
-        return Ok(sum);
-    }
-    let mut line = Vec::with_capacity(2048);
-    let mut no = 0u64;
-    loop {
-        line.clear();
-        no += 1;
-        let n = (&mut input)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(DecodeError::Io)?;
-        if n == 0 {
-            break;
-        }
-        let origin = || format!("line {no}");
-        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
-            // Skip the rest of the line, a bounded piece at a time.
-            loop {
-                line.clear();
-                let k = (&mut input)
-                    .take(MAX_LINE as u64)
-                    .read_until(b'\n', &mut line)
-                    .map_err(DecodeError::Io)?;
-                if k == 0 || line.last() == Some(&b'\n') {
-                    break;
-                }
-            }
-            item(&origin, Err(format!("line longer than {MAX_LINE} bytes")))
-                .map_err(DecodeError::Io)?;
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line);
-        match parse_hex_line(&text) {
-            Ok(None) => {}
-            Ok(Some(m)) => item(&origin, Ok(m)).map_err(DecodeError::Io)?,
-            Err(e) => item(&origin, Err(e)).map_err(DecodeError::Io)?,
-        }
+    for it in MadReader::new(input).map_err(|e| match e {
+        ReadError::Input(s) => DecodeError::Input(s),
+        ReadError::Io(e) => DecodeError::Io(e),
+    })? {
+        let it = it.map_err(DecodeError::Io)?;
+        item(&|| it.origin.to_string(), it.mad).map_err(DecodeError::Io)?;
     }
     Ok(sum)
-}
-
-/// A prefix of a pcap magic number (an input shorter than one).
-fn is_pcap_start(head: &[u8]) -> bool {
-    !head.is_empty()
-        && [[0xd4, 0xc3], [0xa1, 0xb2], [0x4d, 0x3c]]
-            .iter()
-            .any(|m| head[0] == m[0] && head.get(1).is_none_or(|&b| b == m[1]))
 }
 
 /// Why a decoding run stopped.
@@ -167,32 +74,6 @@ pub enum DecodeError {
     Input(String),
     /// Reading the input or writing the output failed.
     Io(std::io::Error),
-}
-
-/// Splits an input held in memory (text or pcap) into items; for tests
-/// and small inputs.
-pub fn read_items(data: &[u8]) -> Result<Vec<Item>, String> {
-    if pcap::is_pcap(data) {
-        return Ok(pcap::read(data)?
-            .into_iter()
-            .enumerate()
-            .map(|(i, mad)| Item {
-                origin: format!("packet {}", i + 1),
-                mad,
-            })
-            .collect());
-    }
-    let text = String::from_utf8_lossy(data);
-    Ok(text
-        .lines()
-        .enumerate()
-        .filter_map(|(i, line)| {
-            parse_hex_line(line).transpose().map(|mad| Item {
-                origin: format!("line {}", i + 1),
-                mad,
-            })
-        })
-        .collect())
 }
 
 /// Runs `ibkit decode [--json] [FILE|-]`.
@@ -257,6 +138,7 @@ pub fn quiet_broken_pipe(e: std::io::Error) -> super::Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pcap;
 
     fn hexline(b: &[u8; 256]) -> String {
         b.iter()
@@ -266,25 +148,10 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_and_0x_are_ignored() {
-        let mut b = [0u8; 256];
-        b[0] = 1;
-        b[1] = 0x81;
-        let spaced = hexline(&b);
-        let prefixed: String = b.iter().map(|x| format!("0x{x:02X} ")).collect();
-        let packed: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        for l in [spaced, prefixed, packed] {
-            assert_eq!(parse_hex_line(&l).unwrap(), Some(b));
-        }
-        assert_eq!(parse_hex_line("   ").unwrap(), None);
-        assert_eq!(parse_hex_line("# comment").unwrap(), None);
-    }
-
-    #[test]
     fn bad_lines_name_the_problem_and_the_rest_is_decoded() {
         let good = hexline(&crate::cmd::sample::samples()[0].1);
         let input = format!("{good}\nzz\n0102\n{good}\n");
-        let items = read_items(input.as_bytes()).unwrap();
+        let items = fabric::mads::read_all(input.as_bytes()).unwrap();
         assert_eq!(items.len(), 4);
         let mut out = Vec::new();
         let mut err = Vec::new();
@@ -303,7 +170,7 @@ mod tests {
     #[test]
     fn long_lines_and_many_errors_stay_bounded() {
         let good = hexline(&crate::cmd::sample::samples()[0].1);
-        let mut input = "z".repeat(10 * MAX_LINE);
+        let mut input = "z".repeat(10 * fabric::mads::MAX_LINE);
         input.push('\n');
         input.push_str(&good);
         input.push('\n');
@@ -315,7 +182,8 @@ mod tests {
         assert_eq!((s.decoded, s.bad), (1, 501));
         let err = String::from_utf8(err).unwrap();
         assert!(err.starts_with(&format!(
-            "ibkit decode: line 1: line longer than {MAX_LINE} bytes"
+            "ibkit decode: line 1: line longer than {} bytes",
+            fabric::mads::MAX_LINE
         )));
         assert_eq!(err.lines().count() as u64, MAX_ERRORS_SHOWN + 1, "{err}");
         assert!(
