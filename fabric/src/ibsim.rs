@@ -224,6 +224,20 @@ pub struct SimRequest {
 }
 
 impl SimRequest {
+    /// A client's request carrying `smp` to `dlid` (0xFFFF: by directed
+    /// route), with status 0 and the whole MAD.
+    pub fn new(smp: &mad_core::Smp, dlid: u16) -> SimRequest {
+        SimRequest {
+            dlid,
+            slid: 0,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: mad_core::MAD_SIZE as u64,
+            mad: *smp.as_wire(),
+        }
+    }
+
     /// Parses a packet datagram.
     pub fn parse(b: &[u8]) -> Result<SimRequest, ProtoError> {
         if b.len() != REQ_SIZE {

@@ -49,6 +49,12 @@ pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, String> {
     Ok(Some(m))
 }
 
+/// A MAD as one text line of hex digits, the form [`parse_hex_line`]
+/// reads (`ibkit sample` prints its samples so).
+pub fn hex_line(mad: &[u8; MAD_SIZE]) -> String {
+    mad.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Where an item was in the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -190,21 +196,14 @@ pub fn read_all(data: &[u8]) -> Result<Vec<Item>, ReadError> {
 mod tests {
     use super::*;
 
-    fn hexline(b: &[u8; 256]) -> String {
-        b.iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
     #[test]
     fn whitespace_and_0x_are_ignored() {
         let mut b = [0u8; 256];
         b[0] = 1;
         b[1] = 0x81;
-        let spaced = hexline(&b);
+        let spaced: String = b.iter().map(|x| format!("{x:02x} ")).collect();
         let prefixed: String = b.iter().map(|x| format!("0x{x:02X} ")).collect();
-        let packed: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let packed = hex_line(&b);
         for l in [spaced, prefixed, packed] {
             assert_eq!(parse_hex_line(&l).unwrap(), Some(b));
         }
@@ -214,7 +213,7 @@ mod tests {
 
     #[test]
     fn items_keep_their_line_numbers_past_comments_and_long_lines() {
-        let good = hexline(&[7u8; 256]);
+        let good = hex_line(&[7u8; 256]);
         let input = format!("# head\n{good}\n{}\nzz\n\n{good}", "1".repeat(3 * MAX_LINE));
         let items = read_all(input.as_bytes()).unwrap();
         let origins: Vec<Origin> = items.iter().map(|i| i.origin).collect();

@@ -78,16 +78,7 @@ impl Client {
     /// Sends `smp` LID-routed to `dlid` (0xFFFF: by directed route) and
     /// waits for what comes back.
     fn request_to(&self, smp: &Smp, dlid: u16) -> SimRequest {
-        let r = SimRequest {
-            dlid,
-            slid: 0,
-            dqp: 0,
-            sqp: 0,
-            status: 0,
-            length: 256,
-            mad: *smp.as_wire(),
-        };
-        self.send_raw(&r.encode());
+        self.send_raw(&SimRequest::new(smp, dlid).encode());
         let mut buf = [0u8; 1024];
         let n = self.sock.recv(&mut buf).unwrap();
         SimRequest::parse(&buf[..n]).unwrap()
@@ -619,15 +610,7 @@ fn a_client_that_stops_reading_is_dropped_and_told_so() {
     let stuck = Client::attach(served.socket(), 900_400, "H-1").unwrap();
     let other = Client::attach(served.socket(), 900_401, "H-2").unwrap();
     // Far more requests than its socket holds answers, none read.
-    let req = SimRequest {
-        dlid: 0xFFFF,
-        slid: 0,
-        dqp: 0,
-        sqp: 0,
-        status: 0,
-        length: 256,
-        mad: *node_info(&[1], 0x70).as_wire(),
-    };
+    let req = SimRequest::new(&node_info(&[1], 0x70), 0xFFFF);
     let stats = || -> serde_json::Value {
         serde_json::from_str(&fabric::serve::ctl(served.socket(), "stats").unwrap()).unwrap()
     };

@@ -433,7 +433,7 @@ impl Session {
             dqp: orig.as_ref().map_or(0, |o| o.sqp),
             sqp: orig.as_ref().map_or(0, |o| o.dqp),
             status: 0,
-            length: 256,
+            length: mad_core::MAD_SIZE as u64,
             mad: wire,
         };
         if trap {

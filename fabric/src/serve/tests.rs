@@ -84,16 +84,7 @@ fn attach(
 fn node_info(path: &[u8], tid: u64) -> [u8; 288] {
     let p = DrPath::from_ports(path).unwrap();
     let smp = Smp::directed(&p, Method::Get, AttributeId::NodeInfo, 0, tid, MKey(0));
-    SimRequest {
-        dlid: 0xFFFF,
-        slid: 0,
-        dqp: 0,
-        sqp: 0,
-        status: 0,
-        length: 256,
-        mad: *smp.as_wire(),
-    }
-    .encode()
+    SimRequest::new(&smp, 0xFFFF).encode()
 }
 
 fn replies(s: &mut Session, slot: usize) -> Vec<SimRequest> {

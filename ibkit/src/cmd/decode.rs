@@ -140,16 +140,9 @@ mod tests {
     use super::*;
     use crate::pcap;
 
-    fn hexline(b: &[u8; 256]) -> String {
-        b.iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
     #[test]
     fn bad_lines_name_the_problem_and_the_rest_is_decoded() {
-        let good = hexline(&crate::cmd::sample::samples()[0].1);
+        let good = fabric::mads::hex_line(&crate::cmd::sample::samples()[0].1);
         let input = format!("{good}\nzz\n0102\n{good}\n");
         let items = fabric::mads::read_all(input.as_bytes()).unwrap();
         assert_eq!(items.len(), 4);
@@ -169,7 +162,7 @@ mod tests {
     /// the rest are counted.
     #[test]
     fn long_lines_and_many_errors_stay_bounded() {
-        let good = hexline(&crate::cmd::sample::samples()[0].1);
+        let good = fabric::mads::hex_line(&crate::cmd::sample::samples()[0].1);
         let mut input = "z".repeat(10 * fabric::mads::MAX_LINE);
         input.push('\n');
         input.push_str(&good);

@@ -132,10 +132,7 @@ pub fn samples() -> Vec<(&'static str, [u8; 256])> {
 pub fn print_hex() {
     for (what, m) in samples() {
         println!("# {what}");
-        println!(
-            "{}",
-            m.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
+        println!("{}", fabric::mads::hex_line(&m));
     }
 }
 
