@@ -20,6 +20,16 @@ use crate::topology::Topology;
 use mad_core::attr::NodeType;
 use smi::sm::LidPolicy;
 
+/// An SMP kind as the reports name it: `Method(Attribute)`, from the
+/// method and attribute ID an SM's statistics count by.
+pub fn kind_name(method: u8, attr: u16) -> String {
+    let m = mad_core::Method::from(method).name().unwrap_or("?");
+    let a = mad_core::attr::AttributeId::from(attr)
+        .name()
+        .unwrap_or("?");
+    format!("{m}({a})")
+}
+
 /// Predicted SMPs by kind, named as the simulator's counts are
 /// (`Method(Attribute)`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -23,6 +23,10 @@
 //! MTU 2048). Its Table 2 ((4, 2), six switches) gives constants within
 //! 7 % of those ([`PaperConstants::TABLE_2`]).
 
+use crate::sim::{FabricError, SimConfig};
+use smi::sm::{LidPolicy, Phase, Sm, SmConfig};
+use std::time::Instant;
+
 /// The paper's MTU (bytes), on its test platform.
 pub const PAPER_MTU: u64 = 2048;
 
@@ -175,6 +179,115 @@ pub fn reason(kind: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// What the simulator measured: SMPs by kind and phase wall times.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// SMPs sent, by kind (`Get(NodeInfo)`, …).
+    pub kinds: std::collections::BTreeMap<String, u64>,
+    /// SMPs in all.
+    pub total: u64,
+    /// Discovery, LID assignment and activation: the paper's t_TD.
+    pub td_ms: f64,
+    /// SMPs of those phases.
+    pub td_smps: u64,
+    /// Route computation timed alone: t_PC.
+    pub pc_ms: f64,
+    /// LFT distribution: t_PD.
+    pub pd_ms: f64,
+    /// SMPs of the distribution.
+    pub pd_smps: u64,
+}
+
+/// Why a measurement could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The fabric could not be built.
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// The SM did not bring it up.
+    #[error("{topology}: {}", why.as_ref().map_or("the subnet did not come up".to_string(), |e| e.to_string()))]
+    NotUp {
+        /// The fabric.
+        topology: String,
+        /// The SM's error, if it gave one.
+        why: Option<smi::sm::SmError>,
+    },
+}
+
+/// Brings the fabric `spec` names up on the simulator (with `vfs` VFs per
+/// hypervisor and `policy`) and measures it in the paper's terms: SMPs by
+/// kind, and the wall times of t_TD (discovery, LID assignment,
+/// activation), t_PC (route computation, timed alone) and t_PD (LFT
+/// distribution).
+pub fn measure(spec: &str, vfs: usize, policy: LidPolicy) -> Result<Measured, MeasureError> {
+    let (f, sm, up) = crate::sim::bring_up(
+        spec,
+        SimConfig {
+            vfs,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            lid_policy: policy,
+            ..SmConfig::default()
+        },
+    )?;
+    if !up {
+        return Err(MeasureError::NotUp {
+            topology: spec.to_string(),
+            why: sm.error().cloned(),
+        });
+    }
+    let st = sm.stats();
+    let per_phase = st.per_phase();
+    let wall = |p: Phase| f.phase_wall_ms.get(&p).copied().unwrap_or(0.0);
+    let smps = |p: Phase| per_phase.get(&p).copied().unwrap_or(0);
+    let t = Instant::now();
+    let _ = Sm::compute_routes(
+        SmConfig::default().routing,
+        sm.routing_graph(),
+        sm.max_lid(),
+    );
+    let pc_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(Measured {
+        kinds: st
+            .sent()
+            .iter()
+            .map(|(&(m, at), &n)| (crate::model::kind_name(m, at), n))
+            .collect(),
+        total: st.total(),
+        td_ms: wall(Phase::Discovery) + wall(Phase::LidAssignment) + wall(Phase::Activation),
+        td_smps: smps(Phase::Discovery) + smps(Phase::LidAssignment) + smps(Phase::Activation),
+        pc_ms,
+        pd_ms: wall(Phase::Distribution),
+        pd_smps: smps(Phase::Distribution),
+    })
+}
+
+impl Counts {
+    /// The paper's count of a kind on this fabric; `None` for a kind it
+    /// does not count.
+    pub fn of_kind(&self, kind: &str) -> Option<u64> {
+        match kind {
+            "Get(NodeInfo)" => Some(self.get_s_node_info),
+            "Get(PortInfo)" => Some(self.get_s_port_info),
+            "Set(PortInfo)" => Some(self.set_s_port_info),
+            "Set(LinearForwardingTable)" => Some(self.set_s_lft),
+            _ => None,
+        }
+    }
+}
+
+/// Why the paper leaves out a kind it does not count.
+pub fn uncounted(kind: &str) -> &'static str {
+    match kind {
+        "Get(NodeDescription)" => "not in the OSU model, which counts NodeInfo and PortInfo Gets only; an SM names every node",
+        "Get(SwitchInfo)" => "not in the OSU model; an SM reads a switch's LFT capacity before it writes the LFT",
+        "Set(SwitchInfo)" => "not in the OSU model; an SM sets LinearFDBTop (and the switch's life time) before the LFT counts",
+        "Get(VirtualizationInfo)" | "Set(VPortInfo)" => "vSwitch hypervisors, after the paper",
+        _ => "not in the OSU model",
+    }
 }
 
 #[cfg(test)]

@@ -6,11 +6,9 @@
 
 use super::args::{parse_policy, parse_vfs, TOPOLOGY_HELP};
 use fabric::osu;
-use fabric::sim::SimConfig;
 use fabric::topology::Topology;
 use serde_json::{json, Value};
-use smi::sm::{LidPolicy, Phase, Sm, SmConfig};
-use std::time::Instant;
+use smi::sm::LidPolicy;
 
 /// Options of `ibkit model`.
 #[derive(Clone, Debug, clap::Args)]
@@ -30,88 +28,6 @@ pub struct ModelArgs {
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
-}
-
-/// What the simulator measured: SMPs by kind and phase wall times.
-struct Measured {
-    kinds: std::collections::BTreeMap<String, u64>,
-    total: u64,
-    /// Discovery, LID assignment and activation: the paper's t_TD.
-    td_ms: f64,
-    td_smps: u64,
-    /// Route computation timed alone: t_PC.
-    pc_ms: f64,
-    /// LFT distribution: t_PD.
-    pd_ms: f64,
-    pd_smps: u64,
-}
-
-fn measure(a: &ModelArgs) -> Result<Measured, String> {
-    let (f, sm, up) = fabric::sim::bring_up(
-        &a.topology,
-        SimConfig {
-            vfs: a.vfs,
-            ..SimConfig::default()
-        },
-        SmConfig {
-            lid_policy: a.policy,
-            ..SmConfig::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    if !up {
-        return Err(match sm.error() {
-            Some(e) => format!("{}: {e}", a.topology),
-            None => format!("{}: the subnet did not come up", a.topology),
-        });
-    }
-    let st = sm.stats();
-    let per_phase = st.per_phase();
-    let wall = |p: Phase| f.phase_wall_ms.get(&p).copied().unwrap_or(0.0);
-    let smps = |p: Phase| per_phase.get(&p).copied().unwrap_or(0);
-    let t = Instant::now();
-    let _ = Sm::compute_routes(
-        SmConfig::default().routing,
-        sm.routing_graph(),
-        sm.max_lid(),
-    );
-    let pc_ms = t.elapsed().as_secs_f64() * 1e3;
-    Ok(Measured {
-        kinds: st
-            .sent()
-            .iter()
-            .map(|(&(m, at), &n)| (super::sim::kind_name(m, at), n))
-            .collect(),
-        total: st.total(),
-        td_ms: wall(Phase::Discovery) + wall(Phase::LidAssignment) + wall(Phase::Activation),
-        td_smps: smps(Phase::Discovery) + smps(Phase::LidAssignment) + smps(Phase::Activation),
-        pc_ms,
-        pd_ms: wall(Phase::Distribution),
-        pd_smps: smps(Phase::Distribution),
-    })
-}
-
-/// The OSU paper's count of a kind on this fabric; `None` for a kind it
-/// does not count.
-fn osu_count(c: &osu::Counts, kind: &str) -> Option<u64> {
-    match kind {
-        "Get(NodeInfo)" => Some(c.get_s_node_info),
-        "Get(PortInfo)" => Some(c.get_s_port_info),
-        "Set(PortInfo)" => Some(c.set_s_port_info),
-        "Set(LinearForwardingTable)" => Some(c.set_s_lft),
-        _ => None,
-    }
-}
-
-/// Why the paper leaves out a kind it does not count.
-fn uncounted(kind: &str) -> &'static str {
-    match kind {
-        "Get(NodeDescription)" => "not in the OSU model, which counts NodeInfo and PortInfo Gets only; an SM names every node",
-        "Get(SwitchInfo)" => "not in the OSU model; an SM reads a switch's LFT capacity before it writes the LFT",
-        "Set(SwitchInfo)" => "not in the OSU model; an SM sets LinearFDBTop (and the switch's life time) before the LFT counts",
-        "Get(VirtualizationInfo)" | "Set(VPortInfo)" => "vSwitch hypervisors, after the paper",
-        _ => "not in the OSU model",
-    }
 }
 
 /// One kind: name, the OSU count, ibkit's model, measured, why the OSU
@@ -136,7 +52,7 @@ pub fn run(a: &ModelArgs) -> super::Outcome {
         }
     }
     let measured = if !a.no_measure {
-        Some(measure(a)?)
+        Some(osu::measure(&a.topology, a.vfs, a.policy).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -146,11 +62,11 @@ pub fn run(a: &ModelArgs) -> super::Outcome {
         .kinds
         .iter()
         .map(|&(kind, n)| {
-            let o = counts.as_ref().and_then(|c| osu_count(c, kind));
+            let o = counts.as_ref().and_then(|c| c.of_kind(kind));
             let why = match (&counts, o) {
                 (None, _) => "",
                 (Some(_), Some(_)) => osu::reason(kind).unwrap_or(""),
-                (Some(_), None) => uncounted(kind),
+                (Some(_), None) => osu::uncounted(kind),
             };
             (
                 kind.to_string(),

@@ -5,7 +5,6 @@
 use super::args::{parse_engine, parse_loss, parse_policy, parse_vfs, TOPOLOGY_HELP};
 use fabric::sim::{Fabric, SimConfig};
 use fabric::topology::Topology;
-use mad_core::attr::AttributeId;
 use serde_json::json;
 use smi::sm::{Engine, Phase, Sm, SmConfig};
 use std::time::Instant;
@@ -86,12 +85,7 @@ const PHASES: [(Phase, &str); 4] = [
     (Phase::Activation, "activation"),
 ];
 
-/// An SMP kind as the reports name it: `Method(Attribute)`.
-pub(crate) fn kind_name(method: u8, attr: u16) -> String {
-    let m = mad_core::Method::from(method).name().unwrap_or("?");
-    let a = AttributeId::from(attr).name().unwrap_or("?");
-    format!("{m}({a})")
-}
+pub(crate) use fabric::model::kind_name;
 
 /// Runs `ibkit sim`.
 pub fn run(a: &SimArgs) -> super::Outcome {
