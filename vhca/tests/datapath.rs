@@ -437,15 +437,26 @@ fn a_guest_in_another_process_style_channel_works_and_is_torn_down() {
     let (qa, qb, la, lb) = (a.qp.qpn, b.qp.qpn, a.lid, b.lid);
     a.ctx.ready(&a.qp, qb, lb).unwrap();
     b.ctx.ready(&b.qp, qa, la).unwrap();
-    // The set-up commands came back to back: the driver polled the ring,
-    // so most of them needed no kick.
-    for g in [&a, &b] {
-        let t = g.ctx.transport();
+    // Commands back to back find the driver still polling the ring (it
+    // stays hot for HOT after its last work), so some of them need no
+    // kick. A burst of 50 is retried a few times: on a loaded machine the
+    // driver's thread can lose the CPU for longer than HOT, and then a
+    // whole burst may kick; never in five bursts means it does not poll.
+    for g in [&mut a, &mut b] {
+        let mut seen = Vec::new();
+        let polled = (0..5).any(|_| {
+            let (k0, c0) = (g.ctx.transport().kicks(), g.ctx.transport().commands());
+            for _ in 0..50 {
+                g.ctx.query_port().unwrap();
+            }
+            let t = g.ctx.transport();
+            let (k, c) = (t.kicks() - k0, t.commands() - c0);
+            seen.push((k, c));
+            k < c
+        });
         assert!(
-            t.kicks() < t.commands(),
-            "{} kicks for {} commands",
-            t.kicks(),
-            t.commands()
+            polled,
+            "every command kicked (kicks, commands per burst): {seen:?}"
         );
     }
     let before = a.ctx.commands() + b.ctx.commands();

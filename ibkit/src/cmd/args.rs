@@ -79,6 +79,24 @@ impl Progress {
         Progress { bar, quiet }
     }
 
+    /// A spinner for work of unknown length, saying `msg`, on a terminal;
+    /// elsewhere `msg` as a line (nothing with `quiet`).
+    pub fn spinner(msg: &str, quiet: bool) -> Progress {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let bar = (tty && !quiet).then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            b.enable_steady_tick(std::time::Duration::from_millis(120));
+            b
+        });
+        let p = Progress { bar, quiet };
+        p.line(msg);
+        p
+    }
+
     /// A line about the work.
     pub fn line(&self, s: &str) {
         match &self.bar {
@@ -88,6 +106,13 @@ impl Progress {
             }
             None if !self.quiet => eprintln!("{s}"),
             None => {}
+        }
+    }
+
+    /// What the bar says it is doing now (on a terminal only).
+    pub fn status(&self, s: &str) {
+        if let Some(b) = &self.bar {
+            b.set_message(s.to_string());
         }
     }
 

@@ -107,12 +107,13 @@ pub fn run(a: &SimArgs) -> super::Outcome {
         f.enable_capture();
     }
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
-    if !a.json {
-        eprintln!(
+    let spinner = super::args::Progress::spinner(
+        &format!(
             "ibkit sim: {} — {switches} switches, {cas} CAs; bringing it up (window {})…",
             a.topology, a.window
-        );
-    }
+        ),
+        a.json,
+    );
     let t1 = Instant::now();
     let mut sm = Sm::new(SmConfig {
         window: usize::from(a.window),
@@ -123,8 +124,10 @@ pub fn run(a: &SimArgs) -> super::Outcome {
     });
     let up = f.bring_up(&mut sm);
     if let Some(e) = sm.error() {
+        spinner.finish();
         return Err(e.to_string().into());
     }
+    spinner.status("checking the routes (every node to every LID)…");
     if let Some(path) = &a.export {
         let found = fabric::topology::Topology::from_discovered(&sm);
         std::fs::write(path, fabric::topology::to_ibnetdiscover(&found))
@@ -138,6 +141,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
     let v = f.verify();
     let deadlock_free = sm.deadlock_free();
     let verify_ms = t2.elapsed().as_secs_f64() * 1e3;
+    spinner.finish();
     // Route computation alone, timed on the discovered graph.
     let t3 = Instant::now();
     let _ = Sm::compute_routes(a.routing, sm.routing_graph(), sm.max_lid());
