@@ -143,7 +143,7 @@ pub struct Compared {
 }
 
 /// Runs `client` `runs` times on each simulator, alternating, plus one
-/// verbose ibsim run to count its SMPs.
+/// verbose ibsim run to count its SMPs; `progress` hears each run start.
 pub fn compare(
     exe: &Path,
     spec: &str,
@@ -151,26 +151,25 @@ pub fn compare(
     routing: Engine,
     runs: usize,
     dir: &Path,
-    progress: bool,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<Compared, String> {
     let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
     let (mut on_ibsim, mut on_ibkit) = (Vec::new(), Vec::new());
     for run in 0..runs {
-        if progress {
-            eprintln!("  {client:?}, run {}/{runs}: ibsim…", run + 1);
-        }
+        progress(&format!("  {client:?}, run {}/{runs}: ibsim…", run + 1));
         let sim = Ibsim::start_with(&topo, dir, false)?;
         on_ibsim.push(run_client(exe, &sim, client, routing, dir)?);
         drop(sim);
-        if progress {
-            eprintln!("  {client:?}, run {}/{runs}: ibkit fabric serve…", run + 1);
-        }
+        progress(&format!(
+            "  {client:?}, run {}/{runs}: ibkit fabric serve…",
+            run + 1
+        ));
         let served = Served::start(exe, spec, 0, &[])?;
         on_ibkit.push(run_client(exe, &served, client, routing, dir)?);
     }
-    if progress {
-        eprintln!("  {client:?}: counting ibsim's replies (verbose ibsim)…");
-    }
+    progress(&format!(
+        "  {client:?}: counting ibsim's replies (verbose ibsim)…"
+    ));
     let counted = {
         let sim = Ibsim::start_with(&topo, dir, true)?;
         run_client(exe, &sim, client, routing, dir)?.smps
@@ -263,7 +262,7 @@ pub fn sensitivity(
     runs: usize,
     delays: &[u64],
     dir: &Path,
-    progress: bool,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<Sensitivity, String> {
     let distinct = {
         let mut d = delays.to_vec();
@@ -283,19 +282,15 @@ pub fn sensitivity(
         .collect();
     // One untimed run first: the first OpenSM of a series is the slowest
     // (caches cold), and would bend the line at whichever delay came first.
-    if progress {
-        eprintln!("  opensm on ibkit fabric serve, a warm-up run…");
-    }
+    progress("  opensm on ibkit fabric serve, a warm-up run…");
     run_opensm_on(&Served::start(exe, spec, 0, &[])?, routing, dir)?;
     for run in 0..runs {
         for h in held.iter_mut() {
-            if progress {
-                eprintln!(
-                    "  opensm on ibkit fabric serve, {} µs added per batch, run {}/{runs}…",
-                    h.delay_us,
-                    run + 1
-                );
-            }
+            progress(&format!(
+                "  opensm on ibkit fabric serve, {} µs added per batch, run {}/{runs}…",
+                h.delay_us,
+                run + 1
+            ));
             let delay = h.delay_us.to_string();
             let served = Served::start(exe, spec, 0, &["--answer-delay-us", &delay])?;
             let o = run_opensm_on(&served, routing, dir)?;

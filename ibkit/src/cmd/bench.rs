@@ -18,22 +18,21 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
     let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
     let dir = std::env::temp_dir().join(format!("ibkit-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    if !json {
-        eprintln!("OpenSM on ibsim: {spec}, {routing:?}…");
-    }
+    let bar = super::args::Progress::new(3, json);
+    bar.line(&format!("OpenSM on ibsim: {spec}, {routing:?}…"));
     let o = run_opensm(&topo, routing, &dir);
-    if !json {
-        eprintln!("ibkit's SM on the same ibsim…");
-    }
+    bar.step();
+    bar.line("ibkit's SM on the same ibsim…");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let u = run_ibkit_on_ibsim(&exe, &topo, routing, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let o = o?;
     let (u_smps, u_replies, u_ms) = u?;
-    if !json {
-        eprintln!("ibkit on its simulator…");
-    }
-    let k = run_ibkit(topo, routing)?;
+    bar.step();
+    bar.line("ibkit on its simulator…");
+    let k = run_ibkit(topo, routing);
+    bar.finish();
+    let k = k?;
     let r = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     if json {
         println!(

@@ -5,6 +5,7 @@
 //! each simulator's CPU per SMP, as medians over several runs. The runs
 //! are [`tests::compat`]'s; this module prints them.
 
+use super::args::Progress;
 use crate::cmd::stats::median;
 use ::tests::compat::{compare, sensitivity, Client, Summary};
 use ::tests::peers::missing_tools;
@@ -30,10 +31,18 @@ pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outco
             routing.name()
         );
     }
+    // Steps: each client's timed runs on both simulators and its counting
+    // run.
+    let bar = Progress::new(2 * (2 * runs as u64 + 1), json);
+    let mut progress = |s: &str| {
+        bar.step();
+        bar.line(s);
+    };
     let result = [Client::OpenSm, Client::Ibkit]
         .into_iter()
-        .map(|c| compare(&exe, spec, c, routing, runs, &dir, !json))
+        .map(|c| compare(&exe, spec, c, routing, runs, &dir, &mut progress))
         .collect::<Result<Vec<_>, _>>();
+    bar.finish();
     let _ = std::fs::remove_dir_all(&dir);
     let result = result?;
     if json {
@@ -131,7 +140,21 @@ pub fn run_sensitivity(
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = std::env::temp_dir().join(format!("ibkit-held-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let s = sensitivity(&exe, spec, routing, runs.max(1), delays, &dir, !json);
+    let bar = Progress::new(1 + (runs.max(1) * delays.len()) as u64, json);
+    let mut progress = |s: &str| {
+        bar.step();
+        bar.line(s);
+    };
+    let s = sensitivity(
+        &exe,
+        spec,
+        routing,
+        runs.max(1),
+        delays,
+        &dir,
+        &mut progress,
+    );
+    bar.finish();
     let _ = std::fs::remove_dir_all(&dir);
     let s = s?;
     let med = |v: &[f64]| median(&mut v.to_vec());
