@@ -45,6 +45,8 @@ pub struct Peer {
 /// machine can reach the abstract sockets, and is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Access {
+    /// The server's own user.
+    me: u32,
     allowed: Vec<u32>,
 }
 
@@ -55,7 +57,19 @@ impl Access {
         allowed.extend_from_slice(more);
         allowed.sort_unstable();
         allowed.dedup();
-        Access { allowed }
+        Access { me, allowed }
+    }
+
+    /// Whether `peer` may have the server open a file it names: only the
+    /// server's own user and root, whose rights the server's do not
+    /// exceed. A user let in with `--allow-uid` may not (the file would be
+    /// written with the server's rights, not theirs).
+    pub fn may_name_files(&self, peer: Option<Peer>) -> Result<(), ServeError> {
+        match peer {
+            Some(p) if p.uid == self.me || p.uid == 0 => Ok(()),
+            Some(p) => Err(ServeError::NotOwner { uid: p.uid }),
+            None => Err(ServeError::NoCredentials),
+        }
     }
 
     /// Whether the sender of a datagram may use the server; a datagram
@@ -86,6 +100,13 @@ pub enum ServeError {
         pid: i32,
         /// Who may.
         allowed: Vec<u32>,
+    },
+    /// A user let in with `--allow-uid` named a file for the server to
+    /// write.
+    #[error("permission denied: uid {uid} may use this fabric but not have the server write files (only the server's own user and root may dump)")]
+    NotOwner {
+        /// The sender's user.
+        uid: u32,
     },
     /// A datagram without the sender's credentials.
     #[error("permission denied: the datagram carried no credentials")]

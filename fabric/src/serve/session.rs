@@ -205,6 +205,12 @@ impl Session {
             return Err(e);
         }
         let cmd = Command::parse(line)?;
+        if matches!(cmd, Command::Dump(_)) {
+            if let Err(e) = self.access.may_name_files(peer) {
+                self.stats.refused += 1;
+                return Err(e);
+            }
+        }
         self.command(&cmd, now)
     }
 

@@ -186,6 +186,17 @@ fn strangers_change_nothing() {
     let (s, now) = session();
     let mut s = Session::new(s.fabric, Access::new(ME, &[4321]), now);
     assert!(attach_as(&mut s, &mut t, stranger, now));
+    // ... but may not have the server write a file with its rights.
+    assert_eq!(
+        s.on_command("dump /etc/owned", stranger, now),
+        Err(ServeError::NotOwner { uid: 4321 })
+    );
+    assert!(s.on_command("stats", stranger, now).is_ok());
+    let root = Some(Peer { uid: 0, pid: 1 });
+    assert_eq!(
+        s.on_command("dump /tmp/x", root, now),
+        Ok(Answer::Dump("/tmp/x".into()))
+    );
 }
 
 fn attach_as(s: &mut Session, t: &mut Mock, peer: Option<Peer>, now: Instant) -> bool {
