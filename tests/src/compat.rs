@@ -11,11 +11,10 @@
 //! would slow it down); ibsim's SMP count comes from one extra verbose
 //! run per client.
 
-use crate::peers::{cpu_ms, run_opensm_on, Ibsim, Served, Simulator};
+use crate::peers::{cpu_ms, run_ibkit_sm_on, run_opensm_on, Ibsim, Served, Simulator};
 use fabric::topology::Topology;
 use smi::sm::Engine;
 use std::path::Path;
-use std::time::Instant;
 use vhca::bench::median;
 
 /// One client's run on one simulator.
@@ -99,21 +98,7 @@ pub fn run_client(
             }
         }
         Client::Ibkit => {
-            let t = Instant::now();
-            let out = sim
-                .client(exe.as_os_str())
-                .args(["sm", "--once", "--json", "--routing", routing.name()])
-                .output()
-                .map_err(|e| format!("ibkit sm: {e}"))?;
-            let wall_ms = t.elapsed().as_secs_f64() * 1e3;
-            if !out.status.success() {
-                return Err(format!(
-                    "ibkit sm failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-            }
-            let v: serde_json::Value =
-                serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+            let (v, wall_ms) = run_ibkit_sm_on(exe, sim, routing)?;
             if v["up"] != true {
                 return Err("ibkit sm did not bring the subnet up".into());
             }

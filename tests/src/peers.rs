@@ -403,25 +403,37 @@ pub fn run_ibkit_on_ibsim(
     dir: &Path,
 ) -> Result<(u64, u64, f64), String> {
     let sim = Ibsim::start(topo, dir)?;
-    let engine = routing.name();
-    let out = sim
-        .client(exe)
-        .args(["sm", "--once", "--json", "--routing", engine])
-        .output()
-        .map_err(|e| format!("ibkit sm: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ibkit sm failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let (v, _) = run_ibkit_sm_on(exe, &sim, routing)?;
     std::thread::sleep(Duration::from_millis(100));
     Ok((
         v["smps"].as_u64().unwrap_or(0),
         sim.replies(),
         v["up_ms"].as_f64().unwrap_or(f64::NAN),
     ))
+}
+
+/// Runs `ibkit sm --once --json` (the binary `exe`) with `routing` as a
+/// client of `sim`: what it printed, and its wall milliseconds.
+pub fn run_ibkit_sm_on(
+    exe: &Path,
+    sim: &dyn Simulator,
+    routing: Engine,
+) -> Result<(serde_json::Value, f64), String> {
+    let t = Instant::now();
+    let out = sim
+        .client(exe.as_os_str())
+        .args(["sm", "--once", "--json", "--routing", routing.name()])
+        .output()
+        .map_err(|e| format!("ibkit sm: {e}"))?;
+    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+    if !out.status.success() {
+        return Err(format!(
+            "ibkit sm failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let v = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    Ok((v, wall_ms))
 }
 
 /// ibkit's side: bring-up on the simulator and route computation alone.
