@@ -320,7 +320,7 @@ pub fn dump(f: &Fabric) -> FabricDump {
             ports: (1..=n.ports)
                 .map(|p| PortDump {
                     port: p,
-                    state: port_state(&f.nodes[i], p),
+                    state: f.nodes[i].port_state(p).map_or(0, u8::from),
                     peer: f.topo.peer_of(i, p).map(|(m, q)| PeerDump {
                         node: f.topo.nodes[m].name.clone(),
                         port: q,
@@ -350,16 +350,6 @@ pub fn dump(f: &Fabric) -> FabricDump {
         })
         .collect();
     FabricDump { nodes }
-}
-
-fn port_state(n: &SimNode, p: u8) -> u8 {
-    let p = usize::from(p);
-    let state = match n {
-        SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),
-        SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info.port_state),
-        SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
-    };
-    state.map_or(0, u8::from)
 }
 
 /// Text a client chose, as the log shows it: control characters escaped,

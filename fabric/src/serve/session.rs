@@ -312,8 +312,11 @@ impl Session {
         let node = match self.slots.get(slot) {
             Some(Slot::Attached(c)) => c.node,
             Some(Slot::Dropped { id, why }) => {
-                let line = format!("client {slot} (id {id}) was dropped ({why}): its request is answered with ECONNRESET");
-                self.log(now, format_args!("{line}"));
+                let (id, why) = (*id, why.clone());
+                self.log(
+                    now,
+                    format_args!("client {slot} (id {id}) was dropped ({why}): its request is answered with ECONNRESET"),
+                );
                 if !r.is_response() {
                     r.status = ECONNRESET;
                     self.outbox[slot].push(r.encode());

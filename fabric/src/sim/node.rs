@@ -79,7 +79,7 @@ impl SimNode {
         }
     }
     /// The PortState of `port` (a hypervisor's: its PF's), if it exists.
-    pub(super) fn port_state(&self, port: u8) -> Option<PortState> {
+    pub fn port_state(&self, port: u8) -> Option<PortState> {
         let p = usize::from(port);
         match self {
             SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info.port_state),

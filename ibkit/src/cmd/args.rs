@@ -17,15 +17,10 @@ pub fn parse_vfs(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Sets up logging on standard error for a long-running command: `info`
-/// and above, `debug` with `verbose`, or what `RUST_LOG` says.
-pub fn init_logging(verbose: bool) {
-    init_logging_at(if verbose { "debug" } else { "info" });
-}
-
-/// Sets up logging on standard error at level `default` (`error`,
-/// `warn`, `info`, `debug`), or what `RUST_LOG` says.
-pub fn init_logging_at(default: &str) {
+/// Sets up logging on standard error for a long-running command, at
+/// level `default` (`error`, `warn`, `info`, `debug`), or what `RUST_LOG`
+/// says.
+pub fn init_logging(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
@@ -123,10 +118,17 @@ impl Progress {
         }
     }
 
-    /// Removes the bar.
+    /// Removes the bar (before the command prints its results; dropping
+    /// the `Progress` does it too).
     pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
     }
 }

@@ -6,12 +6,12 @@
 //! are [`tests::compat`]'s; this module prints them.
 
 use super::args::Progress;
-use crate::cmd::stats::median;
 use ::tests::compat::{compare, sensitivity, Client, Summary};
 use ::tests::peers::missing_tools;
 use fabric::topology::Topology;
 use serde_json::json;
 use smi::sm::Engine;
+use vhca::bench::median;
 
 /// Runs `ibkit bench ibsim-compat`.
 pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outcome {

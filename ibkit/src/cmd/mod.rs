@@ -10,7 +10,6 @@ pub mod sample;
 pub mod serve;
 pub mod sim;
 pub mod sm;
-pub mod stats;
 pub mod topology;
 pub mod traffic;
 pub mod vhca;

@@ -53,7 +53,7 @@ pub struct CtlArgs {
 
 /// Serves `a.topology` until killed.
 pub fn serve(a: &ServeArgs) -> super::Outcome {
-    super::args::init_logging(a.verbose);
+    super::args::init_logging(if a.verbose { "debug" } else { "info" });
     let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
     let cfg = SimConfig {
         hop_ns: a.hop_ns,

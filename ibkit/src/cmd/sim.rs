@@ -124,7 +124,6 @@ pub fn run(a: &SimArgs) -> super::Outcome {
     });
     let up = f.bring_up(&mut sm);
     if let Some(e) = sm.error() {
-        spinner.finish();
         return Err(e.to_string().into());
     }
     spinner.status("checking the routes (every node to every LID)…");

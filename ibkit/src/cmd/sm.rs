@@ -243,7 +243,7 @@ pub fn run_umad(a: &SmArgs) -> Result<SmRun, String> {
 /// Runs `ibkit sm`.
 pub fn run(a: &SmArgs) -> super::Outcome {
     // With --json, stderr stays quiet unless RUST_LOG asks.
-    super::args::init_logging_at(if a.verbose {
+    super::args::init_logging(if a.verbose {
         "debug"
     } else if a.json {
         "warn"
