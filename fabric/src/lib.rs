@@ -7,7 +7,9 @@
 //! * [`sim`] — the discrete-event fabric: nodes running `smi::dr` and
 //!   `smi::sma`, cables with per-hop and per-DR-hop delays and loss, a
 //!   driver that brings a subnet up with `smi::sm` and keeps it running, and
-//!   data-path walks and traces over the installed forwarding tables. SMPs
+//!   data-path walks and traces over the installed forwarding tables, and
+//!   [`sim::BringUp`], one bring-up measured per kind and phase against the
+//!   model, the report `ibkit sim` prints. SMPs
 //!   travel by directed route or LID-routed through the switches' LFTs;
 //!   agents send traps to the SM. Changes are injected at a chosen
 //!   simulated time with [`sim::FabricEvent`]: a cable fails or is repaired
@@ -31,6 +33,8 @@
 //! * [`pcap`] — LINKTYPE_INFINIBAND captures: every SMP the simulator
 //!   carries, written as LRH/BTH/DETH/MAD/ICRC/VCRC frames.
 //!
+//! * [`samples`] — sample MADs of a sweep, as hex lines or a capture.
+//!
 //! * [`rng`] — the seeded generator the simulator draws its losses from.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -44,6 +48,7 @@ pub mod model;
 pub mod osu;
 pub mod pcap;
 pub mod rng;
+pub mod samples;
 pub mod serve;
 pub mod sim;
 pub mod topology;

@@ -1,8 +1,6 @@
-//! The library behind the `ibkit` command-line tool: its subcommands, the
-//! MAD dump renderers and the pcap reader/writer, public so that tests and
-//! other tools can drive them.
+//! The library behind the `ibkit` command-line tool: its subcommands, each
+//! with its clap arguments and its rendering, public so that tests can
+//! drive them.
 #![warn(missing_docs)]
 
 pub mod cmd;
-pub mod dump;
-pub use fabric::pcap;

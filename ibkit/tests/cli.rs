@@ -514,7 +514,7 @@ fn huge_inputs_are_read_in_bounded_memory() {
     );
     assert_eq!(err.lines().count(), 102);
     // A 20 MB capture of empty records.
-    let mut cap = ibkit::pcap::write(&[]);
+    let mut cap = fabric::pcap::write(&[]);
     for _ in 0..1_250_000 {
         cap.extend_from_slice(&[0u8; 16]);
     }

@@ -13,6 +13,7 @@
 
 use crate::peers::{cpu_ms, run_ibkit_sm_on, run_opensm_on, Ibsim, Served, Simulator};
 use fabric::topology::Topology;
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 use smi::sm::Engine;
 use std::path::Path;
 use vhca::bench::median;
@@ -53,6 +54,20 @@ impl Summary {
     /// Simulator CPU microseconds per SMP.
     pub fn cpu_us_per_smp(&self) -> f64 {
         self.sim_cpu_ms * 1e3 / self.smps as f64
+    }
+}
+
+impl Serialize for Summary {
+    /// The medians with the rate and the CPU per SMP.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Summary", 6)?;
+        st.serialize_field("smps", &self.smps)?;
+        st.serialize_field("to_up_ms", &self.to_up_ms)?;
+        st.serialize_field("wall_ms", &self.wall_ms)?;
+        st.serialize_field("smps_per_s", &self.rate())?;
+        st.serialize_field("sim_cpu_ms", &self.sim_cpu_ms)?;
+        st.serialize_field("sim_cpu_us_per_smp", &self.cpu_us_per_smp())?;
+        st.end()
     }
 }
 
@@ -127,6 +142,64 @@ pub struct Compared {
     pub ibkit: Summary,
 }
 
+impl Compared {
+    /// How many times faster the client reached SUBNET UP on `ibkit
+    /// fabric serve` than on ibsim.
+    pub fn speedup_to_up(&self) -> f64 {
+        self.ibsim.to_up_ms / self.ibkit.to_up_ms
+    }
+
+    /// The same for the client's whole process.
+    pub fn speedup_wall(&self) -> f64 {
+        self.ibsim.wall_ms / self.ibkit.wall_ms
+    }
+}
+
+impl Serialize for Compared {
+    /// Both sides and the speed-ups.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Compared", 5)?;
+        let client = match self.client {
+            Client::OpenSm => "opensm",
+            Client::Ibkit => "ibkit-sm",
+        };
+        st.serialize_field("client", client)?;
+        st.serialize_field("ibsim", &self.ibsim)?;
+        st.serialize_field("ibkit_serve", &self.ibkit)?;
+        st.serialize_field("speedup_to_up", &self.speedup_to_up())?;
+        st.serialize_field("speedup_wall", &self.speedup_wall())?;
+        st.end()
+    }
+}
+
+/// `ibkit bench ibsim-compat --json`: the fabric and every client's
+/// comparison.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CompatReport<'a> {
+    /// The topology spec.
+    pub topology: &'a str,
+    /// The routing engine of both clients.
+    pub routing: &'static str,
+    /// Runs per client and simulator.
+    pub runs: usize,
+    /// One per client.
+    pub results: &'a [Compared],
+}
+
+/// `ibkit bench ibsim-compat --sensitivity --json`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SensitivityReport<'a> {
+    /// The topology spec.
+    pub topology: &'a str,
+    /// OpenSM's routing engine.
+    pub routing: &'static str,
+    /// Runs per delay.
+    pub runs: usize,
+    /// The runs and the line through them.
+    #[serde(flatten)]
+    pub sensitivity: &'a Sensitivity,
+}
+
 /// Runs `client` `runs` times on each simulator, alternating, plus one
 /// verbose ibsim run to count its SMPs; `progress` hears each run start.
 pub fn compare(
@@ -169,7 +242,7 @@ pub fn compare(
 
 /// OpenSM on `ibkit fabric serve` with every batch of answers held
 /// `delay_us` longer: one entry of [`Sensitivity`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Held {
     /// Microseconds added to every batch (`--answer-delay-us`).
     pub delay_us: u64,
@@ -181,9 +254,11 @@ pub struct Held {
     pub answered: Vec<u64>,
     /// Server microseconds per batch from reading it to its answers ready
     /// (the fabric's hops and agents), one per run.
+    #[serde(rename = "fabric_us_per_batch")]
     pub fabric_us: Vec<f64>,
     /// Server microseconds per batch handing the answers to the kernel,
     /// one per run.
+    #[serde(rename = "send_us_per_batch")]
     pub send_us: Vec<f64>,
 }
 
@@ -223,6 +298,35 @@ impl Sensitivity {
             .base()
             .map_or(f64::NAN, |h| median(&mut h.fabric_us.clone()));
         self.intercept_ms - self.slope_ms_per_us * fabric
+    }
+}
+
+impl Serialize for Sensitivity {
+    /// The runs, the line, and what it says.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Sensitivity", 5)?;
+        st.serialize_field("held", &self.held)?;
+        st.serialize_field("slope_ms_per_us", &self.slope_ms_per_us)?;
+        st.serialize_field("intercept_ms", &self.intercept_ms)?;
+        st.serialize_field("critical_share", &self.critical_share())?;
+        st.serialize_field("without_fabric_ms", &self.without_fabric_ms())?;
+        st.end()
+    }
+}
+
+impl Held {
+    /// The medians of the runs: (ms to SUBNET UP, batches, SMPs per
+    /// batch, fabric µs per batch, send µs per batch).
+    pub fn medians(&self) -> (f64, f64, f64, f64, f64) {
+        let med = |v: &[f64]| median(&mut v.to_vec());
+        let medu = |v: &[u64]| median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
+        (
+            med(&self.to_up_ms),
+            medu(&self.batches),
+            medu(&self.answered) / medu(&self.batches),
+            med(&self.fabric_us),
+            med(&self.send_us),
+        )
     }
 }
 

@@ -3,6 +3,7 @@
 //! the harness that runs them ([`peers`]; `ibkit bench` uses it too).
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod compat;
 pub mod libibmad;
 pub mod peers;

@@ -37,7 +37,7 @@ pub fn umad2sim() -> Option<&'static Path> {
 }
 
 /// What OpenSM did on ibsim.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct OpenSmRun {
     /// SMPs answered by ibsim.
     pub smps: u64,
@@ -437,16 +437,19 @@ pub fn run_ibkit_sm_on(
 }
 
 /// ibkit's side: bring-up on the simulator and route computation alone.
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct IbkitRun {
     /// SMPs sent.
     pub smps: u64,
     /// Wall milliseconds of the bring-up on the simulator.
+    #[serde(rename = "bring_up_wall_ms")]
     pub bring_up_ms: f64,
     /// Simulated milliseconds to the subnet up.
     pub sim_ms: f64,
     /// Wall milliseconds of route computation alone.
     pub routing_ms: f64,
     /// Up and verified.
+    #[serde(rename = "up")]
     pub ok: bool,
 }
 

@@ -20,11 +20,17 @@ mod driver;
 mod events;
 mod links;
 mod node;
+mod report;
 pub mod verify;
 mod walk;
 
 pub use node::SimNode;
+pub use report::{
+    BringUp, BringUpConfig, BringUpError, BringUpReport, FabricSummary, KindCounts, ModelSummary,
+    PhaseReport, Phases, RoutingPhase, SmpSummary, VerifySummary, WallMs,
+};
 pub use verify::{Check, Failure, Verify, WalkEnd};
+pub use walk::TraceError;
 
 /// Timing and loss of the simulated fabric.
 #[derive(Clone, Debug)]

@@ -205,10 +205,7 @@ impl Verify {
 impl fmt::Display for Verify {
     /// Which check ran and what it found, in one line.
     fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.check {
-            Check::AllLids => "all pairs",
-            Check::ChangedLids => "changed LIDs",
-        };
+        let what = self.check.label();
         write!(
             out,
             "{what}: {} live nodes × {} LIDs, {} walks; {} failed",

@@ -110,3 +110,48 @@ impl Fabric {
         self.forward(s, dlid, |_, _| {})
     }
 }
+
+/// Why a `FROM:TO` trace could not be walked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    /// Not `FROM:TO`.
+    #[error("--trace {0:?}: expected FROM:TO")]
+    Syntax(String),
+    /// No node of that name.
+    #[error("--trace: no node {0:?}")]
+    NoNode(String),
+    /// Neither a node nor a LID.
+    #[error("--trace: no node or LID {0:?}")]
+    NoTarget(String),
+}
+
+impl Fabric {
+    /// Walks a data packet `FROM:TO` (node names; `TO` may be a LID)
+    /// through the installed tables and describes the path in one line:
+    /// each node with the port it left by, and how the walk ended.
+    pub fn trace_named(&self, spec: &str) -> Result<String, TraceError> {
+        let (from, to) = spec
+            .split_once(':')
+            .ok_or_else(|| TraceError::Syntax(spec.to_string()))?;
+        let find = |name: &str| self.topo.nodes.iter().position(|n| n.name == name);
+        let src = find(from).ok_or_else(|| TraceError::NoNode(from.to_string()))?;
+        let dlid = match (find(to), to.parse::<u16>()) {
+            (Some(i), _) => self.nodes[i].lid(),
+            (None, Ok(l)) => Lid(l),
+            _ => return Err(TraceError::NoTarget(to.to_string())),
+        };
+        let (path, walk) = self.trace(src, dlid);
+        let hops: Vec<String> = path
+            .iter()
+            .map(|&(n, p)| match p {
+                0 => self.topo.nodes[n].name.clone(),
+                p => format!("{}[{p}]", self.topo.nodes[n].name),
+            })
+            .collect();
+        Ok(format!(
+            "{from} → LID {}: {} — {walk:?}",
+            dlid.0,
+            hops.join(" → ")
+        ))
+    }
+}

@@ -7,46 +7,26 @@
 //! ([`tests::peers`]).
 
 use super::args::{parse_engine, TOPOLOGY_HELP};
-use ::tests::peers::{run_ibkit, run_ibkit_on_ibsim, run_opensm};
-use fabric::topology::Topology;
-use serde_json::json;
+use ::tests::bench::opensm_vs_ibkit;
 use smi::sm::Engine;
 use std::path::PathBuf;
 
 /// Runs `ibkit bench opensm`.
 pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
-    let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
-    let dir = std::env::temp_dir().join(format!("ibkit-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let bar = super::args::Progress::new(3, json);
-    bar.line(&format!("OpenSM on ibsim: {spec}, {routing:?}…"));
-    let o = run_opensm(&topo, routing, &dir);
-    bar.step();
-    bar.line("ibkit's SM on the same ibsim…");
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let u = run_ibkit_on_ibsim(&exe, &topo, routing, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    let o = o?;
-    let (u_smps, u_replies, u_ms) = u?;
-    bar.step();
-    bar.line("ibkit on its simulator…");
-    let k = run_ibkit(topo, routing);
+    let bar = super::args::Progress::new(3, json);
+    let mut started = false;
+    let b = opensm_vs_ibkit(&exe, spec, routing, &mut |s| {
+        if std::mem::replace(&mut started, true) {
+            bar.step();
+        }
+        bar.line(s);
+    })?;
     bar.finish();
-    let k = k?;
-    let r = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
     if json {
-        println!(
-            "{}",
-            json!({
-                "topology": spec,
-                "routing": routing.name(),
-                "opensm": {"smps": o.smps, "to_up_ms": o.to_up_ms, "discovery_ms": o.discovery_ms, "routing_ms": o.routing_ms, "wall_ms": o.wall_ms, "up": o.up},
-                "ibkit": {"smps": k.smps, "bring_up_wall_ms": k.bring_up_ms, "sim_ms": k.sim_ms, "routing_ms": k.routing_ms, "up": k.ok},
-                "ibkit_on_ibsim": {"smps": u_smps, "ibsim_replies": u_replies, "to_up_ms": u_ms},
-                "ratios": {"smps": r(k.smps as f64, o.smps as f64), "routing_speedup": r(o.routing_ms, k.routing_ms)},
-            })
-        );
+        println!("{}", serde_json::to_string(&b)?);
     } else {
+        let (o, k, u, r) = (&b.opensm, &b.ibkit, &b.ibkit_on_ibsim, &b.ratios);
         println!("{spec}, routing {routing:?}");
         println!(
             "{:<34} {:>14} {:>14} {:>10}",
@@ -54,39 +34,33 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
         );
         println!(
             "{:<34} {:>14} {:>14} {:>9.2}×",
-            "SMPs to a routed subnet",
-            o.smps,
-            k.smps,
-            r(k.smps as f64, o.smps as f64)
+            "SMPs to a routed subnet", o.smps, k.smps, r.smps
         );
         println!(
             "{:<34} {:>14.1} {:>14.1} {:>9.1}×",
-            "route computation (ms)",
-            o.routing_ms,
-            k.routing_ms,
-            r(o.routing_ms, k.routing_ms)
+            "route computation (ms)", o.routing_ms, k.routing_ms, r.routing_speedup
         );
         println!(
             "{:<34} {:>14.1} {:>14.1} {:>9.1}×",
             "wall to SUBNET UP (ms)",
             o.to_up_ms,
             k.bring_up_ms,
-            r(o.to_up_ms, k.bring_up_ms)
+            o.to_up_ms / k.bring_up_ms
         );
         println!("both on ibsim (ibkit sm --once through libumad2sim):");
         println!(
             "{:<34} {:>14} {:>14} {:>9.2}×",
             "  SMPs answered by ibsim",
             o.smps,
-            u_replies,
-            r(u_replies as f64, o.smps as f64)
+            u.ibsim_replies,
+            u.ibsim_replies as f64 / o.smps as f64
         );
         println!(
             "{:<34} {:>14.1} {:>14.1} {:>9.1}×",
             "  wall to SUBNET UP (ms)",
             o.to_up_ms,
-            u_ms,
-            r(o.to_up_ms, u_ms)
+            u.to_up_ms,
+            o.to_up_ms / u.to_up_ms
         );
         println!(
             "(OpenSM runs on ibsim through libumad2sim; ibkit on its own simulator, {:.1} ms simulated; \
@@ -94,24 +68,10 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
             k.sim_ms
         );
     }
-    super::check(o.up, || {
-        format!("OpenSM did not reach SUBNET UP on ibsim ({spec})")
-    })?;
-    super::check(k.ok, || {
-        format!("ibkit's SM did not bring {spec} up verified on its simulator")
-    })?;
-    super::check(k.smps <= o.smps, || {
-        format!(
-            "ibkit's SM sent more SMPs than OpenSM on {spec}: {} > {}",
-            k.smps, o.smps
-        )
-    })?;
-    super::check(u_replies <= o.smps, || {
-        format!(
-            "ibkit's SM on ibsim needed more SMPs than OpenSM on {spec}: {u_replies} > {}",
-            o.smps
-        )
-    })
+    match b.failure() {
+        Some(e) => Err(super::Fail::Check(e)),
+        None => Ok(()),
+    }
 }
 
 /// `ibkit bench`'s benchmarks.

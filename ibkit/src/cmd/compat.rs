@@ -6,12 +6,10 @@
 //! are [`tests::compat`]'s; this module prints them.
 
 use super::args::Progress;
-use ::tests::compat::{compare, sensitivity, Client, Summary};
+use ::tests::compat::{compare, sensitivity, Client, CompatReport, SensitivityReport};
 use ::tests::peers::missing_tools;
 use fabric::topology::Topology;
-use serde_json::json;
 use smi::sm::Engine;
-use vhca::bench::median;
 
 /// Runs `ibkit bench ibsim-compat`.
 pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outcome {
@@ -46,27 +44,13 @@ pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outco
     let _ = std::fs::remove_dir_all(&dir);
     let result = result?;
     if json {
-        let side = |s: &Summary| {
-            json!({"smps": s.smps, "to_up_ms": s.to_up_ms, "wall_ms": s.wall_ms,
-                   "smps_per_s": s.rate(), "sim_cpu_ms": s.sim_cpu_ms,
-                   "sim_cpu_us_per_smp": s.cpu_us_per_smp()})
+        let r = CompatReport {
+            topology: spec,
+            routing: routing.name(),
+            runs,
+            results: &result,
         };
-        let v: Vec<_> = result
-            .iter()
-            .map(|c| {
-                json!({
-                    "client": match c.client { Client::OpenSm => "opensm", Client::Ibkit => "ibkit-sm" },
-                    "ibsim": side(&c.ibsim),
-                    "ibkit_serve": side(&c.ibkit),
-                    "speedup_to_up": c.ibsim.to_up_ms / c.ibkit.to_up_ms,
-                    "speedup_wall": c.ibsim.wall_ms / c.ibkit.wall_ms,
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            json!({"topology": spec, "routing": routing.name(), "runs": runs, "results": v})
-        );
+        println!("{}", serde_json::to_string(&r)?);
     } else {
         println!(
             "{spec}, routing {}, median of {runs} run(s); each client on a fresh simulator",
@@ -100,13 +84,13 @@ pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outco
                 "ms to subnet up",
                 c.ibsim.to_up_ms,
                 c.ibkit.to_up_ms,
-                c.ibsim.to_up_ms / c.ibkit.to_up_ms,
+                c.speedup_to_up(),
             );
             row(
                 "wall ms (whole process)",
                 c.ibsim.wall_ms,
                 c.ibkit.wall_ms,
-                c.ibsim.wall_ms / c.ibkit.wall_ms,
+                c.speedup_wall(),
             );
             row(
                 "SMPs per second",
@@ -157,25 +141,14 @@ pub fn run_sensitivity(
     bar.finish();
     let _ = std::fs::remove_dir_all(&dir);
     let s = s?;
-    let med = |v: &[f64]| median(&mut v.to_vec());
-    let medu = |v: &[u64]| median(&mut v.iter().map(|&x| x as f64).collect::<Vec<_>>());
     if json {
-        let rows: Vec<_> = s
-            .held
-            .iter()
-            .map(|h| {
-                json!({"delay_us": h.delay_us, "to_up_ms": h.to_up_ms, "batches": h.batches,
-                       "answered": h.answered, "fabric_us_per_batch": h.fabric_us,
-                       "send_us_per_batch": h.send_us})
-            })
-            .collect();
-        println!(
-            "{}",
-            json!({"topology": spec, "routing": routing.name(), "runs": runs, "held": rows,
-                   "slope_ms_per_us": s.slope_ms_per_us, "intercept_ms": s.intercept_ms,
-                   "critical_share": s.critical_share(),
-                   "without_fabric_ms": s.without_fabric_ms()})
-        );
+        let r = SensitivityReport {
+            topology: spec,
+            routing: routing.name(),
+            runs,
+            sensitivity: &s,
+        };
+        println!("{}", serde_json::to_string(&r)?);
         return Ok(());
     }
     println!(
@@ -192,14 +165,10 @@ pub fn run_sensitivity(
         "send µs/batch"
     );
     for h in &s.held {
+        let (up, batches, per_batch, fabric, send) = h.medians();
         println!(
             "{:>16} {:>16.1} {:>9.0} {:>10.2} {:>16.2} {:>14.2}",
-            h.delay_us,
-            med(&h.to_up_ms),
-            medu(&h.batches),
-            medu(&h.answered) / medu(&h.batches),
-            med(&h.fabric_us),
-            med(&h.send_us)
+            h.delay_us, up, batches, per_batch, fabric, send
         );
     }
     println!(

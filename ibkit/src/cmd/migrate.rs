@@ -5,11 +5,9 @@
 
 use super::args::{parse_engine, parse_policy, parse_vfs, Progress, TOPOLOGY_HELP};
 use fabric::migrate::{
-    kinds, table, Checked, FabricReport, FullAt, MigrateConfig, TableRow, DEFAULT_VERIFY_LIMIT,
-    TABLE_FABRICS,
+    kinds, table, FabricReport, FullAt, MigrateConfig, Note, TableRow, TableSummary,
+    DEFAULT_VERIFY_LIMIT, TABLE_FABRICS,
 };
-use fabric::sim::Check;
-use serde_json::{json, Value};
 use std::path::PathBuf;
 
 /// The options of `ibkit migrate`.
@@ -78,54 +76,6 @@ pub fn main(a: &MigrateArgs) -> super::Outcome {
     run(&cfg, a.json)
 }
 
-/// The JSON object of a check.
-fn checked_json(c: &Checked) -> Value {
-    json!({"ok": c.ok(), "check": c.label(), "walks": c.walks, "failure": c.failure})
-}
-
-/// The JSON object `--json` prints for the fabric.
-pub fn report_json(r: &FabricReport) -> Value {
-    json!({
-        "topology": r.topology,
-        "policy": r.policy.name(),
-        "vfs": r.vfs,
-        "nodes": r.nodes,
-        "switches": r.switches,
-        "hypervisors": r.hypervisors,
-        "lids": r.lids,
-        "min_lft_blocks_per_switch": r.blocks,
-        "bring_up": {"smps": r.bring_up_smps, "wall_ms": r.bring_up_ms},
-        "vms": {"started": r.vms, "smps": r.vm_start_smps, "lft_smps": r.vm_start_lft_smps},
-        "full_reconfig_smps": r.full_reconfig_smps,
-        "full_reconfig_route_ms": r.full_reconfig_route_ms,
-        "full_reconfig_sim_ms": r.full_reconfig_sim_ms,
-        "swap_smps_min": r.swap_min(),
-        "swap_smps_max": r.swap_max_bound(),
-        "swap_smps_max_measured": r.swap_max_measured(),
-        "verified": r.failure().is_none(),
-        "checks": {
-            "baseline": checked_json(&r.baseline),
-            "vm_start": checked_json(&r.vm_start),
-            "full_reconfig_end": r.full_end.as_ref().map(checked_json),
-        },
-        "migrations": r.migrations.iter().map(|m| json!({
-            "kind": m.kind.name(),
-            "vm": m.vm,
-            "lid": m.lid,
-            "from": m.from,
-            "to": m.to,
-            "smps": m.smps,
-            "lft_smps": m.lft_smps,
-            "switches_updated": m.switches_updated,
-            "plan_us": m.plan_us,
-            "sim_us": m.sim_us,
-            "verified": m.check.ok() && m.others_unchanged,
-            "check": checked_json(&m.check),
-            "others_unchanged": m.others_unchanged,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 /// Prints the closing summary of a run.
 pub fn print_summary(r: &FabricReport) {
     println!();
@@ -155,7 +105,7 @@ pub fn print_summary(r: &FabricReport) {
             m.lft_smps,
             m.switches_updated,
             m.plan_us,
-            if m.check.ok() && m.others_unchanged {
+            if m.verified() {
                 format!("yes ({})", m.check.label())
             } else {
                 "NO".to_string()
@@ -180,22 +130,20 @@ pub fn run(a: &MigrateConfig, json: bool) -> super::Outcome {
     // Steps: bring-up, VMs, each migration, the full reconfiguration,
     // the traffic.
     let bar = Progress::new(a.migrations as u64 + 4, json);
-    let mut progress = |s: &str| {
-        if s.starts_with("starting") || s.starts_with("migration") || s.starts_with("full") {
+    let mut progress = |n: Note| {
+        if let Note::Stage(_) = n {
             bar.step();
         }
-        bar.line(s);
+        bar.line(n.text());
     };
-    let r = fabric::migrate::session(a, &kinds(a.migrations), FullAt::End, &mut progress)
-        .map_err(|e| super::Fail::Error(e.to_string()))?;
+    let r = fabric::migrate::session(a, &kinds(a.migrations), FullAt::End, &mut progress)?;
     bar.step();
-    progress("traffic: two VMs over vhca on their hypervisors' HCAs, one migrates…");
-    let t = vhca::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)
-        .map_err(|e| super::Fail::Error(e.to_string()))?;
+    bar.line("traffic: two VMs over vhca on their hypervisors' HCAs, one migrates…");
+    let t = vhca::traffic::demo(&a.topology, a.vfs, a.policy, a.routing)?;
     bar.finish();
     if json {
-        let mut v = report_json(&r);
-        v["traffic"] = serde_json::to_value(&t).unwrap_or_default();
+        let mut v = serde_json::to_value(r.summary())?;
+        v["traffic"] = serde_json::to_value(&t)?;
         println!("{v}");
     } else {
         print_summary(&r);
@@ -222,63 +170,33 @@ fn run_table(a: &MigrateArgs) -> super::Outcome {
     // Steps: two runs (copy and swap) per fabric.
     let bar = Progress::new(2 * list.len() as u64, a.json);
     let mut started = 0;
-    let mut progress = |s: &str| {
-        if s.starts_with("bringing up") {
+    let mut progress = |n: Note| {
+        if let Note::Fabric(_) = n {
             if started > 0 {
                 bar.step();
             }
             started += 1;
         }
-        bar.line(s);
+        bar.line(n.text());
     };
-    let rows = table(&list, a.sweep, a.verify_limit, &mut progress)
-        .map_err(|e| super::Fail::Error(e.to_string()))?;
+    let rows = table(&list, a.sweep, a.verify_limit, &mut progress)?;
     bar.finish();
     if let Some(p) = &a.plot {
         std::fs::write(p, plot_svg(&rows)).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if a.json {
-        println!("{}", table_json(&rows));
+        let v: Vec<TableSummary> = rows.iter().map(TableRow::summary).collect();
+        println!("{}", serde_json::to_string(&v)?);
     } else {
         print_table(&rows);
         if let Some(p) = &a.plot {
             println!("chart written to {}", p.display());
         }
     }
-    match rows
-        .iter()
-        .find_map(|r| r.copy.failure().or_else(|| r.swap.failure()))
-    {
+    match rows.iter().find_map(TableRow::failure) {
         Some(e) => Err(super::Fail::Check(e)),
         None => Ok(()),
     }
-}
-
-/// Table I as JSON: one object per fabric.
-pub fn table_json(rows: &[TableRow]) -> Value {
-    Value::Array(
-        rows.iter()
-            .map(|r| {
-                json!({
-                    "topology": r.copy.topology,
-                    "nodes": r.copy.nodes,
-                    "switches": r.copy.switches,
-                    "lids": r.copy.lids,
-                    "min_lft_blocks_per_switch": r.copy.blocks,
-                    "full_reconfig_smps": r.copy.full_reconfig_smps,
-                    "full_reconfig_route_ms": r.copy.full_reconfig_route_ms,
-                    "swap_smps_min": r.swap.swap_min(),
-                    "swap_smps_max": r.swap.swap_max_bound(),
-                    "swap_smps_max_measured": r.swap.swap_max_measured(),
-                    "copy_smps_min": r.copy.swap_min(),
-                    "copy_smps_max_measured": r.copy.swap_max_measured(),
-                    "plan_us_max": r.swap.migrations.iter().chain(&r.copy.migrations).map(|m| m.plan_us).fold(0.0, f64::max),
-                    "verified": r.copy.failure().is_none() && r.swap.failure().is_none(),
-                    "check": {"copy": r.copy.migration_check().label(), "swap": r.swap.migration_check().label()},
-                })
-            })
-            .collect(),
-    )
 }
 
 /// Prints Table I.
@@ -299,43 +217,29 @@ pub fn print_table(rows: &[TableRow]) {
         "copy max",
         "plan µs"
     );
-    for r in rows {
-        let plan = r
-            .swap
-            .migrations
-            .iter()
-            .chain(&r.copy.migrations)
-            .map(|m| m.plan_us)
-            .fold(0.0, f64::max);
+    for r in rows.iter().map(TableRow::summary) {
         println!(
             "{:<15} {:>6} {:>8} {:>6} {:>7} {:>12} {:>9} {:>9} {:>12} {:>9} {:>9.1}  {}",
-            r.copy.topology,
-            r.copy.nodes,
-            r.copy.switches,
-            r.copy.lids,
-            r.copy.blocks,
-            r.copy.full_reconfig_smps,
-            opt(r.swap.swap_min()),
-            r.swap.swap_max_bound(),
-            opt(r.swap.swap_max_measured()),
-            opt(r.copy.swap_max_measured()),
-            plan,
-            verified(r)
+            r.topology,
+            r.nodes,
+            r.switches,
+            r.lids,
+            r.min_lft_blocks_per_switch,
+            r.full_reconfig_smps,
+            opt(r.swap_smps_min),
+            r.swap_smps_max,
+            opt(r.swap_smps_max_measured),
+            opt(r.copy_smps_max_measured),
+            r.plan_us_max,
+            match (r.verified, r.check.copy == r.check.swap) {
+                (false, _) => "NO".into(),
+                (true, true) => format!("yes ({})", r.check.copy),
+                (true, false) => "yes (changed LIDs)".into(),
+            }
         );
     }
     println!("(swap max = the paper's bound, two blocks on every switch; max measured = the worst of the far migrations swept)");
     println!("(verified: all pairs after each bring-up; after each migration all pairs, or, above the walk limit, every live node to the moved LIDs with every other LFT entry compared)");
-}
-
-/// The `verified` cell of a Table I row.
-fn verified(r: &TableRow) -> String {
-    if r.copy.failure().is_some() || r.swap.failure().is_some() {
-        return "NO".into();
-    }
-    match (r.copy.migration_check(), r.swap.migration_check()) {
-        (Check::AllLids, Check::AllLids) => "yes (all pairs)".into(),
-        _ => "yes (changed LIDs)".into(),
-    }
 }
 
 fn opt(v: Option<u64>) -> String {

@@ -69,6 +69,13 @@ macro_rules! error_is_fail {
 
 error_is_fail!(
     fabric::sim::FabricError,
+    fabric::sim::BringUpError,
+    fabric::sim::TraceError,
+    fabric::osu::MeasureError,
+    fabric::osu::CompareError,
+    serde_json::Error,
+    smd::SmdError,
+    ::vhca::traffic::TrafficError,
     fabric::topology::TopologyError,
     fabric::migrate::MigrateError,
     fabric::serve::SocketError

@@ -6,9 +6,9 @@
 
 pub mod verbs;
 
-use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
+use vhca::bench::{Report, Results};
 
 /// The command that starts the guest side: this binary with
 /// `bench vhca --guest SOCK`, and `--quick` in a quick run.
@@ -35,11 +35,10 @@ pub fn guest(sock: &Path, quick: bool) -> super::Outcome {
 /// a failed check when the data path reached the backend.
 pub fn run(json_out: bool, quick: bool) -> super::Outcome {
     let r = vhca::bench::run(quick, guest_command(quick)?)?;
-    let report = serde_json::to_value(&r).map_err(|e| e.to_string())?;
     if json_out {
-        println!("{report}");
+        println!("{}", serde_json::to_string(&r)?);
     } else {
-        print_report(&report);
+        print_report(&r);
     }
     let (guest_cmds, native_cmds) = (r.data_path_commands.guest, r.data_path_commands.native);
     super::check(guest_cmds == 0 && native_cmds == 0, || {
@@ -49,19 +48,8 @@ pub fn run(json_out: bool, quick: bool) -> super::Outcome {
     })
 }
 
-fn pairs(v: &Value, key: &str) -> Vec<(f64, f64)> {
-    v[key]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn size_label(s: f64) -> String {
-    let s = s as u64;
+/// A message size in words.
+fn size_label(s: u64) -> String {
     if s >= 1 << 20 {
         format!("{} MiB", s >> 20)
     } else if s >= 1 << 10 {
@@ -71,9 +59,11 @@ fn size_label(s: f64) -> String {
     }
 }
 
-fn print_report(r: &Value) {
-    let (nat, gst) = (&r["native"], &r["guest"]);
-    let table = |title: &str, key: &str, unit: &str, higher_better: bool| {
+/// The report as tables.
+fn print_report(r: &Report) {
+    let (nat, gst) = (&r.native, &r.guest);
+    type Column = fn(&Results) -> &Vec<(u64, f64)>;
+    let table = |title: &str, col: Column, unit: &str, higher_better: bool| {
         println!("{title}");
         println!(
             "  {:>8}  {:>12}  {:>12}  {:>7}",
@@ -82,7 +72,7 @@ fn print_report(r: &Value) {
             format!("guest {unit}"),
             "guest/native"
         );
-        for ((s, n), (_, g)) in pairs(nat, key).into_iter().zip(pairs(gst, key)) {
+        for (&(s, n), &(_, g)) in col(nat).iter().zip(col(gst)) {
             let ratio = if higher_better { g / n } else { n / g };
             println!(
                 "  {:>8}  {:>12.2}  {:>12.2}  {:>11.1}%",
@@ -95,46 +85,40 @@ fn print_report(r: &Value) {
     };
     println!(
         "vhca: the software HCA natively and from a guest process, alternating, median of {} rounds (guest/native: the guest's performance as a share of native's)",
-        r["rounds"]
+        r.rounds
     );
     table(
         "RC send/recv ping-pong, one way",
-        "send_latency_us",
+        |x| &x.send_latency_us,
         "µs",
         false,
     );
     table(
         "RDMA write, post to completion",
-        "write_latency_us",
+        |x| &x.write_latency_us,
         "µs",
         false,
     );
-    table("RC send bandwidth", "send_bw_mbs", "MB/s", true);
-    table("RDMA write bandwidth", "write_bw_mbs", "MB/s", true);
-    let (ne, ge) = (
-        nat["event_latency_us"].as_f64().unwrap_or(0.0),
-        gst["event_latency_us"].as_f64().unwrap_or(0.0),
-    );
+    table("RC send bandwidth", |x| &x.send_bw_mbs, "MB/s", true);
+    table("RDMA write bandwidth", |x| &x.write_bw_mbs, "MB/s", true);
     println!(
-        "Blocking on completion events, ping-pong one way: native {ne:.2} µs, guest {ge:.2} µs (floor: bare eventfd wake-ups in the same placement, {:.2} µs)",
-        r["event_wake_floor_us"].as_f64().unwrap_or(f64::NAN)
+        "Blocking on completion events, ping-pong one way: native {:.2} µs, guest {:.2} µs (floor: bare eventfd wake-ups in the same placement, {:.2} µs)",
+        nat.event_latency_us, gst.event_latency_us, r.event_wake_floor_us
     );
     println!(
         "The same, each side polling its event ring instead of sleeping (the channel without the wake-up): native {:.2} µs, guest {:.2} µs",
-        nat["event_ring_latency_us"].as_f64().unwrap_or(0.0),
-        gst["event_ring_latency_us"].as_f64().unwrap_or(0.0)
+        nat.event_ring_latency_us, gst.event_ring_latency_us
     );
     println!(
         "A privileged call (QueryPort): native {:.2} µs, guest {:.2} µs",
-        nat["call_us"].as_f64().unwrap_or(0.0),
-        gst["call_us"].as_f64().unwrap_or(0.0)
+        nat.call_us, gst.call_us
     );
     println!("Memory registration (register + deregister, pages translated and pinned)");
     println!(
         "  {:>8}  {:>12}  {:>12}  {:>9}",
         "pages", "native µs", "guest µs", "overhead"
     );
-    for ((p, n), (_, g)) in pairs(nat, "reg_us").into_iter().zip(pairs(gst, "reg_us")) {
+    for (&(p, n), &(_, g)) in nat.reg_us.iter().zip(&gst.reg_us) {
         println!(
             "  {:>8}  {:>12.2}  {:>12.2}  {:>8.0}%",
             p,
@@ -143,16 +127,16 @@ fn print_report(r: &Value) {
             (g / n - 1.0) * 100.0
         );
     }
-    let b = &r["backend"];
+    let b = &r.backend;
     println!(
         "Backend commands during {} data-path messages: guest {}, native {}. Guest backend: {} commands executed in all, {} events in {} notifications, {} guests torn down, {} device objects left",
-        r["data_path_messages"],
-        r["data_path_commands"]["guest"],
-        r["data_path_commands"]["native"],
-        b["commands_executed"],
-        b["events"],
-        b["notifications"],
-        b["guests_torn_down"],
-        b["device_objects_left"],
+        r.data_path_messages,
+        r.data_path_commands.guest,
+        r.data_path_commands.native,
+        b.commands_executed,
+        b.events,
+        b.notifications,
+        b.guests_torn_down,
+        b.device_objects_left,
     );
 }

@@ -5,6 +5,9 @@
 //! the items after it are read.
 
 use crate::pcap;
+
+pub mod decode;
+pub mod dissect;
 use mad_core::MAD_SIZE;
 use std::fmt;
 use std::io::{BufRead, Read};

@@ -11,10 +11,13 @@
 //! and SVG.
 
 use crate::rng::Rng;
-use crate::sim::{Check, Fabric, FabricError, SimConfig, Verify};
+use crate::sim::{Fabric, FabricError, SimConfig};
+
+mod report;
 use crate::topology::{Topology, TopologyError};
 use mad_core::attr::AttributeId;
 use mad_core::Method;
+pub use report::*;
 use smi::sm::routing;
 use smi::sm::{Engine, LidPolicy, MigrationPlan, Sm, SmConfig, SmError, VmError, VmId};
 use std::time::Instant;
@@ -91,156 +94,6 @@ impl Default for MigrateConfig {
 /// Walks above which a step is checked on the LIDs it changed rather than
 /// on all pairs (about a quarter of a second of walking on this machine).
 pub const DEFAULT_VERIFY_LIMIT: u64 = 50_000_000;
-
-/// Which way a migration goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// To another hypervisor on the same leaf switch.
-    Near,
-    /// To a hypervisor on the farthest leaf (across the spine).
-    Far,
-    /// To a random hypervisor.
-    Random,
-}
-
-impl Kind {
-    /// `near`, `far` or `random`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Near => "near",
-            Kind::Far => "far",
-            Kind::Random => "random",
-        }
-    }
-}
-
-/// One measured migration.
-#[derive(Clone, Debug)]
-pub struct MigrationReport {
-    /// Near, far or random.
-    pub kind: Kind,
-    /// The VM.
-    pub vm: u32,
-    /// Its LID (kept).
-    pub lid: u16,
-    /// Source and destination hypervisor names.
-    pub from: String,
-    /// Destination hypervisor name.
-    pub to: String,
-    /// SMPs sent, counted by the SM while applying.
-    pub smps: u64,
-    /// Of which Set(LinearForwardingTable).
-    pub lft_smps: u64,
-    /// Switches whose LFT changed.
-    pub switches_updated: usize,
-    /// Microseconds to compute the plan (mean of repeated runs).
-    pub plan_us: f64,
-    /// Simulated microseconds until the last SMP was answered.
-    pub sim_us: f64,
-    /// The walks after the migration (all pairs, or every live node to
-    /// the moved LIDs on fabrics above the limit).
-    pub check: Checked,
-    /// The installed entries of every other LID are unchanged.
-    pub others_unchanged: bool,
-}
-
-/// What a check after one step found.
-#[derive(Clone, Debug)]
-pub struct Checked {
-    /// Which LIDs were walked to.
-    pub check: Check,
-    /// Walks taken.
-    pub walks: u64,
-    /// The first failure, described; `None` when everything held.
-    pub failure: Option<String>,
-}
-
-impl Checked {
-    /// What `v`, a check of `f`, found.
-    pub fn new(f: &Fabric, v: &Verify) -> Checked {
-        Checked {
-            check: v.check,
-            walks: v.walks(),
-            failure: (!v.ok()).then(|| {
-                let first = v
-                    .failures
-                    .first()
-                    .map(|x| x.describe(f))
-                    .unwrap_or_default();
-                format!("{v}; {first}")
-            }),
-        }
-    }
-    /// True when every walk ended where it must.
-    pub fn ok(&self) -> bool {
-        self.failure.is_none()
-    }
-    /// Which check ran, in words.
-    pub fn label(&self) -> &'static str {
-        self.check.label()
-    }
-}
-
-/// What a whole run measured on one fabric.
-#[derive(Clone, Debug)]
-pub struct FabricReport {
-    /// Topology spec.
-    pub topology: String,
-    /// LID policy.
-    pub policy: LidPolicy,
-    /// VFs per hypervisor.
-    pub vfs: usize,
-    /// CAs (the paper's "nodes").
-    pub nodes: usize,
-    /// Switches.
-    pub switches: usize,
-    /// Hypervisors (every CA but the SM's).
-    pub hypervisors: usize,
-    /// LIDs assigned at bring-up.
-    pub lids: u16,
-    /// LFT blocks per switch at bring-up.
-    pub blocks: u64,
-    /// Bring-up SMPs.
-    pub bring_up_smps: u64,
-    /// Bring-up wall milliseconds.
-    pub bring_up_ms: f64,
-    /// VMs started and the SMPs that took.
-    pub vms: usize,
-    /// SMPs to start them.
-    pub vm_start_smps: u64,
-    /// Of which Set(LinearForwardingTable).
-    pub vm_start_lft_smps: u64,
-    /// Full reconfiguration: SMPs sent.
-    pub full_reconfig_smps: u64,
-    /// Full reconfiguration: route computation wall milliseconds.
-    pub full_reconfig_route_ms: f64,
-    /// Full reconfiguration: simulated milliseconds to distribute.
-    pub full_reconfig_sim_ms: f64,
-    /// The migrations.
-    pub migrations: Vec<MigrationReport>,
-    /// All pairs after the bring-up (after the full reconfiguration, when
-    /// that comes first).
-    pub baseline: Checked,
-    /// After the VMs started.
-    pub vm_start: Checked,
-    /// All pairs after a full reconfiguration done at the end.
-    pub full_end: Option<Checked>,
-}
-
-impl FabricReport {
-    /// Fewest LFT SMPs of any migration.
-    pub fn swap_min(&self) -> Option<u64> {
-        self.migrations.iter().map(|m| m.lft_smps).min()
-    }
-    /// Most LFT SMPs of any migration.
-    pub fn swap_max_measured(&self) -> Option<u64> {
-        self.migrations.iter().map(|m| m.lft_smps).max()
-    }
-    /// The paper's bound: two blocks on every switch.
-    pub fn swap_max_bound(&self) -> u64 {
-        2 * self.switches as u64
-    }
-}
 
 /// One of `n` (0 when `n` is 0).
 fn pick(rng: &mut Rng, n: usize) -> usize {
@@ -370,9 +223,11 @@ struct Full {
 fn full_reconfiguration(
     sm: &mut Sm,
     f: &mut Fabric,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(Note),
 ) -> Result<Full, MigrateError> {
-    progress("full reconfiguration (recompute every route, send every LFT block)…");
+    progress(Note::Stage(
+        "full reconfiguration (recompute every route, send every LFT block)…".into(),
+    ));
     let before = sm.stats().total();
     let t = Instant::now();
     let queued = sm.full_reconfigure()?;
@@ -387,11 +242,33 @@ fn full_reconfiguration(
         sim_ms: (f.now_ns() - t0) as f64 / 1e6,
     };
     debug_assert_eq!(queued as u64, full.smps);
-    progress(&format!(
+    progress(Note::Detail(format!(
         "  {} SMPs, routes {:.0} ms wall, distribution {:.1} ms simulated",
         full.smps, full.route_ms, full.sim_ms
-    ));
+    )));
     Ok(full)
+}
+
+/// What a run tells its caller while it goes: a line of progress, and
+/// whether it begins a fabric, a stage of one (VMs, a migration, the full
+/// reconfiguration), or reports on the stage under way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// Bringing a fabric up: the first stage of a run.
+    Fabric(String),
+    /// A later stage begins.
+    Stage(String),
+    /// What the stage under way found (indented).
+    Detail(String),
+}
+
+impl Note {
+    /// The line.
+    pub fn text(&self) -> &str {
+        match self {
+            Note::Fabric(s) | Note::Stage(s) | Note::Detail(s) => s,
+        }
+    }
 }
 
 /// Runs one fabric: bring-up, VMs, migrations of the given kinds, and the
@@ -401,7 +278,7 @@ pub fn session(
     a: &MigrateConfig,
     kinds: &[Kind],
     full_at: FullAt,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(Note),
 ) -> Result<FabricReport, MigrateError> {
     let topo = Topology::from_spec(&a.topology)?;
     let (switches, nodes) = (topo.switches(), topo.cas());
@@ -412,12 +289,12 @@ pub fn session(
             ..SimConfig::default()
         },
     )?;
-    progress(&format!(
+    progress(Note::Fabric(format!(
         "bringing up {} ({switches} switches, {nodes} CAs, {} VFs per hypervisor, {} LIDs)…",
         a.topology,
         a.vfs,
         a.policy.name()
-    ));
+    )));
     let t = Instant::now();
     let mut sm = Sm::new(SmConfig {
         routing: a.routing,
@@ -433,25 +310,25 @@ pub fn session(
     let bring_up_ms = t.elapsed().as_secs_f64() * 1e3;
     let lids = sm.max_lid();
     let bring_up_smps = sm.stats().total();
-    progress(&format!(
+    progress(Note::Detail(format!(
         "  up: {lids} LIDs, {bring_up_smps} SMPs, {bring_up_ms:.0} ms wall"
-    ));
+    )));
     let full_start = match full_at {
         FullAt::Start => Some(full_reconfiguration(&mut sm, &mut f, progress)?),
         FullAt::End => None,
     };
     // The base every later check builds on: all pairs, whatever the size.
     let baseline = Checked::new(&f, &f.verify());
-    progress(&format!(
+    progress(Note::Detail(format!(
         "  routes checked, all pairs ({} walks): {}",
         baseline.walks,
         yes(&baseline)
-    ));
+    )));
 
     // Start VMs spread over the hypervisors.
     let hyps = sm.hypervisors();
     let want = a.vms.min(hyps.len() * a.vfs);
-    progress(&format!("starting {want} VMs…"));
+    progress(Note::Stage(format!("starting {want} VMs…")));
     let (before, lft0) = (sm.stats().total(), lft_count(&sm));
     let snap = f.lft_snapshot(sm.max_lid());
     let mut vms = Vec::new();
@@ -510,14 +387,14 @@ pub fn session(
         vm_start,
         full_end: None,
     };
-    progress(&format!(
+    progress(Note::Detail(format!(
         "  {} SMPs ({} LFT); checked ({}, {} walks): {}",
         rep.vm_start_smps,
         rep.vm_start_lft_smps,
         rep.vm_start.label(),
         rep.vm_start.walks,
         yes(&rep.vm_start)
-    ));
+    )));
 
     let mut rng = Rng::new(a.seed);
     for (i, &kind) in kinds.iter().enumerate() {
@@ -530,7 +407,11 @@ pub fn session(
             .map(|v| v.hypervisor)
             .ok_or(VmError::NoSuchVm(vm))?;
         let Some(dst) = destination(&sm, src, kind, &mut rng) else {
-            progress(&format!("  no {} destination for VM {}", kind.name(), vm.0));
+            progress(Note::Detail(format!(
+                "  no {} destination for VM {}",
+                kind.name(),
+                vm.0
+            )));
             continue;
         };
         let (plan, plan_us) = time_plan(&sm, vm, dst)?;
@@ -541,7 +422,7 @@ pub fn session(
                 .unwrap_or_default()
         };
         let (from, to) = (fname(&f, name(src)), fname(&f, name(dst)));
-        progress(&format!(
+        progress(Note::Stage(format!(
             "migration {}/{} ({}): VM {} (LID {}) {from} → {to}: plan {} LFT SMPs on {} switches, computed in {plan_us:.1} µs…",
             i + 1,
             kinds.len(),
@@ -550,7 +431,7 @@ pub fn session(
             plan.vm_lid,
             plan.lft_smps(),
             plan.switches.len()
-        ));
+        )));
         let snap = f.lft_snapshot(sm.max_lid());
         let (before, lft0, t0) = (sm.stats().total(), lft_count(&sm), f.now_ns());
         sm.apply_migration(&plan, a.mitigate)?;
@@ -580,7 +461,7 @@ pub fn session(
             check: verify_step(&f, a.verify_limit, &moved_lids),
             others_unchanged: others,
         };
-        progress(&format!(
+        progress(Note::Detail(format!(
             "  done: {} SMPs ({} LFT + {} Set(VPortInfo)), {} switches, {:.1} µs simulated; checked ({}, {} walks): {}, other LIDs untouched: {}",
             m.smps,
             m.lft_smps,
@@ -591,7 +472,7 @@ pub fn session(
             m.check.walks,
             yes(&m.check),
             if m.others_unchanged { "yes" } else { "NO" }
-        ));
+        )));
         rep.migrations.push(m);
     }
     if full_at == FullAt::End {
@@ -600,11 +481,11 @@ pub fn session(
         rep.full_reconfig_route_ms = full.route_ms;
         rep.full_reconfig_sim_ms = full.sim_ms;
         let c = Checked::new(&f, &f.verify());
-        progress(&format!(
+        progress(Note::Detail(format!(
             "  routes checked, all pairs ({} walks): {}",
             c.walks,
             yes(&c)
-        ));
+        )));
         rep.full_end = Some(c);
     }
     Ok(rep)
@@ -625,57 +506,6 @@ pub fn kinds(k: usize) -> Vec<Kind> {
         .collect()
 }
 
-impl FabricReport {
-    /// The first check that failed, as one line naming the fabric, the
-    /// step and where a walk ended; `None` when every check held.
-    pub fn failure(&self) -> Option<String> {
-        let at = format!("{} ({} LIDs)", self.topology, self.policy.name());
-        if let Some(e) = &self.baseline.failure {
-            return Some(format!("{at}, after bring-up: {e}"));
-        }
-        if let Some(e) = &self.vm_start.failure {
-            return Some(format!("{at}, after starting {} VMs: {e}", self.vms));
-        }
-        for (i, m) in self.migrations.iter().enumerate() {
-            let what = format!(
-                "{at}, migration {} ({}, VM {}, LID {}, {} → {})",
-                i + 1,
-                m.kind.name(),
-                m.vm,
-                m.lid,
-                m.from,
-                m.to
-            );
-            if let Some(e) = &m.check.failure {
-                return Some(format!("{what}: {e}"));
-            }
-            if !m.others_unchanged {
-                return Some(format!(
-                    "{what}: LFT entries of other LIDs changed, or changed on switches outside the plan"
-                ));
-            }
-        }
-        if let Some(e) = self.full_end.as_ref().and_then(|c| c.failure.as_ref()) {
-            return Some(format!("{at}, after the full reconfiguration: {e}"));
-        }
-        None
-    }
-
-    /// Which check the migrations ran: all pairs when every one walked
-    /// all pairs, else the changed LIDs.
-    pub fn migration_check(&self) -> Check {
-        if self
-            .migrations
-            .iter()
-            .all(|m| m.check.check == Check::AllLids)
-        {
-            Check::AllLids
-        } else {
-            Check::ChangedLids
-        }
-    }
-}
-
 /// The four fat trees of the vSwitch paper's Table I.
 pub const TABLE_FABRICS: [&str; 4] = [
     "fat-tree-324",
@@ -683,15 +513,6 @@ pub const TABLE_FABRICS: [&str; 4] = [
     "fat-tree-5832",
     "fat-tree-11664",
 ];
-
-/// One row of Table I, measured.
-#[derive(Clone, Debug)]
-pub struct TableRow {
-    /// Dynamic-LID run: Table I's LIDs, blocks and full reconfiguration.
-    pub copy: FabricReport,
-    /// Prepopulated run (1 VF per hypervisor): the LID-swap sweep.
-    pub swap: FabricReport,
-}
 
 /// Measures Table I: for each fat tree, a dynamic-LID bring-up (so the LIDs
 /// are the switches' and the nodes', as in the paper) with the full
@@ -702,7 +523,7 @@ pub fn table(
     fabrics: &[&str],
     sweep: usize,
     verify_limit: u64,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(Note),
 ) -> Result<Vec<TableRow>, MigrateError> {
     let mut kinds = vec![Kind::Near];
     kinds.extend(std::iter::repeat_n(Kind::Far, sweep));
@@ -742,6 +563,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::Check;
     use crate::sim::SimNode;
 
     /// A failed check ends the run with one line that names the fabric,

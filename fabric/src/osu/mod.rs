@@ -24,6 +24,9 @@
 //! 7 % of those ([`PaperConstants::TABLE_2`]).
 
 use crate::sim::{FabricError, SimConfig};
+
+mod report;
+pub use report::*;
 use smi::sm::{LidPolicy, Phase, Sm, SmConfig};
 use std::time::Instant;
 

@@ -1,5 +1,8 @@
-//! Renders decoded MADs for people (an indented field-per-line dump) and for
-//! programs (one JSON object per MAD), both from mad-core's field visitors.
+//! MADs dissected for people (an indented field-per-line dump) and for
+//! programs (one JSON object per MAD), both from mad-core's field visitors:
+//! the MAD header, the SMP header, the attribute with its modifier, a
+//! notice's trap details, and whether the attribute's values are valid
+//! where they carry meaning.
 
 use mad_core::field::{Fields, Value};
 use mad_core::mad::MadHeader;
