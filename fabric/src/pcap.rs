@@ -21,7 +21,67 @@ pub fn is_pcap(data: &[u8]) -> bool {
 }
 
 /// One packet of the capture: the MAD it carries, or why it carries none.
-pub type Packet = Result<[u8; MAD_SIZE], String>;
+pub type Packet = Result<[u8; MAD_SIZE], PcapError>;
+
+/// What is wrong with a capture, or with one of its packets.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PcapError {
+    /// No pcap magic number.
+    #[error("not a pcap file")]
+    NotPcap,
+    /// The file header is cut short.
+    #[error("truncated pcap header")]
+    TruncatedHeader,
+    /// Not LINKTYPE_INFINIBAND.
+    #[error("pcap link type {0}, expected {LINKTYPE_INFINIBAND} (LINKTYPE_INFINIBAND)")]
+    LinkType(u32),
+    /// Reading failed (the I/O error, in words).
+    #[error("reading the capture: {0}")]
+    Io(String),
+    /// A record header is cut short.
+    #[error("truncated packet header")]
+    TruncatedRecord,
+    /// A record claims more than any frame.
+    #[error("packet claims {0} bytes, more than any frame ({MAX_RECORD})")]
+    RecordTooLong(u32),
+    /// A record claims more than the file holds.
+    #[error("packet claims {claims} bytes, file has {has}")]
+    RecordCut {
+        /// Bytes claimed.
+        claims: u32,
+        /// Bytes there.
+        has: usize,
+    },
+    /// The frame ends inside the LRH.
+    #[error("frame shorter than the LRH")]
+    NoLrh,
+    /// The LRH does not announce an IBA transport header.
+    #[error("LRH next header {0}: not an IBA transport packet")]
+    NotTransport(u8),
+    /// The frame ends inside the BTH.
+    #[error("frame too short for the BTH")]
+    NoBth,
+    /// Not a UD SEND: no MAD.
+    #[error("BTH opcode {0:#04x} is not UD SEND: no MAD")]
+    NotUdSend(u8),
+    /// Not QP0 or QP1.
+    #[error("destination QP {0}: MADs travel on QP0 or QP1")]
+    NotManagementQp(u32),
+    /// The frame ends inside the MAD.
+    #[error("frame of {len} bytes too short for a 256-byte MAD at offset {offset}")]
+    ShortMad {
+        /// The frame's length.
+        len: usize,
+        /// Where the MAD starts.
+        offset: usize,
+    },
+}
+
+impl From<std::io::Error> for PcapError {
+    fn from(e: std::io::Error) -> PcapError {
+        PcapError::Io(e.to_string())
+    }
+}
 
 /// The largest frame a record may claim: no InfiniBand frame comes near
 /// it (a 4096-byte MTU frame is under 4200 bytes), and a record that
@@ -30,7 +90,7 @@ pub const MAX_RECORD: u32 = 65_536;
 
 /// Splits a capture into packets. A broken file header is an error for the
 /// whole file; a broken packet is an error for that packet only.
-pub fn read(data: &[u8]) -> Result<Vec<Packet>, String> {
+pub fn read(data: &[u8]) -> Result<Vec<Packet>, PcapError> {
     Ok(Reader::new(data)?.collect())
 }
 
@@ -48,21 +108,19 @@ pub struct Reader<R> {
 impl<R: std::io::Read> Reader<R> {
     /// Reads and checks the file header: a pcap magic number and link type
     /// [`LINKTYPE_INFINIBAND`].
-    pub fn new(mut input: R) -> Result<Reader<R>, String> {
+    pub fn new(mut input: R) -> Result<Reader<R>, PcapError> {
         let mut h = [0u8; 24];
-        let got = read_full(&mut input, &mut h).map_err(|e| e.to_string())?;
+        let got = read_full(&mut input, &mut h)?;
         if got < 4 || !is_pcap(&h) {
-            return Err("not a pcap file".into());
+            return Err(PcapError::NotPcap);
         }
         if got < 24 {
-            return Err("truncated pcap header".into());
+            return Err(PcapError::TruncatedHeader);
         }
         let le = h[0] == 0xd4 || h[0] == 0x4d;
         let linktype = u32_of(le, &h[20..24]) & 0x0FFF_FFFF;
         if linktype != LINKTYPE_INFINIBAND {
-            return Err(format!(
-                "pcap link type {linktype}, expected {LINKTYPE_INFINIBAND} (LINKTYPE_INFINIBAND)"
-            ));
+            return Err(PcapError::LinkType(linktype));
         }
         Ok(Reader {
             input,
@@ -108,7 +166,7 @@ impl<R: std::io::Read> Iterator for Reader<R> {
             Ok(n) => n,
             Err(e) => {
                 self.done = true;
-                return Some(Err(format!("reading the capture: {e}")));
+                return Some(Err(e.into()));
             }
         };
         if got == 0 {
@@ -117,25 +175,26 @@ impl<R: std::io::Read> Iterator for Reader<R> {
         }
         if got < 16 {
             self.done = true;
-            return Some(Err("truncated packet header".into()));
+            return Some(Err(PcapError::TruncatedRecord));
         }
         let incl = u32_of(self.le, &h[8..12]);
         if incl > MAX_RECORD {
             self.done = true;
-            return Some(Err(format!(
-                "packet claims {incl} bytes, more than any frame ({MAX_RECORD})"
-            )));
+            return Some(Err(PcapError::RecordTooLong(incl)));
         }
         self.frame.resize(incl as usize, 0);
         match read_full(&mut self.input, &mut self.frame) {
             Ok(n) if n == incl as usize => Some(mad_of_frame(&self.frame)),
             Ok(n) => {
                 self.done = true;
-                Some(Err(format!("packet claims {incl} bytes, file has {n}")))
+                Some(Err(PcapError::RecordCut {
+                    claims: incl,
+                    has: n,
+                }))
             }
             Err(e) => {
                 self.done = true;
-                Some(Err(format!("reading the capture: {e}")))
+                Some(Err(e.into()))
             }
         }
     }
@@ -143,39 +202,31 @@ impl<R: std::io::Read> Iterator for Reader<R> {
 
 /// Extracts the MAD from one InfiniBand frame.
 pub fn mad_of_frame(f: &[u8]) -> Packet {
-    let lrh = f.get(..8).ok_or("frame shorter than the LRH")?;
+    let lrh = f.get(..8).ok_or(PcapError::NoLrh)?;
     let lnh = lrh[1] & 0x3;
     let mut off = match lnh {
         2 => 8,
         3 => 8 + 40,
-        _ => {
-            return Err(format!(
-                "LRH next header {lnh}: not an IBA transport packet"
-            ))
-        }
+        _ => return Err(PcapError::NotTransport(lnh)),
     };
-    let bth = f.get(off..off + 12).ok_or("frame too short for the BTH")?;
+    let bth = f.get(off..off + 12).ok_or(PcapError::NoBth)?;
     let opcode = bth[0];
     let dest_qp = u32::from_be_bytes([0, bth[5], bth[6], bth[7]]);
     off += 12;
     // UD SEND only (0x64) or SEND only with immediate (0x65) carry a DETH.
     if opcode != 0x64 && opcode != 0x65 {
-        return Err(format!("BTH opcode {opcode:#04x} is not UD SEND: no MAD"));
+        return Err(PcapError::NotUdSend(opcode));
     }
     off += 8;
     if opcode == 0x65 {
         off += 4;
     }
     if dest_qp > 1 {
-        return Err(format!(
-            "destination QP {dest_qp}: MADs travel on QP0 or QP1"
-        ));
+        return Err(PcapError::NotManagementQp(dest_qp));
     }
-    let mad = f.get(off..off + MAD_SIZE).ok_or_else(|| {
-        format!(
-            "frame of {} bytes too short for a 256-byte MAD at offset {off}",
-            f.len()
-        )
+    let mad = f.get(off..off + MAD_SIZE).ok_or(PcapError::ShortMad {
+        len: f.len(),
+        offset: off,
     })?;
     let mut m = [0u8; MAD_SIZE];
     m.copy_from_slice(mad);
@@ -321,15 +372,27 @@ mod tests {
         let pkts = read(&cap).unwrap();
         assert_eq!(pkts.len(), 2);
         assert_eq!(pkts[0].as_ref().unwrap(), &m);
-        assert!(pkts[1].as_ref().unwrap_err().contains("too short"));
+        assert_eq!(
+            pkts[1],
+            Err(PcapError::ShortMad {
+                len: 100,
+                offset: 28
+            })
+        );
+        assert!(pkts[1]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("too short"));
     }
 
     #[test]
     fn a_capture_of_another_link_type_is_refused() {
         let mut cap = write(&[]);
         cap[20] = 1;
-        assert!(read(&cap).unwrap_err().contains("link type 1"));
-        assert!(read(&cap[..10]).is_err());
+        assert_eq!(read(&cap).unwrap_err(), PcapError::LinkType(1));
+        assert!(read(&cap).unwrap_err().to_string().contains("link type 1"));
+        assert_eq!(read(&cap[..10]).unwrap_err(), PcapError::TruncatedHeader);
     }
 
     /// A record claiming a huge frame stops the reading with an error for
@@ -341,19 +404,16 @@ mod tests {
         cap[hdr..hdr + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         let pkts = read(&cap).unwrap();
         assert_eq!(pkts.len(), 1);
-        assert!(pkts[0]
-            .as_ref()
-            .unwrap_err()
-            .contains("more than any frame"));
+        assert_eq!(pkts[0], Err(PcapError::RecordTooLong(u32::MAX)));
         // One claiming more than the file holds.
         cap[hdr..hdr + 4].copy_from_slice(&1000u32.to_le_bytes());
         let pkts = read(&cap).unwrap();
         assert_eq!(
-            pkts[0].as_ref().unwrap_err(),
+            pkts[0].as_ref().unwrap_err().to_string(),
             "packet claims 1000 bytes, file has 40"
         );
         // Cut inside a record header.
         let pkts = read(&cap[..24 + 7]).unwrap();
-        assert_eq!(pkts[0].as_ref().unwrap_err(), "truncated packet header");
+        assert_eq!(pkts[0], Err(PcapError::TruncatedRecord));
     }
 }

@@ -5,13 +5,13 @@
 //! allocate what a record merely claims.
 #![no_main]
 
-use fabric::mads::{read_all, Origin};
+use fabric::mads::{read_all, ItemError, Origin};
 use fabric::pcap::{read, Reader};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let whole = read(data);
-    let streamed: Result<Vec<_>, String> = Reader::new(data).map(|r| r.collect());
+    let streamed: Result<Vec<_>, _> = Reader::new(data).map(|r| r.collect());
     assert_eq!(whole, streamed);
     if let Ok(p) = &whole {
         for m in p.iter().flatten() {
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
                     Origin::Packet(n) => {
                         assert_eq!(n, i as u64 + 1);
                         let p = whole.as_ref().expect("a capture the pcap reader read");
-                        assert_eq!(&it.mad, &p[i]);
+                        assert_eq!(it.mad, p[i].clone().map_err(ItemError::Pcap));
                     }
                     Origin::Line(n) => {
                         assert!(n > last && n <= lines, "line {n} of {lines}");

@@ -290,7 +290,7 @@ impl Served {
 
     /// Sends a control command (see `ibkit fabric ctl`).
     pub fn ctl(&self, command: &str) -> Result<String, String> {
-        fabric::serve::ctl(&self.sock, command)
+        fabric::serve::ctl(&self.sock, command).map_err(|e| e.to_string())
     }
 
     /// The server's counters (`ibkit fabric ctl stats`), parsed.

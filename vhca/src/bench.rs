@@ -30,7 +30,7 @@
 //! if let [_, flag, sock] = &args[..] {
 //!     if flag == "--guest" {
 //!         let (input, output) = (std::io::stdin().lock(), std::io::stdout());
-//!         return vhca::bench::guest(sock.as_ref(), true, input, output);
+//!         return Ok(vhca::bench::guest(sock.as_ref(), true, input, output)?);
 //!     }
 //! }
 //! let report = vhca::bench::run(true, |sock| {
@@ -38,9 +38,9 @@
 //!     child.arg("--guest").arg(sock);
 //!     child
 //! })?;
-//! println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+//! println!("{}", serde_json::to_string(&report)?);
 //! assert_eq!(report.data_path_commands.guest, 0);
-//! # Ok::<(), String>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Placement
@@ -210,33 +210,55 @@ pub fn guest(
     quick: bool,
     mut input: impl BufRead,
     mut output: impl Write,
-) -> Result<(), String> {
+) -> Result<(), BenchError> {
     pin_to(1);
     let open = || -> Result<_, String> {
         let (s, mem, lay) = Socket::connect(sock, MEM).map_err(|e| e.to_string())?;
         Context::open(s, mem, lay).map_err(|e| e.to_string())
     };
-    let mut a = vm(open()?)?;
-    let mut b = vm(open()?)?;
-    connect(&mut a, &mut b)?;
+    let setup = || -> Result<_, String> {
+        let mut a = vm(open()?)?;
+        let mut b = vm(open()?)?;
+        connect(&mut a, &mut b)?;
+        Ok((a, b))
+    };
+    let (mut a, mut b) = setup().map_err(BenchError::Run)?;
     let mut data_path = 0;
     let mut line = String::new();
     loop {
         line.clear();
-        if input.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+        if input.read_line(&mut line)? == 0 {
             break;
         }
-        let t = Test::decode(&line).ok_or_else(|| format!("unknown test {line:?}"))?;
+        let t = Test::decode(&line).ok_or_else(|| BenchError::UnknownTest(line.clone()))?;
         let before = a.ctx.commands() + b.ctx.commands();
-        let v = t.run(&mut a, &mut b, quick)?;
+        let v = t.run(&mut a, &mut b, quick).map_err(BenchError::Run)?;
         if !matches!(t, Test::Reg(_) | Test::Call) {
             data_path += a.ctx.commands() + b.ctx.commands() - before;
         }
-        writeln!(output, "{v}").map_err(|e| e.to_string())?;
-        output.flush().map_err(|e| e.to_string())?;
+        writeln!(output, "{v}")?;
+        output.flush()?;
     }
-    writeln!(output, "data_path_commands {data_path}").map_err(|e| e.to_string())?;
-    output.flush().map_err(|e| e.to_string())
+    writeln!(output, "data_path_commands {data_path}")?;
+    Ok(output.flush()?)
+}
+
+/// Why a benchmark run, or its guest side, stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A backend (the in-process hub or the socket driver) could not
+    /// start, or stopped with an error.
+    #[error("backend: {0}")]
+    Backend(String),
+    /// Setting up a VM, a test through vhca, or the guest process failed.
+    #[error("{0}")]
+    Run(String),
+    /// The guest side was asked for a test it does not know.
+    #[error("unknown test {0:?}")]
+    UnknownTest(String),
+    /// Reading or writing the guest side's pipes failed.
+    #[error("guest pipes: {0}")]
+    Pipe(#[from] std::io::Error),
 }
 
 /// A directory of its own for the backend's socket, removed when dropped.
@@ -272,18 +294,22 @@ impl Drop for SocketDir {
 /// its standard input and output are set to pipes here. An error when a
 /// backend cannot start, a test fails or times out, or the guest process
 /// fails.
-pub fn run(quick: bool, guest_command: impl FnOnce(&Path) -> Command) -> Result<Report, String> {
+pub fn run(
+    quick: bool,
+    guest_command: impl FnOnce(&Path) -> Command,
+) -> Result<Report, BenchError> {
     let rounds = if quick { 1 } else { 5 };
+    let backend = |e: String| BenchError::Backend(e);
     // Native: an in-process hub, its device thread on CPU 0, the VMs on 1.
     let hub = Hub::new(SoftHca::<GuestMemoryMmap>::new(0x0002_c903_00ab_0001))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| backend(e.to_string()))?;
     let h = hub.clone();
     let dev = std::thread::spawn(move || {
         pin_to(0);
         h.run_device()
     });
     // Guest: the driver loop on a thread here (CPU 0), the VMs in a child.
-    let dir = SocketDir::new("vhca-bench")?;
+    let dir = SocketDir::new("vhca-bench").map_err(backend)?;
     let sock = dir.sock();
     let mut lids = 1u16..;
     let mut driver = Driver::new(
@@ -292,7 +318,7 @@ pub fn run(quick: bool, guest_command: impl FnOnce(&Path) -> Command) -> Result<
         Limits::default(),
         Box::new(move |_| port(lids.next().unwrap_or(1))),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| backend(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let driver_rest = driver.rest_handle();
@@ -307,10 +333,12 @@ pub fn run(quick: bool, guest_command: impl FnOnce(&Path) -> Command) -> Result<
     let _ = dev.join();
     std::thread::sleep(Duration::from_millis(50));
     stop.store(true, Ordering::Relaxed);
-    let (driver, r) = drv.join().map_err(|_| "driver thread panicked")?;
-    r.map_err(|e| e.to_string())?;
+    let (driver, r) = drv
+        .join()
+        .map_err(|_| backend("driver thread panicked".into()))?;
+    r.map_err(|e| backend(e.to_string()))?;
     drop(dir);
-    let sides = result?;
+    let sides = result.map_err(BenchError::Run)?;
     let b = driver.backend();
     Ok(Report {
         event_wake_floor_us: wake_floor(event_iters(quick)),
@@ -578,7 +606,14 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         drv.join().unwrap().unwrap();
         r.unwrap();
-        assert_eq!(unknown, Err("unknown test \"what 1\\n\"".to_string()));
+        assert!(
+            matches!(&unknown, Err(BenchError::UnknownTest(l)) if l == "what 1\n"),
+            "{unknown:?}"
+        );
+        assert_eq!(
+            unknown.unwrap_err().to_string(),
+            "unknown test \"what 1\\n\""
+        );
         let out = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 3, "{out}");

@@ -31,33 +31,34 @@ pub fn decode_stream(
     err: &mut dyn Write,
 ) -> Result<Summary, DecodeError> {
     let mut sum = Summary::default();
-    let mut item =
-        |origin: &dyn Fn() -> String, mad: Result<[u8; MAD_SIZE], String>| -> std::io::Result<()> {
-            match mad {
-                Ok(bytes) => {
-                    sum.decoded += 1;
-                    let m = Mad {
-                        bytes: &bytes,
-                        origin: origin(),
-                    };
-                    if json {
-                        writeln!(out, "{}", mad_json(&m))
-                    } else {
-                        writeln!(out, "{}", mad_text(&m, sum.decoded as usize))
-                    }
-                }
-                Err(e) => {
-                    sum.bad += 1;
-                    if sum.bad <= MAX_ERRORS_SHOWN {
-                        writeln!(err, "ibkit decode: {}: {e}", origin())?;
-                    }
-                    if sum.bad == MAX_ERRORS_SHOWN {
-                        writeln!(err, "ibkit decode: further bad items are only counted")?;
-                    }
-                    Ok(())
+    let mut item = |origin: &dyn Fn() -> String,
+                    mad: Result<[u8; MAD_SIZE], super::ItemError>|
+     -> std::io::Result<()> {
+        match mad {
+            Ok(bytes) => {
+                sum.decoded += 1;
+                let m = Mad {
+                    bytes: &bytes,
+                    origin: origin(),
+                };
+                if json {
+                    writeln!(out, "{}", mad_json(&m))
+                } else {
+                    writeln!(out, "{}", mad_text(&m, sum.decoded as usize))
                 }
             }
-        };
+            Err(e) => {
+                sum.bad += 1;
+                if sum.bad <= MAX_ERRORS_SHOWN {
+                    writeln!(err, "ibkit decode: {}: {e}", origin())?;
+                }
+                if sum.bad == MAX_ERRORS_SHOWN {
+                    writeln!(err, "ibkit decode: further bad items are only counted")?;
+                }
+                Ok(())
+            }
+        }
+    };
     for it in MadReader::new(input).map_err(|e| match e {
         ReadError::Input(s) => DecodeError::Input(s),
         ReadError::Io(e) => DecodeError::Io(e),
@@ -72,8 +73,8 @@ pub fn decode_stream(
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     /// The input is not a capture it claims to be.
-    #[error("{0}")]
-    Input(String),
+    #[error(transparent)]
+    Input(crate::pcap::PcapError),
     /// Reading the input or writing the output failed.
     #[error(transparent)]
     Io(std::io::Error),

@@ -17,9 +17,30 @@ use std::io::{BufRead, Read};
 /// line is an error for that line, skipped without being held.
 pub const MAX_LINE: usize = 16 * 1024;
 
+/// Why an input item holds no MAD.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ItemError {
+    /// A character that is not a hex digit (shown escaped: the error
+    /// never carries raw bytes from the input to a terminal).
+    #[error("{0:?} is not a hex digit")]
+    NotHex(char),
+    /// An odd number of hex digits.
+    #[error("odd number of hex digits ({0})")]
+    OddDigits(usize),
+    /// Not 256 bytes.
+    #[error("expected {MAD_SIZE} bytes, got {0}")]
+    Length(usize),
+    /// A line longer than [`MAX_LINE`], skipped.
+    #[error("line longer than {MAX_LINE} bytes")]
+    LineTooLong,
+    /// A capture record without a MAD.
+    #[error(transparent)]
+    Pcap(#[from] pcap::PcapError),
+}
+
 /// Parses one text line into a MAD: whitespace and `0x` prefixes are ignored.
 /// Empty lines and lines starting with `#` are not MADs (`Ok(None)`).
-pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, String> {
+pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, ItemError> {
     let t = line.trim();
     if t.is_empty() || t.starts_with('#') {
         return Ok(None);
@@ -32,11 +53,7 @@ pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, String> {
             .or_else(|| tok.strip_prefix("0X"))
             .unwrap_or(tok);
         for c in tok.chars() {
-            // Debug escapes control characters: the error never carries
-            // raw bytes from the input to a terminal.
-            let d = c
-                .to_digit(16)
-                .ok_or_else(|| format!("{c:?} is not a hex digit"))?;
+            let d = c.to_digit(16).ok_or(ItemError::NotHex(c))?;
             if let Some(b) = m.get_mut(n / 2) {
                 *b = (*b << 4) | d as u8;
             }
@@ -44,10 +61,10 @@ pub fn parse_hex_line(line: &str) -> Result<Option<[u8; MAD_SIZE]>, String> {
         }
     }
     if n % 2 != 0 {
-        return Err(format!("odd number of hex digits ({n})"));
+        return Err(ItemError::OddDigits(n));
     }
     if n != 2 * MAD_SIZE {
-        return Err(format!("expected {MAD_SIZE} bytes, got {}", n / 2));
+        return Err(ItemError::Length(n / 2));
     }
     Ok(Some(m))
 }
@@ -82,15 +99,15 @@ pub struct Item {
     /// Where it was.
     pub origin: Origin,
     /// The MAD or the error.
-    pub mad: Result<[u8; MAD_SIZE], String>,
+    pub mad: Result<[u8; MAD_SIZE], ItemError>,
 }
 
 /// Why an input cannot be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// It starts like a capture and is not one.
-    #[error("{0}")]
-    Input(String),
+    #[error(transparent)]
+    Input(pcap::PcapError),
     /// Reading it failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -144,7 +161,7 @@ impl<R: BufRead> Iterator for MadReader<R> {
                 *no += 1;
                 Some(Ok(Item {
                     origin: Origin::Packet(*no),
-                    mad,
+                    mad: mad.map_err(ItemError::Pcap),
                 }))
             }
             Inner::Text { input, line, no } => loop {
@@ -170,7 +187,7 @@ impl<R: BufRead> Iterator for MadReader<R> {
                     }
                     return Some(Ok(Item {
                         origin,
-                        mad: Err(format!("line longer than {MAX_LINE} bytes")),
+                        mad: Err(ItemError::LineTooLong),
                     }));
                 }
                 match parse_hex_line(&String::from_utf8_lossy(line)) {
@@ -226,11 +243,12 @@ mod tests {
             "{items:?}"
         );
         assert_eq!(items[0].mad, Ok([7u8; 256]));
+        assert_eq!(items[1].mad, Err(ItemError::LineTooLong));
+        assert_eq!(items[2].mad, Err(ItemError::NotHex('z')));
         assert_eq!(
-            items[1].mad,
-            Err(format!("line longer than {MAX_LINE} bytes"))
+            items[2].mad.as_ref().unwrap_err().to_string(),
+            "'z' is not a hex digit"
         );
-        assert_eq!(items[2].mad, Err("'z' is not a hex digit".into()));
         assert_eq!(items[3].mad, Ok([7u8; 256]));
     }
 

@@ -45,6 +45,28 @@ pub enum SocketError {
     },
 }
 
+/// Why a `ctl` command got no answer, or an error for one.
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    /// The client's own socket could not be set up.
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    /// Nothing serves the control socket.
+    #[error("no ibkit fabric serve on @{name}: {source}")]
+    NoServer {
+        /// The control socket's abstract name.
+        name: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The server did not answer in time.
+    #[error("no answer: {0}")]
+    NoAnswer(std::io::Error),
+    /// The server refused the command, saying why.
+    #[error("{0}")]
+    Refused(String),
+}
+
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SocketError {
     move |source| SocketError::Io { what, source }
 }
@@ -335,25 +357,27 @@ impl Server {
 
 /// Sends one command to the `ibkit fabric serve` on socket `base` and
 /// returns its answer (an `error: ` answer as the error).
-pub fn ctl(base: &str, command: &str) -> Result<String, String> {
+pub fn ctl(base: &str, command: &str) -> Result<String, CtlError> {
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let me = format!(
         "{base}:ibkitctl{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    let s = UnixDatagram::bind_addr(&sys::abstract_addr(&me).map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
+    let s = UnixDatagram::bind_addr(&sys::abstract_addr(&me).map_err(io("client address"))?)
+        .map_err(io("binding the client socket"))?;
     s.set_read_timeout(Some(Duration::from_secs(60)))
-        .map_err(|e| e.to_string())?;
-    let to = sys::abstract_addr(&control_name(base)).map_err(|e| e.to_string())?;
-    s.send_to_addr(command.as_bytes(), &to)
-        .map_err(|e| format!("no ibkit fabric serve on @{}: {e}", control_name(base)))?;
+        .map_err(io("setting the answer timeout"))?;
+    let name = control_name(base);
+    let to = sys::abstract_addr(&name).map_err(io("server address"))?;
+    if let Err(source) = s.send_to_addr(command.as_bytes(), &to) {
+        return Err(CtlError::NoServer { name, source });
+    }
     let mut buf = vec![0u8; 65536];
-    let n = s.recv(&mut buf).map_err(|e| format!("no answer: {e}"))?;
+    let n = s.recv(&mut buf).map_err(CtlError::NoAnswer)?;
     let text = String::from_utf8_lossy(&buf[..n]).into_owned();
     if let Some(e) = text.strip_prefix("error: ") {
-        return Err(e.to_string());
+        return Err(CtlError::Refused(e.to_string()));
     }
     Ok(text)
 }

@@ -22,7 +22,7 @@ mod session;
 mod sys;
 
 pub use command::Command;
-pub use driver::{ctl, serve, ServeConfig, SocketError};
+pub use driver::{ctl, serve, CtlError, ServeConfig, SocketError};
 pub use session::{Answer, Session, Transport, ECONNRESET, LOG_PER_SECOND};
 
 use crate::ibsim;

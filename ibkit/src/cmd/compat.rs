@@ -17,7 +17,7 @@ pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outco
         return Err(m.into());
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
+    let topo = Topology::from_spec(spec)?;
     let dir = std::env::temp_dir().join(format!("ibkit-compat-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let runs = runs.max(1);

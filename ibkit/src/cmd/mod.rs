@@ -76,9 +76,13 @@ error_is_fail!(
     serde_json::Error,
     smd::SmdError,
     ::vhca::traffic::TrafficError,
+    ::vhca::bench::BenchError,
     fabric::topology::TopologyError,
     fabric::migrate::MigrateError,
-    fabric::serve::SocketError
+    fabric::serve::SocketError,
+    fabric::serve::CtlError,
+    fabric::mads::decode::DecodeError,
+    fabric::pcap::PcapError
 );
 
 /// What a command returns: success, or why not.

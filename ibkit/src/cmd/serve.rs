@@ -54,7 +54,7 @@ pub struct CtlArgs {
 /// Serves `a.topology` until killed.
 pub fn serve(a: &ServeArgs) -> super::Outcome {
     super::args::init_logging(if a.verbose { "debug" } else { "info" });
-    let topo = Topology::from_spec(&a.topology).map_err(|e| e.to_string())?;
+    let topo = Topology::from_spec(&a.topology)?;
     let cfg = SimConfig {
         hop_ns: a.hop_ns,
         dr_hop_ns: a.dr_hop_ns,
@@ -76,7 +76,7 @@ pub fn serve(a: &ServeArgs) -> super::Outcome {
         answer_delay: Duration::from_micros(a.answer_delay_us),
         allow_uids: a.allow_uids.clone(),
     };
-    fabric::serve::serve(fabric, &cfg).map_err(|e| super::Fail::Error(e.to_string()))
+    Ok(fabric::serve::serve(fabric, &cfg)?)
 }
 
 /// Sends `a.command` to a serving fabric and prints its answer.

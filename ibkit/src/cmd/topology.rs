@@ -17,7 +17,7 @@ pub struct TopologyArgs {
 
 /// Runs `ibkit topology`.
 pub fn main(a: &TopologyArgs) -> super::Outcome {
-    let t = Topology::from_spec(&a.topology).map_err(|e| super::Fail::Error(e.to_string()))?;
+    let t = Topology::from_spec(&a.topology)?;
     if a.ibnetdiscover {
         print!("{}", to_ibnetdiscover(&t));
     } else {

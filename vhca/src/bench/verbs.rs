@@ -8,7 +8,7 @@
 //! [module documentation](super)).
 
 use super::workloads::{iters, port, round_trips, Test};
-use super::{median, GuestProcess, SocketDir};
+use super::{median, BenchError, GuestProcess, SocketDir};
 use crate::backend::Limits;
 use crate::channel::Driver;
 use crate::device::verbs::VerbsHca;
@@ -254,16 +254,18 @@ pub fn run(
     name: &str,
     quick: bool,
     guest_command: impl FnOnce(&Path) -> Command,
-) -> Result<Report, String> {
+) -> Result<Report, BenchError> {
     let rounds = if quick { 1 } else { 3 };
-    let ctx = Context::open(name).map_err(|e| e.to_string())?;
-    let link = if ctx.query_port(1).map_err(|e| e.to_string())?.is_ethernet() {
+    let backend = |e: String| BenchError::Backend(e);
+    let ctx = Context::open(name).map_err(|e| backend(e.to_string()))?;
+    let port1 = ctx.query_port(1).map_err(|e| backend(e.to_string()))?;
+    let link = if port1.is_ethernet() {
         Link::Roce
     } else {
         Link::InfiniBand
     };
-    let hca = VerbsHca::<GuestMemoryMmap>::open(name, 1).map_err(|e| e.to_string())?;
-    let dir = SocketDir::new("vhca-bench-verbs")?;
+    let hca = VerbsHca::<GuestMemoryMmap>::open(name, 1).map_err(|e| backend(e.to_string()))?;
+    let dir = SocketDir::new("vhca-bench-verbs").map_err(backend)?;
     let sock = dir.sock();
     let mut lids = 1u16..;
     let mut driver = Driver::new(
@@ -272,7 +274,7 @@ pub fn run(
         Limits::default(),
         Box::new(move |_| port(lids.next().unwrap_or(1))),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| backend(e.to_string()))?;
     let gone = driver.stats.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
@@ -319,10 +321,12 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(5));
     }
     stop.store(true, Ordering::Relaxed);
-    let (driver, r) = drv.join().map_err(|_| "driver thread panicked")?;
-    r.map_err(|e| e.to_string())?;
+    let (driver, r) = drv
+        .join()
+        .map_err(|_| backend("driver thread panicked".into()))?;
+    r.map_err(|e| backend(e.to_string()))?;
     drop(dir);
-    let (rows, cmds) = measured?;
+    let (rows, cmds) = measured.map_err(BenchError::Run)?;
     let device = driver.backend().device();
     Ok(Report {
         device: name.to_string(),

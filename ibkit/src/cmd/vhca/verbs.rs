@@ -9,7 +9,7 @@ pub fn run(name: &str, json_out: bool, quick: bool) -> crate::cmd::Outcome {
     let r = vhca::bench::verbs::run(name, quick, super::guest_command(quick)?)?;
     let cmds = r.data_path_commands;
     if json_out {
-        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string(&r)?);
     } else {
         println!(
             "vhca over {name} ({}): the HCA through verbs-sys (native) against a guest process through vhca's VerbsHca (mediated data path); medians of {}",
