@@ -325,3 +325,52 @@ fn measured_side(x: Measured, cas: usize) -> MeasuredSide {
         pd_smps: x.pd_smps,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On an m-port n-tree the three columns are there, ibkit's model
+    /// equals the measurement, and the paper's counts differ only where a
+    /// reason is given.
+    #[test]
+    fn the_three_columns_of_a_tree() {
+        let r = ModelReport::new("mport-ntree:4:2", 0, LidPolicy::Prepopulated, true).unwrap();
+        let osu = r.osu.as_ref().unwrap();
+        assert_eq!((osu.m, osu.n, osu.switches, osu.nodes), (4, 2, 6, 8));
+        assert!(r.measured.is_some());
+        assert_eq!(r.failure(), None);
+        for k in &r.comparison {
+            assert_eq!(k.measured, Some(k.ibkit_model), "{}", k.kind);
+            if k.osu != Some(k.ibkit_model) {
+                assert!(!k.why.is_empty(), "{} differs without a reason", k.kind);
+            }
+        }
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["osu"]["lft_smps_per_switch"], osu.lft_smps_per_switch);
+        assert!(v.get("vfs").is_none());
+    }
+
+    /// Not a tree: no OSU column; without measuring, nothing measured and
+    /// nothing to fail; a disagreement is named.
+    #[test]
+    fn no_tree_no_measurement_and_a_disagreement() {
+        let r = ModelReport::new("random:8:3", 0, LidPolicy::Prepopulated, false).unwrap();
+        assert!(r.osu.is_none() && r.measured.is_none());
+        assert!(r
+            .comparison
+            .iter()
+            .all(|k| k.osu.is_none() && k.why.is_empty()));
+        let mut t = ModelReport::new("mport-ntree:4:2", 0, LidPolicy::Prepopulated, true).unwrap();
+        t.comparison[0].measured = Some(t.comparison[0].ibkit_model + 1);
+        let e = t.failure().unwrap();
+        assert!(
+            e.starts_with("mport-ntree:4:2: ibkit's model predicts"),
+            "{e}"
+        );
+        assert!(matches!(
+            ModelReport::new("nonsense", 0, LidPolicy::Prepopulated, false),
+            Err(CompareError::Topology(_))
+        ));
+    }
+}

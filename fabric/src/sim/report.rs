@@ -425,3 +425,100 @@ impl BringUp {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimNode;
+
+    fn cfg(spec: &str) -> BringUpConfig {
+        BringUpConfig {
+            topology: spec.into(),
+            window: 16,
+            loss: 0.0,
+            routing: Engine::MinHop,
+            vfs: 0,
+            policy: LidPolicy::Prepopulated,
+            hop_ns: 1_000,
+            dr_hop_ns: 2_000,
+            capture: false,
+        }
+    }
+
+    /// The report adds up: phases to the total, kinds to the total, the
+    /// model (exact on a tree) to the measurement; the check is all pairs
+    /// and held; the JSON has the shape `ibkit sim --json` documents.
+    #[test]
+    fn a_bring_up_report_adds_up_and_serializes() {
+        let mut checked = false;
+        let b = BringUp::run(&cfg("mport-ntree:4:2"), || checked = true).unwrap();
+        assert!(checked);
+        let r = &b.report;
+        assert!(r.up && r.verify.ok && r.verify.check == "all pairs");
+        assert_eq!(b.failure(), None);
+        let phases: u64 = r.phases.sm_phases().iter().map(|(_, _, p)| p.total).sum();
+        assert_eq!(phases, r.smps.total);
+        let kinds: u64 = r.smps.by_kind.0.iter().map(|(_, n)| n).sum();
+        assert_eq!(kinds, r.smps.total);
+        assert_eq!(r.model.by_kind.0.len(), r.smps.by_kind.0.len());
+        for (k, n) in &r.model.by_kind.0 {
+            assert_eq!(r.smps.by_kind.get(k), *n, "{k}");
+        }
+        assert_eq!((r.topology.switches, r.topology.cas), (6, 8));
+        let v = serde_json::to_value(r).unwrap();
+        assert_eq!(v["smps"]["total"], r.smps.total);
+        assert_eq!(v["phases"]["routing"]["engine"], "minhop");
+        assert!(v["smps"]["by_kind"]["Get(NodeInfo)"].as_u64().unwrap() > 0);
+        assert_eq!(v["verify"]["unreachable_pairs"], 0);
+    }
+
+    /// Traces name their hops, and a bad spec is a typed error.
+    #[test]
+    fn traces_walk_named_nodes_and_refuse_unknown_ones() {
+        let mut b = BringUp::run(&cfg("mport-ntree:4:2"), || {}).unwrap();
+        let ca = b.fabric.topo.nodes[1].name.clone();
+        let sw = b.fabric.topo.nodes[b.fabric.topo.nodes.len() - 1]
+            .name
+            .clone();
+        b.trace(&[format!("{ca}:{sw}")]).unwrap();
+        assert!(
+            b.report.traces[0].starts_with(&format!("{ca} → LID "))
+                && b.report.traces[0].contains("Delivered"),
+            "{:?}",
+            b.report.traces
+        );
+        assert_eq!(
+            b.trace(&["nowhere:1".into()]),
+            Err(super::super::TraceError::NoNode("nowhere".into()))
+        );
+        assert_eq!(
+            b.trace(&["no-colon".into()]),
+            Err(super::super::TraceError::Syntax("no-colon".into()))
+        );
+        assert_eq!(
+            b.trace(&[format!("{ca}:nobody")]),
+            Err(super::super::TraceError::NoTarget("nobody".into()))
+        );
+    }
+
+    /// A route broken after the bring-up is named by `failure`.
+    #[test]
+    fn a_broken_route_is_the_failure() {
+        let mut b = BringUp::run(&cfg("mport-ntree:4:2"), || {}).unwrap();
+        let ca = (0..b.fabric.nodes.len())
+            .find(|&i| i != b.fabric.sm_node && matches!(b.fabric.nodes[i], SimNode::Ca(_)))
+            .unwrap();
+        let lid = b.fabric.nodes[ca].lid();
+        for n in &mut b.fabric.nodes {
+            if let SimNode::Switch(s) = n {
+                s.model.lft[usize::from(lid.0)] = 0xFF;
+            }
+        }
+        b.verify = b.fabric.verify();
+        let e = b.failure().unwrap();
+        assert!(
+            e.starts_with("mport-ntree:4:2: routes wrong after bring-up"),
+            "{e}"
+        );
+    }
+}
