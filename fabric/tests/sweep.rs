@@ -291,3 +291,86 @@ fn static_reconfiguration_quiets_the_ca_links_around_the_table_update() {
     }
     clean(&f);
 }
+
+/// The SM's events tell the story: every node added once and LIDs given
+/// at bring-up, then the subnet up; a switch that goes is a trap, a lost
+/// node and the subnet up again; when it returns it is added again.
+#[test]
+fn the_sm_publishes_what_happens_to_the_subnet() {
+    use mad_core::Guid;
+    use smi::sm::SmEvent;
+    let (mut f, mut sm) = up("mport-ntree:4:3", SmConfig::default());
+    let events: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event()).collect();
+    let added: Vec<Guid> = events
+        .iter()
+        .filter_map(|e| match e {
+            SmEvent::NodeAdded { guid, .. } => Some(*guid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added.len(), f.topo.nodes.len());
+    let mut unique = added.clone();
+    unique.sort_by_key(|g| g.0);
+    unique.dedup();
+    assert_eq!(unique.len(), added.len(), "each node added once");
+    assert!(events.contains(&SmEvent::LidsChanged {
+        ports: f.topo.nodes.len()
+    }));
+    assert_eq!(
+        events.last(),
+        Some(&SmEvent::SubnetUp {
+            nodes: f.topo.nodes.len(),
+            max_lid: Lid(f.topo.nodes.len() as u16)
+        })
+    );
+    assert!(sm.poll_event().is_none(), "each event once");
+
+    // A top switch (every neighbour a switch) goes away.
+    let spine = (0..f.nodes.len())
+        .find(|&i| {
+            f.topo.nodes[i].kind == NodeType::Switch
+                && (1..=f.topo.nodes[i].ports).all(|p| {
+                    f.topo
+                        .peer_of(i, p)
+                        .is_none_or(|(m, _)| f.topo.nodes[m].kind == NodeType::Switch)
+                })
+        })
+        .unwrap();
+    let guid = Guid(f.topo.nodes[spine].guid);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(spine));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    let events: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event()).collect();
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            SmEvent::Trap {
+                number: Some(128),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SmEvent::NodeLost { guid: g, .. } if *g == guid)),
+        "{events:?}"
+    );
+    assert!(
+        matches!(events.last(), Some(SmEvent::SubnetUp { nodes, .. }) if *nodes == f.topo.nodes.len() - 1),
+        "{events:?}"
+    );
+
+    // It comes back: added again.
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(spine));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    let events: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event()).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SmEvent::NodeAdded { guid: g, .. } if *g == guid)),
+        "{events:?}"
+    );
+}

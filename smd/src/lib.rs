@@ -14,7 +14,7 @@
 
 use mad_core::{Method, Smp};
 use serde::{Serialize, Serializer};
-use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmError};
+use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use verbs_sys::umad::{UmadPort, ETIMEDOUT};
@@ -224,7 +224,7 @@ pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
             .poll_timeout()
             .map_or(100, |t| t.saturating_sub(ms()).min(100)) as i32;
         match port.recv(wait.max(1))? {
-            Some(r) if r.status == 0 => {
+            Some(mut r) if r.status == 0 => {
                 if let Ok(smp) = Smp::parse(&r.mad) {
                     tracing::debug!(
                         "recv {:?} {:?} mod {:#x} status {:#x} tid {:#x}",
@@ -234,11 +234,17 @@ pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
                         smp.header.status.get(),
                         smp.header.transaction_id.get()
                     );
-                    let mut smp = smp.clone();
-                    // The kernel owns the high 32 bits of a request's TID.
-                    let tid = smp.header.transaction_id.get() & 0xFFFF_FFFF;
-                    smp.header.transaction_id.set(tid);
-                    sm.handle_response(&smp, ms());
+                }
+                // The kernel owns the high 32 bits of a request's TID
+                // (bytes 8..12 of the MAD header).
+                if let Some(high) = r.mad.get_mut(8..12) {
+                    high.fill(0);
+                }
+                if sm.handle_mad(&r.mad, ms()) == Handled::NotForSm {
+                    tracing::debug!(
+                        "not for the SM: a MAD of class {:#04x}",
+                        r.mad.get(1).copied().unwrap_or(0)
+                    );
                 }
             }
             // A send the kernel gave up on: the SM's own timer retries.
@@ -250,8 +256,31 @@ pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
         if sm.poll_timeout().is_some_and(|t| t <= ms()) {
             sm.handle_timeout(ms());
         }
+        while let Some(e) = sm.poll_event() {
+            log_event(&e);
+        }
     }
     Ok(summary(&sm, up_ms))
+}
+
+/// An SM event in the log: the subnet up, nodes and traps at the info
+/// level, LID changes at debug.
+fn log_event(e: &SmEvent) {
+    match e {
+        SmEvent::SubnetUp { nodes, max_lid } => {
+            tracing::info!("subnet up: {nodes} nodes, LIDs up to {}", max_lid.0)
+        }
+        SmEvent::NodeAdded { node, guid } => {
+            tracing::debug!("node {node} added: GUID {:#018x}", guid.0)
+        }
+        SmEvent::NodeLost { node, guid } => {
+            tracing::info!("node {node} lost: GUID {:#018x}", guid.0)
+        }
+        SmEvent::Trap { issuer, number } => {
+            tracing::info!("trap {number:?} from LID {}", issuer.0)
+        }
+        SmEvent::LidsChanged { ports } => tracing::debug!("LIDs given to {ports} ports"),
+    }
 }
 
 /// The run's result from the SM's state.

@@ -10,7 +10,7 @@
 //! routes recomputed, only the LFT blocks that differ sent, and only ports
 //! in Init or Armed moved on to Active.
 
-use super::{Phase, PortState, Purpose, Request, Sm};
+use super::{Phase, PortState, Purpose, Request, Sm, SmEvent};
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -26,6 +26,10 @@ impl Sm {
         let Ok(n) = Notice::decode(&smp.data) else {
             return;
         };
+        self.emit(SmEvent::Trap {
+            issuer: n.issuer_lid,
+            number: n.trap_number(),
+        });
         if n.issuer_lid.0 != 0 {
             self.trap_issuers.insert(n.issuer_lid.0);
             let mut r = Smp::lid_routed(
@@ -38,7 +42,7 @@ impl Sm {
             r.data = smp.data;
             // TrapRepress gets no response and keeps the trap's TID, so it
             // bypasses the window and the TID numbering.
-            self.queue.push_front(Request {
+            self.out.queue.push_front(Request {
                 smp: r,
                 purpose: Purpose::TrapRepress,
                 tries: 0,
@@ -58,7 +62,7 @@ impl Sm {
         // 128: link state change; 64/65: GID in/out of service.
         if matches!(n.trap_number(), Some(128 | 64 | 65)) && self.up && !unread {
             self.sweep_pending = true;
-            if self.phase == super::Phase::Done && self.inflight.is_empty() {
+            if self.phase == super::Phase::Done && self.out.inflight.is_empty() {
                 self.start_sweep(now_ms);
             }
         }
@@ -194,7 +198,7 @@ impl Sm {
             self.issuers_first = false;
             self.refresh_paths();
             self.sweep_rest();
-            if !self.queue.is_empty() {
+            if !self.out.queue.is_empty() {
                 return;
             }
         }
@@ -258,6 +262,8 @@ impl Sm {
             p.peer = None;
             p.info = None;
         }
+        let guid = n.info.node_guid;
+        self.emit(SmEvent::NodeAdded { node: i, guid });
         self.read_node(i);
     }
 
@@ -292,11 +298,18 @@ impl Sm {
                 }
             }
         }
+        let mut lost = Vec::new();
         for (i, node) in self.nodes.iter_mut().enumerate() {
+            if node.alive && !seen[i] {
+                lost.push((i, node.info.node_guid));
+            }
             node.alive = seen[i];
             if let Some(p) = paths[i].take() {
                 node.path = p;
             }
+        }
+        for (node, guid) in lost {
+            self.emit(SmEvent::NodeLost { node, guid });
         }
     }
 
@@ -304,6 +317,11 @@ impl Sm {
     /// now on, and the next light sweep is scheduled.
     pub(super) fn became_up(&mut self, now_ms: u64) {
         self.up = true;
+        let nodes = self.nodes.iter().filter(|n| n.alive).count();
+        self.emit(SmEvent::SubnetUp {
+            nodes,
+            max_lid: Lid(self.max_lid),
+        });
         self.old_lfts.clear();
         for n in self.nodes.iter_mut() {
             n.fresh = false;

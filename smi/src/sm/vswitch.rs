@@ -16,6 +16,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 use mad_core::attr::forwarding::DROP_PORT;
+use mad_core::attr::VPortInfo;
 use mad_core::Lid;
 
 /// How hypervisors' VFs get LIDs.
@@ -250,7 +251,7 @@ impl Sm {
                     }
                 });
                 if !stage.is_empty() {
-                    self.stages.push_back(stage);
+                    self.out.stages.push_back(stage);
                 }
                 let mut blocks = Vec::new();
                 for (k, &use_new) in keep.iter().enumerate() {
@@ -264,7 +265,7 @@ impl Sm {
                         sm.send_lft_block(k, b);
                     }
                 });
-                self.stages.push_back(lft);
+                self.out.stages.push_back(lft);
                 lid
             }
         };
@@ -460,9 +461,9 @@ impl Sm {
             }));
         }
         if !drop_stage.is_empty() {
-            self.stages.push_back(drop_stage);
+            self.out.stages.push_back(drop_stage);
         }
-        self.stages.push_back(main);
+        self.out.stages.push_back(main);
         self.kick();
         Ok(())
     }
@@ -472,24 +473,24 @@ impl Sm {
     pub fn full_reconfigure(&mut self) -> Result<usize, VmError> {
         self.ready()?;
         self.route();
-        let start = self.queue.len();
+        let start = self.out.queue.len();
         let blocks = usize::from(self.max_lid) / 64 + 1;
         for k in 0..self.switch_index.len() {
             for b in 0..blocks {
                 self.send_lft_block(k, b as u16);
             }
         }
-        let n = self.queue.len() - start;
+        let n = self.out.queue.len() - start;
         self.kick();
         Ok(n)
     }
 
     /// Moves queued work into the Reconfiguration phase.
     fn kick(&mut self) {
-        if !self.queue.is_empty() || !self.stages.is_empty() {
-            if self.queue.is_empty() {
-                if let Some(s) = self.stages.pop_front() {
-                    self.queue.extend(s);
+        if !self.out.queue.is_empty() || !self.out.stages.is_empty() {
+            if self.out.queue.is_empty() {
+                if let Some(s) = self.out.stages.pop_front() {
+                    self.out.queue.extend(s);
                 }
             }
             if self.phase == Phase::Done {
@@ -562,6 +563,25 @@ impl Sm {
             }
         }
         Ok(use_new)
+    }
+}
+
+impl Sm {
+    /// Queues Set(VPortInfo) for VF `vf` (1-based) of hypervisor `node`
+    /// with the LID the SM holds for it, `state` and `guid`.
+    pub(super) fn set_vport(&mut self, node: usize, vf: u16, state: PortState, guid: u64) {
+        let n = &self.nodes[node];
+        let Some(slot) = n.vfs.get(usize::from(vf) - 1) else {
+            return;
+        };
+        let v = VPortInfo {
+            vport_state: state,
+            lid_required: true,
+            vport_lid: Lid(slot.lid),
+            vport_guid: mad_core::Guid(guid),
+            ..VPortInfo::default()
+        };
+        self.set_node(node, &v, u32::from(vf), Purpose::SetVPort);
     }
 }
 

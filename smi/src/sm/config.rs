@@ -1,0 +1,139 @@
+//! Settings of the subnet manager and its routing engines.
+
+use super::ucast::complete;
+use super::*;
+
+/// Settings of a subnet manager.
+#[derive(Clone, Debug)]
+pub struct SmConfig {
+    /// SMPs outstanding at once (1 reproduces OpenSM's controlled BFS).
+    pub window: usize,
+    /// Milliseconds before an unanswered SMP is sent again.
+    pub timeout_ms: u64,
+    /// Times an SMP is sent again before its target is given up.
+    pub retries: u32,
+    /// M_Key put in every SMP.
+    pub m_key: MKey,
+    /// SubnetTimeOut written to every port.
+    pub subnet_time_out: u8,
+    /// The routing engine.
+    pub routing: Engine,
+    /// How hypervisors' VFs get LIDs.
+    pub lid_policy: LidPolicy,
+    /// Milliseconds between light sweeps once the subnet is up (`None`:
+    /// sweep only when a trap arrives).
+    pub sweep_interval_ms: Option<u64>,
+    /// Static reconfiguration: when a change is assimilated, first take
+    /// every CA port's link down so it retrains to Init (no data traffic),
+    /// then send the tables, then bring the ports back to Active.
+    pub static_reconfig: bool,
+    /// Rounds in which the requests of a bring-up phase that were given up
+    /// (each after `retries` retransmissions) are sent again, before the SM
+    /// stops and names what it could not reach. Until then it neither
+    /// routes a partial fabric nor calls it up.
+    pub rounds: u32,
+}
+
+/// The routing engines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// Shortest paths, balanced over equal-cost ports (OpenSM's minhop).
+    #[default]
+    MinHop,
+    /// Up*/down*: deadlock-free by construction (OpenSM's updn).
+    UpDown,
+    /// Fat-tree: up*/down* from the top level with d-mod-k spreading upwards.
+    FatTree,
+}
+
+impl Engine {
+    /// Every engine.
+    pub const ALL: [Engine; 3] = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
+
+    /// The engine's name as OpenSM's `-R` option spells it, and as ibkit
+    /// takes it on the command line and writes it in JSON output:
+    /// `minhop`, `updn` or `ftree`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::MinHop => "minhop",
+            Engine::UpDown => "updn",
+            Engine::FatTree => "ftree",
+        }
+    }
+
+    /// The engine called `name` (see [`Engine::name`]), or `None`.
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
+/// A routing engine: linear forwarding tables for a switch graph.
+pub trait RoutingEngine {
+    /// `lft[switch][lid]` = egress port (0xFF: unrouted) for LIDs
+    /// 0..=`max_lid`, every switch and CA LID of `g` routed.
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>>;
+}
+
+/// Shortest paths, balanced over equal-cost ports.
+pub struct MinHopEngine;
+/// Up*/down* from automatically chosen roots, with shortest-path entries
+/// where up*/down* leaves a switch without a way (see [`routing::fill_gaps`]).
+pub struct UpDownEngine;
+/// Fat-tree: down-set BFS and d-mod-k spreading upwards; on a degraded tree
+/// it falls back to [`UpDownEngine`].
+pub struct FatTreeEngine;
+
+impl RoutingEngine for MinHopEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        routing::minhop(g, max_lid)
+    }
+}
+
+impl RoutingEngine for UpDownEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        let mut t = updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded);
+        routing::fill_gaps(g, &mut t);
+        t
+    }
+}
+
+impl RoutingEngine for FatTreeEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        let t = updn::ftree(g, max_lid, &updn::auto_roots(g));
+        // A degraded tree (a cable or switch missing) can leave a switch
+        // with no up*/down* way to a destination: then, as OpenSM's ftree
+        // falls back to another engine, route the whole fabric up*/down*.
+        if complete(g, &t) {
+            t
+        } else {
+            UpDownEngine.route(g, max_lid)
+        }
+    }
+}
+
+impl RoutingEngine for Engine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        match self {
+            Engine::MinHop => MinHopEngine.route(g, max_lid),
+            Engine::UpDown => UpDownEngine.route(g, max_lid),
+            Engine::FatTree => FatTreeEngine.route(g, max_lid),
+        }
+    }
+}
+
+impl Default for SmConfig {
+    fn default() -> Self {
+        SmConfig {
+            window: 16,
+            timeout_ms: 200,
+            retries: 3,
+            m_key: MKey(0),
+            subnet_time_out: 18,
+            routing: Engine::MinHop,
+            lid_policy: LidPolicy::Prepopulated,
+            sweep_interval_ms: None,
+            static_reconfig: false,
+            rounds: 8,
+        }
+    }
+}

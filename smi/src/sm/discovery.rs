@@ -1,0 +1,155 @@
+//! Discovery: directed-route NodeInfo out from the SM's port, the
+//! NodeDescription, SwitchInfo and PortInfo of every node found, and the
+//! links between them; a node found again (by its GUID) is revived where
+//! it was.
+
+use super::*;
+
+impl Sm {
+    pub(super) fn on_node_info(&mut self, smp: &Smp, path: DrPath, from: Option<(usize, u8)>) {
+        let Ok(ni) = NodeInfo::decode(&smp.data) else {
+            return;
+        };
+        let port = ni.local_port_num;
+        let idx = match self.by_guid.get(&ni.node_guid.0) {
+            Some(&i) => {
+                self.revive(i, &path);
+                i
+            }
+            None => {
+                let i = self.nodes.len();
+                let nports = usize::from(ni.num_ports);
+                self.nodes.push(SmNode {
+                    info: ni,
+                    path: path.clone(),
+                    ports: vec![SmPort::default(); nports + 1],
+                    switch_info: None,
+                    lid: 0,
+                    vfs: Vec::new(),
+                    description: None,
+                    alive: true,
+                    fresh: self.up,
+                });
+                self.by_guid.insert(ni.node_guid.0, i);
+                self.emit(SmEvent::NodeAdded {
+                    node: i,
+                    guid: ni.node_guid,
+                });
+                self.get(
+                    path.clone(),
+                    AttributeId::NodeDescription,
+                    0,
+                    Purpose::NodeDesc { node: i },
+                );
+                self.read_node(i);
+                i
+            }
+        };
+        if let Some((parent, pport)) = from {
+            if let Some(pp) = self
+                .nodes
+                .get_mut(parent)
+                .and_then(|n| n.ports.get_mut(usize::from(pport)))
+            {
+                pp.peer = Some((idx, port));
+            }
+            if let Some(np) = self
+                .nodes
+                .get_mut(idx)
+                .and_then(|n| n.ports.get_mut(usize::from(port)))
+            {
+                np.peer = Some((parent, pport));
+            }
+        }
+    }
+
+    /// Queues the reads of a node just found (or found again), by directed
+    /// route along its path: a switch's SwitchInfo and the PortInfo of
+    /// every port, 0 included; a CA's PortInfo of the port it was reached by.
+    pub(super) fn read_node(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let (path, switch) = (n.path.clone(), n.is_switch());
+        let ports = if switch {
+            0..=n.info.num_ports
+        } else {
+            n.info.local_port_num..=n.info.local_port_num
+        };
+        if switch {
+            self.get(
+                path.clone(),
+                AttributeId::SwitchInfo,
+                0,
+                Purpose::SwitchInfo { node: i },
+            );
+        }
+        for port in ports {
+            self.get(
+                path.clone(),
+                AttributeId::PortInfo,
+                u32::from(port),
+                Purpose::PortInfo { node: i, port },
+            );
+        }
+    }
+
+    pub(super) fn on_port_info(&mut self, smp: &Smp, node: usize, port: u8) {
+        let Ok(pi) = PortInfo::decode(&smp.data) else {
+            return;
+        };
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let is_switch = n.is_switch();
+        let path = n.path.clone();
+        let Some(p) = n.ports.get_mut(usize::from(port)) else {
+            return;
+        };
+        p.info = Some(pi);
+        let explore =
+            pi.port_state != PortState::Down && p.peer.is_none() && (port != 0 || !is_switch);
+        if !is_switch
+            && pi
+                .capability_mask2
+                .contains(CapabilityMask2::IS_VIRTUALIZATION_SUPPORTED)
+        {
+            self.get(
+                path.clone(),
+                AttributeId::VirtualizationInfo,
+                0,
+                Purpose::VirtInfo { node },
+            );
+        }
+        if explore {
+            // The hop out of this node: for the SM's own CA the path starts
+            // with its port; elsewhere the path is extended by the port.
+            if let Ok(next) = path.extended(port) {
+                self.get(
+                    next,
+                    AttributeId::NodeInfo,
+                    0,
+                    Purpose::NodeInfo {
+                        from: Some((node, port)),
+                    },
+                );
+            }
+        }
+    }
+
+    pub(super) fn linked_ports(&self) -> Vec<(usize, u8)> {
+        let mut v = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !n.alive {
+                continue;
+            }
+            for (p, port) in n.ports.iter().enumerate() {
+                if p == 0 && n.is_switch() {
+                    continue;
+                }
+                if port.info.is_some_and(|pi| pi.port_state != PortState::Down) {
+                    v.push((i, p as u8));
+                }
+            }
+        }
+        v
+    }
+}

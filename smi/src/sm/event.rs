@@ -1,0 +1,64 @@
+//! What the SM tells those who watch the subnet (its driver, and the SA
+//! that will answer the hosts): the subnet up, nodes added and lost, traps
+//! received, LIDs given. Events queue until polled, a bounded number.
+
+use super::*;
+use mad_core::Guid;
+
+/// The most events held unpolled; older ones are dropped past it (a
+/// driver that never polls must not make the SM grow).
+pub const MAX_EVENTS: usize = 4096;
+
+/// A change of the subnet, as the SM saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SmEvent {
+    /// The subnet is up: after the first bring-up, and again after each
+    /// change the SM carried out (a sweep's, a VM's, a reconfiguration).
+    SubnetUp {
+        /// Live nodes.
+        nodes: usize,
+        /// The highest LID assigned.
+        max_lid: Lid,
+    },
+    /// A node answered for the first time, or again after it was lost.
+    NodeAdded {
+        /// Its index in [`Sm::nodes`].
+        node: usize,
+        /// Its node GUID.
+        guid: Guid,
+    },
+    /// A node can no longer be reached over the links the SM knows.
+    NodeLost {
+        /// Its index in [`Sm::nodes`].
+        node: usize,
+        /// Its node GUID.
+        guid: Guid,
+    },
+    /// A trap reached the SM.
+    Trap {
+        /// The LID of the port that sent it.
+        issuer: Lid,
+        /// The trap number (generic notices).
+        number: Option<u16>,
+    },
+    /// LIDs were given to ports that had none or had others.
+    LidsChanged {
+        /// Ports given a LID.
+        ports: usize,
+    },
+}
+
+impl Sm {
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<SmEvent> {
+        self.events.pop_front()
+    }
+
+    /// Queues an event, dropping the oldest past [`MAX_EVENTS`].
+    pub(super) fn emit(&mut self, e: SmEvent) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+}

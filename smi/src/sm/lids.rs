@@ -1,0 +1,100 @@
+//! LID assignment: every reachable node without a LID gets one (a VF's
+//! too, under the prepopulated policy), nodes that come back keep theirs,
+//! and the switches' LinearFDBTop follows the highest LID.
+
+use super::*;
+
+impl Sm {
+    /// Gives a LID to every reachable node that has none (at bring-up: all
+    /// of them), and sets it again on nodes that came back (`fresh`), so
+    /// that a node keeps its LID across a reboot.
+    pub(super) fn assign_lids(&mut self) {
+        let prepopulated = self.cfg.lid_policy == LidPolicy::Prepopulated;
+        let reached = |n: &SmNode| {
+            n.is_switch()
+                || n.ports
+                    .get(usize::from(n.info.local_port_num))
+                    .and_then(|p| p.info)
+                    .is_some()
+        };
+        let mut needed: u32 = 0;
+        for n in self.nodes.iter().filter(|n| n.alive && n.lid == 0) {
+            if reached(n) {
+                needed += 1;
+                if prepopulated && !n.is_switch() {
+                    needed += n.vfs.len() as u32;
+                }
+            }
+        }
+        let available = u32::from(Lid::UNICAST_MAX.0);
+        if u32::from(self.max_lid) + needed > available {
+            self.error = Some(SmError::LidSpaceExhausted {
+                needed: u32::from(self.max_lid) + needed,
+                available,
+            });
+            self.phase = Phase::Failed;
+            return;
+        }
+        let mut next: u16 = self.max_lid + 1;
+        let mut sets = Vec::new();
+        let mut vports = Vec::new();
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh) {
+                continue;
+            }
+            let port = if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            };
+            if n.lid == 0 {
+                n.lid = next;
+                next += 1;
+                if prepopulated {
+                    for slot in n.vfs.iter_mut() {
+                        slot.lid = next;
+                        next += 1;
+                    }
+                }
+            }
+            sets.push((i, port));
+            for (v, slot) in n.vfs.iter().enumerate() {
+                if slot.lid != 0 {
+                    vports.push((i, v as u16 + 1));
+                }
+            }
+        }
+        self.max_lid = next - 1;
+        if !sets.is_empty() {
+            self.emit(SmEvent::LidsChanged { ports: sets.len() });
+        }
+        for (i, port) in sets {
+            let n = &self.nodes[i];
+            let Some(mut pi) = n.ports[usize::from(port)].info else {
+                continue;
+            };
+            pi.lid = Lid(n.lid);
+            pi.master_sm_lid = Lid(1);
+            pi.m_key = self.cfg.m_key;
+            pi.subnet_time_out = self.cfg.subnet_time_out;
+            pi.port_state = PortState::NoChange;
+            pi.port_physical_state = PortPhysicalState::NoChange;
+            pi.link_width_enabled = LinkWidth::empty();
+            pi.link_speed_enabled = LinkSpeed::empty();
+            self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
+        }
+        for (i, vf) in vports {
+            let (state, guid) = match self.nodes[i].vfs[usize::from(vf) - 1].vm {
+                Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
+                None => (PortState::Down, 0),
+            };
+            self.set_vport(i, vf, state, guid);
+        }
+    }
+
+    /// LinearFDBTop for a highest LID: the end of its 64-LID block, so
+    /// LIDs added later in the same block need no SwitchInfo update.
+    pub(super) fn top_for(&self, lid: u16) -> u16 {
+        (lid | 63).min(Lid::UNICAST_MAX.0)
+    }
+}

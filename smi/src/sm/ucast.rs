@@ -1,0 +1,181 @@
+//! Unicast routing and distribution: the engine's tables over the
+//! discovered graph, and the LFT blocks each switch needs (only those that
+//! changed, on a running subnet), after Set(SwitchInfo) with LinearFDBTop.
+
+use super::*;
+
+impl Sm {
+    pub(super) fn route(&mut self) {
+        let mut index = vec![usize::MAX; self.nodes.len()];
+        let mut extra = Vec::new();
+        if self.up {
+            // Keep the tables as distributed, to send only what changes.
+            self.old_lfts = self
+                .switch_index
+                .iter()
+                .copied()
+                .zip(core::mem::take(&mut self.lfts))
+                .collect();
+        }
+        self.switch_index.clear();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.is_switch() && n.alive {
+                index[i] = self.switch_index.len();
+                self.switch_index.push(i);
+            }
+        }
+        let mut g = Graph::default();
+        for &i in &self.switch_index {
+            let n = &self.nodes[i];
+            g.lid.push(n.lid);
+            g.ports.push(
+                n.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(p, port)| match port.peer {
+                        Some((m, q))
+                            if p != 0 && self.nodes[m].is_switch() && index[m] != usize::MAX =>
+                        {
+                            PortTo::Switch(index[m], q)
+                        }
+                        Some((m, _))
+                            if p != 0
+                                && !self.nodes[m].is_switch()
+                                && self.nodes[m].alive
+                                && self.nodes[m].lid != 0 =>
+                        {
+                            for vf in &self.nodes[m].vfs {
+                                if vf.lid != 0 {
+                                    extra.push((vf.lid, index[i], p as u8));
+                                }
+                            }
+                            PortTo::Ca(self.nodes[m].lid, 1)
+                        }
+                        _ => PortTo::None,
+                    })
+                    .collect(),
+            );
+        }
+        g.extra = extra;
+        self.lfts = Self::compute_routes(self.cfg.routing, &g, self.max_lid);
+        self.graph = g;
+        self.switch_of = index;
+    }
+
+    /// The switch graph the routes were computed on.
+    pub fn routing_graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Computes routes on `g` with `engine` (what bring-up does, exposed so
+    /// route computation can be timed on its own).
+    pub fn compute_routes(engine: Engine, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        engine.route(g, max_lid)
+    }
+
+    /// True when the channel dependency graph of the computed routes is
+    /// acyclic (checked after routing; min-hop makes no such promise).
+    pub fn deadlock_free(&self) -> bool {
+        updn::deadlock_free(&self.graph, &self.lfts)
+    }
+
+    /// At bring-up: SwitchInfo (LinearFDBTop) to every switch, then every
+    /// block in use. On a running subnet: a switch that is new or came back
+    /// gets the same; every other switch gets only the blocks that differ
+    /// from what it has, and SwitchInfo only when LinearFDBTop moves.
+    pub(super) fn distribute(&mut self) {
+        let top = self.top_for(self.max_lid);
+        let old_top = self.top;
+        self.top = top;
+        let blocks = usize::from(self.max_lid) / 64 + 1;
+        for k in 0..self.switch_index.len() {
+            let i = self.switch_index[k];
+            let n = &self.nodes[i];
+            let Some(mut si) = n.switch_info else {
+                continue;
+            };
+            si.linear_fdb_top = top;
+            si.port_state_change = true; // writing 1 clears it
+            let old = self.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
+            let Some(old) = old else {
+                self.set_node(i, &si, 0, Purpose::SetTop { node: i });
+                continue;
+            };
+            let changed: Vec<u16> = (0..blocks)
+                .filter(|&b| {
+                    let r = b * 64..(b + 1) * 64;
+                    (r.start..r.end).any(|l| {
+                        old.get(l).copied().unwrap_or(DROP_PORT)
+                            != self.lfts[k].get(l).copied().unwrap_or(DROP_PORT)
+                    })
+                })
+                .map(|b| b as u16)
+                .collect();
+            if top != old_top {
+                self.set_node(i, &si, 0, Purpose::SetTopOnly);
+            }
+            for b in changed {
+                self.send_lft_block(k, b);
+            }
+        }
+    }
+
+    pub(super) fn send_lft(&mut self, node: usize) {
+        let Some(k) = self
+            .switch_of
+            .get(node)
+            .copied()
+            .filter(|&k| k != usize::MAX)
+        else {
+            return;
+        };
+        let blocks = usize::from(self.max_lid) / 64 + 1;
+        for b in 0..blocks {
+            self.send_lft_block(k, b as u16);
+        }
+    }
+
+    /// Queues Set(LinearForwardingTable) of block `b` of switch `k` as the
+    /// SM's table has it now.
+    pub(super) fn send_lft_block(&mut self, k: usize, b: u16) {
+        let node = self.switch_index[k];
+        let mut t = LinearForwardingTable::dropping();
+        let base = usize::from(b) * 64;
+        for (e, slot) in t.port.iter_mut().enumerate() {
+            *slot = self.lfts[k].get(base + e).copied().unwrap_or(DROP_PORT);
+        }
+        self.set_node(node, &t, u32::from(b), Purpose::SetLft);
+    }
+}
+
+/// True when every switch has an entry for every destination it can reach.
+pub(super) fn complete(g: &Graph, lft: &[Vec<u8>]) -> bool {
+    // Connected components of the switch graph, one pass.
+    let n = g.ports.len();
+    let mut comp = vec![usize::MAX; n];
+    for start in 0..n {
+        if comp[start] != usize::MAX {
+            continue;
+        }
+        comp[start] = start;
+        let mut stack = vec![start];
+        while let Some(v) = stack.pop() {
+            for t in &g.ports[v] {
+                if let PortTo::Switch(m, _) = *t {
+                    if comp[m] == usize::MAX {
+                        comp[m] = start;
+                        stack.push(m);
+                    }
+                }
+            }
+        }
+    }
+    routing::destinations(g).iter().all(|&(lid, t, _)| {
+        (0..n).all(|s| {
+            comp[s] != comp[t]
+                || lft[s]
+                    .get(usize::from(lid))
+                    .is_some_and(|&p| p != DROP_PORT)
+        })
+    })
+}
