@@ -11,15 +11,15 @@ impl Sm {
             return;
         };
         let port = ni.local_port_num;
-        let idx = match self.by_guid.get(&ni.node_guid.0) {
+        let idx = match self.db.by_guid.get(&ni.node_guid.0) {
             Some(&i) => {
                 self.revive(i, &path);
                 i
             }
             None => {
-                let i = self.nodes.len();
+                let i = self.db.nodes.len();
                 let nports = usize::from(ni.num_ports);
-                self.nodes.push(SmNode {
+                self.db.nodes.push(SmNode {
                     info: ni,
                     path: path.clone(),
                     ports: vec![SmPort::default(); nports + 1],
@@ -30,7 +30,7 @@ impl Sm {
                     alive: true,
                     fresh: self.up,
                 });
-                self.by_guid.insert(ni.node_guid.0, i);
+                self.db.by_guid.insert(ni.node_guid.0, i);
                 self.emit(SmEvent::NodeAdded {
                     node: i,
                     guid: ni.node_guid,
@@ -47,6 +47,7 @@ impl Sm {
         };
         if let Some((parent, pport)) = from {
             if let Some(pp) = self
+                .db
                 .nodes
                 .get_mut(parent)
                 .and_then(|n| n.ports.get_mut(usize::from(pport)))
@@ -54,6 +55,7 @@ impl Sm {
                 pp.peer = Some((idx, port));
             }
             if let Some(np) = self
+                .db
                 .nodes
                 .get_mut(idx)
                 .and_then(|n| n.ports.get_mut(usize::from(port)))
@@ -67,7 +69,7 @@ impl Sm {
     /// route along its path: a switch's SwitchInfo and the PortInfo of
     /// every port, 0 included; a CA's PortInfo of the port it was reached by.
     pub(super) fn read_node(&mut self, i: usize) {
-        let n = &self.nodes[i];
+        let n = &self.db.nodes[i];
         let (path, switch) = (n.path.clone(), n.is_switch());
         let ports = if switch {
             0..=n.info.num_ports
@@ -96,7 +98,7 @@ impl Sm {
         let Ok(pi) = PortInfo::decode(&smp.data) else {
             return;
         };
-        let Some(n) = self.nodes.get_mut(node) else {
+        let Some(n) = self.db.nodes.get_mut(node) else {
             return;
         };
         let is_switch = n.is_switch();
@@ -137,7 +139,7 @@ impl Sm {
 
     pub(super) fn linked_ports(&self) -> Vec<(usize, u8)> {
         let mut v = Vec::new();
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.db.nodes.iter().enumerate() {
             if !n.alive {
                 continue;
             }

@@ -7,9 +7,14 @@ impl Sm {
     /// The port a switch forwards `lid` to with the tables it has now
     /// (those the SM last distributed to it).
     pub(super) fn installed_port(&self, node: usize, lid: u16) -> u8 {
-        let t = match self.old_lfts.get(&node) {
+        let t = match self.db.old_lfts.get(&node) {
             Some(t) => t,
-            None => match self.switch_of.get(node).and_then(|&k| self.lfts.get(k)) {
+            None => match self
+                .db
+                .switch_of
+                .get(node)
+                .and_then(|&k| self.db.lfts.get(k))
+            {
                 Some(t) => t,
                 None => return DROP_PORT,
             },
@@ -21,15 +26,16 @@ impl Sm {
     /// LID and the installed tables carry an SMP from the SM to it and the
     /// response back, over links the SM knows are up.
     pub fn reachable_by_lid(&self, node: usize) -> bool {
-        self.nodes
+        self.db
+            .nodes
             .get(node)
             .is_some_and(|n| self.up && n.alive && !n.fresh && n.lid != 0)
             && self.lid_route_ok(node)
     }
 
     pub(super) fn lid_route_ok(&self, node: usize) -> bool {
-        let sm_lid = self.nodes.first().map_or(0, |n| n.lid);
-        let target = self.nodes[node].lid;
+        let sm_lid = self.db.nodes.first().map_or(0, |n| n.lid);
+        let target = self.db.nodes[node].lid;
         self.walk_installed(0, target, node) && self.walk_installed(node, sm_lid, 0)
     }
 
@@ -39,25 +45,25 @@ impl Sm {
             return true;
         }
         let mut at = from;
-        if !self.nodes[at].is_switch() {
-            let port = usize::from(self.nodes[at].info.local_port_num);
-            match self.nodes[at].ports.get(port).and_then(|p| p.peer) {
+        if !self.db.nodes[at].is_switch() {
+            let port = usize::from(self.db.nodes[at].info.local_port_num);
+            match self.db.nodes[at].ports.get(port).and_then(|p| p.peer) {
                 Some((m, _)) => at = m,
                 None => return false,
             }
         }
-        for _ in 0..=self.nodes.len() {
+        for _ in 0..=self.db.nodes.len() {
             if at == to {
                 return true;
             }
-            if !self.nodes[at].is_switch() || !self.nodes[at].alive {
+            if !self.db.nodes[at].is_switch() || !self.db.nodes[at].alive {
                 return false;
             }
             let p = self.installed_port(at, lid);
             if p == 0 {
-                return self.nodes[at].lid == lid;
+                return self.db.nodes[at].lid == lid;
             }
-            match self.nodes[at]
+            match self.db.nodes[at]
                 .ports
                 .get(usize::from(p))
                 .and_then(|x| x.peer)

@@ -18,7 +18,7 @@ impl Sm {
                     .is_some()
         };
         let mut needed: u32 = 0;
-        for n in self.nodes.iter().filter(|n| n.alive && n.lid == 0) {
+        for n in self.db.nodes.iter().filter(|n| n.alive && n.lid == 0) {
             if reached(n) {
                 needed += 1;
                 if prepopulated && !n.is_switch() {
@@ -27,18 +27,18 @@ impl Sm {
             }
         }
         let available = u32::from(Lid::UNICAST_MAX.0);
-        if u32::from(self.max_lid) + needed > available {
+        if u32::from(self.db.max_lid) + needed > available {
             self.error = Some(SmError::LidSpaceExhausted {
-                needed: u32::from(self.max_lid) + needed,
+                needed: u32::from(self.db.max_lid) + needed,
                 available,
             });
             self.phase = Phase::Failed;
             return;
         }
-        let mut next: u16 = self.max_lid + 1;
+        let mut next: u16 = self.db.max_lid + 1;
         let mut sets = Vec::new();
         let mut vports = Vec::new();
-        for (i, n) in self.nodes.iter_mut().enumerate() {
+        for (i, n) in self.db.nodes.iter_mut().enumerate() {
             if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh) {
                 continue;
             }
@@ -64,12 +64,12 @@ impl Sm {
                 }
             }
         }
-        self.max_lid = next - 1;
+        self.db.max_lid = next - 1;
         if !sets.is_empty() {
             self.emit(SmEvent::LidsChanged { ports: sets.len() });
         }
         for (i, port) in sets {
-            let n = &self.nodes[i];
+            let n = &self.db.nodes[i];
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
@@ -84,7 +84,7 @@ impl Sm {
             self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
         }
         for (i, vf) in vports {
-            let (state, guid) = match self.nodes[i].vfs[usize::from(vf) - 1].vm {
+            let (state, guid) = match self.db.nodes[i].vfs[usize::from(vf) - 1].vm {
                 Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
                 None => (PortState::Down, 0),
             };

@@ -35,7 +35,7 @@ pub use event::{SmEvent, MAX_EVENTS};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
 pub use stats::Stats;
-pub use subnet::{SmNode, SmPort, VfSlot};
+pub use subnet::{NodeId, SmNode, SmPort, Subnet, SwitchId, VfSlot};
 
 use crate::dr;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -93,15 +93,10 @@ pub struct Sm {
     out: Outbox,
     /// Events not yet polled.
     events: VecDeque<SmEvent>,
-    nodes: Vec<SmNode>,
-    by_guid: BTreeMap<u64, usize>,
+    /// What the SM knows of the subnet.
+    db: Subnet,
     stats: Stats,
-    lfts: Vec<Vec<u8>>,
-    switch_index: Vec<usize>,
-    max_lid: u16,
     armed: bool,
-    graph: Graph,
-    switch_of: Vec<usize>,
     error: Option<SmError>,
     top: u16,
     vms: BTreeMap<u32, Vm>,
@@ -112,7 +107,6 @@ pub struct Sm {
     sweep_pending: bool,
     changed: bool,
     explored: bool,
-    old_lfts: BTreeMap<usize, Vec<u8>>,
     trap_issuers: BTreeSet<u16>,
     swept: BTreeSet<usize>,
     issuers_first: bool,
@@ -126,15 +120,9 @@ impl Sm {
             phase: Phase::Discovery,
             out: Outbox::default(),
             events: VecDeque::new(),
-            nodes: Vec::new(),
-            by_guid: BTreeMap::new(),
+            db: Subnet::default(),
             stats: Stats::default(),
-            lfts: Vec::new(),
-            switch_index: Vec::new(),
-            max_lid: 0,
             armed: false,
-            graph: Graph::default(),
-            switch_of: Vec::new(),
             error: None,
             top: 0,
             vms: BTreeMap::new(),
@@ -145,7 +133,6 @@ impl Sm {
             sweep_pending: false,
             changed: false,
             explored: false,
-            old_lfts: BTreeMap::new(),
             trap_issuers: BTreeSet::new(),
             swept: BTreeSet::new(),
             issuers_first: false,
@@ -163,9 +150,14 @@ impl Sm {
     pub fn phase(&self) -> Phase {
         self.phase
     }
+    /// What the SM knows of the subnet: nodes, ports, links, LIDs and
+    /// tables, with lookups by GUID and by LID.
+    pub fn subnet(&self) -> &Subnet {
+        &self.db
+    }
     /// The nodes discovered, the SM's own first.
     pub fn nodes(&self) -> &[SmNode] {
-        &self.nodes
+        &self.db.nodes
     }
     /// SMP counts.
     pub fn stats(&self) -> &Stats {
@@ -173,19 +165,20 @@ impl Sm {
     }
     /// The forwarding tables computed, per switch (in `nodes()` order of switches).
     pub fn lfts(&self) -> impl Iterator<Item = (usize, &[u8])> {
-        self.switch_index
+        self.db
+            .switch_index
             .iter()
             .copied()
-            .zip(self.lfts.iter().map(|v| v.as_slice()))
+            .zip(self.db.lfts.iter().map(|v| v.as_slice()))
     }
     /// The switch↔node mapping of [`Sm::routing_graph`]: entry `k` is the
     /// index in [`Sm::nodes`] of the graph's switch `k`.
     pub fn graph_switches(&self) -> &[usize] {
-        &self.switch_index
+        &self.db.switch_index
     }
     /// The highest LID assigned.
     pub fn max_lid(&self) -> u16 {
-        self.max_lid
+        self.db.max_lid
     }
     /// Why bring-up stopped, when it did.
     pub fn error(&self) -> Option<&SmError> {
@@ -218,7 +211,7 @@ impl Sm {
                 // directed route from now on.
                 if let Some(path) = r
                     .node
-                    .and_then(|i| self.nodes.get(i))
+                    .and_then(|i| self.db.nodes.get(i))
                     .map(|n| n.path.clone())
                 {
                     let mut smp = Smp::directed(
@@ -298,7 +291,8 @@ impl Sm {
             Purpose::NodeInfo { from } => self.on_node_info(smp, path, from),
             Purpose::PortInfo { node, port } => self.on_port_info(smp, node, port),
             Purpose::SwitchInfo { node } => {
-                if let (Ok(si), Some(n)) = (SwitchInfo::decode(&smp.data), self.nodes.get_mut(node))
+                if let (Ok(si), Some(n)) =
+                    (SwitchInfo::decode(&smp.data), self.db.nodes.get_mut(node))
                 {
                     n.switch_info = Some(si);
                 }
@@ -307,15 +301,16 @@ impl Sm {
             Purpose::VirtInfo { node } => {
                 if let (Ok(vi), Some(n)) = (
                     VirtualizationInfo::decode(&smp.data),
-                    self.nodes.get_mut(node),
+                    self.db.nodes.get_mut(node),
                 ) {
                     n.vfs = vec![VfSlot::default(); usize::from(vi.vport_cap)];
                 }
             }
             Purpose::NodeDesc { node } => {
-                if let (Ok(d), Some(n)) =
-                    (NodeDescription::decode(&smp.data), self.nodes.get_mut(node))
-                {
+                if let (Ok(d), Some(n)) = (
+                    NodeDescription::decode(&smp.data),
+                    self.db.nodes.get_mut(node),
+                ) {
                     n.description = Some(d);
                 }
             }
@@ -325,6 +320,7 @@ impl Sm {
                 self.stats.quiesced += 1;
                 for (n, p) in [(node, port), peer] {
                     if let Some(x) = self
+                        .db
                         .nodes
                         .get_mut(n)
                         .and_then(|n| n.ports.get_mut(usize::from(p)))
@@ -340,7 +336,8 @@ impl Sm {
                 // The response carries the port's PortInfo after the Set.
                 if let (Ok(pi), Some(p)) = (
                     PortInfo::decode(&smp.data),
-                    self.nodes
+                    self.db
+                        .nodes
                         .get_mut(node)
                         .and_then(|n| n.ports.get_mut(usize::from(port))),
                 ) {

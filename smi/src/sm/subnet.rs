@@ -2,6 +2,116 @@
 //! from the agents, with the links between them and the LIDs given.
 
 use super::*;
+use mad_core::Guid;
+
+/// A node of the subnet: its index in [`Subnet::nodes`] (the SM's own is
+/// 0). Nodes are never removed, so an id stays valid; a lost node is kept
+/// with `alive` false and comes back under the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub usize);
+
+/// A switch of the routing graph: its index in [`Subnet::switch_nodes`]
+/// (and in the graph and the computed tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SwitchId(pub usize);
+
+/// The SM's database of the subnet: nodes and their ports as read from
+/// the agents, the links between them, the LIDs given, the routing graph
+/// and the tables computed and installed. Managers change it; the SA and
+/// drivers read it through its methods.
+#[derive(Clone, Debug, Default)]
+pub struct Subnet {
+    /// Every node found, the SM's first.
+    pub(super) nodes: Vec<SmNode>,
+    /// Node GUID → node index.
+    pub(super) by_guid: BTreeMap<u64, usize>,
+    /// Computed LFTs, by switch of the graph.
+    pub(super) lfts: Vec<Vec<u8>>,
+    /// Graph switch → node index.
+    pub(super) switch_index: Vec<usize>,
+    /// Node index → graph switch (routing graph order).
+    pub(super) switch_of: Vec<usize>,
+    /// Tables installed before a change, by node, until the change is in.
+    pub(super) old_lfts: BTreeMap<usize, Vec<u8>>,
+    /// The highest LID given.
+    pub(super) max_lid: u16,
+    /// The switch graph routes are computed on.
+    pub(super) graph: Graph,
+}
+
+impl Subnet {
+    /// Every node found, the SM's own first.
+    pub fn nodes(&self) -> &[SmNode] {
+        &self.nodes
+    }
+
+    /// One node.
+    pub fn node(&self, id: NodeId) -> Option<&SmNode> {
+        self.nodes.get(id.0)
+    }
+
+    /// The node with this node GUID.
+    pub fn by_guid(&self, guid: Guid) -> Option<NodeId> {
+        self.by_guid.get(&guid.0).map(|&i| NodeId(i))
+    }
+
+    /// The live node and port that hold `lid`: a switch's port 0, a CA's
+    /// port; a vSwitch VF's LID belongs to its hypervisor's port (the
+    /// returned port is the hypervisor's, and the VF is
+    /// [`Subnet::vf_of_lid`]).
+    pub fn by_lid(&self, lid: Lid) -> Option<(NodeId, u8)> {
+        if lid.0 == 0 {
+            return None;
+        }
+        self.nodes.iter().enumerate().find_map(|(i, n)| {
+            if !n.alive {
+                return None;
+            }
+            let port = if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            };
+            (n.lid == lid.0 || n.vfs.iter().any(|v| v.lid == lid.0)).then_some((NodeId(i), port))
+        })
+    }
+
+    /// The VF (numbered from 1) of the hypervisor `node` that holds `lid`.
+    pub fn vf_of_lid(&self, node: NodeId, lid: Lid) -> Option<u16> {
+        self.node(node)?
+            .vfs
+            .iter()
+            .position(|v| lid.0 != 0 && v.lid == lid.0)
+            .map(|v| v as u16 + 1)
+    }
+
+    /// The highest LID given.
+    pub fn max_lid(&self) -> Lid {
+        Lid(self.max_lid)
+    }
+
+    /// The switches of the routing graph, as nodes, in graph order.
+    pub fn switch_nodes(&self) -> impl Iterator<Item = (SwitchId, NodeId)> + '_ {
+        self.switch_index
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| (SwitchId(k), NodeId(i)))
+    }
+
+    /// The computed LFT of a switch of the graph.
+    pub fn lft(&self, s: SwitchId) -> Option<&[u8]> {
+        self.lfts.get(s.0).map(|v| v.as_slice())
+    }
+
+    /// The node and port at the other end of `port` of `node`.
+    pub fn peer(&self, node: NodeId, port: u8) -> Option<(NodeId, u8)> {
+        self.node(node)?
+            .ports
+            .get(usize::from(port))?
+            .peer
+            .map(|(n, p)| (NodeId(n), p))
+    }
+}
 
 /// A port as the SM knows it.
 #[derive(Clone, Debug, Default)]
@@ -53,5 +163,85 @@ impl SmNode {
     /// True for a hypervisor (a CA with VFs).
     pub fn is_hypervisor(&self) -> bool {
         !self.vfs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(kind: NodeType, guid: u64, lid: u16, ports: usize) -> SmNode {
+        SmNode {
+            info: NodeInfo {
+                node_type: kind,
+                node_guid: Guid(guid),
+                num_ports: ports as u8,
+                local_port_num: 1,
+                ..NodeInfo::default()
+            },
+            path: DrPath::new(),
+            ports: vec![SmPort::default(); ports + 1],
+            switch_info: None,
+            lid,
+            vfs: Vec::new(),
+            description: None,
+            alive: true,
+            fresh: false,
+        }
+    }
+
+    /// The SM's CA (LID 1) on port 1 of a switch (LID 2), a hypervisor
+    /// (LID 3, VFs with LIDs 4 and 5) on its port 2.
+    fn small() -> Subnet {
+        let mut s = Subnet::default();
+        s.nodes.push(node(NodeType::ChannelAdapter, 0xa, 1, 1));
+        s.nodes.push(node(NodeType::Switch, 0xb, 2, 4));
+        let mut h = node(NodeType::ChannelAdapter, 0xc, 3, 1);
+        h.vfs = vec![VfSlot { lid: 4, vm: None }, VfSlot { lid: 5, vm: None }];
+        s.nodes.push(h);
+        for (i, n) in s.nodes.iter().enumerate() {
+            s.by_guid.insert(n.info.node_guid.0, i);
+        }
+        s.nodes[0].ports[1].peer = Some((1, 1));
+        s.nodes[1].ports[1].peer = Some((0, 1));
+        s.nodes[1].ports[2].peer = Some((2, 1));
+        s.nodes[2].ports[1].peer = Some((1, 2));
+        s.switch_index = vec![1];
+        s.switch_of = vec![usize::MAX, 0, usize::MAX];
+        s.lfts = vec![vec![0xFF, 1, 0, 2, 2, 2]];
+        s.max_lid = 5;
+        s
+    }
+
+    #[test]
+    fn lookups_by_guid_lid_and_link() {
+        let s = small();
+        assert_eq!(s.by_guid(Guid(0xb)), Some(NodeId(1)));
+        assert_eq!(s.by_guid(Guid(0xd)), None);
+        assert_eq!(s.by_lid(Lid(1)), Some((NodeId(0), 1)));
+        assert_eq!(s.by_lid(Lid(2)), Some((NodeId(1), 0)), "a switch's port 0");
+        assert_eq!(s.by_lid(Lid(5)), Some((NodeId(2), 1)), "a VF's hypervisor");
+        assert_eq!(s.vf_of_lid(NodeId(2), Lid(5)), Some(2));
+        assert_eq!(s.vf_of_lid(NodeId(2), Lid(3)), None);
+        assert_eq!(s.by_lid(Lid(0)), None);
+        assert_eq!(s.by_lid(Lid(6)), None);
+        assert_eq!(s.peer(NodeId(1), 2), Some((NodeId(2), 1)));
+        assert_eq!(s.peer(NodeId(1), 3), None);
+        assert_eq!(s.peer(NodeId(9), 1), None);
+        assert_eq!(s.max_lid(), Lid(5));
+        let sw: Vec<_> = s.switch_nodes().collect();
+        assert_eq!(sw, [(SwitchId(0), NodeId(1))]);
+        assert_eq!(s.lft(SwitchId(0)).map(|t| t[3]), Some(2));
+        assert_eq!(s.lft(SwitchId(1)), None);
+    }
+
+    /// A lost node holds no LID as far as lookups go.
+    #[test]
+    fn a_lost_node_is_not_found_by_lid() {
+        let mut s = small();
+        s.nodes[2].alive = false;
+        assert_eq!(s.by_lid(Lid(3)), None);
+        assert_eq!(s.by_lid(Lid(4)), None);
+        assert_eq!(s.by_guid(Guid(0xc)), Some(NodeId(2)), "still known");
     }
 }

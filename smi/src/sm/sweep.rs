@@ -54,9 +54,9 @@ impl Sm {
         }
         // A switch this sweep has yet to read needs no sweep of its own.
         let unread = self.phase == Phase::Sweep
-            && (0..self.nodes.len()).any(|i| {
-                self.nodes[i].lid == n.issuer_lid.0
-                    && self.nodes[i].alive
+            && (0..self.db.nodes.len()).any(|i| {
+                self.db.nodes[i].lid == n.issuer_lid.0
+                    && self.db.nodes[i].alive
                     && !self.swept.contains(&i)
             });
         // 128: link state change; 64/65: GID in/out of service.
@@ -81,9 +81,9 @@ impl Sm {
         self.swept.clear();
         // The switches that trapped first: what they report tells which
         // links are gone, so the rest can be reached around them.
-        let issuers: Vec<usize> = (0..self.nodes.len())
+        let issuers: Vec<usize> = (0..self.db.nodes.len())
             .filter(|&i| {
-                let n = &self.nodes[i];
+                let n = &self.db.nodes[i];
                 n.is_switch() && n.alive && self.trap_issuers.contains(&n.lid)
             })
             .collect();
@@ -110,9 +110,9 @@ impl Sm {
 
     /// Get(SwitchInfo) of every live switch not read yet in this sweep.
     fn sweep_rest(&mut self) {
-        let rest: Vec<usize> = (0..self.nodes.len())
+        let rest: Vec<usize> = (0..self.db.nodes.len())
             .filter(|&i| {
-                self.nodes[i].is_switch() && self.nodes[i].alive && !self.swept.contains(&i)
+                self.db.nodes[i].is_switch() && self.db.nodes[i].alive && !self.swept.contains(&i)
             })
             .collect();
         self.sweep_switches(rest);
@@ -122,7 +122,7 @@ impl Sm {
         let Ok(si) = SwitchInfo::decode(&smp.data) else {
             return;
         };
-        let Some(n) = self.nodes.get_mut(node) else {
+        let Some(n) = self.db.nodes.get_mut(node) else {
             return;
         };
         n.switch_info = Some(si);
@@ -149,6 +149,7 @@ impl Sm {
             return;
         };
         let Some(p) = self
+            .db
             .nodes
             .get_mut(node)
             .and_then(|n| n.ports.get_mut(usize::from(port)))
@@ -175,6 +176,7 @@ impl Sm {
 
     fn unlink(&mut self, a: usize, pa: u8, b: usize, pb: u8) {
         if let Some(p) = self
+            .db
             .nodes
             .get_mut(a)
             .and_then(|n| n.ports.get_mut(usize::from(pa)))
@@ -182,6 +184,7 @@ impl Sm {
             p.peer = None;
         }
         if let Some(p) = self
+            .db
             .nodes
             .get_mut(b)
             .and_then(|n| n.ports.get_mut(usize::from(pb)))
@@ -212,7 +215,7 @@ impl Sm {
             self.explored = true;
             self.refresh_paths();
             let mut explore = Vec::new();
-            for (i, n) in self.nodes.iter().enumerate() {
+            for (i, n) in self.db.nodes.iter().enumerate() {
                 if !n.alive {
                     continue;
                 }
@@ -228,7 +231,7 @@ impl Sm {
                 }
             }
             for (i, p) in explore {
-                if let Ok(next) = self.nodes[i].path.extended(p) {
+                if let Ok(next) = self.db.nodes[i].path.extended(p) {
                     self.get(
                         next,
                         AttributeId::NodeInfo,
@@ -249,7 +252,7 @@ impl Sm {
     /// A node already known answered NodeInfo again: if it had been lost,
     /// it is back — fresh (it may have rebooted), with its ports to read.
     pub(super) fn revive(&mut self, i: usize, path: &DrPath) {
-        let Some(n) = self.nodes.get_mut(i) else {
+        let Some(n) = self.db.nodes.get_mut(i) else {
             return;
         };
         if n.alive {
@@ -270,7 +273,7 @@ impl Sm {
     /// Breadth-first from the SM's node over the known links: which nodes
     /// are reachable, and the directed route to each.
     pub(super) fn refresh_paths(&mut self) {
-        let n = self.nodes.len();
+        let n = self.db.nodes.len();
         if n == 0 {
             return;
         }
@@ -281,7 +284,7 @@ impl Sm {
         let mut q = VecDeque::from([0usize]);
         while let Some(i) = q.pop_front() {
             let base = paths[i].clone().unwrap_or_default();
-            let links: Vec<(u8, usize)> = self.nodes[i]
+            let links: Vec<(u8, usize)> = self.db.nodes[i]
                 .ports
                 .iter()
                 .enumerate()
@@ -299,7 +302,7 @@ impl Sm {
             }
         }
         let mut lost = Vec::new();
-        for (i, node) in self.nodes.iter_mut().enumerate() {
+        for (i, node) in self.db.nodes.iter_mut().enumerate() {
             if node.alive && !seen[i] {
                 lost.push((i, node.info.node_guid));
             }
@@ -317,13 +320,13 @@ impl Sm {
     /// now on, and the next light sweep is scheduled.
     pub(super) fn became_up(&mut self, now_ms: u64) {
         self.up = true;
-        let nodes = self.nodes.iter().filter(|n| n.alive).count();
+        let nodes = self.db.nodes.iter().filter(|n| n.alive).count();
         self.emit(SmEvent::SubnetUp {
             nodes,
-            max_lid: Lid(self.max_lid),
+            max_lid: Lid(self.db.max_lid),
         });
-        self.old_lfts.clear();
-        for n in self.nodes.iter_mut() {
+        self.db.old_lfts.clear();
+        for n in self.db.nodes.iter_mut() {
             n.fresh = false;
         }
         if let Some(iv) = self.cfg.sweep_interval_ms {
@@ -341,6 +344,6 @@ impl Sm {
 
     /// The LID of the SM's own port.
     pub fn sm_lid(&self) -> Lid {
-        Lid(self.nodes.first().map_or(0, |n| n.lid))
+        Lid(self.db.nodes.first().map_or(0, |n| n.lid))
     }
 }

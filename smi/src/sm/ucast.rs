@@ -6,27 +6,28 @@ use super::*;
 
 impl Sm {
     pub(super) fn route(&mut self) {
-        let mut index = vec![usize::MAX; self.nodes.len()];
+        let mut index = vec![usize::MAX; self.db.nodes.len()];
         let mut extra = Vec::new();
         if self.up {
             // Keep the tables as distributed, to send only what changes.
-            self.old_lfts = self
+            self.db.old_lfts = self
+                .db
                 .switch_index
                 .iter()
                 .copied()
-                .zip(core::mem::take(&mut self.lfts))
+                .zip(core::mem::take(&mut self.db.lfts))
                 .collect();
         }
-        self.switch_index.clear();
-        for (i, n) in self.nodes.iter().enumerate() {
+        self.db.switch_index.clear();
+        for (i, n) in self.db.nodes.iter().enumerate() {
             if n.is_switch() && n.alive {
-                index[i] = self.switch_index.len();
-                self.switch_index.push(i);
+                index[i] = self.db.switch_index.len();
+                self.db.switch_index.push(i);
             }
         }
         let mut g = Graph::default();
-        for &i in &self.switch_index {
-            let n = &self.nodes[i];
+        for &i in &self.db.switch_index {
+            let n = &self.db.nodes[i];
             g.lid.push(n.lid);
             g.ports.push(
                 n.ports
@@ -34,22 +35,22 @@ impl Sm {
                     .enumerate()
                     .map(|(p, port)| match port.peer {
                         Some((m, q))
-                            if p != 0 && self.nodes[m].is_switch() && index[m] != usize::MAX =>
+                            if p != 0 && self.db.nodes[m].is_switch() && index[m] != usize::MAX =>
                         {
                             PortTo::Switch(index[m], q)
                         }
                         Some((m, _))
                             if p != 0
-                                && !self.nodes[m].is_switch()
-                                && self.nodes[m].alive
-                                && self.nodes[m].lid != 0 =>
+                                && !self.db.nodes[m].is_switch()
+                                && self.db.nodes[m].alive
+                                && self.db.nodes[m].lid != 0 =>
                         {
-                            for vf in &self.nodes[m].vfs {
+                            for vf in &self.db.nodes[m].vfs {
                                 if vf.lid != 0 {
                                     extra.push((vf.lid, index[i], p as u8));
                                 }
                             }
-                            PortTo::Ca(self.nodes[m].lid, 1)
+                            PortTo::Ca(self.db.nodes[m].lid, 1)
                         }
                         _ => PortTo::None,
                     })
@@ -57,14 +58,14 @@ impl Sm {
             );
         }
         g.extra = extra;
-        self.lfts = Self::compute_routes(self.cfg.routing, &g, self.max_lid);
-        self.graph = g;
-        self.switch_of = index;
+        self.db.lfts = Self::compute_routes(self.cfg.routing, &g, self.db.max_lid);
+        self.db.graph = g;
+        self.db.switch_of = index;
     }
 
     /// The switch graph the routes were computed on.
     pub fn routing_graph(&self) -> &Graph {
-        &self.graph
+        &self.db.graph
     }
 
     /// Computes routes on `g` with `engine` (what bring-up does, exposed so
@@ -76,7 +77,7 @@ impl Sm {
     /// True when the channel dependency graph of the computed routes is
     /// acyclic (checked after routing; min-hop makes no such promise).
     pub fn deadlock_free(&self) -> bool {
-        updn::deadlock_free(&self.graph, &self.lfts)
+        updn::deadlock_free(&self.db.graph, &self.db.lfts)
     }
 
     /// At bring-up: SwitchInfo (LinearFDBTop) to every switch, then every
@@ -84,19 +85,19 @@ impl Sm {
     /// gets the same; every other switch gets only the blocks that differ
     /// from what it has, and SwitchInfo only when LinearFDBTop moves.
     pub(super) fn distribute(&mut self) {
-        let top = self.top_for(self.max_lid);
+        let top = self.top_for(self.db.max_lid);
         let old_top = self.top;
         self.top = top;
-        let blocks = usize::from(self.max_lid) / 64 + 1;
-        for k in 0..self.switch_index.len() {
-            let i = self.switch_index[k];
-            let n = &self.nodes[i];
+        let blocks = usize::from(self.db.max_lid) / 64 + 1;
+        for k in 0..self.db.switch_index.len() {
+            let i = self.db.switch_index[k];
+            let n = &self.db.nodes[i];
             let Some(mut si) = n.switch_info else {
                 continue;
             };
             si.linear_fdb_top = top;
             si.port_state_change = true; // writing 1 clears it
-            let old = self.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
+            let old = self.db.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
             let Some(old) = old else {
                 self.set_node(i, &si, 0, Purpose::SetTop { node: i });
                 continue;
@@ -106,7 +107,7 @@ impl Sm {
                     let r = b * 64..(b + 1) * 64;
                     (r.start..r.end).any(|l| {
                         old.get(l).copied().unwrap_or(DROP_PORT)
-                            != self.lfts[k].get(l).copied().unwrap_or(DROP_PORT)
+                            != self.db.lfts[k].get(l).copied().unwrap_or(DROP_PORT)
                     })
                 })
                 .map(|b| b as u16)
@@ -122,6 +123,7 @@ impl Sm {
 
     pub(super) fn send_lft(&mut self, node: usize) {
         let Some(k) = self
+            .db
             .switch_of
             .get(node)
             .copied()
@@ -129,7 +131,7 @@ impl Sm {
         else {
             return;
         };
-        let blocks = usize::from(self.max_lid) / 64 + 1;
+        let blocks = usize::from(self.db.max_lid) / 64 + 1;
         for b in 0..blocks {
             self.send_lft_block(k, b as u16);
         }
@@ -138,11 +140,11 @@ impl Sm {
     /// Queues Set(LinearForwardingTable) of block `b` of switch `k` as the
     /// SM's table has it now.
     pub(super) fn send_lft_block(&mut self, k: usize, b: u16) {
-        let node = self.switch_index[k];
+        let node = self.db.switch_index[k];
         let mut t = LinearForwardingTable::dropping();
         let base = usize::from(b) * 64;
         for (e, slot) in t.port.iter_mut().enumerate() {
-            *slot = self.lfts[k].get(base + e).copied().unwrap_or(DROP_PORT);
+            *slot = self.db.lfts[k].get(base + e).copied().unwrap_or(DROP_PORT);
         }
         self.set_node(node, &t, u32::from(b), Purpose::SetLft);
     }

@@ -157,8 +157,8 @@ impl Sm {
     }
     /// Node indices of the hypervisors.
     pub fn hypervisors(&self) -> Vec<usize> {
-        (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].is_hypervisor() && self.nodes[i].lid != 0)
+        (0..self.db.nodes.len())
+            .filter(|&i| self.db.nodes[i].is_hypervisor() && self.db.nodes[i].lid != 0)
             .collect()
     }
     /// The LID policy in force.
@@ -167,15 +167,16 @@ impl Sm {
     }
     /// The switch (node index) and port a CA's port 1 is cabled to.
     pub fn attachment(&self, node: usize) -> Option<(usize, u8)> {
-        let n = self.nodes.get(node)?;
+        let n = self.db.nodes.get(node)?;
         let (m, q) = n.ports.get(usize::from(n.info.local_port_num))?.peer?;
-        self.nodes[m].is_switch().then_some((m, q))
+        self.db.nodes[m].is_switch().then_some((m, q))
     }
     /// The SM's LFT entry for `lid` on switch `node`.
     pub fn lft_entry(&self, node: usize, lid: u16) -> u8 {
-        self.switch_of
+        self.db
+            .switch_of
             .get(node)
-            .and_then(|&k| self.lfts.get(k))
+            .and_then(|&k| self.db.lfts.get(k))
             .and_then(|t| t.get(usize::from(lid)))
             .copied()
             .unwrap_or(DROP_PORT)
@@ -189,7 +190,8 @@ impl Sm {
     }
 
     fn hypervisor(&self, node: usize) -> Result<&super::SmNode, VmError> {
-        self.nodes
+        self.db
+            .nodes
             .get(node)
             .filter(|n| n.is_hypervisor() && n.lid != 0)
             .ok_or(VmError::NotAHypervisor(node))
@@ -215,36 +217,38 @@ impl Sm {
         self.ready()?;
         let vf = self.free_vf(node)?;
         let lid = match self.cfg.lid_policy {
-            LidPolicy::Prepopulated => self.nodes[node].vfs[usize::from(vf) - 1].lid,
+            LidPolicy::Prepopulated => self.db.nodes[node].vfs[usize::from(vf) - 1].lid,
             LidPolicy::Dynamic => {
                 let lid = match self.free_lids.first() {
                     Some(&l) => l,
-                    None if self.max_lid < Lid::UNICAST_MAX.0 => self.max_lid + 1,
+                    None if self.db.max_lid < Lid::UNICAST_MAX.0 => self.db.max_lid + 1,
                     None => return Err(VmError::LidSpaceExhausted),
                 };
-                let pf = self.nodes[node].lid;
+                let pf = self.db.nodes[node].lid;
                 let Some((leaf, port)) = self.attachment(node) else {
                     return Err(VmError::NoRoute(pf));
                 };
-                let target = (self.switch_of[leaf], port);
-                let from_pf: Vec<u8> = (0..self.lfts.len()).map(|k| self.entry(k, pf)).collect();
-                let old: Vec<u8> = (0..self.lfts.len()).map(|k| self.entry(k, lid)).collect();
+                let target = (self.db.switch_of[leaf], port);
+                let from_pf: Vec<u8> = (0..self.db.lfts.len()).map(|k| self.entry(k, pf)).collect();
+                let old: Vec<u8> = (0..self.db.lfts.len())
+                    .map(|k| self.entry(k, lid))
+                    .collect();
                 // Every switch must forward the new LID (stale entries of a
                 // freed LID that already lead there are kept).
                 let keep = self.minimal(&old, &from_pf, target, false)?;
                 // Committed from here on.
                 self.free_lids.remove(&lid);
-                if lid > self.max_lid {
-                    self.max_lid = lid;
+                if lid > self.db.max_lid {
+                    self.db.max_lid = lid;
                 }
                 let stage = self.capture(|sm| {
                     if lid > sm.top {
                         sm.top = sm.top_for(lid);
-                        for k in 0..sm.switch_index.len() {
-                            let i = sm.switch_index[k];
-                            if let Some(mut si) = sm.nodes[i].switch_info {
+                        for k in 0..sm.db.switch_index.len() {
+                            let i = sm.db.switch_index[k];
+                            if let Some(mut si) = sm.db.nodes[i].switch_info {
                                 si.linear_fdb_top = sm.top;
-                                sm.nodes[i].switch_info = Some(si);
+                                sm.db.nodes[i].switch_info = Some(si);
                                 sm.set_node(i, &si, 0, Purpose::SetTopOnly);
                             }
                         }
@@ -271,8 +275,8 @@ impl Sm {
         };
         let id = VmId(self.next_vm);
         self.next_vm += 1;
-        self.nodes[node].vfs[usize::from(vf) - 1].vm = Some(id);
-        self.nodes[node].vfs[usize::from(vf) - 1].lid = lid;
+        self.db.nodes[node].vfs[usize::from(vf) - 1].vm = Some(id);
+        self.db.nodes[node].vfs[usize::from(vf) - 1].lid = lid;
         self.vms.insert(
             id.0,
             Vm {
@@ -294,7 +298,7 @@ impl Sm {
         self.ready()?;
         let vm = *self.vms.get(&id.0).ok_or(VmError::NoSuchVm(id))?;
         self.vms.remove(&id.0);
-        let slot = &mut self.nodes[vm.hypervisor].vfs[usize::from(vm.vf) - 1];
+        let slot = &mut self.db.nodes[vm.hypervisor].vfs[usize::from(vm.vf) - 1];
         slot.vm = None;
         if self.cfg.lid_policy == LidPolicy::Dynamic {
             slot.lid = 0;
@@ -318,15 +322,15 @@ impl Sm {
         let target_of = |node: usize| -> Result<(usize, u8), VmError> {
             let (leaf, port) = self
                 .attachment(node)
-                .ok_or(VmError::NoRoute(self.nodes[node].lid))?;
-            Ok((self.switch_of[leaf], port))
+                .ok_or(VmError::NoRoute(self.db.nodes[node].lid))?;
+            Ok((self.db.switch_of[leaf], port))
         };
-        let n = self.lfts.len();
+        let n = self.db.lfts.len();
         let col = |lid: u16| -> Vec<u8> { (0..n).map(|k| self.entry(k, lid)).collect() };
         let mut entries = Vec::new();
         let swapped_lid = match self.cfg.lid_policy {
             LidPolicy::Prepopulated => {
-                let other = self.nodes[dst].vfs[usize::from(to_vf) - 1].lid;
+                let other = self.db.nodes[dst].vfs[usize::from(to_vf) - 1].lid;
                 let (a, b) = (col(vm.lid), col(other));
                 // The VM's LID takes the routes of the destination VF's LID
                 // and the other way round, where they must.
@@ -343,7 +347,7 @@ impl Sm {
                 Some(other)
             }
             LidPolicy::Dynamic => {
-                let (a, pf) = (col(vm.lid), col(self.nodes[dst].lid));
+                let (a, pf) = (col(vm.lid), col(self.db.nodes[dst].lid));
                 let ka = self.minimal(&a, &pf, target_of(dst)?, true)?;
                 for k in 0..n {
                     if ka[k] {
@@ -356,7 +360,7 @@ impl Sm {
         let blocks: BTreeSet<(usize, u16)> = entries.iter().map(|&(k, l, _)| (k, l / 64)).collect();
         let switches: BTreeSet<usize> = entries
             .iter()
-            .map(|&(k, _, _)| self.switch_index[k])
+            .map(|&(k, _, _)| self.db.switch_index[k])
             .collect();
         Ok(MigrationPlan {
             vm: id,
@@ -396,6 +400,7 @@ impl Sm {
                 .get(&p.vm.0)
                 .is_some_and(|v| (v.hypervisor, v.vf) == p.from && v.lid == p.vm_lid)
                 && self
+                    .db
                     .nodes
                     .get(p.to.0)
                     .and_then(|n| n.vfs.get(usize::from(p.to.1).wrapping_sub(1)))
@@ -443,10 +448,10 @@ impl Sm {
             vm.vf = p.to.1;
             let guid = vm.guid;
             let (src, dst) = (p.from, p.to);
-            let src_slot = &mut self.nodes[src.0].vfs[usize::from(src.1) - 1];
+            let src_slot = &mut self.db.nodes[src.0].vfs[usize::from(src.1) - 1];
             src_slot.vm = None;
             src_slot.lid = p.swapped_lid.unwrap_or(0);
-            let dst_slot = &mut self.nodes[dst.0].vfs[usize::from(dst.1) - 1];
+            let dst_slot = &mut self.db.nodes[dst.0].vfs[usize::from(dst.1) - 1];
             dst_slot.vm = Some(p.vm);
             dst_slot.lid = p.vm_lid;
             for &(k, l, port) in &p.entries {
@@ -474,8 +479,8 @@ impl Sm {
         self.ready()?;
         self.route();
         let start = self.out.queue.len();
-        let blocks = usize::from(self.max_lid) / 64 + 1;
-        for k in 0..self.switch_index.len() {
+        let blocks = usize::from(self.db.max_lid) / 64 + 1;
+        for k in 0..self.db.switch_index.len() {
             for b in 0..blocks {
                 self.send_lft_block(k, b as u16);
             }
@@ -500,14 +505,14 @@ impl Sm {
     }
 
     fn entry(&self, k: usize, lid: u16) -> u8 {
-        self.lfts[k]
+        self.db.lfts[k]
             .get(usize::from(lid))
             .copied()
             .unwrap_or(DROP_PORT)
     }
 
     fn write_entry(&mut self, k: usize, lid: u16, port: u8) {
-        let t = &mut self.lfts[k];
+        let t = &mut self.db.lfts[k];
         if t.len() <= usize::from(lid) {
             t.resize(usize::from(lid) + 1, DROP_PORT);
         }
@@ -533,7 +538,7 @@ impl Sm {
             let mut k = from;
             for hops in 0..limit {
                 let p = if use_new[k] { new[k] } else { old[k] };
-                match self.graph.ports[k].get(usize::from(p)).copied() {
+                match self.db.graph.ports[k].get(usize::from(p)).copied() {
                     Some(PortTo::Switch(j, _)) => k = j,
                     Some(PortTo::Ca(..)) if (k, p) == target => return Some(hops),
                     _ => return None,
@@ -570,7 +575,7 @@ impl Sm {
     /// Queues Set(VPortInfo) for VF `vf` (1-based) of hypervisor `node`
     /// with the LID the SM holds for it, `state` and `guid`.
     pub(super) fn set_vport(&mut self, node: usize, vf: u16, state: PortState, guid: u64) {
-        let n = &self.nodes[node];
+        let n = &self.db.nodes[node];
         let Some(slot) = n.vfs.get(usize::from(vf) - 1) else {
             return;
         };
