@@ -4,6 +4,8 @@
 
 use mad_core::attr::*;
 use mad_core::notice::{Notice, NoticeType, ProducerType, Trap128, TrapDetails};
+use mad_core::sa::{PathRecord, SaAttributeId, SaMad, SaRecord};
+use mad_core::types::Gid;
 use mad_core::types::{Guid, Lid, MKey};
 use mad_core::{DrPath, Method, Smp};
 
@@ -126,6 +128,51 @@ pub fn samples() -> Vec<(&'static str, [u8; 256])> {
         *trap.as_wire(),
     ));
 
+    // Subnet administration: a host asks the SA for the path to LID 7.
+    let mut q = SaMad::request(
+        Method::Get,
+        SaAttributeId::PathRecord,
+        0x0000_0002_0000_0001,
+    );
+    let want = PathRecord {
+        sgid: Gid::new(Gid::DEFAULT_PREFIX, Guid(0x0002_c903_00a1_b201)),
+        dlid: Lid(7),
+        numb_path: 1,
+        ..PathRecord::default()
+    };
+    q.set_record(&want).expect("PathRecord encodes");
+    q.sa.component_mask = ["sgid", "dlid", "numb_path"]
+        .iter()
+        .filter_map(|c| PathRecord::component(c))
+        .fold(0, |m, b| m | b);
+    v.push((
+        "Host: SubnAdmGet(PathRecord) to DLID 7 from its own GID",
+        q.to_bytes(),
+    ));
+    let mut a = q.clone();
+    a.header.method = Method::GetResp.into();
+    let got = PathRecord {
+        dgid: Gid::new(Gid::DEFAULT_PREFIX, Guid(0x0002_c903_00a1_b207)),
+        sgid: want.sgid,
+        dlid: Lid(7),
+        slid: Lid(1),
+        reversible: true,
+        numb_path: 0,
+        pkey: mad_core::PKey(0xffff),
+        sl: 0,
+        mtu_selector: 2,
+        mtu: 4,
+        rate_selector: 2,
+        rate: 3,
+        packet_life_time_selector: 2,
+        packet_life_time: 18,
+        ..PathRecord::default()
+    };
+    a.set_record(&got).expect("PathRecord encodes");
+    v.push((
+        "SA: SubnAdmGetResp(PathRecord): LID 1 to LID 7, MTU 2048, 10 Gb/s, reversible",
+        a.to_bytes(),
+    ));
     v
 }
 

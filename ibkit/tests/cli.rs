@@ -48,6 +48,7 @@ fn decode_of_the_samples() {
     assert!(out.contains("GetResp"));
     assert!(out.contains("num_ports ...") && out.contains(" 36\n"));
     assert!(out.contains("Trap 128 details"));
+    assert!(out.contains("SA header:") && out.contains("PathRecord 1:"));
 }
 
 #[test]
@@ -59,8 +60,8 @@ fn json_has_the_documented_keys_and_types() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(objs.len(), 5);
-    for o in &objs {
+    assert_eq!(objs.len(), 7);
+    for o in &objs[..5] {
         assert!(o["mad"]["attribute_id"].is_u64());
         assert!(o["smp"]["m_key"].as_str().unwrap().starts_with("0x"));
         assert!(o["attribute"]["name"].is_string());
@@ -80,6 +81,16 @@ fn json_has_the_documented_keys_and_types() {
     assert!(pi.get("local_port_num").is_some());
     assert_eq!(objs[3]["attribute"]["port"].as_array().unwrap().len(), 64);
     assert_eq!(objs[4]["attribute"]["trap_details"]["lid"], 7);
+    // Subnet administration: a PathRecord query and its answer.
+    let (q, a) = (&objs[5], &objs[6]);
+    assert_eq!(q["mad"]["mgmt_class"], 3);
+    assert!(q.get("smp").is_none());
+    assert_eq!(q["sa"]["component_mask"], (1 << 3) | (1 << 4) | (1 << 12));
+    assert_eq!(q["records"][0]["name"], "PathRecord");
+    assert_eq!(q["records"][0]["dlid"], 7);
+    assert_eq!(a["records"][0]["slid"], 1);
+    assert_eq!(a["records"][0]["mtu"], 4);
+    assert_eq!(a["records"][0]["reversible"], true);
 }
 
 #[test]
@@ -107,10 +118,10 @@ fn a_bad_line_is_reported_and_the_rest_decoded() {
     assert!(err.contains("line 3: 'x' is not a hex digit"), "{err}");
     assert_eq!(
         err.lines().last(),
-        Some("ibkit: 1 of 6 MADs could not be decoded (each is named above)"),
+        Some("ibkit: 1 of 8 MADs could not be decoded (each is named above)"),
         "{err}"
     );
-    assert_eq!(out.lines().count(), 5);
+    assert_eq!(out.lines().count(), 7);
 }
 
 #[test]

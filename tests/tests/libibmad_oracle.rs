@@ -6,6 +6,7 @@ use fabric::rng::Rng;
 use mad_core::attr::*;
 use mad_core::field::{mask, set_bits, FieldDesc, Fields, Value};
 use mad_core::notice::{Notice, Trap128, Trap144};
+use mad_core::sa::*;
 use std::collections::HashMap;
 use tests::libibmad::LibIbmad;
 
@@ -139,6 +140,51 @@ fn cases() -> Vec<Case> {
         case!(MulticastForwardingTable, base 0, ["port_mask" => "IB_MULTICAST_FORW_TBL_F"]),
         case!(SlToVlMappingTable, base 0, ["vl" => "IB_SLTOVL_MAPPING_TABLE_F"]),
         case!(VlArbitrationTable, base 0, ["entries" => "IB_VL_ARBITRATION_TABLE_F"]),
+        // Subnet administration: the headers sit in the MAD; libibmad
+        // places record fields from the record's start.
+        case!(RmppHeader, base 24, [
+            "version" => "IB_SA_RMPP_VERS_F", "rmpp_type" => "IB_SA_RMPP_TYPE_F",
+            "resp_time" => "IB_SA_RMPP_RESP_F", "flags" => "IB_SA_RMPP_FLAGS_F",
+            "status" => "IB_SA_RMPP_STATUS_F", "segment_number" => "IB_SA_RMPP_SEGNUM_F",
+            "payload_length_or_window" => "IB_SA_RMPP_LEN_F",
+        ]),
+        case!(SaHeader, base 36, [
+            "sm_key" => "IB_SA_MKEY_F", "attribute_offset" => "IB_SA_ATTROFFS_F",
+            "component_mask" => "IB_SA_COMPMASK_F",
+        ]),
+        case!(ClassPortInfo, base 0, [
+            "base_version" => "IB_CPI_BASEVER_F", "class_version" => "IB_CPI_CLASSVER_F",
+            "capability_mask" => "IB_CPI_CAPMASK_F", "capability_mask2" => "IB_CPI_CAPMASK2_F",
+            "resp_time_value" => "IB_CPI_RESP_TIME_VALUE_F", "redirect_gid" => "IB_CPI_REDIRECT_GID_F",
+            "redirect_tc" => "IB_CPI_REDIRECT_TC_F", "redirect_sl" => "IB_CPI_REDIRECT_SL_F",
+            "redirect_fl" => "IB_CPI_REDIRECT_FL_F", "redirect_lid" => "IB_CPI_REDIRECT_LID_F",
+            "redirect_pkey" => "IB_CPI_REDIRECT_PKEY_F", "redirect_qp" => "IB_CPI_REDIRECT_QP_F",
+            "redirect_qkey" => "IB_CPI_REDIRECT_QKEY_F", "trap_gid" => "IB_CPI_TRAP_GID_F",
+            "trap_tc" => "IB_CPI_TRAP_TC_F", "trap_sl" => "IB_CPI_TRAP_SL_F",
+            "trap_fl" => "IB_CPI_TRAP_FL_F", "trap_lid" => "IB_CPI_TRAP_LID_F",
+            "trap_pkey" => "IB_CPI_TRAP_PKEY_F", "trap_hl" => "IB_CPI_TRAP_HL_F",
+            "trap_qp" => "IB_CPI_TRAP_QP_F", "trap_qkey" => "IB_CPI_TRAP_QKEY_F",
+        ]),
+        case!(PathRecord, base 0, [
+            "dgid" => "IB_SA_PR_DGID_F", "sgid" => "IB_SA_PR_SGID_F", "dlid" => "IB_SA_PR_DLID_F",
+            "slid" => "IB_SA_PR_SLID_F", "numb_path" => "IB_SA_PR_NPATH_F", "sl" => "IB_SA_PR_SL_F",
+        ]),
+        case!(MultiPathRecord, base 0, [
+            "numb_path" => "IB_SA_MP_NPATH_F", "sgid_count" => "IB_SA_MP_NSRC_F",
+            "dgid_count" => "IB_SA_MP_NDEST_F",
+        ]),
+        case!(McMemberRecord, base 0, [
+            "mgid" => "IB_SA_MCM_MGID_F", "port_gid" => "IB_SA_MCM_PORTGID_F",
+            "qkey" => "IB_SA_MCM_QKEY_F", "mlid" => "IB_SA_MCM_MLID_F", "sl" => "IB_SA_MCM_SL_F",
+            "mtu" => "IB_SA_MCM_MTU_F", "rate" => "IB_SA_MCM_RATE_F", "tclass" => "IB_SA_MCM_TCLASS_F",
+            "pkey" => "IB_SA_MCM_PKEY_F", "flow_label" => "IB_SA_MCM_FLOW_LABEL_F",
+            "join_state" => "IB_SA_MCM_JOIN_STATE_F", "proxy_join" => "IB_SA_MCM_PROXY_JOIN_F",
+        ]),
+        case!(ServiceRecord, base 0, [
+            "service_id" => "IB_SA_SR_ID_F", "service_gid" => "IB_SA_SR_GID_F",
+            "service_pkey" => "IB_SA_SR_PKEY_F", "service_lease" => "IB_SA_SR_LEASE_F",
+            "service_key" => "IB_SA_SR_KEY_F", "service_name" => "IB_SA_SR_NAME_F",
+        ]),
     ]
 }
 
@@ -163,7 +209,14 @@ fn is_array(d: &FieldDesc) -> bool {
     d.width > 64
         || matches!(
             d.name,
-            "port" | "port_mask" | "vl" | "entries" | "node_string" | "data_details"
+            "port"
+                | "port_mask"
+                | "vl"
+                | "entries"
+                | "node_string"
+                | "data_details"
+                | "service_key"
+                | "service_name"
         )
 }
 
@@ -217,7 +270,7 @@ fn every_libibmad_field_sits_exactly_where_mad_core_puts_it() {
         }
     }
     eprintln!("checked the position and width of {checked} fields against libibmad");
-    assert!(checked >= 110, "only {checked} fields checked");
+    assert!(checked >= 165, "only {checked} fields checked");
 }
 
 #[test]
@@ -431,4 +484,95 @@ fn libibmad_misplaces_portinfoextended_hdr_ndr_fec_fields() {
         .find(|f| f.name == "edr_fec_mode_enabled")
         .unwrap();
     assert_eq!(edr.offset / 8, 12);
+}
+
+/// Records that embed an SMP attribute (NodeRecord, GUIDInfoRecord): each
+/// of libibmad's fields sits where the record's component table puts it.
+#[test]
+fn embedded_record_components_sit_where_libibmad_puts_them() {
+    let Some(l) = load() else { return };
+    let checks: &[(&[FieldDesc], &str, &str)] = &[
+        (NodeRecord::COMPONENTS, "lid", "IB_SA_NR_LID_F"),
+        (NodeRecord::COMPONENTS, "base_version", "IB_SA_NR_BASEVER_F"),
+        (
+            NodeRecord::COMPONENTS,
+            "class_version",
+            "IB_SA_NR_CLASSVER_F",
+        ),
+        (NodeRecord::COMPONENTS, "node_type", "IB_SA_NR_TYPE_F"),
+        (NodeRecord::COMPONENTS, "num_ports", "IB_SA_NR_NPORTS_F"),
+        (
+            NodeRecord::COMPONENTS,
+            "system_image_guid",
+            "IB_SA_NR_SYSTEM_GUID_F",
+        ),
+        (NodeRecord::COMPONENTS, "node_guid", "IB_SA_NR_GUID_F"),
+        (NodeRecord::COMPONENTS, "port_guid", "IB_SA_NR_PORT_GUID_F"),
+        (
+            NodeRecord::COMPONENTS,
+            "partition_cap",
+            "IB_SA_NR_PARTITION_CAP_F",
+        ),
+        (NodeRecord::COMPONENTS, "device_id", "IB_SA_NR_DEVID_F"),
+        (NodeRecord::COMPONENTS, "revision", "IB_SA_NR_REVISION_F"),
+        (
+            NodeRecord::COMPONENTS,
+            "local_port_num",
+            "IB_SA_NR_LOCAL_PORT_F",
+        ),
+        (NodeRecord::COMPONENTS, "vendor_id", "IB_SA_NR_VENDORID_F"),
+        (
+            NodeRecord::COMPONENTS,
+            "node_description",
+            "IB_SA_NR_NODEDESC_F",
+        ),
+        (GuidInfoRecord::COMPONENTS, "lid", "IB_SA_GIR_LID_F"),
+        (
+            GuidInfoRecord::COMPONENTS,
+            "block_num",
+            "IB_SA_GIR_BLOCKNUM_F",
+        ),
+        (GuidInfoRecord::COMPONENTS, "guid0", "IB_SA_GIR_GUID0_F"),
+        (GuidInfoRecord::COMPONENTS, "guid7", "IB_SA_GIR_GUID7_F"),
+    ];
+    for &(table, ours, theirs) in checks {
+        let d = *table.iter().find(|c| c.name == ours).unwrap();
+        let f = l
+            .field(theirs)
+            .unwrap_or_else(|| panic!("libibmad has no {theirs}"));
+        let (mut expect, mut got) = ([0u8; 256], [0u8; 256]);
+        if d.width > 64 {
+            l.set_array(&mut got, f, &[0xFF; 256]);
+            expect[d.offset / 8..(d.offset + d.width) / 8].fill(0xFF);
+        } else {
+            lib_set(&l, &mut got, f, d.width, mask(d.width));
+            set_bits(&mut expect, d.offset, d.width, mask(d.width));
+        }
+        assert_eq!(expect.to_vec(), got.to_vec(), "{ours} ({theirs})");
+    }
+    // And a NodeRecord encoded by mad-core reads back in libibmad.
+    let nr = NodeRecord {
+        lid: mad_core::Lid(0x1234),
+        node_info: NodeInfo {
+            node_type: NodeType::Switch,
+            num_ports: 36,
+            node_guid: mad_core::Guid(0x0002_c903_00a1_b200),
+            vendor_id: 0x0002c9,
+            local_port_num: 7,
+            ..NodeInfo::default()
+        },
+        ..NodeRecord::default()
+    };
+    let mut buf = [0u8; 256];
+    nr.encode(&mut buf).unwrap();
+    let get = |n: &str| u64::from(l.get(&buf, l.field(n).unwrap()));
+    assert_eq!(get("IB_SA_NR_LID_F"), 0x1234);
+    assert_eq!(get("IB_SA_NR_TYPE_F"), 2);
+    assert_eq!(get("IB_SA_NR_NPORTS_F"), 36);
+    assert_eq!(get("IB_SA_NR_LOCAL_PORT_F"), 7);
+    assert_eq!(get("IB_SA_NR_VENDORID_F"), 0x2c9);
+    assert_eq!(
+        l.get64(&buf, l.field("IB_SA_NR_GUID_F").unwrap()),
+        0x0002_c903_00a1_b200
+    );
 }

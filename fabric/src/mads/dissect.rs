@@ -5,7 +5,8 @@
 //! where they carry meaning.
 
 use mad_core::field::{Fields, Value};
-use mad_core::mad::MadHeader;
+use mad_core::mad::{MadHeader, MgmtClass};
+use mad_core::sa::SaMad;
 use mad_core::smp::SmpHeaderFields;
 use mad_core::{Smp, MAD_SIZE};
 use serde_json::{json, Map, Value as Json};
@@ -69,6 +70,31 @@ pub fn mad_json(m: &Mad<'_>) -> Json {
         Err(e) => return json!({ "error": e.to_string() }),
     };
     o.insert("mad".into(), Json::Object(fields_json(hdr)));
+    if hdr.mgmt_class == u8::from(MgmtClass::SubnAdm) {
+        match SaMad::parse(m.bytes) {
+            Ok(sa) => {
+                o.insert("rmpp".into(), Json::Object(fields_json(&sa.rmpp)));
+                o.insert("sa".into(), Json::Object(fields_json(&sa.sa)));
+                let records: Vec<Json> = sa
+                    .records()
+                    .map(|r| match r {
+                        Ok(r) => {
+                            let mut f = Map::new();
+                            f.insert("name".into(), json!(r.name()));
+                            f.extend(fields_json(r.fields()));
+                            Json::Object(f)
+                        }
+                        Err(e) => json!({ "error": e.to_string() }),
+                    })
+                    .collect();
+                o.insert("records".into(), Json::Array(records));
+            }
+            Err(e) => {
+                o.insert("error".into(), json!(format!("not a valid SA MAD: {e}")));
+            }
+        }
+        return Json::Object(o);
+    }
     match Smp::parse(m.bytes) {
         Ok(s) => {
             o.insert("smp".into(), Json::Object(fields_json(&SmpHeaderFields(s))));
@@ -118,6 +144,26 @@ pub fn mad_text(m: &Mad<'_>, index: usize) -> String {
         }
     };
     section(&mut out, "MAD header", hdr);
+    if hdr.mgmt_class == u8::from(MgmtClass::SubnAdm) {
+        match SaMad::parse(m.bytes) {
+            Ok(sa) => {
+                section(&mut out, "RMPP header", &sa.rmpp);
+                section(&mut out, "SA header", &sa.sa);
+                for (i, r) in sa.records().enumerate() {
+                    match r {
+                        Ok(r) => section(&mut out, &format!("{} {}", r.name(), i + 1), r.fields()),
+                        Err(e) => {
+                            let _ = writeln!(out, "  record {}: error: {e}", i + 1);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  not a valid SA MAD: {e}");
+            }
+        }
+        return out;
+    }
     match Smp::parse(m.bytes) {
         Ok(s) => {
             section(
