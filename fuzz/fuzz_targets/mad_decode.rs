@@ -1,11 +1,13 @@
 //! Arbitrary bytes into every decoder of mad-core: the SMP view and its
 //! header checks, every attribute by every attribute ID and modifier, the
-//! Notice and its trap details. Nothing may panic; whatever decodes must
-//! re-encode and decode to the same value.
+//! Notice and its trap details, the SA MAD and every SA record by its
+//! attribute ID. Nothing may panic; whatever decodes must re-encode and
+//! decode to the same value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mad_core::notice::{Notice, TrapDetails};
+use mad_core::sa::{AnyRecord, SaAttributeId, SaMad};
 use mad_core::{AnyAttribute, AttributeId, Smp};
 
 fuzz_target!(|data: &[u8]| {
@@ -35,5 +37,15 @@ fuzz_target!(|data: &[u8]| {
             d.encode(&mut out).expect("trap details re-encode");
             assert_eq!(TrapDetails::decode(n.trap_number(), &out).unwrap(), d);
         }
+    }
+    if let Ok(m) = SaMad::parse(body) {
+        let _ = format!("{m:?}");
+        assert_eq!(SaMad::parse(&m.to_bytes()).expect("an SA MAD re-parses"), m);
+        for r in m.records() {
+            let _ = r.map(|r| format!("{r:?}"));
+        }
+    }
+    if let Some(Ok(r)) = AnyRecord::decode(SaAttributeId::from(u16::from(id)), body) {
+        let _ = format!("{r:?}");
     }
 });
