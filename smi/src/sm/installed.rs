@@ -7,19 +7,7 @@ impl Sm {
     /// The port a switch forwards `lid` to with the tables it has now
     /// (those the SM last distributed to it).
     pub(super) fn installed_port(&self, node: usize, lid: u16) -> u8 {
-        let t = match self.db.old_lfts.get(&node) {
-            Some(t) => t,
-            None => match self
-                .db
-                .switch_of
-                .get(node)
-                .and_then(|&k| self.db.lfts.get(k))
-            {
-                Some(t) => t,
-                None => return DROP_PORT,
-            },
-        };
-        t.get(usize::from(lid)).copied().unwrap_or(DROP_PORT)
+        self.db.installed_port(NodeId(node), Lid(lid))
     }
 
     /// True when an SMP to `node` would go LID-routed now: the node has a

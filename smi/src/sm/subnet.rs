@@ -2,6 +2,7 @@
 //! from the agents, with the links between them and the LIDs given.
 
 use super::*;
+use mad_core::attr::forwarding::DROP_PORT;
 use mad_core::Guid;
 
 /// A node of the subnet: its index in [`Subnet::nodes`] (the SM's own is
@@ -101,6 +102,20 @@ impl Subnet {
     /// The computed LFT of a switch of the graph.
     pub fn lft(&self, s: SwitchId) -> Option<&[u8]> {
         self.lfts.get(s.0).map(|v| v.as_slice())
+    }
+
+    /// The port the switch `node` forwards `lid` to with the table it has
+    /// now (the one the SM last distributed to it): 0 the switch itself,
+    /// 255 (DROP_PORT) unrouted or not a switch.
+    pub fn installed_port(&self, node: NodeId, lid: Lid) -> u8 {
+        let t = match self.old_lfts.get(&node.0) {
+            Some(t) => t,
+            None => match self.switch_of.get(node.0).and_then(|&k| self.lfts.get(k)) {
+                Some(t) => t,
+                None => return DROP_PORT,
+            },
+        };
+        t.get(usize::from(lid.0)).copied().unwrap_or(DROP_PORT)
     }
 
     /// The node and port at the other end of `port` of `node`.

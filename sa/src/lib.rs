@@ -1,0 +1,380 @@
+//! The Subnet Administrator (IBA 15) of ibkit, as a sans-IO state machine
+//! in the manner of `smi::sm`: the caller hands it the SA MADs that reach
+//! the SM's port with where they came from and the time, and polls it for
+//! the MADs to send back and for its next timer. It reads the subnet
+//! through [`smi::sm::Subnet`] (what the SM discovered, the LIDs it gave
+//! and the tables it installed) and changes nothing in the SM.
+//!
+//! * [`query`] — ComponentMask matching and the records of each attribute:
+//!   NodeRecord, PortInfoRecord, LinkRecord, SwitchInfoRecord, and
+//!   ClassPortInfo.
+//! * [`path`] — PathRecord resolved over the installed forwarding tables:
+//!   LIDs and GIDs, the smallest MTU and rate along the path, the packet
+//!   lifetime from the switches' lifetimes, reversible.
+//! * [`rmpp`] — answers longer than one MAD, sent by the SA itself as RMPP
+//!   segments within the receiver's window, acknowledged, retried and
+//!   aborted, so that it works over any transport.
+//!
+//! What is not here yet: Set and Delete (ServiceRecord registration,
+//! InformInfo subscriptions and Reports), MCMemberRecord joins, the table
+//! records of P_Key, GUIDInfo, SL-to-VL and VL arbitration, MultiPathRecord
+//! and requests that come in several segments. Those are answered with the
+//! MAD status "unsupported method/attribute" (or "invalid request"), which
+//! is what a client of an SA that lacks them sees.
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+pub mod path;
+pub mod query;
+pub mod rmpp;
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use mad_core::mad::{Method, Status};
+use mad_core::sa::{
+    LinkRecord, NodeRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, SwitchInfoRecord,
+    SA_CLASS_VERSION, SA_DATA_SIZE,
+};
+use mad_core::{Lid, MAD_SIZE};
+use smi::sm::Subnet;
+
+pub use rmpp::{Transfer, TransferKey};
+
+/// Settings of the SA.
+#[derive(Clone, Debug)]
+pub struct SaConfig {
+    /// The SM_Key a trusted requester presents.
+    pub sm_key: u64,
+    /// RespTimeValue of ClassPortInfo: 4.096 µs × 2^value.
+    pub resp_time_value: u8,
+    /// Milliseconds an RMPP window waits for its ACK before it is sent
+    /// again.
+    pub rmpp_timeout_ms: u64,
+    /// Times a window is sent again before the transfer is aborted.
+    pub rmpp_retries: u32,
+    /// RMPP transfers in progress at once; past this a GetTable is
+    /// answered "no resources".
+    pub max_transfers: usize,
+    /// Records one answer may hold; past this a GetTable is answered "no
+    /// resources" (a bounded answer to an unbounded question).
+    pub max_records: usize,
+    /// Answers waiting to be polled; past this requests are dropped and
+    /// counted (a flood must not grow the SA).
+    pub max_queued: usize,
+}
+
+impl Default for SaConfig {
+    fn default() -> SaConfig {
+        SaConfig {
+            sm_key: 1,
+            resp_time_value: 18,
+            rmpp_timeout_ms: 200,
+            rmpp_retries: 3,
+            max_transfers: 256,
+            max_records: 1 << 20,
+            max_queued: 4096,
+        }
+    }
+}
+
+/// Where a MAD came from, and where its answer goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Addr {
+    /// The requester's LID.
+    pub lid: Lid,
+    /// The requester's QP.
+    pub qpn: u32,
+}
+
+/// A MAD for the driver to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to.
+    pub to: Addr,
+    /// The MAD.
+    pub mad: [u8; MAD_SIZE],
+}
+
+/// What the SA did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SaStats {
+    /// Requests answered (any status).
+    pub answered: u64,
+    /// Answers with a non-zero status.
+    pub refused: u64,
+    /// MADs dropped: not SA MADs, malformed, or past the queue's bound.
+    pub dropped: u64,
+    /// RMPP segments sent, first sendings and retries.
+    pub segments: u64,
+    /// RMPP segments sent again after a timeout.
+    pub retries: u64,
+    /// Transfers completed (the last segment acknowledged).
+    pub transfers_done: u64,
+    /// Transfers aborted (retries exhausted, or the receiver stopped).
+    pub transfers_aborted: u64,
+}
+
+/// Why a MAD was dropped without an answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SaError {
+    /// Not an SA MAD (shorter than a MAD, or another class).
+    NotSa(mad_core::Error),
+    /// A response that belongs to no transfer in progress.
+    Unexpected,
+    /// The queue of answers is full.
+    Busy,
+}
+
+impl core::fmt::Display for SaError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SaError::NotSa(e) => write!(f, "not an SA MAD: {e}"),
+            SaError::Unexpected => write!(f, "a response to nothing the SA sent"),
+            SaError::Busy => write!(f, "the SA's queue of answers is full"),
+        }
+    }
+}
+
+impl core::error::Error for SaError {}
+
+/// The Subnet Administrator.
+#[derive(Clone, Debug)]
+pub struct Sa {
+    cfg: SaConfig,
+    out: VecDeque<Transmit>,
+    transfers: rmpp::Transfers,
+    stats: SaStats,
+}
+
+impl Sa {
+    /// An SA with settings `cfg`.
+    pub fn new(cfg: SaConfig) -> Sa {
+        Sa {
+            cfg,
+            out: VecDeque::new(),
+            transfers: rmpp::Transfers::default(),
+            stats: SaStats::default(),
+        }
+    }
+
+    /// What it did.
+    pub fn stats(&self) -> &SaStats {
+        &self.stats
+    }
+
+    /// RMPP transfers in progress.
+    pub fn transfers(&self) -> usize {
+        self.transfers.len()
+    }
+
+    /// The next MAD to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// When [`Sa::handle_timeout`] is next due (an RMPP window's ACK).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.transfers.next_deadline()
+    }
+
+    /// Sends again the windows whose ACK is late, and aborts transfers out
+    /// of retries.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
+        self.transfers.timeout(
+            now_ms,
+            cfg,
+            &mut |t| {
+                out.push_back(t);
+            },
+            stats,
+        );
+    }
+
+    /// A MAD that reached the SA from `from` at `now_ms`: a request is
+    /// answered (queued for [`Sa::poll_transmit`]); an RMPP ACK, STOP or
+    /// ABORT moves its transfer on. What is not an SA MAD, or answers
+    /// nothing, is dropped with the reason.
+    pub fn handle_mad(
+        &mut self,
+        subnet: &Subnet,
+        from: Addr,
+        mad: &[u8],
+        now_ms: u64,
+    ) -> Result<(), SaError> {
+        let m = match SaMad::parse(mad) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.dropped += 1;
+                return Err(SaError::NotSa(e));
+            }
+        };
+        if m.header.is_response() {
+            let key = TransferKey {
+                to: from,
+                tid: m.header.transaction_id.get(),
+            };
+            let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
+            let known =
+                self.transfers
+                    .on_response(key, &m, now_ms, cfg, &mut |t| out.push_back(t), stats);
+            if !known {
+                self.stats.dropped += 1;
+                return Err(SaError::Unexpected);
+            }
+            return Ok(());
+        }
+        if self.out.len() >= self.cfg.max_queued {
+            self.stats.dropped += 1;
+            return Err(SaError::Busy);
+        }
+        let key = TransferKey {
+            to: from,
+            tid: m.header.transaction_id.get(),
+        };
+        if self.transfers.contains(&key) {
+            // The requester asked again while its answer is on the way.
+            return Ok(());
+        }
+        self.stats.answered += 1;
+        match self.answer(subnet, from, &m) {
+            Answer::One(rec) => self.reply(from, &m, Method::GetResp, Status::OK, &rec, 0),
+            Answer::Table { data, stride } => {
+                if self.transfers.len() >= self.cfg.max_transfers {
+                    self.refuse(from, &m, SaStatus::NoResources.status());
+                } else {
+                    let mut h = m.clone();
+                    h.header.method = Method::GetTableResp.into();
+                    h.header.status.set(0);
+                    h.sa.sm_key = 0;
+                    h.sa.attribute_offset = stride;
+                    let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
+                    self.transfers.start(
+                        key,
+                        h,
+                        data,
+                        now_ms,
+                        cfg,
+                        &mut |t| out.push_back(t),
+                        stats,
+                    );
+                }
+            }
+            Answer::Refused(s) => self.refuse(from, &m, s),
+        }
+        Ok(())
+    }
+
+    /// Queues a response of `method` with `status` and one record.
+    fn reply(
+        &mut self,
+        to: Addr,
+        req: &SaMad,
+        method: Method,
+        status: Status,
+        rec: &[u8],
+        stride: u16,
+    ) {
+        let mut r = req.clone();
+        r.header.method = method.into();
+        r.header.status.set(status.0);
+        r.rmpp = Default::default();
+        r.sa.sm_key = 0;
+        r.sa.attribute_offset = stride;
+        r.data = [0; SA_DATA_SIZE];
+        let n = rec.len().min(SA_DATA_SIZE);
+        r.data[..n].copy_from_slice(&rec[..n]);
+        if !status.is_ok() {
+            self.stats.refused += 1;
+        }
+        self.out.push_back(Transmit {
+            to,
+            mad: r.to_bytes(),
+        });
+    }
+
+    /// Queues an error response to `req`.
+    fn refuse(&mut self, to: Addr, req: &SaMad, status: Status) {
+        let method = match req.method() {
+            Method::GetTable => Method::GetTableResp,
+            Method::GetMulti => Method::GetMultiResp,
+            Method::GetTraceTable => Method::GetTraceTableResp,
+            Method::Delete => Method::DeleteResp,
+            _ => Method::GetResp,
+        };
+        // The request's data goes back as it came (IBA 13.4.7: an error
+        // response carries the request's attribute).
+        let data = req.data;
+        self.reply(to, req, method, status, &data, 0);
+    }
+
+    /// What to answer `m` with.
+    fn answer(&self, subnet: &Subnet, from: Addr, m: &SaMad) -> Answer {
+        if m.header.class_version != SA_CLASS_VERSION {
+            return Answer::Refused(Status::UNSUPPORTED_VERSION);
+        }
+        if m.rmpp.active() && !(m.rmpp.first() && m.rmpp.last()) {
+            // Requests that come in several segments are not taken yet.
+            return Answer::Refused(SaStatus::ReqInvalid.status());
+        }
+        let table = match m.method() {
+            Method::Get => false,
+            Method::GetTable => true,
+            _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
+        };
+        let q = query::Query {
+            subnet,
+            from,
+            data: &m.data,
+            mask: m.sa.component_mask,
+            max: self.cfg.max_records,
+        };
+        let found = match m.attribute_id() {
+            SaAttributeId::ClassPortInfo if !table => {
+                return Answer::One(query::class_port_info(&self.cfg).to_vec());
+            }
+            SaAttributeId::NodeRecord => q.collect::<NodeRecord>(query::node_records),
+            SaAttributeId::PortInfoRecord => q.collect::<PortInfoRecord>(query::port_info_records),
+            SaAttributeId::LinkRecord => q.collect::<LinkRecord>(query::link_records),
+            SaAttributeId::SwitchInfoRecord => {
+                q.collect::<SwitchInfoRecord>(query::switch_info_records)
+            }
+            SaAttributeId::PathRecord => path::path_records(&q, table),
+            _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
+        };
+        let (recs, size) = match found {
+            Ok(x) => x,
+            Err(s) => return Answer::Refused(s.status()),
+        };
+        if !table {
+            return match recs.len() {
+                0 => Answer::Refused(SaStatus::NoRecords.status()),
+                1 => Answer::One(recs.into_iter().next().unwrap_or_default()),
+                _ => Answer::Refused(SaStatus::TooManyRecords.status()),
+            };
+        }
+        let stride = size.div_ceil(8) * 8;
+        let mut data = Vec::with_capacity(recs.len() * stride);
+        for r in &recs {
+            data.extend_from_slice(r);
+            data.resize(data.len() + stride - r.len(), 0);
+        }
+        Answer::Table {
+            data,
+            stride: (stride / 8) as u16,
+        }
+    }
+}
+
+/// The answer to a request.
+enum Answer {
+    /// One record (Get).
+    One(Vec<u8>),
+    /// A table: the records, each padded to `stride` 8-byte words.
+    Table { data: Vec<u8>, stride: u16 },
+    /// An error status.
+    Refused(Status),
+}

@@ -1,0 +1,162 @@
+//! ComponentMask matching (IBA 15.2.4) and the records of the attributes
+//! that mirror SMP attributes: every candidate is built from what the SM
+//! read, encoded, and compared with the query on each component the mask
+//! selects.
+
+use crate::{Addr, SaConfig};
+use alloc::vec::Vec;
+use mad_core::attr::NodeType;
+use mad_core::field::get_bits;
+use mad_core::sa::{
+    ClassPortInfo, LinkRecord, NodeRecord, PortInfoRecord, SaRecord, SaStatus, SwitchInfoRecord,
+};
+use mad_core::Lid;
+use smi::sm::{NodeId, SmNode, Subnet};
+
+/// A query: the subnet, who asks, the record it sent and its mask.
+pub struct Query<'a> {
+    /// The subnet.
+    pub subnet: &'a Subnet,
+    /// The requester.
+    pub from: Addr,
+    /// The SA data of the request (the query record at its start).
+    pub data: &'a [u8],
+    /// The ComponentMask.
+    pub mask: u64,
+    /// The most records to return.
+    pub max: usize,
+}
+
+/// True when `rec` equals `query` on every component of `R` that `mask`
+/// selects (bits past the record's components are ignored).
+pub fn matches<R: SaRecord>(query: &[u8], rec: &[u8], mask: u64) -> bool {
+    R::COMPONENTS.iter().enumerate().all(|(i, c)| {
+        if i >= 64 || mask & (1 << i) == 0 {
+            return true;
+        }
+        if c.width > 64 {
+            let (a, b) = (c.offset / 8, (c.offset + c.width) / 8);
+            query.get(a..b) == rec.get(a..b)
+        } else {
+            get_bits(query, c.offset, c.width) == get_bits(rec, c.offset, c.width)
+        }
+    })
+}
+
+impl Query<'_> {
+    /// The records `each` yields that match, encoded: at most `max` (past
+    /// it, "no resources").
+    pub fn collect<R: SaRecord>(
+        &self,
+        each: fn(&Subnet, &mut dyn FnMut(R)),
+    ) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
+        let mut out = Vec::new();
+        let mut over = false;
+        each(self.subnet, &mut |r: R| {
+            if over {
+                return;
+            }
+            let mut b = alloc::vec![0u8; R::SIZE];
+            if r.encode(&mut b).is_ok() && matches::<R>(self.data, &b, self.mask) {
+                if out.len() >= self.max {
+                    over = true;
+                } else {
+                    out.push(b);
+                }
+            }
+        });
+        if over {
+            return Err(SaStatus::NoResources);
+        }
+        Ok((out, R::SIZE))
+    }
+}
+
+/// The LID of a node's port: a switch's (port 0) or a CA's.
+fn lid_of(n: &SmNode) -> Lid {
+    Lid(n.lid)
+}
+
+/// Live nodes with a LID, with their ids.
+fn live(s: &Subnet) -> impl Iterator<Item = (NodeId, &SmNode)> {
+    s.nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.alive && n.lid != 0)
+        .map(|(i, n)| (NodeId(i), n))
+}
+
+/// One NodeRecord per live node, by the LID of the port its NodeInfo was
+/// read through.
+pub fn node_records(s: &Subnet, f: &mut dyn FnMut(NodeRecord)) {
+    for (_, n) in live(s) {
+        f(NodeRecord {
+            lid: lid_of(n),
+            node_info: n.info,
+            node_description: n.description.unwrap_or_default(),
+        });
+    }
+}
+
+/// One PortInfoRecord per port the SM read: every port of a switch (0
+/// included), a CA's port.
+pub fn port_info_records(s: &Subnet, f: &mut dyn FnMut(PortInfoRecord)) {
+    for (_, n) in live(s) {
+        for (p, port) in n.ports.iter().enumerate() {
+            if let Some(pi) = port.info {
+                f(PortInfoRecord {
+                    endport_lid: lid_of(n),
+                    port_num: p as u8,
+                    options: 0,
+                    port_info: pi,
+                });
+            }
+        }
+    }
+}
+
+/// One LinkRecord per cable and direction between live nodes.
+pub fn link_records(s: &Subnet, f: &mut dyn FnMut(LinkRecord)) {
+    for (id, n) in live(s) {
+        for (p, _) in n.ports.iter().enumerate().skip(1) {
+            if let Some((peer, pp)) = s.peer(id, p as u8) {
+                let Some(m) = s.node(peer).filter(|m| m.alive && m.lid != 0) else {
+                    continue;
+                };
+                f(LinkRecord {
+                    from_lid: lid_of(n),
+                    from_port_num: p as u8,
+                    to_port_num: pp,
+                    to_lid: lid_of(m),
+                });
+            }
+        }
+    }
+}
+
+/// One SwitchInfoRecord per live switch the SM read SwitchInfo from.
+pub fn switch_info_records(s: &Subnet, f: &mut dyn FnMut(SwitchInfoRecord)) {
+    for (_, n) in live(s) {
+        if n.info.node_type != NodeType::Switch {
+            continue;
+        }
+        if let Some(si) = n.switch_info {
+            f(SwitchInfoRecord {
+                lid: lid_of(n),
+                switch_info: si,
+            });
+        }
+    }
+}
+
+/// The SA's ClassPortInfo: base version 1, class version 2, no
+/// redirection, the response time of `cfg`.
+pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
+    let cpi = ClassPortInfo {
+        base_version: 1,
+        class_version: mad_core::sa::SA_CLASS_VERSION,
+        resp_time_value: cfg.resp_time_value & 0x1F,
+        ..ClassPortInfo::default()
+    };
+    cpi.to_bytes().unwrap_or([0; 72])
+}

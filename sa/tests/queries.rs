@@ -1,0 +1,472 @@
+//! The SA over a subnet ibkit's SM brought up on the simulator: records
+//! of every kind against what the fabric is, PathRecords against walks of
+//! the installed tables, the SA's status codes for what it refuses, RMPP
+//! transfers with their ACKs, timeouts and aborts, and a flood.
+
+use fabric::sim::{bring_up, Fabric, SimConfig};
+use mad_core::mad::{Method, Status};
+use mad_core::sa::*;
+use mad_core::{Lid, MAD_SIZE};
+use sa::{Addr, Sa, SaConfig, SaError, Transmit};
+use smi::sm::{Sm, SmConfig};
+
+fn up(spec: &str) -> (Fabric, Sm) {
+    let (f, sm, up) = bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    (f, sm)
+}
+
+/// The requester: the first CA that is not the SM's.
+fn host(f: &Fabric) -> Addr {
+    let i = (0..f.nodes.len())
+        .find(|&i| {
+            i != f.sm_node && f.topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter
+        })
+        .unwrap();
+    Addr {
+        lid: f.nodes[i].lid(),
+        qpn: 1,
+    }
+}
+
+fn ask<R: SaRecord>(method: Method, rec: &R, mask: u64, tid: u64) -> [u8; MAD_SIZE] {
+    let mut m = SaMad::request(method, R::ID, tid);
+    m.set_record(rec).unwrap();
+    m.sa.component_mask = mask;
+    m.to_bytes()
+}
+
+fn mask<R: SaRecord>(names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|n| R::component(n).unwrap_or_else(|| panic!("no component {n}")))
+        .fold(0, |m, b| m | b)
+}
+
+/// Sends `mad` and returns everything the SA queued.
+fn exchange(sa: &mut Sa, sm: &Sm, from: Addr, mad: &[u8], now: u64) -> Vec<SaMad> {
+    sa.handle_mad(sm.subnet(), from, mad, now).unwrap();
+    std::iter::from_fn(|| sa.poll_transmit())
+        .map(|t: Transmit| {
+            assert_eq!(t.to, from);
+            SaMad::parse(&t.mad).unwrap()
+        })
+        .collect()
+}
+
+/// Receives a whole GetTable answer as an RMPP receiver would: ACKs each
+/// window, opening it to `window` segments; returns the records' bytes
+/// and the stride.
+fn table(sa: &mut Sa, sm: &Sm, from: Addr, req: &[u8], window: u32) -> (Vec<u8>, usize, u32) {
+    let mut got = exchange(sa, sm, from, req, 0);
+    let mut data = Vec::new();
+    let mut segs = 0;
+    let mut total = None;
+    loop {
+        assert!(!got.is_empty(), "the SA went quiet before the last segment");
+        let mut last = None;
+        for m in &got {
+            assert_eq!(m.method(), Method::GetTableResp);
+            assert!(m.rmpp.active());
+            assert_eq!(m.rmpp.rmpp_type, RmppType::Data);
+            segs += 1;
+            assert_eq!(m.rmpp.segment_number, segs, "in order");
+            if m.rmpp.first() {
+                total = Some(m.rmpp.payload_length_or_window as usize);
+            }
+            data.extend_from_slice(&m.data);
+            last = Some(m.clone());
+        }
+        let l = last.unwrap();
+        let mut ack = l.clone();
+        ack.header.method = Method::GetTableResp.into();
+        ack.rmpp.rmpp_type = RmppType::Ack;
+        ack.rmpp.flags = RMPP_ACTIVE;
+        ack.rmpp.payload_length_or_window = segs + window;
+        let done = l.rmpp.last();
+        got = exchange(sa, sm, from, &ack.to_bytes(), 1);
+        if done {
+            assert!(got.is_empty());
+            break;
+        }
+    }
+    let total = total.unwrap();
+    // PayloadLength: the SA header once per segment and the records.
+    let records = total - 20 * segs as usize;
+    data.truncate(records);
+    (data, records, segs)
+}
+
+#[test]
+fn node_records_are_the_nodes_of_the_fabric() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    let req = ask(Method::GetTable, &NodeRecord::default(), 0, 7);
+    let (data, len, segs) = table(&mut sa, &sm, me, &req, 4);
+    let stride = NodeRecord::attribute_offset() as usize * 8;
+    assert_eq!(len, f.topo.nodes.len() * stride);
+    assert_eq!(segs as usize, len.div_ceil(200));
+    let mut guids: Vec<u64> = data
+        .chunks(stride)
+        .map(|c| NodeRecord::decode(c).unwrap().node_info.node_guid.0)
+        .collect();
+    guids.sort_unstable();
+    let mut want: Vec<u64> = f.topo.nodes.iter().map(|n| n.guid).collect();
+    want.sort_unstable();
+    assert_eq!(guids, want);
+    assert_eq!(sa.stats().transfers_done, 1);
+    assert_eq!(sa.transfers(), 0);
+
+    // Get by LID: that node.
+    let target = &f.topo.nodes[3];
+    let lid = f.nodes[3].lid();
+    let q = NodeRecord {
+        lid,
+        ..NodeRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::Get, &q, mask::<NodeRecord>(&["lid"]), 8),
+        2,
+    );
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].method(), Method::GetResp);
+    assert_eq!(r[0].sa_status(), SaStatus::Ok);
+    let got: NodeRecord = r[0].record().unwrap();
+    assert_eq!((got.lid, got.node_info.node_guid.0), (lid, target.guid));
+    assert_eq!(
+        got.node_description
+            .node_string
+            .as_str()
+            .unwrap()
+            .trim_end_matches('\0'),
+        target.name
+    );
+
+    // Get matching several: too many; matching none: no records.
+    let r = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::Get, &NodeRecord::default(), 0, 9),
+        3,
+    );
+    assert_eq!(r[0].sa_status(), SaStatus::TooManyRecords);
+    let none = NodeRecord {
+        lid: Lid(999),
+        ..NodeRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::Get, &none, mask::<NodeRecord>(&["lid"]), 10),
+        4,
+    );
+    assert_eq!(r[0].sa_status(), SaStatus::NoRecords);
+    assert_eq!(r[0].header.transaction_id.get(), 10);
+}
+
+#[test]
+fn port_link_and_switch_records_match_their_masks() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    // Every link, both ways: twice the cables.
+    let req = ask(Method::GetTable, &LinkRecord::default(), 0, 1);
+    let (data, len, _) = table(&mut sa, &sm, me, &req, 100);
+    assert_eq!(len / 8, 2 * f.topo.links());
+    for c in data.chunks(8) {
+        let l = LinkRecord::decode(c).unwrap();
+        let from = (0..f.nodes.len())
+            .find(|&i| f.nodes[i].lid() == l.from_lid)
+            .unwrap();
+        let (to, port) = f.topo.peer_of(from, l.from_port_num).unwrap();
+        assert_eq!((f.nodes[to].lid(), port), (l.to_lid, l.to_port_num));
+    }
+    // PortInfoRecords of one switch LID: ports 0..=4.
+    let sw = (0..f.nodes.len())
+        .find(|&i| f.topo.nodes[i].kind == mad_core::attr::NodeType::Switch)
+        .unwrap();
+    let q = PortInfoRecord {
+        endport_lid: f.nodes[sw].lid(),
+        ..PortInfoRecord::default()
+    };
+    let req = ask(
+        Method::GetTable,
+        &q,
+        mask::<PortInfoRecord>(&["endport_lid"]),
+        2,
+    );
+    let (data, len, _) = table(&mut sa, &sm, me, &req, 100);
+    let stride = PortInfoRecord::attribute_offset() as usize * 8;
+    let ports: Vec<u8> = data
+        .chunks(stride)
+        .take(len / stride)
+        .map(|c| PortInfoRecord::decode(c).unwrap().port_num)
+        .collect();
+    assert_eq!(ports, (0..=f.topo.nodes[sw].ports).collect::<Vec<_>>());
+    // SwitchInfoRecords: one per switch.
+    let req = ask(Method::GetTable, &SwitchInfoRecord::default(), 0, 3);
+    let (_, len, _) = table(&mut sa, &sm, me, &req, 100);
+    assert_eq!(len / 24, f.topo.switches());
+}
+
+#[test]
+fn path_records_follow_the_installed_tables() {
+    let (f, sm) = up("mport-ntree:4:3");
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .collect();
+    let m = mask::<PathRecord>(&["slid", "dlid"]);
+    let mut tid = 100;
+    for &a in &cas {
+        for &b in &cas {
+            tid += 1;
+            let q = PathRecord {
+                slid: f.nodes[a].lid(),
+                dlid: f.nodes[b].lid(),
+                ..PathRecord::default()
+            };
+            let r = exchange(&mut sa, &sm, me, &ask(Method::Get, &q, m, tid), tid);
+            assert_eq!(r.len(), 1);
+            assert_eq!(r[0].sa_status(), SaStatus::Ok, "{a} → {b}");
+            let pr: PathRecord = r[0].record().unwrap();
+            assert_eq!((pr.slid, pr.dlid), (q.slid, q.dlid));
+            assert_eq!(pr.sgid.guid().0, f.topo.nodes[a].guid + 1, "port GUID");
+            assert_eq!(pr.dgid.guid().0, f.topo.nodes[b].guid + 1);
+            assert!(pr.reversible && pr.mtu >= 1 && pr.rate >= 2);
+            // The packet lifetime grows with the switches crossed.
+            // (A path to the port itself crosses no switch.)
+            let (path, _) = f.trace(a, q.dlid);
+            let switches = if a == b {
+                0
+            } else {
+                path.len().saturating_sub(2) as u64
+            };
+            let want = sa::path::life_code(switches << 18);
+            assert_eq!(pr.packet_life_time, want, "{a} → {b}: {switches} switches");
+        }
+    }
+    // Only a source: not enough for a Get; every destination for GetTable.
+    let q = PathRecord {
+        slid: me.lid,
+        ..PathRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::Get, &q, mask::<PathRecord>(&["slid"]), 1),
+        1,
+    );
+    assert_eq!(r[0].sa_status(), SaStatus::ReqInsufficientComponents);
+    let req = ask(Method::GetTable, &q, mask::<PathRecord>(&["slid"]), 2);
+    let (_, len, _) = table(&mut sa, &sm, me, &req, 1000);
+    assert_eq!(len / 64, f.topo.nodes.len());
+    // An unknown GID: invalid GID.
+    let q = PathRecord {
+        dgid: mad_core::types::Gid::new(
+            mad_core::types::Gid::DEFAULT_PREFIX,
+            mad_core::Guid(0xdead),
+        ),
+        ..PathRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::Get, &q, mask::<PathRecord>(&["dgid"]), 3),
+        3,
+    );
+    assert_eq!(r[0].sa_status(), SaStatus::ReqInvalidGid);
+    // MTU selector: larger than 4096 exists nowhere.
+    let q = PathRecord {
+        slid: me.lid,
+        dlid: f.nodes[cas[2]].lid(),
+        mtu_selector: mad_core::sa::path::selector::GREATER,
+        mtu: 5,
+        ..PathRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(
+            Method::Get,
+            &q,
+            mask::<PathRecord>(&["slid", "dlid", "mtu_selector", "mtu"]),
+            4,
+        ),
+        4,
+    );
+    assert_eq!(r[0].sa_status(), SaStatus::NoRecords);
+}
+
+#[test]
+fn what_the_sa_does_not_do_is_refused_with_the_right_status() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    let set = ask(Method::Set, &NodeRecord::default(), 0, 1);
+    assert_eq!(
+        exchange(&mut sa, &sm, me, &set, 0)[0].header.status(),
+        Status::UNSUPPORTED_METHOD_ATTR
+    );
+    let sr = ask(Method::Get, &ServiceRecord::default(), 0, 2);
+    assert_eq!(
+        exchange(&mut sa, &sm, me, &sr, 0)[0].header.status(),
+        Status::UNSUPPORTED_METHOD_ATTR
+    );
+    let mut v = SaMad::parse(&ask(Method::Get, &NodeRecord::default(), 0, 3)).unwrap();
+    v.header.class_version = 1;
+    assert_eq!(
+        exchange(&mut sa, &sm, me, &v.to_bytes(), 0)[0]
+            .header
+            .status(),
+        Status::UNSUPPORTED_VERSION
+    );
+    // A request in several segments.
+    let mut seg = SaMad::parse(&ask(Method::GetTable, &NodeRecord::default(), 0, 4)).unwrap();
+    seg.rmpp.flags = RMPP_ACTIVE | RMPP_FIRST;
+    seg.rmpp.rmpp_type = RmppType::Data;
+    assert_eq!(
+        exchange(&mut sa, &sm, me, &seg.to_bytes(), 0)[0].sa_status(),
+        SaStatus::ReqInvalid
+    );
+    // Not an SA MAD: dropped with the reason, nothing sent.
+    let smp = [0u8; 256];
+    assert!(matches!(
+        sa.handle_mad(sm.subnet(), me, &smp, 0),
+        Err(SaError::NotSa(_))
+    ));
+    assert!(matches!(
+        sa.handle_mad(sm.subnet(), me, &[1, 3, 2], 0),
+        Err(SaError::NotSa(_))
+    ));
+    // An ACK for nothing.
+    let mut ack = SaMad::request(Method::GetTableResp, SaAttributeId::NodeRecord, 77);
+    ack.rmpp.flags = RMPP_ACTIVE;
+    ack.rmpp.rmpp_type = RmppType::Ack;
+    assert_eq!(
+        sa.handle_mad(sm.subnet(), me, &ack.to_bytes(), 0),
+        Err(SaError::Unexpected)
+    );
+    assert!(sa.poll_transmit().is_none());
+    // ClassPortInfo.
+    let cpi = SaMad::request(Method::Get, SaAttributeId::ClassPortInfo, 5).to_bytes();
+    let r = exchange(&mut sa, &sm, me, &cpi, 0);
+    let c: ClassPortInfo = r[0].record().unwrap();
+    assert_eq!(
+        (c.base_version, c.class_version, c.resp_time_value),
+        (1, 2, 18)
+    );
+}
+
+#[test]
+fn an_unacknowledged_transfer_is_retried_then_aborted() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let cfg = SaConfig {
+        rmpp_timeout_ms: 100,
+        rmpp_retries: 2,
+        ..SaConfig::default()
+    };
+    let mut sa = Sa::new(cfg);
+    let me = host(&f);
+    let req = ask(Method::GetTable, &NodeRecord::default(), 0, 1);
+    let first = exchange(&mut sa, &sm, me, &req, 0);
+    assert_eq!(first.len(), 1, "one segment until the first ACK");
+    // The same request again while the answer is on its way: ignored.
+    assert!(exchange(&mut sa, &sm, me, &req, 10).is_empty());
+    assert_eq!(sa.poll_timeout(), Some(100));
+    sa.handle_timeout(100);
+    let again: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
+    assert_eq!(again.len(), 1);
+    assert_eq!(SaMad::parse(&again[0].mad).unwrap().rmpp.segment_number, 1);
+    sa.handle_timeout(200);
+    let _ = std::iter::from_fn(|| sa.poll_transmit()).count();
+    sa.handle_timeout(300);
+    let out: Vec<SaMad> = std::iter::from_fn(|| sa.poll_transmit())
+        .map(|t| SaMad::parse(&t.mad).unwrap())
+        .collect();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].rmpp.rmpp_type, RmppType::Abort);
+    assert_eq!(out[0].rmpp.status, RmppStatus::TooManyRetries);
+    assert_eq!(sa.transfers(), 0);
+    assert_eq!((sa.stats().retries, sa.stats().transfers_aborted), (2, 1));
+    assert_eq!(sa.poll_timeout(), None);
+}
+
+#[test]
+fn a_receiver_that_stops_or_acks_nonsense_ends_the_transfer() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    for (tid, kind, seg) in [(1u64, RmppType::Stop, 0u32), (2, RmppType::Ack, 5)] {
+        let req = ask(Method::GetTable, &NodeRecord::default(), 0, tid);
+        let first = exchange(&mut sa, &sm, me, &req, 0);
+        let mut r = first[0].clone();
+        r.rmpp.rmpp_type = kind;
+        r.rmpp.flags = RMPP_ACTIVE;
+        r.rmpp.segment_number = seg;
+        r.rmpp.payload_length_or_window = 10;
+        let out = exchange(&mut sa, &sm, me, &r.to_bytes(), 1);
+        if kind == RmppType::Ack {
+            assert_eq!(
+                out[0].rmpp.rmpp_type,
+                RmppType::Abort,
+                "an ACK past what was sent"
+            );
+            assert_eq!(out[0].rmpp.status, RmppStatus::SegmentTooBig);
+        } else {
+            assert!(out.is_empty());
+        }
+        assert_eq!(sa.transfers(), 0);
+    }
+}
+
+#[test]
+fn a_flood_is_bounded() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let cfg = SaConfig {
+        max_queued: 64,
+        max_transfers: 8,
+        ..SaConfig::default()
+    };
+    let mut sa = Sa::new(cfg);
+    let me = host(&f);
+    let mut busy = 0;
+    for tid in 0..10_000u64 {
+        let q = NodeRecord {
+            lid: Lid(1),
+            ..NodeRecord::default()
+        };
+        if sa.handle_mad(sm.subnet(), me, &ask(Method::Get, &q, 1, tid), 0) == Err(SaError::Busy) {
+            busy += 1;
+        }
+    }
+    assert_eq!(busy, 10_000 - 64);
+    assert_eq!(std::iter::from_fn(|| sa.poll_transmit()).count(), 64);
+    // Transfers past the bound: no resources.
+    for tid in 0..20u64 {
+        let _ = sa.handle_mad(
+            sm.subnet(),
+            Addr {
+                lid: me.lid,
+                qpn: tid as u32 + 10,
+            },
+            &ask(Method::GetTable, &NodeRecord::default(), 0, tid),
+            0,
+        );
+    }
+    assert_eq!(sa.transfers(), 8);
+    let refused = std::iter::from_fn(|| sa.poll_transmit())
+        .filter(|t| SaMad::parse(&t.mad).unwrap().sa_status() == SaStatus::NoResources)
+        .count();
+    assert_eq!(refused, 12);
+}
