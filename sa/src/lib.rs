@@ -34,9 +34,11 @@ pub mod rmpp;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use mad_core::mad::{Method, Status};
+/// The SA's class version (2).
+pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
     LinkRecord, NodeRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, SwitchInfoRecord,
-    SA_CLASS_VERSION, SA_DATA_SIZE,
+    SA_DATA_SIZE,
 };
 use mad_core::{Lid, MAD_SIZE};
 use smi::sm::Subnet;
@@ -64,6 +66,11 @@ pub struct SaConfig {
     /// Answers waiting to be polled; past this requests are dropped and
     /// counted (a flood must not grow the SA).
     pub max_queued: usize,
+    /// The transport brings the receivers' RMPP ACKs back. When it does
+    /// not (a umad agent without the kernel's RMPP, libumad2sim), every
+    /// segment goes at once and the transfer ends there: no window, no
+    /// retries, no abort a later requester with the same TID would get.
+    pub rmpp_acks: bool,
 }
 
 impl Default for SaConfig {
@@ -76,6 +83,7 @@ impl Default for SaConfig {
             max_transfers: 256,
             max_records: 1 << 20,
             max_queued: 4096,
+            rmpp_acks: true,
         }
     }
 }
@@ -96,6 +104,11 @@ pub struct Transmit {
     pub to: Addr,
     /// The MAD.
     pub mad: [u8; MAD_SIZE],
+    /// The bytes that carry something: the headers and the records of a
+    /// table segment (the rest is zero padding). A transport that keeps
+    /// datagram lengths sends this many; clients count the records of a
+    /// segment by it.
+    pub len: usize,
 }
 
 /// What the SA did.
@@ -235,10 +248,10 @@ impl Sa {
             to: from,
             tid: m.header.transaction_id.get(),
         };
-        if self.transfers.contains(&key) {
-            // The requester asked again while its answer is on the way.
-            return Ok(());
-        }
+        // The requester asked again while its answer is on the way (it
+        // did not get the first segment, or it is a new process that drew
+        // the same TID): the answer starts over.
+        self.transfers.remove(&key);
         self.stats.answered += 1;
         match self.answer(subnet, from, &m) {
             Answer::One(rec) => self.reply(from, &m, Method::GetResp, Status::OK, &rec, 0),
@@ -293,6 +306,7 @@ impl Sa {
         self.out.push_back(Transmit {
             to,
             mad: r.to_bytes(),
+            len: MAD_SIZE,
         });
     }
 
@@ -362,9 +376,16 @@ impl Sa {
             data.extend_from_slice(r);
             data.resize(data.len() + stride - r.len(), 0);
         }
+        // An empty table says AttributeOffset 0: clients (ibdiags'
+        // saquery among them) count the records as the data length over
+        // it, and a non-zero one would make them see a zero record.
         Answer::Table {
+            stride: if data.is_empty() {
+                0
+            } else {
+                (stride / 8) as u16
+            },
             data,
-            stride: (stride / 8) as u16,
         }
     }
 }

@@ -47,8 +47,8 @@ pub struct Transfer {
 }
 
 impl Transfer {
-    /// Segment `n` (from 1) as a MAD.
-    fn segment(&self, n: u32) -> [u8; 256] {
+    /// Segment `n` (from 1) as a MAD, and the bytes that carry something.
+    fn segment(&self, n: u32) -> ([u8; 256], usize) {
         let mut m = self.head.clone();
         let first = n == 1;
         let last = n == self.segments;
@@ -79,7 +79,7 @@ impl Transfer {
             segment_number: n,
             payload_length_or_window: payload as u32,
         };
-        m.to_bytes()
+        (m.to_bytes(), 56 + end.saturating_sub(start))
     }
 }
 
@@ -101,6 +101,10 @@ impl Transfers {
     /// This one is in progress.
     pub fn contains(&self, k: &TransferKey) -> bool {
         self.map.contains_key(k)
+    }
+    /// Drops a transfer (its requester asked again).
+    pub fn remove(&mut self, k: &TransferKey) {
+        self.map.remove(k);
     }
     /// The earliest ACK due.
     pub fn next_deadline(&self) -> Option<u64> {
@@ -131,6 +135,12 @@ impl Transfers {
             deadline: now_ms + cfg.rmpp_timeout_ms,
             retries: 0,
         };
+        if !cfg.rmpp_acks {
+            t.window = t.segments;
+            send_window(key.to, &mut t, out, stats);
+            stats.transfers_done += 1;
+            return;
+        }
         send_window(key.to, &mut t, out, stats);
         self.map.insert(key, t);
     }
@@ -168,6 +178,7 @@ impl Transfers {
                     out(Transmit {
                         to: key.to,
                         mad: abort(&t.head, bad),
+                        len: 256,
                     });
                     stats.transfers_aborted += 1;
                     self.map.remove(&key);
@@ -218,6 +229,7 @@ impl Transfers {
                 out(Transmit {
                     to: k.to,
                     mad: abort(&t.head, RmppStatus::TooManyRetries),
+                    len: 256,
                 });
                 stats.transfers_aborted += 1;
                 self.map.remove(&k);
@@ -238,10 +250,8 @@ fn send_window(to: Addr, t: &mut Transfer, out: &mut dyn FnMut(Transmit), stats:
     while t.sent < t.window.min(t.segments) {
         t.sent += 1;
         stats.segments += 1;
-        out(Transmit {
-            to,
-            mad: t.segment(t.sent),
-        });
+        let (mad, len) = t.segment(t.sent);
+        out(Transmit { to, mad, len });
     }
 }
 

@@ -381,8 +381,12 @@ fn an_unacknowledged_transfer_is_retried_then_aborted() {
     let req = ask(Method::GetTable, &NodeRecord::default(), 0, 1);
     let first = exchange(&mut sa, &sm, me, &req, 0);
     assert_eq!(first.len(), 1, "one segment until the first ACK");
-    // The same request again while the answer is on its way: ignored.
-    assert!(exchange(&mut sa, &sm, me, &req, 10).is_empty());
+    // The same request again while the answer is on its way: the answer
+    // starts over, still one transfer.
+    let again = exchange(&mut sa, &sm, me, &req, 0);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].rmpp.segment_number, 1);
+    assert_eq!(sa.transfers(), 1);
     assert_eq!(sa.poll_timeout(), Some(100));
     sa.handle_timeout(100);
     let again: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
@@ -428,6 +432,31 @@ fn a_receiver_that_stops_or_acks_nonsense_ends_the_transfer() {
         }
         assert_eq!(sa.transfers(), 0);
     }
+}
+
+/// Without ACKs from the transport, a table goes out whole at once and no
+/// transfer is kept.
+#[test]
+fn without_acks_every_segment_goes_at_once() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let me = host(&f);
+    let req = ask(Method::GetTable, &NodeRecord::default(), 0, 1);
+    sa.handle_mad(sm.subnet(), me, &req, 0).unwrap();
+    let segs: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
+    let want = (f.topo.nodes.len() * 112).div_ceil(200);
+    assert_eq!(segs.len(), want);
+    let last = SaMad::parse(&segs[want - 1].mad).unwrap();
+    assert!(last.rmpp.last());
+    assert_eq!(
+        segs[want - 1].len,
+        56 + (f.topo.nodes.len() * 112 - (want - 1) * 200)
+    );
+    assert_eq!(segs[0].len, 256);
+    assert_eq!((sa.transfers(), sa.poll_timeout()), (0, None));
 }
 
 #[test]

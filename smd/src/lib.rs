@@ -12,12 +12,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use mad_core::{Method, Smp};
+use mad_core::{Lid, Method, Smp};
+use sa::{Sa, SaConfig};
 use serde::{Serialize, Serializer};
 use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use verbs_sys::umad::{UmadPort, ETIMEDOUT};
+use verbs_sys::umad::{Dest, UmadPort, ETIMEDOUT, GSI_QKEY};
 
 /// Where and how to run.
 #[derive(Clone, Debug)]
@@ -86,6 +88,10 @@ pub struct SmRun {
     pub retries: u64,
     /// The subnet came up.
     pub up: bool,
+    /// SA requests answered (any status).
+    pub sa_answered: u64,
+    /// SA MADs sent (answers, RMPP segments and aborts).
+    pub sa_sent: u64,
     /// Every node.
     pub table: Vec<NodeRow>,
 }
@@ -152,8 +158,13 @@ fn open_bounded(ca: Option<String>, port: u8, wait: Duration) -> Result<UmadPort
     }
 }
 
-/// Runs the SM on a umad port until the subnet is up (`once`) or for good.
-pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
+/// The methods of SA requests the SA agent takes unsolicited.
+const SA_REQUESTS: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
+
+/// Runs the SM on a umad port until the subnet is up (`once`), or, for
+/// good, keeping the subnet up and answering SA queries on QP1, until
+/// `stop` is set (a SIGTERM handler sets it).
+pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     check_simulator()?;
     let mut port = open_bounded(c.ca.clone(), c.port, c.open_wait)?;
     let attr = port.attr().clone();
@@ -168,6 +179,19 @@ pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
     // also receiving traps.
     let dr = port.register(0x81, 1, &[])?;
     let lr = port.register(0x01, 1, &[Method::Trap.into()])?;
+    // The SA (class 0x03, version 2): requests from the hosts, and the
+    // RMPP ACKs of its answers. RMPP is the SA's own, not the kernel's.
+    let gs = port.register(0x03, sa::SA_CLASS_VERSION, &SA_REQUESTS)?;
+    // IsSM on: the SA requests and traps for the SM come to this port.
+    port.claim_sm()?;
+    // ACKs of the SA's own RMPP do not come back to a umad agent (the
+    // receiver's kernel sends them to its own agent's TID space, and
+    // libumad2sim has no RMPP at all): every segment goes at once.
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let mut sa_answers = 0u64;
     let cfg = SmConfig {
         routing: c.routing,
         lid_policy: LidPolicy::Prepopulated,
@@ -220,10 +244,25 @@ pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
                 break;
             }
         }
-        let wait = sm
-            .poll_timeout()
-            .map_or(100, |t| t.saturating_sub(ms()).min(100)) as i32;
+        if stop.load(Ordering::Relaxed) {
+            tracing::info!("stopping");
+            break;
+        }
+        let next = match (sm.poll_timeout(), sa.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let wait = next.map_or(100, |t| t.saturating_sub(ms()).min(100)) as i32;
         match port.recv(wait.max(1))? {
+            Some(r) if r.status == 0 && r.agent == gs => {
+                let from = sa::Addr {
+                    lid: Lid(r.slid),
+                    qpn: r.sqpn,
+                };
+                if let Err(e) = sa.handle_mad(sm.subnet(), from, &r.mad, ms()) {
+                    tracing::debug!("SA: from LID {}: {e}", r.slid);
+                }
+            }
             Some(mut r) if r.status == 0 => {
                 if let Ok(smp) = Smp::parse(&r.mad) {
                     tracing::debug!(
@@ -256,11 +295,27 @@ pub fn run(c: &UmadConfig) -> Result<SmRun, SmdError> {
         if sm.poll_timeout().is_some_and(|t| t <= ms()) {
             sm.handle_timeout(ms());
         }
+        if sa.poll_timeout().is_some_and(|t| t <= ms()) {
+            sa.handle_timeout(ms());
+        }
+        while let Some(t) = sa.poll_transmit() {
+            let to = Dest {
+                lid: t.to.lid.0,
+                qpn: t.to.qpn,
+                qkey: GSI_QKEY,
+                sl: 0,
+            };
+            port.send_to(gs, &t.mad[..t.len.clamp(24, t.mad.len())], to, 0, 0)?;
+            sa_answers += 1;
+        }
         while let Some(e) = sm.poll_event() {
             log_event(&e);
         }
     }
-    Ok(summary(&sm, up_ms))
+    let mut run = summary(&sm, up_ms);
+    run.sa_sent = sa_answers;
+    run.sa_answered = sa.stats().answered;
+    Ok(run)
 }
 
 /// An SM event in the log: the subnet up, nodes and traps at the info
@@ -310,6 +365,8 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         up_ms: up_ms.unwrap_or(f64::NAN),
         retries: st.retries,
         up: up_ms.is_some(),
+        sa_answered: 0,
+        sa_sent: 0,
     }
 }
 
@@ -329,6 +386,8 @@ mod tests {
             up_ms: f64::NAN,
             retries: 0,
             up: false,
+            sa_answered: 0,
+            sa_sent: 0,
             table: vec![NodeRow {
                 guid: 0x2c9,
                 switch: true,

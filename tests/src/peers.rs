@@ -212,6 +212,12 @@ impl Ibsim {
         umad2sim_client(program.as_ref(), &self.sock, &self.host)
     }
 
+    /// A command that runs as a libibumad client of this ibsim, attached to
+    /// the node named `host`.
+    pub fn client_on(&self, program: impl AsRef<std::ffi::OsStr>, host: &str) -> Command {
+        umad2sim_client(program.as_ref(), &self.sock, host)
+    }
+
     /// MADs ibsim has answered so far (0 unless started verbose).
     pub fn replies(&self) -> u64 {
         std::fs::File::open(&self.log)

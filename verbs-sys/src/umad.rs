@@ -38,9 +38,27 @@ pub struct Received {
     pub status: i32,
     /// Source LID.
     pub slid: u16,
+    /// Source QP (0 for SMPs, 1 or another for GS MADs).
+    pub sqpn: u32,
     /// The MAD, 256 bytes.
     pub mad: Vec<u8>,
 }
+
+/// Where a MAD goes: a LID, a QP and its Q_Key, a service level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dest {
+    /// Destination LID (0xFFFF: permissive, for directed-route SMPs).
+    pub lid: u16,
+    /// Destination QP: 0 for SMPs, the requester's for GS answers.
+    pub qpn: u32,
+    /// Q_Key (GS MADs: 0x8001_0000, the GSI's well-known key).
+    pub qkey: u32,
+    /// Service level.
+    pub sl: u8,
+}
+
+/// The Q_Key of every GSI (QP1).
+pub const GSI_QKEY: u32 = 0x8001_0000;
 
 /// One open port with its agents; closed (and agents unregistered) on drop.
 pub struct UmadPort {
@@ -50,6 +68,8 @@ pub struct UmadPort {
     buf: Vec<u8>,
     attr: PortAttr,
     pending: std::collections::VecDeque<Received>,
+    /// The open issm device while this port claims to be an SM.
+    issm: Option<c_int>,
 }
 
 /// The low 32 bits of a MAD's transaction ID (bytes 12..16), the part the
@@ -133,6 +153,7 @@ impl UmadPort {
             buf: vec![0u8; hdr + MAD_SIZE],
             attr,
             pending: Default::default(),
+            issm: None,
         })
     }
 
@@ -188,9 +209,30 @@ impl UmadPort {
         timeout_ms: i32,
         retries: u32,
     ) -> Result<(), Error> {
-        if mad.len() != MAD_SIZE {
+        let to = Dest {
+            lid: dlid,
+            qpn: 0,
+            qkey: 0,
+            sl: 0,
+        };
+        self.send_to(agent, mad, to, timeout_ms, retries)
+    }
+
+    /// Sends a MAD by `agent` to `to` (a GS answer goes to the requester's
+    /// LID and QP with [`GSI_QKEY`]); `timeout_ms` and `retries` as for
+    /// [`UmadPort::send`]. `mad` is 24 to 256 bytes: a GS answer may be
+    /// sent as long as what it carries, and the datagram keeps that length.
+    pub fn send_to(
+        &mut self,
+        agent: Agent,
+        mad: &[u8],
+        to: Dest,
+        timeout_ms: i32,
+        retries: u32,
+    ) -> Result<(), Error> {
+        if !(24..=MAD_SIZE).contains(&mad.len()) {
             return Err(Error::BadArgument(format!(
-                "a MAD is 256 bytes, not {}",
+                "a MAD is 24 to 256 bytes, not {}",
                 mad.len()
             )));
         }
@@ -199,9 +241,15 @@ impl UmadPort {
         // SAFETY: `buf` holds the ib_user_mad header plus 256 bytes; the MAD
         // pointer libibumad returns lies inside it.
         unsafe {
-            self.lib.umad_set_addr(umad, c_int::from(dlid), 0, 0, 0);
+            self.lib.umad_set_addr(
+                umad,
+                c_int::from(to.lid),
+                to.qpn as c_int,
+                c_int::from(to.sl),
+                to.qkey as c_int,
+            );
             let data = self.lib.umad_get_mad(umad) as *mut u8;
-            ptr::copy_nonoverlapping(mad.as_ptr(), data, MAD_SIZE);
+            ptr::copy_nonoverlapping(mad.as_ptr(), data, mad.len());
         }
         // SAFETY: as above; the length covers the MAD only.
         let r = unsafe {
@@ -209,7 +257,7 @@ impl UmadPort {
                 self.fd,
                 agent.0,
                 umad,
-                MAD_SIZE as c_int,
+                mad.len() as c_int,
                 timeout_ms,
                 retries.min(c_int::MAX as u32) as c_int,
             )
@@ -265,6 +313,46 @@ impl UmadPort {
         }
     }
 
+    /// Claims the port for a subnet manager: opens its issm device, which
+    /// sets the IsSM capability bit for as long as it stays open (until
+    /// drop), so that SA requests and traps for the SM come here. Under
+    /// ibsim's preload this is what makes ibsim hand this client the
+    /// requests for the SM's port. Opened with libc's `open`, the call
+    /// libumad2sim intercepts.
+    pub fn claim_sm(&mut self) -> Result<(), Error> {
+        if self.issm.is_some() {
+            return Ok(());
+        }
+        let ca = std::ffi::CString::new(self.attr.ca.clone())
+            .map_err(|_| Error::BadArgument("a CA name with a NUL".into()))?;
+        let mut path = [0 as std::ffi::c_char; 256];
+        // SAFETY: `ca` is NUL-terminated; `path` has the room given.
+        let r = unsafe {
+            self.lib.umad_get_issm_path(
+                ca.as_ptr(),
+                c_int::from(self.attr.port),
+                path.as_mut_ptr(),
+                path.len() as c_int,
+            )
+        };
+        if r < 0 {
+            return Err(Error::Call {
+                call: "umad_get_issm_path",
+                code: r,
+            });
+        }
+        // SAFETY: `path` was NUL-terminated by umad_get_issm_path.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR) };
+        if fd < 0 {
+            return Err(Error::Call {
+                call: "open(issm)",
+                code: -std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            });
+        }
+        self.issm = Some(fd);
+        Ok(())
+    }
+
     /// Waits up to `timeout_ms` (−1: forever) for a MAD; `None` on timeout.
     pub fn recv(&mut self, timeout_ms: i32) -> Result<Option<Received>, Error> {
         if let Some(r) = self.pending.pop_front() {
@@ -290,24 +378,25 @@ impl UmadPort {
             });
         }
         // SAFETY: filled by umad_recv.
-        let (status, slid, mad) = unsafe {
+        let (status, slid, sqpn, mad) = unsafe {
             let status = self.lib.umad_status(umad);
             let addr = self.lib.umad_get_mad_addr(umad);
-            let slid = if addr.is_null() {
-                0
+            let (slid, sqpn) = if addr.is_null() {
+                (0, 0)
             } else {
-                u16::from_be((*addr).lid)
+                (u16::from_be((*addr).lid), u32::from_be((*addr).qpn))
             };
             let data = self.lib.umad_get_mad(umad) as *const u8;
             let n = (len.max(0) as usize).min(MAD_SIZE);
             let mut mad = vec![0u8; MAD_SIZE];
             ptr::copy_nonoverlapping(data, mad.as_mut_ptr(), n);
-            (status, slid, mad)
+            (status, slid, sqpn, mad)
         };
         Ok(Some(Received {
             agent: Agent(r),
             status,
             slid,
+            sqpn,
             mad,
         }))
     }
@@ -315,6 +404,11 @@ impl UmadPort {
 
 impl Drop for UmadPort {
     fn drop(&mut self) {
+        if let Some(fd) = self.issm.take() {
+            // SAFETY: opened by `claim_sm`, closed once; closing it clears
+            // the port's IsSM bit.
+            unsafe { libc::close(fd) };
+        }
         for &a in &self.agents {
             // SAFETY: `a` was registered on this open port.
             unsafe { self.lib.umad_unregister(self.fd, a) };

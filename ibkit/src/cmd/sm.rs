@@ -48,14 +48,24 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     if a.transport != "umad" {
         return Err(format!("unknown transport {:?}: umad", a.transport).into());
     }
-    let r = smd::run(&smd::UmadConfig {
-        ca: a.ca.clone(),
-        port: a.port,
-        once: a.once,
-        routing: a.routing,
-        sweep_ms: a.sweep_ms,
-        ..smd::UmadConfig::default()
-    })?;
+    // SIGTERM and SIGINT end a running SM cleanly: it stops at its next
+    // turn and reports what it did.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
+    let r = smd::run(
+        &smd::UmadConfig {
+            ca: a.ca.clone(),
+            port: a.port,
+            once: a.once,
+            routing: a.routing,
+            sweep_ms: a.sweep_ms,
+            ..smd::UmadConfig::default()
+        },
+        &stop,
+    )?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
