@@ -86,13 +86,19 @@ fn live(s: &Subnet) -> impl Iterator<Item = (NodeId, &SmNode)> {
         .map(|(i, n)| (NodeId(i), n))
 }
 
-/// One NodeRecord per live node, by the LID of the port its NodeInfo was
-/// read through.
+/// One NodeRecord per live node, by the LID of its port: a CA's, or a
+/// switch's port 0 — whose NodeInfo says LocalPortNum 0, as one read
+/// through port 0 would (the SM read it through whichever port it came in
+/// by; OpenSM answers the same).
 pub fn node_records(s: &Subnet, f: &mut dyn FnMut(NodeRecord)) {
     for (_, n) in live(s) {
+        let mut info = n.info;
+        if n.is_switch() {
+            info.local_port_num = 0;
+        }
         f(NodeRecord {
             lid: lid_of(n),
-            node_info: n.info,
+            node_info: info,
             node_description: n.description.unwrap_or_default(),
         });
     }
