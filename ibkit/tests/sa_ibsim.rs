@@ -176,16 +176,16 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// saquery's fields of one record.
+type Fields = BTreeMap<String, String>;
+
 /// NodeRecords (by node GUID) and CA-to-CA PathRecords (by the GUIDs of
 /// their ends) as saquery shows them, from the SM serving `sim`.
 fn records(
     sim: &Ibsim,
     topo: &Topology,
     host: &str,
-) -> (
-    BTreeMap<u64, BTreeMap<String, String>>,
-    BTreeMap<(u64, u64), BTreeMap<String, String>>,
-) {
+) -> (BTreeMap<u64, Fields>, BTreeMap<(u64, u64), Fields>) {
     let mut nodes = BTreeMap::new();
     let mut lid_of = BTreeMap::new();
     for lid in 1..=topo.nodes.len() {
