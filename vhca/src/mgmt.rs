@@ -9,20 +9,25 @@
 //! (from its SM's view): each guest sees its own LID and GUIDs — its VF's
 //! when the SM runs vSwitch.
 //!
-//! SA MAD layout (IBA 15.2.1.1): the 24-byte common header, the 12-byte
-//! RMPP header, SM_Key at 36, AttributeOffset (in 8-byte words) at 44,
-//! ComponentMask at 48, 200 bytes of data at 56. All big-endian. A
-//! GetTable answer holds what fits in one MAD (no RMPP segmentation).
+//! The SA MADs and records are mad-core's ([`mad_core::sa`]): this module
+//! keeps no codec of its own. A GetTable answer holds what fits in one MAD
+//! (no RMPP segmentation).
 
 use crate::proto::Refusal;
+use mad_core::attr::{NodeDescription, NodeInfo, NodeType};
+use mad_core::field::Text;
+use mad_core::mad::Method;
+use mad_core::sa::path::selector;
+use mad_core::sa::{NodeRecord, PathRecord, SaAttributeId, SaMad, SaStatus};
+use mad_core::types::{Gid, Guid, Lid, PKey};
 use std::collections::HashMap;
 
 /// Bytes of a MAD.
 pub const MAD_LEN: usize = mad_core::MAD_SIZE;
 /// Where SA data starts.
-pub const SA_DATA: usize = 56;
+pub const SA_DATA: usize = mad_core::sa::SA_DATA_OFFSET;
 /// Bytes of SA data in one MAD.
-pub const SA_DATA_LEN: usize = 200;
+pub const SA_DATA_LEN: usize = mad_core::sa::SA_DATA_SIZE;
 /// The SA class.
 pub const CLASS_SA: u8 = 0x03;
 /// SubnGet / SubnAdmGet.
@@ -145,11 +150,8 @@ pub struct SaRecord {
 }
 
 impl SaRecord {
-    fn gid(&self) -> [u8; 16] {
-        let mut g = [0u8; 16];
-        g[..8].copy_from_slice(&self.subnet_prefix.to_be_bytes());
-        g[8..].copy_from_slice(&self.port_guid.to_be_bytes());
-        g
+    fn gid(&self) -> Gid {
+        Gid::new(self.subnet_prefix, Guid(self.port_guid))
     }
 }
 
@@ -161,88 +163,103 @@ pub struct Sa {
 }
 
 /// PathRecord bytes.
-pub const PATH_RECORD_LEN: usize = 64;
+pub const PATH_RECORD_LEN: usize = PathRecord::SIZE;
 /// NodeRecord bytes (LID, reserved, NodeInfo, NodeDescription).
-pub const NODE_RECORD_LEN: usize = 108;
+pub const NODE_RECORD_LEN: usize = NodeRecord::SIZE;
 
 impl Sa {
-    fn by_gid(&self, g: &[u8]) -> Option<&SaRecord> {
-        self.records.iter().find(|r| r.gid()[..] == g[..16])
+    fn by_gid(&self, g: Gid) -> Option<&SaRecord> {
+        self.records.iter().find(|r| r.gid() == g)
     }
 
     fn by_lid(&self, lid: u16) -> Option<&SaRecord> {
         self.records.iter().find(|r| r.lid == lid)
     }
 
-    /// The PathRecord from `s` to `d`.
+    /// The PathRecord from `s` to `d`: reversible, the default P_Key,
+    /// exactly 2048 bytes, 40 Gb/s and 4.096 µs × 2^18 (about 1 s).
     pub fn path(s: &SaRecord, d: &SaRecord) -> [u8; PATH_RECORD_LEN] {
-        let mut p = [0u8; PATH_RECORD_LEN];
-        p[8..24].copy_from_slice(&d.gid());
-        p[24..40].copy_from_slice(&s.gid());
-        p[40..42].copy_from_slice(&d.lid.to_be_bytes());
-        p[42..44].copy_from_slice(&s.lid.to_be_bytes());
-        // RawTraffic 0, FlowLabel 0, HopLimit 0 (within the subnet).
-        p[48] = 0; // TClass
-        p[49] = 0x80 | 1; // Reversible, NumbPath 1
-        p[50..52].copy_from_slice(&0xFFFFu16.to_be_bytes()); // default P_Key
-        p[52..54].copy_from_slice(&0u16.to_be_bytes()); // QoSClass 0, SL 0
-        p[54] = 0x80 | 4; // exactly 2048
-        p[55] = 0x80 | 7; // exactly 40 Gb/s
-        p[56] = 0x80 | 18; // exactly 4.096 µs × 2^18 ≈ 1 s
-        p
+        let pr = PathRecord {
+            dgid: d.gid(),
+            sgid: s.gid(),
+            dlid: Lid(d.lid),
+            slid: Lid(s.lid),
+            reversible: true,
+            numb_path: 1,
+            pkey: PKey(0xFFFF),
+            mtu_selector: selector::EXACTLY,
+            mtu: 4,
+            rate_selector: selector::EXACTLY,
+            rate: 7,
+            packet_life_time_selector: selector::EXACTLY,
+            packet_life_time: 18,
+            ..PathRecord::default()
+        };
+        pr.to_bytes().unwrap_or([0; PATH_RECORD_LEN])
     }
 
     /// The NodeRecord of `r`.
     pub fn node(r: &SaRecord) -> [u8; NODE_RECORD_LEN] {
-        let mut n = [0u8; NODE_RECORD_LEN];
-        n[0..2].copy_from_slice(&r.lid.to_be_bytes());
-        // NodeInfo at 4: BaseVersion, ClassVersion, NodeType, NumPorts,
-        // SystemImageGUID, NodeGUID, PortGUID, PartitionCap, DeviceID,
-        // Revision, LocalPortNum, VendorID.
-        let ni = &mut n[4..44];
-        ni[0] = 1;
-        ni[1] = 1;
-        ni[2] = r.node_type;
-        ni[3] = 1;
-        ni[4..12].copy_from_slice(&r.node_guid.to_be_bytes());
-        ni[12..20].copy_from_slice(&r.node_guid.to_be_bytes());
-        ni[20..28].copy_from_slice(&r.port_guid.to_be_bytes());
-        ni[28..30].copy_from_slice(&64u16.to_be_bytes());
-        ni[36] = 1; // LocalPortNum
-        let desc = format!("vhca port {:#06x}", r.lid);
-        n[44..44 + desc.len()].copy_from_slice(desc.as_bytes());
-        n
+        let nr = NodeRecord {
+            lid: Lid(r.lid),
+            node_info: NodeInfo {
+                base_version: 1,
+                class_version: 1,
+                node_type: NodeType::from(r.node_type),
+                num_ports: 1,
+                system_image_guid: Guid(r.node_guid),
+                node_guid: Guid(r.node_guid),
+                port_guid: Guid(r.port_guid),
+                partition_cap: 64,
+                local_port_num: 1,
+                ..NodeInfo::default()
+            },
+            node_description: NodeDescription {
+                node_string: Text::from_str_lossy(&format!("vhca port {:#06x}", r.lid)),
+            },
+        };
+        nr.to_bytes().unwrap_or([0; NODE_RECORD_LEN])
     }
 
     /// Answers `req` (already allowed) for the guest `who`: a GetResp or
     /// GetTableResp with the request's transaction ID.
     pub fn answer(&self, who: &GuestId, req: &[u8; MAD_LEN]) -> [u8; MAD_LEN] {
-        let mut r = [0u8; MAD_LEN];
-        r[..24].copy_from_slice(&req[..24]);
-        r[3] = req[3] | 0x80;
-        r[4..6].copy_from_slice(&[0, 0]);
-        let (method, attr, mask) = (req[3], be16(req, 16), be64(req, 48));
-        let data = &req[SA_DATA..SA_DATA + 64];
+        let Ok(q) = SaMad::parse(req) else {
+            let mut r = *req;
+            r[3] |= 0x80;
+            r[4..6].copy_from_slice(&ERR_METHOD_ATTR.to_be_bytes());
+            return r;
+        };
+        let mut resp = SaMad::request(
+            Method::from(q.header.method | 0x80),
+            q.attribute_id(),
+            q.header.transaction_id.get(),
+        );
+        resp.header = q.header;
+        resp.header.method |= 0x80;
+        resp.header.status.set(0);
+        let mask = q.sa.component_mask;
         let me = self.by_lid(who.lid).copied().unwrap_or(SaRecord {
             lid: who.lid,
             port_guid: who.port_guid,
             node_guid: who.port_guid,
-            subnet_prefix: 0xfe80_0000_0000_0000,
+            subnet_prefix: Gid::DEFAULT_PREFIX,
             node_type: 1,
         });
-        let (found, len): (Vec<Vec<u8>>, usize) = match attr {
-            PATH_RECORD => {
+        let (found, len): (Vec<Vec<u8>>, usize) = match q.attribute_id() {
+            SaAttributeId::PathRecord => {
+                let want = q.record::<PathRecord>().unwrap_or_default();
                 let src = if mask & PR_SGID != 0 {
-                    self.by_gid(&data[24..40]).copied()
+                    self.by_gid(want.sgid).copied()
                 } else if mask & PR_SLID != 0 {
-                    self.by_lid(be16(data, 42)).copied()
+                    self.by_lid(want.slid.0).copied()
                 } else {
                     Some(me)
                 };
                 let dsts: Vec<&SaRecord> = if mask & PR_DGID != 0 {
-                    self.by_gid(&data[8..24]).into_iter().collect()
+                    self.by_gid(want.dgid).into_iter().collect()
                 } else if mask & PR_DLID != 0 {
-                    self.by_lid(be16(data, 40)).into_iter().collect()
+                    self.by_lid(want.dlid.0).into_iter().collect()
                 } else {
                     self.records.iter().collect()
                 };
@@ -252,43 +269,56 @@ impl Sa {
                 };
                 (v, PATH_RECORD_LEN)
             }
-            NODE_RECORD => {
+            SaAttributeId::NodeRecord => {
+                let lid = q.record::<NodeRecord>().map_or(0, |n| n.lid.0);
                 let v = self
                     .records
                     .iter()
-                    .filter(|n| mask & NR_LID == 0 || n.lid == be16(data, 0))
+                    .filter(|n| mask & NR_LID == 0 || n.lid == lid)
                     .map(|n| Sa::node(n).to_vec())
                     .collect();
                 (v, NODE_RECORD_LEN)
             }
             _ => {
-                r[4..6].copy_from_slice(&ERR_METHOD_ATTR.to_be_bytes());
-                return r;
+                resp.header.status.set(ERR_METHOD_ATTR);
+                return resp.to_bytes();
             }
         };
         if found.is_empty() {
-            r[4..6].copy_from_slice(&ERR_NO_RECORDS.to_be_bytes());
-            return r;
+            resp.header.status.set(SaStatus::NoRecords.status().0);
+            return resp.to_bytes();
         }
         let stride = len.next_multiple_of(8);
-        let take = if method == GET {
+        let take = if q.method() == Method::Get {
             1
         } else {
             SA_DATA_LEN / stride
         };
-        r[44..46].copy_from_slice(&((stride / 8) as u16).to_be_bytes());
-        r[48..56].copy_from_slice(&mask.to_be_bytes());
+        resp.sa.attribute_offset = (stride / 8) as u16;
+        resp.sa.component_mask = mask;
         for (i, rec) in found.iter().take(take).enumerate() {
-            let at = SA_DATA + i * stride;
-            r[at..at + len].copy_from_slice(rec);
+            let at = i * stride;
+            resp.data[at..at + len].copy_from_slice(rec);
         }
-        r
+        resp.to_bytes()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mad_core::sa::SaRecord as _;
+
+    /// The component bits clients spell out are mad-core's.
+    #[test]
+    fn the_component_bits_are_mad_cores() {
+        assert_eq!(PathRecord::component("dgid"), Some(PR_DGID));
+        assert_eq!(PathRecord::component("sgid"), Some(PR_SGID));
+        assert_eq!(PathRecord::component("dlid"), Some(PR_DLID));
+        assert_eq!(PathRecord::component("slid"), Some(PR_SLID));
+        assert_eq!(NodeRecord::component("lid"), Some(NR_LID));
+        assert_eq!(SaStatus::NoRecords.status().0, ERR_NO_RECORDS);
+    }
 
     fn req(class: u8, method: u8, attr: u16, tid: u64) -> [u8; MAD_LEN] {
         let mut m = [0u8; MAD_LEN];
