@@ -424,6 +424,20 @@ fn answers_held_longer_slow_opensm_down_by_about_that_much() {
         return;
     }
     let _alone = MACHINE.write().unwrap_or_else(|e| e.into_inner());
+    // A timing measurement on a shared 2-core machine: one more try when
+    // the first is thrown off by something else running (it happened
+    // twice in full local runs, never alone); the same claims must hold.
+    let first = held_measurement();
+    if let Err(e) = first {
+        eprintln!("first measurement off ({e}); measuring again");
+        if let Err(e) = held_measurement() {
+            panic!("{e}");
+        }
+    }
+}
+
+/// `bench ibsim-compat --sensitivity 0,300` and what it must show.
+fn held_measurement() -> Result<(), String> {
     let out = std::process::Command::new(exe())
         .args(["bench", "ibsim-compat", "--topology", "mport-ntree:4:2"])
         .args(["--runs", "3", "--sensitivity", "0,300", "--json"])
@@ -458,19 +472,23 @@ fn answers_held_longer_slow_opensm_down_by_about_that_much() {
     };
     let (t0, t300) = (least(&held[0], "to_up_ms"), least(&held[1], "to_up_ms"));
     let batches = median(&held[0], "batches");
+    let check = |ok: bool, why: String| if ok { Ok(()) } else { Err(why) };
     // OpenSM sends a few hundred SMPs here, a few at a time: every batch
     // waiting 300 µs more costs it tens of milliseconds.
-    assert!(batches >= 50.0, "{v}");
-    assert!(
+    check(batches >= 50.0, format!("{v}"))?;
+    check(
         t300 > t0 + batches * 300e-3 * 0.3,
-        "300 µs more per batch over {batches} batches: {t0} ms → {t300} ms"
-    );
-    assert!(median(&held[0], "fabric_us_per_batch") > 0.0, "{v}");
-    assert!(v["slope_ms_per_us"].as_f64().unwrap() > 0.0, "{v}");
+        format!("300 µs more per batch over {batches} batches: {t0} ms → {t300} ms"),
+    )?;
+    check(
+        median(&held[0], "fabric_us_per_batch") > 0.0,
+        format!("{v}"),
+    )?;
+    check(v["slope_ms_per_us"].as_f64().unwrap() > 0.0, format!("{v}"))?;
     // Above 1 is possible (the spinning server takes CPU OpenSM's threads
     // want; one run gave 1.76); far above means the units are wrong.
     let share = v["critical_share"].as_f64().unwrap();
-    assert!(share > 0.3 && share < 3.0, "{v}");
+    check(share > 0.3 && share < 3.0, format!("{v}"))
 }
 
 /// Through umad on a fabric that loses every SMP, `ibkit sm --once` does
