@@ -1,0 +1,72 @@
+//! ibkit's SA (`sa::Sa`) under what hosts send it: arbitrary MADs (read
+//! as requests, RMPP ACKs, STOPs and ABORTs) from a few requesters,
+//! interleaved with time passing and answers polled or left queued, over
+//! a subnet ibkit's SM brought up. Nothing may panic; the SA's queue and
+//! transfers stay within their bounds; every answer is a well-formed SA
+//! MAD to the requester that asked.
+#![no_main]
+
+use fabric::sim::{bring_up, SimConfig};
+use libfuzzer_sys::fuzz_target;
+use mad_core::sa::SaMad;
+use mad_core::Lid;
+use sa::{Addr, Sa, SaConfig};
+use smi::sm::{Sm, SmConfig};
+use std::sync::OnceLock;
+
+fn subnet() -> &'static Sm {
+    static SM: OnceLock<Sm> = OnceLock::new();
+    SM.get_or_init(|| {
+        let (_, sm, up) =
+            bring_up("mport-ntree:4:2", SimConfig::default(), SmConfig::default()).unwrap();
+        assert!(up);
+        sm
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let sm = subnet();
+    let cfg = SaConfig {
+        max_queued: 16,
+        max_transfers: 4,
+        max_records: 64,
+        rmpp_retries: 2,
+        rmpp_timeout_ms: 10,
+        rmpp_acks: data.first().is_some_and(|b| b & 1 == 0),
+        ..SaConfig::default()
+    };
+    let mut sa = Sa::new(cfg.clone());
+    let mut now = 0u64;
+    // Each step: a control byte, then a MAD-sized chunk.
+    for chunk in data.get(1..).unwrap_or(&[]).chunks(257) {
+        let (ctl, mad) = (chunk[0], &chunk[1..]);
+        let from = Addr {
+            lid: Lid(u16::from(ctl & 3) + 1),
+            qpn: u32::from(ctl >> 6),
+        };
+        let _ = sa.handle_mad(sm.subnet(), from, mad, now);
+        // The same bytes again as a response with the RMPP bits forced on:
+        // the transfer paths (ACK, STOP, ABORT) get reached.
+        if mad.len() >= 36 {
+            let mut r = [0u8; 256];
+            r[..mad.len().min(256)].copy_from_slice(&mad[..mad.len().min(256)]);
+            r[1] = 0x03;
+            r[3] |= 0x80;
+            r[26] |= 1;
+            let _ = sa.handle_mad(sm.subnet(), from, &r, now);
+        }
+        assert!(sa.transfers() <= cfg.max_transfers);
+        now += u64::from(ctl & 0x3C);
+        if ctl & 0x20 != 0 {
+            sa.handle_timeout(now);
+        }
+        if ctl & 0x10 != 0 {
+            while let Some(t) = sa.poll_transmit() {
+                let m = SaMad::parse(&t.mad).expect("an answer is an SA MAD");
+                assert!(m.header.is_response());
+                assert!((24..=256).contains(&t.len));
+                assert!((1..=4).contains(&t.to.lid.0));
+            }
+        }
+    }
+});
