@@ -8,7 +8,6 @@
 
 use crate::query::{matches, Query};
 use alloc::vec::Vec;
-use mad_core::attr::forwarding::DROP_PORT;
 use mad_core::attr::{LinkSpeed, LinkWidth, PortInfo};
 use mad_core::sa::path::selector;
 use mad_core::sa::{PathRecord, SaRecord, SaStatus};
@@ -101,71 +100,67 @@ pub fn life_code(life: u64) -> u8 {
 }
 
 /// Walks a data packet from `src` (a CA's port, or a switch) to `dlid`
-/// through the installed tables; `None` when it is dropped or loops.
+/// through the installed tables ([`Subnet::walk`]), gathering the links
+/// and switches it crosses; `None` when it is dropped, loops, or stops
+/// somewhere that does not hold `dlid`.
 pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
-    let (mut mtu, mut rate, mut life, mut switches) = (5u8, u32::MAX, 0u64, 0u32);
     let holds = |id: NodeId| {
         s.node(id)
             .is_some_and(|n| n.alive && (n.lid == dlid.0 || n.vfs.iter().any(|v| v.lid == dlid.0)))
     };
-    let mut at = src;
+    let switch_life = |id: NodeId| {
+        1u64 << s
+            .node(id)
+            .and_then(|n| n.switch_info)
+            .map_or(DEFAULT_LIFE_TIME, |si| si.life_time_value)
+            .min(40)
+    };
     let n = s.node(src)?;
-    if !n.is_switch() {
-        if holds(src) {
-            let (m, r) = link(
-                n.ports
-                    .get(usize::from(n.info.local_port_num))?
-                    .info
-                    .as_ref(),
-            );
-            return Some(Walked {
-                dst: src,
-                switches: 0,
-                mtu: m,
-                half_gbps: r,
-                life: 0,
-            });
-        }
-        let p = n.info.local_port_num;
-        let (m, r) = link(n.ports.get(usize::from(p))?.info.as_ref());
-        (mtu, rate) = (mtu.min(m), rate.min(r));
-        at = s.peer(src, p)?.0;
+    if !n.is_switch() && holds(src) {
+        // The port itself: no link crossed but its own.
+        let (mtu, rate) = link(
+            n.ports
+                .get(usize::from(n.info.local_port_num))?
+                .info
+                .as_ref(),
+        );
+        return Some(Walked {
+            dst: src,
+            switches: 0,
+            mtu,
+            half_gbps: rate,
+            life: 0,
+        });
     }
-    for _ in 0..=s.nodes().len() {
-        let node = s.node(at).filter(|n| n.alive)?;
-        if !node.is_switch() {
-            return holds(at).then_some(Walked {
-                dst: at,
-                switches,
-                mtu,
-                half_gbps: rate,
-                life,
-            });
+    let (mut mtu, mut rate, mut life, mut switches) = (5u8, u32::MAX, 0u64, 0u32);
+    let dst = s.walk(src, dlid, |id, port| {
+        let Some(node) = s.node(id) else { return };
+        let (m, r) = link(
+            node.ports
+                .get(usize::from(port))
+                .and_then(|p| p.info.as_ref()),
+        );
+        (mtu, rate) = (mtu.min(m), rate.min(r));
+        if node.is_switch() {
+            switches += 1;
+            life += switch_life(id);
         }
+    })?;
+    if !holds(dst) {
+        return None;
+    }
+    if s.node(dst).is_some_and(|n| n.is_switch()) {
+        // The switch that keeps the packet counts too.
         switches += 1;
-        life += 1u64
-            << node
-                .switch_info
-                .map_or(DEFAULT_LIFE_TIME, |si| si.life_time_value)
-                .min(40);
-        let out = s.installed_port(at, dlid);
-        if out == 0 {
-            return (node.lid == dlid.0).then_some(Walked {
-                dst: at,
-                switches,
-                mtu,
-                half_gbps: if rate == u32::MAX { 20 } else { rate },
-                life,
-            });
-        }
-        if out == DROP_PORT {
-            return None;
-        }
-        let (m, r) = link(node.ports.get(usize::from(out))?.info.as_ref());
-        (mtu, rate) = (mtu.min(m), rate.min(r));
-        at = s.peer(at, out)?.0;
+        life += switch_life(dst);
     }
-    None
+    Some(Walked {
+        dst,
+        switches,
+        mtu,
+        half_gbps: if rate == u32::MAX { 20 } else { rate },
+        life,
+    })
 }
 
 /// The port GUID and GID prefix of a node's port (a switch's port 0, a

@@ -118,6 +118,39 @@ impl Subnet {
         t.get(usize::from(lid.0)).copied().unwrap_or(DROP_PORT)
     }
 
+    /// Walks a data packet from `from` towards `lid` through the installed
+    /// tables, calling `hop(node, port)` for each port it leaves by (a
+    /// CA's own port first, then each switch's egress). Returns the node
+    /// where it stops: the first live CA it reaches, or the switch whose
+    /// table keeps it (port 0); `None` when it is dropped, meets a dead
+    /// node or a cable to nowhere, or loops. Whether that node holds `lid`
+    /// is the caller's question.
+    pub fn walk(&self, from: NodeId, lid: Lid, mut hop: impl FnMut(NodeId, u8)) -> Option<NodeId> {
+        let mut at = from;
+        let n = self.node(from)?;
+        if !n.is_switch() {
+            let p = n.info.local_port_num;
+            hop(from, p);
+            at = self.peer(from, p)?.0;
+        }
+        for _ in 0..=self.nodes.len() {
+            let node = self.node(at).filter(|n| n.alive)?;
+            if !node.is_switch() {
+                return Some(at);
+            }
+            let out = self.installed_port(at, lid);
+            if out == 0 {
+                return Some(at);
+            }
+            if out == DROP_PORT {
+                return None;
+            }
+            hop(at, out);
+            at = self.peer(at, out)?.0;
+        }
+        None
+    }
+
     /// The node and port at the other end of `port` of `node`.
     pub fn peer(&self, node: NodeId, port: u8) -> Option<(NodeId, u8)> {
         self.node(node)?
