@@ -49,6 +49,20 @@ fn uplink(f: &Fabric) -> (usize, u8) {
     panic!("no inter-switch cable");
 }
 
+/// A top switch: one whose every neighbour is a switch.
+fn spine(f: &Fabric) -> usize {
+    (0..f.nodes.len())
+        .find(|&i| {
+            f.topo.nodes[i].kind == NodeType::Switch
+                && (1..=f.topo.nodes[i].ports).all(|p| {
+                    f.topo
+                        .peer_of(i, p)
+                        .is_none_or(|(m, _)| f.topo.nodes[m].kind == NodeType::Switch)
+                })
+        })
+        .unwrap()
+}
+
 fn lft(sm: &Sm) -> u64 {
     sm.stats()
         .count(Method::Set, AttributeId::LinearForwardingTable)
@@ -142,16 +156,7 @@ fn a_failed_cable_is_trapped_swept_and_routed_around_with_only_changed_blocks() 
 fn a_removed_switch_is_routed_around_and_keeps_its_lid_when_it_returns() {
     let (mut f, mut sm) = up("fat-tree-324", SmConfig::default());
     // A top switch: a node whose every neighbour is a switch.
-    let spine = (0..f.nodes.len())
-        .find(|&i| {
-            f.topo.nodes[i].kind == NodeType::Switch
-                && (1..=f.topo.nodes[i].ports).all(|p| {
-                    f.topo
-                        .peer_of(i, p)
-                        .is_none_or(|(m, _)| f.topo.nodes[m].kind == NodeType::Switch)
-                })
-        })
-        .unwrap();
+    let spine = spine(&f);
     let lid = f.nodes[spine].lid();
     let t = f.now_ns();
     f.schedule(t + MS, FabricEvent::NodeDown(spine));
@@ -326,16 +331,7 @@ fn the_sm_publishes_what_happens_to_the_subnet() {
     assert!(sm.poll_event().is_none(), "each event once");
 
     // A top switch (every neighbour a switch) goes away.
-    let spine = (0..f.nodes.len())
-        .find(|&i| {
-            f.topo.nodes[i].kind == NodeType::Switch
-                && (1..=f.topo.nodes[i].ports).all(|p| {
-                    f.topo
-                        .peer_of(i, p)
-                        .is_none_or(|(m, _)| f.topo.nodes[m].kind == NodeType::Switch)
-                })
-        })
-        .unwrap();
+    let spine = spine(&f);
     let guid = Guid(f.topo.nodes[spine].guid);
     let t = f.now_ns();
     f.schedule(t + MS, FabricEvent::NodeDown(spine));

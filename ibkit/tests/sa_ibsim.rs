@@ -17,6 +17,20 @@ use tests::peers::{missing_tools, Ibsim};
 mod common;
 use common::skip;
 
+/// True when ibsim, libumad2sim, OpenSM and saquery are here; else the
+/// test says SKIPPED (or fails, when peers are required).
+fn peers_here() -> bool {
+    if let Some(why) = missing_tools() {
+        skip("sa_ibsim", &why);
+        return false;
+    }
+    if !std::path::Path::new("/usr/sbin/saquery").exists() {
+        skip("sa_ibsim", "infiniband-diags (saquery) is not installed");
+        return false;
+    }
+    true
+}
+
 /// `ibkit sm` (for good) as the SM of `sim`, once it says SUBNET UP.
 fn start_sm(sim: &Ibsim) -> Child {
     let mut c = sim
@@ -64,12 +78,7 @@ fn fields(dump: &str) -> BTreeMap<String, String> {
 
 #[test]
 fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
-    if let Some(why) = missing_tools() {
-        skip("sa_ibsim", &why);
-        return;
-    }
-    if !std::path::Path::new("/usr/sbin/saquery").exists() {
-        skip("sa_ibsim", "infiniband-diags (saquery) is not installed");
+    if !peers_here() {
         return;
     }
     let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
@@ -228,12 +237,7 @@ fn records(
 /// the switches on the path, as IBA 15.2.5.16 describes the field.
 #[test]
 fn opensm_and_ibkit_answer_saquery_alike() {
-    if let Some(why) = missing_tools() {
-        skip("sa_ibsim", &why);
-        return;
-    }
-    if !std::path::Path::new("/usr/sbin/saquery").exists() {
-        skip("sa_ibsim", "infiniband-diags (saquery) is not installed");
+    if !peers_here() {
         return;
     }
     let topo = Topology::from_spec("mport-ntree:4:2").unwrap();

@@ -11,15 +11,22 @@ use ::tests::peers::missing_tools;
 use fabric::topology::Topology;
 use smi::sm::Engine;
 
-/// Runs `ibkit bench ibsim-compat`.
-pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outcome {
+/// What both runs need: the peer tools, this binary, and a scratch
+/// directory named `name` and the process ID.
+fn prepare(name: &str) -> Result<(std::path::PathBuf, std::path::PathBuf), super::Fail> {
     if let Some(m) = missing_tools() {
         return Err(m.into());
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let topo = Topology::from_spec(spec)?;
-    let dir = std::env::temp_dir().join(format!("ibkit-compat-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok((exe, dir))
+}
+
+/// Runs `ibkit bench ibsim-compat`.
+pub fn run(spec: &str, routing: Engine, runs: usize, json: bool) -> super::Outcome {
+    let (exe, dir) = prepare("ibkit-compat")?;
+    let topo = Topology::from_spec(spec)?;
     let runs = runs.max(1);
     if !json {
         eprintln!(
@@ -118,12 +125,7 @@ pub fn run_sensitivity(
     delays: &[u64],
     json: bool,
 ) -> super::Outcome {
-    if let Some(m) = missing_tools() {
-        return Err(m.into());
-    }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = std::env::temp_dir().join(format!("ibkit-held-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (exe, dir) = prepare("ibkit-held")?;
     let bar = Progress::new(1 + (runs.max(1) * delays.len()) as u64, json);
     let mut progress = |s: &str| {
         bar.step();
