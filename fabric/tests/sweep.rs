@@ -168,12 +168,17 @@ fn a_removed_switch_is_routed_around_and_keeps_its_lid_when_it_returns() {
         .position(|n| n.info.node_guid.0 == f.topo.nodes[spine].guid)
         .unwrap();
     assert!(!sm.nodes()[k].alive);
+    // Lost: its LID resolves to nobody, its port GUID neither.
+    assert_eq!(sm.subnet().by_lid(lid), None);
+    assert!(sm.subnet().indexes_agree());
 
     let t = f.now_ns();
     f.schedule(t + MS, FabricEvent::NodeUp(spine));
     assert!(f.run_until(&mut sm, t + 2_000 * MS));
     assert!(sm.nodes()[k].alive);
     assert_eq!(f.nodes[spine].lid(), lid, "same LID after the reboot");
+    assert_eq!(sm.subnet().by_lid(lid).map(|x| x.0 .0), Some(k));
+    assert!(sm.subnet().indexes_agree());
     clean(&f);
 }
 

@@ -16,7 +16,10 @@ fn fx(f: &Fabric, sm: &Sm, i: usize) -> usize {
     f.node_by_guid(sm.nodes()[i].info.node_guid.0).unwrap()
 }
 
-fn clean(f: &Fabric) {
+/// Every pair routed, no loop, and the SM's LID and GUID indexes (what
+/// the SA resolves with) what a search of its nodes says.
+fn clean(f: &Fabric, sm: &Sm) {
+    assert!(sm.subnet().indexes_agree());
     let v = f.verify();
     assert_eq!(
         (v.unreachable, v.loops, v.switch_unreachable),
@@ -60,7 +63,7 @@ fn prepopulated_vms_start_without_lft_updates_and_swap_on_migration() {
     // 36 switches, the SM's CA, 323 hypervisors with a PF and 4 VFs each.
     assert_eq!(sm.max_lid(), 36 + 1 + 323 * 5);
     assert_eq!(sm.hypervisors().len(), 323);
-    clean(&f);
+    clean(&f, &sm);
     let (a, near, far) = pick(&sm);
     let before = sm.stats().total();
     let vm = sm.create_vm(a, 0xAA).unwrap();
@@ -68,7 +71,7 @@ fn prepopulated_vms_start_without_lft_updates_and_swap_on_migration() {
     assert_eq!(sm.stats().total() - before, 1, "one Set(VPortInfo), no LFT");
     let lid = Lid(sm.vm(vm).unwrap().lid);
     assert!(f.nodes[fx(&f, &sm, a)].owns(lid));
-    clean(&f);
+    clean(&f, &sm);
 
     // Near: only the shared leaf changes, the two LIDs swapped there.
     let plan = sm.plan_migration(vm, near).unwrap();
@@ -91,7 +94,11 @@ fn prepopulated_vms_start_without_lft_updates_and_swap_on_migration() {
     });
     assert!(f.nodes[fx(&f, &sm, near)].owns(lid) && !f.nodes[fx(&f, &sm, a)].owns(lid));
     assert_eq!(sm.vm(vm).unwrap().lid, lid.0, "the VM keeps its LID");
-    clean(&f);
+    // Its vGUID and LID now name the destination hypervisor's VF.
+    let (h, vf) = sm.subnet().by_port_guid(mad_core::Guid(0xAA)).unwrap();
+    assert_eq!((h.0, vf), (near, sm.vm(vm).unwrap().vf));
+    assert_eq!(sm.subnet().by_lid(lid).map(|x| x.0 .0), Some(near));
+    clean(&f, &sm);
 
     // Far: more switches, never more than two blocks on every switch, the
     // routes of every other LID untouched, still deadlock-free.
@@ -108,7 +115,7 @@ fn prepopulated_vms_start_without_lft_updates_and_swap_on_migration() {
     }
     assert!(f.nodes[fx(&f, &sm, far)].owns(lid));
     assert!(sm.deadlock_free());
-    clean(&f);
+    clean(&f, &sm);
 }
 
 #[test]
@@ -131,7 +138,7 @@ fn dynamic_vms_copy_the_pf_entries() {
         .stats()
         .count(Method::Set, AttributeId::LinearForwardingTable);
     assert_eq!(sm.stats().total() - before, 36 + 1);
-    clean(&f);
+    clean(&f, &sm);
     for s in f.lft_snapshot(400) {
         let pf = f.nodes[s.0].lft_port(f.nodes[fx(&f, &sm, a)].lid());
         assert_eq!(s.1[usize::from(lid)], pf, "copy of the PF's entry");
@@ -149,13 +156,13 @@ fn dynamic_vms_copy_the_pf_entries() {
         2,
         "drop, then the new entry"
     );
-    clean(&f);
+    clean(&f, &sm);
     let plan = sm.plan_migration(vm, far).unwrap();
     assert!(plan.lft_smps() <= 36, "one block per switch at most");
     sm.apply_migration(&plan, false).unwrap();
     assert!(f.run(&mut sm));
     assert!(f.nodes[fx(&f, &sm, far)].owns(Lid(lid)));
-    clean(&f);
+    clean(&f, &sm);
 
     // Destroy frees the LID; the next VM reuses it.
     sm.destroy_vm(vm).unwrap();
@@ -164,7 +171,7 @@ fn dynamic_vms_copy_the_pf_entries() {
     let vm2 = sm.create_vm(near, 0xCC).unwrap();
     assert!(f.run(&mut sm));
     assert_eq!(sm.vm(vm2).unwrap().lid, lid);
-    clean(&f);
+    clean(&f, &sm);
 }
 
 /// The VPortInfo the simulated hypervisor of the SM's node `h` holds for
@@ -261,7 +268,7 @@ fn refused_operations_change_nothing() {
     assert_eq!(sm.apply_migration(&p1, false), Err(VmError::StalePlan));
     assert_eq!(sm.stats().total(), total);
     assert_ne!(snap, f.lft_snapshot(sm.max_lid()));
-    clean(&f);
+    clean(&f, &sm);
 }
 
 #[test]
@@ -286,7 +293,7 @@ fn disjoint_migrations_run_concurrently() {
     assert!(f.run(&mut sm));
     assert!(f.nodes[fx(&f, &sm, leaves[0][1])].owns(Lid(sm.vm(v1).unwrap().lid)));
     assert!(f.nodes[fx(&f, &sm, leaves[1][1])].owns(Lid(sm.vm(v2).unwrap().lid)));
-    clean(&f);
+    clean(&f, &sm);
 }
 
 #[test]

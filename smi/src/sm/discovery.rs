@@ -17,9 +17,8 @@ impl Sm {
                 i
             }
             None => {
-                let i = self.db.nodes.len();
                 let nports = usize::from(ni.num_ports);
-                self.db.nodes.push(SmNode {
+                let i = self.db.add_node(SmNode {
                     info: ni,
                     path: path.clone(),
                     ports: vec![SmPort::default(); nports + 1],
@@ -30,7 +29,6 @@ impl Sm {
                     alive: true,
                     fresh: self.up,
                 });
-                self.db.by_guid.insert(ni.node_guid.0, i);
                 self.emit(SmEvent::NodeAdded {
                     node: i,
                     guid: ni.node_guid,

@@ -38,7 +38,8 @@ impl Sm {
         let mut next: u16 = self.db.max_lid + 1;
         let mut sets = Vec::new();
         let mut vports = Vec::new();
-        for (i, n) in self.db.nodes.iter_mut().enumerate() {
+        for i in 0..self.db.nodes.len() {
+            let n = &self.db.nodes[i];
             if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh) {
                 continue;
             }
@@ -48,15 +49,17 @@ impl Sm {
                 n.info.local_port_num
             };
             if n.lid == 0 {
-                n.lid = next;
+                self.db.set_lid(i, next);
                 next += 1;
                 if prepopulated {
-                    for slot in n.vfs.iter_mut() {
-                        slot.lid = next;
+                    for vf in 1..=self.db.nodes[i].vfs.len() as u16 {
+                        let s = self.db.nodes[i].vfs[usize::from(vf) - 1];
+                        self.db.set_vf(i, vf, next, s.vm, s.guid);
                         next += 1;
                     }
                 }
             }
+            let n = &self.db.nodes[i];
             sets.push((i, port));
             for (v, slot) in n.vfs.iter().enumerate() {
                 if slot.lid != 0 {

@@ -299,11 +299,11 @@ impl Sm {
             }
             Purpose::SetTop { node } => self.send_lft(node),
             Purpose::VirtInfo { node } => {
-                if let (Ok(vi), Some(n)) = (
+                if let (Ok(vi), true) = (
                     VirtualizationInfo::decode(&smp.data),
-                    self.db.nodes.get_mut(node),
+                    node < self.db.nodes.len(),
                 ) {
-                    n.vfs = vec![VfSlot::default(); usize::from(vi.vport_cap)];
+                    self.db.set_vf_count(node, usize::from(vi.vport_cap));
                 }
             }
             Purpose::NodeDesc { node } => {

@@ -26,6 +26,15 @@ pub struct Subnet {
     pub(super) nodes: Vec<SmNode>,
     /// Node GUID → node index.
     pub(super) by_guid: BTreeMap<u64, usize>,
+    /// Port GUID → node index and VF (0: the node's own port; a VM's
+    /// vGUID names its VF). Written only through [`Subnet::add_node`] and
+    /// [`Subnet::set_vf`].
+    pub(super) by_port_guid: BTreeMap<u64, (usize, u16)>,
+    /// LID → node index + 1 (0: nobody), for the node's own LID and its
+    /// VFs'; the last one given a LID if two ever hold it. Written only
+    /// through [`Subnet::set_lid`], [`Subnet::set_vf`] and
+    /// [`Subnet::set_vf_count`].
+    pub(super) lid_owner: Vec<u32>,
     /// Computed LFTs, by switch of the graph.
     pub(super) lfts: Vec<Vec<u8>>,
     /// Graph switch → node index.
@@ -47,6 +56,7 @@ impl Subnet {
     }
 
     /// One node.
+    #[inline]
     pub fn node(&self, id: NodeId) -> Option<&SmNode> {
         self.nodes.get(id.0)
     }
@@ -56,28 +66,116 @@ impl Subnet {
         self.by_guid.get(&guid.0).map(|&i| NodeId(i))
     }
 
+    /// The live node whose port (or one of whose VMs' vGUIDs) is
+    /// `guid`, with the VF (0: the node's own port).
+    #[inline]
+    pub fn by_port_guid(&self, guid: Guid) -> Option<(NodeId, u16)> {
+        let &(i, vf) = self.by_port_guid.get(&guid.0)?;
+        self.nodes[i].alive.then_some((NodeId(i), vf))
+    }
+
     /// The live node and port that hold `lid`: a switch's port 0, a CA's
     /// port; a vSwitch VF's LID belongs to its hypervisor's port (the
     /// returned port is the hypervisor's, and the VF is
-    /// [`Subnet::vf_of_lid`]).
+    /// [`Subnet::vf_of_lid`]). One lookup in the LID index.
+    #[inline]
     pub fn by_lid(&self, lid: Lid) -> Option<(NodeId, u8)> {
-        if lid.0 == 0 {
+        let owner = *self.lid_owner.get(usize::from(lid.0))?;
+        if lid.0 == 0 || owner == 0 {
             return None;
         }
-        self.nodes.iter().enumerate().find_map(|(i, n)| {
-            if !n.alive {
-                return None;
-            }
+        let at = |i: usize, n: &SmNode| {
             let port = if n.is_switch() {
                 0
             } else {
                 n.info.local_port_num
             };
-            (n.lid == lid.0 || n.vfs.iter().any(|v| v.lid == lid.0)).then_some((NodeId(i), port))
-        })
+            (n.alive && (n.lid == lid.0 || n.vfs.iter().any(|v| v.lid == lid.0)))
+                .then_some((NodeId(i), port))
+        };
+        let i = owner as usize - 1;
+        at(i, self.nodes.get(i)?)
+    }
+
+    /// Adds a node found by discovery, with no LID yet; its id.
+    pub(super) fn add_node(&mut self, node: SmNode) -> usize {
+        let i = self.nodes.len();
+        self.by_guid.insert(node.info.node_guid.0, i);
+        self.by_port_guid.insert(node.info.port_guid.0, (i, 0));
+        let lid = node.lid;
+        self.nodes.push(node);
+        node_lid_set(&mut self.lid_owner, lid, i);
+        i
+    }
+
+    /// Gives node `i` the LID `lid`.
+    pub(super) fn set_lid(&mut self, i: usize, lid: u16) {
+        self.nodes[i].lid = lid;
+        node_lid_set(&mut self.lid_owner, lid, i);
+    }
+
+    /// Sets VF `vf` (from 1) of hypervisor `i`: its LID and the vGUID of
+    /// the VM on it (0: none).
+    pub(super) fn set_vf(&mut self, i: usize, vf: u16, lid: u16, vm: Option<VmId>, guid: u64) {
+        let Some(slot) = self.nodes[i].vfs.get_mut(usize::from(vf).wrapping_sub(1)) else {
+            return;
+        };
+        if slot.guid != 0 && self.by_port_guid.get(&slot.guid) == Some(&(i, vf)) {
+            self.by_port_guid.remove(&slot.guid);
+        }
+        let old = slot.lid;
+        *slot = VfSlot { lid, vm, guid };
+        if guid != 0 {
+            self.by_port_guid.insert(guid, (i, vf));
+        }
+        node_lid_set(&mut self.lid_owner, lid, i);
+        // The old LID is nobody's once this node holds it nowhere else.
+        let n = &self.nodes[i];
+        let still = n.lid == old || n.vfs.iter().any(|v| v.lid == old);
+        let l = usize::from(old);
+        if old != 0 && !still && self.lid_owner.get(l) == Some(&(i as u32 + 1)) {
+            self.lid_owner[l] = 0;
+        }
+    }
+
+    /// Node `i` turned out to have `n` VFs: new, empty slots (their old
+    /// LIDs and vGUIDs are forgotten).
+    pub(super) fn set_vf_count(&mut self, i: usize, n: usize) {
+        for vf in 1..=self.nodes[i].vfs.len() {
+            self.set_vf(i, vf as u16, 0, None, 0);
+        }
+        self.nodes[i].vfs = vec![VfSlot::default(); n];
+    }
+
+    /// True when the LID and port-GUID indexes say what a search of every
+    /// node would: the invariant the setters keep (tests check it after
+    /// bring-ups, failures and migrations).
+    pub fn indexes_agree(&self) -> bool {
+        let scan = |lid: u16| {
+            self.nodes.iter().enumerate().find_map(|(i, n)| {
+                let port = if n.is_switch() {
+                    0
+                } else {
+                    n.info.local_port_num
+                };
+                (n.alive && (n.lid == lid || n.vfs.iter().any(|v| v.lid == lid)))
+                    .then_some((NodeId(i), port))
+            })
+        };
+        let lids = (1..=self.max_lid.max(self.lid_owner.len() as u16))
+            .all(|l| self.by_lid(Lid(l)) == scan(l));
+        let guids = self.nodes.iter().enumerate().all(|(i, n)| {
+            let own = !n.alive || self.by_port_guid(n.info.port_guid) == Some((NodeId(i), 0));
+            let vfs = n.vfs.iter().enumerate().all(|(v, s)| {
+                !n.alive || s.guid == 0 || self.by_port_guid(Guid(s.guid)) == Some((NodeId(i), v as u16 + 1))
+            });
+            own && vfs
+        });
+        lids && guids
     }
 
     /// The VF (numbered from 1) of the hypervisor `node` that holds `lid`.
+    #[inline]
     pub fn vf_of_lid(&self, node: NodeId, lid: Lid) -> Option<u16> {
         self.node(node)?
             .vfs
@@ -107,6 +205,7 @@ impl Subnet {
     /// The port the switch `node` forwards `lid` to with the table it has
     /// now (the one the SM last distributed to it): 0 the switch itself,
     /// 255 (DROP_PORT) unrouted or not a switch.
+    #[inline]
     pub fn installed_port(&self, node: NodeId, lid: Lid) -> u8 {
         let t = match self.old_lfts.get(&node.0) {
             Some(t) => t,
@@ -152,6 +251,7 @@ impl Subnet {
     }
 
     /// The node and port at the other end of `port` of `node`.
+    #[inline]
     pub fn peer(&self, node: NodeId, port: u8) -> Option<(NodeId, u8)> {
         self.node(node)?
             .ports
@@ -201,10 +301,25 @@ pub struct VfSlot {
     pub lid: u16,
     /// The VM running on it.
     pub vm: Option<VmId>,
+    /// That VM's vGUID (0: none).
+    pub guid: u64,
+}
+
+/// Records in the LID index that node `i` holds `lid` (0: nothing).
+fn node_lid_set(index: &mut Vec<u32>, lid: u16, i: usize) {
+    if lid == 0 {
+        return;
+    }
+    let l = usize::from(lid);
+    if index.len() <= l {
+        index.resize(l + 1, 0);
+    }
+    index[l] = i as u32 + 1;
 }
 
 impl SmNode {
     /// True for a switch.
+    #[inline]
     pub fn is_switch(&self) -> bool {
         self.info.node_type == NodeType::Switch
     }
@@ -223,6 +338,7 @@ mod tests {
             info: NodeInfo {
                 node_type: kind,
                 node_guid: Guid(guid),
+                port_guid: Guid(guid),
                 num_ports: ports as u8,
                 local_port_num: 1,
                 ..NodeInfo::default()
@@ -242,14 +358,20 @@ mod tests {
     /// (LID 3, VFs with LIDs 4 and 5) on its port 2.
     fn small() -> Subnet {
         let mut s = Subnet::default();
-        s.nodes.push(node(NodeType::ChannelAdapter, 0xa, 1, 1));
-        s.nodes.push(node(NodeType::Switch, 0xb, 2, 4));
-        let mut h = node(NodeType::ChannelAdapter, 0xc, 3, 1);
-        h.vfs = vec![VfSlot { lid: 4, vm: None }, VfSlot { lid: 5, vm: None }];
-        s.nodes.push(h);
-        for (i, n) in s.nodes.iter().enumerate() {
-            s.by_guid.insert(n.info.node_guid.0, i);
+        for (i, (kind, ports)) in [
+            (NodeType::ChannelAdapter, 1),
+            (NodeType::Switch, 4),
+            (NodeType::ChannelAdapter, 1),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert_eq!(s.add_node(node(kind, 0xa + i as u64, 0, ports)), i);
+            s.set_lid(i, i as u16 + 1);
         }
+        s.set_vf_count(2, 2);
+        s.set_vf(2, 1, 4, None, 0);
+        s.set_vf(2, 2, 5, Some(VmId(7)), 0x77);
         s.nodes[0].ports[1].peer = Some((1, 1));
         s.nodes[1].ports[1].peer = Some((0, 1));
         s.nodes[1].ports[2].peer = Some((2, 1));
@@ -290,6 +412,35 @@ mod tests {
         s.nodes[2].alive = false;
         assert_eq!(s.by_lid(Lid(3)), None);
         assert_eq!(s.by_lid(Lid(4)), None);
+        assert_eq!(s.by_port_guid(Guid(0x77)), None);
         assert_eq!(s.by_guid(Guid(0xc)), Some(NodeId(2)), "still known");
+        assert!(s.indexes_agree());
+    }
+
+    /// The indexes follow LIDs and vGUIDs as VMs come, move and go: a
+    /// freed LID is nobody's, a vGUID names the VF its VM is on.
+    #[test]
+    fn indexes_follow_vfs() {
+        let mut s = small();
+        assert!(s.indexes_agree());
+        assert_eq!(s.by_port_guid(Guid(0x77)), Some((NodeId(2), 2)));
+        assert_eq!(s.by_port_guid(Guid(0xa)), Some((NodeId(0), 0)), "port GUID = node GUID here");
+        // The VM moves to VF 1 with its LID; VF 2 takes VF 1's (a swap).
+        s.set_vf(2, 2, 4, None, 0);
+        s.set_vf(2, 1, 5, Some(VmId(7)), 0x77);
+        assert_eq!(s.by_port_guid(Guid(0x77)), Some((NodeId(2), 1)));
+        assert_eq!(s.vf_of_lid(NodeId(2), Lid(5)), Some(1));
+        assert_eq!(s.vf_of_lid(NodeId(2), Lid(4)), Some(2));
+        assert!(s.indexes_agree());
+        // Stopped, its LID freed.
+        s.set_vf(2, 1, 0, None, 0);
+        assert_eq!(s.by_lid(Lid(5)), None);
+        assert_eq!(s.by_port_guid(Guid(0x77)), None);
+        assert!(s.indexes_agree());
+        // Fewer VFs found on a second read: their LIDs go.
+        s.set_vf_count(2, 1);
+        assert_eq!(s.by_lid(Lid(4)), None);
+        assert_eq!(s.by_lid(Lid(3)), Some((NodeId(2), 1)));
+        assert!(s.indexes_agree());
     }
 }

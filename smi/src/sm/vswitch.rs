@@ -275,8 +275,7 @@ impl Sm {
         };
         let id = VmId(self.next_vm);
         self.next_vm += 1;
-        self.db.nodes[node].vfs[usize::from(vf) - 1].vm = Some(id);
-        self.db.nodes[node].vfs[usize::from(vf) - 1].lid = lid;
+        self.db.set_vf(node, vf, lid, Some(id), guid);
         self.vms.insert(
             id.0,
             Vm {
@@ -298,11 +297,12 @@ impl Sm {
         self.ready()?;
         let vm = *self.vms.get(&id.0).ok_or(VmError::NoSuchVm(id))?;
         self.vms.remove(&id.0);
-        let slot = &mut self.db.nodes[vm.hypervisor].vfs[usize::from(vm.vf) - 1];
-        slot.vm = None;
+        let lid = self.db.nodes[vm.hypervisor].vfs[usize::from(vm.vf) - 1].lid;
         if self.cfg.lid_policy == LidPolicy::Dynamic {
-            slot.lid = 0;
+            self.db.set_vf(vm.hypervisor, vm.vf, 0, None, 0);
             self.free_lids.insert(vm.lid);
+        } else {
+            self.db.set_vf(vm.hypervisor, vm.vf, lid, None, 0);
         }
         self.set_vport(vm.hypervisor, vm.vf, PortState::Down, 0);
         self.kick();
@@ -448,12 +448,12 @@ impl Sm {
             vm.vf = p.to.1;
             let guid = vm.guid;
             let (src, dst) = (p.from, p.to);
-            let src_slot = &mut self.db.nodes[src.0].vfs[usize::from(src.1) - 1];
-            src_slot.vm = None;
-            src_slot.lid = p.swapped_lid.unwrap_or(0);
-            let dst_slot = &mut self.db.nodes[dst.0].vfs[usize::from(dst.1) - 1];
-            dst_slot.vm = Some(p.vm);
-            dst_slot.lid = p.vm_lid;
+            // The source VF first: it gives up the VM's LID and vGUID
+            // (taking the destination VF's LID under the prepopulated
+            // policy), then the destination VF takes them.
+            self.db
+                .set_vf(src.0, src.1, p.swapped_lid.unwrap_or(0), None, 0);
+            self.db.set_vf(dst.0, dst.1, p.vm_lid, Some(p.vm), guid);
             for &(k, l, port) in &p.entries {
                 self.write_entry(k, l, port);
             }
