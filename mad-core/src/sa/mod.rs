@@ -355,6 +355,47 @@ impl SaMad {
         b
     }
 
+    /// The 256 bytes of a response to this request, written without a
+    /// copy of it: `method` and `status`, no RMPP, SM_Key 0,
+    /// AttributeOffset `stride` (8-byte words), the request's
+    /// ComponentMask, and `data` at the start of the data area (what does
+    /// not fit is cut, the rest is zero).
+    pub fn response_bytes(
+        &self,
+        method: Method,
+        status: u16,
+        stride: u16,
+        data: &[u8],
+    ) -> [u8; MAD_SIZE] {
+        let mut b = [0u8; MAD_SIZE];
+        self.write_response(&mut b, method, status, stride, data);
+        b
+    }
+
+    /// [`SaMad::response_bytes`] written into `b`, which must be zero
+    /// (a buffer already where it is going).
+    pub fn write_response(
+        &self,
+        b: &mut [u8; MAD_SIZE],
+        method: Method,
+        status: u16,
+        stride: u16,
+        data: &[u8],
+    ) {
+        let mut h = self.header;
+        h.method = method.into();
+        h.status.set(status);
+        b[..24].copy_from_slice(h.as_bytes());
+        let sa = SaHeader {
+            sm_key: 0,
+            attribute_offset: stride,
+            component_mask: self.sa.component_mask,
+        };
+        let _ = sa.encode(&mut b[36..56]);
+        let n = data.len().min(SA_DATA_SIZE);
+        b[SA_DATA_OFFSET..SA_DATA_OFFSET + n].copy_from_slice(&data[..n]);
+    }
+
     /// The method.
     pub fn method(&self) -> Method {
         self.header.method()
@@ -511,6 +552,35 @@ mod tests {
             "{:?}: more than a mask holds",
             R::ID
         );
+    }
+
+    /// A response written by `response_bytes` is the request, changed as
+    /// a responder changes it: method, status, RMPP and SM_Key cleared,
+    /// AttributeOffset and data set; TID, attribute and mask kept.
+    #[test]
+    fn response_bytes_are_the_request_turned_round() {
+        let mut q = SaMad::request(Method::GetTable, SaAttributeId::PathRecord, 0x1234_5678_9abc);
+        q.sa.sm_key = 77;
+        q.sa.component_mask = 0x30;
+        q.header.attribute_modifier.set(5);
+        q.rmpp.rmpp_type = RmppType::Data;
+        q.rmpp.flags = RMPP_ACTIVE | RMPP_FIRST | RMPP_LAST;
+        q.data[..3].copy_from_slice(&[9, 9, 9]);
+        let rec = [1u8, 2, 3, 4];
+        let b = q.response_bytes(Method::GetTableResp, 0x0300, 2, &rec);
+        let mut want = q.clone();
+        want.header.method = Method::GetTableResp.into();
+        want.header.status.set(0x0300);
+        want.rmpp = RmppHeader::default();
+        want.sa.sm_key = 0;
+        want.sa.attribute_offset = 2;
+        want.data = [0; SA_DATA_SIZE];
+        want.data[..4].copy_from_slice(&rec);
+        assert_eq!(b, want.to_bytes());
+        // Data longer than the area is cut, not a panic.
+        let long = [7u8; 300];
+        let b = q.response_bytes(Method::GetResp, 0, 0, &long);
+        assert_eq!(&b[SA_DATA_OFFSET..], &[7u8; SA_DATA_SIZE][..]);
     }
 
     #[test]

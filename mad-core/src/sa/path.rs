@@ -17,6 +17,56 @@ pub mod selector {
     pub const LARGEST: u8 = 3;
 }
 
+/// The ComponentMask bits of PathRecord, by component (IBA 15.2.5.16;
+/// the same as [`SaRecord::component`](super::SaRecord::component) of
+/// their names, checked by a test), for code that tests them per query.
+pub mod comp {
+    /// ServiceID, upper 32 bits.
+    pub const SERVICE_ID_MSB: u64 = 1 << 0;
+    /// ServiceID, lower 32 bits.
+    pub const SERVICE_ID_LSB: u64 = 1 << 1;
+    /// DGID.
+    pub const DGID: u64 = 1 << 2;
+    /// SGID.
+    pub const SGID: u64 = 1 << 3;
+    /// DLID.
+    pub const DLID: u64 = 1 << 4;
+    /// SLID.
+    pub const SLID: u64 = 1 << 5;
+    /// RawTraffic.
+    pub const RAW_TRAFFIC: u64 = 1 << 6;
+    /// FlowLabel.
+    pub const FLOW_LABEL: u64 = 1 << 8;
+    /// HopLimit.
+    pub const HOP_LIMIT: u64 = 1 << 9;
+    /// TClass.
+    pub const TCLASS: u64 = 1 << 10;
+    /// Reversible.
+    pub const REVERSIBLE: u64 = 1 << 11;
+    /// NumbPath.
+    pub const NUMB_PATH: u64 = 1 << 12;
+    /// P_Key.
+    pub const PKEY: u64 = 1 << 13;
+    /// QoSClass.
+    pub const QOS_CLASS: u64 = 1 << 14;
+    /// SL.
+    pub const SL: u64 = 1 << 15;
+    /// MTUSelector.
+    pub const MTU_SELECTOR: u64 = 1 << 16;
+    /// MTU.
+    pub const MTU: u64 = 1 << 17;
+    /// RateSelector.
+    pub const RATE_SELECTOR: u64 = 1 << 18;
+    /// Rate.
+    pub const RATE: u64 = 1 << 19;
+    /// PacketLifeTimeSelector.
+    pub const PACKET_LIFE_TIME_SELECTOR: u64 = 1 << 20;
+    /// PacketLifeTime.
+    pub const PACKET_LIFE_TIME: u64 = 1 << 21;
+    /// Preference.
+    pub const PREFERENCE: u64 = 1 << 22;
+}
+
 bitstruct! {
     /// PathRecord (64 bytes).
     pub struct PathRecord("PathRecord", 64) {
@@ -181,5 +231,45 @@ impl PathRecord {
             1..=5 => 128 << self.mtu,
             _ => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sa::SaRecord;
+
+    /// Each constant of [`comp`] is the bit of its component's name.
+    #[test]
+    fn component_constants_are_the_components_bits() {
+        let named = [
+            (comp::SERVICE_ID_MSB, "service_id_msb"),
+            (comp::SERVICE_ID_LSB, "service_id_lsb"),
+            (comp::DGID, "dgid"),
+            (comp::SGID, "sgid"),
+            (comp::DLID, "dlid"),
+            (comp::SLID, "slid"),
+            (comp::RAW_TRAFFIC, "raw_traffic"),
+            (comp::FLOW_LABEL, "flow_label"),
+            (comp::HOP_LIMIT, "hop_limit"),
+            (comp::TCLASS, "tclass"),
+            (comp::REVERSIBLE, "reversible"),
+            (comp::NUMB_PATH, "numb_path"),
+            (comp::PKEY, "pkey"),
+            (comp::QOS_CLASS, "qos_class"),
+            (comp::SL, "sl"),
+            (comp::MTU_SELECTOR, "mtu_selector"),
+            (comp::MTU, "mtu"),
+            (comp::RATE_SELECTOR, "rate_selector"),
+            (comp::RATE, "rate"),
+            (comp::PACKET_LIFE_TIME_SELECTOR, "packet_life_time_selector"),
+            (comp::PACKET_LIFE_TIME, "packet_life_time"),
+            (comp::PREFERENCE, "preference"),
+        ];
+        for (bit, name) in named {
+            assert_eq!(PathRecord::component(name), Some(bit), "{name}");
+        }
+        // Every component but the reserved one has its constant.
+        assert_eq!(named.len() + 1, PathRecord::COMPONENTS.len());
     }
 }
