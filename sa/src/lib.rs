@@ -38,7 +38,6 @@ use mad_core::mad::{Method, Status};
 pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
     LinkRecord, NodeRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, SwitchInfoRecord,
-    SA_DATA_SIZE,
 };
 use mad_core::{Lid, MAD_SIZE};
 use smi::sm::Subnet;
@@ -254,7 +253,7 @@ impl Sa {
         self.transfers.remove(&key);
         self.stats.answered += 1;
         match self.answer(subnet, from, &m) {
-            Answer::One(rec) => self.reply(from, &m, Method::GetResp, Status::OK, &rec, 0),
+            Answer::Sent => {}
             Answer::Table { data, stride } => {
                 if self.transfers.len() >= self.cfg.max_transfers {
                     self.refuse(from, &m, SaStatus::NoResources.status());
@@ -291,23 +290,24 @@ impl Sa {
         rec: &[u8],
         stride: u16,
     ) {
-        let mut r = req.clone();
-        r.header.method = method.into();
-        r.header.status.set(status.0);
-        r.rmpp = Default::default();
-        r.sa.sm_key = 0;
-        r.sa.attribute_offset = stride;
-        r.data = [0; SA_DATA_SIZE];
-        let n = rec.len().min(SA_DATA_SIZE);
-        r.data[..n].copy_from_slice(&rec[..n]);
         if !status.is_ok() {
             self.stats.refused += 1;
         }
+        // Written where it waits, not built and moved there.
         self.out.push_back(Transmit {
             to,
-            mad: r.to_bytes(),
+            mad: [0; MAD_SIZE],
             len: MAD_SIZE,
         });
+        if let Some(t) = self.out.back_mut() {
+            req.write_response(&mut t.mad, method, status.0, stride, rec);
+        }
+    }
+
+    /// Queues the answer to a Get: one record.
+    fn one(&mut self, to: Addr, req: &SaMad, rec: &[u8]) -> Answer {
+        self.reply(to, req, Method::GetResp, Status::OK, rec, 0);
+        Answer::Sent
     }
 
     /// Queues an error response to `req`.
@@ -326,7 +326,7 @@ impl Sa {
     }
 
     /// What to answer `m` with.
-    fn answer(&self, subnet: &Subnet, from: Addr, m: &SaMad) -> Answer {
+    fn answer(&mut self, subnet: &Subnet, from: Addr, m: &SaMad) -> Answer {
         if m.header.class_version != SA_CLASS_VERSION {
             return Answer::Refused(Status::UNSUPPORTED_VERSION);
         }
@@ -348,7 +348,14 @@ impl Sa {
         };
         let found = match m.attribute_id() {
             SaAttributeId::ClassPortInfo if !table => {
-                return Answer::One(query::class_port_info(&self.cfg).to_vec());
+                let cpi = query::class_port_info(&self.cfg);
+                return self.one(from, m, &cpi);
+            }
+            SaAttributeId::PathRecord if !table => {
+                return match path::path_record(&q) {
+                    Ok(rec) => self.one(from, m, &rec),
+                    Err(s) => Answer::Refused(s.status()),
+                };
             }
             SaAttributeId::NodeRecord => q.collect::<NodeRecord>(query::node_records),
             SaAttributeId::PortInfoRecord => q.collect::<PortInfoRecord>(query::port_info_records),
@@ -356,7 +363,7 @@ impl Sa {
             SaAttributeId::SwitchInfoRecord => {
                 q.collect::<SwitchInfoRecord>(query::switch_info_records)
             }
-            SaAttributeId::PathRecord => path::path_records(&q, table),
+            SaAttributeId::PathRecord => path::path_records(&q),
             _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
         };
         let (recs, size) = match found {
@@ -366,7 +373,7 @@ impl Sa {
         if !table {
             return match recs.len() {
                 0 => Answer::Refused(SaStatus::NoRecords.status()),
-                1 => Answer::One(recs.into_iter().next().unwrap_or_default()),
+                1 => self.one(from, m, &recs[0]),
                 _ => Answer::Refused(SaStatus::TooManyRecords.status()),
             };
         }
@@ -392,8 +399,8 @@ impl Sa {
 
 /// The answer to a request.
 enum Answer {
-    /// One record (Get).
-    One(Vec<u8>),
+    /// One record, sent (a Get).
+    Sent,
     /// A table: the records, each padded to `stride` 8-byte words.
     Table { data: Vec<u8>, stride: u16 },
     /// An error status.

@@ -9,8 +9,8 @@
 use crate::query::{matches, Query};
 use alloc::vec::Vec;
 use mad_core::attr::{LinkSpeed, LinkWidth, PortInfo};
-use mad_core::sa::path::selector;
-use mad_core::sa::{PathRecord, SaRecord, SaStatus};
+use mad_core::sa::path::{comp, selector};
+use mad_core::sa::{PathRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
 use smi::sm::{NodeId, Subnet};
@@ -163,52 +163,100 @@ pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
     })
 }
 
-/// The port GUID and GID prefix of a node's port (a switch's port 0, a
-/// CA's port).
-fn gid_of(s: &Subnet, id: NodeId) -> Option<Gid> {
-    let n = s.node(id)?;
+/// One end of a path: the node that holds the port, its LID and GID. A
+/// VM's end is its hypervisor's node with the VF's LID and the VM's vGUID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct End {
+    /// The node (a VM's hypervisor).
+    pub node: NodeId,
+    /// The LID.
+    pub lid: Lid,
+    /// The GID: the subnet prefix of the node's port and the port GUID (a
+    /// VM's vGUID).
+    pub gid: Gid,
+}
+
+/// The subnet prefix of a node's port (a switch's port 0, a CA's own).
+fn prefix_of(s: &Subnet, id: NodeId) -> u64 {
+    let Some(n) = s.node(id) else {
+        return Gid::DEFAULT_PREFIX;
+    };
     let port = if n.is_switch() {
         0
     } else {
         n.info.local_port_num
     };
-    let prefix = n
-        .ports
+    n.ports
         .get(usize::from(port))
-        .and_then(|p| p.info)
+        .and_then(|p| p.info.as_ref())
         .map(|pi| pi.gid_prefix.0)
         .filter(|&p| p != 0)
-        .unwrap_or(Gid::DEFAULT_PREFIX);
-    Some(Gid::new(prefix, n.info.port_guid))
+        .unwrap_or(Gid::DEFAULT_PREFIX)
 }
 
-/// The live node whose port has this GUID.
-fn by_port_guid(s: &Subnet, g: Guid) -> Option<NodeId> {
-    s.nodes()
-        .iter()
-        .position(|n| n.alive && n.info.port_guid == g)
-        .map(NodeId)
+/// The end that holds `lid`: a node's port, or a VM's VF (a VF without a
+/// VM has no GID and no path).
+pub fn end_by_lid(s: &Subnet, lid: Lid) -> Option<End> {
+    let (node, _) = s.by_lid(lid)?;
+    let n = s.node(node)?;
+    let guid = if n.lid == lid.0 {
+        n.info.port_guid
+    } else {
+        let vf = s.vf_of_lid(node, lid)?;
+        let g = n.vfs.get(usize::from(vf) - 1)?.guid;
+        if g == 0 {
+            return None;
+        }
+        Guid(g)
+    };
+    Some(End {
+        node,
+        lid,
+        gid: Gid::new(prefix_of(s, node), guid),
+    })
 }
 
-/// The path record from `src` to the port that holds `dlid`.
-pub fn resolve(s: &Subnet, src: NodeId, dlid: Lid) -> Option<PathRecord> {
-    let w = walk(s, src, dlid)?;
-    let slid = Lid(s.node(src)?.lid);
+/// The end whose GID is `gid`: a port GUID, or a VM's vGUID, under the
+/// subnet prefix of its node's port.
+pub fn end_by_gid(s: &Subnet, gid: Gid) -> Option<End> {
+    let (node, vf) = s.by_port_guid(gid.guid())?;
+    if prefix_of(s, node) != gid.prefix() {
+        return None;
+    }
+    let n = s.node(node)?;
+    let lid = if vf == 0 {
+        n.lid
+    } else {
+        n.vfs.get(usize::from(vf) - 1)?.lid
+    };
+    if lid == 0 {
+        return None;
+    }
+    Some(End {
+        node,
+        lid: Lid(lid),
+        gid,
+    })
+}
+
+/// The path record from `src` to `dst`, when the installed tables take a
+/// packet from one to the other.
+pub fn resolve(s: &Subnet, src: &End, dst: &End) -> Option<PathRecord> {
+    let w = walk(s, src.node, dst.lid)?;
+    if w.dst != dst.node {
+        return None;
+    }
     Some(PathRecord {
-        dgid: gid_of(s, w.dst)?,
-        sgid: gid_of(s, src)?,
-        dlid,
-        slid,
+        dgid: dst.gid,
+        sgid: src.gid,
+        dlid: dst.lid,
+        slid: src.lid,
         reversible: true,
         pkey: PKey(0xffff),
         mtu_selector: selector::EXACTLY,
         mtu: w.mtu,
         rate_selector: selector::EXACTLY,
-        rate: rate_code(if w.half_gbps == u32::MAX {
-            20
-        } else {
-            w.half_gbps
-        }),
+        rate: rate_code(w.half_gbps),
         packet_life_time_selector: selector::EXACTLY,
         packet_life_time: life_code(w.life),
         ..PathRecord::default()
@@ -227,80 +275,203 @@ fn selected(sel: u8, want: u8, ours: u8) -> bool {
     }
 }
 
-/// The PathRecords a query asks for: `Get` needs a destination (DGID or
-/// DLID); `GetTable` without one means every destination from the
-/// source (the SGID's or SLID's port, or else the requester's own).
-pub fn path_records(q: &Query<'_>, table: bool) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
-    let has = |name: &str| PathRecord::component(name).is_some_and(|b| q.mask & b != 0);
-    let want = PathRecord::decode(q.data).map_err(|_| SaStatus::ReqInvalid)?;
-    let s = q.subnet;
-    let sources: Vec<NodeId> = if has("sgid") {
-        alloc::vec![by_port_guid(s, want.sgid.guid()).ok_or(SaStatus::ReqInvalidGid)?]
-    } else if has("slid") {
-        s.by_lid(want.slid).map(|(n, _)| n).into_iter().collect()
-    } else {
-        s.by_lid(q.from.lid).map(|(n, _)| n).into_iter().collect()
+/// Components compared as selectors or as request parameters, not as
+/// values: the selectors and what they select, NumbPath, and the GIDs
+/// (an end is found by them).
+const SPECIAL: u64 = comp::MTU_SELECTOR
+    | comp::MTU
+    | comp::RATE_SELECTOR
+    | comp::RATE
+    | comp::PACKET_LIFE_TIME_SELECTOR
+    | comp::PACKET_LIFE_TIME
+    | comp::NUMB_PATH
+    | comp::SGID
+    | comp::DGID;
+
+/// A PathRecord request: its record's bytes and its mask. Fields are read
+/// from the bytes as they are needed (most requests name two ends and
+/// nothing else).
+struct Request<'a> {
+    data: &'a [u8],
+    mask: u64,
+}
+
+/// Byte offsets of the PathRecord fields a request names its ends by.
+const DGID_AT: usize = 8;
+const SGID_AT: usize = 24;
+const DLID_AT: usize = 40;
+const SLID_AT: usize = 42;
+
+impl Request<'_> {
+    fn has(&self, bit: u64) -> bool {
+        self.mask & bit != 0
+    }
+
+    fn gid(&self, at: usize) -> Gid {
+        let mut b = [0u8; 16];
+        if let Some(s) = self.data.get(at..at + 16) {
+            b.copy_from_slice(s);
+        }
+        Gid(b)
+    }
+
+    fn lid(&self, at: usize) -> Lid {
+        Lid(self
+            .data
+            .get(at..at + 2)
+            .map_or(0, |s| u16::from_be_bytes([s[0], s[1]])))
+    }
+
+    /// True when `pr` (encoded as `b`) answers the request: equal on every
+    /// plain component selected, within every selector selected. The ends
+    /// were found by the components they came from; what else the mask
+    /// selects is compared.
+    fn accepts(&self, pr: &PathRecord, b: &[u8], found_by: u64) -> bool {
+        let plain = self.mask & !SPECIAL & !found_by;
+        if plain != 0 && !matches::<PathRecord>(self.data, b, plain) {
+            return false;
+        }
+        const SELECTED: u64 = comp::MTU | comp::RATE | comp::PACKET_LIFE_TIME;
+        if self.mask & SELECTED == 0 {
+            return true;
+        }
+        let Ok(w) = PathRecord::decode(self.data) else {
+            return false;
+        };
+        [
+            (comp::MTU, comp::MTU_SELECTOR, w.mtu, w.mtu_selector, pr.mtu),
+            (comp::RATE, comp::RATE_SELECTOR, w.rate, w.rate_selector, pr.rate),
+            (
+                comp::PACKET_LIFE_TIME,
+                comp::PACKET_LIFE_TIME_SELECTOR,
+                w.packet_life_time,
+                w.packet_life_time_selector,
+                pr.packet_life_time,
+            ),
+        ]
+        .iter()
+        .all(|&(v, sel, want, want_sel, ours)| {
+            !self.has(v)
+                || selected(
+                    if self.has(sel) {
+                        want_sel
+                    } else {
+                        selector::EXACTLY
+                    },
+                    want,
+                    ours,
+                )
+        })
+    }
+
+    /// The source end (the SGID's, the SLID's, or the requester's own)
+    /// and the component it was found by.
+    fn source(&self, q: &Query<'_>) -> Result<(Option<End>, u64), SaStatus> {
+        let s = q.subnet;
+        Ok(if self.has(comp::SGID) {
+            let e = end_by_gid(s, self.gid(SGID_AT)).ok_or(SaStatus::ReqInvalidGid)?;
+            (Some(e), 0)
+        } else if self.has(comp::SLID) {
+            (end_by_lid(s, self.lid(SLID_AT)), comp::SLID)
+        } else {
+            (end_by_lid(s, q.from.lid), 0)
+        })
+    }
+
+    /// The one destination the request names, if it names one, and the
+    /// component it was found by.
+    fn destination(&self, s: &Subnet) -> Result<Option<(Option<End>, u64)>, SaStatus> {
+        Ok(if self.has(comp::DGID) {
+            let e = end_by_gid(s, self.gid(DGID_AT)).ok_or(SaStatus::ReqInvalidGid)?;
+            Some((Some(e), 0))
+        } else if self.has(comp::DLID) {
+            Some((end_by_lid(s, self.lid(DLID_AT)), comp::DLID))
+        } else {
+            None
+        })
+    }
+}
+
+/// A Get of one PathRecord, without allocating: the record, encoded, or
+/// the status that refuses it (IBA 15.4: a Get that names no destination
+/// lacks components; one whose path does not exist has no records).
+pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
+    if q.data.len() < PathRecord::SIZE {
+        return Err(SaStatus::ReqInvalid);
+    }
+    let r = Request {
+        data: q.data,
+        mask: q.mask,
     };
-    let dests: Vec<Lid> = if has("dgid") {
-        let d = by_port_guid(s, want.dgid.guid()).ok_or(SaStatus::ReqInvalidGid)?;
-        alloc::vec![Lid(s.node(d).map_or(0, |n| n.lid))]
-    } else if has("dlid") {
-        alloc::vec![want.dlid]
-    } else if table {
-        s.nodes()
-            .iter()
-            .filter(|n| n.alive && n.lid != 0)
-            .map(|n| Lid(n.lid))
-            .collect()
+    let s = q.subnet;
+    let (dst, by_d) = if r.has(comp::DGID) {
+        let e = end_by_gid(s, r.gid(DGID_AT)).ok_or(SaStatus::ReqInvalidGid)?;
+        (e, 0)
+    } else if r.has(comp::DLID) {
+        let e = end_by_lid(s, r.lid(DLID_AT)).ok_or(SaStatus::NoRecords)?;
+        (e, comp::DLID)
     } else {
         return Err(SaStatus::ReqInsufficientComponents);
     };
-    // Components compared as selectors, or not compared: the selectors
-    // and their values, and NumbPath (a request parameter).
-    let special = [
-        "mtu_selector",
-        "mtu",
-        "rate_selector",
-        "rate",
-        "packet_life_time_selector",
-        "packet_life_time",
-        "numb_path",
-        "sgid",
-        "dgid",
-    ]
-    .iter()
-    .filter_map(|c| PathRecord::component(c))
-    .fold(0u64, |m, b| m | b);
-    let generic = q.mask & !special;
-    let pairs = [
-        ("mtu", "mtu_selector", want.mtu, want.mtu_selector),
-        ("rate", "rate_selector", want.rate, want.rate_selector),
-        (
-            "packet_life_time",
-            "packet_life_time_selector",
-            want.packet_life_time,
-            want.packet_life_time_selector,
-        ),
-    ];
+    let (src, by_s) = if r.has(comp::SGID) {
+        let e = end_by_gid(s, r.gid(SGID_AT)).ok_or(SaStatus::ReqInvalidGid)?;
+        (e, 0)
+    } else if r.has(comp::SLID) {
+        let e = end_by_lid(s, r.lid(SLID_AT)).ok_or(SaStatus::NoRecords)?;
+        (e, comp::SLID)
+    } else {
+        (end_by_lid(s, q.from.lid).ok_or(SaStatus::NoRecords)?, 0)
+    };
+    let pr = resolve(q.subnet, &src, &dst).ok_or(SaStatus::NoRecords)?;
+    let mut b = [0u8; PathRecord::SIZE];
+    pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
+    if !r.accepts(&pr, &b, by_s | by_d) {
+        return Err(SaStatus::NoRecords);
+    }
+    Ok(b)
+}
+
+/// Every end a table of paths may lead to: each live node's port, and
+/// each VM on a VF.
+fn every_end(s: &Subnet) -> Vec<End> {
+    let mut v = Vec::new();
+    for (i, n) in s.nodes().iter().enumerate() {
+        if !n.alive || n.lid == 0 {
+            continue;
+        }
+        v.extend(end_by_lid(s, Lid(n.lid)));
+        for slot in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
+            v.extend(end_by_lid(s, Lid(slot.lid)).filter(|e| e.node == NodeId(i)));
+        }
+    }
+    v
+}
+
+/// The PathRecords of a GetTable: from the source (the SGID's or SLID's
+/// port, or else the requester's own) to the destination the request
+/// names, or to every end of the subnet when it names none.
+pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
+    if q.data.len() < PathRecord::SIZE {
+        return Err(SaStatus::ReqInvalid);
+    }
+    let r = Request {
+        data: q.data,
+        mask: q.mask,
+    };
+    let s = q.subnet;
+    let (src, by_s) = r.source(q)?;
+    let (dests, by_d) = match r.destination(s)? {
+        Some((d, by)) => (d.into_iter().collect(), by),
+        None => (every_end(s), 0),
+    };
     let mut out = Vec::new();
-    for &src in &sources {
-        for &dlid in &dests {
-            let Some(pr) = resolve(s, src, dlid) else {
+    for src in src.iter() {
+        for dst in &dests {
+            let Some(pr) = resolve(s, src, dst) else {
                 continue;
             };
             let mut b = alloc::vec![0u8; PathRecord::SIZE];
-            if pr.encode(&mut b).is_err() || !matches::<PathRecord>(q.data, &b, generic) {
-                continue;
-            }
-            let ours = [pr.mtu, pr.rate, pr.packet_life_time];
-            let ok = pairs.iter().zip(ours).all(|(&(v, sel, w, ws), o)| {
-                if !has(v) {
-                    return true;
-                }
-                let sel = if has(sel) { ws } else { selector::EXACTLY };
-                selected(sel, w, o)
-            });
-            if !ok {
+            if pr.encode(&mut b).is_err() || !r.accepts(&pr, &b, by_s | by_d) {
                 continue;
             }
             if out.len() >= q.max {
