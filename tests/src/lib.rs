@@ -7,6 +7,7 @@ pub mod bench;
 pub mod compat;
 pub mod libibmad;
 pub mod peers;
+pub mod sa_bench;
 
 /// True when the environment demands that peer tools be present (CI sets
 /// `IBKIT_REQUIRE_PEERS=1`), so a missing peer fails instead of skipping.
