@@ -67,7 +67,9 @@ fn benches(c: &mut Criterion) {
         if name == "by LIDs" {
             // The parts, for tuning.
             let m = SaMad::parse(&q).unwrap();
-            c.bench_function("part: SaMad::parse", |b| b.iter(|| SaMad::parse(black_box(&q))));
+            c.bench_function("part: SaMad::parse", |b| {
+                b.iter(|| SaMad::parse(black_box(&q)))
+            });
             c.bench_function("part: PathRecord::decode", |b| {
                 b.iter(|| PathRecord::decode(black_box(&m.data)))
             });
@@ -107,12 +109,15 @@ fn benches(c: &mut Criterion) {
                 b.iter(|| sa::path::resolve(sm.subnet(), black_box(&src), black_box(&dst)))
             });
         }
-        c.bench_function(&format!("PathRecord Get {name}: decode, resolve, encode"), |bch| {
-            bch.iter(|| {
-                sa.handle_mad(sm.subnet(), from, black_box(&q), 0).unwrap();
-                black_box(sa.poll_transmit())
-            })
-        });
+        c.bench_function(
+            &format!("PathRecord Get {name}: decode, resolve, encode"),
+            |bch| {
+                bch.iter(|| {
+                    sa.handle_mad(sm.subnet(), from, black_box(&q), 0).unwrap();
+                    black_box(sa.poll_transmit())
+                })
+            },
+        );
     }
 }
 

@@ -8,12 +8,12 @@
 
 use crate::query::{matches, Query};
 use alloc::vec::Vec;
-use mad_core::attr::{LinkSpeed, LinkWidth, PortInfo};
+use mad_core::attr::{LinkSpeed, LinkWidth};
 use mad_core::sa::path::{comp, selector};
 use mad_core::sa::{PathRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
-use smi::sm::{NodeId, Subnet};
+use smi::sm::{NodeBrief, NodeId, PortBrief, Subnet};
 
 /// SwitchInfo.LifeTimeValue taken for a switch the SM has not read.
 const DEFAULT_LIFE_TIME: u8 = 18;
@@ -36,13 +36,15 @@ pub struct Walked {
 /// A link's MTU code and rate (0.5 Gb/s units) from the PortInfo of one of
 /// its ends; what is not set reads as 4096 and 10 Gb/s (a link the SM
 /// activated without saying more).
-fn link(pi: Option<&PortInfo>) -> (u8, u32) {
-    let Some(pi) = pi else { return (5, 20) };
-    let mtu = match u8::from(pi.neighbor_mtu) {
+fn link(p: &PortBrief) -> (u8, u32) {
+    if !p.read {
+        return (5, 20);
+    }
+    let mtu = match p.neighbor_mtu {
         m @ 1..=5 => m,
         _ => 5,
     };
-    let w = pi.link_width_active;
+    let w = p.width;
     let lanes = if w.contains(LinkWidth::W12X) {
         12
     } else if w.contains(LinkWidth::W8X) {
@@ -56,7 +58,7 @@ fn link(pi: Option<&PortInfo>) -> (u8, u32) {
     } else {
         4
     };
-    let s = pi.link_speed_active;
+    let s = p.speed;
     // SDR, or nothing said: 2.5 Gb/s a lane.
     let half_per_lane = if s.contains(LinkSpeed::QDR) {
         20
@@ -105,25 +107,20 @@ pub fn life_code(life: u64) -> u8 {
 /// somewhere that does not hold `dlid`.
 pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
     let holds = |id: NodeId| {
-        s.node(id)
-            .is_some_and(|n| n.alive && (n.lid == dlid.0 || n.vfs.iter().any(|v| v.lid == dlid.0)))
+        s.brief(id).is_some_and(|b| {
+            b.alive
+                && (b.lid == dlid
+                    || (b.hypervisor
+                        && s.node(id)
+                            .is_some_and(|n| n.vfs.iter().any(|v| v.lid == dlid.0))))
+        })
     };
-    let switch_life = |id: NodeId| {
-        1u64 << s
-            .node(id)
-            .and_then(|n| n.switch_info)
-            .map_or(DEFAULT_LIFE_TIME, |si| si.life_time_value)
-            .min(40)
-    };
-    let n = s.node(src)?;
-    if !n.is_switch() && holds(src) {
+    let switch_life =
+        |b: &NodeBrief| 1u64 << b.life_time_value.unwrap_or(DEFAULT_LIFE_TIME).min(40);
+    let b = s.brief(src)?;
+    if !b.switch && holds(src) {
         // The port itself: no link crossed but its own.
-        let (mtu, rate) = link(
-            n.ports
-                .get(usize::from(n.info.local_port_num))?
-                .info
-                .as_ref(),
-        );
+        let (mtu, rate) = link(s.port_brief(src, b.own_port)?);
         return Some(Walked {
             dst: src,
             switches: 0,
@@ -133,26 +130,22 @@ pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
         });
     }
     let (mut mtu, mut rate, mut life, mut switches) = (5u8, u32::MAX, 0u64, 0u32);
-    let dst = s.walk(src, dlid, |id, port| {
-        let Some(node) = s.node(id) else { return };
-        let (m, r) = link(
-            node.ports
-                .get(usize::from(port))
-                .and_then(|p| p.info.as_ref()),
-        );
+    let dst = s.walk(src, dlid, |h| {
+        let (m, r) = link(h.link);
         (mtu, rate) = (mtu.min(m), rate.min(r));
-        if node.is_switch() {
+        if h.brief.switch {
             switches += 1;
-            life += switch_life(id);
+            life += switch_life(h.brief);
         }
     })?;
     if !holds(dst) {
         return None;
     }
-    if s.node(dst).is_some_and(|n| n.is_switch()) {
+    let d = s.brief(dst)?;
+    if d.switch {
         // The switch that keeps the packet counts too.
         switches += 1;
-        life += switch_life(dst);
+        life += switch_life(d);
     }
     Some(Walked {
         dst,
@@ -178,18 +171,8 @@ pub struct End {
 
 /// The subnet prefix of a node's port (a switch's port 0, a CA's own).
 fn prefix_of(s: &Subnet, id: NodeId) -> u64 {
-    let Some(n) = s.node(id) else {
-        return Gid::DEFAULT_PREFIX;
-    };
-    let port = if n.is_switch() {
-        0
-    } else {
-        n.info.local_port_num
-    };
-    n.ports
-        .get(usize::from(port))
-        .and_then(|p| p.info.as_ref())
-        .map(|pi| pi.gid_prefix.0)
+    s.brief(id)
+        .map(|b| b.gid_prefix)
         .filter(|&p| p != 0)
         .unwrap_or(Gid::DEFAULT_PREFIX)
 }
@@ -198,12 +181,12 @@ fn prefix_of(s: &Subnet, id: NodeId) -> u64 {
 /// VM has no GID and no path).
 pub fn end_by_lid(s: &Subnet, lid: Lid) -> Option<End> {
     let (node, _) = s.by_lid(lid)?;
-    let n = s.node(node)?;
-    let guid = if n.lid == lid.0 {
-        n.info.port_guid
+    let b = s.brief(node)?;
+    let guid = if b.lid == lid {
+        b.port_guid
     } else {
         let vf = s.vf_of_lid(node, lid)?;
-        let g = n.vfs.get(usize::from(vf) - 1)?.guid;
+        let g = s.node(node)?.vfs.get(usize::from(vf) - 1)?.guid;
         if g == 0 {
             return None;
         }
@@ -223,11 +206,10 @@ pub fn end_by_gid(s: &Subnet, gid: Gid) -> Option<End> {
     if prefix_of(s, node) != gid.prefix() {
         return None;
     }
-    let n = s.node(node)?;
     let lid = if vf == 0 {
-        n.lid
+        s.brief(node)?.lid.0
     } else {
-        n.vfs.get(usize::from(vf) - 1)?.lid
+        s.node(node)?.vfs.get(usize::from(vf) - 1)?.lid
     };
     if lid == 0 {
         return None;
@@ -340,7 +322,13 @@ impl Request<'_> {
         };
         [
             (comp::MTU, comp::MTU_SELECTOR, w.mtu, w.mtu_selector, pr.mtu),
-            (comp::RATE, comp::RATE_SELECTOR, w.rate, w.rate_selector, pr.rate),
+            (
+                comp::RATE,
+                comp::RATE_SELECTOR,
+                w.rate,
+                w.rate_selector,
+                pr.rate,
+            ),
             (
                 comp::PACKET_LIFE_TIME,
                 comp::PACKET_LIFE_TIME_SELECTOR,

@@ -559,7 +559,11 @@ mod tests {
     /// AttributeOffset and data set; TID, attribute and mask kept.
     #[test]
     fn response_bytes_are_the_request_turned_round() {
-        let mut q = SaMad::request(Method::GetTable, SaAttributeId::PathRecord, 0x1234_5678_9abc);
+        let mut q = SaMad::request(
+            Method::GetTable,
+            SaAttributeId::PathRecord,
+            0x1234_5678_9abc,
+        );
         q.sa.sm_key = 77;
         q.sa.component_mask = 0x30;
         q.header.attribute_modifier.set(5);

@@ -11,8 +11,8 @@ impl Sm {
             return;
         };
         let port = ni.local_port_num;
-        let idx = match self.db.by_guid.get(&ni.node_guid.0) {
-            Some(&i) => {
+        let idx = match self.db.by_guid(ni.node_guid).map(|n| n.0) {
+            Some(i) => {
                 self.revive(i, &path);
                 i
             }
@@ -44,20 +44,10 @@ impl Sm {
             }
         };
         if let Some((parent, pport)) = from {
-            if let Some(pp) = self
-                .db
-                .nodes
-                .get_mut(parent)
-                .and_then(|n| n.ports.get_mut(usize::from(pport)))
-            {
+            if let Some(mut pp) = self.db.port_mut(parent, pport) {
                 pp.peer = Some((idx, port));
             }
-            if let Some(np) = self
-                .db
-                .nodes
-                .get_mut(idx)
-                .and_then(|n| n.ports.get_mut(usize::from(port)))
-            {
+            if let Some(mut np) = self.db.port_mut(idx, port) {
                 np.peer = Some((parent, pport));
             }
         }
@@ -67,7 +57,7 @@ impl Sm {
     /// route along its path: a switch's SwitchInfo and the PortInfo of
     /// every port, 0 included; a CA's PortInfo of the port it was reached by.
     pub(super) fn read_node(&mut self, i: usize) {
-        let n = &self.db.nodes[i];
+        let n = &self.db.nodes()[i];
         let (path, switch) = (n.path.clone(), n.is_switch());
         let ports = if switch {
             0..=n.info.num_ports
@@ -96,17 +86,18 @@ impl Sm {
         let Ok(pi) = PortInfo::decode(&smp.data) else {
             return;
         };
-        let Some(n) = self.db.nodes.get_mut(node) else {
+        let Some(n) = self.db.node(NodeId(node)) else {
             return;
         };
         let is_switch = n.is_switch();
         let path = n.path.clone();
-        let Some(p) = n.ports.get_mut(usize::from(port)) else {
+        let Some(mut p) = self.db.port_mut(node, port) else {
             return;
         };
         p.info = Some(pi);
         let explore =
             pi.port_state != PortState::Down && p.peer.is_none() && (port != 0 || !is_switch);
+        drop(p);
         if !is_switch
             && pi
                 .capability_mask2
@@ -137,7 +128,7 @@ impl Sm {
 
     pub(super) fn linked_ports(&self) -> Vec<(usize, u8)> {
         let mut v = Vec::new();
-        for (i, n) in self.db.nodes.iter().enumerate() {
+        for (i, n) in self.db.nodes().iter().enumerate() {
             if !n.alive {
                 continue;
             }

@@ -18,7 +18,7 @@ impl Sm {
                     .is_some()
         };
         let mut needed: u32 = 0;
-        for n in self.db.nodes.iter().filter(|n| n.alive && n.lid == 0) {
+        for n in self.db.nodes().iter().filter(|n| n.alive && n.lid == 0) {
             if reached(n) {
                 needed += 1;
                 if prepopulated && !n.is_switch() {
@@ -38,8 +38,8 @@ impl Sm {
         let mut next: u16 = self.db.max_lid + 1;
         let mut sets = Vec::new();
         let mut vports = Vec::new();
-        for i in 0..self.db.nodes.len() {
-            let n = &self.db.nodes[i];
+        for i in 0..self.db.nodes().len() {
+            let n = &self.db.nodes()[i];
             if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh) {
                 continue;
             }
@@ -52,14 +52,14 @@ impl Sm {
                 self.db.set_lid(i, next);
                 next += 1;
                 if prepopulated {
-                    for vf in 1..=self.db.nodes[i].vfs.len() as u16 {
-                        let s = self.db.nodes[i].vfs[usize::from(vf) - 1];
+                    for vf in 1..=self.db.nodes()[i].vfs.len() as u16 {
+                        let s = self.db.nodes()[i].vfs[usize::from(vf) - 1];
                         self.db.set_vf(i, vf, next, s.vm, s.guid);
                         next += 1;
                     }
                 }
             }
-            let n = &self.db.nodes[i];
+            let n = &self.db.nodes()[i];
             sets.push((i, port));
             for (v, slot) in n.vfs.iter().enumerate() {
                 if slot.lid != 0 {
@@ -72,7 +72,7 @@ impl Sm {
             self.emit(SmEvent::LidsChanged { ports: sets.len() });
         }
         for (i, port) in sets {
-            let n = &self.db.nodes[i];
+            let n = &self.db.nodes()[i];
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
@@ -87,7 +87,7 @@ impl Sm {
             self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
         }
         for (i, vf) in vports {
-            let (state, guid) = match self.db.nodes[i].vfs[usize::from(vf) - 1].vm {
+            let (state, guid) = match self.db.nodes()[i].vfs[usize::from(vf) - 1].vm {
                 Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
                 None => (PortState::Down, 0),
             };

@@ -9,20 +9,20 @@ impl Sm {
     /// while the tables change; each link retrains to Init.
     pub(super) fn quiesce(&mut self) {
         let mut edges = Vec::new();
-        for (i, n) in self.db.nodes.iter().enumerate() {
+        for (i, n) in self.db.nodes().iter().enumerate() {
             if !n.is_switch() || !n.alive {
                 continue;
             }
             for (p, port) in n.ports.iter().enumerate().skip(1) {
                 if let Some((m, q)) = port.peer {
-                    if m != 0 && !self.db.nodes[m].is_switch() && port.info.is_some() {
+                    if m != 0 && !self.db.nodes()[m].is_switch() && port.info.is_some() {
                         edges.push((i, p as u8, (m, q)));
                     }
                 }
             }
         }
         for (i, p, peer) in edges {
-            let Some(mut pi) = self.db.nodes[i].ports[usize::from(p)].info else {
+            let Some(mut pi) = self.db.nodes()[i].ports[usize::from(p)].info else {
                 continue;
             };
             pi.port_state = PortState::Down;
@@ -52,7 +52,7 @@ impl Sm {
             PortState::Armed
         };
         for (i, port) in self.linked_ports() {
-            let n = &self.db.nodes[i];
+            let n = &self.db.nodes()[i];
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };

@@ -35,7 +35,7 @@ pub use event::{SmEvent, MAX_EVENTS};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
 pub use stats::Stats;
-pub use subnet::{NodeId, SmNode, SmPort, Subnet, SwitchId, VfSlot};
+pub use subnet::{Hop, NodeBrief, NodeId, PortBrief, SmNode, SmPort, Subnet, SwitchId, VfSlot};
 
 use crate::dr;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -157,7 +157,7 @@ impl Sm {
     }
     /// The nodes discovered, the SM's own first.
     pub fn nodes(&self) -> &[SmNode] {
-        &self.db.nodes
+        self.db.nodes()
     }
     /// SMP counts.
     pub fn stats(&self) -> &Stats {
@@ -211,7 +211,7 @@ impl Sm {
                 // directed route from now on.
                 if let Some(path) = r
                     .node
-                    .and_then(|i| self.db.nodes.get(i))
+                    .and_then(|i| self.db.nodes().get(i))
                     .map(|n| n.path.clone())
                 {
                     let mut smp = Smp::directed(
@@ -291,8 +291,8 @@ impl Sm {
             Purpose::NodeInfo { from } => self.on_node_info(smp, path, from),
             Purpose::PortInfo { node, port } => self.on_port_info(smp, node, port),
             Purpose::SwitchInfo { node } => {
-                if let (Ok(si), Some(n)) =
-                    (SwitchInfo::decode(&smp.data), self.db.nodes.get_mut(node))
+                if let (Ok(si), Some(mut n)) =
+                    (SwitchInfo::decode(&smp.data), self.db.node_mut(node))
                 {
                     n.switch_info = Some(si);
                 }
@@ -301,16 +301,15 @@ impl Sm {
             Purpose::VirtInfo { node } => {
                 if let (Ok(vi), true) = (
                     VirtualizationInfo::decode(&smp.data),
-                    node < self.db.nodes.len(),
+                    node < self.db.nodes().len(),
                 ) {
                     self.db.set_vf_count(node, usize::from(vi.vport_cap));
                 }
             }
             Purpose::NodeDesc { node } => {
-                if let (Ok(d), Some(n)) = (
-                    NodeDescription::decode(&smp.data),
-                    self.db.nodes.get_mut(node),
-                ) {
+                if let (Ok(d), Some(mut n)) =
+                    (NodeDescription::decode(&smp.data), self.db.node_mut(node))
+                {
                     n.description = Some(d);
                 }
             }
@@ -319,14 +318,10 @@ impl Sm {
                 // The link retrains: both ends are in Init now.
                 self.stats.quiesced += 1;
                 for (n, p) in [(node, port), peer] {
-                    if let Some(x) = self
-                        .db
-                        .nodes
-                        .get_mut(n)
-                        .and_then(|n| n.ports.get_mut(usize::from(p)))
-                        .and_then(|p| p.info.as_mut())
-                    {
-                        x.port_state = PortState::Init;
+                    if let Some(mut p) = self.db.port_mut(n, p) {
+                        if let Some(x) = p.info.as_mut() {
+                            x.port_state = PortState::Init;
+                        }
                     }
                 }
             }
@@ -334,13 +329,9 @@ impl Sm {
             Purpose::SetVPort | Purpose::SetTopOnly | Purpose::TrapRepress => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
                 // The response carries the port's PortInfo after the Set.
-                if let (Ok(pi), Some(p)) = (
-                    PortInfo::decode(&smp.data),
-                    self.db
-                        .nodes
-                        .get_mut(node)
-                        .and_then(|n| n.ports.get_mut(usize::from(port))),
-                ) {
+                if let (Ok(pi), Some(mut p)) =
+                    (PortInfo::decode(&smp.data), self.db.port_mut(node, port))
+                {
                     p.info = Some(pi);
                 }
             }

@@ -235,12 +235,12 @@ impl Sm {
         let dlid = node
             .filter(|&i| {
                 self.db
-                    .nodes
+                    .nodes()
                     .get(i)
                     .is_some_and(|n| self.up && n.alive && !n.fresh && n.lid != 0)
                     && self.lid_route_ok(i)
             })
-            .map(|i| self.db.nodes[i].lid);
+            .map(|i| self.db.nodes()[i].lid);
         let mut smp = match dlid {
             Some(_) => Smp::lid_routed(method, attr, am, 0, self.cfg.m_key),
             None => Smp::directed(&path, method, attr, am, 0, self.cfg.m_key),
@@ -274,7 +274,7 @@ impl Sm {
 
     /// Get of an attribute of a known node (LID-routed when it can be).
     pub(super) fn get_node(&mut self, node: usize, attr: AttributeId, am: u32, purpose: Purpose) {
-        let path = self.db.nodes[node].path.clone();
+        let path = self.db.nodes()[node].path.clone();
         self.request(Method::Get, path, Some(node), attr, am, None, purpose);
     }
 
@@ -288,7 +288,7 @@ impl Sm {
     ) {
         let mut d = [0u8; 64];
         if value.encode(&mut d).is_ok() {
-            let path = self.db.nodes[node].path.clone();
+            let path = self.db.nodes()[node].path.clone();
             self.request(Method::Set, path, Some(node), A::ID, am, Some(d), purpose);
         }
     }
@@ -359,7 +359,7 @@ impl Sm {
                 (r.node, None, false)
             }
         };
-        let n = node.and_then(|i| self.db.nodes.get(i));
+        let n = node.and_then(|i| self.db.nodes().get(i));
         Unreached {
             attribute: r.smp.attribute_id(),
             method: r.smp.method(),

@@ -3,6 +3,7 @@
 
 use super::*;
 use mad_core::attr::forwarding::DROP_PORT;
+use mad_core::attr::{LinkSpeed, LinkWidth};
 use mad_core::Guid;
 
 /// A node of the subnet: its index in [`Subnet::nodes`] (the SM's own is
@@ -22,19 +23,25 @@ pub struct SwitchId(pub usize);
 /// drivers read it through its methods.
 #[derive(Clone, Debug, Default)]
 pub struct Subnet {
-    /// Every node found, the SM's first.
-    pub(super) nodes: Vec<SmNode>,
+    /// Every node found, the SM's first. Private: changed only through
+    /// [`Subnet::node_mut`], [`Subnet::nodes_mut`] and the setters, which
+    /// keep the indexes and the briefs in step.
+    nodes: Vec<SmNode>,
+    /// Per node, what a walk needs of it ([`NodeBrief`]).
+    briefs: Vec<NodeBrief>,
+    /// The briefs of every node's ports, node after node.
+    port_briefs: Vec<PortBrief>,
     /// Node GUID → node index.
-    pub(super) by_guid: BTreeMap<u64, usize>,
+    by_guid: BTreeMap<u64, usize>,
     /// Port GUID → node index and VF (0: the node's own port; a VM's
     /// vGUID names its VF). Written only through [`Subnet::add_node`] and
     /// [`Subnet::set_vf`].
-    pub(super) by_port_guid: BTreeMap<u64, (usize, u16)>,
+    by_port_guid: BTreeMap<u64, (usize, u16)>,
     /// LID → node index + 1 (0: nobody), for the node's own LID and its
     /// VFs'; the last one given a LID if two ever hold it. Written only
     /// through [`Subnet::set_lid`], [`Subnet::set_vf`] and
     /// [`Subnet::set_vf_count`].
-    pub(super) lid_owner: Vec<u32>,
+    lid_owner: Vec<u32>,
     /// Computed LFTs, by switch of the graph.
     pub(super) lfts: Vec<Vec<u8>>,
     /// Graph switch → node index.
@@ -84,17 +91,11 @@ impl Subnet {
         if lid.0 == 0 || owner == 0 {
             return None;
         }
-        let at = |i: usize, n: &SmNode| {
-            let port = if n.is_switch() {
-                0
-            } else {
-                n.info.local_port_num
-            };
-            (n.alive && (n.lid == lid.0 || n.vfs.iter().any(|v| v.lid == lid.0)))
-                .then_some((NodeId(i), port))
-        };
         let i = owner as usize - 1;
-        at(i, self.nodes.get(i)?)
+        let b = self.briefs.get(i)?;
+        let holds =
+            b.lid == lid || (b.hypervisor && self.nodes[i].vfs.iter().any(|v| v.lid == lid.0));
+        (b.alive && holds).then_some((NodeId(i), b.own_port))
     }
 
     /// Adds a node found by discovery, with no LID yet; its id.
@@ -104,13 +105,120 @@ impl Subnet {
         self.by_port_guid.insert(node.info.port_guid.0, (i, 0));
         let lid = node.lid;
         self.nodes.push(node);
+        self.briefs.push(NodeBrief::default());
+        self.refresh(i);
         node_lid_set(&mut self.lid_owner, lid, i);
         i
+    }
+
+    /// Node `i`, to change: its brief is brought up to date when the
+    /// returned guard goes. Its LID and VFs change only through
+    /// [`Subnet::set_lid`] and [`Subnet::set_vf`] (the indexes follow
+    /// them); the guard checks that in debug builds.
+    pub(super) fn node_mut(&mut self, i: usize) -> Option<NodeMut<'_>> {
+        let n = self.nodes.get(i)?;
+        let was = (n.lid, n.vfs.len(), n.info.port_guid);
+        Some(NodeMut { s: self, i, was })
+    }
+
+    /// Port `port` of node `i`, to change: the node's brief is brought up
+    /// to date when the returned guard goes.
+    pub(super) fn port_mut(&mut self, i: usize, port: u8) -> Option<PortMut<'_>> {
+        let n = self.node_mut(i)?;
+        n.ports.get(usize::from(port))?;
+        Some(PortMut {
+            n,
+            port: usize::from(port),
+        })
+    }
+
+    /// Every node, to change (a sweep's marks): every brief is brought up
+    /// to date when the returned guard goes.
+    pub(super) fn nodes_mut(&mut self) -> NodesMut<'_> {
+        NodesMut { s: self }
+    }
+
+    /// Rewrites node `i`'s brief and its ports' from the node.
+    fn refresh(&mut self, i: usize) {
+        let Some(n) = self.nodes.get(i) else { return };
+        let Some(b) = self.briefs.get(i) else { return };
+        let (mut at, count) = (b.ports_at, b.port_count);
+        if usize::from(count) != n.ports.len() || n.ports.len() > usize::from(u16::MAX) {
+            // First brief of the node (or its port count changed): its
+            // ports get a place at the end.
+            at = self.port_briefs.len() as u32;
+            self.port_briefs.resize(
+                self.port_briefs.len() + n.ports.len().min(usize::from(u16::MAX)),
+                PortBrief::default(),
+            );
+        }
+        let own = if n.is_switch() {
+            0
+        } else {
+            n.info.local_port_num
+        };
+        let prefix = n
+            .ports
+            .get(usize::from(own))
+            .and_then(|p| p.info.as_ref())
+            .map_or(0, |pi| pi.gid_prefix.0);
+        self.briefs[i] = NodeBrief {
+            port_guid: n.info.port_guid,
+            gid_prefix: prefix,
+            lid: Lid(n.lid),
+            alive: n.alive,
+            switch: n.is_switch(),
+            hypervisor: n.is_hypervisor(),
+            own_port: own,
+            life_time_value: n.switch_info.map(|si| si.life_time_value),
+            ports_at: at,
+            port_count: n.ports.len().min(usize::from(u16::MAX)) as u16,
+        };
+        let at = at as usize;
+        for (slot, p) in self.port_briefs[at..].iter_mut().zip(&n.ports) {
+            *slot = PortBrief::of(p);
+        }
+    }
+
+    /// What a walk needs of node `id`.
+    #[inline]
+    pub fn brief(&self, id: NodeId) -> Option<&NodeBrief> {
+        self.briefs.get(id.0)
+    }
+
+    /// What a walk needs of `port` of node `id`.
+    #[inline]
+    pub fn port_brief(&self, id: NodeId, port: u8) -> Option<&PortBrief> {
+        let b = self.briefs.get(id.0)?;
+        if u16::from(port) >= b.port_count {
+            return None;
+        }
+        self.port_briefs
+            .get(b.ports_at as usize + usize::from(port))
+    }
+
+    /// True when every node's brief says what the node does (the
+    /// invariant the guards keep).
+    fn briefs_agree(&self) -> bool {
+        let mut again = self.clone();
+        for i in 0..again.nodes.len() {
+            again.briefs[i].port_count = u16::MAX;
+            again.refresh(i);
+        }
+        (0..self.nodes.len()).all(|i| {
+            let (a, b) = (&self.briefs[i], &again.briefs[i]);
+            let ports = |s: &Subnet, b: &NodeBrief| {
+                s.port_briefs[b.ports_at as usize..][..usize::from(b.port_count)].to_vec()
+            };
+            let placed = |b: &NodeBrief| NodeBrief { ports_at: 0, ..*b };
+            placed(a) == placed(b) && ports(self, a) == ports(&again, b)
+        })
     }
 
     /// Gives node `i` the LID `lid`.
     pub(super) fn set_lid(&mut self, i: usize, lid: u16) {
         self.nodes[i].lid = lid;
+        self.refresh(i);
         node_lid_set(&mut self.lid_owner, lid, i);
     }
 
@@ -136,6 +244,7 @@ impl Subnet {
         if old != 0 && !still && self.lid_owner.get(l) == Some(&(i as u32 + 1)) {
             self.lid_owner[l] = 0;
         }
+        self.refresh(i);
     }
 
     /// Node `i` turned out to have `n` VFs: new, empty slots (their old
@@ -145,10 +254,11 @@ impl Subnet {
             self.set_vf(i, vf as u16, 0, None, 0);
         }
         self.nodes[i].vfs = vec![VfSlot::default(); n];
+        self.refresh(i);
     }
 
-    /// True when the LID and port-GUID indexes say what a search of every
-    /// node would: the invariant the setters keep (tests check it after
+    /// True when the LID and port-GUID indexes and the nodes' briefs say
+    /// what a search of every node would: the invariant the setters keep (tests check it after
     /// bring-ups, failures and migrations).
     pub fn indexes_agree(&self) -> bool {
         let scan = |lid: u16| {
@@ -167,11 +277,13 @@ impl Subnet {
         let guids = self.nodes.iter().enumerate().all(|(i, n)| {
             let own = !n.alive || self.by_port_guid(n.info.port_guid) == Some((NodeId(i), 0));
             let vfs = n.vfs.iter().enumerate().all(|(v, s)| {
-                !n.alive || s.guid == 0 || self.by_port_guid(Guid(s.guid)) == Some((NodeId(i), v as u16 + 1))
+                !n.alive
+                    || s.guid == 0
+                    || self.by_port_guid(Guid(s.guid)) == Some((NodeId(i), v as u16 + 1))
             });
             own && vfs
         });
-        lids && guids
+        lids && guids && self.briefs_agree()
     }
 
     /// The VF (numbered from 1) of the hypervisor `node` that holds `lid`.
@@ -218,23 +330,30 @@ impl Subnet {
     }
 
     /// Walks a data packet from `from` towards `lid` through the installed
-    /// tables, calling `hop(node, port)` for each port it leaves by (a
-    /// CA's own port first, then each switch's egress). Returns the node
-    /// where it stops: the first live CA it reaches, or the switch whose
-    /// table keeps it (port 0); `None` when it is dropped, meets a dead
-    /// node or a cable to nowhere, or loops. Whether that node holds `lid`
-    /// is the caller's question.
-    pub fn walk(&self, from: NodeId, lid: Lid, mut hop: impl FnMut(NodeId, u8)) -> Option<NodeId> {
+    /// tables, calling `hop` for each port it leaves by (a CA's own port
+    /// first, then each switch's egress). Returns the node where it stops:
+    /// the first live CA it reaches, or the switch whose table keeps it
+    /// (port 0); `None` when it is dropped, meets a dead node or a cable
+    /// to nowhere, or loops. Whether that node holds `lid` is the
+    /// caller's question. It reads the nodes' and ports' briefs only, a
+    /// few bytes each, so that a walk stays in cache on large fabrics.
+    pub fn walk(&self, from: NodeId, lid: Lid, mut hop: impl FnMut(Hop<'_>)) -> Option<NodeId> {
         let mut at = from;
-        let n = self.node(from)?;
-        if !n.is_switch() {
-            let p = n.info.local_port_num;
-            hop(from, p);
-            at = self.peer(from, p)?.0;
+        let b = self.brief(from)?;
+        if !b.switch {
+            let p = b.own_port;
+            let link = self.port_brief(from, p)?;
+            hop(Hop {
+                node: from,
+                brief: b,
+                port: p,
+                link,
+            });
+            at = link.peer()?.0;
         }
         for _ in 0..=self.nodes.len() {
-            let node = self.node(at).filter(|n| n.alive)?;
-            if !node.is_switch() {
+            let b = self.brief(at).filter(|b| b.alive)?;
+            if !b.switch {
                 return Some(at);
             }
             let out = self.installed_port(at, lid);
@@ -244,8 +363,14 @@ impl Subnet {
             if out == DROP_PORT {
                 return None;
             }
-            hop(at, out);
-            at = self.peer(at, out)?.0;
+            let link = self.port_brief(at, out)?;
+            hop(Hop {
+                node: at,
+                brief: b,
+                port: out,
+                link,
+            });
+            at = link.peer()?.0;
         }
         None
     }
@@ -253,11 +378,172 @@ impl Subnet {
     /// The node and port at the other end of `port` of `node`.
     #[inline]
     pub fn peer(&self, node: NodeId, port: u8) -> Option<(NodeId, u8)> {
-        self.node(node)?
-            .ports
-            .get(usize::from(port))?
+        self.port_brief(node, port)?.peer()
+    }
+}
+
+/// What a path through a node needs of it: a copy of a few of its fields,
+/// kept beside the node by [`Subnet`] whenever the node changes, so that
+/// walks over many nodes touch a few bytes of each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeBrief {
+    /// The GUID of its port (a switch's port 0, a CA's own).
+    pub port_guid: Guid,
+    /// That port's GID prefix as last read (0: not read).
+    pub gid_prefix: u64,
+    /// Its LID (0: none).
+    pub lid: Lid,
+    /// Reachable at the last sweep.
+    pub alive: bool,
+    /// A switch.
+    pub switch: bool,
+    /// A hypervisor (a CA with VFs).
+    pub hypervisor: bool,
+    /// Its own port: 0 for a switch, the port the SM reached for a CA.
+    pub own_port: u8,
+    /// SwitchInfo.LifeTimeValue, for a switch whose SwitchInfo was read.
+    pub life_time_value: Option<u8>,
+    /// Where its ports' briefs start.
+    ports_at: u32,
+    /// How many ports it has (port 0 included).
+    port_count: u16,
+}
+
+/// What a path over a port needs of it: the port at the other end, and
+/// the link's MTU, width and speed from its PortInfo.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortBrief {
+    /// The node at the other end + 1 (0: no cable known).
+    peer_node: u32,
+    /// The port at the other end.
+    peer_port: u8,
+    /// Whether its PortInfo was read.
+    pub read: bool,
+    /// NeighborMTU code.
+    pub neighbor_mtu: u8,
+    /// LinkWidthActive.
+    pub width: LinkWidth,
+    /// LinkSpeedActive.
+    pub speed: LinkSpeed,
+}
+
+impl PortBrief {
+    fn of(p: &SmPort) -> PortBrief {
+        let (peer_node, peer_port) = p
             .peer
-            .map(|(n, p)| (NodeId(n), p))
+            .filter(|&(n, _)| n < u32::MAX as usize)
+            .map_or((0, 0), |(n, q)| (n as u32 + 1, q));
+        let pi = p.info.as_ref();
+        PortBrief {
+            peer_node,
+            peer_port,
+            read: pi.is_some(),
+            neighbor_mtu: pi.map_or(0, |pi| u8::from(pi.neighbor_mtu)),
+            width: pi.map_or(LinkWidth::empty(), |pi| pi.link_width_active),
+            speed: pi.map_or(LinkSpeed::empty(), |pi| pi.link_speed_active),
+        }
+    }
+
+    /// The node and port at the other end of the cable.
+    #[inline]
+    pub fn peer(&self) -> Option<(NodeId, u8)> {
+        (self.peer_node != 0).then(|| (NodeId(self.peer_node as usize - 1), self.peer_port))
+    }
+}
+
+/// One port a walked packet leaves by.
+#[derive(Clone, Copy, Debug)]
+pub struct Hop<'a> {
+    /// The node it leaves.
+    pub node: NodeId,
+    /// That node's brief.
+    pub brief: &'a NodeBrief,
+    /// The port it leaves by.
+    pub port: u8,
+    /// That port's brief.
+    pub link: &'a PortBrief,
+}
+
+/// Node `i` of a [`Subnet`], lent to be changed ([`Subnet::node_mut`]);
+/// its brief is rewritten when this goes.
+pub(super) struct NodeMut<'a> {
+    s: &'a mut Subnet,
+    i: usize,
+    /// LID, VF count and port GUID when lent: the indexes' keys, which
+    /// only the setters may change.
+    was: (u16, usize, Guid),
+}
+
+impl core::ops::Deref for NodeMut<'_> {
+    type Target = SmNode;
+    fn deref(&self) -> &SmNode {
+        &self.s.nodes[self.i]
+    }
+}
+
+impl core::ops::DerefMut for NodeMut<'_> {
+    fn deref_mut(&mut self) -> &mut SmNode {
+        &mut self.s.nodes[self.i]
+    }
+}
+
+impl Drop for NodeMut<'_> {
+    fn drop(&mut self) {
+        let n = &self.s.nodes[self.i];
+        debug_assert_eq!(
+            self.was,
+            (n.lid, n.vfs.len(), n.info.port_guid),
+            "a node's LID, VFs and port GUID change through the Subnet's setters"
+        );
+        self.s.refresh(self.i);
+    }
+}
+
+/// A port of a node of a [`Subnet`], lent to be changed
+/// ([`Subnet::port_mut`]); the node's brief is rewritten when this goes.
+pub(super) struct PortMut<'a> {
+    n: NodeMut<'a>,
+    port: usize,
+}
+
+impl core::ops::Deref for PortMut<'_> {
+    type Target = SmPort;
+    fn deref(&self) -> &SmPort {
+        &self.n.ports[self.port]
+    }
+}
+
+impl core::ops::DerefMut for PortMut<'_> {
+    fn deref_mut(&mut self) -> &mut SmPort {
+        let port = self.port;
+        &mut self.n.ports[port]
+    }
+}
+
+/// Every node of a [`Subnet`], lent to be changed
+/// ([`Subnet::nodes_mut`]); every brief is rewritten when this goes.
+pub(super) struct NodesMut<'a> {
+    s: &'a mut Subnet,
+}
+
+impl core::ops::Deref for NodesMut<'_> {
+    type Target = [SmNode];
+    fn deref(&self) -> &[SmNode] {
+        &self.s.nodes
+    }
+}
+
+impl core::ops::DerefMut for NodesMut<'_> {
+    fn deref_mut(&mut self) -> &mut [SmNode] {
+        &mut self.s.nodes
+    }
+}
+
+impl Drop for NodesMut<'_> {
+    fn drop(&mut self) {
+        for i in 0..self.s.nodes.len() {
+            self.s.refresh(i);
+        }
     }
 }
 
@@ -372,10 +658,10 @@ mod tests {
         s.set_vf_count(2, 2);
         s.set_vf(2, 1, 4, None, 0);
         s.set_vf(2, 2, 5, Some(VmId(7)), 0x77);
-        s.nodes[0].ports[1].peer = Some((1, 1));
-        s.nodes[1].ports[1].peer = Some((0, 1));
-        s.nodes[1].ports[2].peer = Some((2, 1));
-        s.nodes[2].ports[1].peer = Some((1, 2));
+        for (a, pa, b, pb) in [(0, 1, 1, 1), (2, 1, 1, 2)] {
+            s.port_mut(a, pa).unwrap().peer = Some((b, pb));
+            s.port_mut(b, pb).unwrap().peer = Some((a, pa));
+        }
         s.switch_index = vec![1];
         s.switch_of = vec![usize::MAX, 0, usize::MAX];
         s.lfts = vec![vec![0xFF, 1, 0, 2, 2, 2]];
@@ -409,7 +695,7 @@ mod tests {
     #[test]
     fn a_lost_node_is_not_found_by_lid() {
         let mut s = small();
-        s.nodes[2].alive = false;
+        s.node_mut(2).unwrap().alive = false;
         assert_eq!(s.by_lid(Lid(3)), None);
         assert_eq!(s.by_lid(Lid(4)), None);
         assert_eq!(s.by_port_guid(Guid(0x77)), None);
@@ -424,7 +710,11 @@ mod tests {
         let mut s = small();
         assert!(s.indexes_agree());
         assert_eq!(s.by_port_guid(Guid(0x77)), Some((NodeId(2), 2)));
-        assert_eq!(s.by_port_guid(Guid(0xa)), Some((NodeId(0), 0)), "port GUID = node GUID here");
+        assert_eq!(
+            s.by_port_guid(Guid(0xa)),
+            Some((NodeId(0), 0)),
+            "port GUID = node GUID here"
+        );
         // The VM moves to VF 1 with its LID; VF 2 takes VF 1's (a swap).
         s.set_vf(2, 2, 4, None, 0);
         s.set_vf(2, 1, 5, Some(VmId(7)), 0x77);
@@ -442,5 +732,50 @@ mod tests {
         assert_eq!(s.by_lid(Lid(4)), None);
         assert_eq!(s.by_lid(Lid(3)), Some((NodeId(2), 1)));
         assert!(s.indexes_agree());
+    }
+
+    /// A walk leaves by each port on the way and stops at the node that
+    /// holds the LID; it follows the briefs as ports and nodes change
+    /// through the guards.
+    #[test]
+    fn walks_follow_changes() {
+        let mut s = small();
+        let mut hops = Vec::new();
+        let end = s.walk(NodeId(0), Lid(5), |h| {
+            hops.push((h.node, h.port, h.brief.switch))
+        });
+        assert_eq!(end, Some(NodeId(2)));
+        assert_eq!(hops, [(NodeId(0), 1, false), (NodeId(1), 2, true)]);
+        assert_eq!(
+            s.walk(NodeId(0), Lid(2), |_| {}),
+            Some(NodeId(1)),
+            "kept by the switch"
+        );
+        assert_eq!(s.walk(NodeId(0), Lid(6), |_| {}), None, "beyond the table");
+        // The cable to the hypervisor goes: no way there.
+        s.port_mut(1, 2).unwrap().peer = None;
+        assert_eq!(s.peer(NodeId(1), 2), None);
+        assert_eq!(s.walk(NodeId(0), Lid(5), |_| {}), None);
+        assert!(s.indexes_agree());
+        // The switch is lost: walks stop at it.
+        s.port_mut(1, 2).unwrap().peer = Some((2, 1));
+        assert_eq!(s.walk(NodeId(0), Lid(5), |_| {}), Some(NodeId(2)));
+        s.node_mut(1).unwrap().alive = false;
+        assert_eq!(s.walk(NodeId(0), Lid(5), |_| {}), None);
+        assert!(s.indexes_agree());
+        // Every change through the guards shows in the briefs.
+        s.nodes_mut()[1].alive = true;
+        assert_eq!(s.brief(NodeId(1)).map(|b| b.alive), Some(true));
+        let pi = PortInfo {
+            neighbor_mtu: mad_core::attr::Mtu::Mtu2048,
+            ..PortInfo::default()
+        };
+        s.port_mut(1, 2).unwrap().info = Some(pi);
+        assert_eq!(
+            s.port_brief(NodeId(1), 2).map(|p| (p.read, p.neighbor_mtu)),
+            Some((true, 4))
+        );
+        assert!(s.indexes_agree());
+        assert_eq!(s.port_brief(NodeId(1), 5), None, "no port 5");
     }
 }

@@ -54,9 +54,9 @@ impl Sm {
         }
         // A switch this sweep has yet to read needs no sweep of its own.
         let unread = self.phase == Phase::Sweep
-            && (0..self.db.nodes.len()).any(|i| {
-                self.db.nodes[i].lid == n.issuer_lid.0
-                    && self.db.nodes[i].alive
+            && (0..self.db.nodes().len()).any(|i| {
+                self.db.nodes()[i].lid == n.issuer_lid.0
+                    && self.db.nodes()[i].alive
                     && !self.swept.contains(&i)
             });
         // 128: link state change; 64/65: GID in/out of service.
@@ -81,9 +81,9 @@ impl Sm {
         self.swept.clear();
         // The switches that trapped first: what they report tells which
         // links are gone, so the rest can be reached around them.
-        let issuers: Vec<usize> = (0..self.db.nodes.len())
+        let issuers: Vec<usize> = (0..self.db.nodes().len())
             .filter(|&i| {
-                let n = &self.db.nodes[i];
+                let n = &self.db.nodes()[i];
                 n.is_switch() && n.alive && self.trap_issuers.contains(&n.lid)
             })
             .collect();
@@ -110,9 +110,11 @@ impl Sm {
 
     /// Get(SwitchInfo) of every live switch not read yet in this sweep.
     fn sweep_rest(&mut self) {
-        let rest: Vec<usize> = (0..self.db.nodes.len())
+        let rest: Vec<usize> = (0..self.db.nodes().len())
             .filter(|&i| {
-                self.db.nodes[i].is_switch() && self.db.nodes[i].alive && !self.swept.contains(&i)
+                self.db.nodes()[i].is_switch()
+                    && self.db.nodes()[i].alive
+                    && !self.swept.contains(&i)
             })
             .collect();
         self.sweep_switches(rest);
@@ -122,17 +124,18 @@ impl Sm {
         let Ok(si) = SwitchInfo::decode(&smp.data) else {
             return;
         };
-        let Some(n) = self.db.nodes.get_mut(node) else {
+        let Some(mut n) = self.db.node_mut(node) else {
             return;
         };
         n.switch_info = Some(si);
+        let ports = n.info.num_ports;
+        drop(n);
         if !si.port_state_change {
             return;
         }
         // Clear the bit first, so a change while we read is not lost.
         let mut clear = si;
         clear.port_state_change = true;
-        let ports = n.info.num_ports;
         self.set_node(node, &clear, 0, Purpose::SetTopOnly);
         for p in 1..=ports {
             self.get_node(
@@ -148,17 +151,13 @@ impl Sm {
         let Ok(pi) = PortInfo::decode(&smp.data) else {
             return;
         };
-        let Some(p) = self
-            .db
-            .nodes
-            .get_mut(node)
-            .and_then(|n| n.ports.get_mut(usize::from(port)))
-        else {
+        let Some(mut p) = self.db.port_mut(node, port) else {
             return;
         };
         let was = p.info.map(|x| x.port_state);
         p.info = Some(pi);
         let peer = p.peer;
+        drop(p);
         let down = pi.port_state == PortState::Down;
         // A port that went down, or that is back in Init after having been
         // Active (it bounced, and may now lead elsewhere), loses its link.
@@ -175,20 +174,10 @@ impl Sm {
     }
 
     fn unlink(&mut self, a: usize, pa: u8, b: usize, pb: u8) {
-        if let Some(p) = self
-            .db
-            .nodes
-            .get_mut(a)
-            .and_then(|n| n.ports.get_mut(usize::from(pa)))
-        {
+        if let Some(mut p) = self.db.port_mut(a, pa) {
             p.peer = None;
         }
-        if let Some(p) = self
-            .db
-            .nodes
-            .get_mut(b)
-            .and_then(|n| n.ports.get_mut(usize::from(pb)))
-        {
+        if let Some(mut p) = self.db.port_mut(b, pb) {
             if p.peer == Some((a, pa)) {
                 p.peer = None;
             }
@@ -215,7 +204,7 @@ impl Sm {
             self.explored = true;
             self.refresh_paths();
             let mut explore = Vec::new();
-            for (i, n) in self.db.nodes.iter().enumerate() {
+            for (i, n) in self.db.nodes().iter().enumerate() {
                 if !n.alive {
                     continue;
                 }
@@ -231,7 +220,7 @@ impl Sm {
                 }
             }
             for (i, p) in explore {
-                if let Ok(next) = self.db.nodes[i].path.extended(p) {
+                if let Ok(next) = self.db.nodes()[i].path.extended(p) {
                     self.get(
                         next,
                         AttributeId::NodeInfo,
@@ -252,7 +241,7 @@ impl Sm {
     /// A node already known answered NodeInfo again: if it had been lost,
     /// it is back — fresh (it may have rebooted), with its ports to read.
     pub(super) fn revive(&mut self, i: usize, path: &DrPath) {
-        let Some(n) = self.db.nodes.get_mut(i) else {
+        let Some(mut n) = self.db.node_mut(i) else {
             return;
         };
         if n.alive {
@@ -266,6 +255,7 @@ impl Sm {
             p.info = None;
         }
         let guid = n.info.node_guid;
+        drop(n);
         self.emit(SmEvent::NodeAdded { node: i, guid });
         self.read_node(i);
     }
@@ -273,7 +263,7 @@ impl Sm {
     /// Breadth-first from the SM's node over the known links: which nodes
     /// are reachable, and the directed route to each.
     pub(super) fn refresh_paths(&mut self) {
-        let n = self.db.nodes.len();
+        let n = self.db.nodes().len();
         if n == 0 {
             return;
         }
@@ -284,7 +274,7 @@ impl Sm {
         let mut q = VecDeque::from([0usize]);
         while let Some(i) = q.pop_front() {
             let base = paths[i].clone().unwrap_or_default();
-            let links: Vec<(u8, usize)> = self.db.nodes[i]
+            let links: Vec<(u8, usize)> = self.db.nodes()[i]
                 .ports
                 .iter()
                 .enumerate()
@@ -302,7 +292,7 @@ impl Sm {
             }
         }
         let mut lost = Vec::new();
-        for (i, node) in self.db.nodes.iter_mut().enumerate() {
+        for (i, node) in self.db.nodes_mut().iter_mut().enumerate() {
             if node.alive && !seen[i] {
                 lost.push((i, node.info.node_guid));
             }
@@ -320,13 +310,13 @@ impl Sm {
     /// now on, and the next light sweep is scheduled.
     pub(super) fn became_up(&mut self, now_ms: u64) {
         self.up = true;
-        let nodes = self.db.nodes.iter().filter(|n| n.alive).count();
+        let nodes = self.db.nodes().iter().filter(|n| n.alive).count();
         self.emit(SmEvent::SubnetUp {
             nodes,
             max_lid: Lid(self.db.max_lid),
         });
         self.db.old_lfts.clear();
-        for n in self.db.nodes.iter_mut() {
+        for n in self.db.nodes_mut().iter_mut() {
             n.fresh = false;
         }
         if let Some(iv) = self.cfg.sweep_interval_ms {
@@ -344,6 +334,6 @@ impl Sm {
 
     /// The LID of the SM's own port.
     pub fn sm_lid(&self) -> Lid {
-        Lid(self.db.nodes.first().map_or(0, |n| n.lid))
+        Lid(self.db.nodes().first().map_or(0, |n| n.lid))
     }
 }

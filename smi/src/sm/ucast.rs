@@ -6,7 +6,7 @@ use super::*;
 
 impl Sm {
     pub(super) fn route(&mut self) {
-        let mut index = vec![usize::MAX; self.db.nodes.len()];
+        let mut index = vec![usize::MAX; self.db.nodes().len()];
         let mut extra = Vec::new();
         if self.up {
             // Keep the tables as distributed, to send only what changes.
@@ -19,15 +19,17 @@ impl Sm {
                 .collect();
         }
         self.db.switch_index.clear();
-        for (i, n) in self.db.nodes.iter().enumerate() {
-            if n.is_switch() && n.alive {
-                index[i] = self.db.switch_index.len();
-                self.db.switch_index.push(i);
-            }
+        let switches: Vec<usize> = (self.db.nodes().iter().enumerate())
+            .filter(|(_, n)| n.is_switch() && n.alive)
+            .map(|(i, _)| i)
+            .collect();
+        for i in switches {
+            index[i] = self.db.switch_index.len();
+            self.db.switch_index.push(i);
         }
         let mut g = Graph::default();
         for &i in &self.db.switch_index {
-            let n = &self.db.nodes[i];
+            let n = &self.db.nodes()[i];
             g.lid.push(n.lid);
             g.ports.push(
                 n.ports
@@ -35,22 +37,24 @@ impl Sm {
                     .enumerate()
                     .map(|(p, port)| match port.peer {
                         Some((m, q))
-                            if p != 0 && self.db.nodes[m].is_switch() && index[m] != usize::MAX =>
+                            if p != 0
+                                && self.db.nodes()[m].is_switch()
+                                && index[m] != usize::MAX =>
                         {
                             PortTo::Switch(index[m], q)
                         }
                         Some((m, _))
                             if p != 0
-                                && !self.db.nodes[m].is_switch()
-                                && self.db.nodes[m].alive
-                                && self.db.nodes[m].lid != 0 =>
+                                && !self.db.nodes()[m].is_switch()
+                                && self.db.nodes()[m].alive
+                                && self.db.nodes()[m].lid != 0 =>
                         {
-                            for vf in &self.db.nodes[m].vfs {
+                            for vf in &self.db.nodes()[m].vfs {
                                 if vf.lid != 0 {
                                     extra.push((vf.lid, index[i], p as u8));
                                 }
                             }
-                            PortTo::Ca(self.db.nodes[m].lid, 1)
+                            PortTo::Ca(self.db.nodes()[m].lid, 1)
                         }
                         _ => PortTo::None,
                     })
@@ -91,7 +95,7 @@ impl Sm {
         let blocks = usize::from(self.db.max_lid) / 64 + 1;
         for k in 0..self.db.switch_index.len() {
             let i = self.db.switch_index[k];
-            let n = &self.db.nodes[i];
+            let n = &self.db.nodes()[i];
             let Some(mut si) = n.switch_info else {
                 continue;
             };

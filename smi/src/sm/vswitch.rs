@@ -157,8 +157,8 @@ impl Sm {
     }
     /// Node indices of the hypervisors.
     pub fn hypervisors(&self) -> Vec<usize> {
-        (0..self.db.nodes.len())
-            .filter(|&i| self.db.nodes[i].is_hypervisor() && self.db.nodes[i].lid != 0)
+        (0..self.db.nodes().len())
+            .filter(|&i| self.db.nodes()[i].is_hypervisor() && self.db.nodes()[i].lid != 0)
             .collect()
     }
     /// The LID policy in force.
@@ -167,9 +167,9 @@ impl Sm {
     }
     /// The switch (node index) and port a CA's port 1 is cabled to.
     pub fn attachment(&self, node: usize) -> Option<(usize, u8)> {
-        let n = self.db.nodes.get(node)?;
+        let n = self.db.nodes().get(node)?;
         let (m, q) = n.ports.get(usize::from(n.info.local_port_num))?.peer?;
-        self.db.nodes[m].is_switch().then_some((m, q))
+        self.db.nodes()[m].is_switch().then_some((m, q))
     }
     /// The SM's LFT entry for `lid` on switch `node`.
     pub fn lft_entry(&self, node: usize, lid: u16) -> u8 {
@@ -191,7 +191,7 @@ impl Sm {
 
     fn hypervisor(&self, node: usize) -> Result<&super::SmNode, VmError> {
         self.db
-            .nodes
+            .nodes()
             .get(node)
             .filter(|n| n.is_hypervisor() && n.lid != 0)
             .ok_or(VmError::NotAHypervisor(node))
@@ -217,14 +217,14 @@ impl Sm {
         self.ready()?;
         let vf = self.free_vf(node)?;
         let lid = match self.cfg.lid_policy {
-            LidPolicy::Prepopulated => self.db.nodes[node].vfs[usize::from(vf) - 1].lid,
+            LidPolicy::Prepopulated => self.db.nodes()[node].vfs[usize::from(vf) - 1].lid,
             LidPolicy::Dynamic => {
                 let lid = match self.free_lids.first() {
                     Some(&l) => l,
                     None if self.db.max_lid < Lid::UNICAST_MAX.0 => self.db.max_lid + 1,
                     None => return Err(VmError::LidSpaceExhausted),
                 };
-                let pf = self.db.nodes[node].lid;
+                let pf = self.db.nodes()[node].lid;
                 let Some((leaf, port)) = self.attachment(node) else {
                     return Err(VmError::NoRoute(pf));
                 };
@@ -246,9 +246,11 @@ impl Sm {
                         sm.top = sm.top_for(lid);
                         for k in 0..sm.db.switch_index.len() {
                             let i = sm.db.switch_index[k];
-                            if let Some(mut si) = sm.db.nodes[i].switch_info {
+                            if let Some(mut si) = sm.db.nodes()[i].switch_info {
                                 si.linear_fdb_top = sm.top;
-                                sm.db.nodes[i].switch_info = Some(si);
+                                if let Some(mut n) = sm.db.node_mut(i) {
+                                    n.switch_info = Some(si);
+                                }
                                 sm.set_node(i, &si, 0, Purpose::SetTopOnly);
                             }
                         }
@@ -297,7 +299,7 @@ impl Sm {
         self.ready()?;
         let vm = *self.vms.get(&id.0).ok_or(VmError::NoSuchVm(id))?;
         self.vms.remove(&id.0);
-        let lid = self.db.nodes[vm.hypervisor].vfs[usize::from(vm.vf) - 1].lid;
+        let lid = self.db.nodes()[vm.hypervisor].vfs[usize::from(vm.vf) - 1].lid;
         if self.cfg.lid_policy == LidPolicy::Dynamic {
             self.db.set_vf(vm.hypervisor, vm.vf, 0, None, 0);
             self.free_lids.insert(vm.lid);
@@ -322,7 +324,7 @@ impl Sm {
         let target_of = |node: usize| -> Result<(usize, u8), VmError> {
             let (leaf, port) = self
                 .attachment(node)
-                .ok_or(VmError::NoRoute(self.db.nodes[node].lid))?;
+                .ok_or(VmError::NoRoute(self.db.nodes()[node].lid))?;
             Ok((self.db.switch_of[leaf], port))
         };
         let n = self.db.lfts.len();
@@ -330,7 +332,7 @@ impl Sm {
         let mut entries = Vec::new();
         let swapped_lid = match self.cfg.lid_policy {
             LidPolicy::Prepopulated => {
-                let other = self.db.nodes[dst].vfs[usize::from(to_vf) - 1].lid;
+                let other = self.db.nodes()[dst].vfs[usize::from(to_vf) - 1].lid;
                 let (a, b) = (col(vm.lid), col(other));
                 // The VM's LID takes the routes of the destination VF's LID
                 // and the other way round, where they must.
@@ -347,7 +349,7 @@ impl Sm {
                 Some(other)
             }
             LidPolicy::Dynamic => {
-                let (a, pf) = (col(vm.lid), col(self.db.nodes[dst].lid));
+                let (a, pf) = (col(vm.lid), col(self.db.nodes()[dst].lid));
                 let ka = self.minimal(&a, &pf, target_of(dst)?, true)?;
                 for k in 0..n {
                     if ka[k] {
@@ -401,7 +403,7 @@ impl Sm {
                 .is_some_and(|v| (v.hypervisor, v.vf) == p.from && v.lid == p.vm_lid)
                 && self
                     .db
-                    .nodes
+                    .nodes()
                     .get(p.to.0)
                     .and_then(|n| n.vfs.get(usize::from(p.to.1).wrapping_sub(1)))
                     .is_some_and(|s| {
@@ -575,7 +577,7 @@ impl Sm {
     /// Queues Set(VPortInfo) for VF `vf` (1-based) of hypervisor `node`
     /// with the LID the SM holds for it, `state` and `guid`.
     pub(super) fn set_vport(&mut self, node: usize, vf: u16, state: PortState, guid: u64) {
-        let n = &self.db.nodes[node];
+        let n = &self.db.nodes()[node];
         let Some(slot) = n.vfs.get(usize::from(vf) - 1) else {
             return;
         };
