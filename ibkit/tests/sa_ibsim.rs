@@ -9,10 +9,8 @@
 
 use fabric::topology::Topology;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use tests::peers::{missing_tools, Ibsim};
+use tests::peers::{missing_tools, start_ibkit_sm, start_opensm, Ibsim, RunningSm};
 
 mod common;
 use common::skip;
@@ -31,28 +29,10 @@ fn peers_here() -> bool {
     true
 }
 
-/// `ibkit sm` (for good) as the SM of `sim`, once it says SUBNET UP.
-fn start_sm(sim: &Ibsim) -> Child {
-    let mut c = sim
-        .client(env!("CARGO_BIN_EXE_ibkit"))
-        .args(["sm", "--json"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = c.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if l.contains("SUBNET UP") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .expect("ibkit sm said SUBNET UP");
-    c
+/// `ibkit sm --json` (for good) as the SM of `sim`, once it says SUBNET UP.
+fn start_sm(sim: &Ibsim) -> RunningSm {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    start_ibkit_sm(exe, sim, &["--json"], Duration::from_secs(20)).unwrap()
 }
 
 /// saquery `args` from host `host`: its output and whether it succeeded.
@@ -85,7 +65,7 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     let dir = std::env::temp_dir().join(format!("ibkit-sa-ibsim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-    let mut sm = start_sm(&sim);
+    let sm = start_sm(&sim);
     let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
     let n = topo.nodes.len();
     let t0 = Instant::now();
@@ -159,26 +139,8 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     );
 
     // SIGTERM: a clean exit with the report.
-    let pid = sm.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = sm.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "ibkit sm did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut sm.stdout.take().unwrap(), &mut out).unwrap();
-    assert!(status.success(), "{status}: {out}");
+    let (clean, out) = sm.stop(Duration::from_secs(5));
+    assert!(clean, "ibkit sm did not stop cleanly on SIGTERM: {out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["up"], true);
     assert!(v["sa_answered"].as_u64().unwrap() >= asked, "{v}");
@@ -247,39 +209,15 @@ fn opensm_and_ibkit_answer_saquery_alike() {
 
     // OpenSM as a daemon, until its log says SUBNET UP.
     let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-    let log = dir.join("opensm.log");
-    let cache = dir.join("opensm-cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    let mut osm = sim
-        .client("opensm")
-        .env("OSM_CACHE_DIR", &cache)
-        // -d2: the log flushed after each message, so SUBNET UP can be
-        // seen while OpenSM runs.
-        .args(["-d2", "-f"])
-        .arg(&log)
-        .stdout(std::fs::File::create(dir.join("opensm.out")).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
-        if t.elapsed() > Duration::from_secs(30) || osm.try_wait().unwrap().is_some() {
-            let _ = osm.kill();
-            let out = std::fs::read_to_string(dir.join("opensm.out")).unwrap_or_default();
-            panic!("OpenSM did not come up: {out}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let osm = start_opensm(&sim, &dir, Duration::from_secs(30)).unwrap();
     let (osm_nodes, osm_paths) = records(&sim, &topo, host);
-    let _ = osm.kill();
-    let _ = osm.wait();
+    drop(osm);
     drop(sim);
 
     let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-    let mut sm = start_sm(&sim);
+    let sm = start_sm(&sim);
     let (our_nodes, our_paths) = records(&sim, &topo, host);
-    let _ = sm.kill();
-    let _ = sm.wait();
+    drop(sm);
 
     assert_eq!(our_nodes.len(), topo.nodes.len());
     assert_eq!(our_nodes, osm_nodes, "NodeRecords");
@@ -300,4 +238,69 @@ fn opensm_and_ibkit_answer_saquery_alike() {
         our_paths.len()
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ibkit bench sa`: the load generator against OpenSM's SA and ibkit's
+/// on one ibsim fabric. Every query of every window is answered with its
+/// pair by both; ibkit's SM reports its SA's own time, which is a part of
+/// the process's CPU; and ibkit's SM spends less CPU a query than
+/// OpenSM's (the command's own check, so it exits 0).
+#[test]
+fn bench_sa_loads_both_sas() {
+    if !peers_here() {
+        return;
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["bench", "sa", "--topology", "mport-ntree:4:2"])
+        .args(["--windows", "1,4", "--seconds", "0.5", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    for sm in ["opensm", "ibkit"] {
+        let w = v[sm]["windows"].as_array().unwrap();
+        assert_eq!(w.len(), 2, "{sm}: {v}");
+        for (x, want) in w.iter().zip([1, 4]) {
+            let l = &x["load"];
+            assert_eq!(l["window"], want);
+            let answered = l["answered"].as_u64().unwrap();
+            assert!(answered > 100, "{sm}: {l}");
+            assert_eq!(l["refused"], 0, "{sm}: {l}");
+            assert_eq!(l["lost"], 0, "{sm}: {l}");
+            assert!(l["sent"].as_u64().unwrap() == answered, "{sm}: {l}");
+            let (p50, p99) = (l["p50_us"].as_f64().unwrap(), l["p99_us"].as_f64().unwrap());
+            assert!(0.0 < p50 && p50 <= p99, "{sm}: {l}");
+            assert!(
+                x["sm_cpu_us_per_query"].as_f64().unwrap() > 0.0,
+                "{sm}: {x}"
+            );
+        }
+    }
+    let sa = v["ibkit"]["sa_us_per_answer"].as_f64().unwrap();
+    let cpu = v["ibkit"]["windows"][0]["sm_cpu_us_per_query"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        0.0 < sa && sa < cpu,
+        "the SA's own time is a part of the SM's CPU: {sa} vs {cpu}"
+    );
+    assert!(v["opensm"]["sa_us_per_answer"].is_null());
+    eprintln!(
+        "window 1: OpenSM {:.0}/s {:.1} µs CPU a query, ibkit {:.0}/s {:.1} µs (its SA {sa:.2} µs)",
+        v["opensm"]["windows"][0]["load"]["per_second"]
+            .as_f64()
+            .unwrap(),
+        v["opensm"]["windows"][0]["sm_cpu_us_per_query"]
+            .as_f64()
+            .unwrap(),
+        v["ibkit"]["windows"][0]["load"]["per_second"]
+            .as_f64()
+            .unwrap(),
+        cpu
+    );
 }

@@ -481,6 +481,146 @@ pub fn run_ibkit(topo: Topology, routing: Engine) -> Result<IbkitRun, String> {
     })
 }
 
+/// CPU nanoseconds all the threads of process `pid` have run so far
+/// (the first field of each `/proc/PID/task/TID/schedstat`): finer than
+/// [`cpu_ms`]'s clock ticks, for the short runs of a load.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ns = 0u64;
+    for t in tasks.flatten() {
+        let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        ns += s
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(ns)
+}
+
+/// An SM left running as a client of a simulator, master of its fabric
+/// once started; killed on drop.
+pub struct RunningSm {
+    child: Child,
+    /// What it prints on its standard output, read to the end.
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+impl RunningSm {
+    /// Its process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops it with SIGTERM and waits up to `wait` for it to exit
+    /// (then kills it): whether it exited by itself, successfully, and
+    /// what it printed on its standard output (where that was kept).
+    pub fn stop(mut self, wait: Duration) -> (bool, String) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let t = Instant::now();
+        let mut clean = false;
+        while t.elapsed() < wait {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                clean = st.success();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let out = self
+            .stdout
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        (clean, out)
+    }
+}
+
+impl Drop for RunningSm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// OpenSM (Debian's, defaults) as the SM of `sim`, logging into `dir`
+/// with a fresh cache, once its log says SUBNET UP (within `wait`).
+pub fn start_opensm(sim: &dyn Simulator, dir: &Path, wait: Duration) -> Result<RunningSm, String> {
+    let log = dir.join("opensm.log");
+    let cache = dir.join("opensm-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let _ = std::fs::remove_file(&log);
+    std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    let out = dir.join("opensm.out");
+    let child = sim
+        .client("opensm".as_ref())
+        .env("OSM_CACHE_DIR", &cache)
+        // -d2: the log flushed after each message, so SUBNET UP can be
+        // seen while OpenSM runs.
+        .args(["-d2", "-f"])
+        .arg(&log)
+        .stdout(std::fs::File::create(&out).map_err(|e| e.to_string())?)
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("opensm: {e}"))?;
+    let mut sm = RunningSm {
+        child,
+        stdout: None,
+    };
+    let t = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
+        if t.elapsed() > wait || sm.child.try_wait().ok().flatten().is_some() {
+            let said = std::fs::read_to_string(&out).unwrap_or_default();
+            return Err(format!("OpenSM did not say SUBNET UP: {}", said.trim()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(sm)
+}
+
+/// `ibkit sm` (the binary `exe`, for good, `extra` arguments added) as
+/// the SM of `sim`, once it says SUBNET UP (within `wait`).
+pub fn start_ibkit_sm(
+    exe: &Path,
+    sim: &dyn Simulator,
+    extra: &[&str],
+    wait: Duration,
+) -> Result<RunningSm, String> {
+    let mut child = sim
+        .client(exe.as_os_str())
+        .arg("sm")
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("ibkit sm: {e}"))?;
+    let out = child.stdout.take().map(|mut o| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut o, &mut s);
+            s
+        })
+    });
+    let err = child.stderr.take();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Some(err) = err else { return };
+        // Read to the end, so that the SM never blocks on a full pipe.
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if l.contains("SUBNET UP") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let sm = RunningSm { child, stdout: out };
+    rx.recv_timeout(wait)
+        .map_err(|_| "ibkit sm did not say SUBNET UP".to_string())?;
+    Ok(sm)
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -498,5 +638,22 @@ mod unit {
                 crate::skip("libumad2sim_is_found", "libumad2sim0 is not installed");
             }
         }
+    }
+
+    /// CPU time by schedstat grows as this process works, and a process
+    /// that is not there has none.
+    #[test]
+    fn cpu_ns_counts_this_process() {
+        let me = std::process::id();
+        let a = super::cpu_ns(me).unwrap();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let b = super::cpu_ns(me).unwrap();
+        assert!(b >= a + 10_000_000, "{a} → {b}");
+        assert_eq!(super::cpu_ns(u32::MAX), None);
     }
 }

@@ -98,6 +98,110 @@ fn sa_all_pairs(spec: &str, json: bool) -> super::Outcome {
     }
 }
 
+/// Seconds of load: a positive, finite number up to an hour.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!("{s:?}: seconds are a number above 0, at most 3600")),
+    }
+}
+
+/// `ibkit bench sa --load`: the load generator, on the port this process
+/// is attached to; prints its [`smd::client::LoadRun`] as JSON.
+fn sa_load(a: &SaArgs) -> super::Outcome {
+    let mut c = smd::client::SaClient::open(None, 0).map_err(|e| e.to_string())?;
+    let dlids: Vec<u16> = (1..=a.lids).filter(|&l| l != c.lid).collect();
+    let r = c
+        .load(&dlids, a.window, a.seconds)
+        .map_err(|e| e.to_string())?;
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(())
+}
+
+/// Runs `ibkit bench sa`: OpenSM's SA and ibkit's under the load generator.
+fn sa_versus_opensm(a: &SaArgs) -> super::Outcome {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let windows: Vec<usize> = a.windows.iter().map(|&w| w as usize).collect();
+    let bar = super::args::Progress::new(4, a.json);
+    let b = ::tests::sa_bench::versus_opensm(&exe, &a.topology, &windows, a.seconds, &mut |s| {
+        bar.step();
+        bar.line(s);
+    })?;
+    bar.finish();
+    if a.json {
+        println!("{}", serde_json::to_string(&b)?);
+    } else {
+        println!(
+            "{}: SubnAdmGet(PathRecord) from one host, SLID its own, DLID each of LIDs 1..={} in turn; {} s per window",
+            b.topology, b.lids, b.seconds
+        );
+        println!(
+            "{:>6} | {:>9} {:>8} {:>8} {:>9} | {:>9} {:>8} {:>8} {:>9} | {:>7} {:>7}",
+            "window",
+            "OpenSM/s",
+            "p50 µs",
+            "p99 µs",
+            "CPU µs/q",
+            "ibkit/s",
+            "p50 µs",
+            "p99 µs",
+            "CPU µs/q",
+            "q/s ×",
+            "CPU ×"
+        );
+        for (o, k) in b.opensm.windows.iter().zip(&b.ibkit.windows) {
+            let (ol, kl) = (&o.load, &k.load);
+            println!(
+                "{:>6} | {:>9.0} {:>8.0} {:>8.0} {:>9.2} | {:>9.0} {:>8.0} {:>8.0} {:>9.2} | {:>7.2} {:>7.1}",
+                ol.window,
+                ol.per_second,
+                ol.p50_us,
+                ol.p99_us,
+                o.sm_cpu_us_per_query,
+                kl.per_second,
+                kl.p50_us,
+                kl.p99_us,
+                k.sm_cpu_us_per_query,
+                kl.per_second / ol.per_second,
+                o.sm_cpu_us_per_query / k.sm_cpu_us_per_query
+            );
+        }
+        if let Some(us) = b.ibkit.sa_us_per_answer {
+            println!(
+                "ibkit's SA itself (by its own clock): {us:.2} µs an answer; the rest of its CPU is the umad transport (libumad2sim's socket and pipe)"
+            );
+        }
+        let worst = b.cpu_ratio().into_iter().fold(f64::INFINITY, f64::min);
+        println!(
+            "goal, 10× less SM CPU a query than OpenSM: {} (worst window {worst:.1}×)",
+            if worst >= 10.0 {
+                "met"
+            } else {
+                "not met through libumad2sim"
+            }
+        );
+        println!(
+            "ibsim CPU µs a query: OpenSM's run {}, ibkit's {}",
+            b.opensm
+                .windows
+                .iter()
+                .map(|w| format!("{:.1}", w.sim_cpu_us_per_query))
+                .collect::<Vec<_>>()
+                .join("/"),
+            b.ibkit
+                .windows
+                .iter()
+                .map(|w| format!("{:.1}", w.sim_cpu_us_per_query))
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+    }
+    match b.failure() {
+        Some(e) => Err(super::Fail::Check(e)),
+        None => Ok(()),
+    }
+}
+
 /// `ibkit bench`'s benchmarks.
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum BenchWhat {
@@ -120,6 +224,22 @@ pub struct SaArgs {
     /// Ask ibkit's SA, in process and on one core, for the PathRecord of every pair of CAs.
     #[arg(long)]
     pub all_pairs: bool,
+    /// Windows: queries kept outstanding, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,16,64",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub windows: Vec<u64>,
+    /// Seconds of load per window.
+    #[arg(long, default_value_t = 2.0, value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Internal: be the load generator (one window, on this process's port, JSON out).
+    #[arg(long, hide = true)]
+    pub load: bool,
+    /// Internal, with --load: the window.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub window: usize,
+    /// Internal, with --load: ask for the paths to LIDs 1..=this.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub lids: u16,
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
@@ -181,7 +301,8 @@ pub fn main(what: &BenchWhat) -> super::Outcome {
     match what {
         BenchWhat::Opensm(a) => opensm(&a.topology, a.routing, a.json),
         BenchWhat::Sa(a) if a.all_pairs => sa_all_pairs(&a.topology, a.json),
-        BenchWhat::Sa(_) => Err("ibkit bench sa without --all-pairs: not built yet".into()),
+        BenchWhat::Sa(a) if a.load => sa_load(a),
+        BenchWhat::Sa(a) => sa_versus_opensm(a),
         BenchWhat::IbsimCompat(a) if a.sensitivity.is_empty() => {
             super::compat::run(&a.topology, a.routing, a.runs, a.json)
         }
