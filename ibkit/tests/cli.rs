@@ -462,6 +462,20 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["migrate", "--vfs", "100000"][..], "from 0 to 128"),
         (&["sim", "--vfs", "129"][..], "from 0 to 128"),
         (&["sim", "--window", "0"][..], "1..=4096"),
+        (&["bench", "sa", "--windows", "8,0"][..], "1..=4096"),
+        (
+            &["bench", "sa", "--load", "--window", "99999999999"][..],
+            "1..=4096",
+        ),
+        (&["bench", "sa", "--load", "--lids", "0"][..], "1..=49151"),
+        (
+            &["bench", "sa", "--seconds", "NaN"][..],
+            "above 0, at most 3600",
+        ),
+        (
+            &["bench", "sa", "--seconds", "0"][..],
+            "above 0, at most 3600",
+        ),
         (
             &["sim", "--hop-ns", "18446744073709551615"][..],
             "0..=1000000000",

@@ -265,9 +265,9 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
                     qpn: r.sqpn,
                 };
                 let t = Instant::now();
-                let r = sa.handle_mad(sm.subnet(), from, &r.mad, ms());
+                let handled = sa.handle_mad(sm.subnet(), from, &r.mad, ms());
                 sa_ns += t.elapsed().as_nanos() as u64;
-                if let Err(e) = r {
+                if let Err(e) = handled {
                     tracing::debug!("SA: {e}");
                 }
             }

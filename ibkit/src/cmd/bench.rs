@@ -112,7 +112,7 @@ fn sa_load(a: &SaArgs) -> super::Outcome {
     let mut c = smd::client::SaClient::open(None, 0).map_err(|e| e.to_string())?;
     let dlids: Vec<u16> = (1..=a.lids).filter(|&l| l != c.lid).collect();
     let r = c
-        .load(&dlids, a.window, a.seconds)
+        .load(&dlids, a.window as usize, a.seconds)
         .map_err(|e| e.to_string())?;
     println!("{}", serde_json::to_string(&r)?);
     Ok(())
@@ -235,10 +235,12 @@ pub struct SaArgs {
     #[arg(long, hide = true)]
     pub load: bool,
     /// Internal, with --load: the window.
-    #[arg(long, hide = true, default_value_t = 1)]
-    pub window: usize,
-    /// Internal, with --load: ask for the paths to LIDs 1..=this.
-    #[arg(long, hide = true, default_value_t = 1)]
+    #[arg(long, hide = true, default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub window: u64,
+    /// Internal, with --load: ask for the paths to LIDs 1..=this (unicast LIDs).
+    #[arg(long, hide = true, default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=0xBFFF))]
     pub lids: u16,
     /// One JSON object.
     #[arg(long)]

@@ -142,15 +142,15 @@ impl Subnet {
     fn refresh(&mut self, i: usize) {
         let Some(n) = self.nodes.get(i) else { return };
         let Some(b) = self.briefs.get(i) else { return };
-        let (mut at, count) = (b.ports_at, b.port_count);
-        if usize::from(count) != n.ports.len() || n.ports.len() > usize::from(u16::MAX) {
+        // Ports 0..=NumPorts: at most 256.
+        let count = n.ports.len().min(usize::from(u16::MAX)) as u16;
+        let mut at = b.ports_at;
+        if b.port_count != count {
             // First brief of the node (or its port count changed): its
             // ports get a place at the end.
             at = self.port_briefs.len() as u32;
-            self.port_briefs.resize(
-                self.port_briefs.len() + n.ports.len().min(usize::from(u16::MAX)),
-                PortBrief::default(),
-            );
+            let len = self.port_briefs.len() + usize::from(count);
+            self.port_briefs.resize(len, PortBrief::default());
         }
         let own = if n.is_switch() {
             0
@@ -172,7 +172,7 @@ impl Subnet {
             own_port: own,
             life_time_value: n.switch_info.map(|si| si.life_time_value),
             ports_at: at,
-            port_count: n.ports.len().min(usize::from(u16::MAX)) as u16,
+            port_count: count,
         };
         let at = at as usize;
         for (slot, p) in self.port_briefs[at..].iter_mut().zip(&n.ports) {
