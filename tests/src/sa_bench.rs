@@ -312,3 +312,104 @@ pub fn versus_opensm(
         ibkit: ibkit?,
     })
 }
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+    use smd::client::LoadRun;
+
+    /// Every pair of a 648-CA fabric through the SA, each answer checked;
+    /// and a count that falls short is named.
+    #[test]
+    fn all_pairs_of_fat_tree_648_are_answered() {
+        let r = all_pairs("fat-tree-648").unwrap();
+        assert_eq!((r.cas, r.pairs), (648, 648 * 648));
+        assert_eq!((r.answered, r.wrong), (r.pairs, 0));
+        assert_eq!(r.failure(), None);
+        let short = AllPairs {
+            answered: r.pairs - 1,
+            wrong: 1,
+            ..r
+        };
+        assert!(short.failure().unwrap().starts_with("1 of 419904"));
+    }
+
+    fn side(sm: &'static str, cpu: f64, refused: u64, lost: u64, clean: bool) -> SmUnderLoad {
+        SmUnderLoad {
+            sm,
+            windows: vec![Window {
+                load: LoadRun {
+                    window: 1,
+                    sent: 100 + refused + lost,
+                    answered: 100,
+                    refused,
+                    lost,
+                    ..LoadRun::default()
+                },
+                sm_cpu_us_per_query: cpu,
+                sim_cpu_us_per_query: 1.0,
+            }],
+            sa_us_per_answer: None,
+            clean_exit: clean,
+        }
+    }
+
+    /// The load bench's verdict takes each of its paths.
+    #[test]
+    fn the_load_verdict_names_what_is_wrong() {
+        let bench = |o: SmUnderLoad, k: SmUnderLoad| SaLoadBench {
+            topology: "t".into(),
+            seconds: 1.0,
+            lids: 2,
+            opensm: o,
+            ibkit: k,
+        };
+        let good = bench(
+            side("OpenSM", 20.0, 0, 0, true),
+            side("ibkit", 10.0, 0, 0, true),
+        );
+        assert_eq!(good.failure(), None);
+        assert_eq!(good.cpu_ratio(), [2.0]);
+        let cases = [
+            (
+                bench(
+                    side("OpenSM", 20.0, 1, 0, true),
+                    side("ibkit", 10.0, 0, 0, true),
+                ),
+                "1 refused",
+            ),
+            (
+                bench(
+                    side("OpenSM", 20.0, 0, 0, true),
+                    side("ibkit", 10.0, 0, 3, true),
+                ),
+                "3 lost",
+            ),
+            (
+                bench(
+                    side("OpenSM", 20.0, 0, 0, true),
+                    side("ibkit", 10.0, 0, 0, false),
+                ),
+                "SIGTERM",
+            ),
+            (
+                bench(
+                    side("OpenSM", 20.0, 0, 0, true),
+                    side("ibkit", 20.0, 0, 0, true),
+                ),
+                "µs of CPU",
+            ),
+            (
+                bench(
+                    side("OpenSM", 20.0, 0, 0, true),
+                    side("ibkit", f64::NAN, 0, 0, true),
+                ),
+                "µs of CPU",
+            ),
+        ];
+        for (b, says) in cases {
+            let f = b.failure().unwrap_or_default();
+            assert!(f.contains(says), "{says}: {f}");
+        }
+    }
+}
