@@ -21,6 +21,8 @@ enum Command {
     Sim(cmd::sim::SimArgs),
     /// Run ibkit's subnet manager on a real MAD stack (a umad port; under ibsim with libumad2sim.so).
     Sm(cmd::sm::SmArgs),
+    /// Ask the subnet's SA, as saquery does: classportinfo, node, port, link, switch, path, service, mcmember, inform.
+    Sa(cmd::sa::SaArgs),
     /// Serve a simulated fabric to libibumad programs (OpenSM, infiniband-diags) through ibsim's protocol.
     Fabric {
         #[command(subcommand)]
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Some(Command::Decode(a)) => cmd::decode::main(&a),
         Some(Command::Sim(a)) => cmd::sim::run(&a),
         Some(Command::Sm(a)) => cmd::sm::run(&a),
+        Some(Command::Sa(a)) => cmd::sa::run(&a),
         Some(Command::Fabric {
             what: FabricWhat::Serve(a),
         }) => cmd::serve::serve(&a),

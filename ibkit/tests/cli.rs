@@ -476,6 +476,26 @@ fn nonsense_numbers_are_refused_with_their_range() {
             &["bench", "sa", "--seconds", "0"][..],
             "above 0, at most 3600",
         ),
+        (&["sa", "--timeout-ms", "0", "node"][..], "1..=60000"),
+        (&["sa", "--attempts", "99", "node"][..], "1..=20"),
+        (&["sa", "--sm-key", "0xzz", "node"][..], "not a number"),
+        // Filters are checked before any port is opened.
+        (&["sa", "node", "foo=1"][..], "has no component \"foo\""),
+        (
+            &["sa", "node", "lid=0x10000"][..],
+            "does not fit in 16 bits",
+        ),
+        (&["sa", "node", "1", "2"][..], "one bare value at most"),
+        (
+            &["sa", "path", "1", "2", "3"][..],
+            "two bare values at most",
+        ),
+        (&["sa", "path", "sgid=zz::"][..], "not a GID"),
+        (&["sa", "service", "--register"][..], "need the record"),
+        (
+            &["sa", "service", &"x".repeat(65)][..],
+            "longer than its 64 bytes",
+        ),
         (
             &["sim", "--hop-ns", "18446744073709551615"][..],
             "0..=1000000000",

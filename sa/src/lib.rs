@@ -13,7 +13,8 @@
 //!   lifetime from the switches' lifetimes, reversible.
 //! * [`rmpp`] — answers longer than one MAD, sent by the SA itself as RMPP
 //!   segments within the receiver's window, acknowledged, retried and
-//!   aborted, so that it works over any transport.
+//!   aborted, so that it works over any transport; and the client's side,
+//!   [`Receiver`], which `ibkit sa` gathers answers with.
 //!
 //! What is not here yet: Set and Delete (ServiceRecord registration,
 //! InformInfo subscriptions and Reports), MCMemberRecord joins, the table
@@ -42,7 +43,7 @@ use mad_core::sa::{
 use mad_core::{Lid, MAD_SIZE};
 use smi::sm::Subnet;
 
-pub use rmpp::{Transfer, TransferKey};
+pub use rmpp::{ReceiveError, Received, Receiver, Transfer, TransferKey};
 
 /// Settings of the SA.
 #[derive(Clone, Debug)]

@@ -13,6 +13,8 @@ use mad_core::sa::{
     SA_DATA_SIZE,
 };
 
+/// Bytes of a MAD.
+const MAD_BYTES: usize = 256;
 /// Bytes of the SA header counted in every segment's payload.
 const SA_HEADER: usize = 20;
 
@@ -269,4 +271,251 @@ fn abort(head: &SaMad, status: RmppStatus) -> [u8; 256] {
         payload_length_or_window: 0,
     };
     m.to_bytes()
+}
+
+/// Why a receiver gave up on an answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceiveError {
+    /// The sender aborted the transfer, with this status.
+    Aborted(RmppStatus),
+    /// The sender said STOP (a receiver's word: the sender is confused).
+    Stopped,
+    /// The first segment's payload length, or the data gathered, passes
+    /// the receiver's bound: it aborts rather than hold it.
+    TooLarge {
+        /// Bytes the transfer claims or reached.
+        bytes: u64,
+        /// The bound.
+        max: usize,
+    },
+    /// A segment contradicts the transfer: a first segment numbered other
+    /// than 1, a last one whose length disagrees, a DATA packet without
+    /// RMPP active. Carries the status the receiver aborts with.
+    Inconsistent(RmppStatus),
+}
+
+impl core::fmt::Display for ReceiveError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ReceiveError::Aborted(s) => write!(f, "the sender aborted the transfer ({s:?})"),
+            ReceiveError::Stopped => write!(f, "the sender sent STOP"),
+            ReceiveError::TooLarge { bytes, max } => {
+                write!(f, "the answer is {bytes} bytes, more than the {max} taken")
+            }
+            ReceiveError::Inconsistent(s) => write!(f, "inconsistent RMPP segment ({s:?})"),
+        }
+    }
+}
+
+/// What a receiver does with one MAD of an answer. (The whole answer's
+/// first headers travel inside it once, at its end; boxing them would buy
+/// nothing.)
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Received {
+    /// More is to come; send this ACK first when there is one.
+    More(Option<[u8; 256]>),
+    /// The answer is whole: its first MAD's headers and its data (the
+    /// records, padded to AttributeOffset words each). Send the ACK of
+    /// the last segment when there is one.
+    Done {
+        /// The headers of the answer's first MAD (status, method,
+        /// AttributeOffset, ComponentMask).
+        head: SaMad,
+        /// The data of all segments, without the padding after the last
+        /// record.
+        data: Vec<u8>,
+        /// The ACK of the last segment.
+        ack: Option<[u8; 256]>,
+        /// The answer was cut on its way: its first MAD arrived with RMPP
+        /// flagged but never filled in, and part of a record after the
+        /// whole ones (`data` holds those).
+        cut: bool,
+    },
+    /// The transfer failed; send this ABORT when there is one.
+    Failed(ReceiveError, Option<[u8; 256]>),
+}
+
+/// The receiving side of RMPP (IBA 13.6.5), for a client of the SA: one
+/// answer, its segments taken in order, each window acknowledged, a
+/// duplicate or early segment answered with the ACK of what is held (so
+/// the sender resends from there), ABORT and STOP honoured. An answer that
+/// is not RMPP (a Get's response) is whole at once. Holds no more than
+/// `max_bytes` of data whatever the sender claims.
+#[derive(Clone, Debug)]
+pub struct Receiver {
+    head: Option<SaMad>,
+    data: Vec<u8>,
+    /// The last segment taken in order.
+    have: u32,
+    /// The segments the window lets the sender send past `have`.
+    window: u32,
+    /// The last segment of the window the receiver last announced.
+    window_last: u32,
+    max_bytes: usize,
+}
+
+impl Receiver {
+    /// A receiver that lets the sender run `window` segments ahead (at
+    /// least 1) and holds at most `max_bytes` of data.
+    pub fn new(window: u32, max_bytes: usize) -> Receiver {
+        Receiver {
+            head: None,
+            data: Vec::new(),
+            have: 0,
+            window: window.max(1),
+            window_last: 0,
+            max_bytes,
+        }
+    }
+
+    /// Segments taken so far.
+    pub fn segments(&self) -> u32 {
+        self.have
+    }
+
+    /// The headers of the first segment and the data gathered, for a
+    /// caller that gives up waiting and shows what it has.
+    pub fn partial(&self) -> Option<(&SaMad, &[u8])> {
+        self.head.as_ref().map(|h| (h, &self.data[..]))
+    }
+
+    /// An ACK of segment `seg` opening the window to `last`, on the
+    /// headers of `m`.
+    fn ack(m: &SaMad, seg: u32, last: u32) -> [u8; 256] {
+        let mut a = m.clone();
+        a.data = [0; SA_DATA_SIZE];
+        a.sa = Default::default();
+        a.rmpp = RmppHeader {
+            version: 1,
+            rmpp_type: RmppType::Ack,
+            resp_time: RMPP_NO_RESP_TIME,
+            flags: RMPP_ACTIVE,
+            status: RmppStatus::Ok,
+            segment_number: seg,
+            payload_length_or_window: last,
+        };
+        a.to_bytes()
+    }
+
+    /// Takes one MAD of the answer (one already matched to the request by
+    /// its transaction ID).
+    pub fn on_mad(&mut self, m: &SaMad) -> Received {
+        self.on_mad_len(m, MAD_BYTES)
+    }
+
+    /// [`Receiver::on_mad`] for a transport that says how many bytes its
+    /// sender sent (`len`, 256 when it does not know). Only a single-MAD
+    /// answer uses it: an answer handed to a kernel's RMPP that a
+    /// transport without RMPP delivers as one MAD is whole when its sender
+    /// sent less than a MAD.
+    pub fn on_mad_len(&mut self, m: &SaMad, len: usize) -> Received {
+        if !m.rmpp.active() || m.rmpp.version == 0 {
+            // A single-MAD answer. RMPP flagged active in a header nobody
+            // filled (version 0) is an answer its sender handed to its
+            // kernel's RMPP, of which a transport without RMPP
+            // (libumad2sim) delivers the first MAD only, with no length:
+            // its records are the whole non-zero ones, and it was cut
+            // when part of a record follows them, or when records that
+            // divide the MAD exactly fill it.
+            let mut data = m.data.to_vec();
+            let step = usize::from(m.sa.attribute_offset) * 8;
+            let mut cut = false;
+            if m.rmpp.active() && step > 0 {
+                let whole = SA_DATA_SIZE / step * step;
+                if len < MAD_BYTES {
+                    // The sender's length is known and short: all of it
+                    // arrived (what follows is not its).
+                    data.truncate(len.saturating_sub(MAD_BYTES - SA_DATA_SIZE) / step * step);
+                } else {
+                    cut = data[whole..].iter().any(|&b| b != 0);
+                    data.truncate(whole);
+                    while data.len() >= step && data[data.len() - step..].iter().all(|&b| b == 0) {
+                        data.truncate(data.len() - step);
+                    }
+                    // Records that divide the MAD exactly leave no partial
+                    // one to tell by: a full MAD may have had more after it.
+                    cut |= whole == SA_DATA_SIZE && data.len() == whole;
+                }
+            }
+            return Received::Done {
+                head: m.clone(),
+                data,
+                ack: None,
+                cut,
+            };
+        }
+        match m.rmpp.rmpp_type {
+            RmppType::Data => {}
+            RmppType::Abort => return Received::Failed(ReceiveError::Aborted(m.rmpp.status), None),
+            RmppType::Stop => return Received::Failed(ReceiveError::Stopped, None),
+            _ => {
+                let e = ReceiveError::Inconsistent(RmppStatus::BadType);
+                return Received::Failed(e, Some(abort(m, RmppStatus::BadType)));
+            }
+        }
+        let seg = m.rmpp.segment_number;
+        if seg != self.have + 1 {
+            if seg == 0 || (m.rmpp.first() && seg != 1) {
+                let e = ReceiveError::Inconsistent(RmppStatus::BadSegment);
+                return Received::Failed(e, Some(abort(m, RmppStatus::BadSegment)));
+            }
+            // A duplicate (the sender did not see our ACK) or one ahead of
+            // a lost segment: say again what is held.
+            let ack = (self.have > 0).then(|| Self::ack(m, self.have, self.window_last));
+            return Received::More(ack);
+        }
+        if seg == 1 {
+            if !m.rmpp.first() {
+                let e = ReceiveError::Inconsistent(RmppStatus::BadSegment);
+                return Received::Failed(e, Some(abort(m, RmppStatus::BadSegment)));
+            }
+            // The whole payload: an SA header and 200 bytes of data a
+            // segment.
+            let claimed = u64::from(m.rmpp.payload_length_or_window);
+            if claimed * SA_DATA_SIZE as u64 / (SA_HEADER + SA_DATA_SIZE) as u64
+                > self.max_bytes as u64
+            {
+                let e = ReceiveError::TooLarge {
+                    bytes: claimed,
+                    max: self.max_bytes,
+                };
+                return Received::Failed(e, Some(abort(m, RmppStatus::ResourcesExhausted)));
+            }
+            self.head = Some(m.clone());
+        }
+        if self.data.len() + SA_DATA_SIZE > self.max_bytes {
+            let e = ReceiveError::TooLarge {
+                bytes: (self.data.len() + SA_DATA_SIZE) as u64,
+                max: self.max_bytes,
+            };
+            return Received::Failed(e, Some(abort(m, RmppStatus::ResourcesExhausted)));
+        }
+        self.data.extend_from_slice(&m.data);
+        self.have = seg;
+        if m.rmpp.last() {
+            // The last segment says how much of it is payload: its SA
+            // header and its data.
+            let pl = m.rmpp.payload_length_or_window as usize;
+            if !(SA_HEADER..=SA_HEADER + SA_DATA_SIZE).contains(&pl) {
+                let e = ReceiveError::Inconsistent(RmppStatus::BadLength);
+                return Received::Failed(e, Some(abort(m, RmppStatus::BadLength)));
+            }
+            self.data
+                .truncate((seg as usize - 1) * SA_DATA_SIZE + pl - SA_HEADER);
+            let ack = Self::ack(m, seg, seg);
+            let head = self.head.take().unwrap_or_else(|| m.clone());
+            return Received::Done {
+                head,
+                data: core::mem::take(&mut self.data),
+                ack: Some(ack),
+                cut: false,
+            };
+        }
+        if seg >= self.window_last {
+            self.window_last = seg + self.window;
+            return Received::More(Some(Self::ack(m, seg, self.window_last)));
+        }
+        Received::More(None)
+    }
 }

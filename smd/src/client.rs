@@ -3,11 +3,15 @@
 //! transaction ID. [`SaClient::load`] is `ibkit bench sa`'s load
 //! generator: it keeps a window of SubnAdmGet(PathRecord) queries
 //! outstanding for a while and measures what comes back.
+//! [`SaClient::query`] is `ibkit sa`'s: one request, its answer gathered
+//! through RMPP ([`sa::Receiver`]) however many segments it takes.
 
+use crate::simport::SimPort;
 use crate::{check_simulator, open_bounded, SmdError};
 use mad_core::mad::Method;
 use mad_core::sa::path::comp;
-use mad_core::sa::{PathRecord, SaMad, SaRecord};
+use mad_core::sa::{PathRecord, SaAttributeId, SaMad, SaRecord};
+use sa::{Received, Receiver};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,14 +25,26 @@ const DLID_AT: usize = 56 + 40;
 /// A query not answered in this long is counted lost.
 const LOST_AFTER: Duration = Duration::from_secs(1);
 
+/// How a client reaches the fabric.
+enum Transport {
+    /// A umad port with a class-0x03 agent (a real HCA, or libumad2sim).
+    Umad { port: UmadPort, agent: Agent },
+    /// An ibsim-protocol simulator's socket, directly.
+    Sim(SimPort),
+}
+
 /// A port of a host with an SA agent.
 pub struct SaClient {
-    port: UmadPort,
-    agent: Agent,
+    transport: Transport,
+    /// Under libumad2sim: the last 32 bytes of every MAD that arrives are
+    /// not what was sent.
+    tail_damaged: bool,
     /// The SM's LID, from the port.
     pub sm_lid: u16,
     /// This port's LID.
     pub lid: u16,
+    /// This port's GUID.
+    pub guid: u64,
     next_tid: u32,
 }
 
@@ -55,31 +71,234 @@ pub struct LoadRun {
     pub p99_us: f64,
 }
 
+/// The answer to one [`SaClient::query`].
+#[derive(Clone, Debug)]
+pub struct SaAnswer {
+    /// The headers of the answer's first MAD: method, status,
+    /// AttributeOffset.
+    pub head: SaMad,
+    /// The records' bytes, each padded to AttributeOffset words.
+    pub data: Vec<u8>,
+    /// MADs the answer came in.
+    pub segments: u32,
+    /// False when the transfer stalled before its last segment (the
+    /// sender stopped sending), or a transport without RMPP delivered the
+    /// first MAD of a longer answer: `data` is the whole records that
+    /// arrived.
+    pub complete: bool,
+}
+
+/// How a query is sent and its answer waited for.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryOpts {
+    /// Milliseconds to wait for the answer (or its next segment) before
+    /// the request goes again.
+    pub timeout_ms: u64,
+    /// Times the request is sent before giving up.
+    pub attempts: u32,
+    /// Segments the SA may send ahead of the ACKs.
+    pub window: u32,
+    /// Bytes of answer held at most.
+    pub max_bytes: usize,
+    /// SM_Key presented (0: untrusted).
+    pub sm_key: u64,
+    /// Send RMPP ACKs. Off by default: through a umad agent an ACK never
+    /// reaches the SA (a response is routed by the upper half of its TID,
+    /// which names the requester's own agent, so ibsim and the kernel
+    /// hand it back to us), and an SA that serves umad sends a whole
+    /// answer at once. A lost segment then costs a new request.
+    pub acks: bool,
+}
+
+impl Default for QueryOpts {
+    fn default() -> QueryOpts {
+        QueryOpts {
+            timeout_ms: 1000,
+            attempts: 3,
+            window: 64,
+            max_bytes: 64 << 20,
+            sm_key: 0,
+            acks: false,
+        }
+    }
+}
+
 impl SaClient {
+    /// Asks the SA: `method` on `attr` with `record` (the template whose
+    /// `mask`-selected components must match) and gathers the answer,
+    /// ACKing its RMPP segments. A request with no answer goes again,
+    /// `opts.attempts` times in all; a transfer that stalls past its first
+    /// segment is returned incomplete.
+    pub fn query(
+        &mut self,
+        method: Method,
+        attr: SaAttributeId,
+        mask: u64,
+        record: &[u8],
+        opts: QueryOpts,
+    ) -> Result<SaAnswer, SmdError> {
+        // The upper 32 bits of a TID are the umad layer's (the kernel
+        // puts the agent there to route the answer back); only the lower
+        // ones are ours to match.
+        let tid = u64::from(self.next_tid);
+        self.next_tid = self.next_tid.wrapping_add(1).max(1);
+        let mut q = SaMad::request(method, attr, tid);
+        q.sa.component_mask = mask;
+        q.sa.sm_key = opts.sm_key;
+        let n = record.len().min(q.data.len());
+        q.data[..n].copy_from_slice(&record[..n]);
+        let req = q.to_bytes();
+        let wait = Duration::from_millis(opts.timeout_ms);
+        let mut best: Option<SaAnswer> = None;
+        for _attempt in 0..opts.attempts.max(1) {
+            // Each attempt gathers a fresh answer: the SA starts over on
+            // a request it sees again.
+            let mut rx = Receiver::new(opts.window, opts.max_bytes);
+            self.send(&req)?;
+            let mut deadline = Instant::now() + wait;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                let Some((mad, len)) = self.recv(left.as_millis().max(1) as u64)? else {
+                    continue;
+                };
+                let Ok(m) = SaMad::parse(&mad) else {
+                    continue;
+                };
+                if m.header.transaction_id.get() as u32 != tid as u32 || !m.header.is_response() {
+                    continue;
+                }
+                deadline = Instant::now() + wait;
+                let (step, reply) = match rx.on_mad_len(&m, len) {
+                    Received::More(ack) => (None, ack),
+                    Received::Done {
+                        head,
+                        data,
+                        ack,
+                        cut,
+                    } => {
+                        let a = SaAnswer {
+                            head,
+                            data,
+                            segments: rx.segments().max(1),
+                            complete: !cut,
+                        };
+                        (Some(Ok(a)), ack)
+                    }
+                    Received::Failed(e, abort) => (Some(Err(SmdError::SaTransfer(e))), abort),
+                };
+                if let (true, Some(a)) = (opts.acks, reply) {
+                    self.send(&a)?;
+                }
+                if let Some(done) = step {
+                    return done.and_then(|a| self.undamaged(a, record.len()));
+                }
+            }
+            if let Some((head, data)) = rx.partial() {
+                // Part of the answer came, then no more.
+                if best.as_ref().is_none_or(|b| b.data.len() < data.len()) {
+                    best = Some(SaAnswer {
+                        head: head.clone(),
+                        data: data.to_vec(),
+                        segments: rx.segments(),
+                        complete: false,
+                    });
+                }
+            }
+        }
+        if let Some(b) = best {
+            return self.undamaged(b, record.len());
+        }
+        Err(SmdError::SaTimeout {
+            sm_lid: self.sm_lid,
+            attempts: opts.attempts.max(1),
+            ms: opts.timeout_ms,
+        })
+    }
+
+    /// The answer, unless the transport damaged it: through libumad2sim,
+    /// data past byte 168 of a MAD's data area (MAD byte 224) is not what
+    /// the SA sent.
+    /// `size` is the record's: a single-MAD answer carries one.
+    fn undamaged(&self, a: SaAnswer, size: usize) -> Result<SaAnswer, SmdError> {
+        const GOOD: usize = 224 - mad_core::sa::SA_DATA_OFFSET;
+        let table = matches!(a.head.method(), Method::GetTableResp | Method::GetMultiResp);
+        let used = if table { a.data.len() } else { size };
+        if self.tail_damaged && (a.segments > 1 || used > GOOD) {
+            let step = usize::from(a.head.sa.attribute_offset) * 8;
+            return Err(SmdError::SaDamaged {
+                segments: a.segments,
+                records: a.data.len().checked_div(step).unwrap_or(1),
+            });
+        }
+        Ok(a)
+    }
+
     /// Opens port `port` (0: the first active) of CA `ca` (`None`: the
     /// first) with an SA agent (class version 2, no kernel RMPP).
     pub fn open(ca: Option<String>, port: u8) -> Result<SaClient, SmdError> {
         check_simulator()?;
         let mut port = open_bounded(ca, port, Duration::from_secs(20))?;
         let agent = port.register(0x03, sa::SA_CLASS_VERSION, &[])?;
-        let (sm_lid, lid) = (port.attr().sm_lid, port.attr().lid);
+        let (sm_lid, lid, guid) = (port.attr().sm_lid, port.attr().lid, port.attr().guid);
         Ok(SaClient {
-            port,
-            agent,
+            tail_damaged: std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim")),
+            transport: Transport::Umad { port, agent },
             sm_lid,
             lid,
+            guid,
+            next_tid: 1,
+        })
+    }
+
+    /// Attaches to the ibsim-protocol simulator on socket base `base` at
+    /// node `node` (`None`: its first CA), without libumad2sim (see
+    /// [`crate::simport`] for why).
+    pub fn attach_sim(base: &str, node: Option<&str>) -> Result<SaClient, SmdError> {
+        let p = SimPort::attach(base, node)?;
+        Ok(SaClient {
+            sm_lid: p.sm_lid,
+            lid: p.lid,
+            guid: p.guid,
+            transport: Transport::Sim(p),
+            tail_damaged: false,
             next_tid: 1,
         })
     }
 
     fn send(&mut self, mad: &[u8]) -> Result<(), SmdError> {
-        let to = Dest {
-            lid: self.sm_lid,
-            qpn: 1,
-            qkey: GSI_QKEY,
-            sl: 0,
-        };
-        Ok(self.port.send_to(self.agent, mad, to, 0, 0)?)
+        match &mut self.transport {
+            Transport::Umad { port, agent } => {
+                let to = Dest {
+                    lid: self.sm_lid,
+                    qpn: 1,
+                    qkey: GSI_QKEY,
+                    sl: 0,
+                };
+                Ok(port.send_to(*agent, mad, to, 0, 0)?)
+            }
+            Transport::Sim(p) => p.send(self.sm_lid, 1, mad),
+        }
+    }
+
+    /// The next SA MAD for this client, waiting at most `ms`, with the
+    /// bytes its sender sent (256 where the transport does not say).
+    fn recv(&mut self, ms: u64) -> Result<Option<(Vec<u8>, usize)>, SmdError> {
+        match &mut self.transport {
+            Transport::Umad { port, agent } => {
+                let ms = ms.clamp(1, i32::MAX as u64) as i32;
+                Ok(port
+                    .recv(ms)?
+                    .filter(|r| r.agent == *agent && r.mad.len() >= 256)
+                    .map(|r| (r.mad, 256)))
+            }
+            Transport::Sim(p) => Ok(p
+                .recv(Duration::from_millis(ms))?
+                .filter(|r| r.mad[1] == 0x03)
+                .map(|r| (r.mad.to_vec(), r.len))),
+        }
     }
 
     /// Keeps `window` SubnAdmGet(PathRecord) queries (SLID this port,
@@ -128,24 +347,21 @@ impl SaClient {
             } else if out.is_empty() {
                 break;
             }
-            match self.port.recv(50)? {
-                Some(r) if r.agent == self.agent && r.mad.len() >= 256 => {
-                    let tid = u32::from_be_bytes([r.mad[12], r.mad[13], r.mad[14], r.mad[15]]);
-                    if let Some((sent, d)) = out.remove(&tid) {
-                        let at = Instant::now();
-                        last = at;
-                        let ok = r.mad[4..6] == [0, 0]
-                            && r.mad[DLID_AT..DLID_AT + 2] == d.to_be_bytes()
-                            && r.mad[SLID_AT..SLID_AT + 2] == self.lid.to_be_bytes();
-                        if ok {
-                            run.answered += 1;
-                            lat.push((at - sent).as_nanos().min(u128::from(u32::MAX)) as u32);
-                        } else {
-                            run.refused += 1;
-                        }
+            if let Some((got, _)) = self.recv(50)? {
+                let tid = u32::from_be_bytes([got[12], got[13], got[14], got[15]]);
+                if let Some((sent, d)) = out.remove(&tid) {
+                    let at = Instant::now();
+                    last = at;
+                    let ok = got[4..6] == [0, 0]
+                        && got[DLID_AT..DLID_AT + 2] == d.to_be_bytes()
+                        && got[SLID_AT..SLID_AT + 2] == self.lid.to_be_bytes();
+                    if ok {
+                        run.answered += 1;
+                        lat.push((at - sent).as_nanos().min(u128::from(u32::MAX)) as u32);
+                    } else {
+                        run.refused += 1;
                     }
                 }
-                _ => {}
             }
             let now = Instant::now();
             let before = out.len();

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod simport;
 
 use mad_core::{Lid, Method, Smp};
 use sa::{Sa, SaConfig};
@@ -126,6 +127,30 @@ pub enum SmdError {
     /// The SM failed without saying why.
     #[error("bring-up failed")]
     Failed,
+    /// The simulator's socket refused or failed.
+    #[error("simulator: {0}")]
+    Sim(String),
+    /// The SA did not answer a query.
+    #[error("the SA at LID {sm_lid} did not answer in {attempts} tries of {ms} ms")]
+    SaTimeout {
+        /// The SM's LID the query went to.
+        sm_lid: u16,
+        /// Times the query was sent.
+        attempts: u32,
+        /// Milliseconds waited each time.
+        ms: u64,
+    },
+    /// Through libumad2sim, an answer reached the bytes it damages.
+    #[error("the answer reaches bytes 224..256 of its MADs, which libumad2sim damages on delivery ({records} record(s) in {segments} MAD(s)): use the simulator's socket directly (--transport ibsim)")]
+    SaDamaged {
+        /// MADs in the answer.
+        segments: u32,
+        /// Whole records in it.
+        records: usize,
+    },
+    /// The SA's RMPP transfer failed.
+    #[error("the SA's answer failed: {0}")]
+    SaTransfer(sa::ReceiveError),
 }
 
 /// Under libumad2sim (LD_PRELOAD names it), the simulator's control

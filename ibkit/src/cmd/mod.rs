@@ -6,6 +6,7 @@ pub mod compat;
 pub mod decode;
 pub mod migrate;
 pub mod model;
+pub mod sa;
 pub mod sample;
 pub mod serve;
 pub mod sim;

@@ -1,0 +1,473 @@
+//! `ibkit sa`: a host's client of the Subnet Administrator, in the manner
+//! of infiniband-diags' `saquery`, but gathering long answers through RMPP
+//! itself (over libumad2sim too, which has none): ClassPortInfo, and the
+//! records of nodes, ports, links, switches, paths, services, multicast
+//! members and subscriptions, filtered by any of their components, as
+//! `saquery`-like dumps or JSON. `ibkit sa service --register` and
+//! `--delete` send a ServiceRecord Set or Delete.
+
+use fabric::mads::dissect::fields_json;
+use mad_core::field::{FieldDesc, Fields, Value};
+use mad_core::mad::Method;
+use mad_core::sa::{
+    AnyRecord, ClassPortInfo, InformInfoRecord, LinkRecord, McMemberRecord, NodeRecord, PathRecord,
+    PortInfoRecord, SaAttributeId, SaRecord, SaStatus, ServiceRecord, SwitchInfoRecord,
+    SA_DATA_SIZE,
+};
+use serde_json::json;
+use smd::client::{QueryOpts, SaAnswer, SaClient};
+use std::fmt::Write;
+
+/// Options of `ibkit sa`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SaArgs {
+    /// What to ask for.
+    #[command(subcommand)]
+    pub what: SaWhat,
+    /// How to reach the fabric: `umad` (a umad port: an HCA, or ibsim
+    /// through libumad2sim), `ibsim` (an ibsim-protocol simulator's socket
+    /// directly: Debian's ibsim or `ibkit fabric serve`), or `auto`: ibsim
+    /// when IBSIM_SOCKNAME is set, else umad. libumad2sim damages the last
+    /// 32 bytes of every MAD it delivers, which spoils long answers.
+    #[arg(long, global = true, default_value = "auto", value_parser = ["auto", "umad", "ibsim"])]
+    pub transport: String,
+    /// With the ibsim transport: the node to attach at (default: SIM_HOST, else the simulator's first CA).
+    #[arg(long, global = true)]
+    pub sim_host: Option<String>,
+    /// CA name (default: the first).
+    #[arg(long, global = true)]
+    pub ca: Option<String>,
+    /// Port number (0: the first active).
+    #[arg(long, global = true, default_value_t = 0)]
+    pub port: u8,
+    /// One JSON object: the attribute, the status, whether the answer is
+    /// whole, and the records.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Milliseconds to wait for the answer, or its next segment, before
+    /// asking again.
+    #[arg(long, global = true, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub timeout_ms: u64,
+    /// Times the query is sent before giving up.
+    #[arg(long, global = true, default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub attempts: u32,
+    /// SM_Key to present (hex or decimal; 0: an untrusted requester).
+    #[arg(long, global = true, default_value = "0", value_parser = parse_u64)]
+    pub sm_key: u64,
+}
+
+/// The records `ibkit sa` asks for. Each takes filters `component=value`
+/// (the record's component names, as `--help` of each lists; numbers in
+/// decimal or 0x hex, GIDs as IPv6 text, names as text), or a bare value
+/// for the record's key.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum SaWhat {
+    /// The SA's ClassPortInfo.
+    #[command(alias = "cpi")]
+    Classportinfo,
+    /// NodeRecords (bare value: the LID).
+    Node {
+        /// Filters: component=value, or a LID.
+        filters: Vec<String>,
+    },
+    /// PortInfoRecords (bare values: the end port's LID, then the port).
+    Port {
+        /// Filters: component=value, or a LID and a port.
+        filters: Vec<String>,
+    },
+    /// LinkRecords (bare value: the LID the link leaves from).
+    Link {
+        /// Filters: component=value, or a from-LID.
+        filters: Vec<String>,
+    },
+    /// SwitchInfoRecords (bare value: the switch's LID).
+    Switch {
+        /// Filters: component=value, or a LID.
+        filters: Vec<String>,
+    },
+    /// PathRecords (bare values: source then destination, each a LID or a GID).
+    Path {
+        /// Filters: component=value, or a source and a destination.
+        filters: Vec<String>,
+    },
+    /// ServiceRecords (bare value: the service name); with --register or
+    /// --delete, a Set or a Delete of the record the filters describe.
+    Service {
+        /// Filters: component=value, or a service name.
+        filters: Vec<String>,
+        /// Register the service (SubnAdmSet): this port's GID, P_Key
+        /// 0xffff and an indefinite lease unless given.
+        #[arg(long, conflicts_with = "delete")]
+        register: bool,
+        /// Delete the registration (SubnAdmDelete).
+        #[arg(long)]
+        delete: bool,
+    },
+    /// MCMemberRecords (bare value: the MGID).
+    Mcmember {
+        /// Filters: component=value, or an MGID.
+        filters: Vec<String>,
+    },
+    /// InformInfoRecords: the subscriptions to reports (bare value: the subscriber's GID).
+    Inform {
+        /// Filters: component=value, or a subscriber GID.
+        filters: Vec<String>,
+    },
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("{s:?} is not a number: {e}"))
+}
+
+/// A query: the attribute, its record size and components, the method,
+/// the template and its mask.
+struct Query {
+    attr: SaAttributeId,
+    name: &'static str,
+    size: usize,
+    components: &'static [FieldDesc],
+    method: Method,
+    record: [u8; SA_DATA_SIZE],
+    mask: u64,
+}
+
+impl Query {
+    fn of<R: SaRecord>(method: Method) -> Query {
+        Query {
+            attr: R::ID,
+            name: R::ID.name().unwrap_or("record"),
+            size: R::SIZE,
+            components: R::COMPONENTS,
+            method,
+            record: [0; SA_DATA_SIZE],
+            mask: 0,
+        }
+    }
+
+    /// Sets component `name` to `value` and selects it in the mask.
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let (i, c) = self
+            .components
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.name == name && c.name != "reserved")
+            .ok_or_else(|| {
+                let names: Vec<&str> = self
+                    .components
+                    .iter()
+                    .map(|c| c.name)
+                    .filter(|n| *n != "reserved")
+                    .collect();
+                format!(
+                    "{} has no component {name:?}; it has: {}",
+                    self.name,
+                    names.join(", ")
+                )
+            })?;
+        let bad = |why: String| format!("{name}={value}: {why}");
+        if c.offset % 8 == 0 && c.width == 128 && value.contains(':') {
+            let g: std::net::Ipv6Addr =
+                value.parse().map_err(|e| bad(format!("not a GID ({e})")))?;
+            let at = c.offset / 8;
+            self.record[at..at + 16].copy_from_slice(&g.octets());
+        } else if c.width > 64 {
+            if c.offset % 8 != 0 {
+                return Err(bad("cannot be given".into()));
+            }
+            let bytes = value.as_bytes();
+            let room = c.width / 8;
+            if bytes.len() > room {
+                return Err(bad(format!("longer than its {room} bytes")));
+            }
+            let at = c.offset / 8;
+            self.record[at..at + room].fill(0);
+            self.record[at..at + bytes.len()].copy_from_slice(bytes);
+        } else {
+            let v = parse_u64(value).map_err(bad)?;
+            if c.width < 64 && v >> c.width != 0 {
+                return Err(bad(format!("does not fit in {} bits", c.width)));
+            }
+            mad_core::field::set_bits(&mut self.record, c.offset, c.width, v);
+        }
+        self.mask |= 1 << i;
+        Ok(())
+    }
+
+    /// Applies the filters: `component=value`, or bare values given to
+    /// `key` in turn with their position.
+    fn filters(
+        &mut self,
+        filters: &[String],
+        key: &dyn Fn(usize, &str) -> Result<&'static str, String>,
+    ) -> Result<(), String> {
+        let mut bare = 0;
+        for f in filters {
+            match f.split_once('=') {
+                Some((n, v)) => self.set(n.trim(), v.trim())?,
+                None => {
+                    let n = key(bare, f)?;
+                    bare += 1;
+                    self.set(n, f)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A key for the first bare value only.
+fn first(name: &'static str) -> impl Fn(usize, &str) -> Result<&'static str, String> {
+    move |i, v| {
+        if i == 0 {
+            Ok(name)
+        } else {
+            Err(format!(
+                "{v:?}: one bare value at most ({name}); give others as component=value"
+            ))
+        }
+    }
+}
+
+/// The query `what` asks for.
+fn query(what: &SaWhat) -> Result<Query, String> {
+    let mut q = match what {
+        SaWhat::Classportinfo => return Ok(Query::of::<ClassPortInfo>(Method::Get)),
+        SaWhat::Node { filters } => {
+            let mut q = Query::of::<NodeRecord>(Method::GetTable);
+            q.filters(filters, &first("lid"))?;
+            q
+        }
+        SaWhat::Port { filters } => {
+            let mut q = Query::of::<PortInfoRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("endport_lid"),
+                1 => Ok("port_num"),
+                _ => Err(format!("{v:?}: two bare values at most (LID, port)")),
+            })?;
+            q
+        }
+        SaWhat::Link { filters } => {
+            let mut q = Query::of::<LinkRecord>(Method::GetTable);
+            q.filters(filters, &first("from_lid"))?;
+            q
+        }
+        SaWhat::Switch { filters } => {
+            let mut q = Query::of::<SwitchInfoRecord>(Method::GetTable);
+            q.filters(filters, &first("lid"))?;
+            q
+        }
+        SaWhat::Path { filters } => {
+            let mut q = Query::of::<PathRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| {
+                let gid = v.contains(':');
+                match (i, gid) {
+                    (0, false) => Ok("slid"),
+                    (0, true) => Ok("sgid"),
+                    (1, false) => Ok("dlid"),
+                    (1, true) => Ok("dgid"),
+                    _ => Err(format!(
+                        "{v:?}: two bare values at most (source, destination)"
+                    )),
+                }
+            })?;
+            q
+        }
+        SaWhat::Service {
+            filters,
+            register,
+            delete,
+        } => {
+            if (*register || *delete) && filters.is_empty() {
+                return Err(
+                    "--register and --delete need the record: service_id=…, service_name=…".into(),
+                );
+            }
+            let method = match (register, delete) {
+                (true, _) => Method::Set,
+                (_, true) => Method::Delete,
+                _ => Method::GetTable,
+            };
+            let mut q = Query::of::<ServiceRecord>(method);
+            q.filters(filters, &first("service_name"))?;
+            q
+        }
+        SaWhat::Mcmember { filters } => {
+            let mut q = Query::of::<McMemberRecord>(Method::GetTable);
+            q.filters(filters, &first("mgid"))?;
+            q
+        }
+        SaWhat::Inform { filters } => {
+            let mut q = Query::of::<InformInfoRecord>(Method::GetTable);
+            q.filters(filters, &first("subscriber_gid"))?;
+            q
+        }
+    };
+    q.record[q.size..].fill(0);
+    Ok(q)
+}
+
+/// What a registration leaves out: this port's GID, the default
+/// partition, for ever.
+fn register_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
+    let mut gid = [0u8; 16];
+    gid[..2].copy_from_slice(&[0xfe, 0x80]);
+    gid[8..].copy_from_slice(&guid.to_be_bytes());
+    let defaults: [(&str, String); 3] = [
+        ("service_gid", std::net::Ipv6Addr::from(gid).to_string()),
+        ("service_pkey", "0xffff".into()),
+        ("service_lease", "0xffffffff".into()),
+    ];
+    for (n, v) in defaults {
+        let bit = ServiceRecord::component(n).unwrap_or(0);
+        if q.mask & bit == 0 {
+            q.set(n, &v)?;
+        }
+    }
+    Ok(())
+}
+
+/// The records of an answer: one for a Get, Set or Delete; for a table,
+/// one every AttributeOffset words.
+fn records(attr: SaAttributeId, a: &SaAnswer) -> Result<Vec<AnyRecord>, String> {
+    let table = matches!(a.head.method(), Method::GetTableResp | Method::GetMultiResp);
+    let step = usize::from(a.head.sa.attribute_offset) * 8;
+    let chunks: Vec<&[u8]> = if !table {
+        vec![&a.data[..]]
+    } else if step == 0 {
+        Vec::new()
+    } else {
+        // Whole records only: a transfer cut short ends mid-record.
+        a.data.chunks_exact(step).collect()
+    };
+    chunks
+        .into_iter()
+        .map(|c| match AnyRecord::decode(attr, c) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(e)) => Err(format!("a record of the answer does not decode: {e}")),
+            None => Err(format!("no layout for attribute {attr:?}")),
+        })
+        .collect()
+}
+
+/// A record dumped as saquery dumps it: `name.....value`, one a line,
+/// the fields of nested attributes (a NodeRecord's NodeInfo) in line with
+/// the record's own.
+fn dump(out: &mut String, name: &str, f: &dyn Fields) {
+    let _ = writeln!(out, "{name} dump:");
+    fn fields(out: &mut String, f: &dyn Fields) {
+        f.visit(&mut |n, v| {
+            if let Value::Record(r) = v {
+                fields(out, r);
+                return;
+            }
+            let dots = 24usize.saturating_sub(n.len()).max(3);
+            let _ = writeln!(out, "\t\t{n}{}{v:?}", ".".repeat(dots));
+        });
+    }
+    fields(out, f);
+}
+
+/// Runs `ibkit sa`.
+pub fn run(a: &SaArgs) -> super::Outcome {
+    // The filters are checked before the port is opened.
+    let mut q = query(&a.what)?;
+    let sock = std::env::var("IBSIM_SOCKNAME")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let direct = match a.transport.as_str() {
+        "ibsim" => true,
+        "umad" => false,
+        _ => sock.is_some(),
+    };
+    let mut c = if direct {
+        let host = a
+            .sim_host
+            .clone()
+            .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty()));
+        SaClient::attach_sim(sock.as_deref().unwrap_or("sim"), host.as_deref())?
+    } else {
+        SaClient::open(a.ca.clone(), a.port)?
+    };
+    if let SaWhat::Service { register: true, .. } = a.what {
+        register_defaults(&mut q, c.guid)?;
+    }
+    let opts = QueryOpts {
+        timeout_ms: a.timeout_ms,
+        attempts: a.attempts,
+        sm_key: a.sm_key,
+        ..QueryOpts::default()
+    };
+    let ans = c.query(q.method, q.attr, q.mask, &q.record[..q.size], opts)?;
+    let status = ans.head.header.status();
+    if !status.is_ok() {
+        let sa = SaStatus::of(status);
+        let why = match sa {
+            SaStatus::Ok => format!(
+                "{} ({:#06x})",
+                status.code().name().unwrap_or("MAD status"),
+                status.0
+            ),
+            s => format!("{} ({:#06x})", s.name().unwrap_or("SA status"), status.0),
+        };
+        if a.json {
+            println!(
+                "{}",
+                json!({"attribute": q.name, "status": status.0, "records": []})
+            );
+        }
+        return Err(super::Fail::Check(format!(
+            "the SA at LID {} refused the {} {}: {why}",
+            c.sm_lid,
+            q.name,
+            method_name(q.method)
+        )));
+    }
+    let recs = records(q.attr, &ans)?;
+    if a.json {
+        let list: Vec<_> = recs
+            .iter()
+            .map(|r| serde_json::Value::Object(fields_json(r.fields())))
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "attribute": q.name,
+                "status": status.0,
+                "sm_lid": c.sm_lid,
+                "segments": ans.segments,
+                "complete": ans.complete,
+                "records": list,
+            })
+        );
+    } else {
+        let mut out = String::new();
+        for r in &recs {
+            dump(&mut out, r.name(), r.fields());
+        }
+        print!("{out}");
+    }
+    super::check(ans.complete, || {
+        format!(
+            "the answer is incomplete: {} whole record(s) in {} MAD(s) arrived and more was sent \
+             (libumad2sim delivers only the first MAD of a kernel-RMPP answer, such as OpenSM's)",
+            recs.len(),
+            ans.segments.max(1)
+        )
+    })
+}
+
+fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "Get",
+        Method::Set => "Set",
+        Method::Delete => "Delete",
+        Method::GetTable => "GetTable",
+        _ => "request",
+    }
+}
