@@ -142,8 +142,40 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     let (ok, out) = saquery(&sim, host, &["SWIR", &seen[&sw.guid].to_string()]);
     asked += 1;
     assert!(ok && out.contains("SwitchInfoRecord dump"), "{out}");
-    // What the SA does not serve yet: refused with the MAD status.
+    // A service one host registers (through `ibkit sa`) another finds
+    // with saquery, until the first deletes it.
+    let other = &topo.nodes[topo.nodes.iter().position(|n| n.ports == 1).unwrap()].name;
+    assert_ne!(other, host);
     let (ok, out) = saquery(&sim, host, &["SR"]);
+    asked += 1;
+    assert!(ok && !out.contains("ServiceRecord dump"), "none yet: {out}");
+    let reg = [
+        "service_id=0x1b2c3d",
+        "service_name=ibkit-test-service",
+        "service_lease=600",
+    ];
+    let (code, v, err) = ibkit_sa(
+        &sim,
+        other,
+        &[&["service", "--register"][..], &reg].concat(),
+    );
+    asked += 1;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["records"][0]["service_lease"], 600, "{v}");
+    let (ok, out) = saquery(&sim, host, &["SR"]);
+    asked += 1;
+    let f = fields(&out);
+    assert!(ok, "{out}");
+    assert_eq!(f["ServiceID"].to_lowercase(), "0x00000000001b2c3d", "{out}");
+    assert_eq!(f["ServiceName"], "ibkit-test-service", "{out}");
+    let (code, _, err) = ibkit_sa(&sim, other, &["service", "--delete", reg[0], reg[1]]);
+    asked += 1;
+    assert_eq!(code, 0, "{err}");
+    let (ok, out) = saquery(&sim, host, &["SR"]);
+    asked += 1;
+    assert!(ok && !out.contains("ServiceRecord dump"), "deleted: {out}");
+    // What the SA does not serve yet: refused with the MAD status.
+    let (ok, out) = saquery(&sim, host, &["PKTR"]);
     asked += 1;
     assert!(!ok && out.contains("0x000c"), "{out}");
     eprintln!(

@@ -16,21 +16,33 @@
 //!   aborted, so that it works over any transport; and the client's side,
 //!   [`Receiver`], which `ibkit sa` gathers answers with.
 //!
-//! What is not here yet: Set and Delete (ServiceRecord registration,
-//! InformInfo subscriptions and Reports), MCMemberRecord joins, the table
-//! records of P_Key, GUIDInfo, SL-to-VL and VL arbitration, MultiPathRecord
-//! and requests that come in several segments. Those are answered with the
-//! MAD status "unsupported method/attribute" (or "invalid request"), which
-//! is what a client of an SA that lacks them sees.
+//! * [`service`] — ServiceRecord registration with leases: Set, Get,
+//!   GetTable, Delete.
+//! * [`inform`] — InformInfo subscriptions, InformInfoRecord, and the
+//!   Reports of traps 64/65 (which the SA raises when ports come and go,
+//!   fed by the SM's events through [`Sa::handle_event`]) and of every trap
+//!   the SM receives, each until its ReportResp.
+//!
+//! A request whose SM_Key is neither zero nor the SA's is dropped, as
+//! OpenSM drops it; one that presents the SA's key is trusted (it sees
+//! ServiceKeys, may delete any service and subscribe to security traps).
+//!
+//! What is not here yet: MCMemberRecord joins, the table records of P_Key,
+//! GUIDInfo, SL-to-VL and VL arbitration, MultiPathRecord and requests
+//! that come in several segments. Those are answered with the MAD status
+//! "unsupported method/attribute" (or "invalid request"), which is what a
+//! client of an SA that lacks them sees.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
 
+pub mod inform;
 pub mod path;
 pub mod query;
 pub mod rmpp;
+pub mod service;
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -38,10 +50,11 @@ use mad_core::mad::{Method, Status};
 /// The SA's class version (2).
 pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
-    LinkRecord, NodeRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, SwitchInfoRecord,
+    InformInfoRecord, LinkRecord, NodeRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus,
+    ServiceRecord, SwitchInfoRecord,
 };
 use mad_core::{Lid, MAD_SIZE};
-use smi::sm::Subnet;
+use smi::sm::{SmEvent, Subnet};
 
 pub use rmpp::{ReceiveError, Received, Receiver, Transfer, TransferKey};
 
@@ -71,6 +84,11 @@ pub struct SaConfig {
     /// segment goes at once and the transfer ends there: no window, no
     /// retries, no abort a later requester with the same TID would get.
     pub rmpp_acks: bool,
+    /// Milliseconds a Report waits for its ReportResp before it is sent
+    /// again.
+    pub report_timeout_ms: u64,
+    /// Times a Report is sent again before its subscriber is dropped.
+    pub report_retries: u32,
 }
 
 impl Default for SaConfig {
@@ -84,6 +102,8 @@ impl Default for SaConfig {
             max_records: 1 << 20,
             max_queued: 4096,
             rmpp_acks: true,
+            report_timeout_ms: 200,
+            report_retries: 3,
         }
     }
 }
@@ -128,6 +148,14 @@ pub struct SaStats {
     pub transfers_done: u64,
     /// Transfers aborted (retries exhausted, or the receiver stopped).
     pub transfers_aborted: u64,
+    /// Reports sent, first sendings and retries.
+    pub reports: u64,
+    /// Reports not sent: too many were waiting for their ReportResp.
+    pub reports_dropped: u64,
+    /// Subscribers dropped for not answering their Reports.
+    pub subscribers_dropped: u64,
+    /// ServiceRecords whose lease ran out.
+    pub services_expired: u64,
 }
 
 /// Why a MAD was dropped without an answer.
@@ -139,6 +167,8 @@ pub enum SaError {
     Unexpected,
     /// The queue of answers is full.
     Busy,
+    /// The request's SM_Key is neither zero nor the SA's.
+    BadSmKey,
 }
 
 impl core::fmt::Display for SaError {
@@ -147,6 +177,7 @@ impl core::fmt::Display for SaError {
             SaError::NotSa(e) => write!(f, "not an SA MAD: {e}"),
             SaError::Unexpected => write!(f, "a response to nothing the SA sent"),
             SaError::Busy => write!(f, "the SA's queue of answers is full"),
+            SaError::BadSmKey => write!(f, "a request with a wrong SM_Key"),
         }
     }
 }
@@ -159,6 +190,8 @@ pub struct Sa {
     cfg: SaConfig,
     out: VecDeque<Transmit>,
     transfers: rmpp::Transfers,
+    services: service::Services,
+    informs: inform::Informs,
     stats: SaStats,
 }
 
@@ -169,6 +202,8 @@ impl Sa {
             cfg,
             out: VecDeque::new(),
             transfers: rmpp::Transfers::default(),
+            services: service::Services::default(),
+            informs: inform::Informs::default(),
             stats: SaStats::default(),
         }
     }
@@ -188,13 +223,32 @@ impl Sa {
         self.out.pop_front()
     }
 
-    /// When [`Sa::handle_timeout`] is next due (an RMPP window's ACK).
-    pub fn poll_timeout(&self) -> Option<u64> {
-        self.transfers.next_deadline()
+    /// Services registered (leases not yet run out included).
+    pub fn services(&self) -> usize {
+        self.services.len()
     }
 
-    /// Sends again the windows whose ACK is late, and aborts transfers out
-    /// of retries.
+    /// Subscriptions held, and Reports waiting for their ReportResp.
+    pub fn subscriptions(&self) -> (usize, usize) {
+        (self.informs.subscriptions(), self.informs.pending())
+    }
+
+    /// When [`Sa::handle_timeout`] is next due: an RMPP window's ACK, a
+    /// Report's ReportResp, a service's lease.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        [
+            self.transfers.next_deadline(),
+            self.informs.next_deadline(),
+            self.services.next_expiry(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Sends again the windows whose ACK is late and the Reports whose
+    /// ReportResp is, aborts transfers out of retries, drops subscribers
+    /// that never answer, and lets run-out services go.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
         self.transfers.timeout(
@@ -205,6 +259,29 @@ impl Sa {
             },
             stats,
         );
+        self.informs
+            .timeout(now_ms, cfg, &mut |t| out.push_back(t), stats);
+        stats.services_expired += self.services.expire(now_ms) as u64;
+    }
+
+    /// An event of the SM: when the subnet is up, or a node was lost, the
+    /// ports that came into service or went out of it are reported (traps
+    /// 64 and 65); a trap the SM received is reported as it came.
+    pub fn handle_event(&mut self, subnet: &Subnet, event: &SmEvent, now_ms: u64) {
+        let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
+        match event {
+            SmEvent::SubnetUp { .. } | SmEvent::NodeLost { .. } => {
+                self.informs
+                    .look(subnet, now_ms, cfg, &mut |t| out.push_back(t), stats)
+            }
+            SmEvent::Trap { issuer, notice, .. } => {
+                let gid =
+                    path::end_by_lid(subnet, *issuer).map_or(mad_core::Gid([0; 16]), |e| e.gid);
+                self.informs
+                    .report(notice, gid, now_ms, cfg, &mut |t| out.push_back(t), stats);
+            }
+            SmEvent::NodeAdded { .. } | SmEvent::LidsChanged { .. } => {}
+        }
     }
 
     /// A MAD that reached the SA from `from` at `now_ms`: a request is
@@ -225,7 +302,21 @@ impl Sa {
                 return Err(SaError::NotSa(e));
             }
         };
+        if m.sa.sm_key != 0 && m.sa.sm_key != self.cfg.sm_key {
+            self.stats.dropped += 1;
+            return Err(SaError::BadSmKey);
+        }
         if m.header.is_response() {
+            if m.method() == Method::ReportResp {
+                if self
+                    .informs
+                    .on_report_resp(from, m.header.transaction_id.get())
+                {
+                    return Ok(());
+                }
+                self.stats.dropped += 1;
+                return Err(SaError::Unexpected);
+            }
             let key = TransferKey {
                 to: from,
                 tid: m.header.transaction_id.get(),
@@ -253,7 +344,7 @@ impl Sa {
         // the same TID): the answer starts over.
         self.transfers.remove(&key);
         self.stats.answered += 1;
-        match self.answer(subnet, from, &m) {
+        match self.answer(subnet, from, &m, now_ms) {
             Answer::Sent => {}
             Answer::Table { data, stride } => {
                 if self.transfers.len() >= self.cfg.max_transfers {
@@ -327,13 +418,42 @@ impl Sa {
     }
 
     /// What to answer `m` with.
-    fn answer(&mut self, subnet: &Subnet, from: Addr, m: &SaMad) -> Answer {
+    fn answer(&mut self, subnet: &Subnet, from: Addr, m: &SaMad, now_ms: u64) -> Answer {
         if m.header.class_version != SA_CLASS_VERSION {
             return Answer::Refused(Status::UNSUPPORTED_VERSION);
         }
         if m.rmpp.active() && !(m.rmpp.first() && m.rmpp.last()) {
             // Requests that come in several segments are not taken yet.
             return Answer::Refused(SaStatus::ReqInvalid.status());
+        }
+        let trusted = m.sa.sm_key != 0 && m.sa.sm_key == self.cfg.sm_key;
+        let mask = m.sa.component_mask;
+        match (m.method(), m.attribute_id()) {
+            (Method::Set, SaAttributeId::ServiceRecord) => {
+                return match self.services.set(from.lid, &m.data, mask, trusted, now_ms) {
+                    Ok(rec) => self.one(from, m, &rec),
+                    Err(s) => Answer::Refused(s.status()),
+                };
+            }
+            (Method::Delete, SaAttributeId::ServiceRecord) => {
+                return match self.services.delete(&m.data, mask, trusted, now_ms) {
+                    Ok(rec) => {
+                        self.reply(from, m, Method::DeleteResp, Status::OK, &rec, 0);
+                        Answer::Sent
+                    }
+                    Err(s) => Answer::Refused(s.status()),
+                };
+            }
+            (Method::Set, SaAttributeId::InformInfo) => {
+                return match self.informs.set(subnet, from, &m.data, trusted) {
+                    Ok(back) => self.one(from, m, &back),
+                    Err((s, back)) => {
+                        self.reply(from, m, Method::GetResp, s.status(), &back, 0);
+                        Answer::Sent
+                    }
+                };
+            }
+            _ => {}
         }
         let table = match m.method() {
             Method::Get => false,
@@ -365,6 +485,14 @@ impl Sa {
                 q.collect::<SwitchInfoRecord>(query::switch_info_records)
             }
             SaAttributeId::PathRecord => path::path_records(&q),
+            SaAttributeId::ServiceRecord => self
+                .services
+                .find(&m.data, mask, trusted, self.cfg.max_records, now_ms)
+                .map(|r| (r, ServiceRecord::SIZE)),
+            SaAttributeId::InformInfoRecord => self
+                .informs
+                .records(&m.data, mask, self.cfg.max_records)
+                .map(|r| (r, InformInfoRecord::SIZE)),
             _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
         };
         let (recs, size) = match found {

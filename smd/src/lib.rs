@@ -341,11 +341,20 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
                 qkey: GSI_QKEY,
                 sl: 0,
             };
-            port.send_to(gs, &t.mad[..t.len.clamp(24, t.mad.len())], to, 0, 0)?;
+            // A Report is a request: the kernel tracks it so that the
+            // subscriber's ReportResp reaches this agent (the SA's own
+            // timer sends it again).
+            let wait = if t.mad[3] == u8::from(Method::Report) {
+                timeout
+            } else {
+                0
+            };
+            port.send_to(gs, &t.mad[..t.len.clamp(24, t.mad.len())], to, wait, 0)?;
             sa_answers += 1;
         }
         while let Some(e) = sm.poll_event() {
             log_event(&e);
+            sa.handle_event(sm.subnet(), &e, ms());
         }
     }
     let mut run = summary(&sm, up_ms);
@@ -368,7 +377,7 @@ fn log_event(e: &SmEvent) {
         SmEvent::NodeLost { node, guid } => {
             tracing::info!("node {node} lost: GUID {:#018x}", guid.0)
         }
-        SmEvent::Trap { issuer, number } => {
+        SmEvent::Trap { issuer, number, .. } => {
             tracing::info!("trap {number:?} from LID {}", issuer.0)
         }
         SmEvent::LidsChanged { ports } => tracing::debug!("LIDs given to {ports} ports"),

@@ -312,8 +312,8 @@ fn query(what: &SaWhat) -> Result<Query, String> {
     Ok(q)
 }
 
-/// What a registration leaves out: this port's GID, the default
-/// partition, for ever.
+/// What a registration (or a deletion) leaves out: this port's GID, the
+/// default partition, for ever.
 fn register_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
     let mut gid = [0u8; 16];
     gid[..2].copy_from_slice(&[0xfe, 0x80]);
@@ -394,8 +394,13 @@ pub fn run(a: &SaArgs) -> super::Outcome {
     } else {
         SaClient::open(a.ca.clone(), a.port)?
     };
-    if let SaWhat::Service { register: true, .. } = a.what {
-        register_defaults(&mut q, c.guid)?;
+    if let SaWhat::Service {
+        register, delete, ..
+    } = a.what
+    {
+        if register || delete {
+            register_defaults(&mut q, c.guid)?;
+        }
     }
     let opts = QueryOpts {
         timeout_ms: a.timeout_ms,

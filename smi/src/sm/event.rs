@@ -40,6 +40,8 @@ pub enum SmEvent {
         issuer: Lid,
         /// The trap number (generic notices).
         number: Option<u16>,
+        /// The notice as it came (the SA forwards it to subscribers).
+        notice: mad_core::notice::Notice,
     },
     /// LIDs were given to ports that had none or had others.
     LidsChanged {

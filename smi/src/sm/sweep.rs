@@ -29,6 +29,7 @@ impl Sm {
         self.emit(SmEvent::Trap {
             issuer: n.issuer_lid,
             number: n.trap_number(),
+            notice: n,
         });
         if n.issuer_lid.0 != 0 {
             self.trap_issuers.insert(n.issuer_lid.0);

@@ -1,0 +1,480 @@
+//! What hosts leave with the SA: ServiceRecords under leases (Set,
+//! GetTable, Delete, expiry, ServiceKeys, bounds) and InformInfo
+//! subscriptions, with the Reports of ports leaving and joining and of the
+//! traps the SM receives, on a fabric ibkit's SM brought up in the
+//! simulator and then changed.
+
+use fabric::sim::{bring_up, Fabric, FabricEvent, SimConfig};
+use mad_core::attr::NodeType;
+use mad_core::mad::Method;
+use mad_core::notice::{Notice, TrapDetails};
+use mad_core::sa::service::INDEFINITE_LEASE;
+use mad_core::sa::*;
+use mad_core::{Gid, Guid, Lid, MAD_SIZE};
+use sa::{Addr, Sa, SaConfig, SaError, Transmit};
+use smi::sm::{Sm, SmConfig};
+
+const MS: u64 = 1_000_000;
+
+fn up(spec: &str) -> (Fabric, Sm) {
+    let (f, sm, up) = bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    (f, sm)
+}
+
+/// The CAs that are not the SM's, as requesters.
+fn hosts(f: &Fabric) -> Vec<(usize, Addr)> {
+    (0..f.nodes.len())
+        .filter(|&i| i != f.sm_node && f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .map(|i| {
+            (
+                i,
+                Addr {
+                    lid: f.nodes[i].lid(),
+                    qpn: 1,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The GID of node `i`'s end port: a CA's port 1 (its port GUIDs follow
+/// the node GUID), a switch's port 0 (the node GUID).
+fn gid_of(f: &Fabric, i: usize) -> Gid {
+    let n = &f.topo.nodes[i];
+    let port = u64::from(n.kind == NodeType::ChannelAdapter);
+    Gid::new(Gid::DEFAULT_PREFIX, Guid(n.guid + port))
+}
+
+fn mask<R: SaRecord>(names: &[&str]) -> u64 {
+    names
+        .iter()
+        .map(|n| R::component(n).unwrap_or_else(|| panic!("no component {n}")))
+        .fold(0, |m, b| m | b)
+}
+
+fn ask<R: SaRecord>(method: Method, rec: &R, mask: u64, key: u64) -> [u8; MAD_SIZE] {
+    let mut m = SaMad::request(method, R::ID, 0x55);
+    m.set_record(rec).unwrap();
+    m.sa.component_mask = mask;
+    m.sa.sm_key = key;
+    m.to_bytes()
+}
+
+/// Sends `mad`; what the SA queued.
+fn exchange(sa: &mut Sa, sm: &Sm, from: Addr, mad: &[u8], now: u64) -> Vec<SaMad> {
+    sa.handle_mad(sm.subnet(), from, mad, now).unwrap();
+    drain(sa)
+        .into_iter()
+        .map(|t| {
+            assert_eq!(t.to, from);
+            SaMad::parse(&t.mad).unwrap()
+        })
+        .collect()
+}
+
+fn drain(sa: &mut Sa) -> Vec<Transmit> {
+    std::iter::from_fn(|| sa.poll_transmit()).collect()
+}
+
+/// One answer: its status and record bytes.
+fn one(sa: &mut Sa, sm: &Sm, from: Addr, mad: &[u8], now: u64) -> (SaStatus, SaMad) {
+    let r = exchange(sa, sm, from, mad, now);
+    assert_eq!(r.len(), 1, "one answer");
+    (r[0].sa_status(), r[0].clone())
+}
+
+/// Every record of a GetTable answered with every segment at once.
+fn all<R: SaRecord>(sa: &mut Sa, sm: &Sm, from: Addr, q: &R, m: u64, key: u64) -> Vec<R> {
+    let segs = exchange(sa, sm, from, &ask(Method::GetTable, q, m, key), 0);
+    let mut data = Vec::new();
+    for s in &segs {
+        assert_eq!(s.sa_status(), SaStatus::Ok, "{s:?}");
+        data.extend_from_slice(&s.data);
+    }
+    let stride = segs[0].sa.attribute_offset as usize * 8;
+    if stride == 0 {
+        return Vec::new();
+    }
+    let total = if segs[0].rmpp.active() {
+        segs[0].rmpp.payload_length_or_window as usize - 20 * segs.len()
+    } else {
+        stride
+    };
+    data.truncate(total);
+    data.chunks(stride).map(|c| R::decode(c).unwrap()).collect()
+}
+
+fn service(name: &str, id: u64, gid: Gid, lease: u32, key: u8) -> ServiceRecord {
+    let mut r = ServiceRecord {
+        service_id: id,
+        service_gid: gid,
+        service_lease: lease,
+        ..ServiceRecord::default()
+    };
+    r.service_name.0[..name.len()].copy_from_slice(name.as_bytes());
+    r.service_key.0 = [key; 16];
+    r.service_data32 = [1, 2, 3, 4];
+    r
+}
+
+/// An SA that sends every segment of a table at once (as over umad).
+fn new_sa() -> Sa {
+    Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    })
+}
+
+const SET: &[&str] = &["service_id", "service_gid", "service_lease", "service_key"];
+
+#[test]
+fn services_register_lapse_and_answer_only_their_owner_key() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let (a, b) = (hs[0], hs[1]);
+    let m = mask::<ServiceRecord>(SET);
+
+    // Without ServiceID and ServiceGID a Set names nothing.
+    let rec = service("lustre", 7, gid_of(&f, a.0), 2, 0xAA);
+    let half = mask::<ServiceRecord>(&["service_id"]);
+    let (s, _) = one(&mut sa, &sm, a.1, &ask(Method::Set, &rec, half, 0), 0);
+    assert_eq!(s, SaStatus::ReqInsufficientComponents);
+    assert_eq!(sa.services(), 0);
+
+    // A two-second lease; an indefinite one (no lease in the mask).
+    let (s, r) = one(&mut sa, &sm, a.1, &ask(Method::Set, &rec, m, 0), 0);
+    assert_eq!((s, r.method()), (SaStatus::Ok, Method::GetResp));
+    let back: ServiceRecord = r.record().unwrap();
+    assert_eq!((back.service_id, back.service_lease), (7, 2));
+    assert_eq!(back.service_pkey.0, 0xFFFF, "the default P_Key");
+    assert_eq!(back.service_key.0, [0; 16], "no key to the untrusted");
+    let forever = service("nfs", 9, gid_of(&f, b.0), 5, 0);
+    let no_lease = mask::<ServiceRecord>(&["service_id", "service_gid", "service_name"]);
+    let (s, r) = one(
+        &mut sa,
+        &sm,
+        b.1,
+        &ask(Method::Set, &forever, no_lease, 0),
+        0,
+    );
+    assert_eq!(s, SaStatus::Ok);
+    assert_eq!(
+        r.record::<ServiceRecord>().unwrap().service_lease,
+        INDEFINITE_LEASE
+    );
+    assert_eq!(sa.services(), 2);
+
+    // Found by name, with the lease left; the key shown only with the
+    // SM_Key.
+    let by_name = mask::<ServiceRecord>(&["service_name"]);
+    let got = all(&mut sa, &sm, b.1, &rec, by_name, 0);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].service_data32, [1, 2, 3, 4]);
+    assert_eq!(got[0].service_key.0, [0; 16]);
+    let key = SaConfig::default().sm_key;
+    let got = all(&mut sa, &sm, b.1, &rec, by_name, key);
+    assert_eq!(got[0].service_key.0, [0xAA; 16]);
+    assert_eq!(
+        all(&mut sa, &sm, b.1, &ServiceRecord::default(), 0, 0).len(),
+        2
+    );
+
+    // A wrong SM_Key is dropped unanswered, as OpenSM drops it.
+    let e = sa.handle_mad(sm.subnet(), b.1, &ask(Method::GetTable, &rec, 0, 99), 0);
+    assert_eq!(e, Err(SaError::BadSmKey));
+    assert!(sa.poll_transmit().is_none());
+
+    // Deleting needs the ServiceKey (or trust).
+    let mut wrong = rec;
+    wrong.service_key.0 = [0xBB; 16];
+    let (s, r) = one(&mut sa, &sm, b.1, &ask(Method::Delete, &wrong, m, 0), 0);
+    assert_eq!((s, r.method()), (SaStatus::ReqDenied, Method::DeleteResp));
+    assert_eq!(sa.services(), 2);
+
+    // Renewing at 1.5 s moves the end of the lease to 3.5 s.
+    let (s, _) = one(&mut sa, &sm, a.1, &ask(Method::Set, &rec, m, 0), 1_500);
+    assert_eq!(s, SaStatus::Ok);
+    assert_eq!(sa.services(), 2, "same RID: replaced");
+    let due = sa.poll_timeout().unwrap();
+    assert_eq!(due, 3_500);
+    sa.handle_timeout(3_499);
+    assert_eq!(sa.services(), 2);
+    sa.handle_timeout(due);
+    assert_eq!((sa.services(), sa.stats().services_expired), (1, 1));
+    let (s, _) = one(
+        &mut sa,
+        &sm,
+        a.1,
+        &ask(Method::Get, &rec, by_name, 0),
+        3_600,
+    );
+    assert_eq!(s, SaStatus::NoRecords);
+
+    // The owner's key deletes; the record comes back; then nothing.
+    let mut del = forever;
+    del.service_key.0 = [0; 16];
+    let id_gid = mask::<ServiceRecord>(&["service_id", "service_gid"]);
+    let (s, r) = one(
+        &mut sa,
+        &sm,
+        b.1,
+        &ask(Method::Delete, &del, id_gid, 0),
+        4_000,
+    );
+    assert_eq!((s, r.method()), (SaStatus::Ok, Method::DeleteResp));
+    assert_eq!(r.record::<ServiceRecord>().unwrap().service_id, 9);
+    let (s, _) = one(
+        &mut sa,
+        &sm,
+        b.1,
+        &ask(Method::Delete, &del, id_gid, 0),
+        4_000,
+    );
+    assert_eq!(s, SaStatus::NoRecords);
+    assert_eq!(sa.services(), 0);
+    assert_eq!(sa.poll_timeout(), None);
+}
+
+#[test]
+fn a_host_that_registers_in_a_loop_is_bounded_and_others_still_register() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let m = mask::<ServiceRecord>(SET);
+    let mut refused = 0;
+    for id in 0..(sa::service::MAX_PER_OWNER as u64 + 10) {
+        let rec = service("flood", id, gid_of(&f, hs[0].0), 60, 0);
+        let (s, _) = one(&mut sa, &sm, hs[0].1, &ask(Method::Set, &rec, m, 0), 0);
+        if s == SaStatus::NoResources {
+            refused += 1;
+        } else {
+            assert_eq!(s, SaStatus::Ok);
+        }
+    }
+    assert_eq!(refused, 10);
+    assert_eq!(sa.services(), sa::service::MAX_PER_OWNER);
+    // A renewal of a held record is not a new one.
+    let rec = service("flood", 0, gid_of(&f, hs[0].0), 60, 0);
+    let (s, _) = one(&mut sa, &sm, hs[0].1, &ask(Method::Set, &rec, m, 0), 1);
+    assert_eq!(s, SaStatus::Ok);
+    let other = service("other", 1, gid_of(&f, hs[1].0), 60, 0);
+    let (s, _) = one(&mut sa, &sm, hs[1].1, &ask(Method::Set, &other, m, 0), 1);
+    assert_eq!(s, SaStatus::Ok);
+    // A service in a partition the ports do not hold is refused.
+    let mut p = other;
+    p.service_pkey = mad_core::PKey(0x8001);
+    let with_pkey = m | mask::<ServiceRecord>(&["service_pkey"]);
+    let (s, _) = one(
+        &mut sa,
+        &sm,
+        hs[1].1,
+        &ask(Method::Set, &p, with_pkey, 0),
+        1,
+    );
+    assert_eq!(s, SaStatus::ReqInvalid);
+    assert_eq!(sa.services(), sa::service::MAX_PER_OWNER + 1);
+}
+
+fn inform(trap: u16) -> InformInfo {
+    InformInfo {
+        lid_range_begin: Lid(0xFFFF),
+        is_generic: 1,
+        subscribe: 1,
+        notice_type: 0xFFFF,
+        trap_number_or_device_id: trap,
+        producer_type_or_vendor_id: 0xFF_FFFF,
+        ..InformInfo::default()
+    }
+}
+
+/// The Reports among `out`, by destination, decoded.
+fn reports(out: &[Transmit]) -> Vec<(Addr, u64, Notice, Gid)> {
+    out.iter()
+        .map(|t| {
+            let m = SaMad::parse(&t.mad).unwrap();
+            assert_eq!(m.method(), Method::Report);
+            assert_eq!(m.attribute_id(), SaAttributeId::Notice);
+            let n = Notice::decode(&m.data[..64]).unwrap();
+            let mut g = [0u8; 16];
+            g.copy_from_slice(&m.data[64..80]);
+            (t.to, m.header.transaction_id.get(), n, Gid(g))
+        })
+        .collect()
+}
+
+/// Runs the fabric with the SM until `until_ns` and hands the SM's events
+/// to the SA; what the SA sent.
+fn run(f: &mut Fabric, sm: &mut Sm, sa: &mut Sa, until_ns: u64) -> Vec<Transmit> {
+    assert!(f.run_until(sm, until_ns));
+    let events: Vec<_> = std::iter::from_fn(|| sm.poll_event()).collect();
+    for e in &events {
+        sa.handle_event(sm.subnet(), e, until_ns / MS);
+    }
+    drain(sa)
+}
+
+fn report_resp(tid: u64) -> [u8; MAD_SIZE] {
+    let mut m = SaMad::request(Method::ReportResp, SaAttributeId::Notice, tid);
+    m.header.method = Method::ReportResp.into();
+    m.to_bytes()
+}
+
+#[test]
+fn subscribers_hear_ports_leave_and_return_and_the_traps_the_sm_gets() {
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    // The SA learns what is in service when the subnet is up.
+    while let Some(e) = sm.poll_event() {
+        sa.handle_event(sm.subnet(), &e, 0);
+    }
+    assert!(drain(&mut sa).is_empty(), "nobody subscribed yet");
+    let hs = hosts(&f);
+    let (watcher, all_traps, victim) = (hs[0], hs[1], hs[2]);
+
+    // A trusted subscription only for the security traps.
+    let (s, r) = one(
+        &mut sa,
+        &sm,
+        watcher.1,
+        &ask(Method::Set, &inform(256), 0, 0),
+        0,
+    );
+    assert_eq!((s, r.method()), (SaStatus::ReqDenied, Method::GetResp));
+    assert_eq!(r.record::<InformInfo>().unwrap().subscribe, 0, "o13-13.1.1");
+    // Leaving what one never joined.
+    let mut leave = inform(65);
+    leave.subscribe = 0;
+    let (s, _) = one(&mut sa, &sm, watcher.1, &ask(Method::Set, &leave, 0, 0), 0);
+    assert_eq!(s, SaStatus::ReqInvalid);
+
+    // `watcher` wants 64 and 65 for the victim's LID only; `all_traps`
+    // everything.
+    for trap in [64, 65] {
+        let mut ii = inform(trap);
+        ii.lid_range_begin = victim.1.lid;
+        ii.lid_range_end = victim.1.lid;
+        let (s, _) = one(&mut sa, &sm, watcher.1, &ask(Method::Set, &ii, 0, 0), 0);
+        assert_eq!(s, SaStatus::Ok);
+    }
+    let (s, _) = one(
+        &mut sa,
+        &sm,
+        all_traps.1,
+        &ask(Method::Set, &inform(0xFFFF), 0, 0),
+        0,
+    );
+    assert_eq!(s, SaStatus::Ok);
+    // The same subscription again is not a second one.
+    let (s, _) = one(
+        &mut sa,
+        &sm,
+        all_traps.1,
+        &ask(Method::Set, &inform(0xFFFF), 0, 0),
+        0,
+    );
+    assert_eq!(s, SaStatus::Ok);
+    assert_eq!(sa.subscriptions(), (3, 0));
+    let recs = all(
+        &mut sa,
+        &sm,
+        watcher.1,
+        &InformInfoRecord {
+            subscriber_gid: gid_of(&f, watcher.0),
+            ..InformInfoRecord::default()
+        },
+        mask::<InformInfoRecord>(&["subscriber_gid"]),
+        0,
+    );
+    let mut enums: Vec<u16> = recs.iter().map(|r| r.subscriber_enum).collect();
+    enums.sort();
+    assert_eq!(enums, [0, 1]);
+    assert!(recs
+        .iter()
+        .all(|r| r.inform_info.lid_range_begin == victim.1.lid));
+
+    // Another CA, not the victim, goes: only `all_traps` hears of it.
+    let bystander = hs[3];
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(bystander.0));
+    let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+    let rs = reports(&out);
+    assert!(rs.iter().all(|r| r.0 == all_traps.1), "{rs:?}");
+    let gone: Vec<&Notice> = rs
+        .iter()
+        .map(|r| &r.2)
+        .filter(|n| n.trap_number() == Some(65))
+        .collect();
+    assert_eq!(gone.len(), 1, "{rs:?}");
+    match gone[0].details().unwrap() {
+        TrapDetails::Gid(65, g) => assert_eq!(g.gid, gid_of(&f, bystander.0)),
+        d => panic!("{d:?}"),
+    }
+    assert_eq!(gone[0].issuer_lid, f.nodes[f.sm_node].lid());
+    assert!(
+        rs.iter().any(|r| r.2.trap_number() == Some(128)),
+        "the switch's trap forwarded: {rs:?}"
+    );
+    for r in &rs {
+        assert!(sa
+            .handle_mad(sm.subnet(), all_traps.1, &report_resp(r.1), 0)
+            .is_ok());
+    }
+    assert_eq!(sa.subscriptions().1, 0, "each Report answered");
+    // A ReportResp to nothing is dropped.
+    assert_eq!(
+        sa.handle_mad(sm.subnet(), all_traps.1, &report_resp(0x1234_5678), 0),
+        Err(SaError::Unexpected)
+    );
+
+    // The victim goes and comes back: `watcher` hears 65 then 64 for it.
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(victim.0));
+    let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+    let to_watcher: Vec<_> = reports(&out)
+        .into_iter()
+        .filter(|r| r.0 == watcher.1)
+        .collect();
+    assert_eq!(to_watcher.len(), 1, "{to_watcher:?}");
+    assert_eq!(to_watcher[0].2.trap_number(), Some(65));
+    for r in reports(&out) {
+        sa.handle_mad(sm.subnet(), r.0, &report_resp(r.1), 0)
+            .unwrap();
+    }
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(victim.0));
+    let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+    let to_watcher: Vec<_> = reports(&out)
+        .into_iter()
+        .filter(|r| r.0 == watcher.1)
+        .collect();
+    assert_eq!(to_watcher.len(), 1, "{to_watcher:?}");
+    let (_, tid, n, issuer) = &to_watcher[0];
+    assert_eq!(n.trap_number(), Some(64));
+    assert_eq!(*issuer, gid_of(&f, f.sm_node), "the SM issues 64/65");
+    match n.details().unwrap() {
+        TrapDetails::Gid(64, g) => assert_eq!(g.gid, gid_of(&f, victim.0)),
+        d => panic!("{d:?}"),
+    }
+
+    // `watcher` answers; `all_traps` never does: its Report is sent again
+    // `report_retries` times, then it loses its subscription.
+    sa.handle_mad(sm.subnet(), watcher.1, &report_resp(*tid), 0)
+        .unwrap();
+    let cfg = SaConfig::default();
+    let unanswered = sa.subscriptions().1;
+    assert!(unanswered > 0);
+    let mut resent = 0;
+    let mut now = t / MS + 2_000;
+    while let Some(due) = sa.poll_timeout() {
+        now = now.max(due);
+        sa.handle_timeout(now);
+        let out = drain(&mut sa);
+        assert!(out.iter().all(|o| o.to == all_traps.1));
+        resent += out.len();
+    }
+    assert_eq!(resent, unanswered * cfg.report_retries as usize);
+    assert_eq!(sa.stats().subscribers_dropped, 1);
+    assert_eq!(sa.subscriptions(), (2, 0), "watcher's two remain");
+}
