@@ -352,17 +352,16 @@ impl Request<'_> {
         })
     }
 
-    /// The source end (the SGID's, the SLID's, or the requester's own)
-    /// and the component it was found by.
-    fn source(&self, q: &Query<'_>) -> Result<(Option<End>, u64), SaStatus> {
-        let s = q.subnet;
+    /// The one source the request names (the SGID's or the SLID's end),
+    /// if it names one, and the component it was found by.
+    fn source(&self, s: &Subnet) -> Result<Option<(Option<End>, u64)>, SaStatus> {
         Ok(if self.has(comp::SGID) {
             let e = end_by_gid(s, self.gid(SGID_AT)).ok_or(SaStatus::ReqInvalidGid)?;
-            (Some(e), 0)
+            Some((Some(e), 0))
         } else if self.has(comp::SLID) {
-            (end_by_lid(s, self.lid(SLID_AT)), comp::SLID)
+            Some((end_by_lid(s, self.lid(SLID_AT)), comp::SLID))
         } else {
-            (end_by_lid(s, q.from.lid), 0)
+            None
         })
     }
 
@@ -440,9 +439,11 @@ fn every_end(s: &Subnet) -> Vec<End> {
     v
 }
 
-/// The PathRecords of a GetTable: from the source (the SGID's or SLID's
-/// port, or else the requester's own) to the destination the request
-/// names, or to every end of the subnet when it names none.
+/// The PathRecords of a GetTable: from the source the request names (by
+/// SGID or SLID) to the destination it names, each side every end of the
+/// subnet when it names none — all pairs for an empty mask, as OpenSM
+/// answers (IBA 15.4 leaves it to the SA; OpenSM's "world" is what
+/// clients such as osmtest and saquery expect).
 pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
     if q.data.len() < PathRecord::SIZE {
         return Err(SaStatus::ReqInvalid);
@@ -452,13 +453,16 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
         mask: q.mask,
     };
     let s = q.subnet;
-    let (src, by_s) = r.source(q)?;
+    let (srcs, by_s): (Vec<End>, u64) = match r.source(s)? {
+        Some((e, by)) => (e.into_iter().collect(), by),
+        None => (every_end(s), 0),
+    };
     let (dests, by_d) = match r.destination(s)? {
         Some((d, by)) => (d.into_iter().collect(), by),
         None => (every_end(s), 0),
     };
     let mut out = Vec::new();
-    for src in src.iter() {
+    for src in &srcs {
         for dst in &dests {
             let Some(pr) = resolve(s, src, dst) else {
                 continue;
@@ -471,6 +475,89 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
                 return Err(SaStatus::NoResources);
             }
             out.push(b);
+        }
+    }
+    Ok((out, PathRecord::SIZE))
+}
+
+/// The PathRecords of a GetMulti(MultiPathRecord) (IBA 15.2.5.20): one
+/// path (the installed route; LMC 0 gives one) for each pair of the
+/// SGIDCount source and DGIDCount destination GIDs, at most NumbPath of
+/// them when the mask selects it, each within the request's SL, P_Key
+/// and MTU, rate and lifetime selectors.
+///
+/// Both counts must be in the mask (else "insufficient components"), at
+/// least one each and together no more than the record holds (else
+/// "invalid request"); a GID that is not an end port of the subnet — a
+/// multicast GID among them — is "invalid GID".
+pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
+    use mad_core::sa::path::MULTIPATH_GIDS;
+    use mad_core::sa::{MultiPathRecord, SaRecord};
+    let bit = |n: &str| MultiPathRecord::component(n).unwrap_or(0);
+    let has = |n: &str| q.mask & bit(n) != 0;
+    if !has("sgid_count") || !has("dgid_count") {
+        return Err(SaStatus::ReqInsufficientComponents);
+    }
+    let mp = MultiPathRecord::decode(q.data).map_err(|_| SaStatus::ReqInvalid)?;
+    let (ns, nd) = (usize::from(mp.sgid_count), usize::from(mp.dgid_count));
+    if ns == 0 || nd == 0 || ns + nd > MULTIPATH_GIDS {
+        return Err(SaStatus::ReqInvalid);
+    }
+    let s = q.subnet;
+    let ends = |gids: &[Gid]| -> Result<Vec<End>, SaStatus> {
+        gids.iter()
+            .map(|&g| end_by_gid(s, g).ok_or(SaStatus::ReqInvalidGid))
+            .collect()
+    };
+    let srcs = ends(&mp.gids[..ns])?;
+    let dsts = ends(&mp.gids[ns..ns + nd])?;
+    let most = if has("numb_path") && mp.numb_path > 0 {
+        usize::from(mp.numb_path)
+    } else {
+        q.max
+    };
+    let fits = |pr: &PathRecord| {
+        (!has("sl") || pr.sl == mp.sl)
+            && (!has("pkey") || pr.pkey.0 & 0x7FFF == mp.pkey.0 & 0x7FFF)
+            && (!has("reversible") || !mp.reversible || pr.reversible)
+            && [
+                ("mtu", "mtu_selector", mp.mtu, mp.mtu_selector, pr.mtu),
+                ("rate", "rate_selector", mp.rate, mp.rate_selector, pr.rate),
+                (
+                    "packet_life_time",
+                    "packet_life_time_selector",
+                    mp.packet_life_time,
+                    mp.packet_life_time_selector,
+                    pr.packet_life_time,
+                ),
+            ]
+            .iter()
+            .all(|&(v, sel, want, want_sel, ours)| {
+                !has(v)
+                    || selected(
+                        if has(sel) {
+                            want_sel
+                        } else {
+                            selector::EXACTLY
+                        },
+                        want,
+                        ours,
+                    )
+            })
+    };
+    let mut out = Vec::new();
+    for src in &srcs {
+        for dst in &dsts {
+            if out.len() >= most {
+                break;
+            }
+            let Some(pr) = resolve(s, src, dst).filter(|pr| fits(pr)) else {
+                continue;
+            };
+            let mut b = alloc::vec![0u8; PathRecord::SIZE];
+            if pr.encode(&mut b).is_ok() {
+                out.push(b);
+            }
         }
     }
     Ok((out, PathRecord::SIZE))

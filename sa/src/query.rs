@@ -1,14 +1,16 @@
 //! ComponentMask matching (IBA 15.2.4) and the records of the attributes
-//! that mirror SMP attributes: every candidate is built from what the SM
+//! that mirror SMP attributes (nodes, ports, links, switches, LFT blocks,
+//! GUIDs, P_Keys, the SM): every candidate is built from what the SM
 //! read, encoded, and compared with the query on each component the mask
 //! selects.
 
 use crate::{Addr, SaConfig};
 use alloc::vec::Vec;
-use mad_core::attr::NodeType;
+use mad_core::attr::{GuidInfo, LinearForwardingTable, NodeType, PKeyTable, SmInfo, SmState};
 use mad_core::field::get_bits;
 use mad_core::sa::{
-    ClassPortInfo, LinkRecord, NodeRecord, PortInfoRecord, SaRecord, SaStatus, SwitchInfoRecord,
+    ClassPortInfo, GuidInfoRecord, LinearForwardingTableRecord, LinkRecord, NodeRecord,
+    PKeyTableRecord, PortInfoRecord, SaRecord, SaStatus, SmInfoRecord, SwitchInfoRecord,
 };
 use mad_core::Lid;
 use smi::sm::{NodeId, SmNode, Subnet};
@@ -165,4 +167,96 @@ pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
         ..ClassPortInfo::default()
     };
     cpi.to_bytes().unwrap_or([0; 72])
+}
+
+/// The LIDs of every end port: each live node's port (a switch's port 0,
+/// a CA's port), with its port GUID, and each VM's VF LID with its vGUID.
+fn end_ports(s: &Subnet, f: &mut dyn FnMut(NodeId, &SmNode, Lid, u64)) {
+    for (id, n) in live(s) {
+        if let Some(e) = crate::path::end_by_lid(s, lid_of(n)) {
+            f(id, n, e.lid, e.gid.guid().0);
+        }
+        for vf in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
+            if let Some(e) = crate::path::end_by_lid(s, Lid(vf.lid)).filter(|e| e.node == id) {
+                f(id, n, e.lid, e.gid.guid().0);
+            }
+        }
+    }
+}
+
+/// One LinearForwardingTableRecord per block of each live switch, up to
+/// the block of the highest LID, as the SM installed it (unrouted entries
+/// 255).
+pub fn lft_records(s: &Subnet, f: &mut dyn FnMut(LinearForwardingTableRecord)) {
+    let top = s.max_lid().0;
+    for (_, id) in s.switch_nodes() {
+        let Some(n) = s.node(id).filter(|n| n.alive && n.lid != 0) else {
+            continue;
+        };
+        for block in 0..=top / 64 {
+            let mut port = [0xFFu8; 64];
+            for (i, p) in port.iter_mut().enumerate() {
+                let lid = block * 64 + i as u16;
+                if lid <= top {
+                    *p = s.installed_port(id, Lid(lid));
+                }
+            }
+            f(LinearForwardingTableRecord {
+                lid: lid_of(n),
+                block_num: block,
+                lft: LinearForwardingTable { port },
+            });
+        }
+    }
+}
+
+/// One GUIDInfoRecord per end port, block 0: its port GUID (a VM's vGUID
+/// at its VF's LID) in entry 0. The SM assigns no alias GUIDs, so the
+/// other entries are zero.
+pub fn guid_info_records(s: &Subnet, f: &mut dyn FnMut(GuidInfoRecord)) {
+    end_ports(s, &mut |_, _, lid, guid| {
+        let mut guids = [mad_core::Guid(0); 8];
+        guids[0] = mad_core::Guid(guid);
+        f(GuidInfoRecord {
+            lid,
+            block_num: 0,
+            guid_info: GuidInfo { guids },
+        });
+    });
+}
+
+/// One P_KeyTableRecord per end port, block 0: the default partition's
+/// full-member key, the only one while no partitions are configured (the
+/// SM leaves every port's table as the port came up; ibsim's and real
+/// HCAs' hold 0xFFFF at index 0).
+pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
+    end_ports(s, &mut |_, n, lid, _| {
+        let mut p_keys = [mad_core::PKey(0); 32];
+        p_keys[0] = mad_core::PKey(0xFFFF);
+        f(PKeyTableRecord {
+            lid,
+            block_num: 0,
+            port_num: if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            },
+            p_key_table: PKeyTable { p_keys },
+        });
+    });
+}
+
+/// The SM's own SMInfoRecord: the master, at the LID of its port.
+pub fn sm_info_record(s: &Subnet, cfg: &SaConfig, trusted: bool, act_count: u32) -> SmInfoRecord {
+    let me = s.node(NodeId(0));
+    SmInfoRecord {
+        lid: me.map_or(Lid(0), lid_of),
+        sm_info: SmInfo {
+            guid: me.map_or(mad_core::Guid(0), |n| n.info.port_guid),
+            sm_key: mad_core::MKey(if trusted { cfg.sm_key } else { 0 }),
+            act_count,
+            priority: cfg.sm_priority & 0xF,
+            sm_state: SmState::Master,
+        },
+    }
 }

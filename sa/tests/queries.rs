@@ -269,6 +269,32 @@ fn path_records_follow_the_installed_tables() {
     let req = ask(Method::GetTable, &q, mask::<PathRecord>(&["slid"]), 2);
     let (_, len, _) = table(&mut sa, &sm, me, &req, 1000);
     assert_eq!(len / 64, f.topo.nodes.len());
+    // Neither end: every pair, as OpenSM's "world"; only a destination:
+    // every source to it.
+    let n = f.topo.nodes.len();
+    let req = ask(Method::GetTable, &PathRecord::default(), 0, 4);
+    let (data, len, _) = table(&mut sa, &sm, me, &req, 1000);
+    assert_eq!(len / 64, n * n);
+    let mut pairs: Vec<(u16, u16)> = data
+        .chunks(64)
+        .map(|c| {
+            let p = PathRecord::decode(c).unwrap();
+            (p.slid.0, p.dlid.0)
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    assert_eq!(pairs.len(), n * n, "each pair once");
+    let q = PathRecord {
+        dlid: me.lid,
+        ..PathRecord::default()
+    };
+    let req = ask(Method::GetTable, &q, mask::<PathRecord>(&["dlid"]), 5);
+    let (data, len, _) = table(&mut sa, &sm, me, &req, 1000);
+    assert_eq!(len / 64, n);
+    assert!(data
+        .chunks(64)
+        .all(|c| PathRecord::decode(c).unwrap().dlid == me.lid));
     // An unknown GID: invalid GID.
     let q = PathRecord {
         dgid: mad_core::types::Gid::new(
@@ -318,7 +344,7 @@ fn what_the_sa_does_not_do_is_refused_with_the_right_status() {
         exchange(&mut sa, &sm, me, &set, 0)[0].header.status(),
         Status::UNSUPPORTED_METHOD_ATTR
     );
-    let sr = ask(Method::GetTable, &PKeyTableRecord::default(), 0, 2);
+    let sr = ask(Method::GetTable, &VlArbitrationTableRecord::default(), 0, 2);
     assert_eq!(
         exchange(&mut sa, &sm, me, &sr, 0)[0].header.status(),
         Status::UNSUPPORTED_METHOD_ATTR
@@ -498,4 +524,202 @@ fn a_flood_is_bounded() {
         .filter(|t| SaMad::parse(&t.mad).unwrap().sa_status() == SaStatus::NoResources)
         .count();
     assert_eq!(refused, 12);
+}
+
+/// The records of a GetTable whose answer fits whatever number of
+/// segments, from an SA that sends them all at once; `method` the answer
+/// must carry.
+fn all_at_once(sa: &mut Sa, sm: &Sm, from: Addr, req: &[u8], method: Method) -> Vec<Vec<u8>> {
+    let segs = exchange(sa, sm, from, req, 0);
+    assert!(!segs.is_empty());
+    let first = &segs[0];
+    assert_eq!(first.sa_status(), SaStatus::Ok, "{first:?}");
+    assert_eq!(first.method(), method);
+    let stride = first.sa.attribute_offset as usize * 8;
+    if stride == 0 {
+        return Vec::new();
+    }
+    let mut data: Vec<u8> = segs.iter().flat_map(|s| s.data).collect();
+    data.truncate(first.rmpp.payload_length_or_window as usize - 20 * segs.len());
+    data.chunks(stride).map(|c| c.to_vec()).collect()
+}
+
+fn sa_at_once() -> Sa {
+    Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    })
+}
+
+#[test]
+fn forwarding_guid_pkey_and_sm_records_say_what_the_sm_installed() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = sa_at_once();
+    let me = host(&f);
+    let key = SaConfig::default().sm_key;
+    let top = f.topo.nodes.len() as u16;
+
+    // LFT blocks: each entry the port the simulated switch forwards by.
+    let req = ask(
+        Method::GetTable,
+        &LinearForwardingTableRecord::default(),
+        0,
+        1,
+    );
+    let recs = all_at_once(&mut sa, &sm, me, &req, Method::GetTableResp);
+    let switches: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == mad_core::attr::NodeType::Switch)
+        .collect();
+    assert_eq!(recs.len(), switches.len() * (usize::from(top) / 64 + 1));
+    for r in &recs {
+        let r = LinearForwardingTableRecord::decode(r).unwrap();
+        let sw = switches
+            .iter()
+            .copied()
+            .find(|&i| f.nodes[i].lid() == r.lid)
+            .expect("a switch's LID");
+        for (k, &port) in r.lft.port.iter().enumerate() {
+            let lid = r.block_num * 64 + k as u16;
+            if lid == 0 || lid > top {
+                assert_eq!(port, 0xFF, "LID {lid} is nobody's");
+            } else {
+                assert_eq!(port, f.nodes[sw].lft_port(Lid(lid)), "LID {lid}");
+            }
+        }
+    }
+    // No multicast programmed: no MFT block.
+    let req = ask(
+        Method::GetTable,
+        &MulticastForwardingTableRecord::default(),
+        0,
+        2,
+    );
+    assert!(all_at_once(&mut sa, &sm, me, &req, Method::GetTableResp).is_empty());
+
+    // GUIDInfo: each end port's GUID at index 0, by its LID.
+    let req = ask(Method::GetTable, &GuidInfoRecord::default(), 0, 3);
+    let recs = all_at_once(&mut sa, &sm, me, &req, Method::GetTableResp);
+    assert_eq!(recs.len(), f.nodes.len());
+    for r in &recs {
+        let r = GuidInfoRecord::decode(r).unwrap();
+        let i = (0..f.nodes.len())
+            .find(|&i| f.nodes[i].lid() == r.lid)
+            .unwrap();
+        let n = &f.topo.nodes[i];
+        let port = u64::from(n.kind == mad_core::attr::NodeType::ChannelAdapter);
+        assert_eq!(r.guid_info.guids[0].0, n.guid + port);
+        assert!(r.guid_info.guids[1..].iter().all(|g| g.0 == 0));
+    }
+
+    // P_Key tables: refused to the untrusted, the default key to others.
+    let req = ask(Method::GetTable, &PKeyTableRecord::default(), 0, 4);
+    let r = exchange(&mut sa, &sm, me, &req, 0);
+    assert_eq!(r[0].sa_status(), SaStatus::ReqDenied);
+    let mut trusted = SaMad::parse(&req).unwrap();
+    trusted.sa.sm_key = key;
+    let recs = all_at_once(&mut sa, &sm, me, &trusted.to_bytes(), Method::GetTableResp);
+    assert_eq!(recs.len(), f.nodes.len());
+    for r in &recs {
+        let r = PKeyTableRecord::decode(r).unwrap();
+        assert_eq!(r.p_key_table.p_keys[0].0, 0xFFFF);
+    }
+
+    // The SM's SMInfoRecord: master at its LID, its key to the trusted.
+    let req = ask(Method::Get, &SmInfoRecord::default(), 0, 5);
+    let r = exchange(&mut sa, &sm, me, &req, 0);
+    assert_eq!(r[0].sa_status(), SaStatus::Ok);
+    let rec: SmInfoRecord = r[0].record().unwrap();
+    assert_eq!(rec.lid, f.nodes[f.sm_node].lid());
+    assert_eq!(rec.sm_info.sm_state, mad_core::attr::SmState::Master);
+    assert_eq!(rec.sm_info.sm_key.0, 0);
+    let mut q = SmInfoRecord::default();
+    q.sm_info.priority = 5;
+    let req = ask(Method::GetTable, &q, mask::<SmInfoRecord>(&["priority"]), 6);
+    assert!(all_at_once(&mut sa, &sm, me, &req, Method::GetTableResp).is_empty());
+    let mut t = SaMad::parse(&ask(Method::Get, &SmInfoRecord::default(), 0, 7)).unwrap();
+    t.sa.sm_key = key;
+    let r = exchange(&mut sa, &sm, me, &t.to_bytes(), 0);
+    assert_eq!(r[0].record::<SmInfoRecord>().unwrap().sm_info.sm_key.0, key);
+}
+
+#[test]
+fn multipath_records_are_the_paths_of_every_pair() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = sa_at_once();
+    let me = host(&f);
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .collect();
+    let gid = |i: usize| {
+        mad_core::Gid::new(
+            mad_core::Gid::DEFAULT_PREFIX,
+            mad_core::Guid(f.topo.nodes[i].guid + 1),
+        )
+    };
+    let mut mp = MultiPathRecord {
+        sgid_count: 2,
+        dgid_count: 2,
+        ..MultiPathRecord::default()
+    };
+    mp.gids[..4].copy_from_slice(&[gid(cas[0]), gid(cas[1]), gid(cas[2]), gid(cas[3])]);
+    let counts = mask::<MultiPathRecord>(&["sgid_count", "dgid_count"]);
+    let recs = all_at_once(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::GetMulti, &mp, counts, 1),
+        Method::GetMultiResp,
+    );
+    assert_eq!(recs.len(), 4);
+    for (k, r) in recs.iter().enumerate() {
+        let p = PathRecord::decode(r).unwrap();
+        let (s, d) = (cas[k / 2], cas[2 + k % 2]);
+        assert_eq!((p.sgid, p.dgid), (gid(s), gid(d)));
+        assert_eq!((p.slid, p.dlid), (f.nodes[s].lid(), f.nodes[d].lid()));
+        // The same record a PathRecord Get gives.
+        let q = PathRecord {
+            sgid: gid(s),
+            dgid: gid(d),
+            ..PathRecord::default()
+        };
+        let one = exchange(
+            &mut sa,
+            &sm,
+            me,
+            &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 9),
+            0,
+        );
+        assert_eq!(&one[0].data[..64], &r[..]);
+    }
+    // NumbPath bounds them.
+    mp.numb_path = 2;
+    let with_n = counts | mask::<MultiPathRecord>(&["numb_path"]);
+    let recs = all_at_once(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::GetMulti, &mp, with_n, 2),
+        Method::GetMultiResp,
+    );
+    assert_eq!(recs.len(), 2);
+    // Refusals: no counts, one count, a multicast GID.
+    let status = |sa: &mut Sa, mp: &MultiPathRecord, m: u64| {
+        exchange(sa, &sm, me, &ask(Method::GetMulti, mp, m, 3), 0)[0].sa_status()
+    };
+    assert_eq!(status(&mut sa, &mp, 0), SaStatus::ReqInsufficientComponents);
+    assert_eq!(
+        status(&mut sa, &mp, mask::<MultiPathRecord>(&["sgid_count"])),
+        SaStatus::ReqInsufficientComponents
+    );
+    let mut mc = mp;
+    mc.gids[2] = mad_core::Gid([
+        0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+    ]);
+    assert_eq!(status(&mut sa, &mc, counts), SaStatus::ReqInvalidGid);
+    let mut zero = mp;
+    zero.dgid_count = 0;
+    assert_eq!(status(&mut sa, &zero, counts), SaStatus::ReqInvalid);
+    let mut over = mp;
+    over.sgid_count = 10;
+    assert_eq!(status(&mut sa, &over, counts), SaStatus::ReqInvalid);
 }
