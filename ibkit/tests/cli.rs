@@ -497,6 +497,19 @@ fn nonsense_numbers_are_refused_with_their_range() {
             "longer than its 64 bytes",
         ),
         (
+            &["sa", "inform", "--subscribe", "--trap", "0x10000"][..],
+            "does not fit 16 bits",
+        ),
+        (
+            &["sa", "inform", "--subscribe", "--listen", "0"][..],
+            "1..=86400",
+        ),
+        (&["sa", "inform", "--count", "3"][..], "--subscribe"),
+        (
+            &["sa", "inform", "--subscribe", "x=1"][..],
+            "cannot be used",
+        ),
+        (
             &["sim", "--hop-ns", "18446744073709551615"][..],
             "0..=1000000000",
         ),

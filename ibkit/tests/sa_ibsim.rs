@@ -639,3 +639,87 @@ fn osmtest_validates_ibkits_sa() {
     assert!(clean, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A host subscribes with `ibkit sa inform --subscribe --trap 144`; then
+/// infiniband-diags' `ibportstate` changes another host's LinkWidthEnabled,
+/// ibsim traps 144 to the SM, and ibkit's SA forwards it as a Report: the
+/// subscriber prints it (the issuer the changed port), answers it, and
+/// unsubscribes, leaving no InformInfoRecord behind.
+#[test]
+fn a_subscriber_hears_the_trap_ibportstate_causes() {
+    if !peers_here() {
+        return;
+    }
+    if !std::path::Path::new("/usr/sbin/ibportstate").exists() {
+        skip("sa_ibsim", "infiniband-diags' ibportstate is not installed");
+        return;
+    }
+    let _serial = one_at_a_time();
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-sa-inform-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let sm = start_sm(&sim);
+    let cas: Vec<&str> = topo
+        .nodes
+        .iter()
+        .filter(|n| n.ports == 1)
+        .map(|n| n.name.as_str())
+        .collect();
+    let (listener, changed, tool) = (cas[1], cas[2], cas[3]);
+    let sub = sim
+        .client_on(env!("CARGO_BIN_EXE_ibkit"), listener)
+        .args(["sa", "inform", "--subscribe", "--trap", "144"])
+        .args(["--count", "1", "--listen", "30", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Subscribed once the SA lists it.
+    let t = Instant::now();
+    loop {
+        let (code, v, err) = ibkit_sa(&sim, tool, &["inform"]);
+        assert_eq!(code, 0, "{err}");
+        let recs = v["records"].as_array().unwrap();
+        if recs
+            .iter()
+            .any(|r| r["inform_info"]["trap_number_or_device_id"] == 144)
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "never subscribed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The changed host's LID, as ibaddr tells it.
+    let out = sim.client_on("ibaddr", changed).arg("-L").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lid: u16 = text
+        .split_whitespace()
+        .skip_while(|w| *w != "start")
+        .nth(1)
+        .and_then(|h| u16::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| panic!("ibaddr: {text}"));
+    let out = sim
+        .client_on("ibportstate", tool)
+        .args([&lid.to_string(), "1", "width", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let got = sub.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        got.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(report["trap_number_or_device_id"], 144, "{report}");
+    assert_eq!(report["issuer_lid"], lid, "{report}");
+    assert_eq!(report["details"]["lid"], lid, "{report}");
+    // It unsubscribed on its way out.
+    let (_, v, _) = ibkit_sa(&sim, tool, &["inform"]);
+    assert_eq!(v["records"].as_array().unwrap().len(), 0, "{v}");
+    let (clean, out) = sm.stop(Duration::from_secs(5));
+    assert!(clean, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,7 @@
 use crate::simport::SimPort;
 use crate::{check_simulator, open_bounded, SmdError};
 use mad_core::mad::Method;
+use mad_core::notice::Notice;
 use mad_core::sa::path::comp;
 use mad_core::sa::{PathRecord, SaAttributeId, SaMad, SaRecord};
 use sa::{Received, Receiver};
@@ -239,9 +240,17 @@ impl SaClient {
     /// Opens port `port` (0: the first active) of CA `ca` (`None`: the
     /// first) with an SA agent (class version 2, no kernel RMPP).
     pub fn open(ca: Option<String>, port: u8) -> Result<SaClient, SmdError> {
+        SaClient::open_with(ca, port, false)
+    }
+
+    /// As [`SaClient::open`]; with `reports`, the agent also takes the
+    /// SA's Reports (unsolicited, so one agent per port may).
+    pub fn open_with(ca: Option<String>, port: u8, reports: bool) -> Result<SaClient, SmdError> {
         check_simulator()?;
         let mut port = open_bounded(ca, port, Duration::from_secs(20))?;
-        let agent = port.register(0x03, sa::SA_CLASS_VERSION, &[])?;
+        // 0x06: SubnAdmReport.
+        let methods: &[u8] = if reports { &[0x06] } else { &[] };
+        let agent = port.register(0x03, sa::SA_CLASS_VERSION, methods)?;
         let (sm_lid, lid, guid) = (port.attr().sm_lid, port.attr().lid, port.attr().guid);
         Ok(SaClient {
             tail_damaged: std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim")),
@@ -257,7 +266,14 @@ impl SaClient {
     /// node `node` (`None`: its first CA), without libumad2sim (see
     /// [`crate::simport`] for why).
     pub fn attach_sim(base: &str, node: Option<&str>) -> Result<SaClient, SmdError> {
-        let p = SimPort::attach(base, node)?;
+        SaClient::attach_sim_qp(base, node, 1)
+    }
+
+    /// As [`SaClient::attach_sim`], on QP `qp` (see
+    /// [`SimPort::attach_qp`]: a client that subscribes to Reports needs
+    /// a QP above 1 on ibsim).
+    pub fn attach_sim_qp(base: &str, node: Option<&str>, qp: u32) -> Result<SaClient, SmdError> {
+        let p = SimPort::attach_qp(base, node, qp)?;
         Ok(SaClient {
             sm_lid: p.sm_lid,
             lid: p.lid,
@@ -266,6 +282,45 @@ impl SaClient {
             tail_damaged: false,
             next_tid: 1,
         })
+    }
+
+    /// Takes the SA's Reports until `until` or until `most` came: each
+    /// is answered with its ReportResp and handed to `f` (the notice, and
+    /// the issuer's GID that follows it). How many came.
+    pub fn reports(
+        &mut self,
+        until: Instant,
+        most: usize,
+        f: &mut dyn FnMut(&Notice, &[u8; 16]),
+    ) -> Result<usize, SmdError> {
+        let mut n = 0;
+        while n < most {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let Some((mad, _)) = self.recv(left.as_millis().max(1) as u64)? else {
+                continue;
+            };
+            let Ok(m) = SaMad::parse(&mad) else {
+                continue;
+            };
+            if m.method() != Method::Report || m.attribute_id() != SaAttributeId::Notice {
+                continue;
+            }
+            let mut resp = m.clone();
+            resp.header.method = Method::ReportResp.into();
+            resp.header.status.set(0);
+            self.send(&resp.to_bytes())?;
+            let Ok(notice) = Notice::decode(&m.data[..64]) else {
+                continue;
+            };
+            let mut issuer = [0u8; 16];
+            issuer.copy_from_slice(&m.data[64..80]);
+            n += 1;
+            f(&notice, &issuer);
+        }
+        Ok(n)
     }
 
     fn send(&mut self, mad: &[u8]) -> Result<(), SmdError> {

@@ -49,6 +49,8 @@ pub struct SimPort {
     pub sm_lid: u16,
     /// The port's GUID.
     pub guid: u64,
+    /// The QP it sends from and receives requests on.
+    pub qp: u32,
 }
 
 fn io(what: &str, e: std::io::Error) -> SmdError {
@@ -59,6 +61,14 @@ impl SimPort {
     /// Attaches to the simulator on socket base `base` at node `node`
     /// (`None`: the simulator's first CA) as a GS client on QP 1.
     pub fn attach(base: &str, node: Option<&str>) -> Result<SimPort, SmdError> {
+        SimPort::attach_qp(base, node, 1)
+    }
+
+    /// As [`SimPort::attach`], on QP `qp`. ibsim hands a client requests
+    /// (an SA's Reports among them) only on the QP it attached with, and
+    /// on QP 0 and 1 only to the port's SM: a client that must receive
+    /// them attaches with a QP of its own (above 1).
+    pub fn attach_qp(base: &str, node: Option<&str>, qp: u32) -> Result<SimPort, SmdError> {
         let me = std::process::id();
         let sock =
             UnixDatagram::bind_addr(&addr(&ibsim::in_name(base, me)).map_err(|e| io("name", e))?)
@@ -75,11 +85,12 @@ impl SimPort {
             lid: 0,
             sm_lid: 0,
             guid: 0,
+            qp,
         };
         let mut data = [0u8; 64];
         ClientInfo {
             id: me,
-            qp: 1,
+            qp,
             issm: false,
             nodeid: node.unwrap_or("").to_string(),
         }
@@ -131,7 +142,7 @@ impl SimPort {
         Ok(r)
     }
 
-    /// Sends `mad` to QP `dqp` at `dlid`, from QP 1.
+    /// Sends `mad` to QP `dqp` at `dlid`, from its QP.
     pub fn send(&self, dlid: u16, dqp: u32, mad: &[u8]) -> Result<(), SmdError> {
         let mut m = [0u8; 256];
         let n = mad.len().min(256);
@@ -140,7 +151,7 @@ impl SimPort {
             dlid,
             slid: 0,
             dqp,
-            sqp: 1,
+            sqp: self.qp,
             status: 0,
             length: 256,
             mad: m,

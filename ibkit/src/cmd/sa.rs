@@ -10,8 +10,8 @@ use fabric::mads::dissect::fields_json;
 use mad_core::field::{FieldDesc, Fields, Value};
 use mad_core::mad::Method;
 use mad_core::sa::{
-    AnyRecord, ClassPortInfo, InformInfoRecord, LinkRecord, McMemberRecord, NodeRecord, PathRecord,
-    PortInfoRecord, SaAttributeId, SaRecord, SaStatus, ServiceRecord, SwitchInfoRecord,
+    AnyRecord, ClassPortInfo, InformInfo, InformInfoRecord, LinkRecord, McMemberRecord, NodeRecord,
+    PathRecord, PortInfoRecord, SaAttributeId, SaRecord, SaStatus, ServiceRecord, SwitchInfoRecord,
     SA_DATA_SIZE,
 };
 use serde_json::json;
@@ -114,7 +114,29 @@ pub enum SaWhat {
     Inform {
         /// Filters: component=value, or a subscriber GID.
         filters: Vec<String>,
+        /// Subscribe (SubnAdmSet(InformInfo)) to the generic trap
+        /// `--trap` from every LID, print each Report as it comes (and
+        /// answer it), then unsubscribe.
+        #[arg(long, conflicts_with = "filters")]
+        subscribe: bool,
+        /// With --subscribe: the trap number (0xffff: every trap).
+        #[arg(long, default_value = "0xffff", value_parser = parse_u16, requires = "subscribe")]
+        trap: u16,
+        /// With --subscribe: seconds to listen for Reports.
+        #[arg(long, default_value_t = 10, requires = "subscribe",
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        listen: u64,
+        /// With --subscribe: stop after this many Reports; fewer by the
+        /// end of --listen is a failed check (exit 1).
+        #[arg(long, requires = "subscribe",
+              value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        count: Option<u64>,
     },
+}
+
+fn parse_u16(s: &str) -> Result<u16, String> {
+    let v = parse_u64(s)?;
+    u16::try_from(v).map_err(|_| format!("{s} does not fit 16 bits"))
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -302,7 +324,7 @@ fn query(what: &SaWhat) -> Result<Query, String> {
             q.filters(filters, &first("mgid"))?;
             q
         }
-        SaWhat::Inform { filters } => {
+        SaWhat::Inform { filters, .. } => {
             let mut q = Query::of::<InformInfoRecord>(Method::GetTable);
             q.filters(filters, &first("subscriber_gid"))?;
             q
@@ -373,8 +395,136 @@ fn dump(out: &mut String, name: &str, f: &dyn Fields) {
     fields(out, f);
 }
 
+/// The subscription `ibkit sa inform --subscribe` sends: generic trap
+/// `trap` from any LID, any type and producer; `subscribe` 1 or 0.
+fn inform_info(trap: u16, subscribe: u8) -> [u8; InformInfo::SIZE] {
+    let ii = InformInfo {
+        lid_range_begin: mad_core::Lid(0xFFFF),
+        is_generic: 1,
+        subscribe,
+        notice_type: 0xFFFF,
+        trap_number_or_device_id: trap,
+        resp_time_value: 18,
+        producer_type_or_vendor_id: 0xFF_FFFF,
+        ..InformInfo::default()
+    };
+    ii.to_bytes().unwrap_or([0; InformInfo::SIZE])
+}
+
+/// `ibkit sa inform --subscribe`: subscribes, prints each Report (and
+/// answers it) for `listen` seconds or `count` Reports, unsubscribes.
+fn subscribe(a: &SaArgs, trap: u16, listen: u64, count: Option<u64>) -> super::Outcome {
+    let sock = std::env::var("IBSIM_SOCKNAME")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let direct = match a.transport.as_str() {
+        "ibsim" => true,
+        "umad" => false,
+        _ => sock.is_some(),
+    };
+    let mut c = if direct {
+        let host = a
+            .sim_host
+            .clone()
+            .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty()));
+        // ibsim hands requests on QP 0 and 1 to the SM's client only:
+        // Reports come to a QP of this process's own.
+        let qp = 0x100 + std::process::id() % 0xF000;
+        SaClient::attach_sim_qp(sock.as_deref().unwrap_or("sim"), host.as_deref(), qp)?
+    } else {
+        SaClient::open_with(a.ca.clone(), a.port, true)?
+    };
+    let opts = QueryOpts {
+        timeout_ms: a.timeout_ms,
+        attempts: a.attempts,
+        sm_key: a.sm_key,
+        ..QueryOpts::default()
+    };
+    let set = |c: &mut SaClient, on: u8| -> Result<(), super::Fail> {
+        let ans = c.query(
+            Method::Set,
+            SaAttributeId::InformInfo,
+            0,
+            &inform_info(trap, on),
+            opts,
+        )?;
+        let st = ans.head.header.status();
+        if st.is_ok() {
+            return Ok(());
+        }
+        Err(super::Fail::Check(format!(
+            "the SA at LID {} refused to {}subscribe: {} ({:#06x})",
+            c.sm_lid,
+            if on == 1 { "" } else { "un" },
+            SaStatus::of(st).name().unwrap_or("MAD status"),
+            st.0
+        )))
+    };
+    set(&mut c, 1)?;
+    if !a.json {
+        println!(
+            "subscribed to trap {} at the SA (LID {}); listening {listen} s",
+            if trap == 0xFFFF {
+                "any".to_string()
+            } else {
+                trap.to_string()
+            },
+            c.sm_lid
+        );
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(listen);
+    let most = count.map_or(usize::MAX, |n| n as usize);
+    let json = a.json;
+    let got = c.reports(until, most, &mut |n, issuer| {
+        let details = n.details().ok();
+        if json {
+            let mut o = fields_json(n);
+            o.insert(
+                "issuer_gid".into(),
+                json!(std::net::Ipv6Addr::from(*issuer).to_string()),
+            );
+            if let Some(d) = &details {
+                o.insert(
+                    "details".into(),
+                    serde_json::Value::Object(fields_json(d.fields())),
+                );
+            }
+            println!("{}", serde_json::Value::Object(o));
+        } else {
+            let mut out = String::new();
+            dump(&mut out, "Report: Notice", n);
+            if let Some(d) = &details {
+                dump(&mut out, "Notice details", d.fields());
+            }
+            let _ = writeln!(
+                out,
+                "\t\tissuer_gid..............{}",
+                std::net::Ipv6Addr::from(*issuer)
+            );
+            print!("{out}");
+        }
+    })?;
+    let left = set(&mut c, 0);
+    if let Some(n) = count {
+        super::check(got as u64 >= n, || {
+            format!("{got} of {n} Report(s) arrived in {listen} s")
+        })?;
+    }
+    left
+}
+
 /// Runs `ibkit sa`.
 pub fn run(a: &SaArgs) -> super::Outcome {
+    if let SaWhat::Inform {
+        subscribe: true,
+        trap,
+        listen,
+        count,
+        ..
+    } = a.what
+    {
+        return subscribe(a, trap, listen, count);
+    }
     // The filters are checked before the port is opened.
     let mut q = query(&a.what)?;
     let sock = std::env::var("IBSIM_SOCKNAME")
