@@ -1,17 +1,21 @@
 //! ibkit's SA (`sa::Sa`) under what hosts send it: arbitrary MADs (read
-//! as requests, RMPP ACKs, STOPs and ABORTs) from a few requesters,
-//! interleaved with time passing and answers polled or left queued, over
-//! a subnet ibkit's SM brought up. Nothing may panic; the SA's queue and
-//! transfers stay within their bounds; every answer is a well-formed SA
-//! MAD to the requester that asked.
+//! as requests — Sets and Deletes of services and subscriptions among
+//! them —, RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
+//! requesters, interleaved with time passing, traps the SM forwards (the
+//! same bytes read as a notice), and answers polled or left queued, over
+//! a subnet ibkit's SM brought up. Nothing may panic; the SA's queue,
+//! transfers, services and subscriptions stay within their bounds; every
+//! answer is a well-formed SA MAD to the requester that asked, and every
+//! Report goes to one of the requesters.
 #![no_main]
 
 use fabric::sim::{bring_up, SimConfig};
 use libfuzzer_sys::fuzz_target;
+use mad_core::notice::Notice;
 use mad_core::sa::SaMad;
-use mad_core::Lid;
+use mad_core::{Lid, Method};
 use sa::{Addr, Sa, SaConfig};
-use smi::sm::{Sm, SmConfig};
+use smi::sm::{Sm, SmConfig, SmEvent};
 use std::sync::OnceLock;
 
 fn subnet() -> &'static Sm {
@@ -56,6 +60,19 @@ fuzz_target!(|data: &[u8]| {
             let _ = sa.handle_mad(sm.subnet(), from, &r, now);
         }
         assert!(sa.transfers() <= cfg.max_transfers);
+        assert!(sa.services() <= sa::service::MAX_SERVICES);
+        let (subs, pending) = sa.subscriptions();
+        assert!(subs <= sa::inform::MAX_SUBSCRIPTIONS && pending <= sa::inform::MAX_PENDING);
+        if ctl & 0x08 != 0 {
+            if let Ok(notice) = Notice::decode(mad) {
+                let e = SmEvent::Trap {
+                    issuer: notice.issuer_lid,
+                    number: notice.trap_number(),
+                    notice,
+                };
+                sa.handle_event(sm.subnet(), &e, now);
+            }
+        }
         now += u64::from(ctl & 0x3C);
         if ctl & 0x20 != 0 {
             sa.handle_timeout(now);
@@ -63,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
         if ctl & 0x10 != 0 {
             while let Some(t) = sa.poll_transmit() {
                 let m = SaMad::parse(&t.mad).expect("an answer is an SA MAD");
-                assert!(m.header.is_response());
+                assert!(m.header.is_response() || m.method() == Method::Report);
                 assert!((24..=256).contains(&t.len));
                 assert!((1..=4).contains(&t.to.lid.0));
             }
