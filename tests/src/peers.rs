@@ -294,6 +294,11 @@ impl Served {
         &self.sock
     }
 
+    /// A command that runs `program` as a client attached at node `host`.
+    pub fn client_on(&self, program: impl AsRef<std::ffi::OsStr>, host: &str) -> Command {
+        umad2sim_client(program.as_ref(), &self.sock, host)
+    }
+
     /// Sends a control command (see `ibkit fabric ctl`).
     pub fn ctl(&self, command: &str) -> Result<String, String> {
         fabric::serve::ctl(&self.sock, command).map_err(|e| e.to_string())

@@ -78,6 +78,13 @@ const REAP_EVERY: Duration = Duration::from_secs(1);
 const CONVERSE: Duration = Duration::from_millis(10);
 /// How long a conversation waits for the client's next request.
 const QUIET: Duration = Duration::from_millis(2);
+/// How long a client's full socket may hold its datagrams back without
+/// taking one before it loses its slot (an SA's answer of many RMPP
+/// segments fills a socket queue of 10 in one go; a reading client
+/// empties it within milliseconds).
+const HOLD: Duration = Duration::from_secs(2);
+/// Datagrams held for one client at most; past this it loses its slot.
+const HOLD_MAX: usize = 16384;
 
 /// The client sockets, as a session's [`Transport`].
 struct Sockets {
@@ -116,6 +123,9 @@ struct Server {
     ctl: UnixDatagram,
     control: UnixDatagram,
     inbox: RecvBatch,
+    /// Per slot: datagrams its full socket did not take yet, and since
+    /// when it has taken none.
+    held: Vec<(Vec<[u8; crate::ibsim::REQ_SIZE]>, Instant)>,
     answer_delay: Duration,
     cmsg: Vec<u8>,
     last_reap: Instant,
@@ -155,6 +165,9 @@ pub fn serve(fabric: Fabric, cfg: &ServeConfig) -> Result<(), SocketError> {
         ctl,
         control,
         inbox: RecvBatch::new(),
+        held: (0..MAX_CLIENTS)
+            .map(|_| (Vec::new(), Instant::now()))
+            .collect(),
         answer_delay: cfg.answer_delay,
         cmsg: sys::cmsg_space(),
         last_reap: Instant::now(),
@@ -176,7 +189,17 @@ impl Server {
             fds.push(self.ctl.as_raw_fd());
             fds.push(self.control.as_raw_fd());
             fds.extend(slots.iter().map(|&i| self.socks.outs[i].as_raw_fd()));
-            sys::poll(&fds, &mut readable, REAP_EVERY).map_err(io("poll"))?;
+            // Datagrams held for a full socket are offered again soon.
+            let holding = self.held.iter().any(|(h, _)| !h.is_empty());
+            let wait = if holding {
+                Duration::from_millis(1)
+            } else {
+                REAP_EVERY
+            };
+            sys::poll(&fds, &mut readable, wait).map_err(io("poll"))?;
+            if holding {
+                self.flush();
+            }
             if self.last_reap.elapsed() >= REAP_EVERY {
                 self.last_reap = Instant::now();
                 self.session.reap(&mut self.socks);
@@ -320,36 +343,52 @@ impl Server {
         self.session.count_batch(ready - read_at, send_at.elapsed());
     }
 
-    /// Sends every client what the session queued for it; a client whose
-    /// queue stays full loses its slot.
+    /// Sends every client what the session queued for it. What a full
+    /// socket does not take is held and offered again; a client that takes
+    /// nothing for [`HOLD`], or falls [`HOLD_MAX`] datagrams behind, loses
+    /// its slot.
     fn flush(&mut self) {
-        if !self.session.has_output() {
+        let holding = self.held.iter().any(|(h, _)| !h.is_empty());
+        if !self.session.has_output() && !holding {
             return;
         }
         for slot in 0..MAX_CLIENTS {
-            let msgs = self.session.take_outbox(slot);
-            if msgs.is_empty() {
+            let fresh = self.session.take_outbox(slot);
+            let (held, since) = &mut self.held[slot];
+            if !self.session.is_attached(slot) {
+                // Dropped or gone: what it was owed goes with it (a
+                // dropped client's ECONNRESET answers are fresh).
+                held.clear();
+            }
+            if held.is_empty() && fresh.is_empty() {
                 continue;
             }
-            let fd = self.socks.outs[slot].as_raw_fd();
-            let mut sent = sys::send_batch(fd, &msgs);
-            if let Ok(k) = sent {
-                if k < msgs.len() {
-                    // The client's queue is full: ibsim would retry; so
-                    // do we, briefly.
-                    std::thread::sleep(Duration::from_micros(200));
-                    sent = sys::send_batch(fd, &msgs[k..]).and_then(|j| {
-                        if k + j == msgs.len() {
-                            Ok(msgs.len())
-                        } else {
-                            Err(std::io::Error::from(ErrorKind::WouldBlock))
-                        }
-                    });
-                }
+            if held.is_empty() {
+                *since = Instant::now();
             }
-            if let Err(e) = sent {
-                self.session
-                    .drop_client(slot, &format!("its socket takes no more ({e})"));
+            held.extend(fresh);
+            let fd = self.socks.outs[slot].as_raw_fd();
+            let why: Option<String> = match sys::send_batch(fd, held) {
+                Ok(k) => {
+                    if k > 0 {
+                        held.drain(..k);
+                        *since = Instant::now();
+                    }
+                    if held.is_empty() {
+                        None
+                    } else if held.len() > HOLD_MAX {
+                        Some(format!("{} datagrams behind", held.len()))
+                    } else if since.elapsed() > HOLD {
+                        Some(format!("its socket took nothing for {HOLD:?}"))
+                    } else {
+                        None
+                    }
+                }
+                Err(e) => Some(format!("its socket takes no more ({e})")),
+            };
+            if let Some(why) = why {
+                held.clear();
+                self.session.drop_client(slot, &why);
             }
         }
     }

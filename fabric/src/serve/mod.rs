@@ -215,6 +215,8 @@ pub struct ServeStats {
     pub unlogged: u64,
     /// Traps delivered to SM clients.
     pub traps: u64,
+    /// GS MADs (SA and other classes) forwarded between clients.
+    pub gs_forwarded: u64,
     /// Clients dropped because they stopped reading or were gone.
     pub dropped: u64,
     /// Batches served: reads of client datagrams answered together.

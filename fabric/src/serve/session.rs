@@ -43,6 +43,9 @@ struct Client {
     id: u32,
     node: usize,
     issm: bool,
+    /// The QP it attached with: GS requests to that QP at its node come
+    /// to it (QP 0 and 1: only to the node's SM client, as in ibsim).
+    qp: u32,
     /// Requests in the fabric, by the transaction ID the server gave them,
     /// each as the client sent it. A client keeps few in flight (OpenSM:
     /// max_wire_smps, 4 by default), so a list is quicker than a map.
@@ -90,7 +93,15 @@ pub struct Session {
     outbox: Vec<Vec<[u8; REQ_SIZE]>>,
     log: RateLimit,
     started: Instant,
+    /// GS requests forwarded, newest last: (TID, requester's slot,
+    /// requester's node), so that the responses — an RMPP answer is many
+    /// with one TID — find their way back. At most [`GS_REMEMBERED`].
+    gs_asked: std::collections::VecDeque<(u64, usize, usize)>,
 }
+
+/// GS requests remembered for their responses; the oldest is forgotten
+/// past this.
+pub const GS_REMEMBERED: usize = 4096;
 
 impl Session {
     /// Serves `fabric` to the users `access` admits, from `now`.
@@ -108,6 +119,7 @@ impl Session {
                 skipped: 0,
             },
             started: now,
+            gs_asked: std::collections::VecDeque::new(),
         }
     }
 
@@ -327,13 +339,8 @@ impl Session {
         };
         let class = r.class();
         if class != 0x01 && class != 0x81 {
-            self.log(
-                now,
-                format_args!(
-                    "client {slot}: class {class:#04x} is not served (SMPs only) - timed out"
-                ),
-            );
-            return self.refuse(slot, r);
+            self.forward_gs(slot, node, r, now);
+            return false;
         }
         if r.is_response() {
             // Nobody here asked an outside client anything.
@@ -369,6 +376,71 @@ impl Session {
         // it out.
         self.fabric.inject(node, smp, dlid);
         true
+    }
+
+    /// A GS MAD (SA, performance, …) from the client at `slot`, attached
+    /// at `node`: forwarded through the installed LFTs to the node that
+    /// holds its DLID, as ibsim does, to the client there that takes it —
+    /// a response to the client that asked (by TID), a request to the QP
+    /// it names, QP 0 or 1 to the node's SM client. A request nobody
+    /// takes is answered with ETIMEDOUT at once; a response, dropped.
+    fn forward_gs(&mut self, slot: usize, node: usize, r: SimRequest, now: Instant) {
+        let class = r.class();
+        let response = r.is_response();
+        let tid = r.tid();
+        let dst = self.fabric.deliver_to(node, mad_core::Lid(r.dlid));
+        let to = dst.and_then(|dst| {
+            let attached = |s: &Slot, f: &dyn Fn(&Client) -> bool| {
+                matches!(s, Slot::Attached(c) if c.node == dst && f(c))
+            };
+            if response {
+                self.gs_asked
+                    .iter()
+                    .rev()
+                    .find(|&&(t, _, n)| t == tid && n == dst)
+                    .map(|&(_, s, _)| s)
+                    .filter(|&s| attached(&self.slots[s], &|_| true))
+                    // An RMPP ACK goes the other way, to the SA's node.
+                    .or_else(|| self.slots.iter().position(|s| attached(s, &|c| c.issm)))
+            } else {
+                let qp = r.dqp;
+                self.slots
+                    .iter()
+                    .position(|s| attached(s, &|c| if qp > 1 { c.qp == qp } else { c.issm }))
+            }
+        });
+        let Some(to) = to else {
+            self.log(
+                now,
+                format_args!(
+                    "client {slot}: class {class:#04x} to LID {} QP {}: nobody takes it{}",
+                    r.dlid,
+                    r.dqp,
+                    if response {
+                        " - dropped"
+                    } else {
+                        " - timed out"
+                    }
+                ),
+            );
+            if !response {
+                self.refuse(slot, r);
+            }
+            return;
+        };
+        if !response {
+            if self.gs_asked.len() >= GS_REMEMBERED {
+                self.gs_asked.pop_front();
+            }
+            self.gs_asked.push_back((tid, slot, node));
+        }
+        let out = SimRequest {
+            slid: self.fabric.nodes[node].lid().0,
+            status: 0,
+            ..r
+        };
+        self.stats.gs_forwarded += 1;
+        self.outbox[to].push(out.encode());
     }
 
     /// Answers a request at once with ETIMEDOUT.
@@ -646,6 +718,7 @@ impl Session {
             id: info.id,
             node,
             issm: info.issm,
+            qp: info.qp,
             outstanding: Vec::new(),
         });
         self.fabric.attach(node);

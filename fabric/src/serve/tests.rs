@@ -214,7 +214,8 @@ fn bad_datagrams_are_counted_and_answer_nothing_or_time_out() {
     assert!(s.on_ctl(&[1, 2, 3], USER, &mut t, now).is_none());
     assert!(!s.on_packet(slot, &[0; 100], USER, now));
     assert!(s.take_outbox(slot).is_empty());
-    // A GMP (class 3) is not served: it times out at once.
+    // A GMP (class 3) that no route takes anywhere (nothing is routed
+    // yet): it times out at once.
     let mut gmp = node_info(&[1], 5);
     gmp[32 + 1] = 0x03;
     assert!(!s.on_packet(slot, &gmp, USER, now));
@@ -401,4 +402,100 @@ fn only_the_servers_user_root_and_the_allowed_pass() {
     let e = a.check(Some(Peer { uid: 1234, pid: 7 })).unwrap_err();
     assert!(e.to_string().contains("uid 1234 (pid 7)"), "{e}");
     assert_eq!(a.check(None), Err(ServeError::NoCredentials));
+}
+
+/// Attaches client `id` at `node` with `issm` and QP `qp`; its slot.
+fn attach_qp(s: &mut Session, t: &mut Mock, id: u32, node: &str, issm: bool, qp: u32) -> usize {
+    let mut d = [0u8; 64];
+    ClientInfo {
+        id,
+        qp,
+        issm,
+        nodeid: node.into(),
+    }
+    .encode(&mut d);
+    let r = SimCtl::parse(
+        &s.on_ctl(&ctl(0, CtlType::Connect, d), USER, t, Instant::now())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.kind, CtlType::Connect);
+    ClientInfo::parse(&r.data).id as usize
+}
+
+/// An SA MAD (class 3) of `method` with `tid`, to `dlid` QP `dqp`, from
+/// QP `sqp`.
+fn gmp(method: u8, tid: u64, dlid: u16, dqp: u32, sqp: u32) -> [u8; 288] {
+    let mut mad = [0u8; 256];
+    mad[0] = 1;
+    mad[1] = 0x03;
+    mad[2] = 2;
+    mad[3] = method;
+    mad[8..16].copy_from_slice(&tid.to_be_bytes());
+    mad[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+    SimRequest {
+        dlid,
+        slid: 0,
+        dqp,
+        sqp,
+        status: 0,
+        length: 256,
+        mad,
+    }
+    .encode()
+}
+
+#[test]
+fn gs_mads_cross_the_routed_fabric_to_the_client_that_takes_them() {
+    let (f, _sm, up) = crate::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig::default(),
+        smi::sm::SmConfig::default(),
+    )
+    .unwrap();
+    assert!(up);
+    let lid = |name: &str| {
+        let i = f.topo.nodes.iter().position(|n| n.name == name).unwrap();
+        f.nodes[i].lid().0
+    };
+    let (l0, l1, l2) = (lid("H-0"), lid("H-1"), lid("H-2"));
+    let now = Instant::now();
+    let mut s = Session::new(f, Access::new(ME, &[]), now);
+    let mut t = Mock::default();
+    let sm = attach_qp(&mut s, &mut t, 10, "H-0", true, 0);
+    let host = attach_qp(&mut s, &mut t, 11, "H-1", false, 0);
+    let listener = attach_qp(&mut s, &mut t, 12, "H-2", false, 0x345);
+
+    // A request to the SA (QP 1 at the SM's LID) reaches the SM's client,
+    // from the host's LID.
+    s.on_packet(host, &gmp(0x12, 0x77, l0, 1, 1), USER, now);
+    let r = replies(&mut s, sm);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].slid, r[0].dqp, r[0].tid()), (l1, 1, 0x77));
+    assert!(replies(&mut s, host).is_empty());
+    // Its answer, in three segments of one TID, goes back to the host.
+    for _ in 0..3 {
+        s.on_packet(sm, &gmp(0x92, 0x77, l1, 1, 1), USER, now);
+    }
+    let r = replies(&mut s, host);
+    assert_eq!(r.len(), 3);
+    assert!(r.iter().all(|m| m.slid == l0 && m.tid() == 0x77));
+    // The host's RMPP ACK (a response) goes to the SA's node.
+    s.on_packet(host, &gmp(0x92, 0x77, l0, 1, 1), USER, now);
+    assert_eq!(replies(&mut s, sm).len(), 1);
+
+    // A Report to the listener's own QP reaches it; to QP 1 at its node
+    // nobody takes it (no SM there): the sender hears ETIMEDOUT.
+    s.on_packet(sm, &gmp(0x06, 0x99, l2, 0x345, 1), USER, now);
+    let r = replies(&mut s, listener);
+    assert_eq!((r.len(), r[0].slid), (1, l0));
+    s.on_packet(sm, &gmp(0x06, 0x9a, l2, 1, 1), USER, now);
+    let r = replies(&mut s, sm);
+    assert_eq!((r.len(), r[0].status), (1, ETIMEDOUT));
+    // A LID nobody holds: ETIMEDOUT; a response nobody asked for: dropped.
+    s.on_packet(host, &gmp(0x12, 0x5, 999, 1, 1), USER, now);
+    assert_eq!(replies(&mut s, host)[0].status, ETIMEDOUT);
+    s.on_packet(host, &gmp(0x92, 0x5, l2, 1, 1), USER, now);
+    assert!(replies(&mut s, listener).is_empty());
+    assert_eq!(s.stats().gs_forwarded, 6);
 }

@@ -105,6 +105,26 @@ impl Fabric {
 }
 
 impl Fabric {
+    /// The node a packet from node `src` (a CA out of its port 1, a
+    /// switch from itself) to `dlid` reaches through the installed LFTs,
+    /// if it reaches the node that holds the LID.
+    pub fn deliver_to(&self, src: usize, dlid: Lid) -> Option<usize> {
+        if self.nodes.get(src)?.owns(dlid) {
+            return Some(src);
+        }
+        let mut last = src;
+        let start = match &self.nodes[src] {
+            SimNode::Switch(_) => src,
+            _ => self.topo.peer_of(src, 1)?.0,
+        };
+        match self.forward(start, dlid, |n, _| last = n) {
+            Walk::Delivered(_) => Some(last),
+            _ => None,
+        }
+    }
+}
+
+impl Fabric {
     /// Forwards a packet that starts at switch `s` towards `dlid`.
     pub fn walk_from_switch(&self, s: usize, dlid: Lid) -> Walk {
         self.forward(s, dlid, |_, _| {})
