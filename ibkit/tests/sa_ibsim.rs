@@ -525,6 +525,27 @@ fn bench_sa_loads_both_sas() {
     );
 }
 
+/// True when `/usr/sbin/NAME` is here; else the test says SKIPPED (or
+/// fails, when peers are required).
+fn tool_here(name: &str, what: &str) -> bool {
+    if std::path::Path::new("/usr/sbin").join(name).exists() {
+        return true;
+    }
+    skip("sa_ibsim", &format!("{what} is not installed"));
+    false
+}
+
+/// mport-ntree:4:2 on a fresh ibsim in a scratch directory named after
+/// `what`, with `ibkit sm` up as its SM.
+fn small_fabric_with_sm(what: &str) -> (Topology, std::path::PathBuf, Ibsim, RunningSm) {
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let sm = start_sm(&sim);
+    (topo, dir, sim, sm)
+}
+
 /// `osmtest` (OpenSM's SA test tool) from `host` with `args`, in `dir`:
 /// whether it printed its PASS line, its output, and how many runs hung.
 ///
@@ -605,19 +626,11 @@ fn osmtest(
 /// SA must answer "no records" (OpenSM's as well).
 #[test]
 fn osmtest_validates_ibkits_sa() {
-    if !peers_here() {
-        return;
-    }
-    if !std::path::Path::new("/usr/sbin/osmtest").exists() {
-        skip("sa_ibsim", "opensm's osmtest is not installed");
+    if !peers_here() || !tool_here("osmtest", "opensm's osmtest") {
         return;
     }
     let _serial = one_at_a_time();
-    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-osmtest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-    let sm = start_sm(&sim);
+    let (topo, dir, sim, sm) = small_fabric_with_sm("osmtest");
     let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
     let inv = dir.join("osmtest.dat");
     let inv = inv.to_str().unwrap();
@@ -647,19 +660,11 @@ fn osmtest_validates_ibkits_sa() {
 /// unsubscribes, leaving no InformInfoRecord behind.
 #[test]
 fn a_subscriber_hears_the_trap_ibportstate_causes() {
-    if !peers_here() {
-        return;
-    }
-    if !std::path::Path::new("/usr/sbin/ibportstate").exists() {
-        skip("sa_ibsim", "infiniband-diags' ibportstate is not installed");
+    if !peers_here() || !tool_here("ibportstate", "infiniband-diags' ibportstate") {
         return;
     }
     let _serial = one_at_a_time();
-    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-sa-inform-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-    let sm = start_sm(&sim);
+    let (topo, dir, sim, sm) = small_fabric_with_sm("sa-inform");
     let cas: Vec<&str> = topo
         .nodes
         .iter()

@@ -411,9 +411,12 @@ fn inform_info(trap: u16, subscribe: u8) -> [u8; InformInfo::SIZE] {
     ii.to_bytes().unwrap_or([0; InformInfo::SIZE])
 }
 
-/// `ibkit sa inform --subscribe`: subscribes, prints each Report (and
-/// answers it) for `listen` seconds or `count` Reports, unsubscribes.
-fn subscribe(a: &SaArgs, trap: u16, listen: u64, count: Option<u64>) -> super::Outcome {
+/// The client `--transport` names: ibsim's protocol directly (at
+/// `--sim-host`, else SIM_HOST), or a umad port. With `reports` it takes
+/// the SA's Reports: on ibsim through a QP of this process's own (ibsim
+/// hands requests on QP 0 and 1 to the SM's client only), on umad through
+/// an agent registered for them.
+fn open(a: &SaArgs, reports: bool) -> Result<SaClient, super::Fail> {
     let sock = std::env::var("IBSIM_SOCKNAME")
         .ok()
         .filter(|s| !s.is_empty());
@@ -422,18 +425,26 @@ fn subscribe(a: &SaArgs, trap: u16, listen: u64, count: Option<u64>) -> super::O
         "umad" => false,
         _ => sock.is_some(),
     };
-    let mut c = if direct {
+    Ok(if direct {
         let host = a
             .sim_host
             .clone()
             .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty()));
-        // ibsim hands requests on QP 0 and 1 to the SM's client only:
-        // Reports come to a QP of this process's own.
-        let qp = 0x100 + std::process::id() % 0xF000;
+        let qp = if reports {
+            0x100 + std::process::id() % 0xF000
+        } else {
+            1
+        };
         SaClient::attach_sim_qp(sock.as_deref().unwrap_or("sim"), host.as_deref(), qp)?
     } else {
-        SaClient::open_with(a.ca.clone(), a.port, true)?
-    };
+        SaClient::open_with(a.ca.clone(), a.port, reports)?
+    })
+}
+
+/// `ibkit sa inform --subscribe`: subscribes, prints each Report (and
+/// answers it) for `listen` seconds or `count` Reports, unsubscribes.
+fn subscribe(a: &SaArgs, trap: u16, listen: u64, count: Option<u64>) -> super::Outcome {
+    let mut c = open(a, true)?;
     let opts = QueryOpts {
         timeout_ms: a.timeout_ms,
         attempts: a.attempts,
@@ -527,23 +538,7 @@ pub fn run(a: &SaArgs) -> super::Outcome {
     }
     // The filters are checked before the port is opened.
     let mut q = query(&a.what)?;
-    let sock = std::env::var("IBSIM_SOCKNAME")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let direct = match a.transport.as_str() {
-        "ibsim" => true,
-        "umad" => false,
-        _ => sock.is_some(),
-    };
-    let mut c = if direct {
-        let host = a
-            .sim_host
-            .clone()
-            .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty()));
-        SaClient::attach_sim(sock.as_deref().unwrap_or("sim"), host.as_deref())?
-    } else {
-        SaClient::open(a.ca.clone(), a.port)?
-    };
+    let mut c = open(a, false)?;
     if let SaWhat::Service {
         register, delete, ..
     } = a.what
