@@ -195,13 +195,13 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
 /// `ibkit sa` `args` (with `--json`) from host `host`: its exit status,
 /// its JSON and its standard error.
 fn ibkit_sa(sim: &Ibsim, host: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
-    let out = sim
-        .client_on(env!("CARGO_BIN_EXE_ibkit"), host)
-        .arg("sa")
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
+    run_ibkit_sa(sim.client_on(env!("CARGO_BIN_EXE_ibkit"), host), args)
+}
+
+/// `ibkit sa` `args` (with `--json`) as the client `cmd` (ibkit's
+/// binary, set up as a client of some simulator): as [`ibkit_sa`].
+fn run_ibkit_sa(mut cmd: std::process::Command, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = cmd.arg("sa").args(args).arg("--json").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let v = serde_json::from_str(text.trim()).unwrap_or(serde_json::Value::Null);
     (
@@ -752,21 +752,10 @@ fn the_sa_answers_on_ibkits_served_fabric() {
         .map(|n| n.name.as_str())
         .collect();
     let host = cas[cas.len() - 1];
-    let sa_on = |host: &str, args: &[&str]| {
-        let out = sim
-            .client_on(exe, host)
-            .arg("sa")
-            .args(args)
-            .arg("--json")
-            .output()
-            .unwrap();
-        let v: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        (out.status.code().unwrap_or(-1), v, out.stderr)
-    };
+    let sa_on = |host: &str, args: &[&str]| run_ibkit_sa(sim.client_on(exe, host), args);
     // Whole tables through the direct transport.
     let (code, v, err) = sa_on(host, &["node"]);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+    assert_eq!(code, 0, "{err}");
     assert_eq!(v["records"].as_array().unwrap().len(), topo.nodes.len());
     assert_eq!(v["complete"], true);
     let (code, v, _) = sa_on(host, &["path"]);
@@ -805,7 +794,7 @@ fn the_sa_answers_on_ibkits_served_fabric() {
             "service_name=served",
         ],
     );
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+    assert_eq!(code, 0, "{err}");
     let (code, v, _) = sa_on(host, &["service", "served"]);
     assert_eq!(code, 0);
     assert_eq!(v["records"][0]["service_id"], 0x42, "{v}");

@@ -25,7 +25,7 @@
 //! Partitions are not applied yet (every port is in the default one), so
 //! any port may subscribe to any other's events.
 
-use crate::path::{end_by_gid, end_by_lid};
+use crate::path::{end_by_gid, end_by_lid, every_end};
 use crate::query::matches;
 use crate::{Addr, SaConfig, SaStats, Transmit};
 use alloc::collections::BTreeMap;
@@ -109,7 +109,8 @@ impl Informs {
         trusted: bool,
     ) -> Result<[u8; InformInfo::SIZE], Refusal> {
         let mut raw = [0u8; InformInfo::SIZE];
-        raw.copy_from_slice(&data[..InformInfo::SIZE.min(data.len())]);
+        let n = InformInfo::SIZE.min(data.len());
+        raw[..n].copy_from_slice(&data[..n]);
         let refuse = |s: SaStatus| {
             let mut back = raw;
             back[23] = 0;
@@ -391,29 +392,12 @@ fn sm_notice(trap: u16, sm_lid: Lid, gid: Gid) -> Result<Notice, mad_core::Error
     )
 }
 
-/// Every end port in service: live nodes' ports with a LID (a switch's
-/// port 0, a CA's port) and VMs' vGUIDs with a VF LID.
+/// Every end port in service, by port GUID: its LID and subnet prefix.
 fn in_service(s: &Subnet) -> BTreeMap<u64, (Lid, u64)> {
-    let mut m = BTreeMap::new();
-    for (i, n) in s.nodes().iter().enumerate() {
-        if !n.alive || n.lid == 0 {
-            continue;
-        }
-        let Some(end) = end_by_lid(s, Lid(n.lid)) else {
-            continue;
-        };
-        m.insert(end.gid.guid().0, (end.lid, end.gid.prefix()));
-        for vf in &n.vfs {
-            if vf.guid != 0 && vf.lid != 0 {
-                if let Some(e) = end_by_gid(s, Gid::new(end.gid.prefix(), mad_core::Guid(vf.guid)))
-                    .filter(|e| e.node == NodeId(i))
-                {
-                    m.insert(vf.guid, (e.lid, end.gid.prefix()));
-                }
-            }
-        }
-    }
-    m
+    every_end(s)
+        .into_iter()
+        .map(|e| (e.gid.guid().0, (e.lid, e.gid.prefix())))
+        .collect()
 }
 
 /// The subscription's GID names a port in service, or its LID range

@@ -423,9 +423,11 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
     Ok(b)
 }
 
-/// Every end a table of paths may lead to: each live node's port, and
-/// each VM on a VF.
-fn every_end(s: &Subnet) -> Vec<End> {
+/// Every end port of the subnet: each live node's port with a LID (a
+/// switch's port 0, a CA's port), and each VM on a VF (its vGUID at the
+/// VF's LID). What a table of paths may lead to, what GUIDInfo and P_Key
+/// records are kept for, and what is in service for traps 64/65.
+pub fn every_end(s: &Subnet) -> Vec<End> {
     let mut v = Vec::new();
     for (i, n) in s.nodes().iter().enumerate() {
         if !n.alive || n.lid == 0 {

@@ -4,6 +4,7 @@
 //! read, encoded, and compared with the query on each component the mask
 //! selects.
 
+use crate::path::every_end;
 use crate::{Addr, SaConfig};
 use alloc::vec::Vec;
 use mad_core::attr::{GuidInfo, LinearForwardingTable, NodeType, PKeyTable, SmInfo, SmState};
@@ -169,21 +170,6 @@ pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
     cpi.to_bytes().unwrap_or([0; 72])
 }
 
-/// The LIDs of every end port: each live node's port (a switch's port 0,
-/// a CA's port), with its port GUID, and each VM's VF LID with its vGUID.
-fn end_ports(s: &Subnet, f: &mut dyn FnMut(NodeId, &SmNode, Lid, u64)) {
-    for (id, n) in live(s) {
-        if let Some(e) = crate::path::end_by_lid(s, lid_of(n)) {
-            f(id, n, e.lid, e.gid.guid().0);
-        }
-        for vf in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
-            if let Some(e) = crate::path::end_by_lid(s, Lid(vf.lid)).filter(|e| e.node == id) {
-                f(id, n, e.lid, e.gid.guid().0);
-            }
-        }
-    }
-}
-
 /// One LinearForwardingTableRecord per block of each live switch, up to
 /// the block of the highest LID, as the SM installed it (unrouted entries
 /// 255).
@@ -214,15 +200,15 @@ pub fn lft_records(s: &Subnet, f: &mut dyn FnMut(LinearForwardingTableRecord)) {
 /// at its VF's LID) in entry 0. The SM assigns no alias GUIDs, so the
 /// other entries are zero.
 pub fn guid_info_records(s: &Subnet, f: &mut dyn FnMut(GuidInfoRecord)) {
-    end_ports(s, &mut |_, _, lid, guid| {
+    for e in every_end(s) {
         let mut guids = [mad_core::Guid(0); 8];
-        guids[0] = mad_core::Guid(guid);
+        guids[0] = e.gid.guid();
         f(GuidInfoRecord {
-            lid,
+            lid: e.lid,
             block_num: 0,
             guid_info: GuidInfo { guids },
         });
-    });
+    }
 }
 
 /// One P_KeyTableRecord per end port, block 0: the default partition's
@@ -230,11 +216,12 @@ pub fn guid_info_records(s: &Subnet, f: &mut dyn FnMut(GuidInfoRecord)) {
 /// SM leaves every port's table as the port came up; ibsim's and real
 /// HCAs' hold 0xFFFF at index 0).
 pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
-    end_ports(s, &mut |_, n, lid, _| {
+    for e in every_end(s) {
+        let Some(n) = s.node(e.node) else { continue };
         let mut p_keys = [mad_core::PKey(0); 32];
         p_keys[0] = mad_core::PKey(0xFFFF);
         f(PKeyTableRecord {
-            lid,
+            lid: e.lid,
             block_num: 0,
             port_num: if n.is_switch() {
                 0
@@ -243,7 +230,7 @@ pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
             },
             p_key_table: PKeyTable { p_keys },
         });
-    });
+    }
 }
 
 /// The SM's own SMInfoRecord: the master, at the LID of its port.

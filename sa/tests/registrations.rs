@@ -478,3 +478,16 @@ fn subscribers_hear_ports_leave_and_return_and_the_traps_the_sm_gets() {
     assert_eq!(sa.stats().subscribers_dropped, 1);
     assert_eq!(sa.subscriptions(), (2, 0), "watcher's two remain");
 }
+
+#[test]
+fn a_short_or_empty_inform_info_is_refused_not_a_panic() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let me = hosts(&f)[0].1;
+    let mut informs = sa::inform::Informs::default();
+    for data in [&[][..], &[1, 2, 3][..]] {
+        let r = informs.set(sm.subnet(), me, data, false);
+        // Zero-filled past its end: Subscribe 0 for nothing held.
+        assert!(matches!(r, Err((SaStatus::ReqInvalid, _))), "{r:?}");
+    }
+    assert_eq!(informs.subscriptions(), 0);
+}
