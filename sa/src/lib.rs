@@ -98,6 +98,15 @@ pub struct SaConfig {
     pub report_retries: u32,
     /// The SM's priority, as its SMInfoRecord gives it (0–15).
     pub sm_priority: u8,
+    /// Without ACKs (`rmpp_acks` false), a requester on QP 1 gets the
+    /// first segment of a long answer only, as a kernel-RMPP answer
+    /// reaches it through libumad2sim. For an SM under libumad2sim, where
+    /// every QP-1 requester is a libumad2sim client: such a client takes
+    /// one MAD, and the segments that reach it after it closed crash its
+    /// receiver thread (a lock of freed memory, seen in gdb under
+    /// saquery) or hang it. ibkit's own client attaches with a QP of its
+    /// own and gets every segment.
+    pub first_segment_to_qp1: bool,
 }
 
 impl Default for SaConfig {
@@ -114,6 +123,7 @@ impl Default for SaConfig {
             report_timeout_ms: 200,
             report_retries: 3,
             sm_priority: 0,
+            first_segment_to_qp1: false,
         }
     }
 }

@@ -138,7 +138,11 @@ impl Transfers {
             retries: 0,
         };
         if !cfg.rmpp_acks {
-            t.window = t.segments;
+            t.window = if cfg.first_segment_to_qp1 && key.to.qpn == 1 {
+                1
+            } else {
+                t.segments
+            };
             send_window(key.to, &mut t, out, stats);
             stats.transfers_done += 1;
             return;

@@ -723,3 +723,25 @@ fn multipath_records_are_the_paths_of_every_pair() {
     over.sgid_count = 10;
     assert_eq!(status(&mut sa, &over, counts), SaStatus::ReqInvalid);
 }
+
+#[test]
+fn without_acks_a_qp1_requester_can_be_sent_the_first_segment_only() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        first_segment_to_qp1: true,
+        ..SaConfig::default()
+    });
+    let req = ask(Method::GetTable, &NodeRecord::default(), 0, 1);
+    let qp1 = host(&f);
+    let segs = exchange(&mut sa, &sm, qp1, &req, 0);
+    assert_eq!(segs.len(), 1, "QP 1: the first segment only");
+    assert!(segs[0].rmpp.first() && !segs[0].rmpp.last());
+    let own = Addr { qpn: 0x123, ..qp1 };
+    let segs = exchange(&mut sa, &sm, own, &req, 0);
+    assert!(
+        segs.len() > 1 && segs.last().unwrap().rmpp.last(),
+        "every segment"
+    );
+    assert_eq!(sa.transfers(), 0);
+}

@@ -217,8 +217,13 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     // ACKs of the SA's own RMPP do not come back to a umad agent (the
     // receiver's kernel sends them to its own agent's TID space, and
     // libumad2sim has no RMPP at all): every segment goes at once.
+    // Under libumad2sim every requester on QP 1 is a libumad2sim client,
+    // which the segments after the first would crash (see
+    // `SaConfig::first_segment_to_qp1`).
+    let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
     let mut sa = Sa::new(SaConfig {
         rmpp_acks: false,
+        first_segment_to_qp1: under_umad2sim,
         ..SaConfig::default()
     });
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);

@@ -412,10 +412,9 @@ fn inform_info(trap: u16, subscribe: u8) -> [u8; InformInfo::SIZE] {
 }
 
 /// The client `--transport` names: ibsim's protocol directly (at
-/// `--sim-host`, else SIM_HOST), or a umad port. With `reports` it takes
-/// the SA's Reports: on ibsim through a QP of this process's own (ibsim
-/// hands requests on QP 0 and 1 to the SM's client only), on umad through
-/// an agent registered for them.
+/// `--sim-host`, else SIM_HOST, on a QP of its own), or a umad port. With
+/// `reports` it takes the SA's Reports (on umad, through an agent
+/// registered for them).
 fn open(a: &SaArgs, reports: bool) -> Result<SaClient, super::Fail> {
     let sock = std::env::var("IBSIM_SOCKNAME")
         .ok()
@@ -430,11 +429,11 @@ fn open(a: &SaArgs, reports: bool) -> Result<SaClient, super::Fail> {
             .sim_host
             .clone()
             .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty()));
-        let qp = if reports {
-            0x100 + std::process::id() % 0xF000
-        } else {
-            1
-        };
+        // A QP of this process's own: ibsim hands requests on QP 0 and 1
+        // (Reports) to the SM's client only, and an SM under libumad2sim
+        // sends a QP-1 requester the first segment of a long answer only
+        // (`SaConfig::first_segment_to_qp1`).
+        let qp = 0x100 + std::process::id() % 0xF000;
         SaClient::attach_sim_qp(sock.as_deref().unwrap_or("sim"), host.as_deref(), qp)?
     } else {
         SaClient::open_with(a.ca.clone(), a.port, reports)?
