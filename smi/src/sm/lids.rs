@@ -78,6 +78,10 @@ impl Sm {
             };
             pi.lid = Lid(n.lid);
             pi.master_sm_lid = Lid(1);
+            // The subnet prefix, as OpenSM's LID manager sets it: the
+            // port's GID (and so every PathRecord's and MCMemberRecord's)
+            // is fe80::/64 + its GUID, not ::/64.
+            pi.gid_prefix = mad_core::field::GidPrefix(mad_core::Gid::DEFAULT_PREFIX);
             pi.m_key = self.cfg.m_key;
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = PortState::NoChange;
