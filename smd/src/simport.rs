@@ -111,9 +111,14 @@ impl SimPort {
         let pi = port.ctl(CtlType::GetPortInfo, [0; 64])?.data;
         port.lid = u16::from_be_bytes([pi[16], pi[17]]);
         port.sm_lid = u16::from_be_bytes([pi[18], pi[19]]);
-        // NodeInfo: the port's GUID at bytes 20..28.
+        // The port's GUID: ibsim attaches a client at a CA's first port
+        // (port 1), whose GUID is the node GUID + 1, or at a switch's port
+        // 0, whose GUID is the node GUID; the NodeInfo it hands out says
+        // the node GUID (bytes 12..20) in the PortGUID field as well.
         let ni = port.ctl(CtlType::GetNodeInfo, [0; 64])?.data;
-        port.guid = u64::from_be_bytes(ni[20..28].try_into().unwrap_or([0; 8]));
+        let node_guid = u64::from_be_bytes(ni[12..20].try_into().unwrap_or([0; 8]));
+        let switch = ni[2] == 2;
+        port.guid = node_guid.wrapping_add(u64::from(!switch));
         Ok(port)
     }
 
