@@ -1,6 +1,6 @@
 //! ibkit's SA (`sa::Sa`) under what hosts send it: arbitrary MADs (read
-//! as requests — Sets and Deletes of services and subscriptions among
-//! them —, RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
+//! as requests — Sets and Deletes of services, subscriptions and
+//! multicast memberships among them —, RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
 //! requesters, interleaved with time passing, traps the SM forwards (the
 //! same bytes read as a notice), and answers polled or left queued, over
 //! a subnet ibkit's SM brought up. Nothing may panic; the SA's queue,
@@ -49,6 +49,16 @@ fuzz_target!(|data: &[u8]| {
             qpn: u32::from(ctl >> 6),
         };
         let _ = sa.handle_mad(sm.subnet(), from, mad, now);
+        // Again with the requester's own GID where an MCMemberRecord has
+        // its PortGID (SA data at byte 56, PortGID 16 bytes in): joins and
+        // leaves of ports that exist get reached.
+        if ctl & 0x10 != 0 && mad.len() >= 88 {
+            if let Some(end) = sa::path::end_by_lid(sm.subnet(), from.lid) {
+                let mut m = mad.to_vec();
+                m[72..88].copy_from_slice(&end.gid.0);
+                let _ = sa.handle_mad(sm.subnet(), from, &m, now);
+            }
+        }
         // The same bytes again as a response with the RMPP bits forced on:
         // the transfer paths (ACK, STOP, ABORT) get reached.
         if mad.len() >= 36 {
@@ -63,6 +73,13 @@ fuzz_target!(|data: &[u8]| {
         assert!(sa.services() <= sa::service::MAX_SERVICES);
         let (subs, pending) = sa.subscriptions();
         assert!(subs <= sa::inform::MAX_SUBSCRIPTIONS && pending <= sa::inform::MAX_PENDING);
+        let groups = sa.groups();
+        assert!(groups.iter().count() <= sa::mcast::MAX_GROUPS);
+        assert!(groups.memberships() <= sa::mcast::MAX_MEMBERS);
+        assert!(
+            groups.iter().any(|g| g.rec.mgid == sa::mcast::IPOIB_BROADCAST),
+            "the well-known group stays"
+        );
         if ctl & 0x08 != 0 {
             if let Ok(notice) = Notice::decode(mad) {
                 let e = SmEvent::Trap {

@@ -18,6 +18,9 @@
 //!
 //! * [`service`] — ServiceRecord registration with leases: Set, Get,
 //!   GetTable, Delete.
+//! * [`mcast`] — MCMemberRecord: multicast groups created, joined, left
+//!   and found, the default partition's IPoIB broadcast group held from
+//!   the start; untrusted requesters see no members.
 //! * [`inform`] — InformInfo subscriptions, InformInfoRecord, and the
 //!   Reports of traps 64/65 (which the SA raises when ports come and go,
 //!   fed by the SM's events through [`Sa::handle_event`]) and of every trap
@@ -33,9 +36,8 @@
 //! requesters only; the default partition, the only one until partitions
 //! are configured) and the SM's own SMInfoRecord.
 //!
-//! What is not here yet: MCMemberRecord joins, the table records of
-//! SL-to-VL and VL arbitration, and requests that come in several
-//! segments. Those are answered with the MAD status
+//! What is not here yet: the table records of SL-to-VL and VL
+//! arbitration, and requests that come in several segments. Those are answered with the MAD status
 //! "unsupported method/attribute" (or "invalid request"), which is what a
 //! client of an SA that lacks them sees.
 #![cfg_attr(not(test), no_std)]
@@ -45,6 +47,7 @@
 extern crate alloc;
 
 pub mod inform;
+pub mod mcast;
 pub mod path;
 pub mod query;
 pub mod rmpp;
@@ -56,9 +59,9 @@ use mad_core::mad::{Method, Status};
 /// The SA's class version (2).
 pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
-    GuidInfoRecord, InformInfoRecord, LinearForwardingTableRecord, LinkRecord, NodeRecord,
-    PKeyTableRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, ServiceRecord, SmInfoRecord,
-    SwitchInfoRecord,
+    GuidInfoRecord, InformInfoRecord, LinearForwardingTableRecord, LinkRecord, McMemberRecord,
+    NodeRecord, PKeyTableRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, ServiceRecord,
+    SmInfoRecord, SwitchInfoRecord,
 };
 use mad_core::{Lid, MAD_SIZE};
 use smi::sm::{SmEvent, Subnet};
@@ -212,6 +215,7 @@ pub struct Sa {
     transfers: rmpp::Transfers,
     services: service::Services,
     informs: inform::Informs,
+    groups: mcast::Groups,
     stats: SaStats,
 }
 
@@ -224,6 +228,7 @@ impl Sa {
             transfers: rmpp::Transfers::default(),
             services: service::Services::default(),
             informs: inform::Informs::default(),
+            groups: mcast::Groups::new(),
             stats: SaStats::default(),
         }
     }
@@ -251,6 +256,11 @@ impl Sa {
     /// Subscriptions held, and Reports waiting for their ReportResp.
     pub fn subscriptions(&self) -> (usize, usize) {
         (self.informs.subscriptions(), self.informs.pending())
+    }
+
+    /// The multicast groups and their members.
+    pub fn groups(&self) -> &mcast::Groups {
+        &self.groups
     }
 
     /// When [`Sa::handle_timeout`] is next due: an RMPP window's ACK, a
@@ -292,7 +302,8 @@ impl Sa {
         match event {
             SmEvent::SubnetUp { .. } | SmEvent::NodeLost { .. } => {
                 self.informs
-                    .look(subnet, now_ms, cfg, &mut |t| out.push_back(t), stats)
+                    .look(subnet, now_ms, cfg, &mut |t| out.push_back(t), stats);
+                self.groups.prune(subnet);
             }
             SmEvent::Trap { issuer, notice, .. } => {
                 let gid =
@@ -476,6 +487,22 @@ impl Sa {
                     Err(s) => Answer::Refused(s.status()),
                 };
             }
+            (Method::Set, SaAttributeId::McMemberRecord) => {
+                return match self.groups.join(subnet, from.lid, &m.data, mask) {
+                    Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),
+                    Err(s) => Answer::Refused(s.status()),
+                };
+            }
+            (Method::Delete, SaAttributeId::McMemberRecord) => {
+                return match self.groups.leave(subnet, from.lid, &m.data, mask) {
+                    Ok(rec) => {
+                        let b = mcast_bytes(&rec);
+                        self.reply(from, m, Method::DeleteResp, Status::OK, &b, 0);
+                        Answer::Sent
+                    }
+                    Err(s) => Answer::Refused(s.status()),
+                };
+            }
             (Method::Set, SaAttributeId::InformInfo) => {
                 return match self.informs.set(subnet, from, &m.data, trusted) {
                     Ok(back) => self.one(from, m, &back),
@@ -547,6 +574,22 @@ impl Sa {
                 .services
                 .find(&m.data, mask, trusted, self.cfg.max_records, now_ms)
                 .map(|r| (r, ServiceRecord::SIZE)),
+            SaAttributeId::McMemberRecord => self
+                .groups
+                .find(
+                    subnet,
+                    from.lid,
+                    &m.data,
+                    mask,
+                    trusted,
+                    self.cfg.max_records,
+                )
+                .map(|r| {
+                    (
+                        r.iter().map(|r| mcast_bytes(r).to_vec()).collect(),
+                        McMemberRecord::SIZE,
+                    )
+                }),
             SaAttributeId::InformInfoRecord => self
                 .informs
                 .records(&m.data, mask, self.cfg.max_records)
@@ -582,6 +625,13 @@ impl Sa {
             data,
         }
     }
+}
+
+/// An MCMemberRecord's bytes.
+fn mcast_bytes(r: &McMemberRecord) -> [u8; McMemberRecord::SIZE] {
+    let mut b = [0u8; McMemberRecord::SIZE];
+    let _ = r.encode(&mut b);
+    b
 }
 
 /// The answer to a request.

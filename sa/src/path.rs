@@ -36,7 +36,7 @@ pub struct Walked {
 /// A link's MTU code and rate (0.5 Gb/s units) from the PortInfo of one of
 /// its ends; what is not set reads as 4096 and 10 Gb/s (a link the SM
 /// activated without saying more).
-fn link(p: &PortBrief) -> (u8, u32) {
+pub(crate) fn link(p: &PortBrief) -> (u8, u32) {
     if !p.read {
         return (5, 20);
     }

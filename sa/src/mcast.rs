@@ -1,0 +1,752 @@
+//! MCMemberRecord (IBA 15.2.5.17): multicast groups, created and joined
+//! with Set, left with Delete, found with Get and GetTable.
+//!
+//! The rules are the spec's (o15-0.1.x, o15-0.2.x) as OpenSM applies
+//! them, so that a host sees the same answers from either SA:
+//!
+//! * A Set names the group (MGID), the port (PortGID) and the JoinState.
+//!   An MGID no group has creates one when the JoinState has a full-member
+//!   bit and the mask also selects Q_Key, P_Key, TClass, SL and FlowLabel
+//!   ("insufficient components" otherwise); MGID zero asks the SA to make
+//!   one (FF1s:A01B:prefix:counter). MTU and rate take the selectors
+//!   given, or the joining port's own. A join to an existing group must
+//!   agree with it on every component the mask selects, and the port must
+//!   carry the group's MTU and rate.
+//! * A join for another port (a proxy join) is taken; the membership is
+//!   marked so, and a port's own membership may then be changed only by
+//!   itself.
+//! * Delete removes the JoinState bits it names; a member with none left
+//!   goes, and a group with no full member left goes with it, unless it is
+//!   well known (the default partition's IPoIB broadcast group, which the
+//!   SA holds from the start as OpenSM does: Linux IPoIB joins it and never
+//!   creates it).
+//! * A query returns one record a group, or with a PortGID one a member; a
+//!   trusted requester (with the SM_Key) that names no PortGID gets every
+//!   member. An untrusted one never sees a PortGID, JoinState or ProxyJoin
+//!   (IBA 15.2.5.17, "shall be zero").
+//!
+//! A port that leaves the subnet leaves its groups ([`Groups::prune`]).
+//! Groups are bounded by [`MAX_GROUPS`] and memberships by
+//! [`MAX_MEMBERS`]; past them a join gets "no resources".
+//!
+//! Nothing here programs the switches' multicast tables yet: the groups
+//! are what the SM will route ([`Groups::iter`]).
+
+use crate::path::{end_by_lid, End};
+use alloc::vec::Vec;
+use mad_core::sa::mcmember::join_state::{FULL, SEND_ONLY_FULL};
+use mad_core::sa::{McMemberRecord, SaStatus};
+use mad_core::types::{Gid, Guid, PKey};
+use mad_core::Lid;
+use smi::sm::Subnet;
+
+/// Groups the SA holds at most (the well-known one included).
+pub const MAX_GROUPS: usize = 4096;
+/// Memberships, over every group, the SA holds at most.
+pub const MAX_MEMBERS: usize = 65536;
+/// Memberships one requester (by LID) made, for itself or by proxy, at
+/// most: a host that joins in a loop cannot take every group from the
+/// others.
+pub const MAX_PER_REQUESTER: usize = 1024;
+
+/// The default partition's IPoIB IPv4 broadcast group, link-local.
+pub const IPOIB_BROADCAST: Gid = Gid([
+    0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+]);
+/// The Q_Key of IPoIB broadcast groups.
+pub const IPOIB_QKEY: u32 = 0x0000_0b1b;
+
+/// ComponentMask bits of MCMemberRecord.
+mod bit {
+    pub const MGID: u64 = 1 << 0;
+    pub const PORT_GID: u64 = 1 << 1;
+    pub const QKEY: u64 = 1 << 2;
+    pub const MLID: u64 = 1 << 3;
+    pub const MTU_SEL: u64 = 1 << 4;
+    pub const MTU: u64 = 1 << 5;
+    pub const TCLASS: u64 = 1 << 6;
+    pub const PKEY: u64 = 1 << 7;
+    pub const RATE_SEL: u64 = 1 << 8;
+    pub const RATE: u64 = 1 << 9;
+    pub const SL: u64 = 1 << 12;
+    pub const FLOW: u64 = 1 << 13;
+    pub const HOP: u64 = 1 << 14;
+    pub const SCOPE: u64 = 1 << 15;
+    pub const JOIN_STATE: u64 = 1 << 16;
+    pub const PROXY: u64 = 1 << 17;
+    /// What a join or a leave must select.
+    pub const JOIN: u64 = MGID | PORT_GID | JOIN_STATE;
+    /// What the join that creates a group must select.
+    pub const CREATE: u64 = JOIN | QKEY | TCLASS | PKEY | FLOW | SL;
+}
+
+/// Multicast LIDs, 0xC000 to 0xFFFE.
+const MLIDS: usize = (Lid::MULTICAST_MAX.0 - Lid::MULTICAST_MIN.0) as usize + 1;
+
+/// The selector "exactly".
+const EXACTLY: u8 = 2;
+/// Link-local scope.
+const LINK_LOCAL: u8 = 2;
+/// PacketLifeTime of the groups the SA makes itself (OpenSM's subnet
+/// timeout).
+const DEFAULT_LIFE: u8 = 18;
+
+/// One port's membership of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The port's GID as it joined.
+    pub gid: Gid,
+    /// Its JoinState bits.
+    pub join_state: u8,
+    /// Joined by another port on its behalf.
+    pub proxy: bool,
+    /// The LID the join came from.
+    pub by: Lid,
+}
+
+/// A multicast group.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// The group's record: MGID, MLID, Q_Key, MTU, rate, … (selectors
+    /// "exactly"), with the creator's scope and JoinState.
+    pub rec: McMemberRecord,
+    /// Its members.
+    pub members: Vec<Member>,
+    /// Held whether or not anyone is a member.
+    pub well_known: bool,
+}
+
+impl Group {
+    /// Members with a full-member bit.
+    fn full_members(&self) -> usize {
+        self.members
+            .iter()
+            .filter(|m| m.join_state & (FULL | SEND_ONLY_FULL) != 0)
+            .count()
+    }
+
+    fn member(&self, guid: Guid) -> Option<usize> {
+        self.members.iter().position(|m| m.gid.guid() == guid)
+    }
+}
+
+/// The multicast groups of the subnet.
+#[derive(Clone, Debug)]
+pub struct Groups {
+    groups: Vec<Group>,
+    /// MLIDs in use, a bit each from 0xC000.
+    mlids: Vec<u64>,
+    /// The next MGID the SA makes ends in this.
+    counter: u32,
+}
+
+impl Default for Groups {
+    fn default() -> Groups {
+        Groups::new()
+    }
+}
+
+/// An IBA rate code's rate in units of 0.5 Gb/s (`None`: no such code).
+fn half_gbps(code: u8) -> Option<u32> {
+    Some(match code {
+        2 => 5,
+        3 => 20,
+        4 => 60,
+        5 => 10,
+        6 => 40,
+        7 => 80,
+        8 => 120,
+        9 => 160,
+        10 => 240,
+        11 => 28,
+        12 => 112,
+        13 => 224,
+        14 => 336,
+        15 => 50,
+        16 => 200,
+        17 => 400,
+        18 => 600,
+        19 => 56,
+        20 => 100,
+        21 => 800,
+        22 => 1200,
+        _ => return None,
+    })
+}
+
+/// Orders two valid rate codes by the rate they mean.
+fn cmp_rate(a: u8, b: u8) -> core::cmp::Ordering {
+    half_gbps(a).unwrap_or(0).cmp(&half_gbps(b).unwrap_or(0))
+}
+
+/// The code of the next rate above (`up`) or below a valid code.
+fn next_rate(code: u8, up: bool) -> Option<u8> {
+    let r = half_gbps(code)?;
+    let codes = (2u8..=22).filter_map(|c| Some((half_gbps(c)?, c)));
+    if up {
+        codes.filter(|&(h, _)| h > r).min().map(|(_, c)| c)
+    } else {
+        codes.filter(|&(h, _)| h < r).max().map(|(_, c)| c)
+    }
+}
+
+/// True when `sel`/`want` (a selector and a value the mask selects)
+/// admits `have`, ordered by `cmp`.
+fn admits(sel: u8, want: u8, have: u8, cmp: fn(u8, u8) -> core::cmp::Ordering) -> bool {
+    use core::cmp::Ordering::*;
+    match sel {
+        0 => cmp(have, want) == Greater,
+        1 => cmp(have, want) == Less,
+        2 => cmp(have, want) == Equal,
+        _ => true,
+    }
+}
+
+/// The MTU code and rate code of the port at `e` (the link of a CA's
+/// port, or a switch's port 0).
+fn port_caps(s: &Subnet, e: &End) -> (u8, u8) {
+    let own = s.brief(e.node).map_or(0, |b| b.own_port);
+    match s.port_brief(e.node, own) {
+        Some(p) => {
+            let (mtu, half) = crate::path::link(p);
+            (mtu, crate::path::rate_code(half))
+        }
+        None => (5, 3),
+    }
+}
+
+/// The end a PortGID's GUID names: a port (or a VM's vGUID) of the
+/// subnet.
+fn member_end(s: &Subnet, gid: Gid) -> Result<End, SaStatus> {
+    let (node, vf) = s.by_port_guid(gid.guid()).ok_or(SaStatus::ReqInvalid)?;
+    let lid = if vf == 0 {
+        s.brief(node).map(|b| b.lid)
+    } else {
+        s.node(node)
+            .and_then(|n| n.vfs.get(usize::from(vf) - 1))
+            .map(|v| Lid(v.lid))
+    }
+    .filter(|l| l.0 != 0)
+    .ok_or(SaStatus::ReqInvalid)?;
+    end_by_lid(s, lid).ok_or(SaStatus::ReqInvalid)
+}
+
+/// A PortGID's prefix is the subnet's (the requester's) or the default
+/// one, which stands for it ("invalid GID" otherwise).
+fn prefix_ok(gid: &Gid, requester: &End) -> Result<(), SaStatus> {
+    let p = gid.prefix();
+    if p != Gid::DEFAULT_PREFIX && p != requester.gid.prefix() {
+        return Err(SaStatus::ReqInvalidGid);
+    }
+    Ok(())
+}
+
+/// Q_Key, P_Key, TClass, SL, FlowLabel and HopLimit of `q` agree with the
+/// group's on what `mask` selects (P_Keys: the same partition, one of
+/// them full).
+fn other_fields_agree(q: &McMemberRecord, g: &McMemberRecord, mask: u64) -> bool {
+    let on = |b: u64| mask & b != 0;
+    !(on(bit::QKEY) && q.qkey != g.qkey
+        || on(bit::PKEY)
+            && (!(q.pkey.is_full_member() || g.pkey.is_full_member())
+                || q.pkey.base() != g.pkey.base())
+        || on(bit::TCLASS) && q.tclass != g.tclass
+        || on(bit::SL) && q.sl != g.sl
+        || on(bit::FLOW) && q.flow_label != g.flow_label
+        || on(bit::HOP) && q.hop_limit != g.hop_limit)
+}
+
+/// The MTU and rate selectors of `q` (where the mask selects both the
+/// selector and the value) admit the group's.
+fn mtu_rate_agree(q: &McMemberRecord, g: &McMemberRecord, mask: u64) -> bool {
+    (mask & bit::MTU_SEL == 0 || admits(q.mtu_selector, q.mtu, g.mtu, |a, b| a.cmp(&b)))
+        && (mask & bit::RATE_SEL == 0 || admits(q.rate_selector, q.rate, g.rate, cmp_rate))
+}
+
+/// The MTU and rate the request gives, when it gives them, are codes
+/// that exist.
+fn codes_valid(q: &McMemberRecord, mask: u64) -> bool {
+    let both = |a: u64, b: u64| mask & a != 0 && mask & b != 0;
+    (!both(bit::RATE_SEL, bit::RATE) || half_gbps(q.rate).is_some())
+        && (!both(bit::MTU_SEL, bit::MTU) || (1..=5).contains(&q.mtu))
+}
+
+/// The 16-bit signature of an MGID (bytes 2..4).
+fn signature(g: &Gid) -> u16 {
+    u16::from_be_bytes([g.0[2], g.0[3]])
+}
+
+impl Groups {
+    /// The groups of a new SA: the default partition's IPoIB broadcast
+    /// group, well known, with no member (MTU 2048, 10 Gb/s, Q_Key
+    /// 0x0B1B, link-local, MLID 0xC000), as OpenSM's default partition
+    /// makes it.
+    pub fn new() -> Groups {
+        let rec = McMemberRecord {
+            mgid: IPOIB_BROADCAST,
+            qkey: IPOIB_QKEY,
+            mlid: Lid::MULTICAST_MIN,
+            mtu_selector: EXACTLY,
+            mtu: 4,
+            pkey: PKey::DEFAULT_FULL,
+            rate_selector: EXACTLY,
+            rate: 3,
+            packet_life_time_selector: EXACTLY,
+            packet_life_time: DEFAULT_LIFE,
+            scope: LINK_LOCAL,
+            join_state: FULL,
+            ..McMemberRecord::default()
+        };
+        let mut g = Groups {
+            groups: Vec::new(),
+            mlids: alloc::vec![0; MLIDS.div_ceil(64)],
+            counter: 0,
+        };
+        g.add(Group {
+            rec,
+            members: Vec::new(),
+            well_known: true,
+        });
+        g
+    }
+
+    /// The groups.
+    pub fn iter(&self) -> impl Iterator<Item = &Group> {
+        self.groups.iter()
+    }
+
+    /// Memberships over every group.
+    pub fn memberships(&self) -> usize {
+        self.groups.iter().map(|g| g.members.len()).sum()
+    }
+
+    /// Adds a group, its MLID marked used.
+    fn add(&mut self, g: Group) {
+        self.mark(g.rec.mlid, true);
+        self.groups.push(g);
+    }
+
+    /// Removes group `i`, its MLID freed.
+    fn remove(&mut self, i: usize) {
+        let g = self.groups.swap_remove(i);
+        self.mark(g.rec.mlid, false);
+    }
+
+    fn mark(&mut self, mlid: Lid, used: bool) {
+        let i = usize::from(mlid.0.wrapping_sub(Lid::MULTICAST_MIN.0));
+        if let Some(w) = self.mlids.get_mut(i / 64) {
+            if used {
+                *w |= 1 << (i % 64);
+            } else {
+                *w &= !(1 << (i % 64));
+            }
+        }
+    }
+
+    fn used(&self, mlid: Lid) -> bool {
+        let i = usize::from(mlid.0.wrapping_sub(Lid::MULTICAST_MIN.0));
+        self.mlids
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn by_mgid(&self, mgid: &Gid) -> Option<usize> {
+        self.groups.iter().position(|g| g.rec.mgid == *mgid)
+    }
+
+    /// A Set (join, and create when the group does not exist) from `from`
+    /// with `mask`; the record answered.
+    pub fn join(
+        &mut self,
+        s: &Subnet,
+        from: Lid,
+        data: &[u8],
+        mask: u64,
+    ) -> Result<McMemberRecord, SaStatus> {
+        let q = McMemberRecord::decode(data).map_err(|_| SaStatus::ReqInvalid)?;
+        if mask & bit::JOIN != bit::JOIN {
+            return Err(SaStatus::ReqInsufficientComponents);
+        }
+        if !codes_valid(&q, mask) {
+            return Err(SaStatus::ReqInvalid);
+        }
+        let requester = end_by_lid(s, from).ok_or(SaStatus::ReqInvalid)?;
+        prefix_ok(&q.port_gid, &requester)?;
+        let port = member_end(s, q.port_gid)?;
+        let proxy = port.gid.guid() != requester.gid.guid();
+        if mask & bit::PKEY != 0 && !q.pkey.is_valid() {
+            return Err(SaStatus::ReqInvalid);
+        }
+        let join = q.join_state;
+        let (gi, new) = match self.by_mgid(&q.mgid) {
+            Some(i) => {
+                if !other_fields_agree(&q, &self.groups[i].rec, mask) {
+                    return Err(SaStatus::ReqInvalid);
+                }
+                (i, false)
+            }
+            None => {
+                if join & (FULL | SEND_ONLY_FULL) == 0 {
+                    return Err(SaStatus::ReqInvalid);
+                }
+                if mask & bit::CREATE != bit::CREATE {
+                    return Err(SaStatus::ReqInsufficientComponents);
+                }
+                let rec = self.create(s, &q, mask, &port)?;
+                self.add(Group {
+                    rec,
+                    members: Vec::new(),
+                    well_known: false,
+                });
+                (self.groups.len() - 1, true)
+            }
+        };
+        let undo = |gs: &mut Groups| {
+            if new {
+                gs.remove(gi);
+            }
+        };
+        let g = &self.groups[gi];
+        let (port_mtu, port_rate) = port_caps(s, &port);
+        let realizable = mtu_rate_agree(&q, &g.rec, mask)
+            && port_mtu >= g.rec.mtu
+            && cmp_rate(port_rate, g.rec.rate) != core::cmp::Ordering::Less
+            && join != 0
+            // Until partitions are configured a port holds the default
+            // partition only.
+            && g.rec.pkey.base() == PKey::DEFAULT_FULL.base();
+        // o15-0.2.1: a membership not joined by proxy is changed only
+        // from its own port.
+        let modifiable = g
+            .member(port.gid.guid())
+            .is_none_or(|m| g.members[m].proxy || !proxy);
+        if !realizable || !modifiable {
+            undo(self);
+            return Err(SaStatus::ReqInvalid);
+        }
+        if g.member(port.gid.guid()).is_none()
+            && (self.memberships() >= MAX_MEMBERS || self.made_by(from) >= MAX_PER_REQUESTER)
+        {
+            undo(self);
+            return Err(SaStatus::NoResources);
+        }
+        let g = &mut self.groups[gi];
+        let state = match g.member(port.gid.guid()) {
+            Some(m) => {
+                g.members[m].join_state |= join;
+                g.members[m].join_state
+            }
+            None => {
+                g.members.push(Member {
+                    gid: port.gid,
+                    join_state: join,
+                    proxy,
+                    by: from,
+                });
+                join
+            }
+        };
+        // The answer: the request with the group's parameters and the
+        // port's JoinState now.
+        let mut a = q;
+        let r = &g.rec;
+        (a.mgid, a.qkey, a.mlid, a.tclass, a.pkey) = (r.mgid, r.qkey, r.mlid, r.tclass, r.pkey);
+        (a.sl, a.flow_label, a.hop_limit, a.scope) = (r.sl, r.flow_label, r.hop_limit, r.scope);
+        (a.mtu, a.rate, a.packet_life_time) = (r.mtu, r.rate, r.packet_life_time);
+        a.mtu_selector = EXACTLY;
+        a.rate_selector = EXACTLY;
+        a.packet_life_time_selector = EXACTLY;
+        a.join_state = state;
+        Ok(a)
+    }
+
+    /// The record of a new group for the join `q` of `port`: the MGID
+    /// checked or made, MTU and rate chosen, an MLID given.
+    fn create(
+        &mut self,
+        s: &Subnet,
+        q: &McMemberRecord,
+        mask: u64,
+        port: &End,
+    ) -> Result<McMemberRecord, SaStatus> {
+        if self.groups.len() >= MAX_GROUPS {
+            return Err(SaStatus::NoResources);
+        }
+        let mut rec = *q;
+        if q.mgid == Gid([0; 16]) {
+            rec.mgid = self.new_mgid(mask, q, port)?;
+        } else {
+            self.check_mgid(q, mask)?;
+        }
+        let (port_mtu, port_rate) = port_caps(s, port);
+        // MTU: the port's unless a selector asks otherwise.
+        let on = |b: u64| mask & b != 0;
+        rec.mtu = if !on(bit::MTU) || !on(bit::MTU_SEL) || q.mtu_selector == 3 {
+            port_mtu
+        } else {
+            match q.mtu_selector {
+                0 if q.mtu >= port_mtu => return Err(SaStatus::ReqInvalid),
+                0 => port_mtu,
+                1 if q.mtu > port_mtu => port_mtu,
+                1 => q.mtu.wrapping_sub(1),
+                _ => q.mtu,
+            }
+        };
+        if !(1..=5).contains(&rec.mtu) {
+            return Err(SaStatus::ReqInvalid);
+        }
+        rec.rate = if !on(bit::RATE) || !on(bit::RATE_SEL) || q.rate_selector == 3 {
+            port_rate
+        } else {
+            use core::cmp::Ordering::*;
+            match q.rate_selector {
+                0 if cmp_rate(q.rate, port_rate) != Less => return Err(SaStatus::ReqInvalid),
+                0 => port_rate,
+                1 if cmp_rate(q.rate, port_rate) == Greater => port_rate,
+                1 => next_rate(q.rate, false).ok_or(SaStatus::ReqInvalid)?,
+                _ => q.rate,
+            }
+        };
+        if half_gbps(rec.rate).is_none() {
+            return Err(SaStatus::ReqInvalid);
+        }
+        rec.mlid = self.new_mlid(if on(bit::MLID) { q.mlid } else { Lid(0) })?;
+        // The record's scope is the MGID's (OpenSM keeps the request's,
+        // which leaves a made MGID's group with scope 0).
+        rec.scope = rec.mgid.0[1] & 0x0F;
+        rec.mtu_selector = EXACTLY;
+        rec.rate_selector = EXACTLY;
+        rec.packet_life_time_selector = EXACTLY;
+        rec.port_gid = Gid([0; 16]);
+        rec.proxy_join = false;
+        Ok(rec)
+    }
+
+    /// A requested MGID is a multicast GID (o15-0.1.5, IBA 4.1.1): 0xFF
+    /// first, no reserved flag; the SA's signature A01B never link-local;
+    /// an IPoIB one (401B, 601B) only in a partition whose broadcast
+    /// group exists and agrees.
+    fn check_mgid(&self, q: &McMemberRecord, mask: u64) -> Result<(), SaStatus> {
+        let m = &q.mgid;
+        if m.0[0] != 0xFF {
+            return Err(SaStatus::ReqInvalid);
+        }
+        let sig = signature(m);
+        if sig == 0x401B || sig == 0x601B {
+            let mut bcast = IPOIB_BROADCAST;
+            bcast.0[1] = 0x10 | (m.0[1] & 0x0F);
+            bcast.0[4..6].copy_from_slice(&m.0[4..6]);
+            if *m != bcast {
+                let b = self.by_mgid(&bcast).ok_or(SaStatus::ReqInvalid)?;
+                if !other_fields_agree(q, &self.groups[b].rec, mask) {
+                    return Err(SaStatus::ReqInvalid);
+                }
+            }
+            return Ok(());
+        }
+        if m.0[1] & 0xE0 != 0 || (sig == 0xA01B && m.0[1] & 0x0F == LINK_LOCAL) {
+            return Err(SaStatus::ReqInvalid);
+        }
+        Ok(())
+    }
+
+    /// An MGID of the SA's own: FF1s:A01B, the subnet prefix, a counter.
+    fn new_mgid(&mut self, mask: u64, q: &McMemberRecord, port: &End) -> Result<Gid, SaStatus> {
+        let scope = if mask & bit::SCOPE != 0 {
+            q.scope
+        } else {
+            LINK_LOCAL
+        };
+        let mut g = [0u8; 16];
+        g[..4].copy_from_slice(&[0xff, 0x10 | scope, 0xa0, 0x1b]);
+        g[4..12].copy_from_slice(&port.gid.prefix().to_be_bytes());
+        for _ in 0..1000 {
+            g[12..].copy_from_slice(&self.counter.to_be_bytes());
+            self.counter = self.counter.wrapping_add(1);
+            if self.by_mgid(&Gid(g)).is_none() {
+                return Ok(Gid(g));
+            }
+        }
+        Err(SaStatus::NoResources)
+    }
+
+    /// The MLID asked for when it is free, else the lowest free one.
+    fn new_mlid(&self, asked: Lid) -> Result<Lid, SaStatus> {
+        if asked.is_multicast() && !self.used(asked) {
+            return Ok(asked);
+        }
+        let (w, word) = self
+            .mlids
+            .iter()
+            .enumerate()
+            .find(|(_, w)| **w != u64::MAX)
+            .ok_or(SaStatus::NoResources)?;
+        let i = w * 64 + word.trailing_ones() as usize;
+        if i >= MLIDS {
+            return Err(SaStatus::NoResources);
+        }
+        Ok(Lid(Lid::MULTICAST_MIN.0 + i as u16))
+    }
+
+    /// Memberships the requester at `lid` made.
+    fn made_by(&self, lid: Lid) -> usize {
+        self.groups
+            .iter()
+            .flat_map(|g| &g.members)
+            .filter(|m| m.by == lid)
+            .count()
+    }
+
+    /// A Delete (leave) from `from` with `mask`; the record answered.
+    pub fn leave(
+        &mut self,
+        s: &Subnet,
+        from: Lid,
+        data: &[u8],
+        mask: u64,
+    ) -> Result<McMemberRecord, SaStatus> {
+        let q = McMemberRecord::decode(data).map_err(|_| SaStatus::ReqInvalid)?;
+        if mask & bit::JOIN != bit::JOIN {
+            return Err(SaStatus::ReqInsufficientComponents);
+        }
+        if !codes_valid(&q, mask) {
+            return Err(SaStatus::ReqInvalid);
+        }
+        let requester = end_by_lid(s, from).ok_or(SaStatus::ReqInvalid)?;
+        prefix_ok(&q.port_gid, &requester)?;
+        let gi = self.by_mgid(&q.mgid).ok_or(SaStatus::ReqInvalid)?;
+        let g = &mut self.groups[gi];
+        let mi = g.member(q.port_gid.guid()).ok_or(SaStatus::ReqInvalid)?;
+        let m = g.members[mi];
+        let asked = q.join_state & 0x0F;
+        // o15-0.1.14: some of the stored bits and none that is not
+        // stored, from the port itself unless it was joined by proxy.
+        let own = requester.gid.guid() == m.gid.guid();
+        if asked & m.join_state == 0 || asked & !m.join_state != 0 || (!m.proxy && !own) {
+            return Err(SaStatus::ReqInvalid);
+        }
+        let full_before = g.full_members();
+        let was_full = usize::from(m.join_state & FULL != 0);
+        let left = m.join_state & !asked;
+        let mut a = q;
+        if left & FULL != 0 || (left != 0 && full_before > was_full) {
+            g.members[mi].join_state = left;
+            a.join_state = left;
+        } else {
+            g.members.swap_remove(mi);
+            a.join_state = 0;
+        }
+        if g.full_members() == 0 && full_before > 0 {
+            // No full member is left: the group goes with its members,
+            // unless it is well known.
+            g.members.clear();
+            if !g.well_known {
+                self.remove(gi);
+            }
+        }
+        a.mtu_selector = EXACTLY;
+        a.rate_selector = EXACTLY;
+        a.packet_life_time_selector = EXACTLY;
+        Ok(a)
+    }
+
+    /// The records of a Get or GetTable from `from` with `mask`, at most
+    /// `max` (past it, "no resources").
+    pub fn find(
+        &self,
+        s: &Subnet,
+        from: Lid,
+        data: &[u8],
+        mask: u64,
+        trusted: bool,
+        max: usize,
+    ) -> Result<Vec<McMemberRecord>, SaStatus> {
+        let q = McMemberRecord::decode(data).map_err(|_| SaStatus::ReqInvalid)?;
+        if !codes_valid(&q, mask) {
+            return Err(SaStatus::ReqInvalid);
+        }
+        end_by_lid(s, from).ok_or(SaStatus::ReqInvalid)?;
+        let on = |b: u64| mask & b != 0;
+        // The scope and JoinState nibbles a record must match.
+        let state_mask =
+            (if on(bit::SCOPE) { 0xF0 } else { 0 }) | (if on(bit::JOIN_STATE) { 0x0F } else { 0 });
+        let state = |scope: u8, join: u8| ((scope << 4) | join) & state_mask;
+        let wanted = state(q.scope, q.join_state);
+        let mut out = Vec::new();
+        let mut push = |r: McMemberRecord| {
+            if out.len() >= max {
+                return Err(SaStatus::NoResources);
+            }
+            out.push(r);
+            Ok(())
+        };
+        for g in &self.groups {
+            let r = &g.rec;
+            if on(bit::MGID) && q.mgid != r.mgid
+                || on(bit::MLID) && q.mlid != r.mlid
+                || !other_fields_agree(&q, r, mask)
+                || on(bit::PROXY) && q.proxy_join != r.proxy_join
+                || !mtu_rate_agree(&q, r, mask)
+            {
+                continue;
+            }
+            let with = |m: &Member| McMemberRecord {
+                port_gid: m.gid,
+                join_state: m.join_state,
+                proxy_join: m.proxy,
+                ..*r
+            };
+            if on(bit::PORT_GID) {
+                let Some(mi) = g.member(q.port_gid.guid()) else {
+                    continue;
+                };
+                let m = &g.members[mi];
+                if state(r.scope, m.join_state) == wanted {
+                    push(with(m))?;
+                }
+            } else if trusted {
+                for m in g
+                    .members
+                    .iter()
+                    .filter(|m| state(r.scope, m.join_state) == wanted)
+                {
+                    push(with(m))?;
+                }
+            } else if state(r.scope, r.join_state) == wanted {
+                push(*r)?;
+            }
+        }
+        if !trusted {
+            // IBA 15.2.5.17: PortGID, JoinState and ProxyJoin are zero
+            // for an untrusted requester.
+            for r in &mut out {
+                r.port_gid = Gid([0; 16]);
+                r.join_state = 0;
+                r.proxy_join = false;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drops the memberships of ports that are no longer in the subnet,
+    /// and the groups (not well known) left with no full member; how many
+    /// memberships went.
+    pub fn prune(&mut self, s: &Subnet) -> usize {
+        let mut gone = 0;
+        for g in &mut self.groups {
+            let before = g.members.len();
+            g.members.retain(|m| member_end(s, m.gid).is_ok());
+            gone += before - g.members.len();
+        }
+        let mut i = 0;
+        while i < self.groups.len() {
+            let g = &self.groups[i];
+            if g.well_known || g.full_members() > 0 {
+                i += 1;
+            } else {
+                self.remove(i);
+            }
+        }
+        gone
+    }
+}

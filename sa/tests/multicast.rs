@@ -1,0 +1,465 @@
+//! MCMemberRecord: hosts join the IPoIB broadcast group, create groups of
+//! their own, leave them, and query them, on a fabric ibkit's SM brought
+//! up in the simulator; the SA applies the spec's rules (o15-0.1.x,
+//! o15-0.2.x) as OpenSM does, keeps members from untrusted requesters,
+//! forgets ports that leave, and bounds what a looping host can hold.
+
+use fabric::sim::FabricEvent;
+use mad_core::mad::Method;
+use mad_core::sa::mcmember::join_state::{FULL, NON, SEND_ONLY_NON};
+use mad_core::sa::*;
+use mad_core::types::PKey;
+use mad_core::{Gid, Lid};
+use sa::mcast::{IPOIB_BROADCAST, IPOIB_QKEY, MAX_GROUPS, MAX_PER_REQUESTER};
+use sa::{Addr, Sa, SaConfig};
+use smi::sm::Sm;
+
+mod common;
+use common::*;
+
+/// What a join or a leave selects.
+const JOIN: &[&str] = &["mgid", "port_gid", "join_state"];
+/// What the join that creates a group selects.
+const CREATE: &[&str] = &[
+    "mgid",
+    "port_gid",
+    "join_state",
+    "qkey",
+    "tclass",
+    "pkey",
+    "flow_label",
+    "sl",
+];
+/// The SA's SM_Key (SaConfig's default): a trusted requester's.
+const KEY: u64 = 1;
+
+fn new_sa() -> Sa {
+    Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    })
+}
+
+fn member(mgid: Gid, port: Gid, join: u8) -> McMemberRecord {
+    McMemberRecord {
+        mgid,
+        port_gid: port,
+        join_state: join,
+        qkey: 0x1234,
+        pkey: PKey::DEFAULT_FULL,
+        ..McMemberRecord::default()
+    }
+}
+
+/// A Set or Delete of `r` with the components `names` (and `extra` bits);
+/// the status and the record answered.
+fn send(
+    sa: &mut Sa,
+    sm: &Sm,
+    from: Addr,
+    method: Method,
+    r: &McMemberRecord,
+    names: &[&str],
+) -> (SaStatus, McMemberRecord) {
+    let (st, m) = one(
+        sa,
+        sm,
+        from,
+        &ask(method, r, mask::<McMemberRecord>(names), 0),
+        0,
+    );
+    (st, McMemberRecord::decode(&m.data).unwrap())
+}
+
+fn join(sa: &mut Sa, sm: &Sm, from: Addr, r: &McMemberRecord, names: &[&str]) -> SaStatus {
+    send(sa, sm, from, Method::Set, r, names).0
+}
+
+fn gid(from: Addr, sm: &Sm) -> Gid {
+    sa::path::end_by_lid(sm.subnet(), from.lid).unwrap().gid
+}
+
+#[test]
+fn hosts_join_the_ipoib_broadcast_group_and_only_the_trusted_see_who() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let (h0, h1) = (hs[0].1, hs[1].1);
+    // What Linux IPoIB sends: the group, the port, full member.
+    for h in [h0, h1] {
+        let r = member(IPOIB_BROADCAST, gid(h, &sm), FULL);
+        let (st, a) = send(&mut sa, &sm, h, Method::Set, &r, JOIN);
+        assert_eq!(st, SaStatus::Ok);
+        assert_eq!(a.mgid, IPOIB_BROADCAST);
+        assert_eq!(a.port_gid, gid(h, &sm));
+        assert_eq!(a.mlid, Lid(0xC000));
+        assert_eq!(a.qkey, IPOIB_QKEY);
+        assert_eq!((a.mtu_selector, a.mtu), (2, 4), "2048, exactly");
+        assert_eq!((a.rate_selector, a.rate), (2, 3), "10 Gb/s, exactly");
+        assert_eq!(a.pkey, PKey::DEFAULT_FULL);
+        assert_eq!(a.join_state, FULL);
+    }
+    // Untrusted: one record for the group, no member in it.
+    let any = McMemberRecord::default();
+    let seen = all(&mut sa, &sm, h0, &any, 0, 0);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].mgid, IPOIB_BROADCAST);
+    assert_eq!((seen[0].port_gid, seen[0].join_state), (Gid([0; 16]), 0));
+    // Trusted: every member.
+    let seen = all(&mut sa, &sm, h0, &any, 0, KEY);
+    let mut who: Vec<Gid> = seen.iter().map(|r| r.port_gid).collect();
+    who.sort();
+    let mut want = vec![gid(h0, &sm), gid(h1, &sm)];
+    want.sort();
+    assert_eq!(who, want);
+    assert!(seen.iter().all(|r| r.join_state == FULL && !r.proxy_join));
+    // A port's own record, asked untrusted, still hides the port.
+    let q = member(IPOIB_BROADCAST, gid(h1, &sm), 0);
+    let (st, m) = one(
+        &mut sa,
+        &sm,
+        h0,
+        &ask(
+            Method::Get,
+            &q,
+            mask::<McMemberRecord>(&["mgid", "port_gid"]),
+            0,
+        ),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(
+        McMemberRecord::decode(&m.data).unwrap().port_gid,
+        Gid([0; 16])
+    );
+
+    // Joining with components the group does not have is refused.
+    let mut r = member(IPOIB_BROADCAST, gid(h0, &sm), FULL);
+    (r.mtu_selector, r.mtu) = (2, 5);
+    let with_mtu = [JOIN, &["mtu_selector", "mtu"]].concat();
+    assert_eq!(join(&mut sa, &sm, h0, &r, &with_mtu), SaStatus::ReqInvalid);
+    r.mtu = 4;
+    assert_eq!(join(&mut sa, &sm, h0, &r, &with_mtu), SaStatus::Ok);
+    let with_qkey = [JOIN, &["qkey"]].concat();
+    assert_eq!(join(&mut sa, &sm, h0, &r, &with_qkey), SaStatus::ReqInvalid);
+
+    // Leaving: h1 goes; a second leave finds nothing to remove.
+    let r1 = member(IPOIB_BROADCAST, gid(h1, &sm), FULL);
+    let (st, a) = send(&mut sa, &sm, h1, Method::Delete, &r1, JOIN);
+    assert_eq!((st, a.join_state), (SaStatus::Ok, 0));
+    assert_eq!(all(&mut sa, &sm, h0, &any, 0, KEY).len(), 1);
+    let (st, _) = send(&mut sa, &sm, h1, Method::Delete, &r1, JOIN);
+    assert_eq!(st, SaStatus::ReqInvalid);
+    // The last full member leaves: the well-known group stays.
+    let r0 = member(IPOIB_BROADCAST, gid(h0, &sm), FULL);
+    assert_eq!(
+        send(&mut sa, &sm, h0, Method::Delete, &r0, JOIN).0,
+        SaStatus::Ok
+    );
+    assert_eq!(all(&mut sa, &sm, h0, &any, 0, KEY).len(), 0, "no member");
+    assert_eq!(all(&mut sa, &sm, h0, &any, 0, 0).len(), 1, "the group");
+}
+
+#[test]
+fn groups_are_created_only_with_what_the_spec_requires() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let h = hosts(&f)[0].1;
+    let me = gid(h, &sm);
+    let zero = Gid([0; 16]);
+    // MGID 0 asks the SA for one, with every creation component.
+    let r = member(zero, me, FULL);
+    assert_eq!(
+        join(&mut sa, &sm, h, &r, JOIN),
+        SaStatus::ReqInsufficientComponents
+    );
+    for skip in ["qkey", "sl", "flow_label", "tclass", "pkey"] {
+        let names: Vec<&str> = CREATE.iter().copied().filter(|n| *n != skip).collect();
+        assert_eq!(
+            join(&mut sa, &sm, h, &r, &names),
+            SaStatus::ReqInsufficientComponents,
+            "without {skip}"
+        );
+    }
+    let non = member(zero, me, NON);
+    assert_eq!(join(&mut sa, &sm, h, &non, CREATE), SaStatus::ReqInvalid);
+    let (st, a) = send(&mut sa, &sm, h, Method::Set, &r, CREATE);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(
+        a.mgid.0[..4],
+        [0xff, 0x12, 0xa0, 0x1b],
+        "SA-made, link-local"
+    );
+    assert_eq!(a.mgid.0[4..12], me.0[..8], "the subnet prefix");
+    assert_eq!(a.mlid, Lid(0xC001), "the lowest free MLID");
+    assert_eq!(a.qkey, 0x1234);
+    // The port's own MTU and rate, as the path to itself has them.
+    let own = sa::path::walk(
+        sm.subnet(),
+        sa::path::end_by_lid(sm.subnet(), h.lid).unwrap().node,
+        h.lid,
+    )
+    .unwrap();
+    assert_eq!(a.mtu, own.mtu);
+    assert_eq!(a.rate, sa::path::rate_code(own.half_gbps));
+    let (_, b) = send(&mut sa, &sm, h, Method::Set, &r, CREATE);
+    assert_ne!(b.mgid, a.mgid);
+    assert_eq!(b.mlid, Lid(0xC002));
+
+    // MGIDs that are not multicast GIDs a host may name.
+    let bad = |g: [u8; 4]| {
+        let mut m = [0u8; 16];
+        m[..4].copy_from_slice(&g);
+        m[15] = 1;
+        Gid(m)
+    };
+    for (g, why) in [
+        ([0xfa, 0x12, 0xa0, 0x1c], "not 0xFF"),
+        ([0xff, 0x12, 0xa0, 0x1b], "SA signature, link-local"),
+        ([0xef, 0x12, 0xa0, 0x1c], "prefix 0xEF"),
+        ([0xff, 0x22, 0xa0, 0x1c], "a reserved flag"),
+        (
+            [0xff, 0x12, 0x40, 0x1b],
+            "IPoIB of a partition without its broadcast group",
+        ),
+    ] {
+        let mut g = bad(g);
+        if why.starts_with("IPoIB") {
+            g.0[4..6].copy_from_slice(&[0x80, 0x01]);
+        }
+        let r = member(g, me, FULL);
+        assert_eq!(
+            join(&mut sa, &sm, h, &r, CREATE),
+            SaStatus::ReqInvalid,
+            "{why}"
+        );
+    }
+    let r = member(bad([0xff, 0x02, 0, 0]), me, FULL);
+    assert_eq!(join(&mut sa, &sm, h, &r, CREATE), SaStatus::Ok, "FF02::1");
+    // An IPoIB group of the default partition agrees with its broadcast
+    // group (Q_Key 0x0B1B).
+    let mut v6 = bad([0xff, 0x12, 0x60, 0x1b]);
+    v6.0[4..6].copy_from_slice(&[0xff, 0xff]);
+    let r = member(v6, me, FULL);
+    assert_eq!(join(&mut sa, &sm, h, &r, CREATE), SaStatus::ReqInvalid);
+    let r = McMemberRecord {
+        qkey: IPOIB_QKEY,
+        ..r
+    };
+    assert_eq!(join(&mut sa, &sm, h, &r, CREATE), SaStatus::Ok);
+
+    // Rates and MTUs no port here can carry, or no code means.
+    let with = |names: &[&'static str]| [CREATE, names].concat();
+    let rate = with(&["rate_selector", "rate"]);
+    let mtu = with(&["mtu_selector", "mtu"]);
+    for (sel, code, names, why) in [
+        (2u8, 18u8, &rate, "exactly 300 Gb/s"),
+        (1, 2, &rate, "below 2.5 Gb/s"),
+        (2, 0x3f, &rate, "no such rate"),
+        (0, 5, &mtu, "above 4096"),
+        (1, 1, &mtu, "below 256"),
+        (2, 6, &mtu, "no such MTU"),
+    ] {
+        let mut r = member(zero, me, FULL);
+        if names == &rate {
+            (r.rate_selector, r.rate) = (sel, code);
+        } else {
+            (r.mtu_selector, r.mtu) = (sel, code);
+        }
+        assert_eq!(
+            join(&mut sa, &sm, h, &r, names),
+            SaStatus::ReqInvalid,
+            "{why}"
+        );
+    }
+    // An MLID asked for, when free.
+    let r = McMemberRecord {
+        mlid: Lid(0xC123),
+        ..member(zero, me, FULL)
+    };
+    let (st, a) = send(&mut sa, &sm, h, Method::Set, &r, &with(&["mlid"]));
+    assert_eq!((st, a.mlid), (SaStatus::Ok, Lid(0xC123)));
+    // Found by its MLID; an MLID no group has finds nothing.
+    let q = McMemberRecord {
+        mlid: Lid(0xC123),
+        ..McMemberRecord::default()
+    };
+    let by_mlid = mask::<McMemberRecord>(&["mlid"]);
+    let (st, m) = one(&mut sa, &sm, h, &ask(Method::Get, &q, by_mlid, 0), 0);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(McMemberRecord::decode(&m.data).unwrap().mgid, a.mgid);
+    let q = McMemberRecord {
+        mlid: Lid(0xC999),
+        ..q
+    };
+    let (st, _) = one(&mut sa, &sm, h, &ask(Method::Get, &q, by_mlid, 0), 0);
+    assert_eq!(st, SaStatus::NoRecords);
+}
+
+#[test]
+fn members_change_and_leave_as_o15_0_1_14_says() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let (h0, h1, h2) = (hs[0].1, hs[1].1, hs[2].1);
+    let (_, g) = send(
+        &mut sa,
+        &sm,
+        h0,
+        Method::Set,
+        &member(Gid([0; 16]), gid(h0, &sm), FULL),
+        CREATE,
+    );
+    let mgid = g.mgid;
+    // h1 joins as a non-member, then adds send-only: the states add up.
+    let (st, a) = send(
+        &mut sa,
+        &sm,
+        h1,
+        Method::Set,
+        &member(mgid, gid(h1, &sm), NON),
+        JOIN,
+    );
+    assert_eq!((st, a.join_state), (SaStatus::Ok, NON));
+    let r = member(mgid, gid(h1, &sm), SEND_ONLY_NON);
+    let (st, a) = send(&mut sa, &sm, h1, Method::Set, &r, JOIN);
+    assert_eq!((st, a.join_state), (SaStatus::Ok, NON | SEND_ONLY_NON));
+    // A leave of bits it does not hold is refused; of some it holds, kept.
+    let r = member(mgid, gid(h1, &sm), FULL);
+    assert_eq!(
+        send(&mut sa, &sm, h1, Method::Delete, &r, JOIN).0,
+        SaStatus::ReqInvalid
+    );
+    let r = member(mgid, gid(h1, &sm), NON | FULL);
+    assert_eq!(
+        send(&mut sa, &sm, h1, Method::Delete, &r, JOIN).0,
+        SaStatus::ReqInvalid
+    );
+    let r = member(mgid, gid(h1, &sm), NON);
+    let (st, a) = send(&mut sa, &sm, h1, Method::Delete, &r, JOIN);
+    assert_eq!((st, a.join_state), (SaStatus::Ok, SEND_ONLY_NON));
+    // Nobody else changes a membership its port made.
+    let r = member(mgid, gid(h0, &sm), FULL);
+    assert_eq!(
+        send(&mut sa, &sm, h1, Method::Delete, &r, JOIN).0,
+        SaStatus::ReqInvalid
+    );
+    assert_eq!(
+        join(&mut sa, &sm, h1, &member(mgid, gid(h0, &sm), NON), JOIN),
+        SaStatus::ReqInvalid
+    );
+    // A proxy join: h0 joins h2; the record says so; another member of the
+    // partition may end it.
+    assert_eq!(
+        join(&mut sa, &sm, h0, &member(mgid, gid(h2, &sm), NON), JOIN),
+        SaStatus::Ok
+    );
+    let q = member(mgid, gid(h2, &sm), 0);
+    let pm = mask::<McMemberRecord>(&["mgid", "port_gid"]);
+    let (st, m) = one(&mut sa, &sm, h0, &ask(Method::Get, &q, pm, KEY), 0);
+    assert_eq!(st, SaStatus::Ok);
+    let got = McMemberRecord::decode(&m.data).unwrap();
+    assert!(got.proxy_join);
+    assert_eq!((got.port_gid, got.join_state), (gid(h2, &sm), NON));
+    let r = member(mgid, gid(h2, &sm), NON);
+    assert_eq!(
+        send(&mut sa, &sm, h1, Method::Delete, &r, JOIN).0,
+        SaStatus::Ok
+    );
+    // The last full member leaves: the group goes, h1's membership with it.
+    let r = member(mgid, gid(h0, &sm), FULL);
+    assert_eq!(
+        send(&mut sa, &sm, h0, Method::Delete, &r, JOIN).0,
+        SaStatus::Ok
+    );
+    let q = McMemberRecord {
+        mgid,
+        ..McMemberRecord::default()
+    };
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        h1,
+        &ask(Method::Get, &q, mask::<McMemberRecord>(&["mgid"]), 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::NoRecords);
+    assert_eq!(sa.groups().iter().count(), 1, "the broadcast group only");
+    assert_eq!(sa.groups().memberships(), 0);
+}
+
+#[test]
+fn a_port_that_leaves_the_subnet_leaves_its_groups() {
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let ((_, h0), (n1, h1)) = (hs[0], hs[1]);
+    for h in [h0, h1] {
+        assert_eq!(
+            join(
+                &mut sa,
+                &sm,
+                h,
+                &member(IPOIB_BROADCAST, gid(h, &sm), FULL),
+                JOIN
+            ),
+            SaStatus::Ok
+        );
+    }
+    let (st, _) = send(
+        &mut sa,
+        &sm,
+        h1,
+        Method::Set,
+        &member(Gid([0; 16]), gid(h1, &sm), FULL),
+        CREATE,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(sa.groups().iter().count(), 2);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(n1));
+    run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+    let members = all(&mut sa, &sm, h0, &McMemberRecord::default(), 0, KEY);
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert_eq!(members[0].port_gid, gid(h0, &sm));
+    assert_eq!(sa.groups().iter().count(), 1, "h1's group went with it");
+}
+
+#[test]
+fn a_host_that_creates_groups_in_a_loop_is_bounded_and_others_still_join() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let r = |h: Addr| member(Gid([0; 16]), gid(h, &sm), FULL);
+    let mut made = 0;
+    while join(&mut sa, &sm, hs[0].1, &r(hs[0].1), CREATE) == SaStatus::Ok {
+        made += 1;
+        assert!(made <= MAX_PER_REQUESTER, "unbounded");
+    }
+    assert_eq!(made, MAX_PER_REQUESTER);
+    assert_eq!(
+        join(&mut sa, &sm, hs[0].1, &r(hs[0].1), CREATE),
+        SaStatus::NoResources
+    );
+    // Others fill the SA up to its bound on groups.
+    let mut i = 1;
+    while sa.groups().iter().count() < MAX_GROUPS {
+        if join(&mut sa, &sm, hs[i].1, &r(hs[i].1), CREATE) != SaStatus::Ok {
+            i += 1;
+        }
+    }
+    assert_eq!(
+        join(&mut sa, &sm, hs[i].1, &r(hs[i].1), CREATE),
+        SaStatus::NoResources
+    );
+    // A host that made nothing still joins the broadcast group.
+    let last = hs[hs.len() - 1].1;
+    assert!(i < hs.len() - 1);
+    let b = member(IPOIB_BROADCAST, gid(last, &sm), FULL);
+    assert_eq!(join(&mut sa, &sm, last, &b, JOIN), SaStatus::Ok);
+    // Every MLID given is distinct.
+    let mut mlids: Vec<u16> = sa.groups().iter().map(|g| g.rec.mlid.0).collect();
+    mlids.sort();
+    mlids.dedup();
+    assert_eq!(mlids.len(), MAX_GROUPS);
+}
