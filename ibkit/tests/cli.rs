@@ -492,6 +492,11 @@ fn nonsense_numbers_are_refused_with_their_range() {
         ),
         (&["sa", "path", "sgid=zz::"][..], "not a GID"),
         (&["sa", "service", "--register"][..], "need the record"),
+        (&["sa", "mcmember", "--leave"][..], "need the group"),
+        (
+            &["sa", "mcmember", "--join", "--leave", "ff12::1"][..],
+            "cannot be used with",
+        ),
         (
             &["sa", "service", &"x".repeat(65)][..],
             "longer than its 64 bytes",

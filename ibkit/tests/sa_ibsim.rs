@@ -184,6 +184,68 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     let (ok, out) = saquery(&sim, host, &["SR"]);
     asked += 1;
     assert!(ok && !out.contains("ServiceRecord dump"), "deleted: {out}");
+    // Multicast: the IPoIB broadcast group is there from the start; one
+    // host joins it and another creates a group (`ibkit sa mcmember`);
+    // saquery lists both groups, and their members only with the SM_Key.
+    let (ok, out) = saquery(&sim, host, &["-g"]);
+    asked += 1;
+    assert!(ok && out.contains("ff12:401b:ffff::ffff:ffff"), "{out}");
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    let (code, v, err) = ibkit_sa(&sim, other, &["mcmember", "--join", bcast]);
+    asked += 1;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["records"][0]["mlid"], 0xC000, "{v}");
+    assert_eq!(v["records"][0]["join_state"], 1, "{v}");
+    let create = [
+        "mcmember",
+        "--join",
+        "mgid=::",
+        "qkey=0x22",
+        "pkey=0xffff",
+        "sl=0",
+        "flow_label=0",
+        "tclass=0",
+    ];
+    let (code, v, err) = ibkit_sa(&sim, host, &create);
+    asked += 1;
+    assert_eq!(code, 0, "{err}");
+    let made = v["records"][0]["mgid"].as_str().unwrap().to_string();
+    assert!(made.starts_with("0xff12a01b"), "an MGID of the SA's: {v}");
+    let (ok, out) = saquery(&sim, host, &["-g"]);
+    asked += 1;
+    assert!(
+        ok && out.matches("MCMemberRecord group dump").count() == 2,
+        "{out}"
+    );
+    let port_gids = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.trim_start().starts_with("PortGid"))
+            .map(|l| {
+                l.trim()
+                    .trim_start_matches("PortGid")
+                    .trim_start_matches('.')
+                    .to_string()
+            })
+            .collect()
+    };
+    let (ok, out) = saquery(&sim, host, &["--smkey", "1", "-m"]);
+    asked += 1;
+    let members = port_gids(&out);
+    assert!(ok && members.len() == 2, "{out}");
+    assert!(members.iter().all(|g| g.starts_with("fe80::")), "{out}");
+    let (ok, out) = saquery(&sim, host, &["-m"]);
+    asked += 1;
+    assert!(
+        ok && port_gids(&out).iter().all(|g| g == "::"),
+        "untrusted: {out}"
+    );
+    let (code, v, err) = ibkit_sa(&sim, other, &["mcmember", "--leave", bcast]);
+    asked += 1;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["records"][0]["join_state"], 0, "{v}");
+    let (ok, out) = saquery(&sim, host, &["--smkey", "1", "-m"]);
+    asked += 1;
+    assert!(ok && port_gids(&out).len() == 1, "{out}");
     // What the SA does not serve yet: refused with the MAD status.
     let (ok, out) = saquery(&sim, host, &["SL2VL"]);
     asked += 1;
@@ -658,6 +720,39 @@ fn osmtest_validates_ibkits_sa() {
             t.elapsed().as_secs_f64()
         );
     }
+    // The multicast flow: every o15 check of joins, creations, leaves,
+    // proxy joins and queries passes; its last step then fails. It deletes
+    // the groups a GetTable lists, and through libumad2sim a GetTable
+    // brings the first RMPP segment only (three MCMemberRecords), so two
+    // groups it made stay and it says so (ERR 02FE). osmtest prints the
+    // cleanup line only when every check before it passed.
+    let (pass, out, _) = osmtest(
+        &sim,
+        host,
+        &dir,
+        &["-f", "m", "-i", inv],
+        Duration::from_secs(30),
+    );
+    let tail: Vec<&str> = out.lines().rev().take(30).collect();
+    let cleanup = out
+        .find("Cleanup all MCG that are not IPoIB")
+        .unwrap_or_else(|| panic!("osmtest multicast stopped before its cleanup: {tail:#?}"));
+    let after = &out[cleanup..];
+    let errors: Vec<&str> = after.lines().filter(|l| l.contains("ERR 0")).collect();
+    assert!(
+        pass || errors
+            .iter()
+            .all(|l| l.contains("ERR 02FE") || l.contains("ERR 0152")),
+        "osmtest multicast failed for another reason: {errors:#?}"
+    );
+    eprintln!(
+        "osmtest multicast: every check passes; cleanup: {}",
+        if pass {
+            "PASS"
+        } else {
+            "groups beyond the first segment left (libumad2sim)"
+        }
+    );
     let (clean, out) = sm.stop(Duration::from_secs(5));
     assert!(clean, "{out}");
     let _ = std::fs::remove_dir_all(&dir);

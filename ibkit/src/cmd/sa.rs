@@ -105,10 +105,21 @@ pub enum SaWhat {
         #[arg(long)]
         delete: bool,
     },
-    /// MCMemberRecords (bare value: the MGID).
+    /// MCMemberRecords (bare value: the MGID); with --join or --leave, a
+    /// Set or a Delete of this port's membership of the group.
     Mcmember {
         /// Filters: component=value, or an MGID.
         filters: Vec<String>,
+        /// Join the group (SubnAdmSet): this port's GID and full
+        /// membership unless given. A group that does not exist is
+        /// created, which needs qkey=, pkey=, sl=, flow_label= and
+        /// tclass= as well (mgid=:: asks the SA to make the MGID).
+        #[arg(long, conflicts_with = "leave")]
+        join: bool,
+        /// Leave the group (SubnAdmDelete) with the join_state given
+        /// (full membership unless given).
+        #[arg(long)]
+        leave: bool,
     },
     /// InformInfoRecords: the subscriptions to reports (bare value: the subscriber's GID).
     Inform {
@@ -319,8 +330,20 @@ fn query(what: &SaWhat) -> Result<Query, String> {
             q.filters(filters, &first("service_name"))?;
             q
         }
-        SaWhat::Mcmember { filters } => {
-            let mut q = Query::of::<McMemberRecord>(Method::GetTable);
+        SaWhat::Mcmember {
+            filters,
+            join,
+            leave,
+        } => {
+            if (*join || *leave) && filters.is_empty() {
+                return Err("--join and --leave need the group: mgid=… (or a bare MGID)".into());
+            }
+            let method = match (join, leave) {
+                (true, _) => Method::Set,
+                (_, true) => Method::Delete,
+                _ => Method::GetTable,
+            };
+            let mut q = Query::of::<McMemberRecord>(method);
             q.filters(filters, &first("mgid"))?;
             q
         }
@@ -334,14 +357,31 @@ fn query(what: &SaWhat) -> Result<Query, String> {
     Ok(q)
 }
 
-/// What a registration (or a deletion) leaves out: this port's GID, the
-/// default partition, for ever.
-fn register_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
+/// What a join or a leave leaves out: this port's GID, full membership.
+fn member_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
+    let defaults: [(&str, String); 2] = [("port_gid", port_gid(guid)), ("join_state", "1".into())];
+    for (n, v) in defaults {
+        let bit = McMemberRecord::component(n).unwrap_or(0);
+        if q.mask & bit == 0 {
+            q.set(n, &v)?;
+        }
+    }
+    Ok(())
+}
+
+/// This port's GID under the default prefix, as IPv6 text.
+fn port_gid(guid: u64) -> String {
     let mut gid = [0u8; 16];
     gid[..2].copy_from_slice(&[0xfe, 0x80]);
     gid[8..].copy_from_slice(&guid.to_be_bytes());
+    std::net::Ipv6Addr::from(gid).to_string()
+}
+
+/// What a registration (or a deletion) leaves out: this port's GID, the
+/// default partition, for ever.
+fn register_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
     let defaults: [(&str, String); 3] = [
-        ("service_gid", std::net::Ipv6Addr::from(gid).to_string()),
+        ("service_gid", port_gid(guid)),
         ("service_pkey", "0xffff".into()),
         ("service_lease", "0xffffffff".into()),
     ];
@@ -544,6 +584,11 @@ pub fn run(a: &SaArgs) -> super::Outcome {
     {
         if register || delete {
             register_defaults(&mut q, c.guid)?;
+        }
+    }
+    if let SaWhat::Mcmember { join, leave, .. } = a.what {
+        if join || leave {
+            member_defaults(&mut q, c.guid)?;
         }
     }
     let opts = QueryOpts {
