@@ -297,7 +297,17 @@ impl Sm {
                     n.switch_info = Some(si);
                 }
             }
-            Purpose::SetTop { node } => self.send_lft(node),
+            Purpose::SetTop { node } => {
+                // The response carries the switch's SwitchInfo after the
+                // Set: LinearFDBTop as set, PortStateChange cleared. The
+                // SA's SwitchInfoRecord shows it.
+                if let (Ok(si), Some(mut n)) =
+                    (SwitchInfo::decode(&smp.data), self.db.node_mut(node))
+                {
+                    n.switch_info = Some(si);
+                }
+                self.send_lft(node)
+            }
             Purpose::VirtInfo { node } => {
                 if let (Ok(vi), true) = (
                     VirtualizationInfo::decode(&smp.data),

@@ -118,6 +118,12 @@ impl Sm {
                 .collect();
             if top != old_top {
                 self.set_node(i, &si, 0, Purpose::SetTopOnly);
+                if let Some(mut n) = self.db.node_mut(i) {
+                    n.switch_info = Some(SwitchInfo {
+                        port_state_change: false,
+                        ..si
+                    });
+                }
             }
             for b in changed {
                 self.send_lft_block(k, b);
