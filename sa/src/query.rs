@@ -158,13 +158,37 @@ pub fn switch_info_records(s: &Subnet, f: &mut dyn FnMut(SwitchInfoRecord)) {
     }
 }
 
-/// The SA's ClassPortInfo: base version 1, class version 2, no
-/// redirection, the response time of `cfg`.
+/// CapabilityMask bits of the SA's ClassPortInfo (IBA 15.2.1.1, table
+/// 190) this SA honours.
+pub mod cap {
+    /// IsSubnGetSetNoticeSupported: Set(InformInfo) and Reports.
+    pub const GET_SET_NOTICE: u16 = 1 << 1;
+    /// IsUDMulticastSupported: MCMemberRecord joins.
+    pub const UD_MULTICAST: u16 = 1 << 9;
+    /// IsMultiPathSupported: GetMulti(MultiPathRecord).
+    pub const MULTIPATH: u16 = 1 << 10;
+    /// CapabilityMask2 IsSendOnlyFullMemberSupported: a send-only full
+    /// member joins (and creates) groups.
+    pub const SEND_ONLY_FULL_MEMBER_2: u32 = 1 << 12;
+}
+
+/// The QP1 Q_Key (IBA 3.5.3).
+const QP1_QKEY: u32 = 0x8001_0000;
+
+/// The SA's ClassPortInfo: base version 1, class version 2, the
+/// capabilities it has ([`cap`]), the response time of `cfg`, and no
+/// redirection: QP 1 with its Q_Key, as OpenSM says it (a client that
+/// follows the redirect fields stays where it is).
 pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
     let cpi = ClassPortInfo {
         base_version: 1,
         class_version: mad_core::sa::SA_CLASS_VERSION,
+        capability_mask: cap::GET_SET_NOTICE | cap::UD_MULTICAST | cap::MULTIPATH,
+        capability_mask2: cap::SEND_ONLY_FULL_MEMBER_2,
         resp_time_value: cfg.resp_time_value & 0x1F,
+        redirect_qp: 1,
+        redirect_qkey: QP1_QKEY,
+        trap_qkey: QP1_QKEY,
         ..ClassPortInfo::default()
     };
     cpi.to_bytes().unwrap_or([0; 72])
