@@ -276,6 +276,28 @@ fn signature(g: &Gid) -> u16 {
     u16::from_be_bytes([g.0[2], g.0[3]])
 }
 
+/// The record of a join or a leave, checked as both are (o15-0.1.x):
+/// MGID, PortGID and JoinState selected, MTU and rate codes that exist, a
+/// requester the SM knows, the PortGID under the subnet's prefix; with
+/// the requester's end.
+fn membership_request(
+    s: &Subnet,
+    from: Lid,
+    data: &[u8],
+    mask: u64,
+) -> Result<(McMemberRecord, End), SaStatus> {
+    let q = McMemberRecord::decode(data).map_err(|_| SaStatus::ReqInvalid)?;
+    if mask & bit::JOIN != bit::JOIN {
+        return Err(SaStatus::ReqInsufficientComponents);
+    }
+    if !codes_valid(&q, mask) {
+        return Err(SaStatus::ReqInvalid);
+    }
+    let requester = end_by_lid(s, from).ok_or(SaStatus::ReqInvalid)?;
+    prefix_ok(&q.port_gid, &requester)?;
+    Ok((q, requester))
+}
+
 impl Groups {
     /// The groups of a new SA: the default partition's IPoIB broadcast
     /// group, well known, with no member (MTU 2048, 10 Gb/s, Q_Key
@@ -363,15 +385,7 @@ impl Groups {
         data: &[u8],
         mask: u64,
     ) -> Result<McMemberRecord, SaStatus> {
-        let q = McMemberRecord::decode(data).map_err(|_| SaStatus::ReqInvalid)?;
-        if mask & bit::JOIN != bit::JOIN {
-            return Err(SaStatus::ReqInsufficientComponents);
-        }
-        if !codes_valid(&q, mask) {
-            return Err(SaStatus::ReqInvalid);
-        }
-        let requester = end_by_lid(s, from).ok_or(SaStatus::ReqInvalid)?;
-        prefix_ok(&q.port_gid, &requester)?;
+        let (q, requester) = membership_request(s, from, data, mask)?;
         let port = member_end(s, q.port_gid)?;
         let proxy = port.gid.guid() != requester.gid.guid();
         if mask & bit::PKEY != 0 && !q.pkey.is_valid() {
@@ -605,15 +619,7 @@ impl Groups {
         data: &[u8],
         mask: u64,
     ) -> Result<McMemberRecord, SaStatus> {
-        let q = McMemberRecord::decode(data).map_err(|_| SaStatus::ReqInvalid)?;
-        if mask & bit::JOIN != bit::JOIN {
-            return Err(SaStatus::ReqInsufficientComponents);
-        }
-        if !codes_valid(&q, mask) {
-            return Err(SaStatus::ReqInvalid);
-        }
-        let requester = end_by_lid(s, from).ok_or(SaStatus::ReqInvalid)?;
-        prefix_ok(&q.port_gid, &requester)?;
+        let (q, requester) = membership_request(s, from, data, mask)?;
         let gi = self.by_mgid(&q.mgid).ok_or(SaStatus::ReqInvalid)?;
         let g = &mut self.groups[gi];
         let mi = g.member(q.port_gid.guid()).ok_or(SaStatus::ReqInvalid)?;
