@@ -184,6 +184,21 @@ impl Query {
     }
 
     /// Sets component `name` to `value` and selects it in the mask.
+    /// Sets each component of `defaults` the filters left out.
+    fn default_to(&mut self, defaults: &[(&str, String)]) -> Result<(), String> {
+        for (n, v) in defaults {
+            let given = self
+                .components
+                .iter()
+                .position(|c| c.name == *n)
+                .is_some_and(|i| i < 64 && self.mask & (1 << i) != 0);
+            if !given {
+                self.set(n, v)?;
+            }
+        }
+        Ok(())
+    }
+
     fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let (i, c) = self
             .components
@@ -316,16 +331,12 @@ fn query(what: &SaWhat) -> Result<Query, String> {
             register,
             delete,
         } => {
-            if (*register || *delete) && filters.is_empty() {
-                return Err(
-                    "--register and --delete need the record: service_id=…, service_name=…".into(),
-                );
-            }
-            let method = match (register, delete) {
-                (true, _) => Method::Set,
-                (_, true) => Method::Delete,
-                _ => Method::GetTable,
-            };
+            let method = change(
+                *register,
+                *delete,
+                filters,
+                "--register and --delete need the record: service_id=…, service_name=…",
+            )?;
             let mut q = Query::of::<ServiceRecord>(method);
             q.filters(filters, &first("service_name"))?;
             q
@@ -335,14 +346,12 @@ fn query(what: &SaWhat) -> Result<Query, String> {
             join,
             leave,
         } => {
-            if (*join || *leave) && filters.is_empty() {
-                return Err("--join and --leave need the group: mgid=… (or a bare MGID)".into());
-            }
-            let method = match (join, leave) {
-                (true, _) => Method::Set,
-                (_, true) => Method::Delete,
-                _ => Method::GetTable,
-            };
+            let method = change(
+                *join,
+                *leave,
+                filters,
+                "--join and --leave need the group: mgid=… (or a bare MGID)",
+            )?;
             let mut q = Query::of::<McMemberRecord>(method);
             q.filters(filters, &first("mgid"))?;
             q
@@ -357,16 +366,23 @@ fn query(what: &SaWhat) -> Result<Query, String> {
     Ok(q)
 }
 
+/// The method of a command that may set (`set`) or delete (`delete`) the
+/// record its filters describe, or else ask for a table; a Set or Delete
+/// with no filter is refused with `why`.
+fn change(set: bool, delete: bool, filters: &[String], why: &str) -> Result<Method, String> {
+    if (set || delete) && filters.is_empty() {
+        return Err(why.into());
+    }
+    Ok(match (set, delete) {
+        (true, _) => Method::Set,
+        (_, true) => Method::Delete,
+        _ => Method::GetTable,
+    })
+}
+
 /// What a join or a leave leaves out: this port's GID, full membership.
 fn member_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
-    let defaults: [(&str, String); 2] = [("port_gid", port_gid(guid)), ("join_state", "1".into())];
-    for (n, v) in defaults {
-        let bit = McMemberRecord::component(n).unwrap_or(0);
-        if q.mask & bit == 0 {
-            q.set(n, &v)?;
-        }
-    }
-    Ok(())
+    q.default_to(&[("port_gid", port_gid(guid)), ("join_state", "1".into())])
 }
 
 /// This port's GID under the default prefix, as IPv6 text.
@@ -380,18 +396,11 @@ fn port_gid(guid: u64) -> String {
 /// What a registration (or a deletion) leaves out: this port's GID, the
 /// default partition, for ever.
 fn register_defaults(q: &mut Query, guid: u64) -> Result<(), String> {
-    let defaults: [(&str, String); 3] = [
+    q.default_to(&[
         ("service_gid", port_gid(guid)),
         ("service_pkey", "0xffff".into()),
         ("service_lease", "0xffffffff".into()),
-    ];
-    for (n, v) in defaults {
-        let bit = ServiceRecord::component(n).unwrap_or(0);
-        if q.mask & bit == 0 {
-            q.set(n, &v)?;
-        }
-    }
-    Ok(())
+    ])
 }
 
 /// The records of an answer: one for a Get, Set or Delete; for a table,
