@@ -64,8 +64,8 @@ pub enum PcapError {
     /// Not a UD SEND: no MAD.
     #[error("BTH opcode {0:#04x} is not UD SEND: no MAD")]
     NotUdSend(u8),
-    /// Not QP0 or QP1.
-    #[error("destination QP {0}: MADs travel on QP0 or QP1")]
+    /// Neither to QP0 or QP1 nor from QP1.
+    #[error("destination QP {0}, not from QP1: MADs travel to QP0 or QP1, or from QP1")]
     NotManagementQp(u32),
     /// The frame ends inside the MAD.
     #[error("frame of {len} bytes too short for a 256-byte MAD at offset {offset}")]
@@ -217,11 +217,15 @@ pub fn mad_of_frame(f: &[u8]) -> Packet {
     if opcode != 0x64 && opcode != 0x65 {
         return Err(PcapError::NotUdSend(opcode));
     }
+    let deth = f.get(off..off + 8).ok_or(PcapError::NoBth)?;
+    let src_qp = u32::from_be_bytes([0, deth[5], deth[6], deth[7]]);
     off += 8;
     if opcode == 0x65 {
         off += 4;
     }
-    if dest_qp > 1 {
+    // To QP 0 or 1, or from QP 1: a GSI answers a requester on the QP it
+    // asked from.
+    if dest_qp > 1 && src_qp != 1 {
         return Err(PcapError::NotManagementQp(dest_qp));
     }
     let mad = f.get(off..off + MAD_SIZE).ok_or(PcapError::ShortMad {
@@ -323,22 +327,34 @@ pub fn write(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
 /// As [`write()`] with another link type (tshark 4.0 reads InfiniBand only
 /// through a user link type, 147–162, mapped to its `infiniband` dissector).
 pub fn write_with_linktype(frames: &[(u64, Vec<u8>)], linktype: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&0i32.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&linktype.to_le_bytes());
+    let mut out = file_header(linktype).to_vec();
     for (ns, f) in frames {
-        out.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(((ns / 1000) % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
+        push_record(&mut out, *ns, f);
     }
     out
+}
+
+/// The 24-byte file header of a capture of `linktype` (microsecond
+/// timestamps), for a writer that appends records as they come
+/// ([`push_record`]).
+pub fn file_header(linktype: u32) -> [u8; 24] {
+    let mut h = [0u8; 24];
+    h[0..4].copy_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    h[4..6].copy_from_slice(&2u16.to_le_bytes());
+    h[6..8].copy_from_slice(&4u16.to_le_bytes());
+    // Time zone 0, accuracy 0.
+    h[16..20].copy_from_slice(&65535u32.to_le_bytes());
+    h[20..24].copy_from_slice(&linktype.to_le_bytes());
+    h
+}
+
+/// Appends one record, frame `f` at `ns` nanoseconds, to `out`.
+pub fn push_record(out: &mut Vec<u8>, ns: u64, f: &[u8]) {
+    out.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+    out.extend_from_slice(&(((ns / 1000) % 1_000_000) as u32).to_le_bytes());
+    out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+    out.extend_from_slice(f);
 }
 
 #[cfg(test)]
@@ -384,6 +400,36 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("too short"));
+    }
+
+    /// A GSI's answer goes to the QP its requester asked from: read. A
+    /// datagram between two other QPs carries no MAD: refused.
+    #[test]
+    fn an_answer_from_qp1_to_a_requesters_qp_is_a_mad() {
+        let mut m = [0u8; 256];
+        m[1] = 0x03;
+        let at = |dest_qp, src_qp| {
+            frame(
+                &m,
+                FrameAddr {
+                    dlid: 2,
+                    slid: 1,
+                    dest_qp,
+                    src_qp,
+                },
+            )
+        };
+        let cap = write(&[(0, at(0x5d6f, 1)), (0, at(1, 0x5d6f)), (0, at(7, 5))]);
+        let pkts = read(&cap).unwrap();
+        assert_eq!(pkts[0].as_ref().unwrap(), &m);
+        assert_eq!(pkts[1].as_ref().unwrap(), &m);
+        assert_eq!(pkts[2], Err(PcapError::NotManagementQp(7)));
+        // Streamed as `ibkit sm --pcap` writes it: the same file.
+        let mut streamed = file_header(LINKTYPE_INFINIBAND).to_vec();
+        push_record(&mut streamed, 0, &at(0x5d6f, 1));
+        push_record(&mut streamed, 0, &at(1, 0x5d6f));
+        push_record(&mut streamed, 0, &at(7, 5));
+        assert_eq!(streamed, cap);
     }
 
     #[test]
