@@ -101,7 +101,16 @@ impl Fields for MadHeader {
                 hex: true,
             },
         );
-        f("attribute_id", self.attribute_id().value());
+        // An SA MAD's attribute is the SA's (0x0038 is MCMemberRecord,
+        // not a reserved SMP attribute).
+        if self.mgmt_class == MgmtClass::SubnAdm.into() {
+            f(
+                "attribute_id",
+                crate::sa::SaAttributeId::from(self.attribute_id.get()).value(),
+            );
+        } else {
+            f("attribute_id", self.attribute_id().value());
+        }
         f(
             "attribute_modifier",
             Value::Num {
@@ -274,6 +283,23 @@ mod tests {
         assert_eq!(h.transaction_id.get(), 0x1122_3344_5566_7788);
         assert_eq!(h.attribute_id.get(), 0x15);
         assert_eq!(h.attribute_modifier.get(), 0xDEAD_BEEF);
+    }
+
+    /// The same attribute number names an SA record in an SA MAD and an
+    /// SMP attribute (or a reserved one) in an SMP.
+    #[test]
+    fn the_attribute_is_named_by_its_class() {
+        extern crate std;
+        use std::format;
+        let mut b = [0u8; 24];
+        b[0] = 1;
+        b[16..18].copy_from_slice(&0x0038u16.to_be_bytes());
+        b[1] = 0x03;
+        let sa = format!("{:?}", MadHeader::ref_from(&b).unwrap());
+        assert!(sa.contains("McMemberRecord"), "{sa}");
+        b[1] = 0x81;
+        let smp = format!("{:?}", MadHeader::ref_from(&b).unwrap());
+        assert!(!smp.contains("McMemberRecord"), "{smp}");
     }
 
     #[test]
