@@ -124,6 +124,41 @@ fn a_bad_line_is_reported_and_the_rest_decoded() {
     assert_eq!(out.lines().count(), 7);
 }
 
+/// `ibkit sm` that cannot start says why in one line and exits 2 (an
+/// error, not a failed check): a capture it cannot write, a simulator
+/// that is not there, a transport it does not know.
+#[test]
+fn an_sm_that_cannot_start_says_why() {
+    let sm = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+            .arg("sm")
+            .args(args)
+            .env("IBSIM_SOCKNAME", "ibkit-cli-test-nobody-serves-this")
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = sm(&["--once", "--pcap", "/nonexistent/dir/sm.pcap"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot write the capture /nonexistent/dir/sm.pcap"),
+        "{err}"
+    );
+    let (code, err) = sm(&["--once"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no simulator serves @ibkit-cli-test-nobody-serves-this"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, err) = sm(&["--transport", "rdma"]);
+    assert_eq!(code, 2, "{err}");
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let (code, _, err) = ibkit(&["decode", "/nonexistent/x.pcap"], None);

@@ -14,23 +14,47 @@
 
 pub mod client;
 pub mod simport;
+mod wire;
 
-use mad_core::{Lid, Method, Smp};
+use fabric::pcap::FrameAddr;
+use mad_core::{Method, Smp};
 use sa::{Sa, SaConfig};
 use serde::{Serialize, Serializer};
 use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use verbs_sys::umad::{Dest, UmadPort, ETIMEDOUT, GSI_QKEY};
+use verbs_sys::umad::UmadPort;
+use wire::{Capture, Incoming, SimWire, UmadWire, Wire};
+
+/// How the SM reaches its fabric.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// A umad port: CA name (`None`: the first) and port number (0: the
+    /// first active). Real hardware, or ibsim through libumad2sim.
+    Umad {
+        /// CA name.
+        ca: Option<String>,
+        /// Port number.
+        port: u8,
+    },
+    /// An ibsim-protocol simulator's socket, spoken to directly: socket
+    /// base name, and the node to attach at as its SM (`None`: the
+    /// simulator's first CA).
+    Sim {
+        /// The socket base name (ibsim's IBSIM_SOCKNAME).
+        socket: String,
+        /// The node's name or description.
+        node: Option<String>,
+    },
+}
 
 /// Where and how to run.
 #[derive(Clone, Debug)]
-pub struct UmadConfig {
-    /// CA name (`None`: the first).
-    pub ca: Option<String>,
-    /// Port number (0: the first active).
-    pub port: u8,
+pub struct SmdConfig {
+    /// The way to the fabric.
+    pub via: Via,
     /// Stop once the subnet is up.
     pub once: bool,
     /// Routing engine.
@@ -40,17 +64,19 @@ pub struct UmadConfig {
     /// How long opening the port may take: libumad2sim waits for its
     /// simulator without a word, and a wedged kernel driver may too.
     pub open_wait: Duration,
+    /// Write every MAD sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
 }
 
-impl Default for UmadConfig {
-    fn default() -> UmadConfig {
-        UmadConfig {
-            ca: None,
-            port: 0,
+impl Default for SmdConfig {
+    fn default() -> SmdConfig {
+        SmdConfig {
+            via: Via::Umad { ca: None, port: 0 },
             once: true,
             routing: Engine::MinHop,
             sweep_ms: 10_000,
             open_wait: Duration::from_secs(20),
+            pcap: None,
         }
     }
 }
@@ -151,6 +177,9 @@ pub enum SmdError {
     /// The SA's RMPP transfer failed.
     #[error("the SA's answer failed: {0}")]
     SaTransfer(sa::ReceiveError),
+    /// The capture file could not be written.
+    #[error("cannot write the capture {0}: {1}")]
+    Capture(String, String),
 }
 
 /// Under libumad2sim (LD_PRELOAD names it), the simulator's control
@@ -188,42 +217,60 @@ fn open_bounded(ca: Option<String>, port: u8, wait: Duration) -> Result<UmadPort
     }
 }
 
-/// The methods of SA requests the SA agent takes unsolicited.
-const SA_REQUESTS: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
+/// Runs the SM until the subnet is up (`once`), or, for good, keeping
+/// the subnet up and answering SA queries on QP1, until `stop` is set (a
+/// SIGTERM handler sets it).
+pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
+    let timeout = SmConfig::default().timeout_ms as i32;
+    let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
+    match &c.via {
+        Via::Umad { ca, port } => {
+            check_simulator()?;
+            let port = open_bounded(ca.clone(), *port, c.open_wait)?;
+            let attr = port.attr().clone();
+            tracing::info!(
+                "{} port {} (GUID {:#018x}, state {})",
+                attr.ca,
+                attr.port,
+                attr.guid,
+                attr.state
+            );
+            let mut wire = UmadWire::new(port, timeout)?;
+            // ACKs of the SA's own RMPP do not come back to a umad agent
+            // (the receiver's kernel sends them to its own agent's TID
+            // space, and libumad2sim has no RMPP at all): every segment
+            // goes at once. Under libumad2sim every requester on QP 1 is
+            // a libumad2sim client, which the segments after the first
+            // would crash (see `SaConfig::first_segment_to_qp1`).
+            let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
+            drive(c, &mut wire, under_umad2sim, capture.as_mut(), stop)
+        }
+        Via::Sim { socket, node } => {
+            let mut wire = SimWire::attach(socket, node.as_deref())?;
+            tracing::info!(
+                "simulator @{socket}, node {} (port GUID {:#018x}), as its SM",
+                wire.node(),
+                wire.guid()
+            );
+            // ibsim delivers no RMPP ACK to the SA (it routes a response
+            // by the requester's TID), and a QP-1 requester on a
+            // simulator is a libumad2sim client: as under umad.
+            drive(c, &mut wire, true, capture.as_mut(), stop)
+        }
+    }
+}
 
-/// Runs the SM on a umad port until the subnet is up (`once`), or, for
-/// good, keeping the subnet up and answering SA queries on QP1, until
-/// `stop` is set (a SIGTERM handler sets it).
-pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
-    check_simulator()?;
-    let mut port = open_bounded(c.ca.clone(), c.port, c.open_wait)?;
-    let attr = port.attr().clone();
-    tracing::info!(
-        "{} port {} (GUID {:#018x}, state {})",
-        attr.ca,
-        attr.port,
-        attr.guid,
-        attr.state
-    );
-    // Directed route (0x81) for discovery; LID-routed (0x01) for updates,
-    // also receiving traps.
-    let dr = port.register(0x81, 1, &[])?;
-    let lr = port.register(0x01, 1, &[Method::Trap.into()])?;
-    // The SA (class 0x03, version 2): requests from the hosts, and the
-    // RMPP ACKs of its answers. RMPP is the SA's own, not the kernel's.
-    let gs = port.register(0x03, sa::SA_CLASS_VERSION, &SA_REQUESTS)?;
-    // IsSM on: the SA requests and traps for the SM come to this port.
-    port.claim_sm()?;
-    // ACKs of the SA's own RMPP do not come back to a umad agent (the
-    // receiver's kernel sends them to its own agent's TID space, and
-    // libumad2sim has no RMPP at all): every segment goes at once.
-    // Under libumad2sim every requester on QP 1 is a libumad2sim client,
-    // which the segments after the first would crash (see
-    // `SaConfig::first_segment_to_qp1`).
-    let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
+/// The driver loop over any [`Wire`].
+fn drive(
+    c: &SmdConfig,
+    wire: &mut dyn Wire,
+    first_segment_to_qp1: bool,
+    mut capture: Option<&mut Capture>,
+    stop: &AtomicBool,
+) -> Result<SmRun, SmdError> {
     let mut sa = Sa::new(SaConfig {
         rmpp_acks: false,
-        first_segment_to_qp1: under_umad2sim,
+        first_segment_to_qp1,
         ..SaConfig::default()
     });
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
@@ -233,12 +280,13 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
         sweep_interval_ms: (!c.once).then_some(c.sweep_ms),
         ..SmConfig::default()
     };
-    let timeout = cfg.timeout_ms as i32;
     let mut sm = Sm::new(cfg);
     let t0 = Instant::now();
     let ms = || t0.elapsed().as_millis() as u64;
     let mut up_ms = None;
     let mut phase = sm.phase();
+    // The SM's own LID, for the capture's LRHs (0 until it has one).
+    let own_lid = |sm: &Sm| sm.nodes().first().map_or(0, |n| n.lid);
     loop {
         if sm.phase() != phase {
             phase = sm.phase();
@@ -248,25 +296,22 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             );
         }
         while let Some(t) = sm.poll_transmit(ms()) {
-            let (agent, dlid) = match t.dlid {
-                Some(l) => (lr, l.0),
-                None => (dr, 0xFFFF),
-            };
-            // Requests are tracked by the kernel so that their responses
-            // reach this agent; a TrapRepress expects none.
-            let wait = if t.smp.method() == Method::TrapRepress {
-                0
-            } else {
-                timeout
-            };
+            let dlid = t.dlid.map(|l| l.0);
             tracing::debug!(
-                "send {:?} {:?} mod {:#x} dlid {dlid:#x} tid {:#x}",
+                "send {:?} {:?} mod {:#x} dlid {:#x} tid {:#x}",
                 t.smp.method(),
                 t.smp.attribute_id(),
                 t.smp.attribute_modifier(),
+                dlid.unwrap_or(0xFFFF),
                 t.smp.header.transaction_id.get()
             );
-            port.send(agent, t.smp.as_wire(), dlid, wait, 0)?;
+            if let Some(cap) = capture.as_deref_mut() {
+                let me = if dlid.is_some() { own_lid(&sm) } else { 0xFFFF };
+                cap.mad(t.smp.as_wire(), smp_addr(dlid.unwrap_or(0xFFFF), me))?;
+            }
+            // A TrapRepress expects no answer.
+            let answer = t.smp.method() != Method::TrapRepress;
+            wire.send_smp(t.smp.as_wire(), dlid, answer)?;
         }
         if sm.phase() == Phase::Failed {
             return Err(sm.error().cloned().map_or(SmdError::Failed, SmdError::Sm));
@@ -287,22 +332,30 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let wait = next.map_or(100, |t| t.saturating_sub(ms()).min(100)) as i32;
-        match port.recv(wait.max(1))? {
-            Some(r) if r.status == 0 && r.agent == gs => {
-                let from = sa::Addr {
-                    lid: Lid(r.slid),
-                    qpn: r.sqpn,
-                };
+        let wait = next.map_or(100, |t| t.saturating_sub(ms()).min(100));
+        match wire.recv(wait.max(1))? {
+            Some(Incoming::Sa { from, mad }) => {
+                if let Some(cap) = capture.as_deref_mut() {
+                    cap.mad(&mad, gs_addr(from.lid.0, from.qpn, own_lid(&sm), 1))?;
+                }
                 let t = Instant::now();
-                let handled = sa.handle_mad(sm.subnet(), from, &r.mad, ms());
+                let handled = sa.handle_mad(sm.subnet(), from, &mad, ms());
                 sa_ns += t.elapsed().as_nanos() as u64;
                 if let Err(e) = handled {
                     tracing::debug!("SA: {e}");
                 }
             }
-            Some(mut r) if r.status == 0 => {
-                if let Ok(smp) = Smp::parse(&r.mad) {
+            Some(Incoming::Smp { slid, mad }) => {
+                if let Some(cap) = capture.as_deref_mut() {
+                    // A directed-route answer's LIDs are permissive.
+                    let addr = if mad[1] == 0x81 {
+                        smp_addr(0xFFFF, 0xFFFF)
+                    } else {
+                        smp_addr(own_lid(&sm), slid)
+                    };
+                    cap.mad(&mad, addr)?;
+                }
+                if let Ok(smp) = Smp::parse(&mad) {
                     tracing::debug!(
                         "recv {:?} {:?} mod {:#x} status {:#x} tid {:#x}",
                         smp.method(),
@@ -312,23 +365,20 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
                         smp.header.transaction_id.get()
                     );
                 }
-                // The kernel owns the high 32 bits of a request's TID
-                // (bytes 8..12 of the MAD header).
-                if let Some(high) = r.mad.get_mut(8..12) {
-                    high.fill(0);
-                }
-                if sm.handle_mad(&r.mad, ms()) == Handled::NotForSm {
+                if sm.handle_mad(&mad, ms()) == Handled::NotForSm {
                     tracing::debug!(
                         "not for the SM: a MAD of class {:#04x}",
-                        r.mad.get(1).copied().unwrap_or(0)
+                        mad.get(1).copied().unwrap_or(0)
                     );
                 }
             }
-            // A send the kernel gave up on: the SM's own timer retries.
-            Some(r) if r.status == ETIMEDOUT => {
-                tracing::debug!("the kernel timed a send out");
+            // A send the transport gave up on: the SM's own timer retries.
+            Some(Incoming::SendFailed) => tracing::debug!("a send timed out"),
+            None => {
+                if let Some(cap) = capture.as_deref_mut() {
+                    cap.flush()?;
+                }
             }
-            Some(_) | None => {}
         }
         if sm.poll_timeout().is_some_and(|t| t <= ms()) {
             sm.handle_timeout(ms());
@@ -340,21 +390,15 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             let t0 = Instant::now();
             let Some(t) = sa.poll_transmit() else { break };
             sa_ns += t0.elapsed().as_nanos() as u64;
-            let to = Dest {
-                lid: t.to.lid.0,
-                qpn: t.to.qpn,
-                qkey: GSI_QKEY,
-                sl: 0,
-            };
-            // A Report is a request: the kernel tracks it so that the
-            // subscriber's ReportResp reaches this agent (the SA's own
-            // timer sends it again).
-            let wait = if t.mad[3] == u8::from(Method::Report) {
-                timeout
-            } else {
-                0
-            };
-            port.send_to(gs, &t.mad[..t.len.clamp(24, t.mad.len())], to, wait, 0)?;
+            let mad = &t.mad[..t.len.clamp(24, t.mad.len())];
+            if let Some(cap) = capture.as_deref_mut() {
+                cap.mad(mad, gs_addr(own_lid(&sm), 1, t.to.lid.0, t.to.qpn))?;
+            }
+            // A Report is a request: the transport tracks it so that the
+            // subscriber's ReportResp reaches the SA (whose own timer
+            // sends it again).
+            let answer = t.mad[3] == u8::from(Method::Report);
+            wire.send_sa(mad, t.to, answer)?;
             sa_answers += 1;
         }
         while let Some(e) = sm.poll_event() {
@@ -362,11 +406,35 @@ pub fn run(c: &UmadConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             sa.handle_event(sm.subnet(), &e, ms());
         }
     }
+    if let Some(cap) = capture {
+        cap.flush()?;
+        tracing::info!("{} MADs captured", cap.frames);
+    }
     let mut run = summary(&sm, up_ms);
     run.sa_sent = sa_answers;
     run.sa_answered = sa.stats().answered;
     run.sa_ns = sa_ns;
     Ok(run)
+}
+
+/// The LRH and QPs of an SMP to `dlid` from `slid`.
+fn smp_addr(dlid: u16, slid: u16) -> FrameAddr {
+    FrameAddr {
+        dlid,
+        slid,
+        dest_qp: 0,
+        src_qp: 0,
+    }
+}
+
+/// The LRH and QPs of a GS MAD from `slid`/`sqp` to `dlid`/`dqp`.
+fn gs_addr(slid: u16, sqp: u32, dlid: u16, dqp: u32) -> FrameAddr {
+    FrameAddr {
+        dlid,
+        slid,
+        dest_qp: dqp,
+        src_qp: sqp,
+    }
 }
 
 /// An SM event in the log: the subnet up, nodes and traps at the info

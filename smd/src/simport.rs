@@ -22,6 +22,9 @@ fn addr(name: &str) -> std::io::Result<SocketAddr> {
     SocketAddr::from_abstract_name(&b)
 }
 
+/// How long a control request waits for its answer.
+const CTL_WAIT: Duration = Duration::from_secs(5);
+
 /// A MAD that arrived on a [`SimPort`].
 #[derive(Clone, Debug)]
 pub struct SimMad {
@@ -33,11 +36,17 @@ pub struct SimMad {
     pub mad: [u8; 256],
     /// The bytes of it its sender sent (the rest is not its).
     pub len: usize,
+    /// 0, or the errno the simulator returns a packet of ours with
+    /// (110, ETIMEDOUT: it could not deliver it).
+    pub status: u32,
 }
 
 /// A client of the simulator, attached at one node's port.
 pub struct SimPort {
     sock: UnixDatagram,
+    /// The socket's read timeout as last set: setting it is a system
+    /// call, which a busy SM would otherwise make once a MAD.
+    read_timeout: std::cell::Cell<Duration>,
     ctl: SocketAddr,
     out: SocketAddr,
     slot: u32,
@@ -69,15 +78,32 @@ impl SimPort {
     /// on QP 0 and 1 only to the port's SM: a client that must receive
     /// them attaches with a QP of its own (above 1).
     pub fn attach_qp(base: &str, node: Option<&str>, qp: u32) -> Result<SimPort, SmdError> {
+        SimPort::attach_as(base, node, qp, false)
+    }
+
+    /// Attaches as the node's SM: on QP 0, claiming the SM role, so that
+    /// the requests sent to the port's QP 0 and QP 1 (traps, SA queries)
+    /// come to it and the port's PortInfo says IsSM. A simulator allows
+    /// one SM client per node.
+    pub fn attach_sm(base: &str, node: Option<&str>) -> Result<SimPort, SmdError> {
+        let p = SimPort::attach_as(base, node, 0, true)?;
+        let mut on = [0u8; 64];
+        on[..4].copy_from_slice(&1i32.to_ne_bytes());
+        p.ctl(CtlType::SetIsSm, on)?;
+        Ok(p)
+    }
+
+    fn attach_as(base: &str, node: Option<&str>, qp: u32, issm: bool) -> Result<SimPort, SmdError> {
         let me = std::process::id();
         let sock =
             UnixDatagram::bind_addr(&addr(&ibsim::in_name(base, me)).map_err(|e| io("name", e))?)
                 .map_err(|e| io("cannot bind the client socket", e))?;
-        sock.set_read_timeout(Some(Duration::from_secs(5)))
+        sock.set_read_timeout(Some(CTL_WAIT))
             .map_err(|e| io("socket", e))?;
         let ctl = addr(&ibsim::ctl_name(base)).map_err(|e| io("name", e))?;
         let mut port = SimPort {
             sock,
+            read_timeout: std::cell::Cell::new(CTL_WAIT),
             ctl,
             out: addr(&ibsim::out_name(base, 0)).map_err(|e| io("name", e))?,
             slot: 0,
@@ -91,7 +117,7 @@ impl SimPort {
         ClientInfo {
             id: me,
             qp,
-            issm: false,
+            issm,
             nodeid: node.unwrap_or("").to_string(),
         }
         .encode(&mut data);
@@ -122,8 +148,20 @@ impl SimPort {
         Ok(port)
     }
 
+    /// Sets the socket's read timeout, unless it is set so already.
+    fn wait_at_most(&self, t: Duration) -> Result<(), SmdError> {
+        if self.read_timeout.get() != t {
+            self.sock
+                .set_read_timeout(Some(t))
+                .map_err(|e| io("socket", e))?;
+            self.read_timeout.set(t);
+        }
+        Ok(())
+    }
+
     /// A control request, answered in place.
     fn ctl(&self, kind: CtlType, data: [u8; 64]) -> Result<SimCtl, SmdError> {
+        self.wait_at_most(CTL_WAIT)?;
         let m = SimCtl {
             client: self.slot,
             kind,
@@ -141,7 +179,7 @@ impl SimPort {
         let r = SimCtl::parse(&buf[..n]).map_err(|e| SmdError::Sim(e.to_string()))?;
         if r.kind == CtlType::Error {
             return Err(SmdError::Sim(format!(
-                "the simulator refused {kind:?} (is the node name right?)"
+                "the simulator refused {kind:?} (is the node name right? an SM already on that node?)"
             )));
         }
         Ok(r)
@@ -149,16 +187,27 @@ impl SimPort {
 
     /// Sends `mad` to QP `dqp` at `dlid`, from its QP.
     pub fn send(&self, dlid: u16, dqp: u32, mad: &[u8]) -> Result<(), SmdError> {
+        self.send_from(dlid, dqp, self.qp, mad)
+    }
+
+    /// Sends `mad` to QP `dqp` at `dlid` from QP `sqp` (an SM attached on
+    /// QP 0 sends its SA's answers from QP 1).
+    pub fn send_from(&self, dlid: u16, dqp: u32, sqp: u32, mad: &[u8]) -> Result<(), SmdError> {
         let mut m = [0u8; 256];
         let n = mad.len().min(256);
         m[..n].copy_from_slice(&mad[..n]);
         let r = SimRequest {
             dlid,
-            slid: 0,
+            // 0: the simulator fills in the port's LID; a directed-route
+            // SMP's answer comes back by the permissive LID (as
+            // libumad2sim sends it).
+            slid: if dlid == 0xFFFF { 0xFFFF } else { 0 },
             dqp,
-            sqp: self.qp,
+            sqp,
             status: 0,
-            length: 256,
+            // The bytes sent: a receiver through libumad2sim counts the
+            // records of an SA answer from it.
+            length: n as u64,
             mad: m,
         };
         self.sock
@@ -170,16 +219,18 @@ impl SimPort {
     /// The next packet, waiting at most `timeout`; `None` if none came.
     /// Datagrams that are not packets are skipped.
     pub fn recv(&self, timeout: Duration) -> Result<Option<SimMad>, SmdError> {
-        self.sock
-            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
-            .map_err(|e| io("socket", e))?;
+        self.wait_at_most(timeout.max(Duration::from_millis(1)))?;
         let mut buf = [0u8; 1024];
         let n = match self.sock.recv(&mut buf) {
             Ok(n) => n,
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        // A signal (SIGTERM for a running SM): the caller
+                        // looks at its flags and comes back.
+                        | std::io::ErrorKind::Interrupted
                 ) =>
             {
                 return Ok(None)
@@ -194,13 +245,23 @@ impl SimPort {
             sqp: r.sqp,
             len: (r.length as usize).min(256),
             mad: r.mad,
+            status: r.status,
         }))
     }
 }
 
 impl Drop for SimPort {
     fn drop(&mut self) {
+        // The simulator may be gone: wait for its answer briefly.
+        let m = SimCtl {
+            client: self.slot,
+            kind: CtlType::Disconnect,
+            len: 64,
+            data: [0; 64],
+        };
         let _ = self.sock.set_read_timeout(Some(Duration::from_millis(200)));
-        let _ = self.ctl(CtlType::Disconnect, [0; 64]);
+        if self.sock.send_to_addr(&m.encode(), &self.ctl).is_ok() {
+            let _ = self.sock.recv(&mut [0u8; 512]);
+        }
     }
 }

@@ -433,7 +433,17 @@ pub fn run_ibkit_sm_on(
     let t = Instant::now();
     let out = sim
         .client(exe.as_os_str())
-        .args(["sm", "--once", "--json", "--routing", routing.name()])
+        // Through libumad2sim, as OpenSM runs: transport against the
+        // same transport.
+        .args([
+            "sm",
+            "--transport",
+            "umad",
+            "--once",
+            "--json",
+            "--routing",
+            routing.name(),
+        ])
         .output()
         .map_err(|e| format!("ibkit sm: {e}"))?;
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -1,7 +1,8 @@
-//! `ibkit sm --transport umad`: ibkit's subnet manager on a real MAD stack
-//! ([`smd`]: `smi::sm` over a umad port of a CA). On real hardware that is
-//! a real subnet; under ibsim it is the simulated fabric, with the
-//! `libumad2sim.so` preload, exactly as OpenSM is tested.
+//! `ibkit sm`: ibkit's subnet manager on a real MAD stack ([`smd`]:
+//! `smi::sm` over a umad port of a CA, or as the SM client of an
+//! ibsim-protocol simulator). On real hardware that is a real subnet;
+//! under ibsim it is the simulated fabric, through the simulator's socket
+//! or through the `libumad2sim.so` preload as OpenSM is tested.
 
 use super::args::parse_engine;
 use smi::sm::Engine;
@@ -9,9 +10,21 @@ use smi::sm::Engine;
 /// Options of `ibkit sm`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct SmArgs {
-    /// Only umad is available.
-    #[arg(long, default_value = "umad")]
+    /// How to reach the fabric: `umad` (a umad port: an HCA, or ibsim
+    /// through libumad2sim), `ibsim` (an ibsim-protocol simulator's socket
+    /// directly, attached as the node's SM: Debian's ibsim or `ibkit
+    /// fabric serve`), or `auto`: ibsim when IBSIM_SOCKNAME is set, else
+    /// umad. libumad2sim damages the last 32 bytes of every MAD it
+    /// delivers, SA Sets among them.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "umad", "ibsim"])]
     pub transport: String,
+    /// With the ibsim transport: the node to attach at (default: SIM_HOST, else the simulator's first CA).
+    #[arg(long)]
+    pub sim_host: Option<String>,
+    /// Write every MAD the SM sends and receives (SMPs, SA queries and
+    /// answers, RMPP segments) to this LINKTYPE_INFINIBAND pcap file.
+    #[arg(long)]
+    pub pcap: Option<std::path::PathBuf>,
     /// CA name (default: the first).
     #[arg(long)]
     pub ca: Option<String>,
@@ -45,9 +58,28 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     } else {
         "info"
     });
-    if a.transport != "umad" {
-        return Err(format!("unknown transport {:?}: umad", a.transport).into());
-    }
+    let sock = std::env::var("IBSIM_SOCKNAME")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let direct = match a.transport.as_str() {
+        "ibsim" => true,
+        "umad" => false,
+        _ => sock.is_some(),
+    };
+    let via = if direct {
+        smd::Via::Sim {
+            socket: sock.unwrap_or_else(|| "sim".into()),
+            node: a
+                .sim_host
+                .clone()
+                .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty())),
+        }
+    } else {
+        smd::Via::Umad {
+            ca: a.ca.clone(),
+            port: a.port,
+        }
+    };
     // SIGTERM and SIGINT end a running SM cleanly: it stops at its next
     // turn and reports what it did.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -56,13 +88,13 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
     let r = smd::run(
-        &smd::UmadConfig {
-            ca: a.ca.clone(),
-            port: a.port,
+        &smd::SmdConfig {
+            via,
             once: a.once,
             routing: a.routing,
             sweep_ms: a.sweep_ms,
-            ..smd::UmadConfig::default()
+            pcap: a.pcap.clone(),
+            ..smd::SmdConfig::default()
         },
         &stop,
     )?;
