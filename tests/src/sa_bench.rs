@@ -154,8 +154,12 @@ pub struct SaLoadBench {
     pub lids: u16,
     /// OpenSM 3.3.23.
     pub opensm: SmUnderLoad,
-    /// ibkit's SM (`ibkit sm`).
+    /// ibkit's SM (`ibkit sm --transport umad`), through libumad2sim as
+    /// OpenSM: the same transport.
     pub ibkit: SmUnderLoad,
+    /// ibkit's SM on the simulator's socket (`ibkit sm --transport
+    /// ibsim`), which OpenSM cannot use: what the transport costs.
+    pub ibkit_direct: SmUnderLoad,
 }
 
 impl SaLoadBench {
@@ -169,7 +173,7 @@ impl SaLoadBench {
     /// costs each SM's process the same socket and pipe work, several µs,
     /// whatever its SA does.
     pub fn failure(&self) -> Option<String> {
-        for s in [&self.opensm, &self.ibkit] {
+        for s in [&self.opensm, &self.ibkit, &self.ibkit_direct] {
             for w in &s.windows {
                 let l = &w.load;
                 if l.refused + l.lost != 0 || l.answered == 0 {
@@ -180,26 +184,41 @@ impl SaLoadBench {
                 }
             }
         }
-        if !self.ibkit.clean_exit {
-            return Some("ibkit sm did not exit cleanly on SIGTERM".into());
-        }
-        for (o, k) in self.opensm.windows.iter().zip(&self.ibkit.windows) {
-            if k.sm_cpu_us_per_query.is_nan() || k.sm_cpu_us_per_query >= o.sm_cpu_us_per_query {
-                return Some(format!(
-                    "at window {} ibkit's SM spent {:.2} µs of CPU a query, OpenSM {:.2}",
-                    k.load.window, k.sm_cpu_us_per_query, o.sm_cpu_us_per_query
-                ));
+        for k in [&self.ibkit, &self.ibkit_direct] {
+            if !k.clean_exit {
+                return Some(format!("{} did not exit cleanly on SIGTERM", k.sm));
+            }
+            for (o, k) in self.opensm.windows.iter().zip(&k.windows) {
+                if k.sm_cpu_us_per_query.is_nan() || k.sm_cpu_us_per_query >= o.sm_cpu_us_per_query
+                {
+                    return Some(format!(
+                        "at window {} ibkit's SM spent {:.2} µs of CPU a query, OpenSM {:.2}",
+                        k.load.window, k.sm_cpu_us_per_query, o.sm_cpu_us_per_query
+                    ));
+                }
             }
         }
         None
     }
 
-    /// OpenSM's SM CPU per query over ibkit's, per window.
+    /// OpenSM's SM CPU per query over ibkit's through the same transport,
+    /// per window.
     pub fn cpu_ratio(&self) -> Vec<f64> {
-        (self.opensm.windows.iter().zip(&self.ibkit.windows))
-            .map(|(o, k)| o.sm_cpu_us_per_query / k.sm_cpu_us_per_query)
-            .collect()
+        ratio(&self.opensm, &self.ibkit)
     }
+
+    /// OpenSM's SM CPU per query over ibkit's on the simulator's socket,
+    /// per window.
+    pub fn cpu_ratio_direct(&self) -> Vec<f64> {
+        ratio(&self.opensm, &self.ibkit_direct)
+    }
+}
+
+/// `o`'s CPU per query over `k`'s, window by window.
+fn ratio(o: &SmUnderLoad, k: &SmUnderLoad) -> Vec<f64> {
+    (o.windows.iter().zip(&k.windows))
+        .map(|(o, k)| o.sm_cpu_us_per_query / k.sm_cpu_us_per_query)
+        .collect()
 }
 
 /// Runs the load generator (`exe bench sa --load …`, under the preload,
@@ -252,7 +271,8 @@ fn windows(
     Ok(v)
 }
 
-/// OpenSM's SA, then ibkit's, each on a fresh ibsim of `spec`, under the
+/// OpenSM's SA, then ibkit's through libumad2sim, then ibkit's on the simulator's
+/// socket, each on a fresh ibsim of `spec`, under the
 /// load generator at each window of `list` for `seconds` each (`exe` is
 /// the `ibkit` binary: `ibkit sm` and the generator). The generator
 /// runs on the last CA, the SMs on the first; `progress` hears each step.
@@ -283,7 +303,8 @@ pub fn versus_opensm(
             ));
             let sm = match which {
                 "OpenSM" => start_opensm(&sim, &dir, up)?,
-                _ => start_ibkit_sm(exe, &sim, &["--json"], up)?,
+                "ibkit" => start_ibkit_sm(exe, &sim, &["--json", "--transport", "umad"], up)?,
+                _ => start_ibkit_sm(exe, &sim, &["--json", "--transport", "ibsim"], up)?,
             };
             progress(&format!("{which}'s SA under load, windows {list:?}…"));
             let w = windows(exe, &sim, &host, sm.pid(), lids, list, seconds)?;
@@ -303,6 +324,7 @@ pub fn versus_opensm(
         };
     let opensm = run("OpenSM", progress);
     let ibkit = run("ibkit", progress);
+    let direct = run("ibkit (direct)", progress);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(SaLoadBench {
         topology: spec.to_string(),
@@ -310,6 +332,7 @@ pub fn versus_opensm(
         lids,
         opensm: opensm?,
         ibkit: ibkit?,
+        ibkit_direct: direct?,
     })
 }
 
@@ -354,58 +377,48 @@ mod unit {
         }
     }
 
-    /// The load bench's verdict takes each of its paths.
+    /// The load bench's verdict takes each of its paths, for either of
+    /// ibkit's runs.
     #[test]
     fn the_load_verdict_names_what_is_wrong() {
-        let bench = |o: SmUnderLoad, k: SmUnderLoad| SaLoadBench {
+        let bench = |o: SmUnderLoad, k: SmUnderLoad, d: SmUnderLoad| SaLoadBench {
             topology: "t".into(),
             seconds: 1.0,
             lids: 2,
             opensm: o,
             ibkit: k,
+            ibkit_direct: d,
         };
-        let good = bench(
-            side("OpenSM", 20.0, 0, 0, true),
-            side("ibkit", 10.0, 0, 0, true),
-        );
+        let ok = |cpu| side("ibkit", cpu, 0, 0, true);
+        let good = bench(side("OpenSM", 20.0, 0, 0, true), ok(10.0), ok(4.0));
         assert_eq!(good.failure(), None);
         assert_eq!(good.cpu_ratio(), [2.0]);
+        assert_eq!(good.cpu_ratio_direct(), [5.0]);
+        let o = || side("OpenSM", 20.0, 0, 0, true);
         let cases = [
             (
-                bench(
-                    side("OpenSM", 20.0, 1, 0, true),
-                    side("ibkit", 10.0, 0, 0, true),
-                ),
+                bench(side("OpenSM", 20.0, 1, 0, true), ok(10.0), ok(4.0)),
                 "1 refused",
             ),
             (
-                bench(
-                    side("OpenSM", 20.0, 0, 0, true),
-                    side("ibkit", 10.0, 0, 3, true),
-                ),
+                bench(o(), side("ibkit", 10.0, 0, 3, true), ok(4.0)),
                 "3 lost",
             ),
             (
-                bench(
-                    side("OpenSM", 20.0, 0, 0, true),
-                    side("ibkit", 10.0, 0, 0, false),
-                ),
+                bench(o(), ok(10.0), side("direct", 4.0, 0, 2, true)),
+                "2 lost",
+            ),
+            (
+                bench(o(), side("ibkit", 10.0, 0, 0, false), ok(4.0)),
                 "SIGTERM",
             ),
             (
-                bench(
-                    side("OpenSM", 20.0, 0, 0, true),
-                    side("ibkit", 20.0, 0, 0, true),
-                ),
-                "µs of CPU",
+                bench(o(), ok(10.0), side("direct", 4.0, 0, 0, false)),
+                "direct did not exit cleanly",
             ),
-            (
-                bench(
-                    side("OpenSM", 20.0, 0, 0, true),
-                    side("ibkit", f64::NAN, 0, 0, true),
-                ),
-                "µs of CPU",
-            ),
+            (bench(o(), ok(20.0), ok(4.0)), "µs of CPU"),
+            (bench(o(), ok(f64::NAN), ok(4.0)), "µs of CPU"),
+            (bench(o(), ok(10.0), ok(30.0)), "spent 30.00 µs"),
         ];
         for (b, says) in cases {
             let f = b.failure().unwrap_or_default();
