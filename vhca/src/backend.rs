@@ -8,7 +8,7 @@ use crate::device::{Device, DeviceEvent, Kind, Object};
 use crate::event::EventWriter;
 use crate::handles::{DomainId, Table};
 use crate::layout::{cq_bytes, qp_bytes};
-use crate::mgmt::{GuestId, Sa, Stamper};
+use crate::mgmt::{GuestId, Sa, SaService, Stamper};
 use crate::proto::{
     access, Command, Handle, QpState, QpType, Refusal, Response, MAD_SIZE, MSG_SIZE,
 };
@@ -135,7 +135,7 @@ pub struct Backend<M: GuestMemory + Clone, D: Device<M>> {
     pub stats: BackendStats,
     device_events: Vec<DeviceEvent>,
     stamper: Stamper,
-    sa: Sa,
+    sa: Box<dyn SaService>,
     /// Bytes all guests together may register (pin); see
     /// [`Backend::set_total_reg_limit`].
     total_reg_limit: u64,
@@ -158,7 +158,7 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
             stats: BackendStats::default(),
             device_events: Vec::new(),
             stamper: Stamper::default(),
-            sa: Sa::default(),
+            sa: Box::new(Sa::default()),
             total_reg_limit: DEFAULT_TOTAL_REG_BYTES,
         }
     }
@@ -183,6 +183,12 @@ impl<M: GuestMemory + Clone, D: Device<M>> Backend<M, D> {
     /// The subnet administrator's records the backend answers guests'
     /// SA queries from (the integrator's SM's view of the subnet).
     pub fn set_sa(&mut self, sa: Sa) {
+        self.sa = Box::new(sa);
+    }
+
+    /// Where the guests' SA queries go instead, once checked and stamped:
+    /// the subnet's own SA, as the integrator reaches it.
+    pub fn set_sa_service(&mut self, sa: Box<dyn SaService>) {
         self.sa = sa;
     }
 

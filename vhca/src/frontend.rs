@@ -302,26 +302,30 @@ impl<T: Transport> Context<T> {
 
     /// The path to `dlid` as the SA gives it: (DGID, SGID, DLID, SLID).
     pub fn path_to(&mut self, dlid: u16) -> Result<([u8; 16], [u8; 16], u16, u16), Error> {
-        let mut m = [0u8; MAD_SIZE];
-        m[0] = 1;
-        m[1] = crate::mgmt::CLASS_SA;
-        m[2] = 2;
-        m[3] = crate::mgmt::GET;
-        m[8..16].copy_from_slice(&0x7A11_u64.to_be_bytes());
-        m[16..18].copy_from_slice(&crate::mgmt::PATH_RECORD.to_be_bytes());
-        m[48..56].copy_from_slice(&crate::mgmt::PR_DLID.to_be_bytes());
-        let d = crate::mgmt::SA_DATA;
-        m[d + 40..d + 42].copy_from_slice(&dlid.to_be_bytes());
+        let pr = self.path_record_to(dlid)?;
+        Ok((pr.dgid.0, pr.sgid.0, pr.dlid.0, pr.slid.0))
+    }
+
+    /// The whole PathRecord to `dlid` (SubnAdmGet, DLID in the mask) as
+    /// the SA the backend serves the guest from gives it.
+    pub fn path_record_to(&mut self, dlid: u16) -> Result<mad_core::sa::PathRecord, Error> {
+        use mad_core::sa::{path::comp, PathRecord, SaMad, SaRecord};
+        let mut q = SaMad::request(mad_core::mad::Method::Get, PathRecord::ID, 0x7A11);
+        q.sa.component_mask = comp::DLID;
+        q.set_record(&PathRecord {
+            dlid: mad_core::types::Lid(dlid),
+            ..PathRecord::default()
+        })
+        .map_err(|_| Error::Sa(crate::mgmt::ERR_METHOD_ATTR))?;
+        let mut m = q.to_bytes();
         let st = self.sa_query(&mut m)?;
         if st != 0 {
             return Err(Error::Sa(st));
         }
-        let mut dgid = [0u8; 16];
-        let mut sgid = [0u8; 16];
-        dgid.copy_from_slice(&m[d + 8..d + 24]);
-        sgid.copy_from_slice(&m[d + 24..d + 40]);
-        let be = |i: usize| u16::from_be_bytes([m[d + i], m[d + i + 1]]);
-        Ok((dgid, sgid, be(40), be(42)))
+        SaMad::parse(&m)
+            .ok()
+            .and_then(|a| a.record::<PathRecord>().ok())
+            .ok_or(Error::Sa(crate::mgmt::ERR_METHOD_ATTR))
     }
 
     /// A new protection domain.

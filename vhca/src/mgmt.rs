@@ -9,8 +9,10 @@
 //! (from its SM's view): each guest sees its own LID and GUIDs — its VF's
 //! when the SM runs vSwitch.
 //!
-//! The SA MADs and records are mad-core's ([`mad_core::sa`]): this module
-//! keeps no codec of its own. A GetTable answer holds what fits in one MAD
+//! An integrator can send the guests' queries to the subnet's own SA
+//! instead ([`SaService`]; `vhca::traffic` does, to the `sa` crate over its
+//! SM's subnet). The SA MADs and records are mad-core's
+//! ([`mad_core::sa`]): this module keeps no codec of its own. A GetTable answer holds what fits in one MAD
 //! (no RMPP segmentation).
 
 use crate::proto::Refusal;
@@ -160,6 +162,21 @@ impl SaRecord {
 pub struct Sa {
     /// What it knows.
     pub records: Vec<SaRecord>,
+}
+
+/// What answers the guests' SA queries for a backend, once the backend
+/// has checked ([`allowed`]) and stamped them: [`Sa`]'s records, or the
+/// subnet's own SA, which an integrator reaches through this.
+pub trait SaService: Send {
+    /// The answer to `req` from the guest `who`: a response MAD with the
+    /// request's transaction ID (its status says a refusal).
+    fn answer(&mut self, who: &GuestId, req: &[u8; MAD_LEN]) -> [u8; MAD_LEN];
+}
+
+impl SaService for Sa {
+    fn answer(&mut self, who: &GuestId, req: &[u8; MAD_LEN]) -> [u8; MAD_LEN] {
+        Sa::answer(self, who, req)
+    }
 }
 
 /// PathRecord bytes.

@@ -5,8 +5,10 @@
 //! hypervisor, the SM rewrites only the LFT entries the vSwitch plan names,
 //! and the VM's guest comes back on the destination's HCA with the same LID
 //! and the same GID (its vGUID) — and the same messages get through again.
-//! The peer's PathRecord, from its backend's SA, is the same before and
-//! after. `ibkit migrate` runs it after its migrations.
+//! The peer's PathRecord is the same before and after: it asks through its
+//! backend, which forwards the query to the SM's own SA (the `sa` crate,
+//! as `ibkit sm` serves it, over the SM's subnet database). `ibkit
+//! migrate` runs it after its migrations.
 
 use crate::backend::{Limits, PortView};
 use crate::channel::{Direct, Hub};
@@ -20,7 +22,7 @@ use mad_core::types::Lid;
 use serde::Serialize;
 use smi::sm::{Engine, LidPolicy, Sm, SmConfig, VmError, VmId};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use vm_memory::GuestMemoryMmap;
 
 /// Why the demonstration could not run.
@@ -99,8 +101,15 @@ pub struct TrafficReport {
     pub sa_dgid_before: String,
     /// And after.
     pub sa_dgid_after: String,
+    /// The DLID of that PathRecord before.
+    pub sa_dlid_before: u16,
+    /// And after.
+    pub sa_dlid_after: u16,
     /// The whole PathRecord is the same before and after.
     pub sa_same_path: bool,
+    /// Queries the SM's SA answered for the guests (each PathRecord query
+    /// of the peer reaches it through the peer's backend).
+    pub sm_sa_answered: u64,
     /// SMPs of the migration.
     pub migration_smps: usize,
     /// Switches whose LFT it changed.
@@ -120,6 +129,62 @@ impl TrafficReport {
 }
 
 type Soft = SoftHca<GuestMemoryMmap>;
+
+/// The SM's own SA (the `sa` crate) over a copy of the SM's subnet
+/// database, taken again whenever the SM has changed the subnet: the
+/// backends forward their guests' checked and stamped queries to it, as a
+/// backend on a real host forwards them to the subnet's SA over QP 1.
+#[derive(Clone)]
+struct SmSa(Arc<Mutex<(sa::Sa, smi::sm::Subnet)>>);
+
+impl SmSa {
+    fn new(sm: &Sm) -> SmSa {
+        SmSa(Arc::new(Mutex::new((
+            sa::Sa::new(sa::SaConfig::default()),
+            sm.subnet().clone(),
+        ))))
+    }
+
+    /// The SM changed the subnet: the SA reads it as it is now.
+    fn refresh(&self, sm: &Sm) {
+        if let Ok(mut g) = self.0.lock() {
+            g.1 = sm.subnet().clone();
+        }
+    }
+
+    fn answered(&self) -> u64 {
+        self.0.lock().map_or(0, |g| g.0.stats().answered)
+    }
+}
+
+impl crate::mgmt::SaService for SmSa {
+    fn answer(
+        &mut self,
+        who: &crate::mgmt::GuestId,
+        req: &[u8; crate::mgmt::MAD_LEN],
+    ) -> [u8; crate::mgmt::MAD_LEN] {
+        // What no answer comes back as: the request, a response with
+        // "unsupported method/attribute".
+        let mut refused = *req;
+        refused[3] |= 0x80;
+        refused[4..6].copy_from_slice(&crate::mgmt::ERR_METHOD_ATTR.to_be_bytes());
+        let Ok(mut g) = self.0.lock() else {
+            return refused;
+        };
+        let (sa, subnet) = &mut *g;
+        let from = sa::Addr {
+            lid: Lid(who.lid),
+            qpn: 1,
+        };
+        let _ = sa.handle_mad(subnet, from, req, 0);
+        // A guest takes one MAD: the answer, or a table's first segment.
+        let mut first = None;
+        while let Some(t) = sa.poll_transmit() {
+            first.get_or_insert(t.mad);
+        }
+        first.unwrap_or(refused)
+    }
+}
 
 /// A VM's guest: its context on its hypervisor's HCA, one UD QP.
 struct Guest {
@@ -315,25 +380,13 @@ pub fn demo(
         hubs: HashMap::new(),
         carried: Vec::new(),
     };
-    // The SA the backends answer guests from: every VM with its LID and
-    // vGUID, as the SM assigned them.
-    let sa = |sm: &Sm| crate::mgmt::Sa {
-        records: sm
-            .vms()
-            .map(|(_, v)| crate::mgmt::SaRecord {
-                lid: v.lid,
-                port_guid: v.guid,
-                node_guid: sm.nodes()[v.hypervisor].info.node_guid.0,
-                subnet_prefix: 0xfe80_0000_0000_0000,
-                node_type: 1,
-            })
-            .collect(),
-    };
+    // The backends forward their guests' SA queries to the SM's SA.
+    let sm_sa = SmSa::new(&sm);
     for n in [fx, fy, fz] {
         let hub = Hub::new(SoftHca::new(f.topo.nodes[n].guid))
             .map_err(|e| TrafficError::Guest(e.to_string()))?;
         hub.backend().device_mut().set_uplink(true);
-        hub.backend().set_sa(sa(&sm));
+        hub.backend().set_sa_service(Box::new(sm_sa.clone()));
         wire.hubs.insert(n, hub);
     }
     let mut gx = guest(&wire.hubs[&fx], x.lid, x.guid)?;
@@ -342,7 +395,7 @@ pub fn demo(
     // The peer finds X's path through the SA (served by its backend).
     let sa_before = gy
         .ctx
-        .path_to(x.lid)
+        .path_record_to(x.lid)
         .map_err(|e| TrafficError::Guest(e.to_string()))?;
 
     let before = rounds(&mut wire, &f, &mut gx, &mut gy, "before");
@@ -389,14 +442,13 @@ pub fn demo(
         .map(|c| c.0.clone())
         .unwrap_or_default();
     let after_x = (gx.lid, gx.gid, gx.qp.qpn);
-    for h in wire.hubs.values() {
-        h.backend().set_sa(sa(&sm));
-    }
+    sm_sa.refresh(&sm);
     let sa_after = gy
         .ctx
-        .path_to(x.lid)
+        .path_record_to(x.lid)
         .map_err(|e| TrafficError::Guest(e.to_string()))?;
-    let gid_hex = |g: [u8; 16]| g.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let gid_hex =
+        |g: mad_core::types::Gid| g.0.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let name = |n: usize| f.topo.nodes[n].name.clone();
     Ok(TrafficReport {
         vm: VmView {
@@ -418,9 +470,12 @@ pub fn demo(
         stale_path: stale_at,
         path_before,
         path_after,
-        sa_dgid_before: gid_hex(sa_before.0),
-        sa_dgid_after: gid_hex(sa_after.0),
+        sa_dgid_before: gid_hex(sa_before.dgid),
+        sa_dgid_after: gid_hex(sa_after.dgid),
+        sa_dlid_before: sa_before.dlid.0,
+        sa_dlid_after: sa_after.dlid.0,
         sa_same_path: sa_before == sa_after,
+        sm_sa_answered: sm_sa.answered(),
         migration_smps: smps,
         switches_touched: switches,
     })
@@ -441,5 +496,10 @@ mod tests {
         assert_ne!(t.path_after.last(), t.path_before.last());
         let end = t.path_after.last().unwrap();
         assert!(end.starts_with(&t.to), "{t:#?}");
+        // The peer's two PathRecord queries went to the SM's SA, which
+        // named the VM by its LID and vGUID both times.
+        assert_eq!(t.sm_sa_answered, 2, "{t:#?}");
+        assert_eq!((t.sa_dlid_before, t.sa_dlid_after), (t.vm.lid, t.vm.lid));
+        assert_eq!(t.sa_dgid_before, t.vm.gid.replace(':', ""), "{t:#?}");
     }
 }

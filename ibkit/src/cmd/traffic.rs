@@ -37,7 +37,11 @@ pub fn print(t: &TrafficReport) {
         t.same_lid, t.same_gid, t.qpn_before, t.qpn_after
     );
     println!(
-        "  the peer's PathRecord query through its backend's SA: DGID {} before, {} after",
-        t.sa_dgid_before, t.sa_dgid_after
+        "  the peer's PathRecord query, forwarded by its backend to the SM's SA: DLID {} DGID {} before, DLID {} DGID {} after; the whole record {}",
+        t.sa_dlid_before,
+        t.sa_dgid_before,
+        t.sa_dlid_after,
+        t.sa_dgid_after,
+        if t.sa_same_path { "the same" } else { "changed" }
     );
 }
