@@ -1,6 +1,7 @@
 //! ibkit's SA (`sa::Sa`) under what hosts send it: arbitrary MADs (read
 //! as requests — Sets and Deletes of services, subscriptions and
-//! multicast memberships among them —, RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
+//! multicast memberships among them —, segments of requests in several,
+//! RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
 //! requesters, interleaved with time passing, traps the SM forwards (the
 //! same bytes read as a notice), and answers polled or left queued, over
 //! a subnet ibkit's SM brought up. Nothing may panic; the SA's queue,
@@ -68,8 +69,16 @@ fuzz_target!(|data: &[u8]| {
             r[3] |= 0x80;
             r[26] |= 1;
             let _ = sa.handle_mad(sm.subnet(), from, &r, now);
+            // And as a segment of a request in several (RMPP version 1,
+            // DATA, active; First, Last and the segment number as the
+            // bytes say): reassembly gets reached.
+            r[3] &= 0x7F;
+            r[24] = 1;
+            r[25] = 1;
+            let _ = sa.handle_mad(sm.subnet(), from, &r, now);
         }
         assert!(sa.transfers() <= cfg.max_transfers);
+        assert!(sa.requests_receiving() <= cfg.max_transfers);
         assert!(sa.services() <= sa::service::MAX_SERVICES);
         let (subs, pending) = sa.subscriptions();
         assert!(subs <= sa::inform::MAX_SUBSCRIPTIONS && pending <= sa::inform::MAX_PENDING);
@@ -77,7 +86,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(groups.iter().count() <= sa::mcast::MAX_GROUPS);
         assert!(groups.memberships() <= sa::mcast::MAX_MEMBERS);
         assert!(
-            groups.iter().any(|g| g.rec.mgid == sa::mcast::IPOIB_BROADCAST),
+            groups
+                .iter()
+                .any(|g| g.rec.mgid == sa::mcast::IPOIB_BROADCAST),
             "the well-known group stays"
         );
         if ctl & 0x08 != 0 {

@@ -46,6 +46,7 @@
 
 extern crate alloc;
 
+mod inbound;
 pub mod inform;
 pub mod mcast;
 pub mod path;
@@ -60,8 +61,8 @@ use mad_core::mad::{Method, Status};
 pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
     GuidInfoRecord, InformInfoRecord, LinearForwardingTableRecord, LinkRecord, McMemberRecord,
-    NodeRecord, PKeyTableRecord, PortInfoRecord, SaAttributeId, SaMad, SaStatus, ServiceRecord,
-    SmInfoRecord, SwitchInfoRecord,
+    NodeRecord, PKeyTableRecord, PortInfoRecord, RmppType, SaAttributeId, SaMad, SaStatus,
+    ServiceRecord, SmInfoRecord, SwitchInfoRecord,
 };
 use mad_core::{Lid, MAD_SIZE};
 use smi::sm::{SmEvent, Subnet};
@@ -86,6 +87,11 @@ pub struct SaConfig {
     /// Records one answer may hold; past this a GetTable is answered "no
     /// resources" (a bounded answer to an unbounded question).
     pub max_records: usize,
+    /// Bytes of data one request in several RMPP segments may bring
+    /// (the SA data of all its segments); past this its transfer is
+    /// aborted. 8 KiB holds the largest MultiPathRecord (255 source and
+    /// 255 destination GIDs).
+    pub max_request_bytes: usize,
     /// Answers waiting to be polled; past this requests are dropped and
     /// counted (a flood must not grow the SA).
     pub max_queued: usize,
@@ -121,6 +127,7 @@ impl Default for SaConfig {
             rmpp_retries: 3,
             max_transfers: 256,
             max_records: 1 << 20,
+            max_request_bytes: 8 * 1024,
             max_queued: 4096,
             rmpp_acks: true,
             report_timeout_ms: 200,
@@ -179,6 +186,11 @@ pub struct SaStats {
     pub subscribers_dropped: u64,
     /// ServiceRecords whose lease ran out.
     pub services_expired: u64,
+    /// Requests received in several RMPP segments and answered.
+    pub requests_reassembled: u64,
+    /// Requests in several segments given up: aborted, or their sender
+    /// went quiet.
+    pub requests_abandoned: u64,
 }
 
 /// Why a MAD was dropped without an answer.
@@ -213,6 +225,7 @@ pub struct Sa {
     cfg: SaConfig,
     out: VecDeque<Transmit>,
     transfers: rmpp::Transfers,
+    inbound: inbound::Inbound,
     services: service::Services,
     informs: inform::Informs,
     groups: mcast::Groups,
@@ -226,6 +239,7 @@ impl Sa {
             cfg,
             out: VecDeque::new(),
             transfers: rmpp::Transfers::default(),
+            inbound: inbound::Inbound::default(),
             services: service::Services::default(),
             informs: inform::Informs::default(),
             groups: mcast::Groups::new(),
@@ -236,6 +250,11 @@ impl Sa {
     /// What it did.
     pub fn stats(&self) -> &SaStats {
         &self.stats
+    }
+
+    /// Requests being received in several RMPP segments.
+    pub fn requests_receiving(&self) -> usize {
+        self.inbound.len()
     }
 
     /// RMPP transfers in progress.
@@ -268,6 +287,7 @@ impl Sa {
     pub fn poll_timeout(&self) -> Option<u64> {
         [
             self.transfers.next_deadline(),
+            self.inbound.next_deadline(),
             self.informs.next_deadline(),
             self.services.next_expiry(),
         ]
@@ -292,6 +312,7 @@ impl Sa {
         self.informs
             .timeout(now_ms, cfg, &mut |t| out.push_back(t), stats);
         stats.services_expired += self.services.expire(now_ms) as u64;
+        stats.requests_abandoned += self.inbound.expire(now_ms) as u64;
     }
 
     /// An event of the SM: when the subnet is up, or a node was lost, the
@@ -337,49 +358,104 @@ impl Sa {
             self.stats.dropped += 1;
             return Err(SaError::BadSmKey);
         }
-        if m.header.is_response() {
-            if m.method() == Method::ReportResp {
-                if self
-                    .informs
-                    .on_report_resp(from, m.header.transaction_id.get())
-                {
-                    return Ok(());
-                }
-                self.stats.dropped += 1;
-                return Err(SaError::Unexpected);
-            }
-            let key = TransferKey {
-                to: from,
-                tid: m.header.transaction_id.get(),
-            };
-            let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
-            let known =
+        let key = TransferKey {
+            to: from,
+            tid: m.header.transaction_id.get(),
+        };
+        // RMPP's own words: an ACK, STOP or ABORT of one of the SA's
+        // answers, whether its method keeps the response bit of the DATA
+        // (as ibkit's client sends it) or clears it (as the Linux kernel
+        // does); or a requester's STOP or ABORT of a request it was
+        // sending in segments.
+        if m.rmpp.active()
+            && matches!(
+                m.rmpp.rmpp_type,
+                RmppType::Ack | RmppType::Stop | RmppType::Abort
+            )
+        {
+            if self.transfers.contains(&key) {
+                let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
                 self.transfers
                     .on_response(key, &m, now_ms, cfg, &mut |t| out.push_back(t), stats);
-            if !known {
-                self.stats.dropped += 1;
-                return Err(SaError::Unexpected);
+                return Ok(());
             }
-            return Ok(());
+            if m.rmpp.rmpp_type != RmppType::Ack && self.inbound.end(&key) {
+                self.stats.requests_abandoned += 1;
+                return Ok(());
+            }
+            self.stats.dropped += 1;
+            return Err(SaError::Unexpected);
+        }
+        if m.header.is_response() {
+            if m.method() == Method::ReportResp
+                && self
+                    .informs
+                    .on_report_resp(from, m.header.transaction_id.get())
+            {
+                return Ok(());
+            }
+            self.stats.dropped += 1;
+            return Err(SaError::Unexpected);
         }
         if self.out.len() >= self.cfg.max_queued {
             self.stats.dropped += 1;
             return Err(SaError::Busy);
         }
-        let key = TransferKey {
+        if !inbound::Inbound::is_segment(&m) {
+            let data = m.data;
+            self.respond(subnet, from, key, &m, &data, now_ms);
+            return Ok(());
+        }
+        // A segment of a request in several.
+        let to = |mad: [u8; 256]| Transmit {
             to: from,
-            tid: m.header.transaction_id.get(),
+            mad,
+            len: 256,
         };
+        match self.inbound.segment(key, &m, now_ms, &self.cfg) {
+            inbound::Step::More(ack) => self.out.extend(ack.map(to)),
+            inbound::Step::Failed(abort) => {
+                self.stats.requests_abandoned += 1;
+                self.out.extend(abort.map(to));
+            }
+            inbound::Step::Full(abort) => {
+                self.stats.requests_abandoned += 1;
+                self.out.push_back(to(abort));
+            }
+            inbound::Step::Unknown => {
+                self.stats.dropped += 1;
+                return Err(SaError::Unexpected);
+            }
+            inbound::Step::Done { head, data, ack } => {
+                self.out.extend(ack.map(to));
+                self.stats.requests_reassembled += 1;
+                self.respond(subnet, from, key, &head, &data, now_ms);
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers the request `m` from `from`, whose SA data is `data` (its
+    /// own, or that of all its segments).
+    fn respond(
+        &mut self,
+        subnet: &Subnet,
+        from: Addr,
+        key: TransferKey,
+        m: &SaMad,
+        data: &[u8],
+        now_ms: u64,
+    ) {
         // The requester asked again while its answer is on the way (it
         // did not get the first segment, or it is a new process that drew
         // the same TID): the answer starts over.
         self.transfers.remove(&key);
         self.stats.answered += 1;
-        match self.answer(subnet, from, &m, now_ms) {
+        match self.answer(subnet, from, m, data, now_ms) {
             Answer::Sent => {}
             Answer::Table { data, stride } => {
                 if self.transfers.len() >= self.cfg.max_transfers {
-                    self.refuse(from, &m, SaStatus::NoResources.status());
+                    self.refuse(from, m, SaStatus::NoResources.status());
                 } else {
                     let mut h = m.clone();
                     h.header.method = if m.method() == Method::GetMulti {
@@ -403,9 +479,8 @@ impl Sa {
                     );
                 }
             }
-            Answer::Refused(s) => self.refuse(from, &m, s),
+            Answer::Refused(s) => self.refuse(from, m, s),
         }
-        Ok(())
     }
 
     /// Queues a response of `method` with `status` and one record.
@@ -454,20 +529,16 @@ impl Sa {
     }
 
     /// What to answer `m` with.
-    fn answer(&mut self, subnet: &Subnet, from: Addr, m: &SaMad, now_ms: u64) -> Answer {
+    fn answer(
+        &mut self,
+        subnet: &Subnet,
+        from: Addr,
+        m: &SaMad,
+        data: &[u8],
+        now_ms: u64,
+    ) -> Answer {
         if m.header.class_version != SA_CLASS_VERSION {
             return Answer::Refused(Status::UNSUPPORTED_VERSION);
-        }
-        // Requests that come in several segments are not taken yet. A
-        // request marked active with neither First nor Last and no
-        // segment past the first is one MAD whose sender left the flags
-        // to a kernel RMPP layer it does not have (osmtest's GetMulti
-        // through libumad2sim).
-        if m.rmpp.active()
-            && !(m.rmpp.first() && m.rmpp.last())
-            && (m.rmpp.first() || m.rmpp.last() || m.rmpp.segment_number > 1)
-        {
-            return Answer::Refused(SaStatus::ReqInvalid.status());
         }
         let trusted = m.sa.sm_key != 0 && m.sa.sm_key == self.cfg.sm_key;
         let mask = m.sa.component_mask;
@@ -522,7 +593,7 @@ impl Sa {
         let q = query::Query {
             subnet,
             from,
-            data: &m.data,
+            data,
             mask: m.sa.component_mask,
             max: self.cfg.max_records,
         };

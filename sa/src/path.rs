@@ -489,10 +489,13 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
 /// and MTU, rate and lifetime selectors.
 ///
 /// Both counts must be in the mask (else "insufficient components"), at
-/// least one each and together no more than the record holds (else
+/// least one each and together no more than the request holds — 11 GIDs
+/// in one MAD, more in a request of several RMPP segments — (else
 /// "invalid request"); a GID that is not an end port of the subnet — a
 /// multicast GID among them — is "invalid GID".
 pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
+    /// Where the GIDs start in the record.
+    const GIDS_AT: usize = 24;
     use mad_core::sa::path::MULTIPATH_GIDS;
     use mad_core::sa::{MultiPathRecord, SaRecord};
     let bit = |n: &str| MultiPathRecord::component(n).unwrap_or(0);
@@ -500,19 +503,37 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
     if !has("sgid_count") || !has("dgid_count") {
         return Err(SaStatus::ReqInsufficientComponents);
     }
-    let mp = MultiPathRecord::decode(q.data).map_err(|_| SaStatus::ReqInvalid)?;
+    // The fixed fields from the first MAD's worth; the GIDs from all the
+    // data, which a request in several segments carries past it.
+    let mut head = [0u8; MultiPathRecord::SIZE];
+    let n = q.data.len().min(head.len());
+    head[..n].copy_from_slice(&q.data[..n]);
+    let mp = MultiPathRecord::decode(&head).map_err(|_| SaStatus::ReqInvalid)?;
     let (ns, nd) = (usize::from(mp.sgid_count), usize::from(mp.dgid_count));
-    if ns == 0 || nd == 0 || ns + nd > MULTIPATH_GIDS {
+    let room = q
+        .data
+        .len()
+        .max(MultiPathRecord::SIZE)
+        .saturating_sub(GIDS_AT)
+        / 16;
+    debug_assert!(room >= MULTIPATH_GIDS);
+    if ns == 0 || nd == 0 || ns + nd > room {
         return Err(SaStatus::ReqInvalid);
     }
+    let gid = |i: usize| {
+        let mut g = [0u8; 16];
+        if let Some(b) = q.data.get(GIDS_AT + 16 * i..GIDS_AT + 16 * (i + 1)) {
+            g.copy_from_slice(b);
+        }
+        Gid(g)
+    };
     let s = q.subnet;
-    let ends = |gids: &[Gid]| -> Result<Vec<End>, SaStatus> {
-        gids.iter()
-            .map(|&g| end_by_gid(s, g).ok_or(SaStatus::ReqInvalidGid))
+    let ends = |r: core::ops::Range<usize>| -> Result<Vec<End>, SaStatus> {
+        r.map(|i| end_by_gid(s, gid(i)).ok_or(SaStatus::ReqInvalidGid))
             .collect()
     };
-    let srcs = ends(&mp.gids[..ns])?;
-    let dsts = ends(&mp.gids[ns..ns + nd])?;
+    let srcs = ends(0..ns)?;
+    let dsts = ends(ns..ns + nd)?;
     let most = if has("numb_path") && mp.numb_path > 0 {
         usize::from(mp.numb_path)
     } else {

@@ -262,7 +262,7 @@ fn send_window(to: Addr, t: &mut Transfer, out: &mut dyn FnMut(Transmit), stats:
 }
 
 /// An RMPP ABORT for the transfer of `head`, with `status`.
-fn abort(head: &SaMad, status: RmppStatus) -> [u8; 256] {
+pub(crate) fn abort(head: &SaMad, status: RmppStatus) -> [u8; 256] {
     let mut m = head.clone();
     m.data = [0; SA_DATA_SIZE];
     m.rmpp = RmppHeader {

@@ -357,14 +357,18 @@ fn what_the_sa_does_not_do_is_refused_with_the_right_status() {
             .status(),
         Status::UNSUPPORTED_VERSION
     );
-    // A request in several segments.
+    // The first segment of a request in several: taken in and
+    // acknowledged, nothing answered until its last (tests/segmented.rs).
     let mut seg = SaMad::parse(&ask(Method::GetTable, &NodeRecord::default(), 0, 4)).unwrap();
+    seg.rmpp.version = 1;
     seg.rmpp.flags = RMPP_ACTIVE | RMPP_FIRST;
     seg.rmpp.rmpp_type = RmppType::Data;
-    assert_eq!(
-        exchange(&mut sa, &sm, me, &seg.to_bytes(), 0)[0].sa_status(),
-        SaStatus::ReqInvalid
-    );
+    seg.rmpp.segment_number = 1;
+    seg.rmpp.payload_length_or_window = 440;
+    let ack = exchange(&mut sa, &sm, me, &seg.to_bytes(), 0);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].rmpp.rmpp_type, RmppType::Ack);
+    assert_eq!(sa.requests_receiving(), 1);
     // Not an SA MAD: dropped with the reason, nothing sent.
     let smp = [0u8; 256];
     assert!(matches!(
