@@ -30,7 +30,7 @@ pub use report::{
     PhaseReport, Phases, RoutingPhase, SmpSummary, VerifySummary, WallMs,
 };
 pub use verify::{Check, Failure, Verify, WalkEnd};
-pub use walk::TraceError;
+pub use walk::{McastWalk, TraceError};
 
 /// Timing and loss of the simulated fabric.
 #[derive(Clone, Debug)]

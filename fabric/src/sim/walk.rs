@@ -175,3 +175,74 @@ impl Fabric {
         ))
     }
 }
+
+/// Where a multicast packet went ([`Fabric::multicast_walk`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McastWalk {
+    /// Copies delivered, by node: a CA's port, or a switch itself (its
+    /// port 0 in the entry).
+    pub delivered: std::collections::BTreeMap<usize, u32>,
+    /// Switch hops taken in all.
+    pub hops: u64,
+    /// The packet was still copying itself past any tree's size: a loop.
+    pub looped: bool,
+}
+
+impl Fabric {
+    /// Floods a packet for multicast LID `mlid` from node `src` (a CA out
+    /// of its port 1, or a switch from itself) through the installed MFTs:
+    /// every switch copies it out of each port of its entry but the one
+    /// it came in by (IBA 18.2.4.3.2); port 0 delivers to the switch. What
+    /// it reached, and how often.
+    pub fn multicast_walk(&self, src: usize, mlid: Lid) -> McastWalk {
+        let mut w = McastWalk::default();
+        let Some(index) = mlid.0.checked_sub(0xC000).map(usize::from) else {
+            return w;
+        };
+        let mut queue = std::collections::VecDeque::new();
+        match &self.nodes[src] {
+            SimNode::Switch(_) => queue.push_back((src, 0u8)),
+            _ => {
+                if let Some((sw, q)) = self.topo.peer_of(src, 1) {
+                    queue.push_back((sw, q));
+                }
+            }
+        }
+        // A tree crosses each cable once each way at most.
+        let limit = 2 * self
+            .topo
+            .nodes
+            .iter()
+            .map(|n| u64::from(n.ports))
+            .sum::<u64>()
+            + 16;
+        while let Some((node, ingress)) = queue.pop_front() {
+            let SimNode::Switch(s) = &self.nodes[node] else {
+                *w.delivered.entry(node).or_default() += 1;
+                continue;
+            };
+            w.hops += 1;
+            if w.hops > limit {
+                w.looped = true;
+                break;
+            }
+            let Some(entry) = s.model.mft.get(index) else {
+                continue;
+            };
+            for (pos, &bits) in entry.iter().enumerate() {
+                for b in 0..16u8 {
+                    let port = pos as u8 * 16 + b;
+                    if bits & (1 << b) == 0 || port == ingress {
+                        continue;
+                    }
+                    if port == 0 {
+                        *w.delivered.entry(node).or_default() += 1;
+                    } else if let Some((m, q)) = self.topo.peer_of(node, port) {
+                        queue.push_back((m, q));
+                    }
+                }
+            }
+        }
+        w
+    }
+}

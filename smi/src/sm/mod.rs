@@ -20,6 +20,7 @@ mod event;
 mod installed;
 mod lids;
 mod link;
+pub mod mcast;
 mod outbox;
 pub mod routing;
 mod stats;
@@ -32,6 +33,7 @@ pub mod vswitch;
 pub use config::{Engine, FatTreeEngine, MinHopEngine, RoutingEngine, SmConfig, UpDownEngine};
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};
+pub use mcast::{McastError, PortMask};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
 pub use stats::Stats;
@@ -345,7 +347,7 @@ impl Sm {
                     p.info = Some(pi);
                 }
             }
-            Purpose::SetLft => {}
+            Purpose::SetLft | Purpose::SetMft => {}
         }
         self.advance(now_ms);
     }

@@ -35,6 +35,7 @@ pub(super) enum Purpose {
         node: usize,
     },
     SetLft,
+    SetMft,
     SetState {
         node: usize,
         port: u8,
@@ -355,9 +356,11 @@ impl Sm {
             | Purpose::NodeDesc { node }
             | Purpose::SetTop { node }
             | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
-            Purpose::SetVPort | Purpose::SetTopOnly | Purpose::SetLft | Purpose::TrapRepress => {
-                (r.node, None, false)
-            }
+            Purpose::SetVPort
+            | Purpose::SetTopOnly
+            | Purpose::SetLft
+            | Purpose::SetMft
+            | Purpose::TrapRepress => (r.node, None, false),
         };
         let n = node.and_then(|i| self.db.nodes().get(i));
         Unreached {

@@ -54,9 +54,31 @@ pub struct Subnet {
     pub(super) max_lid: u16,
     /// The switch graph routes are computed on.
     pub(super) graph: Graph,
+    /// Multicast groups and the MFT entries written for them.
+    pub(super) mcast: super::mcast::Multicast,
 }
 
 impl Subnet {
+    /// Every MFT entry the SM has written: (switch node, MLID, port
+    /// mask), by switch then MLID. Entries it cleared are not listed.
+    pub fn mft_entries(&self) -> impl Iterator<Item = (NodeId, Lid, super::PortMask)> + '_ {
+        self.mcast
+            .installed
+            .iter()
+            .flat_map(|(&n, t)| t.iter().map(move |(&l, &m)| (NodeId(n), Lid(l), m)))
+    }
+
+    /// The MFT entry the SM has written for `mlid` on switch `node` (all
+    /// zero when none).
+    pub fn mft_entry(&self, node: NodeId, mlid: Lid) -> super::PortMask {
+        self.mcast
+            .installed
+            .get(&node.0)
+            .and_then(|t| t.get(&mlid.0))
+            .copied()
+            .unwrap_or([0; 16])
+    }
+
     /// Every node found, the SM's own first.
     pub fn nodes(&self) -> &[SmNode] {
         &self.nodes

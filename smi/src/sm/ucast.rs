@@ -129,6 +129,7 @@ impl Sm {
                 self.send_lft_block(k, b);
             }
         }
+        self.mcast_distribute();
     }
 
     pub(super) fn send_lft(&mut self, node: usize) {

@@ -1,0 +1,204 @@
+//! Multicast forwarding programmed by ibkit's SM on simulated fabrics: a
+//! packet flooded through the MFTs actually installed in the simulated
+//! switches, from each member of a group, reaches every other member once
+//! and no other port; joins, leaves and deletions send only the MFT
+//! blocks that change; a group of one member needs no tree.
+
+use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
+use mad_core::attr::{AttributeId, NodeType};
+use mad_core::{Guid, Lid, Method};
+use smi::sm::{McastError, NodeId, Sm, SmConfig};
+use std::collections::BTreeSet;
+
+/// The SM's node for the fabric's node `i`.
+fn sm_node(f: &Fabric, sm: &Sm, i: usize) -> NodeId {
+    sm.subnet().by_guid(Guid(f.topo.nodes[i].guid)).unwrap()
+}
+
+/// The CAs of the fabric other than the SM's.
+fn cas(f: &Fabric) -> Vec<usize> {
+    (0..f.nodes.len())
+        .filter(|&i| i != f.sm_node && f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .collect()
+}
+
+/// Set(MulticastForwardingTable) the SM has sent so far.
+fn mft_sets(sm: &Sm) -> u64 {
+    let id = u16::from(AttributeId::MulticastForwardingTable);
+    (sm.stats().per_phase_kind.iter())
+        .filter(|((_, m, a), _)| *m == u8::from(Method::Set) && *a == id)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Makes `members` (fabric CA nodes) the group of `mlid` and runs the
+/// fabric until the SM is done: the Set(MFT) SMPs it took.
+fn group(f: &mut Fabric, sm: &mut Sm, mlid: u16, members: &[usize]) -> u64 {
+    let before = mft_sets(sm);
+    let m: Vec<(NodeId, u8)> = members.iter().map(|&i| (sm_node(f, sm, i), 1)).collect();
+    sm.set_multicast_group(Lid(mlid), &m).unwrap();
+    assert!(f.run(sm));
+    assert!(sm.is_idle());
+    mft_sets(sm) - before
+}
+
+/// From each member, every other member once and nothing else; from a
+/// CA outside the group (a send-only sender's packet enters the tree only
+/// if it is a member), nothing when the group has no tree.
+fn delivered_exactly(f: &Fabric, mlid: u16, members: &[usize]) {
+    let set: BTreeSet<usize> = members.iter().copied().collect();
+    for &m in members {
+        let w = f.multicast_walk(m, Lid(mlid));
+        assert!(!w.looped, "from {m}: a loop");
+        let want: BTreeSet<usize> = set.iter().copied().filter(|&x| x != m).collect();
+        let got: BTreeSet<usize> = w.delivered.keys().copied().collect();
+        assert_eq!(got, want, "from {}: reached {got:?}", f.topo.nodes[m].name);
+        assert!(
+            w.delivered.values().all(|&n| n == 1),
+            "from {}: duplicates {:?}",
+            f.topo.nodes[m].name,
+            w.delivered
+        );
+    }
+}
+
+/// No switch of the fabric holds an entry for `mlid`.
+fn nothing_installed(f: &Fabric, mlid: u16) {
+    for n in &f.nodes {
+        if let SimNode::Switch(s) = n {
+            if let Some(e) = s.model.mft.get(usize::from(mlid - 0xC000)) {
+                assert_eq!(*e, [0; 5]);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_group_on_fat_tree_324_reaches_each_member_once() {
+    let (mut f, mut sm, up) =
+        bring_up("fat-tree-324", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    assert_eq!(mft_sets(&sm), 0, "no group, no MFT");
+    let c = cas(&f);
+    // Four members on four different leaves, far apart.
+    let members = [c[0], c[100], c[200], c[300]];
+    let first = group(&mut f, &mut sm, 0xC001, &members);
+    delivered_exactly(&f, 0xC001, &members);
+    // One Set per switch of the tree (one block, one position each: the
+    // tree's ports of a 36-port switch fall in up to three positions).
+    assert!((1..=3 * 10).contains(&first), "{first} Set(MFT)");
+    eprintln!("fat-tree-324: a group of 4 on 4 leaves took {first} Set(MFT)");
+    // Joining a fifth member on a leaf already in the tree changes that
+    // leaf only: one block at one position.
+    let same_leaf = c[1];
+    let mut five = members.to_vec();
+    five.push(same_leaf);
+    let join = group(&mut f, &mut sm, 0xC001, &five);
+    assert_eq!(join, 1, "a join on a leaf of the tree: one Set");
+    delivered_exactly(&f, 0xC001, &five);
+    // A second group in the same block (MLIDs 0xC000..0xC01F): its own
+    // tree; the first group's entries stay (each Set carries the whole
+    // block).
+    let other = [c[5], c[150], c[250]];
+    group(&mut f, &mut sm, 0xC002, &other);
+    delivered_exactly(&f, 0xC001, &five);
+    delivered_exactly(&f, 0xC002, &other);
+    // A member leaves.
+    let four: Vec<usize> = five.iter().copied().filter(|&x| x != c[200]).collect();
+    group(&mut f, &mut sm, 0xC001, &four);
+    delivered_exactly(&f, 0xC001, &four);
+    assert!(!f
+        .multicast_walk(c[0], Lid(0xC001))
+        .delivered
+        .contains_key(&c[200]));
+    // Setting the same members again sends nothing.
+    assert_eq!(group(&mut f, &mut sm, 0xC001, &four), 0);
+    // Down to one member: no tree, every entry of the group cleared.
+    group(&mut f, &mut sm, 0xC001, &four[..1]);
+    nothing_installed(&f, 0xC001);
+    assert!(f.multicast_walk(four[0], Lid(0xC001)).delivered.is_empty());
+    // Deleted: nothing left; the other group untouched.
+    group(&mut f, &mut sm, 0xC001, &[]);
+    nothing_installed(&f, 0xC001);
+    delivered_exactly(&f, 0xC002, &other);
+    assert_eq!(sm.multicast_groups().count(), 1);
+    // Four joins one at a time, as hosts join: the issue measured OpenSM
+    // 3.3.23 sending 24 Set(MFT) for them (every switch of the tree on
+    // each join, no tree for the first).
+    let mut joined = Vec::new();
+    let mut sets = Vec::new();
+    for &m in &members {
+        joined.push(m);
+        sets.push(group(&mut f, &mut sm, 0xC003, &joined));
+        if joined.len() > 1 {
+            delivered_exactly(&f, 0xC003, &joined);
+        }
+    }
+    let total: u64 = sets.iter().sum();
+    eprintln!("fat-tree-324: 4 joins one at a time took {sets:?} = {total} Set(MFT) (OpenSM: 24)");
+    assert_eq!(sets[0], 0, "a group of one needs no tree");
+    assert!(total < 24, "{sets:?}");
+}
+
+/// Every CA of a fabric in one group, as IPoIB's broadcast group is: a
+/// tree over every leaf, each member reached once.
+#[test]
+fn every_ca_in_one_group() {
+    for spec in ["mport-ntree:8:2", "random:12:5"] {
+        let (mut f, mut sm, up) =
+            bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+        assert!(up);
+        let mut all = cas(&f);
+        all.push(f.sm_node);
+        let n = group(&mut f, &mut sm, 0xC000, &all);
+        delivered_exactly(&f, 0xC000, &all);
+        let switches = f
+            .nodes
+            .iter()
+            .filter(|n| matches!(n, SimNode::Switch(_)))
+            .count();
+        assert!(
+            n as usize <= 2 * switches,
+            "{spec}: {n} Set(MFT) for {switches} switches"
+        );
+    }
+}
+
+/// What cannot be a group is refused and changes nothing.
+#[test]
+fn bad_groups_are_refused() {
+    let (f, mut sm, up) =
+        bring_up("mport-ntree:4:2", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let c = cas(&f);
+    let a = sm_node(&f, &sm, c[0]);
+    assert_eq!(
+        sm.set_multicast_group(Lid(0x10), &[(a, 1)]),
+        Err(McastError::NotMulticast(Lid(0x10)))
+    );
+    assert_eq!(
+        sm.set_multicast_group(Lid(0xFFFF), &[(a, 1)]),
+        Err(McastError::NotMulticast(Lid(0xFFFF)))
+    );
+    assert_eq!(
+        sm.set_multicast_group(Lid(0xC000), &[(a, 2)]),
+        Err(McastError::NotAnEndPort(a, 2))
+    );
+    let sw = sm_node(
+        &f,
+        &sm,
+        (0..f.nodes.len())
+            .find(|&i| f.topo.nodes[i].kind == NodeType::Switch)
+            .unwrap(),
+    );
+    assert_eq!(
+        sm.set_multicast_group(Lid(0xC000), &[(sw, 3)]),
+        Err(McastError::NotAnEndPort(sw, 3))
+    );
+    assert_eq!(
+        sm.set_multicast_group(Lid(0xC000), &[(NodeId(9999), 1)]),
+        Err(McastError::NotAnEndPort(NodeId(9999), 1))
+    );
+    assert_eq!(sm.multicast_groups().count(), 0);
+    assert!(sm.is_idle());
+}

@@ -1,0 +1,317 @@
+//! Multicast forwarding: for each group (an MLID and its member end
+//! ports, which the SA's MCMemberRecord joins decide), a spanning tree over
+//! the switch graph and the MulticastForwardingTable entries that make it:
+//! at each switch of the tree, the tree's links and the member ports that
+//! hang off it. A switch forwards a multicast packet out of every port of
+//! its entry but the one it came in by, so a packet a member sends reaches
+//! every other member once, over the tree, and no other port.
+//!
+//! Only what changed is sent: an MFT block is 32 MLIDs by 16 ports (IBA
+//! 14.2.5.8: the modifier's position selects the 16 ports), and a change
+//! of one group on one switch is one Set of the one block and position
+//! that hold it. A group of one member, or of none, needs no tree: its
+//! entries are cleared where they were set.
+
+use super::*;
+
+/// The first multicast LID.
+pub const MLID_BASE: u16 = 0xC000;
+/// The last multicast LID (0xFFFF is the permissive LID).
+pub const MLID_LAST: u16 = 0xFFFE;
+
+/// A switch's ports in an MFT entry, 16 per position (bit `i` of
+/// position `p` is port `16 p + i`; port 0 is the switch itself).
+pub type PortMask = [u16; 16];
+
+/// Why a group could not be programmed. Nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum McastError {
+    /// Not a multicast LID (0xC000..=0xFFFE).
+    NotMulticast(Lid),
+    /// A member is not an end port the SM knows: a CA's port, or a
+    /// switch's port 0.
+    NotAnEndPort(NodeId, u8),
+    /// A switch of the tree has no MFT entry for this MLID (its
+    /// MulticastFDBCap is smaller).
+    PastMftCap {
+        /// The switch.
+        switch: NodeId,
+        /// Its MulticastFDBCap.
+        cap: u16,
+    },
+}
+
+impl core::fmt::Display for McastError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            McastError::NotMulticast(l) => write!(f, "LID {:#06x} is not a multicast LID", l.0),
+            McastError::NotAnEndPort(n, p) => write!(f, "node {} port {p} is not an end port", n.0),
+            McastError::PastMftCap { switch, cap } => write!(
+                f,
+                "switch {} has {cap} MFT entries, too few for this MLID",
+                switch.0
+            ),
+        }
+    }
+}
+
+/// The groups and what the SM has written to the switches for them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Multicast {
+    /// Each group's member end ports (node, port), by MLID.
+    pub(super) groups: BTreeMap<u16, BTreeSet<(usize, u8)>>,
+    /// The entries written, by switch node and MLID (absent: empty).
+    pub(super) installed: BTreeMap<usize, BTreeMap<u16, PortMask>>,
+}
+
+fn set_port(m: &mut PortMask, port: u8) {
+    m[usize::from(port / 16)] |= 1 << (port % 16);
+}
+
+impl Sm {
+    /// Makes `members` (end ports: a CA's port, or a switch's port 0) the
+    /// group of `mlid`, replacing what it had, and sends the MFT blocks
+    /// that change (on a running subnet; before, the bring-up's
+    /// distribution sends them). An empty list deletes the group. Returns
+    /// the SMPs queued.
+    pub fn set_multicast_group(
+        &mut self,
+        mlid: Lid,
+        members: &[(NodeId, u8)],
+    ) -> Result<usize, McastError> {
+        if !(MLID_BASE..=MLID_LAST).contains(&mlid.0) {
+            return Err(McastError::NotMulticast(mlid));
+        }
+        let mut set = BTreeSet::new();
+        for &(n, p) in members {
+            let node = self
+                .db
+                .nodes()
+                .get(n.0)
+                .ok_or(McastError::NotAnEndPort(n, p))?;
+            let end = if node.is_switch() {
+                p == 0
+            } else {
+                p >= 1 && usize::from(p) < node.ports.len()
+            };
+            if !end {
+                return Err(McastError::NotAnEndPort(n, p));
+            }
+            set.insert((n.0, p));
+        }
+        let want = self.mcast_tree(&set);
+        let index = usize::from(mlid.0 - MLID_BASE);
+        for &sw in want.keys() {
+            let cap = self.db.nodes()[sw]
+                .switch_info
+                .map_or(0, |si| si.multicast_fdb_cap);
+            if index >= usize::from(cap) {
+                return Err(McastError::PastMftCap {
+                    switch: NodeId(sw),
+                    cap,
+                });
+            }
+        }
+        if set.is_empty() {
+            self.db.mcast.groups.remove(&mlid.0);
+        } else {
+            self.db.mcast.groups.insert(mlid.0, set);
+        }
+        if !self.up || !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
+            // The bring-up's distribution programs every group.
+            return Ok(0);
+        }
+        let start = self.out.queue.len();
+        self.mcast_apply(mlid.0, want);
+        let n = self.out.queue.len() - start;
+        if n > 0 && self.phase == Phase::Done {
+            self.phase = Phase::Reconfiguration;
+        }
+        Ok(n)
+    }
+
+    /// The groups: MLID and member end ports.
+    pub fn multicast_groups(&self) -> impl Iterator<Item = (Lid, Vec<(NodeId, u8)>)> + '_ {
+        self.db
+            .mcast
+            .groups
+            .iter()
+            .map(|(&l, m)| (Lid(l), m.iter().map(|&(n, p)| (NodeId(n), p)).collect()))
+    }
+
+    /// Every group again, after routing (bring-up or a sweep): trees over
+    /// the switch graph as it is now, and the blocks that differ from what
+    /// each switch holds. A switch that is new or came back holds nothing.
+    pub(super) fn mcast_distribute(&mut self) {
+        let fresh: Vec<usize> = (self.db.mcast.installed.keys().copied())
+            .filter(|&i| self.db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive))
+            .collect();
+        for i in fresh {
+            self.db.mcast.installed.remove(&i);
+        }
+        let groups: Vec<(u16, BTreeSet<(usize, u8)>)> = (self.db.mcast.groups.iter())
+            .map(|(&l, m)| (l, m.clone()))
+            .collect();
+        for (mlid, members) in groups {
+            let want = self.mcast_tree(&members);
+            self.mcast_apply(mlid, want);
+        }
+    }
+
+    /// Writes `want` (switch node → port mask) as `mlid`'s entries: the
+    /// entries that differ from what is installed, as one Set per block
+    /// and position that holds a change.
+    fn mcast_apply(&mut self, mlid: u16, want: BTreeMap<usize, PortMask>) {
+        let index = usize::from(mlid - MLID_BASE);
+        let (block, slot) = ((index / 32) as u16, index % 32);
+        let mut switches: BTreeSet<usize> = want.keys().copied().collect();
+        switches.extend(
+            (self.db.mcast.installed.iter())
+                .filter(|(_, t)| t.contains_key(&mlid))
+                .map(|(&s, _)| s),
+        );
+        for sw in switches {
+            let new = want.get(&sw).copied().unwrap_or([0; 16]);
+            let table = self.db.mcast.installed.entry(sw).or_default();
+            let old = table.get(&mlid).copied().unwrap_or([0; 16]);
+            if new == [0; 16] {
+                table.remove(&mlid);
+            } else {
+                table.insert(mlid, new);
+            }
+            let ports = self.db.nodes()[sw].ports.len();
+            for pos in 0..16usize {
+                if old[pos] == new[pos] || pos * 16 >= ports.max(1) {
+                    continue;
+                }
+                // The whole block at this position, as installed now.
+                let mut t = MulticastForwardingTable::default();
+                let first = MLID_BASE + block * 32;
+                let table = &self.db.mcast.installed[&sw];
+                for (i, e) in t.port_mask.iter_mut().enumerate() {
+                    *e = table.get(&(first + i as u16)).map_or(0, |m| m[pos]);
+                }
+                debug_assert_eq!(t.port_mask[slot], new[pos]);
+                let am = (pos as u32) << 28 | u32::from(block);
+                self.set_node(sw, &t, am, Purpose::SetMft);
+            }
+        }
+    }
+
+    /// The MFT entries of the tree that joins `members`: switch node →
+    /// port mask. Members not on the subnet (not alive, not linked) are
+    /// left out; fewer than two left need no tree.
+    fn mcast_tree(&self, members: &BTreeSet<(usize, u8)>) -> BTreeMap<usize, PortMask> {
+        let g = &self.db.graph;
+        let k_of = |node: usize| {
+            self.db
+                .switch_of
+                .get(node)
+                .copied()
+                .filter(|&k| k != usize::MAX)
+        };
+        // Each member as (switch index, port at that switch).
+        let mut at: Vec<(usize, u8)> = Vec::new();
+        for &(n, p) in members {
+            let Some(node) = self.db.nodes().get(n).filter(|x| x.alive) else {
+                continue;
+            };
+            if node.is_switch() {
+                if let Some(k) = k_of(n) {
+                    at.push((k, 0));
+                }
+            } else if let Some((m, q)) = node.ports.get(usize::from(p)).and_then(|x| x.peer) {
+                if let Some(k) = k_of(m) {
+                    at.push((k, q));
+                }
+            }
+        }
+        at.sort_unstable();
+        at.dedup();
+        let mut out = BTreeMap::new();
+        if at.len() < 2 {
+            return out;
+        }
+        // A centre: the middle of the longest member-to-member path found
+        // by two breadth-first searches.
+        let bfs = |root: usize| -> Vec<Option<(usize, u8, u8)>> {
+            // parent[k] = (parent switch, port at k towards it, port at the
+            // parent towards k); the root is its own parent.
+            let mut parent = vec![None; g.ports.len()];
+            parent[root] = Some((root, 0, 0));
+            let mut q = VecDeque::from([root]);
+            while let Some(k) = q.pop_front() {
+                for (p, t) in g.ports[k].iter().enumerate() {
+                    if let PortTo::Switch(m, mq) = *t {
+                        if parent[m].is_none() {
+                            parent[m] = Some((k, mq, p as u8));
+                            q.push_back(m);
+                        }
+                    }
+                }
+            }
+            parent
+        };
+        let depth = |parent: &[Option<(usize, u8, u8)>], mut k: usize| {
+            let mut d = 0usize;
+            while let Some((up, _, _)) = parent[k] {
+                if up == k {
+                    return Some(d);
+                }
+                k = up;
+                d += 1;
+            }
+            None
+        };
+        let farthest = |parent: &[Option<(usize, u8, u8)>]| {
+            at.iter()
+                .filter_map(|&(k, _)| depth(parent, k).map(|d| (d, k)))
+                .max()
+                .map(|(_, k)| k)
+        };
+        let p0 = bfs(at[0].0);
+        let a = farthest(&p0).unwrap_or(at[0].0);
+        let pa = bfs(a);
+        let b = farthest(&pa).unwrap_or(a);
+        let mut path = vec![b];
+        let mut k = b;
+        while let Some((up, _, _)) = pa[k] {
+            if up == k {
+                break;
+            }
+            path.push(up);
+            k = up;
+        }
+        let root = path[path.len() / 2];
+        let parent = bfs(root);
+        let mut masks: BTreeMap<usize, PortMask> = BTreeMap::new();
+        for &(k, port) in &at {
+            if parent[k].is_none() {
+                continue; // cut off from the root: unreachable
+            }
+            set_port(masks.entry(k).or_default(), port);
+            // The tree's links from here up to the root.
+            let mut c = k;
+            while let Some((up, cp, upp)) = parent[c] {
+                if up == c {
+                    break;
+                }
+                let done = masks
+                    .get(&up)
+                    .is_some_and(|m| m[usize::from(upp / 16)] & (1 << (upp % 16)) != 0);
+                set_port(masks.entry(c).or_default(), cp);
+                set_port(masks.entry(up).or_default(), upp);
+                if done {
+                    break;
+                }
+                c = up;
+            }
+        }
+        for (k, m) in masks {
+            if let Some(&node) = self.db.switch_index.get(k) {
+                out.insert(node, m);
+            }
+        }
+        out
+    }
+}
