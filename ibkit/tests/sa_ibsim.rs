@@ -1379,3 +1379,161 @@ fn wireshark_reads_the_sms_capture_of_sa_traffic() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The ports `ibroute -M LID` shows for `mlid`: its header lists the
+/// ports ("Ports: 0 1 2 …"), each MLID's row an `x` under each port of
+/// the entry.
+fn ibroute_mft(text: &str, mlid: u16) -> Vec<u8> {
+    let Some(head) = text.lines().find(|l| l.trim_start().starts_with("Ports:")) else {
+        return Vec::new();
+    };
+    let cols: Vec<(usize, u8)> = head
+        .char_indices()
+        .skip(head.find(':').unwrap() + 1)
+        .filter(|(_, c)| c.is_ascii_digit())
+        .filter(|&(i, _)| !head[..i].ends_with(|c: char| c.is_ascii_digit()))
+        .map(|(i, _)| {
+            let n: String = head[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            let end = i + n.len() - 1;
+            (end, n.parse().unwrap())
+        })
+        .collect();
+    let tag = format!("{mlid:#06x}");
+    let Some(row) = text.lines().find(|l| l.starts_with(&tag)) else {
+        return Vec::new();
+    };
+    cols.iter()
+        .filter(|&&(at, _)| row.as_bytes().get(at) == Some(&b'x'))
+        .map(|&(_, p)| p)
+        .collect()
+}
+
+/// Hosts join the IPoIB broadcast group through ibkit's SA on ibsim, and
+/// ibkit's SM programs the switches: `ibroute -M` (infiniband-diags)
+/// on every switch shows MFT entries that, flooded over the fabric's
+/// cables (each switch copying out of every port of its entry but the one
+/// it came in by), take a packet from each member to every other member
+/// once and to nobody else; `saquery MFTR` shows the same masks. After a
+/// member leaves, the switches show the smaller tree.
+#[test]
+fn joins_program_mfts_that_ibroute_shows() {
+    if !peers_here() || !tool_here("ibroute", "infiniband-diags' ibroute") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let (topo, dir, sim, sm) = small_fabric_with_sm("mft");
+    let tool = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    let (_, v, _) = ibkit_sa(&sim, tool, &["node"]);
+    let lid_of: BTreeMap<String, u64> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["node_description"]["node_string"]
+                    .as_str()
+                    .unwrap()
+                    .trim_end_matches('\0')
+                    .to_string(),
+                r["lid"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let node = |name: &str| topo.nodes.iter().position(|n| n.name == name).unwrap();
+    // What ibroute -M shows, flooded from `from` (a CA): who it reaches.
+    let check = |members: &[&str]| {
+        let mut mft: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
+        for (i, n) in topo.nodes.iter().enumerate() {
+            if n.kind != mad_core::attr::NodeType::Switch {
+                continue;
+            }
+            let out = sim
+                .client_on("ibroute", tool)
+                .args(["-M", &lid_of[&n.name].to_string()])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{text}");
+            mft.insert(i, ibroute_mft(&text, 0xC000));
+        }
+        for &m in members {
+            let mut reached: BTreeMap<String, u32> = BTreeMap::new();
+            let start = topo.peer_of(node(m), 1).unwrap();
+            let mut queue = std::collections::VecDeque::from([start]);
+            let mut steps = 0;
+            while let Some((n, ingress)) = queue.pop_front() {
+                steps += 1;
+                assert!(steps < 1000, "a loop");
+                if topo.nodes[n].kind != mad_core::attr::NodeType::Switch {
+                    *reached.entry(topo.nodes[n].name.clone()).or_default() += 1;
+                    continue;
+                }
+                for &p in mft.get(&n).into_iter().flatten() {
+                    if p != ingress && p != 0 {
+                        let to = topo.peer_of(n, p).unwrap();
+                        queue.push_back(to);
+                    }
+                }
+            }
+            let want: BTreeMap<String, u32> = members
+                .iter()
+                .filter(|&&x| x != m)
+                .map(|x| (x.to_string(), 1))
+                .collect();
+            assert_eq!(reached, want, "from {m}: {mft:?}");
+        }
+        mft
+    };
+    let members = ["H-1", "H-4", "H-7"];
+    for h in members {
+        let (code, _, err) = ibkit_sa(&sim, h, &["mcmember", "--join", bcast]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let mft = check(&members);
+    let in_tree = mft.values().filter(|m| !m.is_empty()).count();
+    // saquery's MFT records say the same masks.
+    let (ok, text) = saquery(&sim, tool, &["MFTR"]);
+    assert!(ok, "{text}");
+    let mut shown = 0;
+    for block in text.split("MFT Record dump:").skip(1) {
+        let f = fields(block);
+        let lid: u64 = f["LID"].parse().unwrap();
+        let (i, _) = topo
+            .nodes
+            .iter()
+            .enumerate()
+            .find(|(_, n)| lid_of.get(&n.name) == Some(&lid))
+            .unwrap();
+        let row = block
+            .lines()
+            .find(|l| l.trim_start().starts_with("0xc000"))
+            .unwrap();
+        let mask = u16::from_str_radix(
+            row.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
+        let ports: Vec<u8> = (0..16).filter(|b| mask & (1 << b) != 0).collect();
+        assert_eq!(ports, mft[&i], "LID {lid}");
+        shown += 1;
+    }
+    assert!(shown >= 1, "{text}");
+    // H-4 leaves.
+    let (code, _, err) = ibkit_sa(&sim, "H-4", &["mcmember", "--leave", bcast]);
+    assert_eq!(code, 0, "{err}");
+    let smaller = check(&["H-1", "H-7"]);
+    eprintln!(
+        "ibroute -M: a tree over {in_tree} switches for 3 members, {} after one left; saquery MFTR agrees ({shown} records)",
+        smaller.values().filter(|m| !m.is_empty()).count()
+    );
+    let (clean, out) = sm.stop(Duration::from_secs(5));
+    assert!(clean, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,11 +61,11 @@ use mad_core::mad::{Method, Status};
 pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
     GuidInfoRecord, InformInfoRecord, LinearForwardingTableRecord, LinkRecord, McMemberRecord,
-    NodeRecord, PKeyTableRecord, PortInfoRecord, RmppType, SaAttributeId, SaMad, SaStatus,
-    ServiceRecord, SmInfoRecord, SwitchInfoRecord,
+    MulticastForwardingTableRecord, NodeRecord, PKeyTableRecord, PortInfoRecord, RmppType,
+    SaAttributeId, SaMad, SaStatus, ServiceRecord, SmInfoRecord, SwitchInfoRecord,
 };
 use mad_core::{Lid, MAD_SIZE};
-use smi::sm::{SmEvent, Subnet};
+use smi::sm::{NodeId, SmEvent, Subnet};
 
 pub use rmpp::{ReceiveError, Received, Receiver, Transfer, TransferKey};
 
@@ -280,6 +280,18 @@ impl Sa {
     /// The multicast groups and their members.
     pub fn groups(&self) -> &mcast::Groups {
         &self.groups
+    }
+
+    /// The groups whose members changed since the last call (joins,
+    /// leaves, groups deleted, ports gone), each with its end ports now
+    /// (none: the group is gone): for the SM to program their multicast
+    /// forwarding ([`smi::sm::Sm::set_multicast_group`]).
+    pub fn take_group_changes(&mut self, subnet: &Subnet) -> Vec<(Lid, Vec<(NodeId, u8)>)> {
+        self.groups
+            .take_changes()
+            .into_iter()
+            .map(|l| (l, self.groups.members_of(subnet, l)))
+            .collect()
     }
 
     /// When [`Sa::handle_timeout`] is next due: an RMPP window's ACK, a
@@ -621,8 +633,9 @@ impl Sa {
             SaAttributeId::LinearForwardingTableRecord => {
                 q.collect::<LinearForwardingTableRecord>(query::lft_records)
             }
-            // The SM programs no multicast yet: no block holds a port.
-            SaAttributeId::MulticastForwardingTableRecord => Ok((Vec::new(), 0)),
+            SaAttributeId::MulticastForwardingTableRecord => {
+                q.collect::<MulticastForwardingTableRecord>(query::mft_records)
+            }
             SaAttributeId::GuidInfoRecord => q.collect::<GuidInfoRecord>(query::guid_info_records),
             SaAttributeId::PKeyTableRecord if !trusted => {
                 return Answer::Refused(SaStatus::ReqDenied.status())

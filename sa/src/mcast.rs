@@ -33,12 +33,13 @@
 //! are what the SM will route ([`Groups::iter`]).
 
 use crate::path::{end_by_lid, End};
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use mad_core::sa::mcmember::join_state::{FULL, SEND_ONLY_FULL};
 use mad_core::sa::{McMemberRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
-use smi::sm::Subnet;
+use smi::sm::{NodeId, Subnet};
 
 /// Groups the SA holds at most (the well-known one included).
 pub const MAX_GROUPS: usize = 4096;
@@ -138,6 +139,8 @@ pub struct Groups {
     mlids: Vec<u64>,
     /// The next MGID the SA makes ends in this.
     counter: u32,
+    /// MLIDs whose members changed since [`Groups::take_changes`].
+    changed: BTreeSet<u16>,
 }
 
 impl Default for Groups {
@@ -323,6 +326,7 @@ impl Groups {
             groups: Vec::new(),
             mlids: alloc::vec![0; MLIDS.div_ceil(64)],
             counter: 0,
+            changed: BTreeSet::new(),
         };
         g.add(Group {
             rec,
@@ -352,6 +356,43 @@ impl Groups {
     fn remove(&mut self, i: usize) {
         let g = self.groups.swap_remove(i);
         self.mark(g.rec.mlid, false);
+        self.changed.insert(g.rec.mlid.0);
+    }
+
+    /// The MLIDs whose members changed (joins, leaves, groups deleted,
+    /// ports gone) since the last call: the SM programs their trees.
+    pub fn take_changes(&mut self) -> Vec<Lid> {
+        core::mem::take(&mut self.changed)
+            .into_iter()
+            .map(Lid)
+            .collect()
+    }
+
+    /// The end ports of the group of `mlid`, as the SM forwards to them:
+    /// a CA's port (a VM's, its hypervisor's), a switch's port 0. Every
+    /// member, send-only ones too (its packets enter the tree where it
+    /// hangs off). Empty when no group has the MLID.
+    pub fn members_of(&self, s: &Subnet, mlid: Lid) -> Vec<(NodeId, u8)> {
+        let Some(g) = self.groups.iter().find(|g| g.rec.mlid == mlid) else {
+            return Vec::new();
+        };
+        let mut v: Vec<(NodeId, u8)> = (g.members.iter())
+            .filter_map(|m| {
+                let e = member_end(s, m.gid).ok()?;
+                let n = s.node(e.node)?;
+                Some((
+                    e.node,
+                    if n.is_switch() {
+                        0
+                    } else {
+                        n.info.local_port_num
+                    },
+                ))
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     fn mark(&mut self, mlid: Lid, used: bool) {
@@ -444,6 +485,7 @@ impl Groups {
             undo(self);
             return Err(SaStatus::NoResources);
         }
+        self.changed.insert(self.groups[gi].rec.mlid.0);
         let g = &mut self.groups[gi];
         let state = match g.member(port.gid.guid()) {
             Some(m) => {
@@ -621,6 +663,7 @@ impl Groups {
     ) -> Result<McMemberRecord, SaStatus> {
         let (q, requester) = membership_request(s, from, data, mask)?;
         let gi = self.by_mgid(&q.mgid).ok_or(SaStatus::ReqInvalid)?;
+        let mlid = self.groups[gi].rec.mlid.0;
         let g = &mut self.groups[gi];
         let mi = g.member(q.port_gid.guid()).ok_or(SaStatus::ReqInvalid)?;
         let m = g.members[mi];
@@ -634,6 +677,8 @@ impl Groups {
         let full_before = g.full_members();
         let was_full = usize::from(m.join_state & FULL != 0);
         let left = m.join_state & !asked;
+        self.changed.insert(mlid);
+        let g = &mut self.groups[gi];
         let mut a = q;
         if left & FULL != 0 || (left != 0 && full_before > was_full) {
             g.members[mi].join_state = left;
@@ -742,6 +787,9 @@ impl Groups {
         for g in &mut self.groups {
             let before = g.members.len();
             g.members.retain(|m| member_end(s, m.gid).is_ok());
+            if g.members.len() != before {
+                self.changed.insert(g.rec.mlid.0);
+            }
             gone += before - g.members.len();
         }
         let mut i = 0;

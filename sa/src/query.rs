@@ -7,11 +7,14 @@
 use crate::path::every_end;
 use crate::{Addr, SaConfig};
 use alloc::vec::Vec;
-use mad_core::attr::{GuidInfo, LinearForwardingTable, NodeType, PKeyTable, SmInfo, SmState};
+use mad_core::attr::{
+    GuidInfo, LinearForwardingTable, MulticastForwardingTable, NodeType, PKeyTable, SmInfo, SmState,
+};
 use mad_core::field::get_bits;
 use mad_core::sa::{
-    ClassPortInfo, GuidInfoRecord, LinearForwardingTableRecord, LinkRecord, NodeRecord,
-    PKeyTableRecord, PortInfoRecord, SaRecord, SaStatus, SmInfoRecord, SwitchInfoRecord,
+    ClassPortInfo, GuidInfoRecord, LinearForwardingTableRecord, LinkRecord,
+    MulticastForwardingTableRecord, NodeRecord, PKeyTableRecord, PortInfoRecord, SaRecord,
+    SaStatus, SmInfoRecord, SwitchInfoRecord,
 };
 use mad_core::Lid;
 use smi::sm::{NodeId, SmNode, Subnet};
@@ -215,6 +218,40 @@ pub fn lft_records(s: &Subnet, f: &mut dyn FnMut(LinearForwardingTableRecord)) {
                 lid: lid_of(n),
                 block_num: block,
                 lft: LinearForwardingTable { port },
+            });
+        }
+    }
+}
+
+/// The MFT blocks the SM has written: for each switch, each block of 32
+/// MLIDs that holds an entry, and each position (16 ports) the switch
+/// has, the block's port masks there — as the switch holds them.
+pub fn mft_records(s: &Subnet, f: &mut dyn FnMut(MulticastForwardingTableRecord)) {
+    use alloc::collections::BTreeMap;
+    let mut blocks: BTreeMap<(NodeId, u16), [[u16; 16]; 32]> = BTreeMap::new();
+    for (node, mlid, mask) in s.mft_entries() {
+        let i = usize::from(mlid.0 - Lid::MULTICAST_MIN.0);
+        blocks
+            .entry((node, (i / 32) as u16))
+            .or_insert([[0; 16]; 32])[i % 32] = mask;
+    }
+    for ((id, block), entries) in blocks {
+        let Some(n) = s.node(id).filter(|n| n.alive && n.lid != 0) else {
+            continue;
+        };
+        for position in 0..16u8 {
+            if usize::from(position) * 16 >= n.ports.len() {
+                break;
+            }
+            let mut mft = MulticastForwardingTable::default();
+            for (e, m) in mft.port_mask.iter_mut().zip(&entries) {
+                *e = m[usize::from(position)];
+            }
+            f(MulticastForwardingTableRecord {
+                lid: lid_of(n),
+                position,
+                block_num: block,
+                mft,
             });
         }
     }

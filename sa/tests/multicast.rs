@@ -463,3 +463,82 @@ fn a_host_that_creates_groups_in_a_loop_is_bounded_and_others_still_join() {
     mlids.dedup();
     assert_eq!(mlids.len(), MAX_GROUPS);
 }
+
+/// The SA's joins and leaves drive the SM's multicast forwarding, as
+/// `ibkit sm` wires them (`Sa::take_group_changes` into
+/// `Sm::set_multicast_group`): after each change a packet flooded through
+/// the MFTs the simulated switches hold reaches every other member once
+/// and no other port, and the SA's MulticastForwardingTableRecords are
+/// those tables.
+#[test]
+fn joins_and_leaves_program_the_switches() {
+    let (mut f, mut sm) = up("mport-ntree:8:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let sync = |sa: &mut Sa, sm: &mut Sm, f: &mut fabric::sim::Fabric| {
+        for (mlid, members) in sa.take_group_changes(sm.subnet()) {
+            sm.set_multicast_group(mlid, &members).unwrap();
+        }
+        assert!(f.run(sm));
+    };
+    let reach = |f: &fabric::sim::Fabric, members: &[usize]| {
+        for &m in members {
+            let w = f.multicast_walk(m, Lid(0xC000));
+            let want: Vec<usize> = members.iter().copied().filter(|&x| x != m).collect();
+            let got: Vec<usize> = w.delivered.keys().copied().collect();
+            assert_eq!(got, want, "from {}", f.topo.nodes[m].name);
+            assert!(w.delivered.values().all(|&n| n == 1) && !w.looped);
+        }
+    };
+    let who: Vec<(usize, Addr)> = vec![hs[0], hs[9], hs[20], hs[30]];
+    let mut members = Vec::new();
+    for &(i, a) in &who {
+        let r = member(IPOIB_BROADCAST, gid(a, &sm), FULL);
+        assert_eq!(join(&mut sa, &sm, a, &r, JOIN), SaStatus::Ok);
+        members.push(i);
+        members.sort_unstable();
+        sync(&mut sa, &mut sm, &mut f);
+        if members.len() > 1 {
+            reach(&f, &members);
+        }
+    }
+    // The SA's MFT records: what the simulated switches hold, for every
+    // entry the SM wrote.
+    let recs =
+        all::<MulticastForwardingTableRecord>(&mut sa, &sm, hs[0].1, &Default::default(), 0, KEY);
+    assert!(!recs.is_empty());
+    for r in &recs {
+        let sw = f.nodes.iter().position(|n| n.lid() == r.lid).unwrap();
+        let fabric::sim::SimNode::Switch(s) = &f.nodes[sw] else {
+            panic!("not a switch: LID {}", r.lid.0)
+        };
+        for (i, mask) in r.mft.port_mask.iter().enumerate() {
+            let e = usize::from(r.block_num) * 32 + i;
+            let held = s.model.mft.get(e).map_or(0, |m| m[usize::from(r.position)]);
+            assert_eq!(
+                *mask,
+                held,
+                "LID {} MLID {:#x} position {}",
+                r.lid.0,
+                0xC000 + e,
+                r.position
+            );
+        }
+    }
+    // One leaves: the tree shrinks, the others still reach each other.
+    let (gone, a) = who[1];
+    let r = member(IPOIB_BROADCAST, gid(a, &sm), FULL);
+    assert_eq!(
+        send(&mut sa, &sm, a, Method::Delete, &r, JOIN).0,
+        SaStatus::Ok
+    );
+    members.retain(|&x| x != gone);
+    sync(&mut sa, &mut sm, &mut f);
+    reach(&f, &members);
+    assert!(!f
+        .multicast_walk(members[0], Lid(0xC000))
+        .delivered
+        .contains_key(&gone));
+    // Nothing changed since: nothing to program.
+    assert!(sa.take_group_changes(sm.subnet()).is_empty());
+}

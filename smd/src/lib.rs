@@ -405,6 +405,18 @@ fn drive(
             log_event(&e);
             sa.handle_event(sm.subnet(), &e, ms());
         }
+        // Joins, leaves and ports gone: the SM programs those groups'
+        // multicast trees (only the MFT blocks that change).
+        for (mlid, members) in sa.take_group_changes(sm.subnet()) {
+            match sm.set_multicast_group(mlid, &members) {
+                Ok(n) => tracing::debug!(
+                    "multicast group {:#06x}: {} member(s), {n} Set(MFT)",
+                    mlid.0,
+                    members.len()
+                ),
+                Err(e) => tracing::warn!("multicast group {:#06x} not programmed: {e}", mlid.0),
+            }
+        }
     }
     if let Some(cap) = capture {
         cap.flush()?;
