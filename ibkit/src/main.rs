@@ -52,7 +52,29 @@ enum FabricWhat {
     Ctl(cmd::serve::CtlArgs),
 }
 
+/// Output piped into a reader that stopped (`ibkit sa node | head`) ends
+/// the program quietly with the status a SIGPIPE death gives (128 + 13),
+/// as a C tool's does, instead of a panic: Rust ignores SIGPIPE, so a
+/// `println!` to a closed pipe panics. Every other panic keeps the
+/// default report.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let result = match Cli::parse().command {
         Some(Command::Decode(a)) => cmd::decode::main(&a),
         Some(Command::Sim(a)) => cmd::sim::run(&a),

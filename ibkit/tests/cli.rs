@@ -159,6 +159,34 @@ fn an_sm_that_cannot_start_says_why() {
     assert_eq!(code, 2, "{err}");
 }
 
+/// `ibkit … | head`: a reader that stops early ends ibkit quietly with
+/// the status of a SIGPIPE death (141), no panic on stderr.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args([
+            "topology",
+            "--topology",
+            "fat-tree-11664",
+            "--ibnetdiscover",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    c.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here, with most of the output unwritten.
+    let o = c.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(141), "{o:?}");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let (code, _, err) = ibkit(&["decode", "/nonexistent/x.pcap"], None);
