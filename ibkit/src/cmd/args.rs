@@ -132,3 +132,23 @@ impl Drop for Progress {
         self.finish();
     }
 }
+
+/// Where `--transport` (`auto`, `umad` or `ibsim`) and `--sim-host` lead:
+/// the simulator's socket base and the node to attach at, or `None` for a
+/// umad port. `auto` takes the simulator when IBSIM_SOCKNAME is set; the
+/// node is `--sim-host`, else SIM_HOST, else the simulator's choice.
+pub fn simulator(transport: &str, sim_host: Option<&str>) -> Option<(String, Option<String>)> {
+    let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    let sock = env("IBSIM_SOCKNAME");
+    let direct = match transport {
+        "ibsim" => true,
+        "umad" => false,
+        _ => sock.is_some(),
+    };
+    direct.then(|| {
+        (
+            sock.unwrap_or_else(|| "sim".into()),
+            sim_host.map(str::to_string).or_else(|| env("SIM_HOST")),
+        )
+    })
+}

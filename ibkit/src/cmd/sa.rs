@@ -465,28 +465,18 @@ fn inform_info(trap: u16, subscribe: u8) -> [u8; InformInfo::SIZE] {
 /// `reports` it takes the SA's Reports (on umad, through an agent
 /// registered for them).
 fn open(a: &SaArgs, reports: bool) -> Result<SaClient, super::Fail> {
-    let sock = std::env::var("IBSIM_SOCKNAME")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let direct = match a.transport.as_str() {
-        "ibsim" => true,
-        "umad" => false,
-        _ => sock.is_some(),
-    };
-    Ok(if direct {
-        let host = a
-            .sim_host
-            .clone()
-            .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty()));
-        // A QP of this process's own: ibsim hands requests on QP 0 and 1
-        // (Reports) to the SM's client only, and an SM under libumad2sim
-        // sends a QP-1 requester the first segment of a long answer only
-        // (`SaConfig::first_segment_to_qp1`).
-        let qp = 0x100 + std::process::id() % 0xF000;
-        SaClient::attach_sim_qp(sock.as_deref().unwrap_or("sim"), host.as_deref(), qp)?
-    } else {
-        SaClient::open_with(a.ca.clone(), a.port, reports)?
-    })
+    Ok(
+        if let Some((sock, host)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
+            // A QP of this process's own: ibsim hands requests on QP 0 and 1
+            // (Reports) to the SM's client only, and an SM under libumad2sim
+            // sends a QP-1 requester the first segment of a long answer only
+            // (`SaConfig::first_segment_to_qp1`).
+            let qp = 0x100 + std::process::id() % 0xF000;
+            SaClient::attach_sim_qp(&sock, host.as_deref(), qp)?
+        } else {
+            SaClient::open_with(a.ca.clone(), a.port, reports)?
+        },
+    )
 }
 
 /// `ibkit sa inform --subscribe`: subscribes, prints each Report (and

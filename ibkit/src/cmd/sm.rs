@@ -58,28 +58,15 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     } else {
         "info"
     });
-    let sock = std::env::var("IBSIM_SOCKNAME")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let direct = match a.transport.as_str() {
-        "ibsim" => true,
-        "umad" => false,
-        _ => sock.is_some(),
-    };
-    let via = if direct {
-        smd::Via::Sim {
-            socket: sock.unwrap_or_else(|| "sim".into()),
-            node: a
-                .sim_host
-                .clone()
-                .or_else(|| std::env::var("SIM_HOST").ok().filter(|s| !s.is_empty())),
-        }
-    } else {
-        smd::Via::Umad {
-            ca: a.ca.clone(),
-            port: a.port,
-        }
-    };
+    let via =
+        if let Some((socket, node)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
+            smd::Via::Sim { socket, node }
+        } else {
+            smd::Via::Umad {
+                ca: a.ca.clone(),
+                port: a.port,
+            }
+        };
     // SIGTERM and SIGINT end a running SM cleanly: it stops at its next
     // turn and reports what it did.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
