@@ -376,6 +376,28 @@ impl Informs {
     }
 }
 
+impl Informs {
+    /// Reports `(trap, mgid)`: trap 66 (a multicast group was created)
+    /// or 67 (deleted), issued by the SM, to every subscription it
+    /// matches.
+    pub fn group_event(
+        &mut self,
+        subnet: &Subnet,
+        (trap, mgid): (u16, Gid),
+        now_ms: u64,
+        cfg: &SaConfig,
+        out: &mut dyn FnMut(Transmit),
+        stats: &mut SaStats,
+    ) {
+        let Some(sm) = end_by_lid(subnet, sm_lid(subnet)) else {
+            return;
+        };
+        if let Ok(n) = sm_notice(trap, sm.lid, mgid) {
+            self.report(&n, sm.gid, now_ms, cfg, out, stats);
+        }
+    }
+}
+
 /// The SM's own LID: that of the node it runs on (node 0).
 fn sm_lid(s: &Subnet) -> Lid {
     s.node(NodeId(0)).map_or(Lid(0), |n| Lid(n.lid))

@@ -337,6 +337,7 @@ impl Sa {
                 self.informs
                     .look(subnet, now_ms, cfg, &mut |t| out.push_back(t), stats);
                 self.groups.prune(subnet);
+                self.report_groups(subnet, now_ms);
             }
             SmEvent::Trap { issuer, notice, .. } => {
                 let gid =
@@ -416,6 +417,7 @@ impl Sa {
         if !inbound::Inbound::is_segment(&m) {
             let data = m.data;
             self.respond(subnet, from, key, &m, &data, now_ms);
+            self.report_groups(subnet, now_ms);
             return Ok(());
         }
         // A segment of a request in several.
@@ -442,9 +444,20 @@ impl Sa {
                 self.out.extend(ack.map(to));
                 self.stats.requests_reassembled += 1;
                 self.respond(subnet, from, key, &head, &data, now_ms);
+                self.report_groups(subnet, now_ms);
             }
         }
         Ok(())
+    }
+
+    /// Reports the groups created and deleted since the last call (traps
+    /// 66 and 67) to their subscribers.
+    fn report_groups(&mut self, subnet: &Subnet, now_ms: u64) {
+        for event in self.groups.take_created_deleted() {
+            let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
+            self.informs
+                .group_event(subnet, event, now_ms, cfg, &mut |t| out.push_back(t), stats);
+        }
     }
 
     /// Answers the request `m` from `from`, whose SA data is `data` (its

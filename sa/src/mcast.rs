@@ -141,6 +141,9 @@ pub struct Groups {
     counter: u32,
     /// MLIDs whose members changed since [`Groups::take_changes`].
     changed: BTreeSet<u16>,
+    /// Groups created (trap 66) and deleted (trap 67) since
+    /// [`Groups::take_created_deleted`], with their MGIDs.
+    created_deleted: Vec<(u16, Gid)>,
 }
 
 impl Default for Groups {
@@ -327,6 +330,7 @@ impl Groups {
             mlids: alloc::vec![0; MLIDS.div_ceil(64)],
             counter: 0,
             changed: BTreeSet::new(),
+            created_deleted: Vec::new(),
         };
         g.add(Group {
             rec,
@@ -357,6 +361,13 @@ impl Groups {
         let g = self.groups.swap_remove(i);
         self.mark(g.rec.mlid, false);
         self.changed.insert(g.rec.mlid.0);
+        self.created_deleted.push((67, g.rec.mgid));
+    }
+
+    /// The groups created (trap 66) and deleted (trap 67) since the last
+    /// call, in order: for the SA to report to its subscribers.
+    pub fn take_created_deleted(&mut self) -> Vec<(u16, Gid)> {
+        core::mem::take(&mut self.created_deleted)
     }
 
     /// The MLIDs whose members changed (joins, leaves, groups deleted,
@@ -458,7 +469,9 @@ impl Groups {
         };
         let undo = |gs: &mut Groups| {
             if new {
+                // Never announced: no trap 67 for it.
                 gs.remove(gi);
+                gs.created_deleted.pop();
             }
         };
         let g = &self.groups[gi];
@@ -486,6 +499,9 @@ impl Groups {
             return Err(SaStatus::NoResources);
         }
         self.changed.insert(self.groups[gi].rec.mlid.0);
+        if new {
+            self.created_deleted.push((66, self.groups[gi].rec.mgid));
+        }
         let g = &mut self.groups[gi];
         let state = match g.member(port.gid.guid()) {
             Some(m) => {

@@ -542,3 +542,118 @@ fn joins_and_leaves_program_the_switches() {
     // Nothing changed since: nothing to program.
     assert!(sa.take_group_changes(sm.subnet()).is_empty());
 }
+
+/// A subscriber to traps 66 and 67 hears each group created and deleted,
+/// with its MGID, issued by the SM; a join that is refused announces
+/// nothing, nor does a second member.
+#[test]
+fn group_creation_and_deletion_are_reported() {
+    use mad_core::notice::{Notice, TrapDetails};
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let (watcher, maker) = (hs[0].1, hs[1].1);
+    let inform = |trap: u16, gid: Gid| InformInfo {
+        gid,
+        lid_range_begin: Lid(0xFFFF),
+        is_generic: 1,
+        subscribe: 1,
+        notice_type: 0xFFFF,
+        trap_number_or_device_id: trap,
+        producer_type_or_vendor_id: 0xFF_FFFF,
+        ..InformInfo::default()
+    };
+    for trap in [66, 67] {
+        let (s, _) = one(
+            &mut sa,
+            &sm,
+            watcher,
+            &ask(Method::Set, &inform(trap, Gid([0; 16])), 0, 0),
+            0,
+        );
+        assert_eq!(s, SaStatus::Ok);
+    }
+    let reports = |out: Vec<sa::Transmit>| -> Vec<(Addr, u16, Gid)> {
+        out.into_iter()
+            .filter_map(|t| {
+                let m = SaMad::parse(&t.mad).ok()?;
+                (m.method() == Method::Report).then_some(())?;
+                let n = Notice::decode(&m.data[..64]).ok()?;
+                let Ok(TrapDetails::Gid(trap, g)) = n.details() else {
+                    return None;
+                };
+                assert_eq!(n.issuer_lid, sm.sm_lid());
+                Some((t.to, trap, g.gid))
+            })
+            .collect()
+    };
+    // A refused creation (no Q_Key and the rest): nothing reported.
+    let refused = member(Gid([0; 16]), gid(maker, &sm), FULL);
+    sa.handle_mad(
+        sm.subnet(),
+        maker,
+        &ask(Method::Set, &refused, mask::<McMemberRecord>(JOIN), 0),
+        0,
+    )
+    .unwrap();
+    assert!(reports(drain(&mut sa)).is_empty());
+    // A group made and undone at once: exactly 120 Gb/s, which the
+    // port cannot meet. Never announced, so no trap 67 either.
+    let mut big = member(Gid([0; 16]), gid(maker, &sm), FULL);
+    big.rate_selector = 2;
+    big.rate = 10;
+    let mut names = CREATE.to_vec();
+    names.extend(["rate_selector", "rate"]);
+    sa.handle_mad(
+        sm.subnet(),
+        maker,
+        &ask(Method::Set, &big, mask::<McMemberRecord>(&names), 0),
+        0,
+    )
+    .unwrap();
+    let out = drain(&mut sa);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        SaMad::parse(&out[0].mad).unwrap().sa_status(),
+        SaStatus::ReqInvalid
+    );
+    assert!(reports(out).is_empty());
+    // Created (MGID 0: the SA makes one): trap 66 to the watcher, with
+    // the MGID the answer gives.
+    let create = member(Gid([0; 16]), gid(maker, &sm), FULL);
+    sa.handle_mad(
+        sm.subnet(),
+        maker,
+        &ask(Method::Set, &create, mask::<McMemberRecord>(CREATE), 0),
+        0,
+    )
+    .unwrap();
+    let out = drain(&mut sa);
+    let answer = out.iter().find(|t| t.to == maker).unwrap();
+    let made = McMemberRecord::decode(&SaMad::parse(&answer.mad).unwrap().data).unwrap();
+    let mgid = made.mgid;
+    assert_ne!(mgid, Gid([0; 16]));
+    let r = member(mgid, gid(maker, &sm), FULL);
+    assert_eq!(reports(out), [(watcher, 66, mgid)]);
+    // A second member: no trap.
+    let r2 = member(mgid, gid(hs[3].1, &sm), FULL);
+    sa.handle_mad(
+        sm.subnet(),
+        hs[3].1,
+        &ask(Method::Set, &r2, mask::<McMemberRecord>(JOIN), 0),
+        0,
+    )
+    .unwrap();
+    assert!(reports(drain(&mut sa)).is_empty());
+    // Both leave; the group goes with the last full member: trap 67.
+    for (who, rec) in [(maker, r), (hs[3].1, r2)] {
+        sa.handle_mad(
+            sm.subnet(),
+            who,
+            &ask(Method::Delete, &rec, mask::<McMemberRecord>(JOIN), 0),
+            0,
+        )
+        .unwrap();
+    }
+    assert_eq!(reports(drain(&mut sa)), [(watcher, 67, mgid)]);
+}
