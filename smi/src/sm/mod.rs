@@ -22,6 +22,7 @@ mod lids;
 mod link;
 pub mod mcast;
 mod outbox;
+pub mod partitions;
 pub mod routing;
 mod stats;
 mod subnet;
