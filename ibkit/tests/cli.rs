@@ -557,6 +557,24 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["sa", "service", "--register"][..], "need the record"),
         (&["sa", "mcmember", "--leave"][..], "need the group"),
         (
+            &["sa", "multipath", "--sgid", "zz::", "--dgid", "fe80::1"][..],
+            "not a GID",
+        ),
+        (&["sa", "multipath", "--sgid", "fe80::1"][..], "--dgid"),
+        (
+            &[
+                "sa",
+                "multipath",
+                "--sgid",
+                "fe80::1",
+                "--dgid",
+                "fe80::2",
+                "--numb-path",
+                "0",
+            ][..],
+            "1..=127",
+        ),
+        (
             &["sa", "mcmember", "--join", "--leave", "ff12::1"][..],
             "cannot be used with",
         ),

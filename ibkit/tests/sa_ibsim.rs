@@ -1558,3 +1558,57 @@ fn joins_program_mfts_that_ibroute_shows() {
     assert!(clean, "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A request in several RMPP segments over ibsim: `ibkit sa multipath`
+/// with 12 source and 12 destination GIDs sends its GetMulti in three
+/// segments as ibkit's SA acknowledges them, and gets back the 144 paths,
+/// each the record `ibkit sa path` gives for its pair; NumbPath bounds
+/// them.
+#[test]
+fn a_request_in_segments_is_answered_on_ibsim() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let topo = Topology::from_spec("mport-ntree:8:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-multipath-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let sm = start_sm(&sim);
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let (_, v, _) = ibkit_sa(&sim, host, &["node"]);
+    let gids: Vec<String> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["node_info"]["node_type"] == 1)
+        .map(|r| {
+            let g = hex(&r["node_info"]["port_guid"]);
+            std::net::Ipv6Addr::from((0xfe80u128 << 112) | u128::from(g)).to_string()
+        })
+        .collect();
+    assert!(gids.len() >= 24);
+    let (s, d) = (gids[..12].join(","), gids[12..24].join(","));
+    let (code, v, err) = ibkit_sa(&sim, host, &["multipath", "--sgid", &s, "--dgid", &d]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["complete"], true);
+    let recs = v["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 144);
+    for k in (0..144).step_by(13) {
+        let r = &recs[k];
+        let (sg, dg) = (&gids[k / 12], &gids[12 + k % 12]);
+        let (code, one, err) = ibkit_sa(&sim, host, &["path", sg, dg]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(&one["records"][0], r, "{sg} → {dg}");
+    }
+    let (code, v, err) = ibkit_sa(
+        &sim,
+        host,
+        &["multipath", "--sgid", &s, "--dgid", &d, "--numb-path", "5"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["records"].as_array().unwrap().len(), 5);
+    let (clean, out) = sm.stop(Duration::from_secs(5));
+    assert!(clean, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

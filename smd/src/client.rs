@@ -149,13 +149,24 @@ impl SaClient {
         let n = record.len().min(q.data.len());
         q.data[..n].copy_from_slice(&record[..n]);
         let req = q.to_bytes();
+        // More than one MAD holds (a MultiPathRecord of many GIDs): the
+        // request itself goes in RMPP segments.
+        let segments =
+            (record.len() > mad_core::sa::SA_DATA_SIZE).then(|| request_segments(&q, record));
         let wait = Duration::from_millis(opts.timeout_ms);
         let mut best: Option<SaAnswer> = None;
         for _attempt in 0..opts.attempts.max(1) {
             // Each attempt gathers a fresh answer: the SA starts over on
             // a request it sees again.
             let mut rx = Receiver::new(opts.window, opts.max_bytes);
-            self.send(&req)?;
+            match &segments {
+                Some(segs) => {
+                    if !self.send_segments(segs, tid as u32, wait)? {
+                        continue;
+                    }
+                }
+                None => self.send(&req)?,
+            }
             let mut deadline = Instant::now() + wait;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -169,6 +180,10 @@ impl SaClient {
                     continue;
                 };
                 if m.header.transaction_id.get() as u32 != tid as u32 || !m.header.is_response() {
+                    continue;
+                }
+                // A late ACK of our own request's segments.
+                if m.rmpp.active() && m.rmpp.rmpp_type == mad_core::sa::RmppType::Ack {
                     continue;
                 }
                 deadline = Instant::now() + wait;
@@ -217,6 +232,67 @@ impl SaClient {
             attempts: opts.attempts.max(1),
             ms: opts.timeout_ms,
         })
+    }
+
+    /// Sends a request's RMPP segments as the SA's ACKs let it: one,
+    /// then each window the SA opens, until the SA has acknowledged the
+    /// last. A window not acknowledged within `wait` goes again, once;
+    /// false when the SA still says nothing. An ABORT or STOP of the SA's
+    /// is the error it says.
+    fn send_segments(
+        &mut self,
+        segs: &[[u8; 256]],
+        tid: u32,
+        wait: Duration,
+    ) -> Result<bool, SmdError> {
+        let n = segs.len() as u32;
+        let (mut sent, mut acked, mut window) = (0u32, 0u32, 1u32);
+        let mut resent = false;
+        let mut deadline = Instant::now() + wait;
+        while acked < n {
+            while sent < window.min(n) {
+                self.send(&segs[sent as usize])?;
+                sent += 1;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                if resent {
+                    return Ok(false);
+                }
+                resent = true;
+                sent = acked;
+                deadline = Instant::now() + wait;
+                continue;
+            }
+            let Some((mad, _)) = self.recv(left.as_millis().max(1) as u64)? else {
+                continue;
+            };
+            let Ok(m) = SaMad::parse(&mad) else { continue };
+            if m.header.transaction_id.get() as u32 != tid || !m.rmpp.active() {
+                continue;
+            }
+            match m.rmpp.rmpp_type {
+                mad_core::sa::RmppType::Ack => {
+                    let seg = m.rmpp.segment_number.min(n);
+                    if seg > acked {
+                        acked = seg;
+                        resent = false;
+                        deadline = Instant::now() + wait;
+                    }
+                    window = window.max(m.rmpp.payload_length_or_window);
+                }
+                mad_core::sa::RmppType::Abort => {
+                    return Err(SmdError::SaTransfer(sa::ReceiveError::Aborted(
+                        m.rmpp.status,
+                    )))
+                }
+                mad_core::sa::RmppType::Stop => {
+                    return Err(SmdError::SaTransfer(sa::ReceiveError::Stopped))
+                }
+                _ => {}
+            }
+        }
+        Ok(true)
     }
 
     /// The answer, unless the transport damaged it: through libumad2sim,
@@ -438,4 +514,42 @@ impl SaClient {
         run.p99_us = pct(0.99);
         Ok(run)
     }
+}
+
+/// `head` with all of `data` as a request's RMPP DATA segments: 200 bytes
+/// of SA data each, PayloadLength the whole transfer in the first (the SA
+/// header once per segment and the data) and what the last holds in the
+/// last (IBA 13.6.2.3).
+fn request_segments(head: &SaMad, data: &[u8]) -> Vec<[u8; 256]> {
+    use mad_core::sa::{
+        RmppHeader, RmppStatus, RmppType, RMPP_ACTIVE, RMPP_FIRST, RMPP_LAST, SA_DATA_SIZE,
+    };
+    let n = data.len().div_ceil(SA_DATA_SIZE).max(1);
+    (0..n)
+        .map(|i| {
+            let mut m = head.clone();
+            let (start, end) = (i * SA_DATA_SIZE, ((i + 1) * SA_DATA_SIZE).min(data.len()));
+            m.data = [0; SA_DATA_SIZE];
+            m.data[..end - start].copy_from_slice(&data[start..end]);
+            let (first, last) = (i == 0, i + 1 == n);
+            m.rmpp = RmppHeader {
+                version: 1,
+                rmpp_type: RmppType::Data,
+                resp_time: 0x1F,
+                flags: RMPP_ACTIVE
+                    | if first { RMPP_FIRST } else { 0 }
+                    | if last { RMPP_LAST } else { 0 },
+                status: RmppStatus::Ok,
+                segment_number: i as u32 + 1,
+                payload_length_or_window: if first {
+                    (20 * n + data.len()) as u32
+                } else if last {
+                    (20 + end - start) as u32
+                } else {
+                    0
+                },
+            };
+            m.to_bytes()
+        })
+        .collect()
 }
