@@ -251,6 +251,42 @@ impl Transfers {
     }
 }
 
+/// `head` with all of `data` as RMPP DATA segments, as a sender's RMPP
+/// layer cuts them (IBA 13.6.2.3): 200 bytes of SA data each,
+/// PayloadLength the whole transfer in the first (the SA header once per
+/// segment, and the data), what the last holds in the last, 0 between. A
+/// client sends a request that does not fit one MAD so.
+pub fn data_segments(head: &SaMad, data: &[u8]) -> Vec<SaMad> {
+    let n = data.len().div_ceil(SA_DATA_SIZE).max(1);
+    (0..n)
+        .map(|i| {
+            let mut m = head.clone();
+            let (start, end) = (i * SA_DATA_SIZE, ((i + 1) * SA_DATA_SIZE).min(data.len()));
+            m.data = [0; SA_DATA_SIZE];
+            m.data[..end - start].copy_from_slice(&data[start..end]);
+            let (first, last) = (i == 0, i + 1 == n);
+            m.rmpp = RmppHeader {
+                version: 1,
+                rmpp_type: RmppType::Data,
+                resp_time: RMPP_NO_RESP_TIME,
+                flags: RMPP_ACTIVE
+                    | if first { RMPP_FIRST } else { 0 }
+                    | if last { RMPP_LAST } else { 0 },
+                status: RmppStatus::Ok,
+                segment_number: i as u32 + 1,
+                payload_length_or_window: if first {
+                    (SA_HEADER * n + data.len()) as u32
+                } else if last {
+                    (SA_HEADER + end - start) as u32
+                } else {
+                    0
+                },
+            };
+            m
+        })
+        .collect()
+}
+
 /// Sends the segments after the last sent, up to the window.
 fn send_window(to: Addr, t: &mut Transfer, out: &mut dyn FnMut(Transmit), stats: &mut SaStats) {
     while t.sent < t.window.min(t.segments) {

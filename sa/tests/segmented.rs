@@ -11,38 +11,9 @@ use mad_core::Gid;
 use sa::{Addr, Sa, SaConfig, SaError};
 
 /// `head` with `data` as RMPP DATA segments, as a sender's RMPP layer
-/// cuts them: 200 bytes of data each, PayloadLength the whole transfer in
-/// the first (an SA header per segment and the data), what the last
-/// holds in the last.
+/// cuts them.
 fn segments(head: &SaMad, data: &[u8]) -> Vec<SaMad> {
-    let n = data.len().div_ceil(SA_DATA_SIZE).max(1);
-    (0..n)
-        .map(|i| {
-            let mut m = head.clone();
-            let (start, end) = (i * SA_DATA_SIZE, ((i + 1) * SA_DATA_SIZE).min(data.len()));
-            m.data = [0; SA_DATA_SIZE];
-            m.data[..end - start].copy_from_slice(&data[start..end]);
-            let (first, last) = (i == 0, i + 1 == n);
-            m.rmpp = RmppHeader {
-                version: 1,
-                rmpp_type: RmppType::Data,
-                resp_time: 0x1F,
-                flags: RMPP_ACTIVE
-                    | if first { RMPP_FIRST } else { 0 }
-                    | if last { RMPP_LAST } else { 0 },
-                status: RmppStatus::Ok,
-                segment_number: i as u32 + 1,
-                payload_length_or_window: if first {
-                    (20 * n + data.len()) as u32
-                } else if last {
-                    (20 + end - start) as u32
-                } else {
-                    0
-                },
-            };
-            m
-        })
-        .collect()
+    sa::rmpp::data_segments(head, data)
 }
 
 /// A GetMulti(MultiPathRecord) head and its data: `srcs` then `dsts`.

@@ -151,8 +151,11 @@ impl SaClient {
         let req = q.to_bytes();
         // More than one MAD holds (a MultiPathRecord of many GIDs): the
         // request itself goes in RMPP segments.
-        let segments =
-            (record.len() > mad_core::sa::SA_DATA_SIZE).then(|| request_segments(&q, record));
+        let segments = (record.len() > mad_core::sa::SA_DATA_SIZE).then(|| {
+            (sa::rmpp::data_segments(&q, record).iter())
+                .map(SaMad::to_bytes)
+                .collect::<Vec<_>>()
+        });
         let wait = Duration::from_millis(opts.timeout_ms);
         let mut best: Option<SaAnswer> = None;
         for _attempt in 0..opts.attempts.max(1) {
@@ -514,42 +517,4 @@ impl SaClient {
         run.p99_us = pct(0.99);
         Ok(run)
     }
-}
-
-/// `head` with all of `data` as a request's RMPP DATA segments: 200 bytes
-/// of SA data each, PayloadLength the whole transfer in the first (the SA
-/// header once per segment and the data) and what the last holds in the
-/// last (IBA 13.6.2.3).
-fn request_segments(head: &SaMad, data: &[u8]) -> Vec<[u8; 256]> {
-    use mad_core::sa::{
-        RmppHeader, RmppStatus, RmppType, RMPP_ACTIVE, RMPP_FIRST, RMPP_LAST, SA_DATA_SIZE,
-    };
-    let n = data.len().div_ceil(SA_DATA_SIZE).max(1);
-    (0..n)
-        .map(|i| {
-            let mut m = head.clone();
-            let (start, end) = (i * SA_DATA_SIZE, ((i + 1) * SA_DATA_SIZE).min(data.len()));
-            m.data = [0; SA_DATA_SIZE];
-            m.data[..end - start].copy_from_slice(&data[start..end]);
-            let (first, last) = (i == 0, i + 1 == n);
-            m.rmpp = RmppHeader {
-                version: 1,
-                rmpp_type: RmppType::Data,
-                resp_time: 0x1F,
-                flags: RMPP_ACTIVE
-                    | if first { RMPP_FIRST } else { 0 }
-                    | if last { RMPP_LAST } else { 0 },
-                status: RmppStatus::Ok,
-                segment_number: i as u32 + 1,
-                payload_length_or_window: if first {
-                    (20 * n + data.len()) as u32
-                } else if last {
-                    (20 + end - start) as u32
-                } else {
-                    0
-                },
-            };
-            m.to_bytes()
-        })
-        .collect()
 }
