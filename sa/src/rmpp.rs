@@ -51,38 +51,44 @@ pub struct Transfer {
 impl Transfer {
     /// Segment `n` (from 1) as a MAD, and the bytes that carry something.
     fn segment(&self, n: u32) -> ([u8; 256], usize) {
-        let mut m = self.head.clone();
-        let first = n == 1;
-        let last = n == self.segments;
+        let m = segment(&self.head, &self.data, self.segments, n);
         let start = (n as usize - 1) * SA_DATA_SIZE;
         let end = (start + SA_DATA_SIZE).min(self.data.len());
-        m.data = [0; SA_DATA_SIZE];
-        if start < end {
-            m.data[..end - start].copy_from_slice(&self.data[start..end]);
-        }
-        // PayloadLength: in the first segment the whole transfer (the SA
-        // header once per segment, and the data); in the last, what the
-        // last holds; 0 in between.
-        let payload = if first {
-            SA_HEADER * self.segments as usize + self.data.len()
-        } else if last {
-            SA_HEADER + (end - start)
-        } else {
-            0
-        };
-        m.rmpp = RmppHeader {
-            version: 1,
-            rmpp_type: RmppType::Data,
-            resp_time: RMPP_NO_RESP_TIME,
-            flags: RMPP_ACTIVE
-                | if first { RMPP_FIRST } else { 0 }
-                | if last { RMPP_LAST } else { 0 },
-            status: RmppStatus::Ok,
-            segment_number: n,
-            payload_length_or_window: payload as u32,
-        };
         (m.to_bytes(), 56 + end.saturating_sub(start))
     }
+}
+
+/// Segment `n` (from 1) of the `segments` that carry `data` on `head`'s
+/// headers, as an RMPP sender cuts them (IBA 13.6.2.3): 200 bytes of SA
+/// data each; PayloadLength the whole transfer in the first (the SA header
+/// once per segment, and the data), what the last holds in the last, 0
+/// in between.
+fn segment(head: &SaMad, data: &[u8], segments: u32, n: u32) -> SaMad {
+    let mut m = head.clone();
+    let (first, last) = (n == 1, n == segments);
+    let start = (n as usize - 1) * SA_DATA_SIZE;
+    let end = (start + SA_DATA_SIZE).min(data.len());
+    m.data = [0; SA_DATA_SIZE];
+    if start < end {
+        m.data[..end - start].copy_from_slice(&data[start..end]);
+    }
+    let payload = if first {
+        SA_HEADER * segments as usize + data.len()
+    } else if last {
+        SA_HEADER + end.saturating_sub(start)
+    } else {
+        0
+    };
+    m.rmpp = RmppHeader {
+        version: 1,
+        rmpp_type: RmppType::Data,
+        resp_time: RMPP_NO_RESP_TIME,
+        flags: RMPP_ACTIVE | if first { RMPP_FIRST } else { 0 } | if last { RMPP_LAST } else { 0 },
+        status: RmppStatus::Ok,
+        segment_number: n,
+        payload_length_or_window: payload as u32,
+    };
+    m
 }
 
 /// The transfers in progress.
@@ -251,40 +257,13 @@ impl Transfers {
     }
 }
 
-/// `head` with all of `data` as RMPP DATA segments, as a sender's RMPP
-/// layer cuts them (IBA 13.6.2.3): 200 bytes of SA data each,
-/// PayloadLength the whole transfer in the first (the SA header once per
-/// segment, and the data), what the last holds in the last, 0 between. A
-/// client sends a request that does not fit one MAD so.
+/// `head` with all of `data` as RMPP DATA segments, cut as the SA cuts
+/// its answers (200 bytes of SA data each; PayloadLength the whole
+/// transfer in the first, what the last holds in the last). A client
+/// sends a request that does not fit one MAD so.
 pub fn data_segments(head: &SaMad, data: &[u8]) -> Vec<SaMad> {
-    let n = data.len().div_ceil(SA_DATA_SIZE).max(1);
-    (0..n)
-        .map(|i| {
-            let mut m = head.clone();
-            let (start, end) = (i * SA_DATA_SIZE, ((i + 1) * SA_DATA_SIZE).min(data.len()));
-            m.data = [0; SA_DATA_SIZE];
-            m.data[..end - start].copy_from_slice(&data[start..end]);
-            let (first, last) = (i == 0, i + 1 == n);
-            m.rmpp = RmppHeader {
-                version: 1,
-                rmpp_type: RmppType::Data,
-                resp_time: RMPP_NO_RESP_TIME,
-                flags: RMPP_ACTIVE
-                    | if first { RMPP_FIRST } else { 0 }
-                    | if last { RMPP_LAST } else { 0 },
-                status: RmppStatus::Ok,
-                segment_number: i as u32 + 1,
-                payload_length_or_window: if first {
-                    (SA_HEADER * n + data.len()) as u32
-                } else if last {
-                    (SA_HEADER + end - start) as u32
-                } else {
-                    0
-                },
-            };
-            m
-        })
-        .collect()
+    let n = data.len().div_ceil(SA_DATA_SIZE).max(1) as u32;
+    (1..=n).map(|i| segment(head, data, n, i)).collect()
 }
 
 /// Sends the segments after the last sent, up to the window.
