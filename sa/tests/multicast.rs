@@ -553,22 +553,12 @@ fn group_creation_and_deletion_are_reported() {
     let mut sa = new_sa();
     let hs = hosts(&f);
     let (watcher, maker) = (hs[0].1, hs[1].1);
-    let inform = |trap: u16, gid: Gid| InformInfo {
-        gid,
-        lid_range_begin: Lid(0xFFFF),
-        is_generic: 1,
-        subscribe: 1,
-        notice_type: 0xFFFF,
-        trap_number_or_device_id: trap,
-        producer_type_or_vendor_id: 0xFF_FFFF,
-        ..InformInfo::default()
-    };
     for trap in [66, 67] {
         let (s, _) = one(
             &mut sa,
             &sm,
             watcher,
-            &ask(Method::Set, &inform(trap, Gid([0; 16])), 0, 0),
+            &ask(Method::Set, &inform(trap), 0, 0),
             0,
         );
         assert_eq!(s, SaStatus::Ok);

@@ -9,7 +9,7 @@ use mad_core::mad::Method;
 use mad_core::notice::{Notice, TrapDetails};
 use mad_core::sa::service::INDEFINITE_LEASE;
 use mad_core::sa::*;
-use mad_core::{Gid, Lid, MAD_SIZE};
+use mad_core::{Gid, MAD_SIZE};
 use sa::{Addr, Sa, SaConfig, SaError, Transmit};
 
 mod common;
@@ -185,18 +185,6 @@ fn a_host_that_registers_in_a_loop_is_bounded_and_others_still_register() {
     );
     assert_eq!(s, SaStatus::ReqInvalid);
     assert_eq!(sa.services(), sa::service::MAX_PER_OWNER + 1);
-}
-
-fn inform(trap: u16) -> InformInfo {
-    InformInfo {
-        lid_range_begin: Lid(0xFFFF),
-        is_generic: 1,
-        subscribe: 1,
-        notice_type: 0xFFFF,
-        trap_number_or_device_id: trap,
-        producer_type_or_vendor_id: 0xFF_FFFF,
-        ..InformInfo::default()
-    }
 }
 
 /// The Reports among `out`, by destination, decoded.

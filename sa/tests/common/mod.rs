@@ -112,3 +112,17 @@ pub fn run(f: &mut Fabric, sm: &mut Sm, sa: &mut Sa, until_ns: u64) -> Vec<Trans
     }
     drain(sa)
 }
+
+/// A subscription to generic trap `trap` (0xFFFF: every one) from every
+/// LID, of every type and producer.
+pub fn inform(trap: u16) -> InformInfo {
+    InformInfo {
+        lid_range_begin: mad_core::Lid(0xFFFF),
+        is_generic: 1,
+        subscribe: 1,
+        notice_type: 0xFFFF,
+        trap_number_or_device_id: trap,
+        producer_type_or_vendor_id: 0xFF_FFFF,
+        ..InformInfo::default()
+    }
+}
