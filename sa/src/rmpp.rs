@@ -503,9 +503,19 @@ impl Receiver {
             }
             self.head = Some(m.clone());
         }
-        if self.data.len() + SA_DATA_SIZE > self.max_bytes {
+        // What this segment adds: its whole data area, or what the last
+        // says it holds (checked below), so that a transfer ending just
+        // within the bound is taken.
+        let adds = if m.rmpp.last() {
+            (m.rmpp.payload_length_or_window as usize)
+                .saturating_sub(SA_HEADER)
+                .min(SA_DATA_SIZE)
+        } else {
+            SA_DATA_SIZE
+        };
+        if self.data.len() + adds > self.max_bytes {
             let e = ReceiveError::TooLarge {
-                bytes: (self.data.len() + SA_DATA_SIZE) as u64,
+                bytes: (self.data.len() + adds) as u64,
                 max: self.max_bytes,
             };
             return Received::Failed(e, Some(abort(m, RmppStatus::ResourcesExhausted)));

@@ -307,3 +307,36 @@ fn an_ack_with_the_request_method_moves_the_answer_on() {
     assert_eq!(sa.transfers(), 0);
     assert_eq!(sa.stats().transfers_done, 1);
 }
+
+/// The largest MultiPathRecord: 255 source and 255 destination GIDs, 8,184
+/// bytes in 41 segments, just within the SA's 8 KiB; NumbPath keeps the
+/// answer to 3 paths.
+#[test]
+fn the_largest_multipath_request_fits() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = at_once();
+    let hs = hosts(&f);
+    let me = hs[0].1;
+    let gids: Vec<Gid> = hs.iter().map(|&(i, _)| gid_of(&f, i)).collect();
+    let many: Vec<Gid> = gids.iter().copied().cycle().take(255).collect();
+    let (mut head, mut data) = multipath(&many, &many, 0x900);
+    data[5] = 3; // NumbPath
+    head.sa.component_mask |= mask::<MultiPathRecord>(&["numb_path"]);
+    assert_eq!(data.len(), 24 + 510 * 16);
+    let segs = segments(&head, &data);
+    assert_eq!(segs.len(), 41);
+    let mut out = Vec::new();
+    for s in &segs {
+        out = send(&mut sa, &sm, me, s, 0);
+        assert!(
+            out.iter().all(|m| m.rmpp.rmpp_type != RmppType::Abort),
+            "{out:?}"
+        );
+    }
+    assert_eq!(out[0].rmpp.rmpp_type, RmppType::Ack);
+    assert_eq!(out[0].rmpp.segment_number, 41);
+    let answer = &out[1..];
+    assert_eq!(answer[0].sa_status(), SaStatus::Ok);
+    assert_eq!(records(answer).len(), 3);
+    assert_eq!(sa.stats().requests_reassembled, 1);
+}
