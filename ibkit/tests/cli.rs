@@ -604,17 +604,31 @@ fn nonsense_numbers_are_refused_with_their_range() {
             "0..=1000000000",
         ),
     ] {
-        let (code, out, err) = ibkit(args, None);
-        assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(out.is_empty(), "{args:?} ran: {out}");
-        assert!(err.contains(says), "{args:?}: {err}");
+        nonsense(args, says);
     }
+    // 256 source GIDs: one more than a MultiPathRecord counts.
+    let many = vec!["fe80::1"; 256].join(",");
+    nonsense(
+        &["sa", "multipath", "--sgid", &many, "--dgid", "fe80::2"],
+        "at most 255",
+    );
     // The edges are accepted.
     let (code, _, err) = ibkit(
         &["sim", "--topology", "mport-ntree:4:2", "--loss", "0"],
         None,
     );
     assert_eq!(code, 0, "{err}");
+}
+
+/// `args` is refused with exit 2, nothing on stdout, and `says` in the
+/// reason.
+fn nonsense(args: &[&str], says: &str) {
+    {
+        let (code, out, err) = ibkit(args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?} ran: {out}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 /// `ibkit ARGS` under a 400 MiB address-space limit, fed `input`: inputs
