@@ -1597,6 +1597,9 @@ fn a_request_in_segments_is_answered_on_ibsim() {
     assert_eq!(v["complete"], true);
     let recs = v["records"].as_array().unwrap();
     assert_eq!(recs.len(), 144);
+    let segs = v["segments"].as_u64().unwrap();
+    assert!(segs >= 144 * 64 / 200, "{segs} segments");
+    eprintln!("ibkit sa multipath: 24 GIDs in 3 segments, 144 paths back in {segs} segments");
     for k in (0..144).step_by(13) {
         let r = &recs[k];
         let (sg, dg) = (&gids[k / 12], &gids[12 + k % 12]);
