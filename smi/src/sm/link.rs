@@ -63,6 +63,10 @@ impl Sm {
                 pi.lid = Lid(n.lid);
                 pi.master_sm_lid = Lid(1);
             }
+            if let Some(on) = self.pkey_enforcement(i, port) {
+                pi.partition_enforcement_inbound = on;
+                pi.partition_enforcement_outbound = on;
+            }
             pi.m_key = self.cfg.m_key;
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = state;

@@ -23,6 +23,7 @@ mod link;
 pub mod mcast;
 mod outbox;
 pub mod partitions;
+mod pkeys;
 pub mod routing;
 mod stats;
 mod subnet;
@@ -37,6 +38,7 @@ pub use event::{SmEvent, MAX_EVENTS};
 pub use mcast::{McastError, PortMask};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
+pub use pkeys::MAX_PKEY_BLOCKS;
 pub use stats::Stats;
 pub use subnet::{Hop, NodeBrief, NodeId, PortBrief, SmNode, SmPort, Subnet, SwitchId, VfSlot};
 
@@ -349,6 +351,7 @@ impl Sm {
                 }
             }
             Purpose::SetLft | Purpose::SetMft => {}
+            Purpose::PKeyTable { node, port, block } => self.on_pkey_table(smp, node, port, block),
         }
         self.advance(now_ms);
     }
@@ -359,6 +362,9 @@ impl Sm {
                 continue;
             }
             if self.bringing_up() && self.resend_lost() {
+                continue;
+            }
+            if self.pkey_reads_done() {
                 continue;
             }
             if self.phase == Phase::Done && self.sweep_pending {

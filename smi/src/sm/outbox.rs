@@ -53,6 +53,11 @@ pub(super) enum Purpose {
         peer: (usize, u8),
     },
     TrapRepress,
+    PKeyTable {
+        node: usize,
+        port: u8,
+        block: u16,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -350,7 +355,8 @@ impl Sm {
             | Purpose::SetLid { node, port }
             | Purpose::SetState { node, port }
             | Purpose::SweepPortInfo { node, port }
-            | Purpose::Quiesce { node, port, .. } => (Some(node), Some(port), false),
+            | Purpose::Quiesce { node, port, .. }
+            | Purpose::PKeyTable { node, port, .. } => (Some(node), Some(port), false),
             Purpose::SwitchInfo { node }
             | Purpose::VirtInfo { node }
             | Purpose::NodeDesc { node }

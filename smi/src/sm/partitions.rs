@@ -12,8 +12,9 @@
 //! flag value that is not a number, a PortGUID of 0, a definition not
 //! ended by `;`. What OpenSM only warns of and skips (an unknown flag, an
 //! unknown membership word, which is taken as limited, an `mgid` that is
-//! not multicast) is kept as a [`Warning`] with its place. Only the
-//! parsing is here; programming P_Key tables from it is not done yet.
+//! not multicast) is kept as a [`Warning`] with its place.
+//! [`Sm::set_partitions`](super::Sm::set_partitions) applies a
+//! configuration: P_Key tables and enforcement.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;

@@ -56,6 +56,8 @@ pub struct Subnet {
     pub(super) graph: Graph,
     /// Multicast groups and the MFT entries written for them.
     pub(super) mcast: super::mcast::Multicast,
+    /// Partitions and the P_Key tables.
+    pub(super) pkeys: super::pkeys::PKeys,
 }
 
 impl Subnet {

@@ -130,6 +130,7 @@ impl Sm {
             }
         }
         self.mcast_distribute();
+        self.pkey_distribute();
     }
 
     pub(super) fn send_lft(&mut self, node: usize) {

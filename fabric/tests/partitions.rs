@@ -1,0 +1,213 @@
+//! Partitions applied by ibkit's SM on simulated fabrics: the P_Key tables
+//! the simulated agents hold after a bring-up with a `partitions.conf`,
+//! the SMPs it took (only the blocks that differ), enforcement on the
+//! switch ports cabled to CAs, and a new configuration on a running
+//! subnet changing only what differs.
+
+use fabric::sim::{Fabric, SimConfig, SimNode};
+use fabric::topology::Topology;
+use mad_core::attr::{AttributeId, NodeType, PortInfo};
+use mad_core::{Method, PKey};
+use smi::sm::partitions::parse;
+use smi::sm::{Sm, SmConfig};
+
+/// The agent's P_Key table and PortInfo of `port` of fabric node `i`.
+fn port(f: &Fabric, i: usize, port: u8) -> (Vec<u16>, PortInfo) {
+    let at = usize::from(port);
+    let (pkeys, info) = match &f.nodes[i] {
+        SimNode::Switch(s) => (&s.model.ports[at].pkeys[..], s.model.ports[at].info),
+        SimNode::Ca(c) => (&c.model.ports[at].pkeys[..], c.model.ports[at].info),
+        SimNode::Hypervisor(h) => (&h.pf.model.ports[at].pkeys[..], h.pf.model.ports[at].info),
+    };
+    (pkeys.iter().map(|k| k.0).collect(), info)
+}
+
+/// The CAs of the fabric other than the SM's.
+fn cas(f: &Fabric) -> Vec<usize> {
+    (0..f.nodes.len())
+        .filter(|&i| i != f.sm_node && f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .collect()
+}
+
+/// The fabric `spec` brought up by an SM given `conf` first.
+fn up_with(spec: &str, conf: &str) -> (Fabric, Sm) {
+    let mut f = Fabric::new(Topology::from_spec(spec).unwrap(), SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig::default());
+    assert_eq!(sm.set_partitions(parse(conf).unwrap()), 0);
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    (f, sm)
+}
+
+fn sets(sm: &Sm, attr: AttributeId) -> u64 {
+    sm.stats().count(Method::Set, attr)
+}
+
+/// The switch port a CA's port 1 is cabled to.
+fn switch_port(f: &Fabric, ca: usize) -> (usize, u8) {
+    f.topo.peer[ca][1].unwrap()
+}
+
+#[test]
+fn one_two_member_partition_on_fat_tree_324_costs_four_pkey_sets() {
+    let probe = Fabric::new(
+        Topology::from_spec("fat-tree-324").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let (a, b) = (c[3], c[200]);
+    let (ga, gb) = (probe.topo.nodes[a].guid + 1, probe.topo.nodes[b].guid + 1);
+    let conf =
+        format!("Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042:{ga:#x}=full,{gb:#x}=full;\n");
+    let (f, sm) = up_with("fat-tree-324", &conf);
+    // 2 CA ports and the 2 switch ports they are cabled to.
+    assert_eq!(sets(&sm, AttributeId::PKeyTable), 4);
+    for &x in &[a, b] {
+        let (t, _) = port(&f, x, 1);
+        assert_eq!(t[..3], [0xFFFF, 0x8042, 0]);
+        let (s, q) = switch_port(&f, x);
+        let (t, pi) = port(&f, s, q);
+        assert_eq!(t[..3], [0xFFFF, 0x8042, 0]);
+        assert!(pi.partition_enforcement_inbound && pi.partition_enforcement_outbound);
+    }
+    // Every other CA holds the default only; every switch port cabled to
+    // a CA enforces; switch-to-switch links do not.
+    for &x in c.iter().filter(|&&x| x != a && x != b) {
+        assert_eq!(
+            port(&f, x, 1).0[..2],
+            [0xFFFF, 0],
+            "{}",
+            f.topo.nodes[x].name
+        );
+        let (s, q) = switch_port(&f, x);
+        assert!(port(&f, s, q).1.partition_enforcement_inbound);
+    }
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        if n.kind != NodeType::Switch {
+            continue;
+        }
+        for p in 1..=n.ports {
+            let Some(r) = f.topo.peer[i][usize::from(p)] else {
+                continue;
+            };
+            if f.topo.nodes[r.0].kind == NodeType::Switch {
+                assert!(!port(&f, i, p).1.partition_enforcement_inbound);
+            }
+        }
+    }
+    // The SM knows the tables it gave, and the SA's view of who shares
+    // what follows them.
+    let sub = sm.subnet();
+    let na = sub.by_port_guid(mad_core::Guid(ga)).unwrap().0;
+    let nb = sub.by_port_guid(mad_core::Guid(gb)).unwrap().0;
+    let other = sub
+        .by_port_guid(mad_core::Guid(f.topo.nodes[c[7]].guid + 1))
+        .unwrap()
+        .0;
+    assert_eq!(sub.pkey_table(na, 1).unwrap()[..2], [0xFFFF, 0x8042]);
+    assert_eq!(
+        sub.shared_pkey((na, 1), (nb, 1), Some(0x42)),
+        Some(PKey(0x8042))
+    );
+    assert_eq!(sub.shared_pkey((na, 1), (other, 1), Some(0x42)), None);
+    assert_eq!(
+        sub.shared_pkey((na, 1), (other, 1), None),
+        Some(PKey(0xFFFF))
+    );
+    // The enforcement bits rode on the activation: no Set(PortInfo) more
+    // than a bring-up without partitions.
+    let mut plain = Fabric::new(
+        Topology::from_spec("fat-tree-324").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let mut sm0 = Sm::new(SmConfig::default());
+    assert!(plain.bring_up(&mut sm0));
+    assert_eq!(
+        sets(&sm, AttributeId::PortInfo),
+        sets(&sm0, AttributeId::PortInfo)
+    );
+    let reads = sm.stats().count(Method::Get, AttributeId::PKeyTable);
+    println!(
+        "fat-tree-324, one two-member partition: {} Set(P_KeyTable), {reads} Get(P_KeyTable), \
+         {} SMPs in all against {} without partitions",
+        sets(&sm, AttributeId::PKeyTable),
+        sm.stats().total(),
+        sm0.stats().total()
+    );
+}
+
+#[test]
+fn limited_members_share_nothing_and_the_default_can_be_limited() {
+    let probe = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let g = |i: usize| probe.topo.nodes[c[i]].guid + 1;
+    // No Default line: every port is a limited member of 0x7FFF, the SM's
+    // port a full one.
+    let conf = format!(
+        "compute=0x10:{:#x},{:#x}=limited,{:#x}=full;\n",
+        g(0),
+        g(1),
+        g(2)
+    );
+    let (f, sm) = up_with("mport-ntree:4:2", &conf);
+    let sub = sm.subnet();
+    let n = |i: usize| (sub.by_port_guid(mad_core::Guid(g(i))).unwrap().0, 1u8);
+    assert_eq!(port(&f, c[0], 1).0[..2], [0x7FFF, 0x0010]);
+    assert_eq!(port(&f, c[2], 1).0[..2], [0x7FFF, 0x8010]);
+    assert_eq!(port(&f, f.sm_node, 1).0[0], 0xFFFF);
+    // Two limited members: nothing shared; a limited and a full: the
+    // partition; everyone reaches the SM over the default.
+    assert_eq!(sub.shared_pkey(n(0), n(1), None), None);
+    assert_eq!(sub.shared_pkey(n(0), n(2), None), Some(PKey(0x0010)));
+    let sm_port = (smi::sm::NodeId(0), sub.nodes()[0].info.local_port_num);
+    assert_eq!(sub.shared_pkey(n(0), sm_port, None), Some(PKey(0x7FFF)));
+    // Each limited key's switch port holds it too.
+    let (s, q) = switch_port(&f, c[0]);
+    assert_eq!(port(&f, s, q).0[..3], [0x7FFF, 0x0010, 0]);
+}
+
+#[test]
+fn a_new_configuration_on_a_running_subnet_sends_only_the_difference() {
+    let probe = Fabric::new(
+        Topology::from_spec("fat-tree-324").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let g = |i: usize| probe.topo.nodes[c[i]].guid + 1;
+    let first = format!(
+        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
+        g(1),
+        g(2)
+    );
+    let (mut f, mut sm) = up_with("fat-tree-324", &first);
+    let before = (sets(&sm, AttributeId::PKeyTable), sm.stats().total());
+    // Move one member out and one in, add a partition for a third port.
+    let second = format!(
+        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\nq=0x43:{:#x}=full;\n",
+        g(2),
+        g(3),
+        g(2)
+    );
+    let queued = sm.set_partitions(parse(&second).unwrap());
+    assert!(f.run(&mut sm));
+    assert!(sm.is_idle());
+    let pkey_sets = sets(&sm, AttributeId::PKeyTable) - before.0;
+    // g(1) loses 0x42 (CA + switch port), g(3) gains it (2), g(2) gains
+    // 0x43 (2): 6 blocks; no table is read again.
+    assert_eq!(pkey_sets, 6);
+    assert_eq!(sm.stats().total() - before.1, 6);
+    assert_eq!(queued, 6);
+    assert_eq!(port(&f, c[1], 1).0[..3], [0xFFFF, 0, 0]);
+    assert_eq!(port(&f, c[2], 1).0[..3], [0xFFFF, 0x8042, 0x8043]);
+    assert_eq!(port(&f, c[3], 1).0[..3], [0xFFFF, 0x8042, 0]);
+    let (s, q) = switch_port(&f, c[2]);
+    assert_eq!(port(&f, s, q).0[..3], [0xFFFF, 0x8042, 0x8043]);
+    // The same configuration again: nothing to send.
+    assert_eq!(sm.set_partitions(parse(&second).unwrap()), 0);
+}

@@ -1,0 +1,580 @@
+//! Partitions applied: the P_Key table of every end port (a CA's port, a
+//! switch's port 0) from a [`PartitionConfig`], the tables of the switch
+//! ports cabled to CAs, and partition enforcement on those switch ports.
+//!
+//! OpenSM's rules, so that the same `partitions.conf` gives the same
+//! tables port for port:
+//! - every end port is first a limited member of the default partition
+//!   (0x7FFF) and the SM's port a full one; the file's entries then apply
+//!   in order, a later entry for a port replacing an earlier one (`both`
+//!   is taken as full, as OpenSM does unless `allow_both_pkeys` is set);
+//! - a P_Key the port already holds keeps its index; the default P_Key (or
+//!   an `indx0` partition's) sits at index 0; a new one goes after the
+//!   highest index ever used on the port, or, past the end of the table,
+//!   in the first free entry; partitions are taken in the order OpenSM's
+//!   table of partitions keeps (by P_Key, low byte first);
+//! - a switch port cabled to a CA gets the CA port's P_Keys, packed from
+//!   index 0 (a limited key dropped where the full one is there), when the
+//!   switch has PartitionEnforcementCap; it then enforces inbound and
+//!   outbound, unless the keys do not fit. Switch-to-switch links do not
+//!   enforce.
+//!
+//! The SM reads a port's table before writing it (Get(P_KeyTable) of each
+//! block, as OpenSM does at discovery) and sends only the blocks that
+//! differ. A port whose table cannot be read is left as it is. The
+//! enforcement bits ride on the Set(PortInfo) that arms a port at
+//! bring-up; on a running subnet they cost a Set(PortInfo) where they
+//! change. Without a configuration the SM touches no P_Key table.
+
+use super::partitions::{Membership, PartitionConfig, Ports, DEFAULT_PKEY};
+use super::*;
+use mad_core::attr::modifier::{Modifier, PKeyBlock};
+use mad_core::{Guid, PKey};
+
+/// A partition's member entries, in order.
+type Members = Vec<(Ports, Membership)>;
+
+/// Entries in a P_Key block.
+const BLOCK: usize = 32;
+
+/// Blocks of a port's table the SM reads and writes at most (1,024
+/// entries); entries past them are left as they are.
+pub const MAX_PKEY_BLOCKS: u16 = 32;
+
+/// The P_Key tables: the configuration, what each port holds, and what it
+/// should hold.
+#[derive(Clone, Debug, Default)]
+pub(super) struct PKeys {
+    /// The partitions applied (none: P_Key tables are left alone).
+    pub(super) config: Option<PartitionConfig>,
+    /// What each port holds, block by block, as read or written (`None`:
+    /// not read).
+    held: BTreeMap<(usize, u8), Vec<Option<[u16; BLOCK]>>>,
+    /// Per port, the index each P_Key (low 15 bits) has held, kept across
+    /// changes so a P_Key keeps its place.
+    places: BTreeMap<(usize, u8), BTreeMap<u16, usize>>,
+    /// The table each port should hold (end ports, and switch ports
+    /// cabled to CAs).
+    pub(super) want: BTreeMap<(usize, u8), Vec<u16>>,
+    /// Switch ports whose enforcement bits should be on (true) or off.
+    pub(super) enforce: BTreeMap<(usize, u8), bool>,
+    /// Reads are out: apply once they are answered.
+    awaiting: bool,
+    /// Ports whose table could not hold every P_Key they should.
+    pub(super) overflow: BTreeSet<(usize, u8)>,
+}
+
+impl PKeys {
+    /// The whole table of a port, when every block has been read.
+    fn table(&self, at: (usize, u8)) -> Option<Vec<u16>> {
+        let blocks = self.held.get(&at)?;
+        let mut t = Vec::with_capacity(blocks.len() * BLOCK);
+        for b in blocks {
+            t.extend_from_slice(b.as_ref()?);
+        }
+        Some(t)
+    }
+}
+
+/// Where P_Keys go in a table of `len` entries: `keys` (full bit
+/// included) in order, `index0` the partition (low 15 bits) that sits at
+/// index 0, `places` where each partition has been (updated). The table,
+/// and the keys that found no room.
+fn layout(
+    keys: &[u16],
+    index0: u16,
+    places: &mut BTreeMap<u16, usize>,
+    len: usize,
+) -> (Vec<u16>, Vec<u16>) {
+    let mut table = vec![0u16; len];
+    let mut new = Vec::new();
+    for &k in keys {
+        let base = k & 0x7FFF;
+        match places.get(&base) {
+            Some(&p) if p < len && (p == 0) == (base == index0) && table[p] == 0 => table[p] = k,
+            _ => new.push(k),
+        }
+    }
+    let mut lost = Vec::new();
+    for k in new {
+        let base = k & 0x7FFF;
+        let p = if base == index0 {
+            Some(0).filter(|_| len > 0 && table[0] == 0)
+        } else {
+            let next = places.values().copied().max().map_or(1, |m| m + 1);
+            if next < len && table[next] == 0 {
+                Some(next)
+            } else {
+                (1..len).find(|&i| table[i] == 0)
+            }
+        };
+        match p {
+            Some(p) => {
+                table[p] = k;
+                places.retain(|_, &mut q| q != p);
+                places.insert(base, p);
+            }
+            None => lost.push(k),
+        }
+    }
+    (table, lost)
+}
+
+/// A switch port's table for the CA port holding `ca`: its valid P_Keys
+/// packed from index 0, a limited one dropped where the full one is
+/// there. False when they do not fit in `len` entries.
+fn peer_table(ca: &[u16], len: usize) -> (Vec<u16>, bool) {
+    let mut t: Vec<u16> = (ca.iter().copied())
+        .filter(|&k| k & 0x7FFF != 0 && (k & 0x8000 != 0 || !ca.contains(&(k | 0x8000))))
+        .collect();
+    let fits = t.len() <= len;
+    t.resize(len, 0);
+    (t, fits)
+}
+
+impl Sm {
+    /// Applies `config`: the P_Key tables it gives, written where they
+    /// differ from what the ports hold (read first where not known), and
+    /// partition enforcement on the switch ports cabled to CAs. Before
+    /// the subnet is up it is kept for the bring-up's distribution. The
+    /// SMPs queued now.
+    pub fn set_partitions(&mut self, config: PartitionConfig) -> usize {
+        self.db.pkeys.config = Some(config);
+        if !self.up || !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
+            return 0;
+        }
+        let start = self.out.queue.len();
+        self.pkey_distribute();
+        let n = self.out.queue.len() - start;
+        if n > 0 && self.phase == Phase::Done {
+            self.phase = Phase::Reconfiguration;
+        }
+        n
+    }
+
+    /// The partition configuration applied, if any.
+    pub fn partitions(&self) -> Option<&PartitionConfig> {
+        self.db.pkeys.config.as_ref()
+    }
+
+    /// Blocks of the P_Key table of `port` of node `i` (PartitionCap for
+    /// end ports, PartitionEnforcementCap for a switch's external ports).
+    fn pkey_blocks(&self, i: usize, port: u8) -> u16 {
+        let n = &self.db.nodes()[i];
+        let cap = if n.is_switch() && port != 0 {
+            n.switch_info.map_or(0, |s| s.partition_enforcement_cap)
+        } else {
+            n.info.partition_cap
+        };
+        cap.div_ceil(BLOCK as u16).min(MAX_PKEY_BLOCKS)
+    }
+
+    /// The end ports of the subnet: a switch's port 0, the port by which
+    /// a CA or router was reached.
+    fn end_ports(&self) -> Vec<(usize, u8)> {
+        let mut v = Vec::new();
+        for (i, n) in self.db.nodes().iter().enumerate() {
+            if !n.alive {
+                continue;
+            }
+            let p = if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            };
+            if n.ports
+                .get(usize::from(p))
+                .is_some_and(|x| x.info.is_some())
+            {
+                v.push((i, p));
+            }
+        }
+        v
+    }
+
+    /// The switch ports, cabled to an end port of `ends`, whose switch
+    /// can enforce partitions: (switch port, CA port).
+    fn ca_facing(&self, ends: &[(usize, u8)]) -> Vec<((usize, u8), (usize, u8))> {
+        let mut v = Vec::new();
+        for &(i, p) in ends {
+            if self.db.nodes()[i].is_switch() {
+                continue;
+            }
+            let Some((s, q)) = self.db.nodes()[i].ports[usize::from(p)].peer else {
+                continue;
+            };
+            let sn = &self.db.nodes()[s];
+            if sn.alive && sn.is_switch() && self.pkey_blocks(s, q) > 0 {
+                v.push(((s, q), (i, p)));
+            }
+        }
+        v
+    }
+
+    /// Each end port's P_Keys (full bit included) in OpenSM's order, and
+    /// the partition at its index 0.
+    fn memberships(&self, cfg: &PartitionConfig) -> BTreeMap<(usize, u8), (Vec<u16>, u16)> {
+        let ends = self.end_ports();
+        let sm_port = (
+            0,
+            self.db.nodes().first().map_or(1, |n| n.info.local_port_num),
+        );
+        // The default partition first: every port limited, the SM full;
+        // the file's entries for 0x7FFF then apply on top.
+        let default = [
+            (Ports::All, Membership::Limited),
+            (Ports::SelfPort, Membership::Full),
+        ];
+        let mut parts: Vec<(u16, bool, Members)> = Vec::new();
+        if !cfg.partitions.iter().any(|p| p.pkey == DEFAULT_PKEY) {
+            parts.push((DEFAULT_PKEY, false, default.to_vec()));
+        }
+        for p in &cfg.partitions {
+            let mut m = Vec::new();
+            if p.pkey == DEFAULT_PKEY {
+                m.extend_from_slice(&default);
+            }
+            m.extend_from_slice(&p.members);
+            parts.push((p.pkey, p.index0, m));
+        }
+        // OpenSM keeps its partitions in a map keyed by the P_Key as it
+        // sits in memory: low byte first.
+        parts.sort_by_key(|(k, _, _)| k.swap_bytes());
+        let mut out: BTreeMap<(usize, u8), (Vec<u16>, u16)> = ends
+            .iter()
+            .map(|&e| (e, (Vec::new(), DEFAULT_PKEY)))
+            .collect();
+        for (pkey, index0, members) in parts {
+            let mut who: BTreeMap<(usize, u8), bool> = BTreeMap::new();
+            for (ports, how) in members {
+                let full = how != Membership::Limited;
+                let mut add = |e: (usize, u8)| {
+                    who.insert(e, full);
+                };
+                match ports {
+                    Ports::All => ends.iter().for_each(|&e| add(e)),
+                    Ports::AllCas | Ports::AllSwitches | Ports::AllRouters => {
+                        let kind = match ports {
+                            Ports::AllCas => NodeType::ChannelAdapter,
+                            Ports::AllSwitches => NodeType::Switch,
+                            _ => NodeType::Router,
+                        };
+                        (ends.iter())
+                            .filter(|&&(i, _)| self.db.nodes()[i].info.node_type == kind)
+                            .for_each(|&e| add(e));
+                    }
+                    Ports::SelfPort => add(sm_port),
+                    Ports::Guid(g) => {
+                        if let Some((n, 0)) = self.db.by_port_guid(Guid(g)) {
+                            if let Some(&e) = ends.iter().find(|e| e.0 == n.0) {
+                                add(e);
+                            }
+                        }
+                    }
+                }
+            }
+            for (e, full) in who {
+                if let Some((keys, at0)) = out.get_mut(&e) {
+                    keys.push(pkey | if full { 0x8000 } else { 0 });
+                    if index0 {
+                        *at0 = pkey;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// After routing (bring-up, a sweep, a new configuration): reads the
+    /// tables not known yet, or applies at once when all are known.
+    pub(super) fn pkey_distribute(&mut self) {
+        if self.db.pkeys.config.is_none() {
+            return;
+        }
+        // A node that is new or came back holds what it holds now.
+        let stale: Vec<(usize, u8)> = (self.db.pkeys.held.keys().copied())
+            .filter(|&(i, _)| self.db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive))
+            .collect();
+        for k in stale {
+            self.db.pkeys.held.remove(&k);
+        }
+        let ends = self.end_ports();
+        let mut ports = ends.clone();
+        ports.extend(self.ca_facing(&ends).into_iter().map(|(s, _)| s));
+        let mut read = false;
+        for (i, p) in ports {
+            let blocks = self.pkey_blocks(i, p);
+            let held = (self.db.pkeys.held.entry((i, p)))
+                .or_insert_with(|| vec![None; usize::from(blocks)]);
+            if held.len() != usize::from(blocks) {
+                *held = vec![None; usize::from(blocks)];
+            }
+            let missing: Vec<u16> = (0..blocks)
+                .filter(|&b| held[usize::from(b)].is_none())
+                .collect();
+            for b in missing {
+                self.pkey_request(i, p, b, None);
+                read = true;
+            }
+        }
+        if read {
+            self.db.pkeys.awaiting = true;
+        } else {
+            self.pkey_apply();
+        }
+    }
+
+    /// Get (or, with a block, Set) of block `b` of the P_Key table of
+    /// `port` of node `i`.
+    fn pkey_request(&mut self, i: usize, port: u8, b: u16, set: Option<&[u16]>) {
+        let am = PKeyBlock {
+            port: if self.db.nodes()[i].is_switch() {
+                port
+            } else {
+                0
+            },
+            block: b,
+        }
+        .encode();
+        let purpose = Purpose::PKeyTable {
+            node: i,
+            port,
+            block: b,
+        };
+        match set {
+            None => self.get_node(i, AttributeId::PKeyTable, am, purpose),
+            Some(keys) => {
+                let mut t = PKeyTable::default();
+                for (slot, &k) in t.p_keys.iter_mut().zip(keys) {
+                    *slot = PKey(k);
+                }
+                self.set_node(i, &t, am, purpose);
+            }
+        }
+    }
+
+    /// A block of a P_Key table read or written: what the port holds now.
+    pub(super) fn on_pkey_table(&mut self, smp: &Smp, node: usize, port: u8, block: u16) {
+        let Ok(t) = PKeyTable::decode(&smp.data) else {
+            return;
+        };
+        let held = self.db.pkeys.held.entry((node, port)).or_default();
+        if let Some(slot) = held.get_mut(usize::from(block)) {
+            let mut b = [0u16; BLOCK];
+            for (x, k) in b.iter_mut().zip(t.p_keys.iter()) {
+                *x = k.0;
+            }
+            *slot = Some(b);
+        }
+    }
+
+    /// The reads are answered: apply what they allow.
+    pub(super) fn pkey_reads_done(&mut self) -> bool {
+        if !self.db.pkeys.awaiting {
+            return false;
+        }
+        self.db.pkeys.awaiting = false;
+        self.pkey_apply();
+        true
+    }
+
+    /// Computes every table and sends the blocks that differ from what
+    /// the ports hold, then the enforcement bits.
+    fn pkey_apply(&mut self) {
+        let Some(cfg) = self.db.pkeys.config.clone() else {
+            return;
+        };
+        let members = self.memberships(&cfg);
+        let ends: Vec<(usize, u8)> = members.keys().copied().collect();
+        let facing = self.ca_facing(&ends);
+        self.db.pkeys.want.clear();
+        self.db.pkeys.overflow.clear();
+        let mut enforce = BTreeMap::new();
+        for (e, (keys, index0)) in members {
+            let Some(held) = self.db.pkeys.table(e) else {
+                continue; // not read: left as it is
+            };
+            let places = self.db.pkeys.places.entry(e).or_insert_with(|| {
+                let mut m = BTreeMap::new();
+                for (i, &k) in held.iter().enumerate() {
+                    if k & 0x7FFF != 0 {
+                        m.entry(k & 0x7FFF).or_insert(i);
+                    }
+                }
+                m
+            });
+            let (table, lost) = layout(&keys, index0, places, held.len());
+            if !lost.is_empty() {
+                self.db.pkeys.overflow.insert(e);
+            }
+            self.pkey_send_changes(e, &held, &table);
+            self.db.pkeys.want.insert(e, table);
+        }
+        for (s, ca) in facing {
+            let (Some(ca_table), Some(held)) =
+                (self.db.pkeys.want.get(&ca).cloned(), self.db.pkeys.table(s))
+            else {
+                enforce.insert(s, false);
+                continue;
+            };
+            let (table, fits) = peer_table(&ca_table, held.len());
+            if !fits {
+                self.db.pkeys.overflow.insert(s);
+            }
+            self.pkey_send_changes(s, &held, &table);
+            self.db.pkeys.want.insert(s, table);
+            enforce.insert(s, fits);
+        }
+        // Switch-to-switch links do not enforce.
+        for (i, n) in self.db.nodes().iter().enumerate() {
+            if !n.alive || !n.is_switch() {
+                continue;
+            }
+            for (p, port) in n.ports.iter().enumerate().skip(1) {
+                let to_switch = port
+                    .peer
+                    .is_some_and(|(m, _)| self.db.nodes()[m].is_switch());
+                let on = port.info.is_some_and(|x| {
+                    x.partition_enforcement_inbound || x.partition_enforcement_outbound
+                });
+                if to_switch && on {
+                    enforce.insert((i, p as u8), false);
+                }
+            }
+        }
+        self.db.pkeys.enforce = enforce;
+        self.pkey_enforce();
+    }
+
+    /// Set(P_KeyTable) of each block of `at` where `want` differs from
+    /// `held`.
+    fn pkey_send_changes(&mut self, at: (usize, u8), held: &[u16], want: &[u16]) {
+        for (b, (h, w)) in held.chunks(BLOCK).zip(want.chunks(BLOCK)).enumerate() {
+            if h != w {
+                self.pkey_request(at.0, at.1, b as u16, Some(w));
+            }
+        }
+    }
+
+    /// Set(PortInfo) with the enforcement bits where they differ, except
+    /// on ports the bring-up's activation will set (it carries them).
+    fn pkey_enforce(&mut self) {
+        let todo: Vec<((usize, u8), bool)> = (self.db.pkeys.enforce.iter())
+            .map(|(&k, &v)| (k, v))
+            .collect();
+        for ((i, p), on) in todo {
+            let Some(mut pi) = self.db.nodes()[i].ports[usize::from(p)].info else {
+                continue;
+            };
+            if pi.partition_enforcement_inbound == on && pi.partition_enforcement_outbound == on {
+                continue;
+            }
+            if pi.port_state == PortState::Init {
+                continue; // armed with the bits by the activation
+            }
+            pi.partition_enforcement_inbound = on;
+            pi.partition_enforcement_outbound = on;
+            pi.m_key = self.cfg.m_key;
+            pi.port_state = PortState::NoChange;
+            pi.port_physical_state = PortPhysicalState::NoChange;
+            pi.link_width_enabled = LinkWidth::empty();
+            pi.link_speed_enabled = LinkSpeed::empty();
+            self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
+        }
+    }
+
+    /// The enforcement bits the activation's Set(PortInfo) of `port` of
+    /// node `i` carries (none when partitions are not applied).
+    pub(super) fn pkey_enforcement(&self, i: usize, port: u8) -> Option<bool> {
+        self.db.pkeys.enforce.get(&(i, port)).copied()
+    }
+}
+
+impl Subnet {
+    /// True when a partition configuration is applied.
+    pub fn partitioned(&self) -> bool {
+        self.pkeys.config.is_some()
+    }
+
+    /// The P_Key table the SM gives `port` of `node` (an end port, or a
+    /// switch port cabled to a CA): `None` without a partition
+    /// configuration, or when the port's table could not be read.
+    pub fn pkey_table(&self, node: NodeId, port: u8) -> Option<&[u16]> {
+        self.pkeys.want.get(&(node.0, port)).map(Vec::as_slice)
+    }
+
+    /// Ports whose table could not hold every P_Key they should.
+    pub fn pkey_overflow(&self) -> impl Iterator<Item = (NodeId, u8)> + '_ {
+        self.pkeys.overflow.iter().map(|&(n, p)| (NodeId(n), p))
+    }
+
+    /// The P_Key two end ports share, as the first's table holds it: the
+    /// first of its entries whose partition the second holds too, one of
+    /// the two a full member (IBA 10.9.3); `only` restricts it to one
+    /// partition (low 15 bits). Without partitions every port holds the
+    /// default P_Key, full. `None`: they share none, and cannot talk.
+    pub fn shared_pkey(&self, a: (NodeId, u8), b: (NodeId, u8), only: Option<u16>) -> Option<PKey> {
+        const DEFAULT: [u16; 1] = [0xFFFF];
+        let table = |e: (NodeId, u8)| -> &[u16] {
+            match self.pkey_table(e.0, e.1) {
+                Some(t) => t,
+                None => &DEFAULT,
+            }
+        };
+        let (ta, tb) = (table(a), table(b));
+        (ta.iter().map(|&k| PKey(k)))
+            .filter(|k| k.is_valid() && only.is_none_or(|o| o == k.base()))
+            .find(|&k| tb.iter().any(|&m| k.matches(PKey(m))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_sits_at_index_0_and_new_keys_follow_the_highest_place() {
+        let mut places = BTreeMap::from([(0x7FFF, 0)]);
+        let (t, lost) = layout(&[0xFFFF, 0x8001, 0x0002], 0x7FFF, &mut places, 8);
+        assert_eq!(t[..4], [0xFFFF, 0x8001, 0x0002, 0]);
+        assert!(lost.is_empty());
+        // 0x0001 leaves: its place is remembered, so 0x0003 goes after 2.
+        let (t, _) = layout(&[0xFFFF, 0x0002, 0x8003], 0x7FFF, &mut places, 8);
+        assert_eq!(t[..4], [0xFFFF, 0, 0x0002, 0x8003]);
+        // A key keeps its index when its membership changes.
+        let (t, _) = layout(&[0x7FFF, 0x8002, 0x8003], 0x7FFF, &mut places, 8);
+        assert_eq!(t[..4], [0x7FFF, 0, 0x8002, 0x8003]);
+    }
+
+    #[test]
+    fn past_the_end_a_new_key_takes_the_first_free_entry_or_is_lost() {
+        let mut places = BTreeMap::from([(0x7FFF, 0), (1, 1), (2, 2), (3, 3)]);
+        let (t, lost) = layout(&[0xFFFF, 0x8001, 0x8003, 0x8009], 0x7FFF, &mut places, 4);
+        assert_eq!(t, [0xFFFF, 0x8001, 0x8009, 0x8003]);
+        assert!(lost.is_empty());
+        assert_eq!(places.get(&2), None);
+        let (_, lost) = layout(
+            &[0xFFFF, 0x8001, 0x8003, 0x8009, 0x8005],
+            0x7FFF,
+            &mut places,
+            4,
+        );
+        assert_eq!(lost, [0x8005]);
+    }
+
+    #[test]
+    fn an_index0_partition_moves_the_default_away_from_index_0() {
+        let mut places = BTreeMap::from([(0x7FFF, 0)]);
+        let (t, _) = layout(&[0x7FFF, 0x8005], 5, &mut places, 4);
+        assert_eq!(t, [0x8005, 0x7FFF, 0, 0]);
+    }
+
+    #[test]
+    fn a_switch_port_gets_the_ca_keys_packed_without_limited_duplicates() {
+        let (t, fits) = peer_table(&[0xFFFF, 0, 0x0003, 0x8003, 0x0004], 4);
+        assert_eq!(t, [0xFFFF, 0x8003, 0x0004, 0]);
+        assert!(fits);
+        let (_, fits) = peer_table(&[0xFFFF, 0x8001, 0x8002], 2);
+        assert!(!fits);
+    }
+}
