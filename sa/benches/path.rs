@@ -106,7 +106,7 @@ fn benches(c: &mut Criterion) {
                 b.iter(|| sa::path::path_record(black_box(&qq)))
             });
             c.bench_function("part: resolve", |b| {
-                b.iter(|| sa::path::resolve(sm.subnet(), black_box(&src), black_box(&dst)))
+                b.iter(|| sa::path::resolve(sm.subnet(), black_box(&src), black_box(&dst), None))
             });
         }
         c.bench_function(

@@ -480,9 +480,8 @@ impl Groups {
             && port_mtu >= g.rec.mtu
             && cmp_rate(port_rate, g.rec.rate) != core::cmp::Ordering::Less
             && join != 0
-            // Until partitions are configured a port holds the default
-            // partition only.
-            && g.rec.pkey.base() == PKey::DEFAULT_FULL.base();
+            // The port must hold the group's partition.
+            && crate::path::holds(s, &port, g.rec.pkey);
         // o15-0.2.1: a membership not joined by proxy is changed only
         // from its own port.
         let modifiable = g

@@ -221,9 +221,38 @@ pub fn end_by_gid(s: &Subnet, gid: Gid) -> Option<End> {
     })
 }
 
+/// The port whose P_Key table an end uses: a switch's port 0, the port
+/// by which a CA was reached (a VM's, its hypervisor's).
+pub fn end_port(s: &Subnet, e: &End) -> (NodeId, u8) {
+    match s.node(e.node) {
+        Some(n) if !n.is_switch() => (e.node, n.info.local_port_num),
+        _ => (e.node, 0),
+    }
+}
+
+/// True when the P_Key table of `e`'s port holds the partition of `pkey`
+/// (without partitions, every port holds the default one only).
+pub fn holds(s: &Subnet, e: &End, pkey: PKey) -> bool {
+    let (n, p) = end_port(s, e);
+    match s.pkey_table(n, p) {
+        Some(t) => t
+            .iter()
+            .any(|&k| PKey(k).is_valid() && k & 0x7FFF == pkey.base()),
+        None => pkey.base() == PKey::DEFAULT_FULL.base(),
+    }
+}
+
 /// The path record from `src` to `dst`, when the installed tables take a
-/// packet from one to the other.
-pub fn resolve(s: &Subnet, src: &End, dst: &End) -> Option<PathRecord> {
+/// packet from one to the other and the two ports share a partition (the
+/// one `want` names, when it names one; the record carries it as asked,
+/// as OpenSM's does).
+pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<PathRecord> {
+    let pkey = match want {
+        Some(k) => s
+            .shared_pkey(end_port(s, src), end_port(s, dst), Some(k.base()))
+            .map(|_| k)?,
+        None => s.shared_pkey(end_port(s, src), end_port(s, dst), None)?,
+    };
     let w = walk(s, src.node, dst.lid)?;
     if w.dst != dst.node {
         return None;
@@ -234,7 +263,7 @@ pub fn resolve(s: &Subnet, src: &End, dst: &End) -> Option<PathRecord> {
         dlid: dst.lid,
         slid: src.lid,
         reversible: true,
-        pkey: PKey(0xffff),
+        pkey,
         mtu_selector: selector::EXACTLY,
         mtu: w.mtu,
         rate_selector: selector::EXACTLY,
@@ -283,6 +312,7 @@ const DGID_AT: usize = 8;
 const SGID_AT: usize = 24;
 const DLID_AT: usize = 40;
 const SLID_AT: usize = 42;
+const PKEY_AT: usize = 50;
 
 impl Request<'_> {
     fn has(&self, bit: u64) -> bool {
@@ -295,6 +325,12 @@ impl Request<'_> {
             b.copy_from_slice(s);
         }
         Gid(b)
+    }
+
+    /// The P_Key the request names, if its mask selects one.
+    fn pkey(&self) -> Option<PKey> {
+        let b = self.data.get(PKEY_AT..PKEY_AT + 2)?;
+        Some(PKey(u16::from_be_bytes([b[0], b[1]]))).filter(|_| self.has(comp::PKEY))
     }
 
     fn lid(&self, at: usize) -> Lid {
@@ -414,7 +450,7 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
     } else {
         (end_by_lid(s, q.from.lid).ok_or(SaStatus::NoRecords)?, 0)
     };
-    let pr = resolve(q.subnet, &src, &dst).ok_or(SaStatus::NoRecords)?;
+    let pr = resolve(q.subnet, &src, &dst, r.pkey()).ok_or(SaStatus::NoRecords)?;
     let mut b = [0u8; PathRecord::SIZE];
     pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
     if !r.accepts(&pr, &b, by_s | by_d) {
@@ -466,7 +502,7 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
     let mut out = Vec::new();
     for src in &srcs {
         for dst in &dests {
-            let Some(pr) = resolve(s, src, dst) else {
+            let Some(pr) = resolve(s, src, dst, r.pkey()) else {
                 continue;
             };
             let mut b = alloc::vec![0u8; PathRecord::SIZE];
@@ -574,7 +610,8 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
             if out.len() >= most {
                 break;
             }
-            let Some(pr) = resolve(s, src, dst).filter(|pr| fits(pr)) else {
+            let want = Some(mp.pkey).filter(|_| has("pkey"));
+            let Some(pr) = resolve(s, src, dst, want).filter(|pr| fits(pr)) else {
                 continue;
             };
             let mut b = alloc::vec![0u8; PathRecord::SIZE];

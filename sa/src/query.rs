@@ -272,25 +272,37 @@ pub fn guid_info_records(s: &Subnet, f: &mut dyn FnMut(GuidInfoRecord)) {
     }
 }
 
-/// One P_KeyTableRecord per end port, block 0: the default partition's
-/// full-member key, the only one while no partitions are configured (the
-/// SM leaves every port's table as the port came up; ibsim's and real
-/// HCAs' hold 0xFFFF at index 0).
+/// P_KeyTableRecords: every block of each end port's table, and of each
+/// switch port cabled to a CA that the SM gave one. Without partitions
+/// the SM leaves tables as the ports came up (ibsim's and real HCAs' hold
+/// 0xFFFF at index 0): one block 0 holding it.
 pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
+    let default = [0xFFFFu16];
+    let mut emit = |lid: Lid, port_num: u8, table: &[u16]| {
+        for (b, chunk) in table.chunks(32).enumerate() {
+            let mut p_keys = [mad_core::PKey(0); 32];
+            for (slot, &k) in p_keys.iter_mut().zip(chunk) {
+                *slot = mad_core::PKey(k);
+            }
+            f(PKeyTableRecord {
+                lid,
+                block_num: b as u16,
+                port_num,
+                p_key_table: PKeyTable { p_keys },
+            });
+        }
+    };
     for e in every_end(s) {
         let Some(n) = s.node(e.node) else { continue };
-        let mut p_keys = [mad_core::PKey(0); 32];
-        p_keys[0] = mad_core::PKey(0xFFFF);
-        f(PKeyTableRecord {
-            lid: e.lid,
-            block_num: 0,
-            port_num: if n.is_switch() {
-                0
-            } else {
-                n.info.local_port_num
-            },
-            p_key_table: PKeyTable { p_keys },
-        });
+        let (node, port) = crate::path::end_port(s, &e);
+        emit(e.lid, port, s.pkey_table(node, port).unwrap_or(&default));
+        if n.is_switch() {
+            for p in 1..n.ports.len() {
+                if let Some(t) = s.pkey_table(node, p as u8) {
+                    emit(e.lid, p as u8, t);
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,204 @@
+//! The SA honours the partitions the SM applied: PathRecords only between
+//! ports that share a partition, with a P_Key they really share; none
+//! between two limited members; a P_Key asked for only where both ports
+//! hold it; groups joined only by ports of the group's partition; and
+//! P_KeyTableRecords that show the tables the SM wrote.
+
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::Topology;
+use mad_core::mad::Method;
+use mad_core::sa::mcmember::join_state::FULL;
+use mad_core::sa::*;
+use mad_core::types::PKey;
+use mad_core::{Gid, Lid};
+use sa::{Addr, Sa, SaConfig};
+use smi::sm::partitions::parse;
+use smi::sm::{Sm, SmConfig};
+
+mod common;
+use common::*;
+
+/// The SA's SM_Key (SaConfig's default): a trusted requester's.
+const KEY: u64 = 1;
+
+/// mport-ntree:4:2 up with `conf` applied, and its hosts.
+fn up_with(conf: impl Fn(&[(usize, Addr)], &Fabric) -> String) -> (Fabric, Sm, Vec<(usize, Addr)>) {
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let h = hosts(&f);
+    let text = conf(&h, &f);
+    let mut sm = Sm::new(SmConfig::default());
+    sm.set_partitions(parse(&text).unwrap());
+    assert!(f.bring_up(&mut sm));
+    // The LIDs were given in the bring-up.
+    let h = hosts(&f);
+    (f, sm, h)
+}
+
+/// A PathRecord Get from `a` to `b` (by LID), with `pkey` asked for.
+fn path(sa: &mut Sa, sm: &Sm, a: Addr, b: Addr, pkey: Option<u16>) -> (SaStatus, PathRecord) {
+    let q = PathRecord {
+        slid: a.lid,
+        dlid: b.lid,
+        pkey: PKey(pkey.unwrap_or(0)),
+        ..PathRecord::default()
+    };
+    let names: &[&str] = if pkey.is_some() {
+        &["slid", "dlid", "pkey"]
+    } else {
+        &["slid", "dlid"]
+    };
+    let (st, m) = one(
+        sa,
+        sm,
+        a,
+        &ask(Method::Get, &q, mask::<PathRecord>(names), 0),
+        0,
+    );
+    (st, PathRecord::decode(&m.data).unwrap_or_default())
+}
+
+#[test]
+fn paths_only_between_ports_that_share_a_partition() {
+    // Hosts 0 and 1 full members of 0x10, 2 and 3 limited ones; 4 in no
+    // partition but the default, where everyone but the SM is limited.
+    let (f, sm, h) = up_with(|h, f| {
+        let g = |i: usize| gid_of(f, h[i].0).guid().0;
+        format!(
+            "Default=0x7fff:ALL=limited,SELF=full;\n\
+             blue=0x10:{:#x}=full,{:#x}=full,{:#x},{:#x}=limited;\n",
+            g(0),
+            g(1),
+            g(2),
+            g(3)
+        )
+    });
+    let mut sa = Sa::new(SaConfig::default());
+    let a = |i: usize| h[i].1;
+    let sm_addr = Addr {
+        lid: f.nodes[f.sm_node].lid(),
+        qpn: 1,
+    };
+    let ok = |r: (SaStatus, PathRecord)| {
+        assert_eq!(r.0, SaStatus::Ok);
+        r.1.pkey.0
+    };
+    // Full with full, full with limited: the partition.
+    assert_eq!(ok(path(&mut sa, &sm, a(0), a(1), None)), 0x8010);
+    assert_eq!(ok(path(&mut sa, &sm, a(0), a(2), None)), 0x8010);
+    // The limited end's record carries its own (limited) key.
+    assert_eq!(ok(path(&mut sa, &sm, a(2), a(0), None)), 0x0010);
+    // Two limited members of both partitions: no path.
+    assert_eq!(path(&mut sa, &sm, a(2), a(3), None).0, SaStatus::NoRecords);
+    assert_eq!(path(&mut sa, &sm, a(2), a(4), None).0, SaStatus::NoRecords);
+    // Everyone reaches the SM over the default partition.
+    assert_eq!(ok(path(&mut sa, &sm, a(4), sm_addr, None)), 0x7FFF);
+    // A P_Key asked for: only where both hold it; answered as asked.
+    assert_eq!(ok(path(&mut sa, &sm, a(0), a(1), Some(0x8010))), 0x8010);
+    assert_eq!(ok(path(&mut sa, &sm, a(0), a(1), Some(0x0010))), 0x0010);
+    let none = path(&mut sa, &sm, a(0), a(4), Some(0x8010));
+    assert_eq!(none.0, SaStatus::NoRecords);
+    // A GetTable from a limited host lists the SM and the full members
+    // only (and not itself: it shares nothing with itself but limited keys).
+    let q = PathRecord {
+        slid: a(2).lid,
+        ..PathRecord::default()
+    };
+    let recs = all(&mut sa, &sm, a(2), &q, mask::<PathRecord>(&["slid"]), 0);
+    let mut dl: Vec<Lid> = recs.iter().map(|r| r.dlid).collect();
+    dl.sort();
+    let mut want = vec![sm_addr.lid, a(0).lid, a(1).lid];
+    want.sort();
+    assert_eq!(dl, want);
+
+    // P_KeyTableRecords show what the SM wrote (to the trusted).
+    let q = PKeyTableRecord {
+        lid: a(2).lid,
+        ..PKeyTableRecord::default()
+    };
+    let recs = all(
+        &mut sa,
+        &sm,
+        a(2),
+        &q,
+        mask::<PKeyTableRecord>(&["lid"]),
+        KEY,
+    );
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        recs[0].p_key_table.p_keys[..3],
+        [PKey(0x7FFF), PKey(0x0010), PKey(0)]
+    );
+}
+
+#[test]
+fn only_ports_of_the_groups_partition_join_it() {
+    let (f, sm, h) = up_with(|h, f| {
+        let g = |i: usize| gid_of(f, h[i].0).guid().0;
+        format!(
+            "Default=0x7fff:ALL=full;\nblue=0x10:{:#x}=full,{:#x}=full;\n",
+            g(0),
+            g(1)
+        )
+    });
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let gid = |i: usize| sa::path::end_by_lid(sm.subnet(), h[i].1.lid).unwrap().gid;
+    let create = mask::<McMemberRecord>(&[
+        "mgid",
+        "port_gid",
+        "join_state",
+        "qkey",
+        "tclass",
+        "pkey",
+        "flow_label",
+        "sl",
+    ]);
+    let rec = |i: usize, mgid: Gid| McMemberRecord {
+        mgid,
+        port_gid: gid(i),
+        join_state: FULL,
+        qkey: 0x1234,
+        pkey: PKey(0x8010),
+        ..McMemberRecord::default()
+    };
+    // Host 4 holds no 0x10: it cannot make a group there.
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        h[4].1,
+        &ask(Method::Set, &rec(4, Gid([0; 16])), create, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::ReqInvalid);
+    // Host 0 can, host 1 joins, host 4 cannot.
+    let (st, m) = one(
+        &mut sa,
+        &sm,
+        h[0].1,
+        &ask(Method::Set, &rec(0, Gid([0; 16])), create, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    let mgid = McMemberRecord::decode(&m.data).unwrap().mgid;
+    let join = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        h[1].1,
+        &ask(Method::Set, &rec(1, mgid), join, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        h[4].1,
+        &ask(Method::Set, &rec(4, mgid), join, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::ReqInvalid);
+    let _ = f;
+}
