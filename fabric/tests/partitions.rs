@@ -4,7 +4,7 @@
 //! switch ports cabled to CAs, and a new configuration on a running
 //! subnet changing only what differs.
 
-use fabric::sim::{Fabric, SimConfig, SimNode};
+use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
 use fabric::topology::Topology;
 use mad_core::attr::{AttributeId, NodeType, PortInfo};
 use mad_core::{Method, PKey};
@@ -210,4 +210,38 @@ fn a_new_configuration_on_a_running_subnet_sends_only_the_difference() {
     assert_eq!(port(&f, s, q).0[..3], [0xFFFF, 0x8042, 0x8043]);
     // The same configuration again: nothing to send.
     assert_eq!(sm.set_partitions(parse(&second).unwrap()), 0);
+}
+
+#[test]
+fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
+    let probe = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let conf = format!(
+        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
+        probe.topo.nodes[c[1]].guid + 1,
+        probe.topo.nodes[c[2]].guid + 1
+    );
+    let (mut f, mut sm) = up_with("mport-ntree:4:2", &conf);
+    const MS: u64 = 1_000_000;
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(c[1]));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    let before = (
+        sm.stats().count(Method::Get, AttributeId::PKeyTable),
+        sets(&sm, AttributeId::PKeyTable),
+    );
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(c[1]));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    assert!(sm.is_idle());
+    // Powered afresh it holds the default only; the SM reads its table
+    // (and no other) and writes the partition back: one block.
+    assert_eq!(port(&f, c[1], 1).0[..3], [0xFFFF, 0x8042, 0]);
+    let reads = sm.stats().count(Method::Get, AttributeId::PKeyTable) - before.0;
+    assert_eq!(reads, 1);
+    assert_eq!(sets(&sm, AttributeId::PKeyTable) - before.1, 1);
 }

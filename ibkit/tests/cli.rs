@@ -689,3 +689,27 @@ fn huge_inputs_are_read_in_bounded_memory() {
         "ibkit: /dev/zero: larger than 64 MiB, too big for a topology file\n"
     );
 }
+
+#[test]
+fn a_broken_partition_file_is_refused_with_its_place_before_the_fabric_is_touched() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-parts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("partitions.conf");
+    std::fs::write(&bad, "Default=0x7fff:ALL=full;\nbad=0xZZ:ALL;\n").unwrap();
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--partitions", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("line 2, column 5") && err.contains("0xZZ"),
+        "{err}"
+    );
+    let (code, _, err) = ibkit(
+        &["sm", "--once", "--partitions", "/nonexistent/p.conf"],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/p.conf"), "{err}");
+}

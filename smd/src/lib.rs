@@ -20,6 +20,7 @@ use fabric::pcap::FrameAddr;
 use mad_core::{Method, Smp};
 use sa::{Sa, SaConfig};
 use serde::{Serialize, Serializer};
+use smi::sm::partitions::{self, PartitionConfig};
 use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,6 +67,11 @@ pub struct SmdConfig {
     pub open_wait: Duration,
     /// Write every MAD sent and received to this pcap file.
     pub pcap: Option<PathBuf>,
+    /// OpenSM's partition configuration (`partitions.conf`) to apply.
+    pub partitions: Option<PathBuf>,
+    /// Set (by a SIGHUP handler) to re-read the partition configuration;
+    /// the driver clears it. A broken file leaves the partitions in force.
+    pub reload: Option<std::sync::Arc<AtomicBool>>,
 }
 
 impl Default for SmdConfig {
@@ -77,8 +83,39 @@ impl Default for SmdConfig {
             sweep_ms: 10_000,
             open_wait: Duration::from_secs(20),
             pcap: None,
+            partitions: None,
+            reload: None,
         }
     }
+}
+
+/// Reads and parses a partition configuration: its warnings logged with
+/// their place, a refusal as "FILE: line L, column C: reason".
+pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdError> {
+    use std::io::Read;
+    let bad = |why: String| SmdError::Partitions(format!("{}: {why}", path.display()));
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut text = String::new();
+    f.take(partitions::MAX_CONFIG_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() > partitions::MAX_CONFIG_BYTES {
+        return Err(bad(format!(
+            "longer than {} bytes",
+            partitions::MAX_CONFIG_BYTES
+        )));
+    }
+    let cfg = partitions::parse(&text).map_err(|e| bad(e.to_string()))?;
+    for w in &cfg.warnings {
+        tracing::warn!(
+            "{}: line {}, column {}: {}",
+            path.display(),
+            w.line,
+            w.column,
+            w.what
+        );
+    }
+    Ok(cfg)
 }
 
 /// One node as the SM left it.
@@ -153,6 +190,9 @@ pub enum SmdError {
     /// The SM failed without saying why.
     #[error("bring-up failed")]
     Failed,
+    /// The partition configuration cannot be read or is refused.
+    #[error("partitions: {0}")]
+    Partitions(String),
     /// The simulator's socket refused or failed.
     #[error("simulator: {0}")]
     Sim(String),
@@ -222,6 +262,10 @@ fn open_bounded(ca: Option<String>, port: u8, wait: Duration) -> Result<UmadPort
 /// SIGTERM handler sets it).
 pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     let timeout = SmConfig::default().timeout_ms as i32;
+    // A broken partition file is refused before the fabric is touched.
+    if let Some(p) = &c.partitions {
+        read_partitions(p)?;
+    }
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
         Via::Umad { ca, port } => {
@@ -281,6 +325,15 @@ fn drive(
         ..SmConfig::default()
     };
     let mut sm = Sm::new(cfg);
+    if let Some(p) = &c.partitions {
+        let parts = read_partitions(p)?;
+        tracing::info!(
+            "partitions: {} from {}",
+            parts.partitions.len(),
+            p.display()
+        );
+        sm.set_partitions(parts);
+    }
     let t0 = Instant::now();
     let ms = || t0.elapsed().as_millis() as u64;
     let mut up_ms = None;
@@ -327,6 +380,20 @@ fn drive(
         if stop.load(Ordering::Relaxed) {
             tracing::info!("stopping");
             break;
+        }
+        if let (Some(p), Some(flag)) = (&c.partitions, &c.reload) {
+            if flag.swap(false, Ordering::Relaxed) {
+                match read_partitions(p) {
+                    Ok(parts) => {
+                        let n = parts.partitions.len();
+                        let smps = sm.set_partitions(parts);
+                        tracing::info!(
+                            "partitions re-read: {n} partition(s), {smps} SMP(s) queued"
+                        );
+                    }
+                    Err(e) => tracing::error!("{e}; the partitions in force are kept"),
+                }
+            }
         }
         let next = match (sm.poll_timeout(), sa.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),

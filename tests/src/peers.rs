@@ -74,6 +74,8 @@ pub fn missing_tools() -> Option<String> {
 pub trait Simulator {
     /// A command that runs `program` as a client attached to the first CA.
     fn client(&self, program: &std::ffi::OsStr) -> Command;
+    /// A command that runs `program` as a client attached to node `host`.
+    fn client_at(&self, program: &std::ffi::OsStr, host: &str) -> Command;
     /// The simulator's process.
     fn pid(&self) -> u32;
     /// SMPs the simulator has answered so far, where it counts them.
@@ -236,6 +238,9 @@ impl Simulator for Ibsim {
     fn client(&self, program: &std::ffi::OsStr) -> Command {
         Ibsim::client(self, program)
     }
+    fn client_at(&self, program: &std::ffi::OsStr, host: &str) -> Command {
+        umad2sim_client(program, &self.sock, host)
+    }
     fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -313,6 +318,9 @@ impl Served {
 impl Simulator for Served {
     fn client(&self, program: &std::ffi::OsStr) -> Command {
         umad2sim_client(program, &self.sock, &self.host)
+    }
+    fn client_at(&self, program: &std::ffi::OsStr, host: &str) -> Command {
+        umad2sim_client(program, &self.sock, host)
     }
     fn pid(&self) -> u32 {
         self.child.id()
@@ -563,6 +571,16 @@ impl Drop for RunningSm {
 /// OpenSM (Debian's, defaults) as the SM of `sim`, logging into `dir`
 /// with a fresh cache, once its log says SUBNET UP (within `wait`).
 pub fn start_opensm(sim: &dyn Simulator, dir: &Path, wait: Duration) -> Result<RunningSm, String> {
+    start_opensm_with(sim, dir, wait, &[])
+}
+
+/// [`start_opensm`] with `extra` arguments (`-P FILE`, `-Q`, …).
+pub fn start_opensm_with(
+    sim: &dyn Simulator,
+    dir: &Path,
+    wait: Duration,
+    extra: &[&str],
+) -> Result<RunningSm, String> {
     let log = dir.join("opensm.log");
     let cache = dir.join("opensm-cache");
     let _ = std::fs::remove_dir_all(&cache);
@@ -576,6 +594,7 @@ pub fn start_opensm(sim: &dyn Simulator, dir: &Path, wait: Duration) -> Result<R
         // seen while OpenSM runs.
         .args(["-d2", "-f"])
         .arg(&log)
+        .args(extra)
         .stdout(std::fs::File::create(&out).map_err(|e| e.to_string())?)
         .stderr(Stdio::null())
         .spawn()

@@ -31,6 +31,12 @@ pub struct SmArgs {
     /// Port number (0: the first active).
     #[arg(long, default_value_t = 0)]
     pub port: u8,
+    /// OpenSM's partition configuration (partitions.conf syntax) to
+    /// apply: P_Key tables written where they differ, enforcement on the
+    /// switch ports cabled to CAs, the SA answering within partitions.
+    /// SIGHUP re-reads it; a broken file keeps the partitions in force.
+    #[arg(long)]
+    pub partitions: Option<std::path::PathBuf>,
     /// Stop once the subnet is up.
     #[arg(long)]
     pub once: bool,
@@ -74,6 +80,10 @@ pub fn run(a: &SmArgs) -> super::Outcome {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
+    // SIGHUP re-reads the partition configuration.
+    let reload = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+        .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
     let r = smd::run(
         &smd::SmdConfig {
             via,
@@ -81,6 +91,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             routing: a.routing,
             sweep_ms: a.sweep_ms,
             pcap: a.pcap.clone(),
+            partitions: a.partitions.clone(),
+            reload: Some(reload),
             ..smd::SmdConfig::default()
         },
         &stop,

@@ -66,6 +66,7 @@ impl Sm {
             if let Some(on) = self.pkey_enforcement(i, port) {
                 pi.partition_enforcement_inbound = on;
                 pi.partition_enforcement_outbound = on;
+                self.db.pkeys.sent.insert((i, port), on);
             }
             pi.m_key = self.cfg.m_key;
             pi.subnet_time_out = self.cfg.subnet_time_out;

@@ -58,6 +58,9 @@ pub(super) struct PKeys {
     pub(super) want: BTreeMap<(usize, u8), Vec<u16>>,
     /// Switch ports whose enforcement bits should be on (true) or off.
     pub(super) enforce: BTreeMap<(usize, u8), bool>,
+    /// The enforcement bits last sent to each switch port: a port that
+    /// did not keep them (ibsim keeps none) is not sent them again.
+    pub(super) sent: BTreeMap<(usize, u8), bool>,
     /// Reads are out: apply once they are answered.
     awaiting: bool,
     /// Ports whose table could not hold every P_Key they should.
@@ -298,6 +301,12 @@ impl Sm {
         for k in stale {
             self.db.pkeys.held.remove(&k);
         }
+        let gone: Vec<(usize, u8)> = (self.db.pkeys.sent.keys().copied())
+            .filter(|&(i, _)| self.db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive))
+            .collect();
+        for k in gone {
+            self.db.pkeys.sent.remove(&k);
+        }
         let ends = self.end_ports();
         let mut ports = ends.clone();
         ports.extend(self.ca_facing(&ends).into_iter().map(|(s, _)| s));
@@ -472,6 +481,10 @@ impl Sm {
             if pi.port_state == PortState::Init {
                 continue; // armed with the bits by the activation
             }
+            if self.db.pkeys.sent.get(&(i, p)) == Some(&on) {
+                continue; // sent before, and not kept
+            }
+            self.db.pkeys.sent.insert((i, p), on);
             pi.partition_enforcement_inbound = on;
             pi.partition_enforcement_outbound = on;
             pi.m_key = self.cfg.m_key;
