@@ -229,6 +229,8 @@ pub struct Sa {
     services: service::Services,
     informs: inform::Informs,
     groups: mcast::Groups,
+    /// The partition configuration the groups follow (its generation).
+    partitions_seen: u64,
     stats: SaStats,
 }
 
@@ -243,7 +245,22 @@ impl Sa {
             services: service::Services::default(),
             informs: inform::Informs::default(),
             groups: mcast::Groups::new(),
+            partitions_seen: 0,
             stats: SaStats::default(),
+        }
+    }
+
+    /// The well-known groups follow the SM's partition configuration
+    /// when it changed (a partition's IPoIB broadcast group, its `mgid=`
+    /// groups).
+    fn follow_partitions(&mut self, subnet: &Subnet) {
+        let g = subnet.partition_generation();
+        if g == self.partitions_seen {
+            return;
+        }
+        self.partitions_seen = g;
+        if let Some(cfg) = subnet.partition_config() {
+            self.groups.apply_partitions(cfg);
         }
     }
 
@@ -331,6 +348,7 @@ impl Sa {
     /// ports that came into service or went out of it are reported (traps
     /// 64 and 65); a trap the SM received is reported as it came.
     pub fn handle_event(&mut self, subnet: &Subnet, event: &SmEvent, now_ms: u64) {
+        self.follow_partitions(subnet);
         let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
         match event {
             SmEvent::SubnetUp { .. } | SmEvent::NodeLost { .. } => {
@@ -360,6 +378,7 @@ impl Sa {
         mad: &[u8],
         now_ms: u64,
     ) -> Result<(), SaError> {
+        self.follow_partitions(subnet);
         let m = match SaMad::parse(mad) {
             Ok(m) => m,
             Err(e) => {

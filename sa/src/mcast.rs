@@ -39,6 +39,7 @@ use mad_core::sa::mcmember::join_state::{FULL, SEND_ONLY_FULL};
 use mad_core::sa::{McMemberRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
+use smi::sm::partitions::{GroupFlags, PartitionConfig};
 use smi::sm::{NodeId, Subnet};
 
 /// Groups the SA holds at most (the well-known one included).
@@ -338,6 +339,99 @@ impl Groups {
             well_known: true,
         });
         g
+    }
+
+    /// Brings the well-known groups in line with a partition
+    /// configuration, as OpenSM does: each partition flagged `ipoib` has
+    /// its IPoIB broadcast group (ff1S:401b:PKEY::ffff:ffff, full-member
+    /// P_Key, for each scope given, link-local by default) and each
+    /// `mgid=` line its group, with the partition's (or the line's) MTU,
+    /// rate, SL, Q_Key (0x0B1B for IPoIB's), traffic class and flow label.
+    /// A group already there keeps its MLID and members and takes the new
+    /// parameters; a well-known group no longer configured is held only
+    /// while it has members. The default broadcast group stays.
+    pub fn apply_partitions(&mut self, cfg: &PartitionConfig) {
+        let mut want: Vec<McMemberRecord> = Vec::new();
+        let rec = |mgid: Gid, pkey: u16, f: &GroupFlags| {
+            let ipoib = mgid.0[2..4] == [0x40, 0x1b] || mgid.0[2..4] == [0x60, 0x1b];
+            McMemberRecord {
+                mgid,
+                qkey: if f.qkey == 0 && ipoib {
+                    IPOIB_QKEY
+                } else {
+                    f.qkey
+                },
+                mtu_selector: EXACTLY,
+                mtu: f.mtu,
+                tclass: f.tclass,
+                pkey: PKey(pkey | 0x8000),
+                rate_selector: EXACTLY,
+                rate: f.rate,
+                packet_life_time_selector: EXACTLY,
+                packet_life_time: DEFAULT_LIFE,
+                sl: f.sl,
+                flow_label: f.flow_label,
+                scope: mgid.0[1] & 0x0F,
+                join_state: FULL,
+                ..McMemberRecord::default()
+            }
+        };
+        for p in &cfg.partitions {
+            if p.ipoib {
+                let scopes = if p.flags.scopes.is_empty() {
+                    alloc::vec![LINK_LOCAL]
+                } else {
+                    p.flags.scopes.clone()
+                };
+                for sc in scopes {
+                    let mut g = IPOIB_BROADCAST;
+                    g.0[1] = 0x10 | (sc & 0x0F);
+                    g.0[4..6].copy_from_slice(&(p.pkey | 0x8000).to_be_bytes());
+                    want.push(rec(g, p.pkey, &p.flags));
+                }
+            }
+            for m in &p.groups {
+                want.push(rec(m.mgid, p.pkey, &m.flags));
+            }
+        }
+        for r in want.iter() {
+            match self.by_mgid(&r.mgid) {
+                Some(i) => {
+                    let g = &mut self.groups[i];
+                    g.rec = McMemberRecord {
+                        mlid: g.rec.mlid,
+                        ..*r
+                    };
+                    g.well_known = true;
+                }
+                None => {
+                    let Ok(mlid) = self.new_mlid(Lid(0)) else {
+                        continue; // no MLID left: not made
+                    };
+                    self.add(Group {
+                        rec: McMemberRecord { mlid, ..*r },
+                        members: Vec::new(),
+                        well_known: true,
+                    });
+                    self.created_deleted.push((66, r.mgid));
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.groups.len() {
+            let g = &mut self.groups[i];
+            if g.well_known
+                && g.rec.mgid != IPOIB_BROADCAST
+                && !want.iter().any(|r| r.mgid == g.rec.mgid)
+            {
+                g.well_known = false;
+                if g.members.is_empty() {
+                    self.remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
     }
 
     /// The groups.

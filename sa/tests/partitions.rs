@@ -202,3 +202,81 @@ fn only_ports_of_the_groups_partition_join_it() {
     assert_eq!(st, SaStatus::ReqInvalid);
     let _ = f;
 }
+
+#[test]
+fn each_ipoib_partition_has_its_broadcast_group_and_mgid_lines_theirs() {
+    let (_f, sm, h) = up_with(|h, f| {
+        let g = |i: usize| gid_of(f, h[i].0).guid().0;
+        format!(
+            "Default=0x7fff,ipoib:ALL=full;\n\
+             blue=0x10,ipoib,mtu=5,rate=7,sl=1:\n  \
+               mgid=ff12:1234::1,sl=2,Q_Key=0x55\n  \
+               {:#x}=full,{:#x}=full;\n",
+            g(0),
+            g(1)
+        )
+    });
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    // A group is listed by its members: host 0 (in both partitions)
+    // joins each of the three first.
+    let join = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+    let me = |i: usize| sa::path::end_by_lid(sm.subnet(), h[i].1.lid).unwrap().gid;
+    let rec = |i: usize, mgid: &str| McMemberRecord {
+        mgid: Gid(mgid.parse::<std::net::Ipv6Addr>().unwrap().octets()),
+        port_gid: me(i),
+        join_state: FULL,
+        ..McMemberRecord::default()
+    };
+    for g in [
+        "ff12:401b:ffff::ffff:ffff",
+        "ff12:401b:8010::ffff:ffff",
+        "ff12:1234::1",
+    ] {
+        let (st, _) = one(
+            &mut sa,
+            &sm,
+            h[0].1,
+            &ask(Method::Set, &rec(0, g), join, 0),
+            0,
+        );
+        assert_eq!(st, SaStatus::Ok, "{g}");
+    }
+    let groups = all(&mut sa, &sm, h[0].1, &McMemberRecord::default(), 0, KEY);
+    let find = |mgid: &str| {
+        let want: std::net::Ipv6Addr = mgid.parse().unwrap();
+        (groups.iter())
+            .find(|r| r.mgid.0 == want.octets())
+            .unwrap_or_else(|| panic!("no group {mgid}: {groups:?}"))
+    };
+    let def = find("ff12:401b:ffff::ffff:ffff");
+    assert_eq!((def.pkey, def.qkey, def.mtu), (PKey(0xFFFF), 0x0B1B, 4));
+    let blue = find("ff12:401b:8010::ffff:ffff");
+    assert_eq!(
+        (blue.pkey, blue.qkey, blue.mtu, blue.rate, blue.sl),
+        (PKey(0x8010), 0x0B1B, 5, 7, 1)
+    );
+    let extra = find("ff12:1234::1");
+    assert_eq!((extra.pkey, extra.qkey, extra.sl), (PKey(0x8010), 0x55, 2));
+    assert!(def.mlid != blue.mlid && blue.mlid != extra.mlid && def.mlid != extra.mlid);
+    // Host 1 (blue) joins blue's broadcast group; host 4 cannot.
+    let b = "ff12:401b:8010::ffff:ffff";
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        h[1].1,
+        &ask(Method::Set, &rec(1, b), join, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        h[4].1,
+        &ask(Method::Set, &rec(4, b), join, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::ReqInvalid);
+}

@@ -65,6 +65,8 @@ pub(super) struct PKeys {
     awaiting: bool,
     /// Ports whose table could not hold every P_Key they should.
     pub(super) overflow: BTreeSet<(usize, u8)>,
+    /// Configurations applied so far.
+    pub(super) generation: u64,
 }
 
 impl PKeys {
@@ -143,6 +145,7 @@ impl Sm {
     /// SMPs queued now.
     pub fn set_partitions(&mut self, config: PartitionConfig) -> usize {
         self.db.pkeys.config = Some(config);
+        self.db.pkeys.generation += 1;
         if !self.up || !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
             return 0;
         }
@@ -507,6 +510,17 @@ impl Subnet {
     /// True when a partition configuration is applied.
     pub fn partitioned(&self) -> bool {
         self.pkeys.config.is_some()
+    }
+
+    /// The partition configuration applied, if any.
+    pub fn partition_config(&self) -> Option<&PartitionConfig> {
+        self.pkeys.config.as_ref()
+    }
+
+    /// How many configurations have been applied: it moves when the
+    /// partitions change (for the SA to bring its groups in line).
+    pub fn partition_generation(&self) -> u64 {
+        self.pkeys.generation
     }
 
     /// The P_Key table the SM gives `port` of `node` (an end port, or a
