@@ -24,7 +24,11 @@ fuzz_target!(|data: &[u8]| {
             keys.sort_unstable();
             keys.dedup();
             assert_eq!(keys.len(), c.partitions.len(), "one partition per P_Key");
-            let named: usize = c.partitions.iter().map(|p| p.members.len() + p.groups.len()).sum();
+            let named: usize = c
+                .partitions
+                .iter()
+                .map(|p| p.members.len() + p.groups.len())
+                .sum();
             assert!(named <= text.len());
             for w in &c.warnings {
                 assert!(w.line >= 1 && w.line <= lines && w.column >= 1, "{w:?}");

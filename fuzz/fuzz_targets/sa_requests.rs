@@ -4,27 +4,37 @@
 //! RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
 //! requesters, interleaved with time passing, traps the SM forwards (the
 //! same bytes read as a notice), and answers polled or left queued, over
-//! a subnet ibkit's SM brought up. Nothing may panic; the SA's queue,
+//! a subnet ibkit's SM brought up with partitions. Nothing may panic; the
+//! SA's queue,
 //! transfers, services and subscriptions stay within their bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, and every
 //! Report goes to one of the requesters.
 #![no_main]
 
-use fabric::sim::{bring_up, SimConfig};
+use fabric::sim::{Fabric, SimConfig};
+use fabric::topology::Topology;
 use libfuzzer_sys::fuzz_target;
 use mad_core::notice::Notice;
 use mad_core::sa::SaMad;
 use mad_core::{Lid, Method};
 use sa::{Addr, Sa, SaConfig};
+use smi::sm::partitions::parse;
 use smi::sm::{Sm, SmConfig, SmEvent};
 use std::sync::OnceLock;
 
 fn subnet() -> &'static Sm {
     static SM: OnceLock<Sm> = OnceLock::new();
     SM.get_or_init(|| {
-        let (_, sm, up) =
-            bring_up("mport-ntree:4:2", SimConfig::default(), SmConfig::default()).unwrap();
-        assert!(up);
+        // Partitioned, so that paths, joins and services meet P_Keys
+        // the ports do and do not hold.
+        let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+        let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+        let mut sm = Sm::new(SmConfig::default());
+        let conf = "Default=0x7fff,ipoib:ALL=limited,SELF=full;\n\
+                    blue=0x10,ipoib,mtu=5:ALL_SWITCHES=full,ALL_CAS=limited;\n\
+                    red=0x20,ipoib:0x0002c90400000101=full,0x0002c90400000201;\n";
+        sm.set_partitions(parse(conf).unwrap());
+        assert!(f.bring_up(&mut sm));
         sm
     })
 }

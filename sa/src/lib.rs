@@ -588,7 +588,10 @@ impl Sa {
         let mask = m.sa.component_mask;
         match (m.method(), m.attribute_id()) {
             (Method::Set, SaAttributeId::ServiceRecord) => {
-                return match self.services.set(from.lid, &m.data, mask, trusted, now_ms) {
+                return match self
+                    .services
+                    .set(subnet, from.lid, &m.data, mask, trusted, now_ms)
+                {
                     Ok(rec) => self.one(from, m, &rec),
                     Err(s) => Answer::Refused(s.status()),
                 };

@@ -80,6 +80,7 @@ impl Services {
     /// `mask`; the answer's record.
     pub fn set(
         &mut self,
+        subnet: &smi::sm::Subnet,
         owner: Lid,
         data: &[u8],
         mask: u64,
@@ -97,10 +98,12 @@ impl Services {
         if mask & bit::PKEY == 0 {
             rec[at::PKEY].copy_from_slice(&DEFAULT_PKEY.to_be_bytes());
         }
-        // Until partitions are configured every port holds only the
-        // default partition: a service in another cannot be reached.
-        let pkey = u16::from_be_bytes([rec[24], rec[25]]);
-        if pkey & 0x7FFF != 0x7FFF {
+        // The registering port must hold the service's partition
+        // (without partitions, the default one only).
+        let pkey = mad_core::PKey(u16::from_be_bytes([rec[24], rec[25]]));
+        let holds = crate::path::end_by_lid(subnet, owner)
+            .is_some_and(|e| crate::path::holds(subnet, &e, pkey));
+        if !holds {
             return Err(SaStatus::ReqInvalid);
         }
         let lease = u32::from_be_bytes([rec[28], rec[29], rec[30], rec[31]]);
