@@ -5,8 +5,8 @@
 //! requesters, interleaved with time passing, traps the SM forwards (the
 //! same bytes read as a notice), and answers polled or left queued, over
 //! a subnet ibkit's SM brought up with partitions. Nothing may panic; the
-//! SA's queue,
-//! transfers, services and subscriptions stay within their bounds; every
+//! SA's queue, transfers, services and subscriptions stay within their
+//! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, and every
 //! Report goes to one of the requesters.
 #![no_main]
