@@ -245,3 +245,40 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
     assert_eq!(reads, 1);
     assert_eq!(sets(&sm, AttributeId::PKeyTable) - before.1, 1);
 }
+
+#[test]
+fn a_table_too_small_keeps_what_fits_and_its_switch_port_stops_enforcing() {
+    let probe = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let g = probe.topo.nodes[c[1]].guid + 1;
+    // The default and 17 partitions for a CA port of 16 entries (its
+    // switch port holds 8).
+    let mut conf = String::from("Default=0x7fff:ALL=full;\n");
+    for k in 0..17 {
+        conf += &format!("p{k}={:#x}:{g:#x}=full;\n", 0x10 + k);
+    }
+    let (f, sm) = up_with("mport-ntree:4:2", &conf);
+    let (t, _) = port(&f, c[1], 1);
+    assert_eq!(t.len(), 16);
+    assert!(t.iter().all(|&k| k != 0), "every entry used: {t:x?}");
+    assert_eq!(t[0], 0xFFFF);
+    let (s, q) = switch_port(&f, c[1]);
+    let over: std::collections::BTreeSet<(usize, u8)> = (sm.subnet().pkey_overflow())
+        .map(|(n, p)| (n.0, p))
+        .collect();
+    let ca = sm.subnet().by_port_guid(mad_core::Guid(g)).unwrap().0;
+    let sw = sm
+        .subnet()
+        .by_guid(mad_core::Guid(f.topo.nodes[s].guid))
+        .unwrap();
+    assert_eq!(over, [(ca.0, 1), (sw.0, q)].into());
+    // The switch port cannot hold the CA's keys: it does not enforce,
+    // and the other CAs' switch ports do.
+    assert!(!port(&f, s, q).1.partition_enforcement_inbound);
+    let (s2, q2) = switch_port(&f, c[2]);
+    assert!(port(&f, s2, q2).1.partition_enforcement_inbound);
+}

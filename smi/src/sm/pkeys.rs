@@ -163,16 +163,22 @@ impl Sm {
         self.db.pkeys.config.as_ref()
     }
 
-    /// Blocks of the P_Key table of `port` of node `i` (PartitionCap for
-    /// end ports, PartitionEnforcementCap for a switch's external ports).
-    fn pkey_blocks(&self, i: usize, port: u8) -> u16 {
+    /// Entries of the P_Key table of `port` of node `i` the SM manages
+    /// (PartitionCap for end ports, PartitionEnforcementCap for a switch's
+    /// external ports; at most [`MAX_PKEY_BLOCKS`] blocks).
+    fn pkey_entries(&self, i: usize, port: u8) -> usize {
         let n = &self.db.nodes()[i];
         let cap = if n.is_switch() && port != 0 {
             n.switch_info.map_or(0, |s| s.partition_enforcement_cap)
         } else {
             n.info.partition_cap
         };
-        cap.div_ceil(BLOCK as u16).min(MAX_PKEY_BLOCKS)
+        usize::from(cap).min(usize::from(MAX_PKEY_BLOCKS) * BLOCK)
+    }
+
+    /// Blocks of that table.
+    fn pkey_blocks(&self, i: usize, port: u8) -> u16 {
+        self.pkey_entries(i, port).div_ceil(BLOCK) as u16
     }
 
     /// The end ports of the subnet: a switch's port 0, the port by which
@@ -406,6 +412,7 @@ impl Sm {
             let Some(held) = self.db.pkeys.table(e) else {
                 continue; // not read: left as it is
             };
+            let entries = self.pkey_entries(e.0, e.1).min(held.len());
             let places = self.db.pkeys.places.entry(e).or_insert_with(|| {
                 let mut m = BTreeMap::new();
                 for (i, &k) in held.iter().enumerate() {
@@ -415,7 +422,8 @@ impl Sm {
                 }
                 m
             });
-            let (table, lost) = layout(&keys, index0, places, held.len());
+            let (mut table, lost) = layout(&keys, index0, places, entries);
+            table.resize(held.len(), 0);
             if !lost.is_empty() {
                 self.db.pkeys.overflow.insert(e);
             }
@@ -429,7 +437,9 @@ impl Sm {
                 enforce.insert(s, false);
                 continue;
             };
-            let (table, fits) = peer_table(&ca_table, held.len());
+            let entries = self.pkey_entries(s.0, s.1).min(held.len());
+            let (mut table, fits) = peer_table(&ca_table, entries);
+            table.resize(held.len(), 0);
             if !fits {
                 self.db.pkeys.overflow.insert(s);
             }
@@ -507,11 +517,6 @@ impl Sm {
 }
 
 impl Subnet {
-    /// True when a partition configuration is applied.
-    pub fn partitioned(&self) -> bool {
-        self.pkeys.config.is_some()
-    }
-
     /// The partition configuration applied, if any.
     pub fn partition_config(&self) -> Option<&PartitionConfig> {
         self.pkeys.config.as_ref()
@@ -530,7 +535,8 @@ impl Subnet {
         self.pkeys.want.get(&(node.0, port)).map(Vec::as_slice)
     }
 
-    /// Ports whose table could not hold every P_Key they should.
+    /// Ports whose table could not hold every P_Key they should (a
+    /// switch port among them does not enforce).
     pub fn pkey_overflow(&self) -> impl Iterator<Item = (NodeId, u8)> + '_ {
         self.pkeys.overflow.iter().map(|&(n, p)| (NodeId(n), p))
     }
