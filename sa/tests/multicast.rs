@@ -19,17 +19,6 @@ use common::*;
 
 /// What a join or a leave selects.
 const JOIN: &[&str] = &["mgid", "port_gid", "join_state"];
-/// What the join that creates a group selects.
-const CREATE: &[&str] = &[
-    "mgid",
-    "port_gid",
-    "join_state",
-    "qkey",
-    "tclass",
-    "pkey",
-    "flow_label",
-    "sl",
-];
 /// The SA's SM_Key (SaConfig's default): a trusted requester's.
 const KEY: u64 = 1;
 

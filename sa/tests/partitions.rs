@@ -146,16 +146,7 @@ fn only_ports_of_the_groups_partition_join_it() {
         ..SaConfig::default()
     });
     let gid = |i: usize| sa::path::end_by_lid(sm.subnet(), h[i].1.lid).unwrap().gid;
-    let create = mask::<McMemberRecord>(&[
-        "mgid",
-        "port_gid",
-        "join_state",
-        "qkey",
-        "tclass",
-        "pkey",
-        "flow_label",
-        "sl",
-    ]);
+    let create = mask::<McMemberRecord>(CREATE);
     let rec = |i: usize, mgid: Gid| McMemberRecord {
         mgid,
         port_gid: gid(i),

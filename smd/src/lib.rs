@@ -89,6 +89,22 @@ impl Default for SmdConfig {
     }
 }
 
+/// Names the ports whose P_Key table could not hold every P_Key the
+/// partitions give them (as OpenSM's ERR 0512 does).
+fn log_pkey_overflow(sm: &Sm) {
+    for (n, p) in sm.subnet().pkey_overflow() {
+        let guid = sm.subnet().node(n).map_or(0, |x| x.info.node_guid.0);
+        tracing::error!(
+            "P_Key table full on node {guid:#018x} port {p}: some partitions left out{}",
+            if p != 0 && sm.subnet().node(n).is_some_and(|x| x.is_switch()) {
+                ", enforcement off"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
 /// Reads and parses a partition configuration: its warnings logged with
 /// their place, a refusal as "FILE: line L, column C: reason".
 pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdError> {
@@ -337,6 +353,8 @@ fn drive(
     let t0 = Instant::now();
     let ms = || t0.elapsed().as_millis() as u64;
     let mut up_ms = None;
+    // A re-read partition configuration is being applied.
+    let mut reapplied = false;
     let mut phase = sm.phase();
     // The SM's own LID, for the capture's LRHs (0 until it has one).
     let own_lid = |sm: &Sm| sm.nodes().first().map_or(0, |n| n.lid);
@@ -373,6 +391,7 @@ fn drive(
             let t = t0.elapsed().as_secs_f64() * 1e3;
             up_ms = Some(t);
             tracing::info!("SUBNET UP after {t:.1} ms");
+            log_pkey_overflow(&sm);
             if c.once {
                 break;
             }
@@ -381,12 +400,17 @@ fn drive(
             tracing::info!("stopping");
             break;
         }
+        if reapplied && sm.is_idle() {
+            reapplied = false;
+            log_pkey_overflow(&sm);
+        }
         if let (Some(p), Some(flag)) = (&c.partitions, &c.reload) {
             if flag.swap(false, Ordering::Relaxed) {
                 match read_partitions(p) {
                     Ok(parts) => {
                         let n = parts.partitions.len();
                         let smps = sm.set_partitions(parts);
+                        reapplied = true;
                         tracing::info!(
                             "partitions re-read: {n} partition(s), {smps} SMP(s) queued"
                         );

@@ -43,6 +43,18 @@ pub fn gid_of(f: &Fabric, i: usize) -> Gid {
     Gid::new(Gid::DEFAULT_PREFIX, Guid(n.guid + port))
 }
 
+/// What the MCMemberRecord join that creates a group selects.
+pub const CREATE: &[&str] = &[
+    "mgid",
+    "port_gid",
+    "join_state",
+    "qkey",
+    "tclass",
+    "pkey",
+    "flow_label",
+    "sl",
+];
+
 pub fn mask<R: SaRecord>(names: &[&str]) -> u64 {
     names
         .iter()
