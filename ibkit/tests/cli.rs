@@ -713,3 +713,25 @@ fn a_broken_partition_file_is_refused_with_its_place_before_the_fabric_is_touche
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/p.conf"), "{err}");
 }
+
+#[test]
+fn a_broken_qos_file_is_refused_with_its_place_before_the_fabric_is_touched() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-qos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("opensm.conf");
+    std::fs::write(&bad, "sm_priority 1\nqos_ca_vlarb_high 0:4,15:1\n").unwrap();
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--qos-config", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("qos: ") && err.contains("line 2, column 23") && err.contains("data VL"),
+        "{err}"
+    );
+    let (code, _, err) = ibkit(&["sm", "--once", "--qos-config", "/dev/zero"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("longer than"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -62,7 +62,8 @@ pub use mad_core::sa::SA_CLASS_VERSION;
 use mad_core::sa::{
     GuidInfoRecord, InformInfoRecord, LinearForwardingTableRecord, LinkRecord, McMemberRecord,
     MulticastForwardingTableRecord, NodeRecord, PKeyTableRecord, PortInfoRecord, RmppType,
-    SaAttributeId, SaMad, SaStatus, ServiceRecord, SmInfoRecord, SwitchInfoRecord,
+    SaAttributeId, SaMad, SaStatus, ServiceRecord, SlToVlMappingTableRecord, SmInfoRecord,
+    SwitchInfoRecord, VlArbitrationTableRecord,
 };
 use mad_core::{Lid, MAD_SIZE};
 use smi::sm::{NodeId, SmEvent, Subnet};
@@ -677,6 +678,12 @@ impl Sa {
             }
             SaAttributeId::PKeyTableRecord => {
                 q.collect::<PKeyTableRecord>(query::pkey_table_records)
+            }
+            SaAttributeId::SlToVlMappingTableRecord => {
+                q.collect::<SlToVlMappingTableRecord>(query::sl2vl_records)
+            }
+            SaAttributeId::VlArbitrationTableRecord => {
+                q.collect::<VlArbitrationTableRecord>(query::vlarb_records)
             }
             SaAttributeId::SmInfoRecord => {
                 let act = self.stats.answered as u32;

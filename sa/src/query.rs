@@ -8,13 +8,14 @@ use crate::path::every_end;
 use crate::{Addr, SaConfig};
 use alloc::vec::Vec;
 use mad_core::attr::{
-    GuidInfo, LinearForwardingTable, MulticastForwardingTable, NodeType, PKeyTable, SmInfo, SmState,
+    GuidInfo, LinearForwardingTable, MulticastForwardingTable, NodeType, PKeyTable,
+    SlToVlMappingTable, SmInfo, SmState, VlArbEntry, VlArbitrationTable,
 };
 use mad_core::field::get_bits;
 use mad_core::sa::{
     ClassPortInfo, GuidInfoRecord, LinearForwardingTableRecord, LinkRecord,
     MulticastForwardingTableRecord, NodeRecord, PKeyTableRecord, PortInfoRecord, SaRecord,
-    SaStatus, SmInfoRecord, SwitchInfoRecord,
+    SaStatus, SlToVlMappingTableRecord, SmInfoRecord, SwitchInfoRecord, VlArbitrationTableRecord,
 };
 use mad_core::Lid;
 use smi::sm::{NodeId, SmNode, Subnet};
@@ -303,6 +304,48 @@ pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
                 }
             }
         }
+    }
+}
+
+/// SLtoVLMappingTableRecords: every SL-to-VL table the SM wrote under a
+/// QoS policy, as the port answered the Set (a switch's by input and
+/// output port; an end port's with input 0 and its own port as output).
+/// Without QoS the SM writes and knows none, and there are none.
+pub fn sl2vl_records(s: &Subnet, f: &mut dyn FnMut(SlToVlMappingTableRecord)) {
+    for (node, input, output, vl) in s.sl2vl_tables() {
+        let Some(n) = s.node(node).filter(|n| n.alive && n.lid != 0) else {
+            continue;
+        };
+        f(SlToVlMappingTableRecord {
+            lid: lid_of(n),
+            input_port_num: input,
+            output_port_num: output,
+            sl_to_vl: SlToVlMappingTable { vl },
+        });
+    }
+}
+
+/// VLArbitrationTableRecords: every VL arbitration block the SM wrote
+/// under a QoS policy (blocks 1–4: low 0–31, low 32–63, high 0–31, high
+/// 32–63), as the port answered the Set.
+pub fn vlarb_records(s: &Subnet, f: &mut dyn FnMut(VlArbitrationTableRecord)) {
+    for (node, port, block, entries) in s.vlarb_blocks() {
+        let Some(n) = s.node(node).filter(|n| n.alive && n.lid != 0) else {
+            continue;
+        };
+        let mut t = VlArbitrationTable::default();
+        for (slot, e) in t.entries.iter_mut().zip(entries.iter()) {
+            *slot = VlArbEntry {
+                vl: e.vl,
+                weight: e.weight,
+            };
+        }
+        f(VlArbitrationTableRecord {
+            lid: lid_of(n),
+            output_port_num: port,
+            block_num: block,
+            vl_arbitration: t,
+        });
     }
 }
 

@@ -344,7 +344,7 @@ fn what_the_sa_does_not_do_is_refused_with_the_right_status() {
         exchange(&mut sa, &sm, me, &set, 0)[0].header.status(),
         Status::UNSUPPORTED_METHOD_ATTR
     );
-    let sr = ask(Method::GetTable, &VlArbitrationTableRecord::default(), 0, 2);
+    let sr = ask(Method::Delete, &PortInfoRecord::default(), 0, 2);
     assert_eq!(
         exchange(&mut sa, &sm, me, &sr, 0)[0].header.status(),
         Status::UNSUPPORTED_METHOD_ATTR

@@ -21,6 +21,7 @@ use mad_core::{Method, Smp};
 use sa::{Sa, SaConfig};
 use serde::{Serialize, Serializer};
 use smi::sm::partitions::{self, PartitionConfig};
+use smi::sm::qos::{self, QosConfig};
 use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,8 +70,14 @@ pub struct SmdConfig {
     pub pcap: Option<PathBuf>,
     /// OpenSM's partition configuration (`partitions.conf`) to apply.
     pub partitions: Option<PathBuf>,
-    /// Set (by a SIGHUP handler) to re-read the partition configuration;
-    /// the driver clears it. A broken file leaves the partitions in force.
+    /// Apply QoS (SL-to-VL and VL arbitration tables): OpenSM's defaults,
+    /// or the `qos_*` options of `qos_config`.
+    pub qos: bool,
+    /// An `opensm.conf` whose `qos_*` options give the QoS policy (QoS on).
+    pub qos_config: Option<PathBuf>,
+    /// Set (by a SIGHUP handler) to re-read the partition and QoS
+    /// configurations; the driver clears it. A broken file leaves what is
+    /// in force.
     pub reload: Option<std::sync::Arc<AtomicBool>>,
 }
 
@@ -84,6 +91,8 @@ impl Default for SmdConfig {
             open_wait: Duration::from_secs(20),
             pcap: None,
             partitions: None,
+            qos: false,
+            qos_config: None,
             reload: None,
         }
     }
@@ -132,6 +141,44 @@ pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdErr
         );
     }
     Ok(cfg)
+}
+
+/// Reads and parses the `qos_*` options of an `opensm.conf`: warnings
+/// logged with their place, a refusal as "FILE: line L, column C: reason".
+pub fn read_qos(path: &std::path::Path) -> Result<QosConfig, SmdError> {
+    use std::io::Read;
+    let bad = |why: String| SmdError::Qos(format!("{}: {why}", path.display()));
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut text = String::new();
+    f.take(partitions::MAX_CONFIG_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() > partitions::MAX_CONFIG_BYTES {
+        return Err(bad(format!(
+            "longer than {} bytes",
+            partitions::MAX_CONFIG_BYTES
+        )));
+    }
+    let cfg = qos::parse(&text).map_err(|e| bad(e.to_string()))?;
+    for w in &cfg.warnings {
+        tracing::warn!(
+            "{}: line {}, column {}: {}",
+            path.display(),
+            w.line,
+            w.column,
+            w.what
+        );
+    }
+    Ok(cfg)
+}
+
+/// The QoS policy the configuration asks for, if any.
+fn qos_policy(c: &SmdConfig) -> Result<Option<QosConfig>, SmdError> {
+    match &c.qos_config {
+        Some(p) => read_qos(p).map(Some),
+        None if c.qos => Ok(Some(QosConfig::default())),
+        None => Ok(None),
+    }
 }
 
 /// One node as the SM left it.
@@ -209,6 +256,9 @@ pub enum SmdError {
     /// The partition configuration cannot be read or is refused.
     #[error("partitions: {0}")]
     Partitions(String),
+    /// The QoS configuration cannot be read or is refused.
+    #[error("qos: {0}")]
+    Qos(String),
     /// The simulator's socket refused or failed.
     #[error("simulator: {0}")]
     Sim(String),
@@ -282,6 +332,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     if let Some(p) = &c.partitions {
         read_partitions(p)?;
     }
+    qos_policy(c)?;
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
         Via::Umad { ca, port } => {
@@ -350,6 +401,15 @@ fn drive(
         );
         sm.set_partitions(parts);
     }
+    if let Some(q) = qos_policy(c)? {
+        tracing::info!(
+            "QoS: {}",
+            c.qos_config
+                .as_ref()
+                .map_or("OpenSM's defaults".into(), |p| p.display().to_string())
+        );
+        sm.set_qos(q);
+    }
     let t0 = Instant::now();
     let ms = || t0.elapsed().as_millis() as u64;
     let mut up_ms = None;
@@ -404,19 +464,28 @@ fn drive(
             reapplied = false;
             log_pkey_overflow(&sm);
         }
-        if let (Some(p), Some(flag)) = (&c.partitions, &c.reload) {
-            if flag.swap(false, Ordering::Relaxed) {
-                match read_partitions(p) {
-                    Ok(parts) => {
-                        let n = parts.partitions.len();
-                        let smps = sm.set_partitions(parts);
-                        reapplied = true;
-                        tracing::info!(
-                            "partitions re-read: {n} partition(s), {smps} SMP(s) queued"
-                        );
-                    }
-                    Err(e) => tracing::error!("{e}; the partitions in force are kept"),
+        let hup = c
+            .reload
+            .as_ref()
+            .is_some_and(|f| f.swap(false, Ordering::Relaxed));
+        if let (true, Some(p)) = (hup, &c.qos_config) {
+            match read_qos(p) {
+                Ok(q) => {
+                    let smps = sm.set_qos(q);
+                    tracing::info!("QoS re-read: {smps} SMP(s) queued");
                 }
+                Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
+            }
+        }
+        if let (true, Some(p)) = (hup, &c.partitions) {
+            match read_partitions(p) {
+                Ok(parts) => {
+                    let n = parts.partitions.len();
+                    let smps = sm.set_partitions(parts);
+                    reapplied = true;
+                    tracing::info!("partitions re-read: {n} partition(s), {smps} SMP(s) queued");
+                }
+                Err(e) => tracing::error!("{e}; the partitions in force are kept"),
             }
         }
         let next = match (sm.poll_timeout(), sa.poll_timeout()) {

@@ -37,6 +37,16 @@ pub struct SmArgs {
     /// SIGHUP re-reads it; a broken file keeps the partitions in force.
     #[arg(long)]
     pub partitions: Option<std::path::PathBuf>,
+    /// Apply QoS with OpenSM's default qos_* settings: SL-to-VL and VL
+    /// arbitration tables on every port (as opensm -Q).
+    #[arg(long)]
+    pub qos: bool,
+    /// An opensm.conf whose qos_* options (qos_max_vls, qos_high_limit,
+    /// qos_vlarb_high/low, qos_sl2vl and their qos_ca_/qos_swe_/qos_sw0_/
+    /// qos_rtr_ forms) give the QoS policy; implies --qos. Other options
+    /// in the file are skipped. SIGHUP re-reads it.
+    #[arg(long, value_name = "FILE")]
+    pub qos_config: Option<std::path::PathBuf>,
     /// Stop once the subnet is up.
     #[arg(long)]
     pub once: bool,
@@ -80,7 +90,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
-    // SIGHUP re-reads the partition configuration.
+    // SIGHUP re-reads the partition and QoS configurations.
     let reload = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
         .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
@@ -92,6 +102,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             sweep_ms: a.sweep_ms,
             pcap: a.pcap.clone(),
             partitions: a.partitions.clone(),
+            qos: a.qos,
+            qos_config: a.qos_config.clone(),
             reload: Some(reload),
             ..smd::SmdConfig::default()
         },

@@ -271,7 +271,8 @@ bitstruct! {
         lid: Lid = 0, 16;
         /// Output port.
         output_port_num: u8 = 16, 8;
-        /// Block (1: low, 2: high; 3, 4: the rest of a long low table).
+        /// Block, as the SMP's modifier numbers it: 1 low entries 0–31,
+        /// 2 low 32–63, 3 high 0–31, 4 high 32–63.
         block_num: u8 = 24, 8;
         /// The block.
         vl_arbitration: VlArbitrationTable = 64, 512;

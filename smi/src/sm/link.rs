@@ -68,6 +68,9 @@ impl Sm {
                 pi.partition_enforcement_outbound = on;
                 self.db.pkeys.sent.insert((i, port), on);
             }
+            if let Some(h) = self.qos_high_limit(i, port) {
+                pi.vl_high_limit = h;
+            }
             pi.m_key = self.cfg.m_key;
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = state;

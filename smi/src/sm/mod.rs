@@ -24,6 +24,7 @@ pub mod mcast;
 mod outbox;
 pub mod partitions;
 mod pkeys;
+pub mod qos;
 pub mod routing;
 mod stats;
 mod subnet;
@@ -352,6 +353,8 @@ impl Sm {
             }
             Purpose::SetLft | Purpose::SetMft => {}
             Purpose::PKeyTable { node, port, block } => self.on_pkey_table(smp, node, port, block),
+            Purpose::SlToVl { node, at } => self.on_sl2vl(smp, node, at),
+            Purpose::VlArb { node, port, block } => self.on_vlarb(smp, node, port, block),
         }
         self.advance(now_ms);
     }

@@ -58,6 +58,15 @@ pub(super) enum Purpose {
         port: u8,
         block: u16,
     },
+    SlToVl {
+        node: usize,
+        at: super::qos::Sl2VlAt,
+    },
+    VlArb {
+        node: usize,
+        port: u8,
+        block: u8,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -356,7 +365,9 @@ impl Sm {
             | Purpose::SetState { node, port }
             | Purpose::SweepPortInfo { node, port }
             | Purpose::Quiesce { node, port, .. }
-            | Purpose::PKeyTable { node, port, .. } => (Some(node), Some(port), false),
+            | Purpose::PKeyTable { node, port, .. }
+            | Purpose::VlArb { node, port, .. } => (Some(node), Some(port), false),
+            Purpose::SlToVl { node, at } => (Some(node), at.output, false),
             Purpose::SwitchInfo { node }
             | Purpose::VirtInfo { node }
             | Purpose::NodeDesc { node }

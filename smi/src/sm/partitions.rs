@@ -242,7 +242,7 @@ impl<'a> Span<'a> {
 
 /// A number as OpenSM's `strtoul(…, 0)` reads one: `0x…` hexadecimal,
 /// `0…` octal, else decimal.
-fn number(s: &str) -> Option<u64> {
+pub(super) fn number(s: &str) -> Option<u64> {
     let s = s.trim();
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         u64::from_str_radix(h, 16).ok()

@@ -58,6 +58,8 @@ pub struct Subnet {
     pub(super) mcast: super::mcast::Multicast,
     /// Partitions and the P_Key tables.
     pub(super) pkeys: super::pkeys::PKeys,
+    /// The QoS policy and the SL-to-VL and VL arbitration tables.
+    pub(super) qos: super::qos::Qos,
 }
 
 impl Subnet {

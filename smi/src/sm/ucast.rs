@@ -131,6 +131,7 @@ impl Sm {
         }
         self.mcast_distribute();
         self.pkey_distribute();
+        self.qos_distribute();
     }
 
     pub(super) fn send_lft(&mut self, node: usize) {

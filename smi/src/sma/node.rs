@@ -255,6 +255,8 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
                     lids_per_port: 0,
                     partition_enforcement_cap: spec.partition_cap.min(MAX_PKEYS as u16),
                     multicast_fdb_top: 0xBFFF,
+                    // AllInputPorts / AllOutputPorts honoured in SLtoVL Sets.
+                    optimized_sl_to_vl_mapping_programming: 1,
                     ..Default::default()
                 }
             } else {

@@ -1,0 +1,219 @@
+//! The same QoS options given to OpenSM (`-Q -F opensm.conf`) and to
+//! `ibkit sm --qos-config`, each on a fresh simulator of the same fabric:
+//! every port's SL-to-VL tables (`smpquery sl2vl`), VL arbitration tables
+//! (`smpquery vlarb`) and VLHighLimit (`smpquery portinfo`), as
+//! infiniband-diags reads them back, are equal port for port — on
+//! Debian's ibsim (no optimized SL-to-VL programming: a Set per input
+//! and output port) and on ibkit's served fabric (where ibkit's SM sets
+//! each switch's tables with one Set).
+
+use fabric::topology::Topology;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use tests::peers::{
+    missing_tools, start_ibkit_sm, start_opensm_with, Ibsim, RunningSm, Served, Simulator,
+};
+
+mod common;
+use common::skip;
+
+/// One simulator and SM at a time: they share two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn peers_here() -> bool {
+    if let Some(why) = missing_tools() {
+        skip("qos_ibsim", &why);
+        return false;
+    }
+    if !Path::new("/usr/sbin/smpquery").exists() {
+        skip("qos_ibsim", "infiniband-diags (smpquery) is not installed");
+        return false;
+    }
+    true
+}
+
+/// The policy: a CA and a switch SL-to-VL table that differ from
+/// OpenSM's defaults (and from ibsim's power-on tables), VL arbitration
+/// per class, and a high limit.
+const CONF: &str = "# the same file for OpenSM and ibkit\n\
+qos TRUE\n\
+qos_high_limit 4\n\
+qos_sl2vl 0,1,2,3,4,5,6,7,7,6,5,4,3,2,1,0\n\
+qos_ca_vlarb_high 0:8,1:7,2:6,3:5\n\
+qos_swe_vlarb_low 0:1,1:2,2:3,3:4,4:5,5:6,6:7,7:8\n\
+qos_swe_sl2vl 1,1,2,2,3,3,4,4,5,5,6,6,7,7,0,15\n";
+
+/// (port GUID of the node, port) → what smpquery shows of its QoS.
+type Tables = BTreeMap<(u64, u8), String>;
+
+/// The `Name:....value` field of smpquery's dump.
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .map(|l| l[name.len()..].trim_start_matches(['.', ':']).trim())
+}
+
+/// Every port's SL-to-VL tables (a switch's by input port, for each
+/// output port), VL arbitration tables and VLHighLimit, read with
+/// smpquery from `host`, LIDs 1..=`lids`.
+fn tables(sim: &dyn Simulator, host: &str, lids: u16) -> Tables {
+    let q = |args: Vec<String>| {
+        let out = sim
+            .client_at("smpquery".as_ref(), host)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "smpquery {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let mut t = Tables::new();
+    for lid in 1..=lids {
+        let ni = sim
+            .client_at("smpquery".as_ref(), host)
+            .args(["nodeinfo", &lid.to_string()])
+            .output()
+            .unwrap();
+        if !ni.status.success() {
+            continue;
+        }
+        let ni = String::from_utf8_lossy(&ni.stdout).into_owned();
+        let guid =
+            u64::from_str_radix(field(&ni, "PortGuid").unwrap().trim_start_matches("0x"), 16)
+                .unwrap();
+        let switch = field(&ni, "NodeType").unwrap().contains("Switch");
+        let ports: u8 = field(&ni, "NumPorts").unwrap().parse().unwrap();
+        let list: Vec<Option<u8>> = if switch {
+            (1..=ports).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for p in list {
+            let args = |what: &str| {
+                let mut a = vec![what.to_string(), lid.to_string()];
+                a.extend(p.map(|p| p.to_string()));
+                a
+            };
+            let pi = q(args("portinfo"));
+            if field(&pi, "LinkState").is_some_and(|s| s.contains("Down")) {
+                continue;
+            }
+            // Drop the headers: they name the LID, which each SM chose.
+            let body = |text: String| -> String {
+                text.lines()
+                    .filter(|l| {
+                        !l.starts_with("# SL2VL") && !l.starts_with("# VLArbitration tables")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let text = format!(
+                "{}\n{}\nVLHighLimit {}",
+                body(q(args("sl2vl"))),
+                body(q(args("vlarb"))),
+                field(&pi, "VLHighLimit").unwrap_or("?")
+            );
+            t.insert((guid, p.unwrap_or(0)), text);
+        }
+    }
+    t
+}
+
+/// The tables after OpenSM, then after ibkit, on fresh simulators made
+/// by `start`.
+fn both<S: Simulator>(what: &str, topo: &Topology, start: impl Fn(&Path) -> S) -> (Tables, Tables) {
+    let dir = std::env::temp_dir().join(format!("ibkit-qos-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("opensm.conf");
+    std::fs::write(&conf, CONF).unwrap();
+    let conf = conf.to_str().unwrap();
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let lids = topo.nodes.len() as u16 + 2;
+    let wait = Duration::from_secs(30);
+
+    let sim = start(&dir);
+    let osm = start_opensm_with(&sim, &dir, wait, &["-Q", "-F", conf]).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let theirs = tables(&sim, host, lids);
+    drop(osm);
+    drop(sim);
+
+    let sim = start(&dir);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let sm: RunningSm = start_ibkit_sm(exe, &sim, &["--qos-config", conf], wait).unwrap();
+    let ours = tables(&sim, host, lids);
+    drop(sm);
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+    (theirs, ours)
+}
+
+/// Equal port for port; prints what was compared.
+fn same(what: &str, theirs: &Tables, ours: &Tables) {
+    assert!(!ours.is_empty());
+    let mut differ = Vec::new();
+    for (k, v) in ours {
+        match theirs.get(k) {
+            Some(o) if o == v => {}
+            o => differ.push(format!(
+                "{:#x}/{}:\nOpenSM:\n{}\nibkit:\n{v}",
+                k.0,
+                k.1,
+                o.map_or("(not read)", |s| s)
+            )),
+        }
+    }
+    assert_eq!(theirs.len(), ours.len(), "{what}: ports read");
+    assert!(
+        differ.is_empty(),
+        "{what}: QoS tables differ:\n{}",
+        differ.join("\n")
+    );
+    // The policy is there, not the power-on tables: the CA SL-to-VL
+    // table's SL 8 is on VL 7, a switch's SL 15 on VL 15.
+    assert!(ours
+        .values()
+        .any(|t| t.contains("| 7| 6| 5| 4| 3| 2| 1| 0|")));
+    assert!(ours.values().any(|t| t.contains("| 7| 7| 0|15|")));
+    println!(
+        "{what}: {} ports' SL-to-VL, VL arbitration and VLHighLimit equal to OpenSM's",
+        ours.len()
+    );
+}
+
+#[test]
+fn opensm_and_ibkit_write_the_same_qos_tables_on_ibsim() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for spec in ["mport-ntree:4:2", "random:6:7"] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let (theirs, ours) = both(&spec.replace(':', "-"), &topo, |dir| {
+            Ibsim::start_with(&topo, dir, false).unwrap()
+        });
+        same(&format!("ibsim {spec}"), &theirs, &ours);
+    }
+}
+
+#[test]
+fn opensm_and_ibkit_write_the_same_qos_tables_on_the_served_fabric() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let (theirs, ours) = both("served", &topo, |_| {
+        Served::start(exe, spec, 0, &[]).unwrap()
+    });
+    same(&format!("served {spec}"), &theirs, &ours);
+    // ibkit's agents keep the VLHighLimit a Set(PortInfo) gives (ibsim's
+    // do not): the policy's 4 on every port, from both SMs.
+    assert!(ours.values().all(|t| t.ends_with("VLHighLimit 4")));
+}
