@@ -3,7 +3,9 @@
 //! ibkit's SM on that same ibsim, and by ibkit's SM on ibkit's simulator,
 //! in one run, with the ratios. The report derives its JSON.
 
-use crate::peers::{run_ibkit, run_ibkit_on_ibsim, run_opensm, IbkitRun, OpenSmRun};
+use crate::peers::{
+    run_ibkit_on_ibsim, run_ibkit_with, run_opensm_with, IbkitRun, Ibsim, OpenSmRun, Policy,
+};
 use fabric::topology::Topology;
 use serde::Serialize;
 use smi::sm::Engine;
@@ -36,6 +38,10 @@ pub struct OpensmBench {
     pub topology: String,
     /// The routing engine of both SMs.
     pub routing: &'static str,
+    /// The partition configuration both SMs applied, if any.
+    pub partitions: Option<String>,
+    /// Both SMs applied QoS (OpenSM's defaults).
+    pub qos: bool,
     /// OpenSM on ibsim.
     pub opensm: OpenSmRun,
     /// ibkit's SM on its simulator.
@@ -61,22 +67,25 @@ pub fn opensm_vs_ibkit(
     exe: &Path,
     spec: &str,
     routing: Engine,
+    policy: &Policy,
     progress: &mut dyn FnMut(&str),
 ) -> Result<OpensmBench, String> {
     let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
     let dir = std::env::temp_dir().join(format!("ibkit-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     progress(&format!("OpenSM on ibsim: {spec}, {routing:?}…"));
-    let o = run_opensm(&topo, routing, &dir);
+    let o = Ibsim::start(&topo, &dir).and_then(|sim| run_opensm_with(&sim, routing, &dir, policy));
     progress("ibkit's SM on the same ibsim…");
-    let u = run_ibkit_on_ibsim(exe, &topo, routing, &dir);
+    let u = run_ibkit_on_ibsim(exe, &topo, routing, &dir, policy);
     let _ = std::fs::remove_dir_all(&dir);
     let (opensm, (smps, ibsim_replies, to_up_ms)) = (o?, u?);
     progress("ibkit on its simulator…");
-    let ibkit = run_ibkit(topo, routing)?;
+    let ibkit = run_ibkit_with(topo, routing, policy)?;
     Ok(OpensmBench {
         topology: spec.to_string(),
         routing: routing.name(),
+        partitions: (policy.partitions.as_ref()).map(|p| p.display().to_string()),
+        qos: policy.qos,
         ratios: Ratios {
             smps: ratio(ibkit.smps as f64, opensm.smps as f64),
             routing_speedup: ratio(opensm.routing_ms, ibkit.routing_ms),

@@ -360,6 +360,58 @@ pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSm
     run_opensm_on(&sim, routing, dir)
 }
 
+/// What an SM applies beyond routing, given the same to OpenSM and to
+/// ibkit: a partition configuration, QoS with OpenSM's defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    /// `partitions.conf` (OpenSM `-P`, ibkit `--partitions`).
+    pub partitions: Option<std::path::PathBuf>,
+    /// QoS (OpenSM `-Q`, ibkit `--qos`).
+    pub qos: bool,
+}
+
+impl Policy {
+    /// OpenSM's options for it.
+    pub fn opensm_args(&self) -> Vec<std::ffi::OsString> {
+        let mut a = Vec::new();
+        if let Some(p) = &self.partitions {
+            a.push("-P".into());
+            a.push(p.clone().into_os_string());
+        }
+        if self.qos {
+            a.push("-Q".into());
+        }
+        a
+    }
+
+    /// `ibkit sm`'s options for it.
+    pub fn ibkit_args(&self) -> Vec<std::ffi::OsString> {
+        let mut a = Vec::new();
+        if let Some(p) = &self.partitions {
+            a.push("--partitions".into());
+            a.push(p.clone().into_os_string());
+        }
+        if self.qos {
+            a.push("--qos".into());
+        }
+        a
+    }
+
+    /// Applies it to an SM that has not started.
+    pub fn apply(&self, sm: &mut Sm) -> Result<(), String> {
+        if let Some(p) = &self.partitions {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let cfg =
+                smi::sm::partitions::parse(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+            sm.set_partitions(cfg);
+        }
+        if self.qos {
+            sm.set_qos(smi::sm::qos::QosConfig::default());
+        }
+        Ok(())
+    }
+}
+
 /// Runs `opensm -o` with `routing` as a client of `sim`, logging into
 /// `dir` (with a fresh cache directory, so that nothing of an earlier run
 /// is remembered). `smps` is what `sim` counted (0 where it does not).
@@ -367,6 +419,16 @@ pub fn run_opensm_on(
     sim: &dyn Simulator,
     routing: Engine,
     dir: &Path,
+) -> Result<OpenSmRun, String> {
+    run_opensm_with(sim, routing, dir, &Policy::default())
+}
+
+/// [`run_opensm_on`] with `policy` applied.
+pub fn run_opensm_with(
+    sim: &dyn Simulator,
+    routing: Engine,
+    dir: &Path,
+    policy: &Policy,
 ) -> Result<OpenSmRun, String> {
     let osm_log = dir.join("opensm.log");
     let cache = dir.join("opensm-cache");
@@ -381,6 +443,7 @@ pub fn run_opensm_on(
         .args(["-o", "-f"])
         .arg(&osm_log)
         .args(["-R", engine])
+        .args(policy.opensm_args())
         .output()
         .map_err(|e| format!("opensm: {e}"))?;
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -420,9 +483,10 @@ pub fn run_ibkit_on_ibsim(
     topo: &Topology,
     routing: Engine,
     dir: &Path,
+    policy: &Policy,
 ) -> Result<(u64, u64, f64), String> {
     let sim = Ibsim::start(topo, dir)?;
-    let (v, _) = run_ibkit_sm_on(exe, &sim, routing)?;
+    let (v, _) = run_ibkit_sm_with(exe, &sim, routing, policy)?;
     std::thread::sleep(Duration::from_millis(100));
     Ok((
         v["smps"].as_u64().unwrap_or(0),
@@ -438,6 +502,16 @@ pub fn run_ibkit_sm_on(
     sim: &dyn Simulator,
     routing: Engine,
 ) -> Result<(serde_json::Value, f64), String> {
+    run_ibkit_sm_with(exe, sim, routing, &Policy::default())
+}
+
+/// [`run_ibkit_sm_on`] with `policy` applied.
+pub fn run_ibkit_sm_with(
+    exe: &Path,
+    sim: &dyn Simulator,
+    routing: Engine,
+    policy: &Policy,
+) -> Result<(serde_json::Value, f64), String> {
     let t = Instant::now();
     let out = sim
         .client(exe.as_os_str())
@@ -452,6 +526,7 @@ pub fn run_ibkit_sm_on(
             "--routing",
             routing.name(),
         ])
+        .args(policy.ibkit_args())
         .output()
         .map_err(|e| format!("ibkit sm: {e}"))?;
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -484,11 +559,21 @@ pub struct IbkitRun {
 
 /// Brings `topo` up with ibkit's SM on the simulator.
 pub fn run_ibkit(topo: Topology, routing: Engine) -> Result<IbkitRun, String> {
+    run_ibkit_with(topo, routing, &Policy::default())
+}
+
+/// [`run_ibkit`] with `policy` applied.
+pub fn run_ibkit_with(
+    topo: Topology,
+    routing: Engine,
+    policy: &Policy,
+) -> Result<IbkitRun, String> {
     let mut f = Fabric::new(topo, SimConfig::default()).map_err(|e| e.to_string())?;
     let mut sm = Sm::new(SmConfig {
         routing,
         ..SmConfig::default()
     });
+    policy.apply(&mut sm)?;
     let t = Instant::now();
     let up = f.bring_up(&mut sm);
     let bring_up_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -8,15 +8,25 @@
 
 use super::args::{parse_engine, TOPOLOGY_HELP};
 use ::tests::bench::opensm_vs_ibkit;
+use ::tests::peers::Policy;
 use smi::sm::Engine;
 use std::path::PathBuf;
 
 /// Runs `ibkit bench opensm`.
-pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
+pub fn opensm(a: &OpensmArgs) -> super::Outcome {
+    let (spec, routing, json) = (&a.topology[..], a.routing, a.json);
+    // A broken partition file is refused before anything runs.
+    if let Some(p) = &a.partitions {
+        smd::read_partitions(p).map_err(|e| e.to_string())?;
+    }
+    let policy = Policy {
+        partitions: a.partitions.clone(),
+        qos: a.qos,
+    };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let bar = super::args::Progress::new(3, json);
     let mut started = false;
-    let b = opensm_vs_ibkit(&exe, spec, routing, &mut |s| {
+    let b = opensm_vs_ibkit(&exe, spec, routing, &policy, &mut |s| {
         if std::mem::replace(&mut started, true) {
             bar.step();
         }
@@ -27,7 +37,17 @@ pub fn opensm(spec: &str, routing: Engine, json: bool) -> super::Outcome {
         println!("{}", serde_json::to_string(&b)?);
     } else {
         let (o, k, u, r) = (&b.opensm, &b.ibkit, &b.ibkit_on_ibsim, &b.ratios);
-        println!("{spec}, routing {routing:?}");
+        println!(
+            "{spec}, routing {routing:?}{}{}",
+            a.partitions
+                .as_ref()
+                .map_or(String::new(), |p| format!(", partitions {}", p.display())),
+            if a.qos {
+                ", QoS (OpenSM's defaults)"
+            } else {
+                ""
+            }
+        );
         println!(
             "{:<34} {:>14} {:>14} {:>10}",
             "", "OpenSM 3.3.23", "ibkit", "ratio"
@@ -275,6 +295,12 @@ pub struct OpensmArgs {
     /// Routing engine for both: minhop, updn or ftree.
     #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
+    /// A partitions.conf both SMs apply (OpenSM -P, ibkit sm --partitions).
+    #[arg(long, value_name = "FILE")]
+    pub partitions: Option<PathBuf>,
+    /// Both SMs apply QoS with OpenSM's defaults (OpenSM -Q, ibkit sm --qos).
+    #[arg(long)]
+    pub qos: bool,
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
@@ -320,7 +346,7 @@ pub struct CompatArgs {
 /// Runs one of `ibkit bench`'s benchmarks.
 pub fn main(what: &BenchWhat) -> super::Outcome {
     match what {
-        BenchWhat::Opensm(a) => opensm(&a.topology, a.routing, a.json),
+        BenchWhat::Opensm(a) => opensm(a),
         BenchWhat::Sa(a) if a.all_pairs => sa_all_pairs(&a.topology, a.json),
         BenchWhat::Sa(a) if a.load => sa_load(a),
         BenchWhat::Sa(a) => sa_versus_opensm(a),
