@@ -31,7 +31,7 @@
 //!
 //! What is wrong in the file is refused with the line, the column and the
 //! reason ([`QosError`]); an unknown `qos_*` option is a
-//! [`Warning`](super::partitions::Warning).
+//! [`Warning`].
 
 use super::partitions::{number, Warning};
 use super::*;
