@@ -117,21 +117,35 @@ fn log_pkey_overflow(sm: &Sm) {
 /// Reads and parses a partition configuration: its warnings logged with
 /// their place, a refusal as "FILE: line L, column C: reason".
 pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdError> {
-    use std::io::Read;
     let bad = |why: String| SmdError::Partitions(format!("{}: {why}", path.display()));
-    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let text = read_bounded(path).map_err(bad)?;
+    let cfg = partitions::parse(&text).map_err(|e| bad(e.to_string()))?;
+    log_warnings(path, &cfg.warnings);
+    Ok(cfg)
+}
+
+/// A configuration file's text, at most
+/// [`partitions::MAX_CONFIG_BYTES`], or why not.
+fn read_bounded(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut text = String::new();
     f.take(partitions::MAX_CONFIG_BYTES as u64 + 1)
         .read_to_string(&mut text)
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     if text.len() > partitions::MAX_CONFIG_BYTES {
-        return Err(bad(format!(
+        return Err(format!(
             "longer than {} bytes",
             partitions::MAX_CONFIG_BYTES
-        )));
+        ));
     }
-    let cfg = partitions::parse(&text).map_err(|e| bad(e.to_string()))?;
-    for w in &cfg.warnings {
+    Ok(text)
+}
+
+/// Logs what a configuration file's reader skipped or assumed, with its
+/// place.
+fn log_warnings(path: &std::path::Path, warnings: &[partitions::Warning]) {
+    for w in warnings {
         tracing::warn!(
             "{}: line {}, column {}: {}",
             path.display(),
@@ -140,35 +154,15 @@ pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdErr
             w.what
         );
     }
-    Ok(cfg)
 }
 
 /// Reads and parses the `qos_*` options of an `opensm.conf`: warnings
 /// logged with their place, a refusal as "FILE: line L, column C: reason".
 pub fn read_qos(path: &std::path::Path) -> Result<QosConfig, SmdError> {
-    use std::io::Read;
     let bad = |why: String| SmdError::Qos(format!("{}: {why}", path.display()));
-    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-    let mut text = String::new();
-    f.take(partitions::MAX_CONFIG_BYTES as u64 + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| bad(e.to_string()))?;
-    if text.len() > partitions::MAX_CONFIG_BYTES {
-        return Err(bad(format!(
-            "longer than {} bytes",
-            partitions::MAX_CONFIG_BYTES
-        )));
-    }
+    let text = read_bounded(path).map_err(bad)?;
     let cfg = qos::parse(&text).map_err(|e| bad(e.to_string()))?;
-    for w in &cfg.warnings {
-        tracing::warn!(
-            "{}: line {}, column {}: {}",
-            path.display(),
-            w.line,
-            w.column,
-            w.what
-        );
-    }
+    log_warnings(path, &cfg.warnings);
     Ok(cfg)
 }
 

@@ -146,11 +146,18 @@ impl Sm {
     pub fn set_partitions(&mut self, config: PartitionConfig) -> usize {
         self.db.pkeys.config = Some(config);
         self.db.pkeys.generation += 1;
+        self.reconfigure(Sm::pkey_distribute)
+    }
+
+    /// On a running subnet, runs `apply` and moves to Reconfiguration if
+    /// it queued SMPs (before the subnet is up the bring-up's
+    /// distribution applies it). The SMPs queued.
+    pub(super) fn reconfigure(&mut self, apply: fn(&mut Sm)) -> usize {
         if !self.up || !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
             return 0;
         }
         let start = self.out.queue.len();
-        self.pkey_distribute();
+        apply(self);
         let n = self.out.queue.len() - start;
         if n > 0 && self.phase == Phase::Done {
             self.phase = Phase::Reconfiguration;

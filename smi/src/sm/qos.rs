@@ -408,16 +408,7 @@ impl Sm {
     pub fn set_qos(&mut self, config: QosConfig) -> usize {
         self.db.qos.config = Some(config);
         self.db.qos.generation += 1;
-        if !self.up || !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
-            return 0;
-        }
-        let start = self.out.queue.len();
-        self.qos_distribute();
-        let n = self.out.queue.len() - start;
-        if n > 0 && self.phase == Phase::Done {
-            self.phase = Phase::Reconfiguration;
-        }
-        n
+        self.reconfigure(Sm::qos_distribute)
     }
 
     /// The QoS policy applied, if any.
