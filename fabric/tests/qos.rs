@@ -153,6 +153,7 @@ fn opensm_defaults_on_fat_tree_324_cost_one_sl2vl_set_per_switch() {
 #[test]
 fn switches_without_optimized_programming_get_a_set_per_input_and_output() {
     let text = "qos_swe_sl2vl 0,1,2,3,4,5,6,7,15,15,15,15,15,15,15,15\nqos_ca_high_limit 2\n\
+                qos_swe_high_limit 3\nqos_sw0_high_limit 6\n\
                 qos_vlarb_high 0:1,1:2,2:3,3:4,4:5,5:6,6:7,7:8,8:9\n";
     let cfg = parse(text).unwrap();
     let (f, sm) = up_with("mport-ntree:4:2", Some(cfg.clone()), true);
@@ -166,6 +167,11 @@ fn switches_without_optimized_programming_get_a_set_per_input_and_output() {
     for &i in &ca {
         check(&f, i, 1, &cfg.ca, &[0]);
         assert_eq!(port(&f, i, 1).0.vl_high_limit, 2);
+    }
+    // A base switch port 0 carries no data: its VLHighLimit is left as it
+    // came up, whatever qos_sw0_high_limit says (as OpenSM leaves it).
+    for &(i, _) in &sw {
+        assert_eq!(port(&f, i, 0).0.vl_high_limit, 0);
     }
     assert_eq!(
         sets(&sm, AttributeId::SlToVlMappingTable),

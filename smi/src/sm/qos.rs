@@ -431,7 +431,13 @@ impl Sm {
     /// `i` carries (none without a policy).
     pub(super) fn qos_high_limit(&self, i: usize, port: u8) -> Option<u8> {
         let cfg = self.db.qos.config.as_ref()?;
-        let info = self.db.nodes()[i].ports.get(usize::from(port))?.info?;
+        let n = &self.db.nodes()[i];
+        // A base (not enhanced) switch port 0 carries no data: OpenSM
+        // leaves it alone, and so does this SM.
+        if n.is_switch() && port == 0 && !n.switch_info.is_some_and(|s| s.enhanced_port0) {
+            return None;
+        }
+        let info = n.ports.get(usize::from(port))?.info?;
         Some(if info.vl_cap == VlCap::Vl0 {
             0
         } else {
