@@ -11,29 +11,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use tests::peers::{
-    missing_tools, start_ibkit_sm, start_opensm_with, Ibsim, RunningSm, Served, Simulator,
-};
+use tests::peers::{start_ibkit_sm, start_opensm_with, Ibsim, RunningSm, Served, Simulator};
 
 mod common;
-use common::skip;
+use common::smp_field;
 
 /// One simulator and SM at a time: they share two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn peers_here() -> bool {
-    if let Some(why) = missing_tools() {
-        skip("partitions_ibsim", &why);
-        return false;
-    }
-    if !Path::new("/usr/sbin/smpquery").exists() {
-        skip(
-            "partitions_ibsim",
-            "infiniband-diags (smpquery) is not installed",
-        );
-        return false;
-    }
-    true
+    common::peers_with_smpquery("partitions_ibsim")
 }
 
 /// (port GUID of the node, port) → (P_Key table, enforcement bits).
@@ -49,13 +36,6 @@ fn smpquery(c: Command, args: &[String]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The `Name:....value` field of smpquery's dump.
-fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .map(|l| l[name.len()..].trim_start_matches(['.', ':']).trim())
-}
-
 /// Every port's P_Key table (and, with `enforcement`, a switch port's
 /// enforcement bits) read with smpquery from `host`, LIDs 1..=`lids`.
 fn tables(sim: &dyn Simulator, host: &str, lids: u16, enforcement: bool) -> Tables {
@@ -65,11 +45,13 @@ fn tables(sim: &dyn Simulator, host: &str, lids: u16, enforcement: bool) -> Tabl
         let Ok(ni) = q(vec!["nodeinfo".into(), lid.to_string()]) else {
             continue;
         };
-        let guid =
-            u64::from_str_radix(field(&ni, "PortGuid").unwrap().trim_start_matches("0x"), 16)
-                .unwrap();
-        let switch = field(&ni, "NodeType").unwrap().contains("Switch");
-        let ports: u8 = field(&ni, "NumPorts").unwrap().parse().unwrap();
+        let guid = u64::from_str_radix(
+            smp_field(&ni, "PortGuid").unwrap().trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
+        let switch = smp_field(&ni, "NodeType").unwrap().contains("Switch");
+        let ports: u8 = smp_field(&ni, "NumPorts").unwrap().parse().unwrap();
         let list: Vec<u8> = if switch {
             (0..=ports).collect()
         } else {
@@ -95,8 +77,8 @@ fn tables(sim: &dyn Simulator, host: &str, lids: u16, enforcement: bool) -> Tabl
             let bits = (enforcement && switch && p > 0).then(|| {
                 let pi = q(vec!["portinfo".into(), lid.to_string(), p.to_string()]).unwrap();
                 (
-                    field(&pi, "PartEnforceInb") == Some("1"),
-                    field(&pi, "PartEnforceOutb") == Some("1"),
+                    smp_field(&pi, "PartEnforceInb") == Some("1"),
+                    smp_field(&pi, "PartEnforceOutb") == Some("1"),
                 )
             });
             t.insert((guid, p), (keys, bits));
@@ -258,7 +240,7 @@ fn lid_of(sim: &dyn Simulator, host: &str, guid: u64, n: u16) -> u16 {
                 sim.client_at("smpquery".as_ref(), host),
                 &["nodeinfo".into(), l.to_string()],
             )
-            .is_ok_and(|t| field(&t, "PortGuid") == Some(&format!("{guid:#018x}")[..]))
+            .is_ok_and(|t| smp_field(&t, "PortGuid") == Some(&format!("{guid:#018x}")[..]))
         })
         .unwrap()
 }

@@ -11,26 +11,16 @@ use fabric::topology::Topology;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use tests::peers::{
-    missing_tools, start_ibkit_sm, start_opensm_with, Ibsim, RunningSm, Served, Simulator,
-};
+use tests::peers::{start_ibkit_sm, start_opensm_with, Ibsim, RunningSm, Served, Simulator};
 
 mod common;
-use common::skip;
+use common::smp_field;
 
 /// One simulator and SM at a time: they share two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn peers_here() -> bool {
-    if let Some(why) = missing_tools() {
-        skip("qos_ibsim", &why);
-        return false;
-    }
-    if !Path::new("/usr/sbin/smpquery").exists() {
-        skip("qos_ibsim", "infiniband-diags (smpquery) is not installed");
-        return false;
-    }
-    true
+    common::peers_with_smpquery("qos_ibsim")
 }
 
 /// The policy: a CA and a switch SL-to-VL table that differ from
@@ -46,13 +36,6 @@ qos_swe_sl2vl 1,1,2,2,3,3,4,4,5,5,6,6,7,7,0,15\n";
 
 /// (port GUID of the node, port) → what smpquery shows of its QoS.
 type Tables = BTreeMap<(u64, u8), String>;
-
-/// The `Name:....value` field of smpquery's dump.
-fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .map(|l| l[name.len()..].trim_start_matches(['.', ':']).trim())
-}
 
 /// Every port's SL-to-VL tables (a switch's by input port, for each
 /// output port), VL arbitration tables and VLHighLimit, read with
@@ -82,11 +65,13 @@ fn tables(sim: &dyn Simulator, host: &str, lids: u16) -> Tables {
             continue;
         }
         let ni = String::from_utf8_lossy(&ni.stdout).into_owned();
-        let guid =
-            u64::from_str_radix(field(&ni, "PortGuid").unwrap().trim_start_matches("0x"), 16)
-                .unwrap();
-        let switch = field(&ni, "NodeType").unwrap().contains("Switch");
-        let ports: u8 = field(&ni, "NumPorts").unwrap().parse().unwrap();
+        let guid = u64::from_str_radix(
+            smp_field(&ni, "PortGuid").unwrap().trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
+        let switch = smp_field(&ni, "NodeType").unwrap().contains("Switch");
+        let ports: u8 = smp_field(&ni, "NumPorts").unwrap().parse().unwrap();
         let list: Vec<Option<u8>> = if switch {
             (1..=ports).map(Some).collect()
         } else {
@@ -99,7 +84,7 @@ fn tables(sim: &dyn Simulator, host: &str, lids: u16) -> Tables {
                 a
             };
             let pi = q(args("portinfo"));
-            if field(&pi, "LinkState").is_some_and(|s| s.contains("Down")) {
+            if smp_field(&pi, "LinkState").is_some_and(|s| s.contains("Down")) {
                 continue;
             }
             // Drop the headers: they name the LID, which each SM chose.
@@ -115,7 +100,7 @@ fn tables(sim: &dyn Simulator, host: &str, lids: u16) -> Tables {
                 "{}\n{}\nVLHighLimit {}",
                 body(q(args("sl2vl"))),
                 body(q(args("vlarb"))),
-                field(&pi, "VLHighLimit").unwrap_or("?")
+                smp_field(&pi, "VLHighLimit").unwrap_or("?")
             );
             t.insert((guid, p.unwrap_or(0)), text);
         }

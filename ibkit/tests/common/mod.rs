@@ -14,6 +14,27 @@ pub fn skip(test: &str, why: &str) -> bool {
     true
 }
 
+/// The peer tools and smpquery are here (else SKIPPED, or a failure
+/// under IBKIT_REQUIRE_PEERS=1).
+pub fn peers_with_smpquery(test: &str) -> bool {
+    if let Some(why) = tests::peers::missing_tools() {
+        skip(test, &why);
+        return false;
+    }
+    if !std::path::Path::new("/usr/sbin/smpquery").exists() {
+        skip(test, "infiniband-diags (smpquery) is not installed");
+        return false;
+    }
+    true
+}
+
+/// The `Name:....value` field of smpquery's dump.
+pub fn smp_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .map(|l| l[name.len()..].trim_start_matches(['.', ':']).trim())
+}
+
 /// Cables by GUID: (node GUID, port, peer node GUID, peer port), both ways.
 pub fn cabled(t: &Topology) -> BTreeSet<(u64, u8, u64, u8)> {
     let mut s = BTreeSet::new();

@@ -507,13 +507,20 @@ impl Sm {
             self.db.pkeys.sent.insert((i, p), on);
             pi.partition_enforcement_inbound = on;
             pi.partition_enforcement_outbound = on;
-            pi.m_key = self.cfg.m_key;
-            pi.port_state = PortState::NoChange;
-            pi.port_physical_state = PortPhysicalState::NoChange;
-            pi.link_width_enabled = LinkWidth::empty();
-            pi.link_speed_enabled = LinkSpeed::empty();
-            self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
+            self.set_port_fields(i, p, pi);
         }
+    }
+
+    /// Set(PortInfo) of a running port that changes only the settable
+    /// fields `pi` carries: state, physical state, width and speed left
+    /// as they are.
+    pub(super) fn set_port_fields(&mut self, i: usize, p: u8, mut pi: PortInfo) {
+        pi.m_key = self.cfg.m_key;
+        pi.port_state = PortState::NoChange;
+        pi.port_physical_state = PortPhysicalState::NoChange;
+        pi.link_width_enabled = LinkWidth::empty();
+        pi.link_speed_enabled = LinkSpeed::empty();
+        self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
     }
 
     /// The enforcement bits the activation's Set(PortInfo) of `port` of

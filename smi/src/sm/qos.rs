@@ -764,12 +764,7 @@ impl Sm {
                 continue;
             };
             pi.vl_high_limit = h;
-            pi.m_key = self.cfg.m_key;
-            pi.port_state = PortState::NoChange;
-            pi.port_physical_state = PortPhysicalState::NoChange;
-            pi.link_width_enabled = LinkWidth::empty();
-            pi.link_speed_enabled = LinkSpeed::empty();
-            self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
+            self.set_port_fields(i, p, pi);
         }
     }
 }
