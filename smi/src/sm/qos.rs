@@ -377,8 +377,6 @@ pub(super) struct Qos {
     /// VL arbitration blocks the ports answered with: (node, port,
     /// block 0–3).
     vlarb: BTreeMap<(usize, u8, u8), [VlWeight; 32]>,
-    /// Policies applied so far.
-    pub(super) generation: u64,
 }
 
 /// The mask OpenSM applies to a VL on a port with these OperationalVLs.
@@ -407,7 +405,6 @@ impl Sm {
     /// it is kept for the bring-up's distribution. The SMPs queued now.
     pub fn set_qos(&mut self, config: QosConfig) -> usize {
         self.db.qos.config = Some(config);
-        self.db.qos.generation += 1;
         self.reconfigure(Sm::qos_distribute)
     }
 
@@ -791,11 +788,6 @@ impl Subnet {
     /// The QoS policy applied, if any.
     pub fn qos_config(&self) -> Option<&QosConfig> {
         self.qos.config.as_ref()
-    }
-
-    /// QoS policies applied so far.
-    pub fn qos_generation(&self) -> u64 {
-        self.qos.generation
     }
 }
 
