@@ -247,3 +247,168 @@ fn a_tree_cable_that_fails_is_routed_around() {
         "the tree used the cable: something had to change"
     );
 }
+
+/// Send-only members (JoinState SendOnlyNonMember / SendOnlyFullMember)
+/// send into the group and receive nothing: from each of them a packet
+/// reaches every receiving member once; from a receiver it reaches the
+/// other receivers and no send-only member; and a leaf holding only
+/// send-only members gets no copy (the walks from receivers take as many
+/// switch hops as without them).
+#[test]
+fn send_only_members_send_and_do_not_receive() {
+    use smi::sm::GroupMember;
+    let (mut f, mut sm, up) =
+        bring_up("fat-tree-324", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let c = cas(&f);
+    let leaf = |f: &Fabric, i: usize| f.topo.peer_of(i, 1).unwrap().0;
+    let receivers = [c[0], c[100], c[200]];
+    // One send-only member on a receiver's leaf, one on a leaf of its own.
+    let beside = c[1];
+    let alone = *c
+        .iter()
+        .find(|&&x| receivers.iter().all(|&r| leaf(&f, r) != leaf(&f, x)))
+        .unwrap();
+    assert_eq!(leaf(&f, beside), leaf(&f, receivers[0]));
+    let mlid = 0xC021;
+    let as_member = |f: &Fabric, sm: &Sm, i: usize, send_only: bool| GroupMember {
+        node: sm_node(f, sm, i),
+        port: 1,
+        send_only,
+    };
+    // The receivers alone first, for the hop count of their walks.
+    group(&mut f, &mut sm, mlid, &receivers);
+    let hops: Vec<u64> = (receivers.iter())
+        .map(|&r| f.multicast_walk(r, Lid(mlid)).hops)
+        .collect();
+    let mut m: Vec<GroupMember> = (receivers.iter())
+        .map(|&r| as_member(&f, &sm, r, false))
+        .collect();
+    m.push(as_member(&f, &sm, beside, true));
+    m.push(as_member(&f, &sm, alone, true));
+    sm.set_multicast_group(Lid(mlid), &m).unwrap();
+    assert!(f.run(&mut sm) && sm.is_idle());
+    let want: BTreeSet<usize> = receivers.iter().copied().collect();
+    for (k, &r) in receivers.iter().enumerate() {
+        let w = f.multicast_walk(r, Lid(mlid));
+        let got: BTreeSet<usize> = w.delivered.keys().copied().collect();
+        let others: BTreeSet<usize> = want.iter().copied().filter(|&x| x != r).collect();
+        assert_eq!(got, others, "from receiver {}", f.topo.nodes[r].name);
+        assert!(w.delivered.values().all(|&n| n == 1));
+        assert_eq!(w.hops, hops[k], "copies went towards a send-only leaf");
+    }
+    for s in [beside, alone] {
+        let w = f.multicast_walk(s, Lid(mlid));
+        let got: BTreeSet<usize> = w.delivered.keys().copied().collect();
+        assert_eq!(got, want, "from send-only {}", f.topo.nodes[s].name);
+        assert!(w.delivered.values().all(|&n| n == 1) && !w.looped);
+    }
+    // A send-only member that joins in full receives too.
+    let mut full = m.clone();
+    full.push(as_member(&f, &sm, alone, false));
+    sm.set_multicast_group(Lid(mlid), &full).unwrap();
+    assert!(f.run(&mut sm) && sm.is_idle());
+    assert!(f
+        .multicast_walk(receivers[0], Lid(mlid))
+        .delivered
+        .contains_key(&alone));
+    // Senders with no receiver: no tree at all.
+    let senders = [
+        as_member(&f, &sm, beside, true),
+        as_member(&f, &sm, alone, true),
+    ];
+    sm.set_multicast_group(Lid(mlid), &senders).unwrap();
+    assert!(f.run(&mut sm) && sm.is_idle());
+    nothing_installed(&f, mlid);
+}
+
+/// The SwitchInfo.MulticastFDBTop of every switch (ibkit's SMA advertises
+/// IsMulticastFDBTopSupported and drops MLIDs above it) ends at the
+/// highest MFT block the switch uses, 0xBFFF where it uses none; it moves
+/// with the groups, costs one Set(SwitchInfo) where it moves and none
+/// where it does not.
+#[test]
+fn multicast_fdb_top_follows_the_blocks_in_use() {
+    let (mut f, mut sm, up) =
+        bring_up("fat-tree-324", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let si_sets = |sm: &Sm| -> u64 {
+        let id = u16::from(AttributeId::SwitchInfo);
+        (sm.stats().per_phase_kind.iter())
+            .filter(|((_, m, a), _)| *m == u8::from(Method::Set) && *a == id)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let tops = |f: &Fabric| -> Vec<(usize, u16, u16)> {
+        // (switch, top held, highest MLID with an entry)
+        (0..f.nodes.len())
+            .filter_map(|i| match &f.nodes[i] {
+                SimNode::Switch(s) => {
+                    let used = (s.model.mft.iter().enumerate())
+                        .filter(|(_, e)| e.iter().any(|&b| b != 0))
+                        .map(|(k, _)| 0xC000 + k as u16)
+                        .next_back()
+                        .unwrap_or(0xBFFF);
+                    Some((i, s.model.switch_info.multicast_fdb_top, used))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let check = |f: &Fabric| {
+        for (i, top, used) in tops(f) {
+            let want = if used == 0xBFFF {
+                0xBFFF
+            } else {
+                0xC000 + ((used - 0xC000) / 32 + 1) * 32 - 1
+            };
+            assert_eq!(
+                top, want,
+                "{}: highest entry {used:#x}",
+                f.topo.nodes[i].name
+            );
+        }
+    };
+    check(&f);
+    let c = cas(&f);
+    let members = [c[0], c[100], c[200], c[300]];
+    let before = si_sets(&sm);
+    group(&mut f, &mut sm, 0xC040, &members);
+    check(&f);
+    let in_tree = tops(&f).iter().filter(|t| t.1 != 0xBFFF).count() as u64;
+    assert!(in_tree >= 2);
+    assert_eq!(
+        si_sets(&sm) - before,
+        in_tree,
+        "one Set(SwitchInfo) per switch of the tree"
+    );
+    delivered_exactly(&f, 0xC040, &members);
+    // Another group in the same block moves no top on the switches it
+    // shares; a group in a higher block raises them.
+    let before = si_sets(&sm);
+    group(&mut f, &mut sm, 0xC041, &members);
+    assert_eq!(si_sets(&sm), before, "same block, same tops");
+    group(&mut f, &mut sm, 0xC0A0, &members);
+    check(&f);
+    assert!(si_sets(&sm) > before);
+    delivered_exactly(&f, 0xC0A0, &members);
+    delivered_exactly(&f, 0xC040, &members);
+    // All gone: every top back to 0xBFFF.
+    for mlid in [0xC040, 0xC041, 0xC0A0] {
+        group(&mut f, &mut sm, mlid, &[]);
+    }
+    check(&f);
+    assert!(tops(&f).iter().all(|t| t.1 == 0xBFFF));
+    // A switch drops an MLID above its top even where an entry is left:
+    // an entry written behind the SM's back, above the top, forwards
+    // nothing.
+    group(&mut f, &mut sm, 0xC040, &members);
+    let (i, top, _) = *tops(&f).iter().find(|t| t.1 != 0xBFFF).unwrap();
+    let SimNode::Switch(s) = &mut f.nodes[i] else {
+        unreachable!()
+    };
+    let above = usize::from(top - 0xC000 + 1);
+    s.model.mft[above] = [0xFFFF; 5];
+    assert!(s.model.mft_entry(Lid(top + 1)).is_none());
+    assert!(s.model.mft_entry(Lid(0xC040)).is_some());
+}

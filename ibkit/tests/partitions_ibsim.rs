@@ -245,14 +245,28 @@ fn lid_of(sim: &dyn Simulator, host: &str, guid: u64, n: u16) -> u16 {
         .unwrap()
 }
 
+/// SIGHUP makes `ibkit sm` re-read its partition file, on ibsim and on
+/// ibkit's served fabric (where the SM is a client process like any
+/// other: the signal, not the server's control socket, reaches it).
 #[test]
 fn sighup_rereads_the_partitions_and_a_broken_file_keeps_them() {
     if !peers_here() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-pkeys-hup-{}", std::process::id()));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    sighup_on("ibsim", &topo, |dir| {
+        Box::new(Ibsim::start_with(&topo, dir, false).unwrap())
+    });
+    sighup_on("served", &topo, |_| {
+        Box::new(Served::start(exe, spec, 0, &[]).unwrap())
+    });
+}
+
+fn sighup_on(what: &str, topo: &Topology, start: impl Fn(&Path) -> Box<dyn Simulator>) {
+    let dir = std::env::temp_dir().join(format!("ibkit-pkeys-hup-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("partitions.conf");
     let cas: Vec<u64> = (topo.nodes.iter())
@@ -264,20 +278,23 @@ fn sighup_rereads_the_partitions_and_a_broken_file_keeps_them() {
         format!("Default=0x7fff:ALL=full;\np=0x42:{:#x}=full;\n", cas[1]),
     )
     .unwrap();
-    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let sim = start(&dir);
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let sm = start_ibkit_sm(
         exe,
-        &sim,
+        &*sim,
         &["--partitions", conf.to_str().unwrap()],
         Duration::from_secs(30),
     )
     .unwrap();
     let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
     let n = topo.nodes.len() as u16 + 2;
-    let (l1, l2) = (lid_of(&sim, host, cas[1], n), lid_of(&sim, host, cas[2], n));
-    assert_eq!(ca_table(&sim, host, l1)[..2], [0xFFFF, 0x8042]);
-    assert_eq!(ca_table(&sim, host, l2)[..2], [0xFFFF, 0]);
+    let (l1, l2) = (
+        lid_of(&*sim, host, cas[1], n),
+        lid_of(&*sim, host, cas[2], n),
+    );
+    assert_eq!(ca_table(&*sim, host, l1)[..2], [0xFFFF, 0x8042]);
+    assert_eq!(ca_table(&*sim, host, l2)[..2], [0xFFFF, 0]);
     let hup = || {
         let ok = Command::new("kill")
             .args(["-HUP", &sm.pid().to_string()])
@@ -287,7 +304,7 @@ fn sighup_rereads_the_partitions_and_a_broken_file_keeps_them() {
     };
     let settle = |lid: u16, want: &[u16]| {
         let t = std::time::Instant::now();
-        while ca_table(&sim, host, lid)[..want.len()] != *want {
+        while ca_table(&*sim, host, lid)[..want.len()] != *want {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "LID {lid} never held {want:x?}"
@@ -308,7 +325,11 @@ fn sighup_rereads_the_partitions_and_a_broken_file_keeps_them() {
     std::fs::write(&conf, "Default=0x7fff:ALL=full;\np=0x42:0x0=full;\n").unwrap();
     hup();
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(ca_table(&sim, host, l2)[..2], [0xFFFF, 0x8042]);
+    assert_eq!(ca_table(&*sim, host, l2)[..2], [0xFFFF, 0x8042]);
     let (clean, _) = sm.stop(Duration::from_secs(10));
-    assert!(clean, "the SM exits cleanly on SIGTERM after the reloads");
+    assert!(
+        clean,
+        "{what}: the SM exits cleanly on SIGTERM after the reloads"
+    );
+    println!("{what}: SIGHUP moved the partition; a broken file kept it");
 }

@@ -66,7 +66,7 @@ use mad_core::sa::{
     SwitchInfoRecord, VlArbitrationTableRecord,
 };
 use mad_core::{Lid, MAD_SIZE};
-use smi::sm::{NodeId, SmEvent, Subnet};
+use smi::sm::{GroupMember, SmEvent, Subnet};
 
 pub use rmpp::{ReceiveError, Received, Receiver, Transfer, TransferKey};
 
@@ -304,7 +304,7 @@ impl Sa {
     /// leaves, groups deleted, ports gone), each with its end ports now
     /// (none: the group is gone): for the SM to program their multicast
     /// forwarding ([`smi::sm::Sm::set_multicast_group`]).
-    pub fn take_group_changes(&mut self, subnet: &Subnet) -> Vec<(Lid, Vec<(NodeId, u8)>)> {
+    pub fn take_group_changes(&mut self, subnet: &Subnet) -> Vec<(Lid, Vec<GroupMember>)> {
         self.groups
             .take_changes()
             .into_iter()

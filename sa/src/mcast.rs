@@ -29,18 +29,19 @@
 //! Groups are bounded by [`MAX_GROUPS`] and memberships by
 //! [`MAX_MEMBERS`]; past them a join gets "no resources".
 //!
-//! Nothing here programs the switches' multicast tables yet: the groups
-//! are what the SM will route ([`Groups::iter`]).
+//! The SA does not program the switches itself: the groups whose members
+//! changed ([`Groups::take_changes`], [`Groups::members_of`]) go to the
+//! SM, which builds their trees (`smi::sm::Sm::set_multicast_group`).
 
 use crate::path::{end_by_lid, End};
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
-use mad_core::sa::mcmember::join_state::{FULL, SEND_ONLY_FULL};
+use mad_core::sa::mcmember::join_state::{FULL, NON, SEND_ONLY_FULL};
 use mad_core::sa::{McMemberRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
 use smi::sm::partitions::{GroupFlags, PartitionConfig};
-use smi::sm::{NodeId, Subnet};
+use smi::sm::{GroupMember, Subnet};
 
 /// Groups the SA holds at most (the well-known one included).
 pub const MAX_GROUPS: usize = 4096;
@@ -475,28 +476,37 @@ impl Groups {
 
     /// The end ports of the group of `mlid`, as the SM forwards to them:
     /// a CA's port (a VM's, its hypervisor's), a switch's port 0. Every
-    /// member, send-only ones too (its packets enter the tree where it
-    /// hangs off). Empty when no group has the MLID.
-    pub fn members_of(&self, s: &Subnet, mlid: Lid) -> Vec<(NodeId, u8)> {
+    /// member, send-only ones too (their packets enter the tree where they
+    /// hang off), marked so: a port receives if any of its memberships is
+    /// a full or non-member. Empty when no group has the MLID.
+    pub fn members_of(&self, s: &Subnet, mlid: Lid) -> Vec<GroupMember> {
         let Some(g) = self.groups.iter().find(|g| g.rec.mlid == mlid) else {
             return Vec::new();
         };
-        let mut v: Vec<(NodeId, u8)> = (g.members.iter())
+        let mut v: Vec<GroupMember> = (g.members.iter())
             .filter_map(|m| {
                 let e = member_end(s, m.gid).ok()?;
                 let n = s.node(e.node)?;
-                Some((
-                    e.node,
-                    if n.is_switch() {
+                Some(GroupMember {
+                    node: e.node,
+                    port: if n.is_switch() {
                         0
                     } else {
                         n.info.local_port_num
                     },
-                ))
+                    send_only: m.join_state & (FULL | NON) == 0,
+                })
             })
             .collect();
+        // A port that receives in any membership receives.
         v.sort_unstable();
-        v.dedup();
+        v.dedup_by(|b, a| {
+            let same = (a.node, a.port) == (b.node, b.port);
+            if same {
+                a.send_only &= b.send_only;
+            }
+            same
+        });
         v
     }
 

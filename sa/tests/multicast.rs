@@ -530,6 +530,29 @@ fn joins_and_leaves_program_the_switches() {
         .contains_key(&gone));
     // Nothing changed since: nothing to program.
     assert!(sa.take_group_changes(sm.subnet()).is_empty());
+    // A send-only member: its packets reach every member, and theirs do
+    // not reach it.
+    let (sender, a) = hs[25];
+    let r = member(IPOIB_BROADCAST, gid(a, &sm), SEND_ONLY_NON);
+    assert_eq!(join(&mut sa, &sm, a, &r, JOIN), SaStatus::Ok);
+    sync(&mut sa, &mut sm, &mut f);
+    reach(&f, &members);
+    for &m in &members {
+        assert!(!f
+            .multicast_walk(m, Lid(0xC000))
+            .delivered
+            .contains_key(&sender));
+    }
+    let w = f.multicast_walk(sender, Lid(0xC000));
+    let got: Vec<usize> = w.delivered.keys().copied().collect();
+    assert_eq!(got, members, "from the send-only member");
+    // It joins as a full member too: now it receives.
+    let r = member(IPOIB_BROADCAST, gid(a, &sm), FULL);
+    assert_eq!(join(&mut sa, &sm, a, &r, JOIN), SaStatus::Ok);
+    sync(&mut sa, &mut sm, &mut f);
+    members.push(sender);
+    members.sort_unstable();
+    reach(&f, &members);
 }
 
 /// A subscriber to traps 66 and 67 hears each group created and deleted,

@@ -192,13 +192,14 @@ impl Fabric {
     /// Floods a packet for multicast LID `mlid` from node `src` (a CA out
     /// of its port 1, or a switch from itself) through the installed MFTs:
     /// every switch copies it out of each port of its entry but the one
-    /// it came in by (IBA 18.2.4.3.2); port 0 delivers to the switch. What
-    /// it reached, and how often.
+    /// it came in by (IBA 18.2.4.3.2); port 0 delivers to the switch. A
+    /// switch drops an MLID above its MulticastFDBTop. What it reached,
+    /// and how often.
     pub fn multicast_walk(&self, src: usize, mlid: Lid) -> McastWalk {
         let mut w = McastWalk::default();
-        let Some(index) = mlid.0.checked_sub(0xC000).map(usize::from) else {
+        if mlid.0 < 0xC000 {
             return w;
-        };
+        }
         let mut queue = std::collections::VecDeque::new();
         match &self.nodes[src] {
             SimNode::Switch(_) => queue.push_back((src, 0u8)),
@@ -226,7 +227,7 @@ impl Fabric {
                 w.looped = true;
                 break;
             }
-            let Some(entry) = s.model.mft.get(index) else {
+            let Some(entry) = s.model.mft_entry(mlid) else {
                 continue;
             };
             for (pos, &bits) in entry.iter().enumerate() {

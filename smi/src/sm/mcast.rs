@@ -11,6 +11,14 @@
 //! of one group on one switch is one Set of the one block and position
 //! that hold it. A group of one member, or of none, needs no tree: its
 //! entries are cleared where they were set.
+//!
+//! A send-only member (JoinState SendOnlyNonMember or SendOnlyFullMember
+//! alone) sends into the group and receives nothing from it (IBA
+//! 15.2.5.17): its switch forwards what it sends up the tree, but no entry
+//! points at its port, and a branch holding only send-only members gets
+//! no copies at all. A switch that advertises IsMulticastFDBTopSupported
+//! gets SwitchInfo.MulticastFDBTop at the end of the highest MFT block it
+//! uses (0xBFFF: none), so that it ignores every entry above.
 
 use super::*;
 
@@ -55,13 +63,67 @@ impl core::fmt::Display for McastError {
     }
 }
 
+/// One member end port of a multicast group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupMember {
+    /// The node: a CA, or a switch (port 0).
+    pub node: NodeId,
+    /// Its port (0 for a switch).
+    pub port: u8,
+    /// Sends into the group and receives nothing from it (JoinState
+    /// SendOnlyNonMember or SendOnlyFullMember alone).
+    pub send_only: bool,
+}
+
+impl From<(NodeId, u8)> for GroupMember {
+    /// A member that sends and receives.
+    fn from((node, port): (NodeId, u8)) -> Self {
+        GroupMember {
+            node,
+            port,
+            send_only: false,
+        }
+    }
+}
+
+/// A group's member end ports (node, port), each with whether it
+/// receives (false: send-only).
+pub(super) type Members = BTreeMap<(usize, u8), bool>;
+
+/// The value of MulticastFDBTop that marks no MFT entry in use.
+pub const MFT_TOP_NONE: u16 = MLID_BASE - 1;
+
 /// The groups and what the SM has written to the switches for them.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Multicast {
-    /// Each group's member end ports (node, port), by MLID.
-    pub(super) groups: BTreeMap<u16, BTreeSet<(usize, u8)>>,
+    /// Each group's member end ports (node, port), by MLID, each with
+    /// whether it receives (false: send-only).
+    pub(super) groups: BTreeMap<u16, Members>,
     /// The entries written, by switch node and MLID (absent: empty).
     pub(super) installed: BTreeMap<usize, BTreeMap<u16, PortMask>>,
+}
+
+/// What the distribution will program for the groups: each group's
+/// tree, and each switch's MulticastFDBTop (switches that support it).
+#[derive(Debug, Default)]
+pub(super) struct McastPlan {
+    trees: Vec<(u16, BTreeMap<usize, PortMask>)>,
+    /// MulticastFDBTop by switch node.
+    pub(super) tops: BTreeMap<usize, u16>,
+}
+
+/// The MulticastFDBTop that covers MLID `mlid`: the last MLID of its MFT
+/// block, as OpenSM sets it, so that joins within a block of 32 MLIDs do
+/// not move it.
+fn top_of(mlid: u16) -> u16 {
+    MLID_BASE + ((mlid - MLID_BASE) / 32 + 1) * 32 - 1
+}
+
+/// The MulticastFDBTop for a switch holding `table` (MLID → entry).
+fn mft_top(table: Option<&BTreeMap<u16, PortMask>>) -> u16 {
+    table
+        .and_then(|t| t.keys().next_back())
+        .map_or(MFT_TOP_NONE, |&m| top_of(m))
 }
 
 fn set_port(m: &mut PortMask, port: u8) {
@@ -69,21 +131,28 @@ fn set_port(m: &mut PortMask, port: u8) {
 }
 
 impl Sm {
-    /// Makes `members` (end ports: a CA's port, or a switch's port 0) the
-    /// group of `mlid`, replacing what it had, and sends the MFT blocks
-    /// that change (on a running subnet; before, the bring-up's
-    /// distribution sends them). An empty list deletes the group. Returns
-    /// the SMPs queued.
-    pub fn set_multicast_group(
+    /// Makes `members` (end ports: a CA's port, or a switch's port 0;
+    /// a `(NodeId, u8)` is a member that receives) the group of `mlid`,
+    /// replacing what it had, and sends the MFT blocks that change, and
+    /// the MulticastFDBTop of a switch whose top block moves (on a running
+    /// subnet; before, the bring-up's distribution sends them). An empty
+    /// list deletes the group. A port listed twice receives if either
+    /// entry does. Returns the SMPs queued.
+    pub fn set_multicast_group<M: Copy + Into<GroupMember>>(
         &mut self,
         mlid: Lid,
-        members: &[(NodeId, u8)],
+        members: &[M],
     ) -> Result<usize, McastError> {
         if !(MLID_BASE..=MLID_LAST).contains(&mlid.0) {
             return Err(McastError::NotMulticast(mlid));
         }
-        let mut set = BTreeSet::new();
-        for &(n, p) in members {
+        let mut set = BTreeMap::new();
+        for &m in members {
+            let GroupMember {
+                node: n,
+                port: p,
+                send_only,
+            } = m.into();
             let node = self
                 .db
                 .nodes()
@@ -97,7 +166,7 @@ impl Sm {
             if !end {
                 return Err(McastError::NotAnEndPort(n, p));
             }
-            set.insert((n.0, p));
+            *set.entry((n.0, p)).or_insert(false) |= !send_only;
         }
         let want = self.mcast_tree(&set);
         let index = usize::from(mlid.0 - MLID_BASE);
@@ -122,6 +191,26 @@ impl Sm {
             return Ok(0);
         }
         let start = self.out.queue.len();
+        let mut touched: BTreeSet<usize> = want.keys().copied().collect();
+        touched.extend(
+            (self.db.mcast.installed.iter())
+                .filter(|(_, t)| t.contains_key(&mlid.0))
+                .map(|(&s, _)| s),
+        );
+        // The top first, as OpenSM orders it: no entry is written above
+        // the top the switch holds when it is used.
+        let mut after = self.db.mcast.installed.clone();
+        for &sw in &touched {
+            let t = after.entry(sw).or_default();
+            match want.get(&sw) {
+                Some(m) => t.insert(mlid.0, *m),
+                None => t.remove(&mlid.0),
+            };
+        }
+        for sw in touched {
+            let top = mft_top(after.get(&sw));
+            self.set_mft_top(sw, top);
+        }
         self.mcast_apply(mlid.0, want);
         let n = self.out.queue.len() - start;
         if n > 0 && self.phase == Phase::Done {
@@ -131,29 +220,92 @@ impl Sm {
     }
 
     /// The groups: MLID and member end ports.
-    pub fn multicast_groups(&self) -> impl Iterator<Item = (Lid, Vec<(NodeId, u8)>)> + '_ {
-        self.db
-            .mcast
-            .groups
-            .iter()
-            .map(|(&l, m)| (Lid(l), m.iter().map(|&(n, p)| (NodeId(n), p)).collect()))
+    pub fn multicast_groups(&self) -> impl Iterator<Item = (Lid, Vec<GroupMember>)> + '_ {
+        self.db.mcast.groups.iter().map(|(&l, m)| {
+            let members = (m.iter())
+                .map(|(&(n, p), &receives)| GroupMember {
+                    node: NodeId(n),
+                    port: p,
+                    send_only: !receives,
+                })
+                .collect();
+            (Lid(l), members)
+        })
+    }
+
+    /// Whether switch `node` advertises IsMulticastFDBTopSupported (on its
+    /// port 0): without it, MulticastFDBTop means nothing to the switch.
+    pub(super) fn mft_top_supported(&self, node: usize) -> bool {
+        self.db.nodes().get(node).is_some_and(|n| {
+            n.ports.first().and_then(|p| p.info).is_some_and(|pi| {
+                pi.capability_mask
+                    .contains(CapabilityMask::IS_MULTICAST_FDB_TOP_SUPPORTED)
+            })
+        })
+    }
+
+    /// Sends Set(SwitchInfo) with MulticastFDBTop `top` to switch `sw` if
+    /// it supports the field and holds another value.
+    fn set_mft_top(&mut self, sw: usize, top: u16) {
+        if !self.mft_top_supported(sw) {
+            return;
+        }
+        let Some(mut si) = self.db.nodes()[sw].switch_info else {
+            return;
+        };
+        if si.multicast_fdb_top == top {
+            return;
+        }
+        si.multicast_fdb_top = top;
+        si.port_state_change = false;
+        if let Some(mut n) = self.db.node_mut(sw) {
+            n.switch_info = Some(si);
+        }
+        self.set_node(sw, &si, 0, Purpose::SetTopOnly);
     }
 
     /// Every group again, after routing (bring-up or a sweep): trees over
     /// the switch graph as it is now, and the blocks that differ from what
     /// each switch holds. A switch that is new or came back holds nothing.
-    pub(super) fn mcast_distribute(&mut self) {
+    ///
+    /// Returns each switch's MulticastFDBTop for the entries it will
+    /// hold, for the caller to send ahead of the MFT blocks (on the
+    /// Set(SwitchInfo) it sends anyway where it sends one).
+    pub(super) fn mcast_plan(&mut self) -> McastPlan {
         let fresh: Vec<usize> = (self.db.mcast.installed.keys().copied())
             .filter(|&i| self.db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive))
             .collect();
         for i in fresh {
             self.db.mcast.installed.remove(&i);
         }
-        let groups: Vec<(u16, BTreeSet<(usize, u8)>)> = (self.db.mcast.groups.iter())
+        let groups: Vec<(u16, Members)> = (self.db.mcast.groups.iter())
             .map(|(&l, m)| (l, m.clone()))
             .collect();
+        let mut trees = Vec::new();
+        let mut highest: BTreeMap<usize, u16> = BTreeMap::new();
         for (mlid, members) in groups {
             let want = self.mcast_tree(&members);
+            for &sw in want.keys() {
+                let h = highest.entry(sw).or_insert(mlid);
+                *h = (*h).max(mlid);
+            }
+            trees.push((mlid, want));
+        }
+        let tops = (self.db.switch_index.iter())
+            .filter(|&&i| self.mft_top_supported(i))
+            .map(|&i| (i, highest.get(&i).map_or(MFT_TOP_NONE, |&m| top_of(m))))
+            .collect();
+        McastPlan { trees, tops }
+    }
+
+    /// Sends what [`Sm::mcast_plan`] planned: the MulticastFDBTop of each
+    /// switch still holding another (the caller put the rest on its own
+    /// Set(SwitchInfo)), then the MFT blocks that differ.
+    pub(super) fn mcast_send(&mut self, plan: McastPlan) {
+        for (&sw, &top) in &plan.tops {
+            self.set_mft_top(sw, top);
+        }
+        for (mlid, want) in plan.trees {
             self.mcast_apply(mlid, want);
         }
     }
@@ -201,7 +353,7 @@ impl Sm {
     /// The MFT entries of the tree that joins `members`: switch node →
     /// port mask. Members not on the subnet (not alive, not linked) are
     /// left out; fewer than two left need no tree.
-    fn mcast_tree(&self, members: &BTreeSet<(usize, u8)>) -> BTreeMap<usize, PortMask> {
+    fn mcast_tree(&self, members: &Members) -> BTreeMap<usize, PortMask> {
         let g = &self.db.graph;
         let k_of = |node: usize| {
             self.db
@@ -210,28 +362,30 @@ impl Sm {
                 .copied()
                 .filter(|&k| k != usize::MAX)
         };
-        // Each member as (switch index, port at that switch).
-        let mut at: Vec<(usize, u8)> = Vec::new();
-        for &(n, p) in members {
+        // Each member as (switch index, port at that switch), with
+        // whether it receives.
+        let mut at: BTreeMap<(usize, u8), bool> = BTreeMap::new();
+        for (&(n, p), &receives) in members {
             let Some(node) = self.db.nodes().get(n).filter(|x| x.alive) else {
                 continue;
             };
-            if node.is_switch() {
-                if let Some(k) = k_of(n) {
-                    at.push((k, 0));
-                }
-            } else if let Some((m, q)) = node.ports.get(usize::from(p)).and_then(|x| x.peer) {
-                if let Some(k) = k_of(m) {
-                    at.push((k, q));
-                }
+            let hang = if node.is_switch() {
+                k_of(n).map(|k| (k, 0))
+            } else {
+                (node.ports.get(usize::from(p)).and_then(|x| x.peer))
+                    .and_then(|(m, q)| k_of(m).map(|k| (k, q)))
+            };
+            if let Some(h) = hang {
+                *at.entry(h).or_insert(false) |= receives;
             }
         }
-        at.sort_unstable();
-        at.dedup();
         let mut out = BTreeMap::new();
-        if at.len() < 2 {
+        // A tree carries something only from one member to another that
+        // receives.
+        if at.len() < 2 || !at.values().any(|&r| r) {
             return out;
         }
+        let at: Vec<(usize, u8, bool)> = at.into_iter().map(|((k, p), r)| (k, p, r)).collect();
         // A centre: the middle of the longest member-to-member path found
         // by two breadth-first searches.
         let bfs = |root: usize| -> Vec<Option<(usize, u8, u8)>> {
@@ -265,7 +419,7 @@ impl Sm {
         };
         let farthest = |parent: &[Option<(usize, u8, u8)>]| {
             at.iter()
-                .filter_map(|&(k, _)| depth(parent, k).map(|d| (d, k)))
+                .filter_map(|&(k, _, _)| depth(parent, k).map(|d| (d, k)))
                 .max()
                 .map(|(_, k)| k)
         };
@@ -285,25 +439,45 @@ impl Sm {
         let root = path[path.len() / 2];
         let parent = bfs(root);
         let mut masks: BTreeMap<usize, PortMask> = BTreeMap::new();
-        for &(k, port) in &at {
+        let has = |masks: &BTreeMap<usize, PortMask>, k: usize, p: u8| {
+            masks
+                .get(&k)
+                .is_some_and(|m| m[usize::from(p / 16)] & (1 << (p % 16)) != 0)
+        };
+        // Receivers first: their port, and the tree's links from their
+        // switch up to the root, both ways.
+        for &(k, port, _) in at.iter().filter(|m| m.2) {
             if parent[k].is_none() {
                 continue; // cut off from the root: unreachable
             }
             set_port(masks.entry(k).or_default(), port);
-            // The tree's links from here up to the root.
             let mut c = k;
             while let Some((up, cp, upp)) = parent[c] {
                 if up == c {
                     break;
                 }
-                let done = masks
-                    .get(&up)
-                    .is_some_and(|m| m[usize::from(upp / 16)] & (1 << (upp % 16)) != 0);
+                let done = has(&masks, up, upp);
                 set_port(masks.entry(c).or_default(), cp);
                 set_port(masks.entry(up).or_default(), upp);
                 if done {
                     break;
                 }
+                c = up;
+            }
+        }
+        // Send-only members: no entry points at them; their switch and
+        // those above it send up towards the root (a switch forwards out
+        // of its entry's ports whichever port the packet came in by).
+        for &(k, _, _) in at.iter().filter(|m| !m.2) {
+            if parent[k].is_none() {
+                continue;
+            }
+            let mut c = k;
+            while let Some((up, cp, _)) = parent[c] {
+                if up == c || has(&masks, c, cp) {
+                    break;
+                }
+                set_port(masks.entry(c).or_default(), cp);
                 c = up;
             }
         }

@@ -36,7 +36,7 @@ pub mod vswitch;
 pub use config::{Engine, FatTreeEngine, MinHopEngine, RoutingEngine, SmConfig, UpDownEngine};
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};
-pub use mcast::{McastError, PortMask};
+pub use mcast::{GroupMember, McastError, PortMask};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
 pub use pkeys::MAX_PKEY_BLOCKS;

@@ -93,13 +93,20 @@ impl Sm {
         let old_top = self.top;
         self.top = top;
         let blocks = usize::from(self.db.max_lid) / 64 + 1;
+        // The multicast trees are planned first, so that each switch's
+        // MulticastFDBTop rides on the Set(SwitchInfo) it gets here.
+        let mut mcast = self.mcast_plan();
         for k in 0..self.db.switch_index.len() {
             let i = self.db.switch_index[k];
             let n = &self.db.nodes()[i];
             let Some(mut si) = n.switch_info else {
                 continue;
             };
+            let held = si;
             si.linear_fdb_top = top;
+            if let Some(t) = mcast.tops.remove(&i) {
+                si.multicast_fdb_top = t;
+            }
             si.port_state_change = true; // writing 1 clears it
             let old = self.db.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
             let Some(old) = old else {
@@ -116,7 +123,7 @@ impl Sm {
                 })
                 .map(|b| b as u16)
                 .collect();
-            if top != old_top {
+            if top != old_top || si.multicast_fdb_top != held.multicast_fdb_top {
                 self.set_node(i, &si, 0, Purpose::SetTopOnly);
                 if let Some(mut n) = self.db.node_mut(i) {
                     n.switch_info = Some(SwitchInfo {
@@ -129,7 +136,7 @@ impl Sm {
                 self.send_lft_block(k, b);
             }
         }
-        self.mcast_distribute();
+        self.mcast_send(mcast);
         self.pkey_distribute();
         self.qos_distribute();
     }

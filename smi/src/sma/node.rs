@@ -141,6 +141,11 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
         if spec.is_sm {
             cap |= CapabilityMask::IS_SM;
         }
+        if is_switch {
+            // MulticastFDBTop bounds the MFT entries in use (see
+            // `Model::mft_entry`).
+            cap |= CapabilityMask::IS_MULTICAST_FDB_TOP_SUPPORTED;
+        }
         let mut ports = Vec::new();
         for p in 0..=nports {
             let external = p != 0 || !is_switch;
@@ -300,6 +305,17 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
             .get(usize::from(lid.0))
             .copied()
             .unwrap_or(forwarding::DROP_PORT)
+    }
+
+    /// The MFT entry (port masks by position) for multicast LID `mlid`:
+    /// none above MulticastFDBTop (the switch advertises
+    /// IsMulticastFDBTopSupported and ignores those entries), past
+    /// MulticastFDBCap, or for a unicast LID.
+    pub fn mft_entry(&self, mlid: Lid) -> Option<&[u16; MFT_POSITIONS]> {
+        if mlid.0 > self.switch_info.multicast_fdb_top {
+            return None;
+        }
+        self.mft.get(usize::from(mlid.0.checked_sub(0xC000)?))
     }
 
     /// The port whose PortInfo carries the M_Key for an SMP that arrived on
