@@ -282,3 +282,102 @@ fn a_table_too_small_keeps_what_fits_and_its_switch_port_stops_enforcing() {
     let (s2, q2) = switch_port(&f, c[2]);
     assert!(port(&f, s2, q2).1.partition_enforcement_inbound);
 }
+
+/// Data packets honour the partitions the SM wrote: sent from each CA to
+/// each other in each partition through the simulated switches (their
+/// LFTs, their enforcing ports' tables, the destination's table), a
+/// packet arrives exactly when the SM's `shared_pkey` (which the SA's
+/// PathRecords follow) says the two share that partition. Two limited
+/// members pass the enforcing switch ports (which check the partition
+/// only) and are refused by the destination; a host that put a key in its
+/// own table behind the SM's back is stopped on the way in.
+#[test]
+fn data_walks_honour_the_partitions() {
+    use fabric::sim::PartitionDrop;
+    let probe = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let g = |i: usize| probe.topo.nodes[c[i]].guid + 1;
+    let conf = format!(
+        "Default=0x7fff:ALL=full;\n\
+         storage=0x0042:{:#x}=full,{:#x}=full,{:#x}=limited,{:#x}=limited;\n\
+         ops=0x0007:{:#x}=full,{:#x}=both;\n",
+        g(0),
+        g(1),
+        g(2),
+        g(3),
+        g(4),
+        g(0)
+    );
+    let (mut f, sm) = up_with("mport-ntree:4:2", &conf);
+    let sub = sm.subnet();
+    let end = |i: usize| {
+        let guid = mad_core::Guid(f.topo.nodes[i].guid + 1);
+        (sub.by_port_guid(guid).unwrap().0, 1u8)
+    };
+    let mut all = c.clone();
+    all.push(f.sm_node);
+    let (mut arrived, mut stopped) = (0, 0);
+    for base in [0x7FFF, 0x0042, 0x0007] {
+        for &a in &all {
+            for &b in all.iter().filter(|&&b| b != a) {
+                let shared = sub.shared_pkey(end(a), end(b), Some(base)).is_some();
+                let got = f.walk_in_partition(a, f.nodes[b].lid(), base);
+                assert_eq!(
+                    got.is_ok(),
+                    shared,
+                    "{} → {} in {base:#x}: {got:?}",
+                    f.topo.nodes[a].name,
+                    f.topo.nodes[b].name
+                );
+                if shared {
+                    arrived += 1;
+                } else {
+                    stopped += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "mport-ntree:4:2: {arrived} packets arrived, {stopped} stopped, as the SM's tables say"
+    );
+    assert!(arrived > 0 && stopped > 0);
+    // Two limited members: the receiver refuses it.
+    assert_eq!(
+        f.walk_in_partition(c[2], f.nodes[c[3]].lid(), 0x42),
+        Err(PartitionDrop::Refused(c[3]))
+    );
+    // Into a host outside the partition: its switch port, which
+    // enforces, drops it on the way out.
+    let (s5, q5) = switch_port(&f, c[5]);
+    assert_eq!(
+        f.walk_in_partition(c[0], f.nodes[c[5]].lid(), 0x42),
+        Err(PartitionDrop::Enforced {
+            node: s5,
+            port: q5,
+            inbound: false
+        })
+    );
+    // Not a member at all: it cannot send in the partition.
+    assert_eq!(
+        f.walk_in_partition(c[5], f.nodes[c[0]].lid(), 0x42),
+        Err(PartitionDrop::NotHeld)
+    );
+    // A host that writes the key into its own table behind the SM's back
+    // is stopped on the way in by its switch port.
+    let SimNode::Ca(ca) = &mut f.nodes[c[5]] else {
+        panic!("not a CA")
+    };
+    ca.model.ports[1].pkeys[1] = PKey(0x8042);
+    assert_eq!(
+        f.walk_in_partition(c[5], f.nodes[c[0]].lid(), 0x42),
+        Err(PartitionDrop::Enforced {
+            node: s5,
+            port: q5,
+            inbound: true
+        })
+    );
+}

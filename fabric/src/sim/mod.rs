@@ -7,6 +7,7 @@ use crate::rng::Rng;
 use crate::topology::{Topology, TopologyError};
 use mad_core::attr::forwarding::DROP_PORT;
 use mad_core::attr::{NodeType, PortState};
+use mad_core::types::PKey;
 use mad_core::{Lid, Smp};
 use smi::dr::{self, Disposition};
 use smi::sm::{Phase, Sm, SmConfig, Transmit};
@@ -30,7 +31,7 @@ pub use report::{
     PhaseReport, Phases, RoutingPhase, SmpSummary, VerifySummary, WallMs,
 };
 pub use verify::{Check, Failure, Verify, WalkEnd};
-pub use walk::{McastWalk, TraceError};
+pub use walk::{McastWalk, PartitionDrop, TraceError};
 
 /// Timing and loss of the simulated fabric.
 #[derive(Clone, Debug)]

@@ -87,6 +87,22 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
         }
     }
+    /// The P_Key table of `port` (a hypervisor's VFs use its PF's: the
+    /// simulated vSwitch keeps no table of its own per VF) and the port's
+    /// partition enforcement (inbound, outbound), if the port exists.
+    pub fn pkeys(&self, port: u8) -> Option<(&[PKey], bool, bool)> {
+        let p = usize::from(port);
+        let (pkeys, info) = match self {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| (&x.pkeys, &x.info)),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| (&x.pkeys, &x.info)),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| (&x.pkeys, &x.info)),
+        }?;
+        Some((
+            pkeys,
+            info.partition_enforcement_inbound,
+            info.partition_enforcement_outbound,
+        ))
+    }
     /// The node's LID (a switch's port 0, a CA's port 1).
     pub fn lid(&self) -> Lid {
         match self {

@@ -55,6 +55,127 @@ impl Fabric {
     }
 }
 
+/// Why a packet sent with a P_Key did not arrive
+/// ([`Fabric::walk_in_partition`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionDrop {
+    /// The sender's port holds no P_Key of that partition: it cannot
+    /// send in it.
+    NotHeld,
+    /// A switch port that enforces partitions discarded it: no entry of
+    /// its table is of the packet's partition.
+    Enforced {
+        /// The switch.
+        node: usize,
+        /// Its port.
+        port: u8,
+        /// On the way in (false: on the way out).
+        inbound: bool,
+    },
+    /// It reached the destination, whose port holds no matching P_Key.
+    Refused(usize),
+    /// The LFTs did not bring it there (as [`Fabric::walk`] says).
+    Route(Walk),
+}
+
+/// Whether an end port's `table` holds a P_Key that matches `key` (IBA
+/// 10.9.3: same partition, one of the two a full member).
+fn holds(table: &[PKey], key: PKey) -> bool {
+    table.iter().any(|&t| t.matches(key))
+}
+
+/// Whether an enforcing switch port's `table` lets `key` pass: the
+/// partition number only. A switch port holds its CA's keys as the CA
+/// holds them (OpenSM copies a limited key as limited), so a limited
+/// member's own packets must pass it; whether two members may talk is the
+/// destination's check.
+fn passes(table: &[PKey], key: PKey) -> bool {
+    table
+        .iter()
+        .any(|&t| t.is_valid() && t.base() == key.base())
+}
+
+impl Fabric {
+    /// Sends a data packet from CA `src` to `dlid` in partition `base`
+    /// (the P_Key's low 15 bits) through the installed LFTs, as the
+    /// hardware checks P_Keys (IBA 10.9): the sender's port puts its own
+    /// table's entry of the partition in the packet (full or limited);
+    /// each switch port on the way that enforces partitions, inbound or
+    /// outbound, drops it unless its table holds a key of the partition;
+    /// the destination's port accepts it only with a matching key (so two
+    /// limited members cannot talk). The switches passed, or why it was
+    /// dropped.
+    pub fn walk_in_partition(
+        &self,
+        src: usize,
+        dlid: Lid,
+        base: u16,
+    ) -> Result<u32, PartitionDrop> {
+        let (own, _, _) = self.nodes[src].pkeys(1).ok_or(PartitionDrop::NotHeld)?;
+        let key = *(own.iter())
+            .filter(|k| k.is_valid() && k.base() == base & 0x7FFF)
+            .max_by_key(|k| k.is_full_member())
+            .ok_or(PartitionDrop::NotHeld)?;
+        let Some((mut node, mut ingress)) = self.topo.peer_of(src, 1) else {
+            return Err(PartitionDrop::Route(Walk::Dropped(src)));
+        };
+        let limit = self.nodes.len() as u32;
+        let mut switches = 0u32;
+        let check = |node: usize, port: u8, inbound: bool| -> Result<(), PartitionDrop> {
+            match self.nodes[node].pkeys(port) {
+                Some((t, i, o)) if (if inbound { i } else { o }) && !passes(t, key) => {
+                    Err(PartitionDrop::Enforced {
+                        node,
+                        port,
+                        inbound,
+                    })
+                }
+                _ => Ok(()),
+            }
+        };
+        loop {
+            let SimNode::Switch(s) = &self.nodes[node] else {
+                if !self.nodes[node].owns(dlid) {
+                    return Err(PartitionDrop::Route(Walk::Dropped(node)));
+                }
+                let (t, _, _) = self.nodes[node]
+                    .pkeys(1)
+                    .ok_or(PartitionDrop::Refused(node))?;
+                return if holds(t, key) {
+                    Ok(switches)
+                } else {
+                    Err(PartitionDrop::Refused(node))
+                };
+            };
+            switches += 1;
+            if switches > limit {
+                return Err(PartitionDrop::Route(Walk::Loop));
+            }
+            check(node, ingress, true)?;
+            let p = s.model.lft_port(dlid);
+            if p == 0 {
+                if s.model.lid(0) != dlid {
+                    return Err(PartitionDrop::Route(Walk::Dropped(node)));
+                }
+                // The switch's own port 0 receives it as an end port.
+                let (t, _, _) = self.nodes[node]
+                    .pkeys(0)
+                    .ok_or(PartitionDrop::Refused(node))?;
+                return if holds(t, key) {
+                    Ok(switches)
+                } else {
+                    Err(PartitionDrop::Refused(node))
+                };
+            }
+            let Some((m, q)) = self.topo.peer_of(node, p).filter(|_| p != DROP_PORT) else {
+                return Err(PartitionDrop::Route(Walk::Dropped(node)));
+            };
+            check(node, p, false)?;
+            (node, ingress) = (m, q);
+        }
+    }
+}
+
 impl Fabric {
     /// The node with this node GUID (to map an SM's node to the fabric's).
     pub fn node_by_guid(&self, guid: u64) -> Option<usize> {
