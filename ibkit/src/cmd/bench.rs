@@ -19,19 +19,35 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
     if let Some(p) = &a.partitions {
         smd::read_partitions(p).map_err(|e| e.to_string())?;
     }
+    // So are more joins than the fabric has hosts.
+    if a.joins > 0 {
+        let topo = fabric::topology::Topology::from_spec(spec).map_err(|e| e.to_string())?;
+        ::tests::bench::join_hosts(&topo, usize::from(a.joins))?;
+    }
     let policy = Policy {
         partitions: a.partitions.clone(),
         qos: a.qos,
     };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let bar = super::args::Progress::new(3, json);
+    let steps = if a.joins > 0 { 6 } else { 3 };
+    let bar = super::args::Progress::new(steps, json);
     let mut started = false;
-    let b = opensm_vs_ibkit(&exe, spec, routing, &policy, &mut |s| {
+    let mut step = |s: &str| {
         if std::mem::replace(&mut started, true) {
             bar.step();
         }
         bar.line(s);
-    })?;
+    };
+    let mut b = opensm_vs_ibkit(&exe, spec, routing, &policy, &mut step)?;
+    if a.joins > 0 {
+        b.joins = Some(::tests::bench::join_workload(
+            &exe,
+            spec,
+            &policy,
+            usize::from(a.joins),
+            &mut step,
+        )?);
+    }
     bar.finish();
     if json {
         println!("{}", serde_json::to_string(&b)?);
@@ -87,6 +103,46 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
              OpenSM's SMPs are ibsim's replies)",
             k.sim_ms
         );
+        if let Some(j) = &b.joins {
+            let all = |v: &[u64]| v.iter().sum::<u64>();
+            let each = |v: &[u64]| {
+                v.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            println!(
+                "{} hosts join {} one after another ({}):",
+                j.hosts.len(),
+                ::tests::bench::IPOIB_BROADCAST,
+                j.hosts.join(", ")
+            );
+            println!(
+                "{:<34} {:>14} {:>14} {:>14}",
+                "", "OpenSM 3.3.23", "ibkit, ibsim", "ibkit, own"
+            );
+            println!(
+                "{:<34} {:>14} {:>14} {:>14}",
+                "SMPs, join by join",
+                each(&j.opensm),
+                each(&j.ibkit_on_ibsim),
+                each(&j.ibkit)
+            );
+            println!(
+                "{:<34} {:>14} {:>14} {:>14}",
+                "SMPs in all",
+                all(&j.opensm),
+                all(&j.ibkit_on_ibsim),
+                all(&j.ibkit)
+            );
+            println!(
+                "(own fabric: {} Set(MFT), {} Set(SwitchInfo) for MulticastFDBTop; a packet from each member \
+                 reached every other once: {})",
+                j.ibkit_mft_sets,
+                j.ibkit_switch_info_sets,
+                if j.ibkit_reached { "yes" } else { "NO" }
+            );
+        }
     }
     match b.failure() {
         Some(e) => Err(super::Fail::Check(e)),
@@ -301,6 +357,11 @@ pub struct OpensmArgs {
     /// Both SMs apply QoS with OpenSM's defaults (OpenSM -Q, ibkit sm --qos).
     #[arg(long)]
     pub qos: bool,
+    /// Then N hosts join the IPoIB broadcast group one after another,
+    /// through each SM's SA (both running as daemons on ibsim, and ibkit's
+    /// on its simulator): the SMPs each join costs.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=1024))]
+    pub joins: u16,
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
