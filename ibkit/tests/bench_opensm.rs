@@ -2,7 +2,9 @@
 //! then hosts join the IPoIB broadcast group through each SM's SA, one
 //! after another; the command prints the SMPs of each join and exits 0
 //! only where ibkit spent no more than OpenSM and its trees, walked on
-//! its own simulator, reached exactly the members.
+//! its own simulator, reached exactly the members. The partition file is
+//! named relative to the command's directory, as a user types it (the
+//! SMs run in scratch directories of their own).
 
 use std::process::Command;
 
@@ -14,11 +16,20 @@ fn bench_opensm_with_joins_counts_each_join_for_both_sms() {
         common::skip("bench_opensm_with_joins", &why);
         return;
     }
+    let dir = std::env::temp_dir().join(format!("ibkit-bench-joins-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("parts.conf"),
+        "Default=0x7fff,ipoib:ALL=full;\nsw=0x0300:ALL_SWITCHES=full,SELF=full;\n",
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .current_dir(&dir)
         .args(["bench", "opensm", "--topology", "mport-ntree:8:2"])
-        .args(["--joins", "4", "--json"])
+        .args(["--partitions", "parts.conf", "--joins", "4", "--json"])
         .output()
         .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -24,8 +24,12 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
         let topo = fabric::topology::Topology::from_spec(spec).map_err(|e| e.to_string())?;
         ::tests::bench::join_hosts(&topo, usize::from(a.joins))?;
     }
+    // The SMs run in scratch directories: the file by its full path.
+    let partitions = (a.partitions.as_ref())
+        .map(|p| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display())))
+        .transpose()?;
     let policy = Policy {
-        partitions: a.partitions.clone(),
+        partitions,
         qos: a.qos,
     };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -123,18 +127,19 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
             );
             println!(
                 "{:<34} {:>14} {:>14} {:>14}",
-                "SMPs, join by join",
-                each(&j.opensm),
-                each(&j.ibkit_on_ibsim),
-                each(&j.ibkit)
-            );
-            println!(
-                "{:<34} {:>14} {:>14} {:>14}",
                 "SMPs in all",
                 all(&j.opensm),
                 all(&j.ibkit_on_ibsim),
                 all(&j.ibkit)
             );
+            println!("SMPs, join by join:");
+            for (who, v) in [
+                ("OpenSM 3.3.23", &j.opensm),
+                ("ibkit, ibsim", &j.ibkit_on_ibsim),
+                ("ibkit, own", &j.ibkit),
+            ] {
+                println!("  {who:<14} {}", each(v));
+            }
             println!(
                 "(own fabric: {} Set(MFT), {} Set(SwitchInfo) for MulticastFDBTop; a packet from each member \
                  reached every other once: {})",
