@@ -2,16 +2,40 @@
 //! without a panic, refused with a place inside the text, or read into
 //! classes whose VLs are in range (data VLs 0–14 in VL arbitration,
 //! 0–15 in SL-to-VL tables), with warnings that point inside the text.
+//! The same text as a `qos-policy.conf`: refused with a place inside it,
+//! or rules with SLs 0–15, ranges that run forwards, and no more rules
+//! than the bound.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use smi::sm::qos::parse;
+use smi::sm::qos_policy::{parse_policy, UlpMatch, MAX_RANGES, MAX_RULES};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     let lines = text.split('\n').count();
+    match parse_policy(text) {
+        Err(e) => {
+            assert!(e.line >= 1 && e.line <= lines, "{e}");
+            assert!(e.column >= 1 && e.column <= text.len() + 1, "{e}");
+        }
+        Ok(p) => {
+            assert!(p.rules.len() <= MAX_RULES);
+            assert!(p.default_sl.is_some_and(|s| s <= 15), "a policy without default");
+            for r in &p.rules {
+                assert!(r.sl <= 15 && r.line >= 1 && r.line <= lines);
+                let (UlpMatch::ServiceId(v)
+                | UlpMatch::PKey(v)
+                | UlpMatch::TargetGuid(v)
+                | UlpMatch::SourceGuid(v)
+                | UlpMatch::SourceOrTargetGuid(v)) = &r.matches;
+                assert!(!v.is_empty() && v.len() <= MAX_RANGES);
+                assert!(v.iter().all(|&(a, b)| a <= b));
+            }
+        }
+    }
     match parse(text) {
         Err(e) => {
             assert!(e.line >= 1 && e.line <= lines, "{e}");

@@ -735,3 +735,30 @@ fn a_broken_qos_file_is_refused_with_its_place_before_the_fabric_is_touched() {
     assert!(err.contains("longer than"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_broken_qos_policy_is_refused_with_its_place_before_the_fabric_is_touched() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-qosp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("qos-policy.conf");
+    std::fs::write(&bad, "qos-ulps\n  default : 0\n  rds : 16\nend-qos-ulps\n").unwrap();
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("line 3, column 9") && err.contains("0-15"),
+        "{err}"
+    );
+    // The full policy's sections: refused as not implemented.
+    std::fs::write(&bad, "port-groups\nend-port-groups\n").unwrap();
+    let (code, _, err) = ibkit(
+        &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not implemented"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

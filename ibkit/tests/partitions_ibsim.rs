@@ -333,3 +333,175 @@ fn sighup_on(what: &str, topo: &Topology, start: impl Fn(&Path) -> Box<dyn Simul
     );
     println!("{what}: SIGHUP moved the partition; a broken file kept it");
 }
+
+/// The SL of the one PathRecord `ibkit sa path` gets from `host` with
+/// `args`: `Ok(sl)`, or `Err` with the exit status and why (no record).
+fn path_sl(sim: &dyn Simulator, host: &str, args: &[String]) -> Result<u64, String> {
+    let out = sim
+        .client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), host)
+        .args(["sa", "path", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    match v["records"].as_array().map(|r| r.as_slice()) {
+        Some([one]) if out.status.success() => Ok(one["sl"].as_u64().unwrap()),
+        _ => Err(format!(
+            "exit {:?}, {} record(s)",
+            out.status.code(),
+            v["records"].as_array().map_or(0, |r| r.len())
+        )),
+    }
+}
+
+/// The same partitions (one with `sl=3`) and the same `qos-policy.conf`
+/// (`qos-ulps`: a default, a ServiceID, IPoIB's P_Key, an SRP target)
+/// given to OpenSM (`-Q -P -Y`) and to `ibkit sm` (`--partitions
+/// --qos-policy`) on fresh ibsims of one fabric: the same PathRecord
+/// requests, by GID from one host, get the same SL from both SAs — or
+/// no record from both. Without a policy, the partition's SL from both.
+#[test]
+fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-qos-policy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cas: Vec<u64> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.guid + 1)
+        .collect();
+    let hosts: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.name.as_str())
+        .collect();
+    let (me, host) = (*cas.last().unwrap(), *hosts.last().unwrap());
+    let parts = dir.join("partitions.conf");
+    std::fs::write(
+        &parts,
+        format!(
+            "Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042,sl=3:{me:#x}=full,{:#x}=full;\n",
+            cas[1]
+        ),
+    )
+    .unwrap();
+    let policy = dir.join("qos-policy.conf");
+    std::fs::write(
+        &policy,
+        format!(
+            "qos-ulps\n  default : 1\n  any, service-id 0x6234 : 6\n  ipoib : 4\n  \
+             srp, target-port-guid {:#x} : 7\nend-qos-ulps\n",
+            cas[2]
+        ),
+    )
+    .unwrap();
+    let gid = |g: u64| {
+        format!(
+            "fe80::{:x}:{:x}:{:x}:{:x}",
+            g >> 48,
+            (g >> 32) & 0xFFFF,
+            (g >> 16) & 0xFFFF,
+            g & 0xFFFF
+        )
+    };
+    let ends = |to: u64| vec![format!("sgid={}", gid(me)), format!("dgid={}", gid(to))];
+    let with = |to: u64, more: &[&str]| {
+        let mut v = ends(to);
+        v.extend(more.iter().map(|s| s.to_string()));
+        v
+    };
+    let queries: Vec<(&str, Vec<String>, bool)> = vec![
+        ("plain", ends(cas[1]), true),
+        ("storage P_Key", with(cas[1], &["pkey=0x8042"]), false),
+        ("default P_Key", with(cas[1], &["pkey=0xffff"]), true),
+        (
+            "ServiceID 0x6234",
+            with(cas[1], &["service_id_msb=0", "service_id_lsb=0x6234"]),
+            true,
+        ),
+        ("SRP target", ends(cas[2]), true),
+        ("SL 5 asked", with(cas[1], &["sl=5"]), true),
+        ("SL 1 asked", with(cas[1], &["sl=1"]), true),
+    ];
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let (p, y) = (parts.to_str().unwrap(), policy.to_str().unwrap());
+    let mut rows = Vec::new();
+    for with_policy in [false, true] {
+        let ask = |sim: &dyn Simulator| -> Vec<Result<u64, String>> {
+            (queries.iter())
+                .filter(|q| with_policy || !q.2)
+                .map(|q| path_sl(sim, host, &q.1))
+                .collect()
+        };
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+        let mut args = vec!["-Q", "-P", p];
+        if with_policy {
+            args.extend(["-Y", y]);
+        }
+        let osm = start_opensm_with(&sim, &dir, wait, &args).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let theirs = ask(&sim);
+        drop(osm);
+        drop(sim);
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+        let mut args = vec!["--partitions", p];
+        if with_policy {
+            args.extend(["--qos-policy", y]);
+        }
+        let sm: RunningSm = start_ibkit_sm(exe, &sim, &args, wait).unwrap();
+        let ours = ask(&sim);
+        if with_policy {
+            // SIGHUP re-reads the policy; a broken one keeps it.
+            let hup = |text: &str| {
+                std::fs::write(&policy, text).unwrap();
+                let ok = Command::new("kill")
+                    .args(["-HUP", &sm.pid().to_string()])
+                    .status()
+                    .unwrap();
+                assert!(ok.success());
+            };
+            hup("qos-ulps\n default : 2\nend-qos-ulps\n");
+            let t = std::time::Instant::now();
+            while path_sl(&sim, host, &queries[0].1) != Ok(2) {
+                assert!(t.elapsed() < Duration::from_secs(10), "SIGHUP: never SL 2");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            hup("qos-ulps\n default : 99\nend-qos-ulps\n");
+            std::thread::sleep(Duration::from_millis(500));
+            assert_eq!(path_sl(&sim, host, &queries[0].1), Ok(2));
+            rows.push("policy SIGHUP: default 1 -> 2 read; a broken file kept 2".into());
+        }
+        drop(sm);
+        drop(sim);
+        let names = (queries.iter()).filter(|q| with_policy || !q.2);
+        for ((q, t), o) in names.zip(&theirs).zip(&ours) {
+            rows.push(format!(
+                "{:<6} {:<18} OpenSM {:<22} ibkit {:?}",
+                if with_policy { "policy" } else { "none" },
+                q.0,
+                format!("{t:?}"),
+                o
+            ));
+            assert_eq!(t.is_ok(), o.is_ok(), "{}: OpenSM {t:?}, ibkit {o:?}", q.0);
+            if let (Ok(t), Ok(o)) = (t, o) {
+                assert_eq!(t, o, "{}: SL", q.0);
+            }
+        }
+        // What the files say, so that agreement is not agreement on nothing.
+        if with_policy {
+            assert_eq!(
+                ours.iter()
+                    .map(|r| r.as_ref().ok().copied())
+                    .collect::<Vec<_>>(),
+                [Some(1), Some(1), Some(4), Some(6), Some(7), None, Some(1)]
+            );
+        } else {
+            assert_eq!(ours, [Ok(3)]);
+        }
+    }
+    println!("{}", rows.join("\n"));
+}

@@ -13,6 +13,7 @@ use mad_core::sa::path::{comp, selector};
 use mad_core::sa::{PathRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
+use smi::sm::qos_policy::PathQuery;
 use smi::sm::{NodeBrief, NodeId, PortBrief, Subnet};
 
 /// SwitchInfo.LifeTimeValue taken for a switch the SM has not read.
@@ -274,6 +275,36 @@ pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<P
     })
 }
 
+/// The SL of a path from `src` to `dst` in the partition of `pkey`, as
+/// OpenSM chooses it: the QoS policy's (its `qos-ulps` rules, matched on
+/// the request's ServiceID `sid` and P_Key `asked_pkey` where its mask
+/// selects them, and on the two ends' port GUIDs); else the SL the request
+/// asks (`asked_sl`); else the partition's `sl=`. `None` when the request
+/// asks an SL the policy does not give (OpenSM's ERR 1F1F: no path).
+pub fn path_sl(
+    s: &Subnet,
+    src: &End,
+    dst: &End,
+    pkey: PKey,
+    sid: Option<u64>,
+    asked_pkey: Option<PKey>,
+    asked_sl: Option<u8>,
+) -> Option<u8> {
+    let policy = s.qos_policy().and_then(|p| {
+        p.sl_for(&PathQuery {
+            service_id: sid,
+            pkey: asked_pkey.map(|k| k.0),
+            source_guid: src.gid.guid().0,
+            target_guid: dst.gid.guid().0,
+        })
+    });
+    match (asked_sl, policy) {
+        (Some(a), Some(p)) if a != p => None,
+        (Some(a), _) | (None, Some(a)) => Some(a),
+        (None, None) => Some(s.partition_sl(pkey)),
+    }
+}
+
 /// True when `ours` meets a selector-qualified request: `sel` of the
 /// request applied to its `want` (IBA 15.2.5.16: greater, less, exactly,
 /// the largest available).
@@ -287,9 +318,12 @@ fn selected(sel: u8, want: u8, ours: u8) -> bool {
 }
 
 /// Components compared as selectors or as request parameters, not as
-/// values: the selectors and what they select, NumbPath, and the GIDs
-/// (an end is found by them).
-const SPECIAL: u64 = comp::MTU_SELECTOR
+/// values: the selectors and what they select, NumbPath, the GIDs (an end
+/// is found by them) and the ServiceID (the QoS policy reads it; the
+/// answer does not carry it, as in OpenSM).
+const SPECIAL: u64 = comp::SERVICE_ID_MSB
+    | comp::SERVICE_ID_LSB
+    | comp::MTU_SELECTOR
     | comp::MTU
     | comp::RATE_SELECTOR
     | comp::RATE
@@ -312,6 +346,7 @@ const DGID_AT: usize = 8;
 const SGID_AT: usize = 24;
 const DLID_AT: usize = 40;
 const SLID_AT: usize = 42;
+const SL_AT: usize = 53;
 const PKEY_AT: usize = 50;
 
 impl Request<'_> {
@@ -325,6 +360,44 @@ impl Request<'_> {
             b.copy_from_slice(s);
         }
         Gid(b)
+    }
+
+    /// The ServiceID the request names, if its mask selects both halves.
+    fn service_id(&self) -> Option<u64> {
+        let b = self.data.get(..8)?;
+        let both = comp::SERVICE_ID_MSB | comp::SERVICE_ID_LSB;
+        (self.mask & both == both).then(|| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
+    }
+
+    /// OpenSM's rule: a request selects both halves of the ServiceID or
+    /// neither (else InsufficientComponents).
+    fn both_service_id_halves(&self) -> Result<(), SaStatus> {
+        let both = comp::SERVICE_ID_MSB | comp::SERVICE_ID_LSB;
+        match self.mask & both {
+            0 => Ok(()),
+            m if m == both => Ok(()),
+            _ => Err(SaStatus::ReqInsufficientComponents),
+        }
+    }
+
+    /// The SL the request names, if its mask selects it.
+    fn sl(&self) -> Option<u8> {
+        let b = self.data.get(SL_AT)?;
+        Some(b & 0x0F).filter(|_| self.has(comp::SL))
+    }
+
+    /// `pr` with the SL the request gets ([`path_sl`]), or `None`.
+    fn with_sl(&self, s: &Subnet, src: &End, dst: &End, mut pr: PathRecord) -> Option<PathRecord> {
+        pr.sl = path_sl(
+            s,
+            src,
+            dst,
+            pr.pkey,
+            self.service_id(),
+            self.pkey(),
+            self.sl(),
+        )?;
+        Some(pr)
     }
 
     /// The P_Key the request names, if its mask selects one.
@@ -431,6 +504,7 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
         data: q.data,
         mask: q.mask,
     };
+    r.both_service_id_halves()?;
     let s = q.subnet;
     let (dst, by_d) = if r.has(comp::DGID) {
         let e = end_by_gid(s, r.gid(DGID_AT)).ok_or(SaStatus::ReqInvalidGid)?;
@@ -450,7 +524,9 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
     } else {
         (end_by_lid(s, q.from.lid).ok_or(SaStatus::NoRecords)?, 0)
     };
-    let pr = resolve(q.subnet, &src, &dst, r.pkey()).ok_or(SaStatus::NoRecords)?;
+    let pr = resolve(q.subnet, &src, &dst, r.pkey())
+        .and_then(|pr| r.with_sl(s, &src, &dst, pr))
+        .ok_or(SaStatus::NoRecords)?;
     let mut b = [0u8; PathRecord::SIZE];
     pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
     if !r.accepts(&pr, &b, by_s | by_d) {
@@ -490,6 +566,7 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
         data: q.data,
         mask: q.mask,
     };
+    r.both_service_id_halves()?;
     let s = q.subnet;
     let (srcs, by_s): (Vec<End>, u64) = match r.source(s)? {
         Some((e, by)) => (e.into_iter().collect(), by),
@@ -502,7 +579,8 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
     let mut out = Vec::new();
     for src in &srcs {
         for dst in &dests {
-            let Some(pr) = resolve(s, src, dst, r.pkey()) else {
+            let Some(pr) = resolve(s, src, dst, r.pkey()).and_then(|pr| r.with_sl(s, src, dst, pr))
+            else {
                 continue;
             };
             let mut b = alloc::vec![0u8; PathRecord::SIZE];
@@ -604,6 +682,9 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
                     )
             })
     };
+    let sid = (has("service_id_msb") && has("service_id_lsb"))
+        .then(|| u64::from(mp.service_id_msb) << 56 | mp.service_id_lsb);
+    let asked_sl = Some(mp.sl).filter(|_| has("sl"));
     let mut out = Vec::new();
     for src in &srcs {
         for dst in &dsts {
@@ -611,7 +692,13 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
                 break;
             }
             let want = Some(mp.pkey).filter(|_| has("pkey"));
-            let Some(pr) = resolve(s, src, dst, want).filter(|pr| fits(pr)) else {
+            let Some(pr) = resolve(s, src, dst, want)
+                .and_then(|mut pr| {
+                    pr.sl = path_sl(s, src, dst, pr.pkey, sid, want, asked_sl)?;
+                    Some(pr)
+                })
+                .filter(|pr| fits(pr))
+            else {
                 continue;
             };
             let mut b = alloc::vec![0u8; PathRecord::SIZE];

@@ -271,3 +271,136 @@ fn each_ipoib_partition_has_its_broadcast_group_and_mgid_lines_theirs() {
     );
     assert_eq!(st, SaStatus::ReqInvalid);
 }
+
+/// The SL of a PathRecord, as OpenSM chooses it: the QoS policy's
+/// `qos-ulps` rule that matches the request (by ServiceID or P_Key where
+/// the request's mask selects them, by the ends' port GUIDs), else its
+/// `default`; without a policy, the SL the request asks, else the
+/// partition's `sl=`. A request asking an SL the policy does not give
+/// gets no record.
+#[test]
+fn pathrecords_carry_the_sl_of_the_policy_then_of_the_partition() {
+    use smi::sm::qos_policy::parse_policy;
+    let (_f, mut sm, h) = up_with(|h, f| {
+        let g = |i: usize| f.topo.nodes[h[i].0].guid + 1;
+        format!(
+            "Default=0x7fff:ALL=full;\nstorage=0x0042,sl=3:{:#x}=full,{:#x}=full,{:#x}=full;\n",
+            g(0),
+            g(1),
+            g(2)
+        )
+    });
+    let mut sa = Sa::new(SaConfig::default());
+    let (a, b, c) = (h[0].1, h[1].1, h[2].1);
+    let get = |sa: &mut Sa, sm: &Sm, q: PathRecord, names: &[&str]| {
+        let (st, m) = one(
+            sa,
+            sm,
+            a,
+            &ask(Method::Get, &q, mask::<PathRecord>(names), 0),
+            0,
+        );
+        (st, PathRecord::decode(&m.data).unwrap_or_default().sl)
+    };
+    let to = |d: Addr| PathRecord {
+        slid: a.lid,
+        dlid: d.lid,
+        ..PathRecord::default()
+    };
+    let in_storage = PathRecord {
+        pkey: PKey(0x8042),
+        ..to(b)
+    };
+    let in_default = PathRecord {
+        pkey: PKey(0xFFFF),
+        ..to(b)
+    };
+    // No policy: the partition's SL, 0 in the default partition.
+    assert_eq!(
+        get(&mut sa, &sm, in_storage, &["slid", "dlid", "pkey"]),
+        (SaStatus::Ok, 3)
+    );
+    assert_eq!(
+        get(&mut sa, &sm, in_default, &["slid", "dlid", "pkey"]),
+        (SaStatus::Ok, 0)
+    );
+    // An SL asked is given.
+    assert_eq!(
+        get(
+            &mut sa,
+            &sm,
+            PathRecord { sl: 5, ..to(b) },
+            &["slid", "dlid", "sl"]
+        ),
+        (SaStatus::Ok, 5)
+    );
+    let target = sm
+        .subnet()
+        .node(sa::path::end_by_lid(sm.subnet(), c.lid).unwrap().node)
+        .unwrap()
+        .info
+        .port_guid
+        .0;
+    let policy = format!(
+        "qos-ulps\n default : 1\n any, service-id 0x6234 : 6\n ipoib : 4\n srp, target-port-guid {target:#x} : 7\nend-qos-ulps\n"
+    );
+    sm.set_qos_policy(Some(parse_policy(&policy).unwrap()));
+    // By ServiceID, only when the mask selects it.
+    let sid = PathRecord {
+        service_id: 0x6234,
+        ..to(b)
+    };
+    assert_eq!(
+        get(
+            &mut sa,
+            &sm,
+            sid,
+            &["slid", "dlid", "service_id_msb", "service_id_lsb"]
+        ),
+        (SaStatus::Ok, 6)
+    );
+    assert_eq!(get(&mut sa, &sm, sid, &["slid", "dlid"]), (SaStatus::Ok, 1));
+    // Half a ServiceID is refused, as OpenSM refuses it.
+    assert_eq!(
+        get(&mut sa, &sm, sid, &["slid", "dlid", "service_id_lsb"]).0,
+        SaStatus::ReqInsufficientComponents
+    );
+    // By P_Key (the default partition's: ipoib).
+    assert_eq!(
+        get(&mut sa, &sm, in_default, &["slid", "dlid", "pkey"]),
+        (SaStatus::Ok, 4)
+    );
+    // By the target's GUID.
+    assert_eq!(
+        get(&mut sa, &sm, to(c), &["slid", "dlid"]),
+        (SaStatus::Ok, 7)
+    );
+    // The default rule before the partition's SL.
+    assert_eq!(
+        get(&mut sa, &sm, in_storage, &["slid", "dlid", "pkey"]),
+        (SaStatus::Ok, 1)
+    );
+    // An SL the policy does not give: no record; the one it gives: the path.
+    let (st, _) = get(
+        &mut sa,
+        &sm,
+        PathRecord { sl: 5, ..to(b) },
+        &["slid", "dlid", "sl"],
+    );
+    assert_eq!(st, SaStatus::NoRecords);
+    assert_eq!(
+        get(
+            &mut sa,
+            &sm,
+            PathRecord { sl: 1, ..to(b) },
+            &["slid", "dlid", "sl"]
+        ),
+        (SaStatus::Ok, 1)
+    );
+    // Policy removed: back to the partition's.
+    sm.set_qos_policy(None);
+    assert_eq!(
+        get(&mut sa, &sm, in_storage, &["slid", "dlid", "pkey"]),
+        (SaStatus::Ok, 3)
+    );
+}

@@ -22,6 +22,7 @@ use sa::{Sa, SaConfig};
 use serde::{Serialize, Serializer};
 use smi::sm::partitions::{self, PartitionConfig};
 use smi::sm::qos::{self, QosConfig};
+use smi::sm::qos_policy::QosPolicy;
 use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +76,8 @@ pub struct SmdConfig {
     pub qos: bool,
     /// An `opensm.conf` whose `qos_*` options give the QoS policy (QoS on).
     pub qos_config: Option<PathBuf>,
+    /// A `qos-policy.conf` whose `qos-ulps` rules give PathRecords their SL.
+    pub qos_policy: Option<PathBuf>,
     /// Set (by a SIGHUP handler) to re-read the partition and QoS
     /// configurations; the driver clears it. A broken file leaves what is
     /// in force.
@@ -93,6 +96,7 @@ impl Default for SmdConfig {
             partitions: None,
             qos: false,
             qos_config: None,
+            qos_policy: None,
             reload: None,
         }
     }
@@ -166,8 +170,16 @@ pub fn read_qos(path: &std::path::Path) -> Result<QosConfig, SmdError> {
     Ok(cfg)
 }
 
+/// Reads and parses the `qos-ulps` section of a `qos-policy.conf`; a
+/// refusal as "FILE: line L, column C: reason".
+pub fn read_qos_policy(path: &std::path::Path) -> Result<QosPolicy, SmdError> {
+    let bad = |why: String| SmdError::Qos(format!("{}: {why}", path.display()));
+    let text = read_bounded(path).map_err(bad)?;
+    smi::sm::qos_policy::parse_policy(&text).map_err(|e| bad(e.to_string()))
+}
+
 /// The QoS policy the configuration asks for, if any.
-fn qos_policy(c: &SmdConfig) -> Result<Option<QosConfig>, SmdError> {
+fn qos_tables(c: &SmdConfig) -> Result<Option<QosConfig>, SmdError> {
     match &c.qos_config {
         Some(p) => read_qos(p).map(Some),
         None if c.qos => Ok(Some(QosConfig::default())),
@@ -326,7 +338,8 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     if let Some(p) = &c.partitions {
         read_partitions(p)?;
     }
-    qos_policy(c)?;
+    qos_tables(c)?;
+    c.qos_policy.as_deref().map(read_qos_policy).transpose()?;
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
         Via::Umad { ca, port } => {
@@ -395,7 +408,7 @@ fn drive(
         );
         sm.set_partitions(parts);
     }
-    if let Some(q) = qos_policy(c)? {
+    if let Some(q) = qos_tables(c)? {
         tracing::info!(
             "QoS: {}",
             c.qos_config
@@ -403,6 +416,15 @@ fn drive(
                 .map_or("OpenSM's defaults".into(), |p| p.display().to_string())
         );
         sm.set_qos(q);
+    }
+    if let Some(p) = &c.qos_policy {
+        let policy = read_qos_policy(p)?;
+        tracing::info!(
+            "QoS policy: {} qos-ulps rule(s) from {}",
+            policy.rules.len() + usize::from(policy.default_sl.is_some()),
+            p.display()
+        );
+        sm.set_qos_policy(Some(policy));
     }
     let t0 = Instant::now();
     let ms = || t0.elapsed().as_millis() as u64;
@@ -467,6 +489,15 @@ fn drive(
                 Ok(q) => {
                     let smps = sm.set_qos(q);
                     tracing::info!("QoS re-read: {smps} SMP(s) queued");
+                }
+                Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
+            }
+        }
+        if let (true, Some(p)) = (hup, &c.qos_policy) {
+            match read_qos_policy(p) {
+                Ok(policy) => {
+                    sm.set_qos_policy(Some(policy));
+                    tracing::info!("QoS policy re-read");
                 }
                 Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
             }

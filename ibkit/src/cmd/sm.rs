@@ -47,6 +47,12 @@ pub struct SmArgs {
     /// in the file are skipped. SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
     pub qos_config: Option<std::path::PathBuf>,
+    /// A qos-policy.conf whose qos-ulps section (OpenSM's simplified QoS
+    /// policy: default, sdp, rds, iser, ipoib, srp, any with service-id,
+    /// pkey or port GUIDs) gives PathRecords their SL. The full policy's
+    /// sections are refused. SIGHUP re-reads it.
+    #[arg(long, value_name = "FILE")]
+    pub qos_policy: Option<std::path::PathBuf>,
     /// Stop once the subnet is up.
     #[arg(long)]
     pub once: bool,
@@ -104,6 +110,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             partitions: a.partitions.clone(),
             qos: a.qos,
             qos_config: a.qos_config.clone(),
+            qos_policy: a.qos_policy.clone(),
             reload: Some(reload),
             ..smd::SmdConfig::default()
         },

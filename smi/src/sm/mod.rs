@@ -25,6 +25,7 @@ mod outbox;
 pub mod partitions;
 mod pkeys;
 pub mod qos;
+pub mod qos_policy;
 pub mod routing;
 mod stats;
 mod subnet;

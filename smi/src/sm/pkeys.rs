@@ -67,6 +67,8 @@ pub(super) struct PKeys {
     pub(super) overflow: BTreeSet<(usize, u8)>,
     /// Configurations applied so far.
     pub(super) generation: u64,
+    /// Each partition's `sl=` (low 15 bits of its P_Key → SL), where not 0.
+    sl: BTreeMap<u16, u8>,
 }
 
 impl PKeys {
@@ -144,6 +146,10 @@ impl Sm {
     /// the subnet is up it is kept for the bring-up's distribution. The
     /// SMPs queued now.
     pub fn set_partitions(&mut self, config: PartitionConfig) -> usize {
+        self.db.pkeys.sl = (config.partitions.iter())
+            .filter(|p| p.flags.sl != 0)
+            .map(|p| (p.pkey & 0x7FFF, p.flags.sl))
+            .collect();
         self.db.pkeys.config = Some(config);
         self.db.pkeys.generation += 1;
         self.reconfigure(Sm::pkey_distribute)
@@ -534,6 +540,16 @@ impl Subnet {
     /// The partition configuration applied, if any.
     pub fn partition_config(&self) -> Option<&PartitionConfig> {
         self.pkeys.config.as_ref()
+    }
+
+    /// The SL of the partition of `pkey` (its `sl=`; 0 without one, or
+    /// without partitions): what a PathRecord in it carries when no QoS
+    /// policy gives one, as OpenSM's.
+    pub fn partition_sl(&self, pkey: PKey) -> u8 {
+        if self.pkeys.sl.is_empty() {
+            return 0;
+        }
+        self.pkeys.sl.get(&pkey.base()).copied().unwrap_or(0)
     }
 
     /// How many configurations have been applied: it moves when the

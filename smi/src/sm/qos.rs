@@ -26,8 +26,8 @@
 //! (and the port answered) is not written again. VL arbitration has no
 //! such modifier: each block of each port is a Set. `qos_max_vls` is read
 //! and checked but, as in OpenSM 3.3, changes nothing: OperationalVLs
-//! come from the ports' VLCap. `qos-policy.conf` (SLs by ULP, port or
-//! service) is not read; PathRecords carry SL 0.
+//! come from the ports' VLCap. The SLs PathRecords carry come from a
+//! `qos-policy.conf`'s `qos-ulps` ([`super::qos_policy`]), given apart.
 //!
 //! What is wrong in the file is refused with the line, the column and the
 //! reason ([`QosError`]); an unknown `qos_*` option is a
@@ -297,7 +297,7 @@ pub fn parse(text: &str) -> Result<QosConfig, QosError> {
             }
             "qos_policy_file" => {
                 warnings.push(at.warning(
-                    "qos_policy_file: qos-policy.conf is not read; the qos_* tables apply",
+                    "qos_policy_file: not followed; give the qos-policy.conf with --qos-policy",
                 ));
                 continue;
             }
@@ -372,6 +372,8 @@ pub(super) struct Sl2VlAt {
 pub(super) struct Qos {
     /// The policy applied (none: the tables are left alone).
     pub(super) config: Option<QosConfig>,
+    /// The simplified QoS policy PathRecords follow, if any.
+    pub(super) policy: Option<super::qos_policy::QosPolicy>,
     /// SL-to-VL tables the ports answered with: (node, input, output).
     sl2vl: BTreeMap<(usize, u8, u8), [u8; 16]>,
     /// VL arbitration blocks the ports answered with: (node, port,
@@ -406,6 +408,18 @@ impl Sm {
     pub fn set_qos(&mut self, config: QosConfig) -> usize {
         self.db.qos.config = Some(config);
         self.reconfigure(Sm::qos_distribute)
+    }
+
+    /// The simplified QoS policy (`qos-ulps`) PathRecords follow, if any.
+    pub fn qos_policy(&self) -> Option<&super::qos_policy::QosPolicy> {
+        self.db.qos.policy.as_ref()
+    }
+
+    /// Sets the simplified QoS policy (`qos-ulps`) the SA's PathRecords
+    /// follow, or none. It changes no table: it takes effect on the next
+    /// PathRecord.
+    pub fn set_qos_policy(&mut self, policy: Option<super::qos_policy::QosPolicy>) {
+        self.db.qos.policy = policy;
     }
 
     /// The QoS policy applied, if any.
@@ -783,6 +797,11 @@ impl Subnet {
     /// as the SA and the SMP number them, entries).
     pub fn vlarb_blocks(&self) -> impl Iterator<Item = (NodeId, u8, u8, [VlWeight; 32])> + '_ {
         (self.qos.vlarb.iter()).map(|(&(n, p, b), &t)| (NodeId(n), p, b + 1, t))
+    }
+
+    /// The simplified QoS policy (`qos-ulps`) PathRecords follow, if any.
+    pub fn qos_policy(&self) -> Option<&super::qos_policy::QosPolicy> {
+        self.qos.policy.as_ref()
     }
 
     /// The QoS policy applied, if any.
