@@ -364,7 +364,11 @@ impl Sa {
                 self.informs
                     .report(notice, gid, now_ms, cfg, &mut |t| out.push_back(t), stats);
             }
-            SmEvent::NodeAdded { .. } | SmEvent::LidsChanged { .. } => {}
+            SmEvent::NodeAdded { .. }
+            | SmEvent::LidsChanged { .. }
+            | SmEvent::SmStateChanged { .. }
+            | SmEvent::HandingOver { .. }
+            | SmEvent::HandoverImpossible => {}
         }
     }
 

@@ -82,6 +82,12 @@ pub struct SmdConfig {
     /// configurations; the driver clears it. A broken file leaves what is
     /// in force.
     pub reload: Option<std::sync::Arc<AtomicBool>>,
+    /// Election priority (0–15): the highest SM is master.
+    pub priority: u8,
+    /// SM_Key (0: none).
+    pub sm_key: u64,
+    /// Milliseconds between a standby's polls of the master.
+    pub poll_ms: u64,
 }
 
 impl Default for SmdConfig {
@@ -98,6 +104,9 @@ impl Default for SmdConfig {
             qos_config: None,
             qos_policy: None,
             reload: None,
+            priority: 0,
+            sm_key: 1,
+            poll_ms: 500,
         }
     }
 }
@@ -230,6 +239,11 @@ pub struct SmRun {
     /// Nanoseconds spent in the SA (taking requests in and answers out),
     /// by this process's clock: the SA's own share of the CPU.
     pub sa_ns: u64,
+    /// The SM's election state at the end, as OpenSM's log names it:
+    /// `MASTER`, `STANDBY`, `DISCOVERING` or `NOT ACTIVE`.
+    pub sm_state: String,
+    /// Times this SM took the subnet over from a master.
+    pub takeovers: u32,
     /// Every node.
     pub table: Vec<NodeRow>,
 }
@@ -396,6 +410,9 @@ fn drive(
         routing: c.routing,
         lid_policy: LidPolicy::Prepopulated,
         sweep_interval_ms: (!c.once).then_some(c.sweep_ms),
+        priority: c.priority,
+        sm_key: c.sm_key,
+        poll_ms: c.poll_ms,
         ..SmConfig::default()
     };
     let mut sm = Sm::new(cfg);
@@ -432,6 +449,8 @@ fn drive(
     // A re-read partition configuration is being applied.
     let mut reapplied = false;
     let mut phase = sm.phase();
+    // Handing over before a stop: until when to wait for the acknowledge.
+    let mut handing: Option<u64> = None;
     // The SM's own LID, for the capture's LRHs (0 until it has one).
     let own_lid = |sm: &Sm| sm.nodes().first().map_or(0, |n| n.lid);
     loop {
@@ -456,8 +475,8 @@ fn drive(
                 let me = if dlid.is_some() { own_lid(&sm) } else { 0xFFFF };
                 cap.mad(t.smp.as_wire(), smp_addr(dlid.unwrap_or(0xFFFF), me))?;
             }
-            // A TrapRepress expects no answer.
-            let answer = t.smp.method() != Method::TrapRepress;
+            // A TrapRepress and the SM's answers expect no answer.
+            let answer = !matches!(t.smp.method(), Method::TrapRepress | Method::GetResp);
             wire.send_smp(t.smp.as_wire(), dlid, answer)?;
         }
         if sm.phase() == Phase::Failed {
@@ -472,9 +491,36 @@ fn drive(
                 break;
             }
         }
-        if stop.load(Ordering::Relaxed) {
-            tracing::info!("stopping");
+        if c.once && sm.phase() == Phase::Standby {
+            tracing::info!("standing by: --once stops here");
             break;
+        }
+        if stop.load(Ordering::Relaxed) {
+            // A master hands the subnet to its best standby first, and
+            // stops once it acknowledges (or after a second).
+            match handing {
+                None => {
+                    if sm.hand_over() {
+                        handing = Some(ms() + 1000);
+                    } else {
+                        tracing::info!("stopping");
+                        break;
+                    }
+                }
+                Some(_) if sm.sm_state() != mad_core::attr::SmState::Master => {
+                    tracing::info!("the standby took the subnet; stopping");
+                    break;
+                }
+                Some(_) if !sm.election().handing => {
+                    tracing::info!("no standby to hand over to; stopping");
+                    break;
+                }
+                Some(t) if ms() > t => {
+                    tracing::warn!("the handover was not answered within 1 s; stopping");
+                    break;
+                }
+                Some(_) => {}
+            }
         }
         if reapplied && sm.is_idle() {
             reapplied = false;
@@ -517,7 +563,9 @@ fn drive(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let wait = next.map_or(100, |t| t.saturating_sub(ms()).min(100));
+        // At most 20 ms asleep: a SIGTERM (the flag it sets) is seen
+        // within that, so a handover starts at once.
+        let wait = next.map_or(20, |t| t.saturating_sub(ms()).min(20));
         match wire.recv(wait.max(1))? {
             Some(Incoming::Sa { from, mad }) => {
                 if let Some(cap) = capture.as_deref_mut() {
@@ -550,7 +598,7 @@ fn drive(
                         smp.header.transaction_id.get()
                     );
                 }
-                if sm.handle_mad(&mad, ms()) == Handled::NotForSm {
+                if sm.handle_mad_from(&mad, Some(mad_core::Lid(slid)), ms()) == Handled::NotForSm {
                     tracing::debug!(
                         "not for the SM: a MAD of class {:#04x}",
                         mad.get(1).copied().unwrap_or(0)
@@ -651,6 +699,19 @@ fn log_event(e: &SmEvent) {
             tracing::info!("trap {number:?} from LID {}", issuer.0)
         }
         SmEvent::LidsChanged { ports } => tracing::debug!("LIDs given to {ports} ports"),
+        SmEvent::HandingOver { to } => {
+            tracing::info!("Handing over to SM {:#018x} before stopping", to.0)
+        }
+        SmEvent::HandoverImpossible => tracing::info!("no SM in STANDBY to hand over to"),
+        SmEvent::SmStateChanged { state, master } => {
+            let words = smi::sm::election::state_name(*state);
+            match master {
+                Some(g) if *state == mad_core::attr::SmState::Standby => {
+                    tracing::info!("Entering {words} state (master SM {:#018x})", g.0)
+                }
+                _ => tracing::info!("Entering {words} state"),
+            }
+        }
     }
 }
 
@@ -684,6 +745,8 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         sa_answered: 0,
         sa_sent: 0,
         sa_ns: 0,
+        sm_state: smi::sm::election::state_name(sm.sm_state()).into(),
+        takeovers: sm.election().takeovers,
     }
 }
 
@@ -706,6 +769,8 @@ mod tests {
             sa_answered: 0,
             sa_sent: 0,
             sa_ns: 0,
+            sm_state: "STANDBY".into(),
+            takeovers: 1,
             table: vec![NodeRow {
                 guid: 0x2c9,
                 switch: true,
@@ -718,6 +783,7 @@ mod tests {
         assert_eq!(v["table"][0]["lft"], serde_json::json!([0, 0, 1]));
         assert!(v["up_ms"].is_null());
         assert_eq!(v["up"], false);
+        assert_eq!(v["sm_state"], "STANDBY");
     }
 
     /// Without the preload there is nothing to check; with it and no

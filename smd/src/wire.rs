@@ -45,6 +45,11 @@ pub(crate) trait Wire {
     fn recv(&mut self, ms: u64) -> Result<Option<Incoming>, SmdError>;
 }
 
+/// A SubnGet or SubnSet (another SM's, to this one).
+fn is_request(mad: &[u8]) -> bool {
+    matches!(mad.get(3), Some(0x01 | 0x02))
+}
+
 /// The methods of SA requests the SA agent takes unsolicited.
 const SA_REQUESTS: [u8; 6] = [0x01, 0x02, 0x12, 0x13, 0x14, 0x15];
 
@@ -62,8 +67,9 @@ impl UmadWire {
     pub(crate) fn new(mut port: UmadPort, timeout_ms: i32) -> Result<UmadWire, SmdError> {
         // Directed route (0x81) for discovery; LID-routed (0x01) for
         // updates, also receiving traps.
-        let dr = port.register(0x81, 1, &[])?;
-        let lr = port.register(0x01, 1, &[Method::Trap.into()])?;
+        // Both also take SubnGet and SubnSet: another SM's SMInfo requests.
+        let dr = port.register(0x81, 1, &[0x01, 0x02])?;
+        let lr = port.register(0x01, 1, &[Method::Trap.into(), 0x01, 0x02])?;
         // The SA (class 0x03, version 2): requests from the hosts, and the
         // RMPP ACKs of its answers. RMPP is the SA's own, not the kernel's.
         let gs = port.register(0x03, sa::SA_CLASS_VERSION, &SA_REQUESTS)?;
@@ -114,9 +120,13 @@ impl Wire for UmadWire {
             }),
             Some(mut r) if r.status == 0 => {
                 // The kernel owns the high 32 bits of a request's TID
-                // (bytes 8..12 of the MAD header).
-                if let Some(high) = r.mad.get_mut(8..12) {
-                    high.fill(0);
+                // (bytes 8..12 of the MAD header): cleared on the answers
+                // to the SM's own requests, kept on another SM's request
+                // (its answer must carry it back).
+                if !is_request(&r.mad) {
+                    if let Some(high) = r.mad.get_mut(8..12) {
+                        high.fill(0);
+                    }
                 }
                 Some(Incoming::Smp {
                     slid: r.slid,
@@ -186,8 +196,12 @@ impl Wire for SimWire {
             },
             _ => {
                 // The simulator puts its client slot in the top 16 bits
-                // of a request's TID; the SM's TIDs are the low 32.
-                m.mad[8..12].fill(0);
+                // of a request's TID; the SM's TIDs are the low 32. A
+                // request from another SM keeps it: the answer goes back
+                // by it.
+                if !is_request(&m.mad) {
+                    m.mad[8..12].fill(0);
+                }
                 Incoming::Smp {
                     slid: m.slid,
                     mad: m.mad.to_vec(),

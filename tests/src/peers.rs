@@ -620,6 +620,12 @@ impl RunningSm {
         self.child.id()
     }
 
+    /// Kills it with SIGKILL (no clean exit, no handover) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Stops it with SIGTERM and waits up to `wait` for it to exit
     /// (then kills it): whether it exited by itself, successfully, and
     /// what it printed on its standard output (where that was kept).
@@ -666,14 +672,161 @@ pub fn start_opensm_with(
     wait: Duration,
     extra: &[&str],
 ) -> Result<RunningSm, String> {
+    opensm_in(sim.client("opensm".as_ref()), dir, wait, extra, "SUBNET UP")
+}
+
+/// `ibkit sm` (the binary `exe`, for good, `extra` arguments added) as
+/// the SM of `sim`, once it says SUBNET UP (within `wait`).
+pub fn start_ibkit_sm(
+    exe: &Path,
+    sim: &dyn Simulator,
+    extra: &[&str],
+    wait: Duration,
+) -> Result<RunningSm, String> {
+    let mut w = WatchedSm::spawn(sim.client(exe.as_os_str()), extra)?;
+    w.wait_for("SUBNET UP", wait)
+        .map_err(|_| "ibkit sm did not say SUBNET UP".to_string())?;
+    // Its log is still read to the end, so that the SM never blocks on
+    // a full pipe.
+    Ok(w.sm)
+}
+
+/// `ibkit sm` (the binary `exe`) attached at node `host` of `sim`, its
+/// log lines (with the time each was read) kept for [`WatchedSm::wait_for`].
+pub struct WatchedSm {
+    /// The process.
+    pub sm: RunningSm,
+    lines: std::sync::mpsc::Receiver<(Instant, String)>,
+    /// Every line read so far.
+    pub seen: Vec<(Instant, String)>,
+}
+
+impl WatchedSm {
+    /// Starts `ibkit sm` with `extra` at `host`, logging at info level.
+    pub fn start(
+        exe: &Path,
+        sim: &dyn Simulator,
+        host: &str,
+        extra: &[&str],
+    ) -> Result<WatchedSm, String> {
+        WatchedSm::spawn(sim.client_at(exe.as_os_str(), host), extra)
+    }
+
+    /// `ibkit sm` with `extra`, as the client `cmd` of a simulator.
+    fn spawn(mut cmd: Command, extra: &[&str]) -> Result<WatchedSm, String> {
+        let mut child = cmd
+            .arg("sm")
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("ibkit sm: {e}"))?;
+        let out = child.stdout.take().map(|mut o| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = std::io::Read::read_to_string(&mut o, &mut s);
+                s
+            })
+        });
+        let err = child.stderr.take();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let Some(err) = err else { return };
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send((Instant::now(), l));
+            }
+        });
+        Ok(WatchedSm {
+            sm: RunningSm { child, stdout: out },
+            lines: rx,
+            seen: Vec::new(),
+        })
+    }
+
+    /// Stops it with SIGTERM (see [`RunningSm::stop`]): whether it exited
+    /// cleanly, and every log line it wrote, the last ones included.
+    pub fn stop(self, wait: Duration) -> (bool, Vec<(Instant, String)>) {
+        let WatchedSm {
+            sm,
+            lines,
+            mut seen,
+        } = self;
+        let (clean, _) = sm.stop(wait);
+        // The writer is gone: the channel ends once the reader drained it.
+        while let Ok(l) = lines.recv_timeout(Duration::from_secs(2)) {
+            seen.push(l);
+        }
+        (clean, seen)
+    }
+
+    /// The time of the first line, read after any seen before this call,
+    /// that contains `marker`, waiting at most `wait`.
+    pub fn wait_for(&mut self, marker: &str, wait: Duration) -> Result<Instant, String> {
+        let t = Instant::now();
+        loop {
+            let left = wait.saturating_sub(t.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok((at, l)) => {
+                    let hit = l.contains(marker);
+                    self.seen.push((at, l));
+                    if hit {
+                        return Ok(at);
+                    }
+                }
+                Err(_) => {
+                    let tail: Vec<&str> = self
+                        .seen
+                        .iter()
+                        .rev()
+                        .take(8)
+                        .map(|(_, l)| l.as_str())
+                        .collect();
+                    return Err(format!(
+                        "ibkit sm did not say {marker:?} within {wait:?}; last lines: {tail:?}"
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// OpenSM at node `host` of `sim` with `extra` arguments, logging into
+/// `dir` (its own cache there), once its log says `marker` (within
+/// `wait`): "SUBNET UP" for a master, "STANDBY" for a standby.
+pub fn start_opensm_at(
+    sim: &dyn Simulator,
+    host: &str,
+    dir: &Path,
+    wait: Duration,
+    extra: &[&str],
+    marker: &str,
+) -> Result<RunningSm, String> {
+    opensm_in(
+        sim.client_at("opensm".as_ref(), host),
+        dir,
+        wait,
+        extra,
+        marker,
+    )
+}
+
+/// OpenSM as the client `cmd`, logging into `dir` with a fresh cache,
+/// once its log says `marker` (within `wait`).
+fn opensm_in(
+    mut cmd: Command,
+    dir: &Path,
+    wait: Duration,
+    extra: &[&str],
+    marker: &str,
+) -> Result<RunningSm, String> {
     let log = dir.join("opensm.log");
     let cache = dir.join("opensm-cache");
     let _ = std::fs::remove_dir_all(&cache);
     let _ = std::fs::remove_file(&log);
     std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
     let out = dir.join("opensm.out");
-    let child = sim
-        .client("opensm".as_ref())
+    let child = cmd
         .env("OSM_CACHE_DIR", &cache)
         // -d2: the log flushed after each message, so SUBNET UP can be
         // seen while OpenSM runs.
@@ -689,54 +842,13 @@ pub fn start_opensm_with(
         stdout: None,
     };
     let t = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("SUBNET UP")) {
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains(marker)) {
         if t.elapsed() > wait || sm.child.try_wait().ok().flatten().is_some() {
             let said = std::fs::read_to_string(&out).unwrap_or_default();
-            return Err(format!("OpenSM did not say SUBNET UP: {}", said.trim()));
+            return Err(format!("OpenSM did not say {marker}: {}", said.trim()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(sm)
-}
-
-/// `ibkit sm` (the binary `exe`, for good, `extra` arguments added) as
-/// the SM of `sim`, once it says SUBNET UP (within `wait`).
-pub fn start_ibkit_sm(
-    exe: &Path,
-    sim: &dyn Simulator,
-    extra: &[&str],
-    wait: Duration,
-) -> Result<RunningSm, String> {
-    let mut child = sim
-        .client(exe.as_os_str())
-        .arg("sm")
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("ibkit sm: {e}"))?;
-    let out = child.stdout.take().map(|mut o| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut o, &mut s);
-            s
-        })
-    });
-    let err = child.stderr.take();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let Some(err) = err else { return };
-        // Read to the end, so that the SM never blocks on a full pipe.
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if l.contains("SUBNET UP") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let sm = RunningSm { child, stdout: out };
-    rx.recv_timeout(wait)
-        .map_err(|_| "ibkit sm did not say SUBNET UP".to_string())?;
     Ok(sm)
 }
 

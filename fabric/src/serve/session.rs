@@ -97,7 +97,16 @@ pub struct Session {
     /// requester's node), so that the responses — an RMPP answer is many
     /// with one TID — find their way back. At most [`GS_REMEMBERED`].
     gs_asked: std::collections::VecDeque<(u64, usize, usize)>,
+    /// SMInfo requests handed to the SM client of their node (as ibsim
+    /// hands them), newest last: (requester's slot, stamped TID). Their
+    /// answers come when that client sends them, so [`Session::settle`]
+    /// does not time them out. At most [`SM_ASKED`].
+    sm_asked: std::collections::VecDeque<(usize, u64)>,
 }
+
+/// SMInfo requests waiting for another SM client's answer, at most; the
+/// oldest is timed out past this.
+pub const SM_ASKED: usize = 256;
 
 /// GS requests remembered for their responses; the oldest is forgotten
 /// past this.
@@ -120,6 +129,7 @@ impl Session {
             },
             started: now,
             gs_asked: std::collections::VecDeque::new(),
+            sm_asked: std::collections::VecDeque::new(),
         }
     }
 
@@ -343,8 +353,9 @@ impl Session {
             return false;
         }
         if r.is_response() {
-            // Nobody here asked an outside client anything.
-            return false;
+            // Only another SM's SMInfo request is asked of a client: its
+            // SM client answers, with the TID the requester's slot stamps.
+            return self.client_sm_answer(slot, node, &r);
         }
         // The request as the client sent it, to answer with its own TID.
         let original = r.clone();
@@ -443,6 +454,26 @@ impl Session {
         self.outbox[to].push(out.encode());
     }
 
+    /// An SM client's answer to an SMInfo request handed to it: into the
+    /// fabric, back to the requester (whose slot the TID names).
+    fn client_sm_answer(&mut self, slot: usize, node: usize, r: &SimRequest) -> bool {
+        let issm = matches!(self.slots.get(slot), Some(Slot::Attached(c)) if c.issm);
+        let Ok(smp) = Smp::parse(&r.mad).cloned() else {
+            self.stats.malformed += 1;
+            return false;
+        };
+        let key = ((r.tid() >> 48) as usize, r.tid());
+        if !issm
+            || smp.attribute_id() != mad_core::attr::AttributeId::SmInfo
+            || !self.sm_asked.contains(&key)
+        {
+            return false;
+        }
+        let dlid = if r.class() == 0x81 { 0xFFFF } else { r.dlid };
+        self.fabric.inject(node, smp, dlid);
+        true
+    }
+
     /// Answers a request at once with ETIMEDOUT.
     fn refuse(&mut self, slot: usize, mut r: SimRequest) -> bool {
         r.status = ibsim::ETIMEDOUT;
@@ -462,7 +493,11 @@ impl Session {
             let Slot::Attached(c) = &mut self.slots[slot] else {
                 continue;
             };
-            for (_, mut r) in c.outstanding.drain(..) {
+            let asked = &self.sm_asked;
+            let (wait, gone): (Vec<_>, Vec<_>) =
+                (c.outstanding.drain(..)).partition(|(t, _)| asked.contains(&(slot, *t)));
+            c.outstanding = wait;
+            for (_, mut r) in gone {
                 r.status = ibsim::ETIMEDOUT;
                 self.stats.timeouts += 1;
                 self.outbox[slot].push(r.encode());
@@ -475,7 +510,12 @@ impl Session {
         let method = wire[3];
         let tid = u64::from_be_bytes(wire[8..16].try_into().unwrap_or([0; 8]));
         let (slot, trap) = if method & 0x80 != 0 {
+            self.sm_asked.retain(|&k| k != ((tid >> 48) as usize, tid));
             ((tid >> 48) as usize, false)
+        } else if matches!(method, 0x01 | 0x02) {
+            // Another SM's SMInfo request: for the SM client here.
+            self.hand_to_client_sm(d, tid);
+            return;
         } else if method == 0x05 {
             // A trap: for the SM client on the node.
             match self
@@ -523,6 +563,31 @@ impl Session {
             self.stats.answered += 1;
         }
         self.outbox[slot].push(r.encode());
+    }
+
+    /// Hands an SMInfo request that reached `d.node` to the SM client
+    /// there, keeping the requester's stamped TID for the answer.
+    fn hand_to_client_sm(&mut self, d: Delivery, tid: u64) {
+        let Some(to) = (self.slots.iter())
+            .position(|s| matches!(s, Slot::Attached(c) if c.node == d.node && c.issm))
+        else {
+            return;
+        };
+        if self.sm_asked.len() >= SM_ASKED {
+            self.sm_asked.pop_front();
+        }
+        self.sm_asked.push_back(((tid >> 48) as usize, tid));
+        let r = SimRequest {
+            dlid: self.fabric.nodes[d.node].lid().0,
+            slid: d.slid,
+            dqp: 0,
+            sqp: 0,
+            status: 0,
+            length: mad_core::MAD_SIZE as u64,
+            mad: *d.smp.as_wire(),
+        };
+        self.stats.answered += 1;
+        self.outbox[to].push(r.encode());
     }
 
     /// Frees the slots of clients whose receive socket is gone (killed

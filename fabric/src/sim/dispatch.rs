@@ -110,6 +110,9 @@ impl Fabric {
         let now_ms = self.now_ns / 1_000_000;
         match d {
             Disposition::Deliver if smp.direction() => self.hand_over(node, smp, 0xFFFF),
+            Disposition::Deliver if self.for_client_sm(node, &smp) => {
+                self.hand_over(node, smp, 0xFFFF)
+            }
             Disposition::Deliver => {
                 if let Some(mut r) = self.deliver(node, port, &smp, now_ms) {
                     match dr::originate(&mut r, self.nodes[node].node(), port) {
@@ -129,12 +132,12 @@ impl Fabric {
     /// or trap reaches its listener, a request the agent, whose response
     /// goes back LID-routed to `slid`.
     pub(super) fn lid_routed_end(&mut self, node: usize, port: u8, smp: Smp, slid: u16) {
-        if (node == self.sm_node || self.clients.contains(&node))
+        let answer = (node == self.sm_node || self.clients.contains(&node))
             && matches!(
                 smp.method(),
                 mad_core::Method::GetResp | mad_core::Method::Trap
-            )
-        {
+            );
+        if answer || self.for_client_sm(node, &smp) {
             self.hand_over(node, smp, slid);
             return;
         }
@@ -143,6 +146,25 @@ impl Fabric {
             let me = self.nodes[node].lid().0;
             self.route_out(node, port, r, slid, me);
         }
+    }
+
+    /// A SubnGet or SubnSet(SMInfo) for the SM a client runs at `node`
+    /// (its port claims IsSM): the client answers it, not the node's
+    /// agent — as ibsim forwards SMInfo to its SM clients.
+    fn for_client_sm(&self, node: usize, smp: &Smp) -> bool {
+        use mad_core::attr::{AttributeId, CapabilityMask};
+        if !self.clients.contains(&node)
+            || smp.attribute_id() != AttributeId::SmInfo
+            || !matches!(smp.method(), mad_core::Method::Get | mad_core::Method::Set)
+        {
+            return false;
+        }
+        let cap = match &self.nodes[node] {
+            SimNode::Ca(c) => c.model.ports.get(1).map(|p| p.info.capability_mask),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(1).map(|p| p.info.capability_mask),
+            SimNode::Switch(s) => s.model.ports.first().map(|p| p.info.capability_mask),
+        };
+        cap.is_some_and(|c| c.contains(CapabilityMask::IS_SM))
     }
 
     /// Responses that reached the SM since the last call.
@@ -269,6 +291,38 @@ impl Fabric {
         };
         if let Some(i) = info {
             i.capability_mask.set(CapabilityMask::IS_SM, on);
+        }
+    }
+
+    /// What the SM on `node` answers to SubnGet(SMInfo): its state and
+    /// priority (the port GUID is the node's, the SM_Key OpenSM's default,
+    /// 1). It stands for an SM run
+    /// there — a master to stand by for, one that stops — with
+    /// [`Fabric::set_is_sm`].
+    pub fn set_sm_info(&mut self, node: usize, state: mad_core::attr::SmState, priority: u8) {
+        let set = |i: &mut mad_core::attr::SmInfo, guid: u64| {
+            i.sm_state = state;
+            i.priority = priority;
+            i.guid = mad_core::Guid(guid);
+            // OpenSM's default SM_Key (and ibkit's).
+            i.sm_key = mad_core::MKey(1);
+        };
+        // The GUID of the port NodeInfo names: a CA's port 1, a switch's
+        // node GUID.
+        let port_guid = |m: &smi::sma::node::Model<3, 0, 0>, p: usize| {
+            (m.ports.get(p).and_then(|p| p.guids.first().copied()))
+                .map_or(m.node_info.node_guid.0, |g| g.0)
+        };
+        match &mut self.nodes[node] {
+            SimNode::Ca(c) => {
+                let g = port_guid(&c.model, 1);
+                set(&mut c.model.sm_info, g)
+            }
+            SimNode::Hypervisor(h) => {
+                let g = port_guid(&h.pf.model, 1);
+                set(&mut h.pf.model.sm_info, g)
+            }
+            SimNode::Switch(s) => set(&mut s.model.sm_info, s.model.node_info.node_guid.0),
         }
     }
 }

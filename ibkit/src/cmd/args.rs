@@ -152,3 +152,12 @@ pub fn simulator(transport: &str, sim_host: Option<&str>) -> Option<(String, Opt
         )
     })
 }
+
+/// A number in decimal or `0x` hex (an SM_Key, a GUID).
+pub fn parse_u64(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("{s:?} is not a number: {e}"))
+}

@@ -164,13 +164,7 @@ fn parse_u16(s: &str) -> Result<u16, String> {
     u16::try_from(v).map_err(|_| format!("{s} does not fit 16 bits"))
 }
 
-fn parse_u64(s: &str) -> Result<u64, String> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.map_err(|e| format!("{s:?} is not a number: {e}"))
-}
+use super::args::parse_u64;
 
 /// A query: the attribute, its record size and components, the method,
 /// the template and its mask.

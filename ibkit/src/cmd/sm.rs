@@ -53,9 +53,24 @@ pub struct SmArgs {
     /// sections are refused. SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
-    /// Stop once the subnet is up.
+    /// Stop once the subnet is up (or once this SM stands by for another
+    /// master).
     #[arg(long)]
     pub once: bool,
+    /// Election priority, 0–15 (as OpenSM's -p): the highest SM is
+    /// master, the others stand by and poll it; between equals, the lower
+    /// port GUID.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub priority: u8,
+    /// SM_Key (as OpenSM's sm_key, whose default is 1): an SM with another
+    /// non-zero key is ignored, and a SubnSet(SMInfo) must carry it.
+    #[arg(long, default_value = "1", value_parser = super::args::parse_u64)]
+    pub sm_key: u64,
+    /// Milliseconds between a standby's polls of its master's SMInfo: a
+    /// master that stops answering is detected within this plus 800 ms
+    /// (four tries of 200 ms).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub poll_ms: u64,
     /// Routing engine: minhop, updn or ftree.
     #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
@@ -112,19 +127,29 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             qos_config: a.qos_config.clone(),
             qos_policy: a.qos_policy.clone(),
             reload: Some(reload),
+            priority: a.priority,
+            sm_key: a.sm_key,
+            poll_ms: a.poll_ms,
             ..smd::SmdConfig::default()
         },
         &stop,
     )?;
+    // A standby (or disabled) SM did its job without bringing anything up.
+    let standing_by = !r.up && matches!(r.sm_state.as_str(), "STANDBY" | "NOT ACTIVE");
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
+    } else if standing_by {
+        println!(
+            "SM state {}: another SM is master; {} nodes seen, {} SMPs sent",
+            r.sm_state, r.nodes, r.smps
+        );
     } else {
         println!(
-            "subnet up: {} nodes ({} switches), LIDs 1..={}, {} SMPs ({} retransmitted), {:.1} ms",
-            r.nodes, r.switches, r.lids, r.smps, r.retries, r.up_ms
+            "subnet up: {} nodes ({} switches), LIDs 1..={}, {} SMPs ({} retransmitted), {:.1} ms; SM state {}",
+            r.nodes, r.switches, r.lids, r.smps, r.retries, r.up_ms, r.sm_state
         );
     }
-    super::check(r.up, || {
+    super::check(r.up || standing_by, || {
         format!(
             "the subnet did not come up: {} nodes found, {} SMPs sent",
             r.nodes, r.smps

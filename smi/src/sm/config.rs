@@ -32,6 +32,17 @@ pub struct SmConfig {
     /// stops and names what it could not reach. Until then it neither
     /// routes a partial fabric nor calls it up.
     pub rounds: u32,
+    /// This SM's priority in the election (0–15, as OpenSM's `-p`): the
+    /// highest is master; between equals, the lower port GUID.
+    pub priority: u8,
+    /// SM_Key (OpenSM's default: 1): an SM with another non-zero key is
+    /// ignored, and a SubnSet(SMInfo) must carry it.
+    pub sm_key: u64,
+    /// Milliseconds between a standby's polls of its master's SMInfo. A
+    /// poll unanswered after `retries` retransmissions (`timeout_ms` each)
+    /// means the master is gone: detection takes at most `poll_ms +
+    /// (retries + 1) × timeout_ms`.
+    pub poll_ms: u64,
 }
 
 /// The routing engines.
@@ -134,6 +145,9 @@ impl Default for SmConfig {
             sweep_interval_ms: None,
             static_reconfig: false,
             rounds: 8,
+            priority: 0,
+            sm_key: 1,
+            poll_ms: 500,
         }
     }
 }

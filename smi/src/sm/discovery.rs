@@ -91,6 +91,9 @@ impl Sm {
         };
         let is_switch = n.is_switch();
         let path = n.path.clone();
+        // The port that holds the node's LID: a switch's port 0, the end
+        // port a CA was reached by.
+        let lid_port = if is_switch { 0 } else { n.info.local_port_num };
         let Some(mut p) = self.db.port_mut(node, port) else {
             return;
         };
@@ -98,6 +101,12 @@ impl Sm {
         let explore =
             pi.port_state != PortState::Down && p.peer.is_none() && (port != 0 || !is_switch);
         drop(p);
+        if port == lid_port {
+            self.keep_found_lid(node, pi.lid);
+            if !is_switch && pi.capability_mask.contains(CapabilityMask::IS_SM) {
+                self.ask_sm_info(node);
+            }
+        }
         if !is_switch
             && pi
                 .capability_mask2

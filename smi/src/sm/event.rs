@@ -48,6 +48,21 @@ pub enum SmEvent {
         /// Ports given a LID.
         ports: usize,
     },
+    /// The SM's election state changed (IBA 14.4): master, standby
+    /// (polling `master`), discovering again to take over, not active.
+    SmStateChanged {
+        /// The new state.
+        state: SmState,
+        /// The master as this SM knows it (itself when master).
+        master: Option<Guid>,
+    },
+    /// A master about to stop sent its best standby a Handover.
+    HandingOver {
+        /// The standby's port GUID.
+        to: Guid,
+    },
+    /// A master about to stop found no standby to hand over to.
+    HandoverImpossible,
 }
 
 impl Sm {

@@ -18,12 +18,10 @@ impl Sm {
                     .is_some()
         };
         let mut needed: u32 = 0;
-        for n in self.db.nodes().iter().filter(|n| n.alive && n.lid == 0) {
-            if reached(n) {
-                needed += 1;
-                if prepopulated && !n.is_switch() {
-                    needed += n.vfs.len() as u32;
-                }
+        for n in self.db.nodes().iter().filter(|n| n.alive && reached(n)) {
+            needed += u32::from(n.lid == 0);
+            if prepopulated && !n.is_switch() {
+                needed += n.vfs.iter().filter(|v| v.lid == 0).count() as u32;
             }
         }
         let available = u32::from(Lid::UNICAST_MAX.0);
@@ -40,7 +38,10 @@ impl Sm {
         let mut vports = Vec::new();
         for i in 0..self.db.nodes().len() {
             let n = &self.db.nodes()[i];
-            if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh) {
+            // At bring-up a node that holds a LID already (a standby taking
+            // over keeps what it finds) is set again all the same: its
+            // PortInfo names the new master.
+            if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh && self.up) {
                 continue;
             }
             let port = if n.is_switch() {
@@ -51,9 +52,11 @@ impl Sm {
             if n.lid == 0 {
                 self.db.set_lid(i, next);
                 next += 1;
-                if prepopulated {
-                    for vf in 1..=self.db.nodes()[i].vfs.len() as u16 {
-                        let s = self.db.nodes()[i].vfs[usize::from(vf) - 1];
+            }
+            if prepopulated {
+                for vf in 1..=self.db.nodes()[i].vfs.len() as u16 {
+                    let s = self.db.nodes()[i].vfs[usize::from(vf) - 1];
+                    if s.lid == 0 {
                         self.db.set_vf(i, vf, next, s.vm, s.guid);
                         next += 1;
                     }
@@ -71,13 +74,14 @@ impl Sm {
         if !sets.is_empty() {
             self.emit(SmEvent::LidsChanged { ports: sets.len() });
         }
+        let master = self.sm_lid();
         for (i, port) in sets {
             let n = &self.db.nodes()[i];
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
             pi.lid = Lid(n.lid);
-            pi.master_sm_lid = Lid(1);
+            pi.master_sm_lid = master;
             // The subnet prefix, as OpenSM's LID manager sets it: the
             // port's GID (and so every PathRecord's and MCMemberRecord's)
             // is fe80::/64 + its GUID, not ::/64.

@@ -61,7 +61,7 @@ impl Sm {
             }
             if !n.is_switch() || port == 0 {
                 pi.lid = Lid(n.lid);
-                pi.master_sm_lid = Lid(1);
+                pi.master_sm_lid = self.sm_lid();
             }
             if let Some(on) = self.pkey_enforcement(i, port) {
                 pi.partition_enforcement_inbound = on;

@@ -15,6 +15,7 @@
 
 mod config;
 mod discovery;
+pub mod election;
 mod error;
 mod event;
 mod installed;
@@ -78,6 +79,9 @@ pub enum Phase {
     /// what is new. A change continues through LID assignment, routing,
     /// distribution of the changed blocks and activation of new ports.
     Sweep,
+    /// Another SM is master: this one polls it and changes nothing (or,
+    /// disabled, does nothing at all). See [`election`].
+    Standby,
 }
 
 /// What [`Sm::handle_mad`] did with a MAD.
@@ -89,6 +93,9 @@ pub enum Handled {
     /// Not a subnet management response or trap: a request, or another
     /// class. Nothing changed.
     NotForSm,
+    /// A request to the SM (SubnGet or SubnSet of SMInfo): its answer is
+    /// queued for [`Sm::poll_transmit`].
+    Answered,
 }
 
 /// The subnet manager.
@@ -117,6 +124,10 @@ pub struct Sm {
     trap_issuers: BTreeSet<u16>,
     swept: BTreeSet<usize>,
     issuers_first: bool,
+    /// Master or standby: the election's state.
+    election: election::Election,
+    /// Keep the LIDs the ports hold (a standby taking the subnet over).
+    keep_lids: bool,
 }
 
 impl Sm {
@@ -143,7 +154,10 @@ impl Sm {
             trap_issuers: BTreeSet::new(),
             swept: BTreeSet::new(),
             issuers_first: false,
+            election: election::Election::new(0, 0),
+            keep_lids: false,
         };
+        sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
         sm.get(
             DrPath::new(),
             AttributeId::NodeInfo,
@@ -204,14 +218,16 @@ impl Sm {
         let sweep = self
             .next_sweep
             .filter(|_| self.is_idle() && self.phase == Phase::Done);
-        match (retry, sweep) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let poll = self
+            .election
+            .next_poll
+            .filter(|_| self.phase == Phase::Standby && !self.election.polling);
+        [retry, sweep, poll].into_iter().flatten().min()
     }
 
     /// Retransmits or gives up requests whose time has come.
     pub fn handle_timeout(&mut self, now_ms: u64) {
+        let mut master_lost = false;
         for mut r in self.out.due(now_ms) {
             if r.dlid.is_some() {
                 // No answer by LID: the route may be broken; go by
@@ -241,14 +257,26 @@ impl Sm {
                 r.tries += 1;
                 self.stats.retries += 1;
                 self.out.queue.push_front(r);
+            } else if matches!(r.purpose, Purpose::PollMaster) {
+                self.stats.given_up += 1;
+                master_lost = true;
             } else {
                 self.stats.given_up += 1;
-                if self.bringing_up() && r.reply {
+                // An SM that does not answer SMInfo (gone, its port's IsSM
+                // left behind) is no SM: the bring-up goes on without it.
+                let sm_info = matches!(r.purpose, Purpose::SmInfo { .. } | Purpose::Handover);
+                if matches!(r.purpose, Purpose::Handover) {
+                    self.handover_failed();
+                }
+                if self.bringing_up() && r.reply && !sm_info {
                     // Sent again in the next round, before the phase
                     // moves on: a partial fabric is not routed.
                     self.out.lost.push(r);
                 }
             }
+        }
+        if master_lost {
+            self.master_silent(now_ms);
         }
         if self.phase == Phase::Done
             && self.is_idle()
@@ -256,6 +284,7 @@ impl Sm {
         {
             self.start_sweep(now_ms);
         }
+        self.poll_master(now_ms);
         self.advance(now_ms);
     }
 
@@ -264,6 +293,13 @@ impl Sm {
     /// a manager the SM does not run, another class) is handed back
     /// untouched for the caller to answer or drop.
     pub fn handle_mad(&mut self, mad: &[u8], now_ms: u64) -> Handled {
+        self.handle_mad_from(mad, None, now_ms)
+    }
+
+    /// As [`Sm::handle_mad`], for a MAD that came from LID `slid` (its
+    /// LRH's source): a LID-routed SubnGet or SubnSet of SMInfo is
+    /// answered there (a directed-route one by its return path).
+    pub fn handle_mad_from(&mut self, mad: &[u8], slid: Option<Lid>, now_ms: u64) -> Handled {
         let Ok(smp) = Smp::parse(mad) else {
             return Handled::NotForSm;
         };
@@ -271,6 +307,19 @@ impl Sm {
             Method::GetResp | Method::Trap => {
                 self.handle_response(smp, now_ms);
                 Handled::Consumed
+            }
+            Method::Get | Method::Set if smp.attribute_id() == AttributeId::SmInfo => {
+                let dlid = if smp.is_directed() {
+                    None
+                } else {
+                    match slid {
+                        Some(l) => Some(l),
+                        None => return Handled::NotForSm,
+                    }
+                };
+                let smp = smp.clone();
+                self.on_sm_info_request(&smp, dlid, now_ms);
+                Handled::Answered
             }
             _ => Handled::NotForSm,
         }
@@ -289,6 +338,15 @@ impl Sm {
             return;
         };
         if !smp.status().is_ok() {
+            if matches!(req.purpose, Purpose::Handover) {
+                self.handover_failed();
+            }
+            if matches!(req.purpose, Purpose::PollMaster) {
+                // The master's port no longer says IsSM (its SM exited):
+                // no SM is there.
+                self.election.polling = false;
+                self.master_silent(now_ms);
+            }
             self.stats.errors += 1;
             self.advance(now_ms);
             return;
@@ -356,11 +414,18 @@ impl Sm {
             Purpose::PKeyTable { node, port, block } => self.on_pkey_table(smp, node, port, block),
             Purpose::SlToVl { node, at } => self.on_sl2vl(smp, node, at),
             Purpose::VlArb { node, port, block } => self.on_vlarb(smp, node, port, block),
+            Purpose::SmInfo { node } => self.on_peer_sm_info(smp, node),
+            Purpose::PollMaster => self.on_poll_answer(smp, now_ms),
+            Purpose::Handover => self.handed_over(),
+            Purpose::Answer => {}
         }
         self.advance(now_ms);
     }
 
     fn advance(&mut self, now_ms: u64) {
+        if self.election.handing && self.out.drained() {
+            self.finish_hand_over();
+        }
         while self.out.drained() {
             if self.out.release_stage() {
                 continue;
@@ -375,12 +440,15 @@ impl Sm {
                 self.start_sweep(now_ms);
                 continue;
             }
-            if matches!(self.phase, Phase::Done | Phase::Failed) {
+            if matches!(self.phase, Phase::Done | Phase::Failed | Phase::Standby) {
                 break;
             }
             self.stats.phase_end_ms.insert(self.phase, now_ms);
             match self.phase {
                 Phase::Discovery => {
+                    if !self.discovery_verdict(now_ms) {
+                        break;
+                    }
                     self.phase = Phase::LidAssignment;
                     self.assign_lids();
                 }
@@ -411,7 +479,7 @@ impl Sm {
                     self.became_up(now_ms);
                 }
                 Phase::Sweep => self.sweep_drained(),
-                Phase::Done | Phase::Failed => {}
+                Phase::Done | Phase::Failed | Phase::Standby => {}
             }
         }
     }

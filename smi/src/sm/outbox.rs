@@ -67,6 +67,16 @@ pub(super) enum Purpose {
         port: u8,
         block: u8,
     },
+    /// SMInfo of an SM found in discovery or a sweep.
+    SmInfo {
+        node: usize,
+    },
+    /// A standby's poll of its master.
+    PollMaster,
+    /// A SubnSet(SMInfo) of this SM's: a Handover to a standby.
+    Handover,
+    /// A response of this SM's to a request (sent once, no response).
+    Answer,
 }
 
 #[derive(Clone, Debug)]
@@ -377,7 +387,11 @@ impl Sm {
             | Purpose::SetTopOnly
             | Purpose::SetLft
             | Purpose::SetMft
-            | Purpose::TrapRepress => (r.node, None, false),
+            | Purpose::TrapRepress
+            | Purpose::PollMaster
+            | Purpose::Handover
+            | Purpose::Answer => (r.node, None, false),
+            Purpose::SmInfo { node } => (Some(node), None, false),
         };
         let n = node.and_then(|i| self.db.nodes().get(i));
         Unreached {

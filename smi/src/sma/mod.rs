@@ -430,7 +430,11 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
                     };
                 }
                 let mut s = self.model.sm_info;
-                s.sm_key = MKey(0);
+                // As OpenSM answers: the SM_Key to whoever passes the
+                // M_Key check, zero when protection hides it.
+                if hide_key {
+                    s.sm_key = MKey(0);
+                }
                 s.encode(out).map_err(bad)
             }
             AttributeId::LedInfo => {

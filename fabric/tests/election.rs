@@ -1,0 +1,156 @@
+//! Master and standby SMs in the simulator (IBA 14.4). The fabric's SMA
+//! on a second CA stands for an SM there (IsSM set, its SMInfo saying
+//! master); ibkit's SM, started after a first SM brought the subnet up,
+//! stands by and polls it, changing nothing, and takes the subnet over
+//! when the master stops or its cable dies — keeping every LID the ports
+//! hold, so that the forwarding tables keep their contents and data walks
+//! keep working through the takeover.
+
+use fabric::sim::{Fabric, FabricEvent, SimConfig};
+use mad_core::attr::{AttributeId, NodeType, SmState};
+use mad_core::Method;
+use smi::sm::{Engine, Phase, Sm, SmConfig};
+
+const MS: u64 = 1_000_000;
+
+/// `spec` brought up by a first SM; the fabric, and every node's LID.
+fn running(spec: &str) -> (Fabric, Vec<u16>) {
+    let cfg = SmConfig {
+        routing: Engine::MinHop,
+        ..SmConfig::default()
+    };
+    let (f, _first, up) = fabric::sim::bring_up(spec, SimConfig::default(), cfg).unwrap();
+    assert!(up);
+    let lids = lids(&f);
+    (f, lids)
+}
+
+fn lids(f: &Fabric) -> Vec<u16> {
+    f.nodes.iter().map(|n| n.lid().0).collect()
+}
+
+/// The last CA: where the other SM runs.
+fn other_ca(f: &Fabric) -> usize {
+    (f.topo.nodes.iter())
+        .rposition(|n| n.kind == NodeType::ChannelAdapter)
+        .unwrap()
+}
+
+fn sets(sm: &Sm) -> u64 {
+    (sm.stats().sent().iter())
+        .filter(|((m, _), _)| *m == u8::from(Method::Set))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn sm_info_gets(sm: &Sm) -> u64 {
+    sm.stats()
+        .sent()
+        .get(&(u8::from(Method::Get), u16::from(AttributeId::SmInfo)))
+        .copied()
+        .unwrap_or(0)
+}
+
+fn standby_sm(f: &mut Fabric, master: usize) -> Sm {
+    f.set_is_sm(master, true);
+    f.set_sm_info(master, SmState::Master, 15);
+    let mut sm = Sm::new(SmConfig {
+        priority: 0,
+        ..SmConfig::default()
+    });
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(
+        sm.phase(),
+        Phase::Standby,
+        "peers {:?}, SMInfo Gets {}",
+        sm.election().peers,
+        sm_info_gets(&sm)
+    );
+    assert_eq!(sm.sm_state(), SmState::Standby);
+    let m = sm.election().master.unwrap();
+    assert_eq!(
+        sm.nodes()[m.node].info.node_guid.0,
+        f.topo.nodes[master].guid
+    );
+    assert_eq!(m.guid, sm.nodes()[m.node].info.port_guid.0);
+    assert_eq!(sets(&sm), 0, "a standby sets nothing");
+    // It polls: one Get(SMInfo) at discovery, then one each 500 ms.
+    let polls = sm_info_gets(&sm);
+    assert!((5..=8).contains(&polls), "{polls} SMInfo Gets in 3 s");
+    sm
+}
+
+#[test]
+fn a_standby_takes_over_when_the_master_stops_keeping_every_lid() {
+    let (mut f, before) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    let mut sm = standby_sm(&mut f, master);
+    let smps_standing = sm.stats().total();
+
+    // The master says it is no longer active: the next poll sees it.
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
+    assert_eq!(sm.election().takeovers, 1);
+    assert_eq!(lids(&f), before, "LIDs kept");
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+    let up_ms = sm.stats().phase_end_ms[&Phase::Activation] - t / MS;
+    println!(
+        "master stopped: ibkit master and the subnet up {up_ms} ms later (simulated), \
+         {} SMPs for the takeover, {smps_standing} while standing by; every LID kept",
+        sm.stats().total() - smps_standing
+    );
+    assert!(up_ms <= 500 + 4 * 200 + 100, "{up_ms} ms");
+}
+
+#[test]
+fn a_standby_takes_over_when_the_masters_cable_dies_and_data_keeps_flowing() {
+    let (mut f, before) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    let mut sm = standby_sm(&mut f, master);
+    let smps_standing = sm.stats().total();
+    // Every CA pair but those of the master's CA walks before the cable
+    // dies; the same pairs walk at each step of the takeover.
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != master)
+        .collect();
+    let walks_ok = |f: &Fabric| {
+        let mut ok = 0;
+        for &a in &cas {
+            for &b in &cas {
+                if a != b && f.deliver_to(a, f.nodes[b].lid()) == Some(b) {
+                    ok += 1;
+                }
+            }
+        }
+        ok
+    };
+    let all = cas.len() * (cas.len() - 1);
+    assert_eq!(walks_ok(&f), all);
+
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
+    let mut worst = all;
+    for step in 1..=30 {
+        f.run_until(&mut sm, t + step * 100 * MS);
+        worst = worst.min(walks_ok(&f));
+    }
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
+    assert_eq!(worst, all, "data walks broke during the takeover");
+    let kept = (lids(&f).iter().zip(&before))
+        .enumerate()
+        .filter(|&(i, (a, b))| i == master || a == b)
+        .count();
+    assert_eq!(kept, before.len(), "LIDs kept (the master's CA is gone)");
+    let up_ms = sm.stats().phase_end_ms[&Phase::Activation] - t / MS;
+    println!(
+        "master's cable died: ibkit master and the subnet up {up_ms} ms later (simulated), \
+         {} SMPs for the takeover; {all} CA pairs walked at every 100 ms step",
+        sm.stats().total() - smps_standing
+    );
+}

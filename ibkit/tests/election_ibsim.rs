@@ -1,0 +1,296 @@
+//! ibkit's SM beside OpenSM on one ibsim fabric (IBA 14.4 election):
+//! who is master is read with `sminfo` (infiniband-diags) and the LIDs
+//! with `ibnetdiscover`, neither of which ibkit wrote.
+//!
+//! * OpenSM master (priority 10), ibkit started after it (priority 0):
+//!   ibkit stands by and polls; OpenSM killed with SIGKILL, ibkit takes
+//!   the subnet over within its detection time plus a bring-up, keeping
+//!   every LID OpenSM gave.
+//! * ibkit master (priority 10), OpenSM started after it (priority 1):
+//!   OpenSM stands by, polling ibkit's SMInfo; ibkit stopped with
+//!   SIGTERM hands the subnet to OpenSM first, and OpenSM is master at
+//!   once, not after its polling timeout.
+
+use fabric::topology::Topology;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tests::peers::{missing_tools, start_opensm_at, Ibsim, Served, Simulator, WatchedSm};
+use tests::skip;
+
+/// One simulator and two SMs at a time: they share two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn peers_here() -> bool {
+    if let Some(why) = missing_tools() {
+        skip("election_ibsim", &why);
+        return false;
+    }
+    for tool in ["/usr/sbin/sminfo", "/usr/sbin/ibnetdiscover"] {
+        if !Path::new(tool).exists() {
+            skip("election_ibsim", &format!("{tool} is not installed"));
+            return false;
+        }
+    }
+    true
+}
+
+/// `sminfo` from `host`: (the master's port GUID, its state number).
+fn sminfo(sim: &dyn Simulator, host: &str) -> Result<(u64, u8), String> {
+    let out = sim
+        .client_at("sminfo".as_ref(), host)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "sminfo: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    // "sminfo: sm lid 1 sm guid 0x…, activity count 9 priority 10 state 3 SMINFO_MASTER"
+    let word_after = |w: &str| -> Option<&str> {
+        let mut it = text.split([' ', ',']).filter(|s| !s.is_empty());
+        it.position(|x| x == w)?;
+        it.next()
+    };
+    let g = (text.split("sm guid ").nth(1))
+        .and_then(|r| r.split(',').next())
+        .and_then(|g| u64::from_str_radix(g.trim().trim_start_matches("0x"), 16).ok())
+        .ok_or(format!("sminfo said {text:?}"))?;
+    let state = word_after("state")
+        .and_then(|s| s.parse().ok())
+        .ok_or(format!("sminfo said {text:?}"))?;
+    Ok((g, state))
+}
+
+/// Waits until `sminfo` from `host` names `guid` as master (state 3).
+fn master_is(sim: &dyn Simulator, host: &str, guid: u64, wait: Duration) -> Result<(), String> {
+    let t = Instant::now();
+    loop {
+        let r = sminfo(sim, host);
+        if r == Ok((guid, 3)) {
+            return Ok(());
+        }
+        if t.elapsed() > wait {
+            return Err(format!("master is not {guid:#x} after {wait:?}: {r:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every port's LID as `ibnetdiscover` from `host` reads it: node GUID →
+/// LID (a switch's header line; a CA's, on the switch port it is cabled
+/// to: `[1] "H-…"[1](…) # "H-6" lid 13 4xQDR`).
+fn lids(sim: &dyn Simulator, host: &str) -> BTreeMap<u64, u16> {
+    let out = sim
+        .client_at("ibnetdiscover".as_ref(), host)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        if !(l.starts_with('[') || l.starts_with("Switch")) {
+            continue;
+        }
+        let guid = l
+            .split('"')
+            .nth(1)
+            .and_then(|q| q.split('-').nth(1))
+            .and_then(|g| u64::from_str_radix(g, 16).ok());
+        let lid = l
+            .split(" lid ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok());
+        if let (Some(g), Some(lid)) = (guid, lid) {
+            m.insert(g, lid);
+        }
+    }
+    m
+}
+
+/// The CA hosts of `topo` (names) and their port GUIDs.
+fn hosts(topo: &Topology) -> Vec<(String, u64)> {
+    (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| (n.name.clone(), n.guid + 1))
+        .collect()
+}
+
+/// A simulator of `spec`: Debian's ibsim, or ibkit's served fabric.
+type Start = fn(&Topology, &str, &Path) -> Box<dyn Simulator>;
+
+const SIMULATORS: [(&str, Start); 2] = [
+    ("ibsim", |topo, _, dir| {
+        Box::new(Ibsim::start_with(topo, dir, false).unwrap())
+    }),
+    ("served", |_, spec, _| {
+        Box::new(Served::start(Path::new(env!("CARGO_BIN_EXE_ibkit")), spec, 0, &[]).unwrap())
+    }),
+];
+
+#[test]
+fn ibkit_stands_by_for_opensm_and_takes_over_when_it_dies() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (what, start) in SIMULATORS {
+        stands_by_then_takes_over(what, start);
+    }
+}
+
+fn stands_by_then_takes_over(what: &str, start: Start) {
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-election-a-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let h = hosts(&topo);
+    let (osm_host, ibkit_host, viewer) = (&h[0].0, &h[1].0, &h[2].0);
+    let sim = start(&topo, spec, &dir);
+    let sim = &*sim;
+    let wait = Duration::from_secs(30);
+    let mut osm = start_opensm_at(sim, osm_host, &dir, wait, &["-p", "10"], "SUBNET UP").unwrap();
+    master_is(sim, viewer, h[0].1, wait).unwrap();
+    let before = lids(sim, viewer);
+    assert!(before.len() >= h.len(), "{before:?}");
+
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let mut ibkit = WatchedSm::start(exe, sim, ibkit_host, &["--priority", "0"]).unwrap();
+    ibkit.wait_for("Entering STANDBY state", wait).unwrap();
+    // A standby changes nothing: OpenSM is still master, LIDs as they were.
+    std::thread::sleep(Duration::from_secs(2));
+    master_is(sim, viewer, h[0].1, wait).unwrap();
+    assert!(
+        !ibkit.seen.iter().any(|(_, l)| l.contains("SUBNET UP")),
+        "a standby brought the subnet up"
+    );
+
+    let killed = Instant::now();
+    osm.kill();
+    let master_at = ibkit.wait_for("Entering MASTER state", wait).unwrap();
+    let up_at = ibkit.wait_for("SUBNET UP", wait).unwrap();
+    master_is(sim, viewer, h[1].1, wait).unwrap();
+    let after = lids(sim, viewer);
+    let detect = master_at.duration_since(killed);
+    let takeover = up_at.duration_since(killed);
+    println!(
+        "{what}: OpenSM killed: ibkit master after {:.0} ms, subnet up after {:.0} ms; {} LIDs kept",
+        detect.as_secs_f64() * 1e3,
+        takeover.as_secs_f64() * 1e3,
+        after
+            .iter()
+            .filter(|(g, l)| before.get(g) == Some(l))
+            .count()
+    );
+    assert_eq!(before, after, "LIDs changed at the takeover");
+    // Detection: a poll interval (500 ms) and four tries of 200 ms, with
+    // room for a loaded machine.
+    assert!(detect < Duration::from_secs(3), "{detect:?}");
+    let (clean, _) = ibkit.stop(Duration::from_secs(10));
+    assert!(clean, "ibkit sm exits cleanly on SIGTERM");
+}
+
+#[test]
+fn opensm_stands_by_for_ibkit_and_sigterm_hands_the_subnet_over() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (what, start) in SIMULATORS {
+        hands_over_on_sigterm(what, start);
+    }
+}
+
+fn hands_over_on_sigterm(what: &str, start: Start) {
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-election-b-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let h = hosts(&topo);
+    let (ibkit_host, osm_host, viewer) = (&h[0].0, &h[1].0, &h[2].0);
+    let sim = start(&topo, spec, &dir);
+    let sim = &*sim;
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let mut ibkit = WatchedSm::start(exe, sim, ibkit_host, &["--priority", "10"]).unwrap();
+    ibkit.wait_for("SUBNET UP", wait).unwrap();
+    master_is(sim, viewer, h[0].1, wait).unwrap();
+    let before = lids(sim, viewer);
+
+    let osm = start_opensm_at(
+        sim,
+        osm_host,
+        &dir,
+        wait,
+        &["-p", "1"],
+        "Entering STANDBY state",
+    )
+    .unwrap();
+    master_is(sim, viewer, h[0].1, wait).unwrap();
+    // OpenSM's first poll reaches ibkit, which asks it back and learns
+    // a standby is there.
+    std::thread::sleep(Duration::from_secs(2));
+
+    let t = Instant::now();
+    let sigterm = seconds_of_day(std::time::SystemTime::now());
+    let (clean, seen) = ibkit.stop(Duration::from_secs(10));
+    let stopped = t.elapsed();
+    let said: Vec<&str> = seen.iter().map(|(_, l)| l.as_str()).collect();
+    assert!(clean, "ibkit sm exits cleanly after the handover: {said:?}");
+    assert!(
+        said.iter().any(|l| l.contains("Handing over to SM")),
+        "no handover: {said:?}"
+    );
+    master_is(sim, viewer, h[1].1, Duration::from_secs(60)).unwrap();
+    let new_master = t.elapsed();
+    let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
+    // OpenSM's own clock: its log line's time of day.
+    let master_at = (log.lines())
+        .filter(|l| l.contains("Entering MASTER state"))
+        .find_map(log_time)
+        .expect("OpenSM's log: no MASTER");
+    let handover = master_at - sigterm;
+    let after = lids(sim, viewer);
+    println!(
+        "{what}: ibkit stopped after {:.0} ms; OpenSM entered MASTER {:.1} ms after SIGTERM (its log); \
+         sminfo named it {:.0} ms after; {} of {} LIDs kept",
+        stopped.as_secs_f64() * 1e3,
+        handover * 1e3,
+        new_master.as_secs_f64() * 1e3,
+        after
+            .iter()
+            .filter(|(g, l)| before.get(g) == Some(l))
+            .count(),
+        before.len()
+    );
+    assert!(
+        handover > 0.0 && handover < 0.1,
+        "handover took {handover} s"
+    );
+    assert_eq!(before, after, "LIDs changed at the handover");
+    drop(osm);
+}
+
+/// Seconds since midnight UTC of `t`.
+fn seconds_of_day(t: std::time::SystemTime) -> f64 {
+    let s = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    s % 86_400.0
+}
+
+/// The time of day of an OpenSM log line (`Nov 25 18:02:22 241668 […]`:
+/// seconds and microseconds; the machine's clock is UTC).
+fn log_time(l: &str) -> Option<f64> {
+    let mut w = l.split_whitespace().skip(2);
+    let hms: Vec<f64> = w
+        .next()?
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let us: f64 = w.next()?.parse().ok()?;
+    (hms.len() == 3).then(|| hms[0] * 3600.0 + hms[1] * 60.0 + hms[2] + us / 1e6)
+}

@@ -1,0 +1,758 @@
+//! SM election (IBA 14.4): which SM is master, which stand by, and the
+//! SMInfo that carries it.
+//!
+//! Each SM is Discovering, Standby, NotActive or Master. A discovering SM
+//! asks every port that says IsSM for its SMInfo; at the end of discovery
+//! it stands by if it found a master, or an SM that outranks it (higher
+//! priority, or equal priority and lower port GUID) that is itself
+//! discovering or standing by; otherwise it becomes master. A standby
+//! polls its master's SMInfo and takes the subnet over when the master
+//! stops answering, or answers that it is no longer master. SubnSet(SMInfo)
+//! moves an SM as its AttributeModifier says — Handover, Acknowledge,
+//! Disable, Standby, Discover — when the sender is in the state the
+//! control needs (OpenSM's legality rule: a master for all but
+//! Acknowledge, a standby for Acknowledge) and the move is one the
+//! receiver's state allows.
+//!
+//! This file holds the decisions, without I/O; [`Sm`] sends and receives
+//! the SMPs (`handle_mad`, its discovery and its timers).
+
+use super::*;
+use mad_core::attr::modifier::SmInfoControl;
+use mad_core::{Guid, Status};
+
+/// An SM other than this one, as its SMInfo said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerSm {
+    /// Its port GUID.
+    pub guid: u64,
+    /// Its priority (0–15).
+    pub priority: u8,
+    /// Its state.
+    pub state: SmState,
+    /// The node it runs on (index in [`Sm::nodes`]).
+    pub node: usize,
+}
+
+/// True when an SM of (`p`, `g`) outranks one of (`q`, `h`): a higher
+/// priority, or the same priority and a lower port GUID (IBA 14.4.1.1).
+pub fn outranks(p: u8, g: u64, q: u8, h: u64) -> bool {
+    p > q || (p == q && g < h)
+}
+
+/// What a discovering SM does once discovery is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No master and nobody above: bring the subnet up.
+    Master,
+    /// Stand by, polling this SM.
+    Standby(PeerSm),
+}
+
+/// Why a SubnSet(SMInfo) is refused (answered with status InvalidField,
+/// nothing changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetRefused {
+    /// The sender is not in the state the control needs (a master for
+    /// Handover, Disable, Standby and Discover; a standby for
+    /// Acknowledge).
+    SenderState(SmState),
+    /// The control does not apply in this SM's state.
+    NotNow(SmState),
+    /// AttributeModifier 0 or past 5.
+    NoControl,
+}
+
+/// What a legal SubnSet(SMInfo) makes this SM do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// Take the subnet (Handover): discover it again, keeping what it
+    /// finds, and acknowledge to the sender once master.
+    TakeOver,
+    /// Stand by polling the sender (Acknowledge of a handover this SM
+    /// made, or the Standby control).
+    StandBy,
+    /// Stop: NotActive, no polling (Disable).
+    Disable,
+    /// Start discovering (Discover, from NotActive).
+    Discover,
+}
+
+/// The election state of one SM.
+#[derive(Clone, Debug)]
+pub struct Election {
+    /// This SM's state.
+    pub state: SmState,
+    /// This SM's priority.
+    pub priority: u8,
+    /// This SM's SM_Key.
+    pub sm_key: u64,
+    /// SMs seen in this discovery, by port GUID.
+    pub peers: BTreeMap<u64, PeerSm>,
+    /// The SM this one polls while standing by.
+    pub master: Option<PeerSm>,
+    /// When the next poll of the master is due (ms).
+    pub next_poll: Option<u64>,
+    /// A poll is out.
+    pub polling: bool,
+    /// The SM this one handed the subnet to, until it acknowledges.
+    pub handed_to: Option<PeerSm>,
+    /// The SM that handed this one the subnet, to acknowledge once master.
+    pub to_acknowledge: Option<PeerSm>,
+    /// Takeovers so far (the standby became master).
+    pub takeovers: u32,
+    /// A master handing over: asking its peers, then waiting for the
+    /// acknowledge.
+    pub handing: bool,
+    /// Where SMInfo requests came from that a master asked back (a
+    /// standby that appeared after its discovery), so that each is asked
+    /// once; at most [`MAX_ASKED`].
+    pub asked: BTreeSet<Vec<u8>>,
+}
+
+/// Requesters a master asks back at most.
+pub const MAX_ASKED: usize = 64;
+
+impl Election {
+    /// A discovering SM of `priority` (0–15) and `sm_key`.
+    pub fn new(priority: u8, sm_key: u64) -> Election {
+        Election {
+            state: SmState::Discovering,
+            priority: priority.min(15),
+            sm_key,
+            peers: BTreeMap::new(),
+            master: None,
+            next_poll: None,
+            polling: false,
+            handed_to: None,
+            to_acknowledge: None,
+            takeovers: 0,
+            handing: false,
+            asked: BTreeSet::new(),
+        }
+    }
+
+    /// Records an SM's SMInfo found by discovery or a sweep. An SM whose
+    /// non-zero SM_Key differs from this one's (when it has one) is
+    /// ignored, as OpenSM ignores it; returns whether it was taken.
+    pub fn seen(&mut self, info: &SmInfo, node: usize, own_guid: u64) -> bool {
+        if info.guid.0 == own_guid {
+            return false;
+        }
+        if self.sm_key != 0 && info.sm_key.0 != self.sm_key {
+            return false;
+        }
+        self.peers.insert(
+            info.guid.0,
+            PeerSm {
+                guid: info.guid.0,
+                priority: info.priority,
+                state: info.sm_state,
+                node,
+            },
+        );
+        true
+    }
+
+    /// What a discovering SM of port GUID `own_guid` does with the SMs it
+    /// found: stand by for a master (the best, if several say so), else
+    /// for the best discovering or standby SM that outranks it, else
+    /// become master.
+    pub fn verdict(&self, own_guid: u64) -> Verdict {
+        let best = |it: &mut dyn Iterator<Item = &PeerSm>| {
+            it.fold(None::<PeerSm>, |b, p| match b {
+                Some(b) if !outranks(p.priority, p.guid, b.priority, b.guid) => Some(b),
+                _ => Some(*p),
+            })
+        };
+        let masters = &mut self.peers.values().filter(|p| p.state == SmState::Master);
+        if let Some(m) = best(masters) {
+            return Verdict::Standby(m);
+        }
+        let above = &mut self.peers.values().filter(|p| {
+            matches!(p.state, SmState::Discovering | SmState::Standby)
+                && outranks(p.priority, p.guid, self.priority, own_guid)
+        });
+        match best(above) {
+            Some(p) => Verdict::Standby(p),
+            None => Verdict::Master,
+        }
+    }
+
+    /// Whether the master answered a poll with SMInfo `info` as a master
+    /// should: still master, or (OpenSM's rule) a standby that still
+    /// outranks this SM. Otherwise the standby takes over.
+    pub fn master_alive(&self, info: &SmInfo, own_guid: u64) -> bool {
+        match info.sm_state {
+            SmState::Master => true,
+            SmState::Standby => outranks(info.priority, info.guid.0, self.priority, own_guid),
+            _ => false,
+        }
+    }
+
+    /// Judges a SubnSet(SMInfo) with control `ctl` from an SM whose own
+    /// SMInfo (the request's data) is `sender`: the move, or why not.
+    pub fn on_set(&self, ctl: SmInfoControl, sender: &SmInfo) -> Result<Move, SetRefused> {
+        let need = match ctl {
+            SmInfoControl::Acknowledge => SmState::Standby,
+            SmInfoControl::Handover
+            | SmInfoControl::Disable
+            | SmInfoControl::Standby
+            | SmInfoControl::Discover => SmState::Master,
+            _ => return Err(SetRefused::NoControl),
+        };
+        if sender.sm_state != need {
+            return Err(SetRefused::SenderState(sender.sm_state));
+        }
+        let s = self.state;
+        let m = match (ctl, s) {
+            // A standby takes it; so does a discovering SM (OpenSM
+            // ignores a handover while discovering, and both then stand
+            // by with no master: the gap this avoids).
+            (SmInfoControl::Handover, SmState::Standby | SmState::Discovering) => Move::TakeOver,
+            (SmInfoControl::Acknowledge, SmState::Master | SmState::Standby)
+                if self.handed_to.is_some_and(|h| h.guid == sender.guid.0) =>
+            {
+                Move::StandBy
+            }
+            (SmInfoControl::Standby, SmState::Discovering | SmState::Standby) => Move::StandBy,
+            (SmInfoControl::Disable, SmState::Discovering | SmState::Standby) => Move::Disable,
+            (SmInfoControl::Discover, SmState::NotActive) => Move::Discover,
+            _ => return Err(SetRefused::NotNow(s)),
+        };
+        Ok(m)
+    }
+
+    /// This SM's SMInfo: its port GUID, the SM_Key when `with_key` (the
+    /// requester gave the right one), a heartbeat count, priority, state.
+    pub fn info(&self, own_guid: u64, act_count: u32, with_key: bool) -> SmInfo {
+        SmInfo {
+            guid: Guid(own_guid),
+            sm_key: MKey(if with_key { self.sm_key } else { 0 }),
+            act_count,
+            priority: self.priority,
+            sm_state: self.state,
+        }
+    }
+}
+
+impl Sm {
+    /// This SM's election state.
+    pub fn sm_state(&self) -> SmState {
+        self.election.state
+    }
+
+    /// The election: peers found, the master polled, takeovers.
+    pub fn election(&self) -> &Election {
+        &self.election
+    }
+
+    /// The port GUID of the SM's own port (0 before it has read it).
+    pub fn own_port_guid(&self) -> u64 {
+        self.db.nodes().first().map_or(0, |n| n.info.port_guid.0)
+    }
+
+    /// SMPs sent so far: SMInfo's heartbeat (ActCount).
+    fn act_count(&self) -> u32 {
+        self.stats.per_phase_kind.values().sum::<u64>() as u32
+    }
+
+    fn set_sm_state(&mut self, state: SmState, master: Option<u64>) {
+        if self.election.state != state {
+            self.election.state = state;
+            self.emit(SmEvent::SmStateChanged {
+                state,
+                master: master.map(Guid),
+            });
+        }
+    }
+
+    /// Discovery read an end port's PortInfo that says IsSM: ask its SM.
+    pub(super) fn ask_sm_info(&mut self, node: usize) {
+        if node == 0 || self.election.state == SmState::NotActive {
+            return;
+        }
+        let path = self.db.nodes()[node].path.clone();
+        self.get(path, AttributeId::SmInfo, 0, Purpose::SmInfo { node });
+    }
+
+    /// Discovery (taking over) read the LID a node's port holds: the node
+    /// keeps it, unless another node took it first.
+    pub(super) fn keep_found_lid(&mut self, node: usize, lid: Lid) {
+        if !self.keep_lids || self.up || lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 {
+            return;
+        }
+        if self.db.nodes()[node].lid != 0 || self.db.by_lid(lid).is_some() {
+            return;
+        }
+        self.db.set_lid(node, lid.0);
+        self.db.max_lid = self.db.max_lid.max(lid.0);
+    }
+
+    pub(super) fn on_peer_sm_info(&mut self, smp: &Smp, node: usize) {
+        let Ok(info) = SmInfo::decode(&smp.data) else {
+            return;
+        };
+        // Asked back by the way its request came: the node by its port.
+        let node = match node {
+            usize::MAX => match self.db.by_port_guid(info.guid) {
+                Some((n, _)) => n.0,
+                None => return,
+            },
+            n => n,
+        };
+        let own = self.own_port_guid();
+        self.election.seen(&info, node, own);
+    }
+
+    /// At the end of a discovery: stand by, or go on as master. True to
+    /// go on.
+    pub(super) fn discovery_verdict(&mut self, now_ms: u64) -> bool {
+        if self.up || self.election.state == SmState::Master {
+            return true;
+        }
+        let own = self.own_port_guid();
+        // Handed the subnet while discovering: master, whatever it found.
+        let verdict = if self.election.to_acknowledge.is_some() {
+            Verdict::Master
+        } else {
+            self.election.verdict(own)
+        };
+        match verdict {
+            Verdict::Standby(p) => {
+                self.enter_standby(p, now_ms);
+                false
+            }
+            Verdict::Master => {
+                // Handed over or not, no Acknowledge is sent: OpenSM sends
+                // none either, and refuses one from a master.
+                self.election.to_acknowledge = None;
+                self.set_sm_state(SmState::Master, Some(own));
+                true
+            }
+        }
+    }
+
+    /// Sends SubnSet(SMInfo, Handover) to the SM of port GUID `guid`, this
+    /// SM's SMInfo as its data (the receiver checks the sender is master).
+    /// False when the SM is not in the subnet known.
+    fn send_handover(&mut self, guid: u64) -> bool {
+        let Some((node, _)) = self.db.by_port_guid(Guid(guid)) else {
+            return false;
+        };
+        let own = self.own_port_guid();
+        let info = self.election.info(own, self.act_count(), true);
+        let mut d = [0u8; 64];
+        if info.encode(&mut d).is_err() {
+            return false;
+        }
+        let path = self.db.nodes()[node.0].path.clone();
+        self.request(
+            Method::Set,
+            path,
+            None,
+            AttributeId::SmInfo,
+            u32::from(u8::from(SmInfoControl::Handover)),
+            Some(d),
+            Purpose::Handover,
+        );
+        true
+    }
+
+    fn enter_standby(&mut self, master: PeerSm, now_ms: u64) {
+        self.phase = Phase::Standby;
+        self.election.master = Some(master);
+        self.election.polling = false;
+        self.election.next_poll = Some(now_ms + self.cfg.poll_ms);
+        self.set_sm_state(SmState::Standby, Some(master.guid));
+    }
+
+    /// A standby's poll of its master, when due.
+    pub(super) fn poll_master(&mut self, now_ms: u64) {
+        if self.phase != Phase::Standby
+            || self.election.state != SmState::Standby
+            || self.election.polling
+            || self.election.next_poll.is_none_or(|t| t > now_ms)
+        {
+            return;
+        }
+        let Some(m) = self.election.master else {
+            return;
+        };
+        let Some(path) = self.db.nodes().get(m.node).map(|n| n.path.clone()) else {
+            return;
+        };
+        self.election.polling = true;
+        self.get(path, AttributeId::SmInfo, 0, Purpose::PollMaster);
+    }
+
+    pub(super) fn on_poll_answer(&mut self, smp: &Smp, now_ms: u64) {
+        self.election.polling = false;
+        let own = self.own_port_guid();
+        match SmInfo::decode(&smp.data) {
+            Ok(i) if self.election.master_alive(&i, own) => {
+                self.election.next_poll = Some(now_ms + self.cfg.poll_ms);
+            }
+            _ => self.take_over(now_ms, None),
+        }
+    }
+
+    /// The master did not answer a poll, its retransmissions included.
+    pub(super) fn master_silent(&mut self, now_ms: u64) {
+        self.election.polling = false;
+        if self.phase == Phase::Standby && self.election.state == SmState::Standby {
+            self.take_over(now_ms, None);
+        }
+    }
+
+    /// Discovers the subnet again to become its master, keeping the LIDs
+    /// the ports hold; `ack`: the SM that handed it over, to acknowledge
+    /// once master. Configuration (partitions, QoS) and the events not yet
+    /// polled carry over.
+    fn take_over(&mut self, _now_ms: u64, ack: Option<PeerSm>) {
+        let mut fresh = Sm::new(self.cfg.clone());
+        fresh.out.next_tid = self.out.next_tid;
+        fresh.events = core::mem::take(&mut self.events);
+        fresh.stats = core::mem::take(&mut self.stats);
+        fresh.keep_lids = true;
+        let mut e = Election::new(self.cfg.priority, self.cfg.sm_key);
+        e.takeovers = self.election.takeovers + 1;
+        e.to_acknowledge = ack;
+        e.state = self.election.state;
+        fresh.election = e;
+        if let Some(p) = self.db.pkeys.config.take() {
+            fresh.set_partitions(p);
+        }
+        if let Some(q) = self.db.qos.config.take() {
+            fresh.set_qos(q);
+        }
+        fresh.set_qos_policy(self.db.qos.policy.take());
+        *self = fresh;
+        self.set_sm_state(SmState::Discovering, None);
+    }
+
+    /// Answers a SubnGet or SubnSet(SMInfo) (queued, to `dlid`, or by the
+    /// directed route it came by), acting on a legal Set.
+    pub(super) fn on_sm_info_request(&mut self, req: &Smp, dlid: Option<Lid>, now_ms: u64) {
+        let own = self.own_port_guid();
+        let asked = SmInfo::decode(&req.data).ok();
+        // As OpenSM: the SM_Key goes to a requester that passes the M_Key
+        // check (any, without an M_Key); a Set must carry the SM_Key.
+        let with_key = self.cfg.m_key.0 == 0 || req.m_key() == self.cfg.m_key;
+        let key_ok =
+            self.election.sm_key == 0 || asked.is_some_and(|a| a.sm_key.0 == self.election.sm_key);
+        let info = self.election.info(own, self.act_count(), with_key);
+        let mut status = Status::OK;
+        let mut act = None;
+        if req.method() == Method::Set {
+            let ctl = SmInfoControl::decode("SMInfo", req.attribute_modifier());
+            match (ctl, asked) {
+                (Ok(ctl), Some(sender)) if key_ok => match self.election.on_set(ctl, &sender) {
+                    Ok(m) => act = Some((m, sender)),
+                    Err(_) => status = Status::INVALID_FIELD,
+                },
+                _ => status = Status::INVALID_FIELD,
+            }
+        }
+        if let Some((m, sender)) = act {
+            let peer = PeerSm {
+                guid: sender.guid.0,
+                priority: sender.priority,
+                state: sender.sm_state,
+                node: (self.db.by_port_guid(sender.guid)).map_or(usize::MAX, |(n, _)| n.0),
+            };
+            match m {
+                Move::TakeOver if self.election.state == SmState::Discovering => {
+                    // Master at the end of this discovery.
+                    self.election.to_acknowledge = Some(peer);
+                }
+                Move::TakeOver => self.take_over(now_ms, Some(peer)),
+                Move::StandBy if peer.node != usize::MAX => {
+                    self.election.handed_to = None;
+                    self.election.handing = false;
+                    self.enter_standby(peer, now_ms);
+                }
+                Move::StandBy => status = Status::INVALID_FIELD,
+                Move::Disable => {
+                    self.phase = Phase::Standby;
+                    self.election.master = None;
+                    self.election.next_poll = None;
+                    self.set_sm_state(SmState::NotActive, None);
+                }
+                Move::Discover => self.take_over(now_ms, None),
+            }
+        }
+        if req.method() == Method::Get && self.election.state == SmState::Master {
+            self.ask_back(req, dlid);
+        }
+        let mut resp = req.clone();
+        crate::dr::make_response(&mut resp);
+        resp.set_status(status);
+        resp.data = [0; 64];
+        if info.encode(&mut resp.data).is_err() {
+            return;
+        }
+        self.out.queue.push_front(outbox::Request {
+            smp: resp,
+            purpose: Purpose::Answer,
+            tries: 0,
+            deadline: 0,
+            node: None,
+            dlid: dlid.map(|l| l.0),
+            reply: false,
+        });
+    }
+
+    /// A master polled by an SM it has not met (one that came after its
+    /// discovery) asks it for its SMInfo, once, by the way the request
+    /// came: the reversed return path, or the requester's LID.
+    fn ask_back(&mut self, req: &Smp, dlid: Option<Lid>) {
+        if self.election.asked.len() >= MAX_ASKED {
+            return;
+        }
+        let (key, path, node) = match dlid {
+            Some(l) => {
+                let Some((n, _)) = self.db.by_lid(l) else {
+                    return;
+                };
+                let mut k = alloc::vec![0xFF];
+                k.extend_from_slice(&l.0.to_be_bytes());
+                (k, self.db.nodes()[n.0].path.clone(), n.0)
+            }
+            None => {
+                let mut ports: Vec<u8> = req.return_path().as_slice().to_vec();
+                ports.reverse();
+                let Ok(path) = DrPath::from_ports(&ports) else {
+                    return;
+                };
+                (ports, path, usize::MAX)
+            }
+        };
+        let known = self
+            .election
+            .peers
+            .values()
+            .any(|p| p.node == node && node != usize::MAX);
+        if known || !self.election.asked.insert(key) {
+            return;
+        }
+        self.get(path, AttributeId::SmInfo, 0, Purpose::SmInfo { node });
+    }
+
+    /// A master about to stop hands the subnet to its best standby:
+    /// it asks every SM it knows for its SMInfo again, then sends
+    /// SubnSet(SMInfo, Handover) to the best that answers Standby (an SM
+    /// still discovering would not take it), and stands by once that SM
+    /// acknowledges. False when it is not master or knows no other SM
+    /// (nothing to wait for).
+    pub fn hand_over(&mut self) -> bool {
+        if self.election.state != SmState::Master || self.election.handing {
+            return false;
+        }
+        let nodes: Vec<usize> = (self.election.peers.values())
+            .filter(|p| p.state != SmState::NotActive)
+            .map(|p| p.node)
+            .collect();
+        if nodes.is_empty() {
+            return false;
+        }
+        self.election.handing = true;
+        for node in nodes {
+            self.ask_sm_info(node);
+        }
+        true
+    }
+
+    /// The standby took the Handover: this SM, about to stop, is no
+    /// longer active (it must not outrank the new master in its sweep,
+    /// which would hand the subnet back to an SM that is leaving).
+    pub(super) fn handed_over(&mut self) {
+        self.election.handing = false;
+        let to = self.election.handed_to.map(|p| p.guid);
+        self.phase = Phase::Standby;
+        self.election.master = None;
+        self.election.next_poll = None;
+        self.set_sm_state(SmState::NotActive, to);
+    }
+
+    /// The Handover was refused or not answered: no handover.
+    pub(super) fn handover_failed(&mut self) {
+        self.election.handing = false;
+        self.election.handed_to = None;
+    }
+
+    /// The peers have answered (or not): the handover goes to the best
+    /// standby, if any.
+    pub(super) fn finish_hand_over(&mut self) {
+        if !self.election.handing || self.election.handed_to.is_some() {
+            return;
+        }
+        let best = (self.election.peers.values())
+            .filter(|p| p.state == SmState::Standby)
+            .fold(None::<PeerSm>, |b, p| match b {
+                Some(b) if !outranks(p.priority, p.guid, b.priority, b.guid) => Some(b),
+                _ => Some(*p),
+            });
+        match best {
+            Some(p) if self.send_handover(p.guid) => {
+                self.election.handed_to = Some(p);
+                self.emit(SmEvent::HandingOver { to: Guid(p.guid) });
+            }
+            _ => {
+                self.election.handing = false;
+                self.emit(SmEvent::HandoverImpossible);
+            }
+        }
+    }
+}
+
+/// The name of an SM state as OpenSM's log writes it.
+pub fn state_name(s: SmState) -> &'static str {
+    match s {
+        SmState::NotActive => "NOT ACTIVE",
+        SmState::Discovering => "DISCOVERING",
+        SmState::Standby => "STANDBY",
+        SmState::Master => "MASTER",
+        _ => "UNKNOWN",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(guid: u64, priority: u8, state: SmState) -> SmInfo {
+        SmInfo {
+            guid: Guid(guid),
+            sm_key: MKey(0),
+            act_count: 0,
+            priority,
+            sm_state: state,
+        }
+    }
+
+    #[test]
+    fn priority_then_the_lower_guid_wins() {
+        assert!(outranks(5, 9, 4, 1));
+        assert!(!outranks(4, 1, 5, 9));
+        assert!(outranks(5, 1, 5, 2));
+        assert!(!outranks(5, 2, 5, 1));
+        assert!(!outranks(5, 2, 5, 2), "an SM does not outrank itself");
+    }
+
+    #[test]
+    fn a_discovering_sm_stands_by_for_a_master_or_one_above_it() {
+        let me = 0x20;
+        let mut e = Election::new(5, 0);
+        assert_eq!(e.verdict(me), Verdict::Master, "alone: master");
+        // A lower standby and a not-active one change nothing.
+        e.seen(&info(0x30, 1, SmState::Standby), 3, me);
+        e.seen(&info(0x10, 15, SmState::NotActive), 4, me);
+        assert_eq!(e.verdict(me), Verdict::Master);
+        // One above it, discovering: it stands by for that one.
+        e.seen(&info(0x40, 5, SmState::Discovering), 5, me);
+        assert_eq!(e.verdict(me), Verdict::Master, "same priority, higher GUID");
+        e.seen(&info(0x08, 5, SmState::Discovering), 6, me);
+        assert!(matches!(e.verdict(me), Verdict::Standby(p) if p.guid == 0x08 && p.node == 6));
+        // A master, even of lower priority, wins over everything.
+        e.seen(&info(0x50, 0, SmState::Master), 7, me);
+        assert!(matches!(e.verdict(me), Verdict::Standby(p) if p.guid == 0x50));
+        // Its own SMInfo (the SM's own port) is not a peer.
+        assert!(!e.seen(&info(me, 15, SmState::Master), 0, me));
+    }
+
+    #[test]
+    fn a_foreign_sm_key_is_ignored() {
+        let mut e = Election::new(0, 0xABCD);
+        let mut i = info(0x30, 15, SmState::Master);
+        assert!(!e.seen(&i, 1, 0x20));
+        assert_eq!(e.verdict(0x20), Verdict::Master);
+        i.sm_key = MKey(0xABCD);
+        assert!(e.seen(&i, 1, 0x20));
+        assert!(matches!(e.verdict(0x20), Verdict::Standby(_)));
+    }
+
+    #[test]
+    fn sets_need_the_senders_state_and_fit_the_receivers() {
+        let master = info(0x30, 1, SmState::Master);
+        let standby = info(0x30, 1, SmState::Standby);
+        let mut e = Election::new(0, 0);
+        e.state = SmState::Standby;
+        assert_eq!(
+            e.on_set(SmInfoControl::Handover, &master),
+            Ok(Move::TakeOver)
+        );
+        assert_eq!(
+            e.on_set(SmInfoControl::Handover, &standby),
+            Err(SetRefused::SenderState(SmState::Standby))
+        );
+        assert_eq!(
+            e.on_set(SmInfoControl::None, &master),
+            Err(SetRefused::NoControl)
+        );
+        assert_eq!(e.on_set(SmInfoControl::Disable, &master), Ok(Move::Disable));
+        assert_eq!(
+            e.on_set(SmInfoControl::Discover, &master),
+            Err(SetRefused::NotNow(SmState::Standby))
+        );
+        // Discovering takes a handover (OpenSM does not: its gap).
+        e.state = SmState::Discovering;
+        assert_eq!(
+            e.on_set(SmInfoControl::Handover, &master),
+            Ok(Move::TakeOver)
+        );
+        // A master takes no handover, and an acknowledge only from the SM
+        // it handed over to.
+        e.state = SmState::Master;
+        assert_eq!(
+            e.on_set(SmInfoControl::Handover, &master),
+            Err(SetRefused::NotNow(SmState::Master))
+        );
+        assert_eq!(
+            e.on_set(SmInfoControl::Acknowledge, &standby),
+            Err(SetRefused::NotNow(SmState::Master))
+        );
+        e.handed_to = Some(PeerSm {
+            guid: 0x30,
+            priority: 1,
+            state: SmState::Standby,
+            node: 2,
+        });
+        assert_eq!(
+            e.on_set(SmInfoControl::Acknowledge, &standby),
+            Ok(Move::StandBy)
+        );
+        assert_eq!(
+            e.on_set(SmInfoControl::Acknowledge, &master),
+            Err(SetRefused::SenderState(SmState::Master))
+        );
+        e.state = SmState::NotActive;
+        assert_eq!(
+            e.on_set(SmInfoControl::Discover, &master),
+            Ok(Move::Discover)
+        );
+    }
+
+    #[test]
+    fn a_master_is_alive_while_it_says_so() {
+        let e = Election::new(5, 0);
+        assert!(e.master_alive(&info(0x30, 0, SmState::Master), 0x20));
+        assert!(e.master_alive(&info(0x30, 6, SmState::Standby), 0x20));
+        assert!(!e.master_alive(&info(0x30, 4, SmState::Standby), 0x20));
+        assert!(!e.master_alive(&info(0x30, 9, SmState::NotActive), 0x20));
+        assert!(!e.master_alive(&info(0x30, 9, SmState::Discovering), 0x20));
+    }
+
+    #[test]
+    fn sminfo_carries_the_key_only_to_who_knows_it() {
+        let mut e = Election::new(7, 0x1234);
+        e.state = SmState::Master;
+        let i = e.info(0x20, 9, false);
+        assert_eq!(
+            (i.guid.0, i.sm_key.0, i.priority, i.sm_state),
+            (0x20, 0, 7, SmState::Master)
+        );
+        assert_eq!(e.info(0x20, 9, true).sm_key.0, 0x1234);
+        assert_eq!(Election::new(99, 0).priority, 15);
+    }
+}
