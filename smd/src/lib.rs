@@ -476,7 +476,12 @@ fn drive(
                 cap.mad(t.smp.as_wire(), smp_addr(dlid.unwrap_or(0xFFFF), me))?;
             }
             // A TrapRepress and the SM's answers expect no answer.
-            let answer = !matches!(t.smp.method(), Method::TrapRepress | Method::GetResp);
+            // (A standby's trap to its master gets a TrapRepress, which
+            // the SM ignores.)
+            let answer = !matches!(
+                t.smp.method(),
+                Method::TrapRepress | Method::GetResp | Method::Trap
+            );
             wire.send_smp(t.smp.as_wire(), dlid, answer)?;
         }
         if sm.phase() == Phase::Failed {
@@ -507,16 +512,12 @@ fn drive(
                         break;
                     }
                 }
-                Some(_) if sm.sm_state() != mad_core::attr::SmState::Master => {
-                    tracing::info!("the standby took the subnet; stopping");
-                    break;
-                }
-                Some(_) if !sm.election().handing => {
-                    tracing::info!("no standby to hand over to; stopping");
-                    break;
-                }
-                Some(t) if ms() > t => {
-                    tracing::warn!("the handover was not answered within 1 s; stopping");
+                Some(t) if !sm.election().handing || ms() > t => {
+                    if sm.sm_state() == mad_core::attr::SmState::Master {
+                        tracing::warn!("no standby took the subnet; stopping");
+                    } else {
+                        tracing::info!("the standby took the subnet; stopping");
+                    }
                     break;
                 }
                 Some(_) => {}

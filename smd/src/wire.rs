@@ -45,9 +45,12 @@ pub(crate) trait Wire {
     fn recv(&mut self, ms: u64) -> Result<Option<Incoming>, SmdError>;
 }
 
-/// A SubnGet or SubnSet (another SM's, to this one).
+/// A SubnGet, SubnSet or SubnTrap: another agent's request to this SM,
+/// whose answer (GetResp, TrapRepress) must carry its whole TID back —
+/// the simulator routes the answer by the client slot in its top bits
+/// (OpenSM's standby waits for the TrapRepress of its trap 144).
 fn is_request(mad: &[u8]) -> bool {
-    matches!(mad.get(3), Some(0x01 | 0x02))
+    matches!(mad.get(3), Some(0x01 | 0x02 | 0x05))
 }
 
 /// The methods of SA requests the SA agent takes unsolicited.

@@ -105,13 +105,24 @@ pub struct Election {
     /// acknowledge.
     pub handing: bool,
     /// Where SMInfo requests came from that a master asked back (a
-    /// standby that appeared after its discovery), so that each is asked
-    /// once; at most [`MAX_ASKED`].
-    pub asked: BTreeSet<Vec<u8>>,
+    /// standby that appeared after its discovery), and when: each is
+    /// asked again at most every [`REASK_MS`]; at most [`MAX_ASKED`].
+    pub asked: BTreeMap<Vec<u8>, u64>,
+    /// A master handing the subnet to a standby that outranks it (it
+    /// stands by once the standby takes it), not stopping.
+    pub yielding: bool,
+    /// When this standby last told a master below it that it is there
+    /// (trap 144).
+    pub last_nudge: Option<u64>,
 }
+
+/// Milliseconds between a standby's traps 144 to a master below it.
+pub const NUDGE_MS: u64 = 5_000;
 
 /// Requesters a master asks back at most.
 pub const MAX_ASKED: usize = 64;
+/// Milliseconds before a master asks a polling SM for its SMInfo again.
+pub const REASK_MS: u64 = 2_000;
 
 impl Election {
     /// A discovering SM of `priority` (0–15) and `sm_key`.
@@ -128,7 +139,9 @@ impl Election {
             to_acknowledge: None,
             takeovers: 0,
             handing: false,
-            asked: BTreeSet::new(),
+            asked: BTreeMap::new(),
+            yielding: false,
+            last_nudge: None,
         }
     }
 
@@ -302,7 +315,31 @@ impl Sm {
             n => n,
         };
         let own = self.own_port_guid();
-        self.election.seen(&info, node, own);
+        if !self.election.seen(&info, node, own) {
+            return;
+        }
+        // A master that meets a standby above it hands the subnet over
+        // (IBA 14.4.1.1), once the subnet is up and it is not stopping.
+        let e = &self.election;
+        if e.state == SmState::Master
+            && !e.handing
+            && self.up
+            && info.sm_state == SmState::Standby
+            && outranks(info.priority, info.guid.0, e.priority, own)
+        {
+            let peer = e.peers[&info.guid.0];
+            if self.send_handover(peer.guid) {
+                self.election.handing = true;
+                self.election.yielding = true;
+                self.election.handed_to = Some(peer);
+                self.emit(SmEvent::HandingOver {
+                    to: Guid(peer.guid),
+                });
+                // Standby from the Handover on, as OpenSM's master is: the
+                // new master's sweep must not find a second master.
+                self.set_sm_state(SmState::Standby, Some(peer.guid));
+            }
+        }
     }
 
     /// At the end of a discovery: stand by, or go on as master. True to
@@ -392,9 +429,77 @@ impl Sm {
         match SmInfo::decode(&smp.data) {
             Ok(i) if self.election.master_alive(&i, own) => {
                 self.election.next_poll = Some(now_ms + self.cfg.poll_ms);
+                if i.sm_state == SmState::Master
+                    && outranks(self.election.priority, own, i.priority, i.guid.0)
+                {
+                    self.nudge_master(now_ms);
+                }
             }
             _ => self.take_over(now_ms, None),
         }
+    }
+
+    /// A standby above its master tells it so, as OpenSM's standby does:
+    /// trap 144 (SM priority changed) to the master's LID, which makes the
+    /// master sweep, find this SM and hand the subnet over. At most every
+    /// [`NUDGE_MS`].
+    fn nudge_master(&mut self, now_ms: u64) {
+        if self
+            .election
+            .last_nudge
+            .is_some_and(|t| t + NUDGE_MS > now_ms)
+        {
+            return;
+        }
+        let port_info = |n: &SmNode| {
+            n.ports
+                .get(usize::from(n.info.local_port_num))
+                .and_then(|p| p.info)
+        };
+        let Some(me) = self.db.nodes().first().and_then(port_info) else {
+            return;
+        };
+        let Some(m) = (self.election.master)
+            .and_then(|m| self.db.nodes().get(m.node))
+            .and_then(port_info)
+        else {
+            return;
+        };
+        if me.lid.0 == 0 || m.lid.0 == 0 {
+            return;
+        }
+        let details = mad_core::notice::TrapDetails::LocalChange(mad_core::notice::Trap144 {
+            lid: me.lid,
+            other_local_changes: true,
+            capability_mask: me.capability_mask.bits(),
+            sm_priority_change: true,
+            ..Default::default()
+        });
+        let Ok(n) = mad_core::notice::Notice::generic(
+            mad_core::notice::NoticeType::Info,
+            mad_core::notice::ProducerType::ChannelAdapter,
+            me.lid,
+            &details,
+        ) else {
+            return;
+        };
+        let tid = self.out.next_tid;
+        self.out.next_tid += 1;
+        let mut smp = Smp::lid_routed(Method::Trap, AttributeId::Notice, 0, tid, self.cfg.m_key);
+        if n.encode(&mut smp.data).is_err() {
+            return;
+        }
+        self.election.last_nudge = Some(now_ms);
+        // A trap gets a TrapRepress, not a response: nothing to track.
+        self.out.queue.push_back(outbox::Request {
+            smp,
+            purpose: Purpose::Answer,
+            tries: 0,
+            deadline: 0,
+            node: None,
+            dlid: Some(m.lid.0),
+            reply: false,
+        });
     }
 
     /// The master did not answer a poll, its retransmissions included.
@@ -483,7 +588,7 @@ impl Sm {
             }
         }
         if req.method() == Method::Get && self.election.state == SmState::Master {
-            self.ask_back(req, dlid);
+            self.ask_back(req, dlid, now_ms);
         }
         let mut resp = req.clone();
         crate::dr::make_response(&mut resp);
@@ -506,10 +611,7 @@ impl Sm {
     /// A master polled by an SM it has not met (one that came after its
     /// discovery) asks it for its SMInfo, once, by the way the request
     /// came: the reversed return path, or the requester's LID.
-    fn ask_back(&mut self, req: &Smp, dlid: Option<Lid>) {
-        if self.election.asked.len() >= MAX_ASKED {
-            return;
-        }
+    fn ask_back(&mut self, req: &Smp, dlid: Option<Lid>, now_ms: u64) {
         let (key, path, node) = match dlid {
             Some(l) => {
                 let Some((n, _)) = self.db.by_lid(l) else {
@@ -528,14 +630,12 @@ impl Sm {
                 (ports, path, usize::MAX)
             }
         };
-        let known = self
-            .election
-            .peers
-            .values()
-            .any(|p| p.node == node && node != usize::MAX);
-        if known || !self.election.asked.insert(key) {
-            return;
+        match self.election.asked.get(&key) {
+            Some(&t) if t + REASK_MS > now_ms => return,
+            None if self.election.asked.len() >= MAX_ASKED => return,
+            _ => {}
         }
+        self.election.asked.insert(key, now_ms);
         self.get(path, AttributeId::SmInfo, 0, Purpose::SmInfo { node });
     }
 
@@ -566,19 +666,32 @@ impl Sm {
     /// The standby took the Handover: this SM, about to stop, is no
     /// longer active (it must not outrank the new master in its sweep,
     /// which would hand the subnet back to an SM that is leaving).
-    pub(super) fn handed_over(&mut self) {
+    pub(super) fn handed_over(&mut self, now_ms: u64) {
         self.election.handing = false;
-        let to = self.election.handed_to.map(|p| p.guid);
+        let to = self.election.handed_to.take();
+        if core::mem::take(&mut self.election.yielding) {
+            // Yielded to an SM above it: stand by, polling it.
+            if let Some(p) = to {
+                self.enter_standby(p, now_ms);
+                return;
+            }
+        }
         self.phase = Phase::Standby;
         self.election.master = None;
         self.election.next_poll = None;
-        self.set_sm_state(SmState::NotActive, to);
+        self.set_sm_state(SmState::NotActive, to.map(|p| p.guid));
     }
 
     /// The Handover was refused or not answered: no handover.
     pub(super) fn handover_failed(&mut self) {
         self.election.handing = false;
+        self.election.yielding = false;
         self.election.handed_to = None;
+        if self.election.state != SmState::Master && self.phase != Phase::Standby {
+            // Still the master: nobody took the subnet.
+            let own = self.own_port_guid();
+            self.set_sm_state(SmState::Master, Some(own));
+        }
     }
 
     /// The peers have answered (or not): the handover goes to the best
@@ -597,6 +710,9 @@ impl Sm {
             Some(p) if self.send_handover(p.guid) => {
                 self.election.handed_to = Some(p);
                 self.emit(SmEvent::HandingOver { to: Guid(p.guid) });
+                // Not active from the Handover on: the new master's sweep
+                // must not find this SM master (nor above it).
+                self.set_sm_state(SmState::NotActive, Some(p.guid));
             }
             _ => {
                 self.election.handing = false;

@@ -416,7 +416,7 @@ impl Sm {
             Purpose::VlArb { node, port, block } => self.on_vlarb(smp, node, port, block),
             Purpose::SmInfo { node } => self.on_peer_sm_info(smp, node),
             Purpose::PollMaster => self.on_poll_answer(smp, now_ms),
-            Purpose::Handover => self.handed_over(),
+            Purpose::Handover => self.handed_over(now_ms),
             Purpose::Answer => {}
         }
         self.advance(now_ms);

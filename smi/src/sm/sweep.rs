@@ -53,6 +53,13 @@ impl Sm {
                 reply: false,
             });
         }
+        // 144 from a CA whose SM outranks this master (OpenSM's standby
+        // sends it when its master is below it): ask that SM again.
+        if n.trap_number() == Some(144) && self.election.state == mad_core::attr::SmState::Master {
+            if let Some((node, _)) = self.db.by_lid(n.issuer_lid) {
+                self.ask_sm_info(node.0);
+            }
+        }
         // A switch this sweep has yet to read needs no sweep of its own.
         let unread = self.phase == Phase::Sweep
             && (0..self.db.nodes().len()).any(|i| {
