@@ -313,6 +313,8 @@ pub enum BenchWhat {
     IbsimCompat(CompatArgs),
     /// The SA: every pair's PathRecord in process (--all-pairs), or OpenSM's SA and ibkit's on ibsim under a load generator.
     Sa(SaArgs),
+    /// A master killed or stopped beside a standby of its kind, OpenSM then ibkit on ibsim: time until sminfo names the new master.
+    Election(super::election::ElectionArgs),
 }
 
 /// Options of `ibkit bench sa`.
@@ -413,6 +415,7 @@ pub struct CompatArgs {
 pub fn main(what: &BenchWhat) -> super::Outcome {
     match what {
         BenchWhat::Opensm(a) => opensm(a),
+        BenchWhat::Election(a) => super::election::run(a),
         BenchWhat::Sa(a) if a.all_pairs => sa_all_pairs(&a.topology, a.json),
         BenchWhat::Sa(a) if a.load => sa_load(a),
         BenchWhat::Sa(a) => sa_versus_opensm(a),

@@ -4,6 +4,7 @@ pub mod args;
 pub mod bench;
 pub mod compat;
 pub mod decode;
+pub mod election;
 pub mod migrate;
 pub mod model;
 pub mod sa;

@@ -104,6 +104,8 @@ pub struct Election {
     /// A master handing over: asking its peers, then waiting for the
     /// acknowledge.
     pub handing: bool,
+    /// The peers (nodes) a master handing over waits to hear from.
+    pub awaiting: BTreeSet<usize>,
     /// Where SMInfo requests came from that a master asked back (a
     /// standby that appeared after its discovery), and when: each is
     /// asked again at most every [`REASK_MS`]; at most [`MAX_ASKED`].
@@ -139,6 +141,7 @@ impl Election {
             to_acknowledge: None,
             takeovers: 0,
             handing: false,
+            awaiting: BTreeSet::new(),
             asked: BTreeMap::new(),
             yielding: false,
             last_nudge: None,
@@ -281,12 +284,19 @@ impl Sm {
     }
 
     /// Discovery read an end port's PortInfo that says IsSM: ask its SM.
-    pub(super) fn ask_sm_info(&mut self, node: usize) {
+    pub(super) fn ask_sm_info(&mut self, node: usize) -> bool {
         if node == 0 || self.election.state == SmState::NotActive {
-            return;
+            return false;
+        }
+        // The SM that handed this one the subnet is leaving: asking it
+        // would only hold the discovery for its timeouts.
+        let guid = self.db.nodes()[node].info.port_guid.0;
+        if self.election.to_acknowledge.is_some_and(|p| p.guid == guid) {
+            return false;
         }
         let path = self.db.nodes()[node].path.clone();
         self.get(path, AttributeId::SmInfo, 0, Purpose::SmInfo { node });
+        true
     }
 
     /// Discovery (taking over) read the LID a node's port holds: the node
@@ -306,6 +316,7 @@ impl Sm {
         let Ok(info) = SmInfo::decode(&smp.data) else {
             return;
         };
+        self.election.awaiting.remove(&node);
         // Asked back by the way its request came: the node by its port.
         let node = match node {
             usize::MAX => match self.db.by_port_guid(info.guid) {
@@ -637,6 +648,10 @@ impl Sm {
         }
         self.election.asked.insert(key, now_ms);
         self.get(path, AttributeId::SmInfo, 0, Purpose::SmInfo { node });
+        // One try: the requester may be no SM at all (sminfo, a tool).
+        if let Some(r) = self.out.queue.back_mut() {
+            r.tries = self.cfg.retries;
+        }
     }
 
     /// A master about to stop hands the subnet to its best standby:
@@ -658,7 +673,9 @@ impl Sm {
         }
         self.election.handing = true;
         for node in nodes {
-            self.ask_sm_info(node);
+            if self.ask_sm_info(node) {
+                self.election.awaiting.insert(node);
+            }
         }
         true
     }

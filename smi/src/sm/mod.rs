@@ -268,6 +268,9 @@ impl Sm {
                 if matches!(r.purpose, Purpose::Handover) {
                     self.handover_failed();
                 }
+                if let Purpose::SmInfo { node } = r.purpose {
+                    self.election.awaiting.remove(&node);
+                }
                 if self.bringing_up() && r.reply && !sm_info {
                     // Sent again in the next round, before the phase
                     // moves on: a partial fabric is not routed.
@@ -340,6 +343,9 @@ impl Sm {
         if !smp.status().is_ok() {
             if matches!(req.purpose, Purpose::Handover) {
                 self.handover_failed();
+            }
+            if let Purpose::SmInfo { node } = req.purpose {
+                self.election.awaiting.remove(&node);
             }
             if matches!(req.purpose, Purpose::PollMaster) {
                 // The master's port no longer says IsSM (its SM exited):
@@ -423,7 +429,7 @@ impl Sm {
     }
 
     fn advance(&mut self, now_ms: u64) {
-        if self.election.handing && self.out.drained() {
+        if self.election.handing && self.election.awaiting.is_empty() {
             self.finish_hand_over();
         }
         while self.out.drained() {
