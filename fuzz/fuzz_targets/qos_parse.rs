@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(p) => {
             assert!(p.rules.len() <= MAX_RULES);
-            assert!(p.default_sl.is_some_and(|s| s <= 15), "a policy without default");
+            assert!(
+                p.default_sl.is_some_and(|s| s <= 15),
+                "a policy without default"
+            );
             for r in &p.rules {
                 assert!(r.sl <= 15 && r.line >= 1 && r.line <= lines);
                 let (UlpMatch::ServiceId(v)

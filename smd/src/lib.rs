@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod config;
 pub mod simport;
 mod wire;
 
@@ -244,6 +245,8 @@ pub struct SmRun {
     pub sm_state: String,
     /// Times this SM took the subnet over from a master.
     pub takeovers: u32,
+    /// Its election priority.
+    pub priority: u8,
     /// Every node.
     pub table: Vec<NodeRow>,
 }
@@ -279,6 +282,9 @@ pub enum SmdError {
     /// The QoS configuration cannot be read or is refused.
     #[error("qos: {0}")]
     Qos(String),
+    /// The configuration file (`ibkit sm --config`) is refused.
+    #[error("config: {0}")]
+    Config(String),
     /// The simulator's socket refused or failed.
     #[error("simulator: {0}")]
     Sim(String),
@@ -748,6 +754,7 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         sa_ns: 0,
         sm_state: smi::sm::election::state_name(sm.sm_state()).into(),
         takeovers: sm.election().takeovers,
+        priority: sm.election().priority,
     }
 }
 
@@ -772,6 +779,7 @@ mod tests {
             sa_ns: 0,
             sm_state: "STANDBY".into(),
             takeovers: 1,
+            priority: 3,
             table: vec![NodeRow {
                 guid: 0x2c9,
                 switch: true,

@@ -53,6 +53,12 @@ pub struct SmArgs {
     /// sections are refused. SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
+    /// A TOML file with the SM's settings (priority, sm_key, poll_ms,
+    /// sweep_ms, routing, partitions, qos, qos_config, qos_policy,
+    /// log_level; paths relative to the file). A flag given here wins over
+    /// the file; an unknown key or a bad value is refused with its line.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -60,23 +66,26 @@ pub struct SmArgs {
     /// Election priority, 0–15 (as OpenSM's -p): the highest SM is
     /// master, the others stand by and poll it; between equals, the lower
     /// port GUID.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=15))]
-    pub priority: u8,
+    /// [default: 0]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub priority: Option<u8>,
     /// SM_Key (as OpenSM's sm_key, whose default is 1): an SM with another
     /// non-zero key is ignored, and a SubnSet(SMInfo) must carry it.
-    #[arg(long, default_value = "1", value_parser = super::args::parse_u64)]
-    pub sm_key: u64,
+    /// [default: 1]
+    #[arg(long, value_parser = super::args::parse_u64)]
+    pub sm_key: Option<u64>,
     /// Milliseconds between a standby's polls of its master's SMInfo: a
     /// master that stops answering is detected within this plus 800 ms
     /// (four tries of 200 ms).
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
-    pub poll_ms: u64,
-    /// Routing engine: minhop, updn or ftree.
-    #[arg(long, default_value = "minhop", value_parser = parse_engine)]
-    pub routing: Engine,
-    /// Milliseconds between light sweeps (without --once).
-    #[arg(long, default_value_t = 10_000)]
-    pub sweep_ms: u64,
+    /// [default: 500]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub poll_ms: Option<u64>,
+    /// Routing engine: minhop, updn or ftree [default: minhop].
+    #[arg(long, value_parser = parse_engine)]
+    pub routing: Option<Engine>,
+    /// Milliseconds between light sweeps (without --once) [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub sweep_ms: Option<u64>,
     /// One JSON object at the end.
     #[arg(long)]
     pub json: bool,
@@ -87,14 +96,21 @@ pub struct SmArgs {
 
 /// Runs `ibkit sm`.
 pub fn run(a: &SmArgs) -> super::Outcome {
+    // The configuration file first: a broken one is refused before
+    // anything else happens.
+    let file = match &a.config {
+        Some(p) => smd::config::read_sm_file(p)?,
+        None => smd::config::SmFile::default(),
+    };
     // With --json, stderr stays quiet unless RUST_LOG asks.
-    super::args::init_logging(if a.verbose {
+    let level = if a.verbose {
         "debug"
     } else if a.json {
         "warn"
     } else {
-        "info"
-    });
+        file.log_level.as_deref().unwrap_or("info")
+    };
+    super::args::init_logging(level);
     let via =
         if let Some((socket, node)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
             smd::Via::Sim { socket, node }
@@ -119,17 +135,17 @@ pub fn run(a: &SmArgs) -> super::Outcome {
         &smd::SmdConfig {
             via,
             once: a.once,
-            routing: a.routing,
-            sweep_ms: a.sweep_ms,
+            routing: a.routing.or(file.routing).unwrap_or(Engine::MinHop),
+            sweep_ms: a.sweep_ms.or(file.sweep_ms).unwrap_or(10_000),
             pcap: a.pcap.clone(),
-            partitions: a.partitions.clone(),
-            qos: a.qos,
-            qos_config: a.qos_config.clone(),
-            qos_policy: a.qos_policy.clone(),
+            partitions: a.partitions.clone().or(file.partitions),
+            qos: a.qos || file.qos == Some(true),
+            qos_config: a.qos_config.clone().or(file.qos_config),
+            qos_policy: a.qos_policy.clone().or(file.qos_policy),
             reload: Some(reload),
-            priority: a.priority,
-            sm_key: a.sm_key,
-            poll_ms: a.poll_ms,
+            priority: a.priority.or(file.priority).unwrap_or(0),
+            sm_key: a.sm_key.or(file.sm_key).unwrap_or(1),
+            poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
             ..smd::SmdConfig::default()
         },
         &stop,

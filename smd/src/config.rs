@@ -1,0 +1,260 @@
+//! `ibkit sm --config FILE`: the SM's settings in a TOML file, what
+//! OpenSM's `opensm.conf` offers and ibkit implements.
+//!
+//! ```toml
+//! priority = 5              # 0-15, as OpenSM's sm_priority
+//! sm_key = "0x1"            # a number, or a 0x string for any 64 bits
+//! poll_ms = 500             # a standby's polls of its master
+//! sweep_ms = 10000          # light sweeps
+//! routing = "ftree"         # minhop, updn, ftree
+//! partitions = "partitions.conf"   # relative to this file
+//! qos = true
+//! qos_config = "opensm.conf"
+//! qos_policy = "qos-policy.conf"
+//! log_level = "info"        # error, warn, info, debug, trace
+//! ```
+//!
+//! Every key is optional; a flag given on the command line wins over the
+//! file. An unknown key, a value of the wrong type or out of range is an
+//! error naming the key and its line, before the fabric is touched. The
+//! log file and the dump directory are not implemented, and are refused as
+//! unknown keys.
+
+use serde::Deserialize;
+use smi::sm::Engine;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// A number as TOML holds it (to 2^63 - 1), or a `0x` string for any
+/// 64-bit value.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+enum Number {
+    Int(i64),
+    Text(String),
+}
+
+/// The file as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    priority: Option<Spanned<i64>>,
+    sm_key: Option<Spanned<Number>>,
+    poll_ms: Option<Spanned<i64>>,
+    sweep_ms: Option<Spanned<i64>>,
+    routing: Option<Spanned<String>>,
+    partitions: Option<PathBuf>,
+    qos: Option<bool>,
+    qos_config: Option<PathBuf>,
+    qos_policy: Option<PathBuf>,
+    log_level: Option<Spanned<String>>,
+}
+
+/// The settings a configuration file gives (each `None` when not given).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SmFile {
+    /// Election priority, 0–15.
+    pub priority: Option<u8>,
+    /// SM_Key.
+    pub sm_key: Option<u64>,
+    /// A standby's polling interval, ms.
+    pub poll_ms: Option<u64>,
+    /// Light sweep interval, ms.
+    pub sweep_ms: Option<u64>,
+    /// Routing engine.
+    pub routing: Option<Engine>,
+    /// `partitions.conf`, relative paths taken from the file's directory.
+    pub partitions: Option<PathBuf>,
+    /// QoS with OpenSM's defaults.
+    pub qos: Option<bool>,
+    /// An `opensm.conf` with `qos_*` options.
+    pub qos_config: Option<PathBuf>,
+    /// A `qos-policy.conf`.
+    pub qos_policy: Option<PathBuf>,
+    /// The log level.
+    pub log_level: Option<String>,
+}
+
+/// What is wrong in a configuration file, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub column: usize,
+    /// Why.
+    pub reason: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.reason
+        )
+    }
+}
+
+/// Line and column (from 1) of byte `at` of `text`.
+fn place(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
+}
+
+/// The log levels `log_level` takes.
+pub const LOG_LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+
+/// Reads a configuration from `text`; relative paths are taken from
+/// `dir`.
+pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
+    let raw: Raw = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((1, 1), |s| place(text, s.start));
+        ConfigError {
+            line,
+            column,
+            reason: e.message().trim().to_string(),
+        }
+    })?;
+    let bad = |at: std::ops::Range<usize>, reason: String| {
+        let (line, column) = place(text, at.start);
+        ConfigError {
+            line,
+            column,
+            reason,
+        }
+    };
+    let ranged = |v: &Option<Spanned<i64>>, key: &str, lo: i64, hi: i64| {
+        v.as_ref()
+            .map(|s| {
+                let x = *s.get_ref();
+                if (lo..=hi).contains(&x) {
+                    Ok(x as u64)
+                } else {
+                    Err(bad(s.span(), format!("{key} = {x}: not {lo}-{hi}")))
+                }
+            })
+            .transpose()
+    };
+    let sm_key = match &raw.sm_key {
+        None => None,
+        Some(s) => Some(match s.get_ref() {
+            Number::Int(i) if *i >= 0 => *i as u64,
+            Number::Int(i) => return Err(bad(s.span(), format!("sm_key = {i}: negative"))),
+            Number::Text(t) => {
+                let hex = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X"));
+                hex.and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| bad(s.span(), format!("sm_key = {t:?}: not a 0x number")))?
+            }
+        }),
+    };
+    let routing = match &raw.routing {
+        None => None,
+        Some(s) => Some(Engine::from_name(s.get_ref()).ok_or_else(|| {
+            bad(
+                s.span(),
+                format!("routing = {:?}: not minhop, updn or ftree", s.get_ref()),
+            )
+        })?),
+    };
+    let log_level = match &raw.log_level {
+        None => None,
+        Some(s) if LOG_LEVELS.contains(&s.get_ref().as_str()) => Some(s.get_ref().clone()),
+        Some(s) => {
+            return Err(bad(
+                s.span(),
+                format!(
+                    "log_level = {:?}: not one of {}",
+                    s.get_ref(),
+                    LOG_LEVELS.join(", ")
+                ),
+            ))
+        }
+    };
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| dir.join(p));
+    Ok(SmFile {
+        priority: ranged(&raw.priority, "priority", 0, 15)?.map(|v| v as u8),
+        sm_key,
+        poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
+        sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 1, 86_400_000)?,
+        routing,
+        partitions: path(&raw.partitions),
+        qos: raw.qos,
+        qos_config: path(&raw.qos_config),
+        qos_policy: path(&raw.qos_policy),
+        log_level,
+    })
+}
+
+/// Reads and parses the configuration file `path` (bounded in size); a
+/// refusal as "FILE: line L, column C: reason".
+pub fn read_sm_file(path: &Path) -> Result<SmFile, crate::SmdError> {
+    let bad = |why: String| crate::SmdError::Config(format!("{}: {why}", path.display()));
+    let text = crate::read_bounded(path).map_err(bad)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    parse_sm_file(&text, dir).map_err(|e| bad(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_reads_and_paths_follow_the_file() {
+        let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\n\
+                    sweep_ms = 5000\nrouting = \"ftree\"\npartitions = \"p.conf\"\nqos = true\n\
+                    qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
+                    log_level = \"debug\"\n";
+        let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
+        assert_eq!(f.priority, Some(5));
+        assert_eq!(f.sm_key, Some(u64::MAX));
+        assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
+        assert_eq!(f.routing, Some(Engine::FatTree));
+        assert_eq!(f.partitions, Some(PathBuf::from("/etc/ibkit/p.conf")));
+        assert_eq!(f.qos_config, Some(PathBuf::from("/etc/opensm/opensm.conf")));
+        assert_eq!(f.qos, Some(true));
+        assert_eq!(f.log_level.as_deref(), Some("debug"));
+        assert_eq!(
+            parse_sm_file("sm_key = 7\n", Path::new("."))
+                .unwrap()
+                .sm_key,
+            Some(7)
+        );
+        assert_eq!(
+            parse_sm_file("", Path::new(".")).unwrap(),
+            SmFile::default()
+        );
+    }
+
+    #[test]
+    fn what_is_wrong_is_named_with_its_line() {
+        let bad = |t: &str| parse_sm_file(t, Path::new(".")).unwrap_err();
+        let e = bad("priority = 5\nlog_file = \"/var/log/x\"\n");
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.reason.contains("log_file"), "{e}");
+        let e = bad("\n\npriority = 16\n");
+        assert_eq!((e.line, e.column), (3, 12), "{e}");
+        assert!(
+            e.reason.contains("priority = 16") && e.reason.contains("0-15"),
+            "{e}"
+        );
+        let e = bad("routing = \"dor\"\n");
+        assert!(e.reason.contains("minhop"), "{e}");
+        let e = bad("priority = \"high\"\n");
+        assert_eq!(e.line, 1, "{e}");
+        let e = bad("sm_key = -1\n");
+        assert!(e.reason.contains("negative"), "{e}");
+        let e = bad("sm_key = \"12\"\n");
+        assert!(e.reason.contains("0x"), "{e}");
+        let e = bad("poll_ms = 1\n");
+        assert!(e.reason.contains("10-3600000"), "{e}");
+        let e = bad("log_level = \"loud\"\n");
+        assert!(e.reason.contains("warn"), "{e}");
+        let e = bad("priority = \n");
+        assert_eq!(e.line, 1, "{e}");
+        let e = bad("qos = 1\n");
+        assert_eq!(e.line, 1, "{e}");
+    }
+}
