@@ -98,10 +98,20 @@ fn a_standby_takes_over_when_the_master_stops_keeping_every_lid() {
     assert_eq!(lids(&f), before, "LIDs kept");
     let v = f.verify();
     assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+    // The LFTs were read back and hold what the new master computed (the
+    // same engine over the same LIDs): not one block is sent again.
+    let st = sm.stats();
+    let lft_sets = st.count(Method::Set, AttributeId::LinearForwardingTable);
+    let lft_reads = st.count(Method::Get, AttributeId::LinearForwardingTable);
+    let switches = sm.nodes().iter().filter(|n| n.is_switch()).count() as u64;
+    assert_eq!(lft_sets, 0, "no LFT churn");
+    assert_eq!(st.lft_blocks_kept, switches, "one block per switch, kept");
+    assert_eq!(lft_reads, switches, "one block per switch read back");
     let up_ms = sm.stats().phase_end_ms[&Phase::Activation] - t / MS;
     println!(
         "master stopped: ibkit master and the subnet up {up_ms} ms later (simulated), \
-         {} SMPs for the takeover, {smps_standing} while standing by; every LID kept",
+         {} SMPs for the takeover, {smps_standing} while standing by; every LID kept, \
+         {lft_reads} LFT blocks read back, {lft_sets} sent",
         sm.stats().total() - smps_standing
     );
     assert!(up_ms <= 500 + 4 * 200 + 100, "{up_ms} ms");

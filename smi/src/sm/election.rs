@@ -258,6 +258,42 @@ impl Sm {
         self.election.state
     }
 
+    /// LIDs to give ports by port GUID at the next bring-up where no other
+    /// port holds them, as OpenSM honours its `guid2lid` cache: LIDs that
+    /// survive a restart of the SM.
+    pub fn set_preferred_lids(&mut self, lids: BTreeMap<u64, Lid>) {
+        self.preferred = lids.into_iter().map(|(g, l)| (g, l.0)).collect();
+    }
+
+    /// Changes the election priority of a running SM (a re-read
+    /// configuration): its SMInfo says it from now on, and a standby that
+    /// now outranks its master nudges it at its next poll.
+    pub fn set_priority(&mut self, priority: u8) {
+        let p = priority.min(15);
+        self.cfg.priority = p;
+        self.election.priority = p;
+    }
+
+    /// Changes a standby's polling interval (from its next poll on) and
+    /// the light sweep interval (from the next sweep on) of a running SM.
+    pub fn set_intervals(&mut self, poll_ms: u64, sweep_ms: Option<u64>) {
+        self.cfg.poll_ms = poll_ms.max(1);
+        self.cfg.sweep_interval_ms = sweep_ms.map(|s| s.max(1));
+    }
+
+    /// Every port's LID by port GUID (a switch's port 0, a CA's port, a
+    /// VF's vGUID where it has one), as OpenSM's `guid2lid` lists them.
+    pub fn lids_by_guid(&self) -> BTreeMap<u64, Lid> {
+        let mut m = BTreeMap::new();
+        for n in self.db.nodes().iter().filter(|n| n.alive && n.lid != 0) {
+            m.insert(n.info.port_guid.0, Lid(n.lid));
+            for v in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
+                m.insert(v.guid, Lid(v.lid));
+            }
+        }
+        m
+    }
+
     /// The election: peers found, the master polled, takeovers.
     pub fn election(&self) -> &Election {
         &self.election
@@ -302,7 +338,19 @@ impl Sm {
     /// Discovery (taking over) read the LID a node's port holds: the node
     /// keeps it, unless another node took it first.
     pub(super) fn keep_found_lid(&mut self, node: usize, lid: Lid) {
-        if !self.keep_lids || self.up || lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 {
+        if self.up || self.db.nodes()[node].lid != 0 {
+            return;
+        }
+        // The LID a guid2lid file gives this port, if it is free.
+        let guid = self.db.nodes()[node].info.port_guid.0;
+        if let Some(&want) = self.preferred.get(&guid) {
+            if want != 0 && want <= Lid::UNICAST_MAX.0 && self.db.by_lid(Lid(want)).is_none() {
+                self.db.set_lid(node, want);
+                self.db.max_lid = self.db.max_lid.max(want);
+                return;
+            }
+        }
+        if !self.keep_lids || lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 {
             return;
         }
         if self.db.nodes()[node].lid != 0 || self.db.by_lid(lid).is_some() {
@@ -531,6 +579,7 @@ impl Sm {
         fresh.events = core::mem::take(&mut self.events);
         fresh.stats = core::mem::take(&mut self.stats);
         fresh.keep_lids = true;
+        fresh.preferred = core::mem::take(&mut self.preferred);
         let mut e = Election::new(self.cfg.priority, self.cfg.sm_key);
         e.takeovers = self.election.takeovers + 1;
         e.to_acknowledge = ack;

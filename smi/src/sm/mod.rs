@@ -128,6 +128,11 @@ pub struct Sm {
     election: election::Election,
     /// Keep the LIDs the ports hold (a standby taking the subnet over).
     keep_lids: bool,
+    /// LIDs to give ports by their GUID where free (OpenSM's `guid2lid`).
+    preferred: BTreeMap<u64, u16>,
+    /// LFT blocks read back from the switches by a new master that keeps
+    /// the LIDs it finds: (node, block) → the ports they hold.
+    found_lfts: BTreeMap<(usize, u16), [u8; 64]>,
 }
 
 impl Sm {
@@ -156,6 +161,8 @@ impl Sm {
             issuers_first: false,
             election: election::Election::new(0, 0),
             keep_lids: false,
+            preferred: BTreeMap::new(),
+            found_lfts: BTreeMap::new(),
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
         sm.get(
@@ -362,10 +369,16 @@ impl Sm {
             Purpose::NodeInfo { from } => self.on_node_info(smp, path, from),
             Purpose::PortInfo { node, port } => self.on_port_info(smp, node, port),
             Purpose::SwitchInfo { node } => {
-                if let (Ok(si), Some(mut n)) =
-                    (SwitchInfo::decode(&smp.data), self.db.node_mut(node))
-                {
-                    n.switch_info = Some(si);
+                if let Ok(si) = SwitchInfo::decode(&smp.data) {
+                    if let Some(mut n) = self.db.node_mut(node) {
+                        n.switch_info = Some(si);
+                    }
+                    self.read_lft_back(node, &si);
+                }
+            }
+            Purpose::LftRead { node, block } => {
+                if let Ok(t) = LinearForwardingTable::decode(&smp.data) {
+                    self.found_lfts.insert((node, block), t.port);
                 }
             }
             Purpose::SetTop { node } => {

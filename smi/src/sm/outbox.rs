@@ -36,6 +36,11 @@ pub(super) enum Purpose {
     },
     SetLft,
     SetMft,
+    /// A new master reads back an LFT block a switch holds.
+    LftRead {
+        node: usize,
+        block: u16,
+    },
     SetState {
         node: usize,
         port: u8,
@@ -382,6 +387,7 @@ impl Sm {
             | Purpose::VirtInfo { node }
             | Purpose::NodeDesc { node }
             | Purpose::SetTop { node }
+            | Purpose::LftRead { node, .. }
             | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
             Purpose::SetVPort
             | Purpose::SetTopOnly

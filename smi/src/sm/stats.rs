@@ -21,6 +21,10 @@ pub struct Stats {
     pub sweeps: u64,
     /// CA links taken down for a static reconfiguration.
     pub quiesced: u64,
+    /// LFT blocks a new master read back from a switch (taking over, or
+    /// starting with LIDs from a `guid2lid` cache) and found already
+    /// holding what it computed: not sent again.
+    pub lft_blocks_kept: u64,
     /// (phase, method byte, attribute ID) → SMPs sent, retransmissions and
     /// SMPs that get no response (TrapRepress) included.
     pub per_phase_kind: BTreeMap<(Phase, u8, u16), u64>,

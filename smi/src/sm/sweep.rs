@@ -324,6 +324,7 @@ impl Sm {
             max_lid: Lid(self.db.max_lid),
         });
         self.db.old_lfts.clear();
+        self.found_lfts.clear();
         for n in self.db.nodes_mut().iter_mut() {
             n.fresh = false;
         }

@@ -153,8 +153,51 @@ impl Sm {
         };
         let blocks = usize::from(self.db.max_lid) / 64 + 1;
         for b in 0..blocks {
-            self.send_lft_block(k, b as u16);
+            let b = b as u16;
+            // A new master that kept the LIDs it found sends only the
+            // blocks the switch does not hold already.
+            if self.found_lfts.get(&(node, b)) == Some(&self.lft_block(k, b)) {
+                self.stats.lft_blocks_kept += 1;
+                continue;
+            }
+            self.send_lft_block(k, b);
         }
+    }
+
+    /// A new master that keeps the LIDs it finds (taking the subnet over,
+    /// or starting from a `guid2lid` cache) reads back the LFT blocks a
+    /// switch holds, up to its LinearFDBTop, so that only blocks that
+    /// differ are sent: no LFT churn for a subnet whose LIDs stay.
+    pub(super) fn read_lft_back(&mut self, node: usize, si: &SwitchInfo) {
+        let keeps = self.keep_lids || !self.preferred.is_empty();
+        if self.up || !keeps {
+            return;
+        }
+        let top = si
+            .linear_fdb_top
+            .min(si.linear_fdb_cap.saturating_sub(1))
+            .min(Lid::UNICAST_MAX.0);
+        if top == 0 {
+            return;
+        }
+        for b in 0..=top / 64 {
+            self.get_node(
+                node,
+                AttributeId::LinearForwardingTable,
+                u32::from(b),
+                Purpose::LftRead { node, block: b },
+            );
+        }
+    }
+
+    /// Block `b` of switch `k`'s table as the SM has it now.
+    fn lft_block(&self, k: usize, b: u16) -> [u8; 64] {
+        let mut t = [DROP_PORT; 64];
+        let base = usize::from(b) * 64;
+        for (e, slot) in t.iter_mut().enumerate() {
+            *slot = self.db.lfts[k].get(base + e).copied().unwrap_or(DROP_PORT);
+        }
+        t
     }
 
     /// Queues Set(LinearForwardingTable) of block `b` of switch `k` as the
@@ -162,10 +205,7 @@ impl Sm {
     pub(super) fn send_lft_block(&mut self, k: usize, b: u16) {
         let node = self.db.switch_index[k];
         let mut t = LinearForwardingTable::dropping();
-        let base = usize::from(b) * 64;
-        for (e, slot) in t.port.iter_mut().enumerate() {
-            *slot = self.db.lfts[k].get(base + e).copied().unwrap_or(DROP_PORT);
-        }
+        t.port = self.lft_block(k, b);
         self.set_node(node, &t, u32::from(b), Purpose::SetLft);
     }
 }
