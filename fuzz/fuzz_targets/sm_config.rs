@@ -20,7 +20,14 @@ fuzz_target!(|data: &[u8]| {
             assert!(f.poll_ms.is_none_or(|p| (10..=3_600_000).contains(&p)));
             assert!(f.sweep_ms.is_none_or(|p| p >= 1));
             assert!(f.log_level.is_none_or(|l| LOG_LEVELS.contains(&l.as_str())));
-            for p in [&f.partitions, &f.qos_config, &f.qos_policy]
+            for p in [
+                &f.partitions,
+                &f.qos_config,
+                &f.qos_policy,
+                &f.log_file,
+                &f.dump_dir,
+                &f.cache_dir,
+            ]
                 .into_iter()
                 .flatten()
             {

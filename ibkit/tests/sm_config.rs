@@ -5,8 +5,9 @@
 //! says what it ran with).
 
 use std::path::Path;
-use std::process::Command;
-use tests::peers::Served;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tests::peers::{Served, Simulator};
 
 fn ibkit(args: &[&str], socket: Option<&str>) -> (i32, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -28,7 +29,7 @@ fn a_broken_configuration_is_refused_with_its_key_and_line() {
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("sm.toml");
     for (text, want) in [
-        ("priority = 5\nlog_file = \"/var/log/sm\"\n", "line 2"),
+        ("priority = 5\nlog_files = \"/var/log/sm\"\n", "line 2"),
         ("priority = 5\n\nrouting = \"dor\"\n", "line 3"),
         ("priority = 16\n", "0-15"),
         ("sweep_ms = \"often\"\n", "line 1"),
@@ -83,5 +84,120 @@ fn the_file_applies_and_a_flag_wins() {
     let (code, _, err) = ibkit(&args, Some(served.socket()));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("parts.conf"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until `file` holds `marker`, at most `wait`.
+fn wait_in(file: &Path, marker: &str, wait: Duration) {
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.contains(marker) {
+            return;
+        }
+        assert!(
+            t.elapsed() < wait,
+            "{} never said {marker:?}; it holds:\n{text}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The master's priority as `sminfo` (infiniband-diags) from `host` reads it.
+fn sminfo_priority(sim: &dyn Simulator, host: &str) -> u64 {
+    let out = sim.client_at("sminfo".as_ref(), host).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "sminfo: {text}");
+    // "sminfo: sm lid 1 sm guid 0x…, activity count 9 priority 10 state 3 SMINFO_MASTER"
+    let mut words = text.split_whitespace();
+    words.position(|w| w == "priority");
+    words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("sminfo said {text:?}"))
+}
+
+#[test]
+fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
+    if !Path::new("/usr/sbin/sminfo").exists() || tests::peers::umad2sim().is_none() {
+        if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+            panic!("sminfo or libumad2sim missing and IBKIT_REQUIRE_PEERS=1");
+        }
+        eprintln!("SKIPPED sighup: infiniband-diags or libumad2sim0 is not installed");
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-hup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("dump")).unwrap();
+    std::fs::create_dir_all(dir.join("cache")).unwrap();
+    let f = dir.join("sm.toml");
+    let common =
+        "log_file = \"sm.log\"\ndump_dir = \"dump\"\ncache_dir = \"cache\"\nsweep_ms = 300\n";
+    std::fs::write(&f, format!("priority = 3\n{common}")).unwrap();
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let sm = served
+        .client(exe.as_os_str())
+        .args(["sm", "--transport", "ibsim", "--config"])
+        .arg(&f)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = dir.join("sm.log");
+    let wait = Duration::from_secs(20);
+    wait_in(&log, "SUBNET UP", wait);
+    // The dumps and the LID cache, once the subnet is up.
+    wait_in(&dir.join("cache/guid2lid"), "0x", wait);
+    let cache = std::fs::read_to_string(dir.join("cache/guid2lid")).unwrap();
+    let (lids, warnings) = smd::dump::parse_guid2lid(&cache);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(lids.len(), 14, "every port of mport-ntree:4:2");
+    wait_in(&dir.join("dump/opensm-lfts.dump"), "lids dumped", wait);
+    wait_in(&dir.join("dump/opensm-subnet.lst"), "LOG=ACT", wait);
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let viewer = &(topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .nth(2)
+        .unwrap()
+        .name;
+    assert_eq!(sminfo_priority(&served, viewer), 3);
+    let before = std::fs::read_to_string(&log).unwrap();
+    assert!(!before.contains("DEBUG"), "info level: {before}");
+
+    // A new priority and log level, read on SIGHUP.
+    std::fs::write(&f, format!("priority = 9\nlog_level = \"debug\"\n{common}")).unwrap();
+    let signal = |sig: &str| {
+        let st = Command::new("kill")
+            .args([sig, &sm.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill {sig}");
+    };
+    signal("-HUP");
+    wait_in(&log, "priority 3 -> 9", wait);
+    wait_in(&log, "configuration re-read", wait);
+    assert_eq!(
+        sminfo_priority(&served, viewer),
+        9,
+        "sminfo reads the new priority"
+    );
+    // Debug lines from the next sweep on.
+    wait_in(&log, "DEBUG", wait);
+
+    // A broken file: logged, and nothing changes.
+    std::fs::write(&f, format!("priority = 99\n{common}")).unwrap();
+    signal("-HUP");
+    wait_in(&log, "the settings in force are kept", wait);
+    assert_eq!(sminfo_priority(&served, viewer), 9);
+
+    signal("-TERM");
+    let out = sm.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "the log went to its file: {out:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("changes at the next start"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

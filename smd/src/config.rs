@@ -12,13 +12,16 @@
 //! qos_config = "opensm.conf"
 //! qos_policy = "qos-policy.conf"
 //! log_level = "info"        # error, warn, info, debug, trace
+//! log_file = "/var/log/ibkit-sm.log"   # appended to; default: stderr
+//! dump_dir = "/var/log"     # opensm-subnet.lst, opensm-lfts.dump
+//! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
 //! ```
 //!
 //! Every key is optional; a flag given on the command line wins over the
 //! file. An unknown key, a value of the wrong type or out of range is an
-//! error naming the key and its line, before the fabric is touched. The
-//! log file and the dump directory are not implemented, and are refused as
-//! unknown keys.
+//! error naming the key and its line, before the fabric is touched. SIGHUP
+//! reads the file again: priority, the intervals, the log level and the
+//! partition and QoS files change at once, the rest at the next start.
 
 use serde::Deserialize;
 use smi::sm::Engine;
@@ -48,6 +51,9 @@ struct Raw {
     qos_config: Option<PathBuf>,
     qos_policy: Option<PathBuf>,
     log_level: Option<Spanned<String>>,
+    log_file: Option<PathBuf>,
+    dump_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -73,6 +79,12 @@ pub struct SmFile {
     pub qos_policy: Option<PathBuf>,
     /// The log level.
     pub log_level: Option<String>,
+    /// The log file (appended to).
+    pub log_file: Option<PathBuf>,
+    /// Where OpenSM's dumps are written.
+    pub dump_dir: Option<PathBuf>,
+    /// Where `guid2lid` is read and written.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// What is wrong in a configuration file, and where.
@@ -185,6 +197,9 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         qos_config: path(&raw.qos_config),
         qos_policy: path(&raw.qos_policy),
         log_level,
+        log_file: path(&raw.log_file),
+        dump_dir: path(&raw.dump_dir),
+        cache_dir: path(&raw.cache_dir),
     })
 }
 
@@ -206,7 +221,8 @@ mod tests {
         let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\n\
                     sweep_ms = 5000\nrouting = \"ftree\"\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
-                    log_level = \"debug\"\n";
+                    log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
+                    cache_dir = \"cache\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
         assert_eq!(f.sm_key, Some(u64::MAX));
@@ -216,6 +232,9 @@ mod tests {
         assert_eq!(f.qos_config, Some(PathBuf::from("/etc/opensm/opensm.conf")));
         assert_eq!(f.qos, Some(true));
         assert_eq!(f.log_level.as_deref(), Some("debug"));
+        assert_eq!(f.log_file, Some(PathBuf::from("/etc/ibkit/sm.log")));
+        assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
+        assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(
             parse_sm_file("sm_key = 7\n", Path::new("."))
                 .unwrap()
@@ -231,9 +250,9 @@ mod tests {
     #[test]
     fn what_is_wrong_is_named_with_its_line() {
         let bad = |t: &str| parse_sm_file(t, Path::new(".")).unwrap_err();
-        let e = bad("priority = 5\nlog_file = \"/var/log/x\"\n");
+        let e = bad("priority = 5\nlog_files = \"/var/log/x\"\n");
         assert_eq!(e.line, 2, "{e}");
-        assert!(e.reason.contains("log_file"), "{e}");
+        assert!(e.reason.contains("log_files"), "{e}");
         let e = bad("\n\npriority = 16\n");
         assert_eq!((e.line, e.column), (3, 12), "{e}");
         assert!(

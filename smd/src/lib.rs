@@ -14,6 +14,7 @@
 
 pub mod client;
 pub mod config;
+pub mod dump;
 pub mod simport;
 mod wire;
 
@@ -89,6 +90,42 @@ pub struct SmdConfig {
     pub sm_key: u64,
     /// Milliseconds between a standby's polls of the master.
     pub poll_ms: u64,
+    /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`),
+    /// written each time the subnet comes up or changes.
+    pub dump_dir: Option<PathBuf>,
+    /// Where the LID cache (`guid2lid`, OpenSM's layout) is read at start
+    /// and written each time the subnet comes up or changes, so that ports
+    /// keep their LIDs across a restart of the SM.
+    pub cache_dir: Option<PathBuf>,
+    /// The configuration file to read again on SIGHUP, with what the
+    /// command line set (which wins over the file).
+    pub reconfig: Option<Reconfig>,
+}
+
+/// Changes the log's level (RUST_LOG, where set, wins).
+pub type SetLogLevel = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What SIGHUP reads again: the configuration file, under the settings
+/// the command line gave.
+#[derive(Clone)]
+pub struct Reconfig {
+    /// The TOML file (`ibkit sm --config`).
+    pub file: PathBuf,
+    /// What the command line set: these win over the file.
+    pub flags: config::SmFile,
+    /// The log file in force (`None`: standard error).
+    pub log_file: Option<PathBuf>,
+    /// Applies a new log level (the log's reload handle).
+    pub set_log_level: Option<SetLogLevel>,
+}
+
+impl std::fmt::Debug for Reconfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reconfig")
+            .field("file", &self.file)
+            .field("flags", &self.flags)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for SmdConfig {
@@ -108,6 +145,9 @@ impl Default for SmdConfig {
             priority: 0,
             sm_key: 1,
             poll_ms: 500,
+            dump_dir: None,
+            cache_dir: None,
+            reconfig: None,
         }
     }
 }
@@ -422,6 +462,30 @@ fn drive(
         ..SmConfig::default()
     };
     let mut sm = Sm::new(cfg);
+    if let Some(d) = &c.cache_dir {
+        let path = d.join("guid2lid");
+        match dump::read_guid2lid(&path) {
+            Ok(Some((lids, warnings))) => {
+                for w in &warnings {
+                    tracing::warn!("{}: line {}: {}; skipped", path.display(), w.line, w.what);
+                }
+                tracing::info!("guid2lid: {} LID(s) from {}", lids.len(), path.display());
+                sm.set_preferred_lids(lids);
+            }
+            Ok(None) => tracing::info!("guid2lid: no {} yet", path.display()),
+            Err(e) => tracing::error!("guid2lid: {e}; LIDs given afresh"),
+        }
+    }
+    // The files SIGHUP reads again (a re-read configuration may name
+    // others).
+    let mut files = Files {
+        partitions: c.partitions.clone(),
+        qos: c.qos,
+        qos_config: c.qos_config.clone(),
+        qos_policy: c.qos_policy.clone(),
+    };
+    // The subnet changed since the dumps were written.
+    let mut dirty = false;
     if let Some(p) = &c.partitions {
         let parts = read_partitions(p)?;
         tracing::info!(
@@ -493,11 +557,22 @@ fn drive(
         if sm.phase() == Phase::Failed {
             return Err(sm.error().cloned().map_or(SmdError::Failed, SmdError::Sm));
         }
+        // OpenSM's dumps and LID cache, once the subnet is up and after it
+        // changed, by the master only.
+        if dirty && sm.is_idle() && sm.sm_state() == mad_core::attr::SmState::Master {
+            dirty = false;
+            for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
+                tracing::error!("{e}");
+            }
+        }
         if sm.is_idle() && up_ms.is_none() {
             let t = t0.elapsed().as_secs_f64() * 1e3;
             up_ms = Some(t);
             tracing::info!("SUBNET UP after {t:.1} ms");
             log_pkey_overflow(&sm);
+            for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
+                tracing::error!("{e}");
+            }
             if c.once {
                 break;
             }
@@ -537,34 +612,11 @@ fn drive(
             .reload
             .as_ref()
             .is_some_and(|f| f.swap(false, Ordering::Relaxed));
-        if let (true, Some(p)) = (hup, &c.qos_config) {
-            match read_qos(p) {
-                Ok(q) => {
-                    let smps = sm.set_qos(q);
-                    tracing::info!("QoS re-read: {smps} SMP(s) queued");
-                }
-                Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
+        if hup {
+            if let Some(rc) = &c.reconfig {
+                reread_config(rc, c, &mut files, &mut sm);
             }
-        }
-        if let (true, Some(p)) = (hup, &c.qos_policy) {
-            match read_qos_policy(p) {
-                Ok(policy) => {
-                    sm.set_qos_policy(Some(policy));
-                    tracing::info!("QoS policy re-read");
-                }
-                Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
-            }
-        }
-        if let (true, Some(p)) = (hup, &c.partitions) {
-            match read_partitions(p) {
-                Ok(parts) => {
-                    let n = parts.partitions.len();
-                    let smps = sm.set_partitions(parts);
-                    reapplied = true;
-                    tracing::info!("partitions re-read: {n} partition(s), {smps} SMP(s) queued");
-                }
-                Err(e) => tracing::error!("{e}; the partitions in force are kept"),
-            }
+            reread_files(&files, &mut sm, &mut reapplied);
         }
         let next = match (sm.poll_timeout(), sa.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -643,6 +695,13 @@ fn drive(
         }
         while let Some(e) = sm.poll_event() {
             log_event(&e);
+            dirty |= matches!(
+                e,
+                SmEvent::SubnetUp { .. }
+                    | SmEvent::NodeAdded { .. }
+                    | SmEvent::NodeLost { .. }
+                    | SmEvent::LidsChanged { .. }
+            );
             sa.handle_event(sm.subnet(), &e, ms());
         }
         // Joins, leaves and ports gone: the SM programs those groups'
@@ -667,6 +726,111 @@ fn drive(
     run.sa_answered = sa.stats().answered;
     run.sa_ns = sa_ns;
     Ok(run)
+}
+
+/// The configuration files a running SM reads again on SIGHUP.
+struct Files {
+    partitions: Option<PathBuf>,
+    qos: bool,
+    qos_config: Option<PathBuf>,
+    qos_policy: Option<PathBuf>,
+}
+
+/// SIGHUP: the configuration file read again (the command line still
+/// winning). What a running SM can change changes now: priority, the
+/// polling and sweep intervals, the log level, the partition and QoS
+/// files; the rest is logged as taking effect at the next start. A
+/// broken file is logged and changes nothing.
+fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
+    let f = match config::read_sm_file(&rc.file) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!("{e}; the settings in force are kept");
+            return;
+        }
+    };
+    let g = &rc.flags;
+    let priority = g.priority.or(f.priority).unwrap_or(0);
+    if priority != sm.election().priority {
+        tracing::info!("priority {} -> {priority}", sm.election().priority);
+        sm.set_priority(priority);
+    }
+    let poll_ms = g.poll_ms.or(f.poll_ms).unwrap_or(500);
+    let sweep_ms = (!c.once).then(|| g.sweep_ms.or(f.sweep_ms).unwrap_or(10_000));
+    if poll_ms != c.poll_ms || sweep_ms != (!c.once).then_some(c.sweep_ms) {
+        tracing::info!("poll every {poll_ms} ms, sweep every {sweep_ms:?} ms");
+    }
+    sm.set_intervals(poll_ms, sweep_ms);
+    if let (Some(level), Some(set)) = (
+        g.log_level.as_ref().or(f.log_level.as_ref()),
+        &rc.set_log_level,
+    ) {
+        set(level);
+    }
+    files.partitions = g.partitions.clone().or(f.partitions);
+    files.qos_config = g.qos_config.clone().or(f.qos_config);
+    files.qos_policy = g.qos_policy.clone().or(f.qos_policy);
+    let qos = g.qos == Some(true) || f.qos == Some(true) || files.qos_config.is_some();
+    if files.qos && !qos {
+        tracing::warn!("QoS stays on until the SM restarts");
+    }
+    files.qos |= qos;
+    let later = [
+        (
+            "routing",
+            g.routing.or(f.routing).is_some_and(|r| r != c.routing),
+        ),
+        ("sm_key", g.sm_key.or(f.sm_key).unwrap_or(1) != c.sm_key),
+        ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
+        (
+            "cache_dir",
+            g.cache_dir.clone().or(f.cache_dir) != c.cache_dir,
+        ),
+        ("log_file", g.log_file.clone().or(f.log_file) != rc.log_file),
+    ];
+    for (key, changed) in later {
+        if changed {
+            tracing::warn!("{}: {key} changes at the next start", rc.file.display());
+        }
+    }
+    tracing::info!("configuration re-read from {}", rc.file.display());
+}
+
+/// SIGHUP: the partition and QoS files read again and applied (only what
+/// changes is sent); a broken file keeps what is in force.
+fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool) {
+    if let Some(p) = &files.qos_config {
+        match read_qos(p) {
+            Ok(q) => {
+                let smps = sm.set_qos(q);
+                tracing::info!("QoS re-read: {smps} SMP(s) queued");
+            }
+            Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
+        }
+    } else if files.qos {
+        let smps = sm.set_qos(QosConfig::default());
+        tracing::info!("QoS (OpenSM's defaults) applied: {smps} SMP(s) queued");
+    }
+    if let Some(p) = &files.qos_policy {
+        match read_qos_policy(p) {
+            Ok(policy) => {
+                sm.set_qos_policy(Some(policy));
+                tracing::info!("QoS policy re-read");
+            }
+            Err(e) => tracing::error!("{e}; the QoS policy in force is kept"),
+        }
+    }
+    if let Some(p) = &files.partitions {
+        match read_partitions(p) {
+            Ok(parts) => {
+                let n = parts.partitions.len();
+                let smps = sm.set_partitions(parts);
+                *reapplied = true;
+                tracing::info!("partitions re-read: {n} partition(s), {smps} SMP(s) queued");
+            }
+            Err(e) => tracing::error!("{e}; the partitions in force are kept"),
+        }
+    }
 }
 
 /// The LRH and QPs of an SMP to `dlid` from `slid`.

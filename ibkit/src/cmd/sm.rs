@@ -55,10 +55,23 @@ pub struct SmArgs {
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, poll_ms,
     /// sweep_ms, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level; paths relative to the file). A flag given here wins over
-    /// the file; an unknown key or a bad value is refused with its line.
+    /// log_level, log_file, dump_dir, cache_dir; paths relative to the
+    /// file). A flag given here wins over the file; an unknown key or a
+    /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+    /// Append the log to this file (with times) instead of standard error.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<std::path::PathBuf>,
+    /// Write OpenSM's dumps here each time the subnet comes up or
+    /// changes: opensm-subnet.lst and opensm-lfts.dump.
+    #[arg(long, value_name = "DIR")]
+    pub dump_dir: Option<std::path::PathBuf>,
+    /// Keep the LID cache here (guid2lid, OpenSM's layout): read at start,
+    /// so that ports get the LIDs they had, and written each time the
+    /// subnet comes up or changes.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<std::path::PathBuf>,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -110,7 +123,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     } else {
         file.log_level.as_deref().unwrap_or("info")
     };
-    super::args::init_logging(level);
+    let log_file = a.log_file.clone().or(file.log_file.clone());
+    let set_log_level = init_sm_logging(level, log_file.as_deref())?;
     let via =
         if let Some((socket, node)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
             smd::Via::Sim { socket, node }
@@ -146,6 +160,14 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             priority: a.priority.or(file.priority).unwrap_or(0),
             sm_key: a.sm_key.or(file.sm_key).unwrap_or(1),
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
+            dump_dir: a.dump_dir.clone().or(file.dump_dir),
+            cache_dir: a.cache_dir.clone().or(file.cache_dir),
+            reconfig: a.config.clone().map(|f| smd::Reconfig {
+                file: f,
+                flags: flags(a),
+                log_file,
+                set_log_level: Some(set_log_level),
+            }),
             ..smd::SmdConfig::default()
         },
         &stop,
@@ -171,4 +193,65 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             r.nodes, r.smps
         )
     })
+}
+
+/// What the command line set, as a configuration file would: on SIGHUP
+/// these still win over the file read again.
+fn flags(a: &SmArgs) -> smd::config::SmFile {
+    smd::config::SmFile {
+        priority: a.priority,
+        sm_key: a.sm_key,
+        poll_ms: a.poll_ms,
+        sweep_ms: a.sweep_ms,
+        routing: a.routing,
+        partitions: a.partitions.clone(),
+        qos: a.qos.then_some(true),
+        qos_config: a.qos_config.clone(),
+        qos_policy: a.qos_policy.clone(),
+        log_level: a.verbose.then(|| "debug".to_string()),
+        log_file: a.log_file.clone(),
+        dump_dir: a.dump_dir.clone(),
+        cache_dir: a.cache_dir.clone(),
+    }
+}
+
+/// The SM's log: `level` (RUST_LOG wins), on standard error, or appended
+/// to `file` with times; the function returned changes the level.
+fn init_sm_logging(
+    level: &str,
+    file: Option<&std::path::Path>,
+) -> Result<smd::SetLogLevel, String> {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{fmt, reload, EnvFilter};
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let pinned = from_env.is_some();
+    let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new(level)));
+    let registry = tracing_subscriber::registry().with(filter);
+    let _ = match file {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("log file {}: {e}", p.display()))?;
+            let layer = fmt::layer()
+                .with_writer(std::sync::Mutex::new(f))
+                .with_ansi(false)
+                .with_target(false);
+            registry.with(layer).try_init()
+        }
+        None => {
+            let layer = fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_target(false)
+                .without_time();
+            registry.with(layer).try_init()
+        }
+    };
+    Ok(std::sync::Arc::new(move |l: &str| {
+        if !pinned && handle.reload(EnvFilter::new(l)).is_ok() {
+            tracing::info!("log level {l}");
+        }
+    }))
 }

@@ -1,0 +1,24 @@
+//! Arbitrary bytes as the LID cache `ibkit sm --cache-dir` reads at
+//! start (`guid2lid`, OpenSM's layout): read without a panic, every LID
+//! kept a unicast LID given to one GUID only, every skipped entry named
+//! by a line of the text.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::collections::BTreeSet;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let (lids, warnings) = smd::dump::parse_guid2lid(&text);
+    let mut seen = BTreeSet::new();
+    for (&guid, lid) in &lids {
+        assert_ne!(guid, 0);
+        assert!((1..=0xBFFF).contains(&lid.0), "{lid:?}");
+        assert!(seen.insert(lid.0), "LID {} given twice", lid.0);
+    }
+    let lines = text.lines().count();
+    for w in &warnings {
+        assert!(w.line >= 1 && w.line <= lines, "{w:?}");
+    }
+    assert!(warnings.len() <= 100);
+});

@@ -1,0 +1,166 @@
+//! OpenSM's dumps and LID cache, written by ibkit's SM and compared with
+//! OpenSM's own of the same fabric on Debian's ibsim: OpenSM brings the
+//! fabric up with its routing dumps on (`-D 0x43`), then ibkit's SM, on a
+//! fresh simulator of the same fabric and given OpenSM's `guid2lid`,
+//! gives every port the LID OpenSM gave it and writes `guid2lid`,
+//! `opensm-subnet.lst` and `opensm-lfts.dump`. The LID cache and the
+//! subnet list must equal OpenSM's; the LFT dump has OpenSM's layout line
+//! for line, and its ports are what `ibroute` (infiniband-diags) reads
+//! from each switch. A second run from ibkit's own cache keeps the LIDs
+//! again (a restart of the SM).
+
+use fabric::topology::Topology;
+use std::collections::BTreeMap;
+use std::path::Path;
+use tests::peers::Ibsim;
+
+mod common;
+use common::{check_ibroute, peers_with_smpquery};
+
+fn guid2lid(path: &Path) -> BTreeMap<u64, u16> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (lids, warnings) = smd::dump::parse_guid2lid(&text);
+    assert!(warnings.is_empty(), "{}: {warnings:?}", path.display());
+    lids.into_iter().map(|(g, l)| (g, l.0)).collect()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A line of the LFT dump: LID, port, and the owner as written.
+type Route = (u16, u8, String);
+
+/// The LFT dump's switches: header → its lines.
+fn lft_dump(text: &str) -> Vec<(String, Vec<Route>)> {
+    let mut v: Vec<(String, Vec<Route>)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("Unicast lids") {
+            v.push((line.to_string(), Vec::new()));
+        } else if let Some(rest) = line.strip_prefix("0x") {
+            let lid = u16::from_str_radix(&rest[..4], 16).unwrap();
+            let port: u8 = rest[5..8].parse().unwrap();
+            let owner = rest[8..].to_string();
+            v.last_mut().unwrap().1.push((lid, port, owner));
+        } else {
+            assert!(line.ends_with(" lids dumped"), "{line:?}");
+        }
+    }
+    v
+}
+
+fn ibkit_sm(sim: &Ibsim, args: &[&str]) -> serde_json::Value {
+    let out = sim
+        .client(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["sm", "--transport", "umad", "--once", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ibkit sm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-dumps-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (osm_cache, osm_dump) = (dir.join("osm-cache"), dir.join("osm-dump"));
+    let (cache, dump) = (dir.join("ibkit-cache"), dir.join("ibkit-dump"));
+    for d in [&osm_cache, &osm_dump, &cache, &dump] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+
+    // OpenSM, once, with its routing dumps.
+    {
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let out = sim
+            .client("opensm")
+            .env("OSM_CACHE_DIR", &osm_cache)
+            .env("OSM_TMP_DIR", &osm_dump)
+            .args(["-o", "-D", "0x43", "-f"])
+            .arg(dir.join("opensm.log"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "opensm: {out:?}");
+    }
+    let osm_lids = guid2lid(&osm_cache.join("guid2lid"));
+    assert_eq!(osm_lids.len(), topo.nodes.len(), "one LID a node");
+
+    // ibkit on a fresh simulator, given OpenSM's cache.
+    std::fs::copy(osm_cache.join("guid2lid"), cache.join("guid2lid")).unwrap();
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let cache_s = cache.to_str().unwrap();
+    let dump_s = dump.to_str().unwrap();
+    let v = ibkit_sm(&sim, &["--cache-dir", cache_s, "--dump-dir", dump_s]);
+    assert_eq!(v["up"], true);
+
+    // guid2lid: the same LID for every port GUID.
+    let lids = guid2lid(&cache.join("guid2lid"));
+    assert_eq!(lids, osm_lids, "ibkit kept OpenSM's LIDs and wrote them");
+
+    // opensm-subnet.lst: every link, both ends, as OpenSM wrote it.
+    let ours = read(&dump.join("opensm-subnet.lst"));
+    let theirs = read(&osm_dump.join("opensm-subnet.lst"));
+    let n = theirs.lines().count();
+    let cabled_ports: usize = topo.peer.iter().map(|p| p.iter().flatten().count()).sum();
+    assert_eq!(n, cabled_ports, "OpenSM lists each link both ways");
+    for (k, (a, b)) in ours.lines().zip(theirs.lines()).enumerate() {
+        assert_eq!(a, b, "opensm-subnet.lst line {}", k + 1);
+    }
+    assert_eq!(ours, theirs);
+
+    // opensm-lfts.dump: OpenSM's layout, its headers, its LIDs and owners
+    // line for line; the ports as the switches hold them (ibroute).
+    let ours = lft_dump(&read(&dump.join("opensm-lfts.dump")));
+    let theirs = lft_dump(&read(&osm_dump.join("opensm-lfts.dump")));
+    assert_eq!(ours.len(), topo.switches());
+    assert_eq!(ours.len(), theirs.len());
+    let (mut lines, mut same_port) = (0, 0);
+    for ((ha, a), (hb, b)) in ours.iter().zip(&theirs) {
+        assert_eq!(ha, hb);
+        assert_eq!(a.len(), b.len(), "{ha}");
+        for (x, y) in a.iter().zip(b) {
+            assert_eq!((x.0, &x.2), (y.0, &y.2), "{ha}");
+            lines += 1;
+            same_port += usize::from(x.1 == y.1);
+        }
+        let lid = ha.split("Lid ").nth(1).unwrap().split(' ').next().unwrap();
+        let out = sim.client("ibroute").arg(lid).output().unwrap();
+        assert!(out.status.success(), "ibroute {lid}");
+        let mut lft = vec![255u64; usize::from(*lids.values().max().unwrap()) + 1];
+        for &(l, p, _) in a {
+            lft[usize::from(l)] = u64::from(p);
+        }
+        check_ibroute(&String::from_utf8_lossy(&out.stdout), &lft, ha);
+    }
+    println!(
+        "{spec}: {} ports' LIDs taken from OpenSM's guid2lid; opensm-subnet.lst equal ({n} lines); \
+         opensm-lfts.dump: {lines} lines in OpenSM's layout, {same_port} with the port OpenSM chose, \
+         every port as ibroute reads it",
+        lids.len()
+    );
+
+    // A restart from ibkit's own cache on a fresh fabric: the same LIDs.
+    drop(sim);
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let v = ibkit_sm(&sim, &["--cache-dir", cache_s]);
+    for n in v["table"].as_array().unwrap() {
+        let guid =
+            u64::from_str_radix(n["guid"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+        // A switch's port 0 has its node GUID; a CA's port 1, one more.
+        let port_guid = guid + u64::from(n["switch"] == false);
+        assert_eq!(
+            Some(&(n["lid"].as_u64().unwrap() as u16)),
+            lids.get(&port_guid)
+        );
+    }
+}

@@ -1,0 +1,405 @@
+//! What the SM leaves on disk for operators and tools, in OpenSM's
+//! formats: `guid2lid` (its LID cache, read again at start so that LIDs
+//! survive a restart), `opensm-subnet.lst` (every link, both ends) and
+//! `opensm-lfts.dump` (every switch's unicast table).
+//!
+//! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
+//! nodes and switches in the order of OpenSM's GUID maps (keyed by the
+//! GUID in network byte order, so sorted by the byte-swapped value), the
+//! same field widths and words. Tests compare each file with OpenSM's own
+//! dump of the same fabric.
+
+use smi::sm::{Sm, SmNode};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The largest `guid2lid` file read (a subnet's 49,151 unicast LIDs take
+/// under 2 MiB in OpenSM's layout).
+pub const MAX_GUID2LID_BYTES: usize = 16 << 20;
+
+/// The highest unicast LID.
+const UNICAST_MAX: u16 = 0xBFFF;
+
+/// OpenSM's map order: by the GUID as its bytes read on a little-endian
+/// machine (the key is the GUID in network byte order).
+fn map_order(guid: u64) -> u64 {
+    guid.swap_bytes()
+}
+
+/// A node's description as OpenSM prints it: up to the first NUL.
+fn desc(n: &SmNode) -> String {
+    n.description
+        .as_ref()
+        .map(|d| {
+            let raw = d.node_string.0;
+            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+            String::from_utf8_lossy(&raw[..end]).into_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The alive nodes in OpenSM's map order, with their indexes.
+fn ordered(sm: &Sm) -> Vec<(usize, &SmNode)> {
+    let mut v: Vec<(usize, &SmNode)> = sm
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.alive)
+        .collect();
+    v.sort_by_key(|(_, n)| map_order(n.info.node_guid.0));
+    v
+}
+
+/// Every LID in use: the port GUID, the node and its description.
+fn lid_owners(sm: &Sm) -> BTreeMap<u16, (u64, usize)> {
+    let mut m = BTreeMap::new();
+    for (i, n) in sm
+        .nodes()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.alive && n.lid != 0)
+    {
+        m.insert(n.lid, (n.info.port_guid.0, i));
+        for v in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
+            m.insert(v.lid, (v.guid, i));
+        }
+    }
+    m
+}
+
+/// OpenSM's `guid2lid`: each port GUID with its LID range (`0x… 0x… 0x…`
+/// and an empty line), by GUID.
+pub fn guid2lid(sm: &Sm) -> String {
+    let mut s = String::new();
+    for (g, l) in sm.lids_by_guid() {
+        let _ = write!(s, "0x{g:016x} 0x{:04x} 0x{:04x}\n\n", l.0, l.0);
+    }
+    s
+}
+
+/// A `guid2lid` file read: LIDs by port GUID, and the entries skipped.
+pub type Guid2Lid = (BTreeMap<u64, mad_core::Lid>, Vec<Guid2LidWarning>);
+
+/// An entry of a `guid2lid` file that was skipped, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guid2LidWarning {
+    /// Line, from 1.
+    pub line: usize,
+    /// Why it was skipped.
+    pub what: String,
+}
+
+/// A number as OpenSM's reader takes it (`strtoul` with base 0: `0x` hex,
+/// or decimal).
+fn number(w: &str) -> Option<u64> {
+    match w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => w.parse().ok(),
+    }
+}
+
+/// Reads a `guid2lid` file: each entry a port GUID and its LID range. An
+/// entry that is not three numbers, a GUID of 0, a LID outside 1..=0xBFFF
+/// or a range that is not one LID (ibkit gives LMC 0), a GUID given twice
+/// or a LID already taken is skipped with a warning, as OpenSM drops
+/// such entries: the port then gets a LID as if it were new.
+pub fn parse_guid2lid(text: &str) -> Guid2Lid {
+    let mut lids = BTreeMap::new();
+    let mut taken = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut warn = |what: String| {
+            if warnings.len() < 100 {
+                warnings.push(Guid2LidWarning { line: k + 1, what });
+            }
+        };
+        let words: Vec<&str> = line.split_whitespace().take(4).collect();
+        let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
+        let (guid, min, max) = match nums.as_slice() {
+            [Some(g), Some(a), Some(b)] => (*g, *a, *b),
+            _ => {
+                let shown: String = line.chars().take(60).collect();
+                warn(format!("not a GUID and two LIDs: {shown:?}"));
+                continue;
+            }
+        };
+        if guid == 0 {
+            warn("GUID 0".into());
+        } else if min == 0 || min > u64::from(UNICAST_MAX) || max != min {
+            warn(format!(
+                "LID range {min:#x}..={max:#x}: not one unicast LID"
+            ));
+        } else if let Some(other) = taken.get(&min) {
+            warn(format!(
+                "LID {min:#06x} of {guid:#018x} already given to {other:#018x}"
+            ));
+        } else if let std::collections::btree_map::Entry::Vacant(e) = lids.entry(guid) {
+            taken.insert(min, guid);
+            e.insert(mad_core::Lid(min as u16));
+        } else {
+            warn(format!("GUID {guid:#018x} given twice"));
+        }
+    }
+    (lids, warnings)
+}
+
+/// Reads the `guid2lid` file `path`, bounded: `Ok(None)` when there is
+/// none yet.
+pub fn read_guid2lid(path: &Path) -> Result<Option<Guid2Lid>, String> {
+    use std::io::Read;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut bytes = Vec::new();
+    f.take(MAX_GUID2LID_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() > MAX_GUID2LID_BYTES {
+        return Err(format!(
+            "{}: longer than {MAX_GUID2LID_BYTES} bytes",
+            path.display()
+        ));
+    }
+    Ok(Some(parse_guid2lid(&String::from_utf8_lossy(&bytes))))
+}
+
+/// OpenSM's node type words.
+fn type_str(n: &SmNode) -> &'static str {
+    match u8::from(n.info.node_type) {
+        1 => "Channel Adapter",
+        2 => "Switch",
+        3 => "Router",
+        _ => "Unknown",
+    }
+}
+
+/// OpenSM's `opensm-lfts.dump`: each switch's LFT up to the highest LID,
+/// a line per routed LID naming its owner.
+pub fn lfts(sm: &Sm) -> String {
+    let owners = lid_owners(sm);
+    let max = sm.max_lid();
+    let mut s = String::new();
+    for (i, n) in ordered(sm).into_iter().filter(|(_, n)| n.is_switch()) {
+        let _ = writeln!(
+            s,
+            "Unicast lids [0-{max}] of switch Lid {} guid 0x{:016x} ('{}'):",
+            n.lid,
+            n.info.node_guid.0,
+            desc(n)
+        );
+        for lid in 1..=max {
+            let port = sm.lft_entry(i, lid);
+            if usize::from(port) > usize::from(n.info.num_ports) {
+                continue;
+            }
+            let _ = write!(s, "0x{lid:04x} {port:03} # ");
+            match owners.get(&lid) {
+                Some(&(guid, o)) => {
+                    let on = &sm.nodes()[o];
+                    let _ = writeln!(s, "{} portguid 0x{guid:016x}: '{}'", type_str(on), desc(on));
+                }
+                None => s.push_str("unknown node and type\n"),
+            }
+        }
+        let _ = writeln!(s, "{max} lids dumped");
+    }
+    s
+}
+
+/// The PortInfo OpenSM reads a node's LID from: a switch's port 0, else
+/// the port itself.
+fn lid_port(n: &SmNode, port: usize) -> usize {
+    if n.is_switch() {
+        0
+    } else {
+        port
+    }
+}
+
+/// One end of a link as `opensm-subnet.lst` writes it. `vendor_width`:
+/// OpenSM writes the vendor ID in 6 digits on the left end and 8 on the
+/// right.
+fn end(s: &mut String, n: &SmNode, port: usize, sm_lid: u16, vendor_width: usize) {
+    let kind = match u8::from(n.info.node_type) {
+        1 => "CA",
+        2 => "SW",
+        3 => "Rt",
+        _ => "**",
+    };
+    let lp = lid_port(n, port);
+    let info = n.ports.get(lp).and_then(|p| p.info);
+    let lid = if n.lid != 0 {
+        n.lid
+    } else {
+        info.map_or(0, |i| i.lid.0)
+    };
+    let is_sm = lid != 0 && lid == sm_lid;
+    // A CA's other ports have GUIDs of their own; the SM knows the one
+    // NodeInfo gave when discovery came through it.
+    let port_guid = n.info.port_guid.0;
+    let _ = write!(
+        s,
+        "{{ {kind}{} Ports:{:02X} SystemGUID:{:016x} NodeGUID:{:016x} PortGUID:{port_guid:016x} VenID:{:0vendor_width$X} DevID:{:04X} Rev:{:08X} {{{}}} LID:{lid:04X} PN:{port:02X} }} ",
+        if is_sm { "-SM" } else { "" },
+        n.info.num_ports,
+        n.info.system_image_guid.0,
+        n.info.node_guid.0,
+        n.info.vendor_id,
+        n.info.device_id,
+        n.info.revision,
+        desc(n),
+    );
+}
+
+/// OpenSM's `opensm-subnet.lst`: a line per port with a peer, both ends
+/// and the link's width, state and speed.
+pub fn subnet_lst(sm: &Sm) -> String {
+    use mad_core::attr::{CapabilityMask, CapabilityMask2, PortState};
+    let sm_lid = sm.sm_lid().0;
+    let mut s = String::new();
+    for (_, n) in ordered(sm) {
+        for (p, port) in n.ports.iter().enumerate().skip(1) {
+            let Some((m, q)) = port.peer else { continue };
+            let Some(peer) = sm.nodes().get(m).filter(|x| x.alive) else {
+                continue;
+            };
+            end(&mut s, n, p, sm_lid, 6);
+            end(&mut s, peer, usize::from(q), sm_lid, 8);
+            let info = port.info;
+            let lp = n.ports.get(lid_port(n, p)).and_then(|x| x.info);
+            let width = info.map_or(0, |i| i.link_width_active.bits());
+            let two_x = lp.is_some_and(|i| {
+                i.capability_mask2
+                    .contains(CapabilityMask2::IS_LINK_WIDTH_2X_SUPPORTED)
+            });
+            let phy = match width {
+                1 => "1x",
+                2 => "4x",
+                4 => "8x",
+                8 => "12x",
+                16 if two_x => "2x",
+                _ => "??",
+            };
+            let log = match info.map(|i| i.port_state) {
+                Some(PortState::Active) => "ACT",
+                Some(PortState::Armed) => "ARM",
+                Some(PortState::Init) => "INI",
+                _ => "DWN",
+            };
+            let mut spd = match info.map_or(0, |i| i.link_speed_active.bits()) {
+                1 => "2.5",
+                2 => "5",
+                4 => "10",
+                _ => "??",
+            };
+            if lp.is_some_and(|i| {
+                i.capability_mask
+                    .contains(CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED)
+            }) {
+                spd = match info.map_or(0, |i| i.link_speed_ext_active.bits()) {
+                    0 => spd,
+                    1 => "14",
+                    2 => "25",
+                    4 => "50",
+                    _ => "??",
+                };
+            }
+            let _ = writeln!(s, "PHY={phy} LOG={log} SPD={spd}");
+        }
+    }
+    s
+}
+
+/// Writes `text` to `dir/name` whole: a temporary file renamed over the
+/// old one, so a reader never sees half a file.
+fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Writes `opensm-subnet.lst` and `opensm-lfts.dump` into `dump_dir` and
+/// `guid2lid` into `cache_dir`, where given; what could not be written is
+/// returned (the SM goes on, as OpenSM does).
+pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
+    let mut errors = Vec::new();
+    if let Some(d) = dump_dir {
+        for (name, text) in [
+            ("opensm-subnet.lst", subnet_lst(sm)),
+            ("opensm-lfts.dump", lfts(sm)),
+        ] {
+            if let Err(e) = write_whole(d, name, &text) {
+                errors.push(e);
+            }
+        }
+    }
+    if let Some(d) = cache_dir {
+        if let Err(e) = write_whole(d, "guid2lid", &guid2lid(sm)) {
+            errors.push(e);
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guid2lid_reads_what_opensm_writes_and_skips_what_it_drops() {
+        // OpenSM's own layout: key, value, an empty line.
+        let text = "0x0000000000100004 0x0004 0x0004\n\n0x0000000000200000 0x0001 0x0001\n\n\
+                    0x0000000000100001 2 2\n\n";
+        let (lids, w) = parse_guid2lid(text);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(lids.len(), 3);
+        assert_eq!(lids[&0x100004], mad_core::Lid(4));
+        assert_eq!(lids[&0x100001], mad_core::Lid(2));
+        let text = "0x1 0x5 0x5\nnonsense\n0x2 0x5 0x5\n0x3 0x0 0x0\n0x4 0xc000 0xc000\n\
+                    0x1 0x7 0x7\n0x0 0x9 0x9\n0x6 0x8 0x9\n0x7 0x9\n";
+        let (lids, w) = parse_guid2lid(text);
+        assert_eq!(lids.len(), 1, "{lids:?}");
+        assert_eq!(lids[&1], mad_core::Lid(5));
+        let lines: Vec<usize> = w.iter().map(|w| w.line).collect();
+        assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8, 9], "{w:?}");
+        assert!(w[1].what.contains("already given"), "{w:?}");
+    }
+
+    #[test]
+    fn a_missing_cache_is_no_error_and_a_huge_one_is_refused() {
+        assert_eq!(
+            read_guid2lid(Path::new("/nonexistent/ibkit/guid2lid")).unwrap(),
+            None
+        );
+        let e = read_guid2lid(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+    }
+
+    #[test]
+    fn opensm_orders_by_the_guid_in_network_byte_order() {
+        // As OpenSM listed ibsim's net.2sw2path4hca: Hca1, Switch1,
+        // Switch2, Hca2, Hca3, Hca4.
+        let mut g = [
+            0x100003u64,
+            0x200001,
+            0x100000,
+            0x100009,
+            0x200000,
+            0x100006,
+        ];
+        g.sort_by_key(|&x| map_order(x));
+        assert_eq!(
+            g,
+            [0x100000, 0x200000, 0x200001, 0x100003, 0x100006, 0x100009]
+        );
+    }
+}
