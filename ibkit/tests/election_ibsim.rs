@@ -185,6 +185,23 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
             .count()
     );
     assert_eq!(before, after, "LIDs changed at the takeover");
+    // The new master read every switch's LFT back, kept OpenSM's
+    // entries where they are shortest paths, and sent only blocks that
+    // still differ.
+    ibkit.wait_for("LFT blocks:", wait).unwrap();
+    let lfts = ibkit.seen.last().unwrap().1.clone();
+    let nums: Vec<u64> = (lfts.split("LFT blocks:").nth(1).unwrap())
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let switches = topo.switches() as u64;
+    assert_eq!(nums[0], switches, "one block per switch read: {lfts}");
+    assert_eq!(
+        nums[1] + nums[2],
+        switches,
+        "each block kept or sent: {lfts}"
+    );
+    println!("{what}: {lfts}");
     // Detection: a poll interval (500 ms) and four tries of 200 ms, with
     // room for a loaded machine.
     assert!(detect < Duration::from_secs(3), "{detect:?}");

@@ -569,6 +569,21 @@ fn drive(
             let t = t0.elapsed().as_secs_f64() * 1e3;
             up_ms = Some(t);
             tracing::info!("SUBNET UP after {t:.1} ms");
+            let st = sm.stats();
+            let read = st.count(
+                Method::Get,
+                mad_core::attr::AttributeId::LinearForwardingTable,
+            );
+            if read > 0 {
+                tracing::info!(
+                    "LFT blocks: {read} read back, {} already right, {} sent",
+                    st.lft_blocks_kept,
+                    st.count(
+                        Method::Set,
+                        mad_core::attr::AttributeId::LinearForwardingTable
+                    )
+                );
+            }
             log_pkey_overflow(&sm);
             for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
                 tracing::error!("{e}");

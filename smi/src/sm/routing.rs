@@ -145,6 +145,38 @@ pub fn minhop_into(
     }
 }
 
+/// Where a switch already forwards a destination on a shortest path (a
+/// table a new master read back), keeps that port instead of the one just
+/// computed: a takeover then changes no entry that min-hop would accept.
+/// `found(switch, lid)` is the port the switch holds; returns the entries
+/// changed back.
+pub fn keep_shortest(
+    g: &Graph,
+    lft: &mut [Vec<u8>],
+    found: impl Fn(usize, u16) -> Option<u8>,
+) -> usize {
+    let dist = distances(g);
+    let dests = destinations(g);
+    let mut kept = 0;
+    for (s, table) in lft.iter_mut().enumerate() {
+        for &(lid, t, _) in &dests {
+            let (Some(p), Some(slot)) = (found(s, lid), table.get_mut(usize::from(lid))) else {
+                continue;
+            };
+            if s == t || *slot == p || dist[s][t] == u16::MAX {
+                continue;
+            }
+            if let Some(PortTo::Switch(m, _)) = g.ports[s].get(usize::from(p)) {
+                if dist[*m][t].checked_add(1) == Some(dist[s][t]) {
+                    *slot = p;
+                    kept += 1;
+                }
+            }
+        }
+    }
+    kept
+}
+
 /// Gives every switch an entry for every destination it can reach but has
 /// none for, by a shortest path: on a degraded tree up*/down* cannot route
 /// a top switch down to a leaf it lost its cable to. Those entries serve
@@ -191,6 +223,35 @@ mod tests {
             lid: vec![1, 2, 3, 4],
             extra: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_found_port_is_kept_only_on_a_shortest_path() {
+        use PortTo::{None as No, Switch as Sw};
+        // A square: 0 –1/2– 1, 0 –2/1– 2 (ports 1,2), 1 –3/3– 3, 2 –3/2– 3.
+        let g = Graph {
+            ports: vec![
+                vec![No, Sw(1, 1), Sw(2, 1)],
+                vec![No, Sw(0, 1), No, Sw(3, 3)],
+                vec![No, Sw(0, 2), No, Sw(3, 2)],
+                vec![No, No, Sw(2, 3), Sw(1, 3)],
+            ],
+            lid: vec![1, 2, 3, 4],
+            extra: Vec::new(),
+        };
+        let mut lft = minhop(&g, 4);
+        let computed = lft[0][4];
+        let other = if computed == 1 { 2 } else { 1 };
+        // Switch 0 holds the other way to LID 4 (as long): kept. It holds
+        // port 2 for LID 2 (a detour through 2 and 3): not kept.
+        let found = |s: usize, lid: u16| match (s, lid) {
+            (0, 4) => Some(other),
+            (0, 2) => Some(2),
+            _ => None,
+        };
+        assert_eq!(keep_shortest(&g, &mut lft, found), 1);
+        assert_eq!(lft[0][4], other);
+        assert_eq!(lft[0][2], 1);
     }
 
     #[test]

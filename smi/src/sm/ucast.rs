@@ -63,6 +63,17 @@ impl Sm {
         }
         g.extra = extra;
         self.db.lfts = Self::compute_routes(self.cfg.routing, &g, self.db.max_lid);
+        // A new master that read the switches' tables back keeps each
+        // entry min-hop would also accept (other engines keep their own
+        // rules: up*/down* and fat-tree legality).
+        if !self.up && !self.found_lfts.is_empty() && self.cfg.routing == Engine::MinHop {
+            let found = &self.found_lfts;
+            let nodes = &self.db.switch_index;
+            routing::keep_shortest(&g, &mut self.db.lfts, |k, lid| {
+                let t = found.get(&(nodes[k], lid / 64))?;
+                Some(t[usize::from(lid % 64)])
+            });
+        }
         self.db.graph = g;
         self.db.switch_of = index;
     }
