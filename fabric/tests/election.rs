@@ -164,3 +164,85 @@ fn a_standby_takes_over_when_the_masters_cable_dies_and_data_keeps_flowing() {
         sm.stats().total() - smps_standing
     );
 }
+
+#[test]
+fn a_new_master_keeps_the_vms_it_finds() {
+    use smi::sm::LidPolicy;
+    let (mut f, mut first, up) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            routing: Engine::MinHop,
+            lid_policy: LidPolicy::Prepopulated,
+            ..SmConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(up);
+    let hyps = first.hypervisors();
+    let (a, b) = (hyps[0], hyps[1]);
+    first.create_vm(a, 0xA1).unwrap();
+    first.create_vm(b, 0xB2).unwrap();
+    assert!(f.run(&mut first));
+    let vms = |sm: &Sm| -> Vec<(u64, u16, u64)> {
+        let mut v: Vec<(u64, u16, u64)> = sm
+            .vms()
+            .map(|(_, vm)| (vm.guid, vm.lid, sm.nodes()[vm.hypervisor].info.node_guid.0))
+            .collect();
+        v.sort();
+        v
+    };
+    let running = vms(&first);
+    let before = lids(&f);
+    let vf_lids: Vec<u16> = (first.nodes().iter())
+        .flat_map(|n| n.vfs.iter().map(|v| v.lid))
+        .collect();
+    assert!(vf_lids.iter().all(|&l| l != 0));
+
+    let master = (f.topo.nodes.iter())
+        .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
+        .unwrap();
+    let mut sm = standby_sm(&mut f, master);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
+    assert_eq!(lids(&f), before, "LIDs kept");
+    assert_eq!(vms(&sm), running, "the VMs, their vGUIDs and LIDs kept");
+    let after: Vec<u16> = (sm.nodes().iter())
+        .flat_map(|n| n.vfs.iter().map(|v| v.lid))
+        .collect();
+    let mut want = vf_lids.clone();
+    let mut got = after.clone();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "every VF's LID kept");
+    assert!(sm.subnet().indexes_agree());
+    // The VMs' vports are still up, with their vGUIDs, and every LID
+    // (VMs' included) is routed.
+    for (guid, lid, _) in &running {
+        let (h, vf) = sm.subnet().by_port_guid(mad_core::Guid(*guid)).unwrap();
+        assert_eq!(sm.nodes()[h.0].vfs[usize::from(vf) - 1].lid, *lid);
+        let x = f.node_by_guid(sm.nodes()[h.0].info.node_guid.0).unwrap();
+        let fabric::sim::SimNode::Hypervisor(hv) = &f.nodes[x] else {
+            panic!("{guid:#x} is not on a hypervisor");
+        };
+        let held = hv.vports.vfs[usize::from(vf) - 1];
+        assert_eq!(held.vport_state, mad_core::attr::PortState::Active);
+        assert_eq!((held.vport_guid.0, held.vport_lid.0), (*guid, *lid));
+    }
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+    let st = sm.stats();
+    println!(
+        "vSwitch takeover: {} VMs and {} VF LIDs kept, {} VPortInfo read back, {} LFT blocks sent",
+        running.len(),
+        after.len(),
+        st.count(Method::Get, AttributeId::VPortInfo),
+        st.count(Method::Set, AttributeId::LinearForwardingTable)
+    );
+}

@@ -335,6 +335,66 @@ impl Sm {
         true
     }
 
+    /// Taking over, a new master reads back what each VF of a hypervisor
+    /// holds (VPortInfo), so that VMs keep their LIDs and vGUIDs.
+    pub(super) fn read_vports_back(&mut self, node: usize, vfs: u16) {
+        if self.up || !self.keep_lids {
+            return;
+        }
+        for vf in 1..=vfs {
+            self.get_node(
+                node,
+                AttributeId::VPortInfo,
+                u32::from(vf),
+                Purpose::VPortRead { node, vf },
+            );
+        }
+    }
+
+    /// A VF's VPortInfo read back while taking over: its LID is kept where
+    /// no other port holds it, and a VF that is up with a vGUID is a
+    /// running VM the new master now knows (and keeps up).
+    pub(super) fn keep_found_vport(&mut self, node: usize, vf: u16, v: &VPortInfo) {
+        let lid = v.vport_lid.0;
+        if self.up || lid == 0 || lid > Lid::UNICAST_MAX.0 || self.db.by_lid(Lid(lid)).is_some() {
+            return;
+        }
+        let Some(slot) = self
+            .db
+            .nodes()
+            .get(node)
+            .and_then(|n| n.vfs.get(usize::from(vf) - 1))
+        else {
+            return;
+        };
+        if slot.lid != 0 {
+            return;
+        }
+        let guid = v.vport_guid.0;
+        let running = v.vport_state == PortState::Active && guid != 0;
+        if !running && self.cfg.lid_policy == LidPolicy::Dynamic {
+            // Under the dynamic policy only a VM holds a LID.
+            return;
+        }
+        let vm = running.then(|| {
+            let id = VmId(self.next_vm);
+            self.next_vm += 1;
+            self.vms.insert(
+                id.0,
+                Vm {
+                    guid,
+                    lid,
+                    hypervisor: node,
+                    vf,
+                },
+            );
+            id
+        });
+        self.db
+            .set_vf(node, vf, lid, vm, if running { guid } else { 0 });
+        self.db.max_lid = self.db.max_lid.max(lid);
+    }
+
     /// Discovery (taking over) read the LID a node's port holds: the node
     /// keeps it, unless another node took it first.
     pub(super) fn keep_found_lid(&mut self, node: usize, lid: Lid) {

@@ -398,6 +398,12 @@ impl Sm {
                     node < self.db.nodes().len(),
                 ) {
                     self.db.set_vf_count(node, usize::from(vi.vport_cap));
+                    self.read_vports_back(node, vi.vport_cap);
+                }
+            }
+            Purpose::VPortRead { node, vf } => {
+                if let Ok(v) = VPortInfo::decode(&smp.data) {
+                    self.keep_found_vport(node, vf, &v);
                 }
             }
             Purpose::NodeDesc { node } => {

@@ -36,6 +36,11 @@ pub(super) enum Purpose {
     },
     SetLft,
     SetMft,
+    /// A new master reads back what a hypervisor's VF holds.
+    VPortRead {
+        node: usize,
+        vf: u16,
+    },
     /// A new master reads back an LFT block a switch holds.
     LftRead {
         node: usize,
@@ -388,6 +393,7 @@ impl Sm {
             | Purpose::NodeDesc { node }
             | Purpose::SetTop { node }
             | Purpose::LftRead { node, .. }
+            | Purpose::VPortRead { node, .. }
             | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
             Purpose::SetVPort
             | Purpose::SetTopOnly
