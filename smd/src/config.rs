@@ -7,6 +7,9 @@
 //! poll_ms = 500             # a standby's polls of its master
 //! sweep_ms = 10000          # light sweeps
 //! routing = "ftree"         # minhop, updn, ftree
+//! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
+//! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
+//! retries = 3               # then sent again (transaction_retries)
 //! partitions = "partitions.conf"   # relative to this file
 //! qos = true
 //! qos_config = "opensm.conf"
@@ -24,7 +27,7 @@
 //! partition and QoS files change at once, the rest at the next start.
 
 use serde::Deserialize;
-use smi::sm::Engine;
+use smi::sm::{Engine, LidPolicy};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -46,6 +49,9 @@ struct Raw {
     poll_ms: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
+    lid_policy: Option<Spanned<String>>,
+    timeout_ms: Option<Spanned<i64>>,
+    retries: Option<Spanned<i64>>,
     partitions: Option<PathBuf>,
     qos: Option<bool>,
     qos_config: Option<PathBuf>,
@@ -69,6 +75,14 @@ pub struct SmFile {
     pub sweep_ms: Option<u64>,
     /// Routing engine.
     pub routing: Option<Engine>,
+    /// LID policy for hypervisors' VFs.
+    pub lid_policy: Option<LidPolicy>,
+    /// Milliseconds an SMP's answer is waited for, 10–10,000.
+    pub timeout_ms: Option<u64>,
+    /// Times an unanswered SMP is sent again, 0–20 (a standby's poll of
+    /// its master too: detection takes `poll_ms + (retries + 1) ×
+    /// timeout_ms`).
+    pub retries: Option<u32>,
     /// `partitions.conf`, relative paths taken from the file's directory.
     pub partitions: Option<PathBuf>,
     /// QoS with OpenSM's defaults.
@@ -171,6 +185,18 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             )
         })?),
     };
+    let lid_policy = match &raw.lid_policy {
+        None => None,
+        Some(s) => Some(LidPolicy::from_name(s.get_ref()).ok_or_else(|| {
+            bad(
+                s.span(),
+                format!(
+                    "lid_policy = {:?}: not prepopulated or dynamic",
+                    s.get_ref()
+                ),
+            )
+        })?),
+    };
     let log_level = match &raw.log_level {
         None => None,
         Some(s) if LOG_LEVELS.contains(&s.get_ref().as_str()) => Some(s.get_ref().clone()),
@@ -192,6 +218,9 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
         sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 1, 86_400_000)?,
         routing,
+        lid_policy,
+        timeout_ms: ranged(&raw.timeout_ms, "timeout_ms", 10, 10_000)?,
+        retries: ranged(&raw.retries, "retries", 0, 20)?.map(|v| v as u32),
         partitions: path(&raw.partitions),
         qos: raw.qos,
         qos_config: path(&raw.qos_config),
@@ -219,7 +248,8 @@ mod tests {
     #[test]
     fn every_key_reads_and_paths_follow_the_file() {
         let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\n\
-                    sweep_ms = 5000\nrouting = \"ftree\"\npartitions = \"p.conf\"\nqos = true\n\
+                    sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
+                    timeout_ms = 100\nretries = 5\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\n";
@@ -228,6 +258,8 @@ mod tests {
         assert_eq!(f.sm_key, Some(u64::MAX));
         assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
         assert_eq!(f.routing, Some(Engine::FatTree));
+        assert_eq!(f.lid_policy, Some(LidPolicy::Dynamic));
+        assert_eq!((f.timeout_ms, f.retries), (Some(100), Some(5)));
         assert_eq!(f.partitions, Some(PathBuf::from("/etc/ibkit/p.conf")));
         assert_eq!(f.qos_config, Some(PathBuf::from("/etc/opensm/opensm.conf")));
         assert_eq!(f.qos, Some(true));
@@ -269,6 +301,12 @@ mod tests {
         assert!(e.reason.contains("0x"), "{e}");
         let e = bad("poll_ms = 1\n");
         assert!(e.reason.contains("10-3600000"), "{e}");
+        let e = bad("lid_policy = \"static\"\n");
+        assert!(e.reason.contains("prepopulated"), "{e}");
+        let e = bad("retries = 21\n");
+        assert!(e.reason.contains("0-20"), "{e}");
+        let e = bad("timeout_ms = 5\n");
+        assert!(e.reason.contains("10-10000"), "{e}");
         let e = bad("log_level = \"loud\"\n");
         assert!(e.reason.contains("warn"), "{e}");
         let e = bad("priority = \n");

@@ -64,6 +64,12 @@ pub struct SmdConfig {
     pub once: bool,
     /// Routing engine.
     pub routing: Engine,
+    /// LID policy for hypervisors' VFs.
+    pub lid_policy: LidPolicy,
+    /// Milliseconds an SMP's answer is waited for.
+    pub timeout_ms: u64,
+    /// Times an unanswered SMP is sent again.
+    pub retries: u32,
     /// Milliseconds between light sweeps (without `once`).
     pub sweep_ms: u64,
     /// How long opening the port may take: libumad2sim waits for its
@@ -134,6 +140,9 @@ impl Default for SmdConfig {
             via: Via::Umad { ca: None, port: 0 },
             once: true,
             routing: Engine::MinHop,
+            lid_policy: LidPolicy::Prepopulated,
+            timeout_ms: 200,
+            retries: 3,
             sweep_ms: 10_000,
             open_wait: Duration::from_secs(20),
             pcap: None,
@@ -393,7 +402,7 @@ fn open_bounded(ca: Option<String>, port: u8, wait: Duration) -> Result<UmadPort
 /// the subnet up and answering SA queries on QP1, until `stop` is set (a
 /// SIGTERM handler sets it).
 pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
-    let timeout = SmConfig::default().timeout_ms as i32;
+    let timeout = c.timeout_ms.min(i32::MAX as u64) as i32;
     // A broken partition file is refused before the fabric is touched.
     if let Some(p) = &c.partitions {
         read_partitions(p)?;
@@ -454,7 +463,9 @@ fn drive(
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
     let cfg = SmConfig {
         routing: c.routing,
-        lid_policy: LidPolicy::Prepopulated,
+        lid_policy: c.lid_policy,
+        timeout_ms: c.timeout_ms,
+        retries: c.retries,
         sweep_interval_ms: (!c.once).then_some(c.sweep_ms),
         priority: c.priority,
         sm_key: c.sm_key,

@@ -89,13 +89,18 @@ pub struct SmArgs {
     pub sm_key: Option<u64>,
     /// Milliseconds between a standby's polls of its master's SMInfo: a
     /// master that stops answering is detected within this plus 800 ms
-    /// (four tries of 200 ms).
+    /// (four tries of 200 ms: `timeout_ms` and `retries` in --config).
     /// [default: 500]
     #[arg(long, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub poll_ms: Option<u64>,
     /// Routing engine: minhop, updn or ftree [default: minhop].
     #[arg(long, value_parser = parse_engine)]
     pub routing: Option<Engine>,
+    /// LID policy for hypervisors' VFs (vSwitch): prepopulated (every VF
+    /// a LID at bring-up) or dynamic (a LID when a VM starts)
+    /// [default: prepopulated].
+    #[arg(long, value_parser = super::args::parse_policy)]
+    pub lid_policy: Option<smi::sm::LidPolicy>,
     /// Milliseconds between light sweeps (without --once) [default: 10000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub sweep_ms: Option<u64>,
@@ -150,6 +155,10 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             via,
             once: a.once,
             routing: a.routing.or(file.routing).unwrap_or(Engine::MinHop),
+            lid_policy: (a.lid_policy.or(file.lid_policy))
+                .unwrap_or(smi::sm::LidPolicy::Prepopulated),
+            timeout_ms: file.timeout_ms.unwrap_or(200),
+            retries: file.retries.unwrap_or(3),
             sweep_ms: a.sweep_ms.or(file.sweep_ms).unwrap_or(10_000),
             pcap: a.pcap.clone(),
             partitions: a.partitions.clone().or(file.partitions),
@@ -204,6 +213,9 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         poll_ms: a.poll_ms,
         sweep_ms: a.sweep_ms,
         routing: a.routing,
+        lid_policy: a.lid_policy,
+        timeout_ms: None,
+        retries: None,
         partitions: a.partitions.clone(),
         qos: a.qos.then_some(true),
         qos_config: a.qos_config.clone(),
