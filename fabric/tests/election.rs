@@ -246,3 +246,47 @@ fn a_new_master_keeps_the_vms_it_finds() {
         st.count(Method::Set, AttributeId::LinearForwardingTable)
     );
 }
+
+/// Every port's GUID (a switch's port 0, a CA's port 1) with its LID.
+fn port_lids(f: &Fabric) -> std::collections::BTreeMap<u64, mad_core::Lid> {
+    (f.topo.nodes.iter().zip(lids(f)))
+        .map(|(n, l)| {
+            let g = n.guid + u64::from(n.kind == NodeType::ChannelAdapter);
+            (g, mad_core::Lid(l))
+        })
+        .collect()
+}
+
+#[test]
+fn a_guid2lid_cache_gives_lids_at_a_fresh_start_and_yields_to_a_takeover() {
+    // A fresh start: the cache's LIDs, two of them swapped, are given.
+    let (mut f, before) = running("mport-ntree:4:2");
+    let mut cache = port_lids(&f);
+    let guids: Vec<u64> = cache.keys().copied().collect();
+    let (a, b) = (guids[1], guids[5]);
+    let (la, lb) = (cache[&a], cache[&b]);
+    cache.insert(a, lb);
+    cache.insert(b, la);
+    let mut sm = Sm::new(SmConfig::default());
+    sm.set_preferred_lids(cache.clone());
+    assert!(f.run(&mut sm), "{:?}", sm.error());
+    assert_eq!(port_lids(&f), cache, "every port got the cache's LID");
+    assert_eq!(sm.lids_by_guid(), cache);
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+
+    // A takeover: the LIDs the ports hold win over a stale cache.
+    let (mut f, _) = running("mport-ntree:4:2");
+    let held = port_lids(&f);
+    let master = other_ca(&f);
+    let mut sm = standby_sm(&mut f, master);
+    let stale: std::collections::BTreeMap<u64, mad_core::Lid> = (held.iter())
+        .map(|(&g, &l)| (g, mad_core::Lid(l.0 + 100)))
+        .collect();
+    sm.set_preferred_lids(stale);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(lids(&f), before, "the held LIDs kept, the cache ignored");
+}

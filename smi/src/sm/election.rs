@@ -401,9 +401,11 @@ impl Sm {
         if self.up || self.db.nodes()[node].lid != 0 {
             return;
         }
-        // The LID a guid2lid file gives this port, if it is free.
+        // Starting afresh: the LID a guid2lid file gives this port, if it
+        // is free. (Taking over, the LIDs the ports hold win: OpenSM too
+        // ignores its guid2lid when it comes out of standby.)
         let guid = self.db.nodes()[node].info.port_guid.0;
-        if let Some(&want) = self.preferred.get(&guid) {
+        if let Some(&want) = self.preferred.get(&guid).filter(|_| !self.keep_lids) {
             if want != 0 && want <= Lid::UNICAST_MAX.0 && self.db.by_lid(Lid(want)).is_none() {
                 self.db.set_lid(node, want);
                 self.db.max_lid = self.db.max_lid.max(want);
@@ -639,7 +641,6 @@ impl Sm {
         fresh.events = core::mem::take(&mut self.events);
         fresh.stats = core::mem::take(&mut self.stats);
         fresh.keep_lids = true;
-        fresh.preferred = core::mem::take(&mut self.preferred);
         let mut e = Election::new(self.cfg.priority, self.cfg.sm_key);
         e.takeovers = self.election.takeovers + 1;
         e.to_acknowledge = ack;
