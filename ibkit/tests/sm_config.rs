@@ -104,27 +104,55 @@ fn wait_in(file: &Path, marker: &str, wait: Duration) {
     }
 }
 
-/// The master's priority as `sminfo` (infiniband-diags) from `host` reads it.
-fn sminfo_priority(sim: &dyn Simulator, host: &str) -> u64 {
+/// The master as `sminfo` (infiniband-diags) from `host` reads it: its
+/// port GUID and priority.
+fn sminfo(sim: &dyn Simulator, host: &str) -> (u64, u64) {
     let out = sim.client_at("sminfo".as_ref(), host).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "sminfo: {text}");
     // "sminfo: sm lid 1 sm guid 0x…, activity count 9 priority 10 state 3 SMINFO_MASTER"
-    let mut words = text.split_whitespace();
-    words.position(|w| w == "priority");
-    words
-        .next()
-        .and_then(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("sminfo said {text:?}"))
+    let after = |w: &str| {
+        let mut words = text.split([' ', ',']).filter(|x| !x.is_empty());
+        words.position(|x| x == w);
+        words.next().unwrap_or_default().to_string()
+    };
+    let guid = u64::from_str_radix(after("guid").trim_start_matches("0x"), 16);
+    let prio = after("priority").parse();
+    match (guid, prio) {
+        (Ok(g), Ok(p)) => (g, p),
+        _ => panic!("sminfo said {text:?}"),
+    }
+}
+
+fn sminfo_priority(sim: &dyn Simulator, host: &str) -> u64 {
+    sminfo(sim, host).1
+}
+
+/// Peer tools for the running-SM tests (else SKIPPED, or a failure
+/// under IBKIT_REQUIRE_PEERS=1).
+fn peers_here(test: &str) -> bool {
+    if Path::new("/usr/sbin/sminfo").exists() && tests::peers::umad2sim().is_some() {
+        return true;
+    }
+    if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+        panic!("sminfo or libumad2sim missing and IBKIT_REQUIRE_PEERS=1");
+    }
+    eprintln!("SKIPPED {test}: infiniband-diags or libumad2sim0 is not installed");
+    false
+}
+
+/// The CA hosts of mport-ntree:4:2 and their port GUIDs.
+fn hosts() -> Vec<(String, u64)> {
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| (n.name.clone(), n.guid + 1))
+        .collect()
 }
 
 #[test]
 fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
-    if !Path::new("/usr/sbin/sminfo").exists() || tests::peers::umad2sim().is_none() {
-        if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
-            panic!("sminfo or libumad2sim missing and IBKIT_REQUIRE_PEERS=1");
-        }
-        eprintln!("SKIPPED sighup: infiniband-diags or libumad2sim0 is not installed");
+    if !peers_here("sighup") {
         return;
     }
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -157,12 +185,7 @@ fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
     assert_eq!(lids.len(), 14, "every port of mport-ntree:4:2");
     wait_in(&dir.join("dump/opensm-lfts.dump"), "lids dumped", wait);
     wait_in(&dir.join("dump/opensm-subnet.lst"), "LOG=ACT", wait);
-    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
-    let viewer = &(topo.nodes.iter())
-        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
-        .nth(2)
-        .unwrap()
-        .name;
+    let viewer = &hosts()[2].0;
     assert_eq!(sminfo_priority(&served, viewer), 3);
     let before = std::fs::read_to_string(&log).unwrap();
     assert!(!before.contains("DEBUG"), "info level: {before}");
@@ -199,5 +222,79 @@ fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
     assert!(out.stderr.is_empty(), "the log went to its file: {out:?}");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("changes at the next start"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_standby_raised_above_its_master_on_sighup_takes_the_subnet() {
+    if !peers_here("sighup_priority") {
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-raise-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let h = hosts();
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let spawn = |host: &str, args: &[&str]| {
+        served
+            .client_at(exe.as_os_str(), host)
+            .arg("sm")
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let wait = Duration::from_secs(20);
+    let master_log = dir.join("master.log");
+    let master = spawn(
+        &h[0].0,
+        &[
+            "--priority",
+            "5",
+            "--log-file",
+            master_log.to_str().unwrap(),
+        ],
+    );
+    wait_in(&master_log, "SUBNET UP", wait);
+    let f = dir.join("standby.toml");
+    std::fs::write(&f, "priority = 1\nlog_file = \"standby.log\"\n").unwrap();
+    let standby = spawn(&h[1].0, &["--config", f.to_str().unwrap()]);
+    let standby_log = dir.join("standby.log");
+    wait_in(&standby_log, "Entering STANDBY state", wait);
+    assert_eq!(sminfo(&served, &h[2].0), (h[0].1, 5));
+
+    // The standby's file now says 10: on SIGHUP it outranks its master,
+    // tells it so (trap 144) and is handed the subnet.
+    std::fs::write(&f, "priority = 10\nlog_file = \"standby.log\"\n").unwrap();
+    let t = Instant::now();
+    let kill = |sig: &str, pid: u32| {
+        let st = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill {sig} {pid}");
+    };
+    kill("-HUP", standby.id());
+    wait_in(&standby_log, "Entering MASTER state", wait);
+    wait_in(&master_log, "Handing over", wait);
+    loop {
+        if sminfo(&served, &h[2].0) == (h[1].1, 10) {
+            break;
+        }
+        assert!(t.elapsed() < wait, "sminfo never named the raised SM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "a standby raised from 1 to 10 on SIGHUP is master {:.0} ms later (sminfo)",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    for sm in [master, standby] {
+        kill("-TERM", sm.id());
+        let st = sm.wait_with_output().unwrap().status;
+        assert!(st.success(), "{st}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
