@@ -163,7 +163,9 @@ fn one(
         if t.elapsed() > wait {
             break None;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // sminfo's own run (about 10 ms) paces the loop: a longer
+        // sleep would round every takeover up to it.
+        std::thread::sleep(Duration::from_millis(2));
     };
     drop(standby);
     drop(master);

@@ -467,6 +467,7 @@ impl Sm {
     /// go on.
     pub(super) fn discovery_verdict(&mut self, now_ms: u64) -> bool {
         if self.up || self.election.state == SmState::Master {
+            self.election.to_acknowledge = None;
             return true;
         }
         let own = self.own_port_guid();
@@ -654,7 +655,16 @@ impl Sm {
         }
         fresh.set_qos_policy(self.db.qos.policy.take());
         *self = fresh;
-        self.set_sm_state(SmState::Discovering, None);
+        if ack.is_some() {
+            // Handed the subnet: master from now on, as IBA 14.4.1's state
+            // diagram and OpenSM have it; the discovery that follows is the
+            // new master's first sweep.
+            // (`to_acknowledge` names the leaving SM, which the discovery
+            // does not ask.)
+            self.set_sm_state(SmState::Master, None);
+        } else {
+            self.set_sm_state(SmState::Discovering, None);
+        }
     }
 
     /// Answers a SubnGet or SubnSet(SMInfo) (queued, to `dlid`, or by the

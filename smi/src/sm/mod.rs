@@ -369,11 +369,10 @@ impl Sm {
             Purpose::NodeInfo { from } => self.on_node_info(smp, path, from),
             Purpose::PortInfo { node, port } => self.on_port_info(smp, node, port),
             Purpose::SwitchInfo { node } => {
-                if let Ok(si) = SwitchInfo::decode(&smp.data) {
-                    if let Some(mut n) = self.db.node_mut(node) {
-                        n.switch_info = Some(si);
-                    }
-                    self.read_lft_back(node, &si);
+                if let (Ok(si), Some(mut n)) =
+                    (SwitchInfo::decode(&smp.data), self.db.node_mut(node))
+                {
+                    n.switch_info = Some(si);
                 }
             }
             Purpose::LftRead { node, block } => {
@@ -476,6 +475,9 @@ impl Sm {
                     }
                     self.phase = Phase::LidAssignment;
                     self.assign_lids();
+                    // Read while the LIDs are set: the master is known
+                    // sooner, and routing waits for both.
+                    self.read_lfts_back();
                 }
                 Phase::LidAssignment => {
                     self.phase = Phase::Distribution;

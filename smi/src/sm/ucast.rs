@@ -176,14 +176,25 @@ impl Sm {
     }
 
     /// A new master that keeps the LIDs it finds (taking the subnet over,
-    /// or starting from a `guid2lid` cache) reads back the LFT blocks a
+    /// or starting from a `guid2lid` cache) reads back the LFT blocks each
     /// switch holds, up to its LinearFDBTop, so that only blocks that
     /// differ are sent: no LFT churn for a subnet whose LIDs stay.
-    pub(super) fn read_lft_back(&mut self, node: usize, si: &SwitchInfo) {
+    pub(super) fn read_lfts_back(&mut self) {
         let keeps = self.keep_lids || !self.preferred.is_empty();
         if self.up || !keeps {
             return;
         }
+        let switches: Vec<(usize, SwitchInfo)> = (self.db.nodes().iter().enumerate())
+            .filter(|(_, n)| n.alive && n.is_switch())
+            .filter_map(|(i, n)| Some((i, n.switch_info?)))
+            .collect();
+        for (node, si) in switches {
+            self.read_lft_back(node, &si);
+        }
+    }
+
+    /// One switch's blocks, for [`Sm::read_lfts_back`].
+    fn read_lft_back(&mut self, node: usize, si: &SwitchInfo) {
         let top = si
             .linear_fdb_top
             .min(si.linear_fdb_cap.saturating_sub(1))
