@@ -376,22 +376,11 @@ impl Sm {
             // Under the dynamic policy only a VM holds a LID.
             return;
         }
-        let vm = running.then(|| {
-            let id = VmId(self.next_vm);
-            self.next_vm += 1;
-            self.vms.insert(
-                id.0,
-                Vm {
-                    guid,
-                    lid,
-                    hypervisor: node,
-                    vf,
-                },
-            );
-            id
-        });
-        self.db
-            .set_vf(node, vf, lid, vm, if running { guid } else { 0 });
+        if running {
+            self.register_vm(node, vf, lid, guid);
+        } else {
+            self.db.set_vf(node, vf, lid, None, 0);
+        }
         self.db.max_lid = self.db.max_lid.max(lid);
     }
 

@@ -275,21 +275,29 @@ impl Sm {
                 lid
             }
         };
+        let id = self.register_vm(node, vf, lid, guid);
+        self.set_vport(node, vf, PortState::Active, guid);
+        self.kick();
+        Ok(id)
+    }
+
+    /// Records a VM running on VF `vf` of hypervisor `node` with `lid`
+    /// and vGUID `guid` (the VF's slot included).
+    pub(super) fn register_vm(&mut self, node: usize, vf: u16, lid: u16, guid: u64) -> VmId {
         let id = VmId(self.next_vm);
         self.next_vm += 1;
         self.db.set_vf(node, vf, lid, Some(id), guid);
+        let hypervisor = node;
         self.vms.insert(
             id.0,
             Vm {
                 guid,
                 lid,
-                hypervisor: node,
+                hypervisor,
                 vf,
             },
         );
-        self.set_vport(node, vf, PortState::Active, guid);
-        self.kick();
-        Ok(id)
+        id
     }
 
     /// Stops a VM: its VF is disabled (one SMP). Under the dynamic policy
