@@ -37,31 +37,7 @@ fn peers_here() -> bool {
 
 /// `sminfo` from `host`: (the master's port GUID, its state number).
 fn sminfo(sim: &dyn Simulator, host: &str) -> Result<(u64, u8), String> {
-    let out = sim
-        .client_at("sminfo".as_ref(), host)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
-        return Err(format!(
-            "sminfo: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    // "sminfo: sm lid 1 sm guid 0x…, activity count 9 priority 10 state 3 SMINFO_MASTER"
-    let word_after = |w: &str| -> Option<&str> {
-        let mut it = text.split([' ', ',']).filter(|s| !s.is_empty());
-        it.position(|x| x == w)?;
-        it.next()
-    };
-    let g = (text.split("sm guid ").nth(1))
-        .and_then(|r| r.split(',').next())
-        .and_then(|g| u64::from_str_radix(g.trim().trim_start_matches("0x"), 16).ok())
-        .ok_or(format!("sminfo said {text:?}"))?;
-    let state = word_after("state")
-        .and_then(|s| s.parse().ok())
-        .ok_or(format!("sminfo said {text:?}"))?;
-    Ok((g, state))
+    tests::peers::sminfo(sim, host, &[]).map(|s| (s.guid, s.state))
 }
 
 /// Waits until `sminfo` from `host` names `guid` as master (state 3).

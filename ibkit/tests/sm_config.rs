@@ -106,25 +106,12 @@ fn wait_in(file: &Path, marker: &str, wait: Duration) {
 
 /// The master as `sminfo` (infiniband-diags) from `host` reads it: its
 /// port GUID and priority.
-fn sminfo(sim: &dyn Simulator, host: &str) -> (u64, u64) {
-    let out = sim.client_at("sminfo".as_ref(), host).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "sminfo: {text}");
-    // "sminfo: sm lid 1 sm guid 0x…, activity count 9 priority 10 state 3 SMINFO_MASTER"
-    let after = |w: &str| {
-        let mut words = text.split([' ', ',']).filter(|x| !x.is_empty());
-        words.position(|x| x == w);
-        words.next().unwrap_or_default().to_string()
-    };
-    let guid = u64::from_str_radix(after("guid").trim_start_matches("0x"), 16);
-    let prio = after("priority").parse();
-    match (guid, prio) {
-        (Ok(g), Ok(p)) => (g, p),
-        _ => panic!("sminfo said {text:?}"),
-    }
+fn sminfo(sim: &dyn Simulator, host: &str) -> (u64, u8) {
+    let s = tests::peers::sminfo(sim, host, &[]).unwrap();
+    (s.guid, s.priority)
 }
 
-fn sminfo_priority(sim: &dyn Simulator, host: &str) -> u64 {
+fn sminfo_priority(sim: &dyn Simulator, host: &str) -> u8 {
     sminfo(sim, host).1
 }
 

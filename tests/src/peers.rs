@@ -791,6 +791,51 @@ impl WatchedSm {
     }
 }
 
+/// The master SM as `sminfo` (infiniband-diags) at a host reads it: the
+/// SM at its port's MasterSMLID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmSeen {
+    /// Its port GUID.
+    pub guid: u64,
+    /// Its priority.
+    pub priority: u8,
+    /// Its state (3: master, 2: standby).
+    pub state: u8,
+}
+
+/// Reads `sminfo`'s line: "sminfo: sm lid 1 sm guid 0x…, activity count 9
+/// priority 10 state 3 SMINFO_MASTER".
+pub fn parse_sminfo(text: &str) -> Option<SmSeen> {
+    let after = |w: &str| {
+        let mut words = text.split([' ', ',']).filter(|x| !x.is_empty());
+        words.position(|x| x == w)?;
+        words.next()
+    };
+    let guid = u64::from_str_radix(after("guid")?.trim_start_matches("0x"), 16).ok()?;
+    Some(SmSeen {
+        guid,
+        priority: after("priority")?.parse().ok()?,
+        state: after("state")?.parse().ok()?,
+    })
+}
+
+/// Runs `sminfo` (with `extra` arguments) at `host` of `sim`.
+pub fn sminfo(sim: &dyn Simulator, host: &str, extra: &[&str]) -> Result<SmSeen, String> {
+    let out = sim
+        .client_at("sminfo".as_ref(), host)
+        .args(extra)
+        .output()
+        .map_err(|e| format!("sminfo: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "sminfo: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    parse_sminfo(&text).ok_or_else(|| format!("sminfo said {text:?}"))
+}
+
 /// OpenSM at node `host` of `sim` with `extra` arguments, logging into
 /// `dir` (its own cache there), once its log says `marker` (within
 /// `wait`): "SUBNET UP" for a master, "STANDBY" for a standby.
@@ -855,6 +900,21 @@ fn opensm_in(
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    #[test]
+    fn sminfo_is_read_as_infiniband_diags_prints_it() {
+        let t = "sminfo: sm lid 1 sm guid 0x2c90400000101, activity count 9 priority 10 \
+                 state 3 SMINFO_MASTER\n";
+        assert_eq!(
+            parse_sminfo(t),
+            Some(SmSeen {
+                guid: 0x2c90400000101,
+                priority: 10,
+                state: 3
+            })
+        );
+        assert_eq!(parse_sminfo("sminfo: iberror: failed"), None);
+    }
 
     #[test]
     fn libumad2sim_is_found_where_its_package_put_it() {

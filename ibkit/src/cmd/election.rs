@@ -6,7 +6,7 @@
 //! host, names the standby as master: the master SM LID every port holds
 //! points at it and it answers as master.
 
-use ::tests::peers::{start_opensm_at, Ibsim, RunningSm, Simulator, WatchedSm};
+use ::tests::peers::{start_opensm_at, Ibsim, RunningSm, WatchedSm};
 use fabric::topology::Topology;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -102,15 +102,8 @@ fn start(
 
 /// The master's port GUID and state as `sminfo` from `host` reads them.
 fn sminfo(sim: &Ibsim, host: &str) -> Option<(u64, u8)> {
-    let out = (sim.client_at("sminfo".as_ref(), host))
-        .args(["-t", "100"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let guid = text.split("sm guid ").nth(1)?.split(',').next()?;
-    let guid = u64::from_str_radix(guid.trim().trim_start_matches("0x"), 16).ok()?;
-    let state = text.split(" state ").nth(1)?.split_whitespace().next()?;
-    Some((guid, state.parse().ok()?))
+    let s = ::tests::peers::sminfo(sim, host, &["-t", "100"]).ok()?;
+    Some((s.guid, s.state))
 }
 
 fn one(
