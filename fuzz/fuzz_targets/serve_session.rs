@@ -102,6 +102,7 @@ fuzz_target!(|data: &[u8]| {
                     "node-up",
                     "stats",
                     "dump",
+                    "reload-sm",
                 ];
                 let cmd = format!(
                     "{} {} {}",

@@ -48,7 +48,7 @@ enum Command {
 enum FabricWhat {
     /// Serve the fabric on ibsim's sockets: run clients with LD_PRELOAD=libumad2sim.so IBSIM_SOCKNAME=NAME [SIM_HOST=node].
     Serve(cmd::serve::ServeArgs),
-    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats.
+    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats, reload-sm (SIGHUP to the SM client you run).
     Ctl(cmd::serve::CtlArgs),
 }
 

@@ -246,8 +246,8 @@ fn lid_of(sim: &dyn Simulator, host: &str, guid: u64, n: u16) -> u16 {
 }
 
 /// SIGHUP makes `ibkit sm` re-read its partition file, on ibsim and on
-/// ibkit's served fabric (where the SM is a client process like any
-/// other: the signal, not the server's control socket, reaches it).
+/// ibkit's served fabric, where `ibkit fabric ctl reload-sm` sends it
+/// (the server signals the SM client its requester runs).
 #[test]
 fn sighup_rereads_the_partitions_and_a_broken_file_keeps_them() {
     if !peers_here() {
@@ -295,12 +295,21 @@ fn sighup_on(what: &str, topo: &Topology, start: impl Fn(&Path) -> Box<dyn Simul
     );
     assert_eq!(ca_table(&*sim, host, l1)[..2], [0xFFFF, 0x8042]);
     assert_eq!(ca_table(&*sim, host, l2)[..2], [0xFFFF, 0]);
-    let hup = || {
-        let ok = Command::new("kill")
-            .args(["-HUP", &sm.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+    let hup = || match sim.control("reload-sm") {
+        Some(said) => {
+            let said = said.unwrap();
+            assert_eq!(
+                said,
+                format!("ok: SIGHUP sent to the SM (pid {})", sm.pid())
+            );
+        }
+        None => {
+            let ok = Command::new("kill")
+                .args(["-HUP", &sm.pid().to_string()])
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
     };
     let settle = |lid: u16, want: &[u16]| {
         let t = std::time::Instant::now();
@@ -331,7 +340,12 @@ fn sighup_on(what: &str, topo: &Topology, start: impl Fn(&Path) -> Box<dyn Simul
         clean,
         "{what}: the SM exits cleanly on SIGTERM after the reloads"
     );
-    println!("{what}: SIGHUP moved the partition; a broken file kept it");
+    let how = if sim.control("stats").is_some() {
+        "ctl reload-sm"
+    } else {
+        "SIGHUP"
+    };
+    println!("{what}: {how} moved the partition; a broken file kept it");
 }
 
 /// The SL of the one PathRecord `ibkit sa path` gets from `host` with

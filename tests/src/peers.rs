@@ -80,6 +80,11 @@ pub trait Simulator {
     fn pid(&self) -> u32;
     /// SMPs the simulator has answered so far, where it counts them.
     fn answered(&self) -> Option<u64>;
+    /// A command of ibkit's control interface (`ibkit fabric ctl`), where
+    /// the simulator has one.
+    fn control(&self, _command: &str) -> Option<Result<String, String>> {
+        None
+    }
 }
 
 /// CPU milliseconds (user and system) process `pid` has used so far.
@@ -327,6 +332,9 @@ impl Simulator for Served {
     }
     fn answered(&self) -> Option<u64> {
         self.stats().ok()?["answered"].as_u64()
+    }
+    fn control(&self, command: &str) -> Option<Result<String, String>> {
+        Some(self.ctl(command))
     }
 }
 

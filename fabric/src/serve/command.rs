@@ -18,6 +18,9 @@ pub enum Command {
     Dump(String),
     /// `stats`: the server's counters as JSON.
     Stats,
+    /// `reload-sm`: SIGHUP to the SM clients the requester runs, so that
+    /// each reads its configuration (partitions, QoS, `--config`) again.
+    ReloadSm,
 }
 
 impl Command {
@@ -28,7 +31,7 @@ impl Command {
         let takes = match verb {
             "link-down" | "link-up" => 2,
             "node-down" | "node-up" | "dump" => 1,
-            "stats" => 0,
+            "stats" | "reload-sm" => 0,
             v => return Err(ServeError::Unknown(v.escape_debug().to_string())),
         };
         if let Some(extra) = words.get(takes + 1) {
@@ -57,6 +60,7 @@ impl Command {
             "node-down" => Command::NodeDown(node()?),
             "node-up" => Command::NodeUp(node()?),
             "dump" => Command::Dump(words.get(1).ok_or(ServeError::MissingPath)?.to_string()),
+            "reload-sm" => Command::ReloadSm,
             _ => Command::Stats,
         })
     }
@@ -73,6 +77,8 @@ mod tests {
             Ok(Command::LinkDown("S-1".into(), 3))
         );
         assert_eq!(Command::parse("stats"), Ok(Command::Stats));
+        assert_eq!(Command::parse("reload-sm"), Ok(Command::ReloadSm));
+        assert!(Command::parse("reload-sm now").is_err());
         assert_eq!(
             Command::parse("dump /tmp/x"),
             Ok(Command::Dump("/tmp/x".into()))

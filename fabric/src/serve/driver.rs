@@ -256,6 +256,17 @@ impl Server {
                     Err(e) => format!("error: {path}: {e}"),
                 }
             }
+            Ok(Answer::Hup(pids)) => {
+                let mut said = Vec::new();
+                for pid in pids {
+                    let sig = nix::sys::signal::Signal::SIGHUP;
+                    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig) {
+                        Ok(()) => said.push(format!("ok: SIGHUP sent to the SM (pid {pid})")),
+                        Err(e) => said.push(format!("error: SIGHUP to the SM (pid {pid}): {e}")),
+                    }
+                }
+                said.join("\n")
+            }
             Ok(Answer::Text(text)) => text,
             Err(e) => format!("error: {e}"),
         }

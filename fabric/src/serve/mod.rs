@@ -134,6 +134,15 @@ pub enum ServeError {
     /// No node has this name.
     #[error("no node \"{0}\"")]
     NoNode(String),
+    /// `reload-sm` with no SM client attached.
+    #[error("no SM client is attached")]
+    NoSm,
+    /// `reload-sm` from a user whose SM clients there are none of.
+    #[error("permission denied: uid {uid} may not signal the SM (another user runs it)")]
+    NotSmOwner {
+        /// The requester's user.
+        uid: u32,
+    },
     /// A second SM client on one node.
     #[error("an SM already runs on \"{0}\"")]
     SmRunning(String),

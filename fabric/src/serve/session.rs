@@ -34,6 +34,10 @@ pub enum Answer {
     /// `dump`: the driver writes [`Session::dump`] to this file and says
     /// so (the session does no I/O).
     Dump(String),
+    /// `reload-sm`: the driver sends SIGHUP to these processes, the SM
+    /// clients the requester may signal (their credentials when they
+    /// attached), so that each reads its configuration files again.
+    Hup(Vec<i32>),
 }
 
 /// An attached client.
@@ -43,6 +47,8 @@ struct Client {
     id: u32,
     node: usize,
     issm: bool,
+    /// Who attached it, as the kernel vouched for the request.
+    peer: Option<Peer>,
     /// The QP it attached with: GS requests to that QP at its node come
     /// to it (QP 0 and 1: only to the node's SM client, as in ibsim).
     qp: u32,
@@ -205,7 +211,7 @@ impl Session {
         if allowed.is_err() {
             self.stats.refused += 1;
         }
-        let ok = allowed.and_then(|()| self.ctl_request(&mut ctl, t));
+        let ok = allowed.and_then(|()| self.ctl_request(&mut ctl, t, peer));
         if let Err(why) = ok {
             self.log(now, format_args!("control {:?} refused: {why}", ctl.kind));
             ctl.kind = CtlType::Error;
@@ -233,7 +239,38 @@ impl Session {
                 return Err(e);
             }
         }
+        if cmd == Command::ReloadSm {
+            return self.sm_pids(peer).map(Answer::Hup).inspect_err(|e| {
+                if matches!(e, ServeError::NotSmOwner { .. }) {
+                    self.stats.refused += 1;
+                }
+            });
+        }
         self.command(&cmd, now)
+    }
+
+    /// The processes of the SM clients attached now that `peer` may
+    /// signal: its own (the same user), or any for root.
+    fn sm_pids(&self, peer: Option<Peer>) -> Result<Vec<i32>, ServeError> {
+        let who = peer.ok_or(ServeError::NoCredentials)?;
+        let sms: Vec<Option<Peer>> = (self.slots.iter())
+            .filter_map(|s| match s {
+                Slot::Attached(c) if c.issm => Some(c.peer),
+                _ => None,
+            })
+            .collect();
+        if sms.is_empty() {
+            return Err(ServeError::NoSm);
+        }
+        let pids: Vec<i32> = (sms.iter().flatten())
+            .filter(|p| who.uid == 0 || p.uid == who.uid)
+            .map(|p| p.pid)
+            .filter(|&pid| pid > 0)
+            .collect();
+        if pids.is_empty() {
+            return Err(ServeError::NotSmOwner { uid: who.uid });
+        }
+        Ok(pids)
     }
 
     /// The fabric's state.
@@ -288,6 +325,8 @@ impl Session {
                 FabricEvent::NodeUp(n)
             }
             Command::Dump(path) => return Ok(Answer::Dump(path.clone())),
+            // Only with the requester's credentials (`on_command`).
+            Command::ReloadSm => return Err(ServeError::NoCredentials),
             Command::Stats => {
                 let json = serde_json::to_string(&self.report(now)).unwrap_or_default();
                 return Ok(Answer::Text(json));
@@ -646,9 +685,14 @@ impl Session {
         }
     }
 
-    fn ctl_request(&mut self, ctl: &mut SimCtl, t: &mut impl Transport) -> Result<(), ServeError> {
+    fn ctl_request(
+        &mut self,
+        ctl: &mut SimCtl,
+        t: &mut impl Transport,
+        peer: Option<Peer>,
+    ) -> Result<(), ServeError> {
         match ctl.kind {
-            CtlType::Connect => return self.connect(ctl, t),
+            CtlType::Connect => return self.connect(ctl, t, peer),
             CtlType::Disconnect => {
                 let slot = ctl.client as usize;
                 if slot < MAX_CLIENTS {
@@ -744,7 +788,12 @@ impl Session {
         Ok(())
     }
 
-    fn connect(&mut self, ctl: &mut SimCtl, t: &mut impl Transport) -> Result<(), ServeError> {
+    fn connect(
+        &mut self,
+        ctl: &mut SimCtl,
+        t: &mut impl Transport,
+        peer: Option<Peer>,
+    ) -> Result<(), ServeError> {
         let info = ClientInfo::parse(&ctl.data);
         let free = |s: &[Slot]| s.iter().position(|s| matches!(s, Slot::Free));
         if free(&self.slots).is_none() {
@@ -783,6 +832,7 @@ impl Session {
             id: info.id,
             node,
             issm: info.issm,
+            peer,
             qp: info.qp,
             outstanding: Vec::new(),
         });

@@ -499,3 +499,38 @@ fn gs_mads_cross_the_routed_fabric_to_the_client_that_takes_them() {
     assert!(replies(&mut s, listener).is_empty());
     assert_eq!(s.stats().gs_forwarded, 6);
 }
+
+#[test]
+fn reload_sm_signals_only_an_sm_the_requester_runs() {
+    let (s, now) = session();
+    let mut s = Session::new(s.fabric, Access::new(ME, &[4321]), now);
+    let mut t = Mock::default();
+    assert_eq!(s.on_command("reload-sm", USER, now), Err(ServeError::NoSm));
+    // A plain client is no SM; the SM client attached by USER (pid 42,
+    // whatever id it claims) is.
+    attach_qp(&mut s, &mut t, 7, "H-2", false, 1);
+    assert_eq!(s.on_command("reload-sm", USER, now), Err(ServeError::NoSm));
+    attach_qp(&mut s, &mut t, 99, "H-1", true, 0);
+    assert_eq!(
+        s.on_command("reload-sm", USER, now),
+        Ok(Answer::Hup(vec![42]))
+    );
+    // Another user let in may not signal it; root may.
+    let stranger = Some(Peer { uid: 4321, pid: 5 });
+    let refused = s.report(now).serve.refused;
+    assert_eq!(
+        s.on_command("reload-sm", stranger, now),
+        Err(ServeError::NotSmOwner { uid: 4321 })
+    );
+    assert_eq!(s.report(now).serve.refused, refused + 1);
+    let root = Some(Peer { uid: 0, pid: 1 });
+    assert_eq!(
+        s.on_command("reload-sm", root, now),
+        Ok(Answer::Hup(vec![42]))
+    );
+    // Without credentials, nothing.
+    assert_eq!(
+        s.on_command("reload-sm", None, now),
+        Err(ServeError::NoCredentials)
+    );
+}
