@@ -290,3 +290,35 @@ fn a_guid2lid_cache_gives_lids_at_a_fresh_start_and_yields_to_a_takeover() {
     assert_eq!(sm.sm_state(), SmState::Master);
     assert_eq!(lids(&f), before, "the held LIDs kept, the cache ignored");
 }
+
+#[test]
+fn a_master_polls_its_standbys_at_each_sweep_and_hands_over_to_one_raised_above_it() {
+    let (mut f, _) = running("mport-ntree:4:2");
+    let other = other_ca(&f);
+    f.set_is_sm(other, true);
+    f.set_sm_info(other, SmState::Standby, 1);
+    let mut sm = Sm::new(SmConfig {
+        priority: 5,
+        sweep_interval_ms: Some(1_000),
+        ..SmConfig::default()
+    });
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 500 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(sm.election().peers.len(), 1, "the standby found");
+    let gets = sm_info_gets(&sm);
+    // Each light sweep asks it again; it says nothing else (no poll, no
+    // trap) when its priority is raised above the master's.
+    f.run_until(&mut sm, t + 1_600 * MS);
+    assert_eq!(sm_info_gets(&sm), gets + 1, "one Get(SMInfo) a sweep");
+    f.set_sm_info(other, SmState::Standby, 15);
+    f.run_until(&mut sm, t + 2_600 * MS);
+    let handovers = sm.stats().count(Method::Set, AttributeId::SmInfo);
+    assert_eq!(handovers, 1, "Set(SMInfo, Handover) at the next sweep");
+    assert_eq!(sm.sm_state(), SmState::Standby, "the master stands by");
+    assert_eq!(sm.phase(), Phase::Standby);
+    println!(
+        "a standby raised above its master (no poll, no trap): handed the subnet at the master's next sweep, {} Get(SMInfo) in all",
+        sm_info_gets(&sm)
+    );
+}

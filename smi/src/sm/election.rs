@@ -335,6 +335,23 @@ impl Sm {
         true
     }
 
+    /// A master's light sweep asks every SM it knows for its SMInfo, as
+    /// OpenSM's sweeps do: a standby that now outranks it (its priority
+    /// raised) is handed the subnet, and one that no longer answers as an
+    /// SM is forgotten.
+    pub(super) fn poll_peer_sms(&mut self) {
+        if self.election.state != SmState::Master || self.election.handing {
+            return;
+        }
+        let nodes: Vec<usize> = (self.election.peers.values())
+            .map(|p| p.node)
+            .filter(|&n| n < self.db.nodes().len() && self.db.nodes()[n].alive)
+            .collect();
+        for n in nodes {
+            self.ask_sm_info(n);
+        }
+    }
+
     /// Taking over, a new master reads back what each VF of a hypervisor
     /// holds (VPortInfo), so that VMs keep their LIDs and vGUIDs.
     pub(super) fn read_vports_back(&mut self, node: usize, vfs: u16) {

@@ -353,6 +353,8 @@ impl Sm {
             }
             if let Purpose::SmInfo { node } = req.purpose {
                 self.election.awaiting.remove(&node);
+                // Its port no longer says IsSM: no SM is there now.
+                self.election.peers.retain(|_, p| p.node != node);
             }
             if matches!(req.purpose, Purpose::PollMaster) {
                 // The master's port no longer says IsSM (its SM exited):

@@ -83,6 +83,7 @@ impl Sm {
         self.explored = false;
         self.stats.sweeps += 1;
         self.phase = Phase::Sweep;
+        self.poll_peer_sms();
         if let Some(iv) = self.cfg.sweep_interval_ms {
             self.next_sweep = Some(now_ms + iv);
         }
