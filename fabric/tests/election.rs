@@ -322,3 +322,32 @@ fn a_master_polls_its_standbys_at_each_sweep_and_hands_over_to_one_raised_above_
         sm_info_gets(&sm)
     );
 }
+
+/// The PortInfo that holds node `i`'s LID (a switch's port 0, a CA's port 1).
+fn lid_port_info(f: &mut Fabric, i: usize) -> &mut mad_core::attr::PortInfo {
+    match &mut f.nodes[i] {
+        fabric::sim::SimNode::Switch(s) => &mut s.model.ports[0].info,
+        fabric::sim::SimNode::Ca(c) => &mut c.model.ports[1].info,
+        fabric::sim::SimNode::Hypervisor(h) => &mut h.pf.model.ports[1].info,
+    }
+}
+
+#[test]
+fn every_port_names_the_new_master_and_its_sl_after_a_takeover() {
+    let (mut f, _) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    let mut sm = standby_sm(&mut f, master);
+    // The old master left another SL on every port.
+    for i in 0..f.nodes.len() {
+        lid_port_info(&mut f, i).master_sm_sl = 5;
+    }
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    let own = sm.sm_lid();
+    for i in 0..f.nodes.len() {
+        let pi = *lid_port_info(&mut f, i);
+        assert_eq!((pi.master_sm_lid, pi.master_sm_sl), (own, 0), "node {i}");
+    }
+}
