@@ -142,6 +142,11 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
         !ibkit.seen.iter().any(|(_, l)| l.contains("SUBNET UP")),
         "a standby brought the subnet up"
     );
+    // `sminfo LID` asks ibkit's SM itself (this infiniband-diags has no
+    // `smpquery sminfo`): STANDBY, priority 0.
+    let ibkit_lid = before[&(h[1].1 - 1)].to_string();
+    let seen = tests::peers::sminfo(sim, viewer, &[&ibkit_lid]).unwrap();
+    assert_eq!((seen.guid, seen.state, seen.priority), (h[1].1, 2, 0));
 
     let killed = Instant::now();
     osm.kill();
