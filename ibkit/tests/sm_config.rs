@@ -285,3 +285,65 @@ fn a_standby_raised_above_its_master_on_sighup_takes_the_subnet() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn unwritable_logs_and_dumps_and_a_broken_lid_cache_are_said_and_survived() {
+    // A log file that cannot be opened: refused before the fabric is
+    // touched (no simulator is named here).
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--log-file", "/nonexistent/ibkit/sm.log"],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("log file /nonexistent/ibkit/sm.log"), "{err}");
+
+    // A dump directory that does not exist and a LID cache that is too
+    // large, then one of garbage: each logged, and the subnet comes up.
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cache = dir.join("guid2lid");
+    std::fs::File::create(&cache)
+        .unwrap()
+        .set_len(smd::dump::MAX_GUID2LID_BYTES as u64 + 1)
+        .unwrap();
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let run = || {
+        let (code, out, err) = ibkit(
+            &[
+                "sm",
+                "--once",
+                "--json",
+                "--dump-dir",
+                "/nonexistent/ibkit",
+                "--cache-dir",
+                dir.to_str().unwrap(),
+            ],
+            Some(served.socket()),
+        );
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["up"], true);
+        err
+    };
+    let err = run();
+    assert!(err.contains("longer than"), "{err}");
+    assert!(
+        err.contains("cannot write /nonexistent/ibkit/opensm-subnet.lst"),
+        "{err}"
+    );
+    // The cache was written afresh: 14 ports.
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert_eq!(smd::dump::parse_guid2lid(&text).0.len(), 14);
+    std::fs::write(
+        &cache,
+        "0x1 0x2\n\u{0}\u{ff}garbage\n0x2c90400000001 0xffff 0xffff\n",
+    )
+    .unwrap();
+    let err = run();
+    assert!(err.contains("line 1") && err.contains("skipped"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
