@@ -596,9 +596,8 @@ fn drive(
                 );
             }
             log_pkey_overflow(&sm);
-            for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
-                tracing::error!("{e}");
-            }
+            // (The dumps were written just above: the SubnetUp event made
+            // them due.)
             if c.once {
                 break;
             }
