@@ -52,10 +52,15 @@ fn sm_info_gets(sm: &Sm) -> u64 {
 }
 
 fn standby_sm(f: &mut Fabric, master: usize) -> Sm {
+    standby_sm_with(f, master, Engine::MinHop)
+}
+
+fn standby_sm_with(f: &mut Fabric, master: usize, routing: Engine) -> Sm {
     f.set_is_sm(master, true);
     f.set_sm_info(master, SmState::Master, 15);
     let mut sm = Sm::new(SmConfig {
         priority: 0,
+        routing,
         ..SmConfig::default()
     });
     let t = f.now_ns();
@@ -350,4 +355,45 @@ fn every_port_names_the_new_master_and_its_sl_after_a_takeover() {
         let pi = *lid_port_info(&mut f, i);
         assert_eq!((pi.master_sm_lid, pi.master_sm_sl), (own, 0), "node {i}");
     }
+}
+
+#[test]
+fn a_takeover_with_up_down_sends_only_the_blocks_its_own_routes_change() {
+    // The old master routed min-hop; the new one routes up*/down*, which
+    // keeps its own rules (no found entry is kept), so blocks that differ
+    // are sent and the rest are not.
+    let (mut f, before) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    let mut sm = standby_sm_with(&mut f, master, Engine::UpDown);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(lids(&f), before, "LIDs kept");
+    let st = sm.stats();
+    let sent = st.count(Method::Set, AttributeId::LinearForwardingTable);
+    let switches = sm.nodes().iter().filter(|n| n.is_switch()).count() as u64;
+    assert_eq!(
+        sent + st.lft_blocks_kept,
+        switches,
+        "each block kept or sent"
+    );
+    // What the switches hold now is the up*/down* routes, loop-free.
+    assert!(sm.deadlock_free());
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+    for (i, lft) in sm.lfts() {
+        let x = f.node_by_guid(sm.nodes()[i].info.node_guid.0).unwrap();
+        for (lid, &port) in lft.iter().enumerate().skip(1) {
+            assert_eq!(
+                f.nodes[x].lft_port(mad_core::Lid(lid as u16)),
+                port,
+                "switch {i} LID {lid}"
+            );
+        }
+    }
+    println!(
+        "up*/down* takeover over min-hop tables: {sent} LFT blocks sent, {} kept",
+        st.lft_blocks_kept
+    );
 }
