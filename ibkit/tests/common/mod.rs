@@ -93,3 +93,32 @@ pub fn check_ibroute(text: &str, lft: &[u64], what: &str) {
     let want = lft.iter().skip(1).filter(|&&p| p != 255).count();
     assert_eq!(seen, want, "{what}: ibroute lists every routed LID");
 }
+
+/// `f` of every LID in 1..=`lids`, on three threads (each call runs its
+/// own smpquery processes, which mostly wait on the simulator), every
+/// result kept. The order of the results is not the order of the LIDs.
+pub fn per_lid<T: Send>(lids: u16, f: impl Fn(u16) -> Vec<T> + Sync) -> Vec<T> {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    let next = AtomicU16::new(1);
+    let (f, next) = (&f, &next);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    loop {
+                        let lid = next.fetch_add(1, Ordering::Relaxed);
+                        if lid == 0 || lid > lids {
+                            break out;
+                        }
+                        out.extend(f(lid));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a reader thread panicked"))
+            .collect()
+    })
+}
