@@ -4,12 +4,13 @@
 //! 0–15 in SL-to-VL tables), with warnings that point inside the text.
 //! The same text as a `qos-policy.conf`: refused with a place inside it,
 //! or rules with SLs 0–15, ranges that run forwards, and no more rules
-//! than the bound.
+//! than the bound; the full policy's rules name groups and levels that
+//! exist, and a default is there.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use smi::sm::qos::parse;
-use smi::sm::qos_policy::{parse_policy, UlpMatch, MAX_RANGES, MAX_RULES};
+use smi::sm::qos_policy::{parse_policy, UlpMatch, MAX_ENTRIES, MAX_RANGES, MAX_RULES};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -24,9 +25,21 @@ fuzz_target!(|data: &[u8]| {
         Ok(p) => {
             assert!(p.rules.len() <= MAX_RULES);
             assert!(
-                p.default_sl.is_some_and(|s| s <= 15),
+                p.default_sl.is_some_and(|s| s <= 15) || p.default_level().is_some(),
                 "a policy without default"
             );
+            assert!(p.groups.len() <= MAX_ENTRIES && p.levels.len() <= MAX_ENTRIES);
+            for r in &p.match_rules {
+                assert!(r.level < p.levels.len());
+                assert!(r.source.iter().chain(&r.destination).all(|&g| g < p.groups.len()));
+                for v in [&r.qos_class, &r.service_id, &r.pkey] {
+                    assert!(v.len() <= MAX_ENTRIES && v.iter().all(|&(a, b)| a <= b));
+                }
+            }
+            for l in &p.levels {
+                assert!(l.sl.is_none_or(|s| s <= 15) && l.mtu_limit.is_none_or(|m| (1..=5).contains(&m)));
+                assert!(l.pkeys.iter().all(|&(a, b)| a <= b && b <= 0x7FFF));
+            }
             for r in &p.rules {
                 assert!(r.sl <= 15 && r.line >= 1 && r.line <= lines);
                 let (UlpMatch::ServiceId(v)

@@ -8,12 +8,13 @@
 
 use crate::query::{matches, Query};
 use alloc::vec::Vec;
+use mad_core::attr::NodeType;
 use mad_core::attr::{LinkSpeed, LinkWidth};
 use mad_core::sa::path::{comp, selector};
 use mad_core::sa::{PathRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
-use smi::sm::qos_policy::PathQuery;
+use smi::sm::qos_policy::{PathQuery, PortFacts};
 use smi::sm::{NodeBrief, NodeId, PortBrief, Subnet};
 
 /// SwitchInfo.LifeTimeValue taken for a switch the SM has not read.
@@ -275,34 +276,128 @@ pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<P
     })
 }
 
-/// The SL of a path from `src` to `dst` in the partition of `pkey`, as
-/// OpenSM chooses it: the QoS policy's (its `qos-ulps` rules, matched on
-/// the request's ServiceID `sid` and P_Key `asked_pkey` where its mask
-/// selects them, and on the two ends' port GUIDs); else the SL the request
-/// asks (`asked_sl`); else the partition's `sl=`. `None` when the request
-/// asks an SL the policy does not give (OpenSM's ERR 1F1F: no path).
-pub fn path_sl(
+/// What a request asks that the QoS policy reads or that bounds its
+/// answer: each only where the request's ComponentMask selects it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// The ServiceID (both halves selected).
+    pub service_id: Option<u64>,
+    /// The P_Key.
+    pub pkey: Option<PKey>,
+    /// The SL.
+    pub sl: Option<u8>,
+    /// The QoS class.
+    pub qos_class: Option<u16>,
+}
+
+/// A rate code's rate in 0.1 Gb/s (IBA table 205 and its extensions);
+/// 0 for a code that names none.
+fn rate_tenths(code: u8) -> u32 {
+    const T: [u32; 23] = [
+        0, 0, 25, 100, 300, 50, 200, 400, 600, 800, 1200, 140, 560, 1120, 1680, 250, 1000, 2000,
+        3000, 280, 500, 4000, 6000,
+    ];
+    T.get(usize::from(code)).copied().unwrap_or(0)
+}
+
+/// The QoS policy's view of end `e` (its table `keys`).
+fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
+    let n = s.node(e.node);
+    PortFacts {
+        guid: e.gid.guid().0,
+        node_type: n.map_or(NodeType::ChannelAdapter, |n| n.info.node_type),
+        description: n
+            .and_then(|n| n.description.as_ref())
+            .and_then(|d| d.node_string.as_str().ok())
+            .unwrap_or(""),
+        port: end_port(s, e).1,
+        sm: e.node == NodeId(0) && s.brief(e.node).is_some_and(|b| b.lid == e.lid),
+        pkeys: keys,
+    }
+}
+
+/// `pr` (from [`resolve`]) as the QoS policy and the request make it, as
+/// OpenSM does (`osm_sa_path_record.c`): the level the policy gives the
+/// request (its `qos-match-rules`, then `qos-ulps`, then `DEFAULT`) caps
+/// the MTU and the rate, sets the packet lifetime (not on a loopback
+/// path, whose lifetime stays 0), restricts the P_Key to its partitions
+/// (a P_Key asked must be one of them; else the first of them both ends
+/// share) and gives the SL. A request that asks an SL other than the
+/// level's, or a P_Key the level does not allow, gets no path (OpenSM's
+/// ERR 1F1F, 1F1D, 1F1E). Without an SL from the request or the level,
+/// the partition's `sl=`.
+pub fn apply_policy(
     s: &Subnet,
     src: &End,
     dst: &End,
-    pkey: PKey,
-    sid: Option<u64>,
-    asked_pkey: Option<PKey>,
-    asked_sl: Option<u8>,
-) -> Option<u8> {
-    let policy = s.qos_policy().and_then(|p| {
-        p.sl_for(&PathQuery {
-            service_id: sid,
-            pkey: asked_pkey.map(|k| k.0),
-            source_guid: src.gid.guid().0,
-            target_guid: dst.gid.guid().0,
-        })
+    mut pr: PathRecord,
+    a: &Asked,
+) -> Option<PathRecord> {
+    const DEFAULT: [u16; 1] = [0xFFFF];
+    let (sp, dp) = (end_port(s, src), end_port(s, dst));
+    let (sk, dk) = (
+        s.pkey_table(sp.0, sp.1).unwrap_or(&DEFAULT),
+        s.pkey_table(dp.0, dp.1).unwrap_or(&DEFAULT),
+    );
+    let partition = |name: &str| {
+        (s.partition_config()?.partitions.iter())
+            .find(|p| p.name == name)
+            .map(|p| p.pkey)
+    };
+    let level = s.qos_policy().and_then(|p| {
+        p.level_for(
+            &PathQuery {
+                service_id: a.service_id,
+                pkey: a.pkey.map(|k| k.0),
+                qos_class: a.qos_class,
+                source_guid: src.gid.guid().0,
+                target_guid: dst.gid.guid().0,
+            },
+            &facts(s, src, sk),
+            &facts(s, dst, dk),
+            &partition,
+        )
     });
-    match (asked_sl, policy) {
-        (Some(a), Some(p)) if a != p => None,
-        (Some(a), _) | (None, Some(a)) => Some(a),
-        (None, None) => Some(s.partition_sl(pkey)),
+    if let Some(l) = &level {
+        if let Some(m) = l.mtu_limit {
+            pr.mtu = pr.mtu.min(m);
+        }
+        if let Some(r) = l.rate_limit {
+            if rate_tenths(pr.rate) > rate_tenths(r) {
+                pr.rate = r;
+            }
+        }
+        if let Some(t) = l.packet_life {
+            if src.node != dst.node {
+                pr.packet_life_time = t;
+            }
+        }
+        match a.pkey {
+            Some(k) if !l.allows(k.0) => return None,
+            Some(_) => {}
+            None if l.pkeys.is_empty() => {}
+            None => {
+                // The level's first partition (in its order) both share.
+                let rank = |k: u16| {
+                    (l.pkeys.iter())
+                        .position(|&(lo, hi)| (lo..=hi).contains(&u64::from(k & 0x7FFF)))
+                        .map(|i| (i, k & 0x7FFF))
+                };
+                let best = (sk.iter())
+                    .filter(|&&k| PKey(k).is_valid())
+                    .filter_map(|&k| Some((rank(k)?, k)))
+                    .filter(|&(_, k)| s.shared_pkey(sp, dp, Some(k & 0x7FFF)).is_some())
+                    .min_by_key(|&(r, _)| r)?;
+                pr.pkey = s.shared_pkey(sp, dp, Some(best.1 & 0x7FFF))?;
+            }
+        }
     }
+    pr.sl = match (a.sl, level.and_then(|l| l.sl)) {
+        (Some(x), Some(y)) if x != y => return None,
+        (Some(x), _) | (None, Some(x)) => x,
+        (None, None) => s.partition_sl(pr.pkey),
+    };
+    Some(pr)
 }
 
 /// True when `ours` meets a selector-qualified request: `sel` of the
@@ -319,9 +414,11 @@ fn selected(sel: u8, want: u8, ours: u8) -> bool {
 
 /// Components compared as selectors or as request parameters, not as
 /// values: the selectors and what they select, NumbPath, the GIDs (an end
-/// is found by them) and the ServiceID (the QoS policy reads it; the
-/// answer does not carry it, as in OpenSM).
-const SPECIAL: u64 = comp::SERVICE_ID_MSB
+/// is found by them), the ServiceID and the QoS class (the QoS policy
+/// reads them; the answer carries neither, as in OpenSM, whose answers
+/// have QoS class 0).
+const SPECIAL: u64 = comp::QOS_CLASS
+    | comp::SERVICE_ID_MSB
     | comp::SERVICE_ID_LSB
     | comp::MTU_SELECTOR
     | comp::MTU
@@ -347,6 +444,7 @@ const SGID_AT: usize = 24;
 const DLID_AT: usize = 40;
 const SLID_AT: usize = 42;
 const SL_AT: usize = 53;
+const QOS_CLASS_AT: usize = 52;
 const PKEY_AT: usize = 50;
 
 impl Request<'_> {
@@ -386,18 +484,22 @@ impl Request<'_> {
         Some(b & 0x0F).filter(|_| self.has(comp::SL))
     }
 
-    /// `pr` with the SL the request gets ([`path_sl`]), or `None`.
-    fn with_sl(&self, s: &Subnet, src: &End, dst: &End, mut pr: PathRecord) -> Option<PathRecord> {
-        pr.sl = path_sl(
-            s,
-            src,
-            dst,
-            pr.pkey,
-            self.service_id(),
-            self.pkey(),
-            self.sl(),
-        )?;
-        Some(pr)
+    /// `pr` as the QoS policy and the request make it ([`apply_policy`]),
+    /// or `None`.
+    fn with_policy(&self, s: &Subnet, src: &End, dst: &End, pr: PathRecord) -> Option<PathRecord> {
+        let asked = Asked {
+            service_id: self.service_id(),
+            pkey: self.pkey(),
+            sl: self.sl(),
+            qos_class: self.qos_class(),
+        };
+        apply_policy(s, src, dst, pr, &asked)
+    }
+
+    /// The QoS class the request names, if its mask selects it.
+    fn qos_class(&self) -> Option<u16> {
+        let b = self.data.get(QOS_CLASS_AT..QOS_CLASS_AT + 2)?;
+        Some(u16::from_be_bytes([b[0], b[1]]) >> 4).filter(|_| self.has(comp::QOS_CLASS))
     }
 
     /// The P_Key the request names, if its mask selects one.
@@ -525,7 +627,7 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
         (end_by_lid(s, q.from.lid).ok_or(SaStatus::NoRecords)?, 0)
     };
     let pr = resolve(q.subnet, &src, &dst, r.pkey())
-        .and_then(|pr| r.with_sl(s, &src, &dst, pr))
+        .and_then(|pr| r.with_policy(s, &src, &dst, pr))
         .ok_or(SaStatus::NoRecords)?;
     let mut b = [0u8; PathRecord::SIZE];
     pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
@@ -579,7 +681,8 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
     let mut out = Vec::new();
     for src in &srcs {
         for dst in &dests {
-            let Some(pr) = resolve(s, src, dst, r.pkey()).and_then(|pr| r.with_sl(s, src, dst, pr))
+            let Some(pr) =
+                resolve(s, src, dst, r.pkey()).and_then(|pr| r.with_policy(s, src, dst, pr))
             else {
                 continue;
             };
@@ -693,9 +796,14 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
             }
             let want = Some(mp.pkey).filter(|_| has("pkey"));
             let Some(pr) = resolve(s, src, dst, want)
-                .and_then(|mut pr| {
-                    pr.sl = path_sl(s, src, dst, pr.pkey, sid, want, asked_sl)?;
-                    Some(pr)
+                .and_then(|pr| {
+                    let asked = Asked {
+                        service_id: sid,
+                        pkey: want,
+                        sl: asked_sl,
+                        qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
+                    };
+                    apply_policy(s, src, dst, pr, &asked)
                 })
                 .filter(|pr| fits(pr))
             else {

@@ -404,3 +404,147 @@ fn pathrecords_carry_the_sl_of_the_policy_then_of_the_partition() {
         (SaStatus::Ok, 3)
     );
 }
+
+/// OpenSM's full QoS policy (`port-groups`, `qos-levels`,
+/// `qos-match-rules`) on PathRecords: a rule whose source group names
+/// hosts by GUID and whose destination group names a partition gives its
+/// level, which caps MTU and rate, fixes the packet lifetime, picks the
+/// SL and restricts the P_Key; a QoS class matches only where the mask
+/// selects it; the `DEFAULT` level applies where no rule matches; an SL
+/// or a P_Key the level does not allow gets no record.
+#[test]
+fn pathrecords_follow_the_full_policy_levels() {
+    use smi::sm::qos_policy::parse_policy;
+    let (f, mut sm, h) = up_with(|h, f| {
+        let g = |i: usize| f.topo.nodes[h[i].0].guid + 1;
+        format!(
+            "Default=0x7fff:ALL=full;\nstorage=0x0042:{:#x}=full,{:#x}=full,{:#x}=full;\n",
+            g(0),
+            g(1),
+            g(2)
+        )
+    });
+    let mut sa = Sa::new(SaConfig::default());
+    let (a, b, c) = (h[0].1, h[1].1, h[2].1);
+    let guid = |i: usize| f.topo.nodes[h[i].0].guid + 1;
+    let policy = format!(
+        "port-groups\n port-group\n  name: Hosts\n  port-guid: {:#x}\n end-port-group\n \
+         port-group\n  name: Storage\n  partition: storage\n end-port-group\nend-port-groups\n\
+         qos-levels\n qos-level\n  name: DEFAULT\n  sl: 2\n end-qos-level\n \
+         qos-level\n  name: Gold\n  sl: 5\n  mtu-limit: 3\n  rate-limit: 5\n  packet-life: 9\n  pkey: 0x0042\n end-qos-level\n \
+         qos-level\n  name: Class\n  sl: 7\n end-qos-level\nend-qos-levels\n\
+         qos-match-rules\n qos-match-rule\n  qos-class: 4\n  qos-level-name: Class\n end-qos-match-rule\n \
+         qos-match-rule\n  source: Hosts\n  destination: Storage\n  qos-level-name: Gold\n end-qos-match-rule\n\
+         end-qos-match-rules\n",
+        guid(0)
+    );
+    let get = |sa: &mut Sa, sm: &Sm, q: PathRecord, names: &[&str]| {
+        let (st, m) = one(
+            sa,
+            sm,
+            a,
+            &ask(Method::Get, &q, mask::<PathRecord>(names), 0),
+            0,
+        );
+        (st, PathRecord::decode(&m.data).unwrap_or_default())
+    };
+    let to = |d: Addr| PathRecord {
+        slid: a.lid,
+        dlid: d.lid,
+        ..PathRecord::default()
+    };
+    // Without the policy: the fabric's MTU (4096), rate and the default
+    // partition's P_Key, which comes first in the tables.
+    let (st, plain) = get(&mut sa, &sm, to(b), &["slid", "dlid"]);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!((plain.mtu, plain.sl, plain.pkey), (5, 0, PKey(0xFFFF)));
+    assert!(plain.rate != 5 && plain.packet_life_time != 9);
+    sm.set_qos_policy(Some(parse_policy(&policy).unwrap()));
+    // Host 0 to host 1 (in storage): Gold.
+    let (st, gold) = get(&mut sa, &sm, to(b), &["slid", "dlid"]);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(
+        (
+            gold.sl,
+            gold.mtu,
+            gold.rate,
+            gold.packet_life_time,
+            gold.pkey
+        ),
+        (5, 3, 5, 9, PKey(0x8042))
+    );
+    // The default partition asked: Gold does not allow it.
+    let (st, _) = get(
+        &mut sa,
+        &sm,
+        PathRecord {
+            pkey: PKey(0xFFFF),
+            ..to(b)
+        },
+        &["slid", "dlid", "pkey"],
+    );
+    assert_eq!(st, SaStatus::NoRecords);
+    // An SL other than Gold's: none; Gold's: the path.
+    let (st, _) = get(
+        &mut sa,
+        &sm,
+        PathRecord { sl: 2, ..to(c) },
+        &["slid", "dlid", "sl"],
+    );
+    assert_eq!(st, SaStatus::NoRecords);
+    let (st, p) = get(
+        &mut sa,
+        &sm,
+        PathRecord { sl: 5, ..to(c) },
+        &["slid", "dlid", "sl"],
+    );
+    assert_eq!((st, p.sl), (SaStatus::Ok, 5));
+    // Host 3 is in no storage partition: DEFAULT, no limit.
+    let (st, d) = get(&mut sa, &sm, to(h[3].1), &["slid", "dlid"]);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(
+        (d.sl, d.mtu, d.rate, d.pkey),
+        (2, 5, plain.rate, PKey(0xFFFF))
+    );
+    // A QoS class, selected: the first rule, before Gold.
+    let (st, k) = get(
+        &mut sa,
+        &sm,
+        PathRecord {
+            qos_class: 4,
+            ..to(b)
+        },
+        &["slid", "dlid", "qos_class"],
+    );
+    assert_eq!((st, k.sl, k.mtu), (SaStatus::Ok, 7, 5));
+    // The same class not selected: Gold.
+    let (st, k) = get(
+        &mut sa,
+        &sm,
+        PathRecord {
+            qos_class: 4,
+            ..to(b)
+        },
+        &["slid", "dlid"],
+    );
+    assert_eq!((st, k.sl), (SaStatus::Ok, 5));
+    // Host 1 to host 0: Hosts is the source group; host 1 is not in it.
+    let (st, m) = one(
+        &mut sa,
+        &sm,
+        b,
+        &ask(
+            Method::Get,
+            &PathRecord {
+                slid: b.lid,
+                dlid: a.lid,
+                ..PathRecord::default()
+            },
+            mask::<PathRecord>(&["slid", "dlid"]),
+            0,
+        ),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(PathRecord::decode(&m.data).unwrap().sl, 2);
+}

@@ -229,12 +229,28 @@ pub fn read_qos(path: &std::path::Path) -> Result<QosConfig, SmdError> {
     Ok(cfg)
 }
 
-/// Reads and parses the `qos-ulps` section of a `qos-policy.conf`; a
-/// refusal as "FILE: line L, column C: reason".
+/// Reads and parses a `qos-policy.conf` (the full policy and
+/// `qos-ulps`); a refusal as "FILE: line L, column C: reason". A
+/// `qos-setup` section is logged as skipped, as OpenSM skips it.
 pub fn read_qos_policy(path: &std::path::Path) -> Result<QosPolicy, SmdError> {
     let bad = |why: String| SmdError::Qos(format!("{}: {why}", path.display()));
     let text = read_bounded(path).map_err(bad)?;
-    smi::sm::qos_policy::parse_policy(&text).map_err(|e| bad(e.to_string()))
+    let p = smi::sm::qos_policy::parse_policy(&text).map_err(|e| bad(e.to_string()))?;
+    if p.setup_skipped {
+        tracing::warn!(
+            "{}: qos-setup skipped, as OpenSM skips it: SL-to-VL and VL arbitration tables come from --qos-config",
+            path.display()
+        );
+    }
+    tracing::info!(
+        "{}: QoS policy: {} port groups, {} levels, {} match rules, {} ULP rules",
+        path.display(),
+        p.groups.len(),
+        p.levels.len(),
+        p.match_rules.len(),
+        p.rules.len()
+    );
+    Ok(p)
 }
 
 /// The QoS policy the configuration asks for, if any.
