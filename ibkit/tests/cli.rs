@@ -752,13 +752,36 @@ fn a_broken_qos_policy_is_refused_with_its_place_before_the_fabric_is_touched() 
         err.contains("line 3, column 9") && err.contains("0-15"),
         "{err}"
     );
-    // The full policy's sections: refused as not implemented.
-    std::fs::write(&bad, "port-groups\nend-port-groups\n").unwrap();
+    // The full policy: a rule naming a level nobody defined (OpenSM's
+    // ERR AC11), and a level's path-bits, which is not implemented.
+    std::fs::write(
+        &bad,
+        "qos-levels\n qos-level\n  name: DEFAULT\n  sl: 0\n end-qos-level\nend-qos-levels\n\
+         qos-match-rules\n qos-match-rule\n  qos-class: 1\n  qos-level-name: Gold\n end-qos-match-rule\nend-qos-match-rules\n",
+    )
+    .unwrap();
     let (code, _, err) = ibkit(
         &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
         None,
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("not implemented"), "{err}");
+    assert!(
+        err.contains("line 8") && err.contains("\"Gold\" not found"),
+        "{err}"
+    );
+    std::fs::write(
+        &bad,
+        "qos-levels\n qos-level\n  name: DEFAULT\n  path-bits: 1\n end-qos-level\nend-qos-levels\n",
+    )
+    .unwrap();
+    let (code, _, err) = ibkit(
+        &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("line 4, column 14") && err.contains("not implemented"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

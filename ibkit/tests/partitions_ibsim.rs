@@ -545,3 +545,223 @@ fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
     }
     println!("{}", rows.join("\n"));
 }
+
+/// The one PathRecord `ibkit sa path` gets from `host` with `args`, as
+/// (SL, MTU, rate, P_Key, packet lifetime); `Err` when there is none.
+fn path_fields(
+    sim: &dyn Simulator,
+    host: &str,
+    args: &[String],
+) -> Result<(u64, u64, u64, u64, u64), String> {
+    let out = sim
+        .client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), host)
+        .args(["sa", "path", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let num = |r: &serde_json::Value, k: &str| -> u64 {
+        match &r[k] {
+            serde_json::Value::String(s) => {
+                u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+            }
+            n => n.as_u64().unwrap_or_else(|| panic!("{k} in {r}")),
+        }
+    };
+    match v["records"].as_array().map(|r| r.as_slice()) {
+        Some([r]) if out.status.success() => Ok((
+            num(r, "sl"),
+            num(r, "mtu"),
+            num(r, "rate"),
+            num(r, "pkey"),
+            num(r, "packet_life_time"),
+        )),
+        _ => Err(format!(
+            "exit {:?}, {} record(s)",
+            out.status.code(),
+            v["records"].as_array().map_or(0, |r| r.len())
+        )),
+    }
+}
+
+/// OpenSM's full QoS policy — port groups by GUID, by partition name and
+/// by node type; levels with an SL, MTU and rate limits, a packet
+/// lifetime and a P_Key; match rules by ServiceID, by source and
+/// destination group, by destination alone — given to OpenSM (`-Q -P
+/// -Y`) and to `ibkit sm` (`--partitions --qos-policy`) on fresh ibsims
+/// of one fabric: the same PathRecord requests, by GID from one host,
+/// get the same SL, MTU and rate (to a CA) from both SAs, the same P_Key where the
+/// request or the level names one (the same partition: OpenSM drops the
+/// full-member bit of a level's P_Key), and the same packet lifetime where
+/// the level sets one — or no record from both. (Where neither names a
+/// P_Key, OpenSM gives the shared one lowest in its map, whose order is
+/// the P_Key's bytes read as a host-order number — 0x0042 before 0x7FFF
+/// on x86 — and ibkit the first its table holds, the default partition
+/// at index 0; where no level sets a lifetime, OpenSM gives its subnet
+/// timeout and ibkit the path's.)
+#[test]
+fn opensm_and_ibkit_apply_the_full_qos_policy_alike_on_ibsim() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-qos-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kind = |k| {
+        (topo.nodes.iter())
+            .filter(move |n| n.kind == k)
+            .collect::<Vec<_>>()
+    };
+    let cas: Vec<u64> = (kind(mad_core::attr::NodeType::ChannelAdapter).iter())
+        .map(|n| n.guid + 1)
+        .collect();
+    let switch = kind(mad_core::attr::NodeType::Switch)[0].guid;
+    let host = kind(mad_core::attr::NodeType::ChannelAdapter)
+        .last()
+        .unwrap()
+        .name
+        .clone();
+    let me = *cas.last().unwrap();
+    let parts = dir.join("partitions.conf");
+    std::fs::write(
+        &parts,
+        format!(
+            "Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042:{me:#x}=full,{:#x}=full;\n",
+            cas[1]
+        ),
+    )
+    .unwrap();
+    let policy = dir.join("qos-policy.conf");
+    std::fs::write(
+        &policy,
+        format!(
+            "port-groups\n port-group\n  name: Me\n  port-guid: {me:#x}\n end-port-group\n \
+             port-group\n  name: Storage\n  use: the storage partition's ports\n  partition: storage\n end-port-group\n \
+             port-group\n  name: Switches\n  node-type: SWITCH\n end-port-group\nend-port-groups\n\
+             qos-setup\nend-qos-setup\n\
+             qos-levels\n qos-level\n  name: DEFAULT\n  sl: 1\n end-qos-level\n \
+             qos-level\n  name: Gold\n  sl: 5\n  mtu-limit: 3\n  rate-limit: 5\n  packet-life: 9\n end-qos-level\n \
+             qos-level\n  name: Silver\n  sl: 6\n  pkey: 0x8042\n end-qos-level\n \
+             qos-level\n  name: ToSwitch\n  sl: 7\n  mtu-limit: 2\n end-qos-level\nend-qos-levels\n\
+             qos-match-rules\n qos-match-rule\n  service-id: 0x6234\n  qos-level-name: Silver\n end-qos-match-rule\n \
+             qos-match-rule\n  source: Me\n  destination: Storage\n  qos-level-name: Gold\n end-qos-match-rule\n \
+             qos-match-rule\n  destination: Switches\n  qos-level-name: ToSwitch\n end-qos-match-rule\n\
+             end-qos-match-rules\n"
+        ),
+    )
+    .unwrap();
+    let gid = |g: u64| {
+        format!(
+            "fe80::{:x}:{:x}:{:x}:{:x}",
+            g >> 48,
+            (g >> 32) & 0xFFFF,
+            (g >> 16) & 0xFFFF,
+            g & 0xFFFF
+        )
+    };
+    let with = |to: u64, more: &[&str]| {
+        let mut v = vec![format!("sgid={}", gid(me)), format!("dgid={}", gid(to))];
+        v.extend(more.iter().map(|s| s.to_string()));
+        v
+    };
+    let sid = ["service_id_msb=0", "service_id_lsb=0x6234"];
+    // (what, request, whether the packet lifetime is the level's,
+    // whether the request or the level names the P_Key).
+    let queries: Vec<(&str, Vec<String>, bool, bool)> = vec![
+        ("to Storage: Gold", with(cas[1], &[]), true, false),
+        ("Gold, SL 5 asked", with(cas[1], &["sl=5"]), true, false),
+        (
+            "Gold, storage asked",
+            with(cas[1], &["pkey=0x8042"]),
+            true,
+            true,
+        ),
+        ("Gold, SL 2 asked", with(cas[1], &["sl=2"]), false, false),
+        ("elsewhere: DEFAULT", with(cas[3], &[]), false, false),
+        ("ServiceID: Silver", with(cas[3], &sid), false, true),
+        (
+            "Silver, 0xffff asked",
+            with(cas[3], &[&sid[..], &["pkey=0xffff"]].concat()),
+            false,
+            true,
+        ),
+        ("Silver in storage", with(cas[1], &sid), false, true),
+        ("to a switch: ToSwitch", with(switch, &[]), false, false),
+    ];
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let (p, y) = (parts.to_str().unwrap(), policy.to_str().unwrap());
+    let ask = |sim: &dyn Simulator| -> Vec<_> {
+        (queries.iter())
+            .map(|q| path_fields(sim, &host, &q.1))
+            .collect()
+    };
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let osm = start_opensm_with(&sim, &dir, wait, &["-Q", "-P", p, "-Y", y]).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let theirs = ask(&sim);
+    drop(osm);
+    drop(sim);
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let sm: RunningSm =
+        start_ibkit_sm(exe, &sim, &["--partitions", p, "--qos-policy", y], wait).unwrap();
+    let ours = ask(&sim);
+    drop(sm);
+    drop(sim);
+    let mut rows = Vec::new();
+    for ((q, t), o) in queries.iter().zip(&theirs).zip(&ours) {
+        rows.push(format!(
+            "{:<22} OpenSM {:<32} ibkit {:?}",
+            q.0,
+            format!("{t:?}"),
+            o
+        ));
+        assert_eq!(t.is_ok(), o.is_ok(), "{}: OpenSM {t:?}, ibkit {o:?}", q.0);
+        if let (Ok(t), Ok(o)) = (t, o) {
+            assert_eq!((t.0, t.1), (o.0, o.1), "{}: SL, MTU", q.0);
+            // To a switch, OpenSM takes the rate of its port 0's PortInfo
+            // into the path's (10 Gb/s on ibsim); ibkit only the links
+            // the path crosses, as port 0 has none.
+            if !q.0.contains("switch") {
+                assert_eq!(t.2, o.2, "{}: rate", q.0);
+            }
+            if q.3 {
+                // The same partition. OpenSM writes a level's P_Key as
+                // its file gives it, less the membership bit (0x0042,
+                // the limited form, between two full members); ibkit
+                // the entry of the source's table (0x8042).
+                assert_eq!(t.3 & 0x7FFF, o.3 & 0x7FFF, "{}: P_Key", q.0);
+            }
+            if q.2 {
+                assert_eq!(t.4, o.4, "{}: packet lifetime", q.0);
+            }
+        }
+    }
+    println!(
+        "(SL, MTU, rate, P_Key, packet lifetime)\n{}",
+        rows.join("\n")
+    );
+    // What the file says, so that agreement is not agreement on nothing.
+    let sl: Vec<Option<u64>> = ours.iter().map(|r| r.as_ref().ok().map(|f| f.0)).collect();
+    assert_eq!(
+        sl,
+        [
+            Some(5),
+            Some(5),
+            Some(5),
+            None,
+            Some(1),
+            None,
+            None,
+            Some(6),
+            Some(7)
+        ]
+    );
+    let gold = ours[0].as_ref().unwrap();
+    assert_eq!((gold.1, gold.2, gold.4), (3, 5, 9));
+    assert_eq!(ours[7].as_ref().unwrap().3, 0x8042);
+    assert_eq!(ours[8].as_ref().unwrap().1, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

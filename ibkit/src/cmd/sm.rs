@@ -47,10 +47,11 @@ pub struct SmArgs {
     /// in the file are skipped. SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
     pub qos_config: Option<std::path::PathBuf>,
-    /// A qos-policy.conf whose qos-ulps section (OpenSM's simplified QoS
-    /// policy: default, sdp, rds, iser, ipoib, srp, any with service-id,
-    /// pkey or port GUIDs) gives PathRecords their SL. The full policy's
-    /// sections are refused. SIGHUP re-reads it.
+    /// OpenSM's qos-policy.conf: its port-groups, qos-levels and
+    /// qos-match-rules, and its qos-ulps (default, sdp, rds, iser, ipoib,
+    /// srp, any), give PathRecords their SL, MTU and rate limits, packet
+    /// lifetime and P_Key; qos-setup is skipped, as OpenSM skips it.
+    /// SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, poll_ms,

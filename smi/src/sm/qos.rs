@@ -410,12 +410,12 @@ impl Sm {
         self.reconfigure(Sm::qos_distribute)
     }
 
-    /// The simplified QoS policy (`qos-ulps`) PathRecords follow, if any.
+    /// The QoS policy (`qos-policy.conf`) PathRecords follow, if any.
     pub fn qos_policy(&self) -> Option<&super::qos_policy::QosPolicy> {
         self.db.qos.policy.as_ref()
     }
 
-    /// Sets the simplified QoS policy (`qos-ulps`) the SA's PathRecords
+    /// Sets the QoS policy (`qos-policy.conf`) the SA's PathRecords
     /// follow, or none. It changes no table: it takes effect on the next
     /// PathRecord.
     pub fn set_qos_policy(&mut self, policy: Option<super::qos_policy::QosPolicy>) {
@@ -799,7 +799,7 @@ impl Subnet {
         (self.qos.vlarb.iter()).map(|(&(n, p, b), &t)| (NodeId(n), p, b + 1, t))
     }
 
-    /// The simplified QoS policy (`qos-ulps`) PathRecords follow, if any.
+    /// The QoS policy (`qos-policy.conf`) PathRecords follow, if any.
     pub fn qos_policy(&self) -> Option<&super::qos_policy::QosPolicy> {
         self.qos.policy.as_ref()
     }
