@@ -754,34 +754,26 @@ fn a_broken_qos_policy_is_refused_with_its_place_before_the_fabric_is_touched() 
     );
     // The full policy: a rule naming a level nobody defined (OpenSM's
     // ERR AC11), and a level's path-bits, which is not implemented.
-    std::fs::write(
-        &bad,
-        "qos-levels\n qos-level\n  name: DEFAULT\n  sl: 0\n end-qos-level\nend-qos-levels\n\
-         qos-match-rules\n qos-match-rule\n  qos-class: 1\n  qos-level-name: Gold\n end-qos-match-rule\nend-qos-match-rules\n",
-    )
-    .unwrap();
-    let (code, _, err) = ibkit(
-        &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
-        None,
-    );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("line 8") && err.contains("\"Gold\" not found"),
-        "{err}"
-    );
-    std::fs::write(
-        &bad,
-        "qos-levels\n qos-level\n  name: DEFAULT\n  path-bits: 1\n end-qos-level\nend-qos-levels\n",
-    )
-    .unwrap();
-    let (code, _, err) = ibkit(
-        &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
-        None,
-    );
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("line 4, column 14") && err.contains("not implemented"),
-        "{err}"
-    );
+    let level = "qos-levels\n qos-level\n  name: DEFAULT\n";
+    for (text, place, why) in [
+        (
+            format!("{level}  sl: 0\n end-qos-level\nend-qos-levels\nqos-match-rules\n qos-match-rule\n  qos-class: 1\n  qos-level-name: Gold\n end-qos-match-rule\nend-qos-match-rules\n"),
+            "line 8",
+            "\"Gold\" not found",
+        ),
+        (
+            format!("{level}  path-bits: 1\n end-qos-level\nend-qos-levels\n"),
+            "line 4, column 14",
+            "not implemented",
+        ),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let (code, _, err) = ibkit(
+            &["sm", "--once", "--qos-policy", bad.to_str().unwrap()],
+            None,
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(place) && err.contains(why), "{err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -377,22 +377,49 @@ fn sighup_on(what: &str, topo: &Topology, start: impl Fn(&Path) -> Box<dyn Simul
 /// The SL of the one PathRecord `ibkit sa path` gets from `host` with
 /// `args`: `Ok(sl)`, or `Err` with the exit status and why (no record).
 fn path_sl(sim: &dyn Simulator, host: &str, args: &[String]) -> Result<u64, String> {
-    let out = sim
-        .client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), host)
-        .args(["sa", "path", "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    match v["records"].as_array().map(|r| r.as_slice()) {
-        Some([one]) if out.status.success() => Ok(one["sl"].as_u64().unwrap()),
-        _ => Err(format!(
-            "exit {:?}, {} record(s)",
-            out.status.code(),
-            v["records"].as_array().map_or(0, |r| r.len())
-        )),
-    }
+    path_fields(sim, host, args).map(|f| f.0)
+}
+
+/// The files both SMs get in the PathRecord QoS tests, written into
+/// `dir`: the default partition and `storage` (0x0042, with `flags`) of
+/// the last CA and the second, and the QoS policy `policy` makes of the
+/// CAs' port GUIDs. Returns the port GUIDs, the last CA (where the
+/// requests come from) and the two files.
+fn qos_files(
+    dir: &Path,
+    topo: &Topology,
+    flags: &str,
+    policy: impl Fn(&[u64]) -> String,
+) -> (Vec<u64>, String, std::path::PathBuf, std::path::PathBuf) {
+    let cas: Vec<&fabric::topology::Node> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .collect();
+    let guids: Vec<u64> = cas.iter().map(|n| n.guid + 1).collect();
+    let me = *guids.last().unwrap();
+    let parts = dir.join("partitions.conf");
+    std::fs::write(
+        &parts,
+        format!(
+            "Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042{flags}:{me:#x}=full,{:#x}=full;\n",
+            guids[1]
+        ),
+    )
+    .unwrap();
+    let file = dir.join("qos-policy.conf");
+    std::fs::write(&file, policy(&guids)).unwrap();
+    let host = cas.last().unwrap().name.clone();
+    (guids, host, parts, file)
+}
+
+/// A port GUID's GID under the default subnet prefix, as `ibkit sa` reads it.
+fn gid(g: u64) -> String {
+    format!(
+        "fe80::{:x}:{:x}:{:x}:{:x}",
+        g >> 48,
+        (g >> 32) & 0xFFFF,
+        (g >> 16) & 0xFFFF,
+        g & 0xFFFF
+    )
 }
 
 /// The same partitions (one with `sl=3`) and the same `qos-policy.conf`
@@ -410,43 +437,14 @@ fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
     let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
     let dir = std::env::temp_dir().join(format!("ibkit-qos-policy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cas: Vec<u64> = (topo.nodes.iter())
-        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
-        .map(|n| n.guid + 1)
-        .collect();
-    let hosts: Vec<&str> = (topo.nodes.iter())
-        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
-        .map(|n| n.name.as_str())
-        .collect();
-    let (me, host) = (*cas.last().unwrap(), *hosts.last().unwrap());
-    let parts = dir.join("partitions.conf");
-    std::fs::write(
-        &parts,
-        format!(
-            "Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042,sl=3:{me:#x}=full,{:#x}=full;\n",
-            cas[1]
-        ),
-    )
-    .unwrap();
-    let policy = dir.join("qos-policy.conf");
-    std::fs::write(
-        &policy,
+    let (cas, host, parts, policy) = qos_files(&dir, &topo, ",sl=3", |cas| {
         format!(
             "qos-ulps\n  default : 1\n  any, service-id 0x6234 : 6\n  ipoib : 4\n  \
              srp, target-port-guid {:#x} : 7\nend-qos-ulps\n",
             cas[2]
-        ),
-    )
-    .unwrap();
-    let gid = |g: u64| {
-        format!(
-            "fe80::{:x}:{:x}:{:x}:{:x}",
-            g >> 48,
-            (g >> 32) & 0xFFFF,
-            (g >> 16) & 0xFFFF,
-            g & 0xFFFF
         )
-    };
+    });
+    let (me, host) = (*cas.last().unwrap(), host.as_str());
     let ends = |to: u64| vec![format!("sgid={}", gid(me)), format!("dgid={}", gid(to))];
     let with = |to: u64, more: &[&str]| {
         let mut v = ends(to);
@@ -614,28 +612,9 @@ fn opensm_and_ibkit_apply_the_full_qos_policy_alike_on_ibsim() {
             .filter(move |n| n.kind == k)
             .collect::<Vec<_>>()
     };
-    let cas: Vec<u64> = (kind(mad_core::attr::NodeType::ChannelAdapter).iter())
-        .map(|n| n.guid + 1)
-        .collect();
     let switch = kind(mad_core::attr::NodeType::Switch)[0].guid;
-    let host = kind(mad_core::attr::NodeType::ChannelAdapter)
-        .last()
-        .unwrap()
-        .name
-        .clone();
-    let me = *cas.last().unwrap();
-    let parts = dir.join("partitions.conf");
-    std::fs::write(
-        &parts,
-        format!(
-            "Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042:{me:#x}=full,{:#x}=full;\n",
-            cas[1]
-        ),
-    )
-    .unwrap();
-    let policy = dir.join("qos-policy.conf");
-    std::fs::write(
-        &policy,
+    let (cas, host, parts, policy) = qos_files(&dir, &topo, "", |cas| {
+        let me = *cas.last().unwrap();
         format!(
             "port-groups\n port-group\n  name: Me\n  port-guid: {me:#x}\n end-port-group\n \
              port-group\n  name: Storage\n  use: the storage partition's ports\n  partition: storage\n end-port-group\n \
@@ -649,18 +628,9 @@ fn opensm_and_ibkit_apply_the_full_qos_policy_alike_on_ibsim() {
              qos-match-rule\n  source: Me\n  destination: Storage\n  qos-level-name: Gold\n end-qos-match-rule\n \
              qos-match-rule\n  destination: Switches\n  qos-level-name: ToSwitch\n end-qos-match-rule\n\
              end-qos-match-rules\n"
-        ),
-    )
-    .unwrap();
-    let gid = |g: u64| {
-        format!(
-            "fe80::{:x}:{:x}:{:x}:{:x}",
-            g >> 48,
-            (g >> 32) & 0xFFFF,
-            (g >> 16) & 0xFFFF,
-            g & 0xFFFF
         )
-    };
+    });
+    let me = *cas.last().unwrap();
     let with = |to: u64, more: &[&str]| {
         let mut v = vec![format!("sgid={}", gid(me)), format!("dgid={}", gid(to))];
         v.extend(more.iter().map(|s| s.to_string()));

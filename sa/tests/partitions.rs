@@ -272,6 +272,39 @@ fn each_ipoib_partition_has_its_broadcast_group_and_mgid_lines_theirs() {
     assert_eq!(st, SaStatus::ReqInvalid);
 }
 
+/// The fabric of [`up_with`] with the default partition and `storage`
+/// (0x0042, with `flags`) of hosts 0, 1 and 2.
+fn with_storage(flags: &str) -> (Fabric, Sm, Vec<(usize, Addr)>) {
+    up_with(|h, f| {
+        let g = |i: usize| f.topo.nodes[h[i].0].guid + 1;
+        format!(
+            "Default=0x7fff:ALL=full;\nstorage=0x0042{flags}:{:#x}=full,{:#x}=full,{:#x}=full;\n",
+            g(0),
+            g(1),
+            g(2)
+        )
+    })
+}
+
+/// A PathRecord Get `q` from `from`, with the components `names`: the
+/// status and the record.
+fn path_get(
+    sa: &mut Sa,
+    sm: &Sm,
+    from: Addr,
+    q: PathRecord,
+    names: &[&str],
+) -> (SaStatus, PathRecord) {
+    let (st, m) = one(
+        sa,
+        sm,
+        from,
+        &ask(Method::Get, &q, mask::<PathRecord>(names), 0),
+        0,
+    );
+    (st, PathRecord::decode(&m.data).unwrap_or_default())
+}
+
 /// The SL of a PathRecord, as OpenSM chooses it: the QoS policy's
 /// `qos-ulps` rule that matches the request (by ServiceID or P_Key where
 /// the request's mask selects them, by the ends' port GUIDs), else its
@@ -281,26 +314,12 @@ fn each_ipoib_partition_has_its_broadcast_group_and_mgid_lines_theirs() {
 #[test]
 fn pathrecords_carry_the_sl_of_the_policy_then_of_the_partition() {
     use smi::sm::qos_policy::parse_policy;
-    let (_f, mut sm, h) = up_with(|h, f| {
-        let g = |i: usize| f.topo.nodes[h[i].0].guid + 1;
-        format!(
-            "Default=0x7fff:ALL=full;\nstorage=0x0042,sl=3:{:#x}=full,{:#x}=full,{:#x}=full;\n",
-            g(0),
-            g(1),
-            g(2)
-        )
-    });
+    let (_f, mut sm, h) = with_storage(",sl=3");
     let mut sa = Sa::new(SaConfig::default());
     let (a, b, c) = (h[0].1, h[1].1, h[2].1);
     let get = |sa: &mut Sa, sm: &Sm, q: PathRecord, names: &[&str]| {
-        let (st, m) = one(
-            sa,
-            sm,
-            a,
-            &ask(Method::Get, &q, mask::<PathRecord>(names), 0),
-            0,
-        );
-        (st, PathRecord::decode(&m.data).unwrap_or_default().sl)
+        let (st, p) = path_get(sa, sm, a, q, names);
+        (st, p.sl)
     };
     let to = |d: Addr| PathRecord {
         slid: a.lid,
@@ -415,15 +434,7 @@ fn pathrecords_carry_the_sl_of_the_policy_then_of_the_partition() {
 #[test]
 fn pathrecords_follow_the_full_policy_levels() {
     use smi::sm::qos_policy::parse_policy;
-    let (f, mut sm, h) = up_with(|h, f| {
-        let g = |i: usize| f.topo.nodes[h[i].0].guid + 1;
-        format!(
-            "Default=0x7fff:ALL=full;\nstorage=0x0042:{:#x}=full,{:#x}=full,{:#x}=full;\n",
-            g(0),
-            g(1),
-            g(2)
-        )
-    });
+    let (f, mut sm, h) = with_storage("");
     let mut sa = Sa::new(SaConfig::default());
     let (a, b, c) = (h[0].1, h[1].1, h[2].1);
     let guid = |i: usize| f.topo.nodes[h[i].0].guid + 1;
@@ -438,16 +449,7 @@ fn pathrecords_follow_the_full_policy_levels() {
          end-qos-match-rules\n",
         guid(0)
     );
-    let get = |sa: &mut Sa, sm: &Sm, q: PathRecord, names: &[&str]| {
-        let (st, m) = one(
-            sa,
-            sm,
-            a,
-            &ask(Method::Get, &q, mask::<PathRecord>(names), 0),
-            0,
-        );
-        (st, PathRecord::decode(&m.data).unwrap_or_default())
-    };
+    let get = |sa: &mut Sa, sm: &Sm, q: PathRecord, names: &[&str]| path_get(sa, sm, a, q, names);
     let to = |d: Addr| PathRecord {
         slid: a.lid,
         dlid: d.lid,
@@ -485,20 +487,16 @@ fn pathrecords_follow_the_full_policy_levels() {
     );
     assert_eq!(st, SaStatus::NoRecords);
     // An SL other than Gold's: none; Gold's: the path.
-    let (st, _) = get(
-        &mut sa,
-        &sm,
-        PathRecord { sl: 2, ..to(c) },
-        &["slid", "dlid", "sl"],
-    );
-    assert_eq!(st, SaStatus::NoRecords);
-    let (st, p) = get(
-        &mut sa,
-        &sm,
-        PathRecord { sl: 5, ..to(c) },
-        &["slid", "dlid", "sl"],
-    );
-    assert_eq!((st, p.sl), (SaStatus::Ok, 5));
+    for (sl, want) in [(2, SaStatus::NoRecords), (5, SaStatus::Ok)] {
+        let (st, p) = get(
+            &mut sa,
+            &sm,
+            PathRecord { sl, ..to(c) },
+            &["slid", "dlid", "sl"],
+        );
+        assert_eq!(st, want);
+        assert!(st != SaStatus::Ok || p.sl == 5);
+    }
     // Host 3 is in no storage partition: DEFAULT, no limit.
     let (st, d) = get(&mut sa, &sm, to(h[3].1), &["slid", "dlid"]);
     assert_eq!(st, SaStatus::Ok);
@@ -506,45 +504,25 @@ fn pathrecords_follow_the_full_policy_levels() {
         (d.sl, d.mtu, d.rate, d.pkey),
         (2, 5, plain.rate, PKey(0xFFFF))
     );
-    // A QoS class, selected: the first rule, before Gold.
-    let (st, k) = get(
-        &mut sa,
-        &sm,
-        PathRecord {
-            qos_class: 4,
-            ..to(b)
-        },
-        &["slid", "dlid", "qos_class"],
-    );
-    assert_eq!((st, k.sl, k.mtu), (SaStatus::Ok, 7, 5));
-    // The same class not selected: Gold.
-    let (st, k) = get(
-        &mut sa,
-        &sm,
-        PathRecord {
-            qos_class: 4,
-            ..to(b)
-        },
-        &["slid", "dlid"],
-    );
-    assert_eq!((st, k.sl), (SaStatus::Ok, 5));
+    // A QoS class, selected: the first rule (SL 7, no MTU limit), before
+    // Gold; the same class not selected: Gold.
+    let class = PathRecord {
+        qos_class: 4,
+        ..to(b)
+    };
+    for (names, want) in [
+        (&["slid", "dlid", "qos_class"][..], (7, 5)),
+        (&["slid", "dlid"][..], (5, 3)),
+    ] {
+        let (st, k) = get(&mut sa, &sm, class, names);
+        assert_eq!((st, (k.sl, k.mtu)), (SaStatus::Ok, want));
+    }
     // Host 1 to host 0: Hosts is the source group; host 1 is not in it.
-    let (st, m) = one(
-        &mut sa,
-        &sm,
-        b,
-        &ask(
-            Method::Get,
-            &PathRecord {
-                slid: b.lid,
-                dlid: a.lid,
-                ..PathRecord::default()
-            },
-            mask::<PathRecord>(&["slid", "dlid"]),
-            0,
-        ),
-        0,
-    );
-    assert_eq!(st, SaStatus::Ok);
-    assert_eq!(PathRecord::decode(&m.data).unwrap().sl, 2);
+    let back = PathRecord {
+        slid: b.lid,
+        dlid: a.lid,
+        ..PathRecord::default()
+    };
+    let (st, p) = path_get(&mut sa, &sm, b, back, &["slid", "dlid"]);
+    assert_eq!((st, p.sl), (SaStatus::Ok, 2));
 }
