@@ -335,16 +335,21 @@ pub fn apply_policy(
 ) -> Option<PathRecord> {
     const DEFAULT: [u16; 1] = [0xFFFF];
     let (sp, dp) = (end_port(s, src), end_port(s, dst));
-    let (sk, dk) = (
-        s.pkey_table(sp.0, sp.1).unwrap_or(&DEFAULT),
-        s.pkey_table(dp.0, dp.1).unwrap_or(&DEFAULT),
-    );
+    // Without a policy, none of this is looked up: the SL alone is left.
+    let policy = s.qos_policy();
+    let (sk, dk) = match policy {
+        Some(_) => (
+            s.pkey_table(sp.0, sp.1).unwrap_or(&DEFAULT),
+            s.pkey_table(dp.0, dp.1).unwrap_or(&DEFAULT),
+        ),
+        None => (&DEFAULT[..], &DEFAULT[..]),
+    };
     let partition = |name: &str| {
         (s.partition_config()?.partitions.iter())
             .find(|p| p.name == name)
             .map(|p| p.pkey)
     };
-    let level = s.qos_policy().and_then(|p| {
+    let level = policy.and_then(|p| {
         p.level_for(
             &PathQuery {
                 service_id: a.service_id,
