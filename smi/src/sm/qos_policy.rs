@@ -346,20 +346,29 @@ impl QosPolicy {
         dst: &PortFacts<'_>,
         partition: &dyn Fn(&str) -> Option<u16>,
     ) -> Option<Level<'_>> {
-        let in_any = |list: &[usize], p: &PortFacts<'_>| {
-            (list.iter()).any(|&g| Self::in_group(&self.groups[g], p, partition))
+        // Each group is looked at once per end at most: its answer is kept.
+        let groups = if self.match_rules.is_empty() {
+            0
+        } else {
+            self.groups.len()
+        };
+        let (mut src_in, mut dst_in) = (alloc::vec![None; groups], alloc::vec![None; groups]);
+        let in_any = |list: &[usize], p: &PortFacts<'_>, seen: &mut [Option<bool>]| {
+            list.iter().any(|&g| {
+                *seen[g].get_or_insert_with(|| Self::in_group(&self.groups[g], p, partition))
+            })
         };
         let hit = self.match_rules.iter().find(|r| {
-            (r.source.is_empty() || in_any(&r.source, src))
-                && (r.destination.is_empty() || in_any(&r.destination, dst))
-                && (r.qos_class.is_empty()
-                    || q.qos_class
-                        .is_some_and(|c| within(&r.qos_class, u64::from(c))))
+            (r.qos_class.is_empty()
+                || q.qos_class
+                    .is_some_and(|c| within(&r.qos_class, u64::from(c))))
                 && (r.service_id.is_empty()
                     || q.service_id.is_some_and(|s| within(&r.service_id, s)))
                 && (r.pkey.is_empty()
                     || q.pkey
                         .is_some_and(|k| within(&r.pkey, u64::from(k & 0x7FFF))))
+                && (r.source.is_empty() || in_any(&r.source, src, &mut src_in))
+                && (r.destination.is_empty() || in_any(&r.destination, dst, &mut dst_in))
         });
         if let Some(r) = hit {
             return Some(Level::of(&self.levels[r.level]));
@@ -392,6 +401,11 @@ const SECTIONS: [&str; 5] = [
 /// each), and entries a group's lists may hold at most.
 pub const MAX_ENTRIES: usize = 4096;
 
+/// Values the full policy's groups, levels and rules may hold in all
+/// (ranges, port names, partitions, group names of rules): a PathRecord
+/// looks at each at most once, so this bounds its cost.
+pub const MAX_VALUES: usize = 65_536;
+
 /// Where the parser is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum At {
@@ -418,6 +432,7 @@ pub fn parse_policy(text: &str) -> Result<QosPolicy, QosError> {
     let mut group = PortGroup::default();
     let mut level = QosLevel::default();
     let mut rule: RawRule = Default::default();
+    let mut values = 0usize;
     for (i, raw_line) in text.lines().enumerate() {
         let line = i + 1;
         let body = raw_line.split('#').next().unwrap_or("");
@@ -497,6 +512,23 @@ pub fn parse_policy(text: &str) -> Result<QosPolicy, QosError> {
                         column: 1,
                         reason: format!("this {entry} has no {what}"),
                     };
+                    let size = group.guids.len()
+                        + group.port_names.len()
+                        + group.pkeys.len()
+                        + group.partitions.len()
+                        + level.pkeys.len()
+                        + rule.0.qos_class.len()
+                        + rule.0.service_id.len()
+                        + rule.0.pkey.len()
+                        + rule.1.len()
+                        + rule.2.len();
+                    values += size;
+                    if values > MAX_VALUES {
+                        return Err(err(
+                            col,
+                            format!("the policy holds more than {MAX_VALUES} values in all"),
+                        ));
+                    }
                     match s {
                         "port-groups" => {
                             if group.name.is_empty() {
@@ -986,6 +1018,32 @@ end-qos-ulps
             .contains("more than"));
         let e = parse_policy("qos-ulps\n sdp, port-num 70000 : 1\n default : 0\nend-qos-ulps\n");
         assert!(e.unwrap_err().reason.contains("65535"));
+        // The full policy's values in all: 17 groups of 4,096 GUIDs pass
+        // each group's bound but not the policy's.
+        // (A line holds 256 values at most, as a qos-ulps rule does.)
+        let line: String = (1..=256).map(|g| format!("{g},")).collect();
+        let line = format!(" port-guid: {}\n", line.trim_end_matches(','));
+        let group = |i: usize| {
+            format!(
+                "port-group\n name: G{i}\n{}end-port-group\n",
+                line.repeat(16)
+            )
+        };
+        let groups = |n: usize| (0..n).map(group).collect::<String>();
+        let lvl = "qos-levels\nqos-level\nname: DEFAULT\nsl: 0\nend-qos-level\nend-qos-levels\n";
+        let p = parse_policy(&format!(
+            "port-groups\n{}end-port-groups\n{lvl}",
+            groups(16)
+        ))
+        .unwrap();
+        assert_eq!(p.groups.len(), 16);
+        let e = parse_policy(&format!(
+            "port-groups\n{}end-port-groups\n{lvl}",
+            groups(17)
+        ))
+        .unwrap_err();
+        assert!(e.reason.contains("values in all"), "{e}");
+        assert_eq!(e.line, 17 * 19 + 1, "{e}");
     }
 
     /// OpenSM's example of a full policy (doc/QoS_management_in_OpenSM.txt),
