@@ -4,7 +4,8 @@
 //! RMPP ACKs, STOPs, ABORTs and ReportResps) from a few
 //! requesters, interleaved with time passing, traps the SM forwards (the
 //! same bytes read as a notice), and answers polled or left queued, over
-//! a subnet ibkit's SM brought up with partitions. Nothing may panic; the
+//! a subnet ibkit's SM brought up with partitions and a full QoS policy
+//! (its levels cap, restrict or refuse paths). Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, and every
@@ -34,6 +35,14 @@ fn subnet() -> &'static Sm {
                     blue=0x10,ipoib,mtu=5:ALL_SWITCHES=full,ALL_CAS=limited;\n\
                     red=0x20,ipoib:0x0002c90400000101=full,0x0002c90400000201;\n";
         sm.set_partitions(parse(conf).unwrap());
+        let policy = "port-groups\n port-group\n  name: Switches\n  node-type: SWITCH, SELF\n end-port-group\n \
+                      port-group\n  name: Red\n  partition: red\n  pkey: 0x10\n end-port-group\nend-port-groups\n\
+                      qos-levels\n qos-level\n  name: DEFAULT\n  sl: 1\n end-qos-level\n \
+                      qos-level\n  name: Low\n  sl: 2\n  mtu-limit: 2\n  rate-limit: 2\n  packet-life: 30\n  pkey: 0x20\n end-qos-level\nend-qos-levels\n\
+                      qos-match-rules\n qos-match-rule\n  qos-class: 1-9\n  source: Red\n  qos-level-name: Low\n end-qos-match-rule\n \
+                      qos-match-rule\n  destination: Switches\n  service-id: 0x10000-0x1ffff\n  pkey: 0x7fff\n  qos-level-name: Low\n end-qos-match-rule\n\
+                      end-qos-match-rules\nqos-ulps\n  ipoib, pkey 0x10 : 3\nend-qos-ulps\n";
+        sm.set_qos_policy(Some(smi::sm::qos_policy::parse_policy(policy).unwrap()));
         assert!(f.bring_up(&mut sm));
         sm
     })
