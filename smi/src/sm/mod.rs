@@ -28,6 +28,7 @@ mod pkeys;
 pub mod qos;
 pub mod qos_policy;
 pub mod routing;
+mod sl2vl_cache;
 mod stats;
 mod subnet;
 pub mod sweep;

@@ -374,8 +374,8 @@ pub(super) struct Qos {
     pub(super) config: Option<QosConfig>,
     /// The simplified QoS policy PathRecords follow, if any.
     pub(super) policy: Option<super::qos_policy::QosPolicy>,
-    /// SL-to-VL tables the ports answered with: (node, input, output).
-    sl2vl: BTreeMap<(usize, u8, u8), [u8; 16]>,
+    /// SL-to-VL tables the ports answered with, by (node, input, output).
+    sl2vl: super::sl2vl_cache::Sl2VlCache,
     /// VL arbitration blocks the ports answered with: (node, port,
     /// block 0–3).
     vlarb: BTreeMap<(usize, u8, u8), [VlWeight; 32]>,
@@ -465,14 +465,12 @@ impl Sm {
         // A node that is new or came back holds what it holds now.
         let gone = |i: usize, db: &Subnet| db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive);
         let db = &self.db;
-        let stale: Vec<_> = (db.qos.sl2vl.keys().copied())
-            .filter(|k| gone(k.0, db))
-            .collect();
+        let stale: Vec<_> = (db.qos.sl2vl.nodes()).filter(|&n| gone(n, db)).collect();
         let stale_arb: Vec<_> = (db.qos.vlarb.keys().copied())
             .filter(|k| gone(k.0, db))
             .collect();
-        for k in stale {
-            self.db.qos.sl2vl.remove(&k);
+        for n in stale {
+            self.db.qos.sl2vl.forget(n);
         }
         for k in stale_arb {
             self.db.qos.vlarb.remove(&k);
@@ -632,7 +630,7 @@ impl Sm {
             None => 0..=nports,
         };
         ins.flat_map(|x| outs.iter().map(move |&o| (x, o)))
-            .all(|(x, o)| self.db.qos.sl2vl.get(&(i, x, o)) == Some(table))
+            .all(|(x, o)| self.db.qos.sl2vl.get(i, x, o).as_ref() == Some(table))
     }
 
     fn qos_sl2vl_send(&mut self, i: usize, at: Sl2VlAt, table: &[u8; 16]) {
@@ -664,11 +662,7 @@ impl Sm {
         let nports = n.ports.len().saturating_sub(1) as u8;
         let ins = at.input.map_or(0..=nports, |x| x..=x);
         let outs = at.output.map_or(1..=nports, |x| x..=x);
-        for x in ins {
-            for o in outs.clone() {
-                self.db.qos.sl2vl.insert((node, x, o), t.vl);
-            }
-        }
+        self.db.qos.sl2vl.set(node, ins, outs, &t.vl);
     }
 
     /// The VL arbitration blocks of `port` of node `i` (addressed as
@@ -785,12 +779,12 @@ impl Subnet {
     /// when the SM last wrote it (a CA's: input 0, its port as output;
     /// a switch port 0's: (0, 0)). None where the SM wrote none.
     pub fn sl2vl_table(&self, node: NodeId, input: u8, output: u8) -> Option<[u8; 16]> {
-        self.qos.sl2vl.get(&(node.0, input, output)).copied()
+        self.qos.sl2vl.get(node.0, input, output)
     }
 
     /// Every SL-to-VL table the SM wrote: (node, input, output, VLs).
     pub fn sl2vl_tables(&self) -> impl Iterator<Item = (NodeId, u8, u8, [u8; 16])> + '_ {
-        (self.qos.sl2vl.iter()).map(|(&(n, i, o), &t)| (NodeId(n), i, o, t))
+        (self.qos.sl2vl.iter()).map(|(n, i, o, t)| (NodeId(n), i, o, t))
     }
 
     /// Every VL arbitration block the SM wrote: (node, port, block 1–4
