@@ -48,12 +48,25 @@ fn start_sm(sim: &Ibsim) -> RunningSm {
 }
 
 /// saquery `args` from host `host`: its output and whether it succeeded.
-fn saquery(sim: &Ibsim, host: &str, args: &[&str]) -> (bool, String) {
-    let out = sim.client_on("saquery", host).args(args).output().unwrap();
+fn saquery(sim: &dyn tests::peers::Simulator, host: &str, args: &[&str]) -> (bool, String) {
+    let out = (sim.client_at("saquery".as_ref(), host).args(args).output()).unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
+}
+
+/// The PortGid fields of saquery's MCMemberRecord dump (`-m`).
+fn port_gids(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| l.trim_start().starts_with("PortGid"))
+        .map(|l| {
+            l.trim()
+                .trim_start_matches("PortGid")
+                .trim_start_matches('.')
+                .to_string()
+        })
+        .collect()
 }
 
 /// The `name....value` fields of saquery's dump.
@@ -217,17 +230,6 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
         ok && out.matches("MCMemberRecord group dump").count() == 2,
         "{out}"
     );
-    let port_gids = |out: &str| -> Vec<String> {
-        out.lines()
-            .filter(|l| l.trim_start().starts_with("PortGid"))
-            .map(|l| {
-                l.trim()
-                    .trim_start_matches("PortGid")
-                    .trim_start_matches('.')
-                    .to_string()
-            })
-            .collect()
-    };
     let (ok, out) = saquery(&sim, host, &["--smkey", "1", "-m"]);
     asked += 1;
     let members = port_gids(&out);
@@ -1491,7 +1493,7 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
         .collect();
     let node = |name: &str| topo.nodes.iter().position(|n| n.name == name).unwrap();
     // What ibroute -M shows, flooded from each member: who it reaches.
-    let check = |members: &[&str]| {
+    let read_mfts = || {
         let mut mft: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
         for (i, n) in topo.nodes.iter().enumerate() {
             if n.kind != mad_core::attr::NodeType::Switch {
@@ -1505,6 +1507,10 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
             assert!(out.status.success(), "{what}: {text}");
             mft.insert(i, ibroute_mft(&text, 0xC000));
         }
+        mft
+    };
+    // Flooded from each member: every other member once, nobody else.
+    let reaches = |mft: &BTreeMap<usize, Vec<u8>>, members: &[&str]| -> Result<(), String> {
         for &m in members {
             let mut reached: BTreeMap<String, u32> = BTreeMap::new();
             let start = topo.peer_of(node(m), 1).unwrap();
@@ -1512,26 +1518,43 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
             let mut steps = 0;
             while let Some((n, ingress)) = queue.pop_front() {
                 steps += 1;
-                assert!(steps < 10_000, "{what}: a loop");
+                if steps >= 10_000 {
+                    return Err(format!("from {m}: a loop"));
+                }
                 if topo.nodes[n].kind != mad_core::attr::NodeType::Switch {
                     *reached.entry(topo.nodes[n].name.clone()).or_default() += 1;
                     continue;
                 }
                 for &p in mft.get(&n).into_iter().flatten() {
                     if p != ingress && p != 0 {
-                        let to = topo.peer_of(n, p).unwrap();
-                        queue.push_back(to);
+                        queue.push_back(topo.peer_of(n, p).unwrap());
                     }
                 }
             }
-            let want: BTreeMap<String, u32> = members
-                .iter()
+            let want: BTreeMap<String, u32> = (members.iter())
                 .filter(|&&x| x != m)
                 .map(|x| (x.to_string(), 1))
                 .collect();
-            assert_eq!(reached, want, "{what}: from {m}: {mft:?}");
+            if reached != want {
+                return Err(format!("from {m}: reached {reached:?}, want {want:?}"));
+            }
         }
-        mft
+        Ok(())
+    };
+    // The SA answers a join before the SM has programmed the switches:
+    // the tables are read again until they form the tree, for 10 s at most.
+    let check = |members: &[&str]| {
+        let t0 = Instant::now();
+        loop {
+            let mft = read_mfts();
+            match reaches(&mft, members) {
+                Ok(()) => return mft,
+                Err(e) if t0.elapsed() > Duration::from_secs(10) => {
+                    panic!("{what}: {e}: {mft:?}")
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     };
     // Three hosts far apart: the second CA, one in the middle, the
     // second-last; the middle one leaves.
@@ -1543,14 +1566,30 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
         );
         assert_eq!(code, 0, "{what}: {err}");
     }
+    // `saquery -g` lists the group; `-m` with the SM_Key its members,
+    // by their port GIDs.
+    let (st, out) = saquery(sim, tool, &["-g"]);
+    assert!(st && out.contains(bcast), "{what}: {out}");
+    let guid_of = |name: &str| topo.nodes[node(name)].guid + 1;
+    let listed = || -> std::collections::BTreeSet<u64> {
+        let (st, out) = saquery(sim, tool, &["--smkey", "1", "-m"]);
+        assert!(st, "{what}: {out}");
+        (port_gids(&out).iter())
+            .map(|g| g.parse::<std::net::Ipv6Addr>().unwrap().to_bits() as u64)
+            .collect()
+    };
+    assert_eq!(
+        listed(),
+        members.iter().map(|m| guid_of(m)).collect(),
+        "{what}: saquery -m"
+    );
     let mft = check(&members);
     let in_tree = mft.values().filter(|m| !m.is_empty()).count();
     // saquery's MFT records say the same masks, position by position (16
     // ports each); libumad2sim hands saquery only the first MAD of a long
     // answer, so only the records in it are compared.
-    let out = on("saquery", tool).arg("MFTR").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{what}: {text}");
+    let (st, text) = saquery(sim, tool, &["MFTR"]);
+    assert!(st, "{what}: {text}");
     let mut shown = 0;
     for block in text.split("MFT Record dump:").skip(1) {
         let f = fields(block);
@@ -1592,8 +1631,16 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
     );
     assert_eq!(code, 0, "{what}: {err}");
     let smaller = check(&[members[0], members[2]]);
+    assert_eq!(
+        listed(),
+        [members[0], members[2]]
+            .iter()
+            .map(|m| guid_of(m))
+            .collect(),
+        "{what}: saquery -m after the leave"
+    );
     eprintln!(
-        "{what}: ibroute -M on {} switches: a tree over {in_tree} switches for 3 members, {} after one left; saquery MFTR agrees ({shown} records)",
+        "{what}: ibroute -M on {} switches: a tree over {in_tree} switches for 3 members, {} after one left; saquery MFTR agrees ({shown} records); saquery -g lists the group, -m its 3 members, then 2",
         mft.len(),
         smaller.values().filter(|m| !m.is_empty()).count()
     );
