@@ -33,7 +33,7 @@
 //! changed ([`Groups::take_changes`], [`Groups::members_of`]) go to the
 //! SM, which builds their trees (`smi::sm::Sm::set_multicast_group`).
 
-use crate::path::{end_by_lid, End};
+use crate::path::{cmp_rate, end_by_lid, half_gbps, End};
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use mad_core::sa::mcmember::join_state::{FULL, NON, SEND_ONLY_FULL};
@@ -152,39 +152,6 @@ impl Default for Groups {
     fn default() -> Groups {
         Groups::new()
     }
-}
-
-/// An IBA rate code's rate in units of 0.5 Gb/s (`None`: no such code).
-fn half_gbps(code: u8) -> Option<u32> {
-    Some(match code {
-        2 => 5,
-        3 => 20,
-        4 => 60,
-        5 => 10,
-        6 => 40,
-        7 => 80,
-        8 => 120,
-        9 => 160,
-        10 => 240,
-        11 => 28,
-        12 => 112,
-        13 => 224,
-        14 => 336,
-        15 => 50,
-        16 => 200,
-        17 => 400,
-        18 => 600,
-        19 => 56,
-        20 => 100,
-        21 => 800,
-        22 => 1200,
-        _ => return None,
-    })
-}
-
-/// Orders two valid rate codes by the rate they mean.
-fn cmp_rate(a: u8, b: u8) -> core::cmp::Ordering {
-    half_gbps(a).unwrap_or(0).cmp(&half_gbps(b).unwrap_or(0))
 }
 
 /// The code of the next rate above (`up`) or below a valid code.

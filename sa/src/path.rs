@@ -94,6 +94,39 @@ pub fn rate_code(half_gbps: u32) -> u8 {
         .map_or(2, |&(_, c)| c)
 }
 
+/// An IBA rate code's rate in units of 0.5 Gb/s (`None`: no such code).
+pub(crate) fn half_gbps(code: u8) -> Option<u32> {
+    Some(match code {
+        2 => 5,
+        3 => 20,
+        4 => 60,
+        5 => 10,
+        6 => 40,
+        7 => 80,
+        8 => 120,
+        9 => 160,
+        10 => 240,
+        11 => 28,
+        12 => 112,
+        13 => 224,
+        14 => 336,
+        15 => 50,
+        16 => 200,
+        17 => 400,
+        18 => 600,
+        19 => 56,
+        20 => 100,
+        21 => 800,
+        22 => 1200,
+        _ => return None,
+    })
+}
+
+/// Orders two valid rate codes by the rate they mean.
+pub(crate) fn cmp_rate(a: u8, b: u8) -> core::cmp::Ordering {
+    half_gbps(a).unwrap_or(0).cmp(&half_gbps(b).unwrap_or(0))
+}
+
 /// The PacketLifeTime code of a sum of 2^LifeTimeValue: the smallest
 /// exponent that covers it, at most 63.
 pub fn life_code(life: u64) -> u8 {
@@ -290,16 +323,6 @@ pub struct Asked {
     pub qos_class: Option<u16>,
 }
 
-/// A rate code's rate in 0.1 Gb/s (IBA table 205 and its extensions);
-/// 0 for a code that names none.
-fn rate_tenths(code: u8) -> u32 {
-    const T: [u32; 23] = [
-        0, 0, 25, 100, 300, 50, 200, 400, 600, 800, 1200, 140, 560, 1120, 1680, 250, 1000, 2000,
-        3000, 280, 500, 4000, 6000,
-    ];
-    T.get(usize::from(code)).copied().unwrap_or(0)
-}
-
 /// The QoS policy's view of end `e` (its table `keys`).
 fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
     let n = s.node(e.node);
@@ -368,7 +391,7 @@ pub fn apply_policy(
             pr.mtu = pr.mtu.min(m);
         }
         if let Some(r) = l.rate_limit {
-            if rate_tenths(pr.rate) > rate_tenths(r) {
+            if cmp_rate(pr.rate, r) == core::cmp::Ordering::Greater {
                 pr.rate = r;
             }
         }
@@ -388,12 +411,11 @@ pub fn apply_policy(
                         .position(|&(lo, hi)| (lo..=hi).contains(&u64::from(k & 0x7FFF)))
                         .map(|i| (i, k & 0x7FFF))
                 };
-                let best = (sk.iter())
+                pr.pkey = (sk.iter())
                     .filter(|&&k| PKey(k).is_valid())
-                    .filter_map(|&k| Some((rank(k)?, k)))
-                    .filter(|&(_, k)| s.shared_pkey(sp, dp, Some(k & 0x7FFF)).is_some())
-                    .min_by_key(|&(r, _)| r)?;
-                pr.pkey = s.shared_pkey(sp, dp, Some(best.1 & 0x7FFF))?;
+                    .filter_map(|&k| Some((rank(k)?, s.shared_pkey(sp, dp, Some(k & 0x7FFF))?)))
+                    .min_by_key(|&(r, _)| r)?
+                    .1;
             }
         }
     }

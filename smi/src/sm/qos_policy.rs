@@ -758,24 +758,20 @@ fn pkeys(v: Vec<(u64, u64)>) -> Result<Vec<(u64, u64)>, String> {
     if v.iter().any(|&(_, b)| b > 0xFFFF) {
         return Err("a P_Key is past 16 bits".into());
     }
-    Ok(v.into_iter()
-        .map(|(a, b)| {
-            if b - a >= 0x7FFF {
-                (0, 0x7FFF)
-            } else {
-                (a & 0x7FFF, b & 0x7FFF)
-            }
-        })
-        .flat_map(|(a, b)| {
-            // A range across the membership bit wraps: split it.
-            if a <= b {
-                [(a, b), (1, 0)]
-            } else {
-                [(a, 0x7FFF), (0, b)]
-            }
-        })
-        .filter(|&(a, b)| a <= b)
-        .collect())
+    let mut out = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        let (lo, hi) = (a & 0x7FFF, b & 0x7FFF);
+        if b - a >= 0x7FFF {
+            out.push((0, 0x7FFF));
+        } else if lo <= hi {
+            out.push((lo, hi));
+        } else {
+            // Across the membership bit (0x7FF0-0x8005): both ends.
+            out.push((lo, 0x7FFF));
+            out.push((0, hi));
+        }
+    }
+    Ok(out)
 }
 
 /// Adds `more` to `list`, at most [`MAX_ENTRIES`] in all.
@@ -839,14 +835,7 @@ fn ulp_rule(body: &str, col: usize, line: usize, p: &mut QosPolicy) -> Result<()
         ("iser", None) => UlpMatch::ServiceId([(0x1060CBC, 0x1060CBC)].into()),
         ("ipoib", None) => UlpMatch::PKey([(0x7FFF, 0x7FFF)].into()),
         ("ipoib" | "any", Some(("pkey", v))) => {
-            if v.iter().any(|&(_, b)| b > 0xFFFF) {
-                return Err((rest_col, "a P_Key is past 16 bits".into()));
-            }
-            UlpMatch::PKey(
-                v.into_iter()
-                    .map(|(a, b)| (a & 0x7FFF, b & 0x7FFF))
-                    .collect(),
-            )
+            UlpMatch::PKey(pkeys(v).map_err(|e| (rest_col, e))?)
         }
         ("srp" | "any", Some(("target-port-guid", v))) => UlpMatch::TargetGuid(v),
         ("any", Some(("service-id", v))) => UlpMatch::ServiceId(v),
@@ -996,6 +985,17 @@ end-qos-ulps
 
     #[test]
     fn lists_and_bounds() {
+        // A P_Key range across the membership bit holds both ends.
+        let p =
+            parse_policy("qos-ulps\n any, pkey 0x7ff0-0x8005 : 3\n default : 0\nend-qos-ulps\n")
+                .unwrap();
+        assert_eq!(
+            p.rules[0].matches,
+            UlpMatch::PKey([(0x7FF0, 0x7FFF), (0, 5)].into())
+        );
+        assert_eq!(p.sl_for(&q(None, Some(0x8003), 1, 2)), Some(3));
+        assert_eq!(p.sl_for(&q(None, Some(0x7FF1), 1, 2)), Some(3));
+        assert_eq!(p.sl_for(&q(None, Some(0x0006), 1, 2)), Some(0));
         let p = parse_policy(
             "qos-ulps\n any, service-id 1,5-7, 0x10 : 3\n default : 0\nend-qos-ulps\n",
         )
