@@ -749,10 +749,12 @@ fn opensm_and_ibkit_answer_saquery_alike() {
 /// `ibkit bench sa`: the load generator against OpenSM's SA and ibkit's
 /// on one ibsim fabric, ibkit's SM once through libumad2sim as OpenSM and
 /// once on the simulator's socket. Every query of every window is
-/// answered with its pair by all three; ibkit's SM reports its SA's own
-/// time, which is a part of the process's CPU; and ibkit's SM spends less
-/// CPU a query than OpenSM's both ways (the command's own check, so it
-/// exits 0).
+/// answered with its pair by all three (the command's own check, so it
+/// exits 0); every SM's CPU a query is measured; and ibkit's SM reports
+/// its SA's own time, which is a part of the process's CPU. Which SM spends
+/// less is reported, not asserted (see `SaLoadBench::failure`: through
+/// libumad2sim the scheduler moves both SMs' CPU by more than the
+/// difference between them).
 #[test]
 fn bench_sa_loads_both_sas() {
     if !peers_here() {
