@@ -539,6 +539,10 @@ fn nonsense_numbers_are_refused_with_their_range() {
             &["bench", "sa", "--seconds", "0"][..],
             "above 0, at most 3600",
         ),
+        (
+            &["bench", "sa", "--all-pairs", "--perf"][..],
+            "cannot be used with",
+        ),
         (&["sa", "--timeout-ms", "0", "node"][..], "1..=60000"),
         (&["sa", "--attempts", "99", "node"][..], "1..=20"),
         (&["sa", "--sm-key", "0xzz", "node"][..], "not a number"),

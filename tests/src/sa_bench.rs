@@ -126,6 +126,186 @@ pub struct Window {
     pub sm_cpu_us_per_query: f64,
     /// CPU µs the simulator spent per answer.
     pub sim_cpu_us_per_query: f64,
+    /// Where the SM's CPU went (with `--perf`): each object's share of
+    /// the samples, largest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Vec<Share>>,
+}
+
+/// One object's share of an SM's CPU samples in a window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Share {
+    /// The object the samples fell in, as perf names it (`opensm`,
+    /// `libc.so.6`, `[kernel.kallsyms]`…).
+    pub object: String,
+    /// Which part of the SM it is.
+    pub part: Part,
+    /// Its share of the samples, 0–1.
+    pub share: f64,
+}
+
+/// The parts an SM's CPU is split into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// The SM's own code: the `opensm` executable and OpenSM's libraries
+    /// (`libopensm`, and `libosmcomp`, its containers, timers and
+    /// dispatcher threads), or the `ibkit` executable (its SA, its SM and
+    /// its glue to libibumad).
+    Own,
+    /// The MAD transport's libraries: libibumad, libumad2sim, libibmad,
+    /// OpenSM's vendor layer (`libosmvendor`).
+    Transport,
+    /// The C library and the vDSO (allocation, copies, locks, clocks).
+    CLibrary,
+    /// The kernel: system calls, wake-ups, context switches.
+    Kernel,
+}
+
+impl Part {
+    /// Every part, in the order printed.
+    pub const ALL: [Part; 4] = [Part::Own, Part::Transport, Part::CLibrary, Part::Kernel];
+
+    /// The part an object belongs to, by the name perf gives it.
+    pub fn of(object: &str) -> Part {
+        let base = object.rsplit('/').next().unwrap_or(object);
+        if base.starts_with("[kernel") || base.starts_with("[guest.kernel") {
+            Part::Kernel
+        } else if base.starts_with("libc.so")
+            || base.starts_with("libc-")
+            || base.starts_with("ld-linux")
+            || base == "[vdso]"
+            || base.starts_with("libm.so")
+            || base.starts_with("libgcc_s")
+        {
+            Part::CLibrary
+        } else if ["libibumad", "libumad2sim", "libibmad", "libosmvendor"]
+            .iter()
+            .any(|t| base.starts_with(t))
+        {
+            Part::Transport
+        } else {
+            Part::Own
+        }
+    }
+
+    /// Its name in the printed table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Own => "own code",
+            Part::Transport => "transport libs",
+            Part::CLibrary => "C library",
+            Part::Kernel => "kernel",
+        }
+    }
+}
+
+/// The shares of `perf report --sort dso --stdio -q --no-children -g none`
+/// output: one line per object, `  69.32%  [kernel.kallsyms]`. A line that
+/// is not of that form is an error naming it; so is a report with no line.
+pub fn parse_perf_report(report: &str) -> Result<Vec<Share>, String> {
+    let mut v = Vec::new();
+    for line in report.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.starts_with('#') {
+            continue;
+        }
+        let (pct, object) = line
+            .split_once('%')
+            .map(|(p, o)| (p.trim(), o.trim()))
+            .ok_or_else(|| format!("perf report: not a share: {line:?}"))?;
+        let pct: f64 = pct
+            .parse()
+            .map_err(|_| format!("perf report: not a share: {line:?}"))?;
+        if !(0.0..=100.0).contains(&pct) || object.is_empty() {
+            return Err(format!("perf report: not a share: {line:?}"));
+        }
+        v.push(Share {
+            object: object.to_string(),
+            part: Part::of(object),
+            share: pct / 100.0,
+        });
+    }
+    if v.is_empty() {
+        return Err("perf report: no samples".into());
+    }
+    v.sort_by(|a, b| b.share.total_cmp(&a.share));
+    Ok(v)
+}
+
+/// The share of each part, in [`Part::ALL`]'s order.
+pub fn by_part(shares: &[Share]) -> [f64; 4] {
+    let mut t = [0.0; 4];
+    for s in shares {
+        t[Part::ALL.iter().position(|&p| p == s.part).unwrap_or(0)] += s.share;
+    }
+    t
+}
+
+/// `perf record` on process `pid`, into `out`, until [`Perf::stop`].
+struct Perf {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+}
+
+impl Perf {
+    /// Starts sampling `pid`'s CPU time (`-e cpu-clock`, which needs no
+    /// hardware counter).
+    fn start(pid: u32, out: &Path) -> Result<Perf, String> {
+        let child = std::process::Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-F", "2999", "-p"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("--perf needs perf (Debian's linux-perf): {e}"))?;
+        // perf attaches before the load starts.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Perf {
+            child,
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// Stops sampling and reads the shares by object.
+    fn stop(self) -> Result<Vec<Share>, String> {
+        use nix::sys::signal::{kill, Signal};
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGINT);
+        let out = self
+            .child
+            .wait_with_output()
+            .map_err(|e| format!("perf record: {e}"))?;
+        if !self.out.exists() {
+            return Err(format!(
+                "perf record wrote nothing: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let r = std::process::Command::new("perf")
+            .args([
+                "report",
+                "--sort",
+                "dso",
+                "--stdio",
+                "-q",
+                "--no-children",
+                "-g",
+                "none",
+                "-i",
+            ])
+            .arg(&self.out)
+            .output()
+            .map_err(|e| format!("perf report: {e}"))?;
+        if !r.status.success() {
+            return Err(format!(
+                "perf report failed: {}",
+                String::from_utf8_lossy(&r.stderr).trim()
+            ));
+        }
+        parse_perf_report(&String::from_utf8_lossy(&r.stdout))
+    }
 }
 
 /// One SM under the load, every window.
@@ -224,6 +404,14 @@ fn ratio(o: &SmUnderLoad, k: &SmUnderLoad) -> Vec<f64> {
         .collect()
 }
 
+/// The load each SM is put under: the windows in turn, `seconds` each,
+/// queries for the paths to LIDs 1..=`lids`.
+struct Plan<'a> {
+    lids: u16,
+    list: &'a [usize],
+    seconds: f64,
+}
+
 /// Runs the load generator (`exe bench sa --load …`, under the preload,
 /// attached at `host`) once for each window against the SM `pid` of
 /// `sim`, measuring both processes' CPU around each run.
@@ -232,25 +420,29 @@ fn windows(
     sim: &Ibsim,
     host: &str,
     pid: u32,
-    lids: u16,
-    list: &[usize],
-    seconds: f64,
+    plan: &Plan,
+    perf: Option<&Path>,
 ) -> Result<Vec<Window>, String> {
     let mut v = Vec::new();
-    for &w in list {
+    for &w in plan.list {
+        let sampling = match perf {
+            Some(dir) => Some(Perf::start(pid, &dir.join(format!("{pid}-w{w}.data")))?),
+            None => None,
+        };
         let (sm0, sim0) = (cpu_ns(pid), cpu_ns(sim.pid()));
         let out = sim
             .client_on(exe, host)
             .args(["bench", "sa", "--load", "--window", &w.to_string()])
             .args([
                 "--seconds",
-                &seconds.to_string(),
+                &plan.seconds.to_string(),
                 "--lids",
-                &lids.to_string(),
+                &plan.lids.to_string(),
             ])
             .output()
             .map_err(|e| format!("the load generator: {e}"))?;
         let (sm1, sim1) = (cpu_ns(pid), cpu_ns(sim.pid()));
+        let profile = sampling.map(Perf::stop).transpose()?;
         if !out.status.success() {
             return Err(format!(
                 "the load generator failed: {}",
@@ -269,6 +461,7 @@ fn windows(
             sm_cpu_us_per_query: per(sm0, sm1),
             sim_cpu_us_per_query: per(sim0, sim1),
             load,
+            profile,
         });
     }
     Ok(v)
@@ -279,11 +472,15 @@ fn windows(
 /// load generator at each window of `list` for `seconds` each (`exe` is
 /// the `ibkit` binary: `ibkit sm` and the generator). The generator
 /// runs on the last CA, the SMs on the first; `progress` hears each step.
+/// With `perf`, each SM's CPU in each window is also sampled with `perf
+/// record -e cpu-clock` and split by the object it ran in
+/// ([`Window::profile`]).
 pub fn versus_opensm(
     exe: &Path,
     spec: &str,
     list: &[usize],
     seconds: f64,
+    perf: bool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<SaLoadBench, String> {
     let topo = Topology::from_spec(spec).map_err(|e| e.to_string())?;
@@ -310,7 +507,13 @@ pub fn versus_opensm(
                 _ => start_ibkit_sm(exe, &sim, &["--json", "--transport", "ibsim"], up)?,
             };
             progress(&format!("{which}'s SA under load, windows {list:?}…"));
-            let w = windows(exe, &sim, &host, sm.pid(), lids, list, seconds)?;
+            let samples = perf.then_some(dir.as_path());
+            let plan = Plan {
+                lids,
+                list,
+                seconds,
+            };
+            let w = windows(exe, &sim, &host, sm.pid(), &plan, samples)?;
             let (clean_exit, said) = sm.stop(Duration::from_secs(5));
             let sa_us_per_answer = serde_json::from_str::<serde_json::Value>(&said)
                 .ok()
@@ -374,10 +577,50 @@ mod unit {
                 },
                 sm_cpu_us_per_query: cpu,
                 sim_cpu_us_per_query: 1.0,
+                profile: None,
             }],
             sa_us_per_answer: None,
             clean_exit: clean,
         }
+    }
+
+    /// perf's report by object is read share by share, each object put
+    /// in its part; anything else in it is refused, naming the line.
+    #[test]
+    fn perf_reports_are_split_by_part() {
+        // What `perf report --sort dso --stdio -q --no-children -g none`
+        // printed for OpenSM under load on 2026-11-26.
+        let report = "    69.32%  [kernel.kallsyms]    \n    10.48%  libosmcomp.so.5.0.0  \n     9.94%  libc.so.6            \n     7.79%  opensm               \n     0.73%  libumad2sim.so       \n     0.57%  libosmvendor.so.5.0.0\n     0.52%  libopensm.so.9.1.0   \n     0.36%  libibumad.so.3.2.44.0\n     0.21%  [vdso]               \n     0.08%  libibmad.so.5.3.44.0 \n\n";
+        let v = parse_perf_report(report).unwrap();
+        assert_eq!(v.len(), 10);
+        assert_eq!(v[0].object, "[kernel.kallsyms]");
+        assert_eq!(v[0].part, Part::Kernel);
+        assert!((v[0].share - 0.6932).abs() < 1e-12);
+        let parts = by_part(&v);
+        // own: osmcomp + opensm + libopensm; transport: umad2sim + vendor
+        // + ibumad + ibmad; C: libc + vdso.
+        for (got, want) in parts.iter().zip([0.1879, 0.0174, 0.1015, 0.6932]) {
+            assert!((got - want).abs() < 1e-9, "{parts:?}");
+        }
+        assert_eq!(Part::of("ibkit"), Part::Own);
+        assert_eq!(
+            Part::of("/usr/lib/x86_64-linux-gnu/libibumad.so.3"),
+            Part::Transport
+        );
+        assert_eq!(Part::of("ld-linux-x86-64.so.2"), Part::CLibrary);
+        for bad in [
+            "",
+            "\n# only a comment\n",
+            "12.5 opensm",
+            "abc%  opensm",
+            "101%  opensm",
+            "5%",
+        ] {
+            assert!(parse_perf_report(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_perf_report("12.5 opensm")
+            .unwrap_err()
+            .contains("12.5 opensm"));
     }
 
     /// The load bench's verdict takes each of its paths, for either of

@@ -204,10 +204,17 @@ fn sa_versus_opensm(a: &SaArgs) -> super::Outcome {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let windows: Vec<usize> = a.windows.iter().map(|&w| w as usize).collect();
     let bar = super::args::Progress::new(6, a.json);
-    let b = ::tests::sa_bench::versus_opensm(&exe, &a.topology, &windows, a.seconds, &mut |s| {
-        bar.step();
-        bar.line(s);
-    })?;
+    let b = ::tests::sa_bench::versus_opensm(
+        &exe,
+        &a.topology,
+        &windows,
+        a.seconds,
+        a.perf,
+        &mut |s| {
+            bar.step();
+            bar.line(s);
+        },
+    )?;
     bar.finish();
     if a.json {
         println!("{}", serde_json::to_string(&b)?);
@@ -295,10 +302,50 @@ fn sa_versus_opensm(a: &SaArgs) -> super::Outcome {
             sim(&b.ibkit),
             sim(&b.ibkit_direct)
         );
+        if a.perf {
+            print_profiles(&b);
+        }
     }
     match b.failure() {
         Some(e) => Err(super::Fail::Check(e)),
         None => Ok(()),
+    }
+}
+
+/// With `--perf`: each SM's CPU a query split by where it ran (perf's
+/// samples by object), and the ratio of the SMs' own code.
+fn print_profiles(b: &::tests::sa_bench::SaLoadBench) {
+    use ::tests::sa_bench::{by_part, Part};
+    println!(
+        "where each SM's CPU went (perf record -e cpu-clock, samples by object), µs a query: {}",
+        Part::ALL.map(Part::name).join(" / ")
+    );
+    let sms = [&b.opensm, &b.ibkit, &b.ibkit_direct];
+    for (i, o) in b.opensm.windows.iter().enumerate() {
+        let split = |s: &::tests::sa_bench::SmUnderLoad| {
+            let w = &s.windows[i];
+            w.profile
+                .as_deref()
+                .map(|p| by_part(p).map(|f| f * w.sm_cpu_us_per_query))
+        };
+        let cells: Vec<String> = sms
+            .iter()
+            .map(|s| match split(s) {
+                Some(p) => format!("{}: {}", s.sm, p.map(|v| format!("{v:.2}")).join(" / ")),
+                None => format!("{}: not sampled", s.sm),
+            })
+            .collect();
+        println!("  window {:>4} | {}", o.load.window, cells.join(" | "));
+        if let (Some(osm), Some(k), Some(d)) = (split(sms[0]), split(sms[1]), split(sms[2])) {
+            println!(
+                "  window {:>4} | own code, OpenSM over ibkit: {:.1}× through libumad2sim, {:.1}× direct; outside it (libraries and kernel): {:.1}×, {:.1}×",
+                o.load.window,
+                osm[0] / k[0],
+                osm[0] / d[0],
+                osm[1..].iter().sum::<f64>() / k[1..].iter().sum::<f64>(),
+                osm[1..].iter().sum::<f64>() / d[1..].iter().sum::<f64>()
+            );
+        }
     }
 }
 
@@ -333,6 +380,11 @@ pub struct SaArgs {
     /// Seconds of load per window.
     #[arg(long, default_value_t = 2.0, value_parser = parse_seconds)]
     pub seconds: f64,
+    /// Also sample each SM's CPU with `perf record -e cpu-clock` during
+    /// each window and split it by where it ran: the SM's own code, the
+    /// transport's libraries, the C library, the kernel (needs perf).
+    #[arg(long, conflicts_with = "all_pairs")]
+    pub perf: bool,
     /// Internal: be the load generator (one window, on this process's port, JSON out).
     #[arg(long, hide = true)]
     pub load: bool,
