@@ -543,6 +543,12 @@ fn nonsense_numbers_are_refused_with_their_range() {
             &["bench", "sa", "--all-pairs", "--perf"][..],
             "cannot be used with",
         ),
+        (&["bench", "sa", "--repeat", "0"][..], "1..=20"),
+        (&["bench", "sa", "--repeat", "21"][..], "1..=20"),
+        (
+            &["bench", "sa", "--all-pairs", "--repeat", "2"][..],
+            "cannot be used with",
+        ),
         (&["sa", "--timeout-ms", "0", "node"][..], "1..=60000"),
         (&["sa", "--attempts", "99", "node"][..], "1..=20"),
         (&["sa", "--sm-key", "0xzz", "node"][..], "not a number"),

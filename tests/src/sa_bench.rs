@@ -397,6 +397,55 @@ impl SaLoadBench {
     }
 }
 
+/// One window's ratios over several runs of [`versus_opensm`], each as
+/// min, median, max.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowSpread {
+    /// The window.
+    pub window: usize,
+    /// OpenSM's CPU a query over ibkit's through libumad2sim.
+    pub cpu: [f64; 3],
+    /// OpenSM's CPU a query over ibkit's on the simulator's socket.
+    pub cpu_direct: [f64; 3],
+    /// ibkit's queries a second over OpenSM's, through libumad2sim.
+    pub rate: [f64; 3],
+    /// ibkit's queries a second over OpenSM's, direct.
+    pub rate_direct: [f64; 3],
+}
+
+/// Min, median and max of `v` (the lower median of an even count); NaN
+/// sorts last.
+fn three(mut v: Vec<f64>) -> [f64; 3] {
+    if v.is_empty() {
+        return [f64::NAN; 3];
+    }
+    v.sort_by(f64::total_cmp);
+    [v[0], v[(v.len() - 1) / 2], v[v.len() - 1]]
+}
+
+/// The spread of each window's ratios over `runs` (windows taken by
+/// position, as every run has the same list).
+pub fn spread(runs: &[SaLoadBench]) -> Vec<WindowSpread> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let rate = |o: &SmUnderLoad, k: &SmUnderLoad, i: usize| {
+        k.windows[i].load.per_second / o.windows[i].load.per_second
+    };
+    (0..first.opensm.windows.len())
+        .map(|i| {
+            let each = |f: &dyn Fn(&SaLoadBench) -> f64| three(runs.iter().map(f).collect());
+            WindowSpread {
+                window: first.opensm.windows[i].load.window,
+                cpu: each(&|b| b.cpu_ratio()[i]),
+                cpu_direct: each(&|b| b.cpu_ratio_direct()[i]),
+                rate: each(&|b| rate(&b.opensm, &b.ibkit, i)),
+                rate_direct: each(&|b| rate(&b.opensm, &b.ibkit_direct, i)),
+            }
+        })
+        .collect()
+}
+
 /// `o`'s CPU per query over `k`'s, window by window.
 fn ratio(o: &SmUnderLoad, k: &SmUnderLoad) -> Vec<f64> {
     (o.windows.iter().zip(&k.windows))
@@ -582,6 +631,40 @@ mod unit {
             sa_us_per_answer: None,
             clean_exit: clean,
         }
+    }
+
+    /// The spread of several runs: min, median and max of each ratio,
+    /// window by window.
+    #[test]
+    fn several_runs_are_summed_up_by_their_spread() {
+        let at = |sm: &'static str, cpu: f64, rate: f64| {
+            let mut s = side(sm, cpu, 0, 0, true);
+            s.windows[0].load.per_second = rate;
+            s
+        };
+        let run = |k_cpu: f64, k_rate: f64| SaLoadBench {
+            topology: "t".into(),
+            seconds: 1.0,
+            lids: 2,
+            opensm: at("OpenSM", 20.0, 1000.0),
+            ibkit: at("ibkit", k_cpu, k_rate),
+            ibkit_direct: at("direct", 4.0, 2000.0),
+        };
+        let runs = [
+            run(10.0, 900.0),
+            run(40.0, 1500.0),
+            run(20.0, 1200.0),
+            run(8.0, 1100.0),
+        ];
+        let s = spread(&runs);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].window, 1);
+        // Ratios 2, 0.5, 1, 2.5: the lower median of four is the second.
+        assert_eq!(s[0].cpu, [0.5, 1.0, 2.5]);
+        assert_eq!(s[0].rate, [0.9, 1.1, 1.5]);
+        assert_eq!(s[0].cpu_direct, [5.0; 3]);
+        assert_eq!(s[0].rate_direct, [2.0; 3]);
+        assert!(spread(&[]).is_empty());
     }
 
     /// perf's report by object is read share by share, each object put

@@ -199,116 +199,167 @@ fn sa_load(a: &SaArgs) -> super::Outcome {
     Ok(())
 }
 
-/// Runs `ibkit bench sa`: OpenSM's SA and ibkit's under the load generator.
+/// Runs `ibkit bench sa`: OpenSM's SA and ibkit's under the load
+/// generator, `--repeat` times; every run is printed (with `--json`, one
+/// object a line), then, over several runs, the spread of the ratios.
 fn sa_versus_opensm(a: &SaArgs) -> super::Outcome {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let windows: Vec<usize> = a.windows.iter().map(|&w| w as usize).collect();
-    let bar = super::args::Progress::new(6, a.json);
-    let b = ::tests::sa_bench::versus_opensm(
-        &exe,
-        &a.topology,
-        &windows,
-        a.seconds,
-        a.perf,
-        &mut |s| {
-            bar.step();
-            bar.line(s);
-        },
-    )?;
-    bar.finish();
-    if a.json {
-        println!("{}", serde_json::to_string(&b)?);
-    } else {
-        println!(
-            "{}: SubnAdmGet(PathRecord) from one host, SLID its own, DLID each of LIDs 1..={} in turn; {} s per window",
-            b.topology, b.lids, b.seconds
-        );
-        println!(
-            "ibkit's SM through libumad2sim, as OpenSM runs (the same transport), and on the simulator's socket (direct)"
-        );
-        println!(
-            "{:>6} | {:>9} {:>8} {:>8} {:>9} | {:>9} {:>8} {:>8} {:>9} {:>7} {:>6} | {:>9} {:>8} {:>9} {:>6}",
-            "window",
-            "OpenSM/s",
-            "p50 µs",
-            "p99 µs",
-            "CPU µs/q",
-            "ibkit/s",
-            "p50 µs",
-            "p99 µs",
-            "CPU µs/q",
-            "q/s ×",
-            "CPU ×",
-            "direct/s",
-            "p50 µs",
-            "CPU µs/q",
-            "CPU ×"
-        );
-        let rows = b
-            .opensm
-            .windows
-            .iter()
-            .zip(&b.ibkit.windows)
-            .zip(&b.ibkit_direct.windows);
-        for ((o, k), d) in rows {
-            let (ol, kl, dl) = (&o.load, &k.load, &d.load);
-            println!(
-                "{:>6} | {:>9.0} {:>8.0} {:>8.0} {:>9.2} | {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>7.2} {:>6.1} | {:>9.0} {:>8.0} {:>9.2} {:>6.1}",
-                ol.window,
-                ol.per_second,
-                ol.p50_us,
-                ol.p99_us,
-                o.sm_cpu_us_per_query,
-                kl.per_second,
-                kl.p50_us,
-                kl.p99_us,
-                k.sm_cpu_us_per_query,
-                kl.per_second / ol.per_second,
-                o.sm_cpu_us_per_query / k.sm_cpu_us_per_query,
-                dl.per_second,
-                dl.p50_us,
-                d.sm_cpu_us_per_query,
-                o.sm_cpu_us_per_query / d.sm_cpu_us_per_query
-            );
-        }
-        for (k, what) in [
-            (&b.ibkit, "through libumad2sim"),
-            (&b.ibkit_direct, "direct"),
-        ] {
-            if let Some(us) = k.sa_us_per_answer {
-                println!(
-                    "ibkit's SA itself (by its own clock), {what}: {us:.2} µs an answer; the rest of its process's CPU is the transport"
-                );
+    let bar = super::args::Progress::new(6 * u64::from(a.repeat), a.json);
+    let mut runs = Vec::new();
+    let mut failed = None;
+    for run in 1..=a.repeat {
+        let b = ::tests::sa_bench::versus_opensm(
+            &exe,
+            &a.topology,
+            &windows,
+            a.seconds,
+            a.perf,
+            &mut |s| {
+                bar.step();
+                bar.line(s);
+            },
+        )?;
+        if a.json {
+            println!("{}", serde_json::to_string(&b)?);
+        } else {
+            if a.repeat > 1 {
+                println!("run {run} of {}", a.repeat);
             }
+            print_sa_run(&b, a.perf);
         }
-        let worst = |r: Vec<f64>| r.into_iter().fold(f64::INFINITY, f64::min);
-        let (same, direct) = (worst(b.cpu_ratio()), worst(b.cpu_ratio_direct()));
-        let verdict = |w: f64| if w >= 10.0 { "met" } else { "not met" };
-        println!(
-            "goal, 10× less SM CPU a query than OpenSM: through libumad2sim {} (worst window {same:.1}×); direct {} (worst window {direct:.1}×)",
-            verdict(same),
-            verdict(direct)
-        );
-        let sim = |s: &::tests::sa_bench::SmUnderLoad| {
-            s.windows
-                .iter()
-                .map(|w| format!("{:.1}", w.sim_cpu_us_per_query))
-                .collect::<Vec<_>>()
-                .join("/")
-        };
-        println!(
-            "ibsim CPU µs a query: OpenSM's run {}, ibkit's {}, ibkit direct {}",
-            sim(&b.opensm),
-            sim(&b.ibkit),
-            sim(&b.ibkit_direct)
-        );
-        if a.perf {
-            print_profiles(&b);
+        if failed.is_none() {
+            failed = b.failure().map(|e| {
+                if a.repeat > 1 {
+                    format!("run {run}: {e}")
+                } else {
+                    e
+                }
+            });
         }
+        runs.push(b);
     }
-    match b.failure() {
+    bar.finish();
+    if !a.json && runs.len() > 1 {
+        print_spread(&runs);
+    }
+    match failed {
         Some(e) => Err(super::Fail::Check(e)),
         None => Ok(()),
+    }
+}
+
+/// The spread of the ratios over several runs of `ibkit bench sa`.
+fn print_spread(runs: &[::tests::sa_bench::SaLoadBench]) {
+    let s = ::tests::sa_bench::spread(runs);
+    println!(
+        "over {} runs, OpenSM over ibkit, min / median / max (CPU: how many times less ibkit spent; q/s: ibkit's rate over OpenSM's)",
+        runs.len()
+    );
+    println!(
+        "{:>6} | {:>20} | {:>20} | {:>20} | {:>20}",
+        "window", "CPU ×, libumad2sim", "CPU ×, direct", "q/s ×, libumad2sim", "q/s ×, direct"
+    );
+    let f = |t: [f64; 3]| format!("{:.2} / {:.2} / {:.2}", t[0], t[1], t[2]);
+    for w in &s {
+        println!(
+            "{:>6} | {:>20} | {:>20} | {:>20} | {:>20}",
+            w.window,
+            f(w.cpu),
+            f(w.cpu_direct),
+            f(w.rate),
+            f(w.rate_direct)
+        );
+    }
+}
+
+/// One run of `ibkit bench sa`, as a table.
+fn print_sa_run(b: &::tests::sa_bench::SaLoadBench, perf: bool) {
+    println!(
+        "{}: SubnAdmGet(PathRecord) from one host, SLID its own, DLID each of LIDs 1..={} in turn; {} s per window",
+        b.topology, b.lids, b.seconds
+    );
+    println!(
+        "ibkit's SM through libumad2sim, as OpenSM runs (the same transport), and on the simulator's socket (direct)"
+    );
+    println!(
+        "{:>6} | {:>9} {:>8} {:>8} {:>9} | {:>9} {:>8} {:>8} {:>9} {:>7} {:>6} | {:>9} {:>8} {:>9} {:>6}",
+        "window",
+        "OpenSM/s",
+        "p50 µs",
+        "p99 µs",
+        "CPU µs/q",
+        "ibkit/s",
+        "p50 µs",
+        "p99 µs",
+        "CPU µs/q",
+        "q/s ×",
+        "CPU ×",
+        "direct/s",
+        "p50 µs",
+        "CPU µs/q",
+        "CPU ×"
+    );
+    let rows = b
+        .opensm
+        .windows
+        .iter()
+        .zip(&b.ibkit.windows)
+        .zip(&b.ibkit_direct.windows);
+    for ((o, k), d) in rows {
+        let (ol, kl, dl) = (&o.load, &k.load, &d.load);
+        println!(
+            "{:>6} | {:>9.0} {:>8.0} {:>8.0} {:>9.2} | {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>7.2} {:>6.1} | {:>9.0} {:>8.0} {:>9.2} {:>6.1}",
+            ol.window,
+            ol.per_second,
+            ol.p50_us,
+            ol.p99_us,
+            o.sm_cpu_us_per_query,
+            kl.per_second,
+            kl.p50_us,
+            kl.p99_us,
+            k.sm_cpu_us_per_query,
+            kl.per_second / ol.per_second,
+            o.sm_cpu_us_per_query / k.sm_cpu_us_per_query,
+            dl.per_second,
+            dl.p50_us,
+            d.sm_cpu_us_per_query,
+            o.sm_cpu_us_per_query / d.sm_cpu_us_per_query
+        );
+    }
+    for (k, what) in [
+        (&b.ibkit, "through libumad2sim"),
+        (&b.ibkit_direct, "direct"),
+    ] {
+        if let Some(us) = k.sa_us_per_answer {
+            println!(
+                "ibkit's SA itself (by its own clock), {what}: {us:.2} µs an answer; the rest of its process's CPU is the transport"
+            );
+        }
+    }
+    let worst = |r: Vec<f64>| r.into_iter().fold(f64::INFINITY, f64::min);
+    let (same, direct) = (worst(b.cpu_ratio()), worst(b.cpu_ratio_direct()));
+    let verdict = |w: f64| if w >= 10.0 { "met" } else { "not met" };
+    println!(
+        "goal, 10× less SM CPU a query than OpenSM: through libumad2sim {} (worst window {same:.1}×); direct {} (worst window {direct:.1}×)",
+        verdict(same),
+        verdict(direct)
+    );
+    let sim = |s: &::tests::sa_bench::SmUnderLoad| {
+        s.windows
+            .iter()
+            .map(|w| format!("{:.1}", w.sim_cpu_us_per_query))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    println!(
+        "ibsim CPU µs a query: OpenSM's run {}, ibkit's {}, ibkit direct {}",
+        sim(&b.opensm),
+        sim(&b.ibkit),
+        sim(&b.ibkit_direct)
+    );
+    if perf {
+        print_profiles(b);
     }
 }
 
@@ -380,6 +431,10 @@ pub struct SaArgs {
     /// Seconds of load per window.
     #[arg(long, default_value_t = 2.0, value_parser = parse_seconds)]
     pub seconds: f64,
+    /// Run the whole comparison this many times (fresh simulators and
+    /// SMs each time), then print the spread of the ratios.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=20), conflicts_with = "all_pairs")]
+    pub repeat: u8,
     /// Also sample each SM's CPU with `perf record -e cpu-clock` during
     /// each window and split it by where it ran: the SM's own code, the
     /// transport's libraries, the C library, the kernel (needs perf).
