@@ -7,7 +7,7 @@
 //! window of queries outstanding.
 
 use crate::peers::{cpu_ns, start_ibkit_sm, start_opensm, Ibsim, Simulator};
-use fabric::sim::{bring_up, SimConfig};
+use fabric::sim::{bring_up, Fabric, SimConfig};
 use fabric::topology::Topology;
 use mad_core::attr::NodeType;
 use mad_core::mad::Method;
@@ -16,9 +16,65 @@ use mad_core::sa::{PathRecord, SaMad, SaRecord};
 use mad_core::Lid;
 use sa::{Addr, Sa, SaConfig};
 use serde::Serialize;
-use smi::sm::SmConfig;
+use smi::sm::{SmConfig, Subnet};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// The LIDs of `f`'s CAs, in node order.
+pub fn ca_lids(f: &Fabric) -> Vec<Lid> {
+    (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .map(|i| f.nodes[i].lid())
+        .collect()
+}
+
+/// ibkit's SA asked for PathRecords by SLID and DLID, one SubnAdmGet MAD
+/// in and one answer out at a time, each answer checked ([`all_pairs`],
+/// and the `cold_path` example, which times a query with cold caches).
+pub struct PathAsker {
+    sa: Sa,
+    /// The query, whose SLID and DLID each ask rewrites.
+    mad: [u8; mad_core::MAD_SIZE],
+}
+
+/// Where DLID and SLID sit in a PathRecord MAD: the SA data (56) + the
+/// record's.
+const DLID: usize = 56 + 40;
+const SLID: usize = 56 + 42;
+
+impl PathAsker {
+    /// A fresh SA and a SubnAdmGet(PathRecord) by SLID and DLID.
+    pub fn new() -> PathAsker {
+        let mut q = SaMad::request(Method::Get, PathRecord::ID, 1);
+        q.sa.component_mask = comp::SLID | comp::DLID;
+        PathAsker {
+            sa: Sa::new(SaConfig::default()),
+            mad: q.to_bytes(),
+        }
+    }
+
+    /// Asks `subnet`'s SA, from `s`, for the path from `s` to `d`: whether
+    /// the answer has status 0 and names that pair.
+    pub fn ask(&mut self, subnet: &Subnet, s: Lid, d: Lid) -> bool {
+        self.mad[DLID..DLID + 2].copy_from_slice(&d.0.to_be_bytes());
+        self.mad[SLID..SLID + 2].copy_from_slice(&s.0.to_be_bytes());
+        let from = Addr { lid: s, qpn: 1 };
+        if self.sa.handle_mad(subnet, from, &self.mad, 0).is_err() {
+            return false;
+        }
+        self.sa.poll_transmit().is_some_and(|a| {
+            a.mad[4..6] == [0, 0]
+                && a.mad[DLID..DLID + 2] == d.0.to_be_bytes()
+                && a.mad[SLID..SLID + 2] == s.0.to_be_bytes()
+        })
+    }
+}
+
+impl Default for PathAsker {
+    fn default() -> Self {
+        PathAsker::new()
+    }
+}
 
 /// What [`all_pairs`] measured.
 #[derive(Clone, Debug, Serialize)]
@@ -68,38 +124,17 @@ pub fn all_pairs(spec: &str) -> Result<AllPairs, String> {
         return Err(format!("{spec}: the subnet did not come up"));
     }
     let bring_up_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let lids: Vec<Lid> = (0..f.nodes.len())
-        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
-        .map(|i| f.nodes[i].lid())
-        .collect();
-    let mut sa = Sa::new(SaConfig::default());
-    let mut q = SaMad::request(Method::Get, PathRecord::ID, 1);
-    q.sa.component_mask = comp::SLID | comp::DLID;
-    let mut mad = q.to_bytes();
-    // Where SLID and DLID sit in the MAD: the SA data (56) + the record's.
-    const DLID: usize = 56 + 40;
-    const SLID: usize = 56 + 42;
+    let lids = ca_lids(&f);
+    let mut asker = PathAsker::new();
     let (mut answered, mut wrong) = (0u64, 0u64);
     let subnet = sm.subnet();
     let t = Instant::now();
     for &d in &lids {
-        mad[DLID..DLID + 2].copy_from_slice(&d.0.to_be_bytes());
         for &s in &lids {
-            mad[SLID..SLID + 2].copy_from_slice(&s.0.to_be_bytes());
-            let from = Addr { lid: s, qpn: 1 };
-            if sa.handle_mad(subnet, from, &mad, 0).is_err() {
+            if asker.ask(subnet, s, d) {
+                answered += 1;
+            } else {
                 wrong += 1;
-                continue;
-            }
-            match sa.poll_transmit() {
-                Some(a)
-                    if a.mad[4..6] == [0, 0]
-                        && a.mad[DLID..DLID + 2] == d.0.to_be_bytes()
-                        && a.mad[SLID..SLID + 2] == s.0.to_be_bytes() =>
-                {
-                    answered += 1
-                }
-                _ => wrong += 1,
             }
         }
     }

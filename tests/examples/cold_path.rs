@@ -2,7 +2,7 @@
 //! window 1 of `ibkit bench sa`, where the load generator and the
 //! simulator run between two queries.
 //!
-//! `cargo run --release -p sa --example cold_path [-- TOPOLOGY [QUERIES]]`
+//! `cargo run --release -p tests --example cold_path [-- TOPOLOGY [QUERIES]]`
 //! brings the fabric up (fat-tree-648 by default) with ibkit's SM, then asks
 //! the SA for the PathRecord of random CA pairs, by LIDs, one MAD in and one
 //! out at a time, three ways: the same pair again and again (what criterion's
@@ -10,19 +10,15 @@
 //! core's private caches emptied before each one (an 8 MiB buffer walked in
 //! a scattered order: more than this machine's 2 MiB of L2 a core, so the
 //! SA's code and data are left only in the shared L3 or memory). Only the
-//! query is timed; each answer is checked. It prints the median and the
+//! query and the check of its answer are timed ([`PathAsker::ask`]). It prints the median and the
 //! 90th and 99th percentiles of each.
 
 use fabric::sim::{bring_up, SimConfig};
-use mad_core::attr::NodeType;
-use mad_core::mad::Method;
-use mad_core::sa::path::comp;
-use mad_core::sa::{PathRecord, SaMad, SaRecord};
 use mad_core::Lid;
-use sa::{Addr, Sa, SaConfig};
 use smi::sm::SmConfig;
 use std::hint::black_box;
 use std::time::Instant;
+use tests::sa_bench::{ca_lids, PathAsker};
 
 /// Bytes walked to empty the private caches.
 const THRASH: usize = 8 << 20;
@@ -80,40 +76,20 @@ fn main() {
         eprintln!("cold_path: {spec}: the subnet did not come up");
         std::process::exit(1);
     }
-    let lids: Vec<Lid> = (0..f.nodes.len())
-        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
-        .map(|i| f.nodes[i].lid())
-        .collect();
-    let mut sa = Sa::new(SaConfig::default());
-    let mut q = SaMad::request(Method::Get, PathRecord::ID, 1);
-    q.sa.component_mask = comp::SLID | comp::DLID;
-    let mut mad = q.to_bytes();
-    // Where DLID and SLID sit in the MAD: the SA data (56) + the record's.
-    const DLID: usize = 56 + 40;
-    const SLID: usize = 56 + 42;
+    let lids = ca_lids(&f);
+    let mut asker = PathAsker::new();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut buf = vec![0u8; THRASH];
     let mut wrong = 0u64;
     let mut run = |pairs: &[(Lid, Lid)], cold: bool, rng: &mut Rng| -> Vec<u64> {
         let mut ns = Vec::with_capacity(pairs.len());
         for &(s, d) in pairs {
-            mad[DLID..DLID + 2].copy_from_slice(&d.0.to_be_bytes());
-            mad[SLID..SLID + 2].copy_from_slice(&s.0.to_be_bytes());
             if cold {
                 thrash(&mut buf, rng);
             }
-            let from = Addr { lid: s, qpn: 1 };
             let t = Instant::now();
-            let ok = sa.handle_mad(sm.subnet(), from, black_box(&mad), 0).is_ok();
-            let answer = sa.poll_transmit();
+            let good = asker.ask(sm.subnet(), s, d);
             ns.push(t.elapsed().as_nanos() as u64);
-            let good = ok
-                && answer.is_some_and(|a| {
-                    SaMad::parse(&a.mad).is_ok_and(|r| {
-                        r.header.status.get() == 0
-                            && PathRecord::decode(&r.data).is_ok_and(|p| p.slid == s && p.dlid == d)
-                    })
-                });
             wrong += u64::from(!good);
         }
         ns
@@ -136,7 +112,7 @@ fn main() {
         ),
     ];
     println!(
-        "{spec}: {} CAs; {n} PathRecord Gets by LIDs each way, only the query timed (ns)",
+        "{spec}: {} CAs; {n} PathRecord Gets by LIDs each way, only the query and its check timed (ns)",
         lids.len()
     );
     println!("{:<50} {:>8} {:>8} {:>8}", "", "median", "p90", "p99");
