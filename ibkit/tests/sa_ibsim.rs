@@ -1431,6 +1431,226 @@ fn ibroute_mft(text: &str, mlid: u16) -> Vec<u8> {
         .collect()
 }
 
+/// Every node's LID by its name, as the SA's NodeRecords say (asked with
+/// `ibkit sa node` from `host`).
+fn lids_by_name(sim: &dyn tests::peers::Simulator, host: &str) -> BTreeMap<String, u64> {
+    let ibkit = sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), host);
+    let (_, v, _) = run_ibkit_sa(ibkit, &["node"]);
+    (v["records"].as_array().unwrap().iter())
+        .map(|r| {
+            (
+                r["node_description"]["node_string"]
+                    .as_str()
+                    .unwrap()
+                    .trim_end_matches('\0')
+                    .to_string(),
+                r["lid"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Each switch's MFT entry for the IPoIB broadcast group (0xC000) as
+/// `ibroute -M` reads it from the switch, addressed as `addr` says (its
+/// LID, or `-G` and its GUID): the output ports, by the switch's index in
+/// `topo`.
+fn ibroute_mfts(
+    what: &str,
+    sim: &dyn tests::peers::Simulator,
+    topo: &Topology,
+    host: &str,
+    addr: &dyn Fn(&fabric::topology::Node) -> Vec<String>,
+) -> BTreeMap<usize, Vec<u8>> {
+    let mut mft = BTreeMap::new();
+    for (i, n) in topo.nodes.iter().enumerate() {
+        if n.kind != mad_core::attr::NodeType::Switch {
+            continue;
+        }
+        let out = (sim.client_at("ibroute".as_ref(), host))
+            .arg("-M")
+            .args(addr(n))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{what}: {text}");
+        mft.insert(i, ibroute_mft(&text, 0xC000));
+    }
+    mft
+}
+
+/// OpenSM's `opensm.mcfdbs`, read strictly in the layout of its
+/// `osm_dump.c` (a blank line, `Switch 0x` and the node GUID in 16
+/// lowercase digits, `LID    : Out Port(s)`, then `0xMLID :` in 4
+/// uppercase digits and ` 0xPPP ` for each port): node GUID → MLID →
+/// ports. A line in no such layout is an error.
+fn parse_mcfdbs(text: &str) -> Result<BTreeMap<u64, BTreeMap<u16, Vec<u8>>>, String> {
+    let mut v: BTreeMap<u64, BTreeMap<u16, Vec<u8>>> = BTreeMap::new();
+    let mut lines = text.lines().enumerate();
+    let mut switch = None;
+    let hex = |t: &str, digits: usize, upper: bool| -> Option<u64> {
+        let ok = t.len() == digits
+            && t.chars().all(|c| {
+                c.is_ascii_digit() || (c.is_ascii_hexdigit() && c.is_ascii_uppercase() == upper)
+            });
+        ok.then(|| u64::from_str_radix(t, 16).ok()).flatten()
+    };
+    while let Some((k, line)) = lines.next() {
+        let bad = || format!("line {}: {line:?}", k + 1);
+        if line.is_empty() {
+            switch = None;
+            continue;
+        }
+        if let Some(g) = line.strip_prefix("Switch 0x") {
+            let guid = hex(g, 16, false).ok_or_else(bad)?;
+            let next = lines.next().map(|(_, l)| l);
+            if next != Some("LID    : Out Port(s)") || v.contains_key(&guid) {
+                return Err(bad());
+            }
+            v.insert(guid, BTreeMap::new());
+            switch = Some(guid);
+            continue;
+        }
+        let (Some(sw), Some(rest)) = (switch, line.strip_prefix("0x")) else {
+            return Err(bad());
+        };
+        let mlid = hex(rest.get(..4).ok_or_else(bad)?, 4, true).ok_or_else(bad)?;
+        let ports = rest
+            .get(4..)
+            .and_then(|r| r.strip_prefix(" :"))
+            .ok_or_else(bad)?;
+        if ports.is_empty() || ports.len() % 7 != 0 {
+            return Err(bad());
+        }
+        let mut got = Vec::new();
+        for chunk in ports.as_bytes().chunks(7) {
+            let t = std::str::from_utf8(chunk).map_err(|_| bad())?;
+            let p = (t.strip_prefix(" 0x").and_then(|t| t.strip_suffix(' ')))
+                .and_then(|p| hex(p, 3, true))
+                .ok_or_else(bad)?;
+            got.push(u8::try_from(p).map_err(|_| bad())?);
+        }
+        let table = v.get_mut(&sw).ok_or_else(bad)?;
+        if table.insert(mlid as u16, got).is_some() {
+            return Err(bad());
+        }
+    }
+    Ok(v)
+}
+
+#[test]
+fn mcfdbs_reader_takes_opensms_layout_only() {
+    let text = "\nSwitch 0x0000000000200000\nLID    : Out Port(s)\n0xC000 : 0x001  0x003 \n\
+                0xC001 : 0x00A \n\nSwitch 0x0000000000200001\nLID    : Out Port(s)\n0xC000 : 0x000 \n";
+    let v = parse_mcfdbs(text).unwrap();
+    assert_eq!(v[&0x200000][&0xC000], vec![1, 3]);
+    assert_eq!(v[&0x200000][&0xC001], vec![10]);
+    assert_eq!(v[&0x200001][&0xC000], vec![0]);
+    for bad in [
+        "0xC000 : 0x001 \n",
+        "\nSwitch 0x0000000000200000\nLID: Out Port(s)\n",
+        "\nSwitch 0x0000000000200000\nLID    : Out Port(s)\n0xc000 : 0x001 \n",
+        "\nSwitch 0x0000000000200000\nLID    : Out Port(s)\n0xC000 : 0x001\n",
+        "\nSwitch 0x0000000000200000\nLID    : Out Port(s)\n0xC000 : 1 \n",
+        "\nSwitch 0x0000000000200000\nLID    : Out Port(s)\n0xC000 :\n",
+        "\nSwitch 0x00000000002000AA\nLID    : Out Port(s)\n",
+    ] {
+        assert!(parse_mcfdbs(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// `opensm.mcfdbs`, OpenSM's dump of its multicast tables, from OpenSM
+/// (`-D 0x43`) and from `ibkit sm --dump-dir` on ibsim's mport-ntree:4:2
+/// after three hosts joined the IPoIB broadcast group through each SM's
+/// SA, and again after one left: both read in OpenSM's layout, and each
+/// lists, switch by switch, the ports `ibroute -M` reads from the
+/// switches (a switch it leaves out has none).
+#[test]
+fn both_sms_dump_the_mfts_the_switches_hold() {
+    if !peers_here() || !tool_here("ibroute", "infiniband-diags' ibroute") {
+        return;
+    }
+    use tests::peers::Simulator as _;
+    let _serial = one_at_a_time();
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-mcfdbs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let tool = cas[cas.len() - 1];
+    let members = [cas[1], cas[cas.len() / 2], cas[cas.len() - 2]];
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    for who in ["OpenSM", "ibkit"] {
+        let dumps = dir.join(who);
+        std::fs::create_dir_all(&dumps).unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+        let sm = if who == "OpenSM" {
+            let mut c = sim.client("opensm");
+            c.env("OSM_TMP_DIR", &dumps);
+            tests::peers::start_opensm_cmd(c, &dir, Duration::from_secs(30), &["-D", "0x43"])
+        } else {
+            let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+            let d = dumps.to_str().unwrap();
+            start_ibkit_sm(exe, &sim, &["--dump-dir", d], Duration::from_secs(30))
+        }
+        .unwrap();
+        for h in members {
+            let ibkit = sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), h);
+            let (code, _, err) = run_ibkit_sa(ibkit, &["mcmember", "--join", bcast]);
+            assert_eq!(code, 0, "{who}: {err}");
+        }
+        // By GUID: a PathRecord each, which OpenSM's SA answers whole
+        // through libumad2sim (a NodeRecord table would be cut short).
+        let by_guid = |n: &fabric::topology::Node| vec!["-G".into(), format!("{:#x}", n.guid)];
+        // The SM programs the switches after answering a join or leave,
+        // and writes the dump after that: both are read again until they
+        // agree, on tables other than `before`, for 15 s at most.
+        let agree = |before: &BTreeMap<usize, Vec<u8>>| {
+            let t0 = Instant::now();
+            loop {
+                let held = ibroute_mfts(who, &sim, &topo, tool, &by_guid);
+                let text = std::fs::read_to_string(dumps.join("opensm.mcfdbs")).unwrap_or_default();
+                let dumped = parse_mcfdbs(&text).unwrap_or_else(|e| panic!("{who}: {e}\n{text}"));
+                let listed: BTreeMap<usize, Vec<u8>> = (held.keys())
+                    .map(|&i| {
+                        let ports = dumped.get(&topo.nodes[i].guid).and_then(|t| t.get(&0xC000));
+                        (i, ports.cloned().unwrap_or_default())
+                    })
+                    .collect();
+                let only_switches =
+                    (dumped.keys()).all(|g| held.keys().any(|&i| topo.nodes[i].guid == *g));
+                let in_tree = held.values().any(|p| !p.is_empty());
+                if listed == held && in_tree && only_switches && held != *before {
+                    return held;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(15),
+                    "{who}: opensm.mcfdbs says {listed:?}, ibroute -M {held:?}\n{text}"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        };
+        let three = agree(&BTreeMap::new());
+        let leaver = sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), members[1]);
+        let (code, _, err) = run_ibkit_sa(leaver, &["mcmember", "--leave", bcast]);
+        assert_eq!(code, 0, "{who}: {err}");
+        let two = agree(&three);
+        let in_tree = |t: &BTreeMap<usize, Vec<u8>>| t.values().filter(|p| !p.is_empty()).count();
+        eprintln!(
+            "{who}: opensm.mcfdbs in OpenSM's layout lists the entries ibroute -M reads from the {} switches: {} in the tree of 3 members, {} after one left",
+            three.len(),
+            in_tree(&three),
+            in_tree(&two)
+        );
+        let (clean, out) = sm.stop(Duration::from_secs(5));
+        assert!(clean || who == "OpenSM", "{who}: {out}");
+        drop(sim);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Hosts join the IPoIB broadcast group through ibkit's SA, and ibkit's
 /// SM programs the switches: `ibroute -M` (infiniband-diags) on every
 /// switch shows MFT entries that, flooded over the fabric's cables (each
@@ -1477,40 +1697,11 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
     let tool = cas[cas.len() - 1];
     let on = |program: &str, host: &str| sim.client_at(program.as_ref(), host);
     let bcast = "ff12:401b:ffff::ffff:ffff";
-    let (_, v, _) = run_ibkit_sa(on(env!("CARGO_BIN_EXE_ibkit"), tool), &["node"]);
-    let lid_of: BTreeMap<String, u64> = v["records"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["node_description"]["node_string"]
-                    .as_str()
-                    .unwrap()
-                    .trim_end_matches('\0')
-                    .to_string(),
-                r["lid"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let lid_of = lids_by_name(sim, tool);
     let node = |name: &str| topo.nodes.iter().position(|n| n.name == name).unwrap();
     // What ibroute -M shows, flooded from each member: who it reaches.
-    let read_mfts = || {
-        let mut mft: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
-        for (i, n) in topo.nodes.iter().enumerate() {
-            if n.kind != mad_core::attr::NodeType::Switch {
-                continue;
-            }
-            let out = on("ibroute", tool)
-                .args(["-M", &lid_of[&n.name].to_string()])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "{what}: {text}");
-            mft.insert(i, ibroute_mft(&text, 0xC000));
-        }
-        mft
-    };
+    let by_lid = |n: &fabric::topology::Node| vec![lid_of[&n.name].to_string()];
+    let read_mfts = || ibroute_mfts(what, sim, topo, tool, &by_lid);
     // Flooded from each member: every other member once, nobody else.
     let reaches = |mft: &BTreeMap<usize, Vec<u8>>, members: &[&str]| -> Result<(), String> {
         for &m in members {

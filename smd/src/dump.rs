@@ -1,7 +1,8 @@
 //! What the SM leaves on disk for operators and tools, in OpenSM's
 //! formats: `guid2lid` (its LID cache, read again at start so that LIDs
-//! survive a restart), `opensm-subnet.lst` (every link, both ends) and
-//! `opensm-lfts.dump` (every switch's unicast table).
+//! survive a restart), `opensm-subnet.lst` (every link, both ends),
+//! `opensm-lfts.dump` (every switch's unicast table) and `opensm.mcfdbs`
+//! (every switch's multicast table).
 //!
 //! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
 //! nodes and switches in the order of OpenSM's GUID maps (keyed by the
@@ -213,6 +214,46 @@ pub fn lfts(sm: &Sm) -> String {
     s
 }
 
+/// OpenSM's `opensm.mcfdbs`: the multicast forwarding entries the SM
+/// wrote, switch by switch (a switch with none is left out): a header
+/// naming the switch by its node GUID, then a line per MLID listing the
+/// ports it forwards out of, lowest first.
+pub fn mcfdbs(sm: &Sm) -> String {
+    let mut tables: BTreeMap<usize, Vec<(u16, Vec<usize>)>> = BTreeMap::new();
+    for (node, mlid, mask) in sm.subnet().mft_entries() {
+        let ports: Vec<usize> = (mask.iter().enumerate())
+            .flat_map(|(position, &bits)| {
+                (0..16)
+                    .filter(move |b| bits & (1 << b) != 0)
+                    .map(move |b| position * 16 + b)
+            })
+            .collect();
+        if !ports.is_empty() {
+            tables.entry(node.0).or_default().push((mlid.0, ports));
+        }
+    }
+    let mut s = String::new();
+    for (i, n) in ordered(sm).into_iter().filter(|(_, n)| n.is_switch()) {
+        let Some(entries) = tables.get_mut(&i) else {
+            continue;
+        };
+        entries.sort_unstable();
+        let _ = write!(
+            s,
+            "\nSwitch 0x{:016x}\nLID    : Out Port(s)\n",
+            n.info.node_guid.0
+        );
+        for (mlid, ports) in entries.iter() {
+            let _ = write!(s, "0x{mlid:04X} :");
+            for p in ports {
+                let _ = write!(s, " 0x{p:03X} ");
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
 /// The PortInfo OpenSM reads a node's LID from: a switch's port 0, else
 /// the port itself.
 fn lid_port(n: &SmNode, port: usize) -> usize {
@@ -327,15 +368,16 @@ fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Writes `opensm-subnet.lst` and `opensm-lfts.dump` into `dump_dir` and
-/// `guid2lid` into `cache_dir`, where given; what could not be written is
-/// returned (the SM goes on, as OpenSM does).
+/// Writes `opensm-subnet.lst`, `opensm-lfts.dump` and `opensm.mcfdbs`
+/// into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
     if let Some(d) = dump_dir {
         for (name, text) in [
             ("opensm-subnet.lst", subnet_lst(sm)),
             ("opensm-lfts.dump", lfts(sm)),
+            ("opensm.mcfdbs", mcfdbs(sm)),
         ] {
             if let Err(e) = write_whole(d, name, &text) {
                 errors.push(e);

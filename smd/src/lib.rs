@@ -96,8 +96,8 @@ pub struct SmdConfig {
     pub sm_key: u64,
     /// Milliseconds between a standby's polls of the master.
     pub poll_ms: u64,
-    /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`),
-    /// written each time the subnet comes up or changes.
+    /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`,
+    /// `opensm.mcfdbs`), written each time the subnet comes up or changes.
     pub dump_dir: Option<PathBuf>,
     /// Where the LID cache (`guid2lid`, OpenSM's layout) is read at start
     /// and written each time the subnet comes up or changes, so that ports
@@ -748,6 +748,9 @@ fn drive(
         // Joins, leaves and ports gone: the SM programs those groups'
         // multicast trees (only the MFT blocks that change).
         for (mlid, members) in sa.take_group_changes(sm.subnet()) {
+            // The dumps (`opensm.mcfdbs`) follow, once the Sets are
+            // answered.
+            dirty = true;
             match sm.set_multicast_group(mlid, &members) {
                 Ok(n) => tracing::debug!(
                     "multicast group {:#06x}: {} member(s), {n} Set(MFT)",

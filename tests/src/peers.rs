@@ -683,6 +683,18 @@ pub fn start_opensm_with(
     opensm_in(sim.client("opensm".as_ref()), dir, wait, extra, "SUBNET UP")
 }
 
+/// [`start_opensm_with`] as the command `cmd` (a client of the simulator
+/// the caller made, with the environment it wants: `OSM_TMP_DIR` for
+/// OpenSM's dumps, say).
+pub fn start_opensm_cmd(
+    cmd: Command,
+    dir: &Path,
+    wait: Duration,
+    extra: &[&str],
+) -> Result<RunningSm, String> {
+    opensm_in(cmd, dir, wait, extra, "SUBNET UP")
+}
+
 /// `ibkit sm` (the binary `exe`, for good, `extra` arguments added) as
 /// the SM of `sim`, once it says SUBNET UP (within `wait`).
 pub fn start_ibkit_sm(
