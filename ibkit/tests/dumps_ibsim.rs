@@ -3,10 +3,11 @@
 //! fabric up with its routing dumps on (`-D 0x43`), then ibkit's SM, on a
 //! fresh simulator of the same fabric and given OpenSM's `guid2lid`,
 //! gives every port the LID OpenSM gave it and writes `guid2lid`,
-//! `opensm-subnet.lst` and `opensm-lfts.dump`. The LID cache and the
-//! subnet list must equal OpenSM's; the LFT dump has OpenSM's layout line
-//! for line, and its ports are what `ibroute` (infiniband-diags) reads
-//! from each switch. A second run from ibkit's own cache keeps the LIDs
+//! `opensm-subnet.lst`, `opensm-lfts.dump` and `opensm.fdbs`. The LID
+//! cache and the subnet list must equal OpenSM's; the LFT dump has
+//! OpenSM's layout line for line, and its ports are what `ibroute`
+//! (infiniband-diags) reads from each switch; `opensm.fdbs` has OpenSM's
+//! layout, LIDs, hops and Optimal column line for line. A second run from ibkit's own cache keeps the LIDs
 //! again (a restart of the SM).
 
 use fabric::topology::Topology;
@@ -45,6 +46,62 @@ fn lft_dump(text: &str) -> Vec<(String, Vec<Route>)> {
         } else {
             assert!(line.ends_with(" lids dumped"), "{line:?}");
         }
+    }
+    v
+}
+
+/// A line of `opensm.fdbs` after its LID.
+#[derive(Debug, PartialEq)]
+enum Fdb {
+    /// `UNREACHABLE`.
+    Unreachable,
+    /// Port, hops and what the Optimal column says.
+    Route(u8, u16, String),
+}
+
+/// `opensm.fdbs`, read strictly in OpenSM's layout (`dump_ucast_routes`
+/// in `osm_dump.c`): header → (LID, what follows it).
+fn fdbs(text: &str) -> Vec<(String, Vec<(u16, Fdb)>)> {
+    let mut v: Vec<(String, Vec<(u16, Fdb)>)> = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with("dump_ucast_routes: Switch 0x") {
+            assert_eq!(
+                line.len(),
+                "dump_ucast_routes: Switch 0x".len() + 16,
+                "{line:?}"
+            );
+            assert_eq!(lines.next(), Some("LID    : Port : Hops : Optimal"));
+            v.push((line.to_string(), Vec::new()));
+            continue;
+        }
+        let lid = line.get(2..6).filter(|_| line.starts_with("0x"));
+        let lid = lid.filter(|l| !l.chars().any(|c| c.is_ascii_lowercase()));
+        let lid = u16::from_str_radix(lid.unwrap_or_else(|| panic!("{line:?}")), 16).unwrap();
+        let rest = line[6..]
+            .strip_prefix(" : ")
+            .unwrap_or_else(|| panic!("{line:?}"));
+        let fdb = if rest == "UNREACHABLE" {
+            Fdb::Unreachable
+        } else {
+            // `%03u  : %02u   : ` then the Optimal column.
+            let (port, hops, optimal) = (&rest[..3], &rest[5..], &rest[3..5]);
+            assert_eq!(optimal, "  ", "{line:?}");
+            let hops = hops
+                .strip_prefix(": ")
+                .unwrap_or_else(|| panic!("{line:?}"));
+            let (h, o) = (
+                &hops[..2],
+                hops[2..]
+                    .strip_prefix("   : ")
+                    .unwrap_or_else(|| panic!("{line:?}")),
+            );
+            Fdb::Route(port.parse().unwrap(), h.parse().unwrap(), o.to_string())
+        };
+        v.last_mut()
+            .unwrap_or_else(|| panic!("{line:?} before a header"))
+            .1
+            .push((lid, fdb));
     }
     v
 }
@@ -142,10 +199,38 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
         }
         check_ibroute(&String::from_utf8_lossy(&out.stdout), &lft, ha);
     }
+    // opensm.fdbs: OpenSM's layout; the same switches in the same order,
+    // the same LIDs, UNREACHABLE where OpenSM says so, and the same hops
+    // and `yes` on every route (both SMs route min-hop on the same LIDs),
+    // each out of the port of ibkit's LFT dump (which ibroute confirmed).
+    let ours_f = fdbs(&read(&dump.join("opensm.fdbs")));
+    let theirs_f = fdbs(&read(&osm_dump.join("opensm.fdbs")));
+    assert_eq!(ours_f.len(), topo.switches());
+    let (mut routes, mut unreachable) = (0, 0);
+    for (((ha, a), (hb, b)), (_, lft)) in ours_f.iter().zip(&theirs_f).zip(&ours) {
+        assert_eq!(ha, hb);
+        assert_eq!(a.len(), b.len(), "{ha}");
+        for (x, y) in a.iter().zip(b) {
+            assert_eq!(x.0, y.0, "{ha}");
+            match (&x.1, &y.1) {
+                (Fdb::Unreachable, Fdb::Unreachable) => unreachable += 1,
+                (Fdb::Route(p, h, o), Fdb::Route(_, h2, o2)) => {
+                    assert_eq!((h, o.as_str()), (h2, "yes"), "{ha} LID {:#x}", x.0);
+                    assert_eq!(o2, "yes", "{ha} LID {:#x}", x.0);
+                    let held = lft.iter().find(|r| r.0 == x.0).map(|r| r.1);
+                    assert_eq!(held, Some(*p), "{ha} LID {:#x}", x.0);
+                    routes += 1;
+                }
+                _ => panic!("{ha} LID {:#x}: ours {:?}, OpenSM's {:?}", x.0, x.1, y.1),
+            }
+        }
+    }
+    assert!(routes > 0);
     println!(
         "{spec}: {} ports' LIDs taken from OpenSM's guid2lid; opensm-subnet.lst equal ({n} lines); \
          opensm-lfts.dump: {lines} lines in OpenSM's layout, {same_port} with the port OpenSM chose, \
-         every port as ibroute reads it",
+         every port as ibroute reads it; opensm.fdbs: {routes} routes with OpenSM's hops, all \
+         shortest, and {unreachable} UNREACHABLE lines, as OpenSM's",
         lids.len()
     );
 

@@ -1,8 +1,9 @@
 //! What the SM leaves on disk for operators and tools, in OpenSM's
 //! formats: `guid2lid` (its LID cache, read again at start so that LIDs
 //! survive a restart), `opensm-subnet.lst` (every link, both ends),
-//! `opensm-lfts.dump` (every switch's unicast table) and `opensm.mcfdbs`
-//! (every switch's multicast table).
+//! `opensm-lfts.dump` and `opensm.fdbs` (every switch's unicast table, the
+//! second with each route's hops) and `opensm.mcfdbs` (every switch's
+//! multicast table).
 //!
 //! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
 //! nodes and switches in the order of OpenSM's GUID maps (keyed by the
@@ -10,7 +11,7 @@
 //! same field widths and words. Tests compare each file with OpenSM's own
 //! dump of the same fabric.
 
-use smi::sm::{Sm, SmNode};
+use smi::sm::{routing, Sm, SmNode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -214,6 +215,80 @@ pub fn lfts(sm: &Sm) -> String {
     s
 }
 
+/// OpenSM's `opensm.fdbs`: for each switch and each LID up to the highest,
+/// the port its LFT sends the LID out of, the hops to the LID's port that
+/// way, and whether no other port is shorter (`yes`; else the fewest hops
+/// and the lowest port that has them). A LID no port owns, or that the
+/// switch drops, is `UNREACHABLE`. Hops count as OpenSM's tables do: to a
+/// switch, the cables to it (0 to itself); to a CA, one more for its own
+/// cable.
+pub fn fdbs(sm: &Sm) -> String {
+    let g = sm.routing_graph();
+    let dist = routing::distances(g);
+    // Each routed LID: the switch (graph index) it hangs off, and the port
+    // there (0: the switch's own).
+    let at: BTreeMap<u16, (usize, u8)> = (routing::destinations(g).into_iter())
+        .map(|(lid, s, p)| (lid, (s, p)))
+        .collect();
+    let graph_of: BTreeMap<usize, usize> = (sm.graph_switches().iter().enumerate())
+        .map(|(k, &i)| (i, k))
+        .collect();
+    let max = sm.max_lid();
+    let mut s = String::new();
+    for (i, n) in ordered(sm).into_iter().filter(|(_, n)| n.is_switch()) {
+        let _ = write!(
+            s,
+            "dump_ucast_routes: Switch 0x{:016x}\nLID    : Port : Hops : Optimal\n",
+            n.info.node_guid.0
+        );
+        let Some(&k) = graph_of.get(&i) else {
+            for lid in 1..=max {
+                let _ = writeln!(s, "0x{lid:04X} : UNREACHABLE");
+            }
+            continue;
+        };
+        for lid in 1..=max {
+            let _ = write!(s, "0x{lid:04X} : ");
+            let port = sm.lft_entry(i, lid);
+            let Some(&(to, q)) = at.get(&lid).filter(|_| port <= n.info.num_ports) else {
+                s.push_str("UNREACHABLE\n");
+                continue;
+            };
+            // The cables from switch `k` to the LID's port, out of port `p`.
+            let end = u16::from(q != 0);
+            let hops = |p: u8| -> Option<u16> {
+                match (p, g.ports[k].get(usize::from(p))) {
+                    (0, _) => (k == to && q == 0).then_some(0),
+                    (_, Some(&routing::PortTo::Switch(m, _))) => {
+                        let d = dist[m][to];
+                        (d != u16::MAX).then(|| d + 1 + end)
+                    }
+                    (_, Some(&routing::PortTo::Ca(base, count))) => {
+                        (lid >= base && lid - base < count).then_some(1)
+                    }
+                    // A VM's LID behind the port it moved to.
+                    _ => (k == to && p == q).then_some(1),
+                }
+            };
+            let Some(h) = hops(port) else {
+                let _ = writeln!(s, "{port:03}  : HOPS UNKNOWN");
+                continue;
+            };
+            let _ = write!(s, "{port:03}  : {h:02}   : ");
+            let best = (0..=n.info.num_ports)
+                .filter_map(|p| hops(p).map(|h| (h, p)))
+                .min()
+                .unwrap_or((h, port));
+            if best.0 >= h {
+                s.push_str("yes\n");
+            } else {
+                let _ = writeln!(s, "No {} hop path possible via port {}!", best.0, best.1);
+            }
+        }
+    }
+    s
+}
+
 /// OpenSM's `opensm.mcfdbs`: the multicast forwarding entries the SM
 /// wrote, switch by switch (a switch with none is left out): a header
 /// naming the switch by its node GUID, then a line per MLID listing the
@@ -368,8 +443,8 @@ fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Writes `opensm-subnet.lst`, `opensm-lfts.dump` and `opensm.mcfdbs`
-/// into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs` and
+/// `opensm.mcfdbs` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
@@ -377,6 +452,7 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
         for (name, text) in [
             ("opensm-subnet.lst", subnet_lst(sm)),
             ("opensm-lfts.dump", lfts(sm)),
+            ("opensm.fdbs", fdbs(sm)),
             ("opensm.mcfdbs", mcfdbs(sm)),
         ] {
             if let Err(e) = write_whole(d, name, &text) {
@@ -424,6 +500,114 @@ mod tests {
         );
         let e = read_guid2lid(Path::new("/dev/zero")).unwrap_err();
         assert!(e.contains("longer than"), "{e}");
+    }
+
+    /// Each route of `opensm.fdbs` checked against what the SM did not
+    /// compute it from, a breadth-first search of the topology's cables:
+    /// its hops are the cable out of its port plus the fewest from there
+    /// (OpenSM's hop tables count so), `yes` where no port does better,
+    /// else "No N hop path possible via port P!" with N the fewest and P a
+    /// port that has them; and the simulated fabric's installed LFTs
+    /// deliver it. Min-hop routes are all shortest; up*/down* on a random
+    /// fabric takes some longer ones, which must say so.
+    #[test]
+    fn fdbs_hops_and_optimal_are_the_topologys() {
+        use fabric::sim::{SimConfig, Walk};
+        use mad_core::attr::NodeType;
+        use smi::sm::{Engine, SmConfig};
+        let mut longer = 0;
+        for (spec, engine) in [
+            ("mport-ntree:4:2", Engine::MinHop),
+            ("random:12:3", Engine::MinHop),
+            ("random:12:3", Engine::UpDown),
+        ] {
+            let cfg = SmConfig {
+                routing: engine,
+                ..SmConfig::default()
+            };
+            let (f, sm, up) = fabric::sim::bring_up(spec, SimConfig::default(), cfg).unwrap();
+            assert!(up, "{spec}");
+            let topo = &f.topo;
+            let switch = |n: usize| topo.nodes[n].kind == NodeType::Switch;
+            // Cables from switch `s` to every node, through switches only.
+            let bfs = |s: usize| {
+                let mut d = vec![u16::MAX; topo.nodes.len()];
+                d[s] = 0;
+                let mut q = std::collections::VecDeque::from([s]);
+                while let Some(n) = q.pop_front() {
+                    for p in 1..=topo.nodes[n].ports {
+                        if let Some((m, _)) = topo.peer_of(n, p) {
+                            if d[m] == u16::MAX {
+                                d[m] = d[n] + 1;
+                                if switch(m) {
+                                    q.push_back(m);
+                                }
+                            }
+                        }
+                    }
+                }
+                d
+            };
+            let owner =
+                |lid: u16| (0..topo.nodes.len()).find(|&n| f.nodes[n].owns(mad_core::Lid(lid)));
+            let text = fdbs(&sm);
+            let mut node = None;
+            let mut lines = 0;
+            for line in text.lines() {
+                if let Some(g) = line.strip_prefix("dump_ucast_routes: Switch 0x") {
+                    let guid = u64::from_str_radix(g, 16).unwrap();
+                    node = topo.nodes.iter().position(|n| n.guid == guid);
+                    assert!(node.is_some_and(switch), "{line}");
+                    continue;
+                }
+                if line == "LID    : Port : Hops : Optimal" {
+                    continue;
+                }
+                let s = node.unwrap();
+                let lid = u16::from_str_radix(&line[2..6], 16).unwrap();
+                let rest = &line[9..];
+                lines += 1;
+                let Some(target) = owner(lid) else {
+                    assert_eq!(rest, "UNREACHABLE", "{spec}: {line}");
+                    continue;
+                };
+                let port: u8 = rest[..3].parse().unwrap();
+                let hops: u16 = rest[7..9].parse().unwrap();
+                // OpenSM's Hops: through the port, then a shortest way on
+                // (what the next switches' tables do is theirs).
+                let via = |p: u8| match topo.peer_of(s, p) {
+                    _ if p == 0 => u16::from(s != target) * u16::MAX,
+                    Some((m, _)) if m == target => 1,
+                    Some((m, _)) if switch(m) => bfs(m)[target].saturating_add(1),
+                    _ => u16::MAX,
+                };
+                assert_eq!(hops, via(port), "{spec}: {line}");
+                assert!(
+                    matches!(
+                        f.walk_from_switch(s, mad_core::Lid(lid)),
+                        Walk::Delivered(_)
+                    ),
+                    "{spec}: {line}: the LFTs do not deliver it"
+                );
+                let best = bfs(s)[target];
+                let optimal = &rest[14..];
+                if hops == best {
+                    assert_eq!(optimal, "yes", "{spec}: {line}");
+                } else {
+                    longer += 1;
+                    let want = format!("No {best} hop path possible via port ");
+                    let p: u8 = (optimal.strip_prefix(&want))
+                        .and_then(|p| p.strip_suffix('!'))
+                        .unwrap_or_else(|| panic!("{spec}: {line}"))
+                        .parse()
+                        .unwrap();
+                    assert_eq!(via(p), best, "{spec}: {line}");
+                }
+            }
+            let lids = usize::from(sm.max_lid());
+            assert_eq!(lines, topo.switches() * lids, "{spec}");
+        }
+        assert!(longer > 0, "up*/down* on random:12:3 took no longer route");
     }
 
     #[test]
