@@ -275,14 +275,14 @@ pub fn fdbs(sm: &Sm) -> String {
                 continue;
             };
             let _ = write!(s, "{port:03}  : {h:02}   : ");
-            let best = (0..=n.info.num_ports)
-                .filter_map(|p| hops(p).map(|h| (h, p)))
-                .min()
-                .unwrap_or((h, port));
-            if best.0 >= h {
+            // The fewest: the cables to the LID's switch, and its own.
+            let best = dist[k][to].saturating_add(end);
+            if h <= best {
                 s.push_str("yes\n");
             } else {
-                let _ = writeln!(s, "No {} hop path possible via port {}!", best.0, best.1);
+                let p = (0..=n.info.num_ports).find(|&p| hops(p) == Some(best));
+                let p = p.unwrap_or(port);
+                let _ = writeln!(s, "No {best} hop path possible via port {p}!");
             }
         }
     }
