@@ -3,8 +3,9 @@
 //! fabric up with its routing dumps on (`-D 0x43`), then ibkit's SM, on a
 //! fresh simulator of the same fabric and given OpenSM's `guid2lid`,
 //! gives every port the LID OpenSM gave it and writes `guid2lid`,
-//! `opensm-subnet.lst`, `opensm-lfts.dump` and `opensm.fdbs`. The LID
-//! cache and the subnet list must equal OpenSM's; the LFT dump has
+//! `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs` and
+//! `opensm-lid-matrix.dump`. The LID cache, the subnet list and the LID
+//! matrix must equal OpenSM's; the LFT dump has
 //! OpenSM's layout line for line, and its ports are what `ibroute`
 //! (infiniband-diags) reads from each switch; `opensm.fdbs` has OpenSM's
 //! layout, LIDs, hops and Optimal column line for line. A second run from ibkit's own cache keeps the LIDs
@@ -226,11 +227,22 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
         }
     }
     assert!(routes > 0);
+
+    // opensm-lid-matrix.dump: equal to OpenSM's, byte for byte (every
+    // switch's hops to every LID out of every port).
+    let ours_m = read(&dump.join("opensm-lid-matrix.dump"));
+    let theirs_m = read(&osm_dump.join("opensm-lid-matrix.dump"));
+    for (k, (a, b)) in ours_m.lines().zip(theirs_m.lines()).enumerate() {
+        assert_eq!(a, b, "opensm-lid-matrix.dump line {}", k + 1);
+    }
+    assert_eq!(ours_m, theirs_m);
+    let matrix = ours_m.lines().count();
     println!(
         "{spec}: {} ports' LIDs taken from OpenSM's guid2lid; opensm-subnet.lst equal ({n} lines); \
          opensm-lfts.dump: {lines} lines in OpenSM's layout, {same_port} with the port OpenSM chose, \
          every port as ibroute reads it; opensm.fdbs: {routes} routes with OpenSM's hops, all \
-         shortest, and {unreachable} UNREACHABLE lines, as OpenSM's",
+         shortest, and {unreachable} UNREACHABLE lines, as OpenSM's; opensm-lid-matrix.dump \
+         equal ({matrix} lines)",
         lids.len()
     );
 

@@ -16,7 +16,7 @@
 //! qos_policy = "qos-policy.conf"
 //! log_level = "info"        # error, warn, info, debug, trace
 //! log_file = "/var/log/ibkit-sm.log"   # appended to; default: stderr
-//! dump_dir = "/var/log"     # opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs, opensm.mcfdbs
+//! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
 //! ```
 //!

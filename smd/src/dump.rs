@@ -2,8 +2,9 @@
 //! formats: `guid2lid` (its LID cache, read again at start so that LIDs
 //! survive a restart), `opensm-subnet.lst` (every link, both ends),
 //! `opensm-lfts.dump` and `opensm.fdbs` (every switch's unicast table, the
-//! second with each route's hops) and `opensm.mcfdbs` (every switch's
-//! multicast table).
+//! second with each route's hops), `opensm-lid-matrix.dump` (every
+//! switch's hops to every LID out of every port) and `opensm.mcfdbs`
+//! (every switch's multicast table).
 //!
 //! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
 //! nodes and switches in the order of OpenSM's GUID maps (keyed by the
@@ -223,16 +224,7 @@ pub fn lfts(sm: &Sm) -> String {
 /// switch, the cables to it (0 to itself); to a CA, one more for its own
 /// cable.
 pub fn fdbs(sm: &Sm) -> String {
-    let g = sm.routing_graph();
-    let dist = routing::distances(g);
-    // Each routed LID: the switch (graph index) it hangs off, and the port
-    // there (0: the switch's own).
-    let at: BTreeMap<u16, (usize, u8)> = (routing::destinations(g).into_iter())
-        .map(|(lid, s, p)| (lid, (s, p)))
-        .collect();
-    let graph_of: BTreeMap<usize, usize> = (sm.graph_switches().iter().enumerate())
-        .map(|(k, &i)| (i, k))
-        .collect();
+    let h = HopTable::new(sm);
     let max = sm.max_lid();
     let mut s = String::new();
     for (i, n) in ordered(sm).into_iter().filter(|(_, n)| n.is_switch()) {
@@ -241,52 +233,122 @@ pub fn fdbs(sm: &Sm) -> String {
             "dump_ucast_routes: Switch 0x{:016x}\nLID    : Port : Hops : Optimal\n",
             n.info.node_guid.0
         );
-        let Some(&k) = graph_of.get(&i) else {
-            for lid in 1..=max {
-                let _ = writeln!(s, "0x{lid:04X} : UNREACHABLE");
-            }
-            continue;
-        };
         for lid in 1..=max {
             let _ = write!(s, "0x{lid:04X} : ");
             let port = sm.lft_entry(i, lid);
-            let Some(&(to, q)) = at.get(&lid).filter(|_| port <= n.info.num_ports) else {
+            let best = h.least(i, lid);
+            if port > n.info.num_ports || best.is_none() {
                 s.push_str("UNREACHABLE\n");
                 continue;
-            };
-            // The cables from switch `k` to the LID's port, out of port `p`.
-            let end = u16::from(q != 0);
-            let hops = |p: u8| -> Option<u16> {
-                match (p, g.ports[k].get(usize::from(p))) {
-                    (0, _) => (k == to && q == 0).then_some(0),
-                    (_, Some(&routing::PortTo::Switch(m, _))) => {
-                        let d = dist[m][to];
-                        (d != u16::MAX).then(|| d + 1 + end)
-                    }
-                    (_, Some(&routing::PortTo::Ca(base, count))) => {
-                        (lid >= base && lid - base < count).then_some(1)
-                    }
-                    // A VM's LID behind the port it moved to.
-                    _ => (k == to && p == q).then_some(1),
-                }
-            };
-            let Some(h) = hops(port) else {
+            }
+            let Some(hops) = h.via(i, lid, port) else {
                 let _ = writeln!(s, "{port:03}  : HOPS UNKNOWN");
                 continue;
             };
-            let _ = write!(s, "{port:03}  : {h:02}   : ");
-            // The fewest: the cables to the LID's switch, and its own.
-            let best = dist[k][to].saturating_add(end);
-            if h <= best {
-                s.push_str("yes\n");
-            } else {
-                let p = (0..=n.info.num_ports).find(|&p| hops(p) == Some(best));
-                let p = p.unwrap_or(port);
-                let _ = writeln!(s, "No {best} hop path possible via port {p}!");
+            let _ = write!(s, "{port:03}  : {hops:02}   : ");
+            match best {
+                Some(best) if hops > best => {
+                    let p = (0..=n.info.num_ports).find(|&p| h.via(i, lid, p) == Some(best));
+                    let p = p.unwrap_or(port);
+                    let _ = writeln!(s, "No {best} hop path possible via port {p}!");
+                }
+                _ => s.push_str("yes\n"),
             }
         }
     }
     s
+}
+
+/// OpenSM's `opensm-lid-matrix.dump`: OpenSM's hop matrix, which holds
+/// the switches' LIDs only: for each switch and each switch LID it can
+/// reach, the fewest hops (in port 0's column) and the hops out of each
+/// port 1..=N (`ff`: none that way), and the GUID of the switch's port 0.
+pub fn lid_matrix(sm: &Sm) -> String {
+    let h = HopTable::new(sm);
+    let owners = lid_owners(sm);
+    let max = sm.max_lid();
+    let mut s = String::new();
+    for (i, n) in ordered(sm).into_iter().filter(|(_, n)| n.is_switch()) {
+        let _ = writeln!(s, "Switch: guid 0x{:016x}", n.info.node_guid.0);
+        for lid in 1..=max {
+            let Some(least) = h.least(i, lid).filter(|_| h.is_switch_lid(lid)) else {
+                continue;
+            };
+            let _ = write!(s, "0x{lid:04x}: {:02x}", least.min(0xFF));
+            for p in 1..=n.info.num_ports {
+                let hops = h.via(i, lid, p).map_or(0xFF, |x| x.min(0xFF));
+                let _ = write!(s, " {hops:02x}");
+            }
+            if let Some(&(guid, _)) = owners.get(&lid) {
+                let _ = write!(s, " # portguid 0x{guid:016x}");
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// Hops from a switch to a LID, as OpenSM's hop tables count them: to a
+/// switch, the cables to it (0 to itself); to a CA, one more for its own
+/// cable; out of a given port, that port's cable and then the fewest.
+struct HopTable<'a> {
+    g: &'a routing::Graph,
+    dist: Vec<Vec<u16>>,
+    /// Each routed LID: the switch (graph index) it hangs off, and the
+    /// port there (0: the switch's own).
+    at: BTreeMap<u16, (usize, u8)>,
+    /// Node index → graph index, for the switches routed.
+    graph_of: BTreeMap<usize, usize>,
+}
+
+impl<'a> HopTable<'a> {
+    fn new(sm: &'a Sm) -> HopTable<'a> {
+        let g = sm.routing_graph();
+        HopTable {
+            g,
+            dist: routing::distances(g),
+            at: (routing::destinations(g).into_iter())
+                .map(|(lid, s, p)| (lid, (s, p)))
+                .collect(),
+            graph_of: (sm.graph_switches().iter().enumerate())
+                .map(|(k, &i)| (i, k))
+                .collect(),
+        }
+    }
+
+    /// Whether `lid` is a switch's own (its port 0's).
+    fn is_switch_lid(&self, lid: u16) -> bool {
+        self.at.get(&lid).is_some_and(|&(_, q)| q == 0)
+    }
+
+    /// The fewest hops from switch `node` to `lid`; `None`: it cannot
+    /// reach it (or no port owns it).
+    fn least(&self, node: usize, lid: u16) -> Option<u16> {
+        let k = *self.graph_of.get(&node)?;
+        let &(to, q) = self.at.get(&lid)?;
+        let d = self.dist[k][to];
+        (d != u16::MAX).then(|| d + u16::from(q != 0))
+    }
+
+    /// The hops from switch `node` to `lid` out of port `p`; `None`: not
+    /// that way.
+    fn via(&self, node: usize, lid: u16, p: u8) -> Option<u16> {
+        let k = *self.graph_of.get(&node)?;
+        let &(to, q) = self.at.get(&lid)?;
+        if p == 0 {
+            return (k == to && q == 0).then_some(0);
+        }
+        if k == to && p == q {
+            return Some(1);
+        }
+        match self.g.ports[k].get(usize::from(p)) {
+            Some(&routing::PortTo::Switch(m, _)) => {
+                let d = self.dist[m][to];
+                (d != u16::MAX).then(|| d + 1 + u16::from(q != 0))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// OpenSM's `opensm.mcfdbs`: the multicast forwarding entries the SM
@@ -443,8 +505,8 @@ fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs` and
-/// `opensm.mcfdbs` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
+/// `opensm-lid-matrix.dump` and `opensm.mcfdbs` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
@@ -453,6 +515,7 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
             ("opensm-subnet.lst", subnet_lst(sm)),
             ("opensm-lfts.dump", lfts(sm)),
             ("opensm.fdbs", fdbs(sm)),
+            ("opensm-lid-matrix.dump", lid_matrix(sm)),
             ("opensm.mcfdbs", mcfdbs(sm)),
         ] {
             if let Err(e) = write_whole(d, name, &text) {

@@ -65,8 +65,8 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<std::path::PathBuf>,
     /// Write OpenSM's dumps here each time the subnet comes up or
-    /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs and
-    /// opensm.mcfdbs.
+    /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs,
+    /// opensm-lid-matrix.dump and opensm.mcfdbs.
     #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<std::path::PathBuf>,
     /// Keep the LID cache here (guid2lid, OpenSM's layout): read at start,
