@@ -5,13 +5,14 @@
 //! infiniband-diags reads them back, are equal port for port — on
 //! Debian's ibsim (no optimized SL-to-VL programming: a Set per input
 //! and output port) and on ibkit's served fabric (where ibkit's SM sets
-//! each switch's tables with one Set).
+//! each switch's tables with one Set). Both SMs' `opensm-sl2vl.dump` are
+//! equal line for line but for the base LIDs.
 
 use fabric::topology::Topology;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
-use tests::peers::{start_ibkit_sm, start_opensm_with, Ibsim, RunningSm, Served, Simulator};
+use tests::peers::{start_ibkit_sm, start_opensm_cmd, Ibsim, RunningSm, Served, Simulator};
 
 mod common;
 use common::smp_field;
@@ -125,8 +126,17 @@ fn both<S: Simulator + Sync>(
     let lids = topo.nodes.len() as u16 + 2;
     let wait = Duration::from_secs(30);
 
+    let (osm_dump, dump) = (dir.join("osm-dump"), dir.join("ibkit-dump"));
+    for d in [&osm_dump, &dump] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+
     let sim = start(&dir);
-    let osm = start_opensm_with(&sim, &dir, wait, &["-Q", "-F", conf]).unwrap();
+    // With its routing dumps (-D 0x43), into `osm_dump`.
+    let mut opensm = sim.client("opensm".as_ref());
+    opensm.env("OSM_TMP_DIR", &osm_dump);
+    let extra = ["-Q", "-F", conf, "-D", "0x43"];
+    let osm = start_opensm_cmd(opensm, &dir, wait, &extra).unwrap();
     std::thread::sleep(Duration::from_secs(2));
     let theirs = tables(&sim, host, lids);
     drop(osm);
@@ -134,12 +144,40 @@ fn both<S: Simulator + Sync>(
 
     let sim = start(&dir);
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let sm: RunningSm = start_ibkit_sm(exe, &sim, &["--qos-config", conf], wait).unwrap();
+    let args = ["--qos-config", conf, "--dump-dir", dump.to_str().unwrap()];
+    let sm: RunningSm = start_ibkit_sm(exe, &sim, &args, wait).unwrap();
     let ours = tables(&sim, host, lids);
     drop(sm);
     drop(sim);
+    same_sl2vl_dump(what, &osm_dump, &dump);
     let _ = std::fs::remove_dir_all(&dir);
     (theirs, ours)
+}
+
+/// `opensm-sl2vl.dump` from both SMs: the same ports in the same order
+/// with the same tables, line for line; only the base LIDs, which each
+/// SM gave on its own simulator, may differ.
+fn same_sl2vl_dump(what: &str, osm_dump: &Path, dump: &Path) {
+    let read = |d: &Path| {
+        let f = d.join("opensm-sl2vl.dump");
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        (text.lines())
+            .map(|l| match l.split_once(", base LID ") {
+                Some((a, b)) => format!("{a}, base LID ?{}", &b[b.find(',').unwrap()..]),
+                None => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (theirs, ours) = (read(osm_dump), read(dump));
+    for (k, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!(a, b, "{what}: opensm-sl2vl.dump line {}", k + 1);
+    }
+    assert_eq!(ours.len(), theirs.len(), "{what}: opensm-sl2vl.dump lines");
+    let ports = ours.iter().filter(|l| l.contains(", base LID ?")).count();
+    println!(
+        "{what}: opensm-sl2vl.dump equal to OpenSM's but for the LIDs ({} lines, {ports} ports)",
+        ours.len()
+    );
 }
 
 /// Equal port for port; prints what was compared.

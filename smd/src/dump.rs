@@ -3,8 +3,9 @@
 //! survive a restart), `opensm-subnet.lst` (every link, both ends),
 //! `opensm-lfts.dump` and `opensm.fdbs` (every switch's unicast table, the
 //! second with each route's hops), `opensm-lid-matrix.dump` (every
-//! switch's hops to every LID out of every port) and `opensm.mcfdbs`
-//! (every switch's multicast table).
+//! switch's hops to every LID out of every port), `opensm.mcfdbs` (every
+//! switch's multicast table) and `opensm-sl2vl.dump` (the SL-to-VL
+//! tables written under QoS).
 //!
 //! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
 //! nodes and switches in the order of OpenSM's GUID maps (keyed by the
@@ -351,6 +352,64 @@ impl<'a> HopTable<'a> {
     }
 }
 
+/// OpenSM's `opensm-sl2vl.dump`, under a QoS policy (`None` without one,
+/// as OpenSM writes it only then): each port by GUID, with the SL-to-VL
+/// tables the SM wrote: a switch's for every input port of each cabled
+/// output port, a CA's its one; all zero where the SM wrote none (as
+/// OpenSM prints its empty cache).
+pub fn sl2vl(sm: &Sm) -> Option<String> {
+    sm.qos()?;
+    let sep = "#--------------------------------------------------------";
+    let mut nodes: Vec<(usize, &SmNode)> = (sm.nodes().iter().enumerate())
+        .filter(|(_, n)| n.alive && n.info.num_ports > 0)
+        .collect();
+    nodes.sort_by_key(|(_, n)| map_order(n.info.port_guid.0));
+    let mut s = String::new();
+    let line = |s: &mut String, input: u8, output: u8, t: [u8; 16]| {
+        let _ = write!(s, "{input:<3} {output:<3} :");
+        for vl in t {
+            let _ = write!(s, " {vl:<2}");
+        }
+        s.push('\n');
+    };
+    for (i, n) in nodes {
+        let _ = writeln!(
+            s,
+            "{} 0x{:016x}, base LID {}, \"{}\"",
+            type_str(n),
+            n.info.port_guid.0,
+            n.lid,
+            desc(n)
+        );
+        let _ = writeln!(
+            s,
+            "#in out : 0  1  2  3  4  5  6  7  8  9  10 11 12 13 14 15\n{sep}"
+        );
+        let table = |input: u8, output: u8| {
+            (sm.subnet())
+                .sl2vl_table(smi::sm::NodeId(i), input, output)
+                .unwrap_or([0; 16])
+        };
+        if n.is_switch() {
+            for output in 0..=n.info.num_ports {
+                if n.ports
+                    .get(usize::from(output))
+                    .is_none_or(|p| p.peer.is_none())
+                {
+                    continue;
+                }
+                for input in 0..=n.info.num_ports {
+                    line(&mut s, input, output, table(input, output));
+                }
+            }
+        } else {
+            line(&mut s, 0, 0, table(0, n.info.local_port_num));
+        }
+        let _ = writeln!(s, "{sep}\n");
+    }
+    Some(s)
+}
+
 /// OpenSM's `opensm.mcfdbs`: the multicast forwarding entries the SM
 /// wrote, switch by switch (a switch with none is left out): a header
 /// naming the switch by its node GUID, then a line per MLID listing the
@@ -506,18 +565,20 @@ fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
 }
 
 /// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
-/// `opensm-lid-matrix.dump` and `opensm.mcfdbs` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// `opensm-lid-matrix.dump`, `opensm.mcfdbs` and, under QoS,
+/// `opensm-sl2vl.dump` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
     if let Some(d) = dump_dir {
-        for (name, text) in [
+        let qos = sl2vl(sm).map(|t| ("opensm-sl2vl.dump", t));
+        for (name, text) in qos.into_iter().chain([
             ("opensm-subnet.lst", subnet_lst(sm)),
             ("opensm-lfts.dump", lfts(sm)),
             ("opensm.fdbs", fdbs(sm)),
             ("opensm-lid-matrix.dump", lid_matrix(sm)),
             ("opensm.mcfdbs", mcfdbs(sm)),
-        ] {
+        ]) {
             if let Err(e) = write_whole(d, name, &text) {
                 errors.push(e);
             }

@@ -97,8 +97,9 @@ pub struct SmdConfig {
     /// Milliseconds between a standby's polls of the master.
     pub poll_ms: u64,
     /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`,
-    /// `opensm.fdbs`, `opensm-lid-matrix.dump`, `opensm.mcfdbs`), written
-    /// each time the subnet comes up or changes.
+    /// `opensm.fdbs`, `opensm-lid-matrix.dump`, `opensm.mcfdbs`, with QoS
+    /// `opensm-sl2vl.dump`), written each time the subnet comes up or
+    /// changes.
     pub dump_dir: Option<PathBuf>,
     /// Where the LID cache (`guid2lid`, OpenSM's layout) is read at start
     /// and written each time the subnet comes up or changes, so that ports
