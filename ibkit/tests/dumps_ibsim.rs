@@ -261,3 +261,67 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
         );
     }
 }
+
+/// Up*/down*'s roots: OpenSM (`-R updn`, `-D 0x43`) and `ibkit sm --routing
+/// updn --dump-dir` each write `opensm-updn-roots.dump` on ibsim, and the
+/// two files are equal: the same switches chosen as roots (OpenSM's
+/// choice by min-hop ranks, without a root file), in OpenSM's layout. Where
+/// OpenSM finds no root (every switch has CAs) it says so and routes
+/// min-hop; ibkit then roots up*/down* at one switch, the most central.
+#[test]
+fn both_sms_pick_the_same_updn_roots() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    for spec in ["mport-ntree:4:2", "random:6:7", "fat-tree-324"] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "ibkit-updn-roots-{}-{}",
+            spec.replace(':', "-"),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (osm_dump, dump) = (dir.join("osm-dump"), dir.join("ibkit-dump"));
+        for d in [&osm_dump, &dump] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        {
+            let sim = Ibsim::start(&topo, &dir).unwrap();
+            let out = sim
+                .client("opensm")
+                .env("OSM_CACHE_DIR", &dir)
+                .env("OSM_TMP_DIR", &osm_dump)
+                .args(["-o", "-R", "updn", "-D", "0x43", "-f"])
+                .arg(dir.join("opensm.log"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "opensm: {out:?}");
+        }
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let d = dump.to_str().unwrap();
+        let v = ibkit_sm(&sim, &["--routing", "updn", "--dump-dir", d]);
+        assert_eq!(v["up"], true);
+        let theirs = read(&osm_dump.join("opensm-updn-roots.dump"));
+        let ours = read(&dump.join("opensm-updn-roots.dump"));
+        if theirs.is_empty() {
+            // Where every switch has CAs, OpenSM's ranking finds no root
+            // and it routes min-hop instead; ibkit routes up*/down* from
+            // the most central switch.
+            let log = read(&dir.join("opensm.log"));
+            assert!(log.contains("no root nodes were found"), "{spec}: {log}");
+            assert_eq!(ours.lines().count(), 1, "{spec}: {ours}");
+            println!(
+                "{spec}: OpenSM finds no up*/down* root (and routes min-hop); ibkit takes one, {}",
+                ours.trim()
+            );
+        } else {
+            assert_eq!(ours, theirs, "{spec}: roots");
+            println!(
+                "{spec}: opensm-updn-roots.dump equal to OpenSM's ({} roots)",
+                ours.lines().count()
+            );
+        }
+        drop(sim);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -4,8 +4,8 @@
 //! `opensm-lfts.dump` and `opensm.fdbs` (every switch's unicast table, the
 //! second with each route's hops), `opensm-lid-matrix.dump` (every
 //! switch's hops to every LID out of every port), `opensm.mcfdbs` (every
-//! switch's multicast table) and `opensm-sl2vl.dump` (the SL-to-VL
-//! tables written under QoS).
+//! switch's multicast table), `opensm-sl2vl.dump` (the SL-to-VL tables
+//! written under QoS) and `opensm-updn-roots.dump` (up*/down*'s roots).
 //!
 //! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
 //! nodes and switches in the order of OpenSM's GUID maps (keyed by the
@@ -410,6 +410,22 @@ pub fn sl2vl(sm: &Sm) -> Option<String> {
     Some(s)
 }
 
+/// OpenSM's `opensm-updn-roots.dump`, when the SM routes up*/down*
+/// (`None` otherwise, as OpenSM writes it only from its updn engine): the
+/// node GUID of each root switch the engine chose, in OpenSM's map order.
+pub fn updn_roots(sm: &Sm) -> Option<String> {
+    if sm.config().routing != smi::sm::Engine::UpDown {
+        return None;
+    }
+    let switches = sm.graph_switches();
+    let mut roots: Vec<u64> = (smi::sm::updn::auto_roots(sm.routing_graph()).into_iter())
+        .filter_map(|k| sm.nodes().get(*switches.get(k)?))
+        .map(|n| n.info.node_guid.0)
+        .collect();
+    roots.sort_by_key(|&g| map_order(g));
+    Some(roots.iter().map(|g| format!("{g:#x}\n")).collect())
+}
+
 /// OpenSM's `opensm.mcfdbs`: the multicast forwarding entries the SM
 /// wrote, switch by switch (a switch with none is left out): a header
 /// naming the switch by its node GUID, then a line per MLID listing the
@@ -565,14 +581,16 @@ fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
 }
 
 /// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
-/// `opensm-lid-matrix.dump`, `opensm.mcfdbs` and, under QoS,
-/// `opensm-sl2vl.dump` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// `opensm-lid-matrix.dump`, `opensm.mcfdbs`, under QoS
+/// `opensm-sl2vl.dump` and routing up*/down* `opensm-updn-roots.dump`
+/// into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
     if let Some(d) = dump_dir {
         let qos = sl2vl(sm).map(|t| ("opensm-sl2vl.dump", t));
-        for (name, text) in qos.into_iter().chain([
+        let roots = updn_roots(sm).map(|t| ("opensm-updn-roots.dump", t));
+        for (name, text) in qos.into_iter().chain(roots).chain([
             ("opensm-subnet.lst", subnet_lst(sm)),
             ("opensm-lfts.dump", lfts(sm)),
             ("opensm.fdbs", fdbs(sm)),

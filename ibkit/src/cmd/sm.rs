@@ -66,8 +66,8 @@ pub struct SmArgs {
     pub log_file: Option<std::path::PathBuf>,
     /// Write OpenSM's dumps here each time the subnet comes up or
     /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs,
-    /// opensm-lid-matrix.dump, opensm.mcfdbs and (with QoS)
-    /// opensm-sl2vl.dump.
+    /// opensm-lid-matrix.dump, opensm.mcfdbs, with QoS
+    /// opensm-sl2vl.dump and routing updn opensm-updn-roots.dump.
     #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<std::path::PathBuf>,
     /// Keep the LID cache here (guid2lid, OpenSM's layout): read at start,

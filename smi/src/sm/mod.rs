@@ -179,6 +179,10 @@ impl Sm {
     pub fn phase(&self) -> Phase {
         self.phase
     }
+    /// The configuration it runs with.
+    pub fn config(&self) -> &SmConfig {
+        &self.cfg
+    }
     /// What the SM knows of the subnet: nodes, ports, links, LIDs and
     /// tables, with lookups by GUID and by LID.
     pub fn subnet(&self) -> &Subnet {
