@@ -76,29 +76,31 @@ fn fdbs(text: &str) -> Vec<(String, Vec<(u16, Fdb)>)> {
             v.push((line.to_string(), Vec::new()));
             continue;
         }
-        let lid = line.get(2..6).filter(|_| line.starts_with("0x"));
-        let lid = lid.filter(|l| !l.chars().any(|c| c.is_ascii_lowercase()));
-        let lid = u16::from_str_radix(lid.unwrap_or_else(|| panic!("{line:?}")), 16).unwrap();
-        let rest = line[6..]
-            .strip_prefix(" : ")
-            .unwrap_or_else(|| panic!("{line:?}"));
-        let fdb = if rest == "UNREACHABLE" {
-            Fdb::Unreachable
-        } else {
-            // `%03u  : %02u   : ` then the Optimal column.
-            let (port, hops, optimal) = (&rest[..3], &rest[5..], &rest[3..5]);
-            assert_eq!(optimal, "  ", "{line:?}");
-            let hops = hops
-                .strip_prefix(": ")
-                .unwrap_or_else(|| panic!("{line:?}"));
-            let (h, o) = (
-                &hops[..2],
-                hops[2..]
-                    .strip_prefix("   : ")
-                    .unwrap_or_else(|| panic!("{line:?}")),
-            );
-            Fdb::Route(port.parse().unwrap(), h.parse().unwrap(), o.to_string())
+        // `0x%04X : ` then `UNREACHABLE`, or `%03u  : %02u   : ` and the
+        // Optimal column: the fields are read, then the line written again
+        // from them must be the line read.
+        fn bad<T>(line: &str) -> T {
+            panic!("not OpenSM's layout: {line:?}")
+        }
+        let f: Vec<&str> = line.splitn(4, ':').map(str::trim).collect();
+        let lid = f[0]
+            .strip_prefix("0x")
+            .and_then(|l| u16::from_str_radix(l, 16).ok());
+        let lid = lid.unwrap_or_else(|| bad(line));
+        let fdb = match f[..] {
+            [_, "UNREACHABLE"] => Fdb::Unreachable,
+            [_, port, hops, optimal] => Fdb::Route(
+                port.parse().unwrap_or_else(|_| bad(line)),
+                hops.parse().unwrap_or_else(|_| bad(line)),
+                optimal.to_string(),
+            ),
+            _ => bad(line),
         };
+        let again = match &fdb {
+            Fdb::Unreachable => format!("0x{lid:04X} : UNREACHABLE"),
+            Fdb::Route(p, h, o) => format!("0x{lid:04X} : {p:03}  : {h:02}   : {o}"),
+        };
+        assert_eq!(again, line, "not OpenSM's layout");
         v.last_mut()
             .unwrap_or_else(|| panic!("{line:?} before a header"))
             .1
