@@ -172,10 +172,22 @@ impl SimPort {
             .send_to_addr(&m.encode(), &self.ctl)
             .map_err(|e| io("the simulator's control socket", e))?;
         let mut buf = [0u8; 512];
-        let n = self
-            .sock
-            .recv(&mut buf)
-            .map_err(|e| io("no answer on the control socket", e))?;
+        // A packet for this node may come before the answer (ibsim
+        // delivers what reaches the node as soon as the client is
+        // connected: seen when an SM attaches where another just left).
+        // MADs are datagrams, and their senders retry: it is dropped.
+        let mut strays = 0;
+        let n = loop {
+            let n = self
+                .sock
+                .recv(&mut buf)
+                .map_err(|e| io("no answer on the control socket", e))?;
+            if n != ibsim::REQ_SIZE || strays >= 64 {
+                break n;
+            }
+            strays += 1;
+            tracing::debug!("a packet before the simulator's answer to {kind:?}: dropped");
+        };
         let r = SimCtl::parse(&buf[..n]).map_err(|e| SmdError::Sim(e.to_string()))?;
         if r.kind == CtlType::Error {
             return Err(SmdError::Sim(format!(
