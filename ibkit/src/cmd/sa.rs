@@ -232,6 +232,12 @@ impl Query {
                 value.parse().map_err(|e| bad(format!("not a GID ({e})")))?;
             let at = c.offset / 8;
             self.record[at..at + 16].copy_from_slice(&g.octets());
+        } else if c.offset % 8 == 0 && c.width == 128 && value.starts_with("0x") {
+            // A GID as `--json` prints it: one 128-bit hex number.
+            let g = u128::from_str_radix(&value[2..], 16)
+                .map_err(|e| bad(format!("not a GID ({e})")))?;
+            let at = c.offset / 8;
+            self.record[at..at + 16].copy_from_slice(&g.to_be_bytes());
         } else if c.width > 64 {
             if c.offset % 8 != 0 {
                 return Err(bad("cannot be given".into()));
@@ -751,5 +757,30 @@ fn method_name(m: Method) -> &'static str {
         Method::Delete => "Delete",
         Method::GetTable => "GetTable",
         _ => "request",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mad_core::sa::McMemberRecord;
+
+    #[test]
+    fn a_gid_is_taken_as_ipv6_text_or_as_the_hex_json_prints() {
+        let mut text = Query::of::<McMemberRecord>(Method::Set);
+        text.set("mgid", "ff12:a01b:fe80::1").unwrap();
+        let mut hex = Query::of::<McMemberRecord>(Method::Set);
+        hex.set("mgid", "0xff12a01bfe8000000000000000000001")
+            .unwrap();
+        assert_eq!(text.record[..16], hex.record[..16]);
+        assert_eq!((text.mask, hex.mask), (1, 1));
+        assert_eq!(hex.record[..4], [0xff, 0x12, 0xa0, 0x1b]);
+        assert_eq!(hex.record[15], 1);
+        let mut bad = Query::of::<McMemberRecord>(Method::Set);
+        let e = bad
+            .set("mgid", "0x1ff12a01bfe8000000000000000000001")
+            .unwrap_err();
+        assert!(e.contains("not a GID"), "{e}");
+        assert_eq!(bad.mask, 0);
     }
 }
