@@ -197,6 +197,53 @@ impl Informs {
         Ok(out)
     }
 
+    /// Every subscription: (subscriber, its enumeration, where its
+    /// Reports go, what it asked for), for the SA's database.
+    pub fn each(&self) -> impl Iterator<Item = (Gid, u16, Addr, &InformInfo)> + '_ {
+        (self.subs.iter()).map(|s| (s.subscriber, s.enumeration, s.to, &s.info))
+    }
+
+    /// Brings back a subscription an earlier SM held: `info` of the port
+    /// `subscriber` (its `enumeration`), its Reports to QP `qpn` at the
+    /// port's LID now. A subscriber not in the subnet, a subscription held
+    /// already (or its enumeration), one that is no subscription or one
+    /// past the SA's bounds is not restored; why.
+    pub fn restore(
+        &mut self,
+        subnet: &Subnet,
+        subscriber: Gid,
+        enumeration: u16,
+        info: InformInfo,
+        qpn: u32,
+    ) -> Result<(), &'static str> {
+        let me = end_by_gid(subnet, subscriber).ok_or("its subscriber is not in the subnet")?;
+        if info.subscribe != 1 || info.is_generic > 1 || !valid_scope(subnet, &info) {
+            return Err("it is not a subscription the SA takes");
+        }
+        let mine = self.subs.iter().filter(|s| s.subscriber == me.gid);
+        if mine
+            .clone()
+            .any(|s| s.enumeration == enumeration || s.info == info)
+        {
+            return Err("the subscriber holds it already");
+        }
+        if self.subs.len() >= MAX_SUBSCRIPTIONS || mine.count() >= MAX_PER_SUBSCRIBER {
+            return Err("the SA holds its most subscriptions");
+        }
+        let mut info = info;
+        info.qpn = qpn & 0xFF_FFFF;
+        self.subs.push(Subscription {
+            subscriber: me.gid,
+            enumeration,
+            to: Addr {
+                lid: me.lid,
+                qpn: info.qpn,
+            },
+            info,
+        });
+        Ok(())
+    }
+
     /// Reports `notice` (issued by `issuer`) to every subscription it
     /// matches.
     pub fn report(

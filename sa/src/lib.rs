@@ -25,27 +25,30 @@
 //!   Reports of traps 64/65 (which the SA raises when ports come and go,
 //!   fed by the SM's events through [`Sa::handle_event`]) and of every trap
 //!   the SM receives, each until its ReportResp.
+//! * [`db`] — the groups, services and subscriptions in OpenSM's
+//!   `opensm-sa.dump` layout: [`Sa::export`] writes them, [`Sa::restore`]
+//!   brings them back in a new SA (OpenSM's `-S`).
 //!
 //! A request whose SM_Key is neither zero nor the SA's is dropped, as
 //! OpenSM drops it; one that presents the SA's key is trusted (it sees
 //! ServiceKeys, may delete any service and subscribe to security traps).
 //!
 //! Also answered: MultiPathRecord (GetMulti), LinearForwardingTableRecord
-//! (the installed tables), MulticastForwardingTableRecord (none: the SM
-//! programs no multicast yet), GUIDInfoRecord, P_KeyTableRecord (trusted
-//! requesters only; the default partition, the only one until partitions
-//! are configured) and the SM's own SMInfoRecord.
-//!
-//! What is not here yet: the table records of SL-to-VL and VL
-//! arbitration, and requests that come in several segments. Those are answered with the MAD status
-//! "unsupported method/attribute" (or "invalid request"), which is what a
-//! client of an SA that lacks them sees.
+//! (the installed tables), MulticastForwardingTableRecord (the MFTs the
+//! SM programmed for the groups), GUIDInfoRecord, P_KeyTableRecord
+//! (trusted requesters only; the tables the partitions gave) and the SM's
+//! own SMInfoRecord; SLtoVLMappingTableRecord and VLArbitrationTableRecord
+//! (the tables the SM wrote under a QoS policy), and requests that come
+//! in several RMPP segments. What the SA does not implement is answered
+//! with the MAD status "unsupported method/attribute" (or "invalid
+//! request"), which is what a client of an SA that lacks it sees.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 extern crate alloc;
 
+pub mod db;
 mod inbound;
 pub mod inform;
 pub mod mcast;
@@ -233,6 +236,9 @@ pub struct Sa {
     /// The partition configuration the groups follow (its generation).
     partitions_seen: u64,
     stats: SaStats,
+    /// Counts what may have changed the groups, the services or the
+    /// subscriptions (see [`Sa::db_generation`]).
+    db_generation: u64,
 }
 
 impl Sa {
@@ -248,7 +254,129 @@ impl Sa {
             groups: mcast::Groups::new(),
             partitions_seen: 0,
             stats: SaStats::default(),
+            db_generation: 0,
         }
+    }
+
+    /// A number that changes whenever the groups, the services or the
+    /// subscriptions may have changed (a Set or Delete answered, a lease
+    /// run out, a subscriber dropped, ports gone, a restore): a driver
+    /// writes the database ([`Sa::export`]) again when it moved.
+    pub fn db_generation(&self) -> u64 {
+        self.db_generation
+    }
+
+    /// The groups, subscriptions and services as OpenSM's database holds
+    /// them, at `now_ms` on the SA's clock, which is `epoch_s` seconds
+    /// since the epoch on the wall clock (a service's set time is written
+    /// on the wall clock, as OpenSM writes it). Groups in MGID order, as
+    /// OpenSM writes them; members in port GUID order.
+    pub fn export(&self, now_ms: u64, epoch_s: u64) -> db::SaDb {
+        let mut groups: Vec<db::DbGroup> = (self.groups.iter())
+            .map(|g| {
+                let mut members: Vec<(mad_core::Gid, u8, bool)> = (g.members.iter())
+                    .map(|m| (m.gid, (g.rec.scope << 4) | (m.join_state & 0x0F), m.proxy))
+                    .collect();
+                members.sort_by_key(|m| m.0.guid().0);
+                db::DbGroup {
+                    mlid: g.rec.mlid.0,
+                    well_known: g.well_known,
+                    rec: g.rec,
+                    members,
+                }
+            })
+            .collect();
+        groups.sort_by_key(|g| g.rec.mgid.0);
+        let informs = (self.informs.each())
+            .map(|(subscriber, enumeration, to, info)| db::DbInform {
+                subscriber,
+                enumeration,
+                info: *info,
+                lid: to.lid.0,
+                qpn: to.qpn,
+                qkey: db::QP1_QKEY,
+                pkey_index: 0,
+                sl: 0,
+                path_bits: 0,
+                static_rate: 0,
+            })
+            .collect();
+        let services = (self.services.each(now_ms, epoch_s))
+            .map(|(rec, modified_time)| db::DbService {
+                rec: *rec,
+                modified_time,
+                lease_period: u32::from_be_bytes([rec[28], rec[29], rec[30], rec[31]]),
+            })
+            .collect();
+        db::SaDb {
+            guid_info: Vec::new(),
+            groups,
+            informs,
+            services,
+        }
+    }
+
+    /// Brings back what an earlier SM's database `d` held, as OpenSM does
+    /// at its first sweep as master (so, once the subnet is up): groups
+    /// with their MGIDs, MLIDs and the members whose ports are in the
+    /// subnet ([`mcast::Groups::restore`]; their trees follow through
+    /// [`Sa::take_group_changes`]), services with the lease they have left
+    /// by the wall clock (`epoch_s`), subscriptions of ports in the
+    /// subnet (Reports to their LIDs now). What was not restored is
+    /// counted with why.
+    pub fn restore(
+        &mut self,
+        subnet: &Subnet,
+        d: &db::SaDb,
+        now_ms: u64,
+        epoch_s: u64,
+    ) -> db::Restored {
+        self.follow_partitions(subnet);
+        self.db_generation += 1;
+        let mut r = db::Restored::default();
+        let skip = |r: &mut db::Restored, what: alloc::string::String| {
+            r.skipped += 1;
+            if r.reasons.len() < 100 {
+                r.reasons.push(what);
+            }
+        };
+        for g in &d.groups {
+            let mut rec = g.rec;
+            rec.mlid = Lid(g.mlid);
+            match self.groups.restore(subnet, rec, &g.members) {
+                Ok(n) => {
+                    r.groups += 1;
+                    r.members += n;
+                }
+                Err(why) => skip(&mut r, alloc::format!("group {}: {why}", g.rec.mgid)),
+            }
+        }
+        for v in &d.services {
+            let gid = mad_core::Gid(v.rec[8..24].try_into().unwrap_or([0; 16]));
+            let owner = path::end_by_gid(subnet, gid).map_or(Lid(0), |e| e.lid);
+            let age_s = epoch_s.saturating_sub(u64::from(v.modified_time));
+            let mut rec = v.rec;
+            rec[28..32].copy_from_slice(&v.lease_period.to_be_bytes());
+            let when = (v.modified_time, age_s * 1000);
+            match self.services.restore(&rec, owner, when, now_ms) {
+                Ok(()) => r.services += 1,
+                Err(why) => {
+                    let id = u64::from_be_bytes(v.rec[..8].try_into().unwrap_or([0; 8]));
+                    skip(&mut r, alloc::format!("service {id:#x}: {why}"))
+                }
+            }
+        }
+        for i in &d.informs {
+            match (self.informs).restore(subnet, i.subscriber, i.enumeration, i.info, i.qpn) {
+                Ok(()) => r.subscriptions += 1,
+                Err(why) => skip(
+                    &mut r,
+                    alloc::format!("subscription of {}: {why}", i.subscriber),
+                ),
+            }
+        }
+        r.guid_info_ignored = d.guid_info.len();
+        r
     }
 
     /// The well-known groups follow the SM's partition configuration
@@ -339,9 +467,14 @@ impl Sa {
             },
             stats,
         );
+        let dropped = stats.subscribers_dropped;
         self.informs
             .timeout(now_ms, cfg, &mut |t| out.push_back(t), stats);
-        stats.services_expired += self.services.expire(now_ms) as u64;
+        let expired = self.services.expire(now_ms) as u64;
+        stats.services_expired += expired;
+        if expired > 0 || stats.subscribers_dropped != dropped {
+            self.db_generation += 1;
+        }
         stats.requests_abandoned += self.inbound.expire(now_ms) as u64;
     }
 
@@ -353,6 +486,7 @@ impl Sa {
         let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
         match event {
             SmEvent::SubnetUp { .. } | SmEvent::NodeLost { .. } => {
+                self.db_generation += 1;
                 self.informs
                     .look(subnet, now_ms, cfg, &mut |t| out.push_back(t), stats);
                 self.groups.prune(subnet);
@@ -591,6 +725,9 @@ impl Sa {
         }
         let trusted = m.sa.sm_key != 0 && m.sa.sm_key == self.cfg.sm_key;
         let mask = m.sa.component_mask;
+        if matches!(m.method(), Method::Set | Method::Delete) {
+            self.db_generation += 1;
+        }
         match (m.method(), m.attribute_id()) {
             (Method::Set, SaAttributeId::ServiceRecord) => {
                 return match self

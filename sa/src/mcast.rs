@@ -407,6 +407,83 @@ impl Groups {
         self.groups.iter()
     }
 
+    /// Brings back a group an earlier SM held (its record `rec`, MLID
+    /// `rec.mlid`, and members as (PortGID, JoinState, proxy)), as
+    /// OpenSM restores `opensm-sa.dump`: a group whose MGID is already
+    /// here with the same MLID takes the members; one whose MGID or MLID
+    /// another group holds is skipped; a member whose port is not in the
+    /// subnet, or that asks no membership, is skipped; a group left with
+    /// no full member is dropped unless it is well known. The groups
+    /// that take members are programmed as after a join; no trap 66 is
+    /// raised (the groups existed before). How many members were
+    /// restored, or why the group was not.
+    pub fn restore(
+        &mut self,
+        s: &Subnet,
+        rec: McMemberRecord,
+        members: &[(Gid, u8, bool)],
+    ) -> Result<usize, &'static str> {
+        let mlid = rec.mlid;
+        if !mlid.is_multicast() || mlid.0 > Lid::MULTICAST_MAX.0 {
+            return Err("its MLID is not a multicast LID");
+        }
+        if rec.mgid.0[0] != 0xFF {
+            return Err("its MGID is not a multicast GID");
+        }
+        if !(1..=5).contains(&rec.mtu) || half_gbps(rec.rate).is_none() {
+            return Err("its MTU or rate is not a code that exists");
+        }
+        let gi = match self.by_mgid(&rec.mgid) {
+            Some(i) if self.groups[i].rec.mlid == mlid => i,
+            Some(_) => return Err("a group with its MGID holds another MLID"),
+            None if self.used(mlid) => return Err("another group holds its MLID"),
+            None if self.groups.len() >= MAX_GROUPS => return Err("the SA holds its most groups"),
+            None => {
+                let mut r = rec;
+                r.port_gid = Gid([0; 16]);
+                r.proxy_join = false;
+                (r.mtu_selector, r.rate_selector) = (EXACTLY, EXACTLY);
+                r.packet_life_time_selector = EXACTLY;
+                self.add(Group {
+                    rec: r,
+                    members: Vec::new(),
+                    well_known: false,
+                });
+                self.groups.len() - 1
+            }
+        };
+        let mut restored = 0;
+        for &(gid, join_state, proxy) in members {
+            let join = join_state & 0x0F;
+            let Ok(port) = member_end(s, gid) else {
+                continue;
+            };
+            if join == 0
+                || self.groups[gi].member(port.gid.guid()).is_some()
+                || self.memberships() >= MAX_MEMBERS
+            {
+                continue;
+            }
+            self.groups[gi].members.push(Member {
+                gid: port.gid,
+                join_state: join,
+                proxy,
+                by: port.lid,
+            });
+            restored += 1;
+        }
+        let g = &self.groups[gi];
+        if !g.well_known && g.full_members() == 0 {
+            let g = self.groups.swap_remove(gi);
+            self.mark(g.rec.mlid, false);
+            return Err("no full member of it is in the subnet");
+        }
+        if restored > 0 {
+            self.changed.insert(mlid.0);
+        }
+        Ok(restored)
+    }
+
     /// Memberships over every group.
     pub fn memberships(&self) -> usize {
         self.groups.iter().map(|g| g.members.len()).sum()

@@ -57,6 +57,13 @@ struct Held {
     owner: Lid,
     /// When it lapses (`None`: never).
     expires_ms: Option<u64>,
+    /// When it was set, on the SA's clock (before the SA started, for a
+    /// record restored from an earlier SM's database).
+    set_ms: i64,
+    /// The set time on the wall clock (seconds since the epoch) that the
+    /// earlier SM's database gave, for a restored record: written back
+    /// as it was read.
+    set_epoch_s: Option<u32>,
 }
 
 /// The services the SA holds.
@@ -113,6 +120,8 @@ impl Services {
             rec,
             owner,
             expires_ms,
+            set_ms: i64::try_from(now_ms).unwrap_or(i64::MAX),
+            set_epoch_s: None,
         };
         match self
             .held
@@ -182,6 +191,58 @@ impl Services {
             }
         }
         Ok(out)
+    }
+
+    /// Every live record as it was set (its lease field the lease
+    /// granted), with when it was set on the wall clock (seconds since the
+    /// epoch), at `now_ms` on the SA's clock, which is `epoch_s` on the
+    /// wall clock: for the SA's database (`opensm-sa.dump`). A restored
+    /// record keeps the set time its database gave.
+    pub fn each(&self, now_ms: u64, epoch_s: u64) -> impl Iterator<Item = (&[u8; SIZE], u32)> + '_ {
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        (self.held.iter().filter(move |h| h.live(now_ms))).map(move |h| {
+            let age_s = now.saturating_sub(h.set_ms).max(0) as u64 / 1000;
+            let at = u32::try_from(epoch_s.saturating_sub(age_s)).unwrap_or(u32::MAX);
+            (&h.rec, h.set_epoch_s.unwrap_or(at))
+        })
+    }
+
+    /// Brings back a record an earlier SM held: `rec` as it was set (its
+    /// lease field the lease granted), set at `set_epoch_s` on the wall
+    /// clock, `age_ms` ago, owned by `owner` (the LID of its ServiceGID's
+    /// port now, or 0). A record whose lease ran out, whose RID is held
+    /// already, or past the SA's bound is not restored; why.
+    pub fn restore(
+        &mut self,
+        rec: &[u8; SIZE],
+        owner: Lid,
+        (set_epoch_s, age_ms): (u32, u64),
+        now_ms: u64,
+    ) -> Result<(), &'static str> {
+        let lease = u32::from_be_bytes([rec[28], rec[29], rec[30], rec[31]]);
+        let expires_ms = if lease == INDEFINITE_LEASE {
+            None
+        } else {
+            let left = (u64::from(lease) * 1000)
+                .checked_sub(age_ms)
+                .filter(|&l| l > 0);
+            Some(now_ms.saturating_add(left.ok_or("its lease ran out")?))
+        };
+        if self.held.iter().any(|h| h.rec[at::RID] == rec[at::RID]) {
+            return Err("a record with its ServiceID, GID and P_Key is held already");
+        }
+        if self.held.len() >= MAX_SERVICES {
+            return Err("the SA holds its most records");
+        }
+        let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+        self.held.push(Held {
+            rec: *rec,
+            owner,
+            expires_ms,
+            set_ms: now.saturating_sub(i64::try_from(age_ms).unwrap_or(i64::MAX)),
+            set_epoch_s: Some(set_epoch_s),
+        });
+        Ok(())
     }
 
     /// Drops the records whose lease ran out by `now_ms`; how many.

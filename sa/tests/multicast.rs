@@ -11,7 +11,7 @@ use mad_core::sa::*;
 use mad_core::types::PKey;
 use mad_core::{Gid, Lid};
 use sa::mcast::{IPOIB_BROADCAST, IPOIB_QKEY, MAX_GROUPS, MAX_PER_REQUESTER};
-use sa::{Addr, Sa, SaConfig};
+use sa::{Addr, Sa};
 use smi::sm::Sm;
 
 mod common;
@@ -21,24 +21,6 @@ use common::*;
 const JOIN: &[&str] = &["mgid", "port_gid", "join_state"];
 /// The SA's SM_Key (SaConfig's default): a trusted requester's.
 const KEY: u64 = 1;
-
-fn new_sa() -> Sa {
-    Sa::new(SaConfig {
-        rmpp_acks: false,
-        ..SaConfig::default()
-    })
-}
-
-fn member(mgid: Gid, port: Gid, join: u8) -> McMemberRecord {
-    McMemberRecord {
-        mgid,
-        port_gid: port,
-        join_state: join,
-        qkey: 0x1234,
-        pkey: PKey::DEFAULT_FULL,
-        ..McMemberRecord::default()
-    }
-}
 
 /// A Set or Delete of `r` with the components `names` (and `extra` bits);
 /// the status and the record answered.

@@ -10,31 +10,10 @@ use mad_core::notice::{Notice, TrapDetails};
 use mad_core::sa::service::INDEFINITE_LEASE;
 use mad_core::sa::*;
 use mad_core::{Gid, MAD_SIZE};
-use sa::{Addr, Sa, SaConfig, SaError, Transmit};
+use sa::{Addr, SaConfig, SaError, Transmit};
 
 mod common;
 use common::*;
-
-fn service(name: &str, id: u64, gid: Gid, lease: u32, key: u8) -> ServiceRecord {
-    let mut r = ServiceRecord {
-        service_id: id,
-        service_gid: gid,
-        service_lease: lease,
-        ..ServiceRecord::default()
-    };
-    r.service_name.0[..name.len()].copy_from_slice(name.as_bytes());
-    r.service_key.0 = [key; 16];
-    r.service_data32 = [1, 2, 3, 4];
-    r
-}
-
-/// An SA that sends every segment of a table at once (as over umad).
-fn new_sa() -> Sa {
-    Sa::new(SaConfig {
-        rmpp_acks: false,
-        ..SaConfig::default()
-    })
-}
 
 const SET: &[&str] = &["service_id", "service_gid", "service_lease", "service_key"];
 

@@ -18,6 +18,7 @@
 //! log_file = "/var/log/ibkit-sm.log"   # appended to; default: stderr
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
+//! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! ```
 //!
 //! Every key is optional; a flag given on the command line wins over the
@@ -60,6 +61,7 @@ struct Raw {
     log_file: Option<PathBuf>,
     dump_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
+    sa_db_file: Option<PathBuf>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -99,6 +101,8 @@ pub struct SmFile {
     pub dump_dir: Option<PathBuf>,
     /// Where `guid2lid` is read and written.
     pub cache_dir: Option<PathBuf>,
+    /// The SA database (`opensm-sa.dump`) restored at start.
+    pub sa_db_file: Option<PathBuf>,
 }
 
 /// What is wrong in a configuration file, and where.
@@ -229,6 +233,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         log_file: path(&raw.log_file),
         dump_dir: path(&raw.dump_dir),
         cache_dir: path(&raw.cache_dir),
+        sa_db_file: path(&raw.sa_db_file),
     })
 }
 
@@ -252,7 +257,7 @@ mod tests {
                     timeout_ms = 100\nretries = 5\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
-                    cache_dir = \"cache\"\n";
+                    cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
         assert_eq!(f.sm_key, Some(u64::MAX));
@@ -267,6 +272,10 @@ mod tests {
         assert_eq!(f.log_file, Some(PathBuf::from("/etc/ibkit/sm.log")));
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
+        assert_eq!(
+            f.sa_db_file,
+            Some(PathBuf::from("/etc/ibkit/opensm-sa.dump"))
+        );
         assert_eq!(
             parse_sm_file("sm_key = 7\n", Path::new("."))
                 .unwrap()

@@ -155,6 +155,13 @@ pub fn parse_guid2lid(text: &str) -> Guid2Lid {
 /// Reads the `guid2lid` file `path`, bounded: `Ok(None)` when there is
 /// none yet.
 pub fn read_guid2lid(path: &Path) -> Result<Option<Guid2Lid>, String> {
+    let text = read_capped(path, MAX_GUID2LID_BYTES)?;
+    Ok(text.map(|t| parse_guid2lid(&t)))
+}
+
+/// The text of the file `path` (not UTF-8 read lossily), at most `max`
+/// bytes: `Ok(None)` when there is no such file.
+fn read_capped(path: &Path, max: usize) -> Result<Option<String>, String> {
     use std::io::Read;
     let f = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -162,16 +169,34 @@ pub fn read_guid2lid(path: &Path) -> Result<Option<Guid2Lid>, String> {
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let mut bytes = Vec::new();
-    f.take(MAX_GUID2LID_BYTES as u64 + 1)
+    f.take(max as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() > MAX_GUID2LID_BYTES {
-        return Err(format!(
-            "{}: longer than {MAX_GUID2LID_BYTES} bytes",
-            path.display()
-        ));
+    if bytes.len() > max {
+        return Err(format!("{}: longer than {max} bytes", path.display()));
     }
-    Ok(Some(parse_guid2lid(&String::from_utf8_lossy(&bytes))))
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// The largest SA database read (`opensm-sa.dump`: a subnet's 4,096
+/// groups and 65,536 memberships take about 8 MiB in OpenSM's layout).
+pub const MAX_SA_DB_BYTES: usize = 64 << 20;
+
+/// Reads and parses the SA database `path` (OpenSM's `opensm-sa.dump`),
+/// bounded: `Ok(None)` when there is none; a broken one refused with its
+/// line.
+pub fn read_sa_db(path: &Path) -> Result<Option<sa::db::SaDb>, String> {
+    let Some(text) = read_capped(path, MAX_SA_DB_BYTES)? else {
+        return Ok(None);
+    };
+    sa::db::SaDb::parse(&text)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes the SA database `text` as `dir/opensm-sa.dump`, whole.
+pub fn write_sa_db(dir: &Path, text: &str) -> Result<(), String> {
+    write_whole(dir, "opensm-sa.dump", text)
 }
 
 /// OpenSM's node type words.

@@ -105,6 +105,11 @@ pub struct SmdConfig {
     /// and written each time the subnet comes up or changes, so that ports
     /// keep their LIDs across a restart of the SM.
     pub cache_dir: Option<PathBuf>,
+    /// An SA database in OpenSM's layout (`opensm-sa.dump`, as OpenSM's
+    /// `-S`) whose groups, services and subscriptions are restored when
+    /// the subnet is first up. With `dump_dir`, the SA's own is written
+    /// there as it changes (at most once a second) and at the stop.
+    pub sa_db_file: Option<PathBuf>,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -158,6 +163,7 @@ impl Default for SmdConfig {
             poll_ms: 500,
             dump_dir: None,
             cache_dir: None,
+            sa_db_file: None,
             reconfig: None,
         }
     }
@@ -505,6 +511,27 @@ fn drive(
             Err(e) => tracing::error!("guid2lid: {e}; LIDs given afresh"),
         }
     }
+    // The SA database to restore once the subnet is first up, as master.
+    let mut sa_db = match c.sa_db_file.as_deref().map(dump::read_sa_db) {
+        None => None,
+        Some(Ok(None)) => {
+            tracing::info!(
+                "SA database: no {} yet",
+                c.sa_db_file
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string())
+            );
+            None
+        }
+        Some(Ok(Some(d))) => Some(d),
+        Some(Err(e)) => {
+            tracing::error!("SA database: {e}; the SA starts empty");
+            None
+        }
+    };
+    // The SA database last written: its generation, and when.
+    let mut sa_db_written: Option<u64> = None;
+    let mut sa_db_at = 0u64;
     // The files SIGHUP reads again (a re-read configuration may name
     // others).
     let mut files = Files {
@@ -592,6 +619,43 @@ fn drive(
             dirty = false;
             for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
                 tracing::error!("{e}");
+            }
+        }
+        // The SA's database: restored the first time the subnet is up
+        // under this SM as master (as OpenSM restores its -S file at its
+        // first master sweep); written, with --dump-dir, when it changed,
+        // at most once a second.
+        let master = sm.sm_state() == mad_core::attr::SmState::Master;
+        if master && sm.is_idle() {
+            if let Some(d) = sa_db.take() {
+                let r = sa.restore(sm.subnet(), &d, ms(), epoch_s());
+                tracing::info!(
+                    "SA database restored: {} group(s) with {} member(s), {} service(s), {} subscription(s); {} record(s) skipped",
+                    r.groups,
+                    r.members,
+                    r.services,
+                    r.subscriptions,
+                    r.skipped
+                );
+                for why in &r.reasons {
+                    tracing::warn!("SA database: {why}; skipped");
+                }
+                if r.guid_info_ignored > 0 {
+                    tracing::warn!(
+                        "SA database: {} GUIDInfo record(s) not applied (ibkit assigns no alias GUIDs)",
+                        r.guid_info_ignored
+                    );
+                }
+            }
+            if let Some(d) = &c.dump_dir {
+                if sa_db_written != Some(sa.db_generation()) && ms() >= sa_db_at {
+                    sa_db_written = Some(sa.db_generation());
+                    sa_db_at = ms() + 1000;
+                    let text = sa.export(ms(), epoch_s()).write();
+                    if let Err(e) = dump::write_sa_db(d, &text) {
+                        tracing::error!("{e}");
+                    }
+                }
             }
         }
         if sm.is_idle() && up_ms.is_none() {
@@ -763,6 +827,16 @@ fn drive(
             }
         }
     }
+    // The SA's database at the stop, by a master, as OpenSM writes it.
+    if let Some(d) = &c.dump_dir {
+        let master = sm.sm_state() == mad_core::attr::SmState::Master;
+        if master && up_ms.is_some() && sa_db_written != Some(sa.db_generation()) {
+            let text = sa.export(ms(), epoch_s()).write();
+            if let Err(e) = dump::write_sa_db(d, &text) {
+                tracing::error!("{e}");
+            }
+        }
+    }
     if let Some(cap) = capture {
         cap.flush()?;
         tracing::info!("{} MADs captured", cap.frames);
@@ -772,6 +846,14 @@ fn drive(
     run.sa_answered = sa.stats().answered;
     run.sa_ns = sa_ns;
     Ok(run)
+}
+
+/// Seconds since the epoch on the wall clock (services' set times are
+/// written in it).
+fn epoch_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The configuration files a running SM reads again on SIGHUP.
@@ -831,6 +913,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "cache_dir",
             g.cache_dir.clone().or(f.cache_dir) != c.cache_dir,
+        ),
+        (
+            "sa_db_file",
+            g.sa_db_file.clone().or(f.sa_db_file) != c.sa_db_file,
         ),
         ("log_file", g.log_file.clone().or(f.log_file) != rc.log_file),
     ];

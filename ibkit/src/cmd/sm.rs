@@ -56,7 +56,7 @@ pub struct SmArgs {
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, poll_ms,
     /// sweep_ms, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, dump_dir, cache_dir; paths relative to the
+    /// log_level, log_file, dump_dir, cache_dir, sa_db_file; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
@@ -67,7 +67,9 @@ pub struct SmArgs {
     /// Write OpenSM's dumps here each time the subnet comes up or
     /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs,
     /// opensm-lid-matrix.dump, opensm.mcfdbs, with QoS
-    /// opensm-sl2vl.dump and routing updn opensm-updn-roots.dump.
+    /// opensm-sl2vl.dump and routing updn opensm-updn-roots.dump; and the
+    /// SA's opensm-sa.dump (groups, services, subscriptions) when it
+    /// changes, at most once a second, and at the stop.
     #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<std::path::PathBuf>,
     /// Keep the LID cache here (guid2lid, OpenSM's layout): read at start,
@@ -75,6 +77,13 @@ pub struct SmArgs {
     /// subnet comes up or changes.
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Restore the SA's multicast groups (MGIDs, MLIDs, members),
+    /// services and subscriptions from this database in OpenSM's layout
+    /// (opensm-sa.dump, as OpenSM's -S) once the subnet is first up. A
+    /// file that cannot be read is logged and the SA starts empty. With
+    /// --dump-dir the SA writes its own opensm-sa.dump there.
+    #[arg(long, value_name = "FILE")]
+    pub sa_db: Option<std::path::PathBuf>,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -174,6 +183,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
+            sa_db_file: a.sa_db.clone().or(file.sa_db_file),
             reconfig: a.config.clone().map(|f| smd::Reconfig {
                 file: f,
                 flags: flags(a),
@@ -227,6 +237,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         log_file: a.log_file.clone(),
         dump_dir: a.dump_dir.clone(),
         cache_dir: a.cache_dir.clone(),
+        sa_db_file: a.sa_db.clone(),
     }
 }
 

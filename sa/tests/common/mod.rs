@@ -6,8 +6,9 @@ use fabric::sim::{bring_up, Fabric, SimConfig};
 use mad_core::attr::NodeType;
 use mad_core::mad::Method;
 use mad_core::sa::*;
+use mad_core::types::PKey;
 use mad_core::{Gid, Guid, MAD_SIZE};
-use sa::{Addr, Sa, Transmit};
+use sa::{Addr, Sa, SaConfig, Transmit};
 use smi::sm::{Sm, SmConfig};
 
 /// A millisecond in the simulator's nanoseconds.
@@ -137,4 +138,40 @@ pub fn inform(trap: u16) -> InformInfo {
         producer_type_or_vendor_id: 0xFF_FFFF,
         ..InformInfo::default()
     }
+}
+
+/// An SA that sends every segment of a table at once (as over umad).
+pub fn new_sa() -> Sa {
+    Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    })
+}
+
+/// A membership of `port` in `mgid` with `join` (Q_Key 0x1234, the
+/// default partition's full key), for a join, a leave or a creation.
+pub fn member(mgid: Gid, port: Gid, join: u8) -> McMemberRecord {
+    McMemberRecord {
+        mgid,
+        port_gid: port,
+        join_state: join,
+        qkey: 0x1234,
+        pkey: PKey::DEFAULT_FULL,
+        ..McMemberRecord::default()
+    }
+}
+
+/// A ServiceRecord `name` (ID `id`) of `gid` with `lease` seconds, its
+/// ServiceKey all `key`, ServiceData32 1, 2, 3, 4.
+pub fn service(name: &str, id: u64, gid: Gid, lease: u32, key: u8) -> ServiceRecord {
+    let mut r = ServiceRecord {
+        service_id: id,
+        service_gid: gid,
+        service_lease: lease,
+        ..ServiceRecord::default()
+    };
+    r.service_name.0[..name.len()].copy_from_slice(name.as_bytes());
+    r.service_key.0 = [key; 16];
+    r.service_data32 = [1, 2, 3, 4];
+    r
 }
