@@ -1972,13 +1972,15 @@ fn sa_db_services(db: &sa::db::SaDb) -> Vec<(Vec<u8>, u32, u32)> {
 /// mport-ntree:4:2. Under OpenSM (`sa_db_dump TRUE`) two hosts join the
 /// IPoIB broadcast group, one creates a group with an MGID the SA makes
 /// (link-local, as OpenSM makes it when no scope is asked), another one
-/// with site-local scope, a third host joins both, and one registers a
-/// service. ibkit's SM, started with `--sa-db` on OpenSM's file, restores
+/// with site-local scope, a third host joins both, one registers a
+/// service and one subscribes to trap 64 (and is killed, so it stays
+/// subscribed). ibkit's SM, started with `--sa-db` on OpenSM's file, restores
 /// them all: its SA answers the service, it programs the made groups'
 /// trees (`ibroute -M` shows them) and it writes a database equal to
-/// OpenSM's in every group, MLID, member and service. OpenSM started
-/// again with `-S` on ibkit's file restores the broadcast group, the
-/// site-local group with its MLID and the service, and refuses the
+/// OpenSM's byte for byte but the made groups' creator PortGID. OpenSM
+/// started again with `-S` on ibkit's file restores the broadcast group,
+/// the site-local group with its MLID, the service and the subscription,
+/// and refuses the
 /// link-local group it made itself (its loader checks MGIDs as a join
 /// does: "ERR 1B24 ... 0xA01B signature but with link-local scope").
 #[test]
@@ -2051,12 +2053,32 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
         "service_lease=3600",
     ];
     sa(b, &[&["service", "--register"][..], &reg].concat());
+    // A subscriber to trap 64, killed while subscribed (so it never
+    // unsubscribes).
+    let mut sub = sim
+        .client_on(exe, c)
+        .args([
+            "sa",
+            "inform",
+            "--subscribe",
+            "--trap",
+            "64",
+            "--listen",
+            "120",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let full = |db: &sa::db::SaDb| {
         db.groups.len() == 3
             && db.groups.iter().all(|g| g.members.len() == 2)
             && db.services.len() == 1
+            && db.informs.len() == 1
     };
     let osm_db = sa_db_when(&d_osm.join("opensm-sa.dump"), full);
+    let _ = sub.kill();
+    let _ = sub.wait();
     let _ = osm.stop(Duration::from_secs(5));
     let mlid_of = |db: &sa::db::SaDb, g: &str| {
         (db.groups.iter())
@@ -2080,13 +2102,18 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
     )
     .unwrap();
     w.wait_for(
-        "SA database restored: 3 group(s) with 6 member(s), 1 service(s), 0 subscription(s); 0 record(s) skipped",
+        "SA database restored: 3 group(s) with 6 member(s), 1 service(s), 1 subscription(s); 0 record(s) skipped",
         Duration::from_secs(30),
     )
     .unwrap();
     let ibkit_db = sa_db_when(&d_ibkit.join("opensm-sa.dump"), full);
     assert_eq!(sa_db_groups(&ibkit_db), sa_db_groups(&osm_db));
     assert_eq!(sa_db_services(&ibkit_db), sa_db_services(&osm_db));
+    let inform = |db: &sa::db::SaDb| {
+        let i = &db.informs[0];
+        (i.subscriber, i.enumeration, i.info, i.lid, i.qpn)
+    };
+    assert_eq!(inform(&ibkit_db), inform(&osm_db));
     // Byte for byte, but for the creator's PortGID on a made group's
     // line, which ibkit does not keep (OpenSM writes zeros there too once
     // it restored a group).
@@ -2166,11 +2193,12 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
     assert_eq!(before - g.7.len(), 1, "a's join: {osm_db2:?}");
     assert_eq!(got, want);
     assert_eq!(sa_db_services(&osm_db2), sa_db_services(&back));
+    assert_eq!(inform(&osm_db2), inform(&back));
     drop(osm);
     drop(sim);
     eprintln!(
-        "opensm-sa.dump: OpenSM → ibkit: 3 groups (MLIDs {:#x}, {:#x}, {:#x}), 6 members and 1 service restored, \
-         MFTs programmed, the same database written; ibkit → OpenSM: all but OpenSM's own link-local group (ERR 1B24)",
+        "opensm-sa.dump: OpenSM → ibkit: 3 groups (MLIDs {:#x}, {:#x}, {:#x}), 6 members, 1 service and 1 subscription restored, \
+         MFTs programmed, the same database written but the creator PortGIDs; ibkit → OpenSM: all but OpenSM's own link-local group (ERR 1B24)",
         0xC000,
         mlid_of(&back, &link),
         mlid_of(&back, &site)

@@ -32,9 +32,6 @@ use mad_core::Gid;
 /// group, two a member, two a service or subscription).
 pub const MAX_LINES: usize = 1 << 20;
 
-/// The Q_Key of QP1 (IBA 3.9.8), where Reports go.
-pub const QP1_QKEY: u32 = 0x8001_0000;
-
 /// What [`crate::Sa::restore`] brought back, and what not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Restored {
@@ -83,7 +80,8 @@ pub struct DbInform {
     pub lid: u16,
     /// Its QP.
     pub qpn: u32,
-    /// Its Q_Key.
+    /// Its Q_Key (OpenSM writes 0, as ibkit does: Reports go to QP1,
+    /// whose Q_Key is the well-known one).
     pub qkey: u32,
     /// Its P_Key index.
     pub pkey_index: u16,

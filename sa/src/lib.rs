@@ -294,7 +294,7 @@ impl Sa {
                 info: *info,
                 lid: to.lid.0,
                 qpn: to.qpn,
-                qkey: db::QP1_QKEY,
+                qkey: 0,
                 pkey_index: 0,
                 sl: 0,
                 path_bits: 0,

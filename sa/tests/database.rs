@@ -191,7 +191,7 @@ fn what_the_subnet_no_longer_has_is_skipped_with_why() {
             info: inform(64),
             lid: 9,
             qpn: 1,
-            qkey: sa::db::QP1_QKEY,
+            qkey: 0,
             pkey_index: 0,
             sl: 0,
             path_bits: 0,
