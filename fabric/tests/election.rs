@@ -397,3 +397,21 @@ fn a_takeover_with_up_down_sends_only_the_blocks_its_own_routes_change() {
         st.lft_blocks_kept
     );
 }
+
+/// A master on a switch's port 0 (a managed switch's SM: IsSM in port
+/// 0's CapabilityMask) is found like one on a CA: the new SM stands by
+/// and polls it, then takes over, every LID kept, when it stops.
+#[test]
+fn a_master_on_a_switchs_port_0_is_stood_by_for() {
+    let (mut f, before) = running("mport-ntree:4:2");
+    let switch = (f.topo.nodes.iter())
+        .rposition(|n| n.kind == NodeType::Switch)
+        .unwrap();
+    let mut sm = standby_sm(&mut f, switch);
+    f.set_sm_info(switch, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
+    assert_eq!(lids(&f), before, "LIDs kept");
+}

@@ -448,3 +448,99 @@ fn late_arrival(
         );
     }
 }
+
+/// An SM on a switch's management port 0, as on a managed switch: on
+/// ibsim and on the served fabric (mport-ntree:4:2), each of ibkit and
+/// OpenSM runs on a spine switch's port 0 as master (priority 10) with
+/// the other on a CA as its standby (priority 1). `sminfo` from a host
+/// names the switch's port as master; `ibnetdiscover` reads a LID for
+/// the switch and every CA; ibkit's SA, when it is the master, resolves a
+/// path between two hosts. The master is killed (SIGKILL): the standby on
+/// the CA takes the subnet over and every LID stays.
+#[test]
+fn an_sm_on_a_switchs_port_0_masters_the_subnet_beside_opensm() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (what, start) in SIMULATORS {
+        for on_switch in [Kind::Ibkit, Kind::OpenSm] {
+            sm_on_a_switch(what, start, on_switch);
+        }
+    }
+}
+
+fn sm_on_a_switch(what: &str, start: Start, on_switch: Kind) {
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let what = format!("{what}, {on_switch:?} on a switch");
+    let dir = std::env::temp_dir().join(format!(
+        "ibkit-election-sw-{}-{}",
+        what.replace([' ', ',', ':'], "-"),
+        std::process::id()
+    ));
+    let (d1, d2) = (dir.join("switch"), dir.join("ca"));
+    std::fs::create_dir_all(&d1).unwrap();
+    std::fs::create_dir_all(&d2).unwrap();
+    let spine = (topo.nodes.iter())
+        .find(|n| n.kind == mad_core::attr::NodeType::Switch)
+        .unwrap();
+    // A switch's port 0 has the node GUID as its port GUID.
+    let (sw_host, sw_guid) = (spine.name.clone(), spine.guid);
+    let h = hosts(&topo);
+    let (ca_host, viewer, other) = (&h[0].0, &h[2].0, &h[3]);
+    let sim = start(&topo, spec, &dir);
+    let sim = &*sim;
+    let wait = Duration::from_secs(30);
+    let standby = match on_switch {
+        Kind::Ibkit => Kind::OpenSm,
+        Kind::OpenSm => Kind::Ibkit,
+    };
+    let mut master = start_sm(on_switch, sim, &sw_host, &d1, 10, "SUBNET UP");
+    master_is(sim, viewer, sw_guid, wait).unwrap();
+    let before = lids(sim, viewer);
+    assert!(
+        before.contains_key(&sw_guid),
+        "the switch has a LID: {before:?}"
+    );
+    assert_eq!(before.len(), topo.nodes.len(), "{before:?}");
+    if matches!(on_switch, Kind::Ibkit) {
+        // The SA on the switch's port 0 answers the hosts.
+        let slid = before[&(h[2].1 - 1)].to_string();
+        let dlid = before[&(other.1 - 1)].to_string();
+        let out = (sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), viewer))
+            .args(["sa", "path", &slid, &dlid, "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        assert_eq!(
+            v["records"][0]["dlid"].as_u64().map(|l| l.to_string()),
+            Some(dlid.clone()),
+            "{what}: {v} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _standby = start_sm(standby, sim, ca_host, &d2, 1, "Entering STANDBY state");
+    master_is(sim, viewer, sw_guid, wait).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = Instant::now();
+    match on_switch {
+        Kind::Ibkit => master.downcast_mut::<WatchedSm>().unwrap().sm.kill(),
+        Kind::OpenSm => master
+            .downcast_mut::<tests::peers::RunningSm>()
+            .unwrap()
+            .kill(),
+    }
+    master_is(sim, viewer, h[0].1, Duration::from_secs(60)).unwrap();
+    let after = lids(sim, viewer);
+    println!(
+        "{what}: master on {sw_host}'s port 0 ({} LIDs); killed, the standby on {ca_host} is master {:.0} ms later, {} of {} LIDs kept",
+        before.len(),
+        killed.elapsed().as_secs_f64() * 1e3,
+        after.iter().filter(|(g, l)| before.get(g) == Some(l)).count(),
+        before.len()
+    );
+    assert_eq!(before, after, "{what}: LIDs changed at the takeover");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -103,7 +103,9 @@ impl Sm {
         drop(p);
         if port == lid_port {
             self.keep_found_lid(node, pi.lid);
-            if !is_switch && pi.capability_mask.contains(CapabilityMask::IS_SM) {
+            // An SM on a CA's port, or on a switch's port 0 (a managed
+            // switch's SM): its SMInfo is asked for the election.
+            if pi.capability_mask.contains(CapabilityMask::IS_SM) {
                 self.ask_sm_info(node);
             }
         }

@@ -414,7 +414,9 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
                 t.encode(out).map_err(bad)
             }
             AttributeId::SmInfo => {
-                let cap = self.port(port)?.info.capability_mask;
+                // An SM on a switch runs behind its management port 0,
+                // whose IsSM says so, whatever port the SMP came in by.
+                let cap = self.port(if sw { 0 } else { port })?.info.capability_mask;
                 if !cap.contains(CapabilityMask::IS_SM) {
                     return unsupported;
                 }

@@ -580,3 +580,35 @@ fn port_info_modifier_bit_31_is_extended_speeds_not_all_ports() {
         );
     }
 }
+
+#[test]
+fn a_switch_answers_sminfo_for_the_sm_behind_its_port_0() {
+    let mut s = sw();
+    let get = req(Method::Get, AttributeId::SmInfo, 0);
+    // No SM on the switch: SMInfo is not supported, by whatever port.
+    assert_eq!(
+        status(&s.process(&get, 3, 0)),
+        Status::UNSUPPORTED_METHOD_ATTR
+    );
+    // An SM behind port 0 (its IsSM): answered on any port.
+    s.model.ports[0]
+        .info
+        .capability_mask
+        .set(CapabilityMask::IS_SM, true);
+    s.model.sm_info.priority = 9;
+    for port in [1, 3, 8] {
+        let r = s.process(&get, port, 0).expect("a response");
+        assert_eq!(r.status(), Status::OK, "by port {port}");
+        assert_eq!(SmInfo::decode(&r.data).unwrap().priority, 9);
+    }
+    // IsSM on an external port alone says nothing of a switch's SM.
+    let mut t = sw();
+    t.model.ports[3]
+        .info
+        .capability_mask
+        .set(CapabilityMask::IS_SM, true);
+    assert_eq!(
+        status(&t.process(&get, 3, 0)),
+        Status::UNSUPPORTED_METHOD_ATTR
+    );
+}
