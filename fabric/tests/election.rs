@@ -415,3 +415,121 @@ fn a_master_on_a_switchs_port_0_is_stood_by_for() {
     assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
     assert_eq!(lids(&f), before, "LIDs kept");
 }
+
+/// An SM started as master on a running subnet (its last SM gone, no
+/// standby, no cache) keeps the LID every port holds, as OpenSM's LID
+/// manager does, and reads the LFTs back so that nothing is sent again;
+/// with `reassign_lids` (OpenSM's `-r`) it numbers the ports afresh.
+#[test]
+fn an_sm_started_on_a_running_subnet_keeps_every_lid() {
+    // A first SM gives the ports LIDs a fresh bring-up would not (the
+    // order reversed, through a cache).
+    let (fresh, natural) = running("mport-ntree:4:2");
+    let order = port_lids(&fresh);
+    let reversed: std::collections::BTreeMap<u64, mad_core::Lid> =
+        (order.keys().zip(order.values().rev()))
+            .map(|(&g, &l)| (g, l))
+            .collect();
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let mut first = Sm::new(SmConfig::default());
+    first.set_preferred_lids(reversed.clone());
+    assert!(f.run(&mut first));
+    assert_eq!(port_lids(&f), reversed);
+    let held = lids(&f);
+    assert_ne!(held, natural);
+
+    // Started again: every LID kept, the LFTs read back and none sent.
+    let mut sm = Sm::new(SmConfig::default());
+    assert!(f.run(&mut sm), "{:?}", sm.error());
+    assert_eq!(lids(&f), held, "every LID kept");
+    let st = sm.stats();
+    let switches = sm.nodes().iter().filter(|n| n.is_switch()).count() as u64;
+    assert_eq!(
+        st.count(Method::Get, AttributeId::LinearForwardingTable),
+        switches
+    );
+    assert_eq!(st.count(Method::Set, AttributeId::LinearForwardingTable), 0);
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+    println!(
+        "started again on a running subnet: {} LIDs kept, {switches} LFT blocks read back, none sent, {} SMPs",
+        held.len(),
+        st.total()
+    );
+
+    // With reassign_lids: the order a fresh bring-up gives.
+    let mut sm = Sm::new(SmConfig {
+        reassign_lids: true,
+        ..SmConfig::default()
+    });
+    assert!(f.run(&mut sm), "{:?}", sm.error());
+    assert_eq!(lids(&f), natural, "numbered afresh");
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+}
+
+/// The same on a vSwitch subnet after a migration: an SM started again
+/// reads every hypervisor's VFs back, so the running VMs keep their
+/// vGUIDs and LIDs (the migrated one its LID on its new hypervisor), and
+/// every VF keeps its LID.
+#[test]
+fn an_sm_started_on_a_running_vswitch_subnet_keeps_the_vms() {
+    use smi::sm::LidPolicy;
+    let (mut f, mut first, up) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            lid_policy: LidPolicy::Prepopulated,
+            ..SmConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(up);
+    let hyps = first.hypervisors();
+    let a = first.create_vm(hyps[0], 0xA1).unwrap();
+    first.create_vm(hyps[1], 0xB2).unwrap();
+    assert!(f.run(&mut first));
+    let plan = first.plan_migration(a, hyps[2]).unwrap();
+    first.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut first));
+    let vms = |sm: &Sm| -> Vec<(u64, u16, u64)> {
+        let mut v: Vec<(u64, u16, u64)> = sm
+            .vms()
+            .map(|(_, vm)| (vm.guid, vm.lid, sm.nodes()[vm.hypervisor].info.node_guid.0))
+            .collect();
+        v.sort();
+        v
+    };
+    let vf_lids = |sm: &Sm| -> Vec<(u64, Vec<u16>)> {
+        let mut v: Vec<(u64, Vec<u16>)> = (sm.nodes().iter())
+            .filter(|n| !n.vfs.is_empty())
+            .map(|n| (n.info.node_guid.0, n.vfs.iter().map(|v| v.lid).collect()))
+            .collect();
+        v.sort();
+        v
+    };
+    let running = vms(&first);
+    assert_eq!(running.len(), 2);
+    let held = lids(&f);
+    let vfs = vf_lids(&first);
+
+    let mut sm = Sm::new(SmConfig {
+        lid_policy: LidPolicy::Prepopulated,
+        ..SmConfig::default()
+    });
+    assert!(f.run(&mut sm), "{:?}", sm.error());
+    assert_eq!(lids(&f), held, "every port's LID kept");
+    assert_eq!(
+        vms(&sm),
+        running,
+        "the VMs, their vGUIDs, LIDs and hypervisors kept"
+    );
+    assert_eq!(vf_lids(&sm), vfs, "every VF's LID kept");
+    assert!(sm.subnet().indexes_agree());
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+}

@@ -544,3 +544,69 @@ fn sm_on_a_switch(what: &str, start: Start, on_switch: Kind) {
     assert_eq!(before, after, "{what}: LIDs changed at the takeover");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An SM started as master on a subnet another SM brought up and left
+/// (no standby, no cache) keeps the LIDs the ports hold, as OpenSM's LID
+/// manager does: OpenSM brings random:6:7 up and exits; `ibkit sm`
+/// started after it leaves every LID as OpenSM gave it (`ibnetdiscover`)
+/// and reads the LFTs back; with `--reassign-lids` (OpenSM's `-r`) it
+/// numbers the ports in its own order, which differs. On ibsim and on the
+/// served fabric.
+#[test]
+fn ibkit_started_after_opensm_keeps_its_lids() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (what, start) in SIMULATORS {
+        keeps_opensms_lids(what, start);
+    }
+}
+
+fn keeps_opensms_lids(what: &str, start: Start) {
+    let spec = "random:6:7";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("ibkit-election-keep-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let h = hosts(&topo);
+    // OpenSM's node and ibkit's: ibsim frees a killed client's SM slot
+    // only when it next notices it gone.
+    let (osm_host, sm_host, viewer) = (&h[0].0, &h[1].0, &h[2].0);
+    let sim = start(&topo, spec, &dir);
+    let sim = &*sim;
+    let wait = Duration::from_secs(30);
+    let mut osm = start_opensm_at(sim, osm_host, &dir, wait, &[], "SUBNET UP").unwrap();
+    let before = lids(sim, viewer);
+    assert_eq!(before.len(), topo.nodes.len(), "{before:?}");
+    osm.kill();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let once = |extra: &[&str]| {
+        let mut w =
+            WatchedSm::start(exe, sim, sm_host, &[&["--once"][..], extra].concat()).unwrap();
+        w.wait_for("SUBNET UP", wait).unwrap();
+        let (clean, seen) = w.stop(Duration::from_secs(10));
+        assert!(clean, "{what}: ibkit sm --once {extra:?}");
+        seen.into_iter().map(|(_, l)| l).collect::<Vec<String>>()
+    };
+    let log = once(&[]);
+    let kept = lids(sim, viewer);
+    let lfts = log.iter().find(|l| l.contains("LFT blocks:")).cloned();
+    assert_eq!(kept, before, "{what}: OpenSM's LIDs kept; {log:?}");
+    assert!(lfts.is_some(), "{what}: the LFTs read back: {log:?}");
+    once(&["--reassign-lids"]);
+    let own = lids(sim, viewer);
+    assert_eq!(own.len(), before.len());
+    assert_ne!(
+        own, before,
+        "{what}: ibkit's own order differs from OpenSM's on {spec}"
+    );
+    println!(
+        "{what} {spec}: ibkit started after OpenSM kept {} of {} LIDs ({}); with --reassign-lids, {} of them changed",
+        kept.iter().filter(|(g, l)| before.get(g) == Some(l)).count(),
+        before.len(),
+        lfts.unwrap_or_default().trim(),
+        own.iter().filter(|(g, l)| before.get(g) != Some(l)).count()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

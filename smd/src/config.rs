@@ -19,6 +19,7 @@
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
+//! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! ```
 //!
 //! Every key is optional; a flag given on the command line wins over the
@@ -62,6 +63,7 @@ struct Raw {
     dump_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
+    reassign_lids: Option<bool>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -103,6 +105,8 @@ pub struct SmFile {
     pub cache_dir: Option<PathBuf>,
     /// The SA database (`opensm-sa.dump`) restored at start.
     pub sa_db_file: Option<PathBuf>,
+    /// Number every port afresh at start (OpenSM's `reassign_lids`).
+    pub reassign_lids: Option<bool>,
 }
 
 /// What is wrong in a configuration file, and where.
@@ -234,6 +238,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         dump_dir: path(&raw.dump_dir),
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
+        reassign_lids: raw.reassign_lids,
     })
 }
 
@@ -257,7 +262,7 @@ mod tests {
                     timeout_ms = 100\nretries = 5\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
-                    cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\n";
+                    cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
         assert_eq!(f.sm_key, Some(u64::MAX));
@@ -272,6 +277,7 @@ mod tests {
         assert_eq!(f.log_file, Some(PathBuf::from("/etc/ibkit/sm.log")));
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
+        assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(
             f.sa_db_file,
             Some(PathBuf::from("/etc/ibkit/opensm-sa.dump"))

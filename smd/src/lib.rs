@@ -110,6 +110,9 @@ pub struct SmdConfig {
     /// the subnet is first up. With `dump_dir`, the SA's own is written
     /// there as it changes (at most once a second) and at the stop.
     pub sa_db_file: Option<PathBuf>,
+    /// Number every port afresh when starting as master, as OpenSM's
+    /// `reassign_lids` (`-r`); by default ports keep the LIDs they hold.
+    pub reassign_lids: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -164,6 +167,7 @@ impl Default for SmdConfig {
             dump_dir: None,
             cache_dir: None,
             sa_db_file: None,
+            reassign_lids: false,
             reconfig: None,
         }
     }
@@ -494,6 +498,7 @@ fn drive(
         priority: c.priority,
         sm_key: c.sm_key,
         poll_ms: c.poll_ms,
+        reassign_lids: c.reassign_lids,
         ..SmConfig::default()
     };
     let mut sm = Sm::new(cfg);
@@ -917,6 +922,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "sa_db_file",
             g.sa_db_file.clone().or(f.sa_db_file) != c.sa_db_file,
+        ),
+        (
+            "reassign_lids",
+            g.reassign_lids.or(f.reassign_lids).unwrap_or(false) != c.reassign_lids,
         ),
         ("log_file", g.log_file.clone().or(f.log_file) != rc.log_file),
     ];

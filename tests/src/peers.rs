@@ -118,6 +118,7 @@ fn first_ca(topo: &Topology) -> Result<String, String> {
 fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command {
     let scratch = std::env::temp_dir().join("ibkit-umad2sim");
     let _ = std::fs::create_dir_all(&scratch);
+    forget_dead_clients(&scratch);
     let mut c = Command::new(program);
     c.current_dir(&scratch);
     c.env(
@@ -128,6 +129,26 @@ fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command
     .env("SIM_HOST", host)
     .stdin(Stdio::null());
     c
+}
+
+/// Removes the fake sysfs trees (`sys-PID`) that libumad2sim clients left
+/// in `scratch` when they were killed: libumad2sim cannot open its port in
+/// a process whose PID finds such a tree of a dead one (seen as
+/// `mad_rpc_open_port: can't open UMAD port` from smpquery, once PIDs
+/// came round again).
+fn forget_dead_clients(scratch: &Path) {
+    let Ok(dir) = std::fs::read_dir(scratch) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("sys-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// An ibsim serving a fabric on its own socket; killed on drop.

@@ -56,7 +56,7 @@ pub struct SmArgs {
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, poll_ms,
     /// sweep_ms, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, dump_dir, cache_dir, sa_db_file; paths relative to the
+    /// log_level, log_file, dump_dir, cache_dir, sa_db_file, reassign_lids; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
@@ -84,6 +84,13 @@ pub struct SmArgs {
     /// --dump-dir the SA writes its own opensm-sa.dump there.
     #[arg(long, value_name = "FILE")]
     pub sa_db: Option<std::path::PathBuf>,
+    /// Starting as master, number every port afresh (as OpenSM's -r,
+    /// reassign_lids). Without it a port keeps the LID it holds (unless
+    /// --cache-dir's guid2lid gives that LID to another port), so an SM
+    /// started again on a running subnet changes no LID and keeps the
+    /// VMs of vSwitch hypervisors.
+    #[arg(long)]
+    pub reassign_lids: bool,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -184,6 +191,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
             sa_db_file: a.sa_db.clone().or(file.sa_db_file),
+            reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
             reconfig: a.config.clone().map(|f| smd::Reconfig {
                 file: f,
                 flags: flags(a),
@@ -238,6 +246,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         dump_dir: a.dump_dir.clone(),
         cache_dir: a.cache_dir.clone(),
         sa_db_file: a.sa_db.clone(),
+        reassign_lids: a.reassign_lids.then_some(true),
     }
 }
 

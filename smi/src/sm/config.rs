@@ -43,6 +43,12 @@ pub struct SmConfig {
     /// means the master is gone: detection takes at most `poll_ms +
     /// (retries + 1) × timeout_ms`.
     pub poll_ms: u64,
+    /// Starting as master (not taking over from another SM), give every
+    /// port a LID afresh, as OpenSM's `reassign_lids` (`-r`) does; by
+    /// default a port keeps the LID it holds, unless a `guid2lid` cache
+    /// gives that LID to another port (as OpenSM keeps them), so that an
+    /// SM started again on a running subnet changes no LID.
+    pub reassign_lids: bool,
 }
 
 /// The routing engines.
@@ -148,6 +154,7 @@ impl Default for SmConfig {
             priority: 0,
             sm_key: 1,
             poll_ms: 500,
+            reassign_lids: false,
         }
     }
 }

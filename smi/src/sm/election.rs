@@ -353,9 +353,13 @@ impl Sm {
     }
 
     /// Taking over, a new master reads back what each VF of a hypervisor
-    /// holds (VPortInfo), so that VMs keep their LIDs and vGUIDs.
+    /// holds (VPortInfo), so that VMs keep their LIDs and vGUIDs; so does
+    /// an SM starting on a running subnet, for each hypervisor that kept
+    /// the LID its port held.
     pub(super) fn read_vports_back(&mut self, node: usize, vfs: u16) {
-        if self.up || !self.keep_lids {
+        let live = self.keep_lids
+            || (!self.cfg.reassign_lids && self.db.nodes().get(node).is_some_and(|n| n.lid != 0));
+        if self.up || !live {
             return;
         }
         for vf in 1..=vfs {
@@ -401,8 +405,12 @@ impl Sm {
         self.db.max_lid = self.db.max_lid.max(lid);
     }
 
-    /// Discovery (taking over) read the LID a node's port holds: the node
-    /// keeps it, unless another node took it first.
+    /// Discovery read the LID a node's port holds (`lid`). Taking over,
+    /// the node keeps it unless another node took it first. Starting as
+    /// master, as OpenSM's LID manager does: the LID a guid2lid cache
+    /// gives the port, if free; else the LID it holds, if no other port
+    /// holds it and the cache gives it to no port (unless
+    /// [`SmConfig::reassign_lids`]); else a new one later.
     pub(super) fn keep_found_lid(&mut self, node: usize, lid: Lid) {
         if self.up || self.db.nodes()[node].lid != 0 {
             return;
@@ -418,11 +426,16 @@ impl Sm {
                 return;
             }
         }
-        if !self.keep_lids || lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 {
+        if lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 || self.db.by_lid(lid).is_some() {
             return;
         }
-        if self.db.nodes()[node].lid != 0 || self.db.by_lid(lid).is_some() {
+        if !self.keep_lids
+            && (self.cfg.reassign_lids || self.preferred.values().any(|&l| l == lid.0))
+        {
             return;
+        }
+        if !self.keep_lids {
+            self.kept_found = true;
         }
         self.db.set_lid(node, lid.0);
         self.db.max_lid = self.db.max_lid.max(lid.0);

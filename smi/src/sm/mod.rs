@@ -129,6 +129,9 @@ pub struct Sm {
     election: election::Election,
     /// Keep the LIDs the ports hold (a standby taking the subnet over).
     keep_lids: bool,
+    /// Starting as master, some port kept the LID it held (a running
+    /// subnet): the LFTs are read back, so that only what differs is sent.
+    kept_found: bool,
     /// LIDs to give ports by their GUID where free (OpenSM's `guid2lid`).
     preferred: BTreeMap<u64, u16>,
     /// LFT blocks read back from the switches by a new master that keeps
@@ -162,6 +165,7 @@ impl Sm {
             issuers_first: false,
             election: election::Election::new(0, 0),
             keep_lids: false,
+            kept_found: false,
             preferred: BTreeMap::new(),
             found_lfts: BTreeMap::new(),
         };

@@ -180,7 +180,7 @@ impl Sm {
     /// switch holds, up to its LinearFDBTop, so that only blocks that
     /// differ are sent: no LFT churn for a subnet whose LIDs stay.
     pub(super) fn read_lfts_back(&mut self) {
-        let keeps = self.keep_lids || !self.preferred.is_empty();
+        let keeps = self.keep_lids || !self.preferred.is_empty() || self.kept_found;
         if self.up || !keeps {
             return;
         }
