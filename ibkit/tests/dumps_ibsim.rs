@@ -327,3 +327,87 @@ fn both_sms_pick_the_same_updn_roots() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `opensm-ftree-ca-order.dump`, OpenSM's (`-R ftree`) and ibkit's
+/// (`--routing ftree`), on ibsim's fat-tree-324 and mport-ntree:4:2: the
+/// same layout, the same CAs (by node description; the two SMs give
+/// other LIDs), grouped leaf by leaf the same way (each block of lines
+/// one leaf's CAs, the same sets), the same dummy padding. The order of
+/// the leaves, and of the CAs within one, is each engine's own numbering.
+#[test]
+fn both_sms_write_the_same_ftree_ca_order_up_to_numbering() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    for spec in ["mport-ntree:4:2", "fat-tree-324"] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "ibkit-ca-order-{}-{}",
+            spec.replace(':', "-"),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (osm_dump, dump) = (dir.join("osm-dump"), dir.join("ibkit-dump"));
+        for d in [&osm_dump, &dump] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        {
+            let sim = Ibsim::start(&topo, &dir).unwrap();
+            let out = sim
+                .client("opensm")
+                .env("OSM_CACHE_DIR", &dir)
+                .env("OSM_TMP_DIR", &osm_dump)
+                .args(["-o", "-R", "ftree", "-f"])
+                .arg(dir.join("opensm.log"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "opensm: {out:?}");
+        }
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let d = dump.to_str().unwrap();
+        let v = ibkit_sm(&sim, &["--routing", "ftree", "--dump-dir", d]);
+        assert_eq!(v["up"], true);
+        let name = "opensm-ftree-ca-order.dump";
+        let (theirs, ours) = (read(&osm_dump.join(name)), read(&dump.join(name)));
+        assert!(!theirs.is_empty(), "{spec}: OpenSM wrote no {name}");
+        // Blocks of one leaf's CAs: the leaf each CA hangs off.
+        let leaf_of = |desc: &str| {
+            let n = topo.nodes.iter().position(|n| n.name == desc).unwrap();
+            topo.peer_of(n, 1).unwrap().0
+        };
+        let blocks = |text: &str| -> (std::collections::BTreeSet<Vec<String>>, usize, usize) {
+            let mut sets = std::collections::BTreeSet::new();
+            let (mut cur, mut leaf, mut dummies, mut lines) = (Vec::new(), None, 0, 0);
+            for l in text.lines() {
+                lines += 1;
+                let (lid, desc) = l.split_once('\t').unwrap_or_else(|| panic!("{spec}: {l}"));
+                assert!(lid.starts_with("0x") && lid.len() == 6, "{spec}: {l}");
+                if desc == "DUMMY" {
+                    assert_eq!(lid, "0xFFFF", "{spec}: {l}");
+                    dummies += 1;
+                    continue;
+                }
+                let here = leaf_of(desc);
+                if leaf != Some(here) && !cur.is_empty() {
+                    cur.sort();
+                    sets.insert(std::mem::take(&mut cur));
+                }
+                leaf = Some(here);
+                cur.push(desc.to_string());
+            }
+            cur.sort();
+            sets.insert(cur);
+            (sets, dummies, lines)
+        };
+        let (a, b) = (blocks(&theirs), blocks(&ours));
+        assert_eq!(b, a, "{spec}: CAs by leaf, dummies, lines");
+        println!(
+            "{spec}: opensm-ftree-ca-order.dump: {} lines, {} leaves, {} dummies, the same CAs by leaf as OpenSM's",
+            b.2,
+            b.0.len(),
+            b.1
+        );
+        drop(sim);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -5,7 +5,10 @@
 //! second with each route's hops), `opensm-lid-matrix.dump` (every
 //! switch's hops to every LID out of every port), `opensm.mcfdbs` (every
 //! switch's multicast table), `opensm-sl2vl.dump` (the SL-to-VL tables
-//! written under QoS) and `opensm-updn-roots.dump` (up*/down*'s roots).
+//! written under QoS), `opensm-updn-roots.dump` (up*/down*'s roots),
+//! `opensm-ftree-ca-order.dump` (the fat-tree engine's CA numbering) and
+//! the SA's `opensm-sa.dump` (its groups, services and subscriptions,
+//! read back with `--sa-db`).
 //!
 //! The layouts follow OpenSM 3.3's `osm_dump.c` and `osm_db_files.c`:
 //! nodes and switches in the order of OpenSM's GUID maps (keyed by the
@@ -451,6 +454,40 @@ pub fn updn_roots(sm: &Sm) -> Option<String> {
     Some(roots.iter().map(|g| format!("{g:#x}\n")).collect())
 }
 
+/// OpenSM's `opensm-ftree-ca-order.dump`, under `--routing ftree` when
+/// the fat-tree engine routed the subnet itself: the CAs in the order the
+/// engine numbers them ([`Sm::ftree_ca_order`]), a line `0xLID<TAB>node
+/// description` each, every leaf padded with `0xFFFF<TAB>DUMMY` lines to
+/// the most CAs a leaf has, as OpenSM's ftree writes it. MPI ranks given
+/// in this order make shift patterns contention-free.
+pub fn ftree_ca_order(sm: &Sm) -> Option<String> {
+    let order = sm.ftree_ca_order()?;
+    // Leaf by leaf in the engine's order, padded to the most CAs a leaf
+    // has with OpenSM's dummy line.
+    let mut leaves: Vec<(usize, Vec<mad_core::Lid>)> = Vec::new();
+    for (leaf, lid) in order {
+        match leaves.last_mut() {
+            Some((l, lids)) if *l == leaf => lids.push(lid),
+            _ => leaves.push((leaf, vec![lid])),
+        }
+    }
+    let most = leaves.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    let mut s = String::new();
+    for (_, lids) in &leaves {
+        for lid in lids {
+            let d = (sm.subnet().by_lid(*lid))
+                .and_then(|(n, _)| sm.nodes().get(n.0))
+                .map(desc)
+                .unwrap_or_default();
+            let _ = writeln!(s, "0x{:04x}\t{d}", lid.0);
+        }
+        for _ in lids.len()..most {
+            s.push_str("0xFFFF\tDUMMY\n");
+        }
+    }
+    Some(s)
+}
+
 /// OpenSM's `opensm.mcfdbs`: the multicast forwarding entries the SM
 /// wrote, switch by switch (a switch with none is left out): a header
 /// naming the switch by its node GUID, then a line per MLID listing the
@@ -607,15 +644,16 @@ fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
 
 /// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
 /// `opensm-lid-matrix.dump`, `opensm.mcfdbs`, under QoS
-/// `opensm-sl2vl.dump` and routing up*/down* `opensm-updn-roots.dump`
-/// into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// `opensm-sl2vl.dump`, routing up*/down* `opensm-updn-roots.dump` and
+/// fat-tree `opensm-ftree-ca-order.dump` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
     if let Some(d) = dump_dir {
         let qos = sl2vl(sm).map(|t| ("opensm-sl2vl.dump", t));
         let roots = updn_roots(sm).map(|t| ("opensm-updn-roots.dump", t));
-        for (name, text) in qos.into_iter().chain(roots).chain([
+        let order = ftree_ca_order(sm).map(|t| ("opensm-ftree-ca-order.dump", t));
+        for (name, text) in qos.into_iter().chain(roots).chain(order).chain([
             ("opensm-subnet.lst", subnet_lst(sm)),
             ("opensm-lfts.dump", lfts(sm)),
             ("opensm.fdbs", fdbs(sm)),
@@ -775,6 +813,118 @@ mod tests {
             assert_eq!(lines, topo.switches() * lids, "{spec}");
         }
         assert!(longer > 0, "up*/down* on random:12:3 took no longer route");
+    }
+
+    /// `opensm-ftree-ca-order.dump` under `--routing ftree` on
+    /// fat-tree-324: OpenSM's layout, every CA once, 18 to a leaf (no
+    /// dummy on a full tree), each leaf's CAs together. Its purpose holds:
+    /// for every shift s, rank i sending to rank i + s (mod 324), in the
+    /// file's order, through the installed LFTs, no cable between
+    /// switches carries two of the 324 flows. Shuffled ranks do not have
+    /// that (the check can fail); and a degraded tree gets no file (the
+    /// engine fell back to up*/down*).
+    #[test]
+    fn ftree_ca_order_makes_every_shift_contention_free() {
+        use fabric::sim::SimConfig;
+        use mad_core::attr::NodeType;
+        use smi::sm::{Engine, SmConfig};
+        let cfg = SmConfig {
+            routing: Engine::FatTree,
+            ..SmConfig::default()
+        };
+        let (f, sm, up) = fabric::sim::bring_up("fat-tree-324", SimConfig::default(), cfg).unwrap();
+        assert!(up);
+        let text = ftree_ca_order(&sm).expect("the fat-tree engine routed it");
+        let topo = &f.topo;
+        let owner = |lid: u16| (0..topo.nodes.len()).find(|&n| f.nodes[n].owns(mad_core::Lid(lid)));
+        let mut ranks: Vec<u16> = Vec::new();
+        let mut leaf_of = Vec::new();
+        for line in text.lines() {
+            let (lid, d) = line.split_once('\t').unwrap();
+            assert_ne!(lid, "0xFFFF", "a full tree has no dummy: {line}");
+            let lid = u16::from_str_radix(lid.strip_prefix("0x").unwrap(), 16).unwrap();
+            assert_eq!(format!("0x{lid:04x}\t{d}"), line, "OpenSM's layout");
+            let n = owner(lid).unwrap();
+            assert_eq!(topo.nodes[n].kind, NodeType::ChannelAdapter, "{line}");
+            assert_eq!(d, topo.nodes[n].name, "{line}");
+            leaf_of.push(topo.peer_of(n, 1).unwrap().0);
+            ranks.push(lid);
+        }
+        let cas = topo
+            .nodes
+            .iter()
+            .filter(|n| n.kind != NodeType::Switch)
+            .count();
+        assert_eq!(ranks.len(), cas);
+        let mut seen = ranks.clone();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), cas, "every CA once");
+        // Each leaf's CAs together, 18 a leaf.
+        for chunk in leaf_of.chunks(18) {
+            assert!(chunk.iter().all(|&l| l == chunk[0]), "{chunk:?}");
+        }
+        // The most flows on one switch-to-switch cable, over every shift.
+        let worst = |order: &[u16]| {
+            let n = order.len();
+            let mut worst = 0;
+            for shift in 1..n {
+                let mut load: BTreeMap<(usize, u8), u32> = BTreeMap::new();
+                for i in 0..n {
+                    let (src, dst) = (owner(order[i]).unwrap(), order[(i + shift) % n]);
+                    let mut at = topo.peer_of(src, 1).unwrap().0;
+                    for _ in 0..16 {
+                        let port = f.nodes[at].lft_port(mad_core::Lid(dst));
+                        let (next, _) = topo.peer_of(at, port).unwrap();
+                        if topo.nodes[next].kind != NodeType::Switch {
+                            assert!(f.nodes[next].owns(mad_core::Lid(dst)));
+                            break;
+                        }
+                        *load.entry((at, port)).or_default() += 1;
+                        at = next;
+                    }
+                }
+                worst = worst.max(load.values().copied().max().unwrap_or(0));
+            }
+            worst
+        };
+        assert_eq!(
+            worst(&ranks),
+            1,
+            "a shift shares a cable in the file's order"
+        );
+        // Shuffled (a fixed LCG), some shift shares a cable.
+        let mut shuffled = ranks.clone();
+        let mut x = 12_345u64;
+        for i in (1..shuffled.len()).rev() {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            shuffled.swap(i, (x >> 33) as usize % (i + 1));
+        }
+        let w = worst(&shuffled);
+        assert!(
+            w > 1,
+            "shuffled ranks are contention-free too: the check proves nothing"
+        );
+
+        // A degraded tree (a leaf's up-link down, swept): up*/down*
+        // routes it, and no file is written.
+        let first = owner(ranks[0]).unwrap();
+        let leaf = topo.peer_of(first, 1).unwrap().0;
+        let up_port = (1..=topo.nodes[leaf].ports)
+            .find(|&p| {
+                topo.peer_of(leaf, p)
+                    .is_some_and(|(m, _)| topo.nodes[m].kind == NodeType::Switch)
+            })
+            .unwrap();
+        let (mut f, mut sm) = (f, sm);
+        let t = f.now_ns();
+        f.schedule(
+            t + 1_000_000,
+            fabric::sim::FabricEvent::LinkDown(leaf, up_port),
+        );
+        assert!(f.run_until(&mut sm, t + 20_000_000_000));
+        assert!(sm.stats().sweeps >= 1);
+        assert_eq!(ftree_ca_order(&sm), None);
     }
 
     #[test]

@@ -67,7 +67,8 @@ pub struct SmArgs {
     /// Write OpenSM's dumps here each time the subnet comes up or
     /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs,
     /// opensm-lid-matrix.dump, opensm.mcfdbs, with QoS
-    /// opensm-sl2vl.dump and routing updn opensm-updn-roots.dump; and the
+    /// opensm-sl2vl.dump, routing updn opensm-updn-roots.dump and routing
+    /// ftree opensm-ftree-ca-order.dump; and the
     /// SA's opensm-sa.dump (groups, services, subscriptions) when it
     /// changes, at most once a second, and at the stop.
     #[arg(long, value_name = "DIR")]

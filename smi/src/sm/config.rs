@@ -114,17 +114,25 @@ impl RoutingEngine for UpDownEngine {
     }
 }
 
-impl RoutingEngine for FatTreeEngine {
-    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+impl FatTreeEngine {
+    /// The tables, and whether they are the fat-tree's own (false: the
+    /// tree was degraded and up*/down* routed it instead).
+    pub fn route_or_fall_back(&self, g: &Graph, max_lid: u16) -> (Vec<Vec<u8>>, bool) {
         let t = updn::ftree(g, max_lid, &updn::auto_roots(g));
         // A degraded tree (a cable or switch missing) can leave a switch
         // with no up*/down* way to a destination: then, as OpenSM's ftree
         // falls back to another engine, route the whole fabric up*/down*.
         if complete(g, &t) {
-            t
+            (t, true)
         } else {
-            UpDownEngine.route(g, max_lid)
+            (UpDownEngine.route(g, max_lid), false)
         }
+    }
+}
+
+impl RoutingEngine for FatTreeEngine {
+    fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+        self.route_or_fall_back(g, max_lid).0
     }
 }
 

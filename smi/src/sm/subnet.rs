@@ -54,6 +54,9 @@ pub struct Subnet {
     pub(super) max_lid: u16,
     /// The switch graph routes are computed on.
     pub(super) graph: Graph,
+    /// The fat-tree engine routed with its own rules (it did not fall
+    /// back to up*/down* on a degraded tree).
+    pub(super) ftree_applied: bool,
     /// Multicast groups and the MFT entries written for them.
     pub(super) mcast: super::mcast::Multicast,
     /// Partitions and the P_Key tables.

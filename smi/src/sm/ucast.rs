@@ -62,7 +62,14 @@ impl Sm {
             );
         }
         g.extra = extra;
-        self.db.lfts = Self::compute_routes(self.cfg.routing, &g, self.db.max_lid);
+        (self.db.lfts, self.db.ftree_applied) = if self.cfg.routing == Engine::FatTree {
+            super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid)
+        } else {
+            (
+                Self::compute_routes(self.cfg.routing, &g, self.db.max_lid),
+                false,
+            )
+        };
         // A new master that read the switches' tables back keeps each
         // entry min-hop would also accept (other engines keep their own
         // rules: up*/down* and fat-tree legality).
@@ -81,6 +88,22 @@ impl Sm {
     /// The switch graph the routes were computed on.
     pub fn routing_graph(&self) -> &Graph {
         &self.db.graph
+    }
+
+    /// The CA destinations in the order the fat-tree engine numbers them
+    /// (leaf switch by leaf switch, each leaf's ports in order: the
+    /// d-mod-k index), as (leaf switch of the graph, LID): `None` unless
+    /// the routes are the fat-tree engine's own (`--routing ftree` on a
+    /// tree it did not have to fall back on). Ranks placed in this order
+    /// spread shift patterns over distinct up links, as the ranks of
+    /// OpenSM's `opensm-ftree-ca-order.dump` do.
+    pub fn ftree_ca_order(&self) -> Option<Vec<(usize, Lid)>> {
+        (self.cfg.routing == Engine::FatTree && self.db.ftree_applied).then(|| {
+            (routing::destinations(&self.db.graph).into_iter())
+                .filter(|&(_, _, port)| port != 0)
+                .map(|(lid, k, _)| (k, Lid(lid)))
+                .collect()
+        })
     }
 
     /// Computes routes on `g` with `engine` (what bring-up does, exposed so
