@@ -277,28 +277,12 @@ fn both_sms_pick_the_same_updn_roots() {
     }
     for spec in ["mport-ntree:4:2", "random:6:7", "fat-tree-324"] {
         let topo = Topology::from_spec(spec).unwrap();
-        let dir = std::env::temp_dir().join(format!(
-            "ibkit-updn-roots-{}-{}",
-            spec.replace(':', "-"),
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        let (osm_dump, dump) = (dir.join("osm-dump"), dir.join("ibkit-dump"));
-        for d in [&osm_dump, &dump] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        {
-            let sim = Ibsim::start(&topo, &dir).unwrap();
-            let out = sim
-                .client("opensm")
-                .env("OSM_CACHE_DIR", &dir)
-                .env("OSM_TMP_DIR", &osm_dump)
-                .args(["-o", "-R", "updn", "-D", "0x43", "-f"])
-                .arg(dir.join("opensm.log"))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "opensm: {out:?}");
-        }
+        let (dir, osm_dump, dump) = opensm_once(
+            &topo,
+            "ibkit-updn-roots",
+            spec,
+            &["-R", "updn", "-D", "0x43"],
+        );
         let sim = Ibsim::start(&topo, &dir).unwrap();
         let d = dump.to_str().unwrap();
         let v = ibkit_sm(&sim, &["--routing", "updn", "--dump-dir", d]);
@@ -341,28 +325,7 @@ fn both_sms_write_the_same_ftree_ca_order_up_to_numbering() {
     }
     for spec in ["mport-ntree:4:2", "fat-tree-324"] {
         let topo = Topology::from_spec(spec).unwrap();
-        let dir = std::env::temp_dir().join(format!(
-            "ibkit-ca-order-{}-{}",
-            spec.replace(':', "-"),
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        let (osm_dump, dump) = (dir.join("osm-dump"), dir.join("ibkit-dump"));
-        for d in [&osm_dump, &dump] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        {
-            let sim = Ibsim::start(&topo, &dir).unwrap();
-            let out = sim
-                .client("opensm")
-                .env("OSM_CACHE_DIR", &dir)
-                .env("OSM_TMP_DIR", &osm_dump)
-                .args(["-o", "-R", "ftree", "-f"])
-                .arg(dir.join("opensm.log"))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "opensm: {out:?}");
-        }
+        let (dir, osm_dump, dump) = opensm_once(&topo, "ibkit-ca-order", spec, &["-R", "ftree"]);
         let sim = Ibsim::start(&topo, &dir).unwrap();
         let d = dump.to_str().unwrap();
         let v = ibkit_sm(&sim, &["--routing", "ftree", "--dump-dir", d]);
@@ -410,4 +373,38 @@ fn both_sms_write_the_same_ftree_ca_order_up_to_numbering() {
         drop(sim);
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// OpenSM (`opensm -o` with `args`) brings a fresh ibsim of `topo` up
+/// once, its dumps in `osm-dump` under a new directory `NAME-SPEC-PID`:
+/// that directory, OpenSM's dump directory and an empty one for ibkit's.
+fn opensm_once(
+    topo: &Topology,
+    name: &str,
+    spec: &str,
+    args: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "{name}-{}-{}",
+        spec.replace(':', "-"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (osm_dump, dump) = (dir.join("osm-dump"), dir.join("ibkit-dump"));
+    for d in [&osm_dump, &dump] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let sim = Ibsim::start(topo, &dir).unwrap();
+    let out = sim
+        .client("opensm")
+        .env("OSM_CACHE_DIR", &dir)
+        .env("OSM_TMP_DIR", &osm_dump)
+        .arg("-o")
+        .args(args)
+        .arg("-f")
+        .arg(dir.join("opensm.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm: {out:?}");
+    (dir, osm_dump, dump)
 }
