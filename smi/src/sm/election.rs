@@ -263,6 +263,7 @@ impl Sm {
     /// survive a restart of the SM.
     pub fn set_preferred_lids(&mut self, lids: BTreeMap<u64, Lid>) {
         self.preferred = lids.into_iter().map(|(g, l)| (g, l.0)).collect();
+        self.preferred_lids = self.preferred.values().copied().collect();
     }
 
     /// Changes the election priority of a running SM (a re-read
@@ -429,12 +430,10 @@ impl Sm {
         if lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 || self.db.by_lid(lid).is_some() {
             return;
         }
-        if !self.keep_lids
-            && (self.cfg.reassign_lids || self.preferred.values().any(|&l| l == lid.0))
-        {
-            return;
-        }
         if !self.keep_lids {
+            if self.cfg.reassign_lids || self.preferred_lids.contains(&lid.0) {
+                return;
+            }
             self.kept_found = true;
         }
         self.db.set_lid(node, lid.0);

@@ -134,6 +134,9 @@ pub struct Sm {
     kept_found: bool,
     /// LIDs to give ports by their GUID where free (OpenSM's `guid2lid`).
     preferred: BTreeMap<u64, u16>,
+    /// The LIDs of `preferred`: a port holding one of them gives it up to
+    /// the port the cache names.
+    preferred_lids: alloc::collections::BTreeSet<u16>,
     /// LFT blocks read back from the switches by a new master that keeps
     /// the LIDs it finds: (node, block) → the ports they hold.
     found_lfts: BTreeMap<(usize, u16), [u8; 64]>,
@@ -167,6 +170,7 @@ impl Sm {
             keep_lids: false,
             kept_found: false,
             preferred: BTreeMap::new(),
+            preferred_lids: alloc::collections::BTreeSet::new(),
             found_lfts: BTreeMap::new(),
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
