@@ -170,10 +170,11 @@ fn a_standby_takes_over_when_the_masters_cable_dies_and_data_keeps_flowing() {
     );
 }
 
-#[test]
-fn a_new_master_keeps_the_vms_it_finds() {
-    use smi::sm::LidPolicy;
-    let (mut f, mut first, up) = fabric::sim::bring_up(
+/// A vSwitch mport-ntree:4:2 (two VFs a hypervisor, prepopulated LIDs,
+/// min-hop) brought up, with VMs 0xA1 and 0xB2 running on the first two
+/// hypervisors: the fabric, its SM, and the first VM.
+fn two_vms() -> (Fabric, Sm, smi::sm::VmId) {
+    let (mut f, mut sm, up) = fabric::sim::bring_up(
         "mport-ntree:4:2",
         SimConfig {
             vfs: 2,
@@ -181,25 +182,32 @@ fn a_new_master_keeps_the_vms_it_finds() {
         },
         SmConfig {
             routing: Engine::MinHop,
-            lid_policy: LidPolicy::Prepopulated,
+            lid_policy: smi::sm::LidPolicy::Prepopulated,
             ..SmConfig::default()
         },
     )
     .unwrap();
     assert!(up);
-    let hyps = first.hypervisors();
-    let (a, b) = (hyps[0], hyps[1]);
-    first.create_vm(a, 0xA1).unwrap();
-    first.create_vm(b, 0xB2).unwrap();
-    assert!(f.run(&mut first));
-    let vms = |sm: &Sm| -> Vec<(u64, u16, u64)> {
-        let mut v: Vec<(u64, u16, u64)> = sm
-            .vms()
-            .map(|(_, vm)| (vm.guid, vm.lid, sm.nodes()[vm.hypervisor].info.node_guid.0))
-            .collect();
-        v.sort();
-        v
-    };
+    let hyps = sm.hypervisors();
+    let a = sm.create_vm(hyps[0], 0xA1).unwrap();
+    sm.create_vm(hyps[1], 0xB2).unwrap();
+    assert!(f.run(&mut sm));
+    (f, sm, a)
+}
+
+/// The VMs `sm` knows: (vGUID, LID, hypervisor's node GUID), sorted.
+fn vms(sm: &Sm) -> Vec<(u64, u16, u64)> {
+    let mut v: Vec<(u64, u16, u64)> = sm
+        .vms()
+        .map(|(_, vm)| (vm.guid, vm.lid, sm.nodes()[vm.hypervisor].info.node_guid.0))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_new_master_keeps_the_vms_it_finds() {
+    let (mut f, first, _) = two_vms();
     let running = vms(&first);
     let before = lids(&f);
     let vf_lids: Vec<u16> = (first.nodes().iter())
@@ -476,34 +484,11 @@ fn an_sm_started_on_a_running_subnet_keeps_every_lid() {
 #[test]
 fn an_sm_started_on_a_running_vswitch_subnet_keeps_the_vms() {
     use smi::sm::LidPolicy;
-    let (mut f, mut first, up) = fabric::sim::bring_up(
-        "mport-ntree:4:2",
-        SimConfig {
-            vfs: 2,
-            ..SimConfig::default()
-        },
-        SmConfig {
-            lid_policy: LidPolicy::Prepopulated,
-            ..SmConfig::default()
-        },
-    )
-    .unwrap();
-    assert!(up);
+    let (mut f, mut first, a) = two_vms();
     let hyps = first.hypervisors();
-    let a = first.create_vm(hyps[0], 0xA1).unwrap();
-    first.create_vm(hyps[1], 0xB2).unwrap();
-    assert!(f.run(&mut first));
     let plan = first.plan_migration(a, hyps[2]).unwrap();
     first.apply_migration(&plan, false).unwrap();
     assert!(f.run(&mut first));
-    let vms = |sm: &Sm| -> Vec<(u64, u16, u64)> {
-        let mut v: Vec<(u64, u16, u64)> = sm
-            .vms()
-            .map(|(_, vm)| (vm.guid, vm.lid, sm.nodes()[vm.hypervisor].info.node_guid.0))
-            .collect();
-        v.sort();
-        v
-    };
     let vf_lids = |sm: &Sm| -> Vec<(u64, Vec<u16>)> {
         let mut v: Vec<(u64, Vec<u16>)> = (sm.nodes().iter())
             .filter(|n| !n.vfs.is_empty())

@@ -41,6 +41,19 @@ fn peers_here() -> bool {
     true
 }
 
+/// `ibkit sa` creating a multicast group whose MGID the SA makes (the
+/// components a creation must give).
+const CREATE: [&str; 8] = [
+    "mcmember",
+    "--join",
+    "mgid=::",
+    "qkey=0x22",
+    "pkey=0xffff",
+    "sl=0",
+    "flow_label=0",
+    "tclass=0",
+];
+
 /// `ibkit sm --json` (for good) as the SM of `sim`, once it says SUBNET UP.
 fn start_sm(sim: &Ibsim) -> RunningSm {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -209,17 +222,7 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["records"][0]["mlid"], 0xC000, "{v}");
     assert_eq!(v["records"][0]["join_state"], 1, "{v}");
-    let create = [
-        "mcmember",
-        "--join",
-        "mgid=::",
-        "qkey=0x22",
-        "pkey=0xffff",
-        "sl=0",
-        "flow_label=0",
-        "tclass=0",
-    ];
-    let (code, v, err) = ibkit_sa(&sim, host, &create);
+    let (code, v, err) = ibkit_sa(&sim, host, &CREATE);
     asked += 1;
     assert_eq!(code, 0, "{err}");
     let made = v["records"][0]["mgid"].as_str().unwrap().to_string();
@@ -2019,17 +2022,7 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
         tests::peers::start_opensm_cmd(cmd, &dir, Duration::from_secs(30), &args).unwrap()
     };
     let create = |host: &str, scope: &[&str]| {
-        let base = [
-            "mcmember",
-            "--join",
-            "mgid=::",
-            "qkey=0x22",
-            "pkey=0xffff",
-            "sl=0",
-            "flow_label=0",
-            "tclass=0",
-        ];
-        let v = sa(host, &[&base[..], scope].concat());
+        let v = sa(host, &[&CREATE[..], scope].concat());
         v["records"][0]["mgid"].as_str().unwrap().to_string()
     };
     let mgid =

@@ -268,3 +268,87 @@ fn a_broken_database_is_refused_with_its_line() {
         assert!(e.to_string().contains(what), "{e}");
     }
 }
+
+/// A database past the SA's bounds is restored up to them and the rest
+/// skipped with why: groups past [`sa::mcast::MAX_GROUPS`], services past
+/// [`sa::service::MAX_SERVICES`], subscriptions past
+/// [`sa::inform::MAX_PER_SUBSCRIBER`] for one port; the first 100
+/// skipped are named.
+#[test]
+fn a_database_past_the_sas_bounds_is_cut_at_them() {
+    use sa::mcast::MAX_GROUPS;
+    use sa::service::MAX_SERVICES;
+    let (f, sm) = up("mport-ntree:4:2");
+    let hs = hosts(&f);
+    let h0 = gid_of(&f, hs[0].0);
+    let groups = (0..MAX_GROUPS as u16 + 10)
+        .map(|i| {
+            let mut mgid = [0u8; 16];
+            mgid[..4].copy_from_slice(&[0xff, 0x15, 0xa0, 0x1b]);
+            mgid[14..].copy_from_slice(&i.to_be_bytes());
+            let rec = McMemberRecord {
+                mgid: Gid(mgid),
+                mlid: Lid(0xC001 + i),
+                qkey: 1,
+                mtu: 4,
+                rate: 3,
+                pkey: PKey::DEFAULT_FULL,
+                scope: 5,
+                ..McMemberRecord::default()
+            };
+            sa::db::DbGroup {
+                mlid: rec.mlid.0,
+                well_known: false,
+                rec,
+                members: vec![(h0, 0x51, false)],
+            }
+        })
+        .collect();
+    let services = (0..MAX_SERVICES as u64 + 110)
+        .map(|i| {
+            let mut rec = [0u8; ServiceRecord::SIZE];
+            service("s", i, h0, 0, 0).encode(&mut rec).unwrap();
+            rec[28..32].copy_from_slice(&u32::MAX.to_be_bytes());
+            sa::db::DbService {
+                rec,
+                modified_time: EPOCH as u32,
+                lease_period: u32::MAX,
+            }
+        })
+        .collect();
+    let informs = (0..sa::inform::MAX_PER_SUBSCRIBER as u16 + 10)
+        .map(|i| sa::db::DbInform {
+            subscriber: h0,
+            enumeration: i,
+            info: inform(i),
+            lid: hs[0].1.lid.0,
+            qpn: 1,
+            qkey: 0,
+            pkey_index: 0,
+            sl: 0,
+            path_bits: 0,
+            static_rate: 0,
+        })
+        .collect();
+    let db = SaDb {
+        groups,
+        services,
+        informs,
+        ..SaDb::default()
+    };
+    let mut sa = new_sa();
+    let r = sa.restore(sm.subnet(), &db, 0, EPOCH);
+    // The broadcast group is there from the start.
+    assert_eq!(sa.groups().iter().count(), MAX_GROUPS, "{r:?}");
+    assert_eq!(sa.services(), MAX_SERVICES);
+    assert_eq!(sa.subscriptions().0, sa::inform::MAX_PER_SUBSCRIBER);
+    assert_eq!(r.skipped, 11 + 110 + 10, "{:?}", &r.reasons[..3]);
+    assert_eq!(r.reasons.len(), 100, "the first 100 named");
+    let why = r.reasons.join("\n");
+    for w in [
+        "the SA holds its most groups",
+        "the SA holds its most records",
+    ] {
+        assert!(why.contains(w), "{w}: {why}");
+    }
+}

@@ -517,23 +517,7 @@ fn drive(
         }
     }
     // The SA database to restore once the subnet is first up, as master.
-    let mut sa_db = match c.sa_db_file.as_deref().map(dump::read_sa_db) {
-        None => None,
-        Some(Ok(None)) => {
-            tracing::info!(
-                "SA database: no {} yet",
-                c.sa_db_file
-                    .as_ref()
-                    .map_or(String::new(), |p| p.display().to_string())
-            );
-            None
-        }
-        Some(Ok(Some(d))) => Some(d),
-        Some(Err(e)) => {
-            tracing::error!("SA database: {e}; the SA starts empty");
-            None
-        }
-    };
+    let mut sa_db = c.sa_db_file.as_deref().and_then(read_sa_db);
     // The SA database last written: its generation, and when.
     let mut sa_db_written: Option<u64> = None;
     let mut sa_db_at = 0u64;
@@ -633,33 +617,13 @@ fn drive(
         let master = sm.sm_state() == mad_core::attr::SmState::Master;
         if master && sm.is_idle() {
             if let Some(d) = sa_db.take() {
-                let r = sa.restore(sm.subnet(), &d, ms(), epoch_s());
-                tracing::info!(
-                    "SA database restored: {} group(s) with {} member(s), {} service(s), {} subscription(s); {} record(s) skipped",
-                    r.groups,
-                    r.members,
-                    r.services,
-                    r.subscriptions,
-                    r.skipped
-                );
-                for why in &r.reasons {
-                    tracing::warn!("SA database: {why}; skipped");
-                }
-                if r.guid_info_ignored > 0 {
-                    tracing::warn!(
-                        "SA database: {} GUIDInfo record(s) not applied (ibkit assigns no alias GUIDs)",
-                        r.guid_info_ignored
-                    );
-                }
+                log_restored(&sa.restore(sm.subnet(), &d, ms(), epoch_s()));
             }
             if let Some(d) = &c.dump_dir {
                 if sa_db_written != Some(sa.db_generation()) && ms() >= sa_db_at {
                     sa_db_written = Some(sa.db_generation());
                     sa_db_at = ms() + 1000;
-                    let text = sa.export(ms(), epoch_s()).write();
-                    if let Err(e) = dump::write_sa_db(d, &text) {
-                        tracing::error!("{e}");
-                    }
+                    write_sa_db(&sa, d, ms());
                 }
             }
         }
@@ -836,10 +800,7 @@ fn drive(
     if let Some(d) = &c.dump_dir {
         let master = sm.sm_state() == mad_core::attr::SmState::Master;
         if master && up_ms.is_some() && sa_db_written != Some(sa.db_generation()) {
-            let text = sa.export(ms(), epoch_s()).write();
-            if let Err(e) = dump::write_sa_db(d, &text) {
-                tracing::error!("{e}");
-            }
+            write_sa_db(&sa, d, ms());
         }
     }
     if let Some(cap) = capture {
@@ -851,6 +812,52 @@ fn drive(
     run.sa_answered = sa.stats().answered;
     run.sa_ns = sa_ns;
     Ok(run)
+}
+
+/// The SA database `path` read for a restore: `None` (logged) when there
+/// is none yet, or it cannot be read or is broken (the SA starts empty).
+fn read_sa_db(path: &std::path::Path) -> Option<sa::db::SaDb> {
+    match dump::read_sa_db(path) {
+        Ok(None) => {
+            tracing::info!("SA database: no {} yet", path.display());
+            None
+        }
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("SA database: {e}; the SA starts empty");
+            None
+        }
+    }
+}
+
+/// Logs what a restore brought back, and each record it skipped.
+fn log_restored(r: &sa::db::Restored) {
+    tracing::info!(
+        "SA database restored: {} group(s) with {} member(s), {} service(s), {} subscription(s); {} record(s) skipped",
+        r.groups,
+        r.members,
+        r.services,
+        r.subscriptions,
+        r.skipped
+    );
+    for why in &r.reasons {
+        tracing::warn!("SA database: {why}; skipped");
+    }
+    if r.guid_info_ignored > 0 {
+        tracing::warn!(
+            "SA database: {} GUIDInfo record(s) not applied (ibkit assigns no alias GUIDs)",
+            r.guid_info_ignored
+        );
+    }
+}
+
+/// Writes the SA's database as `opensm-sa.dump` into `dir` (at `now_ms`
+/// on the SA's clock); a failure is logged, as OpenSM logs it.
+fn write_sa_db(sa: &Sa, dir: &std::path::Path, now_ms: u64) {
+    let text = sa.export(now_ms, epoch_s()).write();
+    if let Err(e) = dump::write_sa_db(dir, &text) {
+        tracing::error!("{e}");
+    }
 }
 
 /// Seconds since the epoch on the wall clock (services' set times are
