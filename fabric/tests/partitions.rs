@@ -4,7 +4,7 @@
 //! switch ports cabled to CAs, and a new configuration on a running
 //! subnet changing only what differs.
 
-use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
+use fabric::sim::{Fabric, FabricEvent, PartitionDrop, SimConfig, SimNode};
 use fabric::topology::Topology;
 use mad_core::attr::{AttributeId, NodeType, PortInfo};
 use mad_core::{Method, PKey};
@@ -293,7 +293,6 @@ fn a_table_too_small_keeps_what_fits_and_its_switch_port_stops_enforcing() {
 /// own table behind the SM's back is stopped on the way in.
 #[test]
 fn data_walks_honour_the_partitions() {
-    use fabric::sim::PartitionDrop;
     let probe = Fabric::new(
         Topology::from_spec("mport-ntree:4:2").unwrap(),
         SimConfig::default(),
@@ -380,4 +379,136 @@ fn data_walks_honour_the_partitions() {
             inbound: true
         })
     );
+}
+
+#[path = "common/mod.rs"]
+mod common;
+
+/// The P_Key table of VF `vf` (from 1) of fabric hypervisor `i`.
+fn vf_table(f: &Fabric, i: usize, vf: u16) -> Vec<u16> {
+    let SimNode::Hypervisor(h) = &f.nodes[i] else {
+        panic!("node {i} is not a hypervisor");
+    };
+    h.vports.pkeys[usize::from(vf) - 1]
+        .iter()
+        .map(|k| k.0)
+        .collect()
+}
+
+#[test]
+fn vms_are_partitioned_by_their_own_vf_tables_and_keep_them_when_they_move() {
+    use mad_core::Lid;
+    use smi::sm::LidPolicy;
+    use smi::sm::NodeId;
+    let (mut f, mut sm) = common::up("mport-ntree:4:2", 4, LidPolicy::Prepopulated);
+    let hyps = sm.hypervisors();
+    let fx =
+        |f: &Fabric, sm: &Sm, i: usize| f.node_by_guid(sm.nodes()[i].info.node_guid.0).unwrap();
+    let (h0, h1) = (hyps[0], hyps[1]);
+    let leaf = |sm: &Sm, h: usize| sm.attachment(h).unwrap().0;
+    let h2 = *hyps
+        .iter()
+        .find(|&&h| leaf(&sm, h) != leaf(&sm, h0) && h != h1)
+        .unwrap();
+    // Two tenants; no Default line, so every port is a limited member of
+    // the default partition (the SM's a full one), VMs included: tenants
+    // share nothing but their own partition.
+    let (a1, a2, b1) = (
+        0x0002_c9ff_0000_00a1u64,
+        0x0002_c9ff_0000_00a2,
+        0x0002_c9ff_0000_00b1,
+    );
+    let conf = format!("tenantA=0x0010:{a1:#x}=full,{a2:#x}=full;\ntenantB=0x0020:{b1:#x}=full;\n");
+    sm.set_partitions(parse(&conf).unwrap());
+    assert!(f.run(&mut sm));
+    let vfs_before = sets(&sm, AttributeId::VPortPKeyTable);
+    assert_eq!(vfs_before, 0, "no VM yet: no VF table written");
+    // A1 and B1 on the same hypervisor, A2 on another.
+    let va1 = sm.create_vm(h0, a1).unwrap();
+    let vb1 = sm.create_vm(h0, b1).unwrap();
+    let va2 = sm.create_vm(h1, a2).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sets(&sm, AttributeId::VPortPKeyTable), 3, "one Set a VM");
+    let vm = |sm: &Sm, v| *sm.vm(v).unwrap();
+    let (f0, f1, f2) = (fx(&f, &sm, h0), fx(&f, &sm, h1), fx(&f, &sm, h2));
+    assert_eq!(vf_table(&f, f0, vm(&sm, va1).vf)[..3], [0x7FFF, 0x8010, 0]);
+    assert_eq!(vf_table(&f, f0, vm(&sm, vb1).vf)[..3], [0x7FFF, 0x8020, 0]);
+    assert_eq!(vf_table(&f, f1, vm(&sm, va2).vf)[..3], [0x7FFF, 0x8010, 0]);
+    // The hypervisor's own port is in neither tenant.
+    assert_eq!(port(&f, f0, 1).0[..2], [0x7FFF, 0]);
+    // Its switch port passes both tenants' packets, and enforces.
+    let (s0, q0) = switch_port(&f, f0);
+    let (t, pi) = port(&f, s0, q0);
+    assert_eq!(t[..4], [0x7FFF, 0x8010, 0x8020, 0]);
+    assert!(pi.partition_enforcement_inbound && pi.partition_enforcement_outbound);
+
+    let lid = |sm: &Sm, v| Lid(vm(sm, v).lid);
+    let walk = |f: &Fabric, from: usize, slid: Lid, dlid: Lid, base: u16| {
+        f.walk_in_partition_from(from, slid, dlid, base)
+    };
+    let check = |f: &Fabric, sm: &Sm, at: (usize, usize)| {
+        let (fa1, fa2) = at;
+        // Same tenant: both ways.
+        assert!(walk(f, fa1, lid(sm, va1), lid(sm, va2), 0x10).is_ok());
+        assert!(walk(f, fa2, lid(sm, va2), lid(sm, va1), 0x10).is_ok());
+        // Across tenants: the sender does not hold the other's key, and
+        // the receiver refuses its own key from a VM outside it.
+        assert_eq!(
+            walk(f, f0, lid(sm, vb1), lid(sm, va1), 0x10),
+            Err(PartitionDrop::NotHeld)
+        );
+        assert!(matches!(
+            walk(f, fa1, lid(sm, va1), lid(sm, vb1), 0x10),
+            Err(PartitionDrop::Refused(_) | PartitionDrop::Enforced { .. })
+        ));
+        // Two limited members of the default partition cannot talk.
+        assert!(matches!(
+            walk(f, fa1, lid(sm, va1), lid(sm, vb1), 0x7FFF),
+            Err(PartitionDrop::Refused(_))
+        ));
+        // The PF of A1's hypervisor cannot reach it in tenant A.
+        assert_eq!(
+            walk(f, fa1, f.nodes[fa1].lid(), lid(sm, va1), 0x10),
+            Err(PartitionDrop::NotHeld)
+        );
+        // What the SA answers with: the ends' own tables.
+        let sub = sm.subnet();
+        let end = |v| {
+            let m = vm(sm, v);
+            (NodeId(m.hypervisor), 1u8, Lid(m.lid))
+        };
+        assert_eq!(
+            sub.shared_pkey_at(end(va1), end(va2), None),
+            Some(PKey(0x8010))
+        );
+        assert_eq!(sub.shared_pkey_at(end(va1), end(vb1), None), None);
+    };
+    check(&f, &sm, (f0, f1));
+
+    // A1 moves to a hypervisor on another leaf: its VF there gets its
+    // table, that hypervisor's switch port gets tenant A's key, and the
+    // switch port it left keeps only tenant B's.
+    let (vf0, pk0) = (
+        sets(&sm, AttributeId::VPortPKeyTable),
+        sets(&sm, AttributeId::PKeyTable),
+    );
+    let plan = sm.plan_migration(va1, h2).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    let (vf_sets, pk_sets) = (
+        sets(&sm, AttributeId::VPortPKeyTable) - vf0,
+        sets(&sm, AttributeId::PKeyTable) - pk0,
+    );
+    println!(
+        "VM of tenant A moved: {} SMPs for its routes and VFs, {vf_sets} Set(VPortPKeyTable), {pk_sets} Set(P_KeyTable)",
+        plan.smps()
+    );
+    assert_eq!((vf_sets, pk_sets), (1, 2));
+    assert_eq!(vm(&sm, va1).hypervisor, h2);
+    assert_eq!(vf_table(&f, f2, vm(&sm, va1).vf)[..3], [0x7FFF, 0x8010, 0]);
+    let (s2, q2) = switch_port(&f, f2);
+    assert_eq!(port(&f, s2, q2).0[..3], [0x7FFF, 0x8010, 0]);
+    assert_eq!(port(&f, s0, q0).0[..3], [0x7FFF, 0x8020, 0]);
+    check(&f, &sm, (f2, f1));
+    assert!(sm.subnet().vf_pkey_overflow().next().is_none());
 }

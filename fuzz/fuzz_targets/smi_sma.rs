@@ -1,11 +1,13 @@
-//! Arbitrary SMPs into the SMI and SMA of a channel adapter, a switch and a
-//! vSwitch HCA. Nothing may panic; a refused request, or a Get, changes no
-//! state.
+//! Arbitrary SMPs into the SMI and SMA of a channel adapter, a switch, a
+//! vSwitch HCA and a hypervisor managed at its PF (VirtualizationInfo,
+//! VPortInfo, VPortPKeyTable). Nothing may panic; a refused request, or a
+//! Get, changes no state.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mad_core::{Method, Smp, Status};
 use smi::dr::{self, Disposition};
+use smi::sma::hypervisor::Hypervisor;
 use smi::sma::vswitch::VSwitchHca;
 use smi::sma::{CaSma, NodeSpec, Sma, SwitchSma};
 use std::sync::{Mutex, OnceLock};
@@ -46,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 + 256 {
         return;
     }
-    let (kind, port) = (data[0] % 3, data[1]);
+    let (kind, port) = (data[0] % 4, data[1]);
     let Ok(smp) = Smp::ref_from(&data[2..]) else {
         return;
     };
@@ -65,6 +67,29 @@ fuzz_target!(|data: &[u8]| {
                 Mutex::new(s)
             });
             run(&mut **sw.lock().unwrap(), smp, port % 40);
+        }
+        2 => {
+            let mut h = Hypervisor::new(0x30, 4, "hyp");
+            h.pf.link_event(1, true, 0);
+            let mut s = smp.clone();
+            if s.is_directed()
+                && !matches!(dr::on_arrival(&mut s, &h.pf.model, 1), Disposition::Deliver)
+            {
+                return;
+            }
+            let (model, vports) = (h.pf.model.clone(), format!("{:?}", h.vports));
+            match h.process(&s, 1, 1) {
+                Some(r) if r.status() == Status::OK && s.method() == Method::Set => {}
+                Some(r) => {
+                    assert!(
+                        model.same_but_m_key_state(&h.pf.model)
+                            && vports == format!("{:?}", h.vports),
+                        "{:?} changed the hypervisor",
+                        r.status()
+                    )
+                }
+                None => {}
+            }
         }
         _ => {
             let h = HCA.get_or_init(|| {

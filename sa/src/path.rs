@@ -265,11 +265,25 @@ pub fn end_port(s: &Subnet, e: &End) -> (NodeId, u8) {
     }
 }
 
-/// True when the P_Key table of `e`'s port holds the partition of `pkey`
-/// (without partitions, every port holds the default one only).
-pub fn holds(s: &Subnet, e: &End, pkey: PKey) -> bool {
+/// The P_Key table `e` uses, as the SM gives it: a VM's VF's own, else
+/// its port's (`None`: the SM gives none, and the port holds the default
+/// P_Key only).
+pub fn end_table<'a>(s: &'a Subnet, e: &End) -> Option<&'a [u16]> {
     let (n, p) = end_port(s, e);
-    match s.pkey_table(n, p) {
+    s.end_pkey_table(n, p, e.lid)
+}
+
+/// `e` as [`Subnet::shared_pkey_at`] names an end.
+fn key_end(s: &Subnet, e: &End) -> (NodeId, u8, Lid) {
+    let (n, p) = end_port(s, e);
+    (n, p, e.lid)
+}
+
+/// True when the P_Key table of `e` (a VM's VF's, else its port's) holds
+/// the partition of `pkey` (without partitions, every port holds the
+/// default one only).
+pub fn holds(s: &Subnet, e: &End, pkey: PKey) -> bool {
+    match end_table(s, e) {
         Some(t) => t
             .iter()
             .any(|&k| PKey(k).is_valid() && k & 0x7FFF == pkey.base()),
@@ -282,11 +296,10 @@ pub fn holds(s: &Subnet, e: &End, pkey: PKey) -> bool {
 /// one `want` names, when it names one; the record carries it as asked,
 /// as OpenSM's does).
 pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<PathRecord> {
+    let (a, b) = (key_end(s, src), key_end(s, dst));
     let pkey = match want {
-        Some(k) => s
-            .shared_pkey(end_port(s, src), end_port(s, dst), Some(k.base()))
-            .map(|_| k)?,
-        None => s.shared_pkey(end_port(s, src), end_port(s, dst), None)?,
+        Some(k) => s.shared_pkey_at(a, b, Some(k.base())).map(|_| k)?,
+        None => s.shared_pkey_at(a, b, None)?,
     };
     let w = walk(s, src.node, dst.lid)?;
     if w.dst != dst.node {
@@ -357,13 +370,13 @@ pub fn apply_policy(
     a: &Asked,
 ) -> Option<PathRecord> {
     const DEFAULT: [u16; 1] = [0xFFFF];
-    let (sp, dp) = (end_port(s, src), end_port(s, dst));
+    let (sp, dp) = (key_end(s, src), key_end(s, dst));
     // Without a policy, none of this is looked up: the SL alone is left.
     let policy = s.qos_policy();
     let (sk, dk) = match policy {
         Some(_) => (
-            s.pkey_table(sp.0, sp.1).unwrap_or(&DEFAULT),
-            s.pkey_table(dp.0, dp.1).unwrap_or(&DEFAULT),
+            end_table(s, src).unwrap_or(&DEFAULT),
+            end_table(s, dst).unwrap_or(&DEFAULT),
         ),
         None => (&DEFAULT[..], &DEFAULT[..]),
     };
@@ -413,7 +426,7 @@ pub fn apply_policy(
                 };
                 pr.pkey = (sk.iter())
                     .filter(|&&k| PKey(k).is_valid())
-                    .filter_map(|&k| Some((rank(k)?, s.shared_pkey(sp, dp, Some(k & 0x7FFF))?)))
+                    .filter_map(|&k| Some((rank(k)?, s.shared_pkey_at(sp, dp, Some(k & 0x7FFF))?)))
                     .min_by_key(|&(r, _)| r)?
                     .1;
             }

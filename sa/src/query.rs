@@ -296,7 +296,12 @@ pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
     for e in every_end(s) {
         let Some(n) = s.node(e.node) else { continue };
         let (node, port) = crate::path::end_port(s, &e);
-        emit(e.lid, port, s.pkey_table(node, port).unwrap_or(&default));
+        // A VM's record is its VF's table.
+        emit(
+            e.lid,
+            port,
+            crate::path::end_table(s, &e).unwrap_or(&default),
+        );
         if n.is_switch() {
             for p in 1..n.ports.len() {
                 if let Some(t) = s.pkey_table(node, p as u8) {

@@ -526,3 +526,88 @@ fn pathrecords_follow_the_full_policy_levels() {
     let (st, p) = path_get(&mut sa, &sm, b, back, &["slid", "dlid"]);
     assert_eq!((st, p.sl), (SaStatus::Ok, 2));
 }
+
+#[test]
+fn vms_get_paths_and_tables_of_their_own_partitions() {
+    use smi::sm::LidPolicy;
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = Fabric::new(
+        topo,
+        SimConfig {
+            vfs: 4,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        lid_policy: LidPolicy::Prepopulated,
+        ..SmConfig::default()
+    });
+    let (a1, a2, b1) = (
+        0x0002_c9ff_0000_00a1u64,
+        0x0002_c9ff_0000_00a2,
+        0x0002_c9ff_0000_00b1,
+    );
+    sm.set_partitions(
+        parse(&format!(
+            "tenantA=0x0010:{a1:#x}=full,{a2:#x}=full;\ntenantB=0x0020:{b1:#x}=full;\n"
+        ))
+        .unwrap(),
+    );
+    assert!(f.bring_up(&mut sm));
+    let hyps = sm.hypervisors();
+    // A1 and B1 on one hypervisor, A2 on another.
+    let va1 = sm.create_vm(hyps[0], a1).unwrap();
+    let vb1 = sm.create_vm(hyps[0], b1).unwrap();
+    let va2 = sm.create_vm(hyps[1], a2).unwrap();
+    assert!(f.run(&mut sm));
+    let addr = |v| Addr {
+        lid: Lid(sm.vm(v).unwrap().lid),
+        qpn: 1,
+    };
+    let pf = Addr {
+        lid: Lid(sm.nodes()[hyps[0]].lid),
+        qpn: 1,
+    };
+    let mut sa = Sa::new(SaConfig::default());
+    let (st, pr) = path(&mut sa, &sm, addr(va1), addr(va2), None);
+    assert_eq!((st, pr.pkey), (SaStatus::Ok, PKey(0x8010)));
+    assert_eq!(pr.sgid.guid().0, a1);
+    // Across tenants, even on one hypervisor, and from the hypervisor's
+    // own port (a limited member of the default partition, as the VMs):
+    // no path.
+    for (x, y) in [(va1, vb1), (vb1, va2)] {
+        assert_eq!(
+            path(&mut sa, &sm, addr(x), addr(y), None).0,
+            SaStatus::NoRecords
+        );
+    }
+    assert_eq!(
+        path(&mut sa, &sm, pf, addr(va1), None).0,
+        SaStatus::NoRecords
+    );
+    assert_eq!(
+        path(&mut sa, &sm, addr(va1), addr(va2), Some(0x8020)).0,
+        SaStatus::NoRecords
+    );
+    // A VM's P_KeyTableRecord is its VF's table.
+    for (v, key) in [(va1, 0x8010), (vb1, 0x8020)] {
+        let q = PKeyTableRecord {
+            lid: addr(v).lid,
+            ..PKeyTableRecord::default()
+        };
+        let recs = all(
+            &mut sa,
+            &sm,
+            addr(v),
+            &q,
+            mask::<PKeyTableRecord>(&["lid"]),
+            KEY,
+        );
+        assert_eq!(recs.len(), 1);
+        assert_eq!(
+            recs[0].p_key_table.p_keys[..3],
+            [PKey(0x7FFF), PKey(key), PKey(0)]
+        );
+    }
+}

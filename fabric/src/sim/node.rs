@@ -103,6 +103,16 @@ impl SimNode {
             info.partition_enforcement_outbound,
         ))
     }
+    /// The P_Key table of the end that answers to `lid` here: an enabled
+    /// VF's own on a hypervisor, else port 1's (a CA's, a PF's).
+    pub fn end_pkeys(&self, lid: Lid) -> Option<&[PKey]> {
+        if let SimNode::Hypervisor(h) = self {
+            if let Some(t) = h.vports.pkeys_of_lid(lid) {
+                return Some(t);
+            }
+        }
+        self.pkeys(1).map(|(t, _, _)| t)
+    }
     /// The node's LID (a switch's port 0, a CA's port 1).
     pub fn lid(&self) -> Lid {
         match self {

@@ -111,7 +111,22 @@ impl Fabric {
         dlid: Lid,
         base: u16,
     ) -> Result<u32, PartitionDrop> {
-        let (own, _, _) = self.nodes[src].pkeys(1).ok_or(PartitionDrop::NotHeld)?;
+        self.walk_in_partition_from(src, self.nodes[src].lid(), dlid, base)
+    }
+
+    /// [`Fabric::walk_in_partition`] from the end of `src` that holds
+    /// `slid`: a VM's VF on a hypervisor sends with its own table, and a
+    /// packet for a VF's LID is accepted by that VF's table.
+    pub fn walk_in_partition_from(
+        &self,
+        src: usize,
+        slid: Lid,
+        dlid: Lid,
+        base: u16,
+    ) -> Result<u32, PartitionDrop> {
+        let own = self.nodes[src]
+            .end_pkeys(slid)
+            .ok_or(PartitionDrop::NotHeld)?;
         let key = *(own.iter())
             .filter(|k| k.is_valid() && k.base() == base & 0x7FFF)
             .max_by_key(|k| k.is_full_member())
@@ -138,8 +153,8 @@ impl Fabric {
                 if !self.nodes[node].owns(dlid) {
                     return Err(PartitionDrop::Route(Walk::Dropped(node)));
                 }
-                let (t, _, _) = self.nodes[node]
-                    .pkeys(1)
+                let t = self.nodes[node]
+                    .end_pkeys(dlid)
                     .ok_or(PartitionDrop::Refused(node))?;
                 return if holds(t, key) {
                     Ok(switches)

@@ -5,10 +5,10 @@
 //! state); `smi::sma::vswitch` also offers a vSwitch HCA that shows itself
 //! with standard attributes only (a switch with the PF and VFs behind it).
 
-use super::modifier::Raw;
+use super::modifier::{Raw, VPortPKeyBlock};
 use super::port_info::PortState;
 use crate::field::Bytes;
-use crate::types::{Guid, Lid};
+use crate::types::{Guid, Lid, PKey};
 
 bitstruct! {
     /// VirtualizationInfo (0xFFB0): a physical port's vport capabilities.
@@ -110,8 +110,18 @@ macro_rules! raw_vendor {
 raw_vendor! {
     VNodeDescription, "VNodeDescription", "VNodeDescription (0xFFB4): a vnode's description text.";
     VPortGuidInfo, "VPortGUIDInfo", "VPortGUIDInfo (0xFFB5): a block of a vport's GUIDs.";
-    VPortPKeyTable, "VPortPKeyTable", "VPortPKeyTable (0xFFB6): a block of a vport's P_Keys.";
 }
+
+bitstruct! {
+    /// VPortPKeyTable (0xFFB6): one block of 32 P_Keys of a vport (a VF).
+    /// ibis reads it into its `SMP_PKeyTable`, P_KeyTable's layout; the
+    /// modifier is [`VPortPKeyBlock`] (ibkit's packing).
+    pub struct VPortPKeyTable("VPortPKeyTable", 64) {
+        /// P_Key entries 32·block … 32·block+31 of the vport.
+        p_keys: [PKey; 32] = 0, 512;
+    }
+}
+impl_attribute!(VPortPKeyTable, VPortPKeyTable, VPortPKeyBlock);
 
 #[cfg(test)]
 mod tests {
@@ -128,6 +138,30 @@ mod tests {
         assert_eq!((v.vport_cap, v.vport_index_top), (16, 3));
         assert!(v.virtualization_enable && v.vport_state_change && !v.vclient_reregister);
         assert_eq!(v.virtualization_revision, 1);
+    }
+
+    #[test]
+    fn vport_pkey_table_is_a_pkey_block_addressed_by_vport_and_block() {
+        use crate::attr::modifier::Modifier;
+        let mut b = [0u8; 64];
+        b[0..2].copy_from_slice(&0xFFFFu16.to_be_bytes());
+        b[2..4].copy_from_slice(&0x8010u16.to_be_bytes());
+        let t = VPortPKeyTable::decode(&b).unwrap();
+        assert_eq!(
+            (t.p_keys[0], t.p_keys[1], t.p_keys[2]),
+            (PKey(0xFFFF), PKey(0x8010), PKey(0))
+        );
+        let mut out = [0u8; 64];
+        t.encode(&mut out).unwrap();
+        assert_eq!(out, b);
+        let am = VPortPKeyBlock { vport: 3, block: 1 };
+        assert_eq!(am.encode(), 0x0003_0001);
+        assert_eq!(
+            VPortPKeyBlock::decode("VPortPKeyTable", 0x0003_0001).unwrap(),
+            am
+        );
+        assert!(VPortPKeyBlock::decode("VPortPKeyTable", 0x0000_0001).is_err());
+        assert!(VPortPKeyBlock::decode("VPortPKeyTable", 0x0001_0800).is_err());
     }
 
     #[test]

@@ -361,6 +361,10 @@ impl Sm {
             return;
         };
         if !smp.status().is_ok() {
+            if let Purpose::VPortPKeyTable { node, vf } = req.purpose {
+                // Refused: what the VF holds is not known.
+                self.db.pkeys.forget_vf(node, vf);
+            }
             if matches!(req.purpose, Purpose::Handover) {
                 self.handover_failed();
             }
@@ -451,6 +455,7 @@ impl Sm {
             }
             Purpose::SetLft | Purpose::SetMft => {}
             Purpose::PKeyTable { node, port, block } => self.on_pkey_table(smp, node, port, block),
+            Purpose::VPortPKeyTable { node, vf } => self.on_vf_pkey_table(smp, node, vf),
             Purpose::SlToVl { node, at } => self.on_sl2vl(smp, node, at),
             Purpose::VlArb { node, port, block } => self.on_vlarb(smp, node, port, block),
             Purpose::SmInfo { node } => self.on_peer_sm_info(smp, node),

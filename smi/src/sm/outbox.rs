@@ -68,6 +68,11 @@ pub(super) enum Purpose {
         port: u8,
         block: u16,
     },
+    /// The P_Key table of a hypervisor's VF (the VM on it).
+    VPortPKeyTable {
+        node: usize,
+        vf: u16,
+    },
     SlToVl {
         node: usize,
         at: super::qos::Sl2VlAt,
@@ -394,6 +399,7 @@ impl Sm {
             | Purpose::SetTop { node }
             | Purpose::LftRead { node, .. }
             | Purpose::VPortRead { node, .. }
+            | Purpose::VPortPKeyTable { node, .. }
             | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
             Purpose::SetVPort
             | Purpose::SetTopOnly

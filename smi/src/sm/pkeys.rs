@@ -19,6 +19,15 @@
 //!   outbound, unless the keys do not fit. Switch-to-switch links do not
 //!   enforce.
 //!
+//! A VM on a vSwitch hypervisor is an end port of its own: it is named by
+//! its vGUID (and is in `ALL` and `ALL_CAS`), and the SM writes its VF's
+//! table with Set(VPortPKeyTable) wherever the VM runs, so two VMs on one
+//! hypervisor can be in different partitions. The switch port cabled to
+//! a hypervisor gets the keys of the PF and of every VM on it. A VM keeps
+//! each P_Key's index when it moves. A VF's table is one block that the
+//! SM writes without reading it first (a Get would cost as much): it is
+//! written when it is not known to hold what it should.
+//!
 //! The SM reads a port's table before writing it (Get(P_KeyTable) of each
 //! block, as OpenSM does at discovery) and sends only the blocks that
 //! differ. A port whose table cannot be read is left as it is. The
@@ -28,7 +37,8 @@
 
 use super::partitions::{Membership, PartitionConfig, Ports, DEFAULT_PKEY};
 use super::*;
-use mad_core::attr::modifier::{Modifier, PKeyBlock};
+use crate::sma::hypervisor::VF_PKEY_ENTRIES;
+use mad_core::attr::modifier::{Modifier, PKeyBlock, VPortPKeyBlock};
 use mad_core::{Guid, PKey};
 
 /// A partition's member entries, in order.
@@ -69,9 +79,24 @@ pub(super) struct PKeys {
     pub(super) generation: u64,
     /// Each partition's `sl=` (low 15 bits of its P_Key → SL), where not 0.
     sl: BTreeMap<u16, u8>,
+    /// What each VF (hypervisor node, VF from 1) holds, as last written
+    /// or answered; absent: not known.
+    vf_held: BTreeMap<(usize, u16), Vec<u16>>,
+    /// The table each VF that runs a VM should hold.
+    pub(super) vf_want: BTreeMap<(usize, u16), Vec<u16>>,
+    /// Per VM (by vGUID), the index each P_Key has held: kept when the
+    /// VM moves to another VF.
+    vm_places: BTreeMap<u64, BTreeMap<u16, usize>>,
+    /// VFs whose table could not hold every P_Key their VM should.
+    pub(super) vf_overflow: BTreeSet<(usize, u16)>,
 }
 
 impl PKeys {
+    /// What VF `vf` of `node` holds is not known any more.
+    pub(super) fn forget_vf(&mut self, node: usize, vf: u16) {
+        self.vf_held.remove(&(node, vf));
+    }
+
     /// The whole table of a port, when every block has been read.
     fn table(&self, at: (usize, u8)) -> Option<Vec<u16>> {
         let blocks = self.held.get(&at)?;
@@ -236,10 +261,33 @@ impl Sm {
         v
     }
 
+    /// The VFs that run a VM on a live hypervisor: (node, VF from 1).
+    fn vm_ends(&self) -> Vec<(usize, u16)> {
+        let mut v = Vec::new();
+        for (i, n) in self.db.nodes().iter().enumerate() {
+            if n.alive && n.is_hypervisor() {
+                for (k, slot) in n.vfs.iter().enumerate() {
+                    if slot.vm.is_some() {
+                        v.push((i, k as u16 + 1));
+                    }
+                }
+            }
+        }
+        v
+    }
+
     /// Each end port's P_Keys (full bit included) in OpenSM's order, and
-    /// the partition at its index 0.
-    fn memberships(&self, cfg: &PartitionConfig) -> BTreeMap<(usize, u8), (Vec<u16>, u16)> {
+    /// the partition at its index 0; the same for each VM, by its VF.
+    #[allow(clippy::type_complexity)]
+    fn memberships(
+        &self,
+        cfg: &PartitionConfig,
+    ) -> (
+        BTreeMap<(usize, u8), (Vec<u16>, u16)>,
+        BTreeMap<(usize, u16), (Vec<u16>, u16)>,
+    ) {
         let ends = self.end_ports();
+        let vms = self.vm_ends();
         let sm_port = (
             0,
             self.db.nodes().first().map_or(1, |n| n.info.local_port_num),
@@ -269,13 +317,24 @@ impl Sm {
             .iter()
             .map(|&e| (e, (Vec::new(), DEFAULT_PKEY)))
             .collect();
+        let mut vm_out: BTreeMap<(usize, u16), (Vec<u16>, u16)> = vms
+            .iter()
+            .map(|&v| (v, (Vec::new(), DEFAULT_PKEY)))
+            .collect();
         for (pkey, index0, members) in parts {
             let mut who: BTreeMap<(usize, u8), bool> = BTreeMap::new();
+            let mut vm_who: BTreeMap<(usize, u16), bool> = BTreeMap::new();
             for (ports, how) in members {
                 let full = how != Membership::Limited;
                 let mut add = |e: (usize, u8)| {
                     who.insert(e, full);
                 };
+                // VMs are CA ports: in ALL and ALL_CAS, and by vGUID.
+                if matches!(ports, Ports::All | Ports::AllCas) {
+                    vms.iter().for_each(|&v| {
+                        vm_who.insert(v, full);
+                    });
+                }
                 match ports {
                     Ports::All => ends.iter().for_each(|&e| add(e)),
                     Ports::AllCas | Ports::AllSwitches | Ports::AllRouters => {
@@ -289,13 +348,17 @@ impl Sm {
                             .for_each(|&e| add(e));
                     }
                     Ports::SelfPort => add(sm_port),
-                    Ports::Guid(g) => {
-                        if let Some((n, 0)) = self.db.by_port_guid(Guid(g)) {
+                    Ports::Guid(g) => match self.db.by_port_guid(Guid(g)) {
+                        Some((n, 0)) => {
                             if let Some(&e) = ends.iter().find(|e| e.0 == n.0) {
                                 add(e);
                             }
                         }
-                    }
+                        Some((n, vf)) if vms.contains(&(n.0, vf)) => {
+                            vm_who.insert((n.0, vf), full);
+                        }
+                        _ => {}
+                    },
                 }
             }
             for (e, full) in who {
@@ -306,8 +369,16 @@ impl Sm {
                     }
                 }
             }
+            for (v, full) in vm_who {
+                if let Some((keys, at0)) = vm_out.get_mut(&v) {
+                    keys.push(pkey | if full { 0x8000 } else { 0 });
+                    if index0 {
+                        *at0 = pkey;
+                    }
+                }
+            }
         }
-        out
+        (out, vm_out)
     }
 
     /// After routing (bring-up, a sweep, a new configuration): reads the
@@ -328,6 +399,12 @@ impl Sm {
             .collect();
         for k in gone {
             self.db.pkeys.sent.remove(&k);
+        }
+        let vf_stale: Vec<(usize, u16)> = (self.db.pkeys.vf_held.keys().copied())
+            .filter(|&(i, _)| self.db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive))
+            .collect();
+        for k in vf_stale {
+            self.db.pkeys.vf_held.remove(&k);
         }
         let ends = self.end_ports();
         let mut ports = ends.clone();
@@ -399,6 +476,43 @@ impl Sm {
         }
     }
 
+    /// Set(VPortPKeyTable) of VF `vf` of hypervisor `node`: its one
+    /// block, `keys`. Taken as held until the answer says otherwise.
+    fn vf_pkey_set(&mut self, node: usize, vf: u16, keys: &[u16]) {
+        let mut t = VPortPKeyTable::default();
+        for (slot, &k) in t.p_keys.iter_mut().zip(keys) {
+            *slot = PKey(k);
+        }
+        let am = VPortPKeyBlock {
+            vport: vf,
+            block: 0,
+        }
+        .encode();
+        self.db.pkeys.vf_held.insert((node, vf), keys.to_vec());
+        self.set_node(node, &t, am, Purpose::VPortPKeyTable { node, vf });
+    }
+
+    /// A VF's table written: what it holds now.
+    pub(super) fn on_vf_pkey_table(&mut self, smp: &Smp, node: usize, vf: u16) {
+        match VPortPKeyTable::decode(&smp.data) {
+            Ok(t) => {
+                let keys = t.p_keys.iter().map(|k| k.0).collect();
+                self.db.pkeys.vf_held.insert((node, vf), keys);
+            }
+            Err(_) => self.db.pkeys.forget_vf(node, vf),
+        }
+    }
+
+    /// VMs were started, stopped or moved: their VFs' tables, and those
+    /// of the switch ports cabled to their hypervisors, are brought in
+    /// line (only what differs is sent). Nothing without partitions, or
+    /// while the ports' tables are still being read.
+    pub(super) fn pkey_vms_changed(&mut self) {
+        if self.db.pkeys.config.is_some() && !self.db.pkeys.awaiting {
+            self.pkey_apply();
+        }
+    }
+
     /// The reads are answered: apply what they allow.
     pub(super) fn pkey_reads_done(&mut self) -> bool {
         if !self.db.pkeys.awaiting {
@@ -415,11 +529,25 @@ impl Sm {
         let Some(cfg) = self.db.pkeys.config.clone() else {
             return;
         };
-        let members = self.memberships(&cfg);
+        let (members, vm_members) = self.memberships(&cfg);
         let ends: Vec<(usize, u8)> = members.keys().copied().collect();
         let facing = self.ca_facing(&ends);
         self.db.pkeys.want.clear();
         self.db.pkeys.overflow.clear();
+        self.db.pkeys.vf_want.clear();
+        self.db.pkeys.vf_overflow.clear();
+        for ((i, vf), (keys, index0)) in vm_members {
+            let guid = self.db.nodes()[i].vfs[usize::from(vf) - 1].guid;
+            let places = self.db.pkeys.vm_places.entry(guid).or_default();
+            let (table, lost) = layout(&keys, index0, places, VF_PKEY_ENTRIES);
+            if !lost.is_empty() {
+                self.db.pkeys.vf_overflow.insert((i, vf));
+            }
+            if self.db.pkeys.vf_held.get(&(i, vf)) != Some(&table) {
+                self.vf_pkey_set(i, vf, &table);
+            }
+            self.db.pkeys.vf_want.insert((i, vf), table);
+        }
         let mut enforce = BTreeMap::new();
         for (e, (keys, index0)) in members {
             let Some(held) = self.db.pkeys.table(e) else {
@@ -444,12 +572,20 @@ impl Sm {
             self.db.pkeys.want.insert(e, table);
         }
         for (s, ca) in facing {
-            let (Some(ca_table), Some(held)) =
+            let (Some(mut ca_table), Some(held)) =
                 (self.db.pkeys.want.get(&ca).cloned(), self.db.pkeys.table(s))
             else {
                 enforce.insert(s, false);
                 continue;
             };
+            // A hypervisor's link carries its VMs' packets too.
+            for (_, t) in self.db.pkeys.vf_want.range((ca.0, 0)..=(ca.0, u16::MAX)) {
+                for &k in t {
+                    if k & 0x7FFF != 0 && !ca_table.contains(&k) {
+                        ca_table.push(k);
+                    }
+                }
+            }
             let entries = self.pkey_entries(s.0, s.1).min(held.len());
             let (mut table, fits) = peer_table(&ca_table, entries);
             table.resize(held.len(), 0);
@@ -565,6 +701,27 @@ impl Subnet {
         self.pkeys.want.get(&(node.0, port)).map(Vec::as_slice)
     }
 
+    /// The P_Key table the SM gives VF `vf` (from 1) of hypervisor
+    /// `node`, the VM on it: `None` without a partition configuration, or
+    /// when no VM runs there.
+    pub fn vf_pkey_table(&self, node: NodeId, vf: u16) -> Option<&[u16]> {
+        self.pkeys.vf_want.get(&(node.0, vf)).map(Vec::as_slice)
+    }
+
+    /// The table of the end that answers to `lid` on `port` of `node`:
+    /// the VF's, when `lid` is a VF of `node` that runs a VM, else the
+    /// port's ([`Subnet::pkey_table`]).
+    pub fn end_pkey_table(&self, node: NodeId, port: u8, lid: Lid) -> Option<&[u16]> {
+        self.vf_of_lid(node, lid)
+            .and_then(|vf| self.vf_pkey_table(node, vf))
+            .or_else(|| self.pkey_table(node, port))
+    }
+
+    /// VFs whose table could not hold every P_Key their VM should.
+    pub fn vf_pkey_overflow(&self) -> impl Iterator<Item = (NodeId, u16)> + '_ {
+        self.pkeys.vf_overflow.iter().map(|&(n, v)| (NodeId(n), v))
+    }
+
     /// Ports whose table could not hold every P_Key they should (a
     /// switch port among them does not enforce).
     pub fn pkey_overflow(&self) -> impl Iterator<Item = (NodeId, u8)> + '_ {
@@ -577,9 +734,20 @@ impl Subnet {
     /// partition (low 15 bits). Without partitions every port holds the
     /// default P_Key, full. `None`: they share none, and cannot talk.
     pub fn shared_pkey(&self, a: (NodeId, u8), b: (NodeId, u8), only: Option<u16>) -> Option<PKey> {
+        self.shared_pkey_at((a.0, a.1, Lid(0)), (b.0, b.1, Lid(0)), only)
+    }
+
+    /// [`Subnet::shared_pkey`] between two ends named with their LIDs too,
+    /// so that a VM's end uses its VF's table ([`Subnet::end_pkey_table`]).
+    pub fn shared_pkey_at(
+        &self,
+        a: (NodeId, u8, Lid),
+        b: (NodeId, u8, Lid),
+        only: Option<u16>,
+    ) -> Option<PKey> {
         const DEFAULT: [u16; 1] = [0xFFFF];
-        let table = |e: (NodeId, u8)| -> &[u16] {
-            match self.pkey_table(e.0, e.1) {
+        let table = |e: (NodeId, u8, Lid)| -> &[u16] {
+            match self.end_pkey_table(e.0, e.1, e.2) {
                 Some(t) => t,
                 None => &DEFAULT,
             }

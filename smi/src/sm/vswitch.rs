@@ -276,6 +276,9 @@ impl Sm {
             }
         };
         let id = self.register_vm(node, vf, lid, guid);
+        // Its partitions first (a VM with a table to write: its VF's
+        // Set(VPortPKeyTable) goes out before the VF is enabled).
+        self.pkey_vms_changed();
         self.set_vport(node, vf, PortState::Active, guid);
         self.kick();
         Ok(id)
@@ -315,6 +318,8 @@ impl Sm {
             self.db.set_vf(vm.hypervisor, vm.vf, lid, None, 0);
         }
         self.set_vport(vm.hypervisor, vm.vf, PortState::Down, 0);
+        // Its partitions leave its hypervisor's switch port.
+        self.pkey_vms_changed();
         self.kick();
         Ok(())
     }
@@ -475,6 +480,13 @@ impl Sm {
                 }
             }));
         }
+        // The VMs' partitions at their new places, in the same stage and
+        // ahead of it: each moved VM's VF table, and the tables of the
+        // switch ports cabled to the hypervisors (nothing without
+        // partitions).
+        let mut keys = self.capture(|sm| sm.pkey_vms_changed());
+        keys.extend(main);
+        let main = keys;
         if !drop_stage.is_empty() {
             self.out.stages.push_back(drop_stage);
         }

@@ -7,17 +7,27 @@
 
 use super::{CaSma, Extension, NodeSpec};
 use heapless::Vec;
-use mad_core::attr::{AttributeId, CapabilityMask2, PortState, VPortInfo, VirtualizationInfo};
-use mad_core::{Guid, Lid, Method, Smp, Status};
+use mad_core::attr::modifier::{Modifier, VPortPKeyBlock};
+use mad_core::attr::{
+    AttributeId, CapabilityMask2, PortState, VPortInfo, VPortPKeyTable, VirtualizationInfo,
+};
+use mad_core::{Guid, Lid, Method, PKey, Smp, Status};
 
 /// VFs a hypervisor HCA can carry.
 pub const MAX_VFS: usize = 128;
+
+/// Entries of a VF's P_Key table (one VPortPKeyTable block). A fresh VF
+/// holds the default P_Key, full, at index 0, as a fresh port does.
+pub const VF_PKEY_ENTRIES: usize = 32;
 
 /// The vports (VFs) behind the PF, indexed 1..=n (vport 0 is the PF).
 #[derive(Clone, Debug, Default)]
 pub struct VPorts {
     /// VPortInfo of VF i at index i − 1.
     pub vfs: Vec<VPortInfo, MAX_VFS>,
+    /// The P_Key table of VF i at index i − 1: what the VF's packets carry
+    /// and what it accepts (IBA 10.9), as its own port's would.
+    pub pkeys: Vec<[PKey; VF_PKEY_ENTRIES], MAX_VFS>,
     /// VirtualizationInfo.VPortStateChange.
     pub state_change: bool,
 }
@@ -109,8 +119,37 @@ impl Extension for VPorts {
                     .encode(out)
                     .map_err(|_| Status::INVALID_FIELD)
             }
+            AttributeId::VPortPKeyTable => {
+                let Ok(at) = VPortPKeyBlock::decode("VPortPKeyTable", am) else {
+                    return Some(Err(Status::INVALID_FIELD));
+                };
+                let vf = usize::from(at.vport);
+                if vf > self.pkeys.len() || at.block != 0 {
+                    return Some(Err(Status::INVALID_FIELD));
+                }
+                if set {
+                    match VPortPKeyTable::decode(&req.data) {
+                        Ok(t) => self.pkeys[vf - 1] = t.p_keys,
+                        Err(_) => return Some(Err(Status::INVALID_FIELD)),
+                    }
+                }
+                VPortPKeyTable {
+                    p_keys: self.pkeys[vf - 1],
+                }
+                .encode(out)
+                .map_err(|_| Status::INVALID_FIELD)
+            }
             _ => return None,
         })
+    }
+}
+
+impl VPorts {
+    /// The P_Key table of the enabled VF that holds `lid`, if any.
+    pub fn pkeys_of_lid(&self, lid: Lid) -> Option<&[PKey]> {
+        let i = (self.vfs.iter())
+            .position(|v| lid.0 != 0 && v.vport_state != PortState::Down && v.vport_lid == lid)?;
+        self.pkeys.get(i).map(|t| &t[..])
     }
 }
 
@@ -141,6 +180,9 @@ impl Hypervisor {
                 vport_guid: Guid(guid + 0x100 + i as u64),
                 ..VPortInfo::default()
             });
+            let mut t = [PKey(0); VF_PKEY_ENTRIES];
+            t[0] = PKey::DEFAULT_FULL;
+            let _ = vports.pkeys.push(t);
         }
         Hypervisor { pf, vports }
     }

@@ -612,3 +612,43 @@ fn a_switch_answers_sminfo_for_the_sm_behind_its_port_0() {
         Status::UNSUPPORTED_METHOD_ATTR
     );
 }
+
+#[test]
+fn a_vfs_pkey_table_is_its_own_and_a_bad_modifier_changes_nothing() {
+    use super::hypervisor::Hypervisor;
+    use mad_core::attr::VPortPKeyTable;
+    let mut h = Hypervisor::new(0x3000, 4, "hyp");
+    h.pf.link_event(1, true, 0);
+    let get = |h: &mut Hypervisor, am: u32| {
+        h.process(&req(Method::Get, AttributeId::VPortPKeyTable, am), 1, 0)
+    };
+    // A fresh VF holds the default P_Key, full, at index 0.
+    let r = get(&mut h, 2 << 16);
+    assert_eq!(status(&r), Status::OK);
+    let t = VPortPKeyTable::decode(&r.unwrap().data).unwrap();
+    assert_eq!((t.p_keys[0], t.p_keys[1]), (PKey(0xFFFF), PKey(0)));
+    let mut t = VPortPKeyTable::default();
+    t.p_keys[0] = PKey(0x7FFF);
+    t.p_keys[1] = PKey(0x8010);
+    let r = h.process(&set_req(&t, 2 << 16), 1, 0);
+    assert_eq!(status(&r), Status::OK);
+    assert_eq!(VPortPKeyTable::decode(&r.unwrap().data).unwrap(), t);
+    // Only VF 2 changed; the PF's own table did not.
+    let other = VPortPKeyTable::decode(&get(&mut h, 1 << 16).unwrap().data).unwrap();
+    assert_eq!(other.p_keys[0], PKey(0xFFFF));
+    assert_eq!(h.pf.model.ports[1].pkeys[0], PKey(0xFFFF));
+    // Vport 0, a vport past the VFs, a block past the first: refused.
+    let before = format!("{:?}", h.vports);
+    for am in [0, 5 << 16, (2 << 16) | 1] {
+        let r = h.process(&set_req(&VPortPKeyTable::default(), am), 1, 0);
+        assert_eq!(status(&r), Status::INVALID_FIELD, "{am:#x}");
+    }
+    assert_eq!(format!("{:?}", h.vports), before);
+    // The table of an enabled VF is found by its LID; a disabled VF's is not.
+    let mut v = h.vports.vfs[1];
+    v.vport_state = PortState::Active;
+    v.vport_lid = Lid(0x40);
+    h.process(&set_req(&v, 2), 1, 0);
+    assert_eq!(h.vports.pkeys_of_lid(Lid(0x40)).unwrap()[1], PKey(0x8010));
+    assert!(h.vports.pkeys_of_lid(Lid(0x41)).is_none());
+}
