@@ -518,3 +518,62 @@ fn an_sm_started_on_a_running_vswitch_subnet_keeps_the_vms() {
     let v = f.verify();
     assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
 }
+
+/// On a partitioned vSwitch subnet, an SM started again reads the VFs'
+/// P_Key tables of the VMs it finds, so each key keeps its index (a VM's
+/// QPs name keys by index) and a table that already holds what the
+/// partitions give is not written.
+#[test]
+fn an_sm_started_on_a_partitioned_vswitch_subnet_keeps_each_vms_keys_in_place() {
+    use smi::sm::partitions::parse;
+    use smi::sm::LidPolicy;
+    let (mut f, mut first, _) = two_vms();
+    // Two partitions, then the first one dropped: the VMs' tables keep a
+    // hole where it was.
+    let both = "t=0x10:0xa1=full,0xb2=full;\nu=0x30:0xa1=full,0xb2=full;\n";
+    let one = "u=0x30:0xa1=full,0xb2=full;\n";
+    first.set_partitions(parse(both).unwrap());
+    assert!(f.run(&mut first));
+    first.set_partitions(parse(one).unwrap());
+    assert!(f.run(&mut first));
+    let tables = |f: &Fabric, sm: &Sm| -> Vec<(u64, Vec<u16>)> {
+        let mut v: Vec<(u64, Vec<u16>)> = sm
+            .vms()
+            .map(|(_, vm)| {
+                let i = f
+                    .node_by_guid(sm.nodes()[vm.hypervisor].info.node_guid.0)
+                    .unwrap();
+                let fabric::sim::SimNode::Hypervisor(h) = &f.nodes[i] else {
+                    panic!("not a hypervisor");
+                };
+                let t = &h.vports.pkeys[usize::from(vm.vf) - 1];
+                (vm.guid, t[..4].iter().map(|k| k.0).collect())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let held = tables(&f, &first);
+    assert_eq!(
+        held,
+        [
+            (0xA1, vec![0x7FFF, 0, 0x8030, 0]),
+            (0xB2, vec![0x7FFF, 0, 0x8030, 0])
+        ]
+    );
+
+    let mut sm = Sm::new(SmConfig {
+        lid_policy: LidPolicy::Prepopulated,
+        ..SmConfig::default()
+    });
+    sm.set_partitions(parse(one).unwrap());
+    assert!(f.run(&mut sm), "{:?}", sm.error());
+    assert_eq!(tables(&f, &sm), held, "each key at its index");
+    let count = |m| sm.stats().count(m, AttributeId::VPortPKeyTable);
+    assert_eq!((count(Method::Get), count(Method::Set)), (2, 0));
+    let t = sm.subnet().vf_pkey_table(
+        smi::sm::NodeId(sm.vms().next().unwrap().1.hypervisor),
+        sm.vms().next().unwrap().1.vf,
+    );
+    assert_eq!(t.map(|t| t[..3].to_vec()), Some(vec![0x7FFF, 0, 0x8030]));
+}

@@ -24,9 +24,11 @@
 //! table with Set(VPortPKeyTable) wherever the VM runs, so two VMs on one
 //! hypervisor can be in different partitions. The switch port cabled to
 //! a hypervisor gets the keys of the PF and of every VM on it. A VM keeps
-//! each P_Key's index when it moves. A VF's table is one block that the
-//! SM writes without reading it first (a Get would cost as much): it is
-//! written when it is not known to hold what it should.
+//! each P_Key's index when it moves (its QPs name keys by index). A VF's
+//! table is one block. For a VM this SM started or moved it is written
+//! without being read (a Get would cost as much as the Set); a VM found
+//! running (a new master taking over) has its VF's table read first, so
+//! that its keys keep their indexes as a port's do.
 //!
 //! The SM reads a port's table before writing it (Get(P_KeyTable) of each
 //! block, as OpenSM does at discovery) and sends only the blocks that
@@ -410,6 +412,22 @@ impl Sm {
         let mut ports = ends.clone();
         ports.extend(self.ca_facing(&ends).into_iter().map(|(s, _)| s));
         let mut read = false;
+        // A VM found running, whose keys' places this SM does not know.
+        for (i, vf) in self.vm_ends() {
+            let guid = self.db.nodes()[i].vfs[usize::from(vf) - 1].guid;
+            if !self.db.pkeys.vm_places.contains_key(&guid)
+                && !self.db.pkeys.vf_held.contains_key(&(i, vf))
+            {
+                let am = VPortPKeyBlock {
+                    vport: vf,
+                    block: 0,
+                }
+                .encode();
+                let purpose = Purpose::VPortPKeyTable { node: i, vf };
+                self.get_node(i, AttributeId::VPortPKeyTable, am, purpose);
+                read = true;
+            }
+        }
         for (i, p) in ports {
             let blocks = self.pkey_blocks(i, p);
             let held = (self.db.pkeys.held.entry((i, p)))
@@ -538,7 +556,17 @@ impl Sm {
         self.db.pkeys.vf_overflow.clear();
         for ((i, vf), (keys, index0)) in vm_members {
             let guid = self.db.nodes()[i].vfs[usize::from(vf) - 1].guid;
-            let places = self.db.pkeys.vm_places.entry(guid).or_default();
+            // A VM found running keeps the places its VF's table shows.
+            let held = self.db.pkeys.vf_held.get(&(i, vf));
+            let places = (self.db.pkeys.vm_places.entry(guid)).or_insert_with(|| {
+                let mut m = BTreeMap::new();
+                for (x, &k) in held.into_iter().flatten().enumerate() {
+                    if k & 0x7FFF != 0 {
+                        m.entry(k & 0x7FFF).or_insert(x);
+                    }
+                }
+                m
+            });
             let (table, lost) = layout(&keys, index0, places, VF_PKEY_ENTRIES);
             if !lost.is_empty() {
                 self.db.pkeys.vf_overflow.insert((i, vf));
