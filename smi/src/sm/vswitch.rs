@@ -140,7 +140,9 @@ impl MigrationPlan {
     pub fn hypervisor_smps(&self) -> usize {
         2
     }
-    /// Every SMP the plan sends (without deadlock mitigation).
+    /// Every SMP the plan sends (without deadlock mitigation). Under
+    /// partitions the move also sends the VM's VF table and the changed
+    /// blocks of its hypervisors' switch ports, which this leaves out.
     pub fn smps(&self) -> usize {
         self.lft_smps() + self.hypervisor_smps()
     }
