@@ -20,7 +20,7 @@ enum Command {
     /// Bring a simulated fabric up with ibkit's SM and report SMPs, time and routes.
     Sim(cmd::sim::SimArgs),
     /// Run ibkit's subnet manager on a real MAD stack (a umad port; under ibsim with libumad2sim.so).
-    Sm(cmd::sm::SmArgs),
+    Sm(Box<cmd::sm::SmArgs>),
     /// Ask the subnet's SA, as saquery does: classportinfo, node, port, link, switch, path, service, mcmember, inform.
     Sa(cmd::sa::SaArgs),
     /// Serve a simulated fabric to libibumad programs (OpenSM, infiniband-diags) through ibsim's protocol.

@@ -147,6 +147,29 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
     let ibkit_lid = before[&(h[1].1 - 1)].to_string();
     let seen = tests::peers::sminfo(sim, viewer, &[&ibkit_lid]).unwrap();
     assert_eq!((seen.guid, seen.state, seen.priority), (h[1].1, 2, 0));
+    // The SA answers only for a master with the subnet up (C15-0.1.3):
+    // asked at the standby's own LID, ibkit's SA says nothing; OpenSM's,
+    // at the master's, answers.
+    let cpi = |lid: &str| {
+        let out = (sim.client_at(exe.as_os_str(), viewer))
+            .args(["sa", "classportinfo", "--sm-lid", lid])
+            .args(["--attempts", "1", "--timeout-ms", "500", "--json"])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let osm_lid = before[&(h[0].1 - 1)].to_string();
+    let (ok, err) = cpi(&osm_lid);
+    assert!(ok, "{what}: OpenSM's SA at LID {osm_lid}: {err}");
+    let (ok, err) = cpi(&ibkit_lid);
+    assert!(!ok, "{what}: a standby's SA answered at LID {ibkit_lid}");
+    println!(
+        "{what}: the standby's SA at LID {ibkit_lid}: {}",
+        err.trim()
+    );
 
     let killed = Instant::now();
     osm.kill();
@@ -166,6 +189,9 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
             .count()
     );
     assert_eq!(before, after, "LIDs changed at the takeover");
+    // Master now, with the subnet up: its SA answers at its LID.
+    let (ok, err) = cpi(&ibkit_lid);
+    assert!(ok, "{what}: the new master's SA at LID {ibkit_lid}: {err}");
     // The new master read every switch's LFT back, kept OpenSM's
     // entries where they are shortest paths, and sent only blocks that
     // still differ.

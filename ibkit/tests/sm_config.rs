@@ -347,3 +347,51 @@ fn unwritable_logs_and_dumps_and_a_broken_lid_cache_are_said_and_survived() {
     assert!(err.contains("line 3"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The SA key (`--sa-key`, OpenSM's sa_key) is the one the SA trusts, and
+/// the SM's own SM_Key (`--sm-key`) is not: a request carrying the SM_Key
+/// is dropped, one with the SA key or none is answered.
+#[test]
+fn the_sa_trusts_its_sa_key_not_the_sms_sm_key() {
+    if !peers_here("sa_key") {
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let h = hosts();
+    let mut sm = tests::peers::WatchedSm::start(
+        exe,
+        &served,
+        &h[0].0,
+        &[
+            "--transport",
+            "ibsim",
+            "--sa-key",
+            "0x42",
+            "--sm-key",
+            "0x77",
+        ],
+    )
+    .unwrap();
+    sm.wait_for("SUBNET UP", Duration::from_secs(20)).unwrap();
+    let ask = |key: &str| {
+        let out = (served.client_at(exe.as_os_str(), &h[2].0))
+            .args(["sa", "classportinfo", "--sm-key", key])
+            .args(["--attempts", "1", "--timeout-ms", "500"])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for key in ["0x42", "0"] {
+        let (ok, err) = ask(key);
+        assert!(ok, "key {key}: {err}");
+    }
+    let (ok, err) = ask("0x77");
+    assert!(!ok, "the SM_Key was taken for the SA key");
+    assert!(err.contains("did not answer"), "{err}");
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean);
+}

@@ -76,8 +76,13 @@ pub use rmpp::{ReceiveError, Received, Receiver, Transfer, TransferKey};
 /// Settings of the SA.
 #[derive(Clone, Debug)]
 pub struct SaConfig {
-    /// The SM_Key a trusted requester presents.
+    /// The key a trusted requester presents in the SA header's SM_Key
+    /// (OpenSM's `sa_key`, 1 by default as OpenSM's): a request with
+    /// another non-zero key is dropped.
     pub sm_key: u64,
+    /// The SM's own SM_Key (`ibkit sm --sm-key`, OpenSM's `sm_key`), which
+    /// its SMInfoRecord shows a trusted requester.
+    pub sm_info_key: u64,
     /// RespTimeValue of ClassPortInfo: 4.096 µs × 2^value.
     pub resp_time_value: u8,
     /// Milliseconds an RMPP window waits for its ACK before it is sent
@@ -126,6 +131,7 @@ impl Default for SaConfig {
     fn default() -> SaConfig {
         SaConfig {
             sm_key: 1,
+            sm_info_key: 1,
             resp_time_value: 18,
             rmpp_timeout_ms: 200,
             rmpp_retries: 3,
@@ -195,6 +201,9 @@ pub struct SaStats {
     /// Requests in several segments given up: aborted, or their sender
     /// went quiet.
     pub requests_abandoned: u64,
+    /// MADs ignored because the SM is not a master with the subnet up
+    /// ([`Sa::set_serving`]).
+    pub ignored: u64,
 }
 
 /// Why a MAD was dropped without an answer.
@@ -208,6 +217,9 @@ pub enum SaError {
     Busy,
     /// The request's SM_Key is neither zero nor the SA's.
     BadSmKey,
+    /// The SM is not master, or has not brought the subnet up yet: the SA
+    /// does not answer (IBA C15-0.1.3).
+    NotServing,
 }
 
 impl core::fmt::Display for SaError {
@@ -217,6 +229,9 @@ impl core::fmt::Display for SaError {
             SaError::Unexpected => write!(f, "a response to nothing the SA sent"),
             SaError::Busy => write!(f, "the SA's queue of answers is full"),
             SaError::BadSmKey => write!(f, "a request with a wrong SM_Key"),
+            SaError::NotServing => {
+                write!(f, "the SM is not master with the subnet up: ignored")
+            }
         }
     }
 }
@@ -239,6 +254,8 @@ pub struct Sa {
     /// Counts what may have changed the groups, the services or the
     /// subscriptions (see [`Sa::db_generation`]).
     db_generation: u64,
+    /// The SM is master with the subnet up (see [`Sa::set_serving`]).
+    serving: bool,
 }
 
 impl Sa {
@@ -255,7 +272,22 @@ impl Sa {
             partitions_seen: 0,
             stats: SaStats::default(),
             db_generation: 0,
+            serving: true,
         }
+    }
+
+    /// Whether the SA answers: a driver says so each time its SM's state
+    /// changes. Only a master that has brought the subnet up answers
+    /// (IBA C15-0.1.3; OpenSM ignores SA MADs while not master and during
+    /// its first sweep); otherwise every MAD is ignored and counted
+    /// ([`SaStats::ignored`]). An SA starts serving.
+    pub fn set_serving(&mut self, serving: bool) {
+        self.serving = serving;
+    }
+
+    /// The SM's priority its SMInfoRecord gives (a re-read configuration).
+    pub fn set_sm_priority(&mut self, priority: u8) {
+        self.cfg.sm_priority = priority & 0xF;
     }
 
     /// A number that changes whenever the groups, the services or the
@@ -517,6 +549,10 @@ impl Sa {
         mad: &[u8],
         now_ms: u64,
     ) -> Result<(), SaError> {
+        if !self.serving {
+            self.stats.ignored += 1;
+            return Err(SaError::NotServing);
+        }
         self.follow_partitions(subnet);
         let m = match SaMad::parse(mad) {
             Ok(m) => m,

@@ -361,7 +361,7 @@ pub fn sm_info_record(s: &Subnet, cfg: &SaConfig, trusted: bool, act_count: u32)
         lid: me.map_or(Lid(0), lid_of),
         sm_info: SmInfo {
             guid: me.map_or(mad_core::Guid(0), |n| n.info.port_guid),
-            sm_key: mad_core::MKey(if trusted { cfg.sm_key } else { 0 }),
+            sm_key: mad_core::MKey(if trusted { cfg.sm_info_key } else { 0 }),
             act_count,
             priority: cfg.sm_priority & 0xF,
             sm_state: SmState::Master,

@@ -749,3 +749,50 @@ fn without_acks_a_qp1_requester_can_be_sent_the_first_segment_only() {
     );
     assert_eq!(sa.transfers(), 0);
 }
+
+#[test]
+fn the_sa_key_makes_the_trusted_and_only_a_master_with_the_subnet_up_answers() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let me = host(&f);
+    // The SA key (OpenSM's sa_key) is not the SM's own SM_Key.
+    let mut sa = Sa::new(SaConfig {
+        sm_key: 7,
+        sm_info_key: 0x1234,
+        sm_priority: 9,
+        ..SaConfig::default()
+    });
+    let with_key = |key: u64, tid: u64| {
+        let mut t = SaMad::parse(&ask(Method::Get, &SmInfoRecord::default(), 0, tid)).unwrap();
+        t.sa.sm_key = key;
+        t.to_bytes()
+    };
+    // Trusted by the SA key: the SM's own key and priority shown.
+    let r = exchange(&mut sa, &sm, me, &with_key(7, 1), 0);
+    let rec: SmInfoRecord = r[0].record().unwrap();
+    assert_eq!((rec.sm_info.sm_key.0, rec.sm_info.priority), (0x1234, 9));
+    // The SM's key is not the SA's: dropped unanswered, as OpenSM does.
+    assert_eq!(
+        sa.handle_mad(sm.subnet(), me, &with_key(0x1234, 2), 0),
+        Err(SaError::BadSmKey)
+    );
+    assert!(sa.poll_transmit().is_none());
+    // A re-read priority shows at once.
+    sa.set_sm_priority(3);
+    let r = exchange(&mut sa, &sm, me, &with_key(0, 3), 0);
+    let rec: SmInfoRecord = r[0].record().unwrap();
+    assert_eq!((rec.sm_info.sm_key.0, rec.sm_info.priority), (0, 3));
+    // Not serving (a standby, or a master still in its first sweep):
+    // every MAD ignored, counted, nothing queued and nothing changed.
+    sa.set_serving(false);
+    let before = sa.stats().answered;
+    for tid in 4..8 {
+        assert_eq!(
+            sa.handle_mad(sm.subnet(), me, &with_key(7, tid), 0),
+            Err(SaError::NotServing)
+        );
+    }
+    assert!(sa.poll_transmit().is_none());
+    assert_eq!((sa.stats().ignored, sa.stats().answered), (4, before));
+    sa.set_serving(true);
+    assert_eq!(exchange(&mut sa, &sm, me, &with_key(7, 9), 0).len(), 1);
+}

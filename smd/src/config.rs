@@ -4,6 +4,7 @@
 //! ```toml
 //! priority = 5              # 0-15, as OpenSM's sm_priority
 //! sm_key = "0x1"            # a number, or a 0x string for any 64 bits
+//! sa_key = "0x1"            # the SA's: a requester presenting it is trusted (OpenSM's sa_key)
 //! poll_ms = 500             # a standby's polls of its master
 //! sweep_ms = 10000          # light sweeps
 //! routing = "ftree"         # minhop, updn, ftree
@@ -48,6 +49,7 @@ enum Number {
 struct Raw {
     priority: Option<Spanned<i64>>,
     sm_key: Option<Spanned<Number>>,
+    sa_key: Option<Spanned<Number>>,
     poll_ms: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
@@ -73,6 +75,8 @@ pub struct SmFile {
     pub priority: Option<u8>,
     /// SM_Key.
     pub sm_key: Option<u64>,
+    /// The SA key (OpenSM's `sa_key`).
+    pub sa_key: Option<u64>,
     /// A standby's polling interval, ms.
     pub poll_ms: Option<u64>,
     /// Light sweep interval, ms.
@@ -172,18 +176,20 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             })
             .transpose()
     };
-    let sm_key = match &raw.sm_key {
-        None => None,
-        Some(s) => Some(match s.get_ref() {
+    let key = |k: &Option<Spanned<Number>>, name: &str| -> Result<Option<u64>, ConfigError> {
+        let Some(s) = k else { return Ok(None) };
+        Ok(Some(match s.get_ref() {
             Number::Int(i) if *i >= 0 => *i as u64,
-            Number::Int(i) => return Err(bad(s.span(), format!("sm_key = {i}: negative"))),
+            Number::Int(i) => return Err(bad(s.span(), format!("{name} = {i}: negative"))),
             Number::Text(t) => {
                 let hex = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X"));
                 hex.and_then(|h| u64::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| bad(s.span(), format!("sm_key = {t:?}: not a 0x number")))?
+                    .ok_or_else(|| bad(s.span(), format!("{name} = {t:?}: not a 0x number")))?
             }
-        }),
+        }))
     };
+    let sm_key = key(&raw.sm_key, "sm_key")?;
+    let sa_key = key(&raw.sa_key, "sa_key")?;
     let routing = match &raw.routing {
         None => None,
         Some(s) => Some(Engine::from_name(s.get_ref()).ok_or_else(|| {
@@ -223,6 +229,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
     Ok(SmFile {
         priority: ranged(&raw.priority, "priority", 0, 15)?.map(|v| v as u8),
         sm_key,
+        sa_key,
         poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
         sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 1, 86_400_000)?,
         routing,
@@ -262,10 +269,11 @@ mod tests {
                     timeout_ms = 100\nretries = 5\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
-                    cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n";
+                    cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
+                    sa_key = \"0x2a\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
-        assert_eq!(f.sm_key, Some(u64::MAX));
+        assert_eq!((f.sm_key, f.sa_key), (Some(u64::MAX), Some(0x2a)));
         assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
         assert_eq!(f.routing, Some(Engine::FatTree));
         assert_eq!(f.lid_policy, Some(LidPolicy::Dynamic));

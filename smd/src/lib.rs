@@ -94,6 +94,9 @@ pub struct SmdConfig {
     pub priority: u8,
     /// SM_Key (0: none).
     pub sm_key: u64,
+    /// The SA key (OpenSM's `sa_key`): a requester that presents it in an
+    /// SA request is trusted; another non-zero key is dropped.
+    pub sa_key: u64,
     /// Milliseconds between a standby's polls of the master.
     pub poll_ms: u64,
     /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`,
@@ -163,6 +166,7 @@ impl Default for SmdConfig {
             reload: None,
             priority: 0,
             sm_key: 1,
+            sa_key: 1,
             poll_ms: 500,
             dump_dir: None,
             cache_dir: None,
@@ -486,8 +490,13 @@ fn drive(
     let mut sa = Sa::new(SaConfig {
         rmpp_acks: false,
         first_segment_to_qp1,
+        sm_key: c.sa_key,
+        sm_info_key: c.sm_key,
+        sm_priority: c.priority,
         ..SaConfig::default()
     });
+    // Only a master with the subnet up answers (C15-0.1.3).
+    sa.set_serving(false);
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
     let cfg = SmConfig {
         routing: c.routing,
@@ -693,7 +702,12 @@ fn drive(
                 reread_config(rc, c, &mut files, &mut sm);
             }
             reread_files(&files, &mut sm, &mut reapplied);
+            sa.set_sm_priority(sm.election().priority);
         }
+        // The SA answers only for a master that has brought the subnet
+        // up, as OpenSM's (C15-0.1.3): a standby, or a master still in
+        // its first sweep, ignores SA MADs.
+        sa.set_serving(sm.sm_state() == mad_core::attr::SmState::Master && sm.subnet_up());
         let next = match (sm.poll_timeout(), sa.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -921,6 +935,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             g.routing.or(f.routing).is_some_and(|r| r != c.routing),
         ),
         ("sm_key", g.sm_key.or(f.sm_key).unwrap_or(1) != c.sm_key),
+        ("sa_key", g.sa_key.or(f.sa_key).unwrap_or(1) != c.sa_key),
         ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
         (
             "cache_dir",

@@ -56,6 +56,10 @@ pub struct SaArgs {
     /// SM_Key to present (hex or decimal; 0: an untrusted requester).
     #[arg(long, global = true, default_value = "0", value_parser = parse_u64)]
     pub sm_key: u64,
+    /// Ask the SA at this LID rather than at the port's SM LID (a
+    /// standby's, say, which answers nothing).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u16).range(1..=0xBFFF))]
+    pub sm_lid: Option<u16>,
 }
 
 /// The records `ibkit sa` asks for. Each takes filters `component=value`
@@ -482,6 +486,15 @@ fn inform_info(trap: u16, subscribe: u8) -> [u8; InformInfo::SIZE] {
 /// `reports` it takes the SA's Reports (on umad, through an agent
 /// registered for them).
 fn open(a: &SaArgs, reports: bool) -> Result<SaClient, super::Fail> {
+    let mut c = open_port(a, reports)?;
+    if let Some(l) = a.sm_lid {
+        c.sm_lid = l;
+    }
+    Ok(c)
+}
+
+/// The port the client asks from (see [`open`]).
+fn open_port(a: &SaArgs, reports: bool) -> Result<SaClient, super::Fail> {
     Ok(
         if let Some((sock, host)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
             // A QP of this process's own: ibsim hands requests on QP 0 and 1

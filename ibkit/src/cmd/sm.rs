@@ -107,6 +107,12 @@ pub struct SmArgs {
     /// [default: 1]
     #[arg(long, value_parser = super::args::parse_u64)]
     pub sm_key: Option<u64>,
+    /// The SA key (as OpenSM's sa_key, whose default is 1): a host whose
+    /// SA request carries it is trusted (it sees P_Key tables and group
+    /// members); a request with another non-zero key is dropped.
+    /// [default: 1]
+    #[arg(long, value_parser = super::args::parse_u64)]
+    pub sa_key: Option<u64>,
     /// Milliseconds between a standby's polls of its master's SMInfo: a
     /// master that stops answering is detected within this plus 800 ms
     /// (four tries of 200 ms: `timeout_ms` and `retries` in --config).
@@ -188,6 +194,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             reload: Some(reload),
             priority: a.priority.or(file.priority).unwrap_or(0),
             sm_key: a.sm_key.or(file.sm_key).unwrap_or(1),
+            sa_key: a.sa_key.or(file.sa_key).unwrap_or(1),
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
@@ -232,6 +239,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
     smd::config::SmFile {
         priority: a.priority,
         sm_key: a.sm_key,
+        sa_key: a.sa_key,
         poll_ms: a.poll_ms,
         sweep_ms: a.sweep_ms,
         routing: a.routing,

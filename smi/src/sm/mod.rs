@@ -183,6 +183,12 @@ impl Sm {
         sm
     }
 
+    /// True once this SM, as master, has brought the subnet up (and
+    /// from then on, through sweeps and reconfigurations).
+    pub fn subnet_up(&self) -> bool {
+        self.up
+    }
+
     /// The current phase.
     pub fn phase(&self) -> Phase {
         self.phase
