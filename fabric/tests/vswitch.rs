@@ -426,3 +426,78 @@ fn a_dynamic_vm_past_the_last_lid_is_refused_and_changes_nothing() {
     assert!(f.run(&mut sm));
     assert_eq!(sm.vm(vm).unwrap().lid, lid);
 }
+
+/// Under the dynamic policy, the subnet powered off and on and its SM
+/// started afresh with the LID cache (`guid2lid`) the last one wrote: VMs
+/// started again take the LIDs they had, whatever the order they start
+/// in, and a VM the cache does not know takes none of the LIDs the cache
+/// keeps. Under the prepopulated policy a VF's LID is the VF's: a VM
+/// stopped and started again on its hypervisor takes its VF, and its LID,
+/// back when that VF is still free.
+#[test]
+fn vms_started_again_take_their_lids_back() {
+    let (mut f, mut sm) = up("mport-ntree:4:2", 2, LidPolicy::Dynamic);
+    let hyps = sm.hypervisors();
+    let guids = [0xA1u64, 0xB2, 0xC3];
+    for (k, &g) in guids.iter().enumerate() {
+        sm.create_vm(hyps[k], g).unwrap();
+    }
+    assert!(f.run(&mut sm));
+    let lid_of = |sm: &Sm, g: u64| sm.vms().find(|(_, v)| v.guid == g).unwrap().1.lid;
+    let before: Vec<u16> = guids.iter().map(|&g| lid_of(&sm, g)).collect();
+    let cache = sm.lids_by_guid();
+    for &g in &guids {
+        assert!(cache.contains_key(&g), "the cache lists VM {g:#x}");
+    }
+
+    // Powered off and on: a fresh fabric, an SM with the cache.
+    let mut f = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        routing: smi::sm::Engine::FatTree,
+        lid_policy: LidPolicy::Dynamic,
+        ..SmConfig::default()
+    });
+    sm.set_preferred_lids(cache.clone());
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let hyps = sm.hypervisors();
+    // A VM the cache does not know first: it takes no cached LID.
+    sm.create_vm(hyps[3], 0xD4).unwrap();
+    for k in (0..guids.len()).rev() {
+        sm.create_vm(hyps[k], guids[k]).unwrap();
+    }
+    assert!(f.run(&mut sm));
+    let after: Vec<u16> = guids.iter().map(|&g| lid_of(&sm, g)).collect();
+    assert_eq!(after, before, "each VM its LID again");
+    let d4 = lid_of(&sm, 0xD4);
+    assert!(
+        !cache.values().any(|l| l.0 == d4),
+        "VM 0xd4 took LID {d4}, which the cache keeps"
+    );
+    clean(&f, &sm);
+    println!("dynamic, powered off and on: VMs started again took LIDs {after:?} (before: {before:?}); a new VM {d4}");
+
+    // Prepopulated: stopped, another VM started there, started again.
+    let (mut f, mut sm) = up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
+    let h = sm.hypervisors()[0];
+    let first = sm.create_vm(h, 0xA1).unwrap();
+    assert!(f.run(&mut sm));
+    let second = sm.create_vm(h, 0xB2).unwrap();
+    assert!(f.run(&mut sm));
+    let (la, lb) = (sm.vm(first).unwrap().lid, sm.vm(second).unwrap().lid);
+    sm.destroy_vm(first).unwrap();
+    sm.destroy_vm(second).unwrap();
+    assert!(f.run(&mut sm));
+    // 0xB2 first now: it would take the first free VF, 0xA1's.
+    let b = sm.create_vm(h, 0xB2).unwrap();
+    let a = sm.create_vm(h, 0xA1).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!((sm.vm(a).unwrap().lid, sm.vm(b).unwrap().lid), (la, lb));
+    clean(&f, &sm);
+}

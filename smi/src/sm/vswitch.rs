@@ -199,15 +199,43 @@ impl Sm {
             .ok_or(VmError::NotAHypervisor(node))
     }
 
-    /// A free VF of `node` (1-based), with a LID under the prepopulated policy.
-    fn free_vf(&self, node: usize) -> Result<u16, VmError> {
+    /// A free VF of `node` (1-based), with a LID under the prepopulated
+    /// policy: the one whose LID a `guid2lid` cache gives vGUID `guid`,
+    /// if that VF is free, else the first free one.
+    fn free_vf(&self, node: usize, guid: u64) -> Result<u16, VmError> {
         let n = self.hypervisor(node)?;
         let pre = self.cfg.lid_policy == LidPolicy::Prepopulated;
-        n.vfs
-            .iter()
-            .position(|s| s.vm.is_none() && (!pre || s.lid != 0))
+        let free = |s: &&super::subnet::VfSlot| s.vm.is_none() && (!pre || s.lid != 0);
+        let cached = self.preferred.get(&guid).copied().filter(|_| pre);
+        (n.vfs.iter())
+            .position(|s| free(&s) && Some(s.lid) == cached)
+            .or_else(|| n.vfs.iter().position(|s| free(&s)))
             .map(|i| i as u16 + 1)
             .ok_or(VmError::NoFreeVf(node))
+    }
+
+    /// The LID a new VM with vGUID `guid` takes under the dynamic policy:
+    /// the one a `guid2lid` cache gives it, where no port holds it (so a
+    /// VM started again after the subnet was powered off keeps its LID,
+    /// and its peers' PathRecords stay right); else the lowest free LID
+    /// the cache keeps for no other port; else the lowest free LID.
+    fn dynamic_lid(&self, guid: u64) -> Option<u16> {
+        let max = Lid::UNICAST_MAX.0;
+        let unheld = |l: u16| l != 0 && l <= max && self.db.by_lid(Lid(l)).is_none();
+        if let Some(&l) = self.preferred.get(&guid).filter(|&&l| unheld(l)) {
+            return Some(l);
+        }
+        let spare = |l: &u16| !self.preferred_lids.contains(l);
+        let above = || (self.db.max_lid < max).then_some(self.db.max_lid + 1);
+        // The cache keeps at most one LID a port: a bounded walk.
+        let beyond = (u32::from(self.db.max_lid) + 1..=u32::from(max))
+            .map(|l| l as u16)
+            .take(self.preferred_lids.len() + 1)
+            .find(spare);
+        (self.free_lids.iter().copied().find(spare))
+            .or(beyond)
+            .or_else(|| self.free_lids.first().copied())
+            .or_else(above)
     }
 
     /// Starts a VM with vGUID `guid` on hypervisor `node`. Prepopulated: a
@@ -217,14 +245,12 @@ impl Sm {
     /// SwitchInfo where LinearFDBTop must grow).
     pub fn create_vm(&mut self, node: usize, guid: u64) -> Result<VmId, VmError> {
         self.ready()?;
-        let vf = self.free_vf(node)?;
+        let vf = self.free_vf(node, guid)?;
         let lid = match self.cfg.lid_policy {
             LidPolicy::Prepopulated => self.db.nodes()[node].vfs[usize::from(vf) - 1].lid,
             LidPolicy::Dynamic => {
-                let lid = match self.free_lids.first() {
-                    Some(&l) => l,
-                    None if self.db.max_lid < Lid::UNICAST_MAX.0 => self.db.max_lid + 1,
-                    None => return Err(VmError::LidSpaceExhausted),
+                let Some(lid) = self.dynamic_lid(guid) else {
+                    return Err(VmError::LidSpaceExhausted);
                 };
                 let pf = self.db.nodes()[node].lid;
                 let Some((leaf, port)) = self.attachment(node) else {
@@ -241,6 +267,8 @@ impl Sm {
                 // Committed from here on.
                 self.free_lids.remove(&lid);
                 if lid > self.db.max_lid {
+                    // LIDs skipped for a cached one stay free for later.
+                    self.free_lids.extend(self.db.max_lid + 1..lid);
                     self.db.max_lid = lid;
                 }
                 let stage = self.capture(|sm| {
@@ -318,6 +346,10 @@ impl Sm {
             self.free_lids.insert(vm.lid);
         } else {
             self.db.set_vf(vm.hypervisor, vm.vf, lid, None, 0);
+            // Started again on this hypervisor, it takes this VF (its
+            // LID) if the VF is still free. (Under the dynamic policy a
+            // freed LID goes to the next VM instead.)
+            self.preferred.insert(vm.guid, lid);
         }
         self.set_vport(vm.hypervisor, vm.vf, PortState::Down, 0);
         // Its partitions leave its hypervisor's switch port.
@@ -335,7 +367,7 @@ impl Sm {
         if vm.hypervisor == dst {
             return Err(VmError::SameHypervisor);
         }
-        let to_vf = self.free_vf(dst)?;
+        let to_vf = self.free_vf(dst, 0)?;
         let target_of = |node: usize| -> Result<(usize, u8), VmError> {
             let (leaf, port) = self
                 .attachment(node)
