@@ -35,6 +35,62 @@ fn peers_here() -> bool {
     true
 }
 
+/// `saquery SMIR` from `host`: each SMInfoRecord's (GUID, priority,
+/// state), sorted.
+fn smir(sim: &dyn Simulator, host: &str) -> Vec<(u64, u8, u8)> {
+    let out = (sim.client_at("saquery".as_ref(), host))
+        .arg("SMIR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "saquery SMIR: {text}");
+    let value = |l: &str| l.trim().rsplit('.').next().unwrap_or("").to_string();
+    let mut v = Vec::new();
+    let mut guid = None;
+    let mut prio = None;
+    for l in text.lines() {
+        let t = l.trim();
+        if t.starts_with("GUID") {
+            guid = u64::from_str_radix(value(t).trim_start_matches("0x"), 16).ok();
+        } else if t.starts_with("Priority") {
+            prio = value(t).parse().ok();
+        } else if t.starts_with("SMState") {
+            if let (Some(g), Some(p), Ok(st)) = (guid, prio, value(t).parse()) {
+                v.push((g, p, st));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// SMInfoRecords `listed` are the master's (GUID, priority), state
+/// Master (3), and the other SM's, Discovering (1) or Standby (2): the
+/// state the master last read, as both OpenSM's SA and ibkit's keep it.
+/// The other SM may be missing only where `must_list` is false (OpenSM
+/// lists a standby once a sweep of its has read the standby's SMInfo).
+fn assert_other_sm(
+    listed: &[(u64, u8, u8)],
+    master: (u64, u8),
+    other: (u64, u8),
+    must_list: bool,
+    whose: &str,
+) {
+    assert!(
+        listed.contains(&(master.0, master.1, 3)),
+        "{whose}: {listed:x?}"
+    );
+    let others: Vec<_> = listed.iter().filter(|&&(g, _, _)| g != master.0).collect();
+    assert!(others.len() <= 1, "{whose}: {listed:x?}");
+    assert!(!must_list || others.len() == 1, "{whose}: {listed:x?}");
+    for &&(g, p, s) in &others {
+        assert!(
+            (g, p) == other && (s == 1 || s == 2),
+            "{whose}: {listed:x?}"
+        );
+    }
+}
+
 /// `sminfo` from `host`: (the master's port GUID, its state number).
 fn sminfo(sim: &dyn Simulator, host: &str) -> Result<(u64, u8), String> {
     tests::peers::sminfo(sim, host, &[]).map(|s| (s.guid, s.state))
@@ -147,6 +203,11 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
     let ibkit_lid = before[&(h[1].1 - 1)].to_string();
     let seen = tests::peers::sminfo(sim, viewer, &[&ibkit_lid]).unwrap();
     assert_eq!((seen.guid, seen.state, seen.priority), (h[1].1, 2, 0));
+    // OpenSM's SA lists both SMs: itself master, ibkit as it last read
+    // it (standing by, or still discovering when OpenSM's sweep met it).
+    let listed = smir(sim, viewer);
+    println!("{what}: OpenSM's SMInfoRecords (GUID, priority, state): {listed:x?}");
+    assert_other_sm(&listed, (h[0].1, 10), (h[1].1, 0), false, "OpenSM's");
     // The SA answers only for a master with the subnet up (C15-0.1.3):
     // asked at the standby's own LID, ibkit's SA says nothing; OpenSM's,
     // at the master's, answers.
@@ -256,6 +317,11 @@ fn hands_over_on_sigterm(what: &str, start: Start) {
     // OpenSM's first poll reaches ibkit, which asks it back and learns
     // a standby is there.
     std::thread::sleep(Duration::from_secs(2));
+    // ibkit's SA lists both SMs, as OpenSM's does in the other order:
+    // itself master, OpenSM as it last read it.
+    let listed = smir(sim, viewer);
+    println!("{what}: ibkit's SMInfoRecords (GUID, priority, state): {listed:x?}");
+    assert_other_sm(&listed, (h[0].1, 10), (h[1].1, 1), true, "ibkit's");
 
     let t = Instant::now();
     let sigterm = seconds_of_day(std::time::SystemTime::now());

@@ -864,14 +864,15 @@ impl Sa {
             }
             SaAttributeId::SmInfoRecord => {
                 let act = self.stats.answered as u32;
-                let rec = query::sm_info_record(subnet, &self.cfg, trusted, act);
-                let mut b = alloc::vec![0u8; SmInfoRecord::SIZE];
-                let _ = rec.encode(&mut b);
-                let hit = query::matches::<SmInfoRecord>(&m.data, &b, mask);
-                Ok((
-                    if hit { alloc::vec![b] } else { Vec::new() },
-                    SmInfoRecord::SIZE,
-                ))
+                let mut hits = Vec::new();
+                query::sm_info_records(subnet, &self.cfg, trusted, act, &mut |rec| {
+                    let mut b = alloc::vec![0u8; SmInfoRecord::SIZE];
+                    let _ = rec.encode(&mut b);
+                    if query::matches::<SmInfoRecord>(&m.data, &b, mask) {
+                        hits.push(b);
+                    }
+                });
+                Ok((hits, SmInfoRecord::SIZE))
             }
             SaAttributeId::ServiceRecord => self
                 .services

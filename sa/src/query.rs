@@ -354,6 +354,33 @@ pub fn vlarb_records(s: &Subnet, f: &mut dyn FnMut(VlArbitrationTableRecord)) {
     }
 }
 
+/// SMInfoRecords: the SM's own (see [`sm_info_record`]), then every
+/// other SM it has found, at the LID of its port, with the priority,
+/// state and ActCount of its SMInfo as last read and no SM_Key (as
+/// OpenSM lists its remote SMs).
+pub fn sm_info_records(
+    s: &Subnet,
+    cfg: &SaConfig,
+    trusted: bool,
+    act_count: u32,
+    f: &mut dyn FnMut(SmInfoRecord),
+) {
+    f(sm_info_record(s, cfg, trusted, act_count));
+    for o in s.other_sms() {
+        let Some(n) = s.node(o.node) else { continue };
+        f(SmInfoRecord {
+            lid: lid_of(n),
+            sm_info: SmInfo {
+                guid: mad_core::Guid(o.guid),
+                sm_key: mad_core::MKey(0),
+                act_count: o.act_count,
+                priority: o.priority & 0xF,
+                sm_state: o.state,
+            },
+        });
+    }
+}
+
 /// The SM's own SMInfoRecord: the master, at the LID of its port.
 pub fn sm_info_record(s: &Subnet, cfg: &SaConfig, trusted: bool, act_count: u32) -> SmInfoRecord {
     let me = s.node(NodeId(0));

@@ -457,6 +457,16 @@ impl Sm {
         if !self.election.seen(&info, node, own) {
             return;
         }
+        self.db.other_sms.insert(
+            info.guid.0,
+            super::subnet::OtherSm {
+                guid: info.guid.0,
+                node: NodeId(node),
+                priority: info.priority,
+                state: info.sm_state,
+                act_count: info.act_count,
+            },
+        );
         // A master that meets a standby above it hands the subnet over
         // (IBA 14.4.1.1), once the subnet is up and it is not stopping.
         let e = &self.election;

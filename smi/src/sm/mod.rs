@@ -44,7 +44,9 @@ pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
 pub use pkeys::MAX_PKEY_BLOCKS;
 pub use stats::Stats;
-pub use subnet::{Hop, NodeBrief, NodeId, PortBrief, SmNode, SmPort, Subnet, SwitchId, VfSlot};
+pub use subnet::{
+    Hop, NodeBrief, NodeId, OtherSm, PortBrief, SmNode, SmPort, Subnet, SwitchId, VfSlot,
+};
 
 use crate::dr;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -378,6 +380,7 @@ impl Sm {
                 self.election.awaiting.remove(&node);
                 // Its port no longer says IsSM: no SM is there now.
                 self.election.peers.retain(|_, p| p.node != node);
+                self.db.other_sms.retain(|_, o| o.node.0 != node);
             }
             if matches!(req.purpose, Purpose::PollMaster) {
                 // The master's port no longer says IsSM (its SM exited):

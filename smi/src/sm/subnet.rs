@@ -63,9 +63,33 @@ pub struct Subnet {
     pub(super) pkeys: super::pkeys::PKeys,
     /// The QoS policy and the SL-to-VL and VL arbitration tables.
     pub(super) qos: super::qos::Qos,
+    /// The other SMs found (their SMInfo as last read), by port GUID.
+    pub(super) other_sms: BTreeMap<u64, OtherSm>,
+}
+
+/// Another SM of the subnet, as this one last read its SMInfo: what an
+/// SA lists as its SMInfoRecord (OpenSM's remote SMs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OtherSm {
+    /// Its port GUID.
+    pub guid: u64,
+    /// The node it runs on.
+    pub node: NodeId,
+    /// Its priority (0–15).
+    pub priority: u8,
+    /// Its state.
+    pub state: mad_core::attr::SmState,
+    /// Its ActCount.
+    pub act_count: u32,
 }
 
 impl Subnet {
+    /// The other SMs this SM has found on live nodes (a standby's or a
+    /// master's SMInfo as last read), by port GUID.
+    pub fn other_sms(&self) -> impl Iterator<Item = &OtherSm> + '_ {
+        (self.other_sms.values()).filter(|o| self.nodes.get(o.node.0).is_some_and(|n| n.alive))
+    }
+
     /// Every MFT entry the SM has written: (switch node, MLID, port
     /// mask), by switch then MLID. Entries it cleared are not listed.
     pub fn mft_entries(&self) -> impl Iterator<Item = (NodeId, Lid, super::PortMask)> + '_ {
