@@ -483,6 +483,60 @@ fn vms_started_again_take_their_lids_back() {
     clean(&f, &sm);
     println!("dynamic, powered off and on: VMs started again took LIDs {after:?} (before: {before:?}); a new VM {d4}");
 
+    // Prepopulated, powered off and on after a migration swapped two
+    // VFs' LIDs: with `vf2lid` too, every VF gets its LID back, and the
+    // VMs started again on their hypervisors theirs.
+    let (mut f, mut sm) = up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
+    let hyps = sm.hypervisors();
+    let ids: Vec<_> = (guids.iter().enumerate())
+        .map(|(k, &g)| sm.create_vm(hyps[k], g).unwrap())
+        .collect();
+    assert!(f.run(&mut sm));
+    let plan = sm.plan_migration(ids[0], hyps[4]).unwrap();
+    assert!(plan.swapped_lid.is_some());
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    let placed: Vec<(u64, u64, u16)> = (sm.vms())
+        .map(|(_, v)| (v.guid, sm.nodes()[v.hypervisor].info.port_guid.0, v.lid))
+        .collect();
+    let (cache, vf_cache) = (sm.lids_by_guid(), sm.vf_lids());
+    let mut f = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        routing: smi::sm::Engine::FatTree,
+        lid_policy: LidPolicy::Prepopulated,
+        ..SmConfig::default()
+    });
+    sm.set_preferred_lids(cache);
+    sm.set_preferred_vf_lids(vf_cache.clone());
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    assert_eq!(sm.vf_lids(), vf_cache, "every VF its LID again");
+    let by_port = |sm: &Sm, g: u64| {
+        (0..sm.nodes().len())
+            .find(|&i| sm.nodes()[i].info.port_guid.0 == g)
+            .unwrap()
+    };
+    for &(g, pf, _) in placed.iter().rev() {
+        let h = by_port(&sm, pf);
+        sm.create_vm(h, g).unwrap();
+    }
+    assert!(f.run(&mut sm));
+    for &(g, _, lid) in &placed {
+        assert_eq!(lid_of(&sm, g), lid, "VM {g:#x}");
+    }
+    clean(&f, &sm);
+    println!(
+        "prepopulated, powered off and on after a migration: {} VF LIDs and {} VMs' LIDs as before",
+        vf_cache.len(),
+        placed.len()
+    );
+
     // Prepopulated: stopped, another VM started there, started again.
     let (mut f, mut sm) = up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
     let h = sm.hypervisors()[0];

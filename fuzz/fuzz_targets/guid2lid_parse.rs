@@ -1,7 +1,7 @@
-//! Arbitrary bytes as the LID cache `ibkit sm --cache-dir` reads at
-//! start (`guid2lid`, OpenSM's layout): read without a panic, every LID
-//! kept a unicast LID given to one GUID only, every skipped entry named
-//! by a line of the text.
+//! Arbitrary bytes as the LID caches `ibkit sm --cache-dir` reads at
+//! start (`guid2lid`, OpenSM's layout, and ibkit's `vf2lid`): read
+//! without a panic, every LID kept a unicast LID given to one GUID (or
+//! one VF) only, every skipped entry named by a line of the text.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,6 +17,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(seen.insert(lid.0), "LID {} given twice", lid.0);
     }
     let lines = text.lines().count();
+    for w in &warnings {
+        assert!(w.line >= 1 && w.line <= lines, "{w:?}");
+    }
+    assert!(warnings.len() <= 100);
+    let (vfs, warnings) = smd::dump::parse_vf2lid(&text);
+    let mut seen = BTreeSet::new();
+    for (&(guid, vf), lid) in &vfs {
+        assert!(guid != 0 && vf != 0);
+        assert!((1..=0xBFFF).contains(&lid.0), "{lid:?}");
+        assert!(seen.insert(lid.0), "LID {} given twice", lid.0);
+    }
     for w in &warnings {
         assert!(w.line >= 1 && w.line <= lines, "{w:?}");
     }

@@ -395,3 +395,77 @@ fn the_sa_trusts_its_sa_key_not_the_sms_sm_key() {
     let (clean, _) = sm.stop(Duration::from_secs(10));
     assert!(clean);
 }
+
+/// `--cache-dir` on a vSwitch subnet: the SM writes `vf2lid` beside
+/// `guid2lid`; the simulator restarted (a power cycle), an SM started
+/// with both gives every VF its LID back, and without `vf2lid` it would
+/// not (the PFs keep their cached LIDs, the VFs are numbered after them).
+#[test]
+fn vf_lids_come_back_from_vf2lid_after_a_power_cycle() {
+    if !peers_here("vf2lid") {
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-vf2lid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cache = dir.to_str().unwrap();
+    let h = hosts();
+    // One power cycle: a fresh simulator, an SM until its cache is written.
+    let cycle = |wait_for: &str| -> String {
+        let served = Served::start(exe, "mport-ntree:4:2", 2, &[]).unwrap();
+        let _ = std::fs::remove_file(dir.join("vf2lid"));
+        let mut sm = tests::peers::WatchedSm::start(
+            exe,
+            &served,
+            &h[0].0,
+            &["--transport", "ibsim", "--cache-dir", cache],
+        )
+        .unwrap();
+        sm.wait_for(wait_for, Duration::from_secs(20)).unwrap();
+        wait_in(&dir.join("vf2lid"), "0x", Duration::from_secs(20));
+        let (clean, _) = sm.stop(Duration::from_secs(10));
+        assert!(clean);
+        std::fs::read_to_string(dir.join("vf2lid")).unwrap()
+    };
+    let first = cycle("SUBNET UP");
+    assert_eq!(first.lines().count(), 14, "7 hypervisors × 2 VFs:\n{first}");
+    // vf2lid is removed before each start, then written: keep a copy.
+    std::fs::write(dir.join("kept"), &first).unwrap();
+    let restore = || {
+        std::fs::copy(dir.join("kept"), dir.join("vf2lid")).unwrap();
+        std::fs::metadata(dir.join("vf2lid"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    // With both caches: the same VF LIDs.
+    let again = {
+        let served = Served::start(exe, "mport-ntree:4:2", 2, &[]).unwrap();
+        let copied = restore();
+        let mut sm = tests::peers::WatchedSm::start(
+            exe,
+            &served,
+            &h[0].0,
+            &["--transport", "ibsim", "--cache-dir", cache],
+        )
+        .unwrap();
+        sm.wait_for("vf2lid: 14 VF LID(s)", Duration::from_secs(20))
+            .unwrap();
+        sm.wait_for("SUBNET UP", Duration::from_secs(20)).unwrap();
+        // What is compared is what this SM writes once up, not the copy.
+        let t = Instant::now();
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        while modified(&dir.join("vf2lid")) == copied {
+            assert!(t.elapsed() < Duration::from_secs(20), "vf2lid not written");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (clean, _) = sm.stop(Duration::from_secs(10));
+        assert!(clean);
+        std::fs::read_to_string(dir.join("vf2lid")).unwrap()
+    };
+    assert_eq!(again, first, "every VF its LID again");
+    // Without vf2lid (guid2lid only): the VFs are numbered afresh.
+    let without = cycle("SUBNET UP");
+    assert_ne!(without, first, "vf2lid made no difference");
+    let _ = std::fs::remove_dir_all(&dir);
+}

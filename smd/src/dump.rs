@@ -155,6 +155,78 @@ pub fn parse_guid2lid(text: &str) -> Guid2Lid {
     (lids, warnings)
 }
 
+/// ibkit's `vf2lid`, beside `guid2lid` in the cache directory: each VF
+/// of a vSwitch hypervisor with a LID, as `0xPFPORTGUID VF 0xLID`, one a
+/// line, by PF then VF. (OpenSM has no vports, so nothing of it goes in
+/// `guid2lid`, which names a VF only by the vGUID of its VM.)
+pub fn vf2lid(sm: &Sm) -> String {
+    let mut s = String::new();
+    for ((g, vf), l) in sm.vf_lids() {
+        let _ = writeln!(s, "0x{g:016x} {vf} 0x{:04x}", l.0);
+    }
+    s
+}
+
+/// A `vf2lid` file read: LIDs by (PF port GUID, VF), and the entries
+/// skipped.
+pub type Vf2Lid = (BTreeMap<(u64, u16), mad_core::Lid>, Vec<Guid2LidWarning>);
+
+/// Reads a `vf2lid` file ([`vf2lid`]'s layout). An entry that is not a
+/// GUID, a VF and a LID, a GUID of 0, a VF outside 1..=65535, a LID
+/// outside 1..=0xBFFF, a VF given twice or a LID already taken is skipped
+/// with a warning (at most 100 named); the VF then gets a LID as if new.
+pub fn parse_vf2lid(text: &str) -> Vf2Lid {
+    let mut lids = BTreeMap::new();
+    let mut taken = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut warn = |what: String| {
+            if warnings.len() < 100 {
+                warnings.push(Guid2LidWarning { line: k + 1, what });
+            }
+        };
+        let words: Vec<&str> = line.split_whitespace().take(4).collect();
+        let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
+        let (guid, vf, lid) = match nums.as_slice() {
+            [Some(g), Some(v), Some(l)] => (*g, *v, *l),
+            _ => {
+                let shown: String = line.chars().take(60).collect();
+                warn(format!("not a GUID, a VF and a LID: {shown:?}"));
+                continue;
+            }
+        };
+        if guid == 0 {
+            warn("GUID 0".into());
+        } else if vf == 0 || vf > 0xFFFF {
+            warn(format!("VF {vf}: not 1-65535"));
+        } else if lid == 0 || lid > u64::from(UNICAST_MAX) {
+            warn(format!("LID {lid:#x}: not a unicast LID"));
+        } else if let Some((g, v)) = taken.get(&lid) {
+            warn(format!(
+                "LID {lid:#06x} already given to VF {v} of {g:#018x}"
+            ));
+        } else if let std::collections::btree_map::Entry::Vacant(e) = lids.entry((guid, vf as u16))
+        {
+            taken.insert(lid, (guid, vf));
+            e.insert(mad_core::Lid(lid as u16));
+        } else {
+            warn(format!("VF {vf} of {guid:#018x} given twice"));
+        }
+    }
+    (lids, warnings)
+}
+
+/// Reads the `vf2lid` file `path`, bounded: `Ok(None)` when there is
+/// none yet.
+pub fn read_vf2lid(path: &Path) -> Result<Option<Vf2Lid>, String> {
+    let text = read_capped(path, MAX_GUID2LID_BYTES)?;
+    Ok(text.map(|t| parse_vf2lid(&t)))
+}
+
 /// Reads the `guid2lid` file `path`, bounded: `Ok(None)` when there is
 /// none yet.
 pub fn read_guid2lid(path: &Path) -> Result<Option<Guid2Lid>, String> {
@@ -669,6 +741,12 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
         if let Err(e) = write_whole(d, "guid2lid", &guid2lid(sm)) {
             errors.push(e);
         }
+        let vfs = sm.vf_lids();
+        if !vfs.is_empty() {
+            if let Err(e) = write_whole(d, "vf2lid", &vf2lid(sm)) {
+                errors.push(e);
+            }
+        }
     }
     errors
 }
@@ -676,6 +754,23 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vf2lid_reads_what_it_writes_and_skips_what_it_cannot_use() {
+        let text = "0x0002c90400000101 1 0x0005\n0x0002c90400000101 2 0x0006\n\
+                    # comment\n0x0002c90400000201 1 0x0005\n0 1 0x7\n0x1 0 0x8\n\
+                    0x1 1 0xc000\n0x0002c90400000101 1 0x9\nnonsense\n";
+        let (lids, w) = parse_vf2lid(text);
+        assert_eq!(
+            lids.into_iter().collect::<Vec<_>>(),
+            [
+                ((0x0002c90400000101, 1), mad_core::Lid(5)),
+                ((0x0002c90400000101, 2), mad_core::Lid(6))
+            ]
+        );
+        let lines: Vec<usize> = w.iter().map(|w| w.line).collect();
+        assert_eq!(lines, [4, 5, 6, 7, 8, 9], "{w:?}");
+    }
 
     #[test]
     fn guid2lid_reads_what_opensm_writes_and_skips_what_it_drops() {

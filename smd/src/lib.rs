@@ -524,6 +524,18 @@ fn drive(
             Ok(None) => tracing::info!("guid2lid: no {} yet", path.display()),
             Err(e) => tracing::error!("guid2lid: {e}; LIDs given afresh"),
         }
+        let path = d.join("vf2lid");
+        match dump::read_vf2lid(&path) {
+            Ok(Some((lids, warnings))) => {
+                for w in &warnings {
+                    tracing::warn!("{}: line {}: {}; skipped", path.display(), w.line, w.what);
+                }
+                tracing::info!("vf2lid: {} VF LID(s) from {}", lids.len(), path.display());
+                sm.set_preferred_vf_lids(lids);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!("vf2lid: {e}; VF LIDs given afresh"),
+        }
     }
     // The SA database to restore once the subnet is first up, as master.
     let mut sa_db = c.sa_db_file.as_deref().and_then(read_sa_db);

@@ -282,6 +282,32 @@ impl Sm {
         self.cfg.sweep_interval_ms = sweep_ms.map(|s| s.max(1));
     }
 
+    /// LIDs to give the VFs of hypervisors at the next bring-up under the
+    /// prepopulated policy, by (PF port GUID, VF from 1), where no port
+    /// holds them: with `guid2lid`'s LIDs for the PFs and the VMs, a
+    /// subnet powered off and on gets every VF's LID back, and a VM
+    /// started again on its hypervisor its LID (ibkit's `vf2lid`).
+    pub fn set_preferred_vf_lids(&mut self, lids: BTreeMap<(u64, u16), Lid>) {
+        self.preferred_vfs = lids.into_iter().map(|(k, l)| (k, l.0)).collect();
+    }
+
+    /// Every VF's LID by (PF port GUID, VF from 1), as
+    /// [`Sm::set_preferred_vf_lids`] takes them.
+    pub fn vf_lids(&self) -> BTreeMap<(u64, u16), Lid> {
+        let mut m = BTreeMap::new();
+        for n in self
+            .db
+            .nodes()
+            .iter()
+            .filter(|n| n.alive && n.is_hypervisor())
+        {
+            for (k, v) in n.vfs.iter().enumerate().filter(|(_, v)| v.lid != 0) {
+                m.insert((n.info.port_guid.0, k as u16 + 1), Lid(v.lid));
+            }
+        }
+        m
+    }
+
     /// Every port's LID by port GUID (a switch's port 0, a CA's port, a
     /// VF's vGUID where it has one), as OpenSM's `guid2lid` lists them.
     pub fn lids_by_guid(&self) -> BTreeMap<u64, Lid> {

@@ -33,7 +33,40 @@ impl Sm {
             self.phase = Phase::Failed;
             return;
         }
-        let mut next: u16 = self.db.max_lid + 1;
+        // VFs first that a `vf2lid` cache gives a LID no port holds; the
+        // others then take the lowest LIDs left above the highest given
+        // before, so the LIDs used stay as many as without the cache.
+        let start = self.db.max_lid;
+        if prepopulated && !self.preferred_vfs.is_empty() {
+            for i in 0..self.db.nodes().len() {
+                let n = &self.db.nodes()[i];
+                if !n.alive
+                    || !reached(n)
+                    || !n.is_hypervisor()
+                    || (n.lid != 0 && !n.fresh && self.up)
+                {
+                    continue;
+                }
+                let guid = n.info.port_guid.0;
+                for vf in 1..=n.vfs.len() as u16 {
+                    let s = self.db.nodes()[i].vfs[usize::from(vf) - 1];
+                    let Some(&l) = self.preferred_vfs.get(&(guid, vf)) else {
+                        continue;
+                    };
+                    if s.lid == 0 && Lid(l).is_unicast() && self.db.by_lid(Lid(l)).is_none() {
+                        self.db.set_vf(i, vf, l, s.vm, s.guid);
+                        self.db.max_lid = self.db.max_lid.max(l);
+                    }
+                }
+            }
+        }
+        let mut next: u16 = start + 1;
+        let skip_held = |sm: &Sm, mut l: u16| {
+            while l <= Lid::UNICAST_MAX.0 && sm.db.by_lid(Lid(l)).is_some() {
+                l += 1;
+            }
+            l
+        };
         let mut sets = Vec::new();
         let mut vports = Vec::new();
         for i in 0..self.db.nodes().len() {
@@ -50,6 +83,7 @@ impl Sm {
                 n.info.local_port_num
             };
             if n.lid == 0 {
+                next = skip_held(self, next);
                 self.db.set_lid(i, next);
                 next += 1;
             }
@@ -57,6 +91,7 @@ impl Sm {
                 for vf in 1..=self.db.nodes()[i].vfs.len() as u16 {
                     let s = self.db.nodes()[i].vfs[usize::from(vf) - 1];
                     if s.lid == 0 {
+                        next = skip_held(self, next);
                         self.db.set_vf(i, vf, next, s.vm, s.guid);
                         next += 1;
                     }
@@ -70,7 +105,7 @@ impl Sm {
                 }
             }
         }
-        self.db.max_lid = next - 1;
+        self.db.max_lid = self.db.max_lid.max(next - 1);
         if !sets.is_empty() {
             self.emit(SmEvent::LidsChanged { ports: sets.len() });
         }

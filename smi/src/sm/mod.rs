@@ -139,6 +139,9 @@ pub struct Sm {
     /// The LIDs of `preferred`: a port holding one of them gives it up to
     /// the port the cache names.
     preferred_lids: alloc::collections::BTreeSet<u16>,
+    /// LIDs to give VFs at the next bring-up under the prepopulated
+    /// policy, by (PF port GUID, VF), where free (ibkit's `vf2lid`).
+    preferred_vfs: BTreeMap<(u64, u16), u16>,
     /// LFT blocks read back from the switches by a new master that keeps
     /// the LIDs it finds: (node, block) → the ports they hold.
     found_lfts: BTreeMap<(usize, u16), [u8; 64]>,
@@ -173,6 +176,7 @@ impl Sm {
             kept_found: false,
             preferred: BTreeMap::new(),
             preferred_lids: alloc::collections::BTreeSet::new(),
+            preferred_vfs: BTreeMap::new(),
             found_lfts: BTreeMap::new(),
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
