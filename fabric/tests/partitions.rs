@@ -500,10 +500,13 @@ fn vms_are_partitioned_by_their_own_vf_tables_and_keep_them_when_they_move() {
         sets(&sm, AttributeId::PKeyTable) - pk0,
     );
     println!(
-        "VM of tenant A moved: {} SMPs for its routes and VFs, {vf_sets} Set(VPortPKeyTable), {pk_sets} Set(P_KeyTable)",
+        "VM of tenant A moved: {} SMPs for its routes and VFs, {vf_sets} Set(VPortPKeyTable), {pk_sets} Set(P_KeyTable); planned {} in all",
+        plan.lft_smps() + plan.hypervisor_smps(),
         plan.smps()
     );
     assert_eq!((vf_sets, pk_sets), (1, 2));
+    // The plan counted them.
+    assert_eq!(plan.pkey_smps as u64, vf_sets + pk_sets);
     assert_eq!(vm(&sm, va1).hypervisor, h2);
     assert_eq!(vf_table(&f, f2, vm(&sm, va1).vf)[..3], [0x7FFF, 0x8010, 0]);
     let (s2, q2) = switch_port(&f, f2);
@@ -511,4 +514,26 @@ fn vms_are_partitioned_by_their_own_vf_tables_and_keep_them_when_they_move() {
     assert_eq!(port(&f, s0, q0).0[..3], [0x7FFF, 0x8020, 0]);
     check(&f, &sm, (f2, f1));
     assert!(sm.subnet().vf_pkey_overflow().next().is_none());
+
+    // And back: the VF it takes on h0 is the one it left, which still
+    // holds its table (a disabled VF keeps it), so only the two switch
+    // ports change, and the plan says so.
+    let (vf0, pk0) = (
+        sets(&sm, AttributeId::VPortPKeyTable),
+        sets(&sm, AttributeId::PKeyTable),
+    );
+    let plan = sm.plan_migration(va1, h0).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    let sent = (
+        sets(&sm, AttributeId::VPortPKeyTable) - vf0,
+        sets(&sm, AttributeId::PKeyTable) - pk0,
+    );
+    println!(
+        "and back: {sent:?} (Set(VPortPKeyTable), Set(P_KeyTable)), planned {}",
+        plan.pkey_smps
+    );
+    assert_eq!(plan.pkey_smps as u64, sent.0 + sent.1);
+    assert_eq!(port(&f, s0, q0).0[..4], [0x7FFF, 0x8010, 0x8020, 0]);
+    check(&f, &sm, (f0, f1));
 }

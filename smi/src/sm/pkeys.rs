@@ -154,6 +154,19 @@ fn layout(
     (table, lost)
 }
 
+/// `table` with the keys of `vfs` (a hypervisor's VMs' tables) added where
+/// not there yet: what the hypervisor's link carries.
+fn with_vm_keys<'a>(mut table: Vec<u16>, vfs: impl Iterator<Item = &'a [u16]>) -> Vec<u16> {
+    for t in vfs {
+        for &k in t {
+            if k & 0x7FFF != 0 && !table.contains(&k) {
+                table.push(k);
+            }
+        }
+    }
+    table
+}
+
 /// A switch port's table for the CA port holding `ca`: its valid P_Keys
 /// packed from index 0, a limited one dropped where the full one is
 /// there. False when they do not fit in `len` entries.
@@ -521,6 +534,45 @@ impl Sm {
         }
     }
 
+    /// The P_Key SMPs moving the VM on VF `from` to VF `to` (of another
+    /// hypervisor) sends, as [`Sm::pkey_vms_changed`] would after it: its
+    /// table on `to` where that VF is not known to hold it, and the
+    /// blocks of the two hypervisors' switch ports that change, with a
+    /// Set(PortInfo) where enforcement would turn on or off. 0 without
+    /// partitions.
+    pub(super) fn pkey_move_smps(&self, from: (usize, u16), to: (usize, u16)) -> usize {
+        let p = &self.db.pkeys;
+        if p.config.is_none() || p.awaiting || from.0 == to.0 {
+            return 0;
+        }
+        let Some(vm) = p.vf_want.get(&from) else {
+            return 0;
+        };
+        let mut n = usize::from(p.vf_held.get(&to) != Some(vm));
+        for (hyp, joins) in [(from.0, false), (to.0, true)] {
+            let Some(n_hyp) = self.db.nodes().get(hyp) else {
+                continue;
+            };
+            let ca = (hyp, n_hyp.info.local_port_num);
+            let (Some(&(s, _)), Some(pf)) = (self.ca_facing(&[ca]).first(), p.want.get(&ca)) else {
+                continue;
+            };
+            let Some(held) = p.table(s) else { continue };
+            let others = (p.vf_want.range((hyp, 0)..=(hyp, u16::MAX)))
+                .filter(|(&k, _)| k != from)
+                .map(|(_, t)| t.as_slice());
+            let union = with_vm_keys(pf.clone(), others.chain(joins.then_some(vm.as_slice())));
+            let entries = self.pkey_entries(s.0, s.1).min(held.len());
+            let (mut table, fits) = peer_table(&union, entries);
+            table.resize(held.len(), 0);
+            n += (held.chunks(BLOCK).zip(table.chunks(BLOCK)))
+                .filter(|(h, w)| h != w)
+                .count();
+            n += usize::from(p.enforce.get(&s).is_some_and(|&on| on != fits));
+        }
+        n
+    }
+
     /// VMs were started, stopped or moved: their VFs' tables, and those
     /// of the switch ports cabled to their hypervisors, are brought in
     /// line (only what differs is sent). Nothing without partitions, or
@@ -607,13 +659,8 @@ impl Sm {
                 continue;
             };
             // A hypervisor's link carries its VMs' packets too.
-            for (_, t) in self.db.pkeys.vf_want.range((ca.0, 0)..=(ca.0, u16::MAX)) {
-                for &k in t {
-                    if k & 0x7FFF != 0 && !ca_table.contains(&k) {
-                        ca_table.push(k);
-                    }
-                }
-            }
+            let vms = self.db.pkeys.vf_want.range((ca.0, 0)..=(ca.0, u16::MAX));
+            ca_table = with_vm_keys(ca_table, vms.map(|(_, t)| t.as_slice()));
             let entries = self.pkey_entries(s.0, s.1).min(held.len());
             let (mut table, fits) = peer_table(&ca_table, entries);
             table.resize(held.len(), 0);

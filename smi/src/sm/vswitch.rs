@@ -129,6 +129,10 @@ pub struct MigrationPlan {
     pub blocks: Vec<(usize, u16)>,
     /// Switches touched (node indices), sorted.
     pub switches: Vec<usize>,
+    /// Under partitions: the VM's VF table written on the destination VF
+    /// where it does not hold it, and the blocks (and enforcement bits)
+    /// of the two hypervisors' switch ports that change; 0 without.
+    pub pkey_smps: usize,
 }
 
 impl MigrationPlan {
@@ -140,11 +144,10 @@ impl MigrationPlan {
     pub fn hypervisor_smps(&self) -> usize {
         2
     }
-    /// Every SMP the plan sends (without deadlock mitigation). Under
-    /// partitions the move also sends the VM's VF table and the changed
-    /// blocks of its hypervisors' switch ports, which this leaves out.
+    /// Every SMP the plan sends (without deadlock mitigation), the P_Key
+    /// SMPs of a move under partitions included.
     pub fn smps(&self) -> usize {
-        self.lft_smps() + self.hypervisor_smps()
+        self.lft_smps() + self.hypervisor_smps() + self.pkey_smps
     }
 }
 
@@ -420,6 +423,7 @@ impl Sm {
             entries,
             blocks: blocks.into_iter().collect(),
             switches: switches.into_iter().collect(),
+            pkey_smps: self.pkey_move_smps((vm.hypervisor, vm.vf), (dst, to_vf)),
         })
     }
 
