@@ -427,6 +427,25 @@ fn a_dynamic_vm_past_the_last_lid_is_refused_and_changes_nothing() {
     assert_eq!(sm.vm(vm).unwrap().lid, lid);
 }
 
+/// mport-ntree:4:2 with 2 VFs a hypervisor, as powered on: a fresh
+/// fabric, and an SM (fat-tree routing, `policy`) not started yet.
+fn powered_on(policy: LidPolicy) -> (Fabric, Sm) {
+    let f = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+    )
+    .unwrap();
+    let sm = Sm::new(SmConfig {
+        routing: smi::sm::Engine::FatTree,
+        lid_policy: policy,
+        ..SmConfig::default()
+    });
+    (f, sm)
+}
+
 /// Under the dynamic policy, the subnet powered off and on and its SM
 /// started afresh with the LID cache (`guid2lid`) the last one wrote: VMs
 /// started again take the LIDs they had, whatever the order they start
@@ -451,19 +470,7 @@ fn vms_started_again_take_their_lids_back() {
     }
 
     // Powered off and on: a fresh fabric, an SM with the cache.
-    let mut f = Fabric::new(
-        Topology::from_spec("mport-ntree:4:2").unwrap(),
-        SimConfig {
-            vfs: 2,
-            ..SimConfig::default()
-        },
-    )
-    .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        routing: smi::sm::Engine::FatTree,
-        lid_policy: LidPolicy::Dynamic,
-        ..SmConfig::default()
-    });
+    let (mut f, mut sm) = powered_on(LidPolicy::Dynamic);
     sm.set_preferred_lids(cache.clone());
     assert!(f.bring_up(&mut sm), "{:?}", sm.error());
     let hyps = sm.hypervisors();
@@ -500,19 +507,7 @@ fn vms_started_again_take_their_lids_back() {
         .map(|(_, v)| (v.guid, sm.nodes()[v.hypervisor].info.port_guid.0, v.lid))
         .collect();
     let (cache, vf_cache) = (sm.lids_by_guid(), sm.vf_lids());
-    let mut f = Fabric::new(
-        Topology::from_spec("mport-ntree:4:2").unwrap(),
-        SimConfig {
-            vfs: 2,
-            ..SimConfig::default()
-        },
-    )
-    .unwrap();
-    let mut sm = Sm::new(SmConfig {
-        routing: smi::sm::Engine::FatTree,
-        lid_policy: LidPolicy::Prepopulated,
-        ..SmConfig::default()
-    });
+    let (mut f, mut sm) = powered_on(LidPolicy::Prepopulated);
     sm.set_preferred_lids(cache);
     sm.set_preferred_vf_lids(vf_cache.clone());
     assert!(f.bring_up(&mut sm), "{:?}", sm.error());

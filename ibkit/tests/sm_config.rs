@@ -411,17 +411,20 @@ fn vf_lids_come_back_from_vf2lid_after_a_power_cycle() {
     std::fs::create_dir_all(&dir).unwrap();
     let cache = dir.to_str().unwrap();
     let h = hosts();
+    let start = |served: &Served| {
+        tests::peers::WatchedSm::start(
+            exe,
+            served,
+            &h[0].0,
+            &["--transport", "ibsim", "--cache-dir", cache],
+        )
+        .unwrap()
+    };
     // One power cycle: a fresh simulator, an SM until its cache is written.
     let cycle = |wait_for: &str| -> String {
         let served = Served::start(exe, "mport-ntree:4:2", 2, &[]).unwrap();
         let _ = std::fs::remove_file(dir.join("vf2lid"));
-        let mut sm = tests::peers::WatchedSm::start(
-            exe,
-            &served,
-            &h[0].0,
-            &["--transport", "ibsim", "--cache-dir", cache],
-        )
-        .unwrap();
+        let mut sm = start(&served);
         sm.wait_for(wait_for, Duration::from_secs(20)).unwrap();
         wait_in(&dir.join("vf2lid"), "0x", Duration::from_secs(20));
         let (clean, _) = sm.stop(Duration::from_secs(10));
@@ -442,13 +445,7 @@ fn vf_lids_come_back_from_vf2lid_after_a_power_cycle() {
     let again = {
         let served = Served::start(exe, "mport-ntree:4:2", 2, &[]).unwrap();
         let copied = restore();
-        let mut sm = tests::peers::WatchedSm::start(
-            exe,
-            &served,
-            &h[0].0,
-            &["--transport", "ibsim", "--cache-dir", cache],
-        )
-        .unwrap();
+        let mut sm = start(&served);
         sm.wait_for("vf2lid: 14 VF LID(s)", Duration::from_secs(20))
             .unwrap();
         sm.wait_for("SUBNET UP", Duration::from_secs(20)).unwrap();

@@ -58,6 +58,19 @@ fn path(sa: &mut Sa, sm: &Sm, a: Addr, b: Addr, pkey: Option<u16>) -> (SaStatus,
     (st, PathRecord::decode(&m.data).unwrap_or_default())
 }
 
+/// The first three keys of the one P_KeyTableRecord of `at`'s LID, asked
+/// by `at` with the SA's key.
+fn first_keys(sa: &mut Sa, sm: &Sm, at: Addr) -> [PKey; 3] {
+    let q = PKeyTableRecord {
+        lid: at.lid,
+        ..PKeyTableRecord::default()
+    };
+    let recs = all(sa, sm, at, &q, mask::<PKeyTableRecord>(&["lid"]), KEY);
+    assert_eq!(recs.len(), 1);
+    let k = &recs[0].p_key_table.p_keys;
+    [k[0], k[1], k[2]]
+}
+
 #[test]
 fn paths_only_between_ports_that_share_a_partition() {
     // Hosts 0 and 1 full members of 0x10, 2 and 3 limited ones; 4 in no
@@ -112,21 +125,8 @@ fn paths_only_between_ports_that_share_a_partition() {
     assert_eq!(dl, want);
 
     // P_KeyTableRecords show what the SM wrote (to the trusted).
-    let q = PKeyTableRecord {
-        lid: a(2).lid,
-        ..PKeyTableRecord::default()
-    };
-    let recs = all(
-        &mut sa,
-        &sm,
-        a(2),
-        &q,
-        mask::<PKeyTableRecord>(&["lid"]),
-        KEY,
-    );
-    assert_eq!(recs.len(), 1);
     assert_eq!(
-        recs[0].p_key_table.p_keys[..3],
+        first_keys(&mut sa, &sm, a(2)),
         [PKey(0x7FFF), PKey(0x0010), PKey(0)]
     );
 }
@@ -592,21 +592,8 @@ fn vms_get_paths_and_tables_of_their_own_partitions() {
     );
     // A VM's P_KeyTableRecord is its VF's table.
     for (v, key) in [(va1, 0x8010), (vb1, 0x8020)] {
-        let q = PKeyTableRecord {
-            lid: addr(v).lid,
-            ..PKeyTableRecord::default()
-        };
-        let recs = all(
-            &mut sa,
-            &sm,
-            addr(v),
-            &q,
-            mask::<PKeyTableRecord>(&["lid"]),
-            KEY,
-        );
-        assert_eq!(recs.len(), 1);
         assert_eq!(
-            recs[0].p_key_table.p_keys[..3],
+            first_keys(&mut sa, &sm, addr(v)),
             [PKey(0x7FFF), PKey(key), PKey(0)]
         );
     }

@@ -85,8 +85,11 @@ pub fn guid2lid(sm: &Sm) -> String {
     s
 }
 
+/// A LID cache read: LIDs by key, and the entries skipped.
+pub type LidCache<K> = (BTreeMap<K, mad_core::Lid>, Vec<Guid2LidWarning>);
+
 /// A `guid2lid` file read: LIDs by port GUID, and the entries skipped.
-pub type Guid2Lid = (BTreeMap<u64, mad_core::Lid>, Vec<Guid2LidWarning>);
+pub type Guid2Lid = LidCache<u64>;
 
 /// An entry of a `guid2lid` file that was skipped, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,14 +109,19 @@ fn number(w: &str) -> Option<u64> {
     }
 }
 
-/// Reads a `guid2lid` file: each entry a port GUID and its LID range. An
-/// entry that is not three numbers, a GUID of 0, a LID outside 1..=0xBFFF
-/// or a range that is not one LID (ibkit gives LMC 0), a GUID given twice
-/// or a LID already taken is skipped with a warning, as OpenSM drops
-/// such entries: the port then gets a LID as if it were new.
-pub fn parse_guid2lid(text: &str) -> Guid2Lid {
+/// The lines of a LID cache: each not empty and not a `#` comment split
+/// into three numbers that `entry` turns into a key and a LID, or the
+/// reason it is skipped (`shape` names the three when they are not
+/// numbers). A key given twice, or a LID already taken, is skipped too;
+/// `name` names a key in those warnings. At most 100 warnings are kept.
+fn parse_lid_lines<K: Ord + Copy>(
+    text: &str,
+    shape: &str,
+    entry: impl Fn(u64, u64, u64) -> Result<(K, u16), String>,
+    name: impl Fn(&K) -> String,
+) -> (BTreeMap<K, mad_core::Lid>, Vec<Guid2LidWarning>) {
     let mut lids = BTreeMap::new();
-    let mut taken = BTreeMap::new();
+    let mut taken: BTreeMap<u16, K> = BTreeMap::new();
     let mut warnings = Vec::new();
     for (k, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -127,32 +135,54 @@ pub fn parse_guid2lid(text: &str) -> Guid2Lid {
         };
         let words: Vec<&str> = line.split_whitespace().take(4).collect();
         let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
-        let (guid, min, max) = match nums.as_slice() {
-            [Some(g), Some(a), Some(b)] => (*g, *a, *b),
-            _ => {
-                let shown: String = line.chars().take(60).collect();
-                warn(format!("not a GUID and two LIDs: {shown:?}"));
-                continue;
-            }
+        let [Some(a), Some(b), Some(c)] = nums.as_slice() else {
+            let shown: String = line.chars().take(60).collect();
+            warn(format!("not {shape}: {shown:?}"));
+            continue;
         };
-        if guid == 0 {
-            warn("GUID 0".into());
-        } else if min == 0 || min > u64::from(UNICAST_MAX) || max != min {
-            warn(format!(
-                "LID range {min:#x}..={max:#x}: not one unicast LID"
-            ));
-        } else if let Some(other) = taken.get(&min) {
-            warn(format!(
-                "LID {min:#06x} of {guid:#018x} already given to {other:#018x}"
-            ));
-        } else if let std::collections::btree_map::Entry::Vacant(e) = lids.entry(guid) {
-            taken.insert(min, guid);
-            e.insert(mad_core::Lid(min as u16));
-        } else {
-            warn(format!("GUID {guid:#018x} given twice"));
+        match entry(*a, *b, *c) {
+            Err(why) => warn(why),
+            Ok((key, lid)) => {
+                if let Some(other) = taken.get(&lid) {
+                    warn(format!(
+                        "LID {lid:#06x} of {} already given to {}",
+                        name(&key),
+                        name(other)
+                    ));
+                } else if let std::collections::btree_map::Entry::Vacant(e) = lids.entry(key) {
+                    taken.insert(lid, key);
+                    e.insert(mad_core::Lid(lid));
+                } else {
+                    warn(format!("{} given twice", name(&key)));
+                }
+            }
         }
     }
     (lids, warnings)
+}
+
+/// Reads a `guid2lid` file: each entry a port GUID and its LID range. An
+/// entry that is not three numbers, a GUID of 0, a LID outside 1..=0xBFFF
+/// or a range that is not one LID (ibkit gives LMC 0), a GUID given twice
+/// or a LID already taken is skipped with a warning, as OpenSM drops
+/// such entries: the port then gets a LID as if it were new.
+pub fn parse_guid2lid(text: &str) -> Guid2Lid {
+    parse_lid_lines(
+        text,
+        "a GUID and two LIDs",
+        |guid, min, max| {
+            if guid == 0 {
+                Err("GUID 0".into())
+            } else if min == 0 || min > u64::from(UNICAST_MAX) || max != min {
+                Err(format!(
+                    "LID range {min:#x}..={max:#x}: not one unicast LID"
+                ))
+            } else {
+                Ok((guid, min as u16))
+            }
+        },
+        |g| format!("GUID {g:#018x}"),
+    )
 }
 
 /// ibkit's `vf2lid`, beside `guid2lid` in the cache directory: each VF
@@ -169,55 +199,29 @@ pub fn vf2lid(sm: &Sm) -> String {
 
 /// A `vf2lid` file read: LIDs by (PF port GUID, VF), and the entries
 /// skipped.
-pub type Vf2Lid = (BTreeMap<(u64, u16), mad_core::Lid>, Vec<Guid2LidWarning>);
+pub type Vf2Lid = LidCache<(u64, u16)>;
 
 /// Reads a `vf2lid` file ([`vf2lid`]'s layout). An entry that is not a
 /// GUID, a VF and a LID, a GUID of 0, a VF outside 1..=65535, a LID
 /// outside 1..=0xBFFF, a VF given twice or a LID already taken is skipped
 /// with a warning (at most 100 named); the VF then gets a LID as if new.
 pub fn parse_vf2lid(text: &str) -> Vf2Lid {
-    let mut lids = BTreeMap::new();
-    let mut taken = BTreeMap::new();
-    let mut warnings = Vec::new();
-    for (k, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut warn = |what: String| {
-            if warnings.len() < 100 {
-                warnings.push(Guid2LidWarning { line: k + 1, what });
+    parse_lid_lines(
+        text,
+        "a GUID, a VF and a LID",
+        |guid, vf, lid| {
+            if guid == 0 {
+                Err("GUID 0".into())
+            } else if vf == 0 || vf > 0xFFFF {
+                Err(format!("VF {vf}: not 1-65535"))
+            } else if lid == 0 || lid > u64::from(UNICAST_MAX) {
+                Err(format!("LID {lid:#x}: not a unicast LID"))
+            } else {
+                Ok(((guid, vf as u16), lid as u16))
             }
-        };
-        let words: Vec<&str> = line.split_whitespace().take(4).collect();
-        let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
-        let (guid, vf, lid) = match nums.as_slice() {
-            [Some(g), Some(v), Some(l)] => (*g, *v, *l),
-            _ => {
-                let shown: String = line.chars().take(60).collect();
-                warn(format!("not a GUID, a VF and a LID: {shown:?}"));
-                continue;
-            }
-        };
-        if guid == 0 {
-            warn("GUID 0".into());
-        } else if vf == 0 || vf > 0xFFFF {
-            warn(format!("VF {vf}: not 1-65535"));
-        } else if lid == 0 || lid > u64::from(UNICAST_MAX) {
-            warn(format!("LID {lid:#x}: not a unicast LID"));
-        } else if let Some((g, v)) = taken.get(&lid) {
-            warn(format!(
-                "LID {lid:#06x} already given to VF {v} of {g:#018x}"
-            ));
-        } else if let std::collections::btree_map::Entry::Vacant(e) = lids.entry((guid, vf as u16))
-        {
-            taken.insert(lid, (guid, vf));
-            e.insert(mad_core::Lid(lid as u16));
-        } else {
-            warn(format!("VF {vf} of {guid:#018x} given twice"));
-        }
-    }
-    (lids, warnings)
+        },
+        |(g, v)| format!("VF {v} of {g:#018x}"),
+    )
 }
 
 /// Reads the `vf2lid` file `path`, bounded: `Ok(None)` when there is

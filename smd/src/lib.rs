@@ -512,29 +512,11 @@ fn drive(
     };
     let mut sm = Sm::new(cfg);
     if let Some(d) = &c.cache_dir {
-        let path = d.join("guid2lid");
-        match dump::read_guid2lid(&path) {
-            Ok(Some((lids, warnings))) => {
-                for w in &warnings {
-                    tracing::warn!("{}: line {}: {}; skipped", path.display(), w.line, w.what);
-                }
-                tracing::info!("guid2lid: {} LID(s) from {}", lids.len(), path.display());
-                sm.set_preferred_lids(lids);
-            }
-            Ok(None) => tracing::info!("guid2lid: no {} yet", path.display()),
-            Err(e) => tracing::error!("guid2lid: {e}; LIDs given afresh"),
+        if let Some(lids) = read_lid_cache(&d.join("guid2lid"), "LID(s)", dump::read_guid2lid) {
+            sm.set_preferred_lids(lids);
         }
-        let path = d.join("vf2lid");
-        match dump::read_vf2lid(&path) {
-            Ok(Some((lids, warnings))) => {
-                for w in &warnings {
-                    tracing::warn!("{}: line {}: {}; skipped", path.display(), w.line, w.what);
-                }
-                tracing::info!("vf2lid: {} VF LID(s) from {}", lids.len(), path.display());
-                sm.set_preferred_vf_lids(lids);
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!("vf2lid: {e}; VF LIDs given afresh"),
+        if let Some(lids) = read_lid_cache(&d.join("vf2lid"), "VF LID(s)", dump::read_vf2lid) {
+            sm.set_preferred_vf_lids(lids);
         }
     }
     // The SA database to restore once the subnet is first up, as master.
@@ -838,6 +820,36 @@ fn drive(
     run.sa_answered = sa.stats().answered;
     run.sa_ns = sa_ns;
     Ok(run)
+}
+
+/// A LID cache (`guid2lid`, `vf2lid`) read at start with `read`, each
+/// skipped entry and the count of `what` logged: `None` when there is
+/// none yet or it cannot be read (the LIDs are then given afresh).
+fn read_lid_cache<K>(
+    path: &std::path::Path,
+    what: &str,
+    read: fn(&std::path::Path) -> Result<Option<dump::LidCache<K>>, String>,
+) -> Option<std::collections::BTreeMap<K, mad_core::Lid>> {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    match read(path) {
+        Ok(Some((lids, warnings))) => {
+            for w in &warnings {
+                tracing::warn!("{}: line {}: {}; skipped", path.display(), w.line, w.what);
+            }
+            tracing::info!("{name}: {} {what} from {}", lids.len(), path.display());
+            Some(lids)
+        }
+        Ok(None) => {
+            tracing::info!("{name}: no {} yet", path.display());
+            None
+        }
+        Err(e) => {
+            tracing::error!("{name}: {e}; LIDs given afresh");
+            None
+        }
+    }
 }
 
 /// The SA database `path` read for a restore: `None` (logged) when there
