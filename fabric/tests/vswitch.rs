@@ -508,10 +508,30 @@ fn vms_started_again_take_their_lids_back() {
         .collect();
     let (cache, vf_cache) = (sm.lids_by_guid(), sm.vf_lids());
     let (mut f, mut sm) = powered_on(LidPolicy::Prepopulated);
-    sm.set_preferred_lids(cache);
+    sm.set_preferred_lids(cache.clone());
     sm.set_preferred_vf_lids(vf_cache.clone());
     assert!(f.bring_up(&mut sm), "{:?}", sm.error());
     assert_eq!(sm.vf_lids(), vf_cache, "every VF its LID again");
+    {
+        // A VF the cache leaves out takes the lowest LID above the
+        // ports' that no cached VF holds; the others keep theirs.
+        let (mut f, mut partial) = powered_on(LidPolicy::Prepopulated);
+        let mut some = vf_cache.clone();
+        let (&left_out, _) = some.iter().next().unwrap();
+        some.remove(&left_out);
+        partial.set_preferred_lids(cache.clone());
+        partial.set_preferred_vf_lids(some.clone());
+        assert!(f.bring_up(&mut partial), "{:?}", partial.error());
+        let got = partial.vf_lids();
+        let mut want = partial.nodes().iter().map(|n| n.lid).max().unwrap() + 1;
+        while some.values().any(|l| l.0 == want) {
+            want += 1;
+        }
+        assert_eq!(got[&left_out].0, want, "{got:?}");
+        some.insert(left_out, got[&left_out]);
+        assert_eq!(got, some);
+        clean(&f, &partial);
+    }
     let by_port = |sm: &Sm, g: u64| {
         (0..sm.nodes().len())
             .find(|&i| sm.nodes()[i].info.port_guid.0 == g)

@@ -158,6 +158,9 @@ impl Election {
         if self.sm_key != 0 && info.sm_key.0 != self.sm_key {
             return false;
         }
+        // One SM a node: a port that answers with another GUID each time
+        // replaces its entry rather than adding one.
+        self.peers.retain(|_, p| p.node != node);
         self.peers.insert(
             info.guid.0,
             PeerSm {
@@ -483,6 +486,7 @@ impl Sm {
         if !self.election.seen(&info, node, own) {
             return;
         }
+        self.db.other_sms.retain(|_, o| o.node.0 != node);
         self.db.other_sms.insert(
             info.guid.0,
             super::subnet::OtherSm {
@@ -973,6 +977,12 @@ mod tests {
         let mut e = Election::new(0, 0xABCD);
         let mut i = info(0x30, 15, SmState::Master);
         assert!(!e.seen(&i, 1, 0x20));
+        // A node claiming a new GUID each time keeps one entry.
+        let mut e2 = Election::new(0, 0);
+        for g in 1..100u64 {
+            e2.seen(&info(0x1000 + g, 1, SmState::Standby), 9, 0x20);
+        }
+        assert_eq!(e2.peers.len(), 1);
         assert_eq!(e.verdict(0x20), Verdict::Master);
         i.sm_key = MKey(0xABCD);
         assert!(e.seen(&i, 1, 0x20));
