@@ -44,9 +44,9 @@ fuzz_target!(|data: &[u8]| {
     assert!(a.groups().memberships() <= sa::mcast::MAX_MEMBERS);
     assert!(a.services() <= sa::service::MAX_SERVICES);
     assert!(a.subscriptions().0 <= sa::inform::MAX_SUBSCRIPTIONS);
-    let held = a.export(5_000, EPOCH);
+    let held = a.export(s, 5_000, EPOCH);
     let mut b = Sa::new(SaConfig::default());
     let r = b.restore(s, &SaDb::parse(&held.write()).unwrap(), 5_000, EPOCH);
     assert_eq!(r.skipped, 0, "{r:?}\n{}", held.write());
-    assert_eq!(b.export(5_000, EPOCH).write(), held.write());
+    assert_eq!(b.export(s, 5_000, EPOCH).write(), held.write());
 });

@@ -15,9 +15,8 @@
 //! its field widths. [`crate::Sa::export`] and [`crate::Sa::restore`] go
 //! between the SA and the records.
 //!
-//! Not carried over: GUIDInfo records (alias GUIDs) are read and counted
-//! but not applied, since ibkit's SM assigns no alias GUIDs (a VM's vGUID
-//! is its VF's, read from the hypervisor); ibkit writes none. A service
+//! GUIDInfo records carry the ports' alias GUIDs ([`crate::guids`]),
+//! brought back by each port's own GUID. A service
 //! name is written as OpenSM writes it, between single quotes, so a byte
 //! that is not printable ASCII, or a quote, is written as `?`.
 
@@ -43,8 +42,8 @@ pub struct Restored {
     pub services: usize,
     /// Subscriptions restored.
     pub subscriptions: usize,
-    /// GUIDInfo records read and not applied.
-    pub guid_info_ignored: usize,
+    /// Alias GUIDs brought back from GUIDInfo records.
+    pub alias_guids: usize,
     /// Records not restored.
     pub skipped: usize,
     /// Why, for the first 100 of them.
@@ -120,7 +119,7 @@ pub struct DbGuidInfo {
 /// The records of an SA database.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SaDb {
-    /// GUIDInfo records (read, never applied).
+    /// GUIDInfo records: blocks of ports' alias GUIDs.
     pub guid_info: Vec<DbGuidInfo>,
     /// Multicast groups, in MGID order when written.
     pub groups: Vec<DbGroup>,

@@ -49,6 +49,7 @@
 extern crate alloc;
 
 pub mod db;
+pub mod guids;
 mod inbound;
 pub mod inform;
 pub mod mcast;
@@ -116,6 +117,9 @@ pub struct SaConfig {
     pub report_retries: u32,
     /// The SM's priority, as its SMInfoRecord gives it (0–15).
     pub sm_priority: u8,
+    /// The site byte of the alias GUIDs the SA makes (bits 39..32; the
+    /// OpenIB OUI above, a count below), OpenSM's `sm_assigned_guid`.
+    pub assigned_guid_byte: u8,
     /// Without ACKs (`rmpp_acks` false), a requester on QP 1 gets the
     /// first segment of a long answer only, as a kernel-RMPP answer
     /// reaches it through libumad2sim. For an SM under libumad2sim, where
@@ -144,6 +148,7 @@ impl Default for SaConfig {
             report_retries: 3,
             sm_priority: 0,
             first_segment_to_qp1: false,
+            assigned_guid_byte: 0,
         }
     }
 }
@@ -248,6 +253,7 @@ pub struct Sa {
     services: service::Services,
     informs: inform::Informs,
     groups: mcast::Groups,
+    guids: guids::AliasGuids,
     /// The partition configuration the groups follow (its generation).
     partitions_seen: u64,
     stats: SaStats,
@@ -262,6 +268,7 @@ impl Sa {
     /// An SA with settings `cfg`.
     pub fn new(cfg: SaConfig) -> Sa {
         Sa {
+            guids: guids::AliasGuids::new(cfg.assigned_guid_byte),
             cfg,
             out: VecDeque::new(),
             transfers: rmpp::Transfers::default(),
@@ -303,7 +310,7 @@ impl Sa {
     /// since the epoch on the wall clock (a service's set time is written
     /// on the wall clock, as OpenSM writes it). Groups in MGID order, as
     /// OpenSM writes them; members in port GUID order.
-    pub fn export(&self, now_ms: u64, epoch_s: u64) -> db::SaDb {
+    pub fn export(&self, subnet: &Subnet, now_ms: u64, epoch_s: u64) -> db::SaDb {
         let mut groups: Vec<db::DbGroup> = (self.groups.iter())
             .map(|g| {
                 let mut members: Vec<(mad_core::Gid, u8, bool)> = (g.members.iter())
@@ -341,7 +348,7 @@ impl Sa {
             })
             .collect();
         db::SaDb {
-            guid_info: Vec::new(),
+            guid_info: self.guids.export(subnet),
             groups,
             informs,
             services,
@@ -407,7 +414,19 @@ impl Sa {
                 ),
             }
         }
-        r.guid_info_ignored = d.guid_info.len();
+        for g in &d.guid_info {
+            match self.guids.restore(subnet, g.base_guid, g.block, &g.guids) {
+                Ok(n) => r.alias_guids += n,
+                Err(why) => skip(
+                    &mut r,
+                    alloc::format!(
+                        "GUIDInfo of port {:#018x} block {}: {why}",
+                        g.base_guid,
+                        g.block
+                    ),
+                ),
+            }
+        }
         r
     }
 
@@ -644,6 +663,12 @@ impl Sa {
         Ok(())
     }
 
+    /// The alias GUID blocks decided since the last call, for the SM to
+    /// hold and write ([`smi::sm::Sm::set_guid_block`]).
+    pub fn take_guid_changes(&mut self) -> Vec<guids::GuidChange> {
+        self.guids.take_changes()
+    }
+
     /// Reports the groups created and deleted since the last call (traps
     /// 66 and 67) to their subscribers.
     fn report_groups(&mut self, subnet: &Subnet, now_ms: u64) {
@@ -799,6 +824,26 @@ impl Sa {
                     Err(s) => Answer::Refused(s.status()),
                 };
             }
+            (Method::Set, SaAttributeId::GuidInfoRecord) => {
+                return match self.guids.set(subnet, from.lid, &m.data, mask, trusted) {
+                    Ok(rec) => self.one(from, m, &record_bytes(&rec)),
+                    Err(s) => Answer::Refused(s.status()),
+                };
+            }
+            (Method::Delete, SaAttributeId::GuidInfoRecord) => {
+                let groups = &self.groups;
+                let in_group = |g: u64| groups.uses_port_guid(g);
+                return match (self.guids)
+                    .delete(subnet, from.lid, &m.data, mask, trusted, &in_group)
+                {
+                    Ok(rec) => {
+                        let b = record_bytes(&rec);
+                        self.reply(from, m, Method::DeleteResp, Status::OK, &b, 0);
+                        Answer::Sent
+                    }
+                    Err(s) => Answer::Refused(s.status()),
+                };
+            }
             (Method::Set, SaAttributeId::InformInfo) => {
                 return match self.informs.set(subnet, from, &m.data, trusted) {
                     Ok(back) => self.one(from, m, &back),
@@ -849,7 +894,7 @@ impl Sa {
             SaAttributeId::MulticastForwardingTableRecord => {
                 q.collect::<MulticastForwardingTableRecord>(query::mft_records)
             }
-            SaAttributeId::GuidInfoRecord => q.collect::<GuidInfoRecord>(query::guid_info_records),
+            SaAttributeId::GuidInfoRecord => q.collect::<GuidInfoRecord>(guids::guid_info_records),
             SaAttributeId::PKeyTableRecord if !trusted => {
                 return Answer::Refused(SaStatus::ReqDenied.status())
             }
@@ -932,6 +977,12 @@ impl Sa {
 }
 
 /// An MCMemberRecord's bytes.
+fn record_bytes(r: &GuidInfoRecord) -> [u8; GuidInfoRecord::SIZE] {
+    let mut b = [0u8; GuidInfoRecord::SIZE];
+    let _ = r.encode(&mut b);
+    b
+}
+
 fn mcast_bytes(r: &McMemberRecord) -> [u8; McMemberRecord::SIZE] {
     let mut b = [0u8; McMemberRecord::SIZE];
     let _ = r.encode(&mut b);

@@ -190,10 +190,10 @@ fn port_caps(s: &Subnet, e: &End) -> (u8, u8) {
     }
 }
 
-/// The end a PortGID's GUID names: a port (or a VM's vGUID) of the
-/// subnet.
+/// The end a PortGID's GUID names: a port (or a VM's vGUID, or a port's
+/// alias GUID) of the subnet.
 fn member_end(s: &Subnet, gid: Gid) -> Result<End, SaStatus> {
-    let (node, vf) = s.by_port_guid(gid.guid()).ok_or(SaStatus::ReqInvalid)?;
+    let (node, vf) = s.by_gid_guid(gid.guid()).ok_or(SaStatus::ReqInvalid)?;
     let lid = if vf == 0 {
         s.brief(node).map(|b| b.lid)
     } else {
@@ -203,7 +203,13 @@ fn member_end(s: &Subnet, gid: Gid) -> Result<End, SaStatus> {
     }
     .filter(|l| l.0 != 0)
     .ok_or(SaStatus::ReqInvalid)?;
-    end_by_lid(s, lid).ok_or(SaStatus::ReqInvalid)
+    let mut e = end_by_lid(s, lid).ok_or(SaStatus::ReqInvalid)?;
+    // An alias GUID is a member of its own (a VM of a shared port): the
+    // membership keeps the GID it joined with.
+    if vf == 0 && gid.guid() != e.gid.guid() {
+        e.gid = Gid::new(e.gid.prefix(), gid.guid());
+    }
+    Ok(e)
 }
 
 /// A PortGID's prefix is the subnet's (the requester's) or the default
@@ -484,7 +490,13 @@ impl Groups {
         Ok(restored)
     }
 
-    /// Memberships over every group.
+    /// Whether a member of some group joined with a PortGID of GUID
+    /// `guid`.
+    pub fn uses_port_guid(&self, guid: u64) -> bool {
+        (self.groups.iter()).any(|g| g.members.iter().any(|m| m.gid.guid().0 == guid))
+    }
+
+    /// Memberships in all groups.
     pub fn memberships(&self) -> usize {
         self.groups.iter().map(|g| g.members.len()).sum()
     }

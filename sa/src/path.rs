@@ -234,10 +234,10 @@ pub fn end_by_lid(s: &Subnet, lid: Lid) -> Option<End> {
     })
 }
 
-/// The end whose GID is `gid`: a port GUID, or a VM's vGUID, under the
+/// The end whose GID is `gid`: a port GUID, a VM's vGUID or an alias GUID, under the
 /// subnet prefix of its node's port.
 pub fn end_by_gid(s: &Subnet, gid: Gid) -> Option<End> {
-    let (node, vf) = s.by_port_guid(gid.guid())?;
+    let (node, vf) = s.by_gid_guid(gid.guid())?;
     if prefix_of(s, node) != gid.prefix() {
         return None;
     }

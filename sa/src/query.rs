@@ -8,14 +8,14 @@ use crate::path::every_end;
 use crate::{Addr, SaConfig};
 use alloc::vec::Vec;
 use mad_core::attr::{
-    GuidInfo, LinearForwardingTable, MulticastForwardingTable, NodeType, PKeyTable,
-    SlToVlMappingTable, SmInfo, SmState, VlArbEntry, VlArbitrationTable,
+    LinearForwardingTable, MulticastForwardingTable, NodeType, PKeyTable, SlToVlMappingTable,
+    SmInfo, SmState, VlArbEntry, VlArbitrationTable,
 };
 use mad_core::field::get_bits;
 use mad_core::sa::{
-    ClassPortInfo, GuidInfoRecord, LinearForwardingTableRecord, LinkRecord,
-    MulticastForwardingTableRecord, NodeRecord, PKeyTableRecord, PortInfoRecord, SaRecord,
-    SaStatus, SlToVlMappingTableRecord, SmInfoRecord, SwitchInfoRecord, VlArbitrationTableRecord,
+    ClassPortInfo, LinearForwardingTableRecord, LinkRecord, MulticastForwardingTableRecord,
+    NodeRecord, PKeyTableRecord, PortInfoRecord, SaRecord, SaStatus, SlToVlMappingTableRecord,
+    SmInfoRecord, SwitchInfoRecord, VlArbitrationTableRecord,
 };
 use mad_core::Lid;
 use smi::sm::{NodeId, SmNode, Subnet};
@@ -255,21 +255,6 @@ pub fn mft_records(s: &Subnet, f: &mut dyn FnMut(MulticastForwardingTableRecord)
                 mft,
             });
         }
-    }
-}
-
-/// One GUIDInfoRecord per end port, block 0: its port GUID (a VM's vGUID
-/// at its VF's LID) in entry 0. The SM assigns no alias GUIDs, so the
-/// other entries are zero.
-pub fn guid_info_records(s: &Subnet, f: &mut dyn FnMut(GuidInfoRecord)) {
-    for e in every_end(s) {
-        let mut guids = [mad_core::Guid(0); 8];
-        guids[0] = e.gid.guid();
-        f(GuidInfoRecord {
-            lid: e.lid,
-            block_num: 0,
-            guid_info: GuidInfo { guids },
-        });
     }
 }
 

@@ -80,7 +80,7 @@ fn a_new_sa_restores_groups_services_and_subscriptions() {
     let _ = sa.take_group_changes(sm.subnet());
 
     // Written 5 s after the Sets, at EPOCH, and read back whole.
-    let db = sa.export(5_000, EPOCH);
+    let db = sa.export(sm.subnet(), 5_000, EPOCH);
     assert_eq!(
         (db.groups.len(), db.services.len(), db.informs.len()),
         (2, 2, 1)
@@ -127,7 +127,7 @@ fn a_new_sa_restores_groups_services_and_subscriptions() {
     let subs = |sa: &mut Sa| all(sa, &sm, h0.1, &InformInfoRecord::default(), 0, KEY);
     assert_eq!(subs(&mut sb), subs(&mut sa));
     // The new SA writes what the old one did.
-    assert_eq!(sb.export(0, EPOCH + 10).write(), text);
+    assert_eq!(sb.export(sm.subnet(), 0, EPOCH + 10).write(), text);
     // And makes MGIDs and MLIDs that do not collide with the restored.
     let r = member(Gid([0; 16]), g(h0), FULL);
     let (st, m) = one(&mut sb, &sm, h0.1, &ask(Method::Set, &r, create, 0), 0);

@@ -626,7 +626,7 @@ fn drive(
                 if sa_db_written != Some(sa.db_generation()) && ms() >= sa_db_at {
                     sa_db_written = Some(sa.db_generation());
                     sa_db_at = ms() + 1000;
-                    write_sa_db(&sa, d, ms());
+                    write_sa_db(&sa, sm.subnet(), d, ms());
                 }
             }
         }
@@ -788,6 +788,19 @@ fn drive(
             );
             sa.handle_event(sm.subnet(), &e, ms());
         }
+        // Alias GUIDs the SA granted or took back: the SM holds them and
+        // writes the blocks to the ports.
+        for c in sa.take_guid_changes() {
+            dirty = true;
+            match sm.set_guid_block(c.node, c.block, c.guids) {
+                Ok(n) => tracing::debug!(
+                    "alias GUIDs of node {} block {}: {n} Set(GUIDInfo)",
+                    c.node.0,
+                    c.block
+                ),
+                Err(e) => tracing::warn!("alias GUIDs of node {} not set: {e}", c.node.0),
+            }
+        }
         // Joins, leaves and ports gone: the SM programs those groups'
         // multicast trees (only the MFT blocks that change).
         for (mlid, members) in sa.take_group_changes(sm.subnet()) {
@@ -808,7 +821,7 @@ fn drive(
     if let Some(d) = &c.dump_dir {
         let master = sm.sm_state() == mad_core::attr::SmState::Master;
         if master && up_ms.is_some() && sa_db_written != Some(sa.db_generation()) {
-            write_sa_db(&sa, d, ms());
+            write_sa_db(&sa, sm.subnet(), d, ms());
         }
     }
     if let Some(cap) = capture {
@@ -881,18 +894,15 @@ fn log_restored(r: &sa::db::Restored) {
     for why in &r.reasons {
         tracing::warn!("SA database: {why}; skipped");
     }
-    if r.guid_info_ignored > 0 {
-        tracing::warn!(
-            "SA database: {} GUIDInfo record(s) not applied (ibkit assigns no alias GUIDs)",
-            r.guid_info_ignored
-        );
+    if r.alias_guids > 0 {
+        tracing::info!("SA database: {} alias GUID(s) restored", r.alias_guids);
     }
 }
 
 /// Writes the SA's database as `opensm-sa.dump` into `dir` (at `now_ms`
 /// on the SA's clock); a failure is logged, as OpenSM logs it.
-fn write_sa_db(sa: &Sa, dir: &std::path::Path, now_ms: u64) {
-    let text = sa.export(now_ms, epoch_s()).write();
+fn write_sa_db(sa: &Sa, subnet: &smi::sm::Subnet, dir: &std::path::Path, now_ms: u64) {
+    let text = sa.export(subnet, now_ms, epoch_s()).write();
     if let Err(e) = dump::write_sa_db(dir, &text) {
         tracing::error!("{e}");
     }

@@ -103,6 +103,17 @@ impl SimNode {
             info.partition_enforcement_outbound,
         ))
     }
+    /// The GUIDInfo table of `port` (a hypervisor's: its PF's), entry 0
+    /// the port GUID, then its alias GUIDs; if the port exists.
+    pub fn guids(&self, port: u8) -> Option<Vec<u64>> {
+        let p = usize::from(port);
+        let g = match self {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| &x.guids),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| &x.guids),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| &x.guids),
+        }?;
+        Some(g.iter().map(|x| x.0).collect())
+    }
     /// The P_Key table of the end that answers to `lid` here: an enabled
     /// VF's own on a hypervisor, else port 1's (a CA's, a PF's).
     pub fn end_pkeys(&self, lid: Lid) -> Option<&[PKey]> {

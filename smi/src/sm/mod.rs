@@ -18,6 +18,7 @@ mod discovery;
 pub mod election;
 mod error;
 mod event;
+mod guids;
 mod installed;
 mod lids;
 mod link;
@@ -39,6 +40,7 @@ pub mod vswitch;
 pub use config::{Engine, FatTreeEngine, MinHopEngine, RoutingEngine, SmConfig, UpDownEngine};
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};
+pub use guids::{GuidError, GUIDS_PER_BLOCK};
 pub use mcast::{GroupMember, McastError, PortMask};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
@@ -377,6 +379,9 @@ impl Sm {
                 // Refused: what the VF holds is not known.
                 self.db.pkeys.forget_vf(node, vf);
             }
+            if let Purpose::GuidInfo { node, block } = req.purpose {
+                self.on_guid_info(None, node, block);
+            }
             if matches!(req.purpose, Purpose::Handover) {
                 self.handover_failed();
             }
@@ -467,6 +472,7 @@ impl Sm {
                 }
             }
             Purpose::SetLft | Purpose::SetMft => {}
+            Purpose::GuidInfo { node, block } => self.on_guid_info(Some(smp), node, block),
             Purpose::PKeyTable { node, port, block } => self.on_pkey_table(smp, node, port, block),
             Purpose::VPortPKeyTable { node, vf } => self.on_vf_pkey_table(smp, node, vf),
             Purpose::SlToVl { node, at } => self.on_sl2vl(smp, node, at),

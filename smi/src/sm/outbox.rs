@@ -68,6 +68,11 @@ pub(super) enum Purpose {
         port: u8,
         block: u16,
     },
+    /// A block of an end port's GUID table: its alias GUIDs.
+    GuidInfo {
+        node: usize,
+        block: u8,
+    },
     /// The P_Key table of a hypervisor's VF (the VM on it).
     VPortPKeyTable {
         node: usize,
@@ -400,6 +405,7 @@ impl Sm {
             | Purpose::LftRead { node, .. }
             | Purpose::VPortRead { node, .. }
             | Purpose::VPortPKeyTable { node, .. }
+            | Purpose::GuidInfo { node, .. }
             | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
             Purpose::SetVPort
             | Purpose::SetTopOnly

@@ -65,6 +65,8 @@ pub struct Subnet {
     pub(super) qos: super::qos::Qos,
     /// The other SMs found (their SMInfo as last read), by port GUID.
     pub(super) other_sms: BTreeMap<u64, OtherSm>,
+    /// Alias GUIDs of end ports.
+    pub(super) aliases: super::guids::Aliases,
 }
 
 /// Another SM of the subnet, as this one last read its SMInfo: what an
@@ -149,6 +151,12 @@ impl Subnet {
         let holds =
             b.lid == lid || (b.hypervisor && self.nodes[i].vfs.iter().any(|v| v.lid == lid.0));
         (b.alive && holds).then_some((NodeId(i), b.own_port))
+    }
+
+    /// Whether `guid` is a port GUID or a VM's vGUID the SM has seen, on
+    /// a live node or a lost one.
+    pub(super) fn port_guid_known(&self, guid: u64) -> bool {
+        self.by_port_guid.contains_key(&guid)
     }
 
     /// Adds a node found by discovery, with no LID yet; its id.

@@ -311,6 +311,7 @@ impl Sm {
             }
         }
         for (node, guid) in lost {
+            self.db.forget_aliases(node);
             self.emit(SmEvent::NodeLost { node, guid });
         }
     }

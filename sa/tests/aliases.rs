@@ -1,0 +1,282 @@
+//! Alias GUIDs through GUIDInfoRecord Set and Delete: what the SA grants,
+//! refuses and makes, what the SM writes to the port (read back from the
+//! simulated HCA), and that PathRecords and joins resolve an alias GID to
+//! its port.
+
+mod common;
+
+use common::*;
+use fabric::sim::FabricEvent;
+use mad_core::attr::GuidInfo;
+use mad_core::mad::Method;
+use mad_core::sa::*;
+use mad_core::{Gid, Guid, Lid};
+use sa::guids::ASSIGNED_OUI;
+use sa::{Addr, Sa, SaConfig};
+use smi::sm::Sm;
+
+const KEY: u64 = 1;
+
+fn rec(lid: Lid, block: u8, guids: [u64; 8]) -> GuidInfoRecord {
+    GuidInfoRecord {
+        lid,
+        block_num: block,
+        guid_info: GuidInfo {
+            guids: guids.map(Guid),
+        },
+    }
+}
+
+/// LID, BlockNum and the GUIDs at `entries`.
+fn sel(entries: &[usize]) -> u64 {
+    let mut names = vec!["lid".to_string(), "block_num".to_string()];
+    names.extend(entries.iter().map(|k| format!("guid{k}")));
+    let names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    mask::<GuidInfoRecord>(&names)
+}
+
+/// Sends a Set or Delete; its status and the block answered. The SM
+/// takes what the SA decided, as `ibkit sm` does after each request.
+fn ask_sm(
+    sa: &mut Sa,
+    sm: &mut Sm,
+    from: Addr,
+    method: Method,
+    r: &GuidInfoRecord,
+    m: u64,
+    key: u64,
+) -> (SaStatus, [u64; 8]) {
+    let (st, ans) = one(sa, sm, from, &ask(method, r, m, key), 0);
+    for c in sa.take_guid_changes() {
+        sm.set_guid_block(c.node, c.block, c.guids).unwrap();
+    }
+    let got: GuidInfoRecord = ans.record().unwrap();
+    (st, got.guid_info.guids.map(|g| g.0))
+}
+
+#[test]
+fn a_host_gets_alias_guids_and_they_resolve_like_its_port() {
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        assigned_guid_byte: 0x42,
+        ..SaConfig::default()
+    });
+    let h = hosts(&f);
+    let ((a, from_a), (b, from_b)) = (h[0], h[1]);
+    let port_a = gid_of(&f, a).guid().0;
+    let lid_a = from_a.lid;
+
+    // Entry 1 given, entry 2 left to the SA.
+    let r = rec(lid_a, 0, [0, 0x0002_c903_00aa_0001, 0, 0, 0, 0, 0, 0]);
+    let (st, got) = ask_sm(&mut sa, &mut sm, from_a, Method::Set, &r, sel(&[1, 2]), 0);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(got[0], port_a, "entry 0 is the port GUID");
+    assert_eq!(got[1], 0x0002_c903_00aa_0001);
+    assert_eq!(got[2] >> 40, ASSIGNED_OUI, "{:#x}", got[2]);
+    assert_eq!((got[2] >> 32) & 0xFF, 0x42, "the site byte");
+    assert_eq!(&got[3..], &[0; 5]);
+
+    // The SM wrote the block to the port: one Set(GUIDInfo), and the
+    // simulated HCA holds the aliases.
+    let before = sm.stats().total();
+    assert!(f.run(&mut sm));
+    let sent = sm.stats().total() - before;
+    assert_eq!(sent, 1, "one Set(GUIDInfo)");
+    let table = f.nodes[a].guids(1).unwrap();
+    assert_eq!(
+        &table[..3],
+        &got[..3],
+        "the port holds what the SA answered"
+    );
+    let node_a = sm.subnet().by_port_guid(Guid(port_a)).unwrap().0;
+    assert_eq!(sm.subnet().guid_block_held(node_a, 0), Some(got));
+
+    // GetTable lists the block with its aliases.
+    let recs = all(&mut sa, &sm, from_b, &GuidInfoRecord::default(), 0, 0);
+    let listed = recs.iter().find(|r| r.lid == lid_a).unwrap();
+    assert_eq!(listed.guid_info.guids.map(|g| g.0), got);
+
+    // A PathRecord from B to A's alias GID reaches A's LID and carries
+    // the alias as asked.
+    let alias = Gid::new(Gid::DEFAULT_PREFIX, Guid(got[2]));
+    let q = PathRecord {
+        sgid: gid_of(&f, b),
+        dgid: alias,
+        ..PathRecord::default()
+    };
+    let (st, ans) = one(
+        &mut sa,
+        &sm,
+        from_b,
+        &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    let pr: PathRecord = ans.record().unwrap();
+    assert_eq!((pr.dlid, pr.dgid, pr.slid), (lid_a, alias, from_b.lid));
+
+    // A joins the broadcast group under its alias; the alias cannot go
+    // while it is a member.
+    let bcast = Gid([
+        0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+    ]);
+    let j = member(bcast, alias, 1);
+    let m = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+    let (st, _) = one(&mut sa, &sm, from_a, &ask(Method::Set, &j, m, 0), 0);
+    assert_eq!(st, SaStatus::Ok);
+    let del = rec(lid_a, 0, [0; 8]);
+    let (st, _) = ask_sm(&mut sa, &mut sm, from_a, Method::Delete, &del, sel(&[2]), 0);
+    assert_eq!(st, SaStatus::ReqDenied, "a member's PortGID stays");
+    let (st, _) = one(&mut sa, &sm, from_a, &ask(Method::Delete, &j, m, 0), 0);
+    assert_eq!(st, SaStatus::Ok);
+
+    // Deleted: the port no longer answers to it, and asked again with a
+    // zero the SA gives the same GUID back.
+    let (st, now) = ask_sm(&mut sa, &mut sm, from_a, Method::Delete, &del, sel(&[2]), 0);
+    assert_eq!((st, now[2], now[1]), (SaStatus::Ok, 0, got[1]));
+    assert!(f.run(&mut sm));
+    assert_eq!(f.nodes[a].guids(1).unwrap()[2], 0);
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        from_b,
+        &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::ReqInvalidGid, "the alias is gone");
+    let (st, again) = ask_sm(&mut sa, &mut sm, from_a, Method::Set, &del, sel(&[2]), 0);
+    assert_eq!((st, again[2]), (SaStatus::Ok, got[2]), "made once, kept");
+    assert_eq!(sa.take_guid_changes(), vec![]);
+}
+
+#[test]
+fn what_a_guid_info_set_may_not_do_is_refused_and_changes_nothing() {
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let h = hosts(&f);
+    let ((a, from_a), (b, from_b)) = (h[0], h[1]);
+    let lid_a = from_a.lid;
+    let g1 = 0x0002_c903_00bb_0001;
+    let r = rec(lid_a, 0, [0, g1, 0, 0, 0, 0, 0, 0]);
+    let before = sm.subnet().alias_count();
+
+    let cases: [(&str, Addr, GuidInfoRecord, u64, u64, SaStatus); 6] = [
+        (
+            "no BlockNum",
+            from_a,
+            r,
+            mask::<GuidInfoRecord>(&["lid", "guid1"]),
+            0,
+            SaStatus::ReqInsufficientComponents,
+        ),
+        ("entry 0", from_a, r, sel(&[0, 1]), 0, SaStatus::ReqInvalid),
+        (
+            "a LID nobody has",
+            from_a,
+            rec(Lid(0x3000), 0, [0, g1, 0, 0, 0, 0, 0, 0]),
+            sel(&[1]),
+            0,
+            SaStatus::NoRecords,
+        ),
+        (
+            "past GUIDCap (8)",
+            from_a,
+            rec(lid_a, 1, [g1, 0, 0, 0, 0, 0, 0, 0]),
+            sel(&[0]),
+            0,
+            SaStatus::NoRecords,
+        ),
+        (
+            "another host's port",
+            from_b,
+            r,
+            sel(&[1]),
+            0,
+            SaStatus::ReqDenied,
+        ),
+        (
+            "a GUID that is a port's",
+            from_a,
+            rec(lid_a, 0, [0, gid_of(&f, b).guid().0, 0, 0, 0, 0, 0, 0]),
+            sel(&[1]),
+            0,
+            SaStatus::Ok,
+        ),
+    ];
+    for (what, from, r, m, key, want) in cases {
+        let (st, got) = ask_sm(&mut sa, &mut sm, from, Method::Set, &r, m, key);
+        assert_eq!(st, want, "{what}");
+        if st == SaStatus::Ok {
+            assert_eq!(got[1], 0, "{what}: left out");
+        }
+        assert_eq!(sm.subnet().alias_count(), before, "{what}: nothing changed");
+    }
+    // The SA key may set another port's aliases.
+    let (st, got) = ask_sm(&mut sa, &mut sm, from_b, Method::Set, &r, sel(&[1]), KEY);
+    assert_eq!((st, got[1]), (SaStatus::Ok, g1));
+    // The same GUID at another index, or on another port, is left out.
+    let again = rec(lid_a, 0, [0, 0, g1, 0, 0, 0, 0, 0]);
+    let (st, got) = ask_sm(&mut sa, &mut sm, from_a, Method::Set, &again, sel(&[2]), 0);
+    assert_eq!((st, got[1], got[2]), (SaStatus::Ok, g1, 0));
+    let on_b = rec(from_b.lid, 0, [0, g1, 0, 0, 0, 0, 0, 0]);
+    let (st, got) = ask_sm(&mut sa, &mut sm, from_b, Method::Set, &on_b, sel(&[1]), 0);
+    assert_eq!((st, got[1]), (SaStatus::Ok, 0));
+    assert_eq!(sm.subnet().alias_count(), before + 1);
+    assert!(f.run(&mut sm));
+    assert_eq!(f.nodes[a].guids(1).unwrap()[1], g1);
+    assert_eq!(f.nodes[b].guids(1).unwrap()[1], 0);
+}
+
+#[test]
+fn a_lost_port_loses_its_aliases_and_the_database_brings_them_back() {
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let h = hosts(&f);
+    let ((a, from_a), (_, from_b)) = (h[0], h[1]);
+    let r = rec(from_a.lid, 0, [0, 0x0002_c903_00cc_0001, 0, 0, 0, 0, 0, 0]);
+    let (st, got) = ask_sm(&mut sa, &mut sm, from_a, Method::Set, &r, sel(&[1, 3]), 0);
+    assert_eq!(st, SaStatus::Ok);
+    assert!(f.run(&mut sm));
+    let db = sa.export(sm.subnet(), 0, 0);
+    assert_eq!(db.guid_info.len(), 1, "{db:?}");
+    assert_eq!(db.guid_info[0].guids, got);
+    let text = db.write();
+    assert!(text.starts_with("GUIDInfo Record: base_guid=0x"), "{text}");
+
+    // A new SA (a new master) restores them from the file.
+    let mut sb = new_sa();
+    let read = sa::db::SaDb::parse(&text).unwrap();
+    let back = sb.restore(sm.subnet(), &read, 0, 0);
+    assert_eq!((back.alias_guids, back.skipped), (0, 0), "already held");
+    let node_a = sm.subnet().by_lid(from_a.lid).unwrap().0;
+    sm.set_guid_block(node_a, 0, [got[0], 0, 0, 0, 0, 0, 0, 0])
+        .unwrap();
+    let back = sb.restore(sm.subnet(), &read, 0, 0);
+    assert_eq!((back.alias_guids, back.skipped), (2, 0));
+    for c in sb.take_guid_changes() {
+        sm.set_guid_block(c.node, c.block, c.guids).unwrap();
+    }
+    assert_eq!(sm.subnet().guid_block(node_a, 0), Some(got));
+
+    // The host goes: it is lost, and so are its aliases.
+    let alias = Gid::new(Gid::DEFAULT_PREFIX, Guid(got[1]));
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(a));
+    let _ = run(&mut f, &mut sm, &mut sb, t + 2_000 * MS);
+    assert_eq!(sm.subnet().by_alias_guid(Guid(got[1])), None);
+    assert_eq!(sm.subnet().alias_count(), 0);
+    let q = PathRecord {
+        sgid: gid_of(&f, h[1].0),
+        dgid: alias,
+        ..PathRecord::default()
+    };
+    let (st, _) = one(
+        &mut sb,
+        &sm,
+        from_b,
+        &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::ReqInvalidGid);
+}
