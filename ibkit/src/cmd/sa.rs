@@ -4,15 +4,16 @@
 //! records of nodes, ports, links, switches, paths, services, multicast
 //! members and subscriptions, filtered by any of their components, as
 //! `saquery`-like dumps or JSON. `ibkit sa service --register` and
-//! `--delete` send a ServiceRecord Set or Delete.
+//! `--delete` send a ServiceRecord Set or Delete; `ibkit sa guidinfo
+//! --set` and `--delete` ask for alias GUIDs or give them back.
 
 use fabric::mads::dissect::fields_json;
 use mad_core::field::{FieldDesc, Fields, Value};
 use mad_core::mad::Method;
 use mad_core::sa::{
-    AnyRecord, ClassPortInfo, InformInfo, InformInfoRecord, LinkRecord, McMemberRecord, NodeRecord,
-    PathRecord, PortInfoRecord, SaAttributeId, SaRecord, SaStatus, ServiceRecord, SwitchInfoRecord,
-    SA_DATA_SIZE,
+    AnyRecord, ClassPortInfo, GuidInfoRecord, InformInfo, InformInfoRecord, LinkRecord,
+    McMemberRecord, NodeRecord, PathRecord, PortInfoRecord, SaAttributeId, SaRecord, SaStatus,
+    ServiceRecord, SwitchInfoRecord, SA_DATA_SIZE,
 };
 use serde_json::json;
 use smd::client::{QueryOpts, SaAnswer, SaClient};
@@ -138,6 +139,22 @@ pub enum SaWhat {
         /// (full membership unless given).
         #[arg(long)]
         leave: bool,
+    },
+    /// GUIDInfoRecords: each end port's GUID table, entry 0 its port GUID
+    /// and then its alias GUIDs (bare values: the LID, then the block);
+    /// with --set or --delete, a Set or a Delete of the entries named
+    /// (guid1=0x… or guid1=0, which asks the SA to choose one) in this
+    /// port's block 0 unless lid= and block_num= say otherwise.
+    #[command(alias = "guids")]
+    Guidinfo {
+        /// Filters: component=value, or a LID and a block.
+        filters: Vec<String>,
+        /// Set the entries named (SubnAdmSet).
+        #[arg(long, conflicts_with = "delete")]
+        set: bool,
+        /// Delete the entries named (SubnAdmDelete).
+        #[arg(long)]
+        delete: bool,
     },
     /// InformInfoRecords: the subscriptions to reports (bare value: the subscriber's GID).
     Inform {
@@ -372,6 +389,25 @@ fn query(what: &SaWhat) -> Result<Query, String> {
             )?;
             let mut q = Query::of::<McMemberRecord>(method);
             q.filters(filters, &first("mgid"))?;
+            q
+        }
+        SaWhat::Guidinfo {
+            filters,
+            set,
+            delete,
+        } => {
+            let method = change(
+                *set,
+                *delete,
+                filters,
+                "--set and --delete need the entries: guid1=0x… (0: the SA chooses), …",
+            )?;
+            let mut q = Query::of::<GuidInfoRecord>(method);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("lid"),
+                1 => Ok("block_num"),
+                _ => Err(format!("{v:?}: two bare values at most (LID, block)")),
+            })?;
             q
         }
         SaWhat::Multipath { .. } => {
@@ -682,6 +718,11 @@ pub fn run(a: &SaArgs) -> super::Outcome {
     if let SaWhat::Mcmember { join, leave, .. } = a.what {
         if join || leave {
             member_defaults(&mut q, c.guid)?;
+        }
+    }
+    if let SaWhat::Guidinfo { set, delete, .. } = a.what {
+        if set || delete {
+            q.default_to(&[("lid", c.lid.to_string()), ("block_num", "0".into())])?;
         }
     }
     let opts = QueryOpts {
