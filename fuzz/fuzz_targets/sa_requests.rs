@@ -8,8 +8,9 @@
 //! (its levels cap, restrict or refuse paths). Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
-//! answer is a well-formed SA MAD to the requester that asked, and every
-//! Report goes to one of the requesters.
+//! answer is a well-formed SA MAD to the requester that asked, every
+//! Report goes to one of the requesters, and every alias GUID block the
+//! SA decides passes the SM's checks.
 #![no_main]
 
 use fabric::sim::{Fabric, SimConfig};
@@ -77,6 +78,32 @@ fuzz_target!(|data: &[u8]| {
                 let mut m = mad.to_vec();
                 m[72..88].copy_from_slice(&end.gid.0);
                 let _ = sa.handle_mad(sm.subnet(), from, &m, now);
+            }
+        }
+        // Again as a GUIDInfoRecord of the requester's own LID, with LID
+        // and BlockNum in the mask: alias GUID Sets and Deletes of ports
+        // that exist get reached.
+        if ctl & 0x20 != 0 && mad.len() >= 128 {
+            let mut m = mad.to_vec();
+            // An SA request (base version 1, class 3, version 2), its
+            // method Set or Delete as the byte's low bit says.
+            let method = if m[3] & 1 == 0 { 0x02 } else { 0x15 };
+            m[..4].copy_from_slice(&[1, 3, 2, method]);
+            m[24] = 1;
+            m[25..28].fill(0);
+            m[16..18].copy_from_slice(&0x0030u16.to_be_bytes());
+            m[55] |= 0x03;
+            m[56..58].copy_from_slice(&from.lid.0.to_be_bytes());
+            let _ = sa.handle_mad(sm.subnet(), from, &m, now);
+            let changes = sa.take_guid_changes();
+            assert!(changes.len() <= sa::guids::MAX_PENDING);
+            for c in changes {
+                // What the SA hands the SM passes the SM's own checks.
+                assert_eq!(
+                    sm.subnet().check_guid_block(c.node, c.block, &c.guids),
+                    Ok(()),
+                    "{c:?}"
+                );
             }
         }
         // The same bytes again as a response with the RMPP bits forced on:

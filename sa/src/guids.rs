@@ -36,6 +36,10 @@ pub const ASSIGNED_OUI: u64 = 0x00_1405;
 /// request for one is "no resources".
 pub const MAX_ASSIGNED: usize = 65_536;
 
+/// Blocks decided and not yet taken by the SM, at most: past this a Set
+/// or Delete is "no resources" (a driver takes them after each request).
+pub const MAX_PENDING: usize = 4096;
+
 /// ComponentMask bits of GUIDInfoRecord: LID, BlockNum, then GUID0..7
 /// from bit 4.
 const LID: u64 = 1 << 0;
@@ -220,7 +224,7 @@ impl AliasGuids {
         if out_of_guids && self.current(s, n, block) == Some(now) {
             return Err(SaStatus::NoResources);
         }
-        self.commit(s, n, block, now);
+        self.commit(s, n, block, now)?;
         for (slot, &g) in rec.guid_info.guids.iter_mut().zip(now.iter()) {
             *slot = Guid(g);
         }
@@ -254,7 +258,7 @@ impl AliasGuids {
                 *slot = 0;
             }
         }
-        self.commit(s, n, block, now);
+        self.commit(s, n, block, now)?;
         for (slot, &g) in rec.guid_info.guids.iter_mut().zip(now.iter()) {
             *slot = Guid(g);
         }
@@ -262,15 +266,26 @@ impl AliasGuids {
     }
 
     /// Queues `guids` as block `block` of `n` when it differs from what
-    /// stands.
-    fn commit(&mut self, s: &Subnet, n: NodeId, block: u8, guids: [u64; GUIDS_PER_BLOCK]) {
-        if self.current(s, n, block) != Some(guids) {
-            self.pending.push(GuidChange {
-                node: n,
-                block,
-                guids,
-            });
+    /// stands ("no resources" past [`MAX_PENDING`]).
+    fn commit(
+        &mut self,
+        s: &Subnet,
+        n: NodeId,
+        block: u8,
+        guids: [u64; GUIDS_PER_BLOCK],
+    ) -> Result<(), SaStatus> {
+        if self.current(s, n, block) == Some(guids) {
+            return Ok(());
         }
+        if self.pending.len() >= MAX_PENDING {
+            return Err(SaStatus::NoResources);
+        }
+        self.pending.push(GuidChange {
+            node: n,
+            block,
+            guids,
+        });
+        Ok(())
     }
 
     /// Brings a block back from a saved SA database, by the port's own
@@ -300,7 +315,8 @@ impl AliasGuids {
             now[k] = g;
             restored += 1;
         }
-        self.commit(s, n, block, now);
+        self.commit(s, n, block, now)
+            .map_err(|_| "too many blocks waiting for the SM")?;
         Ok(restored)
     }
 
