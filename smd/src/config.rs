@@ -21,6 +21,7 @@
 //! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
+//! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ```
 //!
 //! Every key is optional; a flag given on the command line wins over the
@@ -66,6 +67,7 @@ struct Raw {
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
     reassign_lids: Option<bool>,
+    sm_assigned_guid: Option<Spanned<i64>>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -111,6 +113,9 @@ pub struct SmFile {
     pub sa_db_file: Option<PathBuf>,
     /// Number every port afresh at start (OpenSM's `reassign_lids`).
     pub reassign_lids: Option<bool>,
+    /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
+    /// `sm_assigned_guid`).
+    pub sm_assigned_guid: Option<u8>,
 }
 
 /// What is wrong in a configuration file, and where.
@@ -246,6 +251,8 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
         reassign_lids: raw.reassign_lids,
+        sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
+            .map(|v| v as u8),
     })
 }
 
@@ -270,9 +277,10 @@ mod tests {
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
-                    sa_key = \"0x2a\"\n";
+                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
+        assert_eq!(f.sm_assigned_guid, Some(7));
         assert_eq!((f.sm_key, f.sa_key), (Some(u64::MAX), Some(0x2a)));
         assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
         assert_eq!(f.routing, Some(Engine::FatTree));
@@ -314,6 +322,8 @@ mod tests {
             e.reason.contains("priority = 16") && e.reason.contains("0-15"),
             "{e}"
         );
+        let e = bad("sm_assigned_guid = 256\n");
+        assert!(e.reason.contains("0-255"), "{e}");
         let e = bad("routing = \"dor\"\n");
         assert!(e.reason.contains("minhop"), "{e}");
         let e = bad("priority = \"high\"\n");

@@ -97,6 +97,9 @@ pub struct SmdConfig {
     /// The SA key (OpenSM's `sa_key`): a requester that presents it in an
     /// SA request is trusted; another non-zero key is dropped.
     pub sa_key: u64,
+    /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
+    /// `sm_assigned_guid`).
+    pub assigned_guid_byte: u8,
     /// Milliseconds between a standby's polls of the master.
     pub poll_ms: u64,
     /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`,
@@ -167,6 +170,7 @@ impl Default for SmdConfig {
             priority: 0,
             sm_key: 1,
             sa_key: 1,
+            assigned_guid_byte: 0,
             poll_ms: 500,
             dump_dir: None,
             cache_dir: None,
@@ -493,6 +497,7 @@ fn drive(
         sm_key: c.sa_key,
         sm_info_key: c.sm_key,
         sm_priority: c.priority,
+        assigned_guid_byte: c.assigned_guid_byte,
         ..SaConfig::default()
     });
     // Only a master with the subnet up answers (C15-0.1.3).
@@ -970,6 +975,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         ),
         ("sm_key", g.sm_key.or(f.sm_key).unwrap_or(1) != c.sm_key),
         ("sa_key", g.sa_key.or(f.sa_key).unwrap_or(1) != c.sa_key),
+        (
+            "sm_assigned_guid",
+            f.sm_assigned_guid.unwrap_or(0) != c.assigned_guid_byte,
+        ),
         ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
         (
             "cache_dir",

@@ -195,6 +195,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             priority: a.priority.or(file.priority).unwrap_or(0),
             sm_key: a.sm_key.or(file.sm_key).unwrap_or(1),
             sa_key: a.sa_key.or(file.sa_key).unwrap_or(1),
+            assigned_guid_byte: file.sm_assigned_guid.unwrap_or(0),
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
@@ -256,6 +257,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         cache_dir: a.cache_dir.clone(),
         sa_db_file: a.sa_db.clone(),
         reassign_lids: a.reassign_lids.then_some(true),
+        sm_assigned_guid: None,
     }
 }
 
