@@ -2046,6 +2046,12 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
         "service_lease=3600",
     ];
     sa(b, &[&["service", "--register"][..], &reg].concat());
+    // Alias GUIDs of a's port: one given, one the SA makes.
+    let aliases = sa(
+        a,
+        &["guidinfo", "--set", "guid1=0x0002c90300aa0001", "guid2=0"],
+    );
+    let a_lid = aliases["records"][0]["lid"].as_u64().unwrap().to_string();
     // A subscriber to trap 64, killed while subscribed (so it never
     // unsubscribes).
     let mut sub = sim
@@ -2068,6 +2074,8 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
             && db.groups.iter().all(|g| g.members.len() == 2)
             && db.services.len() == 1
             && db.informs.len() == 1
+            // ibsim's GUIDCap is 32: four blocks of a's table.
+            && db.guid_info.len() == 4
     };
     let osm_db = sa_db_when(&d_osm.join("opensm-sa.dump"), full);
     let _ = sub.kill();
@@ -2134,6 +2142,17 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
     );
     let v = sa(a, &["service", "ibkit-sadb"]);
     assert_eq!(v["records"].as_array().map(Vec::len), Some(1), "{v}");
+    // a's aliases, as OpenSM's SA gave them.
+    let v = sa(b, &["guidinfo", &a_lid, "0"]);
+    assert_eq!(
+        v["records"][0]["guid_info"],
+        aliases["records"][0]["guid_info"]
+    );
+    w.wait_for(
+        "SA database: 2 alias GUID(s) restored",
+        Duration::from_secs(5),
+    )
+    .unwrap();
     // The made groups' trees: ibroute -M on the switches shows each MLID
     // (the members are on different leaves, so on two switches at least).
     let tool = cas[cas.len() - 1];
@@ -2187,10 +2206,11 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
     assert_eq!(got, want);
     assert_eq!(sa_db_services(&osm_db2), sa_db_services(&back));
     assert_eq!(inform(&osm_db2), inform(&back));
+    assert_eq!(osm_db2.guid_info, back.guid_info, "a's alias GUIDs");
     drop(osm);
     drop(sim);
     eprintln!(
-        "opensm-sa.dump: OpenSM → ibkit: 3 groups (MLIDs {:#x}, {:#x}, {:#x}), 6 members, 1 service and 1 subscription restored, \
+        "opensm-sa.dump: OpenSM → ibkit: 3 groups (MLIDs {:#x}, {:#x}, {:#x}), 6 members, 1 service, 1 subscription and 2 alias GUIDs restored, \
          MFTs programmed, the same database written but the creator PortGIDs; ibkit → OpenSM: all but OpenSM's own link-local group (ERR 1B24)",
         0xC000,
         mlid_of(&back, &link),
