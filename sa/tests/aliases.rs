@@ -280,3 +280,60 @@ fn a_lost_port_loses_its_aliases_and_the_database_brings_them_back() {
     );
     assert_eq!(st, SaStatus::ReqInvalidGid);
 }
+
+#[test]
+fn each_alias_is_a_membership_of_its_own() {
+    // Two VMs of one shared port, each under its alias, in the broadcast
+    // group: one leaving keeps the other (and the port) in it.
+    let (f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let (_, from_a) = hosts(&f)[0];
+    let r = rec(from_a.lid, 0, [0; 8]);
+    let (st, got) = ask_sm(&mut sa, &mut sm, from_a, Method::Set, &r, sel(&[1, 2]), 0);
+    assert_eq!(st, SaStatus::Ok);
+    let (vm1, vm2) = (
+        Gid::new(Gid::DEFAULT_PREFIX, Guid(got[1])),
+        Gid::new(Gid::DEFAULT_PREFIX, Guid(got[2])),
+    );
+    let bcast = Gid([
+        0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+    ]);
+    let m = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+    for vm in [vm1, vm2] {
+        let (st, _) = one(
+            &mut sa,
+            &sm,
+            from_a,
+            &ask(Method::Set, &member(bcast, vm, 1), m, 0),
+            0,
+        );
+        assert_eq!(st, SaStatus::Ok);
+    }
+    let members = |sa: &mut Sa| -> Vec<Gid> {
+        let q = McMemberRecord {
+            mgid: bcast,
+            ..McMemberRecord::default()
+        };
+        let mut g: Vec<Gid> = all(sa, &sm, from_a, &q, mask::<McMemberRecord>(&["mgid"]), KEY)
+            .iter()
+            .map(|r| r.port_gid)
+            .collect();
+        g.sort();
+        g
+    };
+    assert_eq!(members(&mut sa), vec![vm1, vm2]);
+    // The SM is handed the port once.
+    let changes = sa.take_group_changes(sm.subnet());
+    let (_, ms) = changes.iter().find(|c| c.0 == Lid(0xC000)).unwrap();
+    let node_a = sm.subnet().by_lid(from_a.lid).unwrap().0;
+    assert!(ms.iter().all(|g| g.node == node_a), "{ms:?}");
+    let (st, _) = one(
+        &mut sa,
+        &sm,
+        from_a,
+        &ask(Method::Delete, &member(bcast, vm1, 1), m, 0),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(members(&mut sa), vec![vm2], "the other VM stays");
+}
