@@ -337,3 +337,53 @@ fn each_alias_is_a_membership_of_its_own() {
     assert_eq!(st, SaStatus::Ok);
     assert_eq!(members(&mut sa), vec![vm2], "the other VM stays");
 }
+
+#[test]
+fn the_sm_refuses_a_block_its_checks_do_not_pass() {
+    use smi::sm::GuidError;
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let h = hosts(&f);
+    let node = |l: Lid| sm.subnet().by_lid(l).unwrap().0;
+    let (a, b) = (node(h[0].1.lid), node(h[1].1.lid));
+    let port_a = gid_of(&f, h[0].0).guid().0;
+    let port_b = gid_of(&f, h[1].0).guid().0;
+    let ok = [port_a, 0x77, 0, 0, 0, 0, 0, 0];
+    let cases = [
+        (a, 0, [port_a + 1, 0, 0, 0, 0, 0, 0, 0], GuidError::ReadOnly),
+        (a, 1, [0; 8], GuidError::PastGuidCap { block: 1, cap: 8 }),
+        (
+            a,
+            0,
+            [port_a, port_b, 0, 0, 0, 0, 0, 0],
+            GuidError::Taken(Guid(port_b)),
+        ),
+    ];
+    for (n, block, guids, want) in cases {
+        assert_eq!(sm.set_guid_block(n, block, guids), Err(want));
+    }
+    assert_eq!(sm.set_guid_block(a, 0, ok), Ok(1));
+    assert_eq!(
+        sm.set_guid_block(a, 0, ok),
+        Ok(0),
+        "unchanged: nothing sent"
+    );
+    // 0x77 is a's now: b may not take it; a may move it to index 2.
+    let on_b = [port_b, 0x77, 0, 0, 0, 0, 0, 0];
+    assert_eq!(
+        sm.set_guid_block(b, 0, on_b),
+        Err(GuidError::Taken(Guid(0x77)))
+    );
+    let moved = [port_a, 0, 0x77, 0, 0, 0, 0, 0];
+    assert_eq!(
+        sm.set_guid_block(a, 0, moved),
+        Err(GuidError::Taken(Guid(0x77)))
+    );
+    assert_eq!(
+        sm.set_guid_block(a, 0, [port_a, 0, 0, 0, 0, 0, 0, 0]),
+        Ok(1)
+    );
+    assert_eq!(sm.set_guid_block(a, 0, moved), Ok(1));
+    assert_eq!(sm.subnet().by_alias_guid(Guid(0x77)), Some((a, 2)));
+    assert!(f.run(&mut sm));
+    assert_eq!(f.nodes[h[0].0].guids(1).unwrap()[..3], [port_a, 0, 0x77]);
+}
