@@ -1,7 +1,7 @@
 //! GUIDInfoRecord Set and Delete (IBA 15.2.5.18): a host asks the SA for
 //! alias GUIDs on its port, as an SR-IOV HCA's driver does for its VMs in
 //! the shared-port model. The SA decides what the block holds and hands
-//! it to the SM ([`Sa::take_guid_changes`] into
+//! it to the SM ([`crate::Sa::take_guid_changes`] into
 //! [`smi::sm::Sm::set_guid_block`]), which indexes the aliases (PathRecords
 //! and joins resolve them) and writes the block to the port.
 //!
