@@ -387,3 +387,89 @@ fn the_sm_refuses_a_block_its_checks_do_not_pass() {
     assert!(f.run(&mut sm));
     assert_eq!(f.nodes[h[0].0].guids(1).unwrap()[..3], [port_a, 0, 0x77]);
 }
+
+/// The SR-IOV Shared Port model the vSwitch paper sets against its own: a
+/// VM is an alias GUID of its hypervisor's port and shares the port's
+/// LID. Moving it to another host moves the alias (a Delete there, a Set
+/// here: one Set(GUIDInfo) to each port), and its LID becomes the
+/// destination's, so a peer's cached PathRecord now leads to the host it
+/// left. (The vSwitch model keeps the LID and changes LFT entries:
+/// `fabric/tests/vswitch.rs`.)
+#[test]
+fn a_shared_port_vm_moves_with_two_smps_and_loses_its_lid() {
+    let (mut f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = new_sa();
+    let h = hosts(&f);
+    let ((a, from_a), (b, from_b), (_, peer)) = (h[0], h[1], h[4]);
+    let vm = 0x0002_c903_00dd_0001;
+    let vm_gid = Gid::new(Gid::DEFAULT_PREFIX, Guid(vm));
+    let path = |sa: &mut Sa, sm: &Sm| {
+        let q = PathRecord {
+            slid: peer.lid,
+            dgid: vm_gid,
+            ..PathRecord::default()
+        };
+        let (st, ans) = one(
+            sa,
+            sm,
+            peer,
+            &ask(Method::Get, &q, mask::<PathRecord>(&["slid", "dgid"]), 0),
+            0,
+        );
+        assert_eq!(st, SaStatus::Ok);
+        ans.record::<PathRecord>().unwrap().dlid
+    };
+    let on = |host: Addr| rec(host.lid, 0, [0, vm, 0, 0, 0, 0, 0, 0]);
+    let (st, _) = ask_sm(
+        &mut sa,
+        &mut sm,
+        from_a,
+        Method::Set,
+        &on(from_a),
+        sel(&[1]),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    assert!(f.run(&mut sm));
+    let cached = path(&mut sa, &sm);
+    assert_eq!(cached, from_a.lid);
+
+    // The move: the alias leaves A, then B takes it.
+    let before = sm.stats().total();
+    let (st, _) = ask_sm(
+        &mut sa,
+        &mut sm,
+        from_a,
+        Method::Delete,
+        &on(from_a),
+        sel(&[1]),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    let (st, got) = ask_sm(
+        &mut sa,
+        &mut sm,
+        from_b,
+        Method::Set,
+        &on(from_b),
+        sel(&[1]),
+        0,
+    );
+    assert_eq!((st, got[1]), (SaStatus::Ok, vm));
+    assert!(f.run(&mut sm));
+    let smps = sm.stats().total() - before;
+    assert_eq!(smps, 2, "one Set(GUIDInfo) to each port");
+    assert_eq!(f.nodes[a].guids(1).unwrap()[1], 0);
+    assert_eq!(f.nodes[b].guids(1).unwrap()[1], vm);
+
+    // The VM's LID is B's now; the cached record's DLID still leads to A.
+    let now = path(&mut sa, &sm);
+    assert_eq!(now, from_b.lid);
+    assert_ne!(now, cached);
+    assert!(f.nodes[a].owns(cached) && !f.nodes[b].owns(cached));
+    println!(
+        "shared port: the VM's move cost {smps} SMPs (Set(GUIDInfo) to each port); its LID went {} → {}, \
+         so a peer's cached PathRecord (DLID {}) now reaches the host it left",
+        cached.0, now.0, cached.0
+    );
+}
