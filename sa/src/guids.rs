@@ -175,6 +175,10 @@ impl AliasGuids {
         if s.guid_block(n, rec.block_num).is_none() {
             return Err(SaStatus::NoRecords);
         }
+        // Entry 0 of block 0, the port GUID, is read-only.
+        if rec.block_num == 0 && mask & (1 << GUID0_BIT) != 0 {
+            return Err(SaStatus::ReqInvalid);
+        }
         let port_guid = s.node(n).map_or(0, |x| x.info.port_guid.0);
         Ok((n, port_guid, rec))
     }
@@ -189,13 +193,10 @@ impl AliasGuids {
         mask: u64,
         trusted: bool,
     ) -> Result<GuidInfoRecord, SaStatus> {
-        let (n, port_guid, mut rec) = Self::target(s, from, data, mask, trusted)?;
+        let (n, port_guid, rec) = Self::target(s, from, data, mask, trusted)?;
         let block = rec.block_num;
         let cap = usize::from(s.guid_cap(n));
         let base = usize::from(block) * GUIDS_PER_BLOCK;
-        if block == 0 && mask & (1 << GUID0_BIT) != 0 {
-            return Err(SaStatus::ReqInvalid);
-        }
         let mut now = self.current(s, n, block).ok_or(SaStatus::NoRecords)?;
         let mut out_of_guids = false;
         for (k, (slot, asked)) in now.iter_mut().zip(rec.guid_info.guids).enumerate() {
@@ -224,11 +225,7 @@ impl AliasGuids {
         if out_of_guids && self.current(s, n, block) == Some(now) {
             return Err(SaStatus::NoResources);
         }
-        self.commit(s, n, block, now)?;
-        for (slot, &g) in rec.guid_info.guids.iter_mut().zip(now.iter()) {
-            *slot = Guid(g);
-        }
-        Ok(rec)
+        self.answer(s, n, rec, now)
     }
 
     /// SubnAdmDelete(GUIDInfoRecord) from LID `from`; `in_group` tells
@@ -243,11 +240,8 @@ impl AliasGuids {
         trusted: bool,
         in_group: &dyn Fn(u64) -> bool,
     ) -> Result<GuidInfoRecord, SaStatus> {
-        let (n, _, mut rec) = Self::target(s, from, data, mask, trusted)?;
+        let (n, _, rec) = Self::target(s, from, data, mask, trusted)?;
         let block = rec.block_num;
-        if block == 0 && mask & (1 << GUID0_BIT) != 0 {
-            return Err(SaStatus::ReqInvalid);
-        }
         let mut now = self.current(s, n, block).ok_or(SaStatus::NoRecords)?;
         let picked = |k: usize| mask & (1 << (GUID0_BIT + k as u32)) != 0;
         if (0..GUIDS_PER_BLOCK).any(|k| picked(k) && now[k] != 0 && in_group(now[k])) {
@@ -258,10 +252,19 @@ impl AliasGuids {
                 *slot = 0;
             }
         }
-        self.commit(s, n, block, now)?;
-        for (slot, &g) in rec.guid_info.guids.iter_mut().zip(now.iter()) {
-            *slot = Guid(g);
-        }
+        self.answer(s, n, rec, now)
+    }
+
+    /// Queues `now` as the block `rec` names and answers with it.
+    fn answer(
+        &mut self,
+        s: &Subnet,
+        n: NodeId,
+        mut rec: GuidInfoRecord,
+        now: [u64; GUIDS_PER_BLOCK],
+    ) -> Result<GuidInfoRecord, SaStatus> {
+        self.commit(s, n, rec.block_num, now)?;
+        rec.guid_info.guids = now.map(Guid);
         Ok(rec)
     }
 
