@@ -1,6 +1,9 @@
 //! Planning a VM live migration on `fat-tree-11664` (prepopulated LIDs, one
 //! VF per hypervisor): which entries change on which switches, without
-//! computing a route. `cargo bench -p fabric --bench migrate`
+//! computing a route. And a VM started and stopped on `fat-tree-5832`
+//! under partitions (its VF's table and its hypervisor's switch port,
+//! written and answered in the simulator). `cargo bench -p fabric --bench
+//! migrate`
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use fabric::sim::{bring_up, SimConfig};
@@ -48,5 +51,42 @@ fn plan(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, plan);
+fn vm_with_partitions(c: &mut Criterion) {
+    let (mut f, mut sm, up) = bring_up(
+        "fat-tree-5832",
+        SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            routing: Engine::FatTree,
+            lid_policy: LidPolicy::Prepopulated,
+            ..SmConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(up);
+    // The default partition for every port, and 20 tenants of 10 VMs.
+    let vguid = |t: u64, k: u64| 0x0002_c9ff_0000_0000 + t * 100 + k;
+    let mut conf = String::from("Default=0x7fff,ipoib:ALL=full;\n");
+    for t in 0..20 {
+        let m: Vec<String> = (0..10).map(|k| format!("{:#x}=full", vguid(t, k))).collect();
+        conf += &format!("t{t}={:#06x}:{};\n", 0x100 + t, m.join(","));
+    }
+    sm.set_partitions(smi::sm::partitions::parse(&conf).unwrap());
+    assert!(f.run(&mut sm));
+    let hyp = sm.hypervisors()[7];
+    let mut g = c.benchmark_group("VM under partitions fat-tree-5832");
+    g.sample_size(20);
+    g.bench_function("start and stop, SMPs answered", |b| {
+        b.iter(|| {
+            let vm = sm.create_vm(hyp, black_box(vguid(3, 4))).unwrap();
+            sm.destroy_vm(vm).unwrap();
+            assert!(f.run(&mut sm));
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, plan, vm_with_partitions);
 criterion_main!(benches);

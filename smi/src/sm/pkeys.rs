@@ -291,24 +291,11 @@ impl Sm {
         v
     }
 
-    /// Each end port's P_Keys (full bit included) in OpenSM's order, and
-    /// the partition at its index 0; the same for each VM, by its VF.
-    #[allow(clippy::type_complexity)]
-    fn memberships(
-        &self,
-        cfg: &PartitionConfig,
-    ) -> (
-        BTreeMap<(usize, u8), (Vec<u16>, u16)>,
-        BTreeMap<(usize, u16), (Vec<u16>, u16)>,
-    ) {
-        let ends = self.end_ports();
-        let vms = self.vm_ends();
-        let sm_port = (
-            0,
-            self.db.nodes().first().map_or(1, |n| n.info.local_port_num),
-        );
-        // The default partition first: every port limited, the SM full;
-        // the file's entries for 0x7FFF then apply on top.
+    /// The partitions of `cfg` in OpenSM's order (its map keyed by the
+    /// P_Key as it sits in memory, low byte first), each with its
+    /// index-0 flag and members, the default partition's implicit
+    /// members (every port limited, the SM full) ahead of the file's.
+    fn partition_list(cfg: &PartitionConfig) -> Vec<(u16, bool, Members)> {
         let default = [
             (Ports::All, Membership::Limited),
             (Ports::SelfPort, Membership::Full),
@@ -325,31 +312,80 @@ impl Sm {
             m.extend_from_slice(&p.members);
             parts.push((p.pkey, p.index0, m));
         }
-        // OpenSM keeps its partitions in a map keyed by the P_Key as it
-        // sits in memory: low byte first.
         parts.sort_by_key(|(k, _, _)| k.swap_bytes());
-        let mut out: BTreeMap<(usize, u8), (Vec<u16>, u16)> = ends
-            .iter()
-            .map(|&e| (e, (Vec::new(), DEFAULT_PKEY)))
-            .collect();
-        let mut vm_out: BTreeMap<(usize, u16), (Vec<u16>, u16)> = vms
+        parts
+    }
+
+    /// The P_Keys (full bit included) in OpenSM's order of each VM of
+    /// `vms` (by its VF), and the partition at its index 0. VMs are CA
+    /// ports: in ALL and ALL_CAS, and named by vGUID.
+    fn vm_memberships(
+        &self,
+        parts: &[(u16, bool, Members)],
+        vms: &[(usize, u16)],
+    ) -> BTreeMap<(usize, u16), (Vec<u16>, u16)> {
+        let mut out: BTreeMap<(usize, u16), (Vec<u16>, u16)> = vms
             .iter()
             .map(|&v| (v, (Vec::new(), DEFAULT_PKEY)))
             .collect();
         for (pkey, index0, members) in parts {
+            let mut who: BTreeMap<(usize, u16), bool> = BTreeMap::new();
+            for &(ports, how) in members {
+                let full = how != Membership::Limited;
+                match ports {
+                    Ports::All | Ports::AllCas => vms.iter().for_each(|&v| {
+                        who.insert(v, full);
+                    }),
+                    Ports::Guid(g) => {
+                        if let Some((n, vf)) = self.db.by_port_guid(Guid(g)) {
+                            if vf != 0 && out.contains_key(&(n.0, vf)) {
+                                who.insert((n.0, vf), full);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for (v, full) in who {
+                if let Some((keys, at0)) = out.get_mut(&v) {
+                    keys.push(pkey | if full { 0x8000 } else { 0 });
+                    if *index0 {
+                        *at0 = *pkey;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Each end port's P_Keys (full bit included) in OpenSM's order, and
+    /// the partition at its index 0; the same for each VM, by its VF.
+    #[allow(clippy::type_complexity)]
+    fn memberships(
+        &self,
+        cfg: &PartitionConfig,
+    ) -> (
+        BTreeMap<(usize, u8), (Vec<u16>, u16)>,
+        BTreeMap<(usize, u16), (Vec<u16>, u16)>,
+    ) {
+        let ends = self.end_ports();
+        let sm_port = (
+            0,
+            self.db.nodes().first().map_or(1, |n| n.info.local_port_num),
+        );
+        let parts = Self::partition_list(cfg);
+        let vm_out = self.vm_memberships(&parts, &self.vm_ends());
+        let mut out: BTreeMap<(usize, u8), (Vec<u16>, u16)> = ends
+            .iter()
+            .map(|&e| (e, (Vec::new(), DEFAULT_PKEY)))
+            .collect();
+        for (pkey, index0, members) in parts {
             let mut who: BTreeMap<(usize, u8), bool> = BTreeMap::new();
-            let mut vm_who: BTreeMap<(usize, u16), bool> = BTreeMap::new();
             for (ports, how) in members {
                 let full = how != Membership::Limited;
                 let mut add = |e: (usize, u8)| {
                     who.insert(e, full);
                 };
-                // VMs are CA ports: in ALL and ALL_CAS, and by vGUID.
-                if matches!(ports, Ports::All | Ports::AllCas) {
-                    vms.iter().for_each(|&v| {
-                        vm_who.insert(v, full);
-                    });
-                }
                 match ports {
                     Ports::All => ends.iter().for_each(|&e| add(e)),
                     Ports::AllCas | Ports::AllSwitches | Ports::AllRouters => {
@@ -363,29 +399,17 @@ impl Sm {
                             .for_each(|&e| add(e));
                     }
                     Ports::SelfPort => add(sm_port),
-                    Ports::Guid(g) => match self.db.by_port_guid(Guid(g)) {
-                        Some((n, 0)) => {
+                    Ports::Guid(g) => {
+                        if let Some((n, 0)) = self.db.by_port_guid(Guid(g)) {
                             if let Some(&e) = ends.iter().find(|e| e.0 == n.0) {
                                 add(e);
                             }
                         }
-                        Some((n, vf)) if vms.contains(&(n.0, vf)) => {
-                            vm_who.insert((n.0, vf), full);
-                        }
-                        _ => {}
-                    },
+                    }
                 }
             }
             for (e, full) in who {
                 if let Some((keys, at0)) = out.get_mut(&e) {
-                    keys.push(pkey | if full { 0x8000 } else { 0 });
-                    if index0 {
-                        *at0 = pkey;
-                    }
-                }
-            }
-            for (v, full) in vm_who {
-                if let Some((keys, at0)) = vm_out.get_mut(&v) {
                     keys.push(pkey | if full { 0x8000 } else { 0 });
                     if index0 {
                         *at0 = pkey;
@@ -573,14 +597,41 @@ impl Sm {
         n
     }
 
-    /// VMs were started, stopped or moved: their VFs' tables, and those
-    /// of the switch ports cabled to their hypervisors, are brought in
-    /// line (only what differs is sent). Nothing without partitions, or
-    /// while the ports' tables are still being read.
-    pub(super) fn pkey_vms_changed(&mut self) {
-        if self.db.pkeys.config.is_some() && !self.db.pkeys.awaiting {
-            self.pkey_apply();
+    /// VMs were started, stopped or moved on the hypervisors `hyps`:
+    /// their VFs' tables, and those of the switch ports cabled to them,
+    /// are brought in line (only what differs is sent); nothing else can
+    /// have changed, so nothing else is computed. Nothing without
+    /// partitions, or while the ports' tables are still being read.
+    pub(super) fn pkey_vms_changed(&mut self, hyps: &[usize]) {
+        let Some(cfg) = self.db.pkeys.config.clone() else {
+            return;
+        };
+        if self.db.pkeys.awaiting {
+            return;
         }
+        let on = |i: &usize| hyps.contains(i);
+        let vms: Vec<(usize, u16)> = hyps
+            .iter()
+            .filter(|&&h| self.db.nodes().get(h).is_some_and(|n| n.alive))
+            .flat_map(|&h| {
+                (self.db.nodes()[h].vfs.iter().enumerate())
+                    .filter(|(_, slot)| slot.vm.is_some())
+                    .map(move |(k, _)| (h, k as u16 + 1))
+            })
+            .collect();
+        let parts = Self::partition_list(&cfg);
+        let vm_members = self.vm_memberships(&parts, &vms);
+        self.db.pkeys.vf_want.retain(|(i, _), _| !on(i));
+        self.db.pkeys.vf_overflow.retain(|(i, _)| !on(i));
+        self.pkey_vf_tables(vm_members);
+        let ends: Vec<(usize, u8)> = (hyps.iter())
+            .filter_map(|&h| Some((h, self.db.nodes().get(h)?.info.local_port_num)))
+            .collect();
+        for (s, ca) in self.ca_facing(&ends) {
+            let on = self.pkey_facing(s, ca);
+            self.db.pkeys.enforce.insert(s, on);
+        }
+        self.pkey_enforce();
     }
 
     /// The reads are answered: apply what they allow.
@@ -606,28 +657,7 @@ impl Sm {
         self.db.pkeys.overflow.clear();
         self.db.pkeys.vf_want.clear();
         self.db.pkeys.vf_overflow.clear();
-        for ((i, vf), (keys, index0)) in vm_members {
-            let guid = self.db.nodes()[i].vfs[usize::from(vf) - 1].guid;
-            // A VM found running keeps the places its VF's table shows.
-            let held = self.db.pkeys.vf_held.get(&(i, vf));
-            let places = (self.db.pkeys.vm_places.entry(guid)).or_insert_with(|| {
-                let mut m = BTreeMap::new();
-                for (x, &k) in held.into_iter().flatten().enumerate() {
-                    if k & 0x7FFF != 0 {
-                        m.entry(k & 0x7FFF).or_insert(x);
-                    }
-                }
-                m
-            });
-            let (table, lost) = layout(&keys, index0, places, VF_PKEY_ENTRIES);
-            if !lost.is_empty() {
-                self.db.pkeys.vf_overflow.insert((i, vf));
-            }
-            if self.db.pkeys.vf_held.get(&(i, vf)) != Some(&table) {
-                self.vf_pkey_set(i, vf, &table);
-            }
-            self.db.pkeys.vf_want.insert((i, vf), table);
-        }
+        self.pkey_vf_tables(vm_members);
         let mut enforce = BTreeMap::new();
         for (e, (keys, index0)) in members {
             let Some(held) = self.db.pkeys.table(e) else {
@@ -652,24 +682,8 @@ impl Sm {
             self.db.pkeys.want.insert(e, table);
         }
         for (s, ca) in facing {
-            let (Some(mut ca_table), Some(held)) =
-                (self.db.pkeys.want.get(&ca).cloned(), self.db.pkeys.table(s))
-            else {
-                enforce.insert(s, false);
-                continue;
-            };
-            // A hypervisor's link carries its VMs' packets too.
-            let vms = self.db.pkeys.vf_want.range((ca.0, 0)..=(ca.0, u16::MAX));
-            ca_table = with_vm_keys(ca_table, vms.map(|(_, t)| t.as_slice()));
-            let entries = self.pkey_entries(s.0, s.1).min(held.len());
-            let (mut table, fits) = peer_table(&ca_table, entries);
-            table.resize(held.len(), 0);
-            if !fits {
-                self.db.pkeys.overflow.insert(s);
-            }
-            self.pkey_send_changes(s, &held, &table);
-            self.db.pkeys.want.insert(s, table);
-            enforce.insert(s, fits);
+            let on = self.pkey_facing(s, ca);
+            enforce.insert(s, on);
         }
         // Switch-to-switch links do not enforce.
         for (i, n) in self.db.nodes().iter().enumerate() {
@@ -690,6 +704,59 @@ impl Sm {
         }
         self.db.pkeys.enforce = enforce;
         self.pkey_enforce();
+    }
+
+    /// Lays out and writes the tables of the VMs' VFs `vm_members`
+    /// (where a VF does not hold its table already).
+    fn pkey_vf_tables(&mut self, vm_members: BTreeMap<(usize, u16), (Vec<u16>, u16)>) {
+        for ((i, vf), (keys, index0)) in vm_members {
+            let guid = self.db.nodes()[i].vfs[usize::from(vf) - 1].guid;
+            // A VM found running keeps the places its VF's table shows.
+            let held = self.db.pkeys.vf_held.get(&(i, vf));
+            let places = (self.db.pkeys.vm_places.entry(guid)).or_insert_with(|| {
+                let mut m = BTreeMap::new();
+                for (x, &k) in held.into_iter().flatten().enumerate() {
+                    if k & 0x7FFF != 0 {
+                        m.entry(k & 0x7FFF).or_insert(x);
+                    }
+                }
+                m
+            });
+            let (table, lost) = layout(&keys, index0, places, VF_PKEY_ENTRIES);
+            if !lost.is_empty() {
+                self.db.pkeys.vf_overflow.insert((i, vf));
+            }
+            if self.db.pkeys.vf_held.get(&(i, vf)) != Some(&table) {
+                self.vf_pkey_set(i, vf, &table);
+            }
+            self.db.pkeys.vf_want.insert((i, vf), table);
+        }
+    }
+
+    /// The table of switch port `s`, cabled to end port `ca`: the CA's
+    /// keys, and its VMs' on a hypervisor, written where they differ
+    /// from what the port holds. Whether the port can enforce them (all
+    /// fit, and its table was read).
+    fn pkey_facing(&mut self, s: (usize, u8), ca: (usize, u8)) -> bool {
+        let (Some(mut ca_table), Some(held)) =
+            (self.db.pkeys.want.get(&ca).cloned(), self.db.pkeys.table(s))
+        else {
+            return false;
+        };
+        // A hypervisor's link carries its VMs' packets too.
+        let vms = self.db.pkeys.vf_want.range((ca.0, 0)..=(ca.0, u16::MAX));
+        ca_table = with_vm_keys(ca_table, vms.map(|(_, t)| t.as_slice()));
+        let entries = self.pkey_entries(s.0, s.1).min(held.len());
+        let (mut table, fits) = peer_table(&ca_table, entries);
+        table.resize(held.len(), 0);
+        if !fits {
+            self.db.pkeys.overflow.insert(s);
+        } else {
+            self.db.pkeys.overflow.remove(&s);
+        }
+        self.pkey_send_changes(s, &held, &table);
+        self.db.pkeys.want.insert(s, table);
+        fits
     }
 
     /// Set(P_KeyTable) of each block of `at` where `want` differs from

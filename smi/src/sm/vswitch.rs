@@ -311,7 +311,7 @@ impl Sm {
         let id = self.register_vm(node, vf, lid, guid);
         // Its partitions first (a VM with a table to write: its VF's
         // Set(VPortPKeyTable) goes out before the VF is enabled).
-        self.pkey_vms_changed();
+        self.pkey_vms_changed(&[node]);
         self.set_vport(node, vf, PortState::Active, guid);
         self.kick();
         Ok(id)
@@ -356,7 +356,7 @@ impl Sm {
         }
         self.set_vport(vm.hypervisor, vm.vf, PortState::Down, 0);
         // Its partitions leave its hypervisor's switch port.
-        self.pkey_vms_changed();
+        self.pkey_vms_changed(&[vm.hypervisor]);
         self.kick();
         Ok(())
     }
@@ -522,7 +522,8 @@ impl Sm {
         // ahead of it: each moved VM's VF table, and the tables of the
         // switch ports cabled to the hypervisors (nothing without
         // partitions).
-        let mut keys = self.capture(|sm| sm.pkey_vms_changed());
+        let hyps: Vec<usize> = seen_hyp.into_iter().collect();
+        let mut keys = self.capture(|sm| sm.pkey_vms_changed(&hyps));
         keys.extend(main);
         let main = keys;
         if !drop_stage.is_empty() {
