@@ -70,7 +70,9 @@ fn vm_with_partitions(c: &mut Criterion) {
     let vguid = |t: u64, k: u64| 0x0002_c9ff_0000_0000 + t * 100 + k;
     let mut conf = String::from("Default=0x7fff,ipoib:ALL=full;\n");
     for t in 0..20 {
-        let m: Vec<String> = (0..10).map(|k| format!("{:#x}=full", vguid(t, k))).collect();
+        let m: Vec<String> = (0..10)
+            .map(|k| format!("{:#x}=full", vguid(t, k)))
+            .collect();
         conf += &format!("t{t}={:#06x}:{};\n", 0x100 + t, m.join(","));
     }
     sm.set_partitions(smi::sm::partitions::parse(&conf).unwrap());

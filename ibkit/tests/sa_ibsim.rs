@@ -1257,6 +1257,15 @@ fn wireshark_reads_the_sms_capture_of_sa_traffic() {
         &["mcmember", "--join", "ff12:401b:ffff::ffff:ffff"],
     );
     assert_eq!(code, 0, "{err}");
+    // Alias GUIDs: a GUIDInfoRecord Set and Delete, and the SM's
+    // Set(GUIDInfo) to the port (which ibsim refuses).
+    for args in [
+        &["guidinfo", "--set", "guid1=0x0002c90300aa0001", "guid2=0"][..],
+        &["guidinfo", "--delete", "guid2=0"],
+    ] {
+        let (code, _, err) = ibkit_sa(&sim, host, args);
+        assert_eq!(code, 0, "{err}");
+    }
     let lid = |name: &str| {
         let (_, v, _) = ibkit_sa(&sim, host, &["node", &format!("node_description={name}")]);
         v["records"][0]["lid"].as_u64().unwrap()
