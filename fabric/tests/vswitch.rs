@@ -570,3 +570,44 @@ fn vms_started_again_take_their_lids_back() {
     assert_eq!((sm.vm(a).unwrap().lid, sm.vm(b).unwrap().lid), (la, lb));
     clean(&f, &sm);
 }
+
+/// Dynamic policy: a LID freed by a VM the `guid2lid` cache knows is not
+/// handed to another VM while the cache keeps it, even when it is the
+/// lowest freed one; the VM takes it back when it starts again.
+#[test]
+fn a_freed_lid_the_cache_keeps_waits_for_its_vm() {
+    let (mut f, mut sm) = up("mport-ntree:4:2", 2, LidPolicy::Dynamic);
+    let hyps = sm.hypervisors();
+    let (a, b, c) = (0xA1u64, 0xB2, 0xC3);
+    sm.create_vm(hyps[0], a).unwrap();
+    assert!(f.run(&mut sm));
+    let cache = sm.lids_by_guid();
+    let la = cache[&a].0;
+
+    let (mut f, mut sm) = powered_on(LidPolicy::Dynamic);
+    sm.set_preferred_lids(cache);
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let hyps = sm.hypervisors();
+    let lid_of = |sm: &Sm, g: u64| sm.vms().find(|(_, v)| v.guid == g).unwrap().1.lid;
+    let va = sm.create_vm(hyps[0], a).unwrap();
+    let vc = sm.create_vm(hyps[1], c).unwrap();
+    assert!(f.run(&mut sm));
+    let lc = lid_of(&sm, c);
+    assert_eq!(lid_of(&sm, a), la);
+    assert!(la < lc, "{la} {lc}: the cached LID is the lower freed one");
+    sm.destroy_vm(va).unwrap();
+    sm.destroy_vm(vc).unwrap();
+    assert!(f.run(&mut sm));
+    sm.create_vm(hyps[2], b).unwrap();
+    assert!(f.run(&mut sm));
+    let lb = lid_of(&sm, b);
+    assert_ne!(
+        lb, la,
+        "VM {b:#x} took LID {la}, which the cache keeps for {a:#x}"
+    );
+    sm.create_vm(hyps[3], a).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(lid_of(&sm, a), la, "its LID back");
+    clean(&f, &sm);
+    println!("dynamic: freed LIDs {la} (cached for {a:#x}) and {lc}; a new VM took {lb}, and {a:#x} {la} again");
+}
