@@ -583,3 +583,54 @@ fn vm_changes_recompute_their_hypervisors_alone_and_agree_with_a_full_recompute(
     let other = conf.replace("t2=0x0012", "t2=0x0014");
     assert!(sm.set_partitions(parse(&other).unwrap()) > 0);
 }
+
+/// A VM in more partitions than its hypervisor's switch port can hold:
+/// where it runs, the port cannot enforce; where it leaves, the port can
+/// again. The plan of its move counts those two Set(PortInfo) with the
+/// P_Key SMPs, as sent.
+#[test]
+fn a_move_that_turns_enforcement_off_and_on_is_planned_as_sent() {
+    use smi::sm::LidPolicy;
+    let (mut f, mut sm) = common::up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
+    let hyps = sm.hypervisors();
+    let x = 0x0002_c9ff_0000_0e01u64;
+    // The simulated switches enforce 8 keys a port: the default and 8
+    // partitions of the VM's are 9.
+    let mut conf = String::from("Default=0x7fff:ALL=full;\n");
+    for k in 0..8 {
+        conf += &format!("p{k}={:#06x}:{x:#x}=full;\n", 0x20 + k);
+    }
+    sm.set_partitions(parse(&conf).unwrap());
+    assert!(f.run(&mut sm));
+    let (h0, leaf0) = (hyps[0], sm.attachment(hyps[0]).unwrap().0);
+    let h2 = *hyps
+        .iter()
+        .find(|&&h| sm.attachment(h).unwrap().0 != leaf0)
+        .unwrap();
+    let vm = sm.create_vm(h0, x).unwrap();
+    assert!(f.run(&mut sm));
+    let enforcing = |f: &Fabric, sm: &Sm, h: usize| {
+        let fx = f.node_by_guid(sm.nodes()[h].info.node_guid.0).unwrap();
+        let (s, q) = switch_port(f, fx);
+        port(f, s, q).1.partition_enforcement_inbound
+    };
+    assert!(!enforcing(&f, &sm, h0), "9 keys on an 8-key port");
+    assert!(enforcing(&f, &sm, h2));
+    let count = |sm: &Sm| {
+        sets(sm, AttributeId::VPortPKeyTable)
+            + sets(sm, AttributeId::PKeyTable)
+            + sets(sm, AttributeId::PortInfo)
+    };
+    let before = count(&sm);
+    let plan = sm.plan_migration(vm, h2).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    let sent = count(&sm) - before;
+    assert!(enforcing(&f, &sm, h0), "the port it left enforces again");
+    assert!(!enforcing(&f, &sm, h2), "the port it reached cannot");
+    println!(
+        "a VM in 8 partitions moved: {sent} P_Key and enforcement SMPs sent, planned {}",
+        plan.pkey_smps
+    );
+    assert_eq!(plan.pkey_smps as u64, sent);
+}
