@@ -566,6 +566,19 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["sa", "path", "sgid=zz::"][..], "not a GID"),
         (&["sa", "service", "--register"][..], "need the record"),
         (&["sa", "mcmember", "--leave"][..], "need the group"),
+        (&["sa", "guidinfo", "--set"][..], "need the entries"),
+        (
+            &["sa", "guidinfo", "--delete", "guid9=1"][..],
+            "no component \"guid9\"",
+        ),
+        (
+            &["sa", "guidinfo", "1", "2", "3"][..],
+            "two bare values at most",
+        ),
+        (
+            &["sa", "guidinfo", "--set", "--delete", "guid1=0"][..],
+            "cannot be used with",
+        ),
         (
             &["sa", "multipath", "--sgid", "zz::", "--dgid", "fe80::1"][..],
             "not a GID",
