@@ -18,7 +18,7 @@ use common::skip;
 const G1: u64 = 0x0002_c903_00aa_0001;
 
 /// What one SM answered.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 struct Seen {
     /// The Set's answer: guid0..guid7 of block 0.
     set: Vec<u64>,
@@ -33,6 +33,10 @@ struct Seen {
     deleted: Vec<u64>,
     /// A Set of entry 0: its exit status and what it said.
     entry0: (i32, String),
+    /// Every end port's GUIDInfoRecord of each block 0..=4 (asked one
+    /// at a time: libumad2sim cuts OpenSM's longer answers), by the
+    /// node's name: the GUIDs, or the exit status of a refusal.
+    every: Vec<(String, u8, Result<Vec<u64>, i32>)>,
 }
 
 fn hex(v: &serde_json::Value) -> u64 {
@@ -80,7 +84,7 @@ fn smpquery_gi(text: &str) -> Vec<u64> {
 
 /// The alias steps against whatever SM runs on `sim`, from `host` (the
 /// port) and `other` (another CA).
-fn steps(sim: &dyn Simulator, host: &str, other: &str) -> Seen {
+fn steps(sim: &dyn Simulator, host: &str, other: &str, names: &[String]) -> Seen {
     let lid_of = |name: &str| {
         let (code, v, err) = sa(sim, other, &["node", &format!("node_description={name}")]);
         assert_eq!(code, 0, "{err}");
@@ -114,6 +118,18 @@ fn steps(sim: &dyn Simulator, host: &str, other: &str) -> Seen {
         .output()
         .unwrap();
     let table = smpquery_gi(&String::from_utf8_lossy(&out.stdout));
+    let mut every = Vec::new();
+    for name in names {
+        let l = lid_of(name).to_string();
+        for b in 0..=4u8 {
+            let (code, v, _) = sa(sim, other, &["guidinfo", &l, &b.to_string()]);
+            every.push((
+                name.clone(),
+                b,
+                if code == 0 { Ok(guids(&v)) } else { Err(code) },
+            ));
+        }
+    }
     let (code, v, err) = sa(sim, host, &["guidinfo", "--delete", "guid1=0"]);
     assert_eq!(code, 0, "{err}");
     let deleted = guids(&v);
@@ -134,6 +150,7 @@ fn steps(sim: &dyn Simulator, host: &str, other: &str) -> Seen {
         other_host,
         deleted,
         entry0,
+        every,
     }
 }
 
@@ -158,6 +175,7 @@ fn alias_guids_are_answered_as_opensm_answers_them() {
         .map(|n| n.name.as_str())
         .collect();
     let (host, other) = (cas[cas.len() - 1], cas[1]);
+    let names: Vec<String> = topo.nodes.iter().map(|n| n.name.clone()).collect();
     let dir = std::env::temp_dir().join(format!("ibkit-aliases-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let wait = Duration::from_secs(20);
@@ -174,10 +192,20 @@ fn alias_guids_are_answered_as_opensm_answers_them() {
             } else {
                 start_ibkit_sm(exe, sim.as_ref(), &[], wait).unwrap()
             };
-            let s = steps(sim.as_ref(), host, other);
+            // Every port's records on ibsim (the served fabric's SA code
+            // is the same).
+            let all: &[String] = if served { &[] } else { &names };
+            let s = steps(sim.as_ref(), host, other, all);
             let who = if opensm { "OpenSM" } else { "ibkit" };
             let on = if served { "served fabric" } else { "ibsim" };
-            println!("{who} on {on}: {s:x?}");
+            println!(
+                "{who} on {on}: {:x?}; {} GUIDInfoRecords asked one by one",
+                Seen {
+                    every: Vec::new(),
+                    ..s.clone()
+                },
+                s.every.len()
+            );
             let _ = sm.stop(Duration::from_secs(5));
             seen.push(s);
         }
@@ -186,6 +214,9 @@ fn alias_guids_are_answered_as_opensm_answers_them() {
         // The Set: index 1 as given, index 2 made by the SA (the OpenIB
         // OUI, site byte 0, count 1), the same from both.
         assert_eq!(i.set, o.set, "{on}: the Set's answer");
+        // Every end port's table, block by block, as OpenSM's SA lists
+        // it (blocks up to GUIDCap, the host's aliases in its block 0).
+        assert_eq!(i.every, o.every, "{on}: every GUIDInfoRecord");
         assert_eq!((i.set[1], i.set[2]), (G1, 0x0014_0500_0000_0001), "{on}");
         // The alias GID resolves to the port.
         assert_eq!(i.path_dlid.0, i.path_dlid.1, "{on}: ibkit's path");
