@@ -385,7 +385,21 @@ impl Sa {
             match self.groups.restore(subnet, rec, &g.members) {
                 Ok(n) => {
                     r.groups += 1;
-                    r.members += n;
+                    r.members += n.restored;
+                    // Each member line left out is a record skipped.
+                    for (count, why) in [
+                        (n.gone, "whose port is not in the subnet"),
+                        (n.void, "with no JoinState, or already a member"),
+                        (n.over, "past the SA's 65,536 memberships"),
+                    ] {
+                        if count > 0 {
+                            skip(
+                                &mut r,
+                                alloc::format!("group {}: {count} member(s) {why}", g.rec.mgid),
+                            );
+                            r.skipped += count - 1;
+                        }
+                    }
                 }
                 Err(why) => skip(&mut r, alloc::format!("group {}: {why}", g.rec.mgid)),
             }

@@ -133,6 +133,19 @@ impl Group {
     }
 }
 
+/// What [`Groups::restore`] did with a group's member lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MembersRestored {
+    /// Members restored.
+    pub restored: usize,
+    /// Left out: the port is not in the subnet.
+    pub gone: usize,
+    /// Left out: no JoinState, or the port already a member.
+    pub void: usize,
+    /// Left out: the SA held its most memberships ([`MAX_MEMBERS`]).
+    pub over: usize,
+}
+
 /// The multicast groups of the subnet.
 #[derive(Clone, Debug)]
 pub struct Groups {
@@ -421,14 +434,14 @@ impl Groups {
     /// subnet, or that asks no membership, is skipped; a group left with
     /// no full member is dropped unless it is well known. The groups
     /// that take members are programmed as after a join; no trap 66 is
-    /// raised (the groups existed before). How many members were
-    /// restored, or why the group was not.
+    /// raised (the groups existed before). The members restored and
+    /// those left out, or why the group was not restored.
     pub fn restore(
         &mut self,
         s: &Subnet,
         rec: McMemberRecord,
         members: &[(Gid, u8, bool)],
-    ) -> Result<usize, &'static str> {
+    ) -> Result<MembersRestored, &'static str> {
         let mlid = rec.mlid;
         if !mlid.is_multicast() || mlid.0 > Lid::MULTICAST_MAX.0 {
             return Err("its MLID is not a multicast LID");
@@ -458,36 +471,45 @@ impl Groups {
                 self.groups.len() - 1
             }
         };
-        let mut restored = 0;
+        let mut n = MembersRestored::default();
+        let mut held = self.memberships();
         for &(gid, join_state, proxy) in members {
             let join = join_state & 0x0F;
             let Ok(port) = member_end(s, gid) else {
+                n.gone += 1;
                 continue;
             };
-            if join == 0
-                || self.groups[gi].member(port.gid.guid()).is_some()
-                || self.memberships() >= MAX_MEMBERS
-            {
+            if join == 0 || self.groups[gi].member(port.gid.guid()).is_some() {
+                n.void += 1;
                 continue;
             }
+            if held >= MAX_MEMBERS {
+                n.over += 1;
+                continue;
+            }
+            held += 1;
             self.groups[gi].members.push(Member {
                 gid: port.gid,
                 join_state: join,
                 proxy,
                 by: port.lid,
             });
-            restored += 1;
+            n.restored += 1;
         }
         let g = &self.groups[gi];
         if !g.well_known && g.full_members() == 0 {
             let g = self.groups.swap_remove(gi);
             self.mark(g.rec.mlid, false);
-            return Err("no full member of it is in the subnet");
+            return Err(if n.over > 0 {
+                "the SA holds its most memberships (65,536)"
+            } else {
+                "no full member of it is in the subnet"
+            });
         }
-        if restored > 0 {
+        if n.restored > 0 {
             self.changed.insert(mlid.0);
         }
-        Ok(restored)
+        Ok(n)
     }
 
     /// Whether a member of some group joined with a PortGID of GUID

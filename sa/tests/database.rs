@@ -203,11 +203,12 @@ fn what_the_subnet_no_longer_has_is_skipped_with_why() {
     let r = sa.restore(sm.subnet(), &db, 0, EPOCH);
     assert_eq!(
         (r.groups, r.members, r.subscriptions, r.skipped),
-        (1, 1, 0, 4),
+        (1, 1, 0, 5),
         "{r:?}"
     );
     let why = r.reasons.join("\n");
     for w in [
+        "1 member(s) whose port is not in the subnet",
         "no full member",
         "another group holds its MLID",
         "not a multicast LID",
@@ -351,4 +352,67 @@ fn a_database_past_the_sas_bounds_is_cut_at_them() {
     ] {
         assert!(why.contains(w), "{w}: {why}");
     }
+}
+
+/// A database with more memberships than the SA holds (65,536): as many
+/// are restored, the rest are skipped and counted with why, and groups
+/// left with no member go.
+#[test]
+fn memberships_past_the_bound_are_skipped_and_counted() {
+    use sa::mcast::MAX_MEMBERS;
+    let (f, sm) = up("fat-tree-324");
+    let members: Vec<(Gid, u8, bool)> = (hosts(&f).iter())
+        .map(|&(i, _)| (gid_of(&f, i), 0x21, false))
+        .collect();
+    let per = members.len();
+    let groups = MAX_MEMBERS / per + 3;
+    let db = SaDb {
+        groups: (0..groups)
+            .map(|k| {
+                let mut mgid = [0u8; 16];
+                mgid[..4].copy_from_slice(&[0xff, 0x15, 0xa0, 0x1b]);
+                mgid[12..].copy_from_slice(&(k as u32 + 1).to_be_bytes());
+                sa::db::DbGroup {
+                    mlid: 0xC001 + k as u16,
+                    well_known: false,
+                    rec: McMemberRecord {
+                        mgid: Gid(mgid),
+                        mlid: Lid(0xC001 + k as u16),
+                        qkey: 0x1234,
+                        mtu: 4,
+                        rate: 3,
+                        pkey: PKey::DEFAULT_FULL,
+                        scope: 5,
+                        ..McMemberRecord::default()
+                    },
+                    members: members.clone(),
+                }
+            })
+            .collect(),
+        ..SaDb::default()
+    };
+    let mut sa = new_sa();
+    let r = sa.restore(sm.subnet(), &db, 0, EPOCH);
+    assert_eq!(sa.groups().memberships(), MAX_MEMBERS);
+    assert_eq!(r.members, MAX_MEMBERS, "{:?}", r.reasons);
+    let total = groups * per;
+    // Each member line left out is counted; a group left with none goes
+    // as one record with why.
+    let whole = MAX_MEMBERS / per;
+    let partial = usize::from(MAX_MEMBERS % per != 0);
+    let dropped = groups - whole - partial;
+    assert_eq!(r.groups, whole + partial);
+    assert_eq!(
+        r.skipped,
+        (total - MAX_MEMBERS - dropped * per) + dropped,
+        "{:?}",
+        r.reasons
+    );
+    let why = r.reasons.join("\n");
+    assert!(why.contains("past the SA's 65,536 memberships"), "{why}");
+    assert!(why.contains("the SA holds its most memberships"), "{why}");
+    println!(
+        "{groups} groups of {per} members: {} restored in {} groups, {} records skipped",
+        r.members, r.groups, r.skipped
+    );
 }
