@@ -220,6 +220,10 @@ impl Informs {
         if info.subscribe != 1 || info.is_generic > 1 || !valid_scope(subnet, &info) {
             return Err("it is not a subscription the SA takes");
         }
+        // The Reports' QPN is the one the line says they went to: held
+        // (and compared) as it will be written again.
+        let mut info = info;
+        info.qpn = qpn & 0xFF_FFFF;
         let mine = self.subs.iter().filter(|s| s.subscriber == me.gid);
         if mine
             .clone()
@@ -230,8 +234,6 @@ impl Informs {
         if self.subs.len() >= MAX_SUBSCRIPTIONS || mine.count() >= MAX_PER_SUBSCRIBER {
             return Err("the SA holds its most subscriptions");
         }
-        let mut info = info;
-        info.qpn = qpn & 0xFF_FFFF;
         self.subs.push(Subscription {
             subscriber: me.gid,
             enumeration,

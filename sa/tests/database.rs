@@ -416,3 +416,43 @@ fn memberships_past_the_bound_are_skipped_and_counted() {
         r.members, r.groups, r.skipped
     );
 }
+
+/// Two subscription lines that differ only in the InformInfo's own QPN
+/// are one subscription: the Reports go to the line's remote QP, and the
+/// SA holds (and writes) that. Found by the `sa_db_parse` fuzz target: the
+/// first SA held both and wrote two equal lines, which a second SA then
+/// refused as a duplicate.
+#[test]
+fn subscriptions_equal_but_for_their_own_qpn_are_one() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let h = hosts(&f)[0];
+    let line = |enumeration: u16, own_qpn: u32| {
+        let mut info = inform(64);
+        info.qpn = own_qpn;
+        sa::db::DbInform {
+            subscriber: gid_of(&f, h.0),
+            enumeration,
+            info,
+            lid: h.1.lid.0,
+            qpn: 1,
+            qkey: 0,
+            pkey_index: 0,
+            sl: 0,
+            path_bits: 0,
+            static_rate: 0,
+        }
+    };
+    let db = SaDb {
+        informs: vec![line(0, 5), line(1, 6)],
+        ..SaDb::default()
+    };
+    let mut a = new_sa();
+    let r = a.restore(sm.subnet(), &db, 0, EPOCH);
+    assert_eq!((r.subscriptions, r.skipped), (1, 1), "{r:?}");
+    assert!(r.reasons[0].contains("holds it already"), "{r:?}");
+    let text = a.export(sm.subnet(), 0, EPOCH).write();
+    let mut b = new_sa();
+    let r = b.restore(sm.subnet(), &SaDb::parse(&text).unwrap(), 0, EPOCH);
+    assert_eq!((r.subscriptions, r.skipped), (1, 0), "{r:?}");
+    assert_eq!(b.export(sm.subnet(), 0, EPOCH).write(), text);
+}
