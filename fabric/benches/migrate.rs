@@ -6,15 +6,17 @@
 //! migrate`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use fabric::sim::{bring_up, SimConfig};
-use smi::sm::{Engine, LidPolicy, SmConfig};
+use fabric::sim::{bring_up, Fabric, SimConfig};
+use smi::sm::{Engine, LidPolicy, Sm, SmConfig};
 use std::hint::black_box;
 
-fn plan(c: &mut Criterion) {
-    let (mut f, mut sm, up) = bring_up(
-        "fat-tree-11664",
+/// `spec` with `vfs` VFs a hypervisor, prepopulated LIDs and fat-tree
+/// routing, brought up.
+fn up(spec: &str, vfs: usize) -> (Fabric, Sm) {
+    let (f, sm, up) = bring_up(
+        spec,
         SimConfig {
-            vfs: 1,
+            vfs,
             ..SimConfig::default()
         },
         SmConfig {
@@ -25,6 +27,11 @@ fn plan(c: &mut Criterion) {
     )
     .unwrap();
     assert!(up);
+    (f, sm)
+}
+
+fn plan(c: &mut Criterion) {
+    let (mut f, mut sm) = up("fat-tree-11664", 1);
     let hyps = sm.hypervisors();
     let src = hyps[0];
     let leaf = sm.attachment(src).unwrap().0;
@@ -52,20 +59,7 @@ fn plan(c: &mut Criterion) {
 }
 
 fn vm_with_partitions(c: &mut Criterion) {
-    let (mut f, mut sm, up) = bring_up(
-        "fat-tree-5832",
-        SimConfig {
-            vfs: 2,
-            ..SimConfig::default()
-        },
-        SmConfig {
-            routing: Engine::FatTree,
-            lid_policy: LidPolicy::Prepopulated,
-            ..SmConfig::default()
-        },
-    )
-    .unwrap();
-    assert!(up);
+    let (mut f, mut sm) = up("fat-tree-5832", 2);
     // The default partition for every port, and 20 tenants of 10 VMs.
     let vguid = |t: u64, k: u64| 0x0002_c9ff_0000_0000 + t * 100 + k;
     let mut conf = String::from("Default=0x7fff,ipoib:ALL=full;\n");

@@ -373,12 +373,14 @@ impl Sa {
         self.follow_partitions(subnet);
         self.db_generation += 1;
         let mut r = db::Restored::default();
-        let skip = |r: &mut db::Restored, what: alloc::string::String| {
-            r.skipped += 1;
+        // `n` records skipped, for the reason `what`.
+        let skip_n = |r: &mut db::Restored, n: usize, what: alloc::string::String| {
+            r.skipped += n;
             if r.reasons.len() < 100 {
                 r.reasons.push(what);
             }
         };
+        let skip = |r: &mut db::Restored, what| skip_n(r, 1, what);
         for g in &d.groups {
             let mut rec = g.rec;
             rec.mlid = Lid(g.mlid);
@@ -393,11 +395,9 @@ impl Sa {
                         (n.over, "past the SA's 65,536 memberships"),
                     ] {
                         if count > 0 {
-                            skip(
-                                &mut r,
-                                alloc::format!("group {}: {count} member(s) {why}", g.rec.mgid),
-                            );
-                            r.skipped += count - 1;
+                            let what =
+                                alloc::format!("group {}: {count} member(s) {why}", g.rec.mgid);
+                            skip_n(&mut r, count, what);
                         }
                     }
                 }

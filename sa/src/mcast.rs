@@ -217,11 +217,10 @@ fn member_end(s: &Subnet, gid: Gid) -> Result<End, SaStatus> {
     .filter(|l| l.0 != 0)
     .ok_or(SaStatus::ReqInvalid)?;
     let mut e = end_by_lid(s, lid).ok_or(SaStatus::ReqInvalid)?;
-    // An alias GUID is a member of its own (a VM of a shared port): the
-    // membership keeps the GID it joined with.
-    if vf == 0 && gid.guid() != e.gid.guid() {
-        e.gid = Gid::new(e.gid.prefix(), gid.guid());
-    }
+    // The membership keeps the GUID it joined with, under the port's
+    // prefix: its port's, a VM's vGUID, or an alias GUID (a VM of a
+    // shared port, a member of its own).
+    e.gid = Gid::new(e.gid.prefix(), gid.guid());
     Ok(e)
 }
 

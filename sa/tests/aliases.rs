@@ -54,6 +54,19 @@ fn ask_sm(
     (st, got.guid_info.guids.map(|g| g.0))
 }
 
+/// SubnAdmGet(PathRecord) from `from`, SGID `sgid` to DGID `dgid`: the
+/// status and the record answered.
+fn path(sa: &mut Sa, sm: &Sm, from: Addr, sgid: Gid, dgid: Gid) -> (SaStatus, PathRecord) {
+    let q = PathRecord {
+        sgid,
+        dgid,
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["sgid", "dgid"]);
+    let (st, ans) = one(sa, sm, from, &ask(Method::Get, &q, m, 0), 0);
+    (st, ans.record().unwrap_or_default())
+}
+
 #[test]
 fn a_host_gets_alias_guids_and_they_resolve_like_its_port() {
     let (mut f, mut sm) = up("mport-ntree:4:2");
@@ -100,20 +113,8 @@ fn a_host_gets_alias_guids_and_they_resolve_like_its_port() {
     // A PathRecord from B to A's alias GID reaches A's LID and carries
     // the alias as asked.
     let alias = Gid::new(Gid::DEFAULT_PREFIX, Guid(got[2]));
-    let q = PathRecord {
-        sgid: gid_of(&f, b),
-        dgid: alias,
-        ..PathRecord::default()
-    };
-    let (st, ans) = one(
-        &mut sa,
-        &sm,
-        from_b,
-        &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0),
-        0,
-    );
+    let (st, pr) = path(&mut sa, &sm, from_b, gid_of(&f, b), alias);
     assert_eq!(st, SaStatus::Ok);
-    let pr: PathRecord = ans.record().unwrap();
     assert_eq!((pr.dlid, pr.dgid, pr.slid), (lid_a, alias, from_b.lid));
 
     // A joins the broadcast group under its alias; the alias cannot go
@@ -137,13 +138,7 @@ fn a_host_gets_alias_guids_and_they_resolve_like_its_port() {
     assert_eq!((st, now[2], now[1]), (SaStatus::Ok, 0, got[1]));
     assert!(f.run(&mut sm));
     assert_eq!(f.nodes[a].guids(1).unwrap()[2], 0);
-    let (st, _) = one(
-        &mut sa,
-        &sm,
-        from_b,
-        &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0),
-        0,
-    );
+    let (st, _) = path(&mut sa, &sm, from_b, gid_of(&f, b), alias);
     assert_eq!(st, SaStatus::ReqInvalidGid, "the alias is gone");
     let (st, again) = ask_sm(&mut sa, &mut sm, from_a, Method::Set, &del, sel(&[2]), 0);
     assert_eq!((st, again[2]), (SaStatus::Ok, got[2]), "made once, kept");
@@ -266,18 +261,7 @@ fn a_lost_port_loses_its_aliases_and_the_database_brings_them_back() {
     let _ = run(&mut f, &mut sm, &mut sb, t + 2_000 * MS);
     assert_eq!(sm.subnet().by_alias_guid(Guid(got[1])), None);
     assert_eq!(sm.subnet().alias_count(), 0);
-    let q = PathRecord {
-        sgid: gid_of(&f, h[1].0),
-        dgid: alias,
-        ..PathRecord::default()
-    };
-    let (st, _) = one(
-        &mut sb,
-        &sm,
-        from_b,
-        &ask(Method::Get, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0),
-        0,
-    );
+    let (st, _) = path(&mut sb, &sm, from_b, gid_of(&f, h[1].0), alias);
     assert_eq!(st, SaStatus::ReqInvalidGid);
 }
 
@@ -403,21 +387,11 @@ fn a_shared_port_vm_moves_with_two_smps_and_loses_its_lid() {
     let ((a, from_a), (b, from_b), (_, peer)) = (h[0], h[1], h[4]);
     let vm = 0x0002_c903_00dd_0001;
     let vm_gid = Gid::new(Gid::DEFAULT_PREFIX, Guid(vm));
+    let peer_gid = gid_of(&f, h[4].0);
     let path = |sa: &mut Sa, sm: &Sm| {
-        let q = PathRecord {
-            slid: peer.lid,
-            dgid: vm_gid,
-            ..PathRecord::default()
-        };
-        let (st, ans) = one(
-            sa,
-            sm,
-            peer,
-            &ask(Method::Get, &q, mask::<PathRecord>(&["slid", "dgid"]), 0),
-            0,
-        );
+        let (st, pr) = path(sa, sm, peer, peer_gid, vm_gid);
         assert_eq!(st, SaStatus::Ok);
-        ans.record::<PathRecord>().unwrap().dlid
+        pr.dlid
     };
     let on = |host: Addr| rec(host.lid, 0, [0, vm, 0, 0, 0, 0, 0, 0]);
     let (st, _) = ask_sm(

@@ -185,18 +185,7 @@ fn what_the_subnet_no_longer_has_is_skipped_with_why() {
             // Not a multicast LID.
             group(rec(c, 0x0042), vec![(h0, 0x21, false)]),
         ],
-        informs: vec![sa::db::DbInform {
-            subscriber: stranger,
-            enumeration: 0,
-            info: inform(64),
-            lid: 9,
-            qpn: 1,
-            qkey: 0,
-            pkey_index: 0,
-            sl: 0,
-            path_bits: 0,
-            static_rate: 0,
-        }],
+        informs: vec![subscription(stranger, 0, inform(64), 9)],
         ..SaDb::default()
     };
     let mut sa = new_sa();
@@ -318,18 +307,7 @@ fn a_database_past_the_sas_bounds_is_cut_at_them() {
         })
         .collect();
     let informs = (0..sa::inform::MAX_PER_SUBSCRIBER as u16 + 10)
-        .map(|i| sa::db::DbInform {
-            subscriber: h0,
-            enumeration: i,
-            info: inform(i),
-            lid: hs[0].1.lid.0,
-            qpn: 1,
-            qkey: 0,
-            pkey_index: 0,
-            sl: 0,
-            path_bits: 0,
-            static_rate: 0,
-        })
+        .map(|i| subscription(h0, i, inform(i), hs[0].1.lid.0))
         .collect();
     let db = SaDb {
         groups,
@@ -429,18 +407,7 @@ fn subscriptions_equal_but_for_their_own_qpn_are_one() {
     let line = |enumeration: u16, own_qpn: u32| {
         let mut info = inform(64);
         info.qpn = own_qpn;
-        sa::db::DbInform {
-            subscriber: gid_of(&f, h.0),
-            enumeration,
-            info,
-            lid: h.1.lid.0,
-            qpn: 1,
-            qkey: 0,
-            pkey_index: 0,
-            sl: 0,
-            path_bits: 0,
-            static_rate: 0,
-        }
+        subscription(gid_of(&f, h.0), enumeration, info, h.1.lid.0)
     };
     let db = SaDb {
         informs: vec![line(0, 5), line(1, 6)],
@@ -455,4 +422,21 @@ fn subscriptions_equal_but_for_their_own_qpn_are_one() {
     let r = b.restore(sm.subnet(), &SaDb::parse(&text).unwrap(), 0, EPOCH);
     assert_eq!((r.subscriptions, r.skipped), (1, 0), "{r:?}");
     assert_eq!(b.export(sm.subnet(), 0, EPOCH).write(), text);
+}
+
+/// A subscription's line: `info` of `subscriber` (its `enumeration`),
+/// Reports to QP 1 at `lid`.
+fn subscription(subscriber: Gid, enumeration: u16, info: InformInfo, lid: u16) -> sa::db::DbInform {
+    sa::db::DbInform {
+        subscriber,
+        enumeration,
+        info,
+        lid,
+        qpn: 1,
+        qkey: 0,
+        pkey_index: 0,
+        sl: 0,
+        path_bits: 0,
+        static_rate: 0,
+    }
 }

@@ -278,8 +278,16 @@ impl Sm {
 
     /// The VFs that run a VM on a live hypervisor: (node, VF from 1).
     fn vm_ends(&self) -> Vec<(usize, u16)> {
+        self.vm_ends_of(0..self.db.nodes().len())
+    }
+
+    /// [`Sm::vm_ends`] of the nodes `nodes` only.
+    fn vm_ends_of(&self, nodes: impl IntoIterator<Item = usize>) -> Vec<(usize, u16)> {
         let mut v = Vec::new();
-        for (i, n) in self.db.nodes().iter().enumerate() {
+        for i in nodes {
+            let Some(n) = self.db.nodes().get(i) else {
+                continue;
+            };
             if n.alive && n.is_hypervisor() {
                 for (k, slot) in n.vfs.iter().enumerate() {
                     if slot.vm.is_some() {
@@ -610,15 +618,7 @@ impl Sm {
             return;
         }
         let on = |i: &usize| hyps.contains(i);
-        let vms: Vec<(usize, u16)> = hyps
-            .iter()
-            .filter(|&&h| self.db.nodes().get(h).is_some_and(|n| n.alive))
-            .flat_map(|&h| {
-                (self.db.nodes()[h].vfs.iter().enumerate())
-                    .filter(|(_, slot)| slot.vm.is_some())
-                    .map(move |(k, _)| (h, k as u16 + 1))
-            })
-            .collect();
+        let vms = self.vm_ends_of(hyps.iter().copied());
         let parts = Self::partition_list(&cfg);
         let vm_members = self.vm_memberships(&parts, &vms);
         self.db.pkeys.vf_want.retain(|(i, _), _| !on(i));
