@@ -32,7 +32,8 @@ use smi::sm::{NodeId, Subnet, GUIDS_PER_BLOCK};
 /// The OUI of SM-made alias GUIDs (OpenIB's, as OpenSM's).
 pub const ASSIGNED_OUI: u64 = 0x00_1405;
 
-/// SM-made GUIDs remembered, by port and index, at most: past this a
+/// SM-made GUIDs remembered, by port and index, at most, unless
+/// [`crate::SaConfig::max_assigned_guids`] says otherwise: past this a
 /// request for one is "no resources".
 pub const MAX_ASSIGNED: usize = 65_536;
 
@@ -68,15 +69,19 @@ pub struct AliasGuids {
     made: u32,
     /// The site byte of made GUIDs (OpenSM's `sm_assigned_guid`).
     site: u8,
+    /// GUIDs made and remembered, at most.
+    max_assigned: usize,
     /// Blocks decided, in order, until taken.
     pending: Vec<GuidChange>,
 }
 
 impl AliasGuids {
-    /// With `site` as the site byte of the GUIDs the SA makes.
-    pub fn new(site: u8) -> AliasGuids {
+    /// With `site` as the site byte of the GUIDs the SA makes, and at
+    /// most `max_assigned` of them remembered.
+    pub fn new(site: u8, max_assigned: usize) -> AliasGuids {
         AliasGuids {
             site,
+            max_assigned,
             ..AliasGuids::default()
         }
     }
@@ -136,7 +141,7 @@ impl AliasGuids {
         if let Some(&g) = self.assigned.get(&(port_guid, at as u16)) {
             return (!self.taken(s, g, n, at)).then_some(g);
         }
-        if self.assigned.len() >= MAX_ASSIGNED {
+        if self.assigned.len() >= self.max_assigned {
             return None;
         }
         for _ in 0..1000 {

@@ -120,6 +120,10 @@ pub struct SaConfig {
     /// The site byte of the alias GUIDs the SA makes (bits 39..32; the
     /// OpenIB OUI above, a count below), OpenSM's `sm_assigned_guid`.
     pub assigned_guid_byte: u8,
+    /// Alias GUIDs the SA makes and remembers, at most
+    /// ([`guids::MAX_ASSIGNED`] by default); past it a request for one is
+    /// "no resources".
+    pub max_assigned_guids: usize,
     /// Without ACKs (`rmpp_acks` false), a requester on QP 1 gets the
     /// first segment of a long answer only, as a kernel-RMPP answer
     /// reaches it through libumad2sim. For an SM under libumad2sim, where
@@ -149,6 +153,7 @@ impl Default for SaConfig {
             sm_priority: 0,
             first_segment_to_qp1: false,
             assigned_guid_byte: 0,
+            max_assigned_guids: guids::MAX_ASSIGNED,
         }
     }
 }
@@ -268,7 +273,7 @@ impl Sa {
     /// An SA with settings `cfg`.
     pub fn new(cfg: SaConfig) -> Sa {
         Sa {
-            guids: guids::AliasGuids::new(cfg.assigned_guid_byte),
+            guids: guids::AliasGuids::new(cfg.assigned_guid_byte, cfg.max_assigned_guids),
             cfg,
             out: VecDeque::new(),
             transfers: rmpp::Transfers::default(),

@@ -447,3 +447,58 @@ fn a_shared_port_vm_moves_with_two_smps_and_loses_its_lid() {
         cached.0, now.0, cached.0
     );
 }
+
+/// The SA's bounds on alias GUIDs: blocks waiting for the SM (4,096), and
+/// GUIDs it makes and remembers (65,536 by default; 3 here, so that a
+/// test reaches it): past either, "no resources", and nothing changes.
+#[test]
+fn alias_guids_past_the_sas_bounds_get_no_resources() {
+    use sa::guids::MAX_PENDING;
+    let (f, mut sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        max_assigned_guids: 3,
+        ..SaConfig::default()
+    });
+    let h = hosts(&f);
+    let (from_a, from_b) = (h[0].1, h[1].1);
+    // A driver that never takes the SA's blocks: each Set below changes
+    // entry 1 again, and the one past the bound is refused.
+    for k in 0..=MAX_PENDING as u64 {
+        let r = rec(
+            from_a.lid,
+            0,
+            [0, 0x0002_c903_0000_1000 + k % 2, 0, 0, 0, 0, 0, 0],
+        );
+        let (st, _) = one(&mut sa, &sm, from_a, &ask(Method::Set, &r, sel(&[1]), 0), 0);
+        let want = if (k as usize) < MAX_PENDING {
+            SaStatus::Ok
+        } else {
+            SaStatus::NoResources
+        };
+        assert_eq!(st, want, "Set {k}");
+    }
+    let changes = sa.take_guid_changes();
+    assert_eq!(changes.len(), MAX_PENDING);
+    for c in changes {
+        sm.set_guid_block(c.node, c.block, c.guids).unwrap();
+    }
+    // Seven entries asked of the SA, three made; then none left.
+    let all = rec(from_a.lid, 0, [0; 8]);
+    let (st, got) = ask_sm(
+        &mut sa,
+        &mut sm,
+        from_a,
+        Method::Set,
+        &all,
+        sel(&[2, 3, 4, 5, 6, 7]),
+        0,
+    );
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(got[2..].iter().filter(|&&g| g != 0).count(), 3, "{got:x?}");
+    let on_b = rec(from_b.lid, 0, [0; 8]);
+    let before = sm.subnet().alias_count();
+    let (st, _) = ask_sm(&mut sa, &mut sm, from_b, Method::Set, &on_b, sel(&[1]), 0);
+    assert_eq!(st, SaStatus::NoResources);
+    assert_eq!(sm.subnet().alias_count(), before, "nothing changed");
+}
