@@ -368,7 +368,7 @@ impl AliasGuids {
 /// VF's LID, block 0.
 pub fn guid_info_records(s: &Subnet, f: &mut dyn FnMut(GuidInfoRecord)) {
     for e in crate::path::every_end(s) {
-        let own = s.brief(e.node).is_some_and(|b| b.lid == e.lid);
+        let own = s.brief(e.node).is_some_and(|b| b.holds_lid(e.lid));
         let blocks = if own {
             usize::from(s.guid_cap(e.node)).div_ceil(GUIDS_PER_BLOCK)
         } else {

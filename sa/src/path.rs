@@ -144,7 +144,7 @@ pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
     let holds = |id: NodeId| {
         s.brief(id).is_some_and(|b| {
             b.alive
-                && (b.lid == dlid
+                && (b.holds_lid(dlid)
                     || (b.hypervisor
                         && s.node(id)
                             .is_some_and(|n| n.vfs.iter().any(|v| v.lid == dlid.0))))
@@ -217,7 +217,7 @@ fn prefix_of(s: &Subnet, id: NodeId) -> u64 {
 pub fn end_by_lid(s: &Subnet, lid: Lid) -> Option<End> {
     let (node, _) = s.by_lid(lid)?;
     let b = s.brief(node)?;
-    let guid = if b.lid == lid {
+    let guid = if b.holds_lid(lid) {
         b.port_guid
     } else {
         let vf = s.vf_of_lid(node, lid)?;
@@ -347,7 +347,7 @@ fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
             .and_then(|d| d.node_string.as_str().ok())
             .unwrap_or(""),
         port: end_port(s, e).1,
-        sm: e.node == NodeId(0) && s.brief(e.node).is_some_and(|b| b.lid == e.lid),
+        sm: e.node == NodeId(0) && s.brief(e.node).is_some_and(|b| b.holds_lid(e.lid)),
         pkeys: keys,
     }
 }
@@ -677,6 +677,53 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
     Ok(b)
 }
 
+/// The LIDs of the port pair `src`, `dst` in the order OpenSM's SA lists
+/// their paths (IBA 15.2.5.16 leaves the order to the SA), with each
+/// path's Preference: first the pairs at the same offset into both
+/// ports' `2^LMC` LIDs (base with base, base + 1 with base + 1, …:
+/// Preference 0, the paths the routing engine spread apart), then every
+/// other pair (Preference 2). An end the request fixed by its LID
+/// (`*_fixed`), and a VM's VF, has only its own LID. Under LMC 0: the
+/// one pair of the ends' LIDs.
+pub fn lid_pairs(
+    s: &Subnet,
+    src: &End,
+    src_fixed: bool,
+    dst: &End,
+    dst_fixed: bool,
+) -> Vec<(Lid, Lid, u8)> {
+    let range = |e: &End, fixed: bool| match s.brief(e.node) {
+        Some(b) if !fixed && b.lid == e.lid => (e.lid.0, 1u16 << b.lmc),
+        _ => (e.lid.0, 1),
+    };
+    let ((sb, sn), (db, dn)) = (range(src, src_fixed), range(dst, dst_fixed));
+    let mut v = Vec::with_capacity(usize::from(sn) * usize::from(dn));
+    for k in 0..sn.min(dn) {
+        v.push((Lid(sb + k), Lid(db + k), 0));
+    }
+    for i in 0..sn {
+        for j in (0..dn).filter(|&j| j != i) {
+            v.push((Lid(sb + i), Lid(db + j), 2));
+        }
+    }
+    v
+}
+
+/// The path from `src` to `dst` at one of their LID pairs (as
+/// [`lid_pairs`] gives them): [`resolve`] between the ends at those LIDs,
+/// with the pair's Preference.
+fn resolve_at(
+    s: &Subnet,
+    src: &End,
+    dst: &End,
+    (slid, dlid, preference): (Lid, Lid, u8),
+    want: Option<PKey>,
+) -> Option<(End, End, PathRecord)> {
+    let (src, dst) = (End { lid: slid, ..*src }, End { lid: dlid, ..*dst });
+    let pr = resolve(s, &src, &dst, want)?;
+    Some((src, dst, PathRecord { preference, ..pr }))
+}
+
 /// Every end port of the subnet: each live node's port with a LID (a
 /// switch's port 0, a CA's port), and each VM on a VF (its vGUID at the
 /// VF's LID). What a table of paths may lead to, what GUIDInfo and P_Key
@@ -721,27 +768,30 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
     let mut out = Vec::new();
     for src in &srcs {
         for dst in &dests {
-            let Some(pr) =
-                resolve(s, src, dst, r.pkey()).and_then(|pr| r.with_policy(s, src, dst, pr))
-            else {
-                continue;
-            };
-            let mut b = alloc::vec![0u8; PathRecord::SIZE];
-            if pr.encode(&mut b).is_err() || !r.accepts(&pr, &b, by_s | by_d) {
-                continue;
+            for at in lid_pairs(s, src, by_s != 0, dst, by_d != 0) {
+                let Some(pr) = resolve_at(s, src, dst, at, r.pkey())
+                    .and_then(|(src, dst, pr)| r.with_policy(s, &src, &dst, pr))
+                else {
+                    continue;
+                };
+                let mut b = alloc::vec![0u8; PathRecord::SIZE];
+                if pr.encode(&mut b).is_err() || !r.accepts(&pr, &b, by_s | by_d) {
+                    continue;
+                }
+                if out.len() >= q.max {
+                    return Err(SaStatus::NoResources);
+                }
+                out.push(b);
             }
-            if out.len() >= q.max {
-                return Err(SaStatus::NoResources);
-            }
-            out.push(b);
         }
     }
     Ok((out, PathRecord::SIZE))
 }
 
-/// The PathRecords of a GetMulti(MultiPathRecord) (IBA 15.2.5.20): one
-/// path (the installed route; LMC 0 gives one) for each pair of the
-/// SGIDCount source and DGIDCount destination GIDs, at most NumbPath of
+/// The PathRecords of a GetMulti(MultiPathRecord) (IBA 15.2.5.20): the
+/// paths of each pair of the SGIDCount source and DGIDCount destination
+/// GIDs, one for each pair of their LIDs ([`lid_pairs`]; LMC 0 gives
+/// one), at most NumbPath of
 /// them when the mask selects it, each within the request's SL, P_Key
 /// and MTU, rate and lifetime selectors.
 ///
@@ -829,29 +879,29 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
         .then(|| u64::from(mp.service_id_msb) << 56 | mp.service_id_lsb);
     let asked_sl = Some(mp.sl).filter(|_| has("sl"));
     let mut out = Vec::new();
+    let want = Some(mp.pkey).filter(|_| has("pkey"));
+    let asked = Asked {
+        service_id: sid,
+        pkey: want,
+        sl: asked_sl,
+        qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
+    };
     for src in &srcs {
         for dst in &dsts {
-            if out.len() >= most {
-                break;
-            }
-            let want = Some(mp.pkey).filter(|_| has("pkey"));
-            let Some(pr) = resolve(s, src, dst, want)
-                .and_then(|pr| {
-                    let asked = Asked {
-                        service_id: sid,
-                        pkey: want,
-                        sl: asked_sl,
-                        qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
-                    };
-                    apply_policy(s, src, dst, pr, &asked)
-                })
-                .filter(|pr| fits(pr))
-            else {
-                continue;
-            };
-            let mut b = alloc::vec![0u8; PathRecord::SIZE];
-            if pr.encode(&mut b).is_ok() {
-                out.push(b);
+            for at in lid_pairs(s, src, false, dst, false) {
+                if out.len() >= most {
+                    break;
+                }
+                let Some(pr) = resolve_at(s, src, dst, at, want)
+                    .and_then(|(src, dst, pr)| apply_policy(s, &src, &dst, pr, &asked))
+                    .filter(|pr| fits(pr))
+                else {
+                    continue;
+                };
+                let mut b = alloc::vec![0u8; PathRecord::SIZE];
+                if pr.encode(&mut b).is_ok() {
+                    out.push(b);
+                }
             }
         }
     }

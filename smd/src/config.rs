@@ -21,6 +21,7 @@
 //! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
+//! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ```
 //!
@@ -67,6 +68,7 @@ struct Raw {
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
     reassign_lids: Option<bool>,
+    lmc: Option<Spanned<i64>>,
     sm_assigned_guid: Option<Spanned<i64>>,
 }
 
@@ -113,6 +115,8 @@ pub struct SmFile {
     pub sa_db_file: Option<PathBuf>,
     /// Number every port afresh at start (OpenSM's `reassign_lids`).
     pub reassign_lids: Option<bool>,
+    /// LMC of every CA port, 0–7 (OpenSM's `lmc`).
+    pub lmc: Option<u8>,
     /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
     /// `sm_assigned_guid`).
     pub sm_assigned_guid: Option<u8>,
@@ -251,6 +255,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
         reassign_lids: raw.reassign_lids,
+        lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
             .map(|v| v as u8),
     })
@@ -277,7 +282,7 @@ mod tests {
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
-                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\n";
+                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
         assert_eq!(f.sm_assigned_guid, Some(7));
@@ -294,6 +299,7 @@ mod tests {
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
+        assert_eq!(f.lmc, Some(2));
         assert_eq!(
             f.sa_db_file,
             Some(PathBuf::from("/etc/ibkit/opensm-sa.dump"))
@@ -324,6 +330,11 @@ mod tests {
         );
         let e = bad("sm_assigned_guid = 256\n");
         assert!(e.reason.contains("0-255"), "{e}");
+        let e = bad("lmc = 8\n");
+        assert!(
+            e.reason.contains("lmc = 8") && e.reason.contains("0-7"),
+            "{e}"
+        );
         let e = bad("routing = \"dor\"\n");
         assert!(e.reason.contains("minhop"), "{e}");
         let e = bad("priority = \"high\"\n");

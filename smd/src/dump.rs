@@ -58,16 +58,22 @@ fn ordered(sm: &Sm) -> Vec<(usize, &SmNode)> {
     v
 }
 
-/// Every LID in use: the port GUID, the node and its description.
+/// Every LID in use (each of a port's `2^LMC`): the port GUID, the node
+/// and its description.
 fn lid_owners(sm: &Sm) -> BTreeMap<u16, (u64, usize)> {
     let mut m = BTreeMap::new();
+    let ranges = sm.lid_ranges_by_guid();
     for (i, n) in sm
         .nodes()
         .iter()
         .enumerate()
         .filter(|(_, n)| n.alive && n.lid != 0)
     {
-        m.insert(n.lid, (n.info.port_guid.0, i));
+        let guid = n.info.port_guid.0;
+        let top = ranges.get(&guid).map_or(n.lid, |r| r.1 .0);
+        for l in n.lid..=top {
+            m.insert(l, (guid, i));
+        }
         for v in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
             m.insert(v.lid, (v.guid, i));
         }
@@ -79,8 +85,8 @@ fn lid_owners(sm: &Sm) -> BTreeMap<u16, (u64, usize)> {
 /// and an empty line), by GUID.
 pub fn guid2lid(sm: &Sm) -> String {
     let mut s = String::new();
-    for (g, l) in sm.lids_by_guid() {
-        let _ = write!(s, "0x{g:016x} 0x{:04x} 0x{:04x}\n\n", l.0, l.0);
+    for (g, (l, top)) in sm.lid_ranges_by_guid() {
+        let _ = write!(s, "0x{g:016x} 0x{:04x} 0x{:04x}\n\n", l.0, top.0);
     }
     s
 }
@@ -161,11 +167,14 @@ fn parse_lid_lines<K: Ord + Copy>(
     (lids, warnings)
 }
 
-/// Reads a `guid2lid` file: each entry a port GUID and its LID range. An
-/// entry that is not three numbers, a GUID of 0, a LID outside 1..=0xBFFF
-/// or a range that is not one LID (ibkit gives LMC 0), a GUID given twice
-/// or a LID already taken is skipped with a warning, as OpenSM drops
-/// such entries: the port then gets a LID as if it were new.
+/// Reads a `guid2lid` file: each entry a port GUID and its LID range,
+/// kept as its first LID. An entry that is not three numbers, a GUID of
+/// 0, a range outside 1..=0xBFFF or that is not `2^n` LIDs (n ≤ 7, as an
+/// LMC gives) starting at a multiple of `2^n`, a GUID given twice or a
+/// LID already taken is skipped with a warning, as OpenSM drops such
+/// entries: the port then gets a LID as if it were new. (A range that
+/// does not suit the SM's own LMC is checked where the LID is given: a
+/// port keeps it only when aligned and free for its `2^LMC` LIDs.)
 pub fn parse_guid2lid(text: &str) -> Guid2Lid {
     parse_lid_lines(
         text,
@@ -173,9 +182,15 @@ pub fn parse_guid2lid(text: &str) -> Guid2Lid {
         |guid, min, max| {
             if guid == 0 {
                 Err("GUID 0".into())
-            } else if min == 0 || min > u64::from(UNICAST_MAX) || max != min {
+            } else if min == 0
+                || max > u64::from(UNICAST_MAX)
+                || max < min
+                || !(max - min + 1).is_power_of_two()
+                || max - min + 1 > 128
+                || min % (max - min + 1) != 0
+            {
                 Err(format!(
-                    "LID range {min:#x}..={max:#x}: not one unicast LID"
+                    "LID range {min:#x}..={max:#x}: not the unicast LIDs of an LMC"
                 ))
             } else {
                 Ok((guid, min as u16))
@@ -787,12 +802,15 @@ mod tests {
         assert_eq!(lids[&0x100004], mad_core::Lid(4));
         assert_eq!(lids[&0x100001], mad_core::Lid(2));
         let text = "0x1 0x5 0x5\nnonsense\n0x2 0x5 0x5\n0x3 0x0 0x0\n0x4 0xc000 0xc000\n\
-                    0x1 0x7 0x7\n0x0 0x9 0x9\n0x6 0x8 0x9\n0x7 0x9\n";
+                    0x1 0x7 0x7\n0x0 0x9 0x9\n0x6 0x9 0xa\n0x7 0x9\n0x8 0x10 0x13\n\
+                    0x9 0x20 0x22\n";
         let (lids, w) = parse_guid2lid(text);
-        assert_eq!(lids.len(), 1, "{lids:?}");
+        assert_eq!(lids.len(), 2, "{lids:?}");
         assert_eq!(lids[&1], mad_core::Lid(5));
+        // An LMC 2 port's range (OpenSM's -l 2): its base.
+        assert_eq!(lids[&8], mad_core::Lid(0x10));
         let lines: Vec<usize> = w.iter().map(|w| w.line).collect();
-        assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8, 9], "{w:?}");
+        assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8, 9, 11], "{w:?}");
         assert!(w[1].what.contains("already given"), "{w:?}");
     }
 

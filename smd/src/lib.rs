@@ -119,6 +119,8 @@ pub struct SmdConfig {
     /// Number every port afresh when starting as master, as OpenSM's
     /// `reassign_lids` (`-r`); by default ports keep the LIDs they hold.
     pub reassign_lids: bool,
+    /// LMC of every CA port, 0–7 (OpenSM's `lmc`).
+    pub lmc: u8,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -176,6 +178,7 @@ impl Default for SmdConfig {
             cache_dir: None,
             sa_db_file: None,
             reassign_lids: false,
+            lmc: 0,
             reconfig: None,
         }
     }
@@ -513,6 +516,7 @@ fn drive(
         sm_key: c.sm_key,
         poll_ms: c.poll_ms,
         reassign_lids: c.reassign_lids,
+        lmc: c.lmc,
         ..SmConfig::default()
     };
     let mut sm = Sm::new(cfg);
@@ -992,6 +996,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             "reassign_lids",
             g.reassign_lids.or(f.reassign_lids).unwrap_or(false) != c.reassign_lids,
         ),
+        ("lmc", g.lmc.or(f.lmc).unwrap_or(0) != c.lmc),
         ("log_file", g.log_file.clone().or(f.log_file) != rc.log_file),
     ];
     for (key, changed) in later {

@@ -132,12 +132,21 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.lid(),
         }
     }
+    /// The LMC of the node's own port: it holds `lid()` and the
+    /// `2^lmc - 1` LIDs above it (a switch's port 0: 0).
+    pub fn lmc(&self) -> u8 {
+        match self {
+            SimNode::Switch(_) => 0,
+            SimNode::Ca(c) => c.model.ports.get(1).map_or(0, |p| p.info.lmc.min(7)),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(1).map_or(0, |p| p.info.lmc.min(7)),
+        }
+    }
     /// True when a packet for `lid` that reaches this node is delivered:
     /// a CA's LID, or a hypervisor's PF LID or enabled VF LID.
     pub fn owns(&self, lid: Lid) -> bool {
         match self {
             SimNode::Switch(s) => s.model.lid(0) == lid,
-            SimNode::Ca(c) => c.model.lid(1) == lid,
+            SimNode::Ca(c) => c.model.owns_lid(1, lid),
             SimNode::Hypervisor(h) => h.owns(lid),
         }
     }

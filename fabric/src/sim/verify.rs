@@ -255,7 +255,12 @@ fn holders_with(
         if !live[i] {
             continue;
         }
-        put(n.lid(), i, false);
+        let base = n.lid();
+        if base.0 != 0 {
+            for k in 0..1u16 << n.lmc() {
+                put(Lid(base.0.saturating_add(k)), i, false);
+            }
+        }
         if let SimNode::Hypervisor(h) = n {
             for v in &h.vports.vfs {
                 put(v.vport_lid, i, v.vport_state == PortState::Down);

@@ -92,6 +92,12 @@ pub struct SmArgs {
     /// VMs of vSwitch hypervisors.
     #[arg(long)]
     pub reassign_lids: bool,
+    /// LID Mask Control, 0–7 (as OpenSM's -l, lmc): every CA port gets
+    /// 2^LMC aligned LIDs, each routed on its own (spread over the
+    /// equal-cost links), and the SA lists a pair's paths at every pair of
+    /// their LIDs. A switch's port 0 keeps one LID.
+    #[arg(long, short = 'l', value_name = "LMC", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub lmc: Option<u8>,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -201,6 +207,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
             sa_db_file: a.sa_db.clone().or(file.sa_db_file),
             reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
+            lmc: a.lmc.or(file.lmc).unwrap_or(0),
             reconfig: a.config.clone().map(|f| smd::Reconfig {
                 file: f,
                 flags: flags(a),
@@ -257,6 +264,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         cache_dir: a.cache_dir.clone(),
         sa_db_file: a.sa_db.clone(),
         reassign_lids: a.reassign_lids.then_some(true),
+        lmc: a.lmc,
         sm_assigned_guid: None,
     }
 }

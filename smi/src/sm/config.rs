@@ -49,6 +49,14 @@ pub struct SmConfig {
     /// gives that LID to another port (as OpenSM keeps them), so that an
     /// SM started again on a running subnet changes no LID.
     pub reassign_lids: bool,
+    /// LID Mask Control of every CA port (0–7, OpenSM's `lmc`; above 7 is
+    /// taken as 7): each CA port gets `2^lmc` consecutive LIDs, the first
+    /// a multiple of `2^lmc`, and the routing engine routes each of them,
+    /// spreading them over the equal-cost ports it has (so a host pair has
+    /// up to `2^lmc` distinct paths, which the SA lists as OpenSM's does).
+    /// A switch's base port 0 keeps one LID, as with OpenSM's default
+    /// `lmc_esp0 FALSE`; a hypervisor's VFs one LID each.
+    pub lmc: u8,
 }
 
 /// The routing engines.
@@ -163,6 +171,7 @@ impl Default for SmConfig {
             sm_key: 1,
             poll_ms: 500,
             reassign_lids: false,
+            lmc: 0,
         }
     }
 }

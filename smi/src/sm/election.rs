@@ -314,11 +314,22 @@ impl Sm {
     /// Every port's LID by port GUID (a switch's port 0, a CA's port, a
     /// VF's vGUID where it has one), as OpenSM's `guid2lid` lists them.
     pub fn lids_by_guid(&self) -> BTreeMap<u64, Lid> {
+        self.lid_ranges_by_guid()
+            .into_iter()
+            .map(|(g, (l, _))| (g, l))
+            .collect()
+    }
+
+    /// [`Sm::lids_by_guid`] with the last LID of each port's range (the
+    /// base + `2^LMC - 1`; a VM's VF and a switch's port 0: the base), as
+    /// OpenSM's `guid2lid` writes them.
+    pub fn lid_ranges_by_guid(&self) -> BTreeMap<u64, (Lid, Lid)> {
         let mut m = BTreeMap::new();
-        for n in self.db.nodes().iter().filter(|n| n.alive && n.lid != 0) {
-            m.insert(n.info.port_guid.0, Lid(n.lid));
+        for (i, n) in (self.db.nodes().iter().enumerate()).filter(|(_, n)| n.alive && n.lid != 0) {
+            let top = n.lid + ((1u16 << self.db.lmc_of(i)) - 1);
+            m.insert(n.info.port_guid.0, (Lid(n.lid), Lid(top)));
             for v in n.vfs.iter().filter(|v| v.lid != 0 && v.guid != 0) {
-                m.insert(v.guid, Lid(v.lid));
+                m.insert(v.guid, (Lid(v.lid), Lid(v.lid)));
             }
         }
         m
@@ -449,14 +460,19 @@ impl Sm {
         // is free. (Taking over, the LIDs the ports hold win: OpenSM too
         // ignores its guid2lid when it comes out of standby.)
         let guid = self.db.nodes()[node].info.port_guid.0;
+        // Under LMC a port keeps a LID only when it is a multiple of
+        // 2^LMC and the LIDs above it are free too, as OpenSM's LID
+        // manager checks.
+        let count = 1u16 << self.db.lmc_of(node);
+        let usable = |db: &Subnet, l: u16| l != 0 && l % count == 0 && db.lids_free(l, count);
         if let Some(&want) = self.preferred.get(&guid).filter(|_| !self.keep_lids) {
-            if want != 0 && want <= Lid::UNICAST_MAX.0 && self.db.by_lid(Lid(want)).is_none() {
+            if usable(&self.db, want) {
                 self.db.set_lid(node, want);
-                self.db.max_lid = self.db.max_lid.max(want);
+                self.db.max_lid = self.db.max_lid.max(want + (count - 1));
                 return;
             }
         }
-        if lid.0 == 0 || lid.0 > Lid::UNICAST_MAX.0 || self.db.by_lid(lid).is_some() {
+        if !usable(&self.db, lid.0) {
             return;
         }
         if !self.keep_lids {
@@ -466,7 +482,7 @@ impl Sm {
             self.kept_found = true;
         }
         self.db.set_lid(node, lid.0);
-        self.db.max_lid = self.db.max_lid.max(lid.0);
+        self.db.max_lid = self.db.max_lid.max(lid.0 + (count - 1));
     }
 
     pub(super) fn on_peer_sm_info(&mut self, smp: &Smp, node: usize) {

@@ -18,8 +18,11 @@ impl Sm {
                     .is_some()
         };
         let mut needed: u32 = 0;
+        let ca_lids = 1u32 << self.db.lmc;
         for n in self.db.nodes().iter().filter(|n| n.alive && reached(n)) {
-            needed += u32::from(n.lid == 0);
+            if n.lid == 0 {
+                needed += if n.is_switch() { 1 } else { ca_lids };
+            }
             if prepopulated && !n.is_switch() {
                 needed += n.vfs.iter().filter(|v| v.lid == 0).count() as u32;
             }
@@ -67,6 +70,19 @@ impl Sm {
             }
             l
         };
+        // The first LID from `l` on of `count` free LIDs (a power of
+        // two) that start at a multiple of `count`, as LMC needs; `None`
+        // past the unicast space.
+        let free_range = |sm: &Sm, mut l: u32, count: u32| loop {
+            l = (l + count - 1) & !(count - 1);
+            if l + count - 1 > u32::from(Lid::UNICAST_MAX.0) {
+                return None;
+            }
+            if sm.db.lids_free(l as u16, count as u16) {
+                return Some(l as u16);
+            }
+            l += count;
+        };
         let mut sets = Vec::new();
         let mut vports = Vec::new();
         for i in 0..self.db.nodes().len() {
@@ -83,9 +99,18 @@ impl Sm {
                 n.info.local_port_num
             };
             if n.lid == 0 {
-                next = skip_held(self, next);
-                self.db.set_lid(i, next);
-                next += 1;
+                let count = 1u32 << self.db.lmc_of(i);
+                let Some(base) = free_range(self, u32::from(next), count) else {
+                    self.error = Some(SmError::LidSpaceExhausted {
+                        needed: u32::from(self.db.max_lid) + needed,
+                        available,
+                    });
+                    self.phase = Phase::Failed;
+                    return;
+                };
+                self.db.set_lid(i, base);
+                self.db.max_lid = self.db.max_lid.max(base + (count as u16 - 1));
+                next = base + count as u16;
             }
             if prepopulated {
                 for vf in 1..=self.db.nodes()[i].vfs.len() as u16 {
@@ -116,6 +141,7 @@ impl Sm {
                 continue;
             };
             pi.lid = Lid(n.lid);
+            pi.lmc = self.db.lmc_of(i);
             pi.master_sm_lid = master;
             // The SL to reach the master on: OpenSM's default sm_sl, 0,
             // whatever an earlier master left there.

@@ -61,6 +61,7 @@ impl Sm {
             }
             if !n.is_switch() || port == 0 {
                 pi.lid = Lid(n.lid);
+                pi.lmc = self.db.lmc_of(i);
                 pi.master_sm_lid = self.sm_lid();
             }
             if let Some(on) = self.pkey_enforcement(i, port) {

@@ -152,12 +152,13 @@ pub struct Sm {
 impl Sm {
     /// A subnet manager that will bring the subnet up from its own port.
     pub fn new(cfg: SmConfig) -> Self {
+        let lmc = cfg.lmc.min(7);
         let mut sm = Sm {
             cfg,
             phase: Phase::Discovery,
             out: Outbox::default(),
             events: VecDeque::new(),
-            db: Subnet::default(),
+            db: Subnet::with_lmc(lmc),
             stats: Stats::default(),
             armed: false,
             error: None,

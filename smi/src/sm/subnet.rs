@@ -67,6 +67,9 @@ pub struct Subnet {
     pub(super) other_sms: BTreeMap<u64, OtherSm>,
     /// Alias GUIDs of end ports.
     pub(super) aliases: super::guids::Aliases,
+    /// The LMC of every CA port ([`super::SmConfig::lmc`]); a switch's
+    /// base port 0 has one LID.
+    pub(super) lmc: u8,
 }
 
 /// Another SM of the subnet, as this one last read its SMInfo: what an
@@ -149,8 +152,38 @@ impl Subnet {
         let i = owner as usize - 1;
         let b = self.briefs.get(i)?;
         let holds =
-            b.lid == lid || (b.hypervisor && self.nodes[i].vfs.iter().any(|v| v.lid == lid.0));
+            b.holds_lid(lid) || (b.hypervisor && self.nodes[i].vfs.iter().any(|v| v.lid == lid.0));
         (b.alive && holds).then_some((NodeId(i), b.own_port))
+    }
+
+    /// An empty subnet whose CA ports get LMC `lmc`.
+    pub(super) fn with_lmc(lmc: u8) -> Subnet {
+        Subnet {
+            lmc,
+            ..Subnet::default()
+        }
+    }
+
+    /// The LMC the SM gives every CA port (a switch's port 0: 0).
+    pub fn lmc(&self) -> u8 {
+        self.lmc
+    }
+
+    /// The LMC of node `i`'s own port: the subnet's for a CA, 0 for a
+    /// switch's base port 0 (as OpenSM without `lmc_esp0`).
+    pub(super) fn lmc_of(&self, i: usize) -> u8 {
+        match self.nodes.get(i) {
+            Some(n) if !n.is_switch() => self.lmc,
+            _ => 0,
+        }
+    }
+
+    /// True when no live node holds any LID of `base..base + count`.
+    pub(super) fn lids_free(&self, base: u16, count: u16) -> bool {
+        (0..count).all(|k| {
+            base.checked_add(k)
+                .is_some_and(|l| l <= Lid::UNICAST_MAX.0 && self.by_lid(Lid(l)).is_none())
+        })
     }
 
     /// Whether `guid` is a port GUID or a VM's vGUID the SM has seen, on
@@ -168,7 +201,8 @@ impl Subnet {
         self.nodes.push(node);
         self.briefs.push(NodeBrief::default());
         self.refresh(i);
-        node_lid_set(&mut self.lid_owner, lid, i);
+        let count = 1u16 << self.lmc_of(i);
+        node_lid_set(&mut self.lid_owner, lid, count, i);
         i
     }
 
@@ -227,6 +261,7 @@ impl Subnet {
             port_guid: n.info.port_guid,
             gid_prefix: prefix,
             lid: Lid(n.lid),
+            lmc: if n.is_switch() { 0 } else { self.lmc },
             alive: n.alive,
             switch: n.is_switch(),
             hypervisor: n.is_hypervisor(),
@@ -280,7 +315,8 @@ impl Subnet {
     pub(super) fn set_lid(&mut self, i: usize, lid: u16) {
         self.nodes[i].lid = lid;
         self.refresh(i);
-        node_lid_set(&mut self.lid_owner, lid, i);
+        let count = 1u16 << self.lmc_of(i);
+        node_lid_set(&mut self.lid_owner, lid, count, i);
     }
 
     /// Sets VF `vf` (from 1) of hypervisor `i`: its LID and the vGUID of
@@ -297,7 +333,7 @@ impl Subnet {
         if guid != 0 {
             self.by_port_guid.insert(guid, (i, vf));
         }
-        node_lid_set(&mut self.lid_owner, lid, i);
+        node_lid_set(&mut self.lid_owner, lid, 1, i);
         // The old LID is nobody's once this node holds it nowhere else.
         let n = &self.nodes[i];
         let still = n.lid == old || n.vfs.iter().any(|v| v.lid == old);
@@ -329,7 +365,10 @@ impl Subnet {
                 } else {
                     n.info.local_port_num
                 };
-                (n.alive && (n.lid == lid || n.vfs.iter().any(|v| v.lid == lid)))
+                let own = n.lid != 0
+                    && lid >= n.lid
+                    && u32::from(lid) < u32::from(n.lid) + (1u32 << self.lmc_of(i));
+                (n.alive && (own || n.vfs.iter().any(|v| v.lid == lid)))
                     .then_some((NodeId(i), port))
             })
         };
@@ -452,8 +491,10 @@ pub struct NodeBrief {
     pub port_guid: Guid,
     /// That port's GID prefix as last read (0: not read).
     pub gid_prefix: u64,
-    /// Its LID (0: none).
+    /// Its LID (0: none): the base of its `2^lmc` LIDs.
     pub lid: Lid,
+    /// Its port's LMC: it holds LIDs `lid..lid + 2^lmc`.
+    pub lmc: u8,
     /// Reachable at the last sweep.
     pub alive: bool,
     /// A switch.
@@ -652,16 +693,31 @@ pub struct VfSlot {
     pub guid: u64,
 }
 
-/// Records in the LID index that node `i` holds `lid` (0: nothing).
-fn node_lid_set(index: &mut Vec<u32>, lid: u16, i: usize) {
+/// Records in the LID index that node `i` holds `lid` and the `count - 1`
+/// LIDs above it (0: nothing).
+fn node_lid_set(index: &mut Vec<u32>, lid: u16, count: u16, i: usize) {
     if lid == 0 {
         return;
     }
-    let l = usize::from(lid);
-    if index.len() <= l {
-        index.resize(l + 1, 0);
+    let (l, end) = (
+        usize::from(lid),
+        usize::from(lid) + usize::from(count.max(1)),
+    );
+    if index.len() < end {
+        index.resize(end, 0);
     }
-    index[l] = i as u32 + 1;
+    index[l..end].fill(i as u32 + 1);
+}
+
+impl NodeBrief {
+    /// True when `lid` is one of the node's own port's LIDs (its base and
+    /// the `2^lmc - 1` above it).
+    #[inline]
+    pub fn holds_lid(&self, lid: Lid) -> bool {
+        self.lid.0 != 0
+            && lid.0 >= self.lid.0
+            && u32::from(lid.0) < u32::from(self.lid.0) + (1u32 << self.lmc)
+    }
 }
 
 impl SmNode {

@@ -54,7 +54,7 @@ impl Sm {
                                     extra.push((vf.lid, index[i], p as u8));
                                 }
                             }
-                            PortTo::Ca(self.db.nodes()[m].lid, 1)
+                            PortTo::Ca(self.db.nodes()[m].lid, 1 << self.db.lmc_of(m))
                         }
                         _ => PortTo::None,
                     })

@@ -201,7 +201,7 @@ impl Hypervisor {
     /// the LID of an enabled VF.
     pub fn owns(&self, lid: Lid) -> bool {
         lid.0 != 0
-            && (self.lid() == lid
+            && (self.pf.model.owns_lid(1, lid)
                 || self
                     .vports
                     .vfs

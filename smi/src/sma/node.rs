@@ -338,6 +338,17 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
             .unwrap_or_default()
     }
 
+    /// True when a packet for `lid` is for `port` (a switch: its port 0):
+    /// `lid` is the port's LID or one of the `2^LMC - 1` above it (IBA
+    /// 7.11.1: the port ignores the low LMC bits of the DLID).
+    pub fn owns_lid(&self, port: u8, lid: Lid) -> bool {
+        let p = self.mkey_port(port);
+        self.ports.get(usize::from(p)).is_some_and(|x| {
+            let (base, lmc) = (x.info.lid.0, x.info.lmc.min(7));
+            base != 0 && lid.0 >> lmc == base >> lmc
+        })
+    }
+
     /// The M_Key of the port guarding `port`.
     pub fn m_key(&self, port: u8) -> MKey {
         let p = self.mkey_port(port);

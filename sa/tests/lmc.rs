@@ -1,0 +1,241 @@
+//! LMC above 0 (`SmConfig::lmc`, OpenSM's `lmc`): every CA port gets
+//! `2^LMC` aligned LIDs, each routed to it by every engine and spread over
+//! the equal-cost links, and the SA lists the paths of a pair at every
+//! pair of their LIDs in OpenSM's order, with the Preference it gives.
+
+mod common;
+
+use common::*;
+use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
+use mad_core::mad::Method;
+use mad_core::sa::*;
+use mad_core::{Gid, Lid};
+use smi::sm::{Engine, Sm, SmConfig};
+use std::collections::BTreeSet;
+
+fn up_lmc(spec: &str, lmc: u8, routing: Engine) -> (Fabric, Sm) {
+    let cfg = SmConfig {
+        lmc,
+        routing,
+        ..SmConfig::default()
+    };
+    let (f, sm, up) = bring_up(spec, SimConfig::default(), cfg).unwrap();
+    assert!(up, "{:?}", sm.error());
+    (f, sm)
+}
+
+/// The CAs' base LIDs and LMCs as their agents hold them.
+fn ca_lids(f: &Fabric) -> Vec<(usize, u16, u8)> {
+    (0..f.nodes.len())
+        .filter(|&i| !matches!(f.nodes[i], SimNode::Switch(_)))
+        .map(|i| (i, f.nodes[i].lid().0, f.nodes[i].lmc()))
+        .collect()
+}
+
+#[test]
+fn every_lid_of_every_port_reaches_it_and_the_lids_of_a_port_take_distinct_paths() {
+    for routing in Engine::ALL {
+        let (f, sm) = up_lmc("mport-ntree:4:3", 2, routing);
+        let cas = ca_lids(&f);
+        assert!(cas.len() >= 8);
+        let mut ranges = BTreeSet::new();
+        for &(i, base, lmc) in &cas {
+            assert_eq!(lmc, 2, "{routing:?}: node {i}'s LMC");
+            assert!(base != 0 && base % 4 == 0, "{routing:?}: base LID {base}");
+            for k in 0..4 {
+                let (node, _) = sm.subnet().by_lid(Lid(base + k)).unwrap();
+                assert_eq!(node.0 == 0, i == f.sm_node);
+                assert!(ranges.insert(base + k), "LID {} given twice", base + k);
+            }
+        }
+        // Switches keep one LID each.
+        for (i, n) in f.nodes.iter().enumerate() {
+            if let SimNode::Switch(_) = n {
+                assert_eq!(n.lmc(), 0, "switch {i}");
+            }
+        }
+        assert!(sm.subnet().indexes_agree());
+        // The simulator's check walks every LID a node holds: all four of
+        // every CA's from every node.
+        let v = f.verify();
+        assert!(v.ok(), "{routing:?}: {v}");
+        assert_eq!(v.lids as usize, cas.len() * 4 + (f.nodes.len() - cas.len()));
+        // Path diversity: from each CA to each CA on another leaf, the
+        // four LIDs' routes are not all one route.
+        let (mut pairs, mut spread) = (0, 0);
+        for &(a, _, _) in &cas {
+            for &(b, base, _) in &cas {
+                if a == b || f.topo.peer[a][1].unwrap().0 == f.topo.peer[b][1].unwrap().0 {
+                    continue;
+                }
+                let routes: BTreeSet<Vec<(usize, u8)>> = (0..4)
+                    .map(|k| {
+                        let (path, walk) = f.trace(a, Lid(base + k));
+                        assert!(matches!(walk, fabric::sim::Walk::Delivered(_)));
+                        path
+                    })
+                    .collect();
+                pairs += 1;
+                spread += usize::from(routes.len() > 1);
+            }
+        }
+        println!(
+            "{routing:?}: {spread} of {pairs} remote pairs have 2 or more routes over their 4 LIDs"
+        );
+        assert_eq!(spread, pairs, "{routing:?}");
+    }
+}
+
+#[test]
+fn lmc_0_is_the_fabric_as_before() {
+    let (f0, sm0) = up("mport-ntree:4:2");
+    let (f1, sm1) = up_lmc("mport-ntree:4:2", 0, Engine::MinHop);
+    assert_eq!(ca_lids(&f0), ca_lids(&f1));
+    assert_eq!(sm0.stats().total(), sm1.stats().total());
+}
+
+/// The PathRecords of a GetTable from `a` to `b` by their GIDs.
+fn table(sa: &mut sa::Sa, sm: &Sm, from: sa::Addr, a: Gid, b: Gid) -> Vec<PathRecord> {
+    let q = PathRecord {
+        sgid: a,
+        dgid: b,
+        ..PathRecord::default()
+    };
+    all(sa, sm, from, &q, mask::<PathRecord>(&["sgid", "dgid"]), 0)
+}
+
+#[test]
+fn the_sa_lists_a_pairs_paths_at_every_pair_of_their_lids_as_opensm_does() {
+    let (f, sm) = up_lmc("mport-ntree:4:2", 1, Engine::MinHop);
+    let mut sa = new_sa();
+    let h = hosts(&f);
+    let ((a, from), (b, _)) = (h[0], h[h.len() - 1]);
+    let (ga, gb) = (gid_of(&f, a), gid_of(&f, b));
+    let (la, lb) = (f.nodes[a].lid().0, f.nodes[b].lid().0);
+    // GetTable: the pairs at the same offset first (Preference 0), then
+    // the others (Preference 2): 2 × 2 = 4.
+    let got: Vec<(u16, u16, u8)> = table(&mut sa, &sm, from, ga, gb)
+        .iter()
+        .map(|p| (p.slid.0, p.dlid.0, p.preference))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (la, lb, 0),
+            (la + 1, lb + 1, 0),
+            (la, lb + 1, 2),
+            (la + 1, lb, 2),
+        ]
+    );
+    // Get: one path, between the base LIDs (IBA 1.2 erratum: NumbPath 1).
+    let q = PathRecord {
+        sgid: ga,
+        dgid: gb,
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["sgid", "dgid"]);
+    let (st, r) = one(&mut sa, &sm, from, &ask(Method::Get, &q, m, 0), 0);
+    assert_eq!(st, SaStatus::Ok);
+    let p: PathRecord = r.record().unwrap();
+    assert_eq!((p.slid.0, p.dlid.0, p.preference), (la, lb, 0));
+    // A DLID above the base names the port at that LID, and the path
+    // there is that LID's route.
+    let q = PathRecord {
+        sgid: ga,
+        dlid: Lid(lb + 1),
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["sgid", "dlid"]);
+    let (st, r) = one(&mut sa, &sm, from, &ask(Method::Get, &q, m, 0), 0);
+    assert_eq!(st, SaStatus::Ok);
+    let p: PathRecord = r.record().unwrap();
+    assert_eq!((p.slid.0, p.dlid.0, p.dgid), (la, lb + 1, gb));
+    // With the DLID fixed, a table has one path per source LID.
+    let q = PathRecord {
+        sgid: ga,
+        dlid: Lid(lb + 1),
+        ..PathRecord::default()
+    };
+    let got: Vec<(u16, u16)> = all(&mut sa, &sm, from, &q, m, 0)
+        .iter()
+        .map(|p| (p.slid.0, p.dlid.0))
+        .collect();
+    assert_eq!(got, [(la, lb + 1), (la + 1, lb + 1)]);
+    // Past the port's LIDs there is nobody.
+    let q = PathRecord {
+        sgid: ga,
+        dlid: Lid(lb + 2),
+        ..PathRecord::default()
+    };
+    let lb2_free = sm.subnet().by_lid(Lid(lb + 2)).is_none();
+    if lb2_free {
+        let (st, _) = one(&mut sa, &sm, from, &ask(Method::Get, &q, m, 0), 0);
+        assert_eq!(st, SaStatus::NoRecords);
+    }
+    // MultiPathRecord: NumbPath 2 gives the two disjoint ones first.
+    let mut mp = MultiPathRecord {
+        sgid_count: 1,
+        dgid_count: 1,
+        numb_path: 2,
+        ..MultiPathRecord::default()
+    };
+    mp.gids[0] = ga;
+    mp.gids[1] = gb;
+    let m = mask::<MultiPathRecord>(&["sgid_count", "dgid_count", "numb_path"]);
+    let segs = exchange(&mut sa, &sm, from, &ask(Method::GetMulti, &mp, m, 0), 0);
+    assert_eq!(segs[0].sa_status(), SaStatus::Ok);
+    let mut data: Vec<u8> = segs.iter().flat_map(|s| s.data).collect();
+    if segs[0].rmpp.active() {
+        data.truncate(segs[0].rmpp.payload_length_or_window as usize - 20 * segs.len());
+    } else {
+        data.truncate(PathRecord::SIZE);
+    }
+    let stride = segs[0].sa.attribute_offset as usize * 8;
+    let paths: Vec<(u16, u16, u8)> = data
+        .chunks(stride)
+        .map(|c| PathRecord::decode(c).unwrap())
+        .map(|p| (p.slid.0, p.dlid.0, p.preference))
+        .collect();
+    assert_eq!(paths, [(la, lb, 0), (la + 1, lb + 1, 0)]);
+}
+
+#[test]
+fn vswitch_hypervisors_take_lmc_on_their_pf_and_vms_still_move_with_their_lid() {
+    let cfg = SmConfig {
+        lmc: 2,
+        routing: Engine::FatTree,
+        ..SmConfig::default()
+    };
+    let sim = SimConfig {
+        vfs: 2,
+        ..SimConfig::default()
+    };
+    let (mut f, mut sm, up) = bring_up("mport-ntree:4:3", sim, cfg).unwrap();
+    assert!(up, "{:?}", sm.error());
+    let hyps = sm.hypervisors();
+    assert!(hyps.len() >= 2);
+    for &h in &hyps {
+        let base = sm.nodes()[h].lid;
+        assert_eq!(base % 4, 0);
+        // The VFs' LIDs are single LIDs outside the PF's four.
+        for v in &sm.nodes()[h].vfs {
+            assert!(v.lid != 0 && !(base..base + 4).contains(&v.lid));
+        }
+    }
+    assert!(sm.subnet().indexes_agree());
+    assert!(f.verify().ok());
+    let (a, far) = (hyps[0], hyps[hyps.len() - 1]);
+    let vm = sm.create_vm(a, 0xAB).unwrap();
+    assert!(f.run(&mut sm));
+    let lid = sm.vm(vm).unwrap().lid;
+    let plan = sm.plan_migration(vm, far).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.vm(vm).unwrap().lid, lid, "the VM keeps its LID");
+    let fx = f.node_by_guid(sm.nodes()[far].info.node_guid.0).unwrap();
+    assert!(f.nodes[fx].owns(Lid(lid)));
+    // Every PF's four LIDs and every VF's still reach their holder.
+    assert!(sm.subnet().indexes_agree());
+    let v = f.verify();
+    assert!(v.ok(), "{v}");
+}
