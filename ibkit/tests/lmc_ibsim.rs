@@ -1,5 +1,6 @@
 //! LMC 2 given to OpenSM (`-l 2`) and to ibkit's SM (`--lmc 2`) on the
-//! same fabric, on ibsim and on ibkit's served fabric, read back with
+//! same fabric (mport-ntree:4:3 on ibsim and on ibkit's served fabric,
+//! fat-tree-324 on ibsim), read back with
 //! tools we did not write: `ibnetdiscover` (every port's LID and LMC),
 //! `ibroute` (every switch's LFT, walked here over the cables to each of
 //! a CA's four LIDs) and `saquery` (PathRecords at LIDs above the base,
@@ -25,8 +26,10 @@ struct Seen {
     /// are not all one.
     pairs: usize,
     spread: usize,
-    /// Distinct routes over all of those pairs' four LIDs.
+    /// Distinct routes over all of those pairs' four LIDs, and distinct
+    /// first hops (the source's leaf switch's egress ports).
     routes: usize,
+    first_hops: usize,
     /// For the pair (first CA, last CA): each (SLID offset, DLID offset)
     /// saquery asked for by LIDs, and whether a record came back with
     /// those LIDs.
@@ -151,7 +154,7 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
         }
         (route, None)
     };
-    let (mut pairs, mut spread, mut routes) = (0, 0, 0);
+    let (mut pairs, mut spread, mut routes, mut first_hops) = (0, 0, 0, 0);
     for &a in cas.keys() {
         for (&b, &(base, lmc)) in &cas {
             if a == b || topo.peer_of(a, 1).unwrap().0 == topo.peer_of(b, 1).unwrap().0 {
@@ -166,6 +169,7 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
             pairs += 1;
             spread += usize::from(distinct.len() > 1);
             routes += distinct.len();
+            first_hops += distinct.iter().map(|r| r[0]).collect::<BTreeSet<_>>().len();
         }
     }
     // saquery between the first and the last CA.
@@ -213,6 +217,7 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
         pairs,
         spread,
         routes,
+        first_hops,
         by_lids,
         past,
         by_gids,
@@ -225,13 +230,17 @@ fn lmc_2_as_opensm_gives_it() {
         return;
     }
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let spec = "mport-ntree:4:3";
-    let topo = Topology::from_spec(spec).unwrap();
     let dir = std::env::temp_dir().join(format!("ibkit-lmc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let wait = Duration::from_secs(30);
-    for served in [false, true] {
+    let wait = Duration::from_secs(60);
+    for (spec, served) in [
+        ("mport-ntree:4:3", false),
+        ("mport-ntree:4:3", true),
+        ("fat-tree-324", false),
+    ] {
+        let topo = Topology::from_spec(spec).unwrap();
         let on = if served { "served fabric" } else { "ibsim" };
+        let on = &format!("{spec} on {on}");
         let mut seen = Vec::new();
         for opensm in [true, false] {
             let sim: Box<dyn Simulator> = if served {
@@ -248,16 +257,16 @@ fn lmc_2_as_opensm_gives_it() {
             let who = if opensm { "OpenSM" } else { "ibkit" };
             let answered = s.by_lids.iter().filter(|(_, f)| *f).count();
             println!(
-                "{who} on {on}: {} CAs with LMC {:?}, switches LMC {:?}; {} of {} remote pairs \
-                 with 2 or more routes over their 4 LIDs ({} routes, {:.2} a pair); saquery by \
-                 LIDs: {answered} of {} answered; by GIDs: {:?}",
+                "{who} on {on}: {} CAs with LMC {:?}, switches LMC {:?}; {} of {} \
+                 remote pairs with 2 or more routes over their 4 LIDs ({:.2} routes a pair, \
+                 {:.2} first hops); saquery by LIDs: {answered} of {} answered; by GIDs: {:?}",
                 s.cas.len(),
                 s.cas.values().map(|v| v.1).collect::<BTreeSet<_>>(),
                 s.switch_lmcs,
                 s.spread,
                 s.pairs,
-                s.routes,
                 s.routes as f64 / s.pairs.max(1) as f64,
+                s.first_hops as f64 / s.pairs.max(1) as f64,
                 s.by_lids.len(),
                 s.by_gids,
             );
@@ -274,13 +283,16 @@ fn lmc_2_as_opensm_gives_it() {
             assert_eq!(s.switch_lmcs, BTreeSet::from([0]), "{on}");
             assert!(s.pairs > 0);
         }
-        // ibkit spreads every remote pair's LIDs at least as OpenSM does.
-        assert!(
-            i.spread >= o.spread,
-            "{on}: {} against {}",
-            i.spread,
-            o.spread
-        );
+        // ibkit spreads every remote pair's LIDs at least as OpenSM does:
+        // as many pairs with more than one route, as many routes and as
+        // many first hops.
+        for (what, a, b) in [
+            ("pairs spread", i.spread, o.spread),
+            ("routes", i.routes, o.routes),
+            ("first hops", i.first_hops, o.first_hops),
+        ] {
+            assert!(a >= b, "{on}: {what}: ibkit {a}, OpenSM {b}");
+        }
         assert_eq!(i.spread, i.pairs, "{on}");
         // saquery by LIDs: the same pairs answer, the four by four of
         // the ports' ranges; the LID past them, where nobody holds it,

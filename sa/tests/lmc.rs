@@ -62,27 +62,54 @@ fn every_lid_of_every_port_reaches_it_and_the_lids_of_a_port_take_distinct_paths
         assert_eq!(v.lids as usize, cas.len() * 4 + (f.nodes.len() - cas.len()));
         // Path diversity: from each CA to each CA on another leaf, the
         // four LIDs' routes are not all one route.
-        let (mut pairs, mut spread) = (0, 0);
-        for &(a, _, _) in &cas {
-            for &(b, base, _) in &cas {
-                if a == b || f.topo.peer[a][1].unwrap().0 == f.topo.peer[b][1].unwrap().0 {
-                    continue;
-                }
-                let routes: BTreeSet<Vec<(usize, u8)>> = (0..4)
-                    .map(|k| {
-                        let (path, walk) = f.trace(a, Lid(base + k));
-                        assert!(matches!(walk, fabric::sim::Walk::Delivered(_)));
-                        path
-                    })
-                    .collect();
-                pairs += 1;
-                spread += usize::from(routes.len() > 1);
+        let d = diversity(&f, &cas);
+        println!("{routing:?} on mport-ntree:4:3: {d:?}");
+        assert_eq!(d.spread, d.pairs, "{routing:?}");
+    }
+}
+
+/// How a fabric's LIDs spread: over the pairs of CAs on different leaf
+/// switches, those whose LIDs' routes are not all one, and the distinct
+/// routes and first hops (leaf up-ports) over all of them.
+#[derive(Debug, Default)]
+struct Diversity {
+    pairs: usize,
+    spread: usize,
+    routes: usize,
+    first_hops: usize,
+}
+
+fn diversity(f: &Fabric, cas: &[(usize, u16, u8)]) -> Diversity {
+    let mut d = Diversity::default();
+    for &(a, _, _) in cas {
+        for &(b, base, lmc) in cas {
+            if a == b || f.topo.peer[a][1].unwrap().0 == f.topo.peer[b][1].unwrap().0 {
+                continue;
             }
+            let routes: BTreeSet<Vec<(usize, u8)>> = (0..1u16 << lmc)
+                .map(|k| {
+                    let (path, walk) = f.trace(a, Lid(base + k));
+                    assert!(matches!(walk, fabric::sim::Walk::Delivered(_)));
+                    path
+                })
+                .collect();
+            d.pairs += 1;
+            d.spread += usize::from(routes.len() > 1);
+            d.routes += routes.len();
+            d.first_hops += routes.iter().map(|r| r[1]).collect::<BTreeSet<_>>().len();
         }
-        println!(
-            "{routing:?}: {spread} of {pairs} remote pairs have 2 or more routes over their 4 LIDs"
-        );
-        assert_eq!(spread, pairs, "{routing:?}");
+    }
+    d
+}
+
+#[test]
+fn on_fat_tree_324_the_four_lids_of_a_port_leave_its_leaf_by_four_up_links() {
+    for routing in Engine::ALL {
+        let (f, _sm) = up_lmc("fat-tree-324", 2, routing);
+        let d = diversity(&f, &ca_lids(&f));
+        println!("{routing:?} on fat-tree-324: {d:?}");
+        assert_eq!(d.pairs, 324 * 323 - 18 * 18 * 17);
+        assert_eq!(d.first_hops, 4 * d.pairs, "{routing:?}");
     }
 }
 

@@ -321,7 +321,7 @@ fn joins_in_process(topo: Topology, policy: &Policy, hosts: &[usize]) -> Result<
     use smi::sm::{Sm, SmConfig};
     let names = topo.nodes.iter().map(|n| n.name.clone()).collect();
     let mut f = Fabric::new(topo, SimConfig::default()).map_err(|e| e.to_string())?;
-    let mut sm = Sm::new(SmConfig::default());
+    let mut sm = Sm::new(policy.sm_config(SmConfig::default()));
     policy.apply(&mut sm)?;
     if !f.bring_up(&mut sm) {
         return Err("ibkit's SM did not bring the fabric up".into());

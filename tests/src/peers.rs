@@ -390,13 +390,15 @@ pub fn run_opensm(topo: &Topology, routing: Engine, dir: &Path) -> Result<OpenSm
 }
 
 /// What an SM applies beyond routing, given the same to OpenSM and to
-/// ibkit: a partition configuration, QoS with OpenSM's defaults.
+/// ibkit: a partition configuration, QoS with OpenSM's defaults, an LMC.
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
     /// `partitions.conf` (OpenSM `-P`, ibkit `--partitions`).
     pub partitions: Option<std::path::PathBuf>,
     /// QoS (OpenSM `-Q`, ibkit `--qos`).
     pub qos: bool,
+    /// LMC of the CA ports (OpenSM `-l`, ibkit `--lmc`).
+    pub lmc: u8,
 }
 
 impl Policy {
@@ -409,6 +411,10 @@ impl Policy {
         }
         if self.qos {
             a.push("-Q".into());
+        }
+        if self.lmc > 0 {
+            a.push("-l".into());
+            a.push(self.lmc.to_string().into());
         }
         a
     }
@@ -423,7 +429,19 @@ impl Policy {
         if self.qos {
             a.push("--qos".into());
         }
+        if self.lmc > 0 {
+            a.push("--lmc".into());
+            a.push(self.lmc.to_string().into());
+        }
         a
+    }
+
+    /// `cfg` with what of the policy is the SM's configuration (the LMC).
+    pub fn sm_config(&self, cfg: SmConfig) -> SmConfig {
+        SmConfig {
+            lmc: self.lmc,
+            ..cfg
+        }
     }
 
     /// Applies it to an SM that has not started.
@@ -598,10 +616,10 @@ pub fn run_ibkit_with(
     policy: &Policy,
 ) -> Result<IbkitRun, String> {
     let mut f = Fabric::new(topo, SimConfig::default()).map_err(|e| e.to_string())?;
-    let mut sm = Sm::new(SmConfig {
+    let mut sm = Sm::new(policy.sm_config(SmConfig {
         routing,
         ..SmConfig::default()
-    });
+    }));
     policy.apply(&mut sm)?;
     let t = Instant::now();
     let up = f.bring_up(&mut sm);

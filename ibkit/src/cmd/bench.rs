@@ -31,6 +31,7 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
     let policy = Policy {
         partitions,
         qos: a.qos,
+        lmc: a.lmc,
     };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let steps = if a.joins > 0 { 6 } else { 3 };
@@ -58,7 +59,7 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
     } else {
         let (o, k, u, r) = (&b.opensm, &b.ibkit, &b.ibkit_on_ibsim, &b.ratios);
         println!(
-            "{spec}, routing {routing:?}{}{}",
+            "{spec}, routing {routing:?}{}{}{}",
             a.partitions
                 .as_ref()
                 .map_or(String::new(), |p| format!(", partitions {}", p.display())),
@@ -66,6 +67,11 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
                 ", QoS (OpenSM's defaults)"
             } else {
                 ""
+            },
+            if a.lmc > 0 {
+                format!(", LMC {}", a.lmc)
+            } else {
+                String::new()
             }
         );
         println!(
@@ -471,6 +477,9 @@ pub struct OpensmArgs {
     /// Both SMs apply QoS with OpenSM's defaults (OpenSM -Q, ibkit sm --qos).
     #[arg(long)]
     pub qos: bool,
+    /// Both SMs give every CA port 2^LMC LIDs (OpenSM -l, ibkit sm --lmc).
+    #[arg(long, value_name = "LMC", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub lmc: u8,
     /// Then N hosts join the IPoIB broadcast group one after another,
     /// through each SM's SA (both running as daemons on ibsim, and ibkit's
     /// on its simulator): the SMPs each join costs.
