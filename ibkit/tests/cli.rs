@@ -776,7 +776,7 @@ fn a_broken_qos_policy_is_refused_with_its_place_before_the_fabric_is_touched() 
         "{err}"
     );
     // The full policy: a rule naming a level nobody defined (OpenSM's
-    // ERR AC11), and a level's path-bits, which is not implemented.
+    // ERR AC11), and a level's path-bits past LMC 7's 128 LIDs.
     let level = "qos-levels\n qos-level\n  name: DEFAULT\n";
     for (text, place, why) in [
         (
@@ -785,9 +785,9 @@ fn a_broken_qos_policy_is_refused_with_its_place_before_the_fabric_is_touched() 
             "\"Gold\" not found",
         ),
         (
-            format!("{level}  path-bits: 1\n end-qos-level\nend-qos-levels\n"),
+            format!("{level}  path-bits: 1, 200\n end-qos-level\nend-qos-levels\n"),
             "line 4, column 14",
-            "not implemented",
+            "past 127",
         ),
     ] {
         std::fs::write(&bad, text).unwrap();

@@ -400,6 +400,10 @@ pub fn apply_policy(
         )
     });
     if let Some(l) = &level {
+        let (offset, count) = lid_offset(s, dst);
+        if !l.takes_path_bits(offset, count) {
+            return None;
+        }
         if let Some(m) = l.mtu_limit {
             pr.mtu = pr.mtu.min(m);
         }
@@ -666,15 +670,21 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
     } else {
         (end_by_lid(s, q.from.lid).ok_or(SaStatus::NoRecords)?, 0)
     };
-    let pr = resolve(q.subnet, &src, &dst, r.pkey())
-        .and_then(|pr| r.with_policy(s, &src, &dst, pr))
-        .ok_or(SaStatus::NoRecords)?;
-    let mut b = [0u8; PathRecord::SIZE];
-    pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
-    if !r.accepts(&pr, &b, by_s | by_d) {
-        return Err(SaStatus::NoRecords);
+    // The first of the pair's LID pairs that has a path the request and
+    // the QoS policy accept (under LMC 0, the one), as OpenSM's Get.
+    for at in lid_pairs(s, &src, by_s != 0, &dst, by_d != 0) {
+        let Some(pr) = resolve_at(s, &src, &dst, at, r.pkey())
+            .and_then(|(src, dst, pr)| r.with_policy(s, &src, &dst, pr))
+        else {
+            continue;
+        };
+        let mut b = [0u8; PathRecord::SIZE];
+        pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
+        if r.accepts(&pr, &b, by_s | by_d) {
+            return Ok(b);
+        }
     }
-    Ok(b)
+    Err(SaStatus::NoRecords)
 }
 
 /// The LIDs of the port pair `src`, `dst` in the order OpenSM's SA lists
@@ -691,22 +701,28 @@ pub fn lid_pairs(
     src_fixed: bool,
     dst: &End,
     dst_fixed: bool,
-) -> Vec<(Lid, Lid, u8)> {
+) -> impl Iterator<Item = (Lid, Lid, u8)> {
     let range = |e: &End, fixed: bool| match s.brief(e.node) {
         Some(b) if !fixed && b.lid == e.lid => (e.lid.0, 1u16 << b.lmc),
         _ => (e.lid.0, 1),
     };
     let ((sb, sn), (db, dn)) = (range(src, src_fixed), range(dst, dst_fixed));
-    let mut v = Vec::with_capacity(usize::from(sn) * usize::from(dn));
-    for k in 0..sn.min(dn) {
-        v.push((Lid(sb + k), Lid(db + k), 0));
+    let same = (0..sn.min(dn)).map(move |k| (Lid(sb + k), Lid(db + k), 0));
+    let rest = (0..sn).flat_map(move |i| {
+        (0..dn)
+            .filter(move |&j| j != i)
+            .map(move |j| (Lid(sb + i), Lid(db + j), 2))
+    });
+    same.chain(rest)
+}
+
+/// Where `e`'s LID is in its port's range: (offset, `2^LMC`); a VM's VF
+/// (0, 1).
+fn lid_offset(s: &Subnet, e: &End) -> (u16, u16) {
+    match s.brief(e.node) {
+        Some(b) if b.holds_lid(e.lid) => (e.lid.0 - b.lid.0, 1 << b.lmc),
+        _ => (0, 1),
     }
-    for i in 0..sn {
-        for j in (0..dn).filter(|&j| j != i) {
-            v.push((Lid(sb + i), Lid(db + j), 2));
-        }
-    }
-    v
 }
 
 /// The path from `src` to `dst` at one of their LID pairs (as

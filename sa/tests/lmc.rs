@@ -266,3 +266,69 @@ fn vswitch_hypervisors_take_lmc_on_their_pf_and_vms_still_move_with_their_lid() 
     let v = f.verify();
     assert!(v.ok(), "{v}");
 }
+
+/// `path-bits` of a QoS level: its paths reach the destination only at the
+/// LIDs whose offsets it names; a Get takes the first such pair; a level
+/// whose bits are all past a port's LIDs leaves that port's paths alone.
+#[test]
+fn a_qos_levels_path_bits_choose_the_destinations_lids() {
+    use smi::sm::qos_policy::parse_policy;
+    let (f, mut sm) = up_lmc("mport-ntree:4:2", 2, Engine::MinHop);
+    let mut sa = new_sa();
+    let h = hosts(&f);
+    let ((a, from), (b, _)) = (h[0], h[h.len() - 1]);
+    let (ga, gb) = (gid_of(&f, a), gid_of(&f, b));
+    let (la, lb) = (f.nodes[a].lid().0, f.nodes[b].lid().0);
+    let level = |bits: &str| {
+        format!(
+            "qos-levels\n qos-level\n  name: DEFAULT\n  sl: 3\n  path-bits: {bits}\n \
+             end-qos-level\nend-qos-levels\n"
+        )
+    };
+    let dlids = |sa: &mut sa::Sa, sm: &Sm| -> Vec<(u16, u16, u8)> {
+        table(sa, sm, from, ga, gb)
+            .iter()
+            .map(|p| {
+                assert_eq!(p.sl, 3);
+                (p.slid.0 - la, p.dlid.0 - lb, p.preference)
+            })
+            .collect()
+    };
+    let get = |sa: &mut sa::Sa, sm: &Sm| {
+        let q = PathRecord {
+            sgid: ga,
+            dgid: gb,
+            ..PathRecord::default()
+        };
+        let m = mask::<PathRecord>(&["sgid", "dgid"]);
+        let (st, r) = one(sa, sm, from, &ask(Method::Get, &q, m, 0), 0);
+        assert_eq!(st, SaStatus::Ok);
+        let p: PathRecord = r.record().unwrap();
+        (p.slid.0 - la, p.dlid.0 - lb)
+    };
+    // Without a policy: all 16 pairs, the Get at the bases.
+    assert_eq!(table(&mut sa, &sm, from, ga, gb).len(), 16);
+    // Path bits 2-3: only the destination's LIDs at offsets 2 and 3, the
+    // same-offset pairs first.
+    sm.set_qos_policy(Some(parse_policy(&level("2-3")).unwrap()));
+    let got = dlids(&mut sa, &sm);
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert!(got.iter().all(|&(_, d, _)| d == 2 || d == 3), "{got:?}");
+    assert_eq!(&got[..2], &[(2, 2, 0), (3, 3, 0)]);
+    // The Get: the first pair the level lets through.
+    assert_eq!(get(&mut sa, &sm), (2, 2));
+    // A DLID the level does not take: no path.
+    let q = PathRecord {
+        sgid: ga,
+        dlid: Lid(lb),
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["sgid", "dlid"]);
+    let (st, _) = one(&mut sa, &sm, from, &ask(Method::Get, &q, m, 0), 0);
+    assert_eq!(st, SaStatus::NoRecords);
+    // Bits past the ports' four LIDs only (written for a larger LMC):
+    // they do not apply, every pair is there.
+    sm.set_qos_policy(Some(parse_policy(&level("4-7")).unwrap()));
+    assert_eq!(dlids(&mut sa, &sm).len(), 16);
+    assert_eq!(get(&mut sa, &sm), (0, 0));
+}

@@ -75,8 +75,10 @@
 //! GUID.
 //!
 //! `qos-setup` is skipped whole, as OpenSM skips it (its SL-to-VL and VL
-//! arbitration tables come from `opensm.conf`, see [`super::qos`]); a
-//! level's `path-bits` is refused as not implemented.
+//! arbitration tables come from `opensm.conf`, see [`super::qos`]). A
+//! level's `path-bits` (which OpenSM 3.3.23 parses and never applies)
+//! are the DLID offsets into the destination's `2^LMC` LIDs its paths
+//! take ([`Level::takes_path_bits`]).
 
 use super::partitions::number;
 use super::qos::QosError;
@@ -165,6 +167,9 @@ pub struct QosLevel {
     pub pkeys: Vec<(u64, u64)>,
     /// `packet-life:`, a PacketLifeTime code (0–63) every path gets.
     pub packet_life: Option<u8>,
+    /// `path-bits:` ranges: the offsets into the destination port's
+    /// `2^LMC` LIDs (the DLID's low LMC bits) its paths take.
+    pub path_bits: Vec<(u64, u64)>,
     /// Its line, from 1.
     pub line: usize,
 }
@@ -254,12 +259,24 @@ pub struct Level<'a> {
     pub packet_life: Option<u8>,
     /// The partitions (low 15 bits) a path may use; empty: any.
     pub pkeys: &'a [(u64, u64)],
+    /// The path bits (DLID offsets) its paths take; empty: any.
+    pub path_bits: &'a [(u64, u64)],
 }
 
 impl Level<'_> {
     /// True when the level lets a path use the partition of `pkey`.
     pub fn allows(&self, pkey: u16) -> bool {
         self.pkeys.is_empty() || within(self.pkeys, u64::from(pkey & 0x7FFF))
+    }
+
+    /// True when the level lets a path reach its destination at offset
+    /// `offset` into the port's `count` LIDs (`2^LMC`): any offset when the
+    /// level names no path bits, or none below `count` (so that a level
+    /// written for LMC 2 still serves a port of LMC 0), else only those it
+    /// names.
+    pub fn takes_path_bits(&self, offset: u16, count: u16) -> bool {
+        let named_here = (self.path_bits.iter()).any(|&(a, _)| a < u64::from(count));
+        !named_here || within(self.path_bits, u64::from(offset))
     }
 
     fn of(l: &QosLevel) -> Level<'_> {
@@ -270,6 +287,7 @@ impl Level<'_> {
             rate_limit: l.rate_limit,
             packet_life: l.packet_life,
             pkeys: &l.pkeys,
+            path_bits: &l.path_bits,
         }
     }
 
@@ -281,6 +299,7 @@ impl Level<'_> {
             rate_limit: None,
             packet_life: None,
             pkeys: &[],
+            path_bits: &[],
         }
     }
 }
@@ -635,7 +654,13 @@ pub fn parse_policy(text: &str) -> Result<QosPolicy, QosError> {
                         extend(&mut level.pkeys, pkeys(v).map_err(bad)?).map_err(bad)?
                     }
                     ("qos-levels", "path-bits") => {
-                        return Err(bad("path-bits is not implemented".into()))
+                        let v = ranges(value).map_err(bad)?;
+                        if v.iter().any(|&(_, b)| b > 127) {
+                            return Err(bad(
+                                "path bits past 127 (the offsets of LMC 7's 128 LIDs)".into(),
+                            ));
+                        }
+                        extend(&mut level.path_bits, v).map_err(bad)?
                     }
                     ("qos-match-rules", "qos-class") => {
                         let v = ranges(value).map_err(bad)?;
@@ -1246,8 +1271,8 @@ end-qos-ulps
         assert_eq!((e.line, e.column), (4, 9), "{e}");
         let e = bad("qos-levels\n qos-level\n  name: DEFAULT\n  mtu-limit: 6\n end-qos-level\nend-qos-levels\n");
         assert!(e.reason.contains("1-5"), "{e}");
-        let e = bad("qos-levels\n qos-level\n  name: DEFAULT\n  path-bits: 1\n end-qos-level\nend-qos-levels\n");
-        assert!(e.reason.contains("not implemented"), "{e}");
+        let e = bad("qos-levels\n qos-level\n  name: DEFAULT\n  path-bits: 1-128\n end-qos-level\nend-qos-levels\n");
+        assert!(e.reason.contains("past 127"), "{e}");
         let e = bad("port-groups\n port-group\n  name: A\n  node-type: HOST\n end-port-group\nend-port-groups\n");
         assert_eq!((e.line, e.column), (4, 14), "{e}");
         let e = bad("port-groups\n port-group\n  name: A\n  port-name: hca1\n end-port-group\nend-port-groups\n");
