@@ -31,13 +31,20 @@ fuzz_target!(|data: &[u8]| {
             assert!(p.groups.len() <= MAX_ENTRIES && p.levels.len() <= MAX_ENTRIES);
             for r in &p.match_rules {
                 assert!(r.level < p.levels.len());
-                assert!(r.source.iter().chain(&r.destination).all(|&g| g < p.groups.len()));
+                assert!(r
+                    .source
+                    .iter()
+                    .chain(&r.destination)
+                    .all(|&g| g < p.groups.len()));
                 for v in [&r.qos_class, &r.service_id, &r.pkey] {
                     assert!(v.len() <= MAX_ENTRIES && v.iter().all(|&(a, b)| a <= b));
                 }
             }
             for l in &p.levels {
-                assert!(l.sl.is_none_or(|s| s <= 15) && l.mtu_limit.is_none_or(|m| (1..=5).contains(&m)));
+                assert!(
+                    l.sl.is_none_or(|s| s <= 15)
+                        && l.mtu_limit.is_none_or(|m| (1..=5).contains(&m))
+                );
                 assert!(l.pkeys.iter().all(|&(a, b)| a <= b && b <= 0x7FFF));
             }
             for r in &p.rules {

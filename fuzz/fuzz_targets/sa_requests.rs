@@ -5,7 +5,9 @@
 //! requesters, interleaved with time passing, traps the SM forwards (the
 //! same bytes read as a notice), and answers polled or left queued, over
 //! a subnet ibkit's SM brought up with partitions and a full QoS policy
-//! (its levels cap, restrict or refuse paths). Nothing may panic; the
+//! (its levels cap, restrict or refuse paths), at LMC 0 or at LMC 2 (four
+//! LIDs a CA, a level's path bits choosing among them; requesters at LIDs
+//! above their ports' bases too). Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, every
@@ -24,14 +26,18 @@ use smi::sm::partitions::parse;
 use smi::sm::{Sm, SmConfig, SmEvent};
 use std::sync::OnceLock;
 
-fn subnet() -> &'static Sm {
-    static SM: OnceLock<Sm> = OnceLock::new();
-    SM.get_or_init(|| {
+/// The subnet at LMC `lmc` (0 or 2), and the LIDs of its four requesters.
+fn subnet(lmc: u8) -> &'static (Sm, [Lid; 4]) {
+    static SM: [OnceLock<(Sm, [Lid; 4])>; 2] = [OnceLock::new(), OnceLock::new()];
+    SM[usize::from(lmc != 0)].get_or_init(|| {
         // Partitioned, so that paths, joins and services meet P_Keys
         // the ports do and do not hold.
         let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
         let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
-        let mut sm = Sm::new(SmConfig::default());
+        let mut sm = Sm::new(SmConfig {
+            lmc,
+            ..SmConfig::default()
+        });
         let conf = "Default=0x7fff,ipoib:ALL=limited,SELF=full;\n\
                     blue=0x10,ipoib,mtu=5:ALL_SWITCHES=full,ALL_CAS=limited;\n\
                     red=0x20,ipoib:0x0002c90400000101=full,0x0002c90400000201;\n";
@@ -39,18 +45,34 @@ fn subnet() -> &'static Sm {
         let policy = "port-groups\n port-group\n  name: Switches\n  node-type: SWITCH, SELF\n end-port-group\n \
                       port-group\n  name: Red\n  partition: red\n  pkey: 0x10\n end-port-group\nend-port-groups\n\
                       qos-levels\n qos-level\n  name: DEFAULT\n  sl: 1\n end-qos-level\n \
-                      qos-level\n  name: Low\n  sl: 2\n  mtu-limit: 2\n  rate-limit: 2\n  packet-life: 30\n  pkey: 0x20\n end-qos-level\nend-qos-levels\n\
+                      qos-level\n  name: Low\n  sl: 2\n  mtu-limit: 2\n  rate-limit: 2\n  packet-life: 30\n  pkey: 0x20\n  path-bits: 1-2\n end-qos-level\nend-qos-levels\n\
                       qos-match-rules\n qos-match-rule\n  qos-class: 1-9\n  source: Red\n  qos-level-name: Low\n end-qos-match-rule\n \
                       qos-match-rule\n  destination: Switches\n  service-id: 0x10000-0x1ffff\n  pkey: 0x7fff\n  qos-level-name: Low\n end-qos-match-rule\n\
                       end-qos-match-rules\nqos-ulps\n  ipoib, pkey 0x10 : 3\nend-qos-ulps\n";
         sm.set_qos_policy(Some(smi::sm::qos_policy::parse_policy(policy).unwrap()));
         assert!(f.bring_up(&mut sm));
-        sm
+        // LMC 0: LIDs 1 to 4. LMC 2: four CAs, each at another offset
+        // into its LIDs.
+        let from = if lmc == 0 {
+            [1, 2, 3, 4].map(Lid)
+        } else {
+            let cas: Vec<u16> = (sm.nodes().iter())
+                .filter(|n| !n.is_switch() && n.lid != 0)
+                .map(|n| n.lid)
+                .collect();
+            [0, 1, 2, 3].map(|k| Lid(cas[k % cas.len()] + k as u16))
+        };
+        (sm, from)
     })
 }
 
 fuzz_target!(|data: &[u8]| {
-    let sm = subnet();
+    let lmc = if data.first().is_some_and(|b| b & 2 != 0) {
+        2
+    } else {
+        0
+    };
+    let (sm, requesters) = subnet(lmc);
     let cfg = SaConfig {
         max_queued: 16,
         max_transfers: 4,
@@ -66,7 +88,7 @@ fuzz_target!(|data: &[u8]| {
     for chunk in data.get(1..).unwrap_or(&[]).chunks(257) {
         let (ctl, mad) = (chunk[0], &chunk[1..]);
         let from = Addr {
-            lid: Lid(u16::from(ctl & 3) + 1),
+            lid: requesters[usize::from(ctl & 3)],
             qpn: u32::from(ctl >> 6),
         };
         let _ = sa.handle_mad(sm.subnet(), from, mad, now);
@@ -156,7 +178,7 @@ fuzz_target!(|data: &[u8]| {
                 let m = SaMad::parse(&t.mad).expect("an answer is an SA MAD");
                 assert!(m.header.is_response() || m.method() == Method::Report);
                 assert!((24..=256).contains(&t.len));
-                assert!((1..=4).contains(&t.to.lid.0));
+                assert!(requesters.contains(&t.to.lid));
             }
         }
     }

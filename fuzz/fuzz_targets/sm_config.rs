@@ -28,8 +28,8 @@ fuzz_target!(|data: &[u8]| {
                 &f.dump_dir,
                 &f.cache_dir,
             ]
-                .into_iter()
-                .flatten()
+            .into_iter()
+            .flatten()
             {
                 assert!(p.starts_with("/etc/ibkit") || p.is_absolute());
             }
