@@ -46,6 +46,9 @@ fuzz_target!(|data: &[u8]| {
                         && l.mtu_limit.is_none_or(|m| (1..=5).contains(&m))
                 );
                 assert!(l.pkeys.iter().all(|&(a, b)| a <= b && b <= 0x7FFF));
+                // Path bits: offsets into LMC 7's 128 LIDs at most.
+                assert!(l.path_bits.len() <= MAX_ENTRIES);
+                assert!(l.path_bits.iter().all(|&(a, b)| a <= b && b <= 127));
             }
             for r in &p.rules {
                 assert!(r.sl <= 15 && r.line >= 1 && r.line <= lines);
