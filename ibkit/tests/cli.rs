@@ -525,6 +525,10 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["migrate", "--vfs", "100000"][..], "from 0 to 128"),
         (&["sim", "--vfs", "129"][..], "from 0 to 128"),
         (&["sim", "--window", "0"][..], "1..=4096"),
+        (&["sim", "--lmc", "8"][..], "0..=7"),
+        (&["sm", "--lmc", "9"][..], "0..=7"),
+        (&["sm", "-l", "-1"][..], "-1"),
+        (&["bench", "opensm", "--lmc", "8"][..], "0..=7"),
         (&["bench", "sa", "--windows", "8,0"][..], "1..=4096"),
         (
             &["bench", "sa", "--load", "--window", "99999999999"][..],
@@ -799,4 +803,22 @@ fn a_broken_qos_policy_is_refused_with_its_place_before_the_fabric_is_touched() 
         assert!(err.contains(place) && err.contains(why), "{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An LMC the LID space cannot hold is refused after discovery, with the
+/// LIDs needed, before any LID is given (exit 2).
+#[test]
+fn an_lmc_the_lid_space_cannot_hold_is_refused() {
+    let (code, out, err) = ibkit(&["sim", "--topology", "fat-tree-648", "--lmc", "7"], None);
+    assert_eq!(code, 2, "{out}{err}");
+    // 648 CAs × 128 LIDs and 54 switches.
+    assert!(
+        err.contains("needs 82998 LIDs") && err.contains("49151"),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("ibkit:")).count(),
+        1,
+        "{err}"
+    );
 }

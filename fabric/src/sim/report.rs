@@ -33,6 +33,8 @@ pub struct BringUpConfig {
     pub dr_hop_ns: u64,
     /// Keep every SMP for a pcap.
     pub capture: bool,
+    /// LMC of every CA port ([`SmConfig::lmc`]).
+    pub lmc: u8,
 }
 
 /// SMP counts by kind (`Get(NodeInfo)`, …), in the SM's order; a JSON
@@ -275,6 +277,7 @@ impl BringUp {
             retries: if cfg.loss > 0.0 { 10 } else { 3 },
             routing: cfg.routing,
             lid_policy: cfg.policy,
+            lmc: cfg.lmc,
             ..SmConfig::default()
         });
         let up = f.bring_up(&mut sm);
@@ -442,6 +445,7 @@ mod tests {
             hop_ns: 1_000,
             dr_hop_ns: 2_000,
             capture: false,
+            lmc: 0,
         }
     }
 

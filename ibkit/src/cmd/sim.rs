@@ -45,6 +45,9 @@ pub struct SimArgs {
     /// Extra nanoseconds at each directed-route hop (r of the cost model).
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
     pub dr_hop_ns: u64,
+    /// LMC of every CA port, 0–7 (OpenSM's lmc): 2^LMC LIDs each, all routed and checked.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub lmc: u8,
 }
 
 /// OpenSM 3.3.23's SMPs on ibsim, as measured for issue 4 (not re-measured
@@ -70,6 +73,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
         hop_ns: a.hop_ns,
         dr_hop_ns: a.dr_hop_ns,
         capture: a.pcap.is_some(),
+        lmc: a.lmc,
     };
     let spinner = Progress::spinner(
         &format!(
