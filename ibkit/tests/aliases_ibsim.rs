@@ -9,10 +9,10 @@
 
 use fabric::topology::Topology;
 use std::time::Duration;
-use tests::peers::{missing_tools, start_ibkit_sm, start_opensm, Ibsim, Served, Simulator};
+use tests::peers::{missing_tools, Simulator};
 
 mod common;
-use common::skip;
+use common::{simulator_and_sm, skip};
 
 /// The alias a host asks for at index 1.
 const G1: u64 = 0x0002_c903_00aa_0001;
@@ -182,16 +182,15 @@ fn alias_guids_are_answered_as_opensm_answers_them() {
     for served in [false, true] {
         let mut seen = Vec::new();
         for opensm in [true, false] {
-            let sim: Box<dyn Simulator> = if served {
-                Box::new(Served::start(exe, spec, 0, &[]).unwrap())
-            } else {
-                Box::new(Ibsim::start_with(&topo, &dir, false).unwrap())
-            };
-            let sm = if opensm {
-                start_opensm(sim.as_ref(), &dir, wait).unwrap()
-            } else {
-                start_ibkit_sm(exe, sim.as_ref(), &[], wait).unwrap()
-            };
+            let (sim, sm) = simulator_and_sm(
+                exe,
+                (spec, &topo),
+                served,
+                &dir,
+                wait,
+                opensm.then_some(&[][..]),
+                &[],
+            );
             // Every port's records on ibsim (the served fabric's SA code
             // is the same).
             let all: &[String] = if served { &[] } else { &names };

@@ -9,10 +9,10 @@
 use fabric::topology::Topology;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-use tests::peers::{start_ibkit_sm, start_opensm_with, Ibsim, Served, Simulator};
+use tests::peers::Simulator;
 
 mod common;
-use common::peers_with_smpquery;
+use common::{peers_with_smpquery, simulator_and_sm};
 
 /// What one SM left on the fabric.
 #[derive(Debug)]
@@ -243,16 +243,15 @@ fn lmc_2_as_opensm_gives_it() {
         let on = &format!("{spec} on {on}");
         let mut seen = Vec::new();
         for opensm in [true, false] {
-            let sim: Box<dyn Simulator> = if served {
-                Box::new(Served::start(exe, spec, 0, &[]).unwrap())
-            } else {
-                Box::new(Ibsim::start_with(&topo, &dir, false).unwrap())
-            };
-            let sm = if opensm {
-                start_opensm_with(sim.as_ref(), &dir, wait, &["-l", "2"]).unwrap()
-            } else {
-                start_ibkit_sm(exe, sim.as_ref(), &["--lmc", "2"], wait).unwrap()
-            };
+            let (sim, sm) = simulator_and_sm(
+                exe,
+                (spec, &topo),
+                served,
+                &dir,
+                wait,
+                opensm.then_some(&["-l", "2"][..]),
+                &["--lmc", "2"],
+            );
             let s = look(sim.as_ref(), &topo);
             let who = if opensm { "OpenSM" } else { "ibkit" };
             let answered = s.by_lids.iter().filter(|(_, f)| *f).count();

@@ -122,3 +122,30 @@ pub fn per_lid<T: Send>(lids: u16, f: impl Fn(u16) -> Vec<T> + Sync) -> Vec<T> {
             .collect()
     })
 }
+
+/// A fresh simulator of `topo` (spec `spec`): ibkit's served fabric
+/// (`ibkit fabric serve`, the binary `exe`) or ibsim (its files in `dir`);
+/// then OpenSM (with `opensm_args`) or ibkit's SM (with `ibkit_args`) on
+/// it, once it says SUBNET UP within `wait`. The simulator is returned
+/// first so that it outlives the SM.
+pub fn simulator_and_sm(
+    exe: &std::path::Path,
+    (spec, topo): (&str, &Topology),
+    served: bool,
+    dir: &std::path::Path,
+    wait: std::time::Duration,
+    opensm: Option<&[&str]>,
+    ibkit_args: &[&str],
+) -> (Box<dyn tests::peers::Simulator>, tests::peers::RunningSm) {
+    use tests::peers::{start_ibkit_sm, start_opensm_with, Ibsim, Served, Simulator};
+    let sim: Box<dyn Simulator> = if served {
+        Box::new(Served::start(exe, spec, 0, &[]).unwrap())
+    } else {
+        Box::new(Ibsim::start_with(topo, dir, false).unwrap())
+    };
+    let sm = match opensm {
+        Some(args) => start_opensm_with(sim.as_ref(), dir, wait, args).unwrap(),
+        None => start_ibkit_sm(exe, sim.as_ref(), ibkit_args, wait).unwrap(),
+    };
+    (sim, sm)
+}
