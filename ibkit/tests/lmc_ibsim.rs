@@ -233,25 +233,44 @@ fn lmc_2_as_opensm_gives_it() {
     let dir = std::env::temp_dir().join(format!("ibkit-lmc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let wait = Duration::from_secs(60);
-    for (spec, served) in [
-        ("mport-ntree:4:3", false),
-        ("mport-ntree:4:3", true),
-        ("fat-tree-324", false),
+    // The routing engine: each SM's default (min-hop), or fat-tree for
+    // both (OpenSM's -R ftree, which refuses LMC above 0 and falls back
+    // to min-hop; ibkit's routes each LID by d-mod-k).
+    for (spec, served, ftree) in [
+        ("mport-ntree:4:3", false, false),
+        ("mport-ntree:4:3", true, false),
+        ("fat-tree-324", false, false),
+        ("fat-tree-324", false, true),
     ] {
         let topo = Topology::from_spec(spec).unwrap();
         let on = if served { "served fabric" } else { "ibsim" };
-        let on = &format!("{spec} on {on}");
+        let routing = if ftree { ", ftree" } else { "" };
+        let on = &format!("{spec} on {on}{routing}");
         let mut seen = Vec::new();
+        let mut fell_back = false;
         for opensm in [true, false] {
+            let (o_args, i_args): (&[&str], &[&str]) = if ftree {
+                (
+                    &["-l", "2", "-R", "ftree"],
+                    &["--lmc", "2", "--routing", "ftree"],
+                )
+            } else {
+                (&["-l", "2"], &["--lmc", "2"])
+            };
             let (sim, sm) = simulator_and_sm(
                 exe,
                 (spec, &topo),
                 served,
                 &dir,
                 wait,
-                opensm.then_some(&["-l", "2"][..]),
-                &["--lmc", "2"],
+                opensm.then_some(o_args),
+                i_args,
             );
+            if opensm && ftree {
+                let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap_or_default();
+                fell_back = log.contains("LMC > 0 is not supported by fat-tree routing");
+                println!("OpenSM on {on}: its log says it fell back to min-hop: {fell_back}");
+            }
             let s = look(sim.as_ref(), &topo);
             let who = if opensm { "OpenSM" } else { "ibkit" };
             let answered = s.by_lids.iter().filter(|(_, f)| *f).count();
@@ -293,6 +312,12 @@ fn lmc_2_as_opensm_gives_it() {
             assert!(a >= b, "{on}: {what}: ibkit {a}, OpenSM {b}");
         }
         assert_eq!(i.spread, i.pairs, "{on}");
+        if spec == "fat-tree-324" {
+            // Every pair's four LIDs leave the source's leaf by four up
+            // links (and OpenSM's ftree hands LMC to min-hop).
+            assert_eq!(i.first_hops, 4 * i.pairs, "{on}");
+            assert_eq!(fell_back, ftree, "{on}");
+        }
         // saquery by LIDs: the same pairs answer, the four by four of
         // the ports' ranges; the LID past them, where nobody holds it,
         // under neither.
