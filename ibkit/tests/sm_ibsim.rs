@@ -124,3 +124,67 @@ fn ibkit_sm_on_ibsim_is_read_back_by_infiniband_diags() {
         );
     }
 }
+
+/// `ibkit sm --guid` (OpenSM's `-g`) runs on the port with that GUID
+/// among the CAs libibumad lists (through libumad2sim, as OpenSM does); a
+/// GUID no port has is refused with the ones there are (exit 2); on the
+/// simulator's socket, which attaches by node name, a GUID other than the
+/// node's is refused too; --guid with --ca is a usage error.
+#[test]
+fn the_sm_runs_on_the_port_its_guid_names() {
+    if let Some(why) = missing_tools() {
+        skip("sm_ibsim", &why);
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_ibkit");
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-sm-guid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    // The CA the client attaches at: ibsim's first, its port 1.
+    let first = topo.nodes.iter().find(|n| n.ports == 1).unwrap();
+    let guid = format!("{:#018x}", first.guid + 1);
+    for transport in ["umad", "ibsim"] {
+        let out = run(
+            &sim,
+            exe,
+            &[
+                "sm",
+                "--once",
+                "--json",
+                "--transport",
+                transport,
+                "--guid",
+                &guid,
+            ],
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["up"], true, "{transport}");
+        assert_eq!(v["nodes"], topo.nodes.len(), "{transport}");
+    }
+    for (transport, says) in [
+        ("umad", "no port has GUID 0x0000000000001234"),
+        ("ibsim", "--guid 0x0000000000001234: the simulator attached"),
+    ] {
+        let wrong = sim
+            .client(exe)
+            .args(["sm", "--once", "--transport", transport, "-g", "0x1234"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&wrong.stderr);
+        assert_eq!(wrong.status.code(), Some(2), "{transport}: {err}");
+        assert_eq!(err.lines().count(), 1, "{transport}: {err}");
+        assert!(
+            err.contains(says) && err.contains(&guid[2..]),
+            "{transport}: {err}"
+        );
+    }
+    let both = sim
+        .client(exe)
+        .args(["sm", "--once", "--guid", &guid, "--ca", "ibsim0"])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -326,7 +326,7 @@ impl SaClient {
     /// SA's Reports (unsolicited, so one agent per port may).
     pub fn open_with(ca: Option<String>, port: u8, reports: bool) -> Result<SaClient, SmdError> {
         check_simulator()?;
-        let mut port = open_bounded(ca, port, Duration::from_secs(20))?;
+        let mut port = open_bounded(ca, port, None, Duration::from_secs(20))?;
         // 0x06: SubnAdmReport.
         let methods: &[u8] = if reports { &[0x06] } else { &[] };
         let agent = port.register(0x03, sa::SA_CLASS_VERSION, methods)?;

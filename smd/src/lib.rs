@@ -37,12 +37,15 @@ use wire::{Capture, Incoming, SimWire, UmadWire, Wire};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Via {
     /// A umad port: CA name (`None`: the first) and port number (0: the
-    /// first active). Real hardware, or ibsim through libumad2sim.
+    /// first active), or the port whose GUID is `guid` (OpenSM's `-g`).
+    /// Real hardware, or ibsim through libumad2sim.
     Umad {
         /// CA name.
         ca: Option<String>,
         /// Port number.
         port: u8,
+        /// The port's GUID: when given, the CA and port that have it.
+        guid: Option<u64>,
     },
     /// An ibsim-protocol simulator's socket, spoken to directly: socket
     /// base name, and the node to attach at as its SM (`None`: the
@@ -52,6 +55,9 @@ pub enum Via {
         socket: String,
         /// The node's name or description.
         node: Option<String>,
+        /// The port GUID the SM must have been attached at (the
+        /// simulator attaches by node name, not by GUID).
+        guid: Option<u64>,
     },
 }
 
@@ -155,7 +161,11 @@ impl std::fmt::Debug for Reconfig {
 impl Default for SmdConfig {
     fn default() -> SmdConfig {
         SmdConfig {
-            via: Via::Umad { ca: None, port: 0 },
+            via: Via::Umad {
+                ca: None,
+                port: 0,
+                guid: None,
+            },
             once: true,
             routing: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
@@ -426,10 +436,19 @@ pub fn check_simulator() -> Result<(), SmdError> {
 
 /// Opens the umad port, or gives up after `wait` (the opening thread is
 /// left blocked; the caller is expected to end).
-fn open_bounded(ca: Option<String>, port: u8, wait: Duration) -> Result<UmadPort, SmdError> {
+fn open_bounded(
+    ca: Option<String>,
+    port: u8,
+    guid: Option<u64>,
+    wait: Duration,
+) -> Result<UmadPort, SmdError> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(UmadPort::open(ca.as_deref(), port));
+        let _ = tx.send(match guid {
+            Some(g) => verbs_sys::umad::port_by_guid(g)
+                .and_then(|(ca, port)| UmadPort::open(Some(&ca), port)),
+            None => UmadPort::open(ca.as_deref(), port),
+        });
     });
     match rx.recv_timeout(wait) {
         Ok(r) => Ok(r?),
@@ -450,9 +469,9 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     c.qos_policy.as_deref().map(read_qos_policy).transpose()?;
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
-        Via::Umad { ca, port } => {
+        Via::Umad { ca, port, guid } => {
             check_simulator()?;
-            let port = open_bounded(ca.clone(), *port, c.open_wait)?;
+            let port = open_bounded(ca.clone(), *port, *guid, c.open_wait)?;
             let attr = port.attr().clone();
             tracing::info!(
                 "{} port {} (GUID {:#018x}, state {})",
@@ -471,8 +490,16 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
             drive(c, &mut wire, under_umad2sim, capture.as_mut(), stop)
         }
-        Via::Sim { socket, node } => {
+        Via::Sim { socket, node, guid } => {
             let mut wire = SimWire::attach(socket, node.as_deref())?;
+            if let Some(g) = guid.filter(|&g| g != wire.guid()) {
+                return Err(SmdError::Sim(format!(
+                    "--guid {g:#018x}: the simulator attached this SM at node {} (port GUID {:#018x}); \
+                     name the node with --sim-host, or use --transport umad",
+                    wire.node(),
+                    wire.guid()
+                )));
+            }
             tracing::info!(
                 "simulator @{socket}, node {} (port GUID {:#018x}), as its SM",
                 wire.node(),
@@ -997,6 +1024,13 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             g.reassign_lids.or(f.reassign_lids).unwrap_or(false) != c.reassign_lids,
         ),
         ("lmc", g.lmc.or(f.lmc).unwrap_or(0) != c.lmc),
+        (
+            "guid",
+            match &c.via {
+                Via::Umad { guid, .. } => g.guid.or(f.guid) != *guid,
+                Via::Sim { guid, .. } => g.guid.or(f.guid) != *guid,
+            },
+        ),
         ("log_file", g.log_file.clone().or(f.log_file) != rc.log_file),
     ];
     for (key, changed) in later {

@@ -85,6 +85,51 @@ const MAD_SIZE: usize = 256;
 /// ETIMEDOUT as libibumad reports it in a timed-out send's status.
 pub const ETIMEDOUT: i32 = 110;
 
+/// The CA and port whose port GUID is `guid`, among every CA libibumad
+/// lists (what OpenSM's `-g` / `guid` binds to). `Error::NoDevice` names
+/// the GUIDs there are when none is `guid`.
+pub fn port_by_guid(guid: u64) -> Result<(String, u8), Error> {
+    const MAX_CAS: usize = 32;
+    // Port GUIDs a CA may list: port 0 and 254 more, as many as a switch.
+    const MAX_PORTS: usize = 256;
+    let lib = umad_lib()?;
+    let mut names = [[0 as std::ffi::c_char; 20]; MAX_CAS];
+    // SAFETY: `names` holds MAX_CAS arrays of UMAD_CA_NAME_LEN (20) chars,
+    // each filled NUL-terminated by libibumad.
+    let n = unsafe { lib.umad_get_cas_names(names.as_mut_ptr(), MAX_CAS as c_int) };
+    let mut seen = Vec::new();
+    for name in names.iter().take(n.clamp(0, MAX_CAS as c_int) as usize) {
+        let mut guids = [0u64; MAX_PORTS];
+        // SAFETY: `name` is NUL-terminated (libibumad copied a shorter
+        // name into it); `guids` has room for MAX_PORTS.
+        let ports = unsafe {
+            lib.umad_get_ca_portguids(name.as_ptr(), guids.as_mut_ptr(), MAX_PORTS as c_int)
+        };
+        // SAFETY: NUL-terminated, as above.
+        let ca = unsafe { CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        for (port, &g) in guids.iter().enumerate().take(ports.clamp(0, 256) as usize) {
+            let g = u64::from_be(g);
+            if g == 0 {
+                continue;
+            }
+            if g == guid {
+                return Ok((ca, port as u8));
+            }
+            seen.push(format!("{ca} port {port} {g:#018x}"));
+        }
+    }
+    Err(Error::NoDevice(format!(
+        "no port has GUID {guid:#018x} (there are: {})",
+        if seen.is_empty() {
+            "none".to_string()
+        } else {
+            seen.join(", ")
+        }
+    )))
+}
+
 impl UmadPort {
     /// Opens port `port` (0: the first active one) of CA `ca` (`None`: the
     /// first CA).

@@ -31,6 +31,10 @@ pub struct SmArgs {
     /// Port number (0: the first active).
     #[arg(long, default_value_t = 0)]
     pub port: u8,
+    /// The port to run on, by its GUID (as OpenSM's -g, guid), among
+    /// every CA's ports; instead of --ca and --port.
+    #[arg(long, short = 'g', value_parser = super::args::parse_u64, conflicts_with_all = ["ca", "port"])]
+    pub guid: Option<u64>,
     /// OpenSM's partition configuration (partitions.conf syntax) to
     /// apply: P_Key tables written where they differ, enforcement on the
     /// switch ports cabled to CAs, the SA answering within partitions.
@@ -164,11 +168,16 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     let set_log_level = init_sm_logging(level, log_file.as_deref())?;
     let via =
         if let Some((socket, node)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
-            smd::Via::Sim { socket, node }
+            smd::Via::Sim {
+                socket,
+                node,
+                guid: a.guid.or(file.guid),
+            }
         } else {
             smd::Via::Umad {
                 ca: a.ca.clone(),
                 port: a.port,
+                guid: a.guid.or(file.guid),
             }
         };
     // SIGTERM and SIGINT end a running SM cleanly: it stops at its next
@@ -265,6 +274,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         sa_db_file: a.sa_db.clone(),
         reassign_lids: a.reassign_lids.then_some(true),
         lmc: a.lmc,
+        guid: a.guid,
         sm_assigned_guid: None,
     }
 }
