@@ -65,7 +65,41 @@ fn every_lid_of_every_port_reaches_it_and_the_lids_of_a_port_take_distinct_paths
         let d = diversity(&f, &cas);
         println!("{routing:?} on mport-ntree:4:3: {d:?}");
         assert_eq!(d.spread, d.pairs, "{routing:?}");
+        // As many distinct routes as the leaves have shortest paths
+        // between them, up to the four LIDs (2 within a subtree, 4
+        // across the top).
+        assert_eq!(d.routes, d.best, "{routing:?}");
     }
+}
+
+/// Shortest paths between two switches over the switch-to-switch cables
+/// of `f`'s topology.
+fn shortest_paths(f: &Fabric, a: usize, b: usize) -> usize {
+    let t = &f.topo;
+    let switch = |i: usize| t.nodes[i].ports > 1;
+    let n = t.nodes.len();
+    let mut dist = vec![usize::MAX; n];
+    let mut count = vec![0usize; n];
+    let mut q = std::collections::VecDeque::from([a]);
+    (dist[a], count[a]) = (0, 1);
+    while let Some(u) = q.pop_front() {
+        for p in 1..=t.nodes[u].ports {
+            let Some((v, _)) = t.peer_of(u, p) else {
+                continue;
+            };
+            if !switch(v) {
+                continue;
+            }
+            if dist[v] == usize::MAX {
+                dist[v] = dist[u] + 1;
+                q.push_back(v);
+            }
+            if dist[v] == dist[u] + 1 {
+                count[v] += count[u];
+            }
+        }
+    }
+    count[b]
 }
 
 /// How a fabric's LIDs spread: over the pairs of CAs on different leaf
@@ -77,6 +111,9 @@ struct Diversity {
     spread: usize,
     routes: usize,
     first_hops: usize,
+    /// The most distinct routes there can be: per pair, the shortest
+    /// paths between the two leaves, at most the LIDs.
+    best: usize,
 }
 
 fn diversity(f: &Fabric, cas: &[(usize, u16, u8)]) -> Diversity {
@@ -93,6 +130,8 @@ fn diversity(f: &Fabric, cas: &[(usize, u16, u8)]) -> Diversity {
                     path
                 })
                 .collect();
+            let (la, lb) = (f.topo.peer[a][1].unwrap().0, f.topo.peer[b][1].unwrap().0);
+            d.best += shortest_paths(f, la, lb).min(1 << lmc);
             d.pairs += 1;
             d.spread += usize::from(routes.len() > 1);
             d.routes += routes.len();
@@ -110,6 +149,7 @@ fn on_fat_tree_324_the_four_lids_of_a_port_leave_its_leaf_by_four_up_links() {
         println!("{routing:?} on fat-tree-324: {d:?}");
         assert_eq!(d.pairs, 324 * 323 - 18 * 18 * 17);
         assert_eq!(d.first_hops, 4 * d.pairs, "{routing:?}");
+        assert_eq!(d.routes, d.best, "{routing:?}");
     }
 }
 
@@ -331,4 +371,21 @@ fn a_qos_levels_path_bits_choose_the_destinations_lids() {
     sm.set_qos_policy(Some(parse_policy(&level("4-7")).unwrap()));
     assert_eq!(dlids(&mut sa, &sm).len(), 16);
     assert_eq!(get(&mut sa, &sm), (0, 0));
+}
+
+#[test]
+fn on_random_fabrics_every_lid_is_routed_and_updown_stays_deadlock_free() {
+    for spec in ["random:30:7", "random:12:3"] {
+        for routing in Engine::ALL {
+            let (f, sm) = up_lmc(spec, 2, routing);
+            let v = f.verify();
+            assert!(v.ok(), "{spec} {routing:?}: {v}");
+            let cas = ca_lids(&f);
+            assert!(cas.iter().all(|&(_, b, m)| m == 2 && b % 4 == 0));
+            assert_eq!(v.lids as usize, cas.len() * 4 + (f.nodes.len() - cas.len()));
+            if routing != Engine::MinHop {
+                assert!(sm.deadlock_free(), "{spec} {routing:?}");
+            }
+        }
+    }
 }

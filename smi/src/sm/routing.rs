@@ -53,6 +53,49 @@ pub fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
     dests
 }
 
+/// Per LID, its offset into the `2^LMC` LIDs of the CA port that holds it
+/// (0 for a base LID, a switch's, a VF's; the vector runs to the highest
+/// CA LID).
+pub fn lid_offsets(g: &Graph) -> Vec<u16> {
+    let mut off = Vec::new();
+    for t in g.ports.iter().flatten() {
+        if let PortTo::Ca(base, count) = *t {
+            for k in 1..count {
+                let l = usize::from(base.saturating_add(k));
+                if off.len() <= l {
+                    off.resize(l + 1, 0);
+                }
+                off[l] = k;
+            }
+        }
+    }
+    off
+}
+
+/// Per switch, its hops from the nearest switch with a CA cabled to it
+/// (a fat tree's level: leaves 0); `u16::MAX` where none is reachable.
+pub fn levels(g: &Graph) -> Vec<u16> {
+    let leaves: Vec<usize> = (0..g.ports.len())
+        .filter(|&s| g.ports[s].iter().any(|t| matches!(t, PortTo::Ca(..))))
+        .collect();
+    hops_from_any(g, &leaves)
+}
+
+/// The port for the LID at offset `k` (> 0) into a CA port's `2^LMC` LIDs,
+/// at a switch of level `level` whose equal-cost ports for that
+/// destination are `candidates` (in port order) and whose entry for the
+/// base LID is `base_port`: the base's port turned by the level's digit of
+/// `k` (`(k / m^level) % m` for `m` candidates), so that the LIDs of a
+/// port leave its leaf by different links and part again a level up, as
+/// d-mod-k spreads destinations. `None` when the base's port is not a
+/// candidate (the caller then balances by load).
+pub fn lmc_spread(candidates: &[u8], base_port: u8, k: u16, level: u16) -> Option<u8> {
+    let m = candidates.len();
+    let i0 = candidates.iter().position(|&p| p == base_port)?;
+    let stride = m.checked_pow(u32::from(level)).unwrap_or(usize::MAX).max(1);
+    Some(candidates[(i0 + (usize::from(k) / stride) % m) % m])
+}
+
 /// Hop distances from switch `src` to every switch of `g`, by
 /// breadth-first search over the switch-to-switch cables (`u16::MAX` =
 /// unreachable; `src` itself is 0).
@@ -112,6 +155,15 @@ pub fn minhop_into(
     let mut dests = destinations(g);
     dests.sort_unstable();
     dests.retain(|d| want(d));
+    // Under LMC, the LIDs above a port's base follow its base's route,
+    // turned level by level ([`lmc_spread`]).
+    let offsets = lid_offsets(g);
+    let level = if offsets.is_empty() {
+        Vec::new()
+    } else {
+        levels(g)
+    };
+    let mut candidates = Vec::new();
     for s in 0..n {
         let mut load = vec![0u32; g.ports[s].len()];
         for &(lid, t, tport) in &dests {
@@ -122,11 +174,28 @@ pub fn minhop_into(
                 if want == u16::MAX {
                     continue;
                 }
-                let mut best: Option<usize> = None;
-                for (p, to) in g.ports[s].iter().enumerate() {
-                    if let PortTo::Switch(m, _) = *to {
-                        if dist[m][t] == want - 1 && best.is_none_or(|b| load[p] < load[b]) {
-                            best = Some(p);
+                let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
+                let spread = (k > 0)
+                    .then(|| {
+                        candidates.clear();
+                        for (p, to) in g.ports[s].iter().enumerate() {
+                            if let PortTo::Switch(m, _) = *to {
+                                if dist[m][t] == want - 1 {
+                                    candidates.push(p as u8);
+                                }
+                            }
+                        }
+                        let base = lft[s].get(usize::from(lid - k)).copied()?;
+                        lmc_spread(&candidates, base, k, level[s])
+                    })
+                    .flatten();
+                let mut best: Option<usize> = spread.map(usize::from);
+                if best.is_none() {
+                    for (p, to) in g.ports[s].iter().enumerate() {
+                        if let PortTo::Switch(m, _) = *to {
+                            if dist[m][t] == want - 1 && best.is_none_or(|b| load[p] < load[b]) {
+                                best = Some(p);
+                            }
                         }
                     }
                 }

@@ -107,11 +107,21 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
     let mut frontier = Vec::new();
     let mut next = Vec::new();
     let mut unreached_switch_dests = Vec::new();
+    // Under LMC, the LIDs above a port's base follow its base's route,
+    // turned level by level (`routing::lmc_spread`).
+    let offsets = super::routing::lid_offsets(g);
+    let level = if offsets.is_empty() {
+        Vec::new()
+    } else {
+        super::routing::levels(g)
+    };
+    let mut candidates = Vec::new();
     for (di, &(lid, t, tport)) in dests.iter().enumerate() {
         let l = usize::from(lid);
         if l > usize::from(max_lid) {
             continue;
         }
+        let k = offsets.get(l).copied().unwrap_or(0);
         reached.iter_mut().for_each(|r| *r = false);
         reached[t] = true;
         down_only[t] = true;
@@ -151,6 +161,20 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
                         let height = max_rank.saturating_sub(rank[u]);
                         let div = k.saturating_pow(height).max(1);
                         o[(di / div) % k]
+                    }
+                    _ if k > 0 && o.len() > 1 => {
+                        candidates.clear();
+                        candidates.extend(o.iter().map(|c| c.0));
+                        let base = lft[u].get(l - usize::from(k)).copied();
+                        let p = base
+                            .and_then(|b| super::routing::lmc_spread(&candidates, b, k, level[u]));
+                        match o.iter().find(|c| Some(c.0) == p) {
+                            Some(&c) => c,
+                            None => *o
+                                .iter()
+                                .min_by_key(|c| (load[u][usize::from(c.0)], c.0))
+                                .unwrap_or(&o[0]),
+                        }
                     }
                     _ => *o
                         .iter()
