@@ -389,3 +389,49 @@ fn on_random_fabrics_every_lid_is_routed_and_updown_stays_deadlock_free() {
         }
     }
 }
+
+/// guid2lid under LMC: a cache of LMC 2 ranges gives every port its range
+/// again; a cache written at LMC 0 keeps only what fits (switches' LIDs
+/// and CA LIDs that are multiples of 4 with the three above free), and
+/// every CA still gets an aligned range.
+#[test]
+fn a_guid2lid_cache_under_lmc_keeps_aligned_ranges_only() {
+    use fabric::sim::Fabric;
+    use fabric::topology::Topology;
+    let spec = "mport-ntree:4:2";
+    let fresh = |cache: std::collections::BTreeMap<u64, Lid>| {
+        let mut f = Fabric::new(Topology::from_spec(spec).unwrap(), SimConfig::default()).unwrap();
+        let mut sm = Sm::new(SmConfig {
+            lmc: 2,
+            ..SmConfig::default()
+        });
+        sm.set_preferred_lids(cache);
+        assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+        assert!(f.verify().ok());
+        (f, sm)
+    };
+    let (_, sm) = up_lmc(spec, 2, Engine::MinHop);
+    let cache = sm.lids_by_guid();
+    let (_, again) = fresh(cache.clone());
+    assert_eq!(again.lids_by_guid(), cache, "every port its range again");
+    // The ranges written as OpenSM writes them: base and top.
+    let ranges = again.lid_ranges_by_guid();
+    assert!(ranges.values().any(|&(l, t)| t.0 == l.0 + 3));
+    assert!(ranges.values().any(|&(l, t)| t == l));
+    // An LMC 0 cache: consecutive LIDs.
+    let (_, sm0) = up_lmc(spec, 0, Engine::MinHop);
+    let cache0 = sm0.lids_by_guid();
+    let (f, sm) = fresh(cache0.clone());
+    let got = sm.lids_by_guid();
+    let cas = ca_lids(&f);
+    assert!(cas.iter().all(|&(_, b, m)| m == 2 && b % 4 == 0), "{cas:?}");
+    let kept = got.iter().filter(|(g, l)| cache0.get(g) == Some(l)).count();
+    let unaligned_cas = (sm.nodes().iter())
+        .filter(|n| !n.is_switch() && cache0[&n.info.port_guid.0].0 % 4 != 0)
+        .count();
+    println!(
+        "LMC 0 cache at LMC 2: {kept} of {} LIDs kept, {unaligned_cas} CAs' unaligned",
+        got.len()
+    );
+    assert!(kept > 0 && kept <= got.len() - unaligned_cas);
+}
