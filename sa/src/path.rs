@@ -702,8 +702,8 @@ pub fn lid_pairs(
     dst: &End,
     dst_fixed: bool,
 ) -> impl Iterator<Item = (Lid, Lid, u8)> {
-    let range = |e: &End, fixed: bool| match s.brief(e.node) {
-        Some(b) if !fixed && b.lid == e.lid => (e.lid.0, 1u16 << b.lmc),
+    let range = |e: &End, fixed: bool| match lid_offset(s, e) {
+        (0, count) if !fixed => (e.lid.0, count),
         _ => (e.lid.0, 1),
     };
     let ((sb, sn), (db, dn)) = (range(src, src_fixed), range(dst, dst_fixed));

@@ -261,7 +261,7 @@ impl Subnet {
             port_guid: n.info.port_guid,
             gid_prefix: prefix,
             lid: Lid(n.lid),
-            lmc: if n.is_switch() { 0 } else { self.lmc },
+            lmc: self.lmc_of(i),
             alive: n.alive,
             switch: n.is_switch(),
             hypervisor: n.is_hypervisor(),
