@@ -26,16 +26,22 @@ use smi::sm::partitions::parse;
 use smi::sm::{Sm, SmConfig, SmEvent};
 use std::sync::OnceLock;
 
-/// The subnet at LMC `lmc` (0 or 2), and the LIDs of its four requesters.
+/// The subnet at LMC `lmc` (0 or 2; at 2 every other switch has an
+/// enhanced port 0 that takes the LMC too, `lmc_esp0`), and the LIDs of
+/// its four requesters.
 fn subnet(lmc: u8) -> &'static (Sm, [Lid; 4]) {
     static SM: [OnceLock<(Sm, [Lid; 4])>; 2] = [OnceLock::new(), OnceLock::new()];
     SM[usize::from(lmc != 0)].get_or_init(|| {
         // Partitioned, so that paths, joins and services meet P_Keys
         // the ports do and do not hold.
-        let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+        let mut topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+        for (i, n) in topo.nodes.iter_mut().enumerate() {
+            n.enhanced_port0 = lmc > 0 && n.ports > 1 && i % 2 == 0;
+        }
         let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
         let mut sm = Sm::new(SmConfig {
             lmc,
+            lmc_esp0: lmc > 0,
             ..SmConfig::default()
         });
         let conf = "Default=0x7fff,ipoib:ALL=limited,SELF=full;\n\

@@ -19,6 +19,10 @@ fuzz_target!(|data: &[u8]| {
         (again.switches(), again.cas(), again.links()),
         (t.switches(), t.cas(), t.links())
     );
+    let esp0 = |t: &fabric::topology::Topology| -> Vec<bool> {
+        t.nodes.iter().map(|n| n.enhanced_port0).collect()
+    };
+    assert_eq!(esp0(&again), esp0(&t), "enhanced ports 0 written as read");
     if t.nodes.len() <= 64 {
         let _ = Fabric::new(t, SimConfig::default());
     }

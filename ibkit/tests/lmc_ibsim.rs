@@ -22,6 +22,12 @@ struct Seen {
     cas: BTreeMap<usize, (u16, u8)>,
     /// The switches' LMCs.
     switch_lmcs: BTreeSet<u8>,
+    /// Per switch (topology index): its base LID and LMC.
+    switches: BTreeMap<usize, (u16, u8)>,
+    /// From every CA to every switch with more than one LID (an enhanced
+    /// port 0 under `lmc_esp0`) but its own leaf: the pairs, those whose
+    /// LIDs' routes are not all one, and the distinct routes.
+    to_switches: (usize, usize, usize),
     /// CA pairs on different switches, and those whose four LIDs' routes
     /// are not all one.
     pairs: usize,
@@ -44,7 +50,8 @@ struct Seen {
 }
 
 /// Every `Ca`/`Switch` header of ibnetdiscover's text with the LID and
-/// LMC it gives: a switch's on its header (`base port 0 lid L lmc M`), a
+/// LMC it gives: a switch's on its header (`base port 0 lid L lmc M`, or
+/// `enhanced port 0 …`), a
 /// CA's on its port line (`# lid L lmc M`). By node GUID.
 fn lids(text: &str) -> BTreeMap<u64, (u16, u8)> {
     let guid_of = |s: &str| -> Option<u64> {
@@ -64,7 +71,7 @@ fn lids(text: &str) -> BTreeMap<u64, (u16, u8)> {
     for line in text.lines() {
         if line.starts_with("Switch") {
             ca = None;
-            let (Some(g), Some(l)) = (guid_of(line), line.split("base port 0").nth(1)) else {
+            let (Some(g), Some(l)) = (guid_of(line), line.split(" port 0 ").nth(1)) else {
                 continue;
             };
             if let Some(v) = lid_lmc(l) {
@@ -117,6 +124,7 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
     let by_guid = lids(&String::from_utf8_lossy(&out.stdout));
     let mut cas = BTreeMap::new();
     let mut switch_lmcs = BTreeSet::new();
+    let mut switches = BTreeMap::new();
     let mut lfts: BTreeMap<usize, BTreeMap<u16, u8>> = BTreeMap::new();
     for (i, n) in topo.nodes.iter().enumerate() {
         let &(lid, lmc) = by_guid
@@ -126,6 +134,7 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
             cas.insert(i, (lid, lmc));
         } else {
             switch_lmcs.insert(lmc);
+            switches.insert(i, (lid, lmc));
             let out = sim
                 .client("ibroute".as_ref())
                 .arg(lid.to_string())
@@ -144,6 +153,9 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
                 return (route, None);
             };
             route.push((sw, port));
+            if port == 0 {
+                return (route, Some(sw));
+            }
             let Some((m, _)) = topo.peer_of(sw, port) else {
                 return (route, None);
             };
@@ -170,6 +182,24 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
             spread += usize::from(distinct.len() > 1);
             routes += distinct.len();
             first_hops += distinct.iter().map(|r| r[0]).collect::<BTreeSet<_>>().len();
+        }
+    }
+    let mut to_switches = (0, 0, 0);
+    for &a in cas.keys() {
+        let leaf = topo.peer_of(a, 1).unwrap().0;
+        for (&s, &(base, lmc)) in switches.iter().filter(|(_, v)| v.1 > 0) {
+            if s == leaf {
+                continue;
+            }
+            let mut distinct = BTreeSet::new();
+            for k in 0..1u16 << lmc {
+                let (route, end) = walk(a, base + k);
+                assert_eq!(end, Some(s), "LID {} from {}", base + k, topo.nodes[a].name);
+                distinct.insert(route);
+            }
+            to_switches.0 += 1;
+            to_switches.1 += usize::from(distinct.len() > 1);
+            to_switches.2 += distinct.len();
         }
     }
     // saquery between the first and the last CA.
@@ -214,6 +244,8 @@ fn look(sim: &dyn Simulator, topo: &Topology) -> Seen {
     Seen {
         cas,
         switch_lmcs,
+        switches,
+        to_switches,
         pairs,
         spread,
         routes,
@@ -344,6 +376,105 @@ fn lmc_2_as_opensm_gives_it() {
         // By GIDs: the same order (same offsets first, Preference 0).
         assert_eq!(i.by_gids, [(0, 0, 0), (1, 1, 0)], "{on}: saquery by GIDs");
         assert_eq!(i.by_gids, o.by_gids, "{on}: saquery by GIDs");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// OpenSM's `lmc_esp0 TRUE` (in its configuration file) beside `ibkit sm
+/// --lmc 2 --lmc-esp0`, on mport-ntree:4:3 whose even-numbered switches
+/// have an enhanced port 0 (ibsim's `enhanced port 0` in the topology
+/// file, which ibkit's served fabric reads too): those switches hold four
+/// aligned LIDs, every one routed to them; the others one.
+#[test]
+fn lmc_esp0_as_opensm_gives_it() {
+    if !peers_with_smpquery("lmc_ibsim") {
+        return;
+    }
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-esp0-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wait = Duration::from_secs(60);
+    let mut topo = Topology::from_spec("mport-ntree:4:3").unwrap();
+    let enhanced = |i: usize| i % 2 == 0;
+    for (i, n) in topo.nodes.iter_mut().enumerate() {
+        n.enhanced_port0 = n.ports > 1 && enhanced(i);
+    }
+    let file = dir.join("esp0.net");
+    std::fs::write(&file, fabric::topology::to_ibnetdiscover(&topo)).unwrap();
+    let spec = format!("file:{}", file.display());
+    let conf = dir.join("opensm-esp0.conf");
+    std::fs::write(&conf, "lmc_esp0 TRUE\n").unwrap();
+    let conf = conf.display().to_string();
+    for served in [false, true] {
+        let on = if served { "served fabric" } else { "ibsim" };
+        let mut seen = Vec::new();
+        for opensm in [true, false] {
+            let (sim, sm) = simulator_and_sm(
+                exe,
+                (&spec, &topo),
+                served,
+                &dir,
+                wait,
+                opensm.then_some(&["-l", "2", "-F", &conf][..]),
+                &["--lmc", "2", "--lmc-esp0"],
+            );
+            let s = look(sim.as_ref(), &topo);
+            // saquery from the first CA to the first enhanced switch, at
+            // each of its LIDs.
+            let (&a, &(la, _)) = s.cas.iter().next().unwrap();
+            let (_, &(ls, _)) = (s.switches.iter()).find(|(&i, _)| enhanced(i)).unwrap();
+            let answered = (0..4)
+                .filter(|k| {
+                    let out = (sim.client_at("saquery".as_ref(), &topo.nodes[a].name))
+                        .args([
+                            "PR",
+                            "--slid",
+                            &la.to_string(),
+                            "--dlid",
+                            &(ls + k).to_string(),
+                        ])
+                        .output()
+                        .unwrap();
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    fields(&text, "dlid") == [ls + k]
+                })
+                .count();
+            let who = if opensm { "OpenSM" } else { "ibkit" };
+            let (pairs, spread, routes) = s.to_switches;
+            println!(
+                "{who} on {on}: switch LMCs {:?}; CA to enhanced switch: {spread} of {pairs} \
+                 pairs with 2 or more routes over its 4 LIDs ({:.2} routes a pair); \
+                 saquery PR to its 4 LIDs: {answered} answered",
+                s.switches.values().map(|v| v.1).collect::<Vec<_>>(),
+                routes as f64 / pairs.max(1) as f64,
+            );
+            let _ = sm.stop(Duration::from_secs(5));
+            seen.push((s, answered));
+        }
+        for (s, answered) in &seen {
+            for (&i, &(lid, lmc)) in &s.switches {
+                let want = if enhanced(i) { 2 } else { 0 };
+                assert_eq!(lmc, want, "{on}: switch {i}");
+                assert_eq!(lid % (1 << lmc), 0, "{on}: switch {i}'s LID {lid}");
+            }
+            assert!(s.cas.values().all(|&(l, m)| m == 2 && l % 4 == 0));
+            assert!(s.to_switches.0 > 0);
+            assert_eq!(*answered, 4, "{on}");
+        }
+        // ibkit spreads a switch's LIDs at least as OpenSM does.
+        let (o, i) = (&seen[0].0, &seen[1].0);
+        assert!(
+            i.to_switches.1 >= o.to_switches.1,
+            "{on}: {:?} {:?}",
+            i.to_switches,
+            o.to_switches
+        );
+        assert!(
+            i.to_switches.2 >= o.to_switches.2,
+            "{on}: {:?} {:?}",
+            i.to_switches,
+            o.to_switches
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -435,3 +435,126 @@ fn a_guid2lid_cache_under_lmc_keeps_aligned_ranges_only() {
     );
     assert!(kept > 0 && kept <= got.len() - unaligned_cas);
 }
+
+/// A fabric of `spec` whose switches `enhanced` picks have an enhanced
+/// port 0, brought up at LMC `lmc` with `lmc_esp0` as given.
+fn up_esp0(
+    spec: &str,
+    lmc: u8,
+    esp0: bool,
+    enhanced: impl Fn(usize) -> bool,
+    routing: Engine,
+) -> (Fabric, Sm) {
+    use fabric::topology::Topology;
+    let mut t = Topology::from_spec(spec).unwrap();
+    for (i, n) in t.nodes.iter_mut().enumerate() {
+        n.enhanced_port0 = n.kind == mad_core::attr::NodeType::Switch && enhanced(i);
+    }
+    let mut f = Fabric::new(t, SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig {
+        lmc,
+        lmc_esp0: esp0,
+        routing,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    (f, sm)
+}
+
+/// OpenSM's `lmc_esp0`: a switch whose port 0 is enhanced takes the LMC
+/// (aligned range, every LID routed to it, the SA's paths at each); a
+/// base port 0 keeps one LID; without `lmc_esp0` every switch has one.
+#[test]
+fn under_lmc_esp0_enhanced_switch_ports_0_take_the_lmc_and_base_ones_do_not() {
+    let spec = "mport-ntree:4:3";
+    let enhanced = |i: usize| i % 2 == 0;
+    for routing in Engine::ALL {
+        let (f, sm) = up_esp0(spec, 2, true, enhanced, routing);
+        let mut held = 0usize;
+        let mut esp = Vec::new();
+        for (i, n) in f.nodes.iter().enumerate() {
+            let want = match n {
+                SimNode::Switch(_) if enhanced(i) => 2,
+                SimNode::Switch(_) => 0,
+                _ => 2,
+            };
+            assert_eq!(n.lmc(), want, "{routing:?}: node {i}");
+            let base = n.lid().0;
+            assert_eq!(base % (1 << want), 0, "{routing:?}: node {i} base {base}");
+            for k in 0..1u16 << want {
+                let (node, _) = sm.subnet().by_lid(Lid(base + k)).unwrap();
+                assert_eq!(node.0 == 0, i == f.sm_node, "LID {}", base + k);
+            }
+            held += 1 << want;
+            if matches!(n, SimNode::Switch(_)) && want == 2 {
+                esp.push((i, base, 2u8));
+            }
+        }
+        assert!(esp.len() >= 4);
+        assert!(sm.subnet().indexes_agree());
+        // Every LID of every range, the switches' included, reaches its
+        // holder from every node.
+        let v = f.verify();
+        assert!(v.ok(), "{routing:?}: {v}");
+        assert_eq!(v.lids as usize, held, "{routing:?}");
+        // From each CA, a switch's four LIDs take more than one route
+        // wherever more than one shortest path leads there.
+        let (mut pairs, mut spread, mut routes, mut best) = (0, 0, 0, 0);
+        for &(a, _, _) in &ca_lids(&f) {
+            let leaf = f.topo.peer[a][1].unwrap().0;
+            for &(s, base, _) in &esp {
+                let paths = shortest_paths(&f, leaf, s);
+                if paths < 2 {
+                    continue;
+                }
+                best += paths.min(4);
+                let r: BTreeSet<Vec<(usize, u8)>> = (0..4)
+                    .map(|k| {
+                        let (path, walk) = f.trace(a, Lid(base + k));
+                        assert!(matches!(walk, fabric::sim::Walk::Delivered(_)));
+                        path
+                    })
+                    .collect();
+                pairs += 1;
+                spread += usize::from(r.len() > 1);
+                routes += r.len();
+            }
+        }
+        println!(
+            "{routing:?}: {} enhanced switches at LMC 2; from CAs to them over 2+ shortest paths: \
+             {pairs} pairs, {spread} spread, {routes} routes of {best} there are",
+            esp.len()
+        );
+        assert!(pairs > 0);
+        assert_eq!(spread, pairs, "{routing:?}");
+        assert_eq!(routes, best, "{routing:?}");
+        if routing != Engine::MinHop {
+            assert!(sm.deadlock_free(), "{routing:?}");
+        }
+    }
+    // The SA: a CA's paths to an enhanced switch are listed at every pair
+    // of their LIDs (4 × 4), to a base switch at its one LID (4 × 1).
+    let (f, sm) = up_esp0(spec, 2, true, enhanced, Engine::MinHop);
+    let mut sa = new_sa();
+    let (a, from) = hosts(&f)[0];
+    let switches: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| matches!(f.nodes[i], SimNode::Switch(_)))
+        .collect();
+    let e = *switches.iter().find(|&&i| enhanced(i)).unwrap();
+    let b = *switches.iter().find(|&&i| !enhanced(i)).unwrap();
+    let to_e = table(&mut sa, &sm, from, gid_of(&f, a), gid_of(&f, e));
+    let to_b = table(&mut sa, &sm, from, gid_of(&f, a), gid_of(&f, b));
+    assert_eq!(to_e.len(), 16);
+    assert_eq!(to_b.len(), 4);
+    let dlids: BTreeSet<u16> = to_e.iter().map(|p| p.dlid.0).collect();
+    let be = f.nodes[e].lid().0;
+    assert_eq!(dlids, (be..be + 4).collect());
+    // Without lmc_esp0 the same switches keep one LID each; with it but
+    // no enhanced switch, the bring-up is the one without it.
+    let (f0, sm0) = up_esp0(spec, 2, false, enhanced, Engine::MinHop);
+    assert!(switches.iter().all(|&i| f0.nodes[i].lmc() == 0));
+    assert!(f0.verify().ok());
+    let (f1, sm1) = up_esp0(spec, 2, true, |_| false, Engine::MinHop);
+    assert_eq!(ca_lids(&f0), ca_lids(&f1));
+    assert_eq!(sm0.stats().total(), sm1.stats().total());
+}

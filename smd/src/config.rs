@@ -22,6 +22,7 @@
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
+//! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ```
@@ -70,6 +71,7 @@ struct Raw {
     sa_db_file: Option<PathBuf>,
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
+    lmc_esp0: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
 }
@@ -119,6 +121,8 @@ pub struct SmFile {
     pub reassign_lids: Option<bool>,
     /// LMC of every CA port, 0–7 (OpenSM's `lmc`).
     pub lmc: Option<u8>,
+    /// Enhanced switch ports 0 take the LMC too (OpenSM's `lmc_esp0`).
+    pub lmc_esp0: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
     pub guid: Option<u64>,
     /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
@@ -261,6 +265,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         sa_db_file: path(&raw.sa_db_file),
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
+        lmc_esp0: raw.lmc_esp0,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
             .map(|v| v as u8),
@@ -288,7 +293,7 @@ mod tests {
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
-                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\n\
+                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -307,6 +312,7 @@ mod tests {
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(f.lmc, Some(2));
+        assert_eq!(f.lmc_esp0, Some(true));
         assert_eq!(f.guid, Some(0x0002_c903_0000_1235));
         assert_eq!(
             f.sa_db_file,

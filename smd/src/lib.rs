@@ -127,6 +127,8 @@ pub struct SmdConfig {
     pub reassign_lids: bool,
     /// LMC of every CA port, 0–7 (OpenSM's `lmc`).
     pub lmc: u8,
+    /// Enhanced switch ports 0 get `2^lmc` LIDs too (OpenSM's `lmc_esp0`).
+    pub lmc_esp0: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -189,6 +191,7 @@ impl Default for SmdConfig {
             sa_db_file: None,
             reassign_lids: false,
             lmc: 0,
+            lmc_esp0: false,
             reconfig: None,
         }
     }
@@ -544,6 +547,7 @@ fn drive(
         poll_ms: c.poll_ms,
         reassign_lids: c.reassign_lids,
         lmc: c.lmc,
+        lmc_esp0: c.lmc_esp0,
         ..SmConfig::default()
     };
     let mut sm = Sm::new(cfg);
@@ -1024,6 +1028,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             g.reassign_lids.or(f.reassign_lids).unwrap_or(false) != c.reassign_lids,
         ),
         ("lmc", g.lmc.or(f.lmc).unwrap_or(0) != c.lmc),
+        (
+            "lmc_esp0",
+            g.lmc_esp0.or(f.lmc_esp0).unwrap_or(false) != c.lmc_esp0,
+        ),
         (
             "guid",
             match &c.via {

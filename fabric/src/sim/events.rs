@@ -11,7 +11,7 @@ impl Fabric {
             .topo
             .add_node(kind, ports, guid, name.to_string(), None);
         self.nodes
-            .push(SimNode::make(kind, guid, ports, name, self.cfg.vfs, false));
+            .push(SimNode::make(&self.topo.nodes[i], self.cfg.vfs, false));
         i
     }
 
@@ -63,8 +63,7 @@ impl Fabric {
             }
             FabricEvent::NodeUp(n) => {
                 // Freshly powered: a new agent with nothing set.
-                let t = &self.topo.nodes[n];
-                self.nodes[n] = self.nodes[n].repowered(t.kind, t.guid, t.ports, &t.name);
+                self.nodes[n] = self.nodes[n].repowered(&self.topo.nodes[n]);
                 let ports: Vec<u8> = self
                     .cut
                     .iter()

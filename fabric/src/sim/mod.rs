@@ -310,7 +310,7 @@ impl Fabric {
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| SimNode::make(n.kind, n.guid, n.ports, &n.name, cfg.vfs, i == sm_node))
+            .map(|(i, n)| SimNode::make(n, cfg.vfs, i == sm_node))
             .collect();
         let mut f = Fabric {
             topo,

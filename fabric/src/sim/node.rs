@@ -2,6 +2,7 @@
 //! hypervisor's SMA, behind one type.
 
 use super::*;
+use crate::topology::Node as TopoNode;
 
 /// A node's agent.
 pub enum SimNode {
@@ -17,18 +18,14 @@ impl SimNode {
     /// A freshly powered agent: a switch; a hypervisor with `vfs` VFs (a
     /// one-port CA other than the SM's, when `vfs` > 0); or a CA, the SM's
     /// when `is_sm`.
-    pub(super) fn make(
-        kind: NodeType,
-        guid: u64,
-        ports: u8,
-        name: &str,
-        vfs: usize,
-        is_sm: bool,
-    ) -> SimNode {
-        match kind {
-            NodeType::Switch => SimNode::Switch(Box::new(SwitchSma::new(&NodeSpec::switch(
-                guid, ports, name,
-            )))),
+    pub(super) fn make(n: &TopoNode, vfs: usize, is_sm: bool) -> SimNode {
+        let (guid, ports, name) = (n.guid, n.ports, n.name.as_str());
+        match n.kind {
+            NodeType::Switch => {
+                let mut spec = NodeSpec::switch(guid, ports, name);
+                spec.enhanced_port0 = n.enhanced_port0;
+                SimNode::Switch(Box::new(SwitchSma::new(&spec)))
+            }
             _ if vfs > 0 && !is_sm && ports == 1 => {
                 SimNode::Hypervisor(Box::new(Hypervisor::new(guid, vfs, name)))
             }
@@ -41,12 +38,12 @@ impl SimNode {
     }
     /// A new agent of the same kind as this one (a hypervisor with as many
     /// VFs), freshly powered: nothing set.
-    pub(super) fn repowered(&self, kind: NodeType, guid: u64, ports: u8, name: &str) -> SimNode {
+    pub(super) fn repowered(&self, n: &TopoNode) -> SimNode {
         let vfs = match self {
             SimNode::Hypervisor(h) => h.vports.vfs.len(),
             SimNode::Switch(_) | SimNode::Ca(_) => 0,
         };
-        SimNode::make(kind, guid, ports, name, vfs, false)
+        SimNode::make(n, vfs, false)
     }
     pub(super) fn node(&self) -> &dyn dr::Node {
         match self {
@@ -133,10 +130,10 @@ impl SimNode {
         }
     }
     /// The LMC of the node's own port: it holds `lid()` and the
-    /// `2^lmc - 1` LIDs above it (a switch's port 0: 0).
+    /// `2^lmc - 1` LIDs above it (a switch's base port 0: 0).
     pub fn lmc(&self) -> u8 {
         match self {
-            SimNode::Switch(_) => 0,
+            SimNode::Switch(s) => s.model.ports.first().map_or(0, |p| p.info.lmc.min(7)),
             SimNode::Ca(c) => c.model.ports.get(1).map_or(0, |p| p.info.lmc.min(7)),
             SimNode::Hypervisor(h) => h.pf.model.ports.get(1).map_or(0, |p| p.info.lmc.min(7)),
         }
@@ -145,7 +142,7 @@ impl SimNode {
     /// a CA's LID, or a hypervisor's PF LID or enabled VF LID.
     pub fn owns(&self, lid: Lid) -> bool {
         match self {
-            SimNode::Switch(s) => s.model.lid(0) == lid,
+            SimNode::Switch(s) => s.model.owns_lid(0, lid),
             SimNode::Ca(c) => c.model.owns_lid(1, lid),
             SimNode::Hypervisor(h) => h.owns(lid),
         }

@@ -41,7 +41,7 @@ impl Fabric {
             let p = s.model.lft_port(dlid);
             hop(node, p);
             if p == 0 {
-                return if s.model.lid(0) == dlid {
+                return if s.model.owns_lid(0, dlid) {
                     Walk::Delivered(switches)
                 } else {
                     Walk::Dropped(node)
@@ -169,7 +169,7 @@ impl Fabric {
             check(node, ingress, true)?;
             let p = s.model.lft_port(dlid);
             if p == 0 {
-                if s.model.lid(0) != dlid {
+                if !s.model.owns_lid(0, dlid) {
                     return Err(PartitionDrop::Route(Walk::Dropped(node)));
                 }
                 // The switch's own port 0 receives it as an end port.

@@ -23,6 +23,10 @@ pub struct Node {
     pub name: String,
     /// Tree level for fat-tree switches (0 = leaf), `None` elsewhere.
     pub level: Option<u8>,
+    /// A switch whose port 0 is enhanced (it takes an LMC, so the SM may
+    /// give it a range of LIDs): ibnetdiscover's and ibsim's
+    /// `enhanced port 0` after the switch's name.
+    pub enhanced_port0: bool,
 }
 
 /// A port of a node: (node index, port number).
@@ -90,6 +94,7 @@ impl Topology {
             guid,
             name,
             level,
+            enhanced_port0: false,
         });
         self.peer.push(vec![None; usize::from(ports) + 1]);
         self.nodes.len() - 1

@@ -28,8 +28,11 @@ pub fn to_ibnetdiscover(t: &Topology) -> String {
                 let _ = writeln!(s, "switchguid={:#018x}({:x})", n.guid, n.guid);
                 let _ = writeln!(
                     s,
-                    "Switch\t{} \"{}\"\t\t# \"{}\" base port 0 lid 0 lmc 0",
-                    n.ports, n.name, n.name
+                    "Switch\t{} \"{}\"\t\t# \"{}\" {} port 0 lid 0 lmc 0",
+                    n.ports,
+                    n.name,
+                    n.name,
+                    if n.enhanced_port0 { "enhanced" } else { "base" }
                 );
             }
             _ => {
@@ -179,6 +182,12 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                 )));
             }
             let n = t.add_node(kind, ports, guid, name.to_string(), None);
+            // ibsim and ibnetdiscover say so in the comment, after the
+            // quoted description.
+            let comment = &raw[uncommented(raw).len()..];
+            let after_desc = comment.rsplit('"').next().unwrap_or(comment);
+            t.nodes[n].enhanced_port0 =
+                kind == NodeType::Switch && after_desc.contains("enhanced port 0");
             by_name.insert(name.to_string(), n);
             current = Some(n);
             continue;

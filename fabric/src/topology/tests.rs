@@ -164,6 +164,19 @@ Ca	2 "H-0002c9030001e8b0"		# "node02 HCA-1"
     assert_eq!(t.nodes[0].guid, 0x2c903007b1234);
     assert_eq!(t.nodes[1].guid, 0x2c9030001e8a0);
     assert_eq!(t.peer_of(0, 2), Some((2, 1)));
+    assert!(!t.nodes[0].enhanced_port0);
+    // ibsim's and ibnetdiscover's "enhanced port 0" after the quoted
+    // description, not inside it; written back as read.
+    let esp0 = text.replace("base port 0 lid 3", "enhanced port 0 lid 3");
+    let t = netfile::parse(&esp0).unwrap();
+    assert!(t.nodes[0].enhanced_port0);
+    assert!(!t.nodes[1].enhanced_port0);
+    assert_eq!(netfile::parse(&to_ibnetdiscover(&t)).unwrap(), t);
+    let named = text.replace(
+        "\"SwitchX -  Mellanox",
+        "\"enhanced port 0 SwitchX -  Mellanox",
+    );
+    assert!(!netfile::parse(&named).unwrap().nodes[0].enhanced_port0);
 }
 
 #[test]

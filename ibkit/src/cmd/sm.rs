@@ -102,6 +102,10 @@ pub struct SmArgs {
     /// their LIDs. A switch's port 0 keeps one LID.
     #[arg(long, short = 'l', value_name = "LMC", value_parser = clap::value_parser!(u8).range(0..=7))]
     pub lmc: Option<u8>,
+    /// A switch whose port 0 is enhanced gets 2^LMC LIDs too, every one
+    /// routed to it (OpenSM's lmc_esp0); base ports 0 keep one LID.
+    #[arg(long)]
+    pub lmc_esp0: bool,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -217,6 +221,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             sa_db_file: a.sa_db.clone().or(file.sa_db_file),
             reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
+            lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             reconfig: a.config.clone().map(|f| smd::Reconfig {
                 file: f,
                 flags: flags(a),
@@ -274,6 +279,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         sa_db_file: a.sa_db.clone(),
         reassign_lids: a.reassign_lids.then_some(true),
         lmc: a.lmc,
+        lmc_esp0: a.lmc_esp0.then_some(true),
         guid: a.guid,
         sm_assigned_guid: None,
     }

@@ -54,9 +54,14 @@ pub struct SmConfig {
     /// a multiple of `2^lmc`, and the routing engine routes each of them,
     /// spreading them over the equal-cost ports it has (so a host pair has
     /// up to `2^lmc` distinct paths, which the SA lists as OpenSM's does).
-    /// A switch's base port 0 keeps one LID, as with OpenSM's default
+    /// A switch's port 0 keeps one LID, as with OpenSM's default
     /// `lmc_esp0 FALSE`; a hypervisor's VFs one LID each.
     pub lmc: u8,
+    /// OpenSM's `lmc_esp0`: a switch whose port 0 is enhanced
+    /// (SwitchInfo.EnhancedPort0) gets `2^lmc` LIDs too, and every one is
+    /// routed to it. A base port 0 keeps one LID whatever this says (it
+    /// has no LMC).
+    pub lmc_esp0: bool,
 }
 
 /// The routing engines.
@@ -172,6 +177,7 @@ impl Default for SmConfig {
             poll_ms: 500,
             reassign_lids: false,
             lmc: 0,
+            lmc_esp0: false,
         }
     }
 }

@@ -18,10 +18,12 @@ impl Sm {
                     .is_some()
         };
         let mut needed: u32 = 0;
-        let ca_lids = 1u32 << self.db.lmc;
-        for n in self.db.nodes().iter().filter(|n| n.alive && reached(n)) {
+        for (i, n) in self.db.nodes().iter().enumerate() {
+            if !n.alive || !reached(n) {
+                continue;
+            }
             if n.lid == 0 {
-                needed += if n.is_switch() { 1 } else { ca_lids };
+                needed += 1u32 << self.db.lmc_of(i);
             }
             if prepopulated && !n.is_switch() {
                 needed += n.vfs.iter().filter(|v| v.lid == 0).count() as u32;

@@ -152,13 +152,13 @@ pub struct Sm {
 impl Sm {
     /// A subnet manager that will bring the subnet up from its own port.
     pub fn new(cfg: SmConfig) -> Self {
-        let lmc = cfg.lmc.min(7);
+        let (lmc, esp0) = (cfg.lmc.min(7), cfg.lmc_esp0);
         let mut sm = Sm {
             cfg,
             phase: Phase::Discovery,
             out: Outbox::default(),
             events: VecDeque::new(),
-            db: Subnet::with_lmc(lmc),
+            db: Subnet::with_lmc(lmc, esp0),
             stats: Stats::default(),
             armed: false,
             error: None,

@@ -53,20 +53,30 @@ pub fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
     dests
 }
 
-/// Per LID, its offset into the `2^LMC` LIDs of the CA port that holds it
-/// (0 for a base LID, a switch's, a VF's; the vector runs to the highest
-/// CA LID).
+/// Per LID, its offset into the `2^LMC` LIDs of the port that holds it: a
+/// CA port's range, or an enhanced switch port 0's (the LIDs of
+/// [`Graph::extra`] above the switch's own, at port 0). 0 for a base LID
+/// and a VF's; the vector runs to the highest such LID.
 pub fn lid_offsets(g: &Graph) -> Vec<u16> {
     let mut off = Vec::new();
+    let mut put = |l: u16, k: u16| {
+        let l = usize::from(l);
+        if off.len() <= l {
+            off.resize(l + 1, 0);
+        }
+        off[l] = k;
+    };
     for t in g.ports.iter().flatten() {
         if let PortTo::Ca(base, count) = *t {
             for k in 1..count {
-                let l = usize::from(base.saturating_add(k));
-                if off.len() <= l {
-                    off.resize(l + 1, 0);
-                }
-                off[l] = k;
+                put(base.saturating_add(k), k);
             }
+        }
+    }
+    for &(l, s, p) in &g.extra {
+        let base = g.lid.get(s).copied().unwrap_or(0);
+        if p == 0 && base != 0 && l > base {
+            put(l, l - base);
         }
     }
     off

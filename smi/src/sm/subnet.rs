@@ -70,6 +70,9 @@ pub struct Subnet {
     /// The LMC of every CA port ([`super::SmConfig::lmc`]); a switch's
     /// base port 0 has one LID.
     pub(super) lmc: u8,
+    /// Whether a switch's enhanced port 0 takes the LMC too
+    /// ([`super::SmConfig::lmc_esp0`]).
+    pub(super) lmc_esp0: bool,
 }
 
 /// Another SM of the subnet, as this one last read its SMInfo: what an
@@ -156,24 +159,29 @@ impl Subnet {
         (b.alive && holds).then_some((NodeId(i), b.own_port))
     }
 
-    /// An empty subnet whose CA ports get LMC `lmc`.
-    pub(super) fn with_lmc(lmc: u8) -> Subnet {
+    /// An empty subnet whose CA ports get LMC `lmc`, and so do switches'
+    /// enhanced ports 0 when `esp0`.
+    pub(super) fn with_lmc(lmc: u8, esp0: bool) -> Subnet {
         Subnet {
             lmc,
+            lmc_esp0: esp0,
             ..Subnet::default()
         }
     }
 
-    /// The LMC the SM gives every CA port (a switch's port 0: 0).
+    /// The LMC the SM gives every CA port (a switch's port 0: 0, unless
+    /// it is enhanced and `lmc_esp0` is on).
     pub fn lmc(&self) -> u8 {
         self.lmc
     }
 
-    /// The LMC of node `i`'s own port: the subnet's for a CA, 0 for a
-    /// switch's base port 0 (as OpenSM without `lmc_esp0`).
+    /// The LMC of node `i`'s own port: the subnet's for a CA, and for a
+    /// switch whose port 0 is enhanced when `lmc_esp0` is on; 0 for any
+    /// other switch (OpenSM's `osm_switch_sp0_is_lmc_capable`).
     pub(super) fn lmc_of(&self, i: usize) -> u8 {
         match self.nodes.get(i) {
             Some(n) if !n.is_switch() => self.lmc,
+            Some(n) if self.lmc_esp0 && n.switch_info.is_some_and(|s| s.enhanced_port0) => self.lmc,
             _ => 0,
         }
     }
@@ -257,11 +265,13 @@ impl Subnet {
             .get(usize::from(own))
             .and_then(|p| p.info.as_ref())
             .map_or(0, |pi| pi.gid_prefix.0);
+        let (old_lid, old_lmc) = (b.lid, b.lmc);
+        let lmc = self.lmc_of(i);
         self.briefs[i] = NodeBrief {
             port_guid: n.info.port_guid,
             gid_prefix: prefix,
             lid: Lid(n.lid),
-            lmc: self.lmc_of(i),
+            lmc,
             alive: n.alive,
             switch: n.is_switch(),
             hypervisor: n.is_hypervisor(),
@@ -273,6 +283,11 @@ impl Subnet {
         let at = at as usize;
         for (slot, p) in self.port_briefs[at..].iter_mut().zip(&n.ports) {
             *slot = PortBrief::of(p);
+        }
+        // A switch's LMC follows its SwitchInfo (enhanced port 0), which
+        // may be read after its LID: the index then covers the range.
+        if n.lid != 0 && (old_lid.0 != n.lid || old_lmc != lmc) {
+            node_lid_set(&mut self.lid_owner, n.lid, 1 << lmc, i);
         }
     }
 

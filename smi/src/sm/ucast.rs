@@ -31,6 +31,13 @@ impl Sm {
         for &i in &self.db.switch_index {
             let n = &self.db.nodes()[i];
             g.lid.push(n.lid);
+            // An enhanced port 0 under `lmc_esp0`: the LIDs above its base
+            // end at the switch too.
+            if n.lid != 0 {
+                for k in 1..1u16 << self.db.lmc_of(i) {
+                    extra.push((n.lid.saturating_add(k), index[i], 0));
+                }
+            }
             g.ports.push(
                 n.ports
                     .iter()

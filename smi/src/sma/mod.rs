@@ -516,7 +516,8 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             {
                 return bad;
             }
-            if new.lmc > 0 && new.lid.0 % (1 << new.lmc) != 0 {
+            let base_sp0 = sw && !self.model.switch_info.enhanced_port0;
+            if new.lmc > 0 && !base_sp0 && new.lid.0 % (1 << new.lmc) != 0 {
                 return bad;
             }
         }
@@ -598,6 +599,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             speed,
         } = plan;
         let vls = u8::from(new.operational_vls);
+        let base_sp0 = self.model.is_switch() && !self.model.switch_info.enhanced_port0;
         let Ok(p) = self.port_mut(target) else { return };
         let i = &mut p.info;
         if addresses {
@@ -605,7 +607,9 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             i.gid_prefix = new.gid_prefix;
             i.lid = new.lid;
             i.master_sm_lid = new.master_sm_lid;
-            i.lmc = new.lmc;
+            // A base switch port 0 has no LMC (IBA 1.2.1 table 146): it
+            // keeps one LID whatever the Set says.
+            i.lmc = if base_sp0 { 0 } else { new.lmc };
             i.master_sm_sl = new.master_sm_sl;
             i.m_key_lease_period = new.m_key_lease_period;
             i.m_key_protect_bits = new.m_key_protect_bits;

@@ -42,6 +42,10 @@ pub struct NodeSpec {
     pub multicast_fdb_cap: u16,
     /// Whether an SM may run on this node's ports (CapabilityMask.IsSM).
     pub is_sm: bool,
+    /// A switch whose port 0 is enhanced (SwitchInfo.EnhancedPort0): it
+    /// takes an LMC, so it may hold a range of LIDs. A base port 0 holds
+    /// one LID (IBA 1.2.1 table 146: LMC is not valid there).
+    pub enhanced_port0: bool,
 }
 
 impl NodeSpec {
@@ -60,6 +64,7 @@ impl NodeSpec {
             linear_fdb_cap: 0,
             multicast_fdb_cap: 0,
             is_sm: false,
+            enhanced_port0: false,
         }
     }
     /// A switch with `ports` external ports and a 48K-entry LFT.
@@ -77,6 +82,7 @@ impl NodeSpec {
             linear_fdb_cap: 0xC000,
             multicast_fdb_cap: 1024,
             is_sm: false,
+            enhanced_port0: false,
         }
     }
 }
@@ -262,6 +268,7 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
                     multicast_fdb_top: 0xBFFF,
                     // AllInputPorts / AllOutputPorts honoured in SLtoVL Sets.
                     optimized_sl_to_vl_mapping_programming: 1,
+                    enhanced_port0: spec.enhanced_port0,
                     ..Default::default()
                 }
             } else {

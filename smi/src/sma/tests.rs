@@ -191,6 +191,33 @@ fn port_info_set_refuses_bad_addresses() {
     );
 }
 
+/// IBA 1.2.1 table 146: a base switch port 0 has no LMC (it holds one
+/// LID whatever a Set says); an enhanced one takes it, aligned.
+#[test]
+fn only_an_enhanced_switch_port_0_takes_an_lmc() {
+    for enhanced in [false, true] {
+        let mut spec = NodeSpec::switch(0x1000, 8, "sw");
+        spec.enhanced_port0 = enhanced;
+        let mut s = SwitchSma::new(&spec);
+        assert_eq!(s.model.switch_info.enhanced_port0, enhanced);
+        let mut pi = for_set(s.model.ports[0].info);
+        pi.lid = Lid(6);
+        pi.lmc = 2;
+        let want = if enhanced {
+            Status::INVALID_FIELD // 6 is no multiple of 4
+        } else {
+            Status::OK
+        };
+        assert_eq!(status(&s.process(&set_req(&pi, 0), 0, 0)), want);
+        pi.lid = Lid(8);
+        assert_eq!(status(&s.process(&set_req(&pi, 0), 0, 0)), Status::OK);
+        let lmc = s.model.ports[0].info.lmc;
+        assert_eq!(lmc, if enhanced { 2 } else { 0 });
+        assert_eq!(s.model.owns_lid(0, Lid(11)), enhanced);
+        assert!(s.model.owns_lid(0, Lid(8)) && !s.model.owns_lid(0, Lid(12)));
+    }
+}
+
 #[test]
 fn lft_blocks_are_bounded_by_linear_fdb_top_and_capacity() {
     let mut s = sw();
