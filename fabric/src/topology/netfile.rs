@@ -82,6 +82,11 @@ fn quoted(s: &str, line: usize) -> Result<(&str, &str), TopologyError> {
 /// 200 bytes.
 pub const MAX_LINE: usize = 4096;
 
+/// The longest node name read: ibnetdiscover's are under 30 bytes, and a
+/// name appears twice on a line ibkit writes, which must stay under
+/// [`MAX_LINE`] to be read back.
+pub const MAX_NAME: usize = 1024;
+
 /// Text from the file as an error shows it: control characters escaped,
 /// cut after 80 characters.
 fn shown(s: &str) -> String {
@@ -170,6 +175,9 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                 .filter(|&p: &u8| (1..=254).contains(&p))
                 .ok_or_else(|| err("expected a port count 1..=254 after the node type".into()))?;
             let (name, _) = quoted(l, line)?;
+            if name.len() > MAX_NAME {
+                return Err(err(format!("node name longer than {MAX_NAME} bytes")));
+            }
             if by_name.contains_key(name) {
                 return Err(err(format!("node {name:?} defined twice")));
             }

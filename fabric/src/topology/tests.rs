@@ -243,6 +243,18 @@ fn reserved_and_repeated_guids_are_refused_with_the_line() {
 /// A line longer than any real one is refused before it is looked at, and
 /// what an error echoes of a line is escaped and cut short.
 #[test]
+fn long_names_are_refused_so_that_what_is_written_reads_back() {
+    let name = "n".repeat(netfile::MAX_NAME + 1);
+    let e = netfile::parse(&format!("Switch 2 \"{name}\"\n")).unwrap_err();
+    assert!(e.to_string().contains("node name longer than 1024"), "{e}");
+    // The longest name read is written on lines that read back.
+    let name = "n".repeat(netfile::MAX_NAME);
+    let text = format!("Switch 2 \"{name}\"\n[1] \"h\"[1]\nCa 1 \"h\"\n");
+    let t = netfile::parse(&text).unwrap();
+    assert_eq!(netfile::parse(&to_ibnetdiscover(&t)).unwrap(), t);
+}
+
+#[test]
 fn long_lines_are_refused_and_echoes_are_short() {
     let e = netfile::parse(&format!(
         "Ca 1 \"A\"\n{}\n",
