@@ -35,6 +35,8 @@ pub struct BringUpConfig {
     pub capture: bool,
     /// LMC of every CA port ([`SmConfig::lmc`]).
     pub lmc: u8,
+    /// Enhanced switch ports 0 take the LMC too ([`SmConfig::lmc_esp0`]).
+    pub lmc_esp0: bool,
 }
 
 /// SMP counts by kind (`Get(NodeInfo)`, …), in the SM's order; a JSON
@@ -278,6 +280,7 @@ impl BringUp {
             routing: cfg.routing,
             lid_policy: cfg.policy,
             lmc: cfg.lmc,
+            lmc_esp0: cfg.lmc_esp0,
             ..SmConfig::default()
         });
         let up = f.bring_up(&mut sm);
@@ -446,6 +449,7 @@ mod tests {
             dr_hop_ns: 2_000,
             capture: false,
             lmc: 0,
+            lmc_esp0: false,
         }
     }
 

@@ -48,6 +48,10 @@ pub struct SimArgs {
     /// LMC of every CA port, 0–7 (OpenSM's lmc): 2^LMC LIDs each, all routed and checked.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub lmc: u8,
+    /// Switches whose port 0 is enhanced (`enhanced port 0` in a topology
+    /// file) get 2^LMC LIDs too (OpenSM's lmc_esp0).
+    #[arg(long)]
+    pub lmc_esp0: bool,
 }
 
 /// OpenSM 3.3.23's SMPs on ibsim, as measured for issue 4 (not re-measured
@@ -74,6 +78,7 @@ pub fn run(a: &SimArgs) -> super::Outcome {
         dr_hop_ns: a.dr_hop_ns,
         capture: a.pcap.is_some(),
         lmc: a.lmc,
+        lmc_esp0: a.lmc_esp0,
     };
     let spinner = Progress::spinner(
         &format!(
