@@ -439,6 +439,34 @@ fn lmc_esp0_as_opensm_gives_it() {
                     fields(&text, "dlid") == [ls + k]
                 })
                 .count();
+            // Records asked by a LID above a port's base (the CA's second,
+            // the enhanced switch's second) are the port's, with its base.
+            let record_lids: Vec<Vec<u16>> = [
+                ("NR", la + 1, "lid"),
+                ("PIR", la + 1, "EndPortLid"),
+                ("LR", la + 1, "FromLID"),
+                ("SWIR", ls + 1, "LID"),
+                ("NR", ls + 1, "lid"),
+            ]
+            .iter()
+            .map(|&(q, lid, field)| {
+                let out = (sim.client_at("saquery".as_ref(), &topo.nodes[a].name))
+                    .args([q, &lid.to_string()])
+                    .output()
+                    .unwrap();
+                fields(&String::from_utf8_lossy(&out.stdout), field)
+            })
+            .collect();
+            println!(
+                "saquery NR, PIR, LR at CA LID {} and SWIR, NR at switch LID {}: {record_lids:?}",
+                la + 1,
+                ls + 1
+            );
+            assert_eq!(
+                record_lids,
+                [vec![la], vec![la], vec![la], vec![ls], vec![ls]],
+                "{on}: records by a LID above the base"
+            );
             let who = if opensm { "OpenSM" } else { "ibkit" };
             let (pairs, spread, routes) = s.to_switches;
             println!(

@@ -59,12 +59,14 @@ impl Query<'_> {
     ) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
         let mut out = Vec::new();
         let mut over = false;
+        let query = self.at_base_lids::<R>();
+        let query = query.as_deref().unwrap_or(self.data);
         each(self.subnet, &mut |r: R| {
             if over {
                 return;
             }
             let mut b = alloc::vec![0u8; R::SIZE];
-            if r.encode(&mut b).is_ok() && matches::<R>(self.data, &b, self.mask) {
+            if r.encode(&mut b).is_ok() && matches::<R>(query, &b, self.mask) {
                 if out.len() >= self.max {
                     over = true;
                 } else {
@@ -76,6 +78,42 @@ impl Query<'_> {
             return Err(SaStatus::NoResources);
         }
         Ok((out, R::SIZE))
+    }
+}
+
+impl Query<'_> {
+    /// The query with each LID of its RID the mask selects (a record's
+    /// LID, a PortInfoRecord's EndportLID, a LinkRecord's From/ToLID)
+    /// taken down to its port's base LID when it is one of the `2^LMC`
+    /// LIDs above it, so that any LID of a port names the port, as in
+    /// OpenSM's SA (the records carry the base); `None` when nothing
+    /// changes. A VM's VF LID is a port of its own and stays.
+    fn at_base_lids<R: SaRecord>(&self) -> Option<Vec<u8>> {
+        let mut copy: Option<Vec<u8>> = None;
+        for (i, c) in R::COMPONENTS.iter().enumerate() {
+            // The record's own LIDs (its RID), not the attribute's inside
+            // it: a PortInfoRecord's PortInfo.LID is compared as it is.
+            let rid_lid = matches!(
+                (c.name, c.offset),
+                ("lid" | "endport_lid" | "from_lid", 0) | ("to_lid", 32)
+            );
+            if i >= 64 || self.mask & (1 << i) == 0 || !rid_lid || c.width != 16 {
+                continue;
+            }
+            let at = c.offset / 8;
+            let Some(&[hi, lo]) = self.data.get(at..at + 2) else {
+                continue;
+            };
+            let lid = Lid(u16::from_be_bytes([hi, lo]));
+            let Some(b) = (self.subnet.by_lid(lid)).and_then(|(n, _)| self.subnet.brief(n)) else {
+                continue;
+            };
+            if b.holds_lid(lid) && b.lid != lid {
+                let q = copy.get_or_insert_with(|| self.data.to_vec());
+                q[at..at + 2].copy_from_slice(&b.lid.0.to_be_bytes());
+            }
+        }
+        copy
     }
 }
 

@@ -558,3 +558,128 @@ fn under_lmc_esp0_enhanced_switch_ports_0_take_the_lmc_and_base_ones_do_not() {
     assert_eq!(ca_lids(&f0), ca_lids(&f1));
     assert_eq!(sm0.stats().total(), sm1.stats().total());
 }
+
+/// Any LID of a port's range names the port in the records that mirror
+/// SMP attributes, as in OpenSM's SA: a NodeRecord, PortInfoRecord,
+/// GUIDInfoRecord or LinkRecord asked by a CA's LID above its base (and a
+/// SwitchInfoRecord by an enhanced switch's, under `lmc_esp0`) is the one
+/// asked by the base, which it carries. The PortInfo's own LID inside a
+/// PortInfoRecord is compared as it is; a LID nobody holds has none.
+#[test]
+fn records_asked_by_any_lid_of_a_range_are_the_ports() {
+    let enhanced = |i: usize| i % 2 == 0;
+    let (f, sm) = up_esp0("mport-ntree:4:2", 2, true, enhanced, Engine::MinHop);
+    let mut sa = new_sa();
+    let (a, from) = hosts(&f)[1];
+    let la = f.nodes[a].lid().0;
+    let by = |sa: &mut sa::Sa, lid: u16| {
+        let nr = all(
+            sa,
+            &sm,
+            from,
+            &NodeRecord {
+                lid: Lid(lid),
+                ..NodeRecord::default()
+            },
+            mask::<NodeRecord>(&["lid"]),
+            0,
+        );
+        let pir = all(
+            sa,
+            &sm,
+            from,
+            &PortInfoRecord {
+                endport_lid: Lid(lid),
+                ..PortInfoRecord::default()
+            },
+            mask::<PortInfoRecord>(&["endport_lid"]),
+            0,
+        );
+        let gir = all(
+            sa,
+            &sm,
+            from,
+            &GuidInfoRecord {
+                lid: Lid(lid),
+                ..GuidInfoRecord::default()
+            },
+            mask::<GuidInfoRecord>(&["lid"]),
+            0,
+        );
+        let lr = all(
+            sa,
+            &sm,
+            from,
+            &LinkRecord {
+                from_lid: Lid(lid),
+                ..LinkRecord::default()
+            },
+            mask::<LinkRecord>(&["from_lid"]),
+            0,
+        );
+        (nr, pir, gir, lr)
+    };
+    let base = by(&mut sa, la);
+    assert_eq!(base.0.len(), 1);
+    assert_eq!(base.1.len(), 1);
+    assert!(!base.2.is_empty());
+    assert_eq!(base.3.len(), 1);
+    for k in 1..4 {
+        let got = by(&mut sa, la + k);
+        assert_eq!(got.0, base.0, "NodeRecord at base + {k}");
+        assert_eq!(got.1, base.1, "PortInfoRecord at base + {k}");
+        assert_eq!(got.2, base.2, "GUIDInfoRecord at base + {k}");
+        assert_eq!(got.3, base.3, "LinkRecord at base + {k}");
+        assert_eq!(got.0[0].lid.0, la, "the record carries the base");
+        // A link into the CA, by its ToLID above the base.
+        let to = all(
+            &mut sa,
+            &sm,
+            from,
+            &LinkRecord {
+                to_lid: Lid(la + k),
+                ..LinkRecord::default()
+            },
+            mask::<LinkRecord>(&["to_lid"]),
+            0,
+        );
+        assert_eq!(to.len(), 1);
+        assert_eq!(to[0].to_lid.0, la);
+    }
+    // The PortInfo's LID inside the record is the port's base: asked at
+    // base + 1, nothing.
+    let mut q = PortInfoRecord::default();
+    q.port_info.lid = Lid(la + 1);
+    let m = mask::<PortInfoRecord>(&["lid"]);
+    assert!(m != 0);
+    assert!(all(&mut sa, &sm, from, &q, m, 0).is_empty());
+    q.port_info.lid = Lid(la);
+    assert_eq!(all(&mut sa, &sm, from, &q, m, 0).len(), 1);
+    // An enhanced switch's SwitchInfoRecord at each of its LIDs.
+    let s = (0..f.nodes.len())
+        .find(|&i| enhanced(i) && matches!(f.nodes[i], SimNode::Switch(_)))
+        .unwrap();
+    let ls = f.nodes[s].lid().0;
+    for k in 0..4 {
+        let got = all(
+            &mut sa,
+            &sm,
+            from,
+            &SwitchInfoRecord {
+                lid: Lid(ls + k),
+                ..SwitchInfoRecord::default()
+            },
+            mask::<SwitchInfoRecord>(&["lid"]),
+            0,
+        );
+        assert_eq!(got.len(), 1, "SwitchInfoRecord at {}", ls + k);
+        assert_eq!(got[0].lid.0, ls);
+    }
+    // Past every range: nothing.
+    let top = (0..f.nodes.len())
+        .map(|i| f.nodes[i].lid().0 + (1 << f.nodes[i].lmc()))
+        .max()
+        .unwrap();
+    let none = by(&mut sa, top);
+    assert!(none.0.is_empty() && none.1.is_empty() && none.2.is_empty() && none.3.is_empty());
+}
