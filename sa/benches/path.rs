@@ -101,6 +101,7 @@ fn benches(c: &mut Criterion) {
                 data: &m.data,
                 mask: m.sa.component_mask,
                 max: 1,
+                max_examined: 1,
             };
             c.bench_function("part: path_record", |b| {
                 b.iter(|| sa::path::path_record(black_box(&qq)))

@@ -782,9 +782,14 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
         None => (every_end(s), 0),
     };
     let mut out = Vec::new();
+    let mut examined = 0usize;
     for src in &srcs {
         for dst in &dests {
             for at in lid_pairs(s, src, by_s != 0, dst, by_d != 0) {
+                examined += 1;
+                if examined > q.max_examined {
+                    return Err(SaStatus::NoResources);
+                }
                 let Some(pr) = resolve_at(s, src, dst, at, r.pkey())
                     .and_then(|(src, dst, pr)| r.with_policy(s, &src, &dst, pr))
                 else {
@@ -902,11 +907,16 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
         sl: asked_sl,
         qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
     };
+    let mut examined = 0usize;
     for src in &srcs {
         for dst in &dsts {
             for at in lid_pairs(s, src, false, dst, false) {
                 if out.len() >= most {
                     break;
+                }
+                examined += 1;
+                if examined > q.max_examined {
+                    return Err(SaStatus::NoResources);
                 }
                 let Some(pr) = resolve_at(s, src, dst, at, want)
                     .and_then(|(src, dst, pr)| apply_policy(s, &src, &dst, pr, &asked))

@@ -32,6 +32,8 @@ pub struct Query<'a> {
     pub mask: u64,
     /// The most records to return.
     pub max: usize,
+    /// The most candidates (LID pairs) a path query may examine.
+    pub max_examined: usize,
 }
 
 /// True when `rec` equals `query` on every component of `R` that `mask`
