@@ -58,7 +58,7 @@ pub mod query;
 pub mod rmpp;
 pub mod service;
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use mad_core::mad::{Method, Status};
 /// The SA's class version (2).
@@ -94,6 +94,12 @@ pub struct SaConfig {
     /// RMPP transfers in progress at once; past this a GetTable is
     /// answered "no resources".
     pub max_transfers: usize,
+    /// Bytes the transfers in progress may hold together, a quarter of
+    /// them for one requester (by LID); an answer past either is "no
+    /// resources", and a requester already past its quarter is refused
+    /// before its question is worked out. Without it one host's 256
+    /// all-pairs GetTables on fat-tree-648 held 8.1 GB.
+    pub max_transfer_bytes: usize,
     /// Records one answer may hold; past this a GetTable is answered "no
     /// resources" (a bounded answer to an unbounded question).
     pub max_records: usize,
@@ -150,6 +156,7 @@ impl Default for SaConfig {
             rmpp_timeout_ms: 200,
             rmpp_retries: 3,
             max_transfers: 256,
+            max_transfer_bytes: 512 << 20,
             max_records: 1 << 20,
             max_examined: 1 << 20,
             max_request_bytes: 8 * 1024,
@@ -261,6 +268,10 @@ pub struct Sa {
     cfg: SaConfig,
     out: VecDeque<Transmit>,
     transfers: rmpp::Transfers,
+    /// Requesters whose last answer did not fit their share of
+    /// `max_transfer_bytes`, with the bytes they held then: until that
+    /// falls, their GetTables are refused before the work.
+    over_share: BTreeMap<Lid, usize>,
     inbound: inbound::Inbound,
     services: service::Services,
     informs: inform::Informs,
@@ -284,6 +295,7 @@ impl Sa {
             cfg,
             out: VecDeque::new(),
             transfers: rmpp::Transfers::default(),
+            over_share: BTreeMap::new(),
             inbound: inbound::Inbound::default(),
             services: service::Services::default(),
             informs: inform::Informs::default(),
@@ -721,10 +733,33 @@ impl Sa {
         // the same TID): the answer starts over.
         self.transfers.remove(&key);
         self.stats.answered += 1;
+        let (all, share) = (self.cfg.max_transfer_bytes, self.cfg.max_transfer_bytes / 4);
+        let (held, mine) = self.transfers.bytes(from.lid);
+        if matches!(m.method(), Method::GetTable | Method::GetMulti) {
+            let still_over = match self.over_share.get(&from.lid) {
+                Some(&then) if mine >= then => true,
+                Some(_) => {
+                    self.over_share.remove(&from.lid);
+                    false
+                }
+                None => false,
+            };
+            if still_over || mine >= share || held >= all {
+                // Its answer could not be held: refused before the work.
+                self.refuse(from, m, SaStatus::NoResources.status());
+                return;
+            }
+        }
         match self.answer(subnet, from, m, data, now_ms) {
             Answer::Sent => {}
             Answer::Table { data, stride } => {
-                if self.transfers.len() >= self.cfg.max_transfers {
+                if self.transfers.len() >= self.cfg.max_transfers
+                    || mine + data.len() > share
+                    || held + data.len() > all
+                {
+                    if mine + data.len() > share && mine > 0 {
+                        self.over_share.insert(from.lid, mine);
+                    }
                     self.refuse(from, m, SaStatus::NoResources.status());
                 } else {
                     let mut h = m.clone();

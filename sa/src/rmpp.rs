@@ -114,6 +114,14 @@ impl Transfers {
     pub fn remove(&mut self, k: &TransferKey) {
         self.map.remove(k);
     }
+    /// Bytes the transfers hold: all of them, and those to requester
+    /// `lid`.
+    pub fn bytes(&self, lid: mad_core::Lid) -> (usize, usize) {
+        self.map.iter().fold((0, 0), |(all, mine), (k, t)| {
+            let n = t.data.len();
+            (all + n, mine + if k.to.lid == lid { n } else { 0 })
+        })
+    }
     /// The earliest ACK due.
     pub fn next_deadline(&self) -> Option<u64> {
         self.map.values().map(|t| t.deadline).min()

@@ -880,3 +880,74 @@ fn a_path_question_no_pair_answers_stops_at_the_examination_bound() {
     );
     assert_eq!(got, SaStatus::NoResources);
 }
+
+/// Answers held for receivers that do not ACK them are bounded in bytes
+/// (`SaConfig::max_transfer_bytes`, a quarter of it for one requester):
+/// past its share a host's GetTable is "no resources" and another host is
+/// still answered; once its transfers end, it is answered again. At the
+/// default bound, one host's 256 all-pairs GetTables on fat-tree-648 (31
+/// MB each; 8.1 GB held before the bound) hold 4 answers.
+#[test]
+fn answers_held_for_slow_receivers_are_bounded_in_bytes() {
+    let with_tid = |tid: u64| {
+        let mut m = ask(Method::GetTable, &PathRecord::default(), 0, 0);
+        m[8..16].copy_from_slice(&tid.to_be_bytes());
+        m
+    };
+    let first_status = |sa: &mut Sa, sm: &Sm, from: Addr, tid: u64| {
+        sa.handle_mad(sm.subnet(), from, &with_tid(tid), 0).unwrap();
+        let r: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
+        SaMad::parse(&r[0].mad[..r[0].len]).unwrap().sa_status()
+    };
+    let (f, sm) = up("mport-ntree:4:3");
+    let ends = f.nodes.len();
+    let answer = ends * ends * 64; // every pair's PathRecord
+    let a = host(&f);
+    let b = Addr {
+        lid: (0..ends)
+            .map(|i| f.nodes[i].lid())
+            .find(|&l| l != a.lid && l != f.nodes[f.sm_node].lid())
+            .unwrap(),
+        qpn: 1,
+    };
+    let mut sa = Sa::new(SaConfig {
+        max_transfer_bytes: 4 * answer,
+        ..SaConfig::default()
+    });
+    assert_eq!(first_status(&mut sa, &sm, a, 1), SaStatus::Ok);
+    assert_eq!(sa.transfers(), 1);
+    assert_eq!(first_status(&mut sa, &sm, a, 2), SaStatus::NoResources);
+    assert_eq!(first_status(&mut sa, &sm, b, 3), SaStatus::Ok);
+    assert_eq!(sa.transfers(), 2);
+    // Unacknowledged, the transfers end; then A is answered again.
+    let mut now = 0;
+    while sa.transfers() > 0 && now < 60_000 {
+        now += 100;
+        sa.handle_timeout(now);
+        while sa.poll_transmit().is_some() {}
+    }
+    assert_eq!(sa.transfers(), 0);
+    assert_eq!(first_status(&mut sa, &sm, a, 4), SaStatus::Ok);
+    // An answer larger than a requester's share: no resources at once.
+    let mut small = Sa::new(SaConfig {
+        max_transfer_bytes: 2 * answer,
+        ..SaConfig::default()
+    });
+    assert_eq!(first_status(&mut small, &sm, a, 5), SaStatus::NoResources);
+    assert_eq!(small.transfers(), 0);
+    // The default bound where the claim is made.
+    let (f, sm) = up("fat-tree-648");
+    let a = host(&f);
+    let mut sa = Sa::new(SaConfig::default());
+    let t = std::time::Instant::now();
+    let ok = (0..256)
+        .filter(|&tid| first_status(&mut sa, &sm, a, 100 + tid) == SaStatus::Ok)
+        .count();
+    println!(
+        "fat-tree-648: 256 all-pairs GetTables from one host: {ok} answered, {} held, in {:?}",
+        sa.transfers(),
+        t.elapsed()
+    );
+    assert_eq!(ok, 4);
+    assert_eq!(sa.transfers(), 4);
+}
