@@ -102,6 +102,7 @@ fn benches(c: &mut Criterion) {
                 mask: m.sa.component_mask,
                 max: 1,
                 max_examined: 1,
+                examined: core::cell::Cell::new(0),
             };
             c.bench_function("part: path_record", |b| {
                 b.iter(|| sa::path::path_record(black_box(&qq)))

@@ -109,6 +109,12 @@ pub struct SaConfig {
     /// SM's one thread (fat-tree-11664: 136 M pairs, 25 s); 2^20 pairs
     /// take about 0.2 s, as many as the records an answer may hold.
     pub max_examined: usize,
+    /// LID pairs one requester's path questions may examine in a second,
+    /// all together; past this its path GetTables are "no resources"
+    /// until the second is out. With the SM's one thread answering, a
+    /// host asking without pause then takes about 0.4 s of it a second,
+    /// not all of it.
+    pub max_examined_per_second: usize,
     /// Bytes of data one request in several RMPP segments may bring
     /// (the SA data of all its segments); past this its transfer is
     /// aborted. 8 KiB holds the largest MultiPathRecord (255 source and
@@ -159,6 +165,7 @@ impl Default for SaConfig {
             max_transfer_bytes: 512 << 20,
             max_records: 1 << 20,
             max_examined: 1 << 20,
+            max_examined_per_second: 2 << 20,
             max_request_bytes: 8 * 1024,
             max_queued: 4096,
             rmpp_acks: true,
@@ -228,6 +235,8 @@ pub struct SaStats {
     /// MADs ignored because the SM is not a master with the subnet up
     /// ([`Sa::set_serving`]).
     pub ignored: u64,
+    /// LID pairs path questions examined, all requesters together.
+    pub pairs_examined: u64,
 }
 
 /// Why a MAD was dropped without an answer.
@@ -272,6 +281,9 @@ pub struct Sa {
     /// `max_transfer_bytes`, with the bytes they held then: until that
     /// falls, their GetTables are refused before the work.
     over_share: BTreeMap<Lid, usize>,
+    /// Per requester: the second its path questions' work is counted
+    /// from (ms), and the LID pairs they examined since.
+    work: BTreeMap<Lid, (u64, usize)>,
     inbound: inbound::Inbound,
     services: service::Services,
     informs: inform::Informs,
@@ -296,6 +308,7 @@ impl Sa {
             out: VecDeque::new(),
             transfers: rmpp::Transfers::default(),
             over_share: BTreeMap::new(),
+            work: BTreeMap::new(),
             inbound: inbound::Inbound::default(),
             services: service::Services::default(),
             informs: inform::Informs::default(),
@@ -921,14 +934,29 @@ impl Sa {
             (Method::GetTable, _) | (Method::GetMulti, SaAttributeId::MultiPathRecord) => true,
             _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
         };
+        // What is left of the requester's second of path work.
+        let (since, used) = match self.work.get(&from.lid) {
+            Some(&(t, used)) if now_ms.saturating_sub(t) < 1000 => (t, used),
+            _ => (now_ms, 0),
+        };
+        let left = self.cfg.max_examined_per_second.saturating_sub(used);
         let q = query::Query {
             subnet,
             from,
             data,
             mask: m.sa.component_mask,
             max: self.cfg.max_records,
-            max_examined: self.cfg.max_examined,
+            max_examined: self.cfg.max_examined.min(left),
+            examined: core::cell::Cell::new(0),
         };
+        let path_work = table
+            && matches!(
+                m.attribute_id(),
+                SaAttributeId::PathRecord | SaAttributeId::MultiPathRecord
+            );
+        if path_work && left == 0 {
+            return Answer::Refused(SaStatus::NoResources.status());
+        }
         let found = match m.attribute_id() {
             SaAttributeId::ClassPortInfo if !table => {
                 let cpi = query::class_port_info(&self.cfg);
@@ -1007,6 +1035,11 @@ impl Sa {
                 .map(|r| (r, InformInfoRecord::SIZE)),
             _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
         };
+        if path_work {
+            let work = used.saturating_add(q.examined.get());
+            self.work.insert(from.lid, (since, work));
+            self.stats.pairs_examined += q.examined.get() as u64;
+        }
         let (recs, size) = match found {
             Ok(x) => x,
             Err(s) => return Answer::Refused(s.status()),

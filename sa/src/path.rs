@@ -786,10 +786,11 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
     for src in &srcs {
         for dst in &dests {
             for at in lid_pairs(s, src, by_s != 0, dst, by_d != 0) {
-                examined += 1;
-                if examined > q.max_examined {
+                if examined >= q.max_examined {
                     return Err(SaStatus::NoResources);
                 }
+                examined += 1;
+                q.examined.set(examined);
                 let Some(pr) = resolve_at(s, src, dst, at, r.pkey())
                     .and_then(|(src, dst, pr)| r.with_policy(s, &src, &dst, pr))
                 else {
@@ -914,10 +915,11 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
                 if out.len() >= most {
                     break;
                 }
-                examined += 1;
-                if examined > q.max_examined {
+                if examined >= q.max_examined {
                     return Err(SaStatus::NoResources);
                 }
+                examined += 1;
+                q.examined.set(examined);
                 let Some(pr) = resolve_at(s, src, dst, at, want)
                     .and_then(|(src, dst, pr)| apply_policy(s, &src, &dst, pr, &asked))
                     .filter(|pr| fits(pr))

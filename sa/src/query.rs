@@ -34,6 +34,8 @@ pub struct Query<'a> {
     pub max: usize,
     /// The most candidates (LID pairs) a path query may examine.
     pub max_examined: usize,
+    /// The candidates a path query examined (set by it).
+    pub examined: core::cell::Cell<usize>,
 }
 
 /// True when `rec` equals `query` on every component of `R` that `mask`
