@@ -797,6 +797,47 @@ fn the_sa_key_makes_the_trusted_and_only_a_master_with_the_subnet_up_answers() {
     assert_eq!(exchange(&mut sa, &sm, me, &with_key(7, 9), 0).len(), 1);
 }
 
+/// A PathRecord question no path answers (an MTU less than 256), with
+/// its mask.
+fn no_path_answers() -> (PathRecord, u64) {
+    let q = PathRecord {
+        mtu_selector: 1, // less than
+        mtu: 1,          // 256
+        ..PathRecord::default()
+    };
+    (q, mask::<PathRecord>(&["mtu_selector", "mtu"]))
+}
+
+/// The status of the first answer to a GetTable of `q` (mask `m`) with
+/// TID `tid` from `from` at `now` ms; everything queued is taken.
+#[allow(clippy::too_many_arguments)]
+fn first_status<R: SaRecord>(
+    sa: &mut Sa,
+    sm: &Sm,
+    from: Addr,
+    q: &R,
+    m: u64,
+    tid: u64,
+    now: u64,
+) -> SaStatus {
+    let mut mad = ask(Method::GetTable, q, m, 0);
+    mad[8..16].copy_from_slice(&tid.to_be_bytes());
+    sa.handle_mad(sm.subnet(), from, &mad, now).unwrap();
+    let r: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
+    SaMad::parse(&r[0].mad).unwrap().sa_status()
+}
+
+/// A second requester: a CA or switch LID other than `a`'s and the SM's.
+fn other_host(f: &Fabric, a: Addr) -> Addr {
+    Addr {
+        lid: (0..f.nodes.len())
+            .map(|i| f.nodes[i].lid())
+            .find(|&l| l != a.lid && l != f.nodes[f.sm_node].lid())
+            .unwrap(),
+        qpn: 1,
+    }
+}
+
 /// A path question no pair answers (an MTU below 256, no end named) would
 /// walk every pair of the subnet on the SM's one thread: past
 /// `SaConfig::max_examined` LID pairs it is answered "no resources", and
@@ -804,12 +845,7 @@ fn the_sa_key_makes_the_trusted_and_only_a_master_with_the_subnet_up_answers() {
 /// fat-tree-5832 (40 M pairs, 6.2 s before the bound).
 #[test]
 fn a_path_question_no_pair_answers_stops_at_the_examination_bound() {
-    let impossible = PathRecord {
-        mtu_selector: 1, // less than
-        mtu: 1,          // 256
-        ..PathRecord::default()
-    };
-    let m = mask::<PathRecord>(&["mtu_selector", "mtu"]);
+    let (impossible, m) = no_path_answers();
     let status = |sa: &mut Sa, sm: &Sm, me: Addr, mad: &[u8]| {
         let r = exchange(sa, sm, me, mad, 0);
         (r[0].sa_status(), r.len())
@@ -889,27 +925,14 @@ fn a_path_question_no_pair_answers_stops_at_the_examination_bound() {
 /// MB each; 8.1 GB held before the bound) hold 4 answers.
 #[test]
 fn answers_held_for_slow_receivers_are_bounded_in_bytes() {
-    let with_tid = |tid: u64| {
-        let mut m = ask(Method::GetTable, &PathRecord::default(), 0, 0);
-        m[8..16].copy_from_slice(&tid.to_be_bytes());
-        m
-    };
-    let first_status = |sa: &mut Sa, sm: &Sm, from: Addr, tid: u64| {
-        sa.handle_mad(sm.subnet(), from, &with_tid(tid), 0).unwrap();
-        let r: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
-        SaMad::parse(&r[0].mad).unwrap().sa_status()
-    };
+    let all = PathRecord::default();
+    let first_status =
+        |sa: &mut Sa, sm: &Sm, from: Addr, tid: u64| first_status(sa, sm, from, &all, 0, tid, 0);
     let (f, sm) = up("mport-ntree:4:3");
     let ends = f.nodes.len();
     let answer = ends * ends * 64; // every pair's PathRecord
     let a = host(&f);
-    let b = Addr {
-        lid: (0..ends)
-            .map(|i| f.nodes[i].lid())
-            .find(|&l| l != a.lid && l != f.nodes[f.sm_node].lid())
-            .unwrap(),
-        qpn: 1,
-    };
+    let b = other_host(&f, a);
     let mut sa = Sa::new(SaConfig {
         max_transfer_bytes: 4 * answer,
         ..SaConfig::default()
@@ -964,29 +987,14 @@ fn answers_held_for_slow_receivers_are_bounded_in_bytes() {
 /// worked on.
 #[test]
 fn one_hosts_path_questions_share_a_budget_a_second() {
-    let impossible = PathRecord {
-        mtu_selector: 1,
-        mtu: 1,
-        ..PathRecord::default()
-    };
-    let m = mask::<PathRecord>(&["mtu_selector", "mtu"]);
+    let (impossible, m) = no_path_answers();
     let at = |sa: &mut Sa, sm: &Sm, me: Addr, tid: u64, now: u64| {
-        let mut mad = ask(Method::GetTable, &impossible, m, 0);
-        mad[8..16].copy_from_slice(&tid.to_be_bytes());
-        sa.handle_mad(sm.subnet(), me, &mad, now).unwrap();
-        let r: Vec<Transmit> = std::iter::from_fn(|| sa.poll_transmit()).collect();
-        SaMad::parse(&r[0].mad).unwrap().sa_status()
+        first_status(sa, sm, me, &impossible, m, tid, now)
     };
     let (f, sm) = up("mport-ntree:4:3");
     let pairs = f.nodes.len() * f.nodes.len(); // 1,296 a question
     let a = host(&f);
-    let b = Addr {
-        lid: (0..f.nodes.len())
-            .map(|i| f.nodes[i].lid())
-            .find(|&l| l != a.lid && l != f.nodes[f.sm_node].lid())
-            .unwrap(),
-        qpn: 1,
-    };
+    let b = other_host(&f, a);
     let mut sa = Sa::new(SaConfig {
         max_examined_per_second: 3 * pairs,
         rmpp_acks: false,
