@@ -934,8 +934,19 @@ impl Sa {
             (Method::GetTable, _) | (Method::GetMulti, SaAttributeId::MultiPathRecord) => true,
             _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
         };
-        // What is left of the requester's second of path work.
-        let (since, used) = match self.work.get(&from.lid) {
+        let path_work = table
+            && matches!(
+                m.attribute_id(),
+                SaAttributeId::PathRecord | SaAttributeId::MultiPathRecord
+            );
+        // What is left of the requester's second of path work (a Get
+        // looks at one pair's LIDs and is not counted).
+        let counted = if path_work {
+            self.work.get(&from.lid)
+        } else {
+            None
+        };
+        let (since, used) = match counted {
             Some(&(t, used)) if now_ms.saturating_sub(t) < 1000 => (t, used),
             _ => (now_ms, 0),
         };
@@ -949,11 +960,6 @@ impl Sa {
             max_examined: self.cfg.max_examined.min(left),
             examined: core::cell::Cell::new(0),
         };
-        let path_work = table
-            && matches!(
-                m.attribute_id(),
-                SaAttributeId::PathRecord | SaAttributeId::MultiPathRecord
-            );
         if path_work && left == 0 {
             return Answer::Refused(SaStatus::NoResources.status());
         }
