@@ -83,6 +83,11 @@ fuzz_target!(|data: &[u8]| {
         max_queued: 16,
         max_transfers: 4,
         max_records: 64,
+        // Small enough that path questions, held answers and a
+        // requester's second of work all meet their bounds.
+        max_examined: 512,
+        max_examined_per_second: 2048,
+        max_transfer_bytes: 64 * 1024,
         rmpp_retries: 2,
         rmpp_timeout_ms: 10,
         rmpp_acks: data.first().is_some_and(|b| b & 1 == 0),
@@ -152,6 +157,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = sa.handle_mad(sm.subnet(), from, &r, now);
         }
         assert!(sa.transfers() <= cfg.max_transfers);
+        assert!(sa.transfer_bytes() <= cfg.max_transfer_bytes);
         assert!(sa.requests_receiving() <= cfg.max_transfers);
         assert!(sa.services() <= sa::service::MAX_SERVICES);
         let (subs, pending) = sa.subscriptions();

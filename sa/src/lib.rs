@@ -510,6 +510,12 @@ impl Sa {
         self.transfers.len()
     }
 
+    /// Bytes the RMPP transfers in progress hold (at most
+    /// [`SaConfig::max_transfer_bytes`]).
+    pub fn transfer_bytes(&self) -> usize {
+        self.transfers.bytes(Lid(0)).0
+    }
+
     /// The next MAD to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.out.pop_front()

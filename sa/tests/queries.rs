@@ -977,6 +977,7 @@ fn answers_held_for_slow_receivers_are_bounded_in_bytes() {
     );
     assert_eq!(ok, 4);
     assert_eq!(sa.transfers(), 4);
+    assert!(sa.transfer_bytes() <= SaConfig::default().max_transfer_bytes / 4);
 }
 
 /// One requester's path questions share a budget of LID pairs a second
