@@ -559,6 +559,15 @@ fn under_lmc_esp0_enhanced_switch_ports_0_take_the_lmc_and_base_ones_do_not() {
     assert_eq!(sm0.stats().total(), sm1.stats().total());
 }
 
+/// Every record of type `R` whose LID component `name` is `lid` (a
+/// GetTable with that component alone in the mask).
+fn by_lid<R: SaRecord>(sa: &mut sa::Sa, sm: &Sm, from: sa::Addr, name: &str, lid: u16) -> Vec<R> {
+    let c = R::COMPONENTS.iter().find(|c| c.name == name).unwrap();
+    let mut b = vec![0u8; R::SIZE];
+    b[c.offset / 8..c.offset / 8 + 2].copy_from_slice(&lid.to_be_bytes());
+    all(sa, sm, from, &R::decode(&b).unwrap(), mask::<R>(&[name]), 0)
+}
+
 /// Any LID of a port's range names the port in the records that mirror
 /// SMP attributes, as in OpenSM's SA: a NodeRecord, PortInfoRecord,
 /// GUIDInfoRecord or LinkRecord asked by a CA's LID above its base (and a
@@ -573,51 +582,12 @@ fn records_asked_by_any_lid_of_a_range_are_the_ports() {
     let (a, from) = hosts(&f)[1];
     let la = f.nodes[a].lid().0;
     let by = |sa: &mut sa::Sa, lid: u16| {
-        let nr = all(
-            sa,
-            &sm,
-            from,
-            &NodeRecord {
-                lid: Lid(lid),
-                ..NodeRecord::default()
-            },
-            mask::<NodeRecord>(&["lid"]),
-            0,
-        );
-        let pir = all(
-            sa,
-            &sm,
-            from,
-            &PortInfoRecord {
-                endport_lid: Lid(lid),
-                ..PortInfoRecord::default()
-            },
-            mask::<PortInfoRecord>(&["endport_lid"]),
-            0,
-        );
-        let gir = all(
-            sa,
-            &sm,
-            from,
-            &GuidInfoRecord {
-                lid: Lid(lid),
-                ..GuidInfoRecord::default()
-            },
-            mask::<GuidInfoRecord>(&["lid"]),
-            0,
-        );
-        let lr = all(
-            sa,
-            &sm,
-            from,
-            &LinkRecord {
-                from_lid: Lid(lid),
-                ..LinkRecord::default()
-            },
-            mask::<LinkRecord>(&["from_lid"]),
-            0,
-        );
-        (nr, pir, gir, lr)
+        (
+            by_lid::<NodeRecord>(sa, &sm, from, "lid", lid),
+            by_lid::<PortInfoRecord>(sa, &sm, from, "endport_lid", lid),
+            by_lid::<GuidInfoRecord>(sa, &sm, from, "lid", lid),
+            by_lid::<LinkRecord>(sa, &sm, from, "from_lid", lid),
+        )
     };
     let base = by(&mut sa, la);
     assert_eq!(base.0.len(), 1);
@@ -632,17 +602,7 @@ fn records_asked_by_any_lid_of_a_range_are_the_ports() {
         assert_eq!(got.3, base.3, "LinkRecord at base + {k}");
         assert_eq!(got.0[0].lid.0, la, "the record carries the base");
         // A link into the CA, by its ToLID above the base.
-        let to = all(
-            &mut sa,
-            &sm,
-            from,
-            &LinkRecord {
-                to_lid: Lid(la + k),
-                ..LinkRecord::default()
-            },
-            mask::<LinkRecord>(&["to_lid"]),
-            0,
-        );
+        let to = by_lid::<LinkRecord>(&mut sa, &sm, from, "to_lid", la + k);
         assert_eq!(to.len(), 1);
         assert_eq!(to[0].to_lid.0, la);
     }
@@ -661,17 +621,7 @@ fn records_asked_by_any_lid_of_a_range_are_the_ports() {
         .unwrap();
     let ls = f.nodes[s].lid().0;
     for k in 0..4 {
-        let got = all(
-            &mut sa,
-            &sm,
-            from,
-            &SwitchInfoRecord {
-                lid: Lid(ls + k),
-                ..SwitchInfoRecord::default()
-            },
-            mask::<SwitchInfoRecord>(&["lid"]),
-            0,
-        );
+        let got = by_lid::<SwitchInfoRecord>(&mut sa, &sm, from, "lid", ls + k);
         assert_eq!(got.len(), 1, "SwitchInfoRecord at {}", ls + k);
         assert_eq!(got[0].lid.0, ls);
     }
