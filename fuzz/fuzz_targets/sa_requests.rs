@@ -84,9 +84,11 @@ fuzz_target!(|data: &[u8]| {
         max_transfers: 4,
         max_records: 64,
         // Small enough that path questions, held answers and a
-        // requester's second of work all meet their bounds.
+        // requester's and all requesters' second of work all meet their
+        // bounds.
         max_examined: 512,
         max_examined_per_second: 2048,
+        max_examined_all_per_second: 3072,
         max_transfer_bytes: 64 * 1024,
         rmpp_retries: 2,
         rmpp_timeout_ms: 10,

@@ -115,6 +115,13 @@ pub struct SaConfig {
     /// host asking without pause then takes about 0.4 s of it a second,
     /// not all of it.
     pub max_examined_per_second: usize,
+    /// LID pairs the path questions of all requesters together may
+    /// examine in a second; past this every path GetTable is "no
+    /// resources" until the second is out (Gets are not counted, and
+    /// still answered). The bound a host has alone does not stop many
+    /// hosts asking at once from taking the SM's whole thread; this
+    /// keeps about half of it for the sweeps, traps and Gets.
+    pub max_examined_all_per_second: usize,
     /// Bytes of data one request in several RMPP segments may bring
     /// (the SA data of all its segments); past this its transfer is
     /// aborted. 8 KiB holds the largest MultiPathRecord (255 source and
@@ -166,6 +173,7 @@ impl Default for SaConfig {
             max_records: 1 << 20,
             max_examined: 1 << 20,
             max_examined_per_second: 2 << 20,
+            max_examined_all_per_second: 4 << 20,
             max_request_bytes: 8 * 1024,
             max_queued: 4096,
             rmpp_acks: true,
@@ -284,6 +292,8 @@ pub struct Sa {
     /// Per requester: the second its path questions' work is counted
     /// from (ms), and the LID pairs they examined since.
     work: BTreeMap<Lid, (u64, usize)>,
+    /// The same for all requesters together.
+    all_work: (u64, usize),
     inbound: inbound::Inbound,
     services: service::Services,
     informs: inform::Informs,
@@ -309,6 +319,7 @@ impl Sa {
             transfers: rmpp::Transfers::default(),
             over_share: BTreeMap::new(),
             work: BTreeMap::new(),
+            all_work: (0, 0),
             inbound: inbound::Inbound::default(),
             services: service::Services::default(),
             informs: inform::Informs::default(),
@@ -945,18 +956,26 @@ impl Sa {
                 m.attribute_id(),
                 SaAttributeId::PathRecord | SaAttributeId::MultiPathRecord
             );
-        // What is left of the requester's second of path work (a Get
-        // looks at one pair's LIDs and is not counted).
+        // What is left of the requester's second of path work, and of all
+        // requesters' (a Get looks at one pair's LIDs and is not counted).
         let counted = if path_work {
             self.work.get(&from.lid)
         } else {
             None
         };
         let (since, used) = match counted {
-            Some(&(t, used)) if now_ms.saturating_sub(t) < 1000 => (t, used),
+            Some(&(t, used)) if (t..t.saturating_add(1000)).contains(&now_ms) => (t, used),
             _ => (now_ms, 0),
         };
-        let left = self.cfg.max_examined_per_second.saturating_sub(used);
+        let (all_since, all_used) = match self.all_work {
+            (t, used) if path_work && (t..t.saturating_add(1000)).contains(&now_ms) => (t, used),
+            _ => (now_ms, 0),
+        };
+        let left = self.cfg.max_examined_per_second.saturating_sub(used).min(
+            self.cfg
+                .max_examined_all_per_second
+                .saturating_sub(all_used),
+        );
         let q = query::Query {
             subnet,
             from,
@@ -1050,6 +1069,7 @@ impl Sa {
         if path_work {
             let work = used.saturating_add(q.examined.get());
             self.work.insert(from.lid, (since, work));
+            self.all_work = (all_since, all_used.saturating_add(q.examined.get()));
             self.stats.pairs_examined += q.examined.get() as u64;
         }
         let (recs, size) = match found {

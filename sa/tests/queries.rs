@@ -1035,3 +1035,149 @@ fn one_hosts_path_questions_share_a_budget_a_second() {
     assert_eq!(worked, 2);
     assert!(sa.stats().pairs_examined <= 2 << 20);
 }
+
+/// All requesters' path questions together share a budget of LID pairs
+/// a second (`SaConfig::max_examined_all_per_second`), so that many hosts
+/// asking at once cannot take the SM's whole thread: past it every
+/// host's path GetTable is "no resources" until the second is out, while
+/// a PathRecord Get is still answered. At the default bounds, on
+/// fat-tree-5832, eight hosts asking a question no pair answers a hundred
+/// times each in a second have four of them worked on.
+#[test]
+fn all_hosts_path_questions_share_a_budget_a_second() {
+    let (impossible, m) = no_path_answers();
+    let at = |sa: &mut Sa, sm: &Sm, me: Addr, tid: u64, now: u64| {
+        first_status(sa, sm, me, &impossible, m, tid, now)
+    };
+    let (f, sm) = up("mport-ntree:4:3");
+    let pairs = f.nodes.len() * f.nodes.len(); // 1,296 a question
+    let [a, b, c] = hosts(&f, 3)[..] else {
+        unreachable!()
+    };
+    let mut sa = Sa::new(SaConfig {
+        max_examined_per_second: 3 * pairs,
+        max_examined_all_per_second: 5 * pairs,
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    for tid in 0..3 {
+        assert_eq!(
+            at(&mut sa, &sm, a, tid, 10),
+            SaStatus::Ok,
+            "A's question {tid}"
+        );
+    }
+    for tid in 3..5 {
+        assert_eq!(
+            at(&mut sa, &sm, b, tid, 20),
+            SaStatus::Ok,
+            "B's question {tid}"
+        );
+    }
+    // B is within its own budget, C has asked nothing: both refused, the
+    // second's budget of all hosts being spent.
+    assert_eq!(at(&mut sa, &sm, b, 5, 30), SaStatus::NoResources);
+    let before = sa.stats().pairs_examined;
+    assert_eq!(at(&mut sa, &sm, c, 6, 40), SaStatus::NoResources);
+    assert_eq!(sa.stats().pairs_examined, before, "refused before the work");
+    // A PathRecord Get is not path work: still answered.
+    let get = PathRecord {
+        slid: a.lid,
+        dlid: b.lid,
+        ..PathRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        c,
+        &ask(Method::Get, &get, mask::<PathRecord>(&["slid", "dlid"]), 7),
+        50,
+    );
+    assert_eq!(r[0].sa_status(), SaStatus::Ok);
+    // So are other records' GetTables.
+    assert_eq!(
+        first_status(&mut sa, &sm, c, &NodeRecord::default(), 0, 8, 60),
+        SaStatus::Ok
+    );
+    // The next second: C is answered; a clock that went back starts a
+    // new second rather than stretching this one.
+    assert_eq!(
+        at(&mut sa, &sm, c, 9, 1010),
+        SaStatus::Ok,
+        "the next second"
+    );
+    for tid in 10..13 {
+        assert_eq!(
+            at(&mut sa, &sm, a, tid, 1020),
+            SaStatus::Ok,
+            "A again, {tid}"
+        );
+    }
+    assert_eq!(at(&mut sa, &sm, b, 13, 1030), SaStatus::Ok, "the fifth");
+    assert_eq!(at(&mut sa, &sm, b, 14, 1030), SaStatus::NoResources);
+    assert_eq!(
+        at(&mut sa, &sm, b, 15, 5),
+        SaStatus::Ok,
+        "the clock went back"
+    );
+    // The default bounds on fat-tree-5832: eight hosts, a hundred
+    // questions each, in one second.
+    let (f, sm) = up("fat-tree-5832");
+    let hosts = hosts(&f, 8);
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let t = std::time::Instant::now();
+    let mut worked = 0;
+    for round in 0..100u64 {
+        for (k, &h) in (0u64..).zip(&hosts) {
+            let before = sa.stats().pairs_examined;
+            let tid = round * 8 + k;
+            assert_eq!(at(&mut sa, &sm, h, tid, round), SaStatus::NoResources);
+            worked += usize::from(sa.stats().pairs_examined > before);
+        }
+    }
+    let spent = t.elapsed();
+    let get = PathRecord {
+        slid: hosts[0].lid,
+        dlid: hosts[1].lid,
+        ..PathRecord::default()
+    };
+    let r = exchange(
+        &mut sa,
+        &sm,
+        hosts[2],
+        &ask(
+            Method::Get,
+            &get,
+            mask::<PathRecord>(&["slid", "dlid"]),
+            1 << 20,
+        ),
+        100,
+    );
+    println!(
+        "fat-tree-5832: 800 questions no pair answers from 8 hosts in one second: \
+         {worked} worked on ({} LID pairs), {} refused at once, {spent:?} in all; \
+         a PathRecord Get meanwhile: {:?}",
+        sa.stats().pairs_examined,
+        800 - worked,
+        r[0].sa_status()
+    );
+    assert_eq!(worked, 4);
+    assert!(sa.stats().pairs_examined <= 4 << 20);
+    assert_eq!(r[0].sa_status(), SaStatus::Ok);
+}
+
+/// `n` requesters: the LIDs of nodes other than the SM's.
+fn hosts(f: &Fabric, n: usize) -> Vec<Addr> {
+    let sm = f.nodes[f.sm_node].lid();
+    let hosts: Vec<Addr> = (0..f.nodes.len())
+        .map(|i| f.nodes[i].lid())
+        .filter(|&l| l != sm)
+        .take(n)
+        .map(|lid| Addr { lid, qpn: 1 })
+        .collect();
+    assert_eq!(hosts.len(), n);
+    hosts
+}
