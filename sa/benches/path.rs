@@ -121,6 +121,42 @@ fn benches(c: &mut Criterion) {
             },
         );
     }
+    // A GetTable of every pair's PathRecord (an empty mask), its answer
+    // built and sent in RMPP segments with no ACKs awaited: the bulk
+    // path, whose records are laid out once in the answer's buffer.
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        max_examined_per_second: usize::MAX,
+        max_examined_all_per_second: usize::MAX,
+        ..SaConfig::default()
+    });
+    let all = SaMad::request(Method::GetTable, PathRecord::ID, 9).to_bytes();
+    let mut segments = 0;
+    sa.handle_mad(sm.subnet(), from, &all, 0).unwrap();
+    while let Some(t) = sa.poll_transmit() {
+        assert_eq!(SaMad::parse(&t.mad).unwrap().header.status.get(), 0);
+        segments += 1;
+    }
+    let pairs = f.nodes.len() * f.nodes.len();
+    // Every pair has its path, 64 bytes each, 200 a segment.
+    assert_eq!(segments, (pairs * 64).div_ceil(200), "for {pairs} pairs");
+    let mut g = c.benchmark_group("bulk");
+    g.sample_size(10);
+    g.bench_function(
+        format!("PathRecord GetTable, all {pairs} pairs of fat-tree-648, {segments} segments"),
+        |bch| {
+            bch.iter(|| {
+                sa.handle_mad(sm.subnet(), from, black_box(&all), 0)
+                    .unwrap();
+                let mut n = 0;
+                while let Some(t) = sa.poll_transmit() {
+                    n += black_box(t.mad.len());
+                }
+                n
+            })
+        },
+    );
+    g.finish();
 }
 
 criterion_group!(benches_group, benches);

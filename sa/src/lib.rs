@@ -1030,20 +1030,18 @@ impl Sa {
             }
             SaAttributeId::SmInfoRecord => {
                 let act = self.stats.answered as u32;
-                let mut hits = Vec::new();
+                let mut hits = query::Records::new(SmInfoRecord::SIZE);
                 query::sm_info_records(subnet, &self.cfg, trusted, act, &mut |rec| {
-                    let mut b = alloc::vec![0u8; SmInfoRecord::SIZE];
-                    let _ = rec.encode(&mut b);
-                    if query::matches::<SmInfoRecord>(&m.data, &b, mask) {
-                        hits.push(b);
-                    }
+                    hits.push_with(|b| {
+                        rec.encode(b).is_ok() && query::matches::<SmInfoRecord>(&m.data, b, mask)
+                    });
                 });
-                Ok((hits, SmInfoRecord::SIZE))
+                Ok(hits)
             }
             SaAttributeId::ServiceRecord => self
                 .services
                 .find(&m.data, mask, trusted, self.cfg.max_records, now_ms)
-                .map(|r| (r, ServiceRecord::SIZE)),
+                .map(|r| query::Records::from_vecs(ServiceRecord::SIZE, &r)),
             SaAttributeId::McMemberRecord => self
                 .groups
                 .find(
@@ -1055,15 +1053,16 @@ impl Sa {
                     self.cfg.max_records,
                 )
                 .map(|r| {
-                    (
-                        r.iter().map(|r| mcast_bytes(r).to_vec()).collect(),
-                        McMemberRecord::SIZE,
-                    )
+                    let mut out = query::Records::new(McMemberRecord::SIZE);
+                    for r in &r {
+                        out.push_with(|b| r.encode(b).is_ok());
+                    }
+                    out
                 }),
             SaAttributeId::InformInfoRecord => self
                 .informs
                 .records(&m.data, mask, self.cfg.max_records)
-                .map(|r| (r, InformInfoRecord::SIZE)),
+                .map(|r| query::Records::from_vecs(InformInfoRecord::SIZE, &r)),
             _ => return Answer::Refused(Status::UNSUPPORTED_METHOD_ATTR),
         };
         if path_work {
@@ -1072,23 +1071,18 @@ impl Sa {
             self.all_work = (all_since, all_used.saturating_add(q.examined.get()));
             self.stats.pairs_examined += q.examined.get() as u64;
         }
-        let (recs, size) = match found {
+        let recs = match found {
             Ok(x) => x,
             Err(s) => return Answer::Refused(s.status()),
         };
         if !table {
-            return match recs.len() {
-                0 => Answer::Refused(SaStatus::NoRecords.status()),
-                1 => self.one(from, m, &recs[0]),
+            return match (recs.len(), recs.get(0)) {
+                (1, Some(rec)) => self.one(from, m, rec),
+                (0, _) => Answer::Refused(SaStatus::NoRecords.status()),
                 _ => Answer::Refused(SaStatus::TooManyRecords.status()),
             };
         }
-        let stride = size.div_ceil(8) * 8;
-        let mut data = Vec::with_capacity(recs.len() * stride);
-        for r in &recs {
-            data.extend_from_slice(r);
-            data.resize(data.len() + stride - r.len(), 0);
-        }
+        let (data, stride) = recs.into_table();
         // An empty table says AttributeOffset 0: clients (ibdiags'
         // saquery among them) count the records as the data length over
         // it, and a non-zero one would make them see a zero record.

@@ -6,7 +6,7 @@
 //! uses the same links here (the engines route both ways alike), so every
 //! path is reversible.
 
-use crate::query::{matches, Query};
+use crate::query::{matches, Query, Records};
 use alloc::vec::Vec;
 use mad_core::attr::NodeType;
 use mad_core::attr::{LinkSpeed, LinkWidth};
@@ -763,7 +763,7 @@ pub fn every_end(s: &Subnet) -> Vec<End> {
 /// subnet when it names none — all pairs for an empty mask, as OpenSM
 /// answers (IBA 15.4 leaves it to the SA; OpenSM's "world" is what
 /// clients such as osmtest and saquery expect).
-pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
+pub fn path_records(q: &Query<'_>) -> Result<Records, SaStatus> {
     if q.data.len() < PathRecord::SIZE {
         return Err(SaStatus::ReqInvalid);
     }
@@ -781,7 +781,7 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
         Some((d, by)) => (d.into_iter().collect(), by),
         None => (every_end(s), 0),
     };
-    let mut out = Vec::new();
+    let mut out = Records::new(PathRecord::SIZE);
     let mut examined = 0usize;
     for src in &srcs {
         for dst in &dests {
@@ -796,18 +796,15 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
                 else {
                     continue;
                 };
-                let mut b = alloc::vec![0u8; PathRecord::SIZE];
-                if pr.encode(&mut b).is_err() || !r.accepts(&pr, &b, by_s | by_d) {
-                    continue;
-                }
-                if out.len() >= q.max {
+                let kept =
+                    out.push_with(|b| pr.encode(b).is_ok() && r.accepts(&pr, b, by_s | by_d));
+                if kept && out.len() > q.max {
                     return Err(SaStatus::NoResources);
                 }
-                out.push(b);
             }
         }
     }
-    Ok((out, PathRecord::SIZE))
+    Ok(out)
 }
 
 /// The PathRecords of a GetMulti(MultiPathRecord) (IBA 15.2.5.20): the
@@ -822,7 +819,7 @@ pub fn path_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
 /// in one MAD, more in a request of several RMPP segments — (else
 /// "invalid request"); a GID that is not an end port of the subnet — a
 /// multicast GID among them — is "invalid GID".
-pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
+pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
     /// Where the GIDs start in the record.
     const GIDS_AT: usize = 24;
     use mad_core::sa::path::MULTIPATH_GIDS;
@@ -900,7 +897,7 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
     let sid = (has("service_id_msb") && has("service_id_lsb"))
         .then(|| u64::from(mp.service_id_msb) << 56 | mp.service_id_lsb);
     let asked_sl = Some(mp.sl).filter(|_| has("sl"));
-    let mut out = Vec::new();
+    let mut out = Records::new(PathRecord::SIZE);
     let want = Some(mp.pkey).filter(|_| has("pkey"));
     let asked = Asked {
         service_id: sid,
@@ -926,12 +923,9 @@ pub fn multipath_records(q: &Query<'_>) -> Result<(Vec<Vec<u8>>, usize), SaStatu
                 else {
                     continue;
                 };
-                let mut b = alloc::vec![0u8; PathRecord::SIZE];
-                if pr.encode(&mut b).is_ok() {
-                    out.push(b);
-                }
+                out.push_with(|b| pr.encode(b).is_ok());
             }
         }
     }
-    Ok((out, PathRecord::SIZE))
+    Ok(out)
 }

@@ -54,34 +54,113 @@ pub fn matches<R: SaRecord>(query: &[u8], rec: &[u8], mask: u64) -> bool {
     })
 }
 
+/// Encoded records, laid out as a GetTable answer carries them: each
+/// `size` bytes padded to a multiple of 8 (the AttributeOffset's unit),
+/// one after the other in one buffer, so that a large answer costs one
+/// allocation and no copy on its way to the RMPP transfer.
+#[derive(Clone, Debug, Default)]
+pub struct Records {
+    data: Vec<u8>,
+    size: usize,
+    stride: usize,
+}
+
+impl Records {
+    /// No records yet, each `size` bytes.
+    pub fn new(size: usize) -> Records {
+        Records {
+            data: Vec::new(),
+            size,
+            stride: size.div_ceil(8) * 8,
+        }
+    }
+
+    /// `recs`, each `size` bytes (longer ones cut, shorter ones padded).
+    pub fn from_vecs(size: usize, recs: &[Vec<u8>]) -> Records {
+        let mut out = Records::new(size);
+        for r in recs {
+            out.push_with(|b| {
+                let n = r.len().min(b.len());
+                b[..n].copy_from_slice(&r[..n]);
+                true
+            });
+        }
+        out
+    }
+
+    /// Adds a record written in place by `write` into zeroed bytes; it is
+    /// kept when `write` returns true. Returns whether it was kept.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut [u8]) -> bool) -> bool {
+        let at = self.data.len();
+        self.data.resize(at + self.stride, 0);
+        let kept = write(&mut self.data[at..at + self.size]);
+        if !kept {
+            self.data.truncate(at);
+        }
+        kept
+    }
+
+    /// Takes the last record out.
+    pub fn pop(&mut self) {
+        let n = self.data.len().saturating_sub(self.stride);
+        self.data.truncate(n);
+    }
+
+    /// How many records there are.
+    pub fn len(&self) -> usize {
+        self.data.len().checked_div(self.stride).unwrap_or(0)
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The record at `i`, its `size` bytes.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let at = i.checked_mul(self.stride)?;
+        self.data.get(at..at.checked_add(self.size)?)
+    }
+
+    /// The bytes of each record, without their padding.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.data
+            .chunks(self.stride.max(1))
+            .map(|c| &c[..self.size])
+    }
+
+    /// The records' bytes, padded, and their stride in bytes.
+    pub fn into_table(self) -> (Vec<u8>, usize) {
+        (self.data, self.stride)
+    }
+}
+
 impl Query<'_> {
     /// The records `each` yields that match, encoded: at most `max` (past
     /// it, "no resources").
     pub fn collect<R: SaRecord>(
         &self,
         each: fn(&Subnet, &mut dyn FnMut(R)),
-    ) -> Result<(Vec<Vec<u8>>, usize), SaStatus> {
-        let mut out = Vec::new();
+    ) -> Result<Records, SaStatus> {
+        let mut out = Records::new(R::SIZE);
         let mut over = false;
         let query = self.at_base_lids::<R>();
         let query = query.as_deref().unwrap_or(self.data);
+        let mask = self.mask;
         each(self.subnet, &mut |r: R| {
             if over {
                 return;
             }
-            let mut b = alloc::vec![0u8; R::SIZE];
-            if r.encode(&mut b).is_ok() && matches::<R>(query, &b, self.mask) {
-                if out.len() >= self.max {
-                    over = true;
-                } else {
-                    out.push(b);
-                }
+            let kept = out.push_with(|b| r.encode(b).is_ok() && matches::<R>(query, b, mask));
+            if kept && out.len() > self.max {
+                out.pop();
+                over = true;
             }
         });
         if over {
             return Err(SaStatus::NoResources);
         }
-        Ok((out, R::SIZE))
+        Ok(out)
     }
 }
 
@@ -420,5 +499,46 @@ pub fn sm_info_record(s: &Subnet, cfg: &SaConfig, trusted: bool, act_count: u32)
             priority: cfg.sm_priority & 0xF,
             sm_state: SmState::Master,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Records;
+
+    /// Records sit at a stride of a multiple of 8, their padding zero; a
+    /// record its writer turns down leaves nothing behind.
+    #[test]
+    fn records_are_laid_out_as_a_table_carries_them() {
+        let mut r = Records::new(12); // stride 16
+        assert!(r.is_empty());
+        assert!(r.push_with(|b| {
+            b.fill(0xAA);
+            true
+        }));
+        assert!(!r.push_with(|b| {
+            b.fill(0xEE);
+            false
+        }));
+        assert!(r.push_with(|b| {
+            b[0] = 1;
+            true
+        }));
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.get(0), Some(&[0xAA; 12][..]));
+        assert_eq!(r.get(1).map(|b| (b[0], b.len())), Some((1, 12)));
+        assert_eq!(r.get(2), None);
+        assert_eq!(r.iter().count(), 2);
+        let (data, stride) = r.clone().into_table();
+        assert_eq!((data.len(), stride), (32, 16));
+        assert_eq!(&data[12..16], &[0; 4], "padding");
+        assert!(!data.contains(&0xEE));
+        r.pop();
+        assert_eq!(r.len(), 1);
+        // From whole vectors: cut or padded to the size.
+        let v = Records::from_vecs(4, &[vec![1, 2, 3, 4, 5], vec![9]]);
+        let got: Vec<&[u8]> = v.iter().collect();
+        assert_eq!(got, [&[1, 2, 3, 4][..], &[9, 0, 0, 0][..]]);
+        assert_eq!(v.into_table().1, 8);
     }
 }
