@@ -95,7 +95,7 @@ pub struct SaConfig {
     /// answered "no resources".
     pub max_transfers: usize,
     /// Bytes the transfers in progress may hold together, a quarter of
-    /// them for one requester (by LID); an answer past either is "no
+    /// them for one requester (its port, by base LID); an answer past either is "no
     /// resources", and a requester already past its quarter is refused
     /// before its question is worked out. Without it one host's 256
     /// all-pairs GetTables on fat-tree-648 held 8.1 GB.
@@ -524,7 +524,7 @@ impl Sa {
     /// Bytes the RMPP transfers in progress hold (at most
     /// [`SaConfig::max_transfer_bytes`]).
     pub fn transfer_bytes(&self) -> usize {
-        self.transfers.bytes(Lid(0)).0
+        self.transfers.bytes(|_| false).0
     }
 
     /// The next MAD to send.
@@ -764,12 +764,20 @@ impl Sa {
         self.transfers.remove(&key);
         self.stats.answered += 1;
         let (all, share) = (self.cfg.max_transfer_bytes, self.cfg.max_transfer_bytes / 4);
-        let (held, mine) = self.transfers.bytes(from.lid);
-        if matches!(m.method(), Method::GetTable | Method::GetMulti) {
-            let still_over = match self.over_share.get(&from.lid) {
+        let me = requester(subnet, from.lid);
+        let tables = matches!(m.method(), Method::GetTable | Method::GetMulti);
+        // What the transfers hold, and what the requester's port holds
+        // (under any of its LIDs): only a table can add to it.
+        let (held, mine) = if tables {
+            self.transfers.bytes(|to| requester(subnet, to) == me)
+        } else {
+            (0, 0)
+        };
+        if tables {
+            let still_over = match self.over_share.get(&me) {
                 Some(&then) if mine >= then => true,
                 Some(_) => {
-                    self.over_share.remove(&from.lid);
+                    self.over_share.remove(&me);
                     false
                 }
                 None => false,
@@ -788,7 +796,7 @@ impl Sa {
                     || held + data.len() > all
                 {
                     if mine + data.len() > share && mine > 0 {
-                        self.over_share.insert(from.lid, mine);
+                        self.over_share.insert(me, mine);
                     }
                     self.refuse(from, m, SaStatus::NoResources.status());
                 } else {
@@ -877,6 +885,9 @@ impl Sa {
         }
         let trusted = m.sa.sm_key != 0 && m.sa.sm_key == self.cfg.sm_key;
         let mask = m.sa.component_mask;
+        // The requester's port by its base LID: what it holds and may
+        // spend is counted once, whichever LID of its range it asks from.
+        let me = requester(subnet, from.lid);
         if matches!(m.method(), Method::Set | Method::Delete) {
             self.db_generation += 1;
         }
@@ -884,7 +895,7 @@ impl Sa {
             (Method::Set, SaAttributeId::ServiceRecord) => {
                 return match self
                     .services
-                    .set(subnet, from.lid, &m.data, mask, trusted, now_ms)
+                    .set(subnet, me, &m.data, mask, trusted, now_ms)
                 {
                     Ok(rec) => self.one(from, m, &rec),
                     Err(s) => Answer::Refused(s.status()),
@@ -900,13 +911,13 @@ impl Sa {
                 };
             }
             (Method::Set, SaAttributeId::McMemberRecord) => {
-                return match self.groups.join(subnet, from.lid, &m.data, mask) {
+                return match self.groups.join(subnet, me, &m.data, mask) {
                     Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),
                     Err(s) => Answer::Refused(s.status()),
                 };
             }
             (Method::Delete, SaAttributeId::McMemberRecord) => {
-                return match self.groups.leave(subnet, from.lid, &m.data, mask) {
+                return match self.groups.leave(subnet, me, &m.data, mask) {
                     Ok(rec) => {
                         let b = mcast_bytes(&rec);
                         self.reply(from, m, Method::DeleteResp, Status::OK, &b, 0);
@@ -916,7 +927,7 @@ impl Sa {
                 };
             }
             (Method::Set, SaAttributeId::GuidInfoRecord) => {
-                return match self.guids.set(subnet, from.lid, &m.data, mask, trusted) {
+                return match self.guids.set(subnet, me, &m.data, mask, trusted) {
                     Ok(rec) => self.one(from, m, &record_bytes(&rec)),
                     Err(s) => Answer::Refused(s.status()),
                 };
@@ -924,9 +935,7 @@ impl Sa {
             (Method::Delete, SaAttributeId::GuidInfoRecord) => {
                 let groups = &self.groups;
                 let in_group = |g: u64| groups.uses_port_guid(g);
-                return match (self.guids)
-                    .delete(subnet, from.lid, &m.data, mask, trusted, &in_group)
-                {
+                return match (self.guids).delete(subnet, me, &m.data, mask, trusted, &in_group) {
                     Ok(rec) => {
                         let b = record_bytes(&rec);
                         self.reply(from, m, Method::DeleteResp, Status::OK, &b, 0);
@@ -958,11 +967,7 @@ impl Sa {
             );
         // What is left of the requester's second of path work, and of all
         // requesters' (a Get looks at one pair's LIDs and is not counted).
-        let counted = if path_work {
-            self.work.get(&from.lid)
-        } else {
-            None
-        };
+        let counted = if path_work { self.work.get(&me) } else { None };
         let (since, used) = match counted {
             Some(&(t, used)) if (t..t.saturating_add(1000)).contains(&now_ms) => (t, used),
             _ => (now_ms, 0),
@@ -1067,7 +1072,7 @@ impl Sa {
         };
         if path_work {
             let work = used.saturating_add(q.examined.get());
-            self.work.insert(from.lid, (since, work));
+            self.work.insert(me, (since, work));
             self.all_work = (all_since, all_used.saturating_add(q.examined.get()));
             self.stats.pairs_examined += q.examined.get() as u64;
         }
@@ -1095,6 +1100,17 @@ impl Sa {
             data,
         }
     }
+}
+
+/// The base LID of the port `lid` is one of the `2^LMC` LIDs of, by
+/// which a requester's quotas are kept (a VM's VF LID, or a LID the
+/// subnet does not know, is its own).
+fn requester(subnet: &Subnet, lid: Lid) -> Lid {
+    subnet
+        .by_lid(lid)
+        .and_then(|(node, _)| subnet.brief(node))
+        .filter(|b| b.holds_lid(lid))
+        .map_or(lid, |b| b.lid)
 }
 
 /// An MCMemberRecord's bytes.

@@ -47,7 +47,7 @@ use smi::sm::{GroupMember, Subnet};
 pub const MAX_GROUPS: usize = 4096;
 /// Memberships, over every group, the SA holds at most.
 pub const MAX_MEMBERS: usize = 65536;
-/// Memberships one requester (by LID) made, for itself or by proxy, at
+/// Memberships one requester (its port, by base LID) made, for itself or by proxy, at
 /// most: a host that joins in a loop cannot take every group from the
 /// others.
 pub const MAX_PER_REQUESTER: usize = 1024;

@@ -114,12 +114,12 @@ impl Transfers {
     pub fn remove(&mut self, k: &TransferKey) {
         self.map.remove(k);
     }
-    /// Bytes the transfers hold: all of them, and those to requester
-    /// `lid`.
-    pub fn bytes(&self, lid: mad_core::Lid) -> (usize, usize) {
-        self.map.iter().fold((0, 0), |(all, mine), (k, t)| {
+    /// Bytes the transfers hold: all of them, and those to the
+    /// requesters whose LIDs `mine` picks.
+    pub fn bytes(&self, mine: impl Fn(mad_core::Lid) -> bool) -> (usize, usize) {
+        self.map.iter().fold((0, 0), |(all, held), (k, t)| {
             let n = t.data.len();
-            (all + n, mine + if k.to.lid == lid { n } else { 0 })
+            (all + n, held + if mine(k.to.lid) { n } else { 0 })
         })
     }
     /// The earliest ACK due.

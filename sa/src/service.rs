@@ -20,7 +20,7 @@ use mad_core::Lid;
 
 /// Records the SA holds at most.
 pub const MAX_SERVICES: usize = 16384;
-/// Records one requester (by LID) holds at most.
+/// Records one requester (its port, by base LID) holds at most.
 pub const MAX_PER_OWNER: usize = 256;
 
 /// The ServiceRecord's size.

@@ -633,3 +633,66 @@ fn records_asked_by_any_lid_of_a_range_are_the_ports() {
     let none = by(&mut sa, top);
     assert!(none.0.is_empty() && none.1.is_empty() && none.2.is_empty() && none.3.is_empty());
 }
+
+/// A host under LMC asks from any of its `2^LMC` LIDs, and its quotas are
+/// its port's, not each LID's: its path questions share one budget a
+/// second (`max_examined_per_second`) and its answers held one share of
+/// `max_transfer_bytes`, whichever LID they came from; another host keeps
+/// its own.
+#[test]
+fn a_hosts_lids_share_its_quotas() {
+    let (f, sm) = up_lmc("mport-ntree:4:2", 2, Engine::MinHop);
+    let hs = hosts(&f);
+    let ((a, at_a), (_, other)) = (hs[0], hs[1]);
+    let base = f.nodes[a].lid().0;
+    assert_eq!(f.nodes[a].lmc(), 2);
+    let from = |k: u16| sa::Addr {
+        lid: Lid(base + k),
+        ..at_a
+    };
+    // A question no pair answers (an MTU below 256), and its work.
+    let impossible = PathRecord {
+        mtu_selector: 1,
+        mtu: 1,
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["mtu_selector", "mtu"]);
+    let q = ask(Method::GetTable, &impossible, m, 0);
+    let status =
+        |sa: &mut sa::Sa, who: sa::Addr, mad: &[u8]| exchange(sa, &sm, who, mad, 0)[0].sa_status();
+    let mut probe = new_sa();
+    assert_eq!(status(&mut probe, from(0), &q), SaStatus::Ok);
+    let work = probe.stats().pairs_examined as usize;
+    assert!(work > 0);
+    let mut sa = sa::Sa::new(sa::SaConfig {
+        max_examined_per_second: 2 * work,
+        rmpp_acks: false,
+        ..sa::SaConfig::default()
+    });
+    assert_eq!(status(&mut sa, from(0), &q), SaStatus::Ok);
+    assert_eq!(status(&mut sa, from(1), &q), SaStatus::Ok);
+    for k in [2, 3, 0] {
+        assert_eq!(
+            status(&mut sa, from(k), &q),
+            SaStatus::NoResources,
+            "base + {k}"
+        );
+    }
+    assert_eq!(status(&mut sa, other, &q), SaStatus::Ok, "another host");
+    // Bytes held: an all-pairs answer, never ACKed, fills A's share.
+    let every = ask(Method::GetTable, &PathRecord::default(), 0, 0);
+    let mut probe = sa::Sa::new(sa::SaConfig::default());
+    exchange(&mut probe, &sm, from(0), &every, 0);
+    let answer = probe.transfer_bytes();
+    assert!(answer > 0);
+    let mut sa = sa::Sa::new(sa::SaConfig {
+        max_transfer_bytes: 4 * answer,
+        max_examined_per_second: usize::MAX,
+        max_examined_all_per_second: usize::MAX,
+        ..sa::SaConfig::default()
+    });
+    assert_eq!(status(&mut sa, from(0), &every), SaStatus::Ok);
+    assert_eq!(status(&mut sa, from(1), &every), SaStatus::NoResources);
+    assert_eq!(status(&mut sa, other, &every), SaStatus::Ok, "another host");
+    assert_eq!(sa.transfers(), 2);
+}
