@@ -764,8 +764,12 @@ impl Sa {
         self.transfers.remove(&key);
         self.stats.answered += 1;
         let (all, share) = (self.cfg.max_transfer_bytes, self.cfg.max_transfer_bytes / 4);
-        let me = requester(subnet, from.lid);
         let tables = matches!(m.method(), Method::GetTable | Method::GetMulti);
+        let me = if tables {
+            requester(subnet, from.lid)
+        } else {
+            from.lid
+        };
         // What the transfers hold, and what the requester's port holds
         // (under any of its LIDs): only a table can add to it.
         let (held, mine) = if tables {
@@ -886,8 +890,9 @@ impl Sa {
         let trusted = m.sa.sm_key != 0 && m.sa.sm_key == self.cfg.sm_key;
         let mask = m.sa.component_mask;
         // The requester's port by its base LID: what it holds and may
-        // spend is counted once, whichever LID of its range it asks from.
-        let me = requester(subnet, from.lid);
+        // spend is counted once, whichever LID of its range it asks from
+        // (looked up only where a quota is, not for a Get).
+        let me = || requester(subnet, from.lid);
         if matches!(m.method(), Method::Set | Method::Delete) {
             self.db_generation += 1;
         }
@@ -895,7 +900,7 @@ impl Sa {
             (Method::Set, SaAttributeId::ServiceRecord) => {
                 return match self
                     .services
-                    .set(subnet, me, &m.data, mask, trusted, now_ms)
+                    .set(subnet, me(), &m.data, mask, trusted, now_ms)
                 {
                     Ok(rec) => self.one(from, m, &rec),
                     Err(s) => Answer::Refused(s.status()),
@@ -911,13 +916,13 @@ impl Sa {
                 };
             }
             (Method::Set, SaAttributeId::McMemberRecord) => {
-                return match self.groups.join(subnet, me, &m.data, mask) {
+                return match self.groups.join(subnet, me(), &m.data, mask) {
                     Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),
                     Err(s) => Answer::Refused(s.status()),
                 };
             }
             (Method::Delete, SaAttributeId::McMemberRecord) => {
-                return match self.groups.leave(subnet, me, &m.data, mask) {
+                return match self.groups.leave(subnet, me(), &m.data, mask) {
                     Ok(rec) => {
                         let b = mcast_bytes(&rec);
                         self.reply(from, m, Method::DeleteResp, Status::OK, &b, 0);
@@ -927,7 +932,7 @@ impl Sa {
                 };
             }
             (Method::Set, SaAttributeId::GuidInfoRecord) => {
-                return match self.guids.set(subnet, me, &m.data, mask, trusted) {
+                return match self.guids.set(subnet, me(), &m.data, mask, trusted) {
                     Ok(rec) => self.one(from, m, &record_bytes(&rec)),
                     Err(s) => Answer::Refused(s.status()),
                 };
@@ -935,7 +940,7 @@ impl Sa {
             (Method::Delete, SaAttributeId::GuidInfoRecord) => {
                 let groups = &self.groups;
                 let in_group = |g: u64| groups.uses_port_guid(g);
-                return match (self.guids).delete(subnet, me, &m.data, mask, trusted, &in_group) {
+                return match (self.guids).delete(subnet, me(), &m.data, mask, trusted, &in_group) {
                     Ok(rec) => {
                         let b = record_bytes(&rec);
                         self.reply(from, m, Method::DeleteResp, Status::OK, &b, 0);
@@ -967,7 +972,11 @@ impl Sa {
             );
         // What is left of the requester's second of path work, and of all
         // requesters' (a Get looks at one pair's LIDs and is not counted).
-        let counted = if path_work { self.work.get(&me) } else { None };
+        let counted = if path_work {
+            self.work.get(&me())
+        } else {
+            None
+        };
         let (since, used) = match counted {
             Some(&(t, used)) if (t..t.saturating_add(1000)).contains(&now_ms) => (t, used),
             _ => (now_ms, 0),
@@ -1072,7 +1081,7 @@ impl Sa {
         };
         if path_work {
             let work = used.saturating_add(q.examined.get());
-            self.work.insert(me, (since, work));
+            self.work.insert(me(), (since, work));
             self.all_work = (all_since, all_used.saturating_add(q.examined.get()));
             self.stats.pairs_examined += q.examined.get() as u64;
         }
