@@ -95,9 +95,9 @@ pub struct SaConfig {
     /// answered "no resources".
     pub max_transfers: usize,
     /// Bytes the transfers in progress may hold together, a quarter of
-    /// them for one requester (its port, by base LID); an answer past either is "no
-    /// resources", and a requester already past its quarter is refused
-    /// before its question is worked out. Without it one host's 256
+    /// them for one requester (its port, by base LID); an answer past
+    /// either is "no resources", and a requester already past its quarter
+    /// is refused before its question is worked out. Without it one host's 256
     /// all-pairs GetTables on fat-tree-648 held 8.1 GB.
     pub max_transfer_bytes: usize,
     /// Records one answer may hold; past this a GetTable is answered "no

@@ -47,9 +47,9 @@ use smi::sm::{GroupMember, Subnet};
 pub const MAX_GROUPS: usize = 4096;
 /// Memberships, over every group, the SA holds at most.
 pub const MAX_MEMBERS: usize = 65536;
-/// Memberships one requester (its port, by base LID) made, for itself or by proxy, at
-/// most: a host that joins in a loop cannot take every group from the
-/// others.
+/// Memberships one requester (its port, by base LID) made, for itself or
+/// by proxy, at most: a host that joins in a loop cannot take every group
+/// from the others.
 pub const MAX_PER_REQUESTER: usize = 1024;
 
 /// The default partition's IPoIB IPv4 broadcast group, link-local.
