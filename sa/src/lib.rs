@@ -1114,18 +1114,10 @@ impl Sa {
     }
 }
 
-/// The base LID of the port `lid` is one of the `2^LMC` LIDs of, by
-/// which a requester's quotas are kept (a VM's VF LID, or a LID the
-/// subnet does not know, is its own).
-fn requester(subnet: &Subnet, lid: Lid) -> Lid {
-    subnet
-        .by_lid(lid)
-        .and_then(|(node, _)| subnet.brief(node))
-        .filter(|b| b.holds_lid(lid))
-        .map_or(lid, |b| b.lid)
-}
+/// The requester by which quotas are kept: its port's base LID.
+use query::base_lid as requester;
 
-/// An MCMemberRecord's bytes.
+/// A GUIDInfoRecord's bytes.
 fn record_bytes(r: &GuidInfoRecord) -> [u8; GuidInfoRecord::SIZE] {
     let mut b = [0u8; GuidInfoRecord::SIZE];
     let _ = r.encode(&mut b);

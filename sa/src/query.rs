@@ -188,16 +188,24 @@ impl Query<'_> {
                 continue;
             };
             let lid = Lid(u16::from_be_bytes([hi, lo]));
-            let Some(b) = (self.subnet.by_lid(lid)).and_then(|(n, _)| self.subnet.brief(n)) else {
-                continue;
-            };
-            if b.holds_lid(lid) && b.lid != lid {
+            let base = base_lid(self.subnet, lid);
+            if base != lid {
                 let q = copy.get_or_insert_with(|| self.data.to_vec());
-                q[at..at + 2].copy_from_slice(&b.lid.0.to_be_bytes());
+                q[at..at + 2].copy_from_slice(&base.0.to_be_bytes());
             }
         }
         copy
     }
+}
+
+/// The base LID of the port `lid` is one of the `2^LMC` LIDs of; a VM's
+/// VF LID, or a LID the subnet does not know, is its own.
+pub fn base_lid(subnet: &Subnet, lid: Lid) -> Lid {
+    subnet
+        .by_lid(lid)
+        .and_then(|(node, _)| subnet.brief(node))
+        .filter(|b| b.holds_lid(lid))
+        .map_or(lid, |b| b.lid)
 }
 
 /// The LID of a node's port: a switch's (port 0) or a CA's.
