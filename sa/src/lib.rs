@@ -699,8 +699,7 @@ impl Sa {
             return Err(SaError::Busy);
         }
         if !inbound::Inbound::is_segment(&m) {
-            let data = m.data;
-            self.respond(subnet, from, key, &m, &data, now_ms);
+            self.respond(subnet, from, key, &m, &m.data, now_ms);
             self.report_groups(subnet, now_ms);
             return Ok(());
         }
