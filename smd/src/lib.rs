@@ -516,11 +516,6 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     }
 }
 
-/// The most MADs [`drive`] takes in before it sends what they asked for.
-/// Each is handled in a few microseconds; a batch keeps the SM's timers
-/// and its own SMPs waiting a few hundred at most.
-const RECV_BATCH: usize = 64;
-
 /// The driver loop over any [`Wire`].
 fn drive(
     c: &SmdConfig,
@@ -754,65 +749,51 @@ fn drive(
         // At most 20 ms asleep: a SIGTERM (the flag it sets) is seen
         // within that, so a handover starts at once.
         let wait = next.map_or(20, |t| t.saturating_sub(ms()).min(20));
-        // What has arrived by the time the first MAD is handled is handled
-        // too, up to a batch, before any answer goes out: the answers then
-        // leave back to back, and the simulator (the kernel, for umad) is
-        // woken once for several of them rather than once each.
-        let mut next = wire.recv(wait.max(1))?;
-        if next.is_none() {
-            if let Some(cap) = capture.as_deref_mut() {
-                cap.flush()?;
-            }
-        }
-        let mut taken = 0;
-        while let Some(incoming) = next.take() {
-            match incoming {
-                Incoming::Sa { from, mad } => {
-                    if let Some(cap) = capture.as_deref_mut() {
-                        cap.mad(&mad, gs_addr(from.lid.0, from.qpn, own_lid(&sm), 1))?;
-                    }
-                    let t = Instant::now();
-                    let handled = sa.handle_mad(sm.subnet(), from, &mad, ms());
-                    sa_ns += t.elapsed().as_nanos() as u64;
-                    if let Err(e) = handled {
-                        tracing::debug!("SA: {e}");
-                    }
+        match wire.recv(wait.max(1))? {
+            Some(Incoming::Sa { from, mad }) => {
+                if let Some(cap) = capture.as_deref_mut() {
+                    cap.mad(&mad, gs_addr(from.lid.0, from.qpn, own_lid(&sm), 1))?;
                 }
-                Incoming::Smp { slid, mad } => {
-                    if let Some(cap) = capture.as_deref_mut() {
-                        // A directed-route answer's LIDs are permissive.
-                        let addr = if mad[1] == 0x81 {
-                            smp_addr(0xFFFF, 0xFFFF)
-                        } else {
-                            smp_addr(own_lid(&sm), slid)
-                        };
-                        cap.mad(&mad, addr)?;
-                    }
-                    if let Ok(smp) = Smp::parse(&mad) {
-                        tracing::debug!(
-                            "recv {:?} {:?} mod {:#x} status {:#x} tid {:#x}",
-                            smp.method(),
-                            smp.attribute_id(),
-                            smp.attribute_modifier(),
-                            smp.header.status.get(),
-                            smp.header.transaction_id.get()
-                        );
-                    }
-                    if sm.handle_mad_from(&mad, Some(mad_core::Lid(slid)), ms())
-                        == Handled::NotForSm
-                    {
-                        tracing::debug!(
-                            "not for the SM: a MAD of class {:#04x}",
-                            mad.get(1).copied().unwrap_or(0)
-                        );
-                    }
+                let t = Instant::now();
+                let handled = sa.handle_mad(sm.subnet(), from, &mad, ms());
+                sa_ns += t.elapsed().as_nanos() as u64;
+                if let Err(e) = handled {
+                    tracing::debug!("SA: {e}");
                 }
-                // A send the transport gave up on: the SM's own timer retries.
-                Incoming::SendFailed => tracing::debug!("a send timed out"),
             }
-            taken += 1;
-            if taken < RECV_BATCH {
-                next = wire.try_recv()?;
+            Some(Incoming::Smp { slid, mad }) => {
+                if let Some(cap) = capture.as_deref_mut() {
+                    // A directed-route answer's LIDs are permissive.
+                    let addr = if mad[1] == 0x81 {
+                        smp_addr(0xFFFF, 0xFFFF)
+                    } else {
+                        smp_addr(own_lid(&sm), slid)
+                    };
+                    cap.mad(&mad, addr)?;
+                }
+                if let Ok(smp) = Smp::parse(&mad) {
+                    tracing::debug!(
+                        "recv {:?} {:?} mod {:#x} status {:#x} tid {:#x}",
+                        smp.method(),
+                        smp.attribute_id(),
+                        smp.attribute_modifier(),
+                        smp.header.status.get(),
+                        smp.header.transaction_id.get()
+                    );
+                }
+                if sm.handle_mad_from(&mad, Some(mad_core::Lid(slid)), ms()) == Handled::NotForSm {
+                    tracing::debug!(
+                        "not for the SM: a MAD of class {:#04x}",
+                        mad.get(1).copied().unwrap_or(0)
+                    );
+                }
+            }
+            // A send the transport gave up on: the SM's own timer retries.
+            Some(Incoming::SendFailed) => tracing::debug!("a send timed out"),
+            None => {
+                if let Some(cap) = capture.as_deref_mut() {
+                    cap.flush()?;
+                }
             }
         }
         if sm.poll_timeout().is_some_and(|t| t <= ms()) {

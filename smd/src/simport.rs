@@ -235,56 +235,31 @@ impl SimPort {
         let mut buf = [0u8; 1024];
         let n = match self.sock.recv(&mut buf) {
             Ok(n) => n,
-            Err(e) if nothing_yet(&e) => return Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        // A signal (SIGTERM for a running SM): the caller
+                        // looks at its flags and comes back.
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                return Ok(None)
+            }
             Err(e) => return Err(io("recv", e)),
         };
-        Ok(packet(&buf[..n]))
-    }
-
-    /// The next packet if one is already waiting on the socket; `None` at
-    /// once otherwise. What a busy SM drains before it answers, so that
-    /// its answers leave together.
-    pub fn try_recv(&self) -> Result<Option<SimMad>, SmdError> {
-        use nix::sys::socket::{recv, MsgFlags};
-        use std::os::fd::AsRawFd;
-        let mut buf = [0u8; 1024];
-        let n = match recv(self.sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
-            Ok(n) => n,
-            Err(e) => {
-                let e = std::io::Error::from(e);
-                if nothing_yet(&e) {
-                    return Ok(None);
-                }
-                return Err(io("recv", e));
-            }
+        let Ok(r) = SimRequest::parse(&buf[..n]) else {
+            return Ok(None);
         };
-        Ok(packet(&buf[..n.min(buf.len())]))
+        Ok(Some(SimMad {
+            slid: r.slid,
+            sqp: r.sqp,
+            len: (r.length as usize).min(256),
+            mad: r.mad,
+            status: r.status,
+        }))
     }
-}
-
-/// A receive that found nothing: nothing came in time, or a signal
-/// (SIGTERM for a running SM: the caller looks at its flags and comes
-/// back).
-fn nothing_yet(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock
-            | std::io::ErrorKind::TimedOut
-            | std::io::ErrorKind::Interrupted
-    )
-}
-
-/// The packet a datagram from the simulator carries; `None` for what is
-/// not one.
-fn packet(buf: &[u8]) -> Option<SimMad> {
-    let r = SimRequest::parse(buf).ok()?;
-    Some(SimMad {
-        slid: r.slid,
-        sqp: r.sqp,
-        len: (r.length as usize).min(256),
-        mad: r.mad,
-        status: r.status,
-    })
 }
 
 impl Drop for SimPort {
@@ -300,64 +275,5 @@ impl Drop for SimPort {
         if self.sock.send_to_addr(&m.encode(), &self.ctl).is_ok() {
             let _ = self.sock.recv(&mut [0u8; 512]);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use fabric::sim::{Fabric, SimConfig};
-    use fabric::topology::Topology;
-    use mad_core::attr::AttributeId;
-    use mad_core::{DrPath, MKey, Method, Smp};
-    use std::time::Instant;
-
-    /// `try_recv` finds nothing at once when nothing waits, and takes a
-    /// packet that waits without a wait of its own: an SM's DR
-    /// Get(NodeInfo) of its own node, answered by the served fabric.
-    #[test]
-    fn try_recv_takes_what_waits_and_never_waits() {
-        let base = format!("ibkit-smd-try-recv-{}", std::process::id());
-        let fabric = Fabric::new(
-            Topology::from_spec("mport-ntree:2:1").unwrap(),
-            SimConfig::default(),
-        )
-        .unwrap();
-        let cfg = fabric::serve::ServeConfig {
-            socket: base.clone(),
-            answer_delay: Duration::ZERO,
-            allow_uids: Vec::new(),
-        };
-        // Serves until the test process ends.
-        std::thread::spawn(move || fabric::serve::serve(fabric, &cfg));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let port = loop {
-            match SimPort::attach_sm(&base, None) {
-                Ok(p) => break p,
-                Err(e) if Instant::now() > deadline => panic!("attach: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        };
-
-        let t = Instant::now();
-        assert!(port.try_recv().unwrap().is_none(), "nothing was sent");
-        assert!(t.elapsed() < Duration::from_millis(500), "it waited");
-
-        let path = DrPath::from_ports(&[]).unwrap();
-        let smp = Smp::directed(&path, Method::Get, AttributeId::NodeInfo, 0, 0x42, MKey(0));
-        port.send_from(0xFFFF, 0, 0, smp.as_wire()).unwrap();
-        let got = loop {
-            if let Some(m) = port.try_recv().unwrap() {
-                break m;
-            }
-            assert!(Instant::now() < deadline, "no answer came");
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        let answer = Smp::parse(&got.mad).unwrap();
-        assert_eq!(answer.method(), Method::GetResp);
-        assert_eq!(answer.header.transaction_id.get() & 0xFFFF_FFFF, 0x42);
-        assert_eq!(got.status, 0);
-        // Taken once: nothing is left.
-        assert!(port.try_recv().unwrap().is_none());
     }
 }

@@ -43,9 +43,6 @@ pub(crate) trait Wire {
     fn send_sa(&mut self, mad: &[u8], to: sa::Addr, answer: bool) -> Result<(), SmdError>;
     /// The next MAD, waiting at most `ms` milliseconds.
     fn recv(&mut self, ms: u64) -> Result<Option<Incoming>, SmdError>;
-    /// The next MAD if one has already arrived; `None` at once
-    /// otherwise.
-    fn try_recv(&mut self) -> Result<Option<Incoming>, SmdError>;
 }
 
 /// A SubnGet, SubnSet or SubnTrap: another agent's request to this SM,
@@ -115,18 +112,7 @@ impl Wire for UmadWire {
     }
 
     fn recv(&mut self, ms: u64) -> Result<Option<Incoming>, SmdError> {
-        self.recv_within(ms.clamp(1, i32::MAX as u64) as i32)
-    }
-
-    fn try_recv(&mut self) -> Result<Option<Incoming>, SmdError> {
-        // umad_recv's poll with a timeout of 0 does not wait.
-        self.recv_within(0)
-    }
-}
-
-impl UmadWire {
-    /// The next MAD, waiting at most `ms` milliseconds (0: not at all).
-    fn recv_within(&mut self, ms: i32) -> Result<Option<Incoming>, SmdError> {
+        let ms = ms.clamp(1, i32::MAX as u64) as i32;
         Ok(match self.port.recv(ms)? {
             Some(r) if r.status == 0 && r.agent == self.gs => Some(Incoming::Sa {
                 from: sa::Addr {
@@ -193,43 +179,38 @@ impl Wire for SimWire {
     }
 
     fn recv(&mut self, ms: u64) -> Result<Option<Incoming>, SmdError> {
-        let m = self
+        let Some(mut m) = self
             .port
-            .recv(std::time::Duration::from_millis(ms.max(1)))?;
-        Ok(m.map(incoming))
-    }
-
-    fn try_recv(&mut self) -> Result<Option<Incoming>, SmdError> {
-        Ok(self.port.try_recv()?.map(incoming))
-    }
-}
-
-/// What a packet from the simulator is to the SM.
-fn incoming(mut m: crate::simport::SimMad) -> Incoming {
-    if m.status != 0 {
-        // One of ours, back undelivered.
-        return Incoming::SendFailed;
-    }
-    match m.mad[1] {
-        0x03 => Incoming::Sa {
-            from: sa::Addr {
-                lid: mad_core::Lid(m.slid),
-                qpn: m.sqp,
-            },
-            mad: m.mad[..m.len.max(24)].to_vec(),
-        },
-        _ => {
-            // The simulator puts its client slot in the top 16 bits of a
-            // request's TID; the SM's TIDs are the low 32. A request from
-            // another SM keeps it: the answer goes back by it.
-            if !is_request(&m.mad) {
-                m.mad[8..12].fill(0);
-            }
-            Incoming::Smp {
-                slid: m.slid,
-                mad: m.mad.to_vec(),
-            }
+            .recv(std::time::Duration::from_millis(ms.max(1)))?
+        else {
+            return Ok(None);
+        };
+        if m.status != 0 {
+            // One of ours, back undelivered.
+            return Ok(Some(Incoming::SendFailed));
         }
+        Ok(Some(match m.mad[1] {
+            0x03 => Incoming::Sa {
+                from: sa::Addr {
+                    lid: mad_core::Lid(m.slid),
+                    qpn: m.sqp,
+                },
+                mad: m.mad[..m.len.max(24)].to_vec(),
+            },
+            _ => {
+                // The simulator puts its client slot in the top 16 bits
+                // of a request's TID; the SM's TIDs are the low 32. A
+                // request from another SM keeps it: the answer goes back
+                // by it.
+                if !is_request(&m.mad) {
+                    m.mad[8..12].fill(0);
+                }
+                Incoming::Smp {
+                    slid: m.slid,
+                    mad: m.mad.to_vec(),
+                }
+            }
+        }))
     }
 }
 
