@@ -118,14 +118,14 @@ fn first_ca(topo: &Topology) -> Result<String, String> {
 /// made a client take 14 ms against 5.5 ms in memory, and the peer tests
 /// start tens of thousands of them.
 fn umad2sim_scratch() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    let base = if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly())
-    {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    };
-    base.join("ibkit-umad2sim")
+    scratch_under(Path::new("/dev/shm"), &std::env::temp_dir())
+}
+
+/// `ibkit-umad2sim` under `shm` if it is a directory that may be
+/// written, else under `tmp`.
+fn scratch_under(shm: &Path, tmp: &Path) -> PathBuf {
+    let writable = std::fs::metadata(shm).is_ok_and(|m| m.is_dir() && !m.permissions().readonly());
+    if writable { shm } else { tmp }.join("ibkit-umad2sim")
 }
 
 /// `program` as a libibumad client of the simulator on socket `sock`,
@@ -993,6 +993,33 @@ mod unit {
             })
         );
         assert_eq!(parse_sminfo("sminfo: iberror: failed"), None);
+    }
+
+    #[test]
+    fn libumad2sim_clients_run_in_memory_where_there_is_some() {
+        let tmp = std::env::temp_dir();
+        let d = tmp.join(format!("ibkit-scratch-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        // A directory that may be written: the clients run there.
+        assert_eq!(scratch_under(&d, &tmp), d.join("ibkit-umad2sim"));
+        // None there, a file in its place, or one that may not be
+        // written: under the temporary directory.
+        let none = d.join("missing");
+        assert_eq!(scratch_under(&none, &tmp), tmp.join("ibkit-umad2sim"));
+        let file = d.join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(scratch_under(&file, &tmp), tmp.join("ibkit-umad2sim"));
+        let ro = d.join("ro");
+        std::fs::create_dir_all(&ro).unwrap();
+        let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+        perm.set_readonly(true);
+        std::fs::set_permissions(&ro, perm).unwrap();
+        assert_eq!(scratch_under(&ro, &tmp), tmp.join("ibkit-umad2sim"));
+        let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perm.set_readonly(false);
+        std::fs::set_permissions(&ro, perm).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
