@@ -136,8 +136,8 @@ fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command
     let mut scratch = umad2sim_scratch();
     if std::fs::create_dir_all(&scratch).is_err() {
         scratch = std::env::temp_dir().join("ibkit-umad2sim");
+        let _ = std::fs::create_dir_all(&scratch);
     }
-    let _ = std::fs::create_dir_all(&scratch);
     forget_dead_clients(&scratch);
     let mut c = Command::new(program);
     c.current_dir(&scratch);
