@@ -116,9 +116,19 @@ fn first_ca(topo: &Topology) -> Result<String, String> {
 /// Each client writes and removes a fake sysfs tree of about fifty
 /// files; on this project's machines (ext4 mounted with `discard`) that
 /// made a client take 14 ms against 5.5 ms in memory, and the peer tests
-/// start tens of thousands of them.
-fn umad2sim_scratch() -> PathBuf {
-    scratch_under(Path::new("/dev/shm"), &std::env::temp_dir())
+/// start tens of thousands of them. Chosen and made once a process.
+fn umad2sim_scratch() -> &'static Path {
+    static SCRATCH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SCRATCH.get_or_init(|| {
+        let tmp = std::env::temp_dir();
+        let dir = scratch_under(Path::new("/dev/shm"), &tmp);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            return dir;
+        }
+        let dir = tmp.join("ibkit-umad2sim");
+        let _ = std::fs::create_dir_all(&dir);
+        dir
+    })
 }
 
 /// `ibkit-umad2sim` under `shm` if it is a directory that may be
@@ -133,14 +143,10 @@ fn scratch_under(shm: &Path, tmp: &Path) -> PathBuf {
 /// ([`umad2sim_scratch`]), because libumad2sim leaves a fake sysfs tree
 /// (`sys-PID/`) in its client's working directory.
 fn umad2sim_client(program: &std::ffi::OsStr, sock: &str, host: &str) -> Command {
-    let mut scratch = umad2sim_scratch();
-    if std::fs::create_dir_all(&scratch).is_err() {
-        scratch = std::env::temp_dir().join("ibkit-umad2sim");
-        let _ = std::fs::create_dir_all(&scratch);
-    }
-    forget_dead_clients(&scratch);
+    let scratch = umad2sim_scratch();
+    forget_dead_clients(scratch);
     let mut c = Command::new(program);
-    c.current_dir(&scratch);
+    c.current_dir(scratch);
     c.env(
         "LD_PRELOAD",
         umad2sim().unwrap_or(Path::new("libumad2sim.so")),
