@@ -383,6 +383,9 @@ impl Sm {
             if let Purpose::GuidInfo { node, block } = req.purpose {
                 self.on_guid_info(None, node, block);
             }
+            if matches!(req.purpose, Purpose::SlToVl { .. } | Purpose::VlArb { .. }) {
+                self.on_qos_refused(&req.purpose);
+            }
             if matches!(req.purpose, Purpose::Handover) {
                 self.handover_failed();
             }

@@ -379,6 +379,66 @@ pub(super) struct Qos {
     /// VL arbitration blocks the ports answered with: (node, port,
     /// block 0–3).
     vlarb: BTreeMap<(usize, u8, u8), [VlWeight; 32]>,
+    /// Tables the SM read for the SA and the port refused.
+    refused: alloc::collections::BTreeSet<QosTable>,
+}
+
+/// One QoS table of a port, as the SA names it in its
+/// SLtoVLMappingTableRecords and VLArbitrationTableRecords, for the SM to
+/// read when the SA is asked for one it does not hold
+/// ([`Sm::read_qos_table`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QosTable {
+    /// An SL-to-VL table: a switch's from `input` to `output`; an end
+    /// port's as input 0, output its port.
+    SlToVl {
+        /// The node.
+        node: NodeId,
+        /// Input port.
+        input: u8,
+        /// Output port.
+        output: u8,
+    },
+    /// A VL arbitration block of `port` (an end port's own): 1 low
+    /// 0–31, 2 low 32–63, 3 high 0–31, 4 high 32–63.
+    VlArb {
+        /// The node.
+        node: NodeId,
+        /// Its port.
+        port: u8,
+        /// The block, 1–4.
+        block: u8,
+    },
+}
+
+impl QosTable {
+    /// The node whose table it is.
+    pub fn node(&self) -> NodeId {
+        match *self {
+            QosTable::SlToVl { node, .. } | QosTable::VlArb { node, .. } => node,
+        }
+    }
+}
+
+/// Why [`Sm::read_qos_table`] sent nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QosReadError {
+    /// No such live node, or no such port of it.
+    NoSuchPort,
+    /// A block outside 1–4.
+    NoSuchBlock,
+    /// The SM holds the table already.
+    Held,
+}
+
+impl core::fmt::Display for QosReadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            QosReadError::NoSuchPort => "no such live node or port",
+            QosReadError::NoSuchBlock => "VL arbitration blocks are 1-4",
+            QosReadError::Held => "the SM holds the table already",
+        })
+    }
 }
 
 /// The mask OpenSM applies to a VL on a port with these OperationalVLs.
@@ -459,9 +519,6 @@ impl Sm {
     /// After routing (bring-up, a sweep, a new policy): every table that
     /// differs from what the port last answered with.
     pub(super) fn qos_distribute(&mut self) {
-        let Some(cfg) = self.db.qos.config.clone() else {
-            return;
-        };
         // A node that is new or came back holds what it holds now.
         let gone = |i: usize, db: &Subnet| db.nodes().get(i).is_none_or(|n| n.fresh || !n.alive);
         let db = &self.db;
@@ -475,6 +532,12 @@ impl Sm {
         for k in stale_arb {
             self.db.qos.vlarb.remove(&k);
         }
+        let mut refused = core::mem::take(&mut self.db.qos.refused);
+        refused.retain(|t| !gone(t.node().0, &self.db));
+        self.db.qos.refused = refused;
+        let Some(cfg) = self.db.qos.config.clone() else {
+            return;
+        };
         for i in 0..self.db.nodes().len() {
             let n = &self.db.nodes()[i];
             if !n.alive {
@@ -662,6 +725,15 @@ impl Sm {
         let nports = n.ports.len().saturating_sub(1) as u8;
         let ins = at.input.map_or(0..=nports, |x| x..=x);
         let outs = at.output.map_or(1..=nports, |x| x..=x);
+        for input in ins.clone() {
+            for output in outs.clone() {
+                self.db.qos.refused.remove(&QosTable::SlToVl {
+                    node: NodeId(node),
+                    input,
+                    output,
+                });
+            }
+        }
         self.db.qos.sl2vl.set(node, ins, outs, &t.vl);
     }
 
@@ -736,6 +808,113 @@ impl Sm {
             };
         }
         self.db.qos.vlarb.insert((node, port, block), b);
+        self.db.qos.refused.remove(&QosTable::VlArb {
+            node: NodeId(node),
+            port,
+            block: block + 1,
+        });
+    }
+
+    /// Reads `table` from its port, for the SA to answer a record the SM
+    /// does not hold (it never wrote it: no QoS policy, or not that
+    /// table). The answer is kept as a written table is
+    /// ([`Subnet::sl2vl_table`], [`Subnet::vlarb_block`]); a refusal is
+    /// remembered ([`Subnet::qos_table_refused`]) until the node is
+    /// found again. One Get(SLtoVLMappingTable) or Get(VLArbitrationTable).
+    pub fn read_qos_table(&mut self, table: QosTable) -> Result<(), QosReadError> {
+        let i = table.node().0;
+        let Some(n) = self.db.nodes().get(i).filter(|n| n.alive) else {
+            return Err(QosReadError::NoSuchPort);
+        };
+        let switch = n.is_switch();
+        let has = |p: u8| usize::from(p) < n.ports.len() && (switch || p > 0);
+        match table {
+            QosTable::SlToVl { input, output, .. } => {
+                if !has(output) || (switch && !has(input)) || (!switch && input != 0) {
+                    return Err(QosReadError::NoSuchPort);
+                }
+                if self.db.qos.sl2vl.get(i, input, output).is_some() {
+                    return Err(QosReadError::Held);
+                }
+                let (am, named) = if switch {
+                    let am = SlToVlPorts {
+                        input_port: input,
+                        output_port: output,
+                        all_input_ports: false,
+                        all_output_ports: false,
+                    };
+                    (am.encode(), (input, output))
+                } else {
+                    (0, (0, 0))
+                };
+                let at = Sl2VlAt {
+                    input: Some(input),
+                    output: Some(output),
+                    named,
+                };
+                self.get_node(
+                    i,
+                    AttributeId::SlToVlMappingTable,
+                    am,
+                    Purpose::SlToVl { node: i, at },
+                );
+            }
+            QosTable::VlArb { port, block, .. } => {
+                if !has(port) {
+                    return Err(QosReadError::NoSuchPort);
+                }
+                if !(1..=4).contains(&block) {
+                    return Err(QosReadError::NoSuchBlock);
+                }
+                if self.db.qos.vlarb.contains_key(&(i, port, block - 1)) {
+                    return Err(QosReadError::Held);
+                }
+                let am = VlArbSelect {
+                    block: VlArbBlock::from(u16::from(block)),
+                    port: if switch { port } else { 0 },
+                };
+                self.get_node(
+                    i,
+                    AttributeId::VlArbitrationTable,
+                    am.encode(),
+                    Purpose::VlArb {
+                        node: i,
+                        port,
+                        block: block - 1,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A port refused a Get or Set of one of its QoS tables: the SM does
+    /// not know what it holds.
+    pub(super) fn on_qos_refused(&mut self, purpose: &Purpose) {
+        match *purpose {
+            Purpose::SlToVl { node, at } => {
+                let nports = self.db.nodes().get(node).map_or(0, |n| n.ports.len());
+                let nports = nports.saturating_sub(1) as u8;
+                for input in at.input.map_or(0..=nports, |x| x..=x) {
+                    for output in at.output.map_or(1..=nports, |x| x..=x) {
+                        self.db.qos.refused.insert(QosTable::SlToVl {
+                            node: NodeId(node),
+                            input,
+                            output,
+                        });
+                    }
+                }
+            }
+            Purpose::VlArb { node, port, block } => {
+                self.db.qos.vlarb.remove(&(node, port, block));
+                self.db.qos.refused.insert(QosTable::VlArb {
+                    node: NodeId(node),
+                    port,
+                    block: block + 1,
+                });
+            }
+            _ => {}
+        }
     }
 
     /// On a running subnet, Set(PortInfo) where a port's VLHighLimit is
@@ -791,6 +970,19 @@ impl Subnet {
     /// as the SA and the SMP number them, entries).
     pub fn vlarb_blocks(&self) -> impl Iterator<Item = (NodeId, u8, u8, [VlWeight; 32])> + '_ {
         (self.qos.vlarb.iter()).map(|(&(n, p, b), &t)| (NodeId(n), p, b + 1, t))
+    }
+
+    /// The VL arbitration block (1–4) `node`'s `port` answered with when
+    /// the SM last wrote or read it. None where it did neither.
+    pub fn vlarb_block(&self, node: NodeId, port: u8, block: u8) -> Option<[VlWeight; 32]> {
+        let b = block.checked_sub(1)?;
+        self.qos.vlarb.get(&(node.0, port, b)).copied()
+    }
+
+    /// True when the port refused the SM's last read or write of `table`
+    /// (and the node has not been found again since).
+    pub fn qos_table_refused(&self, table: QosTable) -> bool {
+        self.qos.refused.contains(&table)
     }
 
     /// The QoS policy (`qos-policy.conf`) PathRecords follow, if any.
