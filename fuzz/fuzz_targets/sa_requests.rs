@@ -141,6 +141,20 @@ fuzz_target!(|data: &[u8]| {
                 );
             }
         }
+        // Again as an SLtoVLMappingTableRecord or VLArbitrationTableRecord
+        // Get or GetTable naming the requester's LID: questions that wait
+        // for the SM to read tables get reached.
+        if ctl & 0x04 != 0 && mad.len() >= 64 {
+            let mut m = mad.to_vec();
+            let method = if m[3] & 1 == 0 { 0x01 } else { 0x12 };
+            m[..4].copy_from_slice(&[1, 3, 2, method]);
+            let attr: u16 = if mad[3] & 2 == 0 { 0x0013 } else { 0x0036 };
+            m[16..18].copy_from_slice(&attr.to_be_bytes());
+            m[24] = 0;
+            m[55] |= 0x01;
+            m[56..58].copy_from_slice(&from.lid.0.to_be_bytes());
+            let _ = sa.handle_mad(sm.subnet(), from, &m, now);
+        }
         // The same bytes again as a response with the RMPP bits forced on:
         // the transfer paths (ACK, STOP, ABORT) get reached.
         if mad.len() >= 36 {
@@ -187,6 +201,15 @@ fuzz_target!(|data: &[u8]| {
         if ctl & 0x20 != 0 {
             sa.handle_timeout(now);
         }
+        // The reads the SA asks for name live nodes, within the bounds;
+        // this SM never reads them, so the questions end by their time.
+        let reads = sa.take_qos_reads();
+        assert!(reads.len() <= sa::qos_reads::MAX_READS_PER_SECOND);
+        for t in reads {
+            assert!(sm.subnet().node(t.node()).is_some_and(|n| n.alive), "{t:?}");
+        }
+        assert!(sa.qos_questions_waiting() <= sa::qos_reads::MAX_PARKED);
+        sa.resume(sm.subnet(), now);
         if ctl & 0x10 != 0 {
             while let Some(t) = sa.poll_transmit() {
                 let m = SaMad::parse(&t.mad).expect("an answer is an SA MAD");

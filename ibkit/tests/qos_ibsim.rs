@@ -256,3 +256,129 @@ fn opensm_and_ibkit_write_the_same_qos_tables_on_the_served_fabric() {
         );
     }
 }
+
+/// What an SA answers, through `saquery` from `host`, for every port's
+/// SL-to-VL tables (a switch's from each input to each output) and VL
+/// arbitration blocks 1 and 3 (the caps of ibsim's ports hold no more),
+/// keyed by node GUID and ports, the LIDs taken out.
+fn sa_tables(sim: &Ibsim, host: &str, lids: u16) -> Tables {
+    let run = |tool: &str, args: &[String]| -> Option<String> {
+        let out = sim
+            .client_at(std::ffi::OsStr::new(tool), host)
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let node = |lid: u16| {
+        let mut t = Vec::new();
+        let Some(ni) = run("smpquery", &["nodeinfo".into(), lid.to_string()]) else {
+            return t;
+        };
+        let guid = u64::from_str_radix(
+            smp_field(&ni, "PortGuid").unwrap().trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
+        let switch = smp_field(&ni, "NodeType").unwrap().contains("Switch");
+        let ports: u8 = smp_field(&ni, "NumPorts").unwrap().parse().unwrap();
+        let body = |text: String| -> String {
+            let lines: Vec<&str> = text.lines().filter(|l| !l.contains("LID")).collect();
+            assert!(!lines.is_empty());
+            lines.join("\n")
+        };
+        let ask = |what: &str, at: String| {
+            let text = run("saquery", &[what.into(), at.clone()])
+                .unwrap_or_else(|| panic!("saquery {what} {at} failed"));
+            body(text)
+        };
+        let outs: Vec<u8> = if switch {
+            (1..=ports).collect()
+        } else {
+            vec![0]
+        };
+        for &o in &outs {
+            let ins: Vec<u8> = if switch {
+                (1..=ports).collect()
+            } else {
+                vec![0]
+            };
+            let mut text = String::new();
+            for i in ins {
+                text += &ask("SL2VL", format!("{lid}/{i}/{o}"));
+                text.push('\n');
+            }
+            for b in [1, 3] {
+                text += &ask("VLAR", format!("{lid}/{o}/{b}"));
+                text.push('\n');
+            }
+            t.push(((guid, o), text));
+        }
+        t
+    };
+    common::per_lid(lids, node).into_iter().collect()
+}
+
+/// OpenSM programs QoS on ibsim and answers SL-to-VL and VL arbitration
+/// records from the tables it wrote; then ibkit's SM, with no QoS policy
+/// of its own, manages the same simulator. Its SA never wrote those
+/// tables: asked for each one, it has the SM read it from the port, and
+/// its answers are OpenSM's, port for port.
+#[test]
+fn ibkits_sa_answers_the_tables_opensm_left_on_the_ports() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-qos-sa-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("opensm.conf");
+    std::fs::write(&conf, CONF).unwrap();
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let lids = topo.nodes.len() as u16 + 2;
+    let wait = Duration::from_secs(30);
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let extra = ["-Q", "-F", conf.to_str().unwrap()];
+    let osm = start_opensm_cmd(
+        sim.client(std::ffi::OsStr::new("opensm")),
+        &dir,
+        wait,
+        &extra,
+    )
+    .unwrap();
+    let theirs = sa_tables(&sim, host, lids);
+    drop(osm);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let mut sm = tests::peers::WatchedSm::start(exe, &sim, host, &[]).unwrap();
+    sm.wait_for("SUBNET UP", wait).unwrap();
+    let ours = sa_tables(&sim, host, lids);
+    let (clean, out) = sm.stop(Duration::from_secs(5));
+    assert!(clean, "{out:?}");
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(theirs.len(), ours.len(), "ports asked");
+    let mut differ = Vec::new();
+    for (k, v) in &ours {
+        if theirs.get(k) != Some(v) {
+            differ.push(format!(
+                "{:#x}/{}:\nOpenSM:\n{:?}\nibkit:\n{v}",
+                k.0,
+                k.1,
+                theirs.get(k)
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "answers differ:\n{}", differ.join("\n"));
+    // OpenSM's policy is what both answered, not power-on zeros: a CA's
+    // SL 8 on VL 7, a switch's SL 15 on VL 15.
+    let all: String = ours.values().cloned().collect();
+    assert!(all.contains("| 7| 6| 5| 4| 3| 2| 1| 0|"), "{all}");
+    assert!(all.contains("| 7| 7| 0|15|"), "{all}");
+    println!(
+        "ibsim mport-ntree:4:2: {} ports' SL-to-VL and VL arbitration records from ibkit's SA equal OpenSM's",
+        ours.len()
+    );
+}

@@ -932,6 +932,10 @@ fn osmtest_validates_ibkits_sa() {
         ("create inventory", &["-f", "c", "-i", inv][..], 20),
         ("validate inventory", &["-f", "v", "-d1", "-i", inv][..], 20),
         ("stress", &["-f", "f", "-i", inv][..], 90),
+        // Every VL arbitration block of every port and the SL-to-VL
+        // tables of every switch port: the SM writes none (no QoS
+        // policy), so the SA has each read from its port as it is asked.
+        ("QoS tables", &["-f", "q", "-i", inv][..], 60),
     ] {
         let t = Instant::now();
         let (pass, out, hung) = osmtest(&sim, host, &dir, args, Duration::from_secs(limit));
@@ -942,6 +946,14 @@ fn osmtest_validates_ibkits_sa() {
             t.elapsed().as_secs_f64()
         );
     }
+    // What osmtest's QoS flow wrote down: a record for each question.
+    let qos = std::fs::read_to_string(dir.join("qos.txt")).unwrap();
+    let (arb, sl2vl) = (
+        qos.matches("VL_ARBITRATION_TABLE").count(),
+        qos.matches("SLtoVL_MAP_TABLE").count(),
+    );
+    assert!(arb >= 4 && sl2vl >= 1, "{qos}");
+    eprintln!("osmtest QoS tables: {arb} VL arbitration blocks, {sl2vl} SL-to-VL tables");
     // The multicast flow: every o15 check of joins, creations, leaves,
     // proxy joins and queries passes; its last step then fails. It deletes
     // the groups a GetTable lists, and through libumad2sim a GetTable

@@ -54,6 +54,7 @@ mod inbound;
 pub mod inform;
 pub mod mcast;
 pub mod path;
+pub mod qos_reads;
 pub mod query;
 pub mod rmpp;
 pub mod service;
@@ -248,6 +249,9 @@ pub struct SaStats {
     pub ignored: u64,
     /// LID pairs path questions examined, all requesters together.
     pub pairs_examined: u64,
+    /// Questions about QoS tables that waited for the SM to read them
+    /// ([`qos_reads`]).
+    pub qos_parked: u64,
 }
 
 /// Why a MAD was dropped without an answer.
@@ -310,6 +314,10 @@ pub struct Sa {
     db_generation: u64,
     /// The SM is master with the subnet up (see [`Sa::set_serving`]).
     serving: bool,
+    /// Questions about QoS tables waiting for the SM to read them.
+    qos_reads: qos_reads::QosReads,
+    /// False while parked questions are answered: they do not wait again.
+    parking: bool,
 }
 
 impl Sa {
@@ -331,6 +339,8 @@ impl Sa {
             stats: SaStats::default(),
             db_generation: 0,
             serving: true,
+            qos_reads: qos_reads::QosReads::default(),
+            parking: true,
         }
     }
 
@@ -570,6 +580,7 @@ impl Sa {
             self.inbound.next_deadline(),
             self.informs.next_deadline(),
             self.services.next_expiry(),
+            self.qos_reads.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -733,6 +744,35 @@ impl Sa {
         Ok(())
     }
 
+    /// The QoS tables to read since the last call, for the SM to read
+    /// ([`smi::sm::Sm::read_qos_table`]): a SLtoVLMappingTableRecord or
+    /// VLArbitrationTableRecord question named them and waits
+    /// ([`qos_reads`]).
+    pub fn take_qos_reads(&mut self) -> Vec<smi::sm::qos::QosTable> {
+        self.qos_reads.take_reads()
+    }
+
+    /// Answers the questions about QoS tables that were waiting and may
+    /// be answered now: every table they named has been read or refused,
+    /// or their time is up (then from what the SM holds). A driver calls
+    /// it after the SM has handled its MADs, and at [`Sa::poll_timeout`].
+    pub fn resume(&mut self, subnet: &Subnet, now_ms: u64) {
+        let ready = self.qos_reads.ready(subnet, now_ms);
+        if ready.is_empty() {
+            return;
+        }
+        self.parking = false;
+        for r in ready {
+            self.respond(subnet, r.from, r.key, &r.head, &r.data, now_ms);
+        }
+        self.parking = true;
+    }
+
+    /// Questions about QoS tables waiting for the SM to read them.
+    pub fn qos_questions_waiting(&self) -> usize {
+        self.qos_reads.parked()
+    }
+
     /// The alias GUID blocks decided since the last call, for the SM to
     /// hold and write ([`smi::sm::Sm::set_guid_block`]).
     pub fn take_guid_changes(&mut self) -> Vec<guids::GuidChange> {
@@ -760,6 +800,12 @@ impl Sa {
         data: &[u8],
         now_ms: u64,
     ) {
+        // A question waiting for the SM to read tables, asked again: it
+        // is answered once, when they come.
+        if self.qos_reads.is_parked(&key) {
+            self.stats.dropped += 1;
+            return;
+        }
         // The requester asked again while its answer is on the way (it
         // did not get the first segment, or it is a new process that drew
         // the same TID): the answer starts over.
@@ -796,6 +842,11 @@ impl Sa {
         }
         match self.answer(subnet, from, m, data, now_ms) {
             Answer::Sent => {}
+            Answer::Parked => {
+                // Counted when it is answered.
+                self.stats.answered -= 1;
+                self.stats.qos_parked += 1;
+            }
             Answer::Table { data, stride } => {
                 if self.transfers.len() >= self.cfg.max_transfers
                     || mine + data.len() > share
@@ -1038,11 +1089,36 @@ impl Sa {
             SaAttributeId::PKeyTableRecord => {
                 q.collect::<PKeyTableRecord>(query::pkey_table_records)
             }
-            SaAttributeId::SlToVlMappingTableRecord => {
-                q.collect::<SlToVlMappingTableRecord>(query::sl2vl_records)
-            }
-            SaAttributeId::VlArbitrationTableRecord => {
-                q.collect::<VlArbitrationTableRecord>(query::vlarb_records)
+            SaAttributeId::SlToVlMappingTableRecord | SaAttributeId::VlArbitrationTableRecord => {
+                let vlarb = m.attribute_id() == SaAttributeId::VlArbitrationTableRecord;
+                if self.parking {
+                    let tables =
+                        query::qos_tables_named(subnet, vlarb, data, mask, qos_reads::MAX_TABLES);
+                    let key = TransferKey {
+                        to: from,
+                        tid: m.header.transaction_id.get(),
+                    };
+                    if self
+                        .qos_reads
+                        .park(subnet, key, from, m, data, tables, now_ms)
+                    {
+                        return Answer::Parked;
+                    }
+                }
+                let q = query::Query {
+                    subnet,
+                    from,
+                    data,
+                    mask: query::qos_record_mask(subnet, vlarb, data, mask),
+                    max: q.max,
+                    max_examined: q.max_examined,
+                    examined: core::cell::Cell::new(0),
+                };
+                if vlarb {
+                    q.collect::<VlArbitrationTableRecord>(query::vlarb_records)
+                } else {
+                    q.collect::<SlToVlMappingTableRecord>(query::sl2vl_records)
+                }
             }
             SaAttributeId::SmInfoRecord => {
                 let act = self.stats.answered as u32;
@@ -1133,6 +1209,8 @@ fn mcast_bytes(r: &McMemberRecord) -> [u8; McMemberRecord::SIZE] {
 enum Answer {
     /// One record, sent (a Get).
     Sent,
+    /// Waiting for the SM to read QoS tables ([`qos_reads`]).
+    Parked,
     /// A table: the records, each padded to `stride` 8-byte words.
     Table { data: Vec<u8>, stride: u16 },
     /// An error status.

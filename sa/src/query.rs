@@ -427,13 +427,19 @@ pub fn pkey_table_records(s: &Subnet, f: &mut dyn FnMut(PKeyTableRecord)) {
 }
 
 /// SLtoVLMappingTableRecords: every SL-to-VL table the SM wrote under a
-/// QoS policy, as the port answered the Set (a switch's by input and
-/// output port; an end port's with input 0 and its own port as output).
-/// Without QoS the SM writes and knows none, and there are none.
+/// QoS policy or read for the SA, as the port answered (a switch's by
+/// input and output port; an end port's with both 0, the port numbers
+/// being for switches only, as OpenSM's SA gives them). Without QoS the
+/// SM knows only the tables it read.
 pub fn sl2vl_records(s: &Subnet, f: &mut dyn FnMut(SlToVlMappingTableRecord)) {
     for (node, input, output, vl) in s.sl2vl_tables() {
         let Some(n) = s.node(node).filter(|n| n.alive && n.lid != 0) else {
             continue;
+        };
+        let (input, output) = if n.is_switch() {
+            (input, output)
+        } else {
+            (0, 0)
         };
         f(SlToVlMappingTableRecord {
             lid: lid_of(n),
@@ -444,28 +450,174 @@ pub fn sl2vl_records(s: &Subnet, f: &mut dyn FnMut(SlToVlMappingTableRecord)) {
     }
 }
 
-/// VLArbitrationTableRecords: every VL arbitration block the SM wrote
-/// under a QoS policy (blocks 1–4: low 0–31, low 32–63, high 0–31, high
-/// 32–63), as the port answered the Set.
+/// VLArbitrationTableRecords (blocks 1–4: low 0–31, low 32–63, high
+/// 0–31, high 32–63): every block the SM wrote under a QoS policy or read
+/// for the SA, as the port answered, and every block past a port's
+/// VLArbitrationLowCap / HighCap, which holds no entry (32 entries of
+/// weight 0, which the arbiter skips) and is not read: a port refuses a
+/// Get of it.
 pub fn vlarb_records(s: &Subnet, f: &mut dyn FnMut(VlArbitrationTableRecord)) {
-    for (node, port, block, entries) in s.vlarb_blocks() {
-        let Some(n) = s.node(node).filter(|n| n.alive && n.lid != 0) else {
-            continue;
+    for (id, n) in live(s) {
+        let ports = if n.is_switch() {
+            0..=n.ports.len().saturating_sub(1) as u8
+        } else {
+            let p = n.info.local_port_num;
+            p..=p
         };
-        let mut t = VlArbitrationTable::default();
-        for (slot, e) in t.entries.iter_mut().zip(entries.iter()) {
-            *slot = VlArbEntry {
-                vl: e.vl,
-                weight: e.weight,
-            };
+        for port in ports {
+            for block in 1..=4u8 {
+                let entries = match s.vlarb_block(id, port, block) {
+                    Some(e) => e,
+                    None if past_caps(s, id, port, block) => Default::default(),
+                    None => continue,
+                };
+                let mut t = VlArbitrationTable::default();
+                for (slot, e) in t.entries.iter_mut().zip(entries.iter()) {
+                    *slot = VlArbEntry {
+                        vl: e.vl,
+                        weight: e.weight,
+                    };
+                }
+                f(VlArbitrationTableRecord {
+                    lid: lid_of(n),
+                    output_port_num: port,
+                    block_num: block,
+                    vl_arbitration: t,
+                });
+            }
         }
-        f(VlArbitrationTableRecord {
-            lid: lid_of(n),
-            output_port_num: port,
-            block_num: block,
-            vl_arbitration: t,
+    }
+}
+
+/// True when VL arbitration `block` (1–4) of `port` of `node` lies past
+/// the port's VLArbitrationLowCap or HighCap as the SM last read its
+/// PortInfo: it has no entry. False where the PortInfo was not read.
+pub fn past_caps(s: &Subnet, node: NodeId, port: u8, block: u8) -> bool {
+    let Some(pi) = s
+        .node(node)
+        .and_then(|n| n.ports.get(usize::from(port)))
+        .and_then(|p| p.info.as_ref())
+    else {
+        return false;
+    };
+    let cap = if block <= 2 {
+        pi.vl_arbitration_low_cap
+    } else {
+        pi.vl_arbitration_high_cap
+    };
+    // Blocks 1 and 3 hold entries 0–31, blocks 2 and 4 entries 32–63.
+    let first = if block % 2 == 1 { 0 } else { 32 };
+    cap <= first
+}
+
+/// Component bits of the two QoS records (IBA 15.2.5.4, 15.2.5.9): LID,
+/// then the ports (SLtoVL: input, output; VLArb: output), then VLArb's
+/// block.
+mod qos_comp {
+    pub const LID: u64 = 1;
+    pub const SL2VL_IN: u64 = 1 << 1;
+    pub const SL2VL_OUT: u64 = 1 << 2;
+    pub const VLARB_PORT: u64 = 1 << 1;
+    pub const VLARB_BLOCK: u64 = 1 << 2;
+}
+
+/// The mask a SLtoVLMappingTableRecord or VLArbitrationTableRecord query
+/// is matched with: where its LID names an end port, the port numbers it
+/// gives are not compared. An end port has one table of each, and
+/// requesters name it with port 0 (osmtest does), as OpenSM's SA takes it.
+pub fn qos_record_mask(s: &Subnet, vlarb: bool, data: &[u8], mask: u64) -> u64 {
+    if mask & qos_comp::LID == 0 || data.len() < 4 {
+        return mask;
+    }
+    let lid = Lid(u16::from_be_bytes([data[0], data[1]]));
+    match s.by_lid(lid).and_then(|(id, _)| s.node(id)) {
+        Some(n) if !n.is_switch() => {
+            let ports = if vlarb {
+                qos_comp::VLARB_PORT
+            } else {
+                qos_comp::SL2VL_IN | qos_comp::SL2VL_OUT
+            };
+            mask & !ports
+        }
+        _ => mask,
+    }
+}
+
+/// The tables a SLtoVLMappingTableRecord (`vlarb` false) or
+/// VLArbitrationTableRecord query names, at most `max`: only a query
+/// whose mask gives a LID names any (a whole-subnet table is answered
+/// from what the SM holds), and none when it names more than `max` (a
+/// switch's every SL-to-VL table, say). VL arbitration blocks past a
+/// port's caps are left out: they hold nothing and are not read.
+pub fn qos_tables_named(
+    s: &Subnet,
+    vlarb: bool,
+    data: &[u8],
+    mask: u64,
+    max: usize,
+) -> Vec<smi::sm::qos::QosTable> {
+    use smi::sm::qos::QosTable;
+    let mut out = Vec::new();
+    if mask & qos_comp::LID == 0 || data.len() < 4 {
+        return out;
+    }
+    let lid = Lid(u16::from_be_bytes([data[0], data[1]]));
+    let Some((id, n)) = s.by_lid(lid).and_then(|(id, _)| Some((id, s.node(id)?))) else {
+        return out;
+    };
+    let last = n.ports.len().saturating_sub(1) as u8;
+    let one_or_all = |bit: u64, at: usize, all: core::ops::RangeInclusive<u8>| {
+        if mask & bit != 0 {
+            data[at]..=data[at]
+        } else {
+            all
+        }
+    };
+    let mut push = |t: QosTable| {
+        out.push(t);
+        out.len() <= max
+    };
+    if vlarb {
+        let ports = if n.is_switch() {
+            one_or_all(qos_comp::VLARB_PORT, 2, 0..=last)
+        } else {
+            let p = n.info.local_port_num;
+            p..=p
+        };
+        for port in ports.filter(|&p| p <= last) {
+            for block in one_or_all(qos_comp::VLARB_BLOCK, 3, 1..=4).filter(|b| (1..=4).contains(b))
+            {
+                if !past_caps(s, id, port, block)
+                    && !push(QosTable::VlArb {
+                        node: id,
+                        port,
+                        block,
+                    })
+                {
+                    return Vec::new();
+                }
+            }
+        }
+    } else if n.is_switch() {
+        for output in one_or_all(qos_comp::SL2VL_OUT, 3, 0..=last).filter(|&p| p <= last) {
+            for input in one_or_all(qos_comp::SL2VL_IN, 2, 0..=last).filter(|&p| p <= last) {
+                if !push(QosTable::SlToVl {
+                    node: id,
+                    input,
+                    output,
+                }) {
+                    return Vec::new();
+                }
+            }
+        }
+    } else {
+        push(QosTable::SlToVl {
+            node: id,
+            input: 0,
+            output: n.info.local_port_num,
         });
     }
+    out
 }
 
 /// SMInfoRecords: the SM's own (see [`sm_info_record`]), then every

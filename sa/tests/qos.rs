@@ -1,6 +1,6 @@
 //! SLtoVLMappingTableRecords and VLArbitrationTableRecords: the tables
-//! the SM wrote under a QoS policy, matched on their components, and
-//! none where the SM wrote none.
+//! the SM wrote under a QoS policy, matched on their components; those it
+//! did not write, read from the port when a question names them.
 
 use fabric::sim::{Fabric, SimConfig, SimNode};
 use fabric::topology::Topology;
@@ -33,7 +33,7 @@ fn records_show_the_tables_the_sm_wrote() {
     let mut sa = Sa::new(SaConfig::default());
     let h = hosts(&f);
     let me = h[0].1;
-    // A CA's table: input 0, its port as output.
+    // A CA's table: input and output 0 (the numbers are a switch's).
     let q = SlToVlMappingTableRecord {
         lid: h[1].1.lid,
         ..Default::default()
@@ -47,7 +47,7 @@ fn records_show_the_tables_the_sm_wrote() {
         0,
     );
     assert_eq!(recs.len(), 1);
-    assert_eq!((recs[0].input_port_num, recs[0].output_port_num), (0, 1));
+    assert_eq!((recs[0].input_port_num, recs[0].output_port_num), (0, 0));
     assert_eq!(recs[0].sl_to_vl.vl[..2], [3, 3]);
     assert_eq!(recs[0].sl_to_vl.vl[15], 15);
     // A switch: one record per input × output port, as its agent holds.
@@ -102,19 +102,263 @@ fn records_show_the_tables_the_sm_wrote() {
 }
 
 #[test]
-fn without_qos_there_are_no_records() {
+fn without_qos_a_whole_subnet_table_lists_only_what_the_sm_knows() {
+    let (f, sm) = up_with(None);
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let me = hosts(&f)[0].1;
+    // No SL-to-VL table is known, and a question naming no LID reads none.
+    let n = all(&mut sa, &sm, me, &SlToVlMappingTableRecord::default(), 0, 0);
+    assert!(n.is_empty());
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // The VL arbitration blocks past each port's caps (8 low, 8 high:
+    // blocks 2 and 4) hold no entry; those are known without reading.
+    let recs = all(&mut sa, &sm, me, &VlArbitrationTableRecord::default(), 0, 0);
+    assert!(!recs.is_empty());
+    for r in &recs {
+        assert!(matches!(r.block_num, 2 | 4), "{r:?}");
+        assert_eq!(r.vl_arbitration, Default::default());
+    }
+    assert_eq!(sa.take_qos_reads(), vec![]);
+}
+
+/// The CA of host `k` (its fabric node) and its LID.
+fn ca(f: &Fabric, k: usize) -> (usize, mad_core::Lid) {
+    let (i, a) = hosts(f)[k];
+    (i, a.lid)
+}
+
+/// Hands the reads the SA asked for to the SM, runs the fabric 1 ms, and
+/// lets the SA answer what it can: what it sent.
+fn read_and_resume(f: &mut Fabric, sm: &mut Sm, sa: &mut Sa) -> Vec<SaMad> {
+    for t in sa.take_qos_reads() {
+        sm.read_qos_table(t).unwrap();
+    }
+    let until = f.now_ns() + MS;
+    assert!(f.run_until(sm, until));
+    sa.resume(sm.subnet(), until / MS);
+    drain(sa)
+        .into_iter()
+        .map(|t| SaMad::parse(&t.mad).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_table_the_sm_never_wrote_is_read_from_the_port_before_the_answer() {
+    let (mut f, mut sm) = up_with(None);
+    let mut sa = Sa::new(SaConfig::default());
+    let me = hosts(&f)[0].1;
+    let (i, lid) = ca(&f, 1);
+    // What the HCA holds, which the SM never wrote nor read.
+    let SimNode::Ca(c) = &mut f.nodes[i] else {
+        panic!("not a CA")
+    };
+    c.model.ports[1].vl_arb[0].entries[0] = mad_core::attr::VlArbEntry { vl: 3, weight: 7 };
+    c.model.ports[1].sl2vl[0].vl[..3].copy_from_slice(&[2, 1, 0]);
+    // osmtest's question: the CA's LID, port 0 ("the SA should figure
+    // it out"), block 1.
+    let q = VlArbitrationTableRecord {
+        lid,
+        output_port_num: 0,
+        block_num: 1,
+        ..Default::default()
+    };
+    let m = mask::<VlArbitrationTableRecord>(&["lid", "output_port_num", "block_num"]);
+    let get = ask(Method::Get, &q, m, 0);
+    let now = f.now_ns() / MS;
+    assert!(exchange(&mut sa, &sm, me, &get, now).is_empty(), "it waits");
+    assert_eq!(sa.qos_questions_waiting(), 1);
+    // Asked again meanwhile (a retry with the same TID): still once.
+    assert!(exchange(&mut sa, &sm, me, &get, now).is_empty());
+    let answers = read_and_resume(&mut f, &mut sm, &mut sa);
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].sa_status(), SaStatus::Ok);
+    let r: VlArbitrationTableRecord = answers[0].record().unwrap();
+    assert_eq!((r.lid, r.output_port_num, r.block_num), (lid, 1, 1));
+    let e = r.vl_arbitration.entries[0];
+    assert_eq!((e.vl, e.weight), (3, 7));
+    assert_eq!(sa.qos_questions_waiting(), 0);
+    assert_eq!(sa.stats().qos_parked, 1);
+    // Held now: answered at once, no read.
+    let (st, again) = one(&mut sa, &sm, me, &ask(Method::Get, &q, m, 0), now);
+    assert_eq!(st, SaStatus::Ok);
+    assert_eq!(again.record::<VlArbitrationTableRecord>().unwrap(), r);
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // Block 2 (low 32–63) lies past the CA's 8 low entries: empty, at once.
+    let past = VlArbitrationTableRecord { block_num: 2, ..q };
+    let (st, got) = one(&mut sa, &sm, me, &ask(Method::Get, &past, m, 0), now);
+    assert_eq!(st, SaStatus::Ok);
+    let got: VlArbitrationTableRecord = got.record().unwrap();
+    assert_eq!(got.vl_arbitration, Default::default());
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // The CA's SL-to-VL table, asked as osmtest asks it (ports 0, 0).
+    let q = SlToVlMappingTableRecord {
+        lid,
+        ..Default::default()
+    };
+    let m = mask::<SlToVlMappingTableRecord>(&["lid", "input_port_num", "output_port_num"]);
+    assert!(exchange(&mut sa, &sm, me, &ask(Method::Get, &q, m, 0), now).is_empty());
+    let answers = read_and_resume(&mut f, &mut sm, &mut sa);
+    assert_eq!(answers.len(), 1);
+    let r: SlToVlMappingTableRecord = answers[0].record().unwrap();
+    assert_eq!(r.sl_to_vl.vl[..3], [2, 1, 0]);
+}
+
+#[test]
+fn a_switch_table_is_read_and_a_question_waits_no_longer_than_its_time() {
+    let (mut f, mut sm) = up_with(None);
+    let mut sa = Sa::new(SaConfig::default());
+    let me = hosts(&f)[0].1;
+    let sw = (0..f.nodes.len())
+        .find(|&i| matches!(f.nodes[i], SimNode::Switch(_)))
+        .unwrap();
+    let lid = f.nodes[sw].lid();
+    let SimNode::Switch(s) = &mut f.nodes[sw] else {
+        unreachable!()
+    };
+    s.model.ports[3].sl2vl[1].vl[0] = 9;
+    // One table: from input 1 to output 3.
+    let q = SlToVlMappingTableRecord {
+        lid,
+        input_port_num: 1,
+        output_port_num: 3,
+        ..Default::default()
+    };
+    let m = mask::<SlToVlMappingTableRecord>(&["lid", "input_port_num", "output_port_num"]);
+    let now = f.now_ns() / MS;
+    assert!(exchange(&mut sa, &sm, me, &ask(Method::Get, &q, m, 0), now).is_empty());
+    let answers = read_and_resume(&mut f, &mut sm, &mut sa);
+    let r: SlToVlMappingTableRecord = answers[0].record().unwrap();
+    assert_eq!((r.input_port_num, r.output_port_num), (1, 3));
+    assert_eq!(r.sl_to_vl.vl[0], 9);
+    // A question whose reads never come back (the driver drops them)
+    // is answered when its time is up, from what is held: nothing.
+    let q2 = SlToVlMappingTableRecord {
+        input_port_num: 2,
+        ..q
+    };
+    let get = ask(Method::Get, &q2, m, 0);
+    let now = f.now_ns() / MS;
+    assert!(exchange(&mut sa, &sm, me, &get, now).is_empty());
+    assert_eq!(sa.take_qos_reads().len(), 1);
+    sa.resume(sm.subnet(), now + sa::qos_reads::WAIT_MS - 1);
+    assert!(drain(&mut sa).is_empty(), "not yet");
+    assert_eq!(sa.poll_timeout(), Some(now + sa::qos_reads::WAIT_MS));
+    sa.resume(sm.subnet(), now + sa::qos_reads::WAIT_MS);
+    let late: Vec<_> = drain(&mut sa);
+    assert_eq!(late.len(), 1);
+    assert_eq!(
+        SaMad::parse(&late[0].mad).unwrap().sa_status(),
+        SaStatus::NoRecords
+    );
+    // Asked again soon after: not read again, answered at once.
+    let (st, _) = one(&mut sa, &sm, me, &get, now + sa::qos_reads::WAIT_MS + 1);
+    assert_eq!(st, SaStatus::NoRecords);
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // A port that refuses the Get: the question is answered as soon as
+    // the refusal comes, and the next one at once, with no read.
+    let SimNode::Switch(s) = &mut f.nodes[sw] else {
+        unreachable!()
+    };
+    s.model.ports[4].sl2vl.truncate(1);
+    let q3 = SlToVlMappingTableRecord {
+        input_port_num: 2,
+        output_port_num: 4,
+        ..q
+    };
+    let get = ask(Method::Get, &q3, m, 0);
+    let now = f.now_ns() / MS;
+    assert!(exchange(&mut sa, &sm, me, &get, now).is_empty());
+    let answers = read_and_resume(&mut f, &mut sm, &mut sa);
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].sa_status(), SaStatus::NoRecords);
+    let table = smi::sm::qos::QosTable::SlToVl {
+        node: sm.subnet().by_lid(lid).unwrap().0,
+        input: 2,
+        output: 4,
+    };
+    assert!(sm.subnet().qos_table_refused(table));
+    let (st, _) = one(&mut sa, &sm, me, &get, f.now_ns() / MS);
+    assert_eq!(st, SaStatus::NoRecords);
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // The SM refuses to read what does not exist, or what it holds.
+    let read = |sm: &mut Sm, t| sm.read_qos_table(t);
+    use smi::sm::qos::{QosReadError, QosTable};
+    let node = table.node();
+    let bad_port = QosTable::SlToVl {
+        node,
+        input: 1,
+        output: 99,
+    };
+    assert_eq!(read(&mut sm, bad_port), Err(QosReadError::NoSuchPort));
+    let bad_block = QosTable::VlArb {
+        node,
+        port: 1,
+        block: 5,
+    };
+    assert_eq!(read(&mut sm, bad_block), Err(QosReadError::NoSuchBlock));
+    let held = QosTable::SlToVl {
+        node,
+        input: 1,
+        output: 3,
+    };
+    assert_eq!(read(&mut sm, held), Err(QosReadError::Held));
+}
+
+#[test]
+fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     let (f, sm) = up_with(None);
     let mut sa = Sa::new(SaConfig::default());
     let me = hosts(&f)[0].1;
-    let (st, m) = one(
-        &mut sa,
-        &sm,
-        me,
-        &ask(Method::GetTable, &VlArbitrationTableRecord::default(), 0, 0),
-        0,
-    );
-    assert_eq!(st, SaStatus::Ok);
-    assert!(m.header.status().is_ok(), "{:?}", m.header.status());
-    let n = all(&mut sa, &sm, me, &SlToVlMappingTableRecord::default(), 0, 0);
-    assert!(n.is_empty());
+    let lids: Vec<_> = (0..f.nodes.len())
+        .filter(|&i| matches!(f.nodes[i], SimNode::Switch(_)))
+        .map(|i| f.nodes[i].lid())
+        .collect();
+    let m = mask::<VlArbitrationTableRecord>(&["lid", "output_port_num", "block_num"]);
+    // Different questions (TIDs), one table each: the first MAX_PARKED
+    // wait; the next is answered at once.
+    let mut waiting = 0;
+    'outer: for &lid in &lids {
+        for port in 1..=4u8 {
+            let q = VlArbitrationTableRecord {
+                lid,
+                output_port_num: port,
+                block_num: 1,
+                ..Default::default()
+            };
+            let mut mad = SaMad::request(
+                Method::Get,
+                VlArbitrationTableRecord::ID,
+                0x100 + waiting as u64,
+            );
+            mad.set_record(&q).unwrap();
+            mad.sa.component_mask = m;
+            let out = exchange(&mut sa, &sm, me, &mad.to_bytes(), 0);
+            if waiting == sa::qos_reads::MAX_PARKED {
+                assert_eq!(out.len(), 1, "answered at once");
+                assert_eq!(out[0].sa_status(), SaStatus::NoRecords);
+                break 'outer;
+            }
+            assert!(out.is_empty());
+            waiting += 1;
+        }
+    }
+    assert_eq!(waiting, sa::qos_reads::MAX_PARKED);
+    assert_eq!(sa.qos_questions_waiting(), sa::qos_reads::MAX_PARKED);
+    assert_eq!(sa.take_qos_reads().len(), sa::qos_reads::MAX_PARKED);
+    // A question naming more tables than a bound reads none of them: a
+    // switch's every SL-to-VL table is (ports + 1)², 25 here.
+    let q = SlToVlMappingTableRecord {
+        lid: lids[0],
+        ..Default::default()
+    };
+    let mut data = [0u8; SlToVlMappingTableRecord::SIZE];
+    q.encode(&mut data).unwrap();
+    let lid_only = mask::<SlToVlMappingTableRecord>(&["lid"]);
+    let named = |max| sa::query::qos_tables_named(sm.subnet(), false, &data, lid_only, max);
+    assert_eq!(named(64).len(), 25);
+    assert_eq!(named(25).len(), 25);
+    assert!(named(24).is_empty());
 }

@@ -802,6 +802,9 @@ fn drive(
         if sa.poll_timeout().is_some_and(|t| t <= ms()) {
             sa.handle_timeout(ms());
         }
+        // Questions about QoS tables the SM has now read (or waited
+        // for long enough).
+        sa.resume(sm.subnet(), ms());
         loop {
             let t0 = Instant::now();
             let Some(t) = sa.poll_transmit() else { break };
@@ -839,6 +842,13 @@ fn drive(
                     c.block
                 ),
                 Err(e) => tracing::warn!("alias GUIDs of node {} not set: {e}", c.node.0),
+            }
+        }
+        // QoS tables an SA question named and the SM does not hold: it
+        // reads them from the ports.
+        for t in sa.take_qos_reads() {
+            if let Err(e) = sm.read_qos_table(t) {
+                tracing::debug!("QoS table {t:?} not read: {e}");
             }
         }
         // Joins, leaves and ports gone: the SM programs those groups'

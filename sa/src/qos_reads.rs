@@ -1,0 +1,215 @@
+//! Questions about QoS tables the SM does not hold.
+//!
+//! The SM knows the SL-to-VL and VL arbitration tables it wrote under a
+//! QoS policy; without one it writes none and the ports keep what they
+//! hold. A SLtoVLMappingTableRecord or VLArbitrationTableRecord query that
+//! names a port by its LID and finds a table the SM does not hold is
+//! parked: the SA asks the SM to read the table ([`crate::Sa::take_qos_reads`]
+//! into [`smi::sm::Sm::read_qos_table`]), and answers when every table it
+//! named has been read or refused, or after [`WAIT_MS`], with what is held
+//! then ([`crate::Sa::resume`]). OpenSM's SA answers such a query from
+//! tables it never read (zeros); ibkit's answers from the port.
+//!
+//! Bounded: at most [`MAX_PARKED`] questions wait, a question names at
+//! most [`MAX_TABLES`] tables, and at most [`MAX_READS_PER_SECOND`] reads
+//! are asked a second; past any of these a question is answered at once
+//! from what the SM holds. A table asked and not answered within
+//! [`WAIT_MS`] is not asked again for [`RETRY_MS`].
+
+use crate::{Addr, TransferKey};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use mad_core::sa::SaMad;
+use smi::sm::qos::QosTable;
+use smi::sm::Subnet;
+
+/// Questions waiting at most.
+pub const MAX_PARKED: usize = 16;
+/// Tables one question may have read (a switch port's VL arbitration
+/// blocks, or the SL-to-VL tables from every input of a 36-port
+/// switch to one output, fit).
+pub const MAX_TABLES: usize = 64;
+/// Reads asked of the SM a second at most.
+pub const MAX_READS_PER_SECOND: usize = 256;
+/// How long a question waits for its tables (ms).
+pub const WAIT_MS: u64 = 500;
+/// How long a table asked and never answered is not asked again (ms).
+pub const RETRY_MS: u64 = 10_000;
+
+/// A question waiting for tables.
+#[derive(Clone, Debug)]
+struct Parked {
+    key: TransferKey,
+    from: Addr,
+    head: SaMad,
+    data: Vec<u8>,
+    tables: Vec<QosTable>,
+    deadline: u64,
+}
+
+/// A question that may be answered now.
+pub(crate) struct Ready {
+    pub(crate) key: TransferKey,
+    pub(crate) from: Addr,
+    pub(crate) head: SaMad,
+    pub(crate) data: Vec<u8>,
+}
+
+/// What a table is to a question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// The SM holds it, or its port refused it: answered from that.
+    Known,
+    /// Asked of the SM within [`WAIT_MS`]: worth waiting for.
+    Pending,
+    /// Asked and not answered in time: not worth waiting for.
+    Failed,
+    /// Never asked, or long ago.
+    Unknown,
+}
+
+/// The parked questions and the reads asked of the SM.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct QosReads {
+    parked: Vec<Parked>,
+    /// Tables asked of the SM, with when.
+    asked: BTreeMap<QosTable, u64>,
+    /// Tables to ask, not yet taken by the driver.
+    to_read: Vec<QosTable>,
+    /// The second reads are counted from (ms), and how many were asked.
+    second: (u64, usize),
+    /// When `asked` was last pruned (ms).
+    pruned: u64,
+}
+
+fn known(s: &Subnet, t: &QosTable) -> bool {
+    s.qos_table_refused(*t)
+        || match *t {
+            QosTable::SlToVl {
+                node,
+                input,
+                output,
+            } => s.sl2vl_table(node, input, output).is_some(),
+            QosTable::VlArb { node, port, block } => s.vlarb_block(node, port, block).is_some(),
+        }
+}
+
+impl QosReads {
+    fn state(&self, s: &Subnet, t: &QosTable, now_ms: u64) -> State {
+        if known(s, t) {
+            return State::Known;
+        }
+        match self.asked.get(t) {
+            Some(&at) if now_ms < at.saturating_add(WAIT_MS) => State::Pending,
+            Some(&at) if now_ms < at.saturating_add(RETRY_MS) => State::Failed,
+            _ => State::Unknown,
+        }
+    }
+
+    /// True when the question `key` is waiting (a requester asking again
+    /// meanwhile is not answered twice).
+    pub(crate) fn is_parked(&self, key: &TransferKey) -> bool {
+        self.parked.iter().any(|p| p.key == *key)
+    }
+
+    /// Parks the question if some of `tables` are worth waiting for and
+    /// the bounds allow: true when it is parked (and the reads it needs
+    /// are queued).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn park(
+        &mut self,
+        s: &Subnet,
+        key: TransferKey,
+        from: Addr,
+        head: &SaMad,
+        data: &[u8],
+        tables: Vec<QosTable>,
+        now_ms: u64,
+    ) -> bool {
+        if self.parked.len() >= MAX_PARKED || tables.is_empty() || tables.len() > MAX_TABLES {
+            return false;
+        }
+        let states: Vec<State> = tables.iter().map(|t| self.state(s, t, now_ms)).collect();
+        let unknown = states.iter().filter(|&&x| x == State::Unknown).count();
+        if !states
+            .iter()
+            .any(|&x| matches!(x, State::Pending | State::Unknown))
+        {
+            return false;
+        }
+        if !(self.second.0..self.second.0.saturating_add(1000)).contains(&now_ms) {
+            self.second = (now_ms, 0);
+        }
+        if unknown > 0 && self.second.1 + unknown > MAX_READS_PER_SECOND {
+            return false;
+        }
+        self.second.1 += unknown;
+        for (t, x) in tables.iter().zip(&states) {
+            if *x == State::Unknown {
+                self.asked.insert(*t, now_ms);
+                self.to_read.push(*t);
+            }
+        }
+        let waiting: Vec<QosTable> = tables
+            .into_iter()
+            .zip(states)
+            .filter(|(_, x)| matches!(x, State::Pending | State::Unknown))
+            .map(|(t, _)| t)
+            .collect();
+        self.parked.push(Parked {
+            key,
+            from,
+            head: head.clone(),
+            data: data.to_vec(),
+            tables: waiting,
+            deadline: now_ms.saturating_add(WAIT_MS),
+        });
+        true
+    }
+
+    /// The reads to ask of the SM, taken once.
+    pub(crate) fn take_reads(&mut self) -> Vec<QosTable> {
+        core::mem::take(&mut self.to_read)
+    }
+
+    /// The questions that may be answered now: every table they wait for
+    /// is known, or their time is up. Tables asked long ago are
+    /// forgotten.
+    pub(crate) fn ready(&mut self, s: &Subnet, now_ms: u64) -> Vec<Ready> {
+        if !self.asked.is_empty() && now_ms >= self.pruned.saturating_add(1000) {
+            self.pruned = now_ms;
+            self.asked
+                .retain(|_, at| now_ms < at.saturating_add(RETRY_MS));
+        }
+        if self.parked.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.parked.len() {
+            let p = &self.parked[i];
+            if now_ms >= p.deadline || p.tables.iter().all(|t| known(s, t)) {
+                let p = self.parked.remove(i);
+                out.push(Ready {
+                    key: p.key,
+                    from: p.from,
+                    head: p.head,
+                    data: p.data,
+                });
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// When the first parked question's time is up.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.parked.iter().map(|p| p.deadline).min()
+    }
+
+    /// Questions waiting.
+    pub(crate) fn parked(&self) -> usize {
+        self.parked.len()
+    }
+}
