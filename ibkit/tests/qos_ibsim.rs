@@ -355,6 +355,39 @@ fn ibkits_sa_answers_the_tables_opensm_left_on_the_ports() {
     let mut sm = tests::peers::WatchedSm::start(exe, &sim, host, &[]).unwrap();
     sm.wait_for("SUBNET UP", wait).unwrap();
     let ours = sa_tables(&sim, host, lids);
+    // ibkit's own client reads one back the same way: the CA's high
+    // block holds OpenSM's qos_ca_vlarb_high (0:8,1:7,2:6,3:5).
+    let ca_lid = (1..=lids)
+        .find(|&l| {
+            let ni = sim
+                .client_at(std::ffi::OsStr::new("smpquery"), host)
+                .args(["nodeinfo", &l.to_string()])
+                .output()
+                .unwrap();
+            ni.status.success() && String::from_utf8_lossy(&ni.stdout).contains("Channel Adapter")
+        })
+        .unwrap();
+    let out = sim
+        .client_at(exe.as_os_str(), host)
+        .args(["sa", "vlarb", &ca_lid.to_string(), "0", "3", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["records"][0];
+    assert_eq!(r["block_num"], 3, "{v}");
+    let weights: Vec<(u64, u64)> = r["vl_arbitration"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(5)
+        .map(|e| (e["vl"].as_u64().unwrap(), e["weight"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(weights, [(0, 8), (1, 7), (2, 6), (3, 5), (0, 0)], "{v}");
     let (clean, out) = sm.stop(Duration::from_secs(5));
     assert!(clean, "{out:?}");
     drop(sim);

@@ -13,7 +13,8 @@ use mad_core::mad::Method;
 use mad_core::sa::{
     AnyRecord, ClassPortInfo, GuidInfoRecord, InformInfo, InformInfoRecord, LinkRecord,
     McMemberRecord, NodeRecord, PathRecord, PortInfoRecord, SaAttributeId, SaRecord, SaStatus,
-    ServiceRecord, SwitchInfoRecord, SA_DATA_SIZE,
+    ServiceRecord, SlToVlMappingTableRecord, SwitchInfoRecord, VlArbitrationTableRecord,
+    SA_DATA_SIZE,
 };
 use serde_json::json;
 use smd::client::{QueryOpts, SaAnswer, SaClient};
@@ -90,6 +91,21 @@ pub enum SaWhat {
     /// SwitchInfoRecords (bare value: the switch's LID).
     Switch {
         /// Filters: component=value, or a LID.
+        filters: Vec<String>,
+    },
+    /// SLtoVLMappingTableRecords (bare values: the LID, then a switch's
+    /// input and output ports). A table the SM never wrote is read from
+    /// the port when the question names its LID.
+    #[command(alias = "slvl")]
+    Sl2vl {
+        /// Filters: component=value, or a LID, an input and an output port.
+        filters: Vec<String>,
+    },
+    /// VLArbitrationTableRecords (bare values: the LID, then the port and
+    /// the block, 1–4). A block the SM never wrote is read from the port
+    /// when the question names its LID.
+    Vlarb {
+        /// Filters: component=value, or a LID, a port and a block.
         filters: Vec<String>,
     },
     /// PathRecords (bare values: source then destination, each a LID or a GID).
@@ -343,6 +359,30 @@ fn query(what: &SaWhat) -> Result<Query, String> {
         SaWhat::Switch { filters } => {
             let mut q = Query::of::<SwitchInfoRecord>(Method::GetTable);
             q.filters(filters, &first("lid"))?;
+            q
+        }
+        SaWhat::Sl2vl { filters } => {
+            let mut q = Query::of::<SlToVlMappingTableRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("lid"),
+                1 => Ok("input_port_num"),
+                2 => Ok("output_port_num"),
+                _ => Err(format!(
+                    "{v:?}: three bare values at most (LID, input port, output port)"
+                )),
+            })?;
+            q
+        }
+        SaWhat::Vlarb { filters } => {
+            let mut q = Query::of::<VlArbitrationTableRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("lid"),
+                1 => Ok("output_port_num"),
+                2 => Ok("block_num"),
+                _ => Err(format!(
+                    "{v:?}: three bare values at most (LID, port, block)"
+                )),
+            })?;
             q
         }
         SaWhat::Path { filters } => {
