@@ -25,10 +25,11 @@ use smi::sm::Subnet;
 
 /// Questions waiting at most.
 pub const MAX_PARKED: usize = 16;
-/// Tables one question may have read (a switch port's VL arbitration
-/// blocks, or the SL-to-VL tables from every input of a 36-port
-/// switch to one output, fit).
-pub const MAX_TABLES: usize = 64;
+/// Tables one question may have read: every VL arbitration block of a
+/// 36-port switch within its ports' caps (37 ports × 2 on the usual
+/// 8-entry caps), or the SL-to-VL tables from every input of such a
+/// switch to one output (37), fit; all its SL-to-VL tables (37²) do not.
+pub const MAX_TABLES: usize = 128;
 /// Reads asked of the SM a second at most.
 pub const MAX_READS_PER_SECOND: usize = 256;
 /// How long a question waits for its tables (ms).
