@@ -362,3 +362,62 @@ fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     assert_eq!(named(25).len(), 25);
     assert!(named(24).is_empty());
 }
+
+#[test]
+fn a_36_port_switchs_every_vl_arbitration_block_is_read_for_one_question() {
+    let topo = Topology::from_spec("fat-tree-324").unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut sm));
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let me = hosts(&f)[0].1;
+    let sw = (0..f.nodes.len())
+        .find(|&i| matches!(&f.nodes[i], SimNode::Switch(s) if s.model.ports.len() == 37))
+        .expect("a 36-port switch");
+    let lid = f.nodes[sw].lid();
+    let q = VlArbitrationTableRecord {
+        lid,
+        ..Default::default()
+    };
+    let get = ask(
+        Method::GetTable,
+        &q,
+        mask::<VlArbitrationTableRecord>(&["lid"]),
+        0,
+    );
+    let now = f.now_ns() / MS;
+    assert!(exchange(&mut sa, &sm, me, &get, now).is_empty(), "it waits");
+    // 37 ports × blocks 1 and 3 (blocks 2 and 4 lie past the 8-entry caps).
+    let reads = sa.take_qos_reads();
+    assert_eq!(reads.len(), 74);
+    for t in reads {
+        sm.read_qos_table(t).unwrap();
+    }
+    let until = f.now_ns() + 5 * MS;
+    assert!(f.run_until(&mut sm, until));
+    sa.resume(sm.subnet(), until / MS);
+    assert_eq!(sa.qos_questions_waiting(), 0);
+    // The answer, in RMPP segments: every block of every port.
+    let segs: Vec<SaMad> = drain(&mut sa)
+        .iter()
+        .map(|t| SaMad::parse(&t.mad).unwrap())
+        .collect();
+    assert!(segs.iter().all(|m| m.sa_status() == SaStatus::Ok));
+    let total = segs[0].rmpp.payload_length_or_window as usize - 20 * segs.len();
+    let data: Vec<u8> = segs.iter().flat_map(|m| m.data).take(total).collect();
+    let recs: Vec<VlArbitrationTableRecord> = data
+        .chunks(VlArbitrationTableRecord::SIZE)
+        .map(|c| VlArbitrationTableRecord::decode(c).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 37 * 4);
+    for (k, r) in recs.iter().enumerate() {
+        assert_eq!(
+            (r.output_port_num, r.block_num),
+            ((k / 4) as u8, (k % 4) as u8 + 1)
+        );
+    }
+    assert_eq!(sa.take_qos_reads(), vec![]);
+}
