@@ -756,7 +756,14 @@ impl Sa {
     /// be answered now: every table they named has been read or refused,
     /// or their time is up (then from what the SM holds). A driver calls
     /// it after the SM has handled its MADs, and at [`Sa::poll_timeout`].
+    /// An SA that stopped serving ([`Sa::set_serving`]) drops them
+    /// unanswered, counted as ignored.
     pub fn resume(&mut self, subnet: &Subnet, now_ms: u64) {
+        if !self.serving {
+            // No longer a master with the subnet up: nothing is answered.
+            self.stats.ignored += self.qos_reads.clear() as u64;
+            return;
+        }
         let ready = self.qos_reads.ready(subnet, now_ms);
         if ready.is_empty() {
             return;

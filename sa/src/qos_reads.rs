@@ -209,6 +209,14 @@ impl QosReads {
         self.parked.iter().map(|p| p.deadline).min()
     }
 
+    /// Drops every waiting question: how many there were.
+    pub(crate) fn clear(&mut self) -> usize {
+        let n = self.parked.len();
+        self.parked.clear();
+        self.to_read.clear();
+        n
+    }
+
     /// Questions waiting.
     pub(crate) fn parked(&self) -> usize {
         self.parked.len()

@@ -348,6 +348,18 @@ fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     assert_eq!(waiting, sa::qos_reads::MAX_PARKED);
     assert_eq!(sa.qos_questions_waiting(), sa::qos_reads::MAX_PARKED);
     assert_eq!(sa.take_qos_reads().len(), sa::qos_reads::MAX_PARKED);
+    // The SM stops being master: the questions go unanswered (a standby
+    // answers nothing).
+    let ignored = sa.stats().ignored;
+    sa.set_serving(false);
+    sa.resume(sm.subnet(), 1);
+    assert_eq!(sa.qos_questions_waiting(), 0);
+    assert!(drain(&mut sa).is_empty());
+    assert_eq!(
+        sa.stats().ignored,
+        ignored + sa::qos_reads::MAX_PARKED as u64
+    );
+    sa.set_serving(true);
     // A question naming more tables than a bound reads none of them: a
     // switch's every SL-to-VL table is (ports + 1)², 25 here.
     let q = SlToVlMappingTableRecord {
