@@ -9,7 +9,6 @@
 use crate::query::{matches, Query, Records};
 use alloc::vec::Vec;
 use mad_core::attr::NodeType;
-use mad_core::attr::{LinkSpeed, LinkWidth};
 use mad_core::sa::path::{comp, selector};
 use mad_core::sa::{PathRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
@@ -37,39 +36,11 @@ pub struct Walked {
 
 /// A link's MTU code and rate (0.5 Gb/s units) from the PortInfo of one of
 /// its ends; what is not set reads as 4096 and 10 Gb/s (a link the SM
-/// activated without saying more).
+/// activated without saying more). Worked out when the SM reads the
+/// port ([`PortBrief::link_mtu`], [`PortBrief::link_half_gbps`]).
+#[inline]
 pub(crate) fn link(p: &PortBrief) -> (u8, u32) {
-    if !p.read {
-        return (5, 20);
-    }
-    let mtu = match p.neighbor_mtu {
-        m @ 1..=5 => m,
-        _ => 5,
-    };
-    let w = p.width;
-    let lanes = if w.contains(LinkWidth::W12X) {
-        12
-    } else if w.contains(LinkWidth::W8X) {
-        8
-    } else if w.contains(LinkWidth::W4X) {
-        4
-    } else if w.contains(LinkWidth::W2X) {
-        2
-    } else if w.contains(LinkWidth::W1X) {
-        1
-    } else {
-        4
-    };
-    let s = p.speed;
-    // SDR, or nothing said: 2.5 Gb/s a lane.
-    let half_per_lane = if s.contains(LinkSpeed::QDR) {
-        20
-    } else if s.contains(LinkSpeed::DDR) {
-        10
-    } else {
-        5
-    };
-    (mtu, lanes * half_per_lane)
+    (p.link_mtu, u32::from(p.link_half_gbps))
 }
 
 /// The IBA rate code of a rate in 0.5 Gb/s units (the largest code not
@@ -259,10 +230,9 @@ pub fn end_by_gid(s: &Subnet, gid: Gid) -> Option<End> {
 /// The port whose P_Key table an end uses: a switch's port 0, the port
 /// by which a CA was reached (a VM's, its hypervisor's).
 pub fn end_port(s: &Subnet, e: &End) -> (NodeId, u8) {
-    match s.node(e.node) {
-        Some(n) if !n.is_switch() => (e.node, n.info.local_port_num),
-        _ => (e.node, 0),
-    }
+    // The brief's own port: 0 for a switch, the port the SM reached for
+    // a CA (its node's LocalPortNum), read without reaching the node.
+    (e.node, s.brief(e.node).map_or(0, |b| b.own_port))
 }
 
 /// The P_Key table `e` uses, as the SM gives it: a VM's VF's own, else

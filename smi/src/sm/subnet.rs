@@ -300,7 +300,12 @@ impl Subnet {
     /// What a walk needs of `port` of node `id`.
     #[inline]
     pub fn port_brief(&self, id: NodeId, port: u8) -> Option<&PortBrief> {
-        let b = self.briefs.get(id.0)?;
+        self.port_brief_of(self.briefs.get(id.0)?, port)
+    }
+
+    /// What a walk needs of `port` of the node whose brief is `b`.
+    #[inline]
+    fn port_brief_of(&self, b: &NodeBrief, port: u8) -> Option<&PortBrief> {
         if u16::from(port) >= b.port_count {
             return None;
         }
@@ -404,6 +409,11 @@ impl Subnet {
     /// The VF (numbered from 1) of the hypervisor `node` that holds `lid`.
     #[inline]
     pub fn vf_of_lid(&self, node: NodeId, lid: Lid) -> Option<u16> {
+        // Only a hypervisor has VFs: the brief says so without reaching
+        // the node (a miss per question on a large fabric).
+        if !self.briefs.get(node.0)?.hypervisor {
+            return None;
+        }
         self.node(node)?
             .vfs
             .iter()
@@ -434,7 +444,13 @@ impl Subnet {
     /// 255 (DROP_PORT) unrouted or not a switch.
     #[inline]
     pub fn installed_port(&self, node: NodeId, lid: Lid) -> u8 {
-        let t = match self.old_lfts.get(&node.0) {
+        // Tables before a change are kept only while one is going in.
+        let old = if self.old_lfts.is_empty() {
+            None
+        } else {
+            self.old_lfts.get(&node.0)
+        };
+        let t = match old {
             Some(t) => t,
             None => match self.switch_of.get(node.0).and_then(|&k| self.lfts.get(k)) {
                 Some(t) => t,
@@ -457,7 +473,7 @@ impl Subnet {
         let b = self.brief(from)?;
         if !b.switch {
             let p = b.own_port;
-            let link = self.port_brief(from, p)?;
+            let link = self.port_brief_of(b, p)?;
             hop(Hop {
                 node: from,
                 brief: b,
@@ -478,7 +494,7 @@ impl Subnet {
             if out == DROP_PORT {
                 return None;
             }
-            let link = self.port_brief(at, out)?;
+            let link = self.port_brief_of(b, out)?;
             hop(Hop {
                 node: at,
                 brief: b,
@@ -542,6 +558,13 @@ pub struct PortBrief {
     pub width: LinkWidth,
     /// LinkSpeedActive.
     pub speed: LinkSpeed,
+    /// The link's MTU code from NeighborMTU (1: 256 … 5: 4096), 5 where
+    /// it is not read or not valid: what a path over it can carry.
+    pub link_mtu: u8,
+    /// The link's rate in 0.5 Gb/s units, lanes × lane speed (SDR where
+    /// no speed is said, 4X where no width is); 20 (10 Gb/s) where the
+    /// PortInfo was not read. Worked out here once, not at every walk.
+    pub link_half_gbps: u8,
 }
 
 impl PortBrief {
@@ -551,13 +574,48 @@ impl PortBrief {
             .filter(|&(n, _)| n < u32::MAX as usize)
             .map_or((0, 0), |(n, q)| (n as u32 + 1, q));
         let pi = p.info.as_ref();
+        let neighbor_mtu = pi.map_or(0, |pi| u8::from(pi.neighbor_mtu));
+        let width = pi.map_or(LinkWidth::empty(), |pi| pi.link_width_active);
+        let speed = pi.map_or(LinkSpeed::empty(), |pi| pi.link_speed_active);
+        let (link_mtu, link_half_gbps) = if pi.is_none() {
+            (5, 20)
+        } else {
+            let mtu = match neighbor_mtu {
+                m @ 1..=5 => m,
+                _ => 5,
+            };
+            let lanes = if width.contains(LinkWidth::W12X) {
+                12
+            } else if width.contains(LinkWidth::W8X) {
+                8
+            } else if width.contains(LinkWidth::W4X) {
+                4
+            } else if width.contains(LinkWidth::W2X) {
+                2
+            } else if width.contains(LinkWidth::W1X) {
+                1
+            } else {
+                4
+            };
+            // SDR, or nothing said: 2.5 Gb/s a lane.
+            let half_per_lane = if speed.contains(LinkSpeed::QDR) {
+                20
+            } else if speed.contains(LinkSpeed::DDR) {
+                10
+            } else {
+                5
+            };
+            (mtu, lanes * half_per_lane)
+        };
         PortBrief {
             peer_node,
             peer_port,
             read: pi.is_some(),
-            neighbor_mtu: pi.map_or(0, |pi| u8::from(pi.neighbor_mtu)),
-            width: pi.map_or(LinkWidth::empty(), |pi| pi.link_width_active),
-            speed: pi.map_or(LinkSpeed::empty(), |pi| pi.link_speed_active),
+            neighbor_mtu,
+            width,
+            speed,
+            link_mtu,
+            link_half_gbps,
         }
     }
 
