@@ -38,6 +38,19 @@ qos_swe_sl2vl 1,1,2,2,3,3,4,4,5,5,6,6,7,7,0,15\n";
 /// (port GUID of the node, port) → what smpquery shows of its QoS.
 type Tables = BTreeMap<(u64, u8), String>;
 
+/// The port GUID, whether a switch, and NumPorts of `smpquery nodeinfo`'s
+/// output.
+fn node_of(ni: &str) -> (u64, bool, u8) {
+    let guid = u64::from_str_radix(
+        smp_field(ni, "PortGuid").unwrap().trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let switch = smp_field(ni, "NodeType").unwrap().contains("Switch");
+    let ports: u8 = smp_field(ni, "NumPorts").unwrap().parse().unwrap();
+    (guid, switch, ports)
+}
+
 /// Every port's SL-to-VL tables (a switch's by input port, for each
 /// output port), VL arbitration tables and VLHighLimit, read with
 /// smpquery from `host`, LIDs 1..=`lids`.
@@ -66,13 +79,7 @@ fn tables(sim: &(dyn Simulator + Sync), host: &str, lids: u16) -> Tables {
             return t;
         }
         let ni = String::from_utf8_lossy(&ni.stdout).into_owned();
-        let guid = u64::from_str_radix(
-            smp_field(&ni, "PortGuid").unwrap().trim_start_matches("0x"),
-            16,
-        )
-        .unwrap();
-        let switch = smp_field(&ni, "NodeType").unwrap().contains("Switch");
-        let ports: u8 = smp_field(&ni, "NumPorts").unwrap().parse().unwrap();
+        let (guid, switch, ports) = node_of(&ni);
         let list: Vec<Option<u8>> = if switch {
             (1..=ports).map(Some).collect()
         } else {
@@ -277,13 +284,7 @@ fn sa_tables(sim: &Ibsim, host: &str, lids: u16) -> Tables {
         let Some(ni) = run("smpquery", &["nodeinfo".into(), lid.to_string()]) else {
             return t;
         };
-        let guid = u64::from_str_radix(
-            smp_field(&ni, "PortGuid").unwrap().trim_start_matches("0x"),
-            16,
-        )
-        .unwrap();
-        let switch = smp_field(&ni, "NodeType").unwrap().contains("Switch");
-        let ports: u8 = smp_field(&ni, "NumPorts").unwrap().parse().unwrap();
+        let (guid, switch, ports) = node_of(&ni);
         let body = |text: String| -> String {
             let lines: Vec<&str> = text.lines().filter(|l| !l.contains("LID")).collect();
             assert!(!lines.is_empty());
