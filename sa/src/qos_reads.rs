@@ -10,8 +10,8 @@
 //! then ([`crate::Sa::resume`]). OpenSM's SA answers such a query from
 //! tables it never read (zeros); ibkit's answers from the port.
 //!
-//! Bounded: at most [`MAX_PARKED`] questions wait, a question names at
-//! most [`MAX_TABLES`] tables, and at most [`MAX_READS_PER_SECOND`] reads
+//! Bounded: at most [`MAX_PARKED`] questions wait, [`MAX_PARKED_PER_REQUESTER`]
+//! of them one requester's, a question names at most [`MAX_TABLES`] tables, and at most [`MAX_READS_PER_SECOND`] reads
 //! are asked a second; past any of these a question is answered at once
 //! from what the SM holds. A table asked and not answered within
 //! [`WAIT_MS`] is not asked again for [`RETRY_MS`].
@@ -25,6 +25,9 @@ use smi::sm::Subnet;
 
 /// Questions waiting at most.
 pub const MAX_PARKED: usize = 16;
+/// Questions one requester (its port, under any of its LIDs) may have
+/// waiting at once: a host asking in a loop leaves room for the others.
+pub const MAX_PARKED_PER_REQUESTER: usize = 4;
 /// Tables one question may have read: every VL arbitration block of a
 /// 36-port switch within its ports' caps (37 ports × 2 on the usual
 /// 8-entry caps), or the SL-to-VL tables from every input of such a
@@ -128,6 +131,13 @@ impl QosReads {
         now_ms: u64,
     ) -> bool {
         if self.parked.len() >= MAX_PARKED || tables.is_empty() || tables.len() > MAX_TABLES {
+            return false;
+        }
+        let me = crate::query::base_lid(s, from.lid);
+        let mine = (self.parked.iter())
+            .filter(|p| crate::query::base_lid(s, p.from.lid) == me)
+            .count();
+        if mine >= MAX_PARKED_PER_REQUESTER {
             return false;
         }
         let states: Vec<State> = tables.iter().map(|t| self.state(s, t, now_ms)).collect();

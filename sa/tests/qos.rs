@@ -311,40 +311,57 @@ fn a_switch_table_is_read_and_a_question_waits_no_longer_than_its_time() {
 fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     let (f, sm) = up_with(None);
     let mut sa = Sa::new(SaConfig::default());
-    let me = hosts(&f)[0].1;
+    let h = hosts(&f);
+    let per = sa::qos_reads::MAX_PARKED_PER_REQUESTER;
     let lids: Vec<_> = (0..f.nodes.len())
         .filter(|&i| matches!(f.nodes[i], SimNode::Switch(_)))
         .map(|i| f.nodes[i].lid())
         .collect();
     let m = mask::<VlArbitrationTableRecord>(&["lid", "output_port_num", "block_num"]);
-    // Different questions (TIDs), one table each: the first MAX_PARKED
-    // wait; the next is answered at once.
-    let mut waiting = 0;
-    'outer: for &lid in &lids {
-        for port in 1..=4u8 {
-            let q = VlArbitrationTableRecord {
-                lid,
-                output_port_num: port,
-                block_num: 1,
-                ..Default::default()
-            };
-            let mut mad = SaMad::request(
-                Method::Get,
-                VlArbitrationTableRecord::ID,
-                0x100 + waiting as u64,
-            );
-            mad.set_record(&q).unwrap();
-            mad.sa.component_mask = m;
-            let out = exchange(&mut sa, &sm, me, &mad.to_bytes(), 0);
-            if waiting == sa::qos_reads::MAX_PARKED {
-                assert_eq!(out.len(), 1, "answered at once");
-                assert_eq!(out[0].sa_status(), SaStatus::NoRecords);
-                break 'outer;
-            }
-            assert!(out.is_empty());
+    let tables: Vec<(mad_core::Lid, u8)> = lids
+        .iter()
+        .flat_map(|&l| (1..=4u8).map(move |p| (l, p)))
+        .collect();
+    let mut tid = 0x100;
+    let mut question = |sa: &mut Sa, from, k: usize| {
+        let q = VlArbitrationTableRecord {
+            lid: tables[k].0,
+            output_port_num: tables[k].1,
+            block_num: 1,
+            ..Default::default()
+        };
+        tid += 1;
+        let mut mad = SaMad::request(Method::Get, VlArbitrationTableRecord::ID, tid);
+        mad.set_record(&q).unwrap();
+        mad.sa.component_mask = m;
+        exchange(sa, &sm, from, &mad.to_bytes(), 0)
+    };
+    // Different questions (TIDs), one table each. One host: its first
+    // MAX_PARKED_PER_REQUESTER wait, the next is answered at once.
+    let mut k = 0;
+    for _ in 0..per {
+        assert!(question(&mut sa, h[0].1, k).is_empty());
+        k += 1;
+    }
+    let out = question(&mut sa, h[0].1, k);
+    assert_eq!(out.len(), 1, "answered at once");
+    assert_eq!(out[0].sa_status(), SaStatus::NoRecords);
+    // Other hosts fill the SA's MAX_PARKED; the next host's is answered
+    // at once.
+    let mut waiting = per;
+    let mut host = 1;
+    while waiting < sa::qos_reads::MAX_PARKED {
+        for _ in 0..per {
+            k += 1;
+            assert!(question(&mut sa, h[host].1, k).is_empty());
             waiting += 1;
         }
+        host += 1;
     }
+    k += 1;
+    let out = question(&mut sa, h[host].1, k);
+    assert_eq!(out.len(), 1, "answered at once");
+    assert_eq!(out[0].sa_status(), SaStatus::NoRecords);
     assert_eq!(waiting, sa::qos_reads::MAX_PARKED);
     assert_eq!(sa.qos_questions_waiting(), sa::qos_reads::MAX_PARKED);
     assert_eq!(sa.take_qos_reads().len(), sa::qos_reads::MAX_PARKED);
