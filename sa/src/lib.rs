@@ -769,8 +769,8 @@ impl Sa {
             return;
         }
         self.parking = false;
-        for r in ready {
-            self.respond(subnet, r.from, r.key, &r.head, &r.data, now_ms);
+        for q in ready {
+            self.respond(subnet, q.from, q.key, &q.head, &q.data, now_ms);
         }
         self.parking = true;
     }
@@ -1098,17 +1098,22 @@ impl Sa {
             }
             SaAttributeId::SlToVlMappingTableRecord | SaAttributeId::VlArbitrationTableRecord => {
                 let vlarb = m.attribute_id() == SaAttributeId::VlArbitrationTableRecord;
-                if self.parking {
-                    let tables =
-                        query::qos_tables_named(subnet, vlarb, data, mask, qos_reads::MAX_TABLES);
-                    let key = TransferKey {
-                        to: from,
-                        tid: m.header.transaction_id.get(),
+                let tables = if self.parking {
+                    query::qos_tables_named(subnet, vlarb, data, mask, qos_reads::MAX_TABLES)
+                } else {
+                    Vec::new()
+                };
+                if !tables.is_empty() {
+                    let question = qos_reads::Question {
+                        key: TransferKey {
+                            to: from,
+                            tid: m.header.transaction_id.get(),
+                        },
+                        from,
+                        head: m.clone(),
+                        data: data.to_vec(),
                     };
-                    if self
-                        .qos_reads
-                        .park(subnet, key, from, m, data, tables, now_ms)
-                    {
+                    if self.qos_reads.park(subnet, question, tables, now_ms) {
                         return Answer::Parked;
                     }
                 }

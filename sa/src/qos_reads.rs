@@ -40,23 +40,21 @@ pub const WAIT_MS: u64 = 500;
 /// How long a table asked and never answered is not asked again (ms).
 pub const RETRY_MS: u64 = 10_000;
 
-/// A question waiting for tables.
+/// A question about QoS tables: who asked, and what.
 #[derive(Clone, Debug)]
-struct Parked {
-    key: TransferKey,
-    from: Addr,
-    head: SaMad,
-    data: Vec<u8>,
-    tables: Vec<QosTable>,
-    deadline: u64,
-}
-
-/// A question that may be answered now.
-pub(crate) struct Ready {
+pub(crate) struct Question {
     pub(crate) key: TransferKey,
     pub(crate) from: Addr,
     pub(crate) head: SaMad,
     pub(crate) data: Vec<u8>,
+}
+
+/// A question waiting for tables.
+#[derive(Clone, Debug)]
+struct Parked {
+    question: Question,
+    tables: Vec<QosTable>,
+    deadline: u64,
 }
 
 /// What a table is to a question.
@@ -113,41 +111,38 @@ impl QosReads {
     /// True when the question `key` is waiting (a requester asking again
     /// meanwhile is not answered twice).
     pub(crate) fn is_parked(&self, key: &TransferKey) -> bool {
-        self.parked.iter().any(|p| p.key == *key)
+        self.parked.iter().any(|p| p.question.key == *key)
     }
 
-    /// Parks the question if some of `tables` are worth waiting for and
-    /// the bounds allow: true when it is parked (and the reads it needs
-    /// are queued).
-    #[allow(clippy::too_many_arguments)]
+    /// Parks `question` if some of `tables` are worth waiting for and the
+    /// bounds allow: true when it is parked (and the reads it needs are
+    /// queued).
     pub(crate) fn park(
         &mut self,
         s: &Subnet,
-        key: TransferKey,
-        from: Addr,
-        head: &SaMad,
-        data: &[u8],
+        question: Question,
         tables: Vec<QosTable>,
         now_ms: u64,
     ) -> bool {
         if self.parked.len() >= MAX_PARKED || tables.is_empty() || tables.len() > MAX_TABLES {
             return false;
         }
-        let me = crate::query::base_lid(s, from.lid);
+        let me = crate::query::base_lid(s, question.from.lid);
         let mine = (self.parked.iter())
-            .filter(|p| crate::query::base_lid(s, p.from.lid) == me)
+            .filter(|p| crate::query::base_lid(s, p.question.from.lid) == me)
             .count();
         if mine >= MAX_PARKED_PER_REQUESTER {
             return false;
         }
-        let states: Vec<State> = tables.iter().map(|t| self.state(s, t, now_ms)).collect();
-        let unknown = states.iter().filter(|&&x| x == State::Unknown).count();
-        if !states
-            .iter()
-            .any(|&x| matches!(x, State::Pending | State::Unknown))
-        {
+        // The tables worth waiting for: being read, or to be read now.
+        let waiting: Vec<(QosTable, State)> = (tables.into_iter())
+            .map(|t| (t, self.state(s, &t, now_ms)))
+            .filter(|(_, x)| matches!(x, State::Pending | State::Unknown))
+            .collect();
+        if waiting.is_empty() {
             return false;
         }
+        let unknown = waiting.iter().filter(|(_, x)| *x == State::Unknown).count();
         if !(self.second.0..self.second.0.saturating_add(1000)).contains(&now_ms) {
             self.second = (now_ms, 0);
         }
@@ -155,24 +150,15 @@ impl QosReads {
             return false;
         }
         self.second.1 += unknown;
-        for (t, x) in tables.iter().zip(&states) {
-            if *x == State::Unknown {
-                self.asked.insert(*t, now_ms);
-                self.to_read.push(*t);
+        for &(t, x) in &waiting {
+            if x == State::Unknown {
+                self.asked.insert(t, now_ms);
+                self.to_read.push(t);
             }
         }
-        let waiting: Vec<QosTable> = tables
-            .into_iter()
-            .zip(states)
-            .filter(|(_, x)| matches!(x, State::Pending | State::Unknown))
-            .map(|(t, _)| t)
-            .collect();
         self.parked.push(Parked {
-            key,
-            from,
-            head: head.clone(),
-            data: data.to_vec(),
-            tables: waiting,
+            question,
+            tables: waiting.into_iter().map(|(t, _)| t).collect(),
             deadline: now_ms.saturating_add(WAIT_MS),
         });
         true
@@ -186,27 +172,18 @@ impl QosReads {
     /// The questions that may be answered now: every table they wait for
     /// is known, or their time is up. Tables asked long ago are
     /// forgotten.
-    pub(crate) fn ready(&mut self, s: &Subnet, now_ms: u64) -> Vec<Ready> {
+    pub(crate) fn ready(&mut self, s: &Subnet, now_ms: u64) -> Vec<Question> {
         if !self.asked.is_empty() && now_ms >= self.pruned.saturating_add(1000) {
             self.pruned = now_ms;
             self.asked
                 .retain(|_, at| now_ms < at.saturating_add(RETRY_MS));
-        }
-        if self.parked.is_empty() {
-            return Vec::new();
         }
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.parked.len() {
             let p = &self.parked[i];
             if now_ms >= p.deadline || p.tables.iter().all(|t| known(s, t)) {
-                let p = self.parked.remove(i);
-                out.push(Ready {
-                    key: p.key,
-                    from: p.from,
-                    head: p.head,
-                    data: p.data,
-                });
+                out.push(self.parked.remove(i).question);
             } else {
                 i += 1;
             }
