@@ -266,16 +266,28 @@ pub fn holds(s: &Subnet, e: &End, pkey: PKey) -> bool {
 /// one `want` names, when it names one; the record carries it as asked,
 /// as OpenSM's does).
 pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<PathRecord> {
+    let mut pr = PathRecord::default();
+    resolve_into(s, src, dst, want, &mut pr).then_some(pr)
+}
+
+/// [`resolve`] written over `pr` in place (every field set anew), so
+/// the hot paths build each record once where it is encoded from
+/// rather than moving it through return values; false when there is no
+/// path.
+#[inline]
+fn resolve_into(s: &Subnet, src: &End, dst: &End, want: Option<PKey>, pr: &mut PathRecord) -> bool {
     let (a, b) = (key_end(s, src), key_end(s, dst));
     let pkey = match want {
-        Some(k) => s.shared_pkey_at(a, b, Some(k.base())).map(|_| k)?,
-        None => s.shared_pkey_at(a, b, None)?,
+        Some(k) => s.shared_pkey_at(a, b, Some(k.base())).map(|_| k),
+        None => s.shared_pkey_at(a, b, None),
     };
-    let w = walk(s, src.node, dst.lid)?;
-    if w.dst != dst.node {
-        return None;
-    }
-    Some(PathRecord {
+    let Some(pkey) = pkey else {
+        return false;
+    };
+    let Some(w) = walk(s, src.node, dst.lid).filter(|w| w.dst == dst.node) else {
+        return false;
+    };
+    *pr = PathRecord {
         dgid: dst.gid,
         sgid: src.gid,
         dlid: dst.lid,
@@ -289,7 +301,8 @@ pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<P
         packet_life_time_selector: selector::EXACTLY,
         packet_life_time: life_code(w.life),
         ..PathRecord::default()
-    })
+    };
+    true
 }
 
 /// What a request asks that the QoS policy reads or that bounds its
@@ -339,40 +352,47 @@ pub fn apply_policy(
     mut pr: PathRecord,
     a: &Asked,
 ) -> Option<PathRecord> {
+    apply_policy_to(s, src, dst, &mut pr, a).then_some(pr)
+}
+
+/// [`apply_policy`] on `pr` in place: false when the policy or the
+/// request leaves no path (`pr` is then unspecified).
+fn apply_policy_to(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
     const DEFAULT: [u16; 1] = [0xFFFF];
-    let (sp, dp) = (key_end(s, src), key_end(s, dst));
     // Without a policy, none of this is looked up: the SL alone is left.
-    let policy = s.qos_policy();
-    let (sk, dk) = match policy {
-        Some(_) => (
-            end_table(s, src).unwrap_or(&DEFAULT),
-            end_table(s, dst).unwrap_or(&DEFAULT),
-        ),
-        None => (&DEFAULT[..], &DEFAULT[..]),
+    let Some(policy) = s.qos_policy() else {
+        pr.sl = match a.sl {
+            Some(x) => x,
+            None => s.partition_sl(pr.pkey),
+        };
+        return true;
     };
+    let (sp, dp) = (key_end(s, src), key_end(s, dst));
+    let (sk, dk) = (
+        end_table(s, src).unwrap_or(&DEFAULT),
+        end_table(s, dst).unwrap_or(&DEFAULT),
+    );
     let partition = |name: &str| {
         (s.partition_config()?.partitions.iter())
             .find(|p| p.name == name)
             .map(|p| p.pkey)
     };
-    let level = policy.and_then(|p| {
-        p.level_for(
-            &PathQuery {
-                service_id: a.service_id,
-                pkey: a.pkey.map(|k| k.0),
-                qos_class: a.qos_class,
-                source_guid: src.gid.guid().0,
-                target_guid: dst.gid.guid().0,
-            },
-            &facts(s, src, sk),
-            &facts(s, dst, dk),
-            &partition,
-        )
-    });
+    let level = policy.level_for(
+        &PathQuery {
+            service_id: a.service_id,
+            pkey: a.pkey.map(|k| k.0),
+            qos_class: a.qos_class,
+            source_guid: src.gid.guid().0,
+            target_guid: dst.gid.guid().0,
+        },
+        &facts(s, src, sk),
+        &facts(s, dst, dk),
+        &partition,
+    );
     if let Some(l) = &level {
         let (offset, count) = lid_offset(s, dst);
         if !l.takes_path_bits(offset, count) {
-            return None;
+            return false;
         }
         if let Some(m) = l.mtu_limit {
             pr.mtu = pr.mtu.min(m);
@@ -388,7 +408,7 @@ pub fn apply_policy(
             }
         }
         match a.pkey {
-            Some(k) if !l.allows(k.0) => return None,
+            Some(k) if !l.allows(k.0) => return false,
             Some(_) => {}
             None if l.pkeys.is_empty() => {}
             None => {
@@ -398,20 +418,23 @@ pub fn apply_policy(
                         .position(|&(lo, hi)| (lo..=hi).contains(&u64::from(k & 0x7FFF)))
                         .map(|i| (i, k & 0x7FFF))
                 };
-                pr.pkey = (sk.iter())
+                let Some((_, k)) = (sk.iter())
                     .filter(|&&k| PKey(k).is_valid())
                     .filter_map(|&k| Some((rank(k)?, s.shared_pkey_at(sp, dp, Some(k & 0x7FFF))?)))
-                    .min_by_key(|&(r, _)| r)?
-                    .1;
+                    .min_by_key(|&(r, _)| r)
+                else {
+                    return false;
+                };
+                pr.pkey = k;
             }
         }
     }
     pr.sl = match (a.sl, level.and_then(|l| l.sl)) {
-        (Some(x), Some(y)) if x != y => return None,
+        (Some(x), Some(y)) if x != y => return false,
         (Some(x), _) | (None, Some(x)) => x,
         (None, None) => s.partition_sl(pr.pkey),
     };
-    Some(pr)
+    true
 }
 
 /// True when `ours` meets a selector-qualified request: `sel` of the
@@ -500,14 +523,14 @@ impl Request<'_> {
 
     /// `pr` as the QoS policy and the request make it ([`apply_policy`]),
     /// or `None`.
-    fn with_policy(&self, s: &Subnet, src: &End, dst: &End, pr: PathRecord) -> Option<PathRecord> {
+    fn with_policy(&self, s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord) -> bool {
         let asked = Asked {
             service_id: self.service_id(),
             pkey: self.pkey(),
             sl: self.sl(),
             qos_class: self.qos_class(),
         };
-        apply_policy(s, src, dst, pr, &asked)
+        apply_policy_to(s, src, dst, pr, &asked)
     }
 
     /// The QoS class the request names, if its mask selects it.
@@ -642,12 +665,12 @@ pub fn path_record(q: &Query<'_>) -> Result<[u8; PathRecord::SIZE], SaStatus> {
     };
     // The first of the pair's LID pairs that has a path the request and
     // the QoS policy accept (under LMC 0, the one), as OpenSM's Get.
+    let mut pr = PathRecord::default();
     for at in lid_pairs(s, &src, by_s != 0, &dst, by_d != 0) {
-        let Some(pr) = resolve_at(s, &src, &dst, at, r.pkey())
-            .and_then(|(src, dst, pr)| r.with_policy(s, &src, &dst, pr))
-        else {
-            continue;
-        };
+        match resolve_at(s, &src, &dst, at, r.pkey(), &mut pr) {
+            Some((src, dst)) if r.with_policy(s, &src, &dst, &mut pr) => {}
+            _ => continue,
+        }
         let mut b = [0u8; PathRecord::SIZE];
         pr.encode(&mut b).map_err(|_| SaStatus::ReqInvalid)?;
         if r.accepts(&pr, &b, by_s | by_d) {
@@ -704,10 +727,14 @@ fn resolve_at(
     dst: &End,
     (slid, dlid, preference): (Lid, Lid, u8),
     want: Option<PKey>,
-) -> Option<(End, End, PathRecord)> {
+    pr: &mut PathRecord,
+) -> Option<(End, End)> {
     let (src, dst) = (End { lid: slid, ..*src }, End { lid: dlid, ..*dst });
-    let pr = resolve(s, &src, &dst, want)?;
-    Some((src, dst, PathRecord { preference, ..pr }))
+    if !resolve_into(s, &src, &dst, want, pr) {
+        return None;
+    }
+    pr.preference = preference;
+    Some((src, dst))
 }
 
 /// Every end port of the subnet: each live node's port with a LID (a
@@ -753,6 +780,7 @@ pub fn path_records(q: &Query<'_>) -> Result<Records, SaStatus> {
     };
     let mut out = Records::new(PathRecord::SIZE);
     let mut examined = 0usize;
+    let mut pr = PathRecord::default();
     for src in &srcs {
         for dst in &dests {
             for at in lid_pairs(s, src, by_s != 0, dst, by_d != 0) {
@@ -761,11 +789,10 @@ pub fn path_records(q: &Query<'_>) -> Result<Records, SaStatus> {
                 }
                 examined += 1;
                 q.examined.set(examined);
-                let Some(pr) = resolve_at(s, src, dst, at, r.pkey())
-                    .and_then(|(src, dst, pr)| r.with_policy(s, &src, &dst, pr))
-                else {
-                    continue;
-                };
+                match resolve_at(s, src, dst, at, r.pkey(), &mut pr) {
+                    Some((src, dst)) if r.with_policy(s, &src, &dst, &mut pr) => {}
+                    _ => continue,
+                }
                 let kept =
                     out.push_with(|b| pr.encode(b).is_ok() && r.accepts(&pr, b, by_s | by_d));
                 if kept && out.len() > q.max {
@@ -876,6 +903,7 @@ pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
         qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
     };
     let mut examined = 0usize;
+    let mut pr = PathRecord::default();
     for src in &srcs {
         for dst in &dsts {
             for at in lid_pairs(s, src, false, dst, false) {
@@ -887,12 +915,13 @@ pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
                 }
                 examined += 1;
                 q.examined.set(examined);
-                let Some(pr) = resolve_at(s, src, dst, at, want)
-                    .and_then(|(src, dst, pr)| apply_policy(s, &src, &dst, pr, &asked))
-                    .filter(|pr| fits(pr))
-                else {
+                match resolve_at(s, src, dst, at, want, &mut pr) {
+                    Some((src, dst)) if apply_policy_to(s, &src, &dst, &mut pr, &asked) => {}
+                    _ => continue,
+                }
+                if !fits(&pr) {
                     continue;
-                };
+                }
                 out.push_with(|b| pr.encode(b).is_ok());
             }
         }
