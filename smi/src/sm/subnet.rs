@@ -36,7 +36,7 @@ pub struct Subnet {
     /// Port GUID → node index and VF (0: the node's own port; a VM's
     /// vGUID names its VF). Written only through [`Subnet::add_node`] and
     /// [`Subnet::set_vf`].
-    by_port_guid: BTreeMap<u64, (usize, u16)>,
+    by_port_guid: hashbrown::HashMap<u64, (usize, u16)>,
     /// LID → node index + 1 (0: nobody), for the node's own LID and its
     /// VFs'; the last one given a LID if two ever hold it. Written only
     /// through [`Subnet::set_lid`], [`Subnet::set_vf`] and
@@ -139,7 +139,8 @@ impl Subnet {
     #[inline]
     pub fn by_port_guid(&self, guid: Guid) -> Option<(NodeId, u16)> {
         let &(i, vf) = self.by_port_guid.get(&guid.0)?;
-        self.nodes[i].alive.then_some((NodeId(i), vf))
+        // The brief, not the node: one cache line fewer per lookup.
+        self.briefs.get(i)?.alive.then_some((NodeId(i), vf))
     }
 
     /// The live node and port that hold `lid`: a switch's port 0, a CA's
