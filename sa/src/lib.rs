@@ -710,7 +710,7 @@ impl Sa {
             return Err(SaError::Busy);
         }
         if !inbound::Inbound::is_segment(&m) {
-            self.respond(subnet, from, key, &m, &m.data, now_ms);
+            self.respond(subnet, from, &key, &m, &m.data, now_ms);
             self.report_groups(subnet, now_ms);
             return Ok(());
         }
@@ -737,7 +737,7 @@ impl Sa {
             inbound::Step::Done { head, data, ack } => {
                 self.out.extend(ack.map(to));
                 self.stats.requests_reassembled += 1;
-                self.respond(subnet, from, key, &head, &data, now_ms);
+                self.respond(subnet, from, &key, &head, &data, now_ms);
                 self.report_groups(subnet, now_ms);
             }
         }
@@ -770,7 +770,7 @@ impl Sa {
         }
         self.parking = false;
         for q in ready {
-            self.respond(subnet, q.from, q.key, &q.head, &q.data, now_ms);
+            self.respond(subnet, q.from, &q.key, &q.head, &q.data, now_ms);
         }
         self.parking = true;
     }
@@ -802,21 +802,21 @@ impl Sa {
         &mut self,
         subnet: &Subnet,
         from: Addr,
-        key: TransferKey,
+        key: &TransferKey,
         m: &SaMad,
         data: &[u8],
         now_ms: u64,
     ) {
         // A question waiting for the SM to read tables, asked again: it
         // is answered once, when they come.
-        if self.qos_reads.is_parked(&key) {
+        if self.qos_reads.is_parked(key) {
             self.stats.dropped += 1;
             return;
         }
         // The requester asked again while its answer is on the way (it
         // did not get the first segment, or it is a new process that drew
         // the same TID): the answer starts over.
-        self.transfers.remove(&key);
+        self.transfers.remove(key);
         self.stats.answered += 1;
         let (all, share) = (self.cfg.max_transfer_bytes, self.cfg.max_transfer_bytes / 4);
         let tables = matches!(m.method(), Method::GetTable | Method::GetMulti);
@@ -876,7 +876,7 @@ impl Sa {
                     h.sa.attribute_offset = stride;
                     let (cfg, out, stats) = (&self.cfg, &mut self.out, &mut self.stats);
                     self.transfers.start(
-                        key,
+                        *key,
                         h,
                         data,
                         now_ms,
