@@ -319,6 +319,7 @@ impl SaMad {
     }
 
     /// Decodes a 256-byte MAD of the SA class.
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<SaMad, Error> {
         need("SA MAD", buf, MAD_SIZE)?;
         let header = *MadHeader::ref_from(buf)?;
@@ -330,14 +331,17 @@ impl SaMad {
                 expected: "0x03 (subnet administration)",
             });
         }
-        let mut data = [0u8; SA_DATA_SIZE];
-        data.copy_from_slice(&buf[SA_DATA_OFFSET..MAD_SIZE]);
-        Ok(SaMad {
+        let rmpp = RmppHeader::decode(&buf[24..36])?;
+        let sa = SaHeader::decode(&buf[36..56])?;
+        // Copied once, where the SaMad is built (`need` checked the size).
+        let mut m = SaMad {
             header,
-            rmpp: RmppHeader::decode(&buf[24..36])?,
-            sa: SaHeader::decode(&buf[36..56])?,
-            data,
-        })
+            rmpp,
+            sa,
+            data: [0; SA_DATA_SIZE],
+        };
+        m.data.copy_from_slice(&buf[SA_DATA_OFFSET..MAD_SIZE]);
+        Ok(m)
     }
 
     /// The 256 bytes on the wire.
@@ -374,6 +378,7 @@ impl SaMad {
 
     /// [`SaMad::response_bytes`] written into `b`, which must be zero
     /// (a buffer already where it is going).
+    #[inline]
     pub fn write_response(
         &self,
         b: &mut [u8; MAD_SIZE],
