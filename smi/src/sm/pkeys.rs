@@ -888,6 +888,12 @@ impl Subnet {
         only: Option<u16>,
     ) -> Option<PKey> {
         const DEFAULT: [u16; 1] = [0xFFFF];
+        if self.pkeys.want.is_empty() && self.pkeys.vf_want.is_empty() {
+            // No tables given: every end holds the default P_Key alone,
+            // full (the answer below, without looking each end up).
+            let k = PKey(DEFAULT[0]);
+            return only.is_none_or(|o| o == k.base()).then_some(k);
+        }
         let table = |e: (NodeId, u8, Lid)| -> &[u16] {
             match self.end_pkey_table(e.0, e.1, e.2) {
                 Some(t) => t,

@@ -850,6 +850,30 @@ mod tests {
     }
 
     #[test]
+    fn ends_share_the_default_pkey_until_tables_are_given() {
+        use mad_core::types::PKey;
+        let mut s = small();
+        let (a, b) = ((NodeId(0), 1, Lid(1)), (NodeId(2), 1, Lid(3)));
+        // No tables: the default, full, and no other partition.
+        assert_eq!(s.shared_pkey_at(a, b, None), Some(PKey(0xFFFF)));
+        assert_eq!(s.shared_pkey_at(a, b, Some(0x7FFF)), Some(PKey(0xFFFF)));
+        assert_eq!(s.shared_pkey_at(a, b, Some(1)), None);
+        // A table for one port only: the other still holds the default
+        // alone, so they share nothing.
+        s.pkeys.want.insert((0, 1), vec![0x8001]);
+        assert_eq!(s.shared_pkey_at(a, b, None), None);
+        s.pkeys.want.insert((2, 1), vec![0xFFFF, 0x0001]);
+        assert_eq!(s.shared_pkey_at(a, b, None), Some(PKey(0x8001)));
+        // Only a VF's table given: the port ends keep the default, the
+        // VM's end (LID 5) holds what its table says.
+        s.pkeys.want.clear();
+        s.pkeys.vf_want.insert((2, 2), vec![0x8002]);
+        let vm = (NodeId(2), 1, Lid(5));
+        assert_eq!(s.shared_pkey_at(a, b, None), Some(PKey(0xFFFF)));
+        assert_eq!(s.shared_pkey_at(a, vm, None), None);
+    }
+
+    #[test]
     fn lookups_by_guid_lid_and_link() {
         let s = small();
         assert_eq!(s.by_guid(Guid(0xb)), Some(NodeId(1)));
