@@ -105,7 +105,11 @@ fn benches(c: &mut Criterion) {
                 examined: core::cell::Cell::new(0),
             };
             c.bench_function("part: path_record", |b| {
-                b.iter(|| sa::path::path_record(black_box(&qq)))
+                b.iter(|| {
+                    let mut o = [0u8; PathRecord::SIZE];
+                    let r = sa::path::path_record(black_box(&qq), &mut o);
+                    (r, o)
+                })
             });
             c.bench_function("part: resolve", |b| {
                 b.iter(|| sa::path::resolve(sm.subnet(), black_box(&src), black_box(&dst), None))

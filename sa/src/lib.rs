@@ -1068,8 +1068,9 @@ impl Sa {
                 return self.one(from, m, &cpi);
             }
             SaAttributeId::PathRecord if !table => {
-                return match path::path_record(&q) {
-                    Ok(rec) => self.one(from, m, &rec),
+                let mut rec = [0u8; mad_core::sa::PathRecord::SIZE];
+                return match path::path_record(&q, &mut rec) {
+                    Ok(()) => self.one(from, m, &rec),
                     Err(s) => Answer::Refused(s.status()),
                 };
             }
