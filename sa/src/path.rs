@@ -277,11 +277,9 @@ pub fn resolve(s: &Subnet, src: &End, dst: &End, want: Option<PKey>) -> Option<P
 #[inline]
 fn resolve_into(s: &Subnet, src: &End, dst: &End, want: Option<PKey>, pr: &mut PathRecord) -> bool {
     let (a, b) = (key_end(s, src), key_end(s, dst));
-    let pkey = match want {
-        Some(k) => s.shared_pkey_at(a, b, Some(k.base())).map(|_| k),
-        None => s.shared_pkey_at(a, b, None),
-    };
-    let Some(pkey) = pkey else {
+    // A P_Key asked is carried as asked, once the ends share its partition.
+    let shared = s.shared_pkey_at(a, b, want.map(|k| k.base()));
+    let Some(pkey) = shared.map(|k| want.unwrap_or(k)) else {
         return false;
     };
     let Some(w) = walk(s, src.node, dst.lid).filter(|w| w.dst == dst.node) else {
@@ -345,19 +343,11 @@ fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
 /// level's, or a P_Key the level does not allow, gets no path (OpenSM's
 /// ERR 1F1F, 1F1D, 1F1E). Without an SL from the request or the level,
 /// the partition's `sl=`.
-pub fn apply_policy(
-    s: &Subnet,
-    src: &End,
-    dst: &End,
-    mut pr: PathRecord,
-    a: &Asked,
-) -> Option<PathRecord> {
-    apply_policy_to(s, src, dst, &mut pr, a).then_some(pr)
-}
-
-/// [`apply_policy`] on `pr` in place: false when the policy or the
-/// request leaves no path (`pr` is then unspecified).
-fn apply_policy_to(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
+///
+/// It works on `pr` in place, so that a record is built once where it is
+/// encoded from: false when the policy or the request leaves no path
+/// (`pr` is then unspecified).
+pub fn apply_policy(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
     const DEFAULT: [u16; 1] = [0xFFFF];
     // Without a policy, none of this is looked up: the SL alone is left.
     let Some(policy) = s.qos_policy() else {
@@ -521,8 +511,8 @@ impl Request<'_> {
         Some(b & 0x0F).filter(|_| self.has(comp::SL))
     }
 
-    /// `pr` as the QoS policy and the request make it ([`apply_policy`]),
-    /// or `None`.
+    /// `pr` made in place as the QoS policy and the request make it
+    /// ([`apply_policy`]); false when they leave no path.
     fn with_policy(&self, s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord) -> bool {
         let asked = Asked {
             service_id: self.service_id(),
@@ -530,7 +520,7 @@ impl Request<'_> {
             sl: self.sl(),
             qos_class: self.qos_class(),
         };
-        apply_policy_to(s, src, dst, pr, &asked)
+        apply_policy(s, src, dst, pr, &asked)
     }
 
     /// The QoS class the request names, if its mask selects it.
@@ -917,7 +907,7 @@ pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
                 examined += 1;
                 q.examined.set(examined);
                 match resolve_at(s, src, dst, at, want, &mut pr) {
-                    Some((src, dst)) if apply_policy_to(s, &src, &dst, &mut pr, &asked) => {}
+                    Some((src, dst)) if apply_policy(s, &src, &dst, &mut pr, &asked) => {}
                     _ => continue,
                 }
                 if !fits(&pr) {
