@@ -11,9 +11,10 @@
 //! tables it never read (zeros); ibkit's answers from the port.
 //!
 //! Bounded: at most [`MAX_PARKED`] questions wait, [`MAX_PARKED_PER_REQUESTER`]
-//! of them one requester's, a question names at most [`MAX_TABLES`] tables, and at most [`MAX_READS_PER_SECOND`] reads
-//! are asked a second; past any of these a question is answered at once
-//! from what the SM holds. A table asked and not answered within
+//! of them one requester's, a question names at most [`MAX_TABLES`]
+//! tables, and at most [`MAX_READS_PER_SECOND`] reads are asked a second,
+//! [`MAX_READS_PER_REQUESTER_PER_SECOND`] of them for one requester; past
+//! any of these a question is answered at once from what the SM holds. A table asked and not answered within
 //! [`WAIT_MS`] is not asked again for [`RETRY_MS`].
 
 use crate::{Addr, TransferKey};
@@ -35,6 +36,10 @@ pub const MAX_PARKED_PER_REQUESTER: usize = 4;
 pub const MAX_TABLES: usize = 128;
 /// Reads asked of the SM a second at most.
 pub const MAX_READS_PER_SECOND: usize = 256;
+/// Reads one requester's questions may ask a second: half of
+/// [`MAX_READS_PER_SECOND`], so a host asking in a loop leaves the other
+/// half to the others, and one question of [`MAX_TABLES`] still fits.
+pub const MAX_READS_PER_REQUESTER_PER_SECOND: usize = 128;
 /// How long a question waits for its tables (ms).
 pub const WAIT_MS: u64 = 500;
 /// How long a table asked and never answered is not asked again (ms).
@@ -80,6 +85,10 @@ pub(crate) struct QosReads {
     to_read: Vec<QosTable>,
     /// The second reads are counted from (ms), and how many were asked.
     second: (u64, usize),
+    /// Reads asked this second for each requester (its base LID): one
+    /// entry per requester whose question asked a read this second, so at
+    /// most [`MAX_READS_PER_SECOND`] entries.
+    second_by: BTreeMap<mad_core::Lid, usize>,
     /// When `asked` was last pruned (ms).
     pruned: u64,
 }
@@ -145,11 +154,19 @@ impl QosReads {
         let unknown = waiting.iter().filter(|(_, x)| *x == State::Unknown).count();
         if !(self.second.0..self.second.0.saturating_add(1000)).contains(&now_ms) {
             self.second = (now_ms, 0);
+            self.second_by.clear();
         }
-        if unknown > 0 && self.second.1 + unknown > MAX_READS_PER_SECOND {
+        let theirs = self.second_by.get(&me).copied().unwrap_or(0);
+        if unknown > 0
+            && (self.second.1 + unknown > MAX_READS_PER_SECOND
+                || theirs + unknown > MAX_READS_PER_REQUESTER_PER_SECOND)
+        {
             return false;
         }
-        self.second.1 += unknown;
+        if unknown > 0 {
+            self.second.1 += unknown;
+            self.second_by.insert(me, theirs + unknown);
+        }
         for &(t, x) in &waiting {
             if x == State::Unknown {
                 self.asked.insert(t, now_ms);

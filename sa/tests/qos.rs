@@ -450,3 +450,95 @@ fn a_36_port_switchs_every_vl_arbitration_block_is_read_for_one_question() {
     }
     assert_eq!(sa.take_qos_reads(), vec![]);
 }
+
+#[test]
+fn reads_are_bounded_a_question_a_requester_and_a_second_on_36_port_switches() {
+    use sa::qos_reads::{MAX_READS_PER_REQUESTER_PER_SECOND, MAX_READS_PER_SECOND, MAX_TABLES};
+    let topo = Topology::from_spec("fat-tree-324").unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut sm));
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let h = hosts(&f);
+    let switches: Vec<mad_core::Lid> = (0..f.nodes.len())
+        .filter(|&i| matches!(&f.nodes[i], SimNode::Switch(s) if s.model.ports.len() == 37))
+        .map(|i| f.nodes[i].lid())
+        .collect();
+    assert!(switches.len() >= 7);
+    let mut tid = 0x1000;
+    let now = f.now_ns() / MS;
+    // A SL-to-VL GetTable from a host: `port` names the output port when
+    // given, else every table of the switch is named.
+    let mut ask_sl2vl = |sa: &mut Sa, from, lid, port: Option<u8>, now| {
+        let q = SlToVlMappingTableRecord {
+            lid,
+            output_port_num: port.unwrap_or(0),
+            ..Default::default()
+        };
+        let names: &[&str] = if port.is_some() {
+            &["lid", "output_port_num"]
+        } else {
+            &["lid"]
+        };
+        tid += 1;
+        let mut mad = SaMad::request(Method::GetTable, SlToVlMappingTableRecord::ID, tid);
+        mad.set_record(&q).unwrap();
+        mad.sa.component_mask = mask::<SlToVlMappingTableRecord>(names);
+        exchange(sa, &sm, from, &mad.to_bytes(), now)
+    };
+    // Every SL-to-VL table of a 36-port switch is 37², past MAX_TABLES:
+    // answered at once from what is held (nothing: no policy), none read.
+    let q = SlToVlMappingTableRecord {
+        lid: switches[0],
+        ..Default::default()
+    };
+    let mut data = [0u8; SlToVlMappingTableRecord::SIZE];
+    q.encode(&mut data).unwrap();
+    let lid_only = mask::<SlToVlMappingTableRecord>(&["lid"]);
+    let named = |max| sa::query::qos_tables_named(sm.subnet(), false, &data, lid_only, max);
+    assert_eq!(named(usize::MAX).len(), 37 * 37);
+    assert!(named(MAX_TABLES).is_empty());
+    let out = ask_sl2vl(&mut sa, h[0].1, switches[0], None, now);
+    assert_eq!(out.len(), 1, "answered at once");
+    assert_eq!(out[0].sa.attribute_offset, 0, "no records held");
+    assert_eq!(sa.qos_questions_waiting(), 0);
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // One output port's tables (37 inputs) wait for their reads. Host 0
+    // may have MAX_READS_PER_REQUESTER_PER_SECOND read: three questions
+    // (111), not a fourth (148).
+    let per_q = 37;
+    let fit = MAX_READS_PER_REQUESTER_PER_SECOND / per_q;
+    assert_eq!(fit, 3);
+    for k in 0..fit {
+        let out = ask_sl2vl(&mut sa, h[0].1, switches[1], Some(k as u8 + 1), now);
+        assert!(out.is_empty(), "question {k} waits");
+    }
+    let out = ask_sl2vl(&mut sa, h[0].1, switches[1], Some(30), now);
+    assert_eq!(
+        out.len(),
+        1,
+        "past host 0's reads this second: answered at once"
+    );
+    assert_eq!(sa.take_qos_reads().len(), fit * per_q);
+    // Other hosts are still read for, up to MAX_READS_PER_SECOND in all.
+    let mut asked = fit * per_q;
+    let mut host = 1;
+    while asked + per_q <= MAX_READS_PER_SECOND {
+        let out = ask_sl2vl(&mut sa, h[host].1, switches[2 + host], Some(1), now);
+        assert!(out.is_empty(), "host {host} waits");
+        asked += per_q;
+        host += 1;
+    }
+    assert_eq!(sa.take_qos_reads().len(), asked - fit * per_q);
+    let out = ask_sl2vl(&mut sa, h[host].1, switches[2], Some(2), now);
+    assert_eq!(out.len(), 1, "past every host's reads this second");
+    assert_eq!(sa.take_qos_reads(), vec![]);
+    // A second later host 0 is read for again.
+    let later = now + 1000;
+    let out = ask_sl2vl(&mut sa, h[0].1, switches[1], Some(30), later);
+    assert!(out.is_empty(), "a new second");
+    assert_eq!(sa.take_qos_reads().len(), per_q);
+}
