@@ -77,3 +77,68 @@ fn more_joins_than_hosts_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--joins 1000"), "{err}");
 }
+
+/// `--lmc-esp0` reaches both SMs: on fat-tree-324 with every switch's
+/// port 0 enhanced (as ibsim reads `enhanced port 0` in the topology file)
+/// and LMC 2, both send more SMPs with it than without (the switches'
+/// extra LIDs need more LFT blocks), so OpenSM read the option from the
+/// configuration file the bench wrote for it.
+#[test]
+fn bench_opensm_lmc_esp0_reaches_both_sms() {
+    if let Some(why) = tests::peers::missing_tools() {
+        common::skip("bench_opensm_lmc_esp0", &why);
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_ibkit");
+    let dir = std::env::temp_dir().join(format!("ibkit-bench-esp0-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let net = Command::new(exe)
+        .args(["topology", "--topology", "fat-tree-324", "--ibnetdiscover"])
+        .output()
+        .unwrap();
+    assert!(net.status.success());
+    let text = String::from_utf8(net.stdout)
+        .unwrap()
+        .replace("base port 0", "enhanced port 0");
+    let file = dir.join("esp0.net");
+    std::fs::write(&file, text).unwrap();
+    let spec = format!("file:{}", file.display());
+    let run = |esp0: bool| -> serde_json::Value {
+        let mut c = Command::new(exe);
+        c.args([
+            "bench",
+            "opensm",
+            "--topology",
+            &spec,
+            "--lmc",
+            "2",
+            "--json",
+        ]);
+        if esp0 {
+            c.arg("--lmc-esp0");
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&text).unwrap()
+    };
+    let (base, esp0) = (run(false), run(true));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (base["lmc_esp0"].as_bool(), esp0["lmc_esp0"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let smps = |v: &serde_json::Value, who: &str| v[who]["smps"].as_u64().unwrap();
+    let (o0, o1) = (smps(&base, "opensm"), smps(&esp0, "opensm"));
+    let (k0, k1) = (smps(&base, "ibkit"), smps(&esp0, "ibkit"));
+    println!("fat-tree-324 esp0, LMC 2: OpenSM {o0} → {o1}, ibkit {k0} → {k1}");
+    assert!(o1 > o0, "OpenSM took lmc_esp0: {o0} → {o1}");
+    // ibkit: the switches' 108 more LIDs need 2 more LFT blocks on each
+    // of the 36 switches.
+    assert_eq!(k1 - k0, 36 * 2);
+    assert!(k1 <= o1);
+}

@@ -42,6 +42,10 @@ pub struct OpensmBench {
     pub partitions: Option<String>,
     /// Both SMs applied QoS (OpenSM's defaults).
     pub qos: bool,
+    /// The CA ports' LMC.
+    pub lmc: u8,
+    /// Whether switches with an enhanced port 0 took the LMC too.
+    pub lmc_esp0: bool,
     /// OpenSM on ibsim.
     pub opensm: OpenSmRun,
     /// ibkit's SM on its simulator.
@@ -88,6 +92,8 @@ pub fn opensm_vs_ibkit(
         routing: routing.name(),
         partitions: (policy.partitions.as_ref()).map(|p| p.display().to_string()),
         qos: policy.qos,
+        lmc: policy.lmc,
+        lmc_esp0: policy.lmc_esp0,
         ratios: Ratios {
             smps: ratio(ibkit.smps as f64, opensm.smps as f64),
             routing_speedup: ratio(opensm.routing_ms, ibkit.routing_ms),
@@ -265,7 +271,7 @@ pub fn join_workload(
             .collect()
     };
     progress(&format!("{n} joins through OpenSM's SA on ibsim…"));
-    let mut args = strings(policy.opensm_args());
+    let mut args = strings(policy.opensm_args(&dir)?);
     args.extend(["-s".to_string(), "0".to_string()]);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let opensm = Ibsim::start(&topo, &dir).and_then(|sim| {

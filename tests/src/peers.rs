@@ -425,12 +425,24 @@ pub struct Policy {
     pub qos: bool,
     /// LMC of the CA ports (OpenSM `-l`, ibkit `--lmc`).
     pub lmc: u8,
+    /// The LMC given to switches whose port 0 is enhanced too (OpenSM's
+    /// `lmc_esp0 TRUE` in a configuration file, ibkit `--lmc-esp0`).
+    pub lmc_esp0: bool,
 }
 
 impl Policy {
-    /// OpenSM's options for it.
-    pub fn opensm_args(&self) -> Vec<std::ffi::OsString> {
+    /// OpenSM's options for it. What OpenSM takes only from a
+    /// configuration file (`lmc_esp0`) is written to
+    /// `dir/opensm-policy.conf`, given with `-F`.
+    pub fn opensm_args(&self, dir: &Path) -> Result<Vec<std::ffi::OsString>, String> {
         let mut a = Vec::new();
+        if self.lmc_esp0 {
+            let conf = dir.join("opensm-policy.conf");
+            std::fs::write(&conf, "lmc_esp0 TRUE\n")
+                .map_err(|e| format!("{}: {e}", conf.display()))?;
+            a.push("-F".into());
+            a.push(conf.into_os_string());
+        }
         if let Some(p) = &self.partitions {
             a.push("-P".into());
             a.push(p.clone().into_os_string());
@@ -442,7 +454,7 @@ impl Policy {
             a.push("-l".into());
             a.push(self.lmc.to_string().into());
         }
-        a
+        Ok(a)
     }
 
     /// `ibkit sm`'s options for it.
@@ -459,13 +471,18 @@ impl Policy {
             a.push("--lmc".into());
             a.push(self.lmc.to_string().into());
         }
+        if self.lmc_esp0 {
+            a.push("--lmc-esp0".into());
+        }
         a
     }
 
-    /// `cfg` with what of the policy is the SM's configuration (the LMC).
+    /// `cfg` with what of the policy is the SM's configuration (the LMC,
+    /// and whether enhanced switch ports 0 take it).
     pub fn sm_config(&self, cfg: SmConfig) -> SmConfig {
         SmConfig {
             lmc: self.lmc,
+            lmc_esp0: self.lmc_esp0,
             ..cfg
         }
     }
@@ -516,7 +533,7 @@ pub fn run_opensm_with(
         .args(["-o", "-f"])
         .arg(&osm_log)
         .args(["-R", engine])
-        .args(policy.opensm_args())
+        .args(policy.opensm_args(dir)?)
         .output()
         .map_err(|e| format!("opensm: {e}"))?;
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;

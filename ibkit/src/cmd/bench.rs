@@ -32,6 +32,7 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
         partitions,
         qos: a.qos,
         lmc: a.lmc,
+        lmc_esp0: a.lmc_esp0,
     };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let steps = if a.joins > 0 { 6 } else { 3 };
@@ -68,10 +69,10 @@ pub fn opensm(a: &OpensmArgs) -> super::Outcome {
             } else {
                 ""
             },
-            if a.lmc > 0 {
-                format!(", LMC {}", a.lmc)
-            } else {
-                String::new()
+            match (a.lmc, a.lmc_esp0) {
+                (0, _) => String::new(),
+                (l, false) => format!(", LMC {l}"),
+                (l, true) => format!(", LMC {l} (enhanced switch ports 0 too)"),
             }
         );
         println!(
@@ -480,6 +481,12 @@ pub struct OpensmArgs {
     /// Both SMs give every CA port 2^LMC LIDs (OpenSM -l, ibkit sm --lmc).
     #[arg(long, value_name = "LMC", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub lmc: u8,
+    /// Switches whose port 0 is enhanced take the LMC too (OpenSM's
+    /// `lmc_esp0 TRUE`, given it in a configuration file; ibkit sm
+    /// --lmc-esp0). Only a topology file marks such switches (`enhanced
+    /// port 0`, as ibsim's and ibnetdiscover's).
+    #[arg(long)]
+    pub lmc_esp0: bool,
     /// Then N hosts join the IPoIB broadcast group one after another,
     /// through each SM's SA (both running as daemons on ibsim, and ibkit's
     /// on its simulator): the SMPs each join costs.
