@@ -392,16 +392,23 @@ fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     assert!(named(24).is_empty());
 }
 
-#[test]
-fn a_36_port_switchs_every_vl_arbitration_block_is_read_for_one_question() {
+/// fat-tree-324 up without a QoS policy, and an SA that sends every RMPP
+/// segment without waiting for ACKs.
+fn fat_tree_324_up() -> (Fabric, Sm, Sa) {
     let topo = Topology::from_spec("fat-tree-324").unwrap();
     let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
     let mut sm = Sm::new(SmConfig::default());
     assert!(f.bring_up(&mut sm));
-    let mut sa = Sa::new(SaConfig {
+    let sa = Sa::new(SaConfig {
         rmpp_acks: false,
         ..SaConfig::default()
     });
+    (f, sm, sa)
+}
+
+#[test]
+fn a_36_port_switchs_every_vl_arbitration_block_is_read_for_one_question() {
+    let (mut f, mut sm, mut sa) = fat_tree_324_up();
     let me = hosts(&f)[0].1;
     let sw = (0..f.nodes.len())
         .find(|&i| matches!(&f.nodes[i], SimNode::Switch(s) if s.model.ports.len() == 37))
@@ -454,14 +461,7 @@ fn a_36_port_switchs_every_vl_arbitration_block_is_read_for_one_question() {
 #[test]
 fn reads_are_bounded_a_question_a_requester_and_a_second_on_36_port_switches() {
     use sa::qos_reads::{MAX_READS_PER_REQUESTER_PER_SECOND, MAX_READS_PER_SECOND, MAX_TABLES};
-    let topo = Topology::from_spec("fat-tree-324").unwrap();
-    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
-    let mut sm = Sm::new(SmConfig::default());
-    assert!(f.bring_up(&mut sm));
-    let mut sa = Sa::new(SaConfig {
-        rmpp_acks: false,
-        ..SaConfig::default()
-    });
+    let (f, sm, mut sa) = fat_tree_324_up();
     let h = hosts(&f);
     let switches: Vec<mad_core::Lid> = (0..f.nodes.len())
         .filter(|&i| matches!(&f.nodes[i], SimNode::Switch(s) if s.model.ports.len() == 37))
