@@ -142,3 +142,16 @@ fn bench_opensm_lmc_esp0_reaches_both_sms() {
     assert_eq!(k1 - k0, 36 * 2);
     assert!(k1 <= o1);
 }
+
+/// `--lmc-esp0` alone would measure nothing new: refused by the parser,
+/// exit 2, naming the option it needs (no simulator needed).
+#[test]
+fn lmc_esp0_without_lmc_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["bench", "opensm", "--lmc-esp0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--lmc <LMC>"), "{err}");
+}

@@ -484,8 +484,8 @@ pub struct OpensmArgs {
     /// Switches whose port 0 is enhanced take the LMC too (OpenSM's
     /// `lmc_esp0 TRUE`, given it in a configuration file; ibkit sm
     /// --lmc-esp0). Only a topology file marks such switches (`enhanced
-    /// port 0`, as ibsim's and ibnetdiscover's).
-    #[arg(long)]
+    /// port 0`, as ibsim's and ibnetdiscover's). Needs --lmc.
+    #[arg(long, requires = "lmc")]
     pub lmc_esp0: bool,
     /// Then N hosts join the IPoIB broadcast group one after another,
     /// through each SM's SA (both running as daemons on ibsim, and ibkit's
