@@ -13,8 +13,9 @@
 //! Bounded: at most [`MAX_PARKED`] questions wait, [`MAX_PARKED_PER_REQUESTER`]
 //! of them one requester's, a question names at most [`MAX_TABLES`]
 //! tables, and at most [`MAX_READS_PER_SECOND`] reads are asked a second,
-//! [`MAX_READS_PER_REQUESTER_PER_SECOND`] of them for one requester; past
-//! any of these a question is answered at once from what the SM holds. A table asked and not answered within
+//! [`MAX_READS_PER_REQUESTER_PER_SECOND`] of them for one requester while
+//! another has had reads this second or the one before; past any of these
+//! a question is answered at once from what the SM holds. A table asked and not answered within
 //! [`WAIT_MS`] is not asked again for [`RETRY_MS`].
 
 use crate::{Addr, TransferKey};
@@ -36,9 +37,12 @@ pub const MAX_PARKED_PER_REQUESTER: usize = 4;
 pub const MAX_TABLES: usize = 128;
 /// Reads asked of the SM a second at most.
 pub const MAX_READS_PER_SECOND: usize = 256;
-/// Reads one requester's questions may ask a second: half of
+/// Reads one requester's questions may ask a second while another
+/// requester has had reads this second or the one before: half of
 /// [`MAX_READS_PER_SECOND`], so a host asking in a loop leaves the other
-/// half to the others, and one question of [`MAX_TABLES`] still fits.
+/// half to the others, and one question of [`MAX_TABLES`] still fits. A
+/// requester alone may have them all (a host reading every port's tables,
+/// as `osmtest -f q` does).
 pub const MAX_READS_PER_REQUESTER_PER_SECOND: usize = 128;
 /// How long a question waits for its tables (ms).
 pub const WAIT_MS: u64 = 500;
@@ -89,6 +93,8 @@ pub(crate) struct QosReads {
     /// entry per requester whose question asked a read this second, so at
     /// most [`MAX_READS_PER_SECOND`] entries.
     second_by: BTreeMap<mad_core::Lid, usize>,
+    /// The requesters that had reads in the second before (as many).
+    second_before: Vec<mad_core::Lid>,
     /// When `asked` was last pruned (ms).
     pruned: u64,
 }
@@ -152,14 +158,31 @@ impl QosReads {
             return false;
         }
         let unknown = waiting.iter().filter(|(_, x)| *x == State::Unknown).count();
-        if !(self.second.0..self.second.0.saturating_add(1000)).contains(&now_ms) {
+        let start = self.second.0;
+        if !(start..start.saturating_add(1000)).contains(&now_ms) {
+            // The requesters of the second just past are remembered; of
+            // one longer ago, none.
+            let just_past = now_ms < start.saturating_add(2000);
+            let by = core::mem::take(&mut self.second_by);
+            self.second_before = if just_past {
+                by.into_keys().collect()
+            } else {
+                Vec::new()
+            };
             self.second = (now_ms, 0);
-            self.second_by.clear();
         }
         let theirs = self.second_by.get(&me).copied().unwrap_or(0);
-        if unknown > 0
-            && (self.second.1 + unknown > MAX_READS_PER_SECOND
-                || theirs + unknown > MAX_READS_PER_REQUESTER_PER_SECOND)
+        let shared = self
+            .second_by
+            .keys()
+            .chain(&self.second_before)
+            .any(|&l| l != me);
+        let cap = if shared {
+            MAX_READS_PER_REQUESTER_PER_SECOND
+        } else {
+            MAX_READS_PER_SECOND
+        };
+        if unknown > 0 && (self.second.1 + unknown > MAX_READS_PER_SECOND || theirs + unknown > cap)
         {
             return false;
         }
