@@ -15,8 +15,9 @@
 //! tables, and at most [`MAX_READS_PER_SECOND`] reads are asked a second,
 //! [`MAX_READS_PER_REQUESTER_PER_SECOND`] of them for one requester while
 //! another has had reads this second or the one before; past any of these
-//! a question is answered at once from what the SM holds. A table asked and not answered within
-//! [`WAIT_MS`] is not asked again for [`RETRY_MS`].
+//! a question is answered at once from what the SM holds. A table asked
+//! and not answered within [`WAIT_MS`] is not asked again for
+//! [`RETRY_MS`].
 
 use crate::{Addr, TransferKey};
 use alloc::collections::BTreeMap;
@@ -87,11 +88,11 @@ pub(crate) struct QosReads {
     asked: BTreeMap<QosTable, u64>,
     /// Tables to ask, not yet taken by the driver.
     to_read: Vec<QosTable>,
-    /// The second reads are counted from (ms), and how many were asked.
-    second: (u64, usize),
-    /// Reads asked this second for each requester (its base LID): one
-    /// entry per requester whose question asked a read this second, so at
-    /// most [`MAX_READS_PER_SECOND`] entries.
+    /// The second reads are counted from (ms).
+    second: u64,
+    /// Reads asked this second for each requester (its base LID), whose
+    /// sum is the second's: one entry per requester whose question asked
+    /// a read this second, so at most [`MAX_READS_PER_SECOND`] entries.
     second_by: BTreeMap<mad_core::Lid, usize>,
     /// The requesters that had reads in the second before (as many).
     second_before: Vec<mad_core::Lid>,
@@ -158,7 +159,7 @@ impl QosReads {
             return false;
         }
         let unknown = waiting.iter().filter(|(_, x)| *x == State::Unknown).count();
-        let start = self.second.0;
+        let start = self.second;
         if !(start..start.saturating_add(1000)).contains(&now_ms) {
             // The requesters of the second just past are remembered; of
             // one longer ago, none.
@@ -169,7 +170,7 @@ impl QosReads {
             } else {
                 Vec::new()
             };
-            self.second = (now_ms, 0);
+            self.second = now_ms;
         }
         let theirs = self.second_by.get(&me).copied().unwrap_or(0);
         let shared = self
@@ -182,12 +183,11 @@ impl QosReads {
         } else {
             MAX_READS_PER_SECOND
         };
-        if unknown > 0 && (self.second.1 + unknown > MAX_READS_PER_SECOND || theirs + unknown > cap)
-        {
+        let all: usize = self.second_by.values().sum();
+        if unknown > 0 && (all + unknown > MAX_READS_PER_SECOND || theirs + unknown > cap) {
             return false;
         }
         if unknown > 0 {
-            self.second.1 += unknown;
             self.second_by.insert(me, theirs + unknown);
         }
         for &(t, x) in &waiting {

@@ -307,6 +307,19 @@ fn a_switch_table_is_read_and_a_question_waits_no_longer_than_its_time() {
     assert_eq!(read(&mut sm, held), Err(QosReadError::Held));
 }
 
+/// The tables a SLtoVLMappingTableRecord question naming only the LID of
+/// switch `lid` names, when at most `max` may be (none past that).
+fn every_sl2vl_table_named(sm: &Sm, lid: mad_core::Lid, max: usize) -> Vec<smi::sm::qos::QosTable> {
+    let q = SlToVlMappingTableRecord {
+        lid,
+        ..Default::default()
+    };
+    let mut data = [0u8; SlToVlMappingTableRecord::SIZE];
+    q.encode(&mut data).unwrap();
+    let lid_only = mask::<SlToVlMappingTableRecord>(&["lid"]);
+    sa::query::qos_tables_named(sm.subnet(), false, &data, lid_only, max)
+}
+
 #[test]
 fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     let (f, sm) = up_with(None);
@@ -379,14 +392,7 @@ fn questions_that_would_read_too_much_are_answered_from_what_is_held() {
     sa.set_serving(true);
     // A question naming more tables than a bound reads none of them: a
     // switch's every SL-to-VL table is (ports + 1)², 25 here.
-    let q = SlToVlMappingTableRecord {
-        lid: lids[0],
-        ..Default::default()
-    };
-    let mut data = [0u8; SlToVlMappingTableRecord::SIZE];
-    q.encode(&mut data).unwrap();
-    let lid_only = mask::<SlToVlMappingTableRecord>(&["lid"]);
-    let named = |max| sa::query::qos_tables_named(sm.subnet(), false, &data, lid_only, max);
+    let named = |max| every_sl2vl_table_named(&sm, lids[0], max);
     assert_eq!(named(64).len(), 25);
     assert_eq!(named(25).len(), 25);
     assert!(named(24).is_empty());
@@ -491,14 +497,7 @@ fn reads_are_bounded_a_question_a_requester_and_a_second_on_36_port_switches() {
     };
     // Every SL-to-VL table of a 36-port switch is 37², past MAX_TABLES:
     // answered at once from what is held (nothing: no policy), none read.
-    let q = SlToVlMappingTableRecord {
-        lid: switches[0],
-        ..Default::default()
-    };
-    let mut data = [0u8; SlToVlMappingTableRecord::SIZE];
-    q.encode(&mut data).unwrap();
-    let lid_only = mask::<SlToVlMappingTableRecord>(&["lid"]);
-    let named = |max| sa::query::qos_tables_named(sm.subnet(), false, &data, lid_only, max);
+    let named = |max| every_sl2vl_table_named(&sm, switches[0], max);
     assert_eq!(named(usize::MAX).len(), 37 * 37);
     assert!(named(MAX_TABLES).is_empty());
     let out = ask_sl2vl(&mut sa, h[0].1, switches[0], None, now);
