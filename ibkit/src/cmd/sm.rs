@@ -65,7 +65,8 @@ pub struct SmArgs {
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
-    /// Append the log to this file (with times) instead of standard error.
+    /// Append the log to this file (with times) instead of standard error;
+    /// SIGUSR1 opens it again by its name (for logrotate).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<std::path::PathBuf>,
     /// Write OpenSM's dumps here each time the subnet comes up or
@@ -287,6 +288,12 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
 
 /// The SM's log: `level` (RUST_LOG wins), on standard error, or appended
 /// to `file` with times; the function returned changes the level.
+///
+/// SIGUSR1 opens `file` again by its name, as OpenSM's log is reopened
+/// for logrotate: once the old file has been moved away, the lines that
+/// follow go to a new file of that name. A file that cannot be opened
+/// again is logged to the one still open. Without a file the signal is
+/// logged and changes nothing (its default action would end the SM).
 fn init_sm_logging(
     level: &str,
     file: Option<&std::path::Path>,
@@ -297,15 +304,11 @@ fn init_sm_logging(
     let pinned = from_env.is_some();
     let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new(level)));
     let registry = tracing_subscriber::registry().with(filter);
-    let _ = match file {
-        Some(p) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("log file {}: {e}", p.display()))?;
+    let log = file.map(LogFile::open).transpose()?;
+    let _ = match &log {
+        Some(log) => {
             let layer = fmt::layer()
-                .with_writer(std::sync::Mutex::new(f))
+                .with_writer(log.clone())
                 .with_ansi(false)
                 .with_target(false);
             registry.with(layer).try_init()
@@ -319,9 +322,89 @@ fn init_sm_logging(
             registry.with(layer).try_init()
         }
     };
+    let mut usr1 = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1])
+        .map_err(|e| format!("cannot handle SIGUSR1: {e}"))?;
+    std::thread::Builder::new()
+        .name("log-reopen".into())
+        .spawn(move || {
+            for _ in usr1.forever() {
+                match &log {
+                    Some(l) => match l.reopen() {
+                        Ok(()) => tracing::info!("SIGUSR1: log file {} reopened", l.path.display()),
+                        Err(e) => tracing::warn!(
+                            "SIGUSR1: log file {}: {e}; the log stays in the file already open",
+                            l.path.display()
+                        ),
+                    },
+                    None => tracing::info!("SIGUSR1: no log file to reopen"),
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the SIGUSR1 thread: {e}"))?;
     Ok(std::sync::Arc::new(move |l: &str| {
         if !pinned && handle.reload(EnvFilter::new(l)).is_ok() {
             tracing::info!("log level {l}");
         }
     }))
+}
+
+/// The SM's log file, appended to, that SIGUSR1 opens again by its name
+/// ([`init_sm_logging`]); each line is written whole under its lock.
+#[derive(Clone)]
+struct LogFile {
+    path: std::path::PathBuf,
+    file: std::sync::Arc<std::sync::Mutex<std::fs::File>>,
+}
+
+impl LogFile {
+    fn open(path: &std::path::Path) -> Result<LogFile, String> {
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            file: std::sync::Arc::new(std::sync::Mutex::new(
+                Self::append(path).map_err(|e| format!("log file {}: {e}", path.display()))?,
+            )),
+        })
+    }
+
+    fn append(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    }
+
+    /// Opens the file by its name again and writes there from now on
+    /// (the file open so far stays, unchanged, when that fails).
+    fn reopen(&self) -> std::io::Result<()> {
+        let f = Self::append(&self.path)?;
+        *self.lock() = f;
+        Ok(())
+    }
+
+    /// The open file (a panic while another thread wrote a line leaves
+    /// the file usable).
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::fs::File> {
+        self.file.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One log line's writer: the file, locked while the line is written.
+struct LogLine<'a>(std::sync::MutexGuard<'a, std::fs::File>);
+
+impl std::io::Write for LogLine<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogFile {
+    type Writer = LogLine<'a>;
+
+    fn make_writer(&'a self) -> LogLine<'a> {
+        LogLine(self.lock())
+    }
 }

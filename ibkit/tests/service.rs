@@ -1,0 +1,346 @@
+//! `ibkit sm` as a site runs it: the systemd unit, the logrotate file and
+//! the example configuration under `dist/`, and the signals they rely on
+//! (SIGUSR1 reopens the log by its name, SIGHUP re-reads the files,
+//! SIGTERM stops), checked on ibkit's served fabric.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tests::peers::{Served, Simulator};
+
+/// A file of `dist/`.
+fn dist(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../dist")
+        .join(name)
+}
+
+/// A scratch directory of this test.
+fn scratch(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ibkit-service-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Waits until `file` holds `marker`, at most 20 s; what it holds then.
+fn wait_in(file: &Path, marker: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.contains(marker) {
+            return text;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{} never said {marker:?}; it holds:\n{text}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(sig: &str, child: &Child) {
+    let st = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {sig}");
+}
+
+/// `ibkit sm` on the served fabric, kept running, its stderr piped.
+fn start_sm(served: &Served, args: &[&str]) -> Child {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    served
+        .client(exe.as_os_str())
+        .args(["sm", "--transport", "ibsim"])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// What logrotate does without copytruncate: the log moved away, then
+/// SIGUSR1. The SM writes to the moved file until the signal, then to a
+/// new file of the old name; a file it cannot open again leaves it
+/// writing to the one it has, which says so.
+#[test]
+fn the_log_is_reopened_by_its_name_on_sigusr1_as_logrotate_asks() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = scratch("usr1");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let parts = dir.join("partitions.conf");
+    std::fs::write(&parts, "Default=0x7fff,ipoib:ALL=full;\n").unwrap();
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let log = logs.join("sm.log");
+    let sm = start_sm(
+        &served,
+        &[
+            "--log-file",
+            log.to_str().unwrap(),
+            "--partitions",
+            parts.to_str().unwrap(),
+        ],
+    );
+    wait_in(&log, "SUBNET UP");
+
+    // Moved: the SM still writes where it wrote (a SIGHUP's line).
+    let moved = logs.join("sm.log.1");
+    std::fs::rename(&log, &moved).unwrap();
+    signal("-HUP", &sm);
+    wait_in(&moved, "partitions re-read");
+    assert!(!log.exists(), "nothing opens the old name before SIGUSR1");
+
+    // SIGUSR1: a new file of the old name, and the next lines in it.
+    signal("-USR1", &sm);
+    let fresh = wait_in(&log, "reopened");
+    assert!(!fresh.contains("SUBNET UP"), "a new file: {fresh}");
+    let old_len = std::fs::metadata(&moved).unwrap().len();
+    signal("-HUP", &sm);
+    wait_in(&log, "partitions re-read");
+    let old = std::fs::read_to_string(&moved).unwrap();
+    assert_eq!(
+        old.len() as u64,
+        old_len,
+        "the moved file takes no line after SIGUSR1"
+    );
+    assert!(
+        old.contains("SUBNET UP") && !old.contains("reopened"),
+        "{old}"
+    );
+
+    // Its directory gone: the SM cannot open the name again, says so in
+    // the file it has, and goes on (a SIGHUP is still heard).
+    let away = dir.join("logs-away");
+    std::fs::rename(&logs, &away).unwrap();
+    signal("-USR1", &sm);
+    let kept = wait_in(
+        &away.join("sm.log"),
+        "the log stays in the file already open",
+    );
+    let n = kept.matches("partitions re-read").count();
+    signal("-HUP", &sm);
+    let t = Instant::now();
+    while std::fs::read_to_string(away.join("sm.log"))
+        .unwrap()
+        .matches("partitions re-read")
+        .count()
+        == n
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no line after the failed reopen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!logs.exists(), "nothing made the directory again");
+
+    signal("-TERM", &sm);
+    let out = sm.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "the log went to its files: {out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without a log file SIGUSR1 is logged and changes nothing (its default
+/// action would end the SM).
+#[test]
+fn sigusr1_without_a_log_file_leaves_the_sm_running() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let dir = scratch("usr1-stderr");
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // The LID cache is written once the subnet is up: a sign of life
+    // that does not need the piped stderr read meanwhile.
+    let sm = start_sm(&served, &["--cache-dir", cache.to_str().unwrap()]);
+    wait_in(&cache.join("guid2lid"), "0x");
+    signal("-USR1", &sm);
+    std::thread::sleep(Duration::from_millis(300));
+    signal("-TERM", &sm);
+    let out = sm.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "still running at SIGTERM: {out:?}");
+    assert!(err.contains("SIGUSR1: no log file to reopen"), "{err}");
+    assert!(err.contains("SUBNET UP"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `Key=value` lines of a unit's section `[name]`.
+fn section<'a>(unit: &'a str, name: &str) -> Vec<(&'a str, &'a str)> {
+    let mut inside = false;
+    let mut v = Vec::new();
+    for l in unit.lines().map(str::trim) {
+        if l.starts_with('[') {
+            inside = l == format!("[{name}]");
+        } else if inside && !l.is_empty() && !l.starts_with('#') {
+            let (k, val) = l.split_once('=').expect("Key=value");
+            v.push((k, val));
+        }
+    }
+    v
+}
+
+fn key<'a>(s: &[(&'a str, &'a str)], k: &str) -> &'a str {
+    s.iter()
+        .find(|(x, _)| *x == k)
+        .unwrap_or_else(|| panic!("{k} missing"))
+        .1
+}
+
+/// `ibkit sm`'s options, as the command line takes them.
+#[derive(clap::Parser)]
+struct Sm {
+    #[command(flatten)]
+    args: ibkit::cmd::sm::SmArgs,
+}
+
+/// The unit's command line is one `ibkit sm` takes (every flag parsed as
+/// the binary parses it, the instance's GUID among them); it reloads with
+/// SIGHUP, logs where logrotate looks, reads the example configuration
+/// where it is installed; and `systemd-analyze verify` (where systemd is
+/// installed) finds nothing wrong with it.
+#[test]
+fn the_service_unit_runs_ibkit_sm_as_it_takes_its_flags() {
+    use clap::Parser;
+    let text = std::fs::read_to_string(dist("ibkit-sm@.service")).unwrap();
+    let service = section(&text, "Service");
+    let guid = "0x0002c90300001234";
+    let exec = key(&service, "ExecStart").replace("%I", guid);
+    let argv: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(argv[..2], ["/usr/local/bin/ibkit", "sm"], "{exec}");
+    let sm = Sm::try_parse_from(std::iter::once("ibkit-sm").chain(argv[2..].iter().copied()))
+        .unwrap_or_else(|e| panic!("{exec}: {e}"))
+        .args;
+    assert_eq!(sm.guid, Some(0x0002_c903_0000_1234));
+    assert_eq!(sm.transport, "umad");
+    assert!(!sm.once, "the service keeps running");
+    assert_eq!(sm.config.as_deref(), Some(Path::new("/etc/ibkit/sm.toml")));
+    let log = sm.log_file.unwrap();
+    let log = log.to_str().unwrap();
+    assert_eq!(log, format!("/var/log/ibkit-sm.{guid}.log"));
+    assert_eq!(key(&service, "ExecReload"), "/bin/kill -HUP $MAINPID");
+    assert_eq!(key(&service, "Type"), "simple");
+    assert_eq!(key(&service, "CacheDirectory"), "ibkit");
+
+    // logrotate's pattern takes this log, and its signal reaches the unit.
+    let rotate = std::fs::read_to_string(dist("ibkit-sm.logrotate")).unwrap();
+    let pattern = rotate
+        .lines()
+        .find(|l| l.starts_with('/') && l.ends_with('{'))
+        .expect("a log pattern")
+        .trim_end_matches('{')
+        .trim();
+    let (before, after) = pattern.split_once('*').expect("one wildcard");
+    assert!(
+        log.starts_with(before) && log.ends_with(after),
+        "{pattern} misses {log}"
+    );
+    assert!(
+        rotate.contains("--signal=SIGUSR1 'ibkit-sm@*.service'"),
+        "{rotate}"
+    );
+    assert!(
+        !(rotate.lines()).any(|l| !l.trim_start().starts_with('#') && l.contains("copytruncate")),
+        "the SM reopens its log: {rotate}"
+    );
+
+    // The example configuration, installed where the unit reads it, takes
+    // the unit's cache directory.
+    let conf = smd::config::read_sm_file(&dist("sm.toml")).unwrap();
+    assert_eq!(
+        conf.cache_dir.as_deref(),
+        Some(Path::new("/var/cache/ibkit"))
+    );
+
+    let Ok(analyze) = which("systemd-analyze") else {
+        eprintln!("SKIPPED systemd-analyze verify: systemd is not installed");
+        return;
+    };
+    let dir = scratch("unit");
+    let unit = dir.join(format!("ibkit-sm@{guid}.service"));
+    let exe = env!("CARGO_BIN_EXE_ibkit");
+    std::fs::write(&unit, text.replace("/usr/local/bin/ibkit", exe)).unwrap();
+    let out = Command::new(&analyze)
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify: {err}");
+    assert!(!err.contains("ibkit-sm@"), "systemd-analyze verify: {err}");
+    // The check can fail: a unit systemd cannot read is said.
+    let broken = dir.join(format!("ibkit-sm@{guid}x.service"));
+    std::fs::write(
+        &broken,
+        text.replace("/usr/local/bin/ibkit", exe)
+            .replace("Type=simple", "Type=simpel"),
+    )
+    .unwrap();
+    let out = Command::new(&analyze)
+        .arg("verify")
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("simpel"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `program` on PATH.
+fn which(program: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+/// The example configuration reads as it stands, and with every example
+/// line taken in (`# key = value` uncommented) it sets every key
+/// `ibkit sm --config` knows: the file shows them all, each with a value
+/// the SM takes.
+#[test]
+fn the_example_configuration_shows_every_key_with_a_value_that_reads() {
+    let text = std::fs::read_to_string(dist("sm.toml")).unwrap();
+    let as_is = smd::config::read_sm_file(&dist("sm.toml")).unwrap();
+    assert_eq!(as_is.priority, Some(0));
+    let every: String = text
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest)
+                if rest.split_once(" = ").is_some_and(|(k, _)| {
+                    k.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                }) =>
+            {
+                rest
+            }
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = scratch("conf");
+    let f = dir.join("sm.toml");
+    std::fs::write(&f, every).unwrap();
+    let all = smd::config::read_sm_file(&f).unwrap_or_else(|e| panic!("{e}"));
+    let shown = format!("{all:?}");
+    assert!(
+        !shown.contains("None"),
+        "a key the example does not show: {shown}"
+    );
+    // The same with the keys the parser knows, taken from its refusal of
+    // one it does not: nothing it names is missing above.
+    std::fs::write(&f, "no_such_key = 1\n").unwrap();
+    let refusal = smd::config::read_sm_file(&f).unwrap_err().to_string();
+    for k in ["priority", "routing", "cache_dir", "sm_assigned_guid"] {
+        assert!(refusal.contains(k), "{refusal}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
