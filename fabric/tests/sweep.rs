@@ -375,3 +375,124 @@ fn the_sm_publishes_what_happens_to_the_subnet() {
         "{events:?}"
     );
 }
+
+/// The PortInfo of port `port` of simulated node `i`, to read or spoil.
+fn port_info(f: &mut Fabric, i: usize, port: usize) -> &mut mad_core::attr::PortInfo {
+    match &mut f.nodes[i] {
+        SimNode::Switch(s) => &mut s.model.ports[port].info,
+        SimNode::Ca(c) => &mut c.model.ports[port].info,
+        SimNode::Hypervisor(h) => &mut h.pf.model.ports[port].info,
+    }
+}
+
+/// Set(PortInfo), Set(anything else), by (method, attribute), since `before`.
+fn sets_since(sm: &Sm, before: &std::collections::BTreeMap<(u8, u16), u64>) -> (u64, u64) {
+    let set: u8 = Method::Set.into();
+    let pi: u16 = AttributeId::PortInfo.into();
+    let mut n = (0, 0);
+    for (&(m, a), &c) in &sm.stats().sent() {
+        let d = c - before.get(&(m, a)).copied().unwrap_or(0);
+        if m == set && a == pi {
+            n.0 += d;
+        } else if m == set {
+            n.1 += d;
+        }
+    }
+    n
+}
+
+/// What no trap and no PortStateChange says (a CA's LID cleared, another
+/// CA's master SM LID changed, a third CA's port left Armed, a switch's
+/// LID moved) a light sweep does not find; the heavy sweep that SIGHUP
+/// starts, as OpenSM's, reads every port, finds each and sets each again
+/// with one Set(PortInfo), writing nothing that holds.
+#[test]
+fn a_heavy_sweep_finds_what_no_trap_says_and_sets_only_that_again() {
+    let (mut f, mut sm) = up("mport-ntree:4:2", SmConfig::default());
+    clean(&f);
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
+        .collect();
+    let (a, b, c) = (cas[0], cas[1], cas[2]);
+    let sw = spine(&f);
+    let lid_a = port_info(&mut f, a, 1).lid;
+    let lid_sw = port_info(&mut f, sw, 0).lid;
+    let sm_lid = port_info(&mut f, b, 1).master_sm_lid;
+    assert!(lid_a.0 != 0 && lid_sw.0 != 0 && sm_lid.0 != 0);
+    port_info(&mut f, a, 1).lid = Lid(0);
+    port_info(&mut f, b, 1).master_sm_lid = Lid(0x77);
+    port_info(&mut f, c, 1).port_state = PortState::Armed;
+    port_info(&mut f, sw, 0).lid = Lid(0x200);
+    let spoiled = |f: &mut Fabric| {
+        [
+            port_info(f, a, 1).lid == Lid(0),
+            port_info(f, b, 1).master_sm_lid == Lid(0x77),
+            port_info(f, c, 1).port_state == PortState::Armed,
+            port_info(f, sw, 0).lid == Lid(0x200),
+        ]
+    };
+
+    // A light sweep reads the switches' SwitchInfo; no PortStateChange
+    // is set, so no port is read and nothing is found.
+    let sweeps = sm.stats().sweeps;
+    sm.request_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.stats().sweeps, sweeps + 1);
+    assert_eq!(spoiled(&mut f), [true; 4], "a light sweep finds none of it");
+
+    let before = sm.stats().sent();
+    let total = sm.stats().total();
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(
+        spoiled(&mut f),
+        [false; 4],
+        "the heavy sweep puts each right"
+    );
+    assert_eq!(port_info(&mut f, a, 1).lid, lid_a);
+    assert_eq!(port_info(&mut f, sw, 0).lid, lid_sw);
+    assert_eq!(port_info(&mut f, b, 1).master_sm_lid, sm_lid);
+    assert_eq!(port_info(&mut f, c, 1).port_state, PortState::Active);
+    assert!(f.nodes[a].owns(lid_a) && f.nodes[sw].owns(lid_sw));
+    clean(&f);
+    let (pi_sets, other_sets) = sets_since(&sm, &before);
+    let sent = sm.stats().total() - total;
+    eprintln!("heavy sweep: {sent} SMPs, {pi_sets} Set(PortInfo), {other_sets} other Sets");
+    // One for each port spoiled, and one more for the Armed port's move to
+    // Active.
+    assert_eq!(pi_sets, 5);
+    // The switch whose LID had moved gets its LinearFDBTop and its LFT
+    // (one block here) again, as a switch that came back: it may have
+    // been reset. Nothing else is written.
+    assert_eq!(other_sets, 2);
+    assert_eq!(
+        lft(&sm)
+            - before[&(
+                Method::Set.into(),
+                AttributeId::LinearForwardingTable.into()
+            )],
+        1
+    );
+
+    // On a subnet that holds what the SM gave it, a heavy sweep reads
+    // every port and writes nothing.
+    let before = sm.stats().sent();
+    let total = sm.stats().total();
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(sets_since(&sm, &before), (0, 0));
+    let ports: usize = (0..f.nodes.len())
+        .map(|i| match f.topo.nodes[i].kind {
+            NodeType::Switch => 1 + usize::from(f.topo.nodes[i].ports),
+            _ => 1,
+        })
+        .sum();
+    let switches = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::Switch)
+        .count();
+    assert_eq!(
+        sm.stats().total() - total,
+        (ports + switches) as u64,
+        "a Get(PortInfo) of every port (a switch's 0 included) and a Get(SwitchInfo) of every switch"
+    );
+}

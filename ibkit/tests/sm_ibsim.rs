@@ -12,7 +12,7 @@
 use fabric::topology::Topology;
 use smi::sm::Engine;
 use std::collections::BTreeMap;
-use tests::peers::{missing_tools, run_opensm, Ibsim};
+use tests::peers::{missing_tools, run_opensm, Ibsim, Served, Simulator};
 
 mod common;
 use common::{cabled, check_ibroute, discovered, lft, skip};
@@ -187,4 +187,147 @@ fn the_sm_runs_on_the_port_its_guid_names() {
     assert_eq!(both.status.code(), Some(2));
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The LID of `host`'s port as `ibaddr -L` there reads it (its own
+/// PortInfo; `LID start N end M`, in decimal).
+fn own_lid(sim: &dyn Simulator, host: &str) -> Option<u16> {
+    let out = sim
+        .client_at("ibaddr".as_ref(), host)
+        .arg("-L")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "start")
+        .nth(1)
+        .and_then(|h| match h.strip_prefix("0x") {
+            Some(x) => u16::from_str_radix(x, 16).ok(),
+            None => h.parse().ok(),
+        })
+}
+
+/// On `sim`, with its SM `sm` up: `ibportstate` from `tool` moves
+/// `spoiled`'s LID; a SIGHUP to the SM must give it back. The SMPs the
+/// simulator answered from the signal until the SM is quiet again.
+fn lid_given_back_on_sighup(
+    sim: &dyn Simulator,
+    sm: &tests::peers::RunningSm,
+    spoiled: &str,
+    tool: &str,
+    what: &str,
+) -> u64 {
+    use std::time::{Duration, Instant};
+    let lid = own_lid(sim, spoiled).expect("a LID");
+    let moved = lid + 0x100;
+    let out = sim
+        .client_at("ibportstate".as_ref(), tool)
+        .args([&lid.to_string(), "1", "lid", &format!("{moved:#x}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{what}: {out:?}");
+    assert_eq!(
+        own_lid(sim, spoiled),
+        Some(moved),
+        "{what}: ibportstate moved it"
+    );
+    // Without traps or PortStateChange, nothing sets it back by itself.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        own_lid(sim, spoiled),
+        Some(moved),
+        "{what}: nothing moved it back"
+    );
+    let before = sim.answered().expect("the simulator counts SMPs");
+    let st = std::process::Command::new("kill")
+        .args(["-HUP", &sm.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    while own_lid(sim, spoiled) != Some(lid) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{what}: the LID was not given back after SIGHUP"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Until the SM is quiet again.
+    let mut last = sim.answered().unwrap();
+    loop {
+        std::thread::sleep(Duration::from_millis(700));
+        let now = sim.answered().unwrap();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let smps = last - before;
+    eprintln!(
+        "{what}: SIGHUP gave LID {lid} back (ibportstate had moved it to {moved}): {smps} SMPs"
+    );
+    smps
+}
+
+/// OpenSM starts a heavy sweep on SIGHUP, and so does ibkit's SM: a host's
+/// LID that infiniband-diags' `ibportstate … lid` changed (no trap, no
+/// PortStateChange: a light sweep finds nothing) is given back after a
+/// SIGHUP by OpenSM on ibsim and by ibkit's SM on ibsim and on ibkit's
+/// served fabric; ibkit's sweep sends fewer SMPs than OpenSM's.
+#[test]
+fn sighup_starts_a_heavy_sweep_that_gives_back_a_lid_ibportstate_changed() {
+    if let Some(why) = missing_tools() {
+        skip("sighup heavy sweep", &why);
+        return;
+    }
+    if !Path::new("/usr/sbin/ibportstate").exists() || !Path::new("/usr/sbin/ibaddr").exists() {
+        skip("sighup heavy sweep", "infiniband-diags is not installed");
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let cas: Vec<String> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.name.clone())
+        .collect();
+    let (spoiled, tool) = (&cas[2], &cas[3]);
+    let wait = std::time::Duration::from_secs(30);
+    let dir = std::env::temp_dir().join(format!("ibkit-sighup-{}", std::process::id()));
+    let mut counts = BTreeMap::new();
+    for who in ["OpenSM", "ibkit"] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sm = match who {
+            "OpenSM" => tests::peers::start_opensm(&sim, &dir, wait),
+            _ => tests::peers::start_ibkit_sm(exe, &sim, &["--transport", "ibsim"], wait),
+        }
+        .unwrap();
+        let what = format!("{who} on ibsim's {spec}");
+        counts.insert(
+            who,
+            lid_given_back_on_sighup(&sim, &sm, spoiled, tool, &what),
+        );
+        let (clean, _) = sm.stop(std::time::Duration::from_secs(10));
+        assert!(clean || who == "OpenSM", "{who} did not exit cleanly");
+    }
+    let served = Served::start(exe, spec, 0, &[]).unwrap();
+    let sm = tests::peers::start_ibkit_sm(exe, &served, &["--transport", "ibsim"], wait).unwrap();
+    let what = format!("ibkit on the served {spec}");
+    let on_served = lid_given_back_on_sighup(&served, &sm, spoiled, tool, &what);
+    let (clean, _) = sm.stop(std::time::Duration::from_secs(10));
+    assert!(clean, "ibkit did not exit cleanly");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        counts["ibkit"] < counts["OpenSM"],
+        "a SIGHUP's sweep: ibkit {} SMPs, OpenSM {}",
+        counts["ibkit"],
+        counts["OpenSM"]
+    );
+    assert!(
+        on_served < counts["OpenSM"],
+        "a SIGHUP's sweep on the served fabric: ibkit {on_served} SMPs, OpenSM {} on ibsim",
+        counts["OpenSM"]
+    );
 }

@@ -93,8 +93,9 @@ pub struct SmdConfig {
     /// A `qos-policy.conf` whose `qos-ulps` rules give PathRecords their SL.
     pub qos_policy: Option<PathBuf>,
     /// Set (by a SIGHUP handler) to re-read the partition and QoS
-    /// configurations; the driver clears it. A broken file leaves what is
-    /// in force.
+    /// configurations and start a heavy sweep
+    /// ([`smi::sm::Sm::request_heavy_sweep`]); the driver clears it. A
+    /// broken file leaves what is in force.
     pub reload: Option<std::sync::Arc<AtomicBool>>,
     /// Election priority (0–15): the highest SM is master.
     pub priority: u8,
@@ -737,6 +738,9 @@ fn drive(
             }
             reread_files(&files, &mut sm, &mut reapplied);
             sa.set_sm_priority(sm.election().priority);
+            // As OpenSM: a SIGHUP also starts a heavy sweep (a master's).
+            sm.request_heavy_sweep(ms());
+            tracing::info!("SIGHUP: heavy sweep requested");
         }
         // The SA answers only for a master that has brought the subnet
         // up, as OpenSM's (C15-0.1.3): a standby, or a master still in

@@ -192,7 +192,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
-    // SIGHUP re-reads the partition and QoS configurations.
+    // SIGHUP re-reads the configuration, partition and QoS files and
+    // starts a heavy sweep (as OpenSM).
     let reload = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
         .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;

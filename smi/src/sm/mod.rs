@@ -124,6 +124,10 @@ pub struct Sm {
     up: bool,
     next_sweep: Option<u64>,
     sweep_pending: bool,
+    /// The next sweep is a heavy one ([`Sm::request_heavy_sweep`]).
+    heavy_pending: bool,
+    /// This sweep is a heavy one: every port read.
+    heavy: bool,
     changed: bool,
     explored: bool,
     trap_issuers: BTreeSet<u16>,
@@ -169,6 +173,8 @@ impl Sm {
             up: false,
             next_sweep: None,
             sweep_pending: false,
+            heavy_pending: false,
+            heavy: false,
             changed: false,
             explored: false,
             trap_issuers: BTreeSet::new(),

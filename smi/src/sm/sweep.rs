@@ -79,6 +79,7 @@ impl Sm {
     /// Starts a light sweep: Get(SwitchInfo) of every live switch.
     pub(super) fn start_sweep(&mut self, now_ms: u64) {
         self.sweep_pending = false;
+        self.heavy = core::mem::take(&mut self.heavy_pending);
         self.changed = false;
         self.explored = false;
         self.stats.sweeps += 1;
@@ -97,6 +98,9 @@ impl Sm {
             })
             .collect();
         self.trap_issuers.clear();
+        if self.heavy {
+            self.read_end_ports();
+        }
         self.issuers_first = !issuers.is_empty();
         if self.issuers_first {
             self.sweep_switches(issuers);
@@ -139,13 +143,15 @@ impl Sm {
         n.switch_info = Some(si);
         let ports = n.info.num_ports;
         drop(n);
-        if !si.port_state_change {
+        if !si.port_state_change && !self.heavy {
             return;
         }
         // Clear the bit first, so a change while we read is not lost.
-        let mut clear = si;
-        clear.port_state_change = true;
-        self.set_node(node, &clear, 0, Purpose::SetTopOnly);
+        if si.port_state_change {
+            let mut clear = si;
+            clear.port_state_change = true;
+            self.set_node(node, &clear, 0, Purpose::SetTopOnly);
+        }
         for p in 1..=ports {
             self.get_node(
                 node,
@@ -178,6 +184,66 @@ impl Sm {
                 self.changed = true;
             }
         } else if !down {
+            self.changed = true;
+        }
+        if self.heavy && !down && !bounced {
+            self.check_end_port(node, port, &pi);
+        }
+    }
+
+    /// A heavy sweep's Get(PortInfo) of every live end port: each CA's
+    /// own port and each switch's port 0 (the switches' other ports are
+    /// read after their SwitchInfo).
+    fn read_end_ports(&mut self) {
+        let ends: Vec<(usize, u8)> = (self.db.nodes().iter().enumerate())
+            .filter(|(_, n)| n.alive)
+            .map(|(i, n)| {
+                let own = if n.is_switch() {
+                    0
+                } else {
+                    n.info.local_port_num
+                };
+                (i, own)
+            })
+            .collect();
+        for (node, port) in ends {
+            self.get_node(
+                node,
+                AttributeId::PortInfo,
+                u32::from(port),
+                Purpose::SweepPortInfo { node, port },
+            );
+        }
+    }
+
+    /// In a heavy sweep, an end port (a CA's own port, a switch's port 0)
+    /// that no longer holds what the SM gave it (its LID, LMC or master
+    /// SM LID; or a link that is up but not Active) makes its node fresh:
+    /// the sweep goes on as for a node that came back, which sets them
+    /// again (and the node's tables), as OpenSM's heavy sweep re-sets a
+    /// port whose PortInfo differs from what it wants.
+    fn check_end_port(&mut self, node: usize, port: u8, pi: &PortInfo) {
+        let sm_lid = self.sm_lid();
+        let Some(n) = self.db.nodes().get(node) else {
+            return;
+        };
+        let own = if n.is_switch() {
+            0
+        } else {
+            n.info.local_port_num
+        };
+        if port != own || n.lid == 0 {
+            return;
+        }
+        let lmc = self.db.lmc_of(node);
+        let wrong = pi.lid.0 != n.lid
+            || pi.lmc != lmc
+            || pi.master_sm_lid != sm_lid
+            || (pi.port_state != PortState::Active && !(n.is_switch() && port == 0));
+        if wrong {
+            if let Some(mut n) = self.db.node_mut(node) {
+                n.fresh = true;
+            }
             self.changed = true;
         }
     }
@@ -333,6 +399,18 @@ impl Sm {
         if let Some(iv) = self.cfg.sweep_interval_ms {
             self.next_sweep.get_or_insert(now_ms + iv);
         }
+    }
+
+    /// Asks for a heavy sweep now, as OpenSM starts one on SIGHUP: a
+    /// sweep that reads every port of every switch (whether or not its
+    /// PortStateChange is set) and every CA's own port, and puts right,
+    /// as for a node that came back, every end port that no longer holds
+    /// its LID, LMC or master SM LID, or whose link is up but not Active.
+    /// What a trap or a PortStateChange would have said is found without
+    /// either. Nothing that holds is written again.
+    pub fn request_heavy_sweep(&mut self, now_ms: u64) {
+        self.heavy_pending = true;
+        self.request_sweep(now_ms);
     }
 
     /// Asks for a light sweep now (as the periodic timer or a trap would).
