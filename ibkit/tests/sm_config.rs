@@ -466,3 +466,156 @@ fn vf_lids_come_back_from_vf2lid_after_a_power_cycle() {
     assert_ne!(without, first, "vf2lid made no difference");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `opensm -c FILE` (OpenSM's own defaults, every option) written where
+/// the test runs; `None` where OpenSM is not installed (SKIPPED unless
+/// IBKIT_REQUIRE_PEERS=1).
+fn opensm_default_conf(dir: &Path, test: &str) -> Option<std::path::PathBuf> {
+    if !Path::new("/usr/sbin/opensm").exists() {
+        if std::env::var("IBKIT_REQUIRE_PEERS").is_ok_and(|v| v == "1") {
+            panic!("opensm missing and IBKIT_REQUIRE_PEERS=1");
+        }
+        eprintln!("SKIPPED {test}: opensm is not installed");
+        return None;
+    }
+    let f = dir.join("opensm.conf");
+    let out = Command::new("/usr/sbin/opensm")
+        .arg("-c")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(f.is_file(), "opensm -c wrote nothing: {out:?}");
+    Some(f)
+}
+
+/// `text` with option `key`'s line (`key value`) given `value`.
+fn with_option(text: &str, key: &str, value: &str) -> String {
+    let mut found = false;
+    let out: Vec<String> = (text.lines())
+        .map(|l| match l.split_once(' ') {
+            Some((k, _)) if k == key => {
+                found = true;
+                format!("{key} {value}")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    assert!(found, "no {key} line");
+    out.join("\n") + "\n"
+}
+
+/// OpenSM's own configuration file, as `opensm -c` writes it with every
+/// default, is read by `ibkit sm --opensm-config` without a warning: what
+/// ibkit applies is OpenSM's default, the rest is named once as not
+/// applied. Options a site changed apply (priority, LMC, the routing
+/// engine's fallback list), those that change the subnet and that ibkit
+/// does not apply are warned with their line, and a bad value is refused
+/// with its line and column before the fabric is touched.
+#[test]
+fn opensms_own_configuration_file_is_read_and_applied() {
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-osm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some(conf) = opensm_default_conf(&dir, "opensm.conf") else {
+        return;
+    };
+    let defaults = std::fs::read_to_string(&conf).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let log = dir.join("sm.log");
+    let run = |text: &str| {
+        std::fs::write(&conf, text).unwrap();
+        let _ = std::fs::remove_file(&log);
+        let args = [
+            "sm",
+            "--once",
+            "--json",
+            "--opensm-config",
+            conf.to_str().unwrap(),
+            "--log-file",
+            log.to_str().unwrap(),
+        ];
+        // --json keeps the log at warn; RUST_LOG wins, to see the notes.
+        let out = Command::new(exe)
+            .args(args)
+            .env("IBSIM_SOCKNAME", served.socket())
+            .env("RUST_LOG", "info")
+            .output()
+            .unwrap();
+        let (code, out, err) = (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        (code, out, err, said)
+    };
+    // OpenSM's defaults: priority 0, LMC 0, and no warning.
+    let (code, out, err, said) = run(&defaults);
+    assert_eq!(code, 0, "{err}{said}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["up"].as_bool(), v["priority"].as_u64()),
+        (Some(true), Some(0))
+    );
+    assert!(
+        !said.contains("WARN"),
+        "OpenSM's defaults warn nothing:\n{said}"
+    );
+    assert!(
+        said.contains("option(s) not applied") && said.contains("max_wire_smps"),
+        "{said}"
+    );
+    // A site's changes.
+    let mut text = with_option(&defaults, "sm_priority", "7");
+    text = with_option(&text, "lmc", "1");
+    text = with_option(&text, "routing_engine", "dfsssp,updn");
+    text = with_option(&text, "m_key", "0x0000000000000099");
+    let (code, out, err, said) = run(&text);
+    assert_eq!(code, 0, "{err}{said}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["priority"], 7, "{v}");
+    // LMC 1: every CA's base LID is even (2 LIDs, aligned).
+    let cas: Vec<u64> = (v["table"].as_array().unwrap().iter())
+        .filter(|n| n["switch"] == false)
+        .map(|n| n["lid"].as_u64().unwrap())
+        .collect();
+    assert!(cas.len() == 8 && cas.iter().all(|l| l % 2 == 0), "{cas:?}");
+    let line_of = |key: &str| {
+        text.lines()
+            .position(|l| l.starts_with(&format!("{key} ")))
+            .unwrap()
+            + 1
+    };
+    for (key, says) in [("routing_engine", "dfsssp"), ("m_key", "M_Key")] {
+        let at = format!("line {}: ", line_of(key));
+        assert!(
+            said.lines()
+                .any(|l| l.contains("WARN") && l.contains(&at) && l.contains(says)),
+            "{key}: no warning at {at}\n{said}"
+        );
+    }
+    // A value ibkit applies and cannot take.
+    let text = with_option(&defaults, "sm_priority", "16");
+    let (code, out, err, _) = run(&text);
+    assert_eq!(code, 2, "{out}{err}");
+    let at = format!(
+        "line {}, column 13: sm_priority 16: not 0-15",
+        line_of("sm_priority")
+    );
+    assert!(err.contains(&at), "{err}");
+    // With --config: one or the other.
+    let (code, _, err) = ibkit(
+        &[
+            "sm",
+            "--once",
+            "--config",
+            "x.toml",
+            "--opensm-config",
+            conf.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

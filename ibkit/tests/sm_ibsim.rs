@@ -331,3 +331,92 @@ fn sighup_starts_a_heavy_sweep_that_gives_back_a_lid_ibportstate_changed() {
         counts["OpenSM"]
     );
 }
+
+/// The same `opensm.conf` (OpenSM's defaults from `opensm -c`, then a
+/// site's `sm_priority 7` and `lmc 1`) given to `opensm -F` and to `ibkit
+/// sm --opensm-config` on ibsim: `sminfo` reads priority 7 from either
+/// SM, and `smpquery portinfo` LMC 1 on every CA port, the LIDs aligned.
+#[test]
+fn opensm_and_ibkit_apply_the_same_opensm_conf() {
+    if let Some(why) = missing_tools() {
+        skip("opensm.conf", &why);
+        return;
+    }
+    if !Path::new("/usr/sbin/sminfo").exists() {
+        skip("opensm.conf", "infiniband-diags is not installed");
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-osmconf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("opensm.conf");
+    let st = std::process::Command::new("/usr/sbin/opensm")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("opensm -c: {e} {st:?}"));
+    let text: String = text
+        .lines()
+        .map(|l| match l.split_once(' ').map(|x| x.0) {
+            Some("sm_priority") => "sm_priority 7".to_string(),
+            Some("lmc") => "lmc 1".to_string(),
+            // ibkit logs to the test's pipe, OpenSM to its -f file.
+            Some("log_file") => "log_file (null)".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&conf, text + "\n").unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    let hosts: Vec<String> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.name.clone())
+        .collect();
+    let wait = std::time::Duration::from_secs(30);
+    for who in ["OpenSM", "ibkit"] {
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sm = match who {
+            "OpenSM" => tests::peers::start_opensm_with(&sim, &dir, wait, &["-F", &conf]),
+            _ => tests::peers::start_ibkit_sm(
+                exe,
+                &sim,
+                &["--transport", "ibsim", "--opensm-config", &conf],
+                wait,
+            ),
+        }
+        .unwrap_or_else(|e| panic!("{who}: {e}"));
+        let seen = tests::peers::sminfo(&sim, &hosts[3], &[]).unwrap();
+        assert_eq!(seen.priority, 7, "{who}: sminfo");
+        for h in &hosts {
+            let out = sim
+                .client_on("smpquery", h)
+                .args(["-D", "portinfo", "0", "1"])
+                .output()
+                .unwrap();
+            let pi = String::from_utf8_lossy(&out.stdout);
+            let field = |name: &str| -> u64 {
+                let l = pi
+                    .lines()
+                    .find(|l| l.starts_with(name))
+                    .unwrap_or_else(|| panic!("{pi}"));
+                l.trim_start_matches(|c: char| c != '.')
+                    .trim_start_matches('.')
+                    .trim()
+                    .parse()
+                    .unwrap()
+            };
+            assert_eq!(field("LMC:"), 1, "{who}: {h}\n{pi}");
+            assert_eq!(field("Lid:") % 2, 0, "{who}: {h}: an aligned LID\n{pi}");
+        }
+        eprintln!(
+            "{who}: sminfo priority 7, LMC 1 on all {} CA ports",
+            hosts.len()
+        );
+        let (clean, _) = sm.stop(std::time::Duration::from_secs(10));
+        assert!(clean || who == "OpenSM", "{who}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,6 +15,7 @@
 pub mod client;
 pub mod config;
 pub mod dump;
+pub mod opensm_conf;
 pub mod simport;
 mod wire;
 
@@ -26,7 +27,7 @@ use smi::sm::partitions::{self, PartitionConfig};
 use smi::sm::qos::{self, QosConfig};
 use smi::sm::qos_policy::QosPolicy;
 use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -142,8 +143,11 @@ pub type SetLogLevel = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 /// the command line gave.
 #[derive(Clone)]
 pub struct Reconfig {
-    /// The TOML file (`ibkit sm --config`).
+    /// The TOML file (`ibkit sm --config`), or OpenSM's `opensm.conf`
+    /// (`--opensm-config`).
     pub file: PathBuf,
+    /// `file` is an `opensm.conf` ([`opensm_conf`]).
+    pub opensm: bool,
     /// What the command line set: these win over the file.
     pub flags: config::SmFile,
     /// The log file in force (`None`: standard error).
@@ -978,13 +982,39 @@ struct Files {
     qos_policy: Option<PathBuf>,
 }
 
+/// Logs what an `opensm.conf` at `file` has that ibkit does not apply:
+/// warnings where the subnet will differ from OpenSM's, the rest as
+/// information.
+pub fn log_opensm_notes(file: &Path, notes: &[opensm_conf::Note]) {
+    for n in notes {
+        let at = if n.line == 0 {
+            file.display().to_string()
+        } else {
+            format!("{}: line {}", file.display(), n.line)
+        };
+        if n.warning {
+            tracing::warn!("{at}: {}", n.text);
+        } else {
+            tracing::info!("{at}: {}", n.text);
+        }
+    }
+}
+
 /// SIGHUP: the configuration file read again (the command line still
 /// winning). What a running SM can change changes now: priority, the
 /// polling and sweep intervals, the log level, the partition and QoS
 /// files; the rest is logged as taking effect at the next start. A
 /// broken file is logged and changes nothing.
 fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
-    let f = match config::read_sm_file(&rc.file) {
+    let read = if rc.opensm {
+        opensm_conf::read_opensm_conf(&rc.file).map(|o| {
+            log_opensm_notes(&rc.file, &o.notes);
+            o.settings
+        })
+    } else {
+        config::read_sm_file(&rc.file)
+    };
+    let f = match read {
         Ok(f) => f,
         Err(e) => {
             tracing::error!("{e}; the settings in force are kept");

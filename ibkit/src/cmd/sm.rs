@@ -65,6 +65,17 @@ pub struct SmArgs {
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
+    /// OpenSM's own opensm.conf (as `opensm -F`, or as `opensm -c`
+    /// writes it), instead of --config: what ibkit has an equivalent for
+    /// is applied (guid, sm_priority, sm_key, sa_key, lmc, lmc_esp0,
+    /// reassign_lids, sweep_interval, sminfo_polling_timeout,
+    /// transaction_timeout/retries, routing_engine, partition_config_file,
+    /// qos with the file's qos_* options, qos_policy_file, log_file,
+    /// log_flags, dump_files_dir, sa_db_file, sm_assigned_guid); the rest
+    /// is logged as not applied, with a warning where it changes the
+    /// subnet. SIGHUP reads it again.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub opensm_config: Option<std::path::PathBuf>,
     /// Append the log to this file (with times) instead of standard error;
     /// SIGUSR1 opens it again by its name (for logrotate).
     #[arg(long, value_name = "FILE")]
@@ -157,9 +168,13 @@ pub struct SmArgs {
 pub fn run(a: &SmArgs) -> super::Outcome {
     // The configuration file first: a broken one is refused before
     // anything else happens.
-    let file = match &a.config {
-        Some(p) => smd::config::read_sm_file(p)?,
-        None => smd::config::SmFile::default(),
+    let (file, notes) = match (&a.config, &a.opensm_config) {
+        (Some(p), _) => (smd::config::read_sm_file(p)?, Vec::new()),
+        (None, Some(p)) => {
+            let c = smd::opensm_conf::read_opensm_conf(p)?;
+            (c.settings, c.notes)
+        }
+        (None, None) => Default::default(),
     };
     // With --json, stderr stays quiet unless RUST_LOG asks.
     let level = if a.verbose {
@@ -171,6 +186,9 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     };
     let log_file = a.log_file.clone().or(file.log_file.clone());
     let set_log_level = init_sm_logging(level, log_file.as_deref())?;
+    if let Some(p) = &a.opensm_config {
+        smd::log_opensm_notes(p, &notes);
+    }
     let via =
         if let Some((socket, node)) = super::args::simulator(&a.transport, a.sim_host.as_deref()) {
             smd::Via::Sim {
@@ -224,12 +242,17 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
-            reconfig: a.config.clone().map(|f| smd::Reconfig {
-                file: f,
-                flags: flags(a),
-                log_file,
-                set_log_level: Some(set_log_level),
-            }),
+            reconfig: a
+                .config
+                .clone()
+                .or(a.opensm_config.clone())
+                .map(|f| smd::Reconfig {
+                    file: f,
+                    opensm: a.opensm_config.is_some(),
+                    flags: flags(a),
+                    log_file,
+                    set_log_level: Some(set_log_level),
+                }),
             ..smd::SmdConfig::default()
         },
         &stop,

@@ -1,0 +1,44 @@
+//! Arbitrary text as OpenSM's `opensm.conf` (`ibkit sm --opensm-config`):
+//! parsed without a panic, refused with a place inside the text, or
+//! settings within their ranges, with notes that point at lines of the
+//! text and grow no faster than it.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use smd::config::LOG_LEVELS;
+use smd::opensm_conf::parse_opensm_conf;
+use std::path::Path;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let file = Path::new("/etc/opensm/opensm.conf");
+    let lines = text.lines().count();
+    match parse_opensm_conf(text, file, &|p: &Path| p.as_os_str().len() % 2 == 0) {
+        Err(e) => {
+            assert!(e.line >= 1 && e.line <= lines, "{e}");
+            let l = text.lines().nth(e.line - 1).unwrap();
+            assert!(e.column >= 1 && e.column <= l.len() + 1, "{e}");
+        }
+        Ok(c) => {
+            let f = &c.settings;
+            assert!(f.priority.is_none_or(|p| p <= 15));
+            assert!(f.lmc.is_none_or(|l| l <= 7));
+            assert!(f.poll_ms.is_none_or(|p| (10..=3_600_000).contains(&p)));
+            assert!(f.sweep_ms.is_none_or(|p| (1..=86_400_000).contains(&p)));
+            assert!(f.timeout_ms.is_none_or(|t| (10..=10_000).contains(&t)));
+            assert!(f.retries.is_none_or(|r| r <= 20));
+            assert!(f.guid != Some(0));
+            assert!(f.log_level.as_ref().is_none_or(|l| LOG_LEVELS.contains(&l.as_str())));
+            // QoS tables come from this file, and only with qos TRUE.
+            assert_eq!(f.qos_config.is_some(), f.qos == Some(true));
+            assert!(f.qos_config.as_deref().is_none_or(|p| p == file));
+            assert!(f.qos_policy.is_none() || f.qos == Some(true));
+            for n in &c.notes {
+                assert!(n.line <= lines, "{n:?}");
+            }
+            assert!(c.notes.len() <= text.len() + 1);
+        }
+    }
+});

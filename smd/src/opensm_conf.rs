@@ -1,0 +1,447 @@
+//! `ibkit sm --opensm-config FILE`: OpenSM's own `opensm.conf`, as sites
+//! keep it (or as `opensm -c FILE` writes it), read into the settings
+//! ibkit's SM takes ([`SmFile`]), so that a site moves from OpenSM to
+//! ibkit without writing its configuration again.
+//!
+//! The syntax is OpenSM's: one `option value` a line, `#` comments,
+//! `(null)` for "not set", `TRUE`/`FALSE`, numbers in decimal, `0x` hex
+//! or leading-zero octal (C's `strtoul` base 0, as OpenSM reads them).
+//! What ibkit applies:
+//!
+//! | opensm.conf | ibkit |
+//! |---|---|
+//! | `guid` (0: not set) | the port to run on |
+//! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids` | the same |
+//! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: once a day, ibkit's longest) |
+//! | `sminfo_polling_timeout` (ms) | `poll_ms` |
+//! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
+//! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
+//! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
+//! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
+//! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
+//! | `log_file`, `log_flags` (DEBUG, FUNCS or FRAMES: debug; VERBOSE: debug; INFO: info; else error) | `log_file`, `log_level` |
+//! | `dump_files_dir` (when `log_flags` has VERBOSE or ROUTING, under which OpenSM writes its dumps) | `dump_dir` |
+//! | `sa_db_file` | `sa_db_file` |
+//!
+//! Every other option is read and not applied: they are named in one
+//! note, and a few whose non-default value changes what the subnet does
+//! (an M_Key, another subnet prefix, partition enforcement off, another
+//! SM ignored, …) each get a warning of their own. A value ibkit applies
+//! that it cannot read, or that is out of range (`sm_priority 16`), is an
+//! error with its line and column, before the fabric is touched; OpenSM
+//! would take such a value as 0 or its default and go on.
+
+use crate::config::{ConfigError, SmFile};
+use smi::sm::Engine;
+use std::path::{Path, PathBuf};
+
+/// What reading an `opensm.conf` found besides the settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpensmConf {
+    /// The settings ibkit applies.
+    pub settings: SmFile,
+    /// What is not applied, and why: one line each, with its place.
+    pub notes: Vec<Note>,
+}
+
+/// One thing of the file that ibkit does not do as OpenSM would.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// Its line (0: the whole file).
+    pub line: usize,
+    /// A warning (the subnet will differ from OpenSM's) or only a note.
+    pub warning: bool,
+    /// What it says.
+    pub text: String,
+}
+
+/// Options whose value, when not OpenSM's default, makes the subnet
+/// differ from what OpenSM would make of it, and ibkit does not apply:
+/// (option, OpenSM's default, what ibkit does instead).
+const WARN_UNLESS: &[(&str, &str, &str)] = &[
+    ("m_key", "0x0000000000000000", "ibkit's SM sets no M_Key"),
+    (
+        "subnet_prefix",
+        "0xfe80000000000000",
+        "ibkit's SM leaves the ports' GID prefix as it finds it",
+    ),
+    (
+        "no_partition_enforcement",
+        "FALSE",
+        "ibkit enforces partitions on switch ports cabled to CAs",
+    ),
+    (
+        "part_enforce",
+        "both",
+        "ibkit enforces partitions both ways",
+    ),
+    (
+        "allow_both_pkeys",
+        "FALSE",
+        "ibkit keeps one P_Key a partition",
+    ),
+    (
+        "ignore_other_sm",
+        "FALSE",
+        "ibkit takes part in the election",
+    ),
+    ("sm_inactive", "FALSE", "ibkit's SM is active"),
+    ("disable_multicast", "FALSE", "ibkit's SA serves multicast"),
+    (
+        "force_heavy_sweep",
+        "FALSE",
+        "ibkit's periodic sweeps are light (SIGHUP starts a heavy one)",
+    ),
+    ("sweep_on_trap", "TRUE", "ibkit sweeps on every trap 128"),
+    (
+        "congestion_control",
+        "FALSE",
+        "ibkit has no congestion control",
+    ),
+    ("perfmgr", "FALSE", "ibkit has no performance manager"),
+    ("console", "off", "ibkit has no console"),
+];
+
+/// Reads `text`, an `opensm.conf` at `file` (which names it in the QoS
+/// setting); `exists` tells whether a file it names is there.
+pub fn parse_opensm_conf(
+    text: &str,
+    file: &Path,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<OpensmConf, ConfigError> {
+    let mut s = SmFile::default();
+    let mut notes = Vec::new();
+    let mut skipped: Vec<&str> = Vec::new();
+    let (mut log_flags, mut log_flags_line) = (None, 0);
+    let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let body = raw.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let key_end = body.find([' ', '\t']).unwrap_or(body.len());
+        let key = &body[..key_end];
+        let value = body[key_end..].trim();
+        // Where the value starts, for an error's column.
+        let column = raw.len() - raw[raw.len() - body.len() + key_end..].trim_start().len() + 1;
+        let bad = |reason: String| ConfigError {
+            line,
+            column,
+            reason: format!("{key} {value}: {reason}"),
+        };
+        let null = value.is_empty() || value == "(null)";
+        let number = || c_number(value).ok_or_else(|| bad("not a number".into()));
+        let ranged = |lo: u64, hi: u64| -> Result<u64, ConfigError> {
+            let v = number()?;
+            if (lo..=hi).contains(&v) {
+                Ok(v)
+            } else {
+                Err(bad(format!("not {lo}-{hi}")))
+            }
+        };
+        let boolean = || match value {
+            v if v.eq_ignore_ascii_case("TRUE") => Ok(true),
+            v if v.eq_ignore_ascii_case("FALSE") => Ok(false),
+            _ => Err(bad("not TRUE or FALSE".into())),
+        };
+        match key {
+            "guid" => s.guid = Some(number()?).filter(|&g| g != 0),
+            "sm_priority" => s.priority = Some(ranged(0, 15)? as u8),
+            "sm_key" => s.sm_key = Some(number()?),
+            "sa_key" => s.sa_key = Some(number()?),
+            "sm_assigned_guid" => s.sm_assigned_guid = Some(ranged(0, 255)? as u8),
+            "lmc" => s.lmc = Some(ranged(0, 7)? as u8),
+            "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
+            "reassign_lids" => s.reassign_lids = Some(boolean()?),
+            "sweep_interval" => {
+                let secs = ranged(0, 86_400)?;
+                if secs == 0 {
+                    notes.push(Note {
+                        line,
+                        warning: false,
+                        text:
+                            "sweep_interval 0: no periodic sweep in OpenSM; ibkit sweeps once a day"
+                                .into(),
+                    });
+                }
+                s.sweep_ms = Some(if secs == 0 { 86_400_000 } else { secs * 1000 });
+            }
+            "sminfo_polling_timeout" => s.poll_ms = Some(ranged(10, 3_600_000)?),
+            "transaction_timeout" => s.timeout_ms = Some(ranged(10, 10_000)?),
+            "transaction_retries" => s.retries = Some(ranged(0, 20)? as u32),
+            "routing_engine" if null => {}
+            "routing_engine" => {
+                let names: Vec<&str> = value.split(',').map(str::trim).collect();
+                let first = names
+                    .iter()
+                    .find_map(|n| Engine::from_name(n).map(|e| (n, e)));
+                for n in names
+                    .iter()
+                    .take_while(|n| Some(**n) != first.map(|f| *f.0))
+                {
+                    notes.push(Note {
+                        line,
+                        warning: true,
+                        text: format!(
+                            "routing_engine: ibkit has no {n:?} engine (minhop, updn, ftree)"
+                        ),
+                    });
+                }
+                // OpenSM falls back to minhop when no engine of the list
+                // routes the subnet; so does ibkit.
+                s.routing = Some(first.map_or(Engine::MinHop, |f| f.1));
+            }
+            "partition_config_file" if null => {}
+            "partition_config_file" => partitions = Some((line, PathBuf::from(value))),
+            "qos" => s.qos = Some(boolean()?),
+            "qos_policy_file" if null => {}
+            "qos_policy_file" => qos_policy = Some((line, PathBuf::from(value))),
+            "log_file" if null => {}
+            "log_file" => s.log_file = Some(PathBuf::from(value)),
+            "log_flags" => {
+                log_flags = Some(ranged(0, 0xFF)? as u8);
+                log_flags_line = line;
+            }
+            "dump_files_dir" if null => {}
+            "dump_files_dir" => dump_dir = Some(PathBuf::from(value)),
+            "sa_db_file" if null => {}
+            "sa_db_file" => s.sa_db_file = Some(PathBuf::from(value)),
+            k if k.starts_with("qos_") => {} // the QoS reader's (qos_config)
+            _ => match WARN_UNLESS.iter().find(|w| w.0 == key) {
+                Some((_, default, instead)) if !value.eq_ignore_ascii_case(default) => {
+                    notes.push(Note {
+                        line,
+                        warning: true,
+                        text: format!("{key} {value}: not applied; {instead}"),
+                    });
+                }
+                _ => {
+                    if skipped.len() < 256 {
+                        skipped.push(key);
+                    }
+                }
+            },
+        }
+    }
+    if let Some(f) = log_flags {
+        // OpenSM's log flags: ERROR 0x01, INFO 0x02, VERBOSE 0x04, DEBUG
+        // 0x08, FUNCS 0x10, FRAMES 0x20, ROUTING 0x40, SYS 0x80.
+        s.log_level = Some(
+            if f & 0x3C != 0 {
+                "debug"
+            } else if f & 0x02 != 0 {
+                "info"
+            } else {
+                "error"
+            }
+            .to_string(),
+        );
+        if f & 0x44 != 0 {
+            s.dump_dir = dump_dir;
+        } else if dump_dir.is_some() {
+            notes.push(Note {
+                line: log_flags_line,
+                warning: false,
+                text: format!(
+                    "log_flags {f:#04x}: no VERBOSE or ROUTING, so no dumps (dump_files_dir), as OpenSM"
+                ),
+            });
+        }
+    }
+    if let Some((line, p)) = partitions {
+        if exists(&p) {
+            s.partitions = Some(p);
+        } else {
+            notes.push(Note {
+                line,
+                warning: false,
+                text: format!(
+                    "partition_config_file {}: not there; the default partition only, as OpenSM",
+                    p.display()
+                ),
+            });
+        }
+    }
+    if s.qos == Some(true) {
+        s.qos_config = Some(file.to_path_buf());
+        if let Some((line, p)) = qos_policy {
+            if exists(&p) {
+                s.qos_policy = Some(p);
+            } else {
+                notes.push(Note {
+                    line,
+                    warning: false,
+                    text: format!("qos_policy_file {}: not there; no QoS policy", p.display()),
+                });
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        notes.push(Note {
+            line: 0,
+            warning: false,
+            text: format!(
+                "{} option(s) not applied (OpenSM's, with no ibkit setting): {}",
+                skipped.len(),
+                skipped.join(" ")
+            ),
+        });
+    }
+    Ok(OpensmConf { settings: s, notes })
+}
+
+/// A number as C's `strtoul` with base 0 reads it, the whole value:
+/// `0x` hex, a leading `0` octal, else decimal.
+fn c_number(v: &str) -> Option<u64> {
+    if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else if v.len() > 1 && v.starts_with('0') {
+        u64::from_str_radix(&v[1..], 8).ok()
+    } else {
+        v.parse().ok()
+    }
+}
+
+/// Reads and parses the `opensm.conf` at `path` (bounded in size).
+pub fn read_opensm_conf(path: &Path) -> Result<OpensmConf, crate::SmdError> {
+    let bad = |why: String| crate::SmdError::Config(format!("{}: {why}", path.display()));
+    let text = crate::read_bounded(path).map_err(bad)?;
+    parse_opensm_conf(&text, path, &|p: &Path| p.is_file()).map_err(|e| bad(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<OpensmConf, ConfigError> {
+        parse_opensm_conf(text, Path::new("/etc/opensm/opensm.conf"), &|p: &Path| {
+            p.starts_with("/there")
+        })
+    }
+
+    #[test]
+    fn what_ibkit_applies_is_read_with_opensms_syntax() {
+        let c = parse(
+            "# a site's file\nguid 0x0002c90300001234\nsm_priority 7\nsm_key 0x2a\nsa_key 42\n\
+             lmc 2\nlmc_esp0 TRUE\nreassign_lids FALSE\nsweep_interval 30\n\
+             sminfo_polling_timeout 2000\ntransaction_timeout 0310\ntransaction_retries 5\n\
+             routing_engine dfsssp,ftree,updn\npartition_config_file /there/p.conf\n\
+             qos TRUE\nqos_policy_file /there/q.conf\nqos_max_vls 8\nlog_file /var/log/sm.log\n\
+             log_flags 0x03\ndump_files_dir /var/log/\nsa_db_file (null)\nsm_assigned_guid 0x07\n",
+        )
+        .unwrap();
+        let s = &c.settings;
+        assert_eq!(s.guid, Some(0x0002_c903_0000_1234));
+        assert_eq!(
+            (s.priority, s.sm_key, s.sa_key),
+            (Some(7), Some(42), Some(42))
+        );
+        assert_eq!(
+            (s.lmc, s.lmc_esp0, s.reassign_lids),
+            (Some(2), Some(true), Some(false))
+        );
+        assert_eq!((s.sweep_ms, s.poll_ms), (Some(30_000), Some(2000)));
+        assert_eq!(
+            (s.timeout_ms, s.retries),
+            (Some(200), Some(5)),
+            "0310 is octal"
+        );
+        assert_eq!(s.routing, Some(Engine::FatTree));
+        assert_eq!(s.partitions.as_deref(), Some(Path::new("/there/p.conf")));
+        assert_eq!(s.qos, Some(true));
+        assert_eq!(
+            s.qos_config.as_deref(),
+            Some(Path::new("/etc/opensm/opensm.conf"))
+        );
+        assert_eq!(s.qos_policy.as_deref(), Some(Path::new("/there/q.conf")));
+        assert_eq!(s.log_file.as_deref(), Some(Path::new("/var/log/sm.log")));
+        assert_eq!(s.log_level.as_deref(), Some("info"));
+        assert_eq!(s.dump_dir, None, "0x03 has neither VERBOSE nor ROUTING");
+        assert_eq!(s.sa_db_file, None);
+        assert_eq!(s.sm_assigned_guid, Some(7));
+        let warned: Vec<&str> = c
+            .notes
+            .iter()
+            .filter(|n| n.warning)
+            .map(|n| n.text.as_str())
+            .collect();
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(warned[0].contains("dfsssp"), "{warned:?}");
+    }
+
+    #[test]
+    fn octal_and_hex_are_read_as_strtoul_reads_them() {
+        assert_eq!(c_number("010"), Some(8));
+        assert_eq!(c_number("0x10"), Some(16));
+        assert_eq!(c_number("10"), Some(10));
+        assert_eq!(c_number("0"), Some(0));
+        assert_eq!(c_number("09"), None);
+        assert_eq!(c_number("ten"), None);
+    }
+
+    #[test]
+    fn files_that_are_not_there_are_noted_and_left_out() {
+        let c = parse(
+            "partition_config_file /etc/opensm/partitions.conf\nqos FALSE\n\
+             qos_policy_file /there/q.conf\nlog_flags 0x07\ndump_files_dir /var/log/\n",
+        )
+        .unwrap();
+        let s = &c.settings;
+        assert_eq!(s.partitions, None);
+        assert_eq!(
+            (s.qos, s.qos_config.as_ref(), s.qos_policy.as_ref()),
+            (Some(false), None, None)
+        );
+        assert_eq!(
+            s.dump_dir.as_deref(),
+            Some(Path::new("/var/log/")),
+            "VERBOSE: dumps"
+        );
+        assert_eq!(s.log_level.as_deref(), Some("debug"));
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.line == 1 && n.text.contains("default partition only")));
+    }
+
+    #[test]
+    fn what_changes_the_subnet_and_is_not_applied_is_warned() {
+        let c = parse("m_key 0x1234\nsubnet_prefix 0xfe80000000000000\nsweep_on_trap FALSE\nmax_wire_smps 8\n").unwrap();
+        let warned: Vec<(usize, &str)> = (c.notes.iter())
+            .filter(|n| n.warning)
+            .map(|n| (n.line, n.text.as_str()))
+            .collect();
+        assert_eq!(warned.len(), 2, "{warned:?}");
+        assert!(
+            warned[0].0 == 1 && warned[0].1.contains("M_Key"),
+            "{warned:?}"
+        );
+        assert!(
+            warned[1].0 == 3 && warned[1].1.contains("trap"),
+            "{warned:?}"
+        );
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| !n.warning && n.text.contains("max_wire_smps")));
+    }
+
+    #[test]
+    fn a_bad_value_ibkit_applies_is_refused_with_its_place() {
+        for (text, line, column, why) in [
+            ("sm_priority 16\n", 1, 13, "not 0-15"),
+            ("\n  lmc eight\n", 2, 7, "not a number"),
+            ("lmc_esp0 yes\n", 1, 10, "TRUE or FALSE"),
+            ("sweep_interval 0x\n", 1, 16, "not a number"),
+            ("transaction_timeout 5\n", 1, 21, "not 10-10000"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");
+            assert!(e.reason.contains(why), "{text:?}: {e}");
+        }
+        // Unknown options and values ibkit does not apply are no error.
+        assert!(parse("no_such_option 1\nmax_wire_smps lots\n").is_ok());
+    }
+}
