@@ -619,3 +619,59 @@ fn opensms_own_configuration_file_is_read_and_applied() {
     assert_eq!(code, 2, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A running SM given OpenSM's opensm.conf reads it again on SIGHUP: the
+/// new `sm_priority` is what `sminfo` reads, and a broken file keeps it.
+#[test]
+fn a_running_sm_reads_its_opensm_conf_again_on_sighup() {
+    if !peers_here("opensm.conf sighup") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-osmhup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some(conf) = opensm_default_conf(&dir, "opensm.conf sighup") else {
+        return;
+    };
+    let log = dir.join("sm.log");
+    let defaults = with_option(
+        &std::fs::read_to_string(&conf).unwrap(),
+        "log_file",
+        log.to_str().unwrap(),
+    );
+    std::fs::write(&conf, with_option(&defaults, "sm_priority", "3")).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let sm = served
+        .client(exe.as_os_str())
+        .args(["sm", "--transport", "ibsim", "--opensm-config"])
+        .arg(&conf)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wait = Duration::from_secs(20);
+    wait_in(&log, "SUBNET UP", wait);
+    let viewer = &hosts()[2].0;
+    assert_eq!(sminfo_priority(&served, viewer), 3);
+    let signal = |sig: &str| {
+        let st = Command::new("kill")
+            .args([sig, &sm.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill {sig}");
+    };
+    std::fs::write(&conf, with_option(&defaults, "sm_priority", "9")).unwrap();
+    signal("-HUP");
+    wait_in(&log, "priority 3 -> 9", wait);
+    assert_eq!(sminfo_priority(&served, viewer), 9);
+    std::fs::write(&conf, with_option(&defaults, "sm_priority", "nine")).unwrap();
+    signal("-HUP");
+    wait_in(&log, "the settings in force are kept", wait);
+    assert_eq!(sminfo_priority(&served, viewer), 9);
+    signal("-TERM");
+    let out = sm.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
