@@ -418,6 +418,7 @@ fn a_heavy_sweep_finds_what_no_trap_says_and_sets_only_that_again() {
     let lid_a = port_info(&mut f, a, 1).lid;
     let lid_sw = port_info(&mut f, sw, 0).lid;
     let sm_lid = port_info(&mut f, b, 1).master_sm_lid;
+    let (lid_b, lid_c) = (port_info(&mut f, b, 1).lid, port_info(&mut f, c, 1).lid);
     assert!(lid_a.0 != 0 && lid_sw.0 != 0 && sm_lid.0 != 0);
     port_info(&mut f, a, 1).lid = Lid(0);
     port_info(&mut f, b, 1).master_sm_lid = Lid(0x77);
@@ -440,6 +441,7 @@ fn a_heavy_sweep_finds_what_no_trap_says_and_sets_only_that_again() {
     assert_eq!(sm.stats().sweeps, sweeps + 1);
     assert_eq!(spoiled(&mut f), [true; 4], "a light sweep finds none of it");
 
+    while sm.poll_event().is_some() {}
     let before = sm.stats().sent();
     let total = sm.stats().total();
     sm.request_heavy_sweep(f.now_ns() / MS);
@@ -449,6 +451,25 @@ fn a_heavy_sweep_finds_what_no_trap_says_and_sets_only_that_again() {
         [false; 4],
         "the heavy sweep puts each right"
     );
+    // Each is said, by its node's GUID, with what it held.
+    let mut said: Vec<(u64, u8, Lid)> = std::iter::from_fn(|| sm.poll_event())
+        .filter_map(|e| match e {
+            smi::sm::SmEvent::PortNotAsSet {
+                guid, port, found, ..
+            } => Some((guid.0, port, found.0)),
+            _ => None,
+        })
+        .collect();
+    said.sort();
+    let guid = |i: usize| f.topo.nodes[i].guid;
+    let mut want = vec![
+        (guid(a), 1, Lid(0)),
+        (guid(b), 1, lid_b),
+        (guid(c), 1, lid_c),
+        (guid(sw), 0, Lid(0x200)),
+    ];
+    want.sort();
+    assert_eq!(said, want);
     assert_eq!(port_info(&mut f, a, 1).lid, lid_a);
     assert_eq!(port_info(&mut f, sw, 0).lid, lid_sw);
     assert_eq!(port_info(&mut f, b, 1).master_sm_lid, sm_lid);
@@ -481,6 +502,11 @@ fn a_heavy_sweep_finds_what_no_trap_says_and_sets_only_that_again() {
     sm.request_heavy_sweep(f.now_ns() / MS);
     assert!(f.run(&mut sm));
     assert_eq!(sets_since(&sm, &before), (0, 0));
+    assert!(
+        !std::iter::from_fn(|| sm.poll_event())
+            .any(|e| matches!(e, smi::sm::SmEvent::PortNotAsSet { .. })),
+        "nothing to say"
+    );
     let ports: usize = (0..f.nodes.len())
         .map(|i| match f.topo.nodes[i].kind {
             NodeType::Switch => 1 + usize::from(f.topo.nodes[i].ports),

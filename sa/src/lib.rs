@@ -635,7 +635,8 @@ impl Sa {
             | SmEvent::LidsChanged { .. }
             | SmEvent::SmStateChanged { .. }
             | SmEvent::HandingOver { .. }
-            | SmEvent::HandoverImpossible => {}
+            | SmEvent::HandoverImpossible
+            | SmEvent::PortNotAsSet { .. } => {}
         }
     }
 

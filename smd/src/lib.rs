@@ -1171,6 +1171,23 @@ fn log_event(e: &SmEvent) {
             tracing::info!("Handing over to SM {:#018x} before stopping", to.0)
         }
         SmEvent::HandoverImpossible => tracing::info!("no SM in STANDBY to hand over to"),
+        SmEvent::PortNotAsSet {
+            guid,
+            port,
+            found,
+            want,
+            ..
+        } => tracing::warn!(
+            "heavy sweep: node {:#018x} port {port} held LID {} LMC {} SM LID {} {:?}, not LID {} LMC {} SM LID {} Active as set; setting it again",
+            guid.0,
+            found.0 .0,
+            found.1,
+            found.2 .0,
+            found.3,
+            want.0 .0,
+            want.1,
+            want.2 .0
+        ),
         SmEvent::SmStateChanged { state, master } => {
             let words = smi::sm::election::state_name(*state);
             match master {

@@ -63,6 +63,20 @@ pub enum SmEvent {
     },
     /// A master about to stop found no standby to hand over to.
     HandoverImpossible,
+    /// A heavy sweep found an end port that no longer holds what the SM
+    /// set ([`Sm::request_heavy_sweep`]); it is set again.
+    PortNotAsSet {
+        /// Its node's index in [`Sm::nodes`].
+        node: usize,
+        /// Its node GUID.
+        guid: Guid,
+        /// The port (a switch's 0, a CA's own).
+        port: u8,
+        /// The LID, LMC, master SM LID and state it held.
+        found: (Lid, u8, Lid, PortState),
+        /// The LID, LMC and master SM LID the SM gave it (and Active).
+        want: (Lid, u8, Lid),
+    },
 }
 
 impl Sm {

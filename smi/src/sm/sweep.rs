@@ -236,15 +236,24 @@ impl Sm {
             return;
         }
         let lmc = self.db.lmc_of(node);
+        let want_lid = n.lid;
         let wrong = pi.lid.0 != n.lid
             || pi.lmc != lmc
             || pi.master_sm_lid != sm_lid
             || (pi.port_state != PortState::Active && !(n.is_switch() && port == 0));
         if wrong {
+            let guid = n.info.node_guid;
             if let Some(mut n) = self.db.node_mut(node) {
                 n.fresh = true;
             }
             self.changed = true;
+            self.emit(SmEvent::PortNotAsSet {
+                node,
+                guid,
+                port,
+                found: (pi.lid, pi.lmc, pi.master_sm_lid, pi.port_state),
+                want: (Lid(want_lid), lmc, sm_lid),
+            });
         }
     }
 
