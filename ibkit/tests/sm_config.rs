@@ -104,6 +104,30 @@ fn wait_in(file: &Path, marker: &str, wait: Duration) {
     }
 }
 
+/// Sends signal `sig` (`-HUP`, `-TERM`) to process `pid`.
+fn kill(sig: &str, pid: u32) {
+    let st = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+/// `ibkit sm` kept running on `served` with `file` given by `flag`
+/// (`--config` or `--opensm-config`); its log goes where the file says.
+fn running_sm(served: &Served, flag: &str, file: &Path) -> std::process::Child {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    served
+        .client(exe.as_os_str())
+        .args(["sm", "--transport", "ibsim", flag])
+        .arg(file)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// The master as `sminfo` (infiniband-diags) from `host` reads it: its
 /// port GUID and priority.
 fn sminfo(sim: &dyn Simulator, host: &str) -> (u64, u8) {
@@ -152,15 +176,7 @@ fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
         "log_file = \"sm.log\"\ndump_dir = \"dump\"\ncache_dir = \"cache\"\nsweep_ms = 300\n";
     std::fs::write(&f, format!("priority = 3\n{common}")).unwrap();
     let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
-    let sm = served
-        .client(exe.as_os_str())
-        .args(["sm", "--transport", "ibsim", "--config"])
-        .arg(&f)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let sm = running_sm(&served, "--config", &f);
     let log = dir.join("sm.log");
     let wait = Duration::from_secs(20);
     wait_in(&log, "SUBNET UP", wait);
@@ -179,13 +195,7 @@ fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
 
     // A new priority and log level, read on SIGHUP.
     std::fs::write(&f, format!("priority = 9\nlog_level = \"debug\"\n{common}")).unwrap();
-    let signal = |sig: &str| {
-        let st = Command::new("kill")
-            .args([sig, &sm.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "kill {sig}");
-    };
+    let signal = |sig: &str| kill(sig, sm.id());
     signal("-HUP");
     wait_in(&log, "priority 3 -> 9", wait);
     wait_in(&log, "configuration re-read", wait);
@@ -257,13 +267,6 @@ fn a_standby_raised_above_its_master_on_sighup_takes_the_subnet() {
     // tells it so (trap 144) and is handed the subnet.
     std::fs::write(&f, "priority = 10\nlog_file = \"standby.log\"\n").unwrap();
     let t = Instant::now();
-    let kill = |sig: &str, pid: u32| {
-        let st = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "kill {sig} {pid}");
-    };
     kill("-HUP", standby.id());
     wait_in(&standby_log, "Entering MASTER state", wait);
     wait_in(&master_log, "Handing over", wait);
@@ -642,26 +645,12 @@ fn a_running_sm_reads_its_opensm_conf_again_on_sighup() {
     std::fs::write(&conf, with_option(&defaults, "sm_priority", "3")).unwrap();
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
-    let sm = served
-        .client(exe.as_os_str())
-        .args(["sm", "--transport", "ibsim", "--opensm-config"])
-        .arg(&conf)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let sm = running_sm(&served, "--opensm-config", &conf);
     let wait = Duration::from_secs(20);
     wait_in(&log, "SUBNET UP", wait);
     let viewer = &hosts()[2].0;
     assert_eq!(sminfo_priority(&served, viewer), 3);
-    let signal = |sig: &str| {
-        let st = Command::new("kill")
-            .args([sig, &sm.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "kill {sig}");
-    };
+    let signal = |sig: &str| kill(sig, sm.id());
     std::fs::write(&conf, with_option(&defaults, "sm_priority", "9")).unwrap();
     signal("-HUP");
     wait_in(&log, "priority 3 -> 9", wait);
