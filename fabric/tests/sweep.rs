@@ -522,3 +522,31 @@ fn a_heavy_sweep_finds_what_no_trap_says_and_sets_only_that_again() {
         "a Get(PortInfo) of every port (a switch's 0 included) and a Get(SwitchInfo) of every switch"
     );
 }
+
+/// With `force_heavy_sweep` (OpenSM's option of that name) every periodic
+/// sweep is a heavy one: a CA's LID cleared without a trap is given back
+/// by the timer alone; with light periodic sweeps it stays cleared.
+#[test]
+fn force_heavy_sweep_makes_the_periodic_sweep_find_what_no_trap_says() {
+    for heavy in [false, true] {
+        let (mut f, mut sm) = up(
+            "mport-ntree:4:2",
+            SmConfig {
+                sweep_interval_ms: Some(500),
+                force_heavy_sweep: heavy,
+                ..SmConfig::default()
+            },
+        );
+        let a = (0..f.nodes.len())
+            .find(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
+            .unwrap();
+        let lid = port_info(&mut f, a, 1).lid;
+        port_info(&mut f, a, 1).lid = Lid(0);
+        let sweeps = sm.stats().sweeps;
+        let t = f.now_ns();
+        assert!(f.run_until(&mut sm, t + 1_200 * MS));
+        assert!(sm.stats().sweeps >= sweeps + 2, "the timer swept");
+        let now = port_info(&mut f, a, 1).lid;
+        assert_eq!(now, if heavy { lid } else { Lid(0) }, "heavy: {heavy}");
+    }
+}

@@ -7,6 +7,7 @@
 //! sa_key = "0x1"            # the SA's: a requester presenting it is trusted (OpenSM's sa_key)
 //! poll_ms = 500             # a standby's polls of its master
 //! sweep_ms = 10000          # light sweeps
+//! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
 //! routing = "ftree"         # minhop, updn, ftree
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
@@ -30,7 +31,7 @@
 //! Every key is optional; a flag given on the command line wins over the
 //! file. An unknown key, a value of the wrong type or out of range is an
 //! error naming the key and its line, before the fabric is touched. SIGHUP
-//! reads the file again: priority, the intervals, the log level and the
+//! reads the file again: priority, the intervals, force_heavy_sweep, the log level and the
 //! partition and QoS files change at once, the rest at the next start.
 
 use serde::Deserialize;
@@ -72,6 +73,7 @@ struct Raw {
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
     lmc_esp0: Option<bool>,
+    force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
 }
@@ -123,6 +125,8 @@ pub struct SmFile {
     pub lmc: Option<u8>,
     /// Enhanced switch ports 0 take the LMC too (OpenSM's `lmc_esp0`).
     pub lmc_esp0: Option<bool>,
+    /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
+    pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
     pub guid: Option<u64>,
     /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
@@ -266,6 +270,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
         lmc_esp0: raw.lmc_esp0,
+        force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
             .map(|v| v as u8),
@@ -294,6 +299,7 @@ mod tests {
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
+                    force_heavy_sweep = true\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -313,6 +319,7 @@ mod tests {
         assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(f.lmc, Some(2));
         assert_eq!(f.lmc_esp0, Some(true));
+        assert_eq!(f.force_heavy_sweep, Some(true));
         assert_eq!(f.guid, Some(0x0002_c903_0000_1235));
         assert_eq!(
             f.sa_db_file,

@@ -79,6 +79,8 @@ pub struct SmdConfig {
     pub retries: u32,
     /// Milliseconds between light sweeps (without `once`).
     pub sweep_ms: u64,
+    /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
+    pub force_heavy_sweep: bool,
     /// How long opening the port may take: libumad2sim waits for its
     /// simulator without a word, and a wedged kernel driver may too.
     pub open_wait: Duration,
@@ -179,6 +181,7 @@ impl Default for SmdConfig {
             timeout_ms: 200,
             retries: 3,
             sweep_ms: 10_000,
+            force_heavy_sweep: false,
             open_wait: Duration::from_secs(20),
             pcap: None,
             partitions: None,
@@ -547,6 +550,7 @@ fn drive(
         timeout_ms: c.timeout_ms,
         retries: c.retries,
         sweep_interval_ms: (!c.once).then_some(c.sweep_ms),
+        force_heavy_sweep: c.force_heavy_sweep,
         priority: c.priority,
         sm_key: c.sm_key,
         poll_ms: c.poll_ms,
@@ -1033,6 +1037,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         tracing::info!("poll every {poll_ms} ms, sweep every {sweep_ms:?} ms");
     }
     sm.set_intervals(poll_ms, sweep_ms);
+    let heavy = g.force_heavy_sweep.or(f.force_heavy_sweep).unwrap_or(false);
+    if heavy != c.force_heavy_sweep {
+        tracing::info!("force_heavy_sweep {heavy}");
+    }
+    sm.set_force_heavy_sweep(heavy);
     if let (Some(level), Some(set)) = (
         g.log_level.as_ref().or(f.log_level.as_ref()),
         &rc.set_log_level,

@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `guid` (0: not set) | the port to run on |
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
-//! | `lmc`, `lmc_esp0`, `reassign_lids` | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: once a day, ibkit's longest) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
@@ -88,11 +88,6 @@ const WARN_UNLESS: &[(&str, &str, &str)] = &[
     ),
     ("sm_inactive", "FALSE", "ibkit's SM is active"),
     ("disable_multicast", "FALSE", "ibkit's SA serves multicast"),
-    (
-        "force_heavy_sweep",
-        "FALSE",
-        "ibkit's periodic sweeps are light (SIGHUP starts a heavy one)",
-    ),
     ("sweep_on_trap", "TRUE", "ibkit sweeps on every trap 128"),
     (
         "congestion_control",
@@ -155,6 +150,7 @@ pub fn parse_opensm_conf(
             "lmc" => s.lmc = Some(ranged(0, 7)? as u8),
             "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
+            "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
             "sweep_interval" => {
                 let secs = ranged(0, 86_400)?;
                 if secs == 0 {
@@ -325,7 +321,7 @@ mod tests {
     fn what_ibkit_applies_is_read_with_opensms_syntax() {
         let c = parse(
             "# a site's file\nguid 0x0002c90300001234\nsm_priority 7\nsm_key 0x2a\nsa_key 42\n\
-             lmc 2\nlmc_esp0 TRUE\nreassign_lids FALSE\nsweep_interval 30\n\
+             lmc 2\nlmc_esp0 TRUE\nreassign_lids FALSE\nforce_heavy_sweep TRUE\nsweep_interval 30\n\
              sminfo_polling_timeout 2000\ntransaction_timeout 0310\ntransaction_retries 5\n\
              routing_engine dfsssp,ftree,updn\npartition_config_file /there/p.conf\n\
              qos TRUE\nqos_policy_file /there/q.conf\nqos_max_vls 8\nlog_file /var/log/sm.log\n\
@@ -342,6 +338,7 @@ mod tests {
             (s.lmc, s.lmc_esp0, s.reassign_lids),
             (Some(2), Some(true), Some(false))
         );
+        assert_eq!(s.force_heavy_sweep, Some(true));
         assert_eq!((s.sweep_ms, s.poll_ms), (Some(30_000), Some(2000)));
         assert_eq!(
             (s.timeout_ms, s.retries),

@@ -59,7 +59,7 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, poll_ms,
-    /// sweep_ms, routing, partitions, qos, qos_config, qos_policy,
+    /// sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, reassign_lids; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -242,6 +242,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
+            force_heavy_sweep: file.force_heavy_sweep == Some(true),
             reconfig: a
                 .config
                 .clone()
@@ -305,6 +306,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         reassign_lids: a.reassign_lids.then_some(true),
         lmc: a.lmc,
         lmc_esp0: a.lmc_esp0.then_some(true),
+        force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,
     }

@@ -23,6 +23,9 @@ pub struct SmConfig {
     /// Milliseconds between light sweeps once the subnet is up (`None`:
     /// sweep only when a trap arrives).
     pub sweep_interval_ms: Option<u64>,
+    /// Every periodic sweep a heavy one ([`Sm::request_heavy_sweep`]), as
+    /// OpenSM's `force_heavy_sweep`.
+    pub force_heavy_sweep: bool,
     /// Static reconfiguration: when a change is assimilated, first take
     /// every CA port's link down so it retrains to Init (no data traffic),
     /// then send the tables, then bring the ports back to Active.
@@ -170,6 +173,7 @@ impl Default for SmConfig {
             routing: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
             sweep_interval_ms: None,
+            force_heavy_sweep: false,
             static_reconfig: false,
             rounds: 8,
             priority: 0,

@@ -285,6 +285,12 @@ impl Sm {
         self.cfg.sweep_interval_ms = sweep_ms.map(|s| s.max(1));
     }
 
+    /// Makes every periodic sweep from now on a heavy one, or a light one
+    /// ([`SmConfig::force_heavy_sweep`]).
+    pub fn set_force_heavy_sweep(&mut self, heavy: bool) {
+        self.cfg.force_heavy_sweep = heavy;
+    }
+
     /// LIDs to give the VFs of hypervisors at the next bring-up under the
     /// prepopulated policy, by (PF port GUID, VF from 1), where no port
     /// holds them: with `guid2lid`'s LIDs for the PFs and the VMs, a

@@ -326,6 +326,7 @@ impl Sm {
             && self.is_idle()
             && self.next_sweep.is_some_and(|t| t <= now_ms)
         {
+            self.heavy_pending |= self.cfg.force_heavy_sweep;
             self.start_sweep(now_ms);
         }
         self.poll_master(now_ms);
