@@ -1081,14 +1081,7 @@ fn a_subscriber_hears_the_trap_ibportstate_causes() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // The changed host's LID, as ibaddr tells it.
-    let out = sim.client_on("ibaddr", changed).arg("-L").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let lid: u16 = text
-        .split_whitespace()
-        .skip_while(|w| *w != "start")
-        .nth(1)
-        .and_then(|h| u16::from_str_radix(h.trim_start_matches("0x"), 16).ok())
-        .unwrap_or_else(|| panic!("ibaddr: {text}"));
+    let lid = common::own_lid(&sim, changed).expect("ibaddr: a LID");
     let out = sim
         .client_on("ibportstate", tool)
         .args([&lid.to_string(), "1", "width", "1"])

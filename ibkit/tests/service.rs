@@ -4,9 +4,11 @@
 //! SIGTERM stops), checked on ibkit's served fabric.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-use tests::peers::{Served, Simulator};
+use tests::peers::Served;
+
+mod common;
 
 /// A file of `dist/`.
 fn dist(name: &str) -> PathBuf {
@@ -25,41 +27,17 @@ fn scratch(test: &str) -> PathBuf {
 
 /// Waits until `file` holds `marker`, at most 20 s; what it holds then.
 fn wait_in(file: &Path, marker: &str) -> String {
-    let t = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if text.contains(marker) {
-            return text;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{} never said {marker:?}; it holds:\n{text}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_in(file, marker, Duration::from_secs(20))
 }
 
 fn signal(sig: &str, child: &Child) {
-    let st = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success(), "kill {sig}");
+    common::kill(sig, child.id());
 }
 
 /// `ibkit sm` on the served fabric, kept running, its stderr piped.
 fn start_sm(served: &Served, args: &[&str]) -> Child {
-    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    served
-        .client(exe.as_os_str())
-        .args(["sm", "--transport", "ibsim"])
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    common::running_sm(served, &args)
 }
 
 /// What logrotate does without copytruncate: the log moved away, then

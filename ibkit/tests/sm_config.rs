@@ -9,6 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tests::peers::{Served, Simulator};
 
+mod common;
+use common::{kill, running_sm, wait_in};
+
 fn ibkit(args: &[&str], socket: Option<&str>) -> (i32, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ibkit"));
     c.args(args).env_remove("IBSIM_SOCKNAME");
@@ -87,47 +90,6 @@ fn the_file_applies_and_a_flag_wins() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Waits until `file` holds `marker`, at most `wait`.
-fn wait_in(file: &Path, marker: &str, wait: Duration) {
-    let t = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if text.contains(marker) {
-            return;
-        }
-        assert!(
-            t.elapsed() < wait,
-            "{} never said {marker:?}; it holds:\n{text}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Sends signal `sig` (`-HUP`, `-TERM`) to process `pid`.
-fn kill(sig: &str, pid: u32) {
-    let st = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success(), "kill {sig} {pid}");
-}
-
-/// `ibkit sm` kept running on `served` with `file` given by `flag`
-/// (`--config` or `--opensm-config`); its log goes where the file says.
-fn running_sm(served: &Served, flag: &str, file: &Path) -> std::process::Child {
-    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    served
-        .client(exe.as_os_str())
-        .args(["sm", "--transport", "ibsim", flag])
-        .arg(file)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 /// The master as `sminfo` (infiniband-diags) from `host` reads it: its
 /// port GUID and priority.
 fn sminfo(sim: &dyn Simulator, host: &str) -> (u64, u8) {
@@ -176,7 +138,7 @@ fn a_running_sm_logs_to_its_file_dumps_and_reads_its_file_again_on_sighup() {
         "log_file = \"sm.log\"\ndump_dir = \"dump\"\ncache_dir = \"cache\"\nsweep_ms = 300\n";
     std::fs::write(&f, format!("priority = 3\n{common}")).unwrap();
     let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
-    let sm = running_sm(&served, "--config", &f);
+    let sm = running_sm(&served, &["--config".as_ref(), f.as_os_str()]);
     let log = dir.join("sm.log");
     let wait = Duration::from_secs(20);
     wait_in(&log, "SUBNET UP", wait);
@@ -645,7 +607,7 @@ fn a_running_sm_reads_its_opensm_conf_again_on_sighup() {
     std::fs::write(&conf, with_option(&defaults, "sm_priority", "3")).unwrap();
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
-    let sm = running_sm(&served, "--opensm-config", &conf);
+    let sm = running_sm(&served, &["--opensm-config".as_ref(), conf.as_os_str()]);
     let wait = Duration::from_secs(20);
     wait_in(&log, "SUBNET UP", wait);
     let viewer = &hosts()[2].0;

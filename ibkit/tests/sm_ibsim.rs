@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use tests::peers::{missing_tools, run_opensm, Ibsim, Served, Simulator};
 
 mod common;
-use common::{cabled, check_ibroute, discovered, lft, skip};
+use common::{cabled, check_ibroute, discovered, lft, own_lid, skip, smp_field};
 use std::path::Path;
 
 fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
@@ -187,24 +187,6 @@ fn the_sm_runs_on_the_port_its_guid_names() {
     assert_eq!(both.status.code(), Some(2));
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The LID of `host`'s port as `ibaddr -L` there reads it (its own
-/// PortInfo; `LID start N end M`, in decimal).
-fn own_lid(sim: &dyn Simulator, host: &str) -> Option<u16> {
-    let out = sim
-        .client_at("ibaddr".as_ref(), host)
-        .arg("-L")
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
-        .skip_while(|w| *w != "start")
-        .nth(1)
-        .and_then(|h| match h.strip_prefix("0x") {
-            Some(x) => u16::from_str_radix(x, 16).ok(),
-            None => h.parse().ok(),
-        })
 }
 
 /// On `sim`, with its SM `sm` up: `ibportstate` from `tool` moves
@@ -398,15 +380,8 @@ fn opensm_and_ibkit_apply_the_same_opensm_conf() {
                 .unwrap();
             let pi = String::from_utf8_lossy(&out.stdout);
             let field = |name: &str| -> u64 {
-                let l = pi
-                    .lines()
-                    .find(|l| l.starts_with(name))
-                    .unwrap_or_else(|| panic!("{pi}"));
-                l.trim_start_matches(|c: char| c != '.')
-                    .trim_start_matches('.')
-                    .trim()
-                    .parse()
-                    .unwrap()
+                let v = smp_field(&pi, name).unwrap_or_else(|| panic!("{name}: {pi}"));
+                v.parse().unwrap_or_else(|_| panic!("{name} {v:?}"))
             };
             assert_eq!(field("LMC:"), 1, "{who}: {h}\n{pi}");
             assert_eq!(field("Lid:") % 2, 0, "{who}: {h}: an aligned LID\n{pi}");

@@ -246,33 +246,28 @@ pub fn parse_opensm_conf(
             });
         }
     }
-    if let Some((line, p)) = partitions {
+    // A file the configuration names is taken only where it is there;
+    // else, as OpenSM, the SM goes on without it, and says so.
+    let mut present = |named: Option<(usize, PathBuf)>, key: &str, without: &str| {
+        let (line, p) = named?;
         if exists(&p) {
-            s.partitions = Some(p);
-        } else {
-            notes.push(Note {
-                line,
-                warning: false,
-                text: format!(
-                    "partition_config_file {}: not there; the default partition only, as OpenSM",
-                    p.display()
-                ),
-            });
+            return Some(p);
         }
-    }
+        notes.push(Note {
+            line,
+            warning: false,
+            text: format!("{key} {}: not there; {without}", p.display()),
+        });
+        None
+    };
+    s.partitions = present(
+        partitions,
+        "partition_config_file",
+        "the default partition only, as OpenSM",
+    );
     if s.qos == Some(true) {
         s.qos_config = Some(file.to_path_buf());
-        if let Some((line, p)) = qos_policy {
-            if exists(&p) {
-                s.qos_policy = Some(p);
-            } else {
-                notes.push(Note {
-                    line,
-                    warning: false,
-                    text: format!("qos_policy_file {}: not there; no QoS policy", p.display()),
-                });
-            }
-        }
+        s.qos_policy = present(qos_policy, "qos_policy_file", "no QoS policy");
     }
     if !skipped.is_empty() {
         notes.push(Note {

@@ -149,3 +149,62 @@ pub fn simulator_and_sm(
     };
     (sim, sm)
 }
+
+/// Waits until `file` holds `marker`, at most `wait`; what it holds then.
+pub fn wait_in(file: &std::path::Path, marker: &str, wait: std::time::Duration) -> String {
+    let t = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.contains(marker) {
+            return text;
+        }
+        assert!(
+            t.elapsed() < wait,
+            "{} never said {marker:?}; it holds:\n{text}",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends signal `sig` (`-HUP`, `-USR1`, `-TERM`) to process `pid`.
+pub fn kill(sig: &str, pid: u32) {
+    let st = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+/// `ibkit sm --transport ibsim ARGS` kept running on `served`, its
+/// standard error piped (its log, where no file takes it).
+pub fn running_sm(served: &tests::peers::Served, args: &[&std::ffi::OsStr]) -> std::process::Child {
+    use tests::peers::Simulator;
+    served
+        .client(env!("CARGO_BIN_EXE_ibkit").as_ref())
+        .args(["sm", "--transport", "ibsim"])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The LID of `host`'s port as `ibaddr -L` there reads it (its own
+/// PortInfo; `LID start N end M`, in decimal).
+pub fn own_lid(sim: &dyn tests::peers::Simulator, host: &str) -> Option<u16> {
+    let out = sim
+        .client_at("ibaddr".as_ref(), host)
+        .arg("-L")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "start")
+        .nth(1)
+        .and_then(|h| match h.strip_prefix("0x") {
+            Some(x) => u16::from_str_radix(x, 16).ok(),
+            None => h.parse().ok(),
+        })
+}
