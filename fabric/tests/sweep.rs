@@ -550,3 +550,28 @@ fn force_heavy_sweep_makes_the_periodic_sweep_find_what_no_trap_says() {
         assert_eq!(now, if heavy { lid } else { Lid(0) }, "heavy: {heavy}");
     }
 }
+
+/// The README's figure at its scale: on a healthy fat-tree-324 (36
+/// switches of 36 ports, 324 CAs) a heavy sweep is 36 Get(SwitchInfo) and
+/// 1,656 Get(PortInfo) (every switch port, every switch's port 0, every
+/// CA's port), and nothing else.
+#[test]
+fn a_heavy_sweep_of_healthy_fat_tree_324_reads_every_port_and_writes_nothing() {
+    let (mut f, mut sm) = up("fat-tree-324", SmConfig::default());
+    let before = sm.stats().sent();
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    let get: u8 = Method::Get.into();
+    let mut sent = std::collections::BTreeMap::new();
+    for (k, c) in sm.stats().sent() {
+        let d = c - before.get(&k).copied().unwrap_or(0);
+        if d > 0 {
+            sent.insert(k, d);
+        }
+    }
+    let want = std::collections::BTreeMap::from([
+        ((get, AttributeId::SwitchInfo.into()), 36),
+        ((get, AttributeId::PortInfo.into()), 1_656),
+    ]);
+    assert_eq!(sent, want);
+}
