@@ -1006,8 +1006,8 @@ pub fn log_opensm_notes(file: &Path, notes: &[opensm_conf::Note]) {
 
 /// SIGHUP: the configuration file read again (the command line still
 /// winning). What a running SM can change changes now: priority, the
-/// polling and sweep intervals, the log level, the partition and QoS
-/// files; the rest is logged as taking effect at the next start. A
+/// polling and sweep intervals, `force_heavy_sweep`, the log level, the
+/// partition and QoS files; the rest is logged as taking effect at the next start. A
 /// broken file is logged and changes nothing.
 fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
     let read = if rc.opensm {

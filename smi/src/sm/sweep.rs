@@ -10,7 +10,7 @@
 //! routes recomputed, only the LFT blocks that differ sent, and only ports
 //! in Init or Armed moved on to Active.
 
-use super::{Phase, PortState, Purpose, Request, Sm, SmEvent};
+use super::{NodeId, Phase, PortState, Purpose, Request, Sm, SmEvent};
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -195,16 +195,8 @@ impl Sm {
     /// own port and each switch's port 0 (the switches' other ports are
     /// read after their SwitchInfo).
     fn read_end_ports(&mut self) {
-        let ends: Vec<(usize, u8)> = (self.db.nodes().iter().enumerate())
-            .filter(|(_, n)| n.alive)
-            .map(|(i, n)| {
-                let own = if n.is_switch() {
-                    0
-                } else {
-                    n.info.local_port_num
-                };
-                (i, own)
-            })
+        let ends: Vec<(usize, u8)> = (0..self.db.nodes().len())
+            .filter_map(|i| Some((i, self.own_port(i)?)))
             .collect();
         for (node, port) in ends {
             self.get_node(
@@ -216,6 +208,14 @@ impl Sm {
         }
     }
 
+    /// A live node's own port, as its brief keeps it: a switch's 0, a
+    /// CA's the SM reached.
+    fn own_port(&self, i: usize) -> Option<u8> {
+        (self.db.brief(NodeId(i)))
+            .filter(|b| b.alive)
+            .map(|b| b.own_port)
+    }
+
     /// In a heavy sweep, an end port (a CA's own port, a switch's port 0)
     /// that no longer holds what the SM gave it (its LID, LMC or master
     /// SM LID; or a link that is up but not Active) makes its node fresh:
@@ -223,38 +223,30 @@ impl Sm {
     /// again (and the node's tables), as OpenSM's heavy sweep re-sets a
     /// port whose PortInfo differs from what it wants.
     fn check_end_port(&mut self, node: usize, port: u8, pi: &PortInfo) {
-        let sm_lid = self.sm_lid();
         let Some(n) = self.db.nodes().get(node) else {
             return;
         };
-        let own = if n.is_switch() {
-            0
-        } else {
-            n.info.local_port_num
-        };
-        if port != own || n.lid == 0 {
+        if self.own_port(node) != Some(port) || n.lid == 0 {
             return;
         }
-        let lmc = self.db.lmc_of(node);
-        let want_lid = n.lid;
-        let wrong = pi.lid.0 != n.lid
-            || pi.lmc != lmc
-            || pi.master_sm_lid != sm_lid
-            || (pi.port_state != PortState::Active && !(n.is_switch() && port == 0));
-        if wrong {
-            let guid = n.info.node_guid;
-            if let Some(mut n) = self.db.node_mut(node) {
-                n.fresh = true;
-            }
-            self.changed = true;
-            self.emit(SmEvent::PortNotAsSet {
-                node,
-                guid,
-                port,
-                found: (pi.lid, pi.lmc, pi.master_sm_lid, pi.port_state),
-                want: (Lid(want_lid), lmc, sm_lid),
-            });
+        let (guid, switch) = (n.info.node_guid, n.is_switch());
+        let want = (Lid(n.lid), self.db.lmc_of(node), self.sm_lid());
+        let found = (pi.lid, pi.lmc, pi.master_sm_lid);
+        // A switch's port 0 has no link of its own to be Active.
+        if found == want && (switch || pi.port_state == PortState::Active) {
+            return;
         }
+        if let Some(mut n) = self.db.node_mut(node) {
+            n.fresh = true;
+        }
+        self.changed = true;
+        self.emit(SmEvent::PortNotAsSet {
+            node,
+            guid,
+            port,
+            found: (found.0, found.1, found.2, pi.port_state),
+            want,
+        });
     }
 
     fn unlink(&mut self, a: usize, pa: u8, b: usize, pb: u8) {
