@@ -269,7 +269,8 @@ impl Fabric {
         am: u32,
     ) -> Option<[u8; 64]> {
         let path = mad_core::DrPath::new();
-        let smp = Smp::directed(&path, mad_core::Method::Get, attr, am, 0, mad_core::MKey(0));
+        let key = self.nodes[node].m_key(port);
+        let smp = Smp::directed(&path, mad_core::Method::Get, attr, am, 0, key);
         let now_ms = self.now_ns / 1_000_000;
         let r = self.nodes[node].process(&smp, port, now_ms)?;
         if r.status().0 != 0 {

@@ -91,6 +91,10 @@ impl Fabric {
         let watch = self.watch_set_down(node, smp, port);
         let resp = self.nodes[node].process(smp, port, now_ms);
         self.retrain_if_downed(node, watch);
+        // A trap the SMP raised (a bad M_Key's 256) goes out with the next.
+        if resp.is_none() && self.nodes[node].has_traps() {
+            self.trap_nodes.insert(node);
+        }
         resp
     }
 

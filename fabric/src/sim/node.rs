@@ -75,6 +75,14 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.pf.poll_trap(now_ms),
         }
     }
+    /// Whether the agent has traps raised and not yet repressed.
+    pub(super) fn has_traps(&self) -> bool {
+        match self {
+            SimNode::Switch(s) => !s.pending_traps().is_empty(),
+            SimNode::Ca(c) => !c.pending_traps().is_empty(),
+            SimNode::Hypervisor(h) => !h.pf.pending_traps().is_empty(),
+        }
+    }
     /// The PortState of `port` (a hypervisor's: its PF's), if it exists.
     pub fn port_state(&self, port: u8) -> Option<PortState> {
         let p = usize::from(port);
@@ -120,6 +128,16 @@ impl SimNode {
             }
         }
         self.pkeys(1).map(|(t, _, _)| t)
+    }
+    /// The M_Key guarding `port` (a switch's: its port 0's), which the
+    /// node's own driver need not present: it reads its ports locally, as
+    /// an HCA driver's MADs skip the M_Key check.
+    pub fn m_key(&self, port: u8) -> mad_core::MKey {
+        match self {
+            SimNode::Switch(s) => s.model.m_key(port),
+            SimNode::Ca(c) => c.model.m_key(port),
+            SimNode::Hypervisor(h) => h.pf.model.m_key(port),
+        }
     }
     /// The node's LID (a switch's port 0, a CA's port 1).
     pub fn lid(&self) -> Lid {

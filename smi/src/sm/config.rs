@@ -12,8 +12,20 @@ pub struct SmConfig {
     pub timeout_ms: u64,
     /// Times an SMP is sent again before its target is given up.
     pub retries: u32,
-    /// M_Key put in every SMP.
+    /// M_Key put in every SMP, and written (OpenSM's `m_key`) with
+    /// [`SmConfig::m_key_protect_bits`] and [`SmConfig::m_key_lease_period`]
+    /// to every end port (a CA's port, a switch's port 0) the SM sets.
+    /// 0: no M_Key (IBA 14.2.4: a port whose M_Key is 0 checks nothing).
     pub m_key: MKey,
+    /// M_KeyProtectBits written with the M_Key (0–3, OpenSM's
+    /// `m_key_protection_level`; above 3 is taken as 3). 1: an SMP without
+    /// the key may read (PortInfo's M_Key reads as 0) and may not write;
+    /// 2 and 3: it may do neither. A port refused an SMP raises trap 256.
+    pub m_key_protect_bits: u8,
+    /// M_KeyLeasePeriod in seconds written with the M_Key (OpenSM's
+    /// `m_key_lease_period`; 0: forever): how long a port keeps its
+    /// protection after a refused SMP if no SMP with the key comes.
+    pub m_key_lease_period: u16,
     /// SubnetTimeOut written to every port.
     pub subnet_time_out: u8,
     /// The routing engine.
@@ -169,6 +181,8 @@ impl Default for SmConfig {
             timeout_ms: 200,
             retries: 3,
             m_key: MKey(0),
+            m_key_protect_bits: 0,
+            m_key_lease_period: 0,
             subnet_time_out: 18,
             routing: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,

@@ -76,6 +76,9 @@ pub enum SmEvent {
         found: (Lid, u8, Lid, PortState),
         /// The LID, LMC and master SM LID the SM gave it (and Active).
         want: (Lid, u8, Lid),
+        /// Whether it held the SM's M_Key, protect bits and lease period
+        /// ([`crate::sm::SmConfig::m_key`]).
+        m_key_held: bool,
     },
 }
 

@@ -152,7 +152,7 @@ impl Sm {
             // port's GID (and so every PathRecord's and MCMemberRecord's)
             // is fe80::/64 + its GUID, not ::/64.
             pi.gid_prefix = mad_core::field::GidPrefix(mad_core::Gid::DEFAULT_PREFIX);
-            pi.m_key = self.cfg.m_key;
+            self.stamp_m_key(i, port, &mut pi);
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = PortState::NoChange;
             pi.port_physical_state = PortPhysicalState::NoChange;

@@ -29,7 +29,7 @@ impl Sm {
             pi.port_physical_state = PortPhysicalState::NoChange;
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
-            pi.m_key = self.cfg.m_key;
+            self.stamp_m_key(i, p, &mut pi);
             self.set_node(
                 i,
                 &pi,
@@ -72,7 +72,7 @@ impl Sm {
             if let Some(h) = self.qos_high_limit(i, port) {
                 pi.vl_high_limit = h;
             }
-            pi.m_key = self.cfg.m_key;
+            self.stamp_m_key(i, port, &mut pi);
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = state;
             pi.port_physical_state = PortPhysicalState::NoChange;
@@ -80,5 +80,35 @@ impl Sm {
             pi.link_speed_enabled = LinkSpeed::empty();
             self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
         }
+    }
+
+    /// Writes the SM's M_Key into `pi`, a PortInfo about to be set on
+    /// port `p` of node `i`; on an end port (a CA's port, a switch's port
+    /// 0, whose PortInfo guards the whole switch) its protect bits and
+    /// lease period too, as OpenSM's LID and link managers do. A switch's
+    /// external port keeps the protect bits it was read with.
+    pub(super) fn stamp_m_key(&self, i: usize, p: u8, pi: &mut PortInfo) {
+        pi.m_key = self.cfg.m_key;
+        let end = self
+            .db
+            .nodes()
+            .get(i)
+            .is_some_and(|n| !n.is_switch() || p == 0);
+        if end {
+            pi.m_key_protect_bits = self.cfg.m_key_protect_bits.min(3);
+            pi.m_key_lease_period = self.cfg.m_key_lease_period;
+        }
+    }
+
+    /// Whether end port `pi` holds the M_Key, protect bits and lease the
+    /// SM writes ([`SmConfig::m_key`]); always, when the SM has no M_Key.
+    pub(super) fn holds_m_key(&self, pi: &PortInfo) -> bool {
+        self.cfg.m_key.0 == 0
+            || (pi.m_key, pi.m_key_protect_bits, pi.m_key_lease_period)
+                == (
+                    self.cfg.m_key,
+                    self.cfg.m_key_protect_bits.min(3),
+                    self.cfg.m_key_lease_period,
+                )
     }
 }

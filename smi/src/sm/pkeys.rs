@@ -799,7 +799,7 @@ impl Sm {
     /// fields `pi` carries: state, physical state, width and speed left
     /// as they are.
     pub(super) fn set_port_fields(&mut self, i: usize, p: u8, mut pi: PortInfo) {
-        pi.m_key = self.cfg.m_key;
+        self.stamp_m_key(i, p, &mut pi);
         pi.port_state = PortState::NoChange;
         pi.port_physical_state = PortPhysicalState::NoChange;
         pi.link_width_enabled = LinkWidth::empty();

@@ -31,6 +31,9 @@ impl Sm {
             number: n.trap_number(),
             notice: n,
         });
+        // The TrapRepress carries the M_Key: after a bad M_Key trap (256)
+        // it also stops the lease the refused SMP started (IBA 14.2.4.2),
+        // so the port stays protected.
         if n.issuer_lid.0 != 0 {
             self.trap_issuers.insert(n.issuer_lid.0);
             let mut r = Smp::lid_routed(
@@ -233,7 +236,8 @@ impl Sm {
         let want = (Lid(n.lid), self.db.lmc_of(node), self.sm_lid());
         let found = (pi.lid, pi.lmc, pi.master_sm_lid);
         // A switch's port 0 has no link of its own to be Active.
-        if found == want && (switch || pi.port_state == PortState::Active) {
+        let keyed = self.holds_m_key(pi);
+        if found == want && keyed && (switch || pi.port_state == PortState::Active) {
             return;
         }
         if let Some(mut n) = self.db.node_mut(node) {
@@ -246,6 +250,7 @@ impl Sm {
             port,
             found: (found.0, found.1, found.2, pi.port_state),
             want,
+            m_key_held: keyed,
         });
     }
 

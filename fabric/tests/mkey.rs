@@ -1,0 +1,173 @@
+//! M_Key protection by the SM (OpenSM's `m_key`, `m_key_protection_level`
+//! and `m_key_lease_period`): the SM writes its key to every end port at
+//! bring-up, at no SMP's cost; a host without the key can read but not
+//! write; the bad M_Key trap the host's attempt raises makes the SM stop
+//! the port's lease, so the protection stays; a heavy sweep puts back a
+//! protection that lapsed; and an SM without the key cannot take the
+//! subnet over.
+
+use fabric::sim::{Fabric, SimConfig, SimNode};
+use mad_core::attr::{AttributeId, NodeType, PortInfo};
+use mad_core::{Lid, MKey, Method, Smp};
+use smi::sm::{Sm, SmConfig, SmEvent};
+
+const MS: u64 = 1_000_000;
+const KEY: MKey = MKey(0x5EC2_E7ED_0000_0001);
+const LEASE_S: u16 = 5;
+
+fn keyed(level: u8) -> SmConfig {
+    SmConfig {
+        m_key: KEY,
+        m_key_protect_bits: level,
+        m_key_lease_period: LEASE_S,
+        ..SmConfig::default()
+    }
+}
+
+fn port_info(f: &mut Fabric, i: usize, port: usize) -> &mut PortInfo {
+    match &mut f.nodes[i] {
+        SimNode::Switch(s) => &mut s.model.ports[port].info,
+        SimNode::Ca(c) => &mut c.model.ports[port].info,
+        SimNode::Hypervisor(h) => &mut h.pf.model.ports[port].info,
+    }
+}
+
+/// Every end port: (node, port) of each CA's port 1 and each switch's 0.
+fn end_ports(f: &Fabric) -> Vec<(usize, usize)> {
+    (0..f.nodes.len())
+        .map(|i| match f.topo.nodes[i].kind {
+            NodeType::Switch => (i, 0),
+            _ => (i, 1),
+        })
+        .collect()
+}
+
+/// What a host at `from` gets back for `smp` sent to `lid`.
+fn ask(f: &mut Fabric, from: usize, smp: Smp, lid: Lid) -> Vec<Smp> {
+    f.attach(from);
+    assert!(f.inject(from, smp, lid.0));
+    f.run_to_quiescence();
+    let got = f.take_delivered();
+    f.detach(from);
+    got.into_iter()
+        .filter(|d| d.node == from && d.smp.method() == Method::GetResp)
+        .map(|d| d.smp)
+        .collect()
+}
+
+#[test]
+fn the_sms_m_key_guards_every_end_port_and_the_lease_is_stopped() {
+    let spec = "mport-ntree:4:2";
+    let (_, plain, up) =
+        fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let (mut f, mut sm, up) = fabric::sim::bring_up(spec, SimConfig::default(), keyed(1)).unwrap();
+    assert!(up, "{:?}", sm.error());
+    // The key rides on the Set(PortInfo) each end port gets anyway.
+    assert_eq!(sm.stats().total(), plain.stats().total(), "no SMP more");
+    for (i, p) in end_ports(&f) {
+        let pi = port_info(&mut f, i, p);
+        assert_eq!(
+            (pi.m_key, pi.m_key_protect_bits, pi.m_key_lease_period),
+            (KEY, 1, LEASE_S),
+            "node {i} port {p}"
+        );
+    }
+
+    // A host without the key: a Get is answered with the key hidden; a
+    // Set that would move another host's LID is dropped and counted.
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
+        .collect();
+    let (host, victim) = (cas[0], cas[1]);
+    let lid = port_info(&mut f, victim, 1).lid;
+    let get = Smp::lid_routed(Method::Get, AttributeId::PortInfo, 0, 0x71, MKey(0));
+    let got = ask(&mut f, host, get, lid);
+    assert_eq!(got.len(), 1, "a Get is answered at level 1");
+    let read = PortInfo::decode(&got[0].data).unwrap();
+    assert_eq!((read.lid, read.m_key), (lid, MKey(0)), "the key hidden");
+    let mut set = Smp::lid_routed(Method::Set, AttributeId::PortInfo, 0, 0x72, MKey(0));
+    let mut moved = read;
+    moved.lid = Lid(0x300);
+    moved.encode(&mut set.data).unwrap();
+    assert!(
+        ask(&mut f, host, set, lid).is_empty(),
+        "no answer to a bad Set"
+    );
+    assert_eq!(port_info(&mut f, victim, 1).lid, lid, "the LID stays");
+    assert_eq!(port_info(&mut f, victim, 1).m_key_violations, 1);
+
+    // Its trap 256 reaches the SM, whose TrapRepress carries the key and
+    // so stops the lease: well past the lease, the port is still protected.
+    while sm.poll_event().is_some() {}
+    let t = f.now_ns();
+    assert!(f.run_until(&mut sm, t + u64::from(LEASE_S) * 3_000 * MS));
+    assert!(
+        std::iter::from_fn(|| sm.poll_event()).any(|e| matches!(
+            e,
+            SmEvent::Trap { number: Some(256), issuer, .. } if issuer == lid
+        )),
+        "the SM heard trap 256 from LID {}",
+        lid.0
+    );
+    // (A port drops a lapsed protection at the next SMP, so ask first.)
+    let get = Smp::lid_routed(Method::Get, AttributeId::PortInfo, 0, 0x75, MKey(0));
+    let got = ask(&mut f, host, get, lid);
+    let read = PortInfo::decode(&got[0].data).unwrap();
+    assert_eq!(read.m_key, MKey(0), "still hidden well past the lease");
+    assert_eq!(port_info(&mut f, victim, 1).m_key_protect_bits, 1);
+    let mut set = Smp::lid_routed(Method::Set, AttributeId::PortInfo, 0, 0x73, MKey(0));
+    moved.encode(&mut set.data).unwrap();
+    assert!(ask(&mut f, host, set, lid).is_empty());
+    assert_eq!(port_info(&mut f, victim, 1).lid, lid, "still refused");
+    // With the key, the host may (it is the SM's to give).
+    let mut set = Smp::lid_routed(Method::Set, AttributeId::PortInfo, 0, 0x74, KEY);
+    let mut same = *port_info(&mut f, victim, 1);
+    same.port_state = mad_core::attr::PortState::NoChange;
+    same.encode(&mut set.data).unwrap();
+    assert_eq!(ask(&mut f, host, set, lid).len(), 1, "a Set with the key");
+
+    // A protection that lapsed anyway (the port reset it) is found by a
+    // heavy sweep and written again; one that holds is not.
+    while sm.poll_event().is_some() {}
+    port_info(&mut f, victim, 1).m_key_protect_bits = 0;
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    let said: Vec<(u64, bool)> = std::iter::from_fn(|| sm.poll_event())
+        .filter_map(|e| match e {
+            SmEvent::PortNotAsSet {
+                guid, m_key_held, ..
+            } => Some((guid.0, m_key_held)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said, [(f.topo.nodes[victim].guid, false)]);
+    assert_eq!(port_info(&mut f, victim, 1).m_key_protect_bits, 1);
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert!(
+        !std::iter::from_fn(|| sm.poll_event()).any(|e| matches!(e, SmEvent::PortNotAsSet { .. }))
+    );
+}
+
+/// Another SM started on the protected subnet: with the key it comes up
+/// and every port keeps its LID; without it (level 2: it cannot even
+/// read) it does not come up, and no port changes.
+#[test]
+fn only_an_sm_with_the_key_takes_a_protected_subnet() {
+    let (mut f, first, up) =
+        fabric::sim::bring_up("mport-ntree:4:2", SimConfig::default(), keyed(2)).unwrap();
+    assert!(up, "{:?}", first.error());
+    let lids: Vec<Lid> = (0..f.nodes.len()).map(|i| f.nodes[i].lid()).collect();
+    let mut intruder = Sm::new(SmConfig::default());
+    assert!(!f.bring_up(&mut intruder), "an SM without the key");
+    let now: Vec<Lid> = (0..f.nodes.len()).map(|i| f.nodes[i].lid()).collect();
+    assert_eq!(now, lids, "nothing changed");
+    for (i, p) in end_ports(&f) {
+        assert_eq!(port_info(&mut f, i, p).m_key, KEY);
+    }
+    let mut again = Sm::new(keyed(2));
+    assert!(f.bring_up(&mut again), "{:?}", again.error());
+    let now: Vec<Lid> = (0..f.nodes.len()).map(|i| f.nodes[i].lid()).collect();
+    assert_eq!(now, lids, "the same LIDs");
+}
