@@ -535,6 +535,8 @@ fn opensms_own_configuration_file_is_read_and_applied() {
     let mut text = with_option(&defaults, "sm_priority", "7");
     text = with_option(&text, "lmc", "1");
     text = with_option(&text, "routing_engine", "dfsssp,updn");
+    text = with_option(&text, "subnet_prefix", "0xfe80000000000099");
+    // Applied now, as OpenSM applies it: no warning.
     text = with_option(&text, "m_key", "0x0000000000000099");
     let (code, out, err, said) = run(&text);
     assert_eq!(code, 0, "{err}{said}");
@@ -552,7 +554,10 @@ fn opensms_own_configuration_file_is_read_and_applied() {
             .unwrap()
             + 1
     };
-    for (key, says) in [("routing_engine", "dfsssp"), ("m_key", "M_Key")] {
+    for (key, says) in [
+        ("routing_engine", "dfsssp"),
+        ("subnet_prefix", "GID prefix"),
+    ] {
         let at = format!("line {}: ", line_of(key));
         assert!(
             said.lines()
@@ -560,6 +565,12 @@ fn opensms_own_configuration_file_is_read_and_applied() {
             "{key}: no warning at {at}\n{said}"
         );
     }
+    assert!(
+        !said
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("m_key")),
+        "{said}"
+    );
     // A value ibkit applies and cannot take.
     let text = with_option(&defaults, "sm_priority", "16");
     let (code, out, err, _) = run(&text);

@@ -395,3 +395,133 @@ fn opensm_and_ibkit_apply_the_same_opensm_conf() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `opensm -c`'s file with a site's lines put in place of OpenSM's.
+fn opensm_conf_with(dir: &Path, lines: &[(&str, &str)]) -> String {
+    let conf = dir.join("opensm.conf");
+    let st = std::process::Command::new("/usr/sbin/opensm")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("opensm -c: {e} {st:?}"));
+    let text: String = text
+        .lines()
+        .map(|l| {
+            let key = l.split_once(' ').map(|x| x.0);
+            match lines.iter().find(|(k, _)| Some(*k) == key) {
+                Some((k, v)) => format!("{k} {v}"),
+                None => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&conf, text + "\n").unwrap();
+    conf.to_str().unwrap().to_string()
+}
+
+/// The same `opensm.conf` with `m_key`, `m_key_protection_level 1` and
+/// `m_key_lease_period 60` given to OpenSM and to ibkit's SM on ibkit's
+/// served fabric: `smpquery -K -y KEY portinfo` reads that key, protect
+/// bits and lease on every end port (a CA's, a switch's port 0) from
+/// either SM; and, the served fabric checking the key (IBA 14.2.4), under
+/// either SM a host without the key reads the M_Key as 0 and `ibportstate
+/// … lid` cannot move another host's LID. (Not on ibsim: its PortInfo
+/// keeps neither the M_Key nor the protect bits nor the lease a Set
+/// writes, and checks no key.)
+#[test]
+fn opensm_and_ibkit_protect_every_end_port_with_the_same_m_key() {
+    if let Some(why) = missing_tools() {
+        skip("m_key", &why);
+        return;
+    }
+    if !Path::new("/usr/sbin/ibportstate").exists() || !Path::new("/usr/sbin/smpquery").exists() {
+        skip("m_key", "infiniband-diags is not installed");
+        return;
+    }
+    const KEY: &str = "0x5ec2e7ed00000001";
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-mkey-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = opensm_conf_with(
+        &dir,
+        &[
+            ("m_key", KEY),
+            ("m_key_protection_level", "1"),
+            ("m_key_lease_period", "60"),
+            ("log_file", "(null)"),
+        ],
+    );
+    let cas: Vec<String> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.name.clone())
+        .collect();
+    let (victim, tool) = (&cas[2], &cas[3]);
+    let wait = std::time::Duration::from_secs(30);
+    for who in ["OpenSM", "ibkit"] {
+        let sim = Served::start(exe, spec, 0, &[]).unwrap();
+        let on = "the served fabric";
+        let sm = match who {
+            "OpenSM" => tests::peers::start_opensm_with(&sim, &dir, wait, &["-F", &conf]),
+            _ => tests::peers::start_ibkit_sm(
+                exe,
+                &sim,
+                &["--transport", "ibsim", "--opensm-config", &conf],
+                wait,
+            ),
+        }
+        .unwrap_or_else(|e| panic!("{who} on {on}: {e}"));
+        let portinfo = |lid: u16, key: Option<&str>| {
+            let mut c = sim.client_at("smpquery".as_ref(), tool);
+            c.arg("-K");
+            if let Some(k) = key {
+                c.args(["-y", k]);
+            }
+            let out = c
+                .args(["portinfo", &lid.to_string(), "0"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).to_string()
+        };
+        // Every LID the SM gave (one a node: LMC 0), read with the key.
+        for lid in 1..=topo.nodes.len() as u16 {
+            let pi = portinfo(lid, Some(KEY));
+            let f = |name: &str| smp_field(&pi, name).unwrap_or_else(|| panic!("{name}: {pi}"));
+            assert_eq!(
+                (f("Mkey:"), f("MkeyLeasePeriod:"), f("ProtectBits:")),
+                (KEY, "60", "1"),
+                "{who} on {on}: LID {lid}\n{pi}"
+            );
+        }
+        let lid = own_lid(&sim, victim).expect("a LID");
+        {
+            let pi = portinfo(lid, None);
+            assert_eq!(
+                smp_field(&pi, "Mkey:"),
+                Some("0x0000000000000000"),
+                "{who} on {on}: the key hidden from a host without it\n{pi}"
+            );
+            let out = sim
+                .client_at("ibportstate".as_ref(), tool)
+                .args([&lid.to_string(), "1", "lid", &format!("{:#x}", lid + 0x100)])
+                .output()
+                .unwrap();
+            assert_eq!(
+                own_lid(&sim, victim),
+                Some(lid),
+                "{who} on {on}: ibportstate without the key moved a LID: {out:?}"
+            );
+            eprintln!(
+                "{who} on {on}: M_Key, protect bits 1 and lease 60 on all {} end ports; without the key, M_Key reads 0 and ibportstate (exit {:?}) leaves LID {lid}",
+                topo.nodes.len(),
+                out.status.code()
+            );
+        }
+        let (clean, _) = sm.stop(std::time::Duration::from_secs(10));
+        assert!(clean || who == "OpenSM", "{who}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,8 +5,11 @@
 //! priority = 5              # 0-15, as OpenSM's sm_priority
 //! sm_key = "0x1"            # a number, or a 0x string for any 64 bits
 //! sa_key = "0x1"            # the SA's: a requester presenting it is trusted (OpenSM's sa_key)
+//! m_key = "0x5ec2e7"        # written to every end port and put in every SMP (OpenSM's m_key)
+//! m_key_protection_level = 1   # 0-3: what an SMP without it may do (OpenSM's)
+//! m_key_lease_period = 60   # seconds a refused SMP's lease runs; 0: forever
 //! poll_ms = 500             # a standby's polls of its master
-//! sweep_ms = 10000          # light sweeps
+//! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
 //! routing = "ftree"         # minhop, updn, ftree
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
@@ -55,6 +58,9 @@ struct Raw {
     priority: Option<Spanned<i64>>,
     sm_key: Option<Spanned<Number>>,
     sa_key: Option<Spanned<Number>>,
+    m_key: Option<Spanned<Number>>,
+    m_key_protection_level: Option<Spanned<i64>>,
+    m_key_lease_period: Option<Spanned<i64>>,
     poll_ms: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
@@ -87,9 +93,15 @@ pub struct SmFile {
     pub sm_key: Option<u64>,
     /// The SA key (OpenSM's `sa_key`).
     pub sa_key: Option<u64>,
+    /// The M_Key (OpenSM's `m_key`; 0: none).
+    pub m_key: Option<u64>,
+    /// M_KeyProtectBits, 0–3 (OpenSM's `m_key_protection_level`).
+    pub m_key_protection_level: Option<u8>,
+    /// M_KeyLeasePeriod in seconds (OpenSM's `m_key_lease_period`).
+    pub m_key_lease_period: Option<u16>,
     /// A standby's polling interval, ms.
     pub poll_ms: Option<u64>,
-    /// Light sweep interval, ms.
+    /// Light sweep interval, ms (0: no periodic sweep).
     pub sweep_ms: Option<u64>,
     /// Routing engine.
     pub routing: Option<Engine>,
@@ -211,6 +223,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
     };
     let sm_key = key(&raw.sm_key, "sm_key")?;
     let sa_key = key(&raw.sa_key, "sa_key")?;
+    let m_key = key(&raw.m_key, "m_key")?;
     let guid = key(&raw.guid, "guid")?;
     let routing = match &raw.routing {
         None => None,
@@ -252,8 +265,18 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         priority: ranged(&raw.priority, "priority", 0, 15)?.map(|v| v as u8),
         sm_key,
         sa_key,
+        m_key,
+        m_key_protection_level: ranged(
+            &raw.m_key_protection_level,
+            "m_key_protection_level",
+            0,
+            3,
+        )?
+        .map(|v| v as u8),
+        m_key_lease_period: ranged(&raw.m_key_lease_period, "m_key_lease_period", 0, 65_535)?
+            .map(|v| v as u16),
         poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
-        sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 1, 86_400_000)?,
+        sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 0, 86_400_000)?,
         routing,
         lid_policy,
         timeout_ms: ranged(&raw.timeout_ms, "timeout_ms", 10, 10_000)?,
@@ -299,7 +322,8 @@ mod tests {
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
-                    force_heavy_sweep = true\n\
+                    force_heavy_sweep = true\nm_key = \"0xfedcba9876543210\"\n\
+                    m_key_protection_level = 2\nm_key_lease_period = 60\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -320,6 +344,10 @@ mod tests {
         assert_eq!(f.lmc, Some(2));
         assert_eq!(f.lmc_esp0, Some(true));
         assert_eq!(f.force_heavy_sweep, Some(true));
+        assert_eq!(
+            (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
+            (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))
+        );
         assert_eq!(f.guid, Some(0x0002_c903_0000_1235));
         assert_eq!(
             f.sa_db_file,
@@ -376,6 +404,12 @@ mod tests {
         assert!(e.reason.contains("warn"), "{e}");
         let e = bad("priority = \n");
         assert_eq!(e.line, 1, "{e}");
+        let e = bad("m_key_protection_level = 4\n");
+        assert!(e.reason.contains("0-3"), "{e}");
+        let e = bad("m_key_lease_period = 65536\n");
+        assert!(e.reason.contains("0-65535"), "{e}");
+        let e = bad("sweep_ms = -1\n");
+        assert!(e.reason.contains("0-86400000"), "{e}");
         let e = bad("qos = 1\n");
         assert_eq!(e.line, 1, "{e}");
     }

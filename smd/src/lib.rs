@@ -107,6 +107,14 @@ pub struct SmdConfig {
     /// The SA key (OpenSM's `sa_key`): a requester that presents it in an
     /// SA request is trusted; another non-zero key is dropped.
     pub sa_key: u64,
+    /// The M_Key (OpenSM's `m_key`; 0: none), written with
+    /// `m_key_protect_bits` and `m_key_lease_period` to every end port
+    /// and put in every SMP ([`smi::sm::SmConfig::m_key`]).
+    pub m_key: u64,
+    /// M_KeyProtectBits, 0–3 (OpenSM's `m_key_protection_level`).
+    pub m_key_protect_bits: u8,
+    /// M_KeyLeasePeriod, seconds (OpenSM's `m_key_lease_period`).
+    pub m_key_lease_period: u16,
     /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
     /// `sm_assigned_guid`).
     pub assigned_guid_byte: u8,
@@ -192,6 +200,9 @@ impl Default for SmdConfig {
             priority: 0,
             sm_key: 1,
             sa_key: 1,
+            m_key: 0,
+            m_key_protect_bits: 0,
+            m_key_lease_period: 0,
             assigned_guid_byte: 0,
             poll_ms: 500,
             dump_dir: None,
@@ -549,8 +560,11 @@ fn drive(
         lid_policy: c.lid_policy,
         timeout_ms: c.timeout_ms,
         retries: c.retries,
-        sweep_interval_ms: (!c.once).then_some(c.sweep_ms),
+        sweep_interval_ms: (!c.once && c.sweep_ms > 0).then_some(c.sweep_ms),
         force_heavy_sweep: c.force_heavy_sweep,
+        m_key: mad_core::MKey(c.m_key),
+        m_key_protect_bits: c.m_key_protect_bits,
+        m_key_lease_period: c.m_key_lease_period,
         priority: c.priority,
         sm_key: c.sm_key,
         poll_ms: c.poll_ms,
@@ -1032,8 +1046,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         sm.set_priority(priority);
     }
     let poll_ms = g.poll_ms.or(f.poll_ms).unwrap_or(500);
-    let sweep_ms = (!c.once).then(|| g.sweep_ms.or(f.sweep_ms).unwrap_or(10_000));
-    if poll_ms != c.poll_ms || sweep_ms != (!c.once).then_some(c.sweep_ms) {
+    let sweep_ms = (!c.once)
+        .then(|| g.sweep_ms.or(f.sweep_ms).unwrap_or(10_000))
+        .filter(|&ms| ms > 0);
+    if poll_ms != c.poll_ms || sweep_ms != (!c.once && c.sweep_ms > 0).then_some(c.sweep_ms) {
         tracing::info!("poll every {poll_ms} ms, sweep every {sweep_ms:?} ms");
     }
     sm.set_intervals(poll_ms, sweep_ms);
@@ -1063,6 +1079,15 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         ),
         ("sm_key", g.sm_key.or(f.sm_key).unwrap_or(1) != c.sm_key),
         ("sa_key", g.sa_key.or(f.sa_key).unwrap_or(1) != c.sa_key),
+        ("m_key", f.m_key.unwrap_or(0) != c.m_key),
+        (
+            "m_key_protection_level",
+            f.m_key_protection_level.unwrap_or(0) != c.m_key_protect_bits,
+        ),
+        (
+            "m_key_lease_period",
+            f.m_key_lease_period.unwrap_or(0) != c.m_key_lease_period,
+        ),
         (
             "sm_assigned_guid",
             f.sm_assigned_guid.unwrap_or(0) != c.assigned_guid_byte,
@@ -1185,14 +1210,16 @@ fn log_event(e: &SmEvent) {
             port,
             found,
             want,
+            m_key_held,
             ..
         } => tracing::warn!(
-            "heavy sweep: node {:#018x} port {port} held LID {} LMC {} SM LID {} {:?}, not LID {} LMC {} SM LID {} Active as set; setting it again",
+            "heavy sweep: node {:#018x} port {port} held LID {} LMC {} SM LID {} {:?}{}, not LID {} LMC {} SM LID {} Active as set; setting it again",
             guid.0,
             found.0 .0,
             found.1,
             found.2 .0,
             found.3,
+            if *m_key_held { "" } else { " and another M_Key, protection or lease" },
             want.0 .0,
             want.1,
             want.2 .0

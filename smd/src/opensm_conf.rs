@@ -12,8 +12,9 @@
 //! |---|---|
 //! | `guid` (0: not set) | the port to run on |
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
+//! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does) | the same |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep` | the same |
-//! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: once a day, ibkit's longest) |
+//! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
 //! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
@@ -26,7 +27,7 @@
 //!
 //! Every other option is read and not applied: they are named in one
 //! note, and a few whose non-default value changes what the subnet does
-//! (an M_Key, another subnet prefix, partition enforcement off, another
+//! (another subnet prefix, an M_Key per port, partition enforcement off, another
 //! SM ignored, …) each get a warning of their own. A value ibkit applies
 //! that it cannot read, or that is out of range (`sm_priority 16`), is an
 //! error with its line and column, before the fabric is touched; OpenSM
@@ -60,7 +61,11 @@ pub struct Note {
 /// differ from what OpenSM would make of it, and ibkit does not apply:
 /// (option, OpenSM's default, what ibkit does instead).
 const WARN_UNLESS: &[(&str, &str, &str)] = &[
-    ("m_key", "0x0000000000000000", "ibkit's SM sets no M_Key"),
+    (
+        "m_key_per_port",
+        "FALSE",
+        "ibkit writes the one m_key to every port",
+    ),
     (
         "subnet_prefix",
         "0xfe80000000000000",
@@ -109,6 +114,7 @@ pub fn parse_opensm_conf(
     let mut notes = Vec::new();
     let mut skipped: Vec<&str> = Vec::new();
     let (mut log_flags, mut log_flags_line) = (None, 0);
+    let (mut sweep_line, mut lease_line) = (0, 0);
     let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -152,17 +158,14 @@ pub fn parse_opensm_conf(
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
             "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
             "sweep_interval" => {
-                let secs = ranged(0, 86_400)?;
-                if secs == 0 {
-                    notes.push(Note {
-                        line,
-                        warning: false,
-                        text:
-                            "sweep_interval 0: no periodic sweep in OpenSM; ibkit sweeps once a day"
-                                .into(),
-                    });
-                }
-                s.sweep_ms = Some(if secs == 0 { 86_400_000 } else { secs * 1000 });
+                s.sweep_ms = Some(ranged(0, 86_400)? * 1000);
+                sweep_line = line;
+            }
+            "m_key" => s.m_key = Some(number()?),
+            "m_key_protection_level" => s.m_key_protection_level = Some(ranged(0, 3)? as u8),
+            "m_key_lease_period" => {
+                s.m_key_lease_period = Some(ranged(0, 65_535)? as u16);
+                lease_line = line;
             }
             "sminfo_polling_timeout" => s.poll_ms = Some(ranged(10, 3_600_000)?),
             "transaction_timeout" => s.timeout_ms = Some(ranged(10, 10_000)?),
@@ -219,6 +222,34 @@ pub fn parse_opensm_conf(
                     }
                 }
             },
+        }
+    }
+    // OpenSM keeps its sweeps within a protected M_Key's lease: no
+    // periodic sweep becomes one a second short of the lease, and a lease
+    // no longer than the sweep interval becomes a second longer than it.
+    let lease = s.m_key_lease_period.unwrap_or(0);
+    if s.m_key_protection_level.unwrap_or(0) != 0 && lease != 0 {
+        let sweep = s.sweep_ms.unwrap_or(10_000) / 1000;
+        if sweep == 0 {
+            s.sweep_ms = Some((u64::from(lease) - 1).max(1) * 1000);
+            notes.push(Note {
+                line: sweep_line,
+                warning: false,
+                text: format!(
+                    "sweep_interval 0 with a protected M_Key's lease of {lease} s: sweeping every {} s, as OpenSM",
+                    (u64::from(lease) - 1).max(1)
+                ),
+            });
+        } else if sweep >= u64::from(lease) {
+            let longer = (sweep + 1).min(65_535) as u16;
+            s.m_key_lease_period = Some(longer);
+            notes.push(Note {
+                line: lease_line,
+                warning: false,
+                text: format!(
+                    "m_key_lease_period {lease}: not longer than sweep_interval {sweep}; {longer} s, as OpenSM"
+                ),
+            });
         }
     }
     if let Some(f) = log_flags {
@@ -363,6 +394,45 @@ mod tests {
         assert!(warned[0].contains("dfsssp"), "{warned:?}");
     }
 
+    /// The M_Key options apply; a protected key's lease is kept longer
+    /// than the sweep interval, as OpenSM keeps it; `sweep_interval 0`
+    /// is no periodic sweep.
+    #[test]
+    fn the_m_key_and_its_lease_are_read_as_opensm_keeps_them() {
+        let c = parse("m_key 0x5ec2e7\nm_key_protection_level 1\nm_key_lease_period 60\n").unwrap();
+        let s = &c.settings;
+        assert_eq!(
+            (s.m_key, s.m_key_protection_level, s.m_key_lease_period),
+            (Some(0x5ec2e7), Some(1), Some(60))
+        );
+        assert!(
+            c.notes.iter().all(|n| !n.text.contains("m_key")),
+            "{:?}",
+            c.notes
+        );
+        let c =
+            parse("m_key 1\nm_key_protection_level 2\nm_key_lease_period 10\nsweep_interval 10\n")
+                .unwrap();
+        assert_eq!(c.settings.m_key_lease_period, Some(11));
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.line == 3 && n.text.contains("11 s")));
+        let c =
+            parse("sweep_interval 0\nm_key_protection_level 1\nm_key_lease_period 30\n").unwrap();
+        assert_eq!(c.settings.sweep_ms, Some(29_000));
+        assert!(c
+            .notes
+            .iter()
+            .any(|n| n.line == 1 && n.text.contains("every 29 s")));
+        // Without protection, sweep_interval 0 is no periodic sweep.
+        let c = parse("sweep_interval 0\nm_key_lease_period 30\n").unwrap();
+        assert_eq!(
+            (c.settings.sweep_ms, c.settings.m_key_lease_period),
+            (Some(0), Some(30))
+        );
+    }
+
     #[test]
     fn octal_and_hex_are_read_as_strtoul_reads_them() {
         assert_eq!(c_number("010"), Some(8));
@@ -400,14 +470,14 @@ mod tests {
 
     #[test]
     fn what_changes_the_subnet_and_is_not_applied_is_warned() {
-        let c = parse("m_key 0x1234\nsubnet_prefix 0xfe80000000000000\nsweep_on_trap FALSE\nmax_wire_smps 8\n").unwrap();
+        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\nsweep_on_trap FALSE\nmax_wire_smps 8\n").unwrap();
         let warned: Vec<(usize, &str)> = (c.notes.iter())
             .filter(|n| n.warning)
             .map(|n| (n.line, n.text.as_str()))
             .collect();
         assert_eq!(warned.len(), 2, "{warned:?}");
         assert!(
-            warned[0].0 == 1 && warned[0].1.contains("M_Key"),
+            warned[0].0 == 1 && warned[0].1.contains("one m_key"),
             "{warned:?}"
         );
         assert!(
@@ -428,6 +498,9 @@ mod tests {
             ("lmc_esp0 yes\n", 1, 10, "TRUE or FALSE"),
             ("sweep_interval 0x\n", 1, 16, "not a number"),
             ("transaction_timeout 5\n", 1, 21, "not 10-10000"),
+            ("m_key_protection_level 4\n", 1, 24, "not 0-3"),
+            ("m_key 0xg\n", 1, 7, "not a number"),
+            ("m_key_lease_period 65536\n", 1, 20, "not 0-65535"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");

@@ -58,7 +58,8 @@ pub struct SmArgs {
     /// SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
-    /// A TOML file with the SM's settings (priority, sm_key, poll_ms,
+    /// A TOML file with the SM's settings (priority, sm_key, sa_key,
+    /// m_key, m_key_protection_level, m_key_lease_period, poll_ms,
     /// sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, reassign_lids; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
@@ -67,7 +68,8 @@ pub struct SmArgs {
     pub config: Option<std::path::PathBuf>,
     /// OpenSM's own opensm.conf (as `opensm -F`, or as `opensm -c`
     /// writes it), instead of --config: what ibkit has an equivalent for
-    /// is applied (guid, sm_priority, sm_key, sa_key, lmc, lmc_esp0,
+    /// is applied (guid, sm_priority, sm_key, sa_key, m_key,
+    /// m_key_protection_level, m_key_lease_period, lmc, lmc_esp0,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -153,8 +155,10 @@ pub struct SmArgs {
     /// [default: prepopulated].
     #[arg(long, value_parser = super::args::parse_policy)]
     pub lid_policy: Option<smi::sm::LidPolicy>,
-    /// Milliseconds between light sweeps (without --once) [default: 10000].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    /// Milliseconds between light sweeps (without --once); 0: none, a
+    /// trap or SIGHUP still starts one (OpenSM's sweep_interval 0)
+    /// [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub sweep_ms: Option<u64>,
     /// One JSON object at the end.
     #[arg(long)]
@@ -234,6 +238,9 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             priority: a.priority.or(file.priority).unwrap_or(0),
             sm_key: a.sm_key.or(file.sm_key).unwrap_or(1),
             sa_key: a.sa_key.or(file.sa_key).unwrap_or(1),
+            m_key: file.m_key.unwrap_or(0),
+            m_key_protect_bits: file.m_key_protection_level.unwrap_or(0),
+            m_key_lease_period: file.m_key_lease_period.unwrap_or(0),
             assigned_guid_byte: file.sm_assigned_guid.unwrap_or(0),
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
@@ -309,6 +316,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,
+        ..Default::default()
     }
 }
 
