@@ -535,6 +535,30 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     }
 }
 
+/// The sans-IO SM's settings for a daemon configured with `c`: no
+/// periodic sweep with `--once` or `sweep_ms` 0 (as OpenSM's
+/// `sweep_interval 0`), the M_Key and its protection as given.
+fn sm_config(c: &SmdConfig) -> SmConfig {
+    SmConfig {
+        routing: c.routing,
+        lid_policy: c.lid_policy,
+        timeout_ms: c.timeout_ms,
+        retries: c.retries,
+        sweep_interval_ms: (!c.once && c.sweep_ms > 0).then_some(c.sweep_ms),
+        force_heavy_sweep: c.force_heavy_sweep,
+        m_key: mad_core::MKey(c.m_key),
+        m_key_protect_bits: c.m_key_protect_bits,
+        m_key_lease_period: c.m_key_lease_period,
+        priority: c.priority,
+        sm_key: c.sm_key,
+        poll_ms: c.poll_ms,
+        reassign_lids: c.reassign_lids,
+        lmc: c.lmc,
+        lmc_esp0: c.lmc_esp0,
+        ..SmConfig::default()
+    }
+}
+
 /// The driver loop over any [`Wire`].
 fn drive(
     c: &SmdConfig,
@@ -555,25 +579,7 @@ fn drive(
     // Only a master with the subnet up answers (C15-0.1.3).
     sa.set_serving(false);
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
-    let cfg = SmConfig {
-        routing: c.routing,
-        lid_policy: c.lid_policy,
-        timeout_ms: c.timeout_ms,
-        retries: c.retries,
-        sweep_interval_ms: (!c.once && c.sweep_ms > 0).then_some(c.sweep_ms),
-        force_heavy_sweep: c.force_heavy_sweep,
-        m_key: mad_core::MKey(c.m_key),
-        m_key_protect_bits: c.m_key_protect_bits,
-        m_key_lease_period: c.m_key_lease_period,
-        priority: c.priority,
-        sm_key: c.sm_key,
-        poll_ms: c.poll_ms,
-        reassign_lids: c.reassign_lids,
-        lmc: c.lmc,
-        lmc_esp0: c.lmc_esp0,
-        ..SmConfig::default()
-    };
-    let mut sm = Sm::new(cfg);
+    let mut sm = Sm::new(sm_config(c));
     if let Some(d) = &c.cache_dir {
         if let Some(lids) = read_lid_cache(&d.join("guid2lid"), "LID(s)", dump::read_guid2lid) {
             sm.set_preferred_lids(lids);
@@ -1275,6 +1281,28 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `sweep_ms` 0 is no periodic sweep (OpenSM's `sweep_interval 0`),
+    /// as is `--once`; the M_Key settings reach the SM.
+    #[test]
+    fn the_sm_gets_the_sweep_and_the_m_key_as_configured() {
+        let c = |once: bool, sweep_ms: u64| SmdConfig {
+            once,
+            sweep_ms,
+            m_key: 0x5ec2e7,
+            m_key_protect_bits: 2,
+            m_key_lease_period: 60,
+            ..SmdConfig::default()
+        };
+        assert_eq!(sm_config(&c(false, 500)).sweep_interval_ms, Some(500));
+        assert_eq!(sm_config(&c(false, 0)).sweep_interval_ms, None);
+        assert_eq!(sm_config(&c(true, 500)).sweep_interval_ms, None);
+        let s = sm_config(&c(false, 500));
+        assert_eq!(
+            (s.m_key, s.m_key_protect_bits, s.m_key_lease_period),
+            (mad_core::MKey(0x5ec2e7), 2, 60)
+        );
+    }
 
     /// The JSON of a run: GUIDs as `0x…` strings, an SM that never came
     /// up with `null` milliseconds.

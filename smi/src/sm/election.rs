@@ -283,6 +283,10 @@ impl Sm {
     pub fn set_intervals(&mut self, poll_ms: u64, sweep_ms: Option<u64>) {
         self.cfg.poll_ms = poll_ms.max(1);
         self.cfg.sweep_interval_ms = sweep_ms.map(|s| s.max(1));
+        if sweep_ms.is_none() {
+            // No periodic sweep from now on, not even the one due.
+            self.next_sweep = None;
+        }
     }
 
     /// Makes every periodic sweep from now on a heavy one, or a light one
