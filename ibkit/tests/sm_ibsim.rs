@@ -333,43 +333,18 @@ fn opensm_and_ibkit_apply_the_same_opensm_conf() {
     let dir = std::env::temp_dir().join(format!("ibkit-osmconf-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("opensm.conf");
-    let st = std::process::Command::new("/usr/sbin/opensm")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("opensm -c: {e} {st:?}"));
-    let text: String = text
-        .lines()
-        .map(|l| match l.split_once(' ').map(|x| x.0) {
-            Some("sm_priority") => "sm_priority 7".to_string(),
-            Some("lmc") => "lmc 1".to_string(),
-            // ibkit logs to the test's pipe, OpenSM to its -f file.
-            Some("log_file") => "log_file (null)".to_string(),
-            _ => l.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(&conf, text + "\n").unwrap();
-    let conf = conf.to_str().unwrap().to_string();
+    // ibkit logs to the test's pipe, OpenSM to its -f file.
+    let conf = opensm_conf_with(
+        &dir,
+        &[("sm_priority", "7"), ("lmc", "1"), ("log_file", "(null)")],
+    );
     let hosts: Vec<String> = (topo.nodes.iter())
         .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
         .map(|n| n.name.clone())
         .collect();
-    let wait = std::time::Duration::from_secs(30);
     for who in ["OpenSM", "ibkit"] {
         let sim = Ibsim::start(&topo, &dir).unwrap();
-        let sm = match who {
-            "OpenSM" => tests::peers::start_opensm_with(&sim, &dir, wait, &["-F", &conf]),
-            _ => tests::peers::start_ibkit_sm(
-                exe,
-                &sim,
-                &["--transport", "ibsim", "--opensm-config", &conf],
-                wait,
-            ),
-        }
-        .unwrap_or_else(|e| panic!("{who}: {e}"));
+        let sm = with_opensm_conf(who, exe, &sim, &dir, &conf);
         let seen = tests::peers::sminfo(&sim, &hosts[3], &[]).unwrap();
         assert_eq!(seen.priority, 7, "{who}: sminfo");
         for h in &hosts {
@@ -394,6 +369,28 @@ fn opensm_and_ibkit_apply_the_same_opensm_conf() {
         assert!(clean || who == "OpenSM", "{who}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `who` ("OpenSM" or ibkit) started on `sim` with the `opensm.conf` at
+/// `conf` (`opensm -F`, `ibkit sm --opensm-config`).
+fn with_opensm_conf(
+    who: &str,
+    exe: &Path,
+    sim: &dyn Simulator,
+    dir: &Path,
+    conf: &str,
+) -> tests::peers::RunningSm {
+    let wait = std::time::Duration::from_secs(30);
+    match who {
+        "OpenSM" => tests::peers::start_opensm_with(sim, dir, wait, &["-F", conf]),
+        _ => tests::peers::start_ibkit_sm(
+            exe,
+            sim,
+            &["--transport", "ibsim", "--opensm-config", conf],
+            wait,
+        ),
+    }
+    .unwrap_or_else(|e| panic!("{who}: {e}"))
 }
 
 /// `opensm -c`'s file with a site's lines put in place of OpenSM's.
@@ -460,20 +457,10 @@ fn opensm_and_ibkit_protect_every_end_port_with_the_same_m_key() {
         .map(|n| n.name.clone())
         .collect();
     let (victim, tool) = (&cas[2], &cas[3]);
-    let wait = std::time::Duration::from_secs(30);
     for who in ["OpenSM", "ibkit"] {
         let sim = Served::start(exe, spec, 0, &[]).unwrap();
         let on = "the served fabric";
-        let sm = match who {
-            "OpenSM" => tests::peers::start_opensm_with(&sim, &dir, wait, &["-F", &conf]),
-            _ => tests::peers::start_ibkit_sm(
-                exe,
-                &sim,
-                &["--transport", "ibsim", "--opensm-config", &conf],
-                wait,
-            ),
-        }
-        .unwrap_or_else(|e| panic!("{who} on {on}: {e}"));
+        let sm = with_opensm_conf(who, exe, &sim, &dir, &conf);
         let portinfo = |lid: u16, key: Option<&str>| {
             let mut c = sim.client_at("smpquery".as_ref(), tool);
             c.arg("-K");

@@ -384,32 +384,26 @@ mod tests {
             e.reason.contains("lmc = 8") && e.reason.contains("0-7"),
             "{e}"
         );
-        let e = bad("routing = \"dor\"\n");
-        assert!(e.reason.contains("minhop"), "{e}");
+        for (text, why) in [
+            ("routing = \"dor\"\n", "minhop"),
+            ("sm_key = -1\n", "negative"),
+            ("sm_key = \"12\"\n", "0x"),
+            ("poll_ms = 1\n", "10-3600000"),
+            ("lid_policy = \"static\"\n", "prepopulated"),
+            ("retries = 21\n", "0-20"),
+            ("timeout_ms = 5\n", "10-10000"),
+            ("log_level = \"loud\"\n", "warn"),
+            ("m_key_protection_level = 4\n", "0-3"),
+            ("m_key_lease_period = 65536\n", "0-65535"),
+            ("sweep_ms = -1\n", "0-86400000"),
+        ] {
+            let e = bad(text);
+            assert!(e.reason.contains(why), "{text:?}: {e}");
+        }
         let e = bad("priority = \"high\"\n");
         assert_eq!(e.line, 1, "{e}");
-        let e = bad("sm_key = -1\n");
-        assert!(e.reason.contains("negative"), "{e}");
-        let e = bad("sm_key = \"12\"\n");
-        assert!(e.reason.contains("0x"), "{e}");
-        let e = bad("poll_ms = 1\n");
-        assert!(e.reason.contains("10-3600000"), "{e}");
-        let e = bad("lid_policy = \"static\"\n");
-        assert!(e.reason.contains("prepopulated"), "{e}");
-        let e = bad("retries = 21\n");
-        assert!(e.reason.contains("0-20"), "{e}");
-        let e = bad("timeout_ms = 5\n");
-        assert!(e.reason.contains("10-10000"), "{e}");
-        let e = bad("log_level = \"loud\"\n");
-        assert!(e.reason.contains("warn"), "{e}");
         let e = bad("priority = \n");
         assert_eq!(e.line, 1, "{e}");
-        let e = bad("m_key_protection_level = 4\n");
-        assert!(e.reason.contains("0-3"), "{e}");
-        let e = bad("m_key_lease_period = 65536\n");
-        assert!(e.reason.contains("0-65535"), "{e}");
-        let e = bad("sweep_ms = -1\n");
-        assert!(e.reason.contains("0-86400000"), "{e}");
         let e = bad("qos = 1\n");
         assert_eq!(e.line, 1, "{e}");
     }
