@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use tests::peers::{missing_tools, run_opensm, Ibsim, Served, Simulator};
 
 mod common;
-use common::{cabled, check_ibroute, discovered, lft, own_lid, skip, smp_field};
+use common::{cabled, check_ibroute, discovered, lft, opensm_conf_with, own_lid, skip, smp_field};
 use std::path::Path;
 
 fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
@@ -391,30 +391,6 @@ fn with_opensm_conf(
         ),
     }
     .unwrap_or_else(|e| panic!("{who}: {e}"))
-}
-
-/// `opensm -c`'s file with a site's lines put in place of OpenSM's.
-fn opensm_conf_with(dir: &Path, lines: &[(&str, &str)]) -> String {
-    let conf = dir.join("opensm.conf");
-    let st = std::process::Command::new("/usr/sbin/opensm")
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("opensm -c: {e} {st:?}"));
-    let text: String = text
-        .lines()
-        .map(|l| {
-            let key = l.split_once(' ').map(|x| x.0);
-            match lines.iter().find(|(k, _)| Some(*k) == key) {
-                Some((k, v)) => format!("{k} {v}"),
-                None => l.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(&conf, text + "\n").unwrap();
-    conf.to_str().unwrap().to_string()
 }
 
 /// The same `opensm.conf` with `m_key`, `m_key_protection_level 1` and

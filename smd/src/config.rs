@@ -28,6 +28,14 @@
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
+//! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
+//! head_of_queue_lifetime = 18        # switch-to-switch ports' HOQLife, 0-31 (OpenSM's)
+//! leaf_head_of_queue_lifetime = 16   # switch ports to CAs
+//! vl_stall_count = 7        # 0-7, switch-to-switch ports (OpenSM's)
+//! leaf_vl_stall_count = 7   # switch ports to CAs
+//! max_op_vls = 5            # 1-5: OperationalVLs at most (5: VL0-14)
+//! local_phy_errors_threshold = 8     # 0-15 (OpenSM's)
+//! overrun_errors_threshold = 8       # 0-15
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ```
 //!
@@ -82,6 +90,14 @@ struct Raw {
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
+    subnet_timeout: Option<Spanned<i64>>,
+    head_of_queue_lifetime: Option<Spanned<i64>>,
+    leaf_head_of_queue_lifetime: Option<Spanned<i64>>,
+    vl_stall_count: Option<Spanned<i64>>,
+    leaf_vl_stall_count: Option<Spanned<i64>>,
+    max_op_vls: Option<Spanned<i64>>,
+    local_phy_errors_threshold: Option<Spanned<i64>>,
+    overrun_errors_threshold: Option<Spanned<i64>>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -144,6 +160,41 @@ pub struct SmFile {
     /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
     /// `sm_assigned_guid`).
     pub sm_assigned_guid: Option<u8>,
+    /// PortInfo's SubnetTimeOut, 0–31 (OpenSM's `subnet_timeout`).
+    pub subnet_timeout: Option<u8>,
+    /// HOQLife of switch-to-switch ports, 0–31.
+    pub head_of_queue_lifetime: Option<u8>,
+    /// HOQLife of switch ports cabled to CAs, 0–31.
+    pub leaf_head_of_queue_lifetime: Option<u8>,
+    /// VLStallCount of switch-to-switch ports, 0–7.
+    pub vl_stall_count: Option<u8>,
+    /// VLStallCount of switch ports cabled to CAs, 0–7.
+    pub leaf_vl_stall_count: Option<u8>,
+    /// OperationalVLs at most, 1–5 (PortInfo's encoding).
+    pub max_op_vls: Option<u8>,
+    /// LocalPhyErrors threshold, 0–15.
+    pub local_phy_errors_threshold: Option<u8>,
+    /// OverrunErrors threshold, 0–15.
+    pub overrun_errors_threshold: Option<u8>,
+}
+
+impl SmFile {
+    /// The link parameters this file gives, OpenSM's defaults for the
+    /// rest.
+    pub fn link_params(&self) -> smi::sm::LinkParams {
+        let d = smi::sm::LinkParams::default();
+        smi::sm::LinkParams {
+            hoq_lifetime: self.head_of_queue_lifetime.unwrap_or(d.hoq_lifetime),
+            leaf_hoq_lifetime: (self.leaf_head_of_queue_lifetime).unwrap_or(d.leaf_hoq_lifetime),
+            vl_stall_count: self.vl_stall_count.unwrap_or(d.vl_stall_count),
+            leaf_vl_stall_count: self.leaf_vl_stall_count.unwrap_or(d.leaf_vl_stall_count),
+            max_op_vls: self.max_op_vls.unwrap_or(d.max_op_vls),
+            local_phy_errors_threshold: (self.local_phy_errors_threshold)
+                .unwrap_or(d.local_phy_errors_threshold),
+            overrun_errors_threshold: (self.overrun_errors_threshold)
+                .unwrap_or(d.overrun_errors_threshold),
+        }
+    }
 }
 
 /// What is wrong in a configuration file, and where.
@@ -261,6 +312,9 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         }
     };
     let path = |p: &Option<PathBuf>| p.as_ref().map(|p| dir.join(p));
+    let byte = |v: &Option<Spanned<i64>>, key: &str, hi: i64| {
+        ranged(v, key, 0, hi).map(|x| x.map(|v| v as u8))
+    };
     Ok(SmFile {
         priority: ranged(&raw.priority, "priority", 0, 15)?.map(|v| v as u8),
         sm_key,
@@ -297,6 +351,26 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
             .map(|v| v as u8),
+        subnet_timeout: byte(&raw.subnet_timeout, "subnet_timeout", 31)?,
+        head_of_queue_lifetime: byte(&raw.head_of_queue_lifetime, "head_of_queue_lifetime", 31)?,
+        leaf_head_of_queue_lifetime: byte(
+            &raw.leaf_head_of_queue_lifetime,
+            "leaf_head_of_queue_lifetime",
+            31,
+        )?,
+        vl_stall_count: byte(&raw.vl_stall_count, "vl_stall_count", 7)?,
+        leaf_vl_stall_count: byte(&raw.leaf_vl_stall_count, "leaf_vl_stall_count", 7)?,
+        max_op_vls: ranged(&raw.max_op_vls, "max_op_vls", 1, 5)?.map(|v| v as u8),
+        local_phy_errors_threshold: byte(
+            &raw.local_phy_errors_threshold,
+            "local_phy_errors_threshold",
+            15,
+        )?,
+        overrun_errors_threshold: byte(
+            &raw.overrun_errors_threshold,
+            "overrun_errors_threshold",
+            15,
+        )?,
     })
 }
 
@@ -324,6 +398,9 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nm_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\n\
+                    subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
+                    leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
+                    max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -347,6 +424,23 @@ mod tests {
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))
+        );
+        assert_eq!(f.subnet_timeout, Some(17));
+        assert_eq!(
+            f.link_params(),
+            smi::sm::LinkParams {
+                hoq_lifetime: 19,
+                leaf_hoq_lifetime: 15,
+                vl_stall_count: 6,
+                leaf_vl_stall_count: 5,
+                max_op_vls: 3,
+                local_phy_errors_threshold: 9,
+                overrun_errors_threshold: 10,
+            }
+        );
+        assert_eq!(
+            SmFile::default().link_params(),
+            smi::sm::LinkParams::default()
         );
         assert_eq!(f.guid, Some(0x0002_c903_0000_1235));
         assert_eq!(
@@ -396,6 +490,10 @@ mod tests {
             ("m_key_protection_level = 4\n", "0-3"),
             ("m_key_lease_period = 65536\n", "0-65535"),
             ("sweep_ms = -1\n", "0-86400000"),
+            ("max_op_vls = 0\n", "1-5"),
+            ("vl_stall_count = 8\n", "0-7"),
+            ("leaf_head_of_queue_lifetime = 32\n", "0-31"),
+            ("overrun_errors_threshold = 16\n", "0-15"),
         ] {
             let e = bad(text);
             assert!(e.reason.contains(why), "{text:?}: {e}");

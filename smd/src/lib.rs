@@ -115,6 +115,12 @@ pub struct SmdConfig {
     pub m_key_protect_bits: u8,
     /// M_KeyLeasePeriod, seconds (OpenSM's `m_key_lease_period`).
     pub m_key_lease_period: u16,
+    /// SubnetTimeOut written to every end port (OpenSM's `subnet_timeout`).
+    pub subnet_timeout: u8,
+    /// The link parameters written as each link comes up (OpenSM's
+    /// head-of-queue lifetimes, VL stall counts, `max_op_vls`, error
+    /// thresholds).
+    pub link: smi::sm::LinkParams,
     /// Bits 39..32 of the alias GUIDs the SA makes (OpenSM's
     /// `sm_assigned_guid`).
     pub assigned_guid_byte: u8,
@@ -203,6 +209,8 @@ impl Default for SmdConfig {
             m_key: 0,
             m_key_protect_bits: 0,
             m_key_lease_period: 0,
+            subnet_timeout: 18,
+            link: smi::sm::LinkParams::default(),
             assigned_guid_byte: 0,
             poll_ms: 500,
             dump_dir: None,
@@ -549,6 +557,8 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         m_key: mad_core::MKey(c.m_key),
         m_key_protect_bits: c.m_key_protect_bits,
         m_key_lease_period: c.m_key_lease_period,
+        subnet_time_out: c.subnet_timeout,
+        link: c.link,
         priority: c.priority,
         sm_key: c.sm_key,
         poll_ms: c.poll_ms,
@@ -1070,9 +1080,9 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
     ) {
         set(level);
     }
-    files.partitions = g.partitions.clone().or(f.partitions);
-    files.qos_config = g.qos_config.clone().or(f.qos_config);
-    files.qos_policy = g.qos_policy.clone().or(f.qos_policy);
+    files.partitions = g.partitions.clone().or(f.partitions.clone());
+    files.qos_config = g.qos_config.clone().or(f.qos_config.clone());
+    files.qos_policy = g.qos_policy.clone().or(f.qos_policy.clone());
     let qos = g.qos == Some(true) || f.qos == Some(true) || files.qos_config.is_some();
     if files.qos && !qos {
         tracing::warn!("QoS stays on until the SM restarts");
@@ -1094,6 +1104,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             "m_key_lease_period",
             f.m_key_lease_period.unwrap_or(0) != c.m_key_lease_period,
         ),
+        (
+            "subnet_timeout",
+            f.subnet_timeout.unwrap_or(18) != c.subnet_timeout,
+        ),
+        ("the link parameters", f.link_params() != c.link),
         (
             "sm_assigned_guid",
             f.sm_assigned_guid.unwrap_or(0) != c.assigned_guid_byte,

@@ -16,6 +16,7 @@
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
+//! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
 //! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
@@ -162,6 +163,18 @@ pub fn parse_opensm_conf(
                 sweep_line = line;
             }
             "m_key" => s.m_key = Some(number()?),
+            "subnet_timeout" => s.subnet_timeout = Some(ranged(0, 31)? as u8),
+            "head_of_queue_lifetime" => s.head_of_queue_lifetime = Some(ranged(0, 31)? as u8),
+            "leaf_head_of_queue_lifetime" => {
+                s.leaf_head_of_queue_lifetime = Some(ranged(0, 31)? as u8)
+            }
+            "vl_stall_count" => s.vl_stall_count = Some(ranged(0, 7)? as u8),
+            "leaf_vl_stall_count" => s.leaf_vl_stall_count = Some(ranged(0, 7)? as u8),
+            "max_op_vls" => s.max_op_vls = Some(ranged(1, 5)? as u8),
+            "local_phy_errors_threshold" => {
+                s.local_phy_errors_threshold = Some(ranged(0, 15)? as u8)
+            }
+            "overrun_errors_threshold" => s.overrun_errors_threshold = Some(ranged(0, 15)? as u8),
             "m_key_protection_level" => s.m_key_protection_level = Some(ranged(0, 3)? as u8),
             "m_key_lease_period" => {
                 s.m_key_lease_period = Some(ranged(0, 65_535)? as u16);
@@ -351,7 +364,10 @@ mod tests {
              sminfo_polling_timeout 2000\ntransaction_timeout 0310\ntransaction_retries 5\n\
              routing_engine dfsssp,ftree,updn\npartition_config_file /there/p.conf\n\
              qos TRUE\nqos_policy_file /there/q.conf\nqos_max_vls 8\nlog_file /var/log/sm.log\n\
-             log_flags 0x03\ndump_files_dir /var/log/\nsa_db_file (null)\nsm_assigned_guid 0x07\n",
+             log_flags 0x03\ndump_files_dir /var/log/\nsa_db_file (null)\nsm_assigned_guid 0x07\n\
+             subnet_timeout 17\nhead_of_queue_lifetime 0x13\nleaf_head_of_queue_lifetime 0x0f\n\
+             vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
+             overrun_errors_threshold 0xa\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -384,6 +400,19 @@ mod tests {
         assert_eq!(s.dump_dir, None, "0x03 has neither VERBOSE nor ROUTING");
         assert_eq!(s.sa_db_file, None);
         assert_eq!(s.sm_assigned_guid, Some(7));
+        assert_eq!(s.subnet_timeout, Some(17));
+        assert_eq!(
+            s.link_params(),
+            smi::sm::LinkParams {
+                hoq_lifetime: 0x13,
+                leaf_hoq_lifetime: 0x0f,
+                vl_stall_count: 6,
+                leaf_vl_stall_count: 5,
+                max_op_vls: 3,
+                local_phy_errors_threshold: 9,
+                overrun_errors_threshold: 10,
+            }
+        );
         let warned: Vec<&str> = c
             .notes
             .iter()
@@ -501,6 +530,8 @@ mod tests {
             ("m_key_protection_level 4\n", 1, 24, "not 0-3"),
             ("m_key 0xg\n", 1, 7, "not a number"),
             ("m_key_lease_period 65536\n", 1, 20, "not 0-65535"),
+            ("max_op_vls 6\n", 1, 12, "not 1-5"),
+            ("leaf_vl_stall_count 8\n", 1, 21, "not 0-7"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");

@@ -212,7 +212,7 @@ impl Fabric {
         if dlid != 0xFFFF || !smp.is_directed() {
             let me = self.nodes[node].lid().0;
             if self.nodes[node].owns(Lid(dlid)) {
-                if let Some(r) = self.nodes[node].process(&smp, home, now_ms) {
+                if let Some(r) = self.deliver(node, home, &smp, now_ms) {
                     self.hand_over(node, r, me);
                 }
             } else {
@@ -230,8 +230,9 @@ impl Fabric {
         match dr::originate(&mut smp, self.nodes[node].node(), out) {
             Ok(false) => self.transmit(node, out, smp),
             Ok(true) => {
-                // Zero hops: the node's own agent answers.
-                if let Some(mut r) = self.nodes[node].process(&smp, home, now_ms) {
+                // Zero hops: the node's own agent answers (a Set that
+                // takes its link down retrains it, as any Set does).
+                if let Some(mut r) = self.deliver(node, home, &smp, now_ms) {
                     if dr::originate(&mut r, self.nodes[node].node(), out) == Ok(true) {
                         self.hand_over(node, r, 0xFFFF);
                     }

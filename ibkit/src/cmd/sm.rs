@@ -60,7 +60,9 @@ pub struct SmArgs {
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
     /// m_key, m_key_protection_level, m_key_lease_period, poll_ms,
-    /// sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
+    /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
+    /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
+    /// local_phy_errors_threshold, overrun_errors_threshold, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, reassign_lids; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -69,7 +71,10 @@ pub struct SmArgs {
     /// OpenSM's own opensm.conf (as `opensm -F`, or as `opensm -c`
     /// writes it), instead of --config: what ibkit has an equivalent for
     /// is applied (guid, sm_priority, sm_key, sa_key, m_key,
-    /// m_key_protection_level, m_key_lease_period, lmc, lmc_esp0,
+    /// m_key_protection_level, m_key_lease_period, the link parameters
+    /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
+    /// vl_stall_count and its leaf_, max_op_vls, the error thresholds),
+    /// lmc, lmc_esp0,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -219,6 +224,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     let reload = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
         .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
+    let link = file.link_params();
     let r = smd::run(
         &smd::SmdConfig {
             via,
@@ -241,6 +247,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             m_key: file.m_key.unwrap_or(0),
             m_key_protect_bits: file.m_key_protection_level.unwrap_or(0),
             m_key_lease_period: file.m_key_lease_period.unwrap_or(0),
+            subnet_timeout: file.subnet_timeout.unwrap_or(18),
+            link,
             assigned_guid_byte: file.sm_assigned_guid.unwrap_or(0),
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),

@@ -208,3 +208,27 @@ pub fn own_lid(sim: &dyn tests::peers::Simulator, host: &str) -> Option<u16> {
             None => h.parse().ok(),
         })
 }
+
+/// `opensm -c`'s file with a site's lines put in place of OpenSM's.
+pub fn opensm_conf_with(dir: &std::path::Path, lines: &[(&str, &str)]) -> String {
+    let conf = dir.join("opensm.conf");
+    let st = std::process::Command::new("/usr/sbin/opensm")
+        .arg("-c")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("opensm -c: {e} {st:?}"));
+    let text: String = text
+        .lines()
+        .map(|l| {
+            let key = l.split_once(' ').map(|x| x.0);
+            match lines.iter().find(|(k, _)| Some(*k) == key) {
+                Some((k, v)) => format!("{k} {v}"),
+                None => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&conf, text + "\n").unwrap();
+    conf.to_str().unwrap().to_string()
+}

@@ -28,6 +28,10 @@ pub struct SmConfig {
     pub m_key_lease_period: u16,
     /// SubnetTimeOut written to every port.
     pub subnet_time_out: u8,
+    /// What else OpenSM writes into a port's PortInfo as it brings the
+    /// link up: head-of-queue lifetimes, VL stall counts, the operational
+    /// VLs' limit and the error thresholds.
+    pub link: LinkParams,
     /// The routing engine.
     pub routing: Engine,
     /// How hypervisors' VFs get LIDs.
@@ -184,6 +188,7 @@ impl Default for SmConfig {
             m_key_protect_bits: 0,
             m_key_lease_period: 0,
             subnet_time_out: 18,
+            link: LinkParams::default(),
             routing: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
             sweep_interval_ms: None,
@@ -196,6 +201,47 @@ impl Default for SmConfig {
             reassign_lids: false,
             lmc: 0,
             lmc_esp0: false,
+        }
+    }
+}
+
+/// The link parameters an SM writes into PortInfo as each link comes up
+/// (in the Set(PortInfo) that moves the port to Armed, so at no SMP's
+/// cost), named as OpenSM's options and with OpenSM's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkParams {
+    /// HOQLife of a switch port cabled to a switch (`head_of_queue_lifetime`,
+    /// 4.096 µs × 2^value; 20 and above: no limit).
+    pub hoq_lifetime: u8,
+    /// HOQLife of a switch port cabled to a CA or router
+    /// (`leaf_head_of_queue_lifetime`): shorter, so a stalled host's
+    /// packets are dropped before they back up the fabric.
+    pub leaf_hoq_lifetime: u8,
+    /// VLStallCount of a switch port cabled to a switch (`vl_stall_count`).
+    pub vl_stall_count: u8,
+    /// VLStallCount of a switch port cabled to a CA or router
+    /// (`leaf_vl_stall_count`).
+    pub leaf_vl_stall_count: u8,
+    /// OperationalVLs at most (`max_op_vls`, PortInfo's encoding: 1 VL0,
+    /// 2 VL0–1, 3 VL0–3, 4 VL0–7, 5 VL0–14); a link runs the fewer of
+    /// its two ends' VLCap and this.
+    pub max_op_vls: u8,
+    /// LocalPhyErrors threshold (`local_phy_errors_threshold`).
+    pub local_phy_errors_threshold: u8,
+    /// OverrunErrors threshold (`overrun_errors_threshold`).
+    pub overrun_errors_threshold: u8,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        LinkParams {
+            hoq_lifetime: 0x12,
+            leaf_hoq_lifetime: 0x10,
+            vl_stall_count: 7,
+            leaf_vl_stall_count: 7,
+            max_op_vls: 5,
+            local_phy_errors_threshold: 8,
+            overrun_errors_threshold: 8,
         }
     }
 }

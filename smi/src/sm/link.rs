@@ -72,6 +72,9 @@ impl Sm {
             if let Some(h) = self.qos_high_limit(i, port) {
                 pi.vl_high_limit = h;
             }
+            if state == PortState::Armed {
+                self.stamp_link_params(i, port, &mut pi);
+            }
             self.stamp_m_key(i, port, &mut pi);
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = state;
@@ -110,5 +113,42 @@ impl Sm {
                     self.cfg.m_key_protect_bits.min(3),
                     self.cfg.m_key_lease_period,
                 )
+    }
+
+    /// Writes the link parameters ([`SmConfig::link`]) into `pi`, the
+    /// PortInfo of linked port `p` of node `i` about to be set, as
+    /// OpenSM's link manager does: a switch port's HOQLife and
+    /// VLStallCount, the leaf values where its peer is not a switch; on
+    /// every port the error thresholds and OperationalVLs, the fewer of
+    /// the two ends' VLCap and `max_op_vls` (at least VL0).
+    pub(super) fn stamp_link_params(&self, i: usize, p: u8, pi: &mut PortInfo) {
+        let link = self.cfg.link;
+        let nodes = self.db.nodes();
+        let Some(n) = nodes.get(i) else { return };
+        let peer = n.ports.get(usize::from(p)).and_then(|x| x.peer);
+        let Some((m, q)) = peer else { return };
+        let peer_node = nodes.get(m);
+        if n.is_switch() && p != 0 {
+            let leaf = peer_node.is_some_and(|x| !x.is_switch());
+            (pi.hoq_life, pi.vl_stall_count) = if leaf {
+                (link.leaf_hoq_lifetime, link.leaf_vl_stall_count)
+            } else {
+                (link.hoq_lifetime, link.vl_stall_count)
+            };
+            pi.hoq_life = pi.hoq_life.min(31);
+            pi.vl_stall_count = pi.vl_stall_count.min(7);
+        }
+        pi.local_phy_errors = link.local_phy_errors_threshold.min(15);
+        pi.overrun_errors = link.overrun_errors_threshold.min(15);
+        let peer_cap = peer_node
+            .and_then(|x| x.ports.get(usize::from(q)))
+            .and_then(|x| x.info)
+            .map(|x| u8::from(x.vl_cap));
+        let own = u8::from(pi.vl_cap);
+        let vls = peer_cap
+            .map_or(own, |c| own.min(c))
+            .min(link.max_op_vls)
+            .clamp(1, 5);
+        pi.operational_vls = mad_core::attr::VlCap::from(vls);
     }
 }

@@ -37,7 +37,9 @@ mod ucast;
 pub mod updn;
 pub mod vswitch;
 
-pub use config::{Engine, FatTreeEngine, MinHopEngine, RoutingEngine, SmConfig, UpDownEngine};
+pub use config::{
+    Engine, FatTreeEngine, LinkParams, MinHopEngine, RoutingEngine, SmConfig, UpDownEngine,
+};
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};
 pub use guids::{GuidError, GUIDS_PER_BLOCK};

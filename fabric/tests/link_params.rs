@@ -1,0 +1,73 @@
+//! The link parameters the SM writes as each link comes up
+//! ([`smi::sm::LinkParams`], OpenSM's options): on fat-tree-324, every
+//! switch port cabled to a CA has the leaf HOQLife and VLStallCount,
+//! every one cabled to a switch the others, every linked port the error
+//! thresholds and OperationalVLs; and it costs no SMP.
+
+use fabric::sim::{SimConfig, SimNode};
+use mad_core::attr::{NodeType, PortInfo, VlCap};
+use smi::sm::{LinkParams, SmConfig};
+
+#[test]
+fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
+    let spec = "fat-tree-324";
+    let link = LinkParams {
+        hoq_lifetime: 19,
+        leaf_hoq_lifetime: 14,
+        vl_stall_count: 5,
+        leaf_vl_stall_count: 6,
+        max_op_vls: 3,
+        local_phy_errors_threshold: 9,
+        overrun_errors_threshold: 10,
+    };
+    let (_, plain, up) =
+        fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let cfg = SmConfig {
+        link,
+        ..SmConfig::default()
+    };
+    let (f, sm, up) = fabric::sim::bring_up(spec, SimConfig::default(), cfg).unwrap();
+    assert!(up, "{:?}", sm.error());
+    assert_eq!(sm.stats().total(), plain.stats().total(), "no SMP more");
+    let info = |i: usize, p: u8| -> PortInfo {
+        match &f.nodes[i] {
+            SimNode::Switch(s) => s.model.ports[usize::from(p)].info,
+            SimNode::Ca(c) => c.model.ports[usize::from(p)].info,
+            SimNode::Hypervisor(h) => h.pf.model.ports[usize::from(p)].info,
+        }
+    };
+    let (mut leaf, mut inter, mut cas) = (0, 0, 0);
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        for p in 1..=n.ports {
+            let Some((m, _)) = f.topo.peer_of(i, p) else {
+                continue;
+            };
+            let pi = info(i, p);
+            assert_eq!(
+                (pi.operational_vls, pi.local_phy_errors, pi.overrun_errors),
+                (VlCap::Vl0To3, 9, 10),
+                "{} port {p}",
+                n.name
+            );
+            if n.kind != NodeType::Switch {
+                cas += 1;
+                continue;
+            }
+            let to_ca = f.topo.nodes[m].kind != NodeType::Switch;
+            let want = if to_ca { (14, 6) } else { (19, 5) };
+            assert_eq!(
+                (pi.hoq_life, pi.vl_stall_count),
+                want,
+                "{} port {p}",
+                n.name
+            );
+            if to_ca {
+                leaf += 1;
+            } else {
+                inter += 1;
+            }
+        }
+    }
+    assert_eq!((leaf, inter, cas), (324, 648, 324));
+}
