@@ -2,7 +2,8 @@
 //! ([`smi::sm::LinkParams`], OpenSM's options): on fat-tree-324, every
 //! switch port cabled to a CA has the leaf HOQLife and VLStallCount,
 //! every one cabled to a switch the others, every linked port the error
-//! thresholds and OperationalVLs; and it costs no SMP.
+//! thresholds and OperationalVLs, every switch its LifeTimeValue; and it
+//! costs no SMP.
 
 use fabric::sim::{SimConfig, SimNode};
 use mad_core::attr::{NodeType, PortInfo, VlCap};
@@ -19,6 +20,7 @@ fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
         max_op_vls: 3,
         local_phy_errors_threshold: 9,
         overrun_errors_threshold: 10,
+        packet_life_time: 20,
     };
     let (_, plain, up) =
         fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
@@ -39,6 +41,9 @@ fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
     };
     let (mut leaf, mut inter, mut cas) = (0, 0, 0);
     for (i, n) in f.topo.nodes.iter().enumerate() {
+        if let SimNode::Switch(s) = &f.nodes[i] {
+            assert_eq!(s.model.switch_info.life_time_value, 20, "{}", n.name);
+        }
         for p in 1..=n.ports {
             let Some((m, _)) = f.topo.peer_of(i, p) else {
                 continue;

@@ -36,6 +36,7 @@
 //! max_op_vls = 5            # 1-5: OperationalVLs at most (5: VL0-14)
 //! local_phy_errors_threshold = 8     # 0-15 (OpenSM's)
 //! overrun_errors_threshold = 8       # 0-15
+//! packet_life_time = 18     # switches' LifeTimeValue, 0-31 (OpenSM's)
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ```
 //!
@@ -98,6 +99,7 @@ struct Raw {
     max_op_vls: Option<Spanned<i64>>,
     local_phy_errors_threshold: Option<Spanned<i64>>,
     overrun_errors_threshold: Option<Spanned<i64>>,
+    packet_life_time: Option<Spanned<i64>>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -176,6 +178,8 @@ pub struct SmFile {
     pub local_phy_errors_threshold: Option<u8>,
     /// OverrunErrors threshold, 0–15.
     pub overrun_errors_threshold: Option<u8>,
+    /// Switches' LifeTimeValue, 0–31 (OpenSM's `packet_life_time`).
+    pub packet_life_time: Option<u8>,
 }
 
 impl SmFile {
@@ -193,6 +197,7 @@ impl SmFile {
                 .unwrap_or(d.local_phy_errors_threshold),
             overrun_errors_threshold: (self.overrun_errors_threshold)
                 .unwrap_or(d.overrun_errors_threshold),
+            packet_life_time: self.packet_life_time.unwrap_or(d.packet_life_time),
         }
     }
 }
@@ -371,6 +376,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             "overrun_errors_threshold",
             15,
         )?,
+        packet_life_time: byte(&raw.packet_life_time, "packet_life_time", 31)?,
     })
 }
 
@@ -401,6 +407,7 @@ mod tests {
                     subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
                     leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
                     max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
+                    packet_life_time = 20\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -436,6 +443,7 @@ mod tests {
                 max_op_vls: 3,
                 local_phy_errors_threshold: 9,
                 overrun_errors_threshold: 10,
+                packet_life_time: 20,
             }
         );
         assert_eq!(

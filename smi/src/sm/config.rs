@@ -230,6 +230,11 @@ pub struct LinkParams {
     pub local_phy_errors_threshold: u8,
     /// OverrunErrors threshold (`overrun_errors_threshold`).
     pub overrun_errors_threshold: u8,
+    /// SwitchInfo.LifeTimeValue of every switch (`packet_life_time`,
+    /// 4.096 µs × 2^value a packet may live in a switch; 20 and above:
+    /// no limit), written with LinearFDBTop; the SA's PathRecords sum it
+    /// along the path.
+    pub packet_life_time: u8,
 }
 
 impl Default for LinkParams {
@@ -242,6 +247,7 @@ impl Default for LinkParams {
             max_op_vls: 5,
             local_phy_errors_threshold: 8,
             overrun_errors_threshold: 8,
+            packet_life_time: 0x12,
         }
     }
 }

@@ -145,6 +145,7 @@ impl Sm {
             };
             let held = si;
             si.linear_fdb_top = top;
+            si.life_time_value = self.cfg.link.packet_life_time.min(31);
             if let Some(t) = mcast.tops.remove(&i) {
                 si.multicast_fdb_top = t;
             }
@@ -164,7 +165,10 @@ impl Sm {
                 })
                 .map(|b| b as u16)
                 .collect();
-            if top != old_top || si.multicast_fdb_top != held.multicast_fdb_top {
+            if top != old_top
+                || si.multicast_fdb_top != held.multicast_fdb_top
+                || si.life_time_value != held.life_time_value
+            {
                 self.set_node(i, &si, 0, Purpose::SetTopOnly);
                 if let Some(mut n) = self.db.node_mut(i) {
                     n.switch_info = Some(SwitchInfo {

@@ -489,9 +489,6 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         {
             return Err(Status::INVALID_FIELD);
         }
-        if new.life_time_value > 19 {
-            return Err(Status::INVALID_FIELD);
-        }
         si.linear_fdb_top = new.linear_fdb_top;
         si.default_port = new.default_port;
         si.default_multicast_primary_port = new.default_multicast_primary_port;
