@@ -21,6 +21,7 @@ fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
         local_phy_errors_threshold: 9,
         overrun_errors_threshold: 10,
         packet_life_time: 20,
+        sm_sl: 3,
     };
     let (_, plain, up) =
         fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
@@ -56,6 +57,7 @@ fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
                 n.name
             );
             if n.kind != NodeType::Switch {
+                assert_eq!(pi.master_sm_sl, 3, "{}", n.name);
                 cas += 1;
                 continue;
             }

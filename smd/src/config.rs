@@ -37,6 +37,7 @@
 //! local_phy_errors_threshold = 8     # 0-15 (OpenSM's)
 //! overrun_errors_threshold = 8       # 0-15
 //! packet_life_time = 18     # switches' LifeTimeValue, 0-31 (OpenSM's)
+//! sm_sl = 0                 # end ports' MasterSMSL, 0-15 (OpenSM's)
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ```
 //!
@@ -100,6 +101,7 @@ struct Raw {
     local_phy_errors_threshold: Option<Spanned<i64>>,
     overrun_errors_threshold: Option<Spanned<i64>>,
     packet_life_time: Option<Spanned<i64>>,
+    sm_sl: Option<Spanned<i64>>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -180,6 +182,8 @@ pub struct SmFile {
     pub overrun_errors_threshold: Option<u8>,
     /// Switches' LifeTimeValue, 0–31 (OpenSM's `packet_life_time`).
     pub packet_life_time: Option<u8>,
+    /// End ports' MasterSMSL, 0–15 (OpenSM's `sm_sl`).
+    pub sm_sl: Option<u8>,
 }
 
 impl SmFile {
@@ -198,6 +202,7 @@ impl SmFile {
             overrun_errors_threshold: (self.overrun_errors_threshold)
                 .unwrap_or(d.overrun_errors_threshold),
             packet_life_time: self.packet_life_time.unwrap_or(d.packet_life_time),
+            sm_sl: self.sm_sl.unwrap_or(d.sm_sl),
         }
     }
 }
@@ -377,6 +382,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             15,
         )?,
         packet_life_time: byte(&raw.packet_life_time, "packet_life_time", 31)?,
+        sm_sl: byte(&raw.sm_sl, "sm_sl", 15)?,
     })
 }
 
@@ -407,7 +413,7 @@ mod tests {
                     subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
                     leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
                     max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
-                    packet_life_time = 20\n\
+                    packet_life_time = 20\nsm_sl = 3\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -444,6 +450,7 @@ mod tests {
                 local_phy_errors_threshold: 9,
                 overrun_errors_threshold: 10,
                 packet_life_time: 20,
+                sm_sl: 3,
             }
         );
         assert_eq!(

@@ -16,7 +16,7 @@
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
-//! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time` | the same ([`smi::sm::LinkParams`]) |
+//! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
 //! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
@@ -176,6 +176,7 @@ pub fn parse_opensm_conf(
             }
             "overrun_errors_threshold" => s.overrun_errors_threshold = Some(ranged(0, 15)? as u8),
             "packet_life_time" => s.packet_life_time = Some(ranged(0, 31)? as u8),
+            "sm_sl" => s.sm_sl = Some(ranged(0, 15)? as u8),
             "m_key_protection_level" => s.m_key_protection_level = Some(ranged(0, 3)? as u8),
             "m_key_lease_period" => {
                 s.m_key_lease_period = Some(ranged(0, 65_535)? as u16);
@@ -368,7 +369,7 @@ mod tests {
              log_flags 0x03\ndump_files_dir /var/log/\nsa_db_file (null)\nsm_assigned_guid 0x07\n\
              subnet_timeout 17\nhead_of_queue_lifetime 0x13\nleaf_head_of_queue_lifetime 0x0f\n\
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
-             overrun_errors_threshold 0xa\npacket_life_time 0x13\n",
+             overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -413,6 +414,7 @@ mod tests {
                 local_phy_errors_threshold: 9,
                 overrun_errors_threshold: 10,
                 packet_life_time: 0x13,
+                sm_sl: 3,
             }
         );
         let warned: Vec<&str> = c

@@ -63,7 +63,7 @@ pub struct SmArgs {
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
-    /// packet_life_time, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
+    /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, reassign_lids; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -75,7 +75,7 @@ pub struct SmArgs {
     /// m_key_protection_level, m_key_lease_period, the link parameters
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
-    /// packet_life_time),
+    /// packet_life_time, sm_sl),
     /// lmc, lmc_esp0,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,

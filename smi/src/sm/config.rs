@@ -230,6 +230,9 @@ pub struct LinkParams {
     pub local_phy_errors_threshold: u8,
     /// OverrunErrors threshold (`overrun_errors_threshold`).
     pub overrun_errors_threshold: u8,
+    /// MasterSMSL of every end port (`sm_sl`, 0–15): the SL a port's
+    /// traps and the SM's own MADs travel on.
+    pub sm_sl: u8,
     /// SwitchInfo.LifeTimeValue of every switch (`packet_life_time`,
     /// 4.096 µs × 2^value a packet may live in a switch; 20 and above:
     /// no limit), written with LinearFDBTop; the SA's PathRecords sum it
@@ -247,6 +250,7 @@ impl Default for LinkParams {
             max_op_vls: 5,
             local_phy_errors_threshold: 8,
             overrun_errors_threshold: 8,
+            sm_sl: 0,
             packet_life_time: 0x12,
         }
     }

@@ -145,9 +145,9 @@ impl Sm {
             pi.lid = Lid(n.lid);
             pi.lmc = self.db.lmc_of(i);
             pi.master_sm_lid = master;
-            // The SL to reach the master on: OpenSM's default sm_sl, 0,
-            // whatever an earlier master left there.
-            pi.master_sm_sl = 0;
+            // The SL to reach the master on (OpenSM's sm_sl), whatever an
+            // earlier master left there.
+            pi.master_sm_sl = self.cfg.link.sm_sl.min(15);
             // The subnet prefix, as OpenSM's LID manager sets it: the
             // port's GID (and so every PathRecord's and MCMemberRecord's)
             // is fe80::/64 + its GUID, not ::/64.
