@@ -240,22 +240,24 @@ pub fn parse_opensm_conf(
         }
     }
     // OpenSM keeps its sweeps within a protected M_Key's lease: no
-    // periodic sweep becomes one a second short of the lease, and a lease
-    // no longer than the sweep interval becomes a second longer than it.
-    let lease = s.m_key_lease_period.unwrap_or(0);
+    // periodic sweep becomes one a second short of the lease (none, for a
+    // lease of a second), then a lease no longer than the sweep interval
+    // becomes a second longer than it.
+    let lease = u64::from(s.m_key_lease_period.unwrap_or(0));
     if s.m_key_protection_level.unwrap_or(0) != 0 && lease != 0 {
-        let sweep = s.sweep_ms.unwrap_or(10_000) / 1000;
+        let mut sweep = s.sweep_ms.unwrap_or(10_000) / 1000;
         if sweep == 0 {
-            s.sweep_ms = Some((u64::from(lease) - 1).max(1) * 1000);
+            sweep = lease - 1;
+            s.sweep_ms = Some(sweep * 1000);
             notes.push(Note {
                 line: sweep_line,
                 warning: false,
                 text: format!(
-                    "sweep_interval 0 with a protected M_Key's lease of {lease} s: sweeping every {} s, as OpenSM",
-                    (u64::from(lease) - 1).max(1)
+                    "sweep_interval 0 with a protected M_Key's lease of {lease} s: sweeping every {sweep} s, as OpenSM"
                 ),
             });
-        } else if sweep >= u64::from(lease) {
+        }
+        if sweep != 0 && sweep >= lease {
             let longer = (sweep + 1).min(65_535) as u16;
             s.m_key_lease_period = Some(longer);
             notes.push(Note {

@@ -28,9 +28,9 @@ pub struct SmConfig {
     pub m_key_lease_period: u16,
     /// SubnetTimeOut written to every port.
     pub subnet_time_out: u8,
-    /// What else OpenSM writes into a port's PortInfo as it brings the
-    /// link up: head-of-queue lifetimes, VL stall counts, the operational
-    /// VLs' limit and the error thresholds.
+    /// What else OpenSM writes as it brings the links up: head-of-queue
+    /// lifetimes, VL stall counts, the operational VLs' limit, the error
+    /// thresholds, the SM's SL, and switches' packet lifetime.
     pub link: LinkParams,
     /// The routing engine.
     pub routing: Engine,
@@ -205,9 +205,12 @@ impl Default for SmConfig {
     }
 }
 
-/// The link parameters an SM writes into PortInfo as each link comes up
-/// (in the Set(PortInfo) that moves the port to Armed, so at no SMP's
-/// cost), named as OpenSM's options and with OpenSM's defaults.
+/// The link parameters an SM writes as it brings the links up, named as
+/// OpenSM's options and with OpenSM's defaults; each rides on a Set the
+/// bring-up sends anyway (the Set(PortInfo) that arms a port, the one
+/// that gives an end port its LID, the Set(SwitchInfo) with
+/// LinearFDBTop), so they cost no SMP. A port already Active when the SM
+/// starts keeps the PortInfo ones it has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkParams {
     /// HOQLife of a switch port cabled to a switch (`head_of_queue_lifetime`,
