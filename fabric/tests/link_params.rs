@@ -78,3 +78,73 @@ fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
     }
     assert_eq!((leaf, inter, cas), (324, 648, 324));
 }
+
+/// Set(PortInfo) sent by `sm` so far.
+fn port_info_sets(sm: &smi::sm::Sm) -> u64 {
+    let key = (
+        mad_core::Method::Set.into(),
+        mad_core::attr::AttributeId::PortInfo.into(),
+    );
+    sm.stats().sent().get(&key).copied().unwrap_or(0)
+}
+
+/// An SM started on a running subnet (a restart, a takeover) sets again
+/// the HOQLife and VLStallCount of the switch ports already Active where
+/// they differ from its own, and only there: a restart with other values
+/// costs one Set(PortInfo) per cabled switch port more than a restart
+/// with the same ones, and leaves every port with the new values.
+#[test]
+fn an_sm_started_on_a_running_subnet_sets_the_switch_ports_that_differ() {
+    let spec = "fat-tree-324";
+    let (mut f, first, up) =
+        fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up, "{:?}", first.error());
+    let mut same = smi::sm::Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut same));
+    let baseline = port_info_sets(&same);
+    let link = LinkParams {
+        hoq_lifetime: 19,
+        leaf_hoq_lifetime: 14,
+        vl_stall_count: 5,
+        leaf_vl_stall_count: 6,
+        ..LinkParams::default()
+    };
+    let cfg = SmConfig {
+        link,
+        ..SmConfig::default()
+    };
+    let mut other = smi::sm::Sm::new(cfg.clone());
+    assert!(f.bring_up(&mut other));
+    let cabled: u64 = (0..f.topo.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::Switch)
+        .map(|i| {
+            (1..=f.topo.nodes[i].ports)
+                .filter(|&p| f.topo.peer_of(i, p).is_some())
+                .count() as u64
+        })
+        .sum();
+    assert_eq!(cabled, 972);
+    assert_eq!(port_info_sets(&other), baseline + cabled);
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        let SimNode::Switch(s) = &f.nodes[i] else {
+            continue;
+        };
+        for p in 1..=n.ports {
+            let Some((m, _)) = f.topo.peer_of(i, p) else {
+                continue;
+            };
+            let pi = s.model.ports[usize::from(p)].info;
+            let to_ca = f.topo.nodes[m].kind != NodeType::Switch;
+            let want = if to_ca { (14, 6) } else { (19, 5) };
+            assert_eq!(
+                (pi.hoq_life, pi.vl_stall_count),
+                want,
+                "{} port {p}",
+                n.name
+            );
+        }
+    }
+    let mut again = smi::sm::Sm::new(cfg);
+    assert!(f.bring_up(&mut again));
+    assert_eq!(port_info_sets(&again), baseline, "nothing differs now");
+}

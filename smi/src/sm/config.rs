@@ -209,8 +209,9 @@ impl Default for SmConfig {
 /// OpenSM's options and with OpenSM's defaults; each rides on a Set the
 /// bring-up sends anyway (the Set(PortInfo) that arms a port, the one
 /// that gives an end port its LID, the Set(SwitchInfo) with
-/// LinearFDBTop), so they cost no SMP. A port already Active when the SM
-/// starts keeps the PortInfo ones it has.
+/// LinearFDBTop), so they cost no SMP. On a switch port already Active
+/// when the SM starts, HOQLife and VLStallCount are set again where they
+/// differ; its OperationalVLs and thresholds stay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkParams {
     /// HOQLife of a switch port cabled to a switch (`head_of_queue_lifetime`,

@@ -57,6 +57,9 @@ impl Sm {
                 continue;
             };
             if pi.port_state != from {
+                if state == PortState::Armed && pi.port_state == PortState::Active {
+                    self.keep_link_params(i, port, pi);
+                }
                 continue;
             }
             if !n.is_switch() || port == 0 {
@@ -150,5 +153,24 @@ impl Sm {
             .min(link.max_op_vls)
             .clamp(1, 5);
         pi.operational_vls = mad_core::attr::VlCap::from(vls);
+    }
+
+    /// A switch port already Active when activation runs (the SM started
+    /// on a running subnet, or took it over): its HOQLife and
+    /// VLStallCount set again where they differ from [`SmConfig::link`],
+    /// as OpenSM's link manager does. Its OperationalVLs stay (changing
+    /// them needs the link to train again), and so do its thresholds.
+    fn keep_link_params(&mut self, i: usize, p: u8, pi: PortInfo) {
+        if p == 0 || !self.db.nodes().get(i).is_some_and(|n| n.is_switch()) {
+            return;
+        }
+        let mut want = pi;
+        self.stamp_link_params(i, p, &mut want);
+        if (want.hoq_life, want.vl_stall_count) == (pi.hoq_life, pi.vl_stall_count) {
+            return;
+        }
+        let mut set = pi;
+        (set.hoq_life, set.vl_stall_count) = (want.hoq_life, want.vl_stall_count);
+        self.set_port_fields(i, p, set);
     }
 }
