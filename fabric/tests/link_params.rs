@@ -5,23 +5,75 @@
 //! thresholds and OperationalVLs, every switch its LifeTimeValue; and it
 //! costs no SMP.
 
-use fabric::sim::{SimConfig, SimNode};
+use fabric::sim::{Fabric, SimConfig, SimNode};
 use mad_core::attr::{NodeType, PortInfo, VlCap};
 use smi::sm::{LinkParams, SmConfig};
+
+/// The site's HOQLife and VLStallCount: (switch to switch, switch to CA).
+const HOQ_STALL: [(u8, u8); 2] = [(19, 5), (14, 6)];
+
+/// Every cabled port: its node, number, PortInfo, and whether its node is
+/// a switch and its peer a CA.
+fn cabled_ports(f: &Fabric) -> Vec<(usize, u8, PortInfo, bool, bool)> {
+    let mut v = Vec::new();
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        for p in 1..=n.ports {
+            let Some((m, _)) = f.topo.peer_of(i, p) else {
+                continue;
+            };
+            let pi = match &f.nodes[i] {
+                SimNode::Switch(s) => s.model.ports[usize::from(p)].info,
+                SimNode::Ca(c) => c.model.ports[usize::from(p)].info,
+                SimNode::Hypervisor(h) => h.pf.model.ports[usize::from(p)].info,
+            };
+            let switch = n.kind == NodeType::Switch;
+            let to_ca = f.topo.nodes[m].kind != NodeType::Switch;
+            v.push((i, p, pi, switch, to_ca));
+        }
+    }
+    v
+}
+
+/// Every switch port holds the site's HOQLife and VLStallCount for its
+/// peer; returns (ports cabled to CAs, ports cabled to switches).
+fn switch_ports_hold_the_sites_values(f: &Fabric) -> (usize, usize) {
+    let mut n = (0, 0);
+    for (i, p, pi, switch, to_ca) in cabled_ports(f) {
+        if !switch {
+            continue;
+        }
+        let want = HOQ_STALL[usize::from(to_ca)];
+        let name = &f.topo.nodes[i].name;
+        assert_eq!((pi.hoq_life, pi.vl_stall_count), want, "{name} port {p}");
+        if to_ca {
+            n.0 += 1;
+        } else {
+            n.1 += 1;
+        }
+    }
+    n
+}
+
+fn site_link() -> LinkParams {
+    LinkParams {
+        hoq_lifetime: HOQ_STALL[0].0,
+        leaf_hoq_lifetime: HOQ_STALL[1].0,
+        vl_stall_count: HOQ_STALL[0].1,
+        leaf_vl_stall_count: HOQ_STALL[1].1,
+        ..LinkParams::default()
+    }
+}
 
 #[test]
 fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
     let spec = "fat-tree-324";
     let link = LinkParams {
-        hoq_lifetime: 19,
-        leaf_hoq_lifetime: 14,
-        vl_stall_count: 5,
-        leaf_vl_stall_count: 6,
         max_op_vls: 3,
         local_phy_errors_threshold: 9,
         overrun_errors_threshold: 10,
         packet_life_time: 20,
         sm_sl: 3,
+        ..site_link()
     };
     let (_, plain, up) =
         fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
@@ -33,50 +85,26 @@ fn every_linked_port_gets_the_link_parameters_at_no_smps_cost() {
     let (f, sm, up) = fabric::sim::bring_up(spec, SimConfig::default(), cfg).unwrap();
     assert!(up, "{:?}", sm.error());
     assert_eq!(sm.stats().total(), plain.stats().total(), "no SMP more");
-    let info = |i: usize, p: u8| -> PortInfo {
-        match &f.nodes[i] {
-            SimNode::Switch(s) => s.model.ports[usize::from(p)].info,
-            SimNode::Ca(c) => c.model.ports[usize::from(p)].info,
-            SimNode::Hypervisor(h) => h.pf.model.ports[usize::from(p)].info,
-        }
-    };
-    let (mut leaf, mut inter, mut cas) = (0, 0, 0);
     for (i, n) in f.topo.nodes.iter().enumerate() {
         if let SimNode::Switch(s) = &f.nodes[i] {
             assert_eq!(s.model.switch_info.life_time_value, 20, "{}", n.name);
         }
-        for p in 1..=n.ports {
-            let Some((m, _)) = f.topo.peer_of(i, p) else {
-                continue;
-            };
-            let pi = info(i, p);
-            assert_eq!(
-                (pi.operational_vls, pi.local_phy_errors, pi.overrun_errors),
-                (VlCap::Vl0To3, 9, 10),
-                "{} port {p}",
-                n.name
-            );
-            if n.kind != NodeType::Switch {
-                assert_eq!(pi.master_sm_sl, 3, "{}", n.name);
-                cas += 1;
-                continue;
-            }
-            let to_ca = f.topo.nodes[m].kind != NodeType::Switch;
-            let want = if to_ca { (14, 6) } else { (19, 5) };
-            assert_eq!(
-                (pi.hoq_life, pi.vl_stall_count),
-                want,
-                "{} port {p}",
-                n.name
-            );
-            if to_ca {
-                leaf += 1;
-            } else {
-                inter += 1;
-            }
+    }
+    let mut cas = 0;
+    for (i, p, pi, switch, _) in cabled_ports(&f) {
+        let name = &f.topo.nodes[i].name;
+        assert_eq!(
+            (pi.operational_vls, pi.local_phy_errors, pi.overrun_errors),
+            (VlCap::Vl0To3, 9, 10),
+            "{name} port {p}"
+        );
+        if !switch {
+            assert_eq!(pi.master_sm_sl, 3, "{name}");
+            cas += 1;
         }
     }
-    assert_eq!((leaf, inter, cas), (324, 648, 324));
+    assert_eq!(cas, 324);
+    assert_eq!(switch_ports_hold_the_sites_values(&f), (324, 648));
 }
 
 /// Set(PortInfo) sent by `sm` so far.
@@ -102,48 +130,16 @@ fn an_sm_started_on_a_running_subnet_sets_the_switch_ports_that_differ() {
     let mut same = smi::sm::Sm::new(SmConfig::default());
     assert!(f.bring_up(&mut same));
     let baseline = port_info_sets(&same);
-    let link = LinkParams {
-        hoq_lifetime: 19,
-        leaf_hoq_lifetime: 14,
-        vl_stall_count: 5,
-        leaf_vl_stall_count: 6,
-        ..LinkParams::default()
-    };
     let cfg = SmConfig {
-        link,
+        link: site_link(),
         ..SmConfig::default()
     };
     let mut other = smi::sm::Sm::new(cfg.clone());
     assert!(f.bring_up(&mut other));
-    let cabled: u64 = (0..f.topo.nodes.len())
-        .filter(|&i| f.topo.nodes[i].kind == NodeType::Switch)
-        .map(|i| {
-            (1..=f.topo.nodes[i].ports)
-                .filter(|&p| f.topo.peer_of(i, p).is_some())
-                .count() as u64
-        })
-        .sum();
+    let (leaf, inter) = switch_ports_hold_the_sites_values(&f);
+    let cabled = (leaf + inter) as u64;
     assert_eq!(cabled, 972);
     assert_eq!(port_info_sets(&other), baseline + cabled);
-    for (i, n) in f.topo.nodes.iter().enumerate() {
-        let SimNode::Switch(s) = &f.nodes[i] else {
-            continue;
-        };
-        for p in 1..=n.ports {
-            let Some((m, _)) = f.topo.peer_of(i, p) else {
-                continue;
-            };
-            let pi = s.model.ports[usize::from(p)].info;
-            let to_ca = f.topo.nodes[m].kind != NodeType::Switch;
-            let want = if to_ca { (14, 6) } else { (19, 5) };
-            assert_eq!(
-                (pi.hoq_life, pi.vl_stall_count),
-                want,
-                "{} port {p}",
-                n.name
-            );
-        }
-    }
     let mut again = smi::sm::Sm::new(cfg);
     assert!(f.bring_up(&mut again));
     assert_eq!(port_info_sets(&again), baseline, "nothing differs now");

@@ -6,6 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use smd::config::{parse_sm_file, LOG_LEVELS};
 use std::path::Path;
 
+#[path = "sm_file_ranges.rs"]
+mod sm_file_ranges;
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -16,18 +19,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(e.column >= 1 && e.column <= text.len() + 1, "{e}");
         }
         Ok(f) => {
-            assert!(f.priority.is_none_or(|p| p <= 15));
-            assert!(f.poll_ms.is_none_or(|p| (10..=3_600_000).contains(&p)));
-            // 0: no periodic sweep.
-            assert!(f.sweep_ms.is_none_or(|p| p <= 86_400_000));
-            assert!(f.m_key_protection_level.is_none_or(|l| l <= 3));
-            let l = f.link_params();
-            assert!(l.hoq_lifetime <= 31 && l.leaf_hoq_lifetime <= 31);
-            assert!(l.vl_stall_count <= 7 && l.leaf_vl_stall_count <= 7);
-            assert!((1..=5).contains(&l.max_op_vls));
-            assert!(l.local_phy_errors_threshold <= 15 && l.overrun_errors_threshold <= 15);
-            assert!(l.packet_life_time <= 31 && l.sm_sl <= 15);
-            assert!(f.subnet_timeout.is_none_or(|t| t <= 31));
+            sm_file_ranges::assert_in_range(&f);
             assert!(f.log_level.is_none_or(|l| LOG_LEVELS.contains(&l.as_str())));
             for p in [
                 &f.partitions,
