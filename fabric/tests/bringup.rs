@@ -467,7 +467,12 @@ fn a_fabric_that_cannot_be_found_whole_is_not_called_up() {
     .unwrap();
     assert!(!up);
     assert_eq!(sm.phase(), Phase::Failed);
-    let Some(smi::sm::SmError::Unreachable { unreached, count }) = sm.error() else {
+    let Some(smi::sm::SmError::Unreachable {
+        unreached,
+        count,
+        m_key_refused: 0,
+    }) = sm.error()
+    else {
         panic!("{:?}", sm.error())
     };
     assert!(*count >= unreached.len() && !unreached.is_empty());

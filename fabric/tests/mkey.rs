@@ -4,7 +4,8 @@
 //! write; the bad M_Key trap the host's attempt raises makes the SM stop
 //! the port's lease, so the protection stays; a heavy sweep puts back a
 //! protection that lapsed; and an SM without the key cannot take the
-//! subnet over.
+//! subnet over, unless it is handed the keys the ports hold (OpenSM's
+//! `m_key_lookup` and `guid2mkey`) or reads them where they show.
 
 use fabric::sim::{Fabric, SimConfig, SimNode};
 use mad_core::attr::{AttributeId, NodeType, PortInfo};
@@ -170,4 +171,108 @@ fn only_an_sm_with_the_key_takes_a_protected_subnet() {
     assert!(f.bring_up(&mut again), "{:?}", again.error());
     let now: Vec<Lid> = (0..f.nodes.len()).map(|i| f.nodes[i].lid()).collect();
     assert_eq!(now, lids, "the same LIDs");
+}
+
+const NEW_KEY: MKey = MKey(0x5EC2_E7ED_0000_0002);
+
+/// Protection `level` with a lease of 0 (the protection never lapses), and
+/// the M_Key lookup on or off.
+fn forever(key: MKey, level: u8, lookup: bool) -> SmConfig {
+    SmConfig {
+        m_key: key,
+        m_key_protect_bits: level,
+        m_key_lease_period: 0,
+        m_key_lookup: lookup,
+        ..SmConfig::default()
+    }
+}
+
+fn lids(f: &Fabric) -> Vec<Lid> {
+    (0..f.nodes.len()).map(|i| f.nodes[i].lid()).collect()
+}
+
+fn keys(f: &mut Fabric) -> Vec<MKey> {
+    end_ports(f)
+        .into_iter()
+        .map(|(i, p)| port_info(f, i, p).m_key)
+        .collect()
+}
+
+#[test]
+fn a_new_m_key_takes_over_with_the_keys_the_last_sm_knew() {
+    let (mut f, first, up) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig::default(),
+        forever(KEY, 1, true),
+    )
+    .unwrap();
+    assert!(up, "{:?}", first.error());
+    let n = end_ports(&f).len();
+    // The first SM knows every end port's key: the Sets it sent were
+    // answered with it.
+    let known = first.known_m_keys().clone();
+    assert_eq!(known.len(), n);
+    assert!(known.values().all(|&k| k == KEY), "{known:?}");
+    let before = lids(&f);
+    // A new key without the old ones: protect bits 1 let it read, not write.
+    let mut blind = Sm::new(forever(NEW_KEY, 1, true));
+    assert!(!f.bring_up(&mut blind), "an SM that knows no port's key");
+    assert_eq!(keys(&mut f), vec![KEY; n], "every port keeps the old key");
+    assert!(
+        blind.known_m_keys().is_empty(),
+        "a hidden key is not learned"
+    );
+    // Its refused Sets raised bad M_Key traps naming its own key, which a
+    // TrapRepress with that key could not stop: left to the ports.
+    assert!(blind.stats().unrepressed > 0);
+    assert_eq!(blind.stats().unrepressed, blind.stats().traps);
+    let repressed: u64 = blind
+        .stats()
+        .per_phase_kind
+        .iter()
+        .filter(|((_, method, _), _)| *method == u8::from(Method::TrapRepress))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(repressed, 0, "no TrapRepress the ports would refuse");
+    let why = blind.error().expect("an error").to_string();
+    assert!(why.contains("named this SM's M_Key"), "{why}");
+    // The same SM handed the keys the first one knew (guid2mkey) comes up
+    // and moves every port to its own key.
+    let mut told = Sm::new(forever(NEW_KEY, 1, true));
+    told.set_known_m_keys(known.clone());
+    assert!(f.bring_up(&mut told), "{:?}", told.error());
+    assert_eq!(lids(&f), before, "the same LIDs");
+    assert_eq!(keys(&mut f), vec![NEW_KEY; n]);
+    assert!(told.known_m_keys().values().all(|&k| k == NEW_KEY));
+    // Handed the keys, but told not to look them up: it cannot.
+    let mut off = Sm::new(forever(KEY, 1, false));
+    off.set_known_m_keys(told.known_m_keys().clone());
+    assert!(!f.bring_up(&mut off), "m_key_lookup off");
+    assert_eq!(keys(&mut f), vec![NEW_KEY; n]);
+}
+
+#[test]
+fn a_key_that_shows_is_read_and_used() {
+    // Protect bits 0: anyone may read the key, only its holder may write.
+    let (mut f, first, up) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig::default(),
+        forever(KEY, 0, true),
+    )
+    .unwrap();
+    assert!(up, "{:?}", first.error());
+    let n = end_ports(&f).len();
+    let mut off = Sm::new(forever(NEW_KEY, 0, false));
+    assert!(
+        !f.bring_up(&mut off),
+        "without the lookup, the SM's own key is refused"
+    );
+    assert_eq!(keys(&mut f), vec![KEY; n]);
+    let mut reader = Sm::new(forever(NEW_KEY, 0, true));
+    assert!(f.bring_up(&mut reader), "{:?}", reader.error());
+    assert_eq!(
+        keys(&mut f),
+        vec![NEW_KEY; n],
+        "read the old key, wrote its own"
+    );
 }

@@ -26,6 +26,14 @@ pub struct SmConfig {
     /// `m_key_lease_period`; 0: forever): how long a port keeps its
     /// protection after a refused SMP if no SMP with the key comes.
     pub m_key_lease_period: u16,
+    /// Uses the M_Key each port is known to hold (OpenSM's `m_key_lookup`,
+    /// on by default): read back from a port that shows it (its PortInfo
+    /// with protect bits 0, or read with the right key), answered by a Set
+    /// that wrote it, or handed over at start ([`crate::sm::Sm::set_known_m_keys`],
+    /// OpenSM's `guid2mkey`). An SMP to a port whose key is known carries
+    /// that key, not [`SmConfig::m_key`]: a new `m_key` takes over ports
+    /// an earlier one protected. Off: every SMP carries `m_key`.
+    pub m_key_lookup: bool,
     /// SubnetTimeOut written to every port.
     pub subnet_time_out: u8,
     /// What else OpenSM writes as it brings the links up: head-of-queue
@@ -187,6 +195,7 @@ impl Default for SmConfig {
             m_key: MKey(0),
             m_key_protect_bits: 0,
             m_key_lease_period: 0,
+            m_key_lookup: true,
             subnet_time_out: 18,
             link: LinkParams::default(),
             routing: Engine::MinHop,

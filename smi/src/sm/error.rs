@@ -19,6 +19,9 @@ pub enum SmError {
         unreached: Vec<Unreached>,
         /// How many went unanswered in all.
         count: usize,
+        /// Bad M_Key traps (256) that named this SM's own M_Key: ports
+        /// that hold another key refused its SMPs.
+        m_key_refused: u64,
     },
 }
 
@@ -70,7 +73,11 @@ impl core::fmt::Display for SmError {
                 f,
                 "the subnet needs {needed} LIDs but only {available} unicast LIDs exist; nothing was assigned"
             ),
-            SmError::Unreachable { unreached, count } => {
+            SmError::Unreachable {
+                unreached,
+                count,
+                m_key_refused,
+            } => {
                 write!(
                     f,
                     "{count} requests went unanswered through every retry; the fabric was not routed or activated: "
@@ -83,6 +90,12 @@ impl core::fmt::Display for SmError {
                 }
                 if *count > unreached.len() {
                     write!(f, "; and {} more", count - unreached.len())?;
+                }
+                if *m_key_refused > 0 {
+                    write!(
+                        f,
+                        ". {m_key_refused} bad M_Key trap(s) named this SM's M_Key: ports hold another key (give the SM theirs, as guid2mkey in its cache directory, or wait out their lease)"
+                    )?;
                 }
                 Ok(())
             }

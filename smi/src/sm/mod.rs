@@ -23,6 +23,7 @@ mod installed;
 mod lids;
 mod link;
 pub mod mcast;
+mod mkeys;
 mod outbox;
 pub mod partitions;
 mod pkeys;
@@ -153,6 +154,9 @@ pub struct Sm {
     /// LFT blocks read back from the switches by a new master that keeps
     /// the LIDs it finds: (node, block) → the ports they hold.
     found_lfts: BTreeMap<(usize, u16), [u8; 64]>,
+    /// The M_Key each port is known to hold, by port GUID
+    /// ([`Sm::known_m_keys`]).
+    m_keys: BTreeMap<u64, MKey>,
 }
 
 impl Sm {
@@ -189,6 +193,7 @@ impl Sm {
             preferred_lids: alloc::collections::BTreeSet::new(),
             preferred_vfs: BTreeMap::new(),
             found_lfts: BTreeMap::new(),
+            m_keys: BTreeMap::new(),
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
         sm.get(
@@ -286,7 +291,7 @@ impl Sm {
                         r.smp.attribute_id(),
                         r.smp.attribute_modifier(),
                         0,
-                        self.cfg.m_key,
+                        r.smp.m_key(),
                     );
                     smp.data = r.smp.data;
                     r.smp = smp;
@@ -413,6 +418,16 @@ impl Sm {
             self.stats.errors += 1;
             self.advance(now_ms);
             return;
+        }
+        if req.smp.attribute_id() == AttributeId::PortInfo {
+            if let (Some(i), Ok(pi)) = (
+                req.node.or_else(|| req.purpose.node()),
+                PortInfo::decode(&smp.data),
+            ) {
+                // The port the PortInfo is of (the low byte of the
+                // modifier; its top bit is SMSupportsExtendedSpeeds).
+                self.learn_m_key(i, req.smp.attribute_modifier() as u8, &pi);
+            }
         }
         let path = req.smp.initial_path();
         match req.purpose {

@@ -99,6 +99,42 @@ pub(super) enum Purpose {
     Answer,
 }
 
+impl Purpose {
+    /// The node the request is addressed to, where the purpose names it.
+    pub(super) fn node(&self) -> Option<usize> {
+        use Purpose::*;
+        match *self {
+            PortInfo { node, .. }
+            | SwitchInfo { node }
+            | VirtInfo { node }
+            | NodeDesc { node }
+            | SetLid { node, .. }
+            | SetTop { node }
+            | VPortRead { node, .. }
+            | LftRead { node, .. }
+            | SetState { node, .. }
+            | SweepSwitchInfo { node }
+            | SweepPortInfo { node, .. }
+            | Quiesce { node, .. }
+            | PKeyTable { node, .. }
+            | GuidInfo { node, .. }
+            | VPortPKeyTable { node, .. }
+            | SlToVl { node, .. }
+            | VlArb { node, .. }
+            | SmInfo { node } => Some(node),
+            NodeInfo { .. }
+            | SetVPort
+            | SetTopOnly
+            | SetLft
+            | SetMft
+            | TrapRepress
+            | PollMaster
+            | Handover
+            | Answer => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct Request {
     pub(super) smp: Smp,
@@ -286,9 +322,10 @@ impl Sm {
                     && self.lid_route_ok(i)
             })
             .map(|i| self.db.nodes()[i].lid);
+        let key = self.m_key_for(node.or_else(|| purpose.node()));
         let mut smp = match dlid {
-            Some(_) => Smp::lid_routed(method, attr, am, 0, self.cfg.m_key),
-            None => Smp::directed(&path, method, attr, am, 0, self.cfg.m_key),
+            Some(_) => Smp::lid_routed(method, attr, am, 0, key),
+            None => Smp::directed(&path, method, attr, am, 0, key),
         };
         if let Some(d) = data {
             smp.data = d;
@@ -453,6 +490,7 @@ impl Sm {
         self.error = Some(SmError::Unreachable {
             unreached,
             count: lost.len(),
+            m_key_refused: self.stats.unrepressed,
         });
         self.phase = Phase::Failed;
         true

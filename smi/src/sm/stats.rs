@@ -17,6 +17,9 @@ pub struct Stats {
     pub lid_routed: u64,
     /// Traps received.
     pub traps: u64,
+    /// Bad M_Key traps (256) left unrepressed: they named the key the
+    /// TrapRepress would have carried, which the port refuses.
+    pub unrepressed: u64,
     /// Sweeps started.
     pub sweeps: u64,
     /// CA links taken down for a static reconfiguration.

@@ -33,15 +33,28 @@ impl Sm {
         });
         // The TrapRepress carries the M_Key: after a bad M_Key trap (256)
         // it also stops the lease the refused SMP started (IBA 14.2.4.2),
-        // so the port stays protected.
-        if n.issuer_lid.0 != 0 {
+        // so the port stays protected. A bad M_Key trap that names the
+        // very key the TrapRepress would carry (an SMP of this SM's was
+        // refused: the port holds another key) is not repressed: the port
+        // would refuse the TrapRepress too and raise the trap again, and
+        // the two would go on for ever. The port repeats the trap at its
+        // own pace instead.
+        let key = self.m_key_for_lid(n.issuer_lid.0);
+        let futile = matches!(
+            n.details(),
+            Ok(mad_core::notice::TrapDetails::BadMKey(t)) if t.m_key == key
+        );
+        if futile {
+            self.stats.unrepressed += 1;
+        }
+        if n.issuer_lid.0 != 0 && !futile {
             self.trap_issuers.insert(n.issuer_lid.0);
             let mut r = Smp::lid_routed(
                 Method::TrapRepress,
                 AttributeId::Notice,
                 smp.attribute_modifier(),
                 smp.header.transaction_id.get(),
-                self.cfg.m_key,
+                key,
             );
             r.data = smp.data;
             // TrapRepress gets no response and keeps the trap's TID, so it

@@ -715,6 +715,19 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         if !self.can_trap(port) {
             return;
         }
+        // One bad M_Key trap at a time per port: while one waits for its
+        // TrapRepress, further violations are only counted
+        // (M_KeyViolations), so a requester with the wrong key (even in
+        // its TrapRepress) cannot make the port trap at its pace.
+        let mp = self.model.mkey_port(port);
+        if self
+            .traps
+            .pending()
+            .iter()
+            .any(|p| p.port == mp && p.notice.trap_number() == Some(256))
+        {
+            return;
+        }
         let lid = self.model.lid(port);
         let hc = req.hop_count().min(63);
         let mut rp = [0u8; 30];
@@ -744,7 +757,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             lid,
             &TrapDetails::BadMKey(t),
         ) {
-            self.traps.raise(n, self.model.mkey_port(port), now_ms);
+            self.traps.raise(n, mp, now_ms);
         }
     }
 

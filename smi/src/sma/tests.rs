@@ -445,6 +445,31 @@ fn m_key_violation_drops_counts_and_traps_256() {
         (t.dr_hop_count, t.dr_return_path[0], t.dr_return_path[1]),
         (2, 3, 6)
     );
+    // More violations while that trap waits, a TrapRepress with the wrong
+    // key among them: counted, and no second trap 256.
+    let traps = c.pending_traps().len();
+    assert!(c.process(&bad, 1, 1_001).is_none());
+    let mut repress = Smp::lid_routed(
+        Method::TrapRepress,
+        AttributeId::Notice,
+        0,
+        c.pending_traps().last().unwrap().tid,
+        MKey(0xBAD),
+    );
+    repress.data = bad.data;
+    assert!(c.process(&repress, 1, 1_002).is_none());
+    assert_eq!(c.model.ports[1].info.m_key_violations, 3);
+    assert_eq!(
+        c.pending_traps().len(),
+        traps,
+        "one bad M_Key trap at a time"
+    );
+    // Repressed with the key, the next violation traps again.
+    repress.set_m_key(MKey(0x5EC2E7));
+    assert!(c.process(&repress, 1, 1_003).is_none());
+    assert_eq!(c.pending_traps().len(), traps - 1);
+    assert!(c.process(&bad, 1, 1_004).is_none());
+    assert_eq!(c.pending_traps().len(), traps);
 }
 
 fn activate_switch(s: &mut SwitchSma) {

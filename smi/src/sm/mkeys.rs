@@ -1,0 +1,154 @@
+//! The M_Key each port is known to hold (OpenSM's `m_key_lookup` with its
+//! `guid2mkey` map): learned from the PortInfo a port answers with, handed
+//! over at start, and put in every SMP to that port instead of the
+//! configured key, so that an SM with a new `m_key` can still reach (and
+//! re-key) ports an earlier key protects.
+
+use super::*;
+
+impl Sm {
+    /// M_Keys known by port GUID, as read from a cache at start (OpenSM's
+    /// `guid2mkey`): an SMP to such a port carries its key (when
+    /// [`SmConfig::m_key_lookup`] is on). Keys learned since replace these.
+    pub fn set_known_m_keys(&mut self, keys: BTreeMap<u64, MKey>) {
+        self.m_keys = keys;
+        self.m_keys.remove(&0);
+    }
+
+    /// The M_Key each port is known to hold, by port GUID (a switch by its
+    /// port 0's GUID): what the SM read back or a Set it sent was answered
+    /// with, and what [`Sm::set_known_m_keys`] gave it.
+    pub fn known_m_keys(&self) -> &BTreeMap<u64, MKey> {
+        &self.m_keys
+    }
+
+    /// The M_Key an SMP to node `node` carries: the one its port is known
+    /// to hold, else [`SmConfig::m_key`].
+    pub(super) fn m_key_for(&self, node: Option<usize>) -> MKey {
+        if !self.cfg.m_key_lookup {
+            return self.cfg.m_key;
+        }
+        node.and_then(|i| self.db.nodes().get(i))
+            .and_then(|n| self.m_keys.get(&n.info.port_guid.0))
+            .copied()
+            .unwrap_or(self.cfg.m_key)
+    }
+
+    /// The M_Key an SMP to `lid` carries ([`Sm::m_key_for`] of the node
+    /// holding it).
+    pub(super) fn m_key_for_lid(&self, lid: u16) -> MKey {
+        let node = self.db.by_lid(Lid(lid)).map(|(n, _)| n.0);
+        self.m_key_for(node)
+    }
+
+    /// Keeps the M_Key in `pi`, the PortInfo port `port` of node `node`
+    /// answered with (a Get's, or a Set's after the write), where it says
+    /// what the port holds, as OpenSM's rule has it: an end port's (a
+    /// CA's, a switch's port 0: an external switch port shows port 0's),
+    /// and either not 0 or with protect bits 0 (a key hidden by protect
+    /// bits 1 reads as 0).
+    pub(super) fn learn_m_key(&mut self, node: usize, port: u8, pi: &PortInfo) {
+        let Some(n) = self.db.nodes().get(node) else {
+            return;
+        };
+        if n.is_switch() && port != 0 {
+            return;
+        }
+        if pi.m_key.0 == 0 && pi.m_key_protect_bits != 0 {
+            return;
+        }
+        let guid = n.info.port_guid.0;
+        if guid != 0 {
+            self.m_keys.insert(guid, pi.m_key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mad_core::Guid;
+
+    /// An SM that knows one switch (GUID 0xA) and one CA (GUID 0xC).
+    fn sm(lookup: bool) -> Sm {
+        let mut sm = Sm::new(SmConfig {
+            m_key: MKey(0x1111),
+            m_key_lookup: lookup,
+            ..SmConfig::default()
+        });
+        for (guid, kind, ports) in [
+            (0xA, NodeType::Switch, 4u8),
+            (0xC, NodeType::ChannelAdapter, 1),
+        ] {
+            let info = NodeInfo {
+                node_type: kind,
+                num_ports: ports,
+                node_guid: Guid(guid),
+                port_guid: Guid(guid),
+                local_port_num: 1,
+                ..NodeInfo::default()
+            };
+            sm.db.add_node(SmNode {
+                info,
+                path: DrPath::new(),
+                ports: vec![SmPort::default(); usize::from(ports) + 1],
+                switch_info: None,
+                lid: 0,
+                vfs: Vec::new(),
+                description: None,
+                alive: true,
+                fresh: false,
+            });
+        }
+        sm
+    }
+
+    fn pi(key: u64, bits: u8) -> PortInfo {
+        PortInfo {
+            m_key: MKey(key),
+            m_key_protect_bits: bits,
+            ..PortInfo::default()
+        }
+    }
+
+    #[test]
+    fn a_key_shown_is_learned_and_used_for_that_port_alone() {
+        let mut sm = sm(true);
+        assert_eq!(sm.m_key_for(Some(1)), MKey(0x1111), "nothing known yet");
+        sm.learn_m_key(1, 1, &pi(0x2222, 1));
+        assert_eq!(sm.m_key_for(Some(1)), MKey(0x2222));
+        assert_eq!(
+            sm.m_key_for(Some(0)),
+            MKey(0x1111),
+            "the switch's is not the CA's"
+        );
+        assert_eq!(sm.m_key_for(None), MKey(0x1111));
+        assert_eq!(sm.known_m_keys().get(&0xC), Some(&MKey(0x2222)));
+    }
+
+    #[test]
+    fn a_hidden_key_and_an_external_switch_port_teach_nothing() {
+        let mut sm = sm(true);
+        // Protect bits 1 and a wrong key: the port shows 0.
+        sm.learn_m_key(1, 1, &pi(0, 1));
+        // An external switch port shows port 0's key: OpenSM trusts only
+        // port 0's PortInfo for it.
+        sm.learn_m_key(0, 3, &pi(0x3333, 0));
+        assert!(sm.known_m_keys().is_empty());
+        // Port 0 does, and key 0 with protect bits 0 is a port without a key.
+        sm.learn_m_key(0, 0, &pi(0, 0));
+        assert_eq!(sm.known_m_keys().get(&0xA), Some(&MKey(0)));
+        assert_eq!(sm.m_key_for(Some(0)), MKey(0));
+    }
+
+    #[test]
+    fn without_lookup_every_smp_carries_the_configured_key() {
+        let mut sm = sm(false);
+        sm.set_known_m_keys(BTreeMap::from([(0xC, MKey(0x2222)), (0, MKey(5))]));
+        assert_eq!(sm.m_key_for(Some(1)), MKey(0x1111));
+        assert_eq!(sm.known_m_keys().len(), 1, "GUID 0 is dropped");
+        let mut sm2 = sm.clone();
+        sm2.cfg.m_key_lookup = true;
+        assert_eq!(sm2.m_key_for(Some(1)), MKey(0x2222));
+    }
+}
