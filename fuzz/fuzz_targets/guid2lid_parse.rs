@@ -1,7 +1,8 @@
-//! Arbitrary bytes as the LID caches `ibkit sm --cache-dir` reads at
-//! start (`guid2lid`, OpenSM's layout, and ibkit's `vf2lid`): read
-//! without a panic, every LID kept a unicast LID given to one GUID (or
-//! one VF) only, every skipped entry named by a line of the text.
+//! Arbitrary bytes as the caches `ibkit sm --cache-dir` reads at start
+//! (`guid2lid` and `guid2mkey`, OpenSM's layouts, and ibkit's `vf2lid`):
+//! read without a panic, every LID kept a unicast LID given to one GUID
+//! (or one VF) only, no M_Key kept for GUID 0, every skipped entry named
+//! by a line of the text.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +29,13 @@ fuzz_target!(|data: &[u8]| {
         assert!((1..=0xBFFF).contains(&lid.0), "{lid:?}");
         assert!(seen.insert(lid.0), "LID {} given twice", lid.0);
     }
+    for w in &warnings {
+        assert!(w.line >= 1 && w.line <= lines, "{w:?}");
+    }
+    assert!(warnings.len() <= 100);
+    let (keys, warnings) = smd::dump::parse_guid2mkey(&text);
+    assert!(!keys.contains_key(&0));
+    assert!(keys.len() <= lines);
     for w in &warnings {
         assert!(w.line >= 1 && w.line <= lines, "{w:?}");
     }

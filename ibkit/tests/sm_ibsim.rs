@@ -488,3 +488,145 @@ fn opensm_and_ibkit_protect_every_end_port_with_the_same_m_key() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A site changes its `m_key`, and the SM moves from OpenSM to ibkit and
+/// back, through the `guid2mkey` each leaves in its cache directory
+/// (OpenSM's `m_key_lookup`, on by default): on ibkit's served fabric,
+/// OpenSM protects every end port with key A (level 1: readable, not
+/// writable without it). ibkit's SM with key B and an empty cache cannot
+/// take the subnet (exit non-zero, every port keeps A); given OpenSM's
+/// `guid2mkey`, it comes up and every port holds B, and it writes its own
+/// `guid2mkey` (mode 0600). OpenSM with key C, given that file, takes
+/// the subnet back and every port holds C: each SM reads the other's
+/// file.
+#[test]
+fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
+    if let Some(why) = missing_tools() {
+        skip("guid2mkey", &why);
+        return;
+    }
+    if !Path::new("/usr/sbin/smpquery").exists() {
+        skip("guid2mkey", "infiniband-diags is not installed");
+        return;
+    }
+    const A: &str = "0x5ec2e7ed0000000a";
+    const B: &str = "0x5ec2e7ed0000000b";
+    const C: &str = "0x5ec2e7ed0000000c";
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let n = topo.nodes.len();
+    let root = std::env::temp_dir().join(format!("ibkit-g2m-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let conf = |key: &str| {
+        let d = root.join(&key[14..]);
+        std::fs::create_dir_all(&d).unwrap();
+        let c = opensm_conf_with(
+            &d,
+            &[
+                ("m_key", key),
+                ("m_key_protection_level", "1"),
+                ("m_key_lease_period", "60"),
+                ("log_file", "(null)"),
+            ],
+        );
+        (d, c)
+    };
+    let sim = Served::start(exe, spec, 0, &[]).unwrap();
+    let tool = &topo
+        .nodes
+        .iter()
+        .filter(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .nth(3)
+        .unwrap()
+        .name;
+    // The end ports whose PortInfo, read with `key`, shows it with
+    // protect bits 1.
+    let holding = |key: &str| {
+        (1..=n as u16)
+            .filter(|lid| {
+                let out = sim
+                    .client_at("smpquery".as_ref(), tool)
+                    .args(["-K", "-y", key, "portinfo", &lid.to_string(), "0"])
+                    .output()
+                    .unwrap();
+                let pi = String::from_utf8_lossy(&out.stdout);
+                smp_field(&pi, "Mkey:") == Some(key) && smp_field(&pi, "ProtectBits:") == Some("1")
+            })
+            .count()
+    };
+    // 1. OpenSM protects every end port with A and notes the keys.
+    let (da, ca) = conf(A);
+    let osm_cache = root.join("opensm-cache-a");
+    std::fs::create_dir_all(&osm_cache).unwrap();
+    let wait = std::time::Duration::from_secs(30);
+    let osm = tests::peers::start_opensm_cached(&sim, &da, &osm_cache, wait, &["-F", &ca])
+        .unwrap_or_else(|e| panic!("OpenSM: {e}"));
+    assert_eq!(holding(A), n, "OpenSM's key on every end port");
+    let _ = osm.stop(std::time::Duration::from_secs(10));
+    let g2m = std::fs::read_to_string(osm_cache.join("guid2mkey")).expect("OpenSM's guid2mkey");
+    let (keys, skipped) = smd::dump::parse_guid2mkey(&g2m);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let with_a = keys.values().filter(|k| k.0 == 0x5ec2e7ed0000000a).count();
+    assert_eq!(with_a, n, "OpenSM's guid2mkey:\n{g2m}");
+    // 2. ibkit with B and no keys: refused.
+    let (_db, cb) = conf(B);
+    let once = |cache: &Path| {
+        let out = sim
+            .client(exe.as_os_str())
+            .args([
+                "sm",
+                "--once",
+                "--transport",
+                "ibsim",
+                "--opensm-config",
+                &cb,
+            ])
+            .arg("--cache-dir")
+            .arg(cache)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let empty = root.join("ibkit-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (refused, err) = once(&empty);
+    assert_ne!(refused, Some(0), "without the ports' keys: {err}");
+    let why = err.lines().last().unwrap_or_default().to_string();
+    assert!(why.contains("ports hold another key"), "{why}");
+    assert_eq!(holding(A), n, "every port keeps A");
+    // 3. ibkit with B and OpenSM's guid2mkey: up, every port re-keyed.
+    let ibkit_cache = root.join("ibkit-cache");
+    std::fs::create_dir_all(&ibkit_cache).unwrap();
+    std::fs::copy(osm_cache.join("guid2mkey"), ibkit_cache.join("guid2mkey")).unwrap();
+    let (code, err) = once(&ibkit_cache);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains(&format!("guid2mkey: {n} M_Key(s)")), "{err}");
+    assert_eq!(holding(B), n, "ibkit's key on every end port");
+    let mine = ibkit_cache.join("guid2mkey");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&mine).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "guid2mkey is {mode:o}");
+    }
+    let (keys, _) = smd::dump::parse_guid2mkey(&std::fs::read_to_string(&mine).unwrap());
+    assert_eq!(
+        keys.values().filter(|k| k.0 == 0x5ec2e7ed0000000b).count(),
+        n,
+        "ibkit's guid2mkey"
+    );
+    // 4. OpenSM with C, given ibkit's cache: up, every port holds C.
+    let (dc, cc) = conf(C);
+    let osm = tests::peers::start_opensm_cached(&sim, &dc, &ibkit_cache, wait, &["-F", &cc])
+        .unwrap_or_else(|e| panic!("OpenSM with ibkit's guid2mkey: {e}"));
+    let back = holding(C);
+    let _ = osm.stop(std::time::Duration::from_secs(10));
+    assert_eq!(back, n, "OpenSM re-keyed every port from ibkit's guid2mkey");
+    eprintln!(
+        "guid2mkey: OpenSM (key A) noted {n} ports; ibkit (key B) without it exit {refused:?} ({why}), with it up and {n} ports on B; OpenSM (key C) with ibkit's file: {back} ports on C"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -8,6 +8,7 @@
 //! m_key = "0x5ec2e7"        # written to every end port and put in every SMP (OpenSM's m_key)
 //! m_key_protection_level = 1   # 0-3: what an SMP without it may do (OpenSM's)
 //! m_key_lease_period = 60   # seconds a refused SMP's lease runs; 0: forever
+//! m_key_lookup = true       # use the key each port is known to hold (guid2mkey; OpenSM's)
 //! poll_ms = 500             # a standby's polls of its master
 //! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
@@ -22,7 +23,7 @@
 //! log_level = "info"        # error, warn, info, debug, trace
 //! log_file = "/var/log/ibkit-sm.log"   # appended to; default: stderr
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
-//! cache_dir = "/var/cache/ibkit"       # guid2lid, read at start
+//! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
@@ -71,6 +72,7 @@ struct Raw {
     m_key: Option<Spanned<Number>>,
     m_key_protection_level: Option<Spanned<i64>>,
     m_key_lease_period: Option<Spanned<i64>>,
+    m_key_lookup: Option<bool>,
     poll_ms: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
@@ -119,6 +121,9 @@ pub struct SmFile {
     pub m_key_protection_level: Option<u8>,
     /// M_KeyLeasePeriod in seconds (OpenSM's `m_key_lease_period`).
     pub m_key_lease_period: Option<u16>,
+    /// Send each port the M_Key it is known to hold (OpenSM's
+    /// `m_key_lookup`; default true).
+    pub m_key_lookup: Option<bool>,
     /// A standby's polling interval, ms.
     pub poll_ms: Option<u64>,
     /// Light sweep interval, ms (0: no periodic sweep).
@@ -339,6 +344,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         .map(|v| v as u8),
         m_key_lease_period: ranged(&raw.m_key_lease_period, "m_key_lease_period", 0, 65_535)?
             .map(|v| v as u16),
+        m_key_lookup: raw.m_key_lookup,
         poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
         sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 0, 86_400_000)?,
         routing,
@@ -409,7 +415,7 @@ mod tests {
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nm_key = \"0xfedcba9876543210\"\n\
-                    m_key_protection_level = 2\nm_key_lease_period = 60\n\
+                    m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
                     leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
                     max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
@@ -438,6 +444,7 @@ mod tests {
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))
         );
+        assert_eq!(f.m_key_lookup, Some(false));
         assert_eq!(f.subnet_timeout, Some(17));
         assert_eq!(
             f.link_params(),

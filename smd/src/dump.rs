@@ -1,6 +1,8 @@
 //! What the SM leaves on disk for operators and tools, in OpenSM's
 //! formats: `guid2lid` (its LID cache, read again at start so that LIDs
-//! survive a restart), `opensm-subnet.lst` (every link, both ends),
+//! survive a restart), `guid2mkey` (the M_Key each port holds, read again
+//! at start so that a new `m_key` can still reach the ports an old one
+//! protects), `opensm-subnet.lst` (every link, both ends),
 //! `opensm-lfts.dump` and `opensm.fdbs` (every switch's unicast table, the
 //! second with each route's hops), `opensm-lid-matrix.dump` (every
 //! switch's hops to every LID out of every port), `opensm.mcfdbs` (every
@@ -91,8 +93,11 @@ pub fn guid2lid(sm: &Sm) -> String {
     s
 }
 
+/// A cache read at start: values by key, and the entries skipped.
+pub type Cache<K, V> = (BTreeMap<K, V>, Vec<Guid2LidWarning>);
+
 /// A LID cache read: LIDs by key, and the entries skipped.
-pub type LidCache<K> = (BTreeMap<K, mad_core::Lid>, Vec<Guid2LidWarning>);
+pub type LidCache<K> = Cache<K, mad_core::Lid>;
 
 /// A `guid2lid` file read: LIDs by port GUID, and the entries skipped.
 pub type Guid2Lid = LidCache<u64>;
@@ -726,17 +731,89 @@ pub fn subnet_lst(sm: &Sm) -> String {
 /// Writes `text` to `dir/name` whole: a temporary file renamed over the
 /// old one, so a reader never sees half a file.
 fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    write_whole_mode(dir, name, text, 0o644)
+}
+
+/// [`write_whole`] with the new file's permission bits `mode` (before the
+/// umask): `guid2mkey` holds secrets and is written 0600.
+fn write_whole_mode(dir: &Path, name: &str, text: &str, mode: u32) -> Result<(), String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, &path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// OpenSM's `guid2mkey`: the M_Key each port is known to hold
+/// ([`Sm::known_m_keys`]), `0xGUID 0xMKEY` and an empty line, by GUID.
+pub fn guid2mkey(sm: &Sm) -> String {
+    let mut s = String::new();
+    for (g, k) in sm.known_m_keys() {
+        let _ = write!(s, "0x{g:016x} 0x{:016x}\n\n", k.0);
+    }
+    s
+}
+
+/// A `guid2mkey` file read: M_Keys by port GUID, and the entries skipped.
+pub type Guid2MKey = Cache<u64, mad_core::MKey>;
+
+/// Reads a `guid2mkey` file ([`guid2mkey`]'s layout, OpenSM's): each
+/// entry a port GUID and an M_Key. An entry that is not two numbers, a
+/// GUID of 0 or a GUID given twice is skipped with a warning (at most
+/// 100 named), as OpenSM drops such entries: that port is then sent the
+/// configured `m_key`.
+pub fn parse_guid2mkey(text: &str) -> Guid2MKey {
+    let mut keys = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut warn = |what: String| {
+            if warnings.len() < 100 {
+                warnings.push(Guid2LidWarning { line: k + 1, what });
+            }
+        };
+        let words: Vec<&str> = line.split_whitespace().take(3).collect();
+        let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
+        let [Some(guid), Some(key)] = nums.as_slice() else {
+            let shown: String = line.chars().take(60).collect();
+            warn(format!("not a GUID and an M_Key: {shown:?}"));
+            continue;
+        };
+        if *guid == 0 {
+            warn("GUID 0".into());
+        } else if keys.contains_key(guid) {
+            warn(format!("GUID {guid:#018x} given twice"));
+        } else {
+            keys.insert(*guid, mad_core::MKey(*key));
+        }
+    }
+    (keys, warnings)
+}
+
+/// Reads the `guid2mkey` file `path`, bounded: `Ok(None)` when there is
+/// none yet.
+pub fn read_guid2mkey(path: &Path) -> Result<Option<Guid2MKey>, String> {
+    let text = read_capped(path, MAX_GUID2LID_BYTES)?;
+    Ok(text.map(|t| parse_guid2mkey(&t)))
 }
 
 /// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
 /// `opensm-lid-matrix.dump`, `opensm.mcfdbs`, under QoS
 /// `opensm-sl2vl.dump`, routing up*/down* `opensm-updn-roots.dump` and
-/// fat-tree `opensm-ftree-ca-order.dump` into `dump_dir` and `guid2lid` into `cache_dir`, where given; what
+/// fat-tree `opensm-ftree-ca-order.dump` into `dump_dir`, and `guid2lid`
+/// and `guid2mkey` (mode 0600: it holds the ports' keys) into
+/// `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
     let mut errors = Vec::new();
@@ -760,6 +837,9 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
         if let Err(e) = write_whole(d, "guid2lid", &guid2lid(sm)) {
             errors.push(e);
         }
+        if let Err(e) = write_whole_mode(d, "guid2mkey", &guid2mkey(sm), 0o600) {
+            errors.push(e);
+        }
         let vfs = sm.vf_lids();
         if !vfs.is_empty() {
             if let Err(e) = write_whole(d, "vf2lid", &vf2lid(sm)) {
@@ -773,6 +853,50 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guid2mkey_reads_what_opensm_writes_and_skips_what_it_drops() {
+        let text = "0x0002c90300000001 0x5ec2e7ed00000001\n\n\
+                    0x0002c90300000002 0x0000000000000000\n\n# comment\n\
+                    0x0 0x5\n0x0002c90300000001 0x7\nnonsense words\n0x12\n";
+        let (keys, w) = parse_guid2mkey(text);
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            [
+                (0x0002c90300000001, mad_core::MKey(0x5ec2e7ed00000001)),
+                (0x0002c90300000002, mad_core::MKey(0))
+            ]
+        );
+        let lines: Vec<usize> = w.iter().map(|w| w.line).collect();
+        assert_eq!(lines, [6, 7, 8, 9]);
+        assert!(w[1].what.contains("twice"), "{w:?}");
+        assert_eq!(
+            read_guid2mkey(Path::new("/nonexistent/ibkit/guid2mkey")).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn guid2mkey_is_written_for_its_owner_alone() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = std::env::temp_dir().join(format!("ibkit-g2m-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        // A file left from before with wider bits is replaced, not reused.
+        std::fs::write(d.join(".guid2mkey.tmp"), "old").unwrap();
+        write_whole_mode(&d, "guid2mkey", "0x1 0x2\n\n", 0o600).unwrap();
+        let m = std::fs::metadata(d.join("guid2mkey")).unwrap();
+        assert_eq!(
+            m.permissions().mode() & 0o077,
+            0,
+            "{:o}",
+            m.permissions().mode()
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join("guid2mkey")).unwrap(),
+            "0x1 0x2\n\n"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn vf2lid_reads_what_it_writes_and_skips_what_it_cannot_use() {

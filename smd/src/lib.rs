@@ -115,6 +115,10 @@ pub struct SmdConfig {
     pub m_key_protect_bits: u8,
     /// M_KeyLeasePeriod, seconds (OpenSM's `m_key_lease_period`).
     pub m_key_lease_period: u16,
+    /// Send each port the M_Key it is known to hold, learned or read from
+    /// `guid2mkey` in `cache_dir` (OpenSM's `m_key_lookup`;
+    /// [`smi::sm::SmConfig::m_key_lookup`]).
+    pub m_key_lookup: bool,
     /// SubnetTimeOut written to every end port (OpenSM's `subnet_timeout`).
     pub subnet_timeout: u8,
     /// The link parameters written as each link comes up (OpenSM's
@@ -209,6 +213,7 @@ impl Default for SmdConfig {
             m_key: 0,
             m_key_protect_bits: 0,
             m_key_lease_period: 0,
+            m_key_lookup: true,
             subnet_timeout: 18,
             link: smi::sm::LinkParams::default(),
             assigned_guid_byte: 0,
@@ -557,6 +562,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         m_key: mad_core::MKey(c.m_key),
         m_key_protect_bits: c.m_key_protect_bits,
         m_key_lease_period: c.m_key_lease_period,
+        m_key_lookup: c.m_key_lookup,
         subnet_time_out: c.subnet_timeout,
         link: c.link,
         priority: c.priority,
@@ -591,11 +597,29 @@ fn drive(
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
     let mut sm = Sm::new(sm_config(c));
     if let Some(d) = &c.cache_dir {
-        if let Some(lids) = read_lid_cache(&d.join("guid2lid"), "LID(s)", dump::read_guid2lid) {
+        if let Some(lids) = read_cache(
+            &d.join("guid2lid"),
+            "LID(s)",
+            "LIDs given afresh",
+            dump::read_guid2lid,
+        ) {
             sm.set_preferred_lids(lids);
         }
-        if let Some(lids) = read_lid_cache(&d.join("vf2lid"), "VF LID(s)", dump::read_vf2lid) {
+        if let Some(lids) = read_cache(
+            &d.join("vf2lid"),
+            "VF LID(s)",
+            "LIDs given afresh",
+            dump::read_vf2lid,
+        ) {
             sm.set_preferred_vf_lids(lids);
+        }
+        if let Some(keys) = read_cache(
+            &d.join("guid2mkey"),
+            "M_Key(s)",
+            "every port sent the configured m_key",
+            dump::read_guid2mkey,
+        ) {
+            sm.set_known_m_keys(keys);
         }
     }
     // The SA database to restore once the subnet is first up, as master.
@@ -927,31 +951,35 @@ fn drive(
     Ok(run)
 }
 
-/// A LID cache (`guid2lid`, `vf2lid`) read at start with `read`, each
-/// skipped entry and the count of `what` logged: `None` when there is
-/// none yet or it cannot be read (the LIDs are then given afresh).
-fn read_lid_cache<K>(
+/// Reads a cache file: `Ok(None)` when there is none yet.
+type CacheReader<K, V> = fn(&std::path::Path) -> Result<Option<dump::Cache<K, V>>, String>;
+
+/// A cache (`guid2lid`, `vf2lid`, `guid2mkey`) read at start with `read`,
+/// each skipped entry and the count of `what` logged: `None` when there
+/// is none yet or it cannot be read (`otherwise` says what happens then).
+fn read_cache<K, V>(
     path: &std::path::Path,
     what: &str,
-    read: fn(&std::path::Path) -> Result<Option<dump::LidCache<K>>, String>,
-) -> Option<std::collections::BTreeMap<K, mad_core::Lid>> {
+    otherwise: &str,
+    read: CacheReader<K, V>,
+) -> Option<std::collections::BTreeMap<K, V>> {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     match read(path) {
-        Ok(Some((lids, warnings))) => {
+        Ok(Some((map, warnings))) => {
             for w in &warnings {
                 tracing::warn!("{}: line {}: {}; skipped", path.display(), w.line, w.what);
             }
-            tracing::info!("{name}: {} {what} from {}", lids.len(), path.display());
-            Some(lids)
+            tracing::info!("{name}: {} {what} from {}", map.len(), path.display());
+            Some(map)
         }
         Ok(None) => {
             tracing::info!("{name}: no {} yet", path.display());
             None
         }
         Err(e) => {
-            tracing::error!("{name}: {e}; LIDs given afresh");
+            tracing::error!("{name}: {e}; {otherwise}");
             None
         }
     }
@@ -1103,6 +1131,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "m_key_lease_period",
             f.m_key_lease_period.unwrap_or(0) != c.m_key_lease_period,
+        ),
+        (
+            "m_key_lookup",
+            f.m_key_lookup.unwrap_or(true) != c.m_key_lookup,
         ),
         (
             "subnet_timeout",
@@ -1317,6 +1349,12 @@ mod tests {
             (s.m_key, s.m_key_protect_bits, s.m_key_lease_period),
             (mad_core::MKey(0x5ec2e7), 2, 60)
         );
+        assert!(s.m_key_lookup, "OpenSM's default");
+        let off = SmdConfig {
+            m_key_lookup: false,
+            ..c(false, 500)
+        };
+        assert!(!sm_config(&off).m_key_lookup);
     }
 
     /// The JSON of a run: GUIDs as `0x…` strings, an SM that never came

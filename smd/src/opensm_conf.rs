@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `guid` (0: not set) | the port to run on |
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
-//! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does) | the same |
+//! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
@@ -163,6 +163,7 @@ pub fn parse_opensm_conf(
                 sweep_line = line;
             }
             "m_key" => s.m_key = Some(number()?),
+            "m_key_lookup" => s.m_key_lookup = Some(boolean()?),
             "subnet_timeout" => s.subnet_timeout = Some(ranged(0, 31)? as u8),
             "head_of_queue_lifetime" => s.head_of_queue_lifetime = Some(ranged(0, 31)? as u8),
             "leaf_head_of_queue_lifetime" => {
@@ -434,7 +435,11 @@ mod tests {
     /// is no periodic sweep.
     #[test]
     fn the_m_key_and_its_lease_are_read_as_opensm_keeps_them() {
-        let c = parse("m_key 0x5ec2e7\nm_key_protection_level 1\nm_key_lease_period 60\n").unwrap();
+        let c = parse(
+            "m_key 0x5ec2e7\nm_key_protection_level 1\nm_key_lease_period 60\nm_key_lookup FALSE\n",
+        )
+        .unwrap();
+        assert_eq!(c.settings.m_key_lookup, Some(false));
         let s = &c.settings;
         assert_eq!(
             (s.m_key, s.m_key_protection_level, s.m_key_lease_period),

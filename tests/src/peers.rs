@@ -529,7 +529,7 @@ pub fn run_opensm_with(
     let t = Instant::now();
     let out = sim
         .client("opensm".as_ref())
-        .env("OSM_CACHE_DIR", &cache)
+        .env("OSM_CACHE_DIR", cache)
         .args(["-o", "-f"])
         .arg(&osm_log)
         .args(["-R", engine])
@@ -961,20 +961,51 @@ pub fn start_opensm_at(
 /// OpenSM as the client `cmd`, logging into `dir` with a fresh cache,
 /// once its log says `marker` (within `wait`).
 fn opensm_in(
-    mut cmd: Command,
+    cmd: Command,
     dir: &Path,
     wait: Duration,
     extra: &[&str],
     marker: &str,
 ) -> Result<RunningSm, String> {
-    let log = dir.join("opensm.log");
     let cache = dir.join("opensm-cache");
     let _ = std::fs::remove_dir_all(&cache);
-    let _ = std::fs::remove_file(&log);
     std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    opensm_cached(cmd, dir, &cache, wait, extra, marker)
+}
+
+/// [`start_opensm_with`] with `cache` as OpenSM's cache directory
+/// (`OSM_CACHE_DIR`: its `guid2lid`, `guid2mkey`, `neighbors`), taken as
+/// it is: what an earlier SM left there is read.
+pub fn start_opensm_cached(
+    sim: &dyn Simulator,
+    dir: &Path,
+    cache: &Path,
+    wait: Duration,
+    extra: &[&str],
+) -> Result<RunningSm, String> {
+    opensm_cached(
+        sim.client("opensm".as_ref()),
+        dir,
+        cache,
+        wait,
+        extra,
+        "SUBNET UP",
+    )
+}
+
+fn opensm_cached(
+    mut cmd: Command,
+    dir: &Path,
+    cache: &Path,
+    wait: Duration,
+    extra: &[&str],
+    marker: &str,
+) -> Result<RunningSm, String> {
+    let log = dir.join("opensm.log");
+    let _ = std::fs::remove_file(&log);
     let out = dir.join("opensm.out");
     let child = cmd
-        .env("OSM_CACHE_DIR", &cache)
+        .env("OSM_CACHE_DIR", cache)
         // -d2: the log flushed after each message, so SUBNET UP can be
         // seen while OpenSM runs.
         .args(["-d2", "-f"])

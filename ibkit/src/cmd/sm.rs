@@ -249,6 +249,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             m_key: file.m_key.unwrap_or(0),
             m_key_protect_bits: file.m_key_protection_level.unwrap_or(0),
             m_key_lease_period: file.m_key_lease_period.unwrap_or(0),
+            m_key_lookup: file.m_key_lookup.unwrap_or(true),
             subnet_timeout: file.subnet_timeout.unwrap_or(18),
             link,
             assigned_guid_byte: file.sm_assigned_guid.unwrap_or(0),
