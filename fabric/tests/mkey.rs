@@ -276,3 +276,59 @@ fn a_key_that_shows_is_read_and_used() {
         "read the old key, wrote its own"
     );
 }
+
+#[test]
+fn under_level_2_the_links_the_last_sm_saw_find_each_ports_key() {
+    // Protect bits 2: without its key a port answers not even a Get, so
+    // the SM must know which port is where before it reads it.
+    let (mut f, first, up) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig::default(),
+        forever(KEY, 2, true),
+    )
+    .unwrap();
+    assert!(up, "{:?}", first.error());
+    let n = end_ports(&f).len();
+    let keys_known = first.known_m_keys().clone();
+    let links = first.known_neighbors().clone();
+    let own = first.nodes()[0].info.port_guid.0;
+    // Every cable, both ways (at least a spanning tree of the nodes).
+    assert!(links.len() >= 2 * (n - 1), "{} links", links.len());
+    for (&(g, p), &(h, q)) in &links {
+        assert_eq!(links.get(&(h, q)), Some(&(g, p)), "both ways");
+    }
+    let before = lids(&f);
+    let attempt = |f: &mut Fabric, keys: bool, neighbors: bool, own_guid: bool| {
+        let mut sm = Sm::new(forever(NEW_KEY, 2, true));
+        if keys {
+            sm.set_known_m_keys(keys_known.clone());
+        }
+        if neighbors {
+            sm.set_known_neighbors(links.clone());
+        }
+        if own_guid {
+            sm.set_own_port_guid(own);
+        }
+        let up = f.bring_up(&mut sm);
+        if !up {
+            eprintln!("{keys} {neighbors} {own_guid}: {:?}", sm.error());
+        }
+        up
+    };
+    assert!(
+        !attempt(&mut f, true, false, true),
+        "the keys but not where the ports are"
+    );
+    assert!(
+        !attempt(&mut f, true, true, false),
+        "the keys and links, not its own port"
+    );
+    assert!(!attempt(&mut f, false, true, true), "the links but no keys");
+    assert_eq!(keys(&mut f), vec![KEY; n], "nothing changed");
+    assert!(
+        attempt(&mut f, true, true, true),
+        "keys, links and its own port"
+    );
+    assert_eq!(lids(&f), before, "the same LIDs");
+    assert_eq!(keys(&mut f), vec![NEW_KEY; n]);
+}

@@ -490,15 +490,17 @@ fn opensm_and_ibkit_protect_every_end_port_with_the_same_m_key() {
 }
 
 /// A site changes its `m_key`, and the SM moves from OpenSM to ibkit and
-/// back, through the `guid2mkey` each leaves in its cache directory
-/// (OpenSM's `m_key_lookup`, on by default): on ibkit's served fabric,
-/// OpenSM protects every end port with key A (level 1: readable, not
-/// writable without it). ibkit's SM with key B and an empty cache cannot
-/// take the subnet (exit non-zero, every port keeps A); given OpenSM's
-/// `guid2mkey`, it comes up and every port holds B, and it writes its own
-/// `guid2mkey` (mode 0600). OpenSM with key C, given that file, takes
-/// the subnet back and every port holds C: each SM reads the other's
-/// file.
+/// back, through the `guid2mkey` and `neighbors` each leaves in its cache
+/// directory (OpenSM's `m_key_lookup`, on by default), on ibkit's served
+/// fabric, under protection level 1 (readable, not writable without the
+/// key) and 2 (not even readable): OpenSM protects every end port with key
+/// A. ibkit's SM with key B and an empty cache cannot take the subnet
+/// (exit non-zero, every port keeps A); under level 2 neither can it with
+/// OpenSM's `guid2mkey` alone (it cannot read a port to learn which it
+/// is). Given OpenSM's files, it comes up and every port holds B, and it
+/// writes its own (`guid2mkey` mode 0600). OpenSM with key C, given
+/// those, takes the subnet back and every port holds C: each SM reads the
+/// other's files.
 #[test]
 fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
     if let Some(why) = missing_tools() {
@@ -509,6 +511,12 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
         skip("guid2mkey", "infiniband-diags is not installed");
         return;
     }
+    for level in ["1", "2"] {
+        hand_m_keys_over(level);
+    }
+}
+
+fn hand_m_keys_over(level: &str) {
     const A: &str = "0x5ec2e7ed0000000a";
     const B: &str = "0x5ec2e7ed0000000b";
     const C: &str = "0x5ec2e7ed0000000c";
@@ -516,7 +524,7 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
     let n = topo.nodes.len();
-    let root = std::env::temp_dir().join(format!("ibkit-g2m-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("ibkit-g2m-{}-{level}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let conf = |key: &str| {
         let d = root.join(&key[14..]);
@@ -525,7 +533,7 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
             &d,
             &[
                 ("m_key", key),
-                ("m_key_protection_level", "1"),
+                ("m_key_protection_level", level),
                 ("m_key_lease_period", "60"),
                 ("log_file", "(null)"),
             ],
@@ -540,8 +548,8 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
         .nth(3)
         .unwrap()
         .name;
-    // The end ports whose PortInfo, read with `key`, shows it with
-    // protect bits 1.
+    // The end ports whose PortInfo, read with `key`, shows it with the
+    // protect bits of `level`.
     let holding = |key: &str| {
         (1..=n as u16)
             .filter(|lid| {
@@ -551,24 +559,32 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
                     .output()
                     .unwrap();
                 let pi = String::from_utf8_lossy(&out.stdout);
-                smp_field(&pi, "Mkey:") == Some(key) && smp_field(&pi, "ProtectBits:") == Some("1")
+                smp_field(&pi, "Mkey:") == Some(key)
+                    && smp_field(&pi, "ProtectBits:") == Some(level)
             })
             .count()
     };
-    // 1. OpenSM protects every end port with A and notes the keys.
+    // 1. OpenSM protects every end port with A and notes the keys and links.
     let (da, ca) = conf(A);
     let osm_cache = root.join("opensm-cache-a");
     std::fs::create_dir_all(&osm_cache).unwrap();
     let wait = std::time::Duration::from_secs(30);
     let osm = tests::peers::start_opensm_cached(&sim, &da, &osm_cache, wait, &["-F", &ca])
         .unwrap_or_else(|e| panic!("OpenSM: {e}"));
-    assert_eq!(holding(A), n, "OpenSM's key on every end port");
+    assert_eq!(
+        holding(A),
+        n,
+        "level {level}: OpenSM's key on every end port"
+    );
     let _ = osm.stop(std::time::Duration::from_secs(10));
     let g2m = std::fs::read_to_string(osm_cache.join("guid2mkey")).expect("OpenSM's guid2mkey");
     let (keys, skipped) = smd::dump::parse_guid2mkey(&g2m);
     assert!(skipped.is_empty(), "{skipped:?}");
     let with_a = keys.values().filter(|k| k.0 == 0x5ec2e7ed0000000a).count();
     assert_eq!(with_a, n, "OpenSM's guid2mkey:\n{g2m}");
+    let nb = std::fs::read_to_string(osm_cache.join("neighbors")).expect("OpenSM's neighbors");
+    let (links, skipped) = smd::dump::parse_neighbors(&nb);
+    assert!(skipped.is_empty(), "{skipped:?}");
     // 2. ibkit with B and no keys: refused.
     let (_db, cb) = conf(B);
     let once = |cache: &Path| {
@@ -594,18 +610,33 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
     let empty = root.join("ibkit-empty");
     std::fs::create_dir_all(&empty).unwrap();
     let (refused, err) = once(&empty);
-    assert_ne!(refused, Some(0), "without the ports' keys: {err}");
+    assert_ne!(
+        refused,
+        Some(0),
+        "level {level}, without the ports' keys: {err}"
+    );
     let why = err.lines().last().unwrap_or_default().to_string();
     assert!(why.contains("ports hold another key"), "{why}");
     assert_eq!(holding(A), n, "every port keeps A");
-    // 3. ibkit with B and OpenSM's guid2mkey: up, every port re-keyed.
     let ibkit_cache = root.join("ibkit-cache");
     std::fs::create_dir_all(&ibkit_cache).unwrap();
     std::fs::copy(osm_cache.join("guid2mkey"), ibkit_cache.join("guid2mkey")).unwrap();
+    if level == "2" {
+        // The keys, but no way to know a port before reading it.
+        let (code, err) = once(&ibkit_cache);
+        assert_ne!(code, Some(0), "level 2 with guid2mkey alone: {err}");
+        assert_eq!(holding(A), n, "every port keeps A");
+    }
+    // 3. ibkit with B and OpenSM's files: up, every port re-keyed.
+    std::fs::copy(osm_cache.join("neighbors"), ibkit_cache.join("neighbors")).unwrap();
     let (code, err) = once(&ibkit_cache);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains(&format!("guid2mkey: {n} M_Key(s)")), "{err}");
-    assert_eq!(holding(B), n, "ibkit's key on every end port");
+    assert_eq!(
+        holding(B),
+        n,
+        "level {level}: ibkit's key on every end port"
+    );
     let mine = ibkit_cache.join("guid2mkey");
     {
         use std::os::unix::fs::PermissionsExt as _;
@@ -618,15 +649,20 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
         n,
         "ibkit's guid2mkey"
     );
+    let (my_links, _) = smd::dump::parse_neighbors(
+        &std::fs::read_to_string(ibkit_cache.join("neighbors")).unwrap(),
+    );
+    assert_eq!(my_links, links, "ibkit's neighbors are OpenSM's");
     // 4. OpenSM with C, given ibkit's cache: up, every port holds C.
     let (dc, cc) = conf(C);
     let osm = tests::peers::start_opensm_cached(&sim, &dc, &ibkit_cache, wait, &["-F", &cc])
         .unwrap_or_else(|e| panic!("OpenSM with ibkit's guid2mkey: {e}"));
     let back = holding(C);
     let _ = osm.stop(std::time::Duration::from_secs(10));
-    assert_eq!(back, n, "OpenSM re-keyed every port from ibkit's guid2mkey");
+    assert_eq!(back, n, "OpenSM re-keyed every port from ibkit's files");
     eprintln!(
-        "guid2mkey: OpenSM (key A) noted {n} ports; ibkit (key B) without it exit {refused:?} ({why}), with it up and {n} ports on B; OpenSM (key C) with ibkit's file: {back} ports on C"
+        "level {level}: OpenSM (key A) noted {n} ports and {} link ends; ibkit (key B) without them exit {refused:?} ({why}), with them up and {n} ports on B, its neighbors equal to OpenSM's; OpenSM (key C) with ibkit's files: {back} ports on C",
+        links.len()
     );
     let _ = std::fs::remove_dir_all(&root);
 }

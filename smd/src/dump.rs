@@ -801,6 +801,84 @@ pub fn parse_guid2mkey(text: &str) -> Guid2MKey {
     (keys, warnings)
 }
 
+/// OpenSM's `neighbors`: every link the SM has seen, both ways, as
+/// `0xGUID:PORT 0xGUID:PORT` and an empty line, by port GUID and number
+/// ([`Sm::known_neighbors`]). With it, and `guid2mkey`, a restarted SM
+/// knows which port it is about to reach, and its key, before reading it.
+pub fn neighbors(sm: &Sm) -> String {
+    let mut s = String::new();
+    for ((g, p), (h, q)) in sm.known_neighbors() {
+        let _ = write!(s, "0x{g:016x}:{p} 0x{h:016x}:{q}\n\n");
+    }
+    s
+}
+
+/// A `neighbors` file read: each link end to the end cabled to it, and
+/// the entries skipped.
+pub type Neighbors = Cache<(u64, u8), (u64, u8)>;
+
+/// One end of a link as `neighbors` writes it: `0xGUID:PORT`, the GUID
+/// not 0 and the port 1–255.
+fn link_end(w: &str) -> Option<(u64, u8)> {
+    let (g, p) = w.split_once(':')?;
+    let (g, p) = (number(g)?, number(p)?);
+    (g != 0 && (1..=255).contains(&p)).then_some((g, p as u8))
+}
+
+/// Reads a `neighbors` file ([`neighbors`]'s layout, OpenSM's). An entry
+/// that is not two link ends (`0xGUID:PORT`, GUID not 0, port 1–255), an
+/// end given twice, or one whose far end does not name it back is skipped
+/// with a warning (at most 100 named), as OpenSM drops such entries.
+pub fn parse_neighbors(text: &str) -> Neighbors {
+    let mut links = BTreeMap::new();
+    let mut lines = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let mut warn = |line: usize, what: String| {
+        if warnings.len() < 100 {
+            warnings.push(Guid2LidWarning { line, what });
+        }
+    };
+    for (k, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().take(3).collect();
+        let ends: Vec<Option<(u64, u8)>> = words.iter().map(|w| link_end(w)).collect();
+        let [Some(a), Some(b)] = ends.as_slice() else {
+            let shown: String = line.chars().take(60).collect();
+            warn(k + 1, format!("not two link ends (0xGUID:PORT): {shown:?}"));
+            continue;
+        };
+        if links.contains_key(a) {
+            warn(k + 1, format!("{:#018x}:{} given twice", a.0, a.1));
+            continue;
+        }
+        links.insert(*a, *b);
+        lines.insert(*a, k + 1);
+    }
+    let one_way: Vec<(u64, u8)> = links
+        .iter()
+        .filter(|(a, b)| links.get(*b) != Some(*a))
+        .map(|(a, _)| *a)
+        .collect();
+    for a in one_way {
+        warn(
+            lines[&a],
+            format!("{:#018x}:{}: its far end does not name it back", a.0, a.1),
+        );
+        links.remove(&a);
+    }
+    (links, warnings)
+}
+
+/// Reads the `neighbors` file `path`, bounded: `Ok(None)` when there is
+/// none yet.
+pub fn read_neighbors(path: &Path) -> Result<Option<Neighbors>, String> {
+    let text = read_capped(path, MAX_GUID2LID_BYTES)?;
+    Ok(text.map(|t| parse_neighbors(&t)))
+}
+
 /// Reads the `guid2mkey` file `path`, bounded: `Ok(None)` when there is
 /// none yet.
 pub fn read_guid2mkey(path: &Path) -> Result<Option<Guid2MKey>, String> {
@@ -812,7 +890,7 @@ pub fn read_guid2mkey(path: &Path) -> Result<Option<Guid2MKey>, String> {
 /// `opensm-lid-matrix.dump`, `opensm.mcfdbs`, under QoS
 /// `opensm-sl2vl.dump`, routing up*/down* `opensm-updn-roots.dump` and
 /// fat-tree `opensm-ftree-ca-order.dump` into `dump_dir`, and `guid2lid`
-/// and `guid2mkey` (mode 0600: it holds the ports' keys) into
+/// `guid2mkey` (mode 0600: it holds the ports' keys) and `neighbors` into
 /// `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
@@ -838,6 +916,9 @@ pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> 
             errors.push(e);
         }
         if let Err(e) = write_whole_mode(d, "guid2mkey", &guid2mkey(sm), 0o600) {
+            errors.push(e);
+        }
+        if let Err(e) = write_whole(d, "neighbors", &neighbors(sm)) {
             errors.push(e);
         }
         let vfs = sm.vf_lids();
@@ -874,6 +955,27 @@ mod tests {
             read_guid2mkey(Path::new("/nonexistent/ibkit/guid2mkey")).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn neighbors_reads_what_opensm_writes_and_skips_what_it_drops() {
+        let text = "0x0002c90300000200:1 0x0002c90400000000:1\n\n\
+                    0x0002c90400000000:1 0x0002c90300000200:1\n\n\
+                    0x0002c90300000200:2 0x0002c90400000100:1\n\n\
+                    0x0:3 0x5:1\n0x5:0 0x6:1\n0x5:256 0x6:1\nnonsense\n\
+                    0x0002c90400000000:1 0x0002c90300000200:9\n";
+        let (links, w) = parse_neighbors(text);
+        assert_eq!(
+            links.into_iter().collect::<Vec<_>>(),
+            [
+                ((0x0002c90300000200, 1), (0x0002c90400000000, 1)),
+                ((0x0002c90400000000, 1), (0x0002c90300000200, 1)),
+            ]
+        );
+        let lines: Vec<usize> = w.iter().map(|w| w.line).collect();
+        // Four malformed, one twice, and one one-way link (line 5).
+        assert_eq!(lines, [7, 8, 9, 10, 11, 5], "{w:?}");
+        assert!(w[5].what.contains("back"), "{w:?}");
     }
 
     #[test]

@@ -523,7 +523,14 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             // a libumad2sim client, which the segments after the first
             // would crash (see `SaConfig::first_segment_to_qp1`).
             let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
-            drive(c, &mut wire, under_umad2sim, capture.as_mut(), stop)
+            drive(
+                c,
+                &mut wire,
+                attr.guid,
+                under_umad2sim,
+                capture.as_mut(),
+                stop,
+            )
         }
         Via::Sim { socket, node, guid } => {
             let mut wire = SimWire::attach(socket, node.as_deref())?;
@@ -543,7 +550,8 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             // ibsim delivers no RMPP ACK to the SA (it routes a response
             // by the requester's TID), and a QP-1 requester on a
             // simulator is a libumad2sim client: as under umad.
-            drive(c, &mut wire, true, capture.as_mut(), stop)
+            let own = wire.guid();
+            drive(c, &mut wire, own, true, capture.as_mut(), stop)
         }
     }
 }
@@ -575,10 +583,12 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
     }
 }
 
-/// The driver loop over any [`Wire`].
+/// The driver loop over any [`Wire`], the SM on the port of GUID
+/// `own_guid`.
 fn drive(
     c: &SmdConfig,
     wire: &mut dyn Wire,
+    own_guid: u64,
     first_segment_to_qp1: bool,
     mut capture: Option<&mut Capture>,
     stop: &AtomicBool,
@@ -596,6 +606,7 @@ fn drive(
     sa.set_serving(false);
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
     let mut sm = Sm::new(sm_config(c));
+    sm.set_own_port_guid(own_guid);
     if let Some(d) = &c.cache_dir {
         if let Some(lids) = read_cache(
             &d.join("guid2lid"),
@@ -620,6 +631,14 @@ fn drive(
             dump::read_guid2mkey,
         ) {
             sm.set_known_m_keys(keys);
+        }
+        if let Some(links) = read_cache(
+            &d.join("neighbors"),
+            "link end(s)",
+            "ports are known only once read",
+            dump::read_neighbors,
+        ) {
+            sm.set_known_neighbors(links);
         }
     }
     // The SA database to restore once the subnet is first up, as master.

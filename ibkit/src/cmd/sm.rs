@@ -59,7 +59,7 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
-    /// m_key, m_key_protection_level, m_key_lease_period, poll_ms,
+    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, poll_ms,
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
@@ -72,7 +72,7 @@ pub struct SmArgs {
     /// OpenSM's own opensm.conf (as `opensm -F`, or as `opensm -c`
     /// writes it), instead of --config: what ibkit has an equivalent for
     /// is applied (guid, sm_priority, sm_key, sa_key, m_key,
-    /// m_key_protection_level, m_key_lease_period, the link parameters
+    /// m_key_protection_level, m_key_lease_period, m_key_lookup, the link parameters
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl),
@@ -98,9 +98,10 @@ pub struct SmArgs {
     /// changes, at most once a second, and at the stop.
     #[arg(long, value_name = "DIR")]
     pub dump_dir: Option<std::path::PathBuf>,
-    /// Keep the LID cache here (guid2lid, OpenSM's layout): read at start,
-    /// so that ports get the LIDs they had, and written each time the
-    /// subnet comes up or changes.
+    /// Keep the LID cache here (guid2lid, OpenSM's layout) and the keys
+    /// the ports hold (guid2mkey, OpenSM's, mode 0600): read at start, so
+    /// that ports get the LIDs they had and can be reached under an old
+    /// M_Key, and written each time the subnet comes up or changes.
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<std::path::PathBuf>,
     /// Restore the SA's multicast groups (MGIDs, MLIDs, members),

@@ -44,6 +44,7 @@ impl Sm {
             }
         };
         if let Some((parent, pport)) = from {
+            self.learn_link(parent, pport, idx, port);
             if let Some(mut pp) = self.db.port_mut(parent, pport) {
                 pp.peer = Some((idx, port));
             }

@@ -2,7 +2,11 @@
 //! `guid2mkey` map): learned from the PortInfo a port answers with, handed
 //! over at start, and put in every SMP to that port instead of the
 //! configured key, so that an SM with a new `m_key` can still reach (and
-//! re-key) ports an earlier key protects.
+//! re-key) ports an earlier key protects. A port not yet read is known by
+//! where it is: the SM's own port by its GUID, any other by the port
+//! cabled to it, from the links the SM has seen (OpenSM's `neighbors`),
+//! so that even a port that answers no Get without its key (protect bits
+//! 2 and 3) is reached.
 
 use super::*;
 
@@ -13,6 +17,69 @@ impl Sm {
     pub fn set_known_m_keys(&mut self, keys: BTreeMap<u64, MKey>) {
         self.m_keys = keys;
         self.m_keys.remove(&0);
+    }
+
+    /// The links the SM saw before, as OpenSM's `neighbors` keeps them:
+    /// (port GUID, port number) → the port GUID and number cabled to it.
+    /// With them a port is known (and sent its key) before it is read.
+    /// Links seen since are added.
+    pub fn set_known_neighbors(&mut self, links: BTreeMap<(u64, u8), (u64, u8)>) {
+        self.neighbors = links;
+        self.neighbors.retain(|k, v| k.0 != 0 && v.0 != 0);
+    }
+
+    /// Every link the SM has seen, both ways, by (port GUID, port
+    /// number): what [`Sm::set_known_neighbors`] takes.
+    pub fn known_neighbors(&self) -> &BTreeMap<(u64, u8), (u64, u8)> {
+        &self.neighbors
+    }
+
+    /// The GUID of the SM's own port, known to the driver before the SM
+    /// reads it: the first SMP, to that port, carries its key.
+    pub fn set_own_port_guid(&mut self, guid: u64) {
+        self.own_port_guid = guid;
+    }
+
+    /// Notes the link between port `pport` of node `parent` and port
+    /// `port` of node `child`, both ways, by port GUID.
+    pub(super) fn learn_link(&mut self, parent: usize, pport: u8, child: usize, port: u8) {
+        let nodes = self.db.nodes();
+        let (Some(a), Some(b)) = (nodes.get(parent), nodes.get(child)) else {
+            return;
+        };
+        let (ga, gb) = (a.info.port_guid.0, b.info.port_guid.0);
+        if ga != 0 && gb != 0 {
+            self.neighbors.insert((ga, pport), (gb, port));
+            self.neighbors.insert((gb, port), (ga, pport));
+        }
+    }
+
+    /// The M_Key for a request `purpose` to node `node`: as
+    /// [`Sm::m_key_for`], and for a NodeInfo to a port not yet read, the
+    /// key of the port the SM's own GUID or a known link says is there.
+    pub(super) fn m_key_for_request(&self, node: Option<usize>, purpose: &Purpose) -> MKey {
+        if let Some(i) = node.or_else(|| purpose.node()) {
+            return self.m_key_for(Some(i));
+        }
+        if !self.cfg.m_key_lookup {
+            return self.cfg.m_key;
+        }
+        let guid = match *purpose {
+            Purpose::NodeInfo { from: None } => Some(self.own_port_guid),
+            Purpose::NodeInfo {
+                from: Some((parent, pport)),
+            } => self
+                .db
+                .nodes()
+                .get(parent)
+                .and_then(|n| self.neighbors.get(&(n.info.port_guid.0, pport)))
+                .map(|&(g, _)| g),
+            _ => None,
+        };
+        guid.filter(|&g| g != 0)
+            .and_then(|g| self.m_keys.get(&g))
+            .copied()
+            .unwrap_or(self.cfg.m_key)
     }
 
     /// The M_Key each port is known to hold, by port GUID (a switch by its

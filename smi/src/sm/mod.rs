@@ -157,6 +157,10 @@ pub struct Sm {
     /// The M_Key each port is known to hold, by port GUID
     /// ([`Sm::known_m_keys`]).
     m_keys: BTreeMap<u64, MKey>,
+    /// Links by port GUID and number, both ways ([`Sm::known_neighbors`]).
+    neighbors: BTreeMap<(u64, u8), (u64, u8)>,
+    /// The SM's own port GUID, where the driver gave it.
+    own_port_guid: u64,
 }
 
 impl Sm {
@@ -194,6 +198,8 @@ impl Sm {
             preferred_vfs: BTreeMap::new(),
             found_lfts: BTreeMap::new(),
             m_keys: BTreeMap::new(),
+            neighbors: BTreeMap::new(),
+            own_port_guid: 0,
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
         sm.get(

@@ -322,7 +322,7 @@ impl Sm {
                     && self.lid_route_ok(i)
             })
             .map(|i| self.db.nodes()[i].lid);
-        let key = self.m_key_for(node.or_else(|| purpose.node()));
+        let key = self.m_key_for_request(node, &purpose);
         let mut smp = match dlid {
             Some(_) => Smp::lid_routed(method, attr, am, 0, key),
             None => Smp::directed(&path, method, attr, am, 0, key),
@@ -379,6 +379,15 @@ impl Sm {
     /// A directed-route SMP has hop pointer 0: the caller's SMI applies the
     /// send rules.
     pub fn poll_transmit(&mut self, now_ms: u64) -> Option<Transmit> {
+        // The M_Key is the one the port holds as the SMP leaves, not as it
+        // was queued: a stage queued before a Set re-keyed the port goes
+        // out with the new key.
+        if let Some(r) = self.out.queue.front().filter(|r| r.reply) {
+            let key = self.m_key_for_request(r.node, &r.purpose);
+            if let Some(r) = self.out.queue.front_mut() {
+                r.smp.set_m_key(key);
+            }
+        }
         let (smp, dlid) = self
             .out
             .next(now_ms, self.cfg.window, self.cfg.timeout_ms)?;
