@@ -144,3 +144,77 @@ fn an_sm_started_on_a_running_subnet_sets_the_switch_ports_that_differ() {
     assert!(f.bring_up(&mut again));
     assert_eq!(port_info_sets(&again), baseline, "nothing differs now");
 }
+
+/// HOQLife or VLStallCount changed behind the SM's back on a running
+/// subnet (a tool, a switch's own reset of a port) is put back by the next
+/// heavy sweep, with one Set(PortInfo) for each port that differs and
+/// none for the others; a light sweep, which reads no port that reports
+/// no change, leaves it.
+#[test]
+fn a_heavy_sweep_puts_back_the_link_parameters_that_changed() {
+    const MS: u64 = 1_000_000;
+    let (mut f, mut sm, up) =
+        fabric::sim::bring_up("fat-tree-324", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up, "{:?}", sm.error());
+    let want = LinkParams::default();
+    // Three switch ports: two toward switches, one toward a CA.
+    let mut touched = Vec::new();
+    for (i, p, _, switch, to_ca) in cabled_ports(&f) {
+        if switch
+            && touched
+                .iter()
+                .filter(|t: &&(usize, u8, bool)| t.2 == to_ca)
+                .count()
+                < 2 - usize::from(to_ca)
+        {
+            touched.push((i, p, to_ca));
+        }
+    }
+    assert_eq!(touched.len(), 3);
+    for &(i, p, _) in &touched {
+        let SimNode::Switch(s) = &mut f.nodes[i] else {
+            unreachable!()
+        };
+        let pi = &mut s.model.ports[usize::from(p)].info;
+        pi.hoq_life = 3;
+        pi.vl_stall_count = 1;
+    }
+    let hoq = |f: &Fabric| -> Vec<(u8, u8)> {
+        touched
+            .iter()
+            .map(|&(i, p, _)| match &f.nodes[i] {
+                SimNode::Switch(s) => {
+                    let pi = s.model.ports[usize::from(p)].info;
+                    (pi.hoq_life, pi.vl_stall_count)
+                }
+                _ => unreachable!(),
+            })
+            .collect()
+    };
+    let before = port_info_sets(&sm);
+    sm.request_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(port_info_sets(&sm), before, "a light sweep sets nothing");
+    assert_eq!(hoq(&f), vec![(3, 1); 3]);
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(
+        port_info_sets(&sm),
+        before + 3,
+        "one Set for each port that differs"
+    );
+    let put_back: Vec<(u8, u8)> = touched
+        .iter()
+        .map(|&(_, _, to_ca)| {
+            if to_ca {
+                (want.leaf_hoq_lifetime, want.leaf_vl_stall_count)
+            } else {
+                (want.hoq_lifetime, want.vl_stall_count)
+            }
+        })
+        .collect();
+    assert_eq!(hoq(&f), put_back);
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(port_info_sets(&sm), before + 3, "nothing differs now");
+}

@@ -156,11 +156,12 @@ impl Sm {
     }
 
     /// A switch port already Active when activation runs (the SM started
-    /// on a running subnet, or took it over): its HOQLife and
-    /// VLStallCount set again where they differ from [`SmConfig::link`],
-    /// as OpenSM's link manager does. Its OperationalVLs stay (changing
-    /// them needs the link to train again), and so do its thresholds.
-    fn keep_link_params(&mut self, i: usize, p: u8, pi: PortInfo) {
+    /// on a running subnet, or took it over), or read Active by a heavy
+    /// sweep: its HOQLife and VLStallCount set again where they differ
+    /// from [`SmConfig::link`], as OpenSM's link manager does on every
+    /// sweep. Its OperationalVLs stay (changing them needs the link to
+    /// train again), and so do its thresholds.
+    pub(super) fn keep_link_params(&mut self, i: usize, p: u8, pi: PortInfo) {
         if p == 0 || !self.db.nodes().get(i).is_some_and(|n| n.is_switch()) {
             return;
         }

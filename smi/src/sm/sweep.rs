@@ -189,6 +189,8 @@ impl Sm {
         p.info = Some(pi);
         let peer = p.peer;
         drop(p);
+        // A switch's port 0 is the switch itself: never cabled.
+        let internal = port == 0 && self.db.nodes().get(node).is_some_and(|n| n.is_switch());
         let down = pi.port_state == PortState::Down;
         // A port that went down, or that is back in Init after having been
         // Active (it bounced, and may now lead elsewhere), loses its link.
@@ -199,11 +201,14 @@ impl Sm {
                 self.unlink(node, port, m, q);
                 self.changed = true;
             }
-        } else if !down {
+        } else if !down && !internal {
             self.changed = true;
         }
         if self.heavy && !down && !bounced {
             self.check_end_port(node, port, &pi);
+            if pi.port_state == PortState::Active {
+                self.keep_link_params(node, port, pi);
+            }
         }
     }
 
