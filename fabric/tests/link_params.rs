@@ -145,11 +145,12 @@ fn an_sm_started_on_a_running_subnet_sets_the_switch_ports_that_differ() {
     assert_eq!(port_info_sets(&again), baseline, "nothing differs now");
 }
 
-/// HOQLife or VLStallCount changed behind the SM's back on a running
-/// subnet (a tool, a switch's own reset of a port) is put back by the next
-/// heavy sweep, with one Set(PortInfo) for each port that differs and
-/// none for the others; a light sweep, which reads no port that reports
-/// no change, leaves it.
+/// HOQLife, VLStallCount, an error threshold, SubnetTimeOut or
+/// MasterSMSL changed behind the SM's back on a running subnet (a tool, a
+/// switch's own reset of a port) is put back by the next heavy sweep,
+/// with one Set(PortInfo) for each port that differs and none for the
+/// others; a light sweep, which reads no port that reports no change,
+/// leaves it.
 #[test]
 fn a_heavy_sweep_puts_back_the_link_parameters_that_changed() {
     const MS: u64 = 1_000_000;
@@ -191,16 +192,64 @@ fn a_heavy_sweep_puts_back_the_link_parameters_that_changed() {
             })
             .collect()
     };
+    // A fourth switch port's error threshold, a switch's port 0 and a CA's
+    // port: their SubnetTimeOut, and the CA's MasterSMSL.
+    let (sw, sp, _, _, _) = cabled_ports(&f)
+        .into_iter()
+        .find(|&(i, p, _, switch, _)| switch && !touched.iter().any(|t| (t.0, t.1) == (i, p)))
+        .unwrap();
+    let ca = (0..f.nodes.len())
+        .find(|&i| matches!(f.nodes[i], SimNode::Ca(_)))
+        .unwrap();
+    let sw0 = (0..f.nodes.len())
+        .find(|&i| matches!(f.nodes[i], SimNode::Switch(_)) && i != sw)
+        .unwrap();
+    let others = |f: &mut Fabric| {
+        let (a, b, c) = match (&f.nodes[sw], &f.nodes[sw0], &f.nodes[ca]) {
+            (SimNode::Switch(a), SimNode::Switch(b), SimNode::Ca(c)) => (
+                a.model.ports[usize::from(sp)].info,
+                b.model.ports[0].info,
+                c.model.ports[1].info,
+            ),
+            _ => unreachable!(),
+        };
+        (
+            a.local_phy_errors,
+            b.subnet_time_out,
+            c.subnet_time_out,
+            c.master_sm_sl,
+        )
+    };
+    let set_others = |f: &mut Fabric, v: (u8, u8, u8, u8)| {
+        if let SimNode::Switch(a) = &mut f.nodes[sw] {
+            a.model.ports[usize::from(sp)].info.local_phy_errors = v.0;
+        }
+        if let SimNode::Switch(b) = &mut f.nodes[sw0] {
+            b.model.ports[0].info.subnet_time_out = v.1;
+        }
+        if let SimNode::Ca(c) = &mut f.nodes[ca] {
+            c.model.ports[1].info.subnet_time_out = v.2;
+            c.model.ports[1].info.master_sm_sl = v.3;
+        }
+    };
+    let right = others(&mut f);
+    assert_eq!(
+        right,
+        (want.local_phy_errors_threshold, 18, 18, want.sm_sl),
+        "as the bring-up wrote them"
+    );
+    set_others(&mut f, (2, 9, 10, 5));
     let before = port_info_sets(&sm);
     sm.request_sweep(f.now_ns() / MS);
     assert!(f.run(&mut sm));
     assert_eq!(port_info_sets(&sm), before, "a light sweep sets nothing");
     assert_eq!(hoq(&f), vec![(3, 1); 3]);
+    assert_eq!(others(&mut f), (2, 9, 10, 5));
     sm.request_heavy_sweep(f.now_ns() / MS);
     assert!(f.run(&mut sm));
     assert_eq!(
         port_info_sets(&sm),
-        before + 3,
+        before + 6,
         "one Set for each port that differs"
     );
     let put_back: Vec<(u8, u8)> = touched
@@ -214,7 +263,8 @@ fn a_heavy_sweep_puts_back_the_link_parameters_that_changed() {
         })
         .collect();
     assert_eq!(hoq(&f), put_back);
+    assert_eq!(others(&mut f), right);
     sm.request_heavy_sweep(f.now_ns() / MS);
     assert!(f.run(&mut sm));
-    assert_eq!(port_info_sets(&sm), before + 3, "nothing differs now");
+    assert_eq!(port_info_sets(&sm), before + 6, "nothing differs now");
 }

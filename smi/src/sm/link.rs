@@ -155,23 +155,46 @@ impl Sm {
         pi.operational_vls = mad_core::attr::VlCap::from(vls);
     }
 
-    /// A switch port already Active when activation runs (the SM started
-    /// on a running subnet, or took it over), or read Active by a heavy
-    /// sweep: its HOQLife and VLStallCount set again where they differ
-    /// from [`SmConfig::link`], as OpenSM's link manager does on every
-    /// sweep. Its OperationalVLs stay (changing them needs the link to
-    /// train again), and so do its thresholds.
+    /// A port already running, found by activation (the SM started on a
+    /// running subnet, or took it over) or read by a heavy sweep: what the
+    /// SM writes that the port no longer holds is set again, in one
+    /// Set(PortInfo), as OpenSM's link manager does on every sweep. On an
+    /// Active linked port: a switch port's HOQLife and VLStallCount and
+    /// any port's error thresholds; on an end port (a CA's, a switch's
+    /// port 0) not already being set afresh: SubnetTimeOut and MasterSMSL.
+    /// OperationalVLs stay (changing them needs the link to train again).
     pub(super) fn keep_link_params(&mut self, i: usize, p: u8, pi: PortInfo) {
-        if p == 0 || !self.db.nodes().get(i).is_some_and(|n| n.is_switch()) {
+        let Some(n) = self.db.nodes().get(i) else {
             return;
-        }
-        let mut want = pi;
-        self.stamp_link_params(i, p, &mut want);
-        if (want.hoq_life, want.vl_stall_count) == (pi.hoq_life, pi.vl_stall_count) {
-            return;
-        }
+        };
+        let (switch, fresh) = (n.is_switch(), n.fresh);
+        let end = !switch || p == 0;
         let mut set = pi;
-        (set.hoq_life, set.vl_stall_count) = (want.hoq_life, want.vl_stall_count);
-        self.set_port_fields(i, p, set);
+        if p != 0 && pi.port_state == PortState::Active {
+            let mut want = pi;
+            self.stamp_link_params(i, p, &mut want);
+            if switch {
+                (set.hoq_life, set.vl_stall_count) = (want.hoq_life, want.vl_stall_count);
+            }
+            (set.local_phy_errors, set.overrun_errors) =
+                (want.local_phy_errors, want.overrun_errors);
+        }
+        if end && !fresh && n.lid != 0 {
+            set.subnet_time_out = self.cfg.subnet_time_out;
+            set.master_sm_sl = self.cfg.link.sm_sl.min(15);
+        }
+        let fields = |x: &PortInfo| {
+            (
+                x.hoq_life,
+                x.vl_stall_count,
+                x.local_phy_errors,
+                x.overrun_errors,
+                x.subnet_time_out,
+                x.master_sm_sl,
+            )
+        };
+        if fields(&set) != fields(&pi) {
+            self.set_port_fields(i, p, set);
+        }
     }
 }

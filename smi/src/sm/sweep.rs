@@ -206,9 +206,7 @@ impl Sm {
         }
         if self.heavy && !down && !bounced {
             self.check_end_port(node, port, &pi);
-            if pi.port_state == PortState::Active {
-                self.keep_link_params(node, port, pi);
-            }
+            self.keep_link_params(node, port, pi);
         }
     }
 
