@@ -120,6 +120,35 @@ fn number(w: &str) -> Option<u64> {
     }
 }
 
+/// The entries of a cache file: each line neither empty nor a `#`
+/// comment, with its number (from 1), its text and its first `max`
+/// words.
+fn cache_lines(text: &str, max: usize) -> impl Iterator<Item = (usize, &str, Vec<&str>)> {
+    text.lines().enumerate().filter_map(move |(k, l)| {
+        let l = l.trim();
+        (!l.is_empty() && !l.starts_with('#'))
+            .then(|| (k + 1, l, l.split_whitespace().take(max).collect()))
+    })
+}
+
+/// The entries of a cache file skipped, at most 100 named.
+#[derive(Default)]
+struct Skipped(Vec<Guid2LidWarning>);
+
+impl Skipped {
+    fn push(&mut self, line: usize, what: String) {
+        if self.0.len() < 100 {
+            self.0.push(Guid2LidWarning { line, what });
+        }
+    }
+
+    /// A line that is not `shape`: named with its first 60 characters.
+    fn malformed(&mut self, line: usize, text: &str, shape: &str) {
+        let shown: String = text.chars().take(60).collect();
+        self.push(line, format!("not {shape}: {shown:?}"));
+    }
+}
+
 /// The lines of a LID cache: each not empty and not a `#` comment split
 /// into three numbers that `entry` turns into a key and a LID, or the
 /// reason it is skipped (`shape` names the three when they are not
@@ -133,22 +162,12 @@ fn parse_lid_lines<K: Ord + Copy>(
 ) -> (BTreeMap<K, mad_core::Lid>, Vec<Guid2LidWarning>) {
     let mut lids = BTreeMap::new();
     let mut taken: BTreeMap<u16, K> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    for (k, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut warn = |what: String| {
-            if warnings.len() < 100 {
-                warnings.push(Guid2LidWarning { line: k + 1, what });
-            }
-        };
-        let words: Vec<&str> = line.split_whitespace().take(4).collect();
+    let mut skipped = Skipped::default();
+    for (k, line, words) in cache_lines(text, 4) {
+        let mut warn = |what: String| skipped.push(k, what);
         let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
         let [Some(a), Some(b), Some(c)] = nums.as_slice() else {
-            let shown: String = line.chars().take(60).collect();
-            warn(format!("not {shape}: {shown:?}"));
+            skipped.malformed(k, line, shape);
             continue;
         };
         match entry(*a, *b, *c) {
@@ -169,7 +188,7 @@ fn parse_lid_lines<K: Ord + Copy>(
             }
         }
     }
-    (lids, warnings)
+    (lids, skipped.0)
 }
 
 /// Reads a `guid2lid` file: each entry a port GUID and its LID range,
@@ -772,33 +791,22 @@ pub type Guid2MKey = Cache<u64, mad_core::MKey>;
 /// configured `m_key`.
 pub fn parse_guid2mkey(text: &str) -> Guid2MKey {
     let mut keys = BTreeMap::new();
-    let mut warnings = Vec::new();
-    for (k, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let mut warn = |what: String| {
-            if warnings.len() < 100 {
-                warnings.push(Guid2LidWarning { line: k + 1, what });
-            }
-        };
-        let words: Vec<&str> = line.split_whitespace().take(3).collect();
+    let mut skipped = Skipped::default();
+    for (k, line, words) in cache_lines(text, 3) {
         let nums: Vec<Option<u64>> = words.iter().map(|w| number(w)).collect();
         let [Some(guid), Some(key)] = nums.as_slice() else {
-            let shown: String = line.chars().take(60).collect();
-            warn(format!("not a GUID and an M_Key: {shown:?}"));
+            skipped.malformed(k, line, "a GUID and an M_Key");
             continue;
         };
         if *guid == 0 {
-            warn("GUID 0".into());
+            skipped.push(k, "GUID 0".into());
         } else if keys.contains_key(guid) {
-            warn(format!("GUID {guid:#018x} given twice"));
+            skipped.push(k, format!("GUID {guid:#018x} given twice"));
         } else {
             keys.insert(*guid, mad_core::MKey(*key));
         }
     }
-    (keys, warnings)
+    (keys, skipped.0)
 }
 
 /// OpenSM's `neighbors`: every link the SM has seen, both ways, as
@@ -832,30 +840,19 @@ fn link_end(w: &str) -> Option<(u64, u8)> {
 pub fn parse_neighbors(text: &str) -> Neighbors {
     let mut links = BTreeMap::new();
     let mut lines = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let mut warn = |line: usize, what: String| {
-        if warnings.len() < 100 {
-            warnings.push(Guid2LidWarning { line, what });
-        }
-    };
-    for (k, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let words: Vec<&str> = line.split_whitespace().take(3).collect();
+    let mut skipped = Skipped::default();
+    for (k, line, words) in cache_lines(text, 3) {
         let ends: Vec<Option<(u64, u8)>> = words.iter().map(|w| link_end(w)).collect();
         let [Some(a), Some(b)] = ends.as_slice() else {
-            let shown: String = line.chars().take(60).collect();
-            warn(k + 1, format!("not two link ends (0xGUID:PORT): {shown:?}"));
+            skipped.malformed(k, line, "two link ends (0xGUID:PORT)");
             continue;
         };
         if links.contains_key(a) {
-            warn(k + 1, format!("{:#018x}:{} given twice", a.0, a.1));
+            skipped.push(k, format!("{:#018x}:{} given twice", a.0, a.1));
             continue;
         }
         links.insert(*a, *b);
-        lines.insert(*a, k + 1);
+        lines.insert(*a, k);
     }
     let one_way: Vec<(u64, u8)> = links
         .iter()
@@ -863,13 +860,13 @@ pub fn parse_neighbors(text: &str) -> Neighbors {
         .map(|(a, _)| *a)
         .collect();
     for a in one_way {
-        warn(
+        skipped.push(
             lines[&a],
             format!("{:#018x}:{}: its far end does not name it back", a.0, a.1),
         );
         links.remove(&a);
     }
-    (links, warnings)
+    (links, skipped.0)
 }
 
 /// Reads the `neighbors` file `path`, bounded: `Ok(None)` when there is
