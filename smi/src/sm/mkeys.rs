@@ -41,16 +41,24 @@ impl Sm {
     }
 
     /// Notes the link between port `pport` of node `parent` and port
-    /// `port` of node `child`, both ways, by port GUID.
+    /// `port` of node `child`, both ways, by port GUID. A cable moved
+    /// replaces what either end was cabled to before, and the far ends of
+    /// those old links no longer name these ports.
     pub(super) fn learn_link(&mut self, parent: usize, pport: u8, child: usize, port: u8) {
         let nodes = self.db.nodes();
         let (Some(a), Some(b)) = (nodes.get(parent), nodes.get(child)) else {
             return;
         };
-        let (ga, gb) = (a.info.port_guid.0, b.info.port_guid.0);
-        if ga != 0 && gb != 0 {
-            self.neighbors.insert((ga, pport), (gb, port));
-            self.neighbors.insert((gb, port), (ga, pport));
+        let (a, b) = ((a.info.port_guid.0, pport), (b.info.port_guid.0, port));
+        if a.0 == 0 || b.0 == 0 {
+            return;
+        }
+        for (end, other) in [(a, b), (b, a)] {
+            if let Some(old) = self.neighbors.insert(end, other) {
+                if old != other && self.neighbors.get(&old) == Some(&end) {
+                    self.neighbors.remove(&old);
+                }
+            }
         }
     }
 
@@ -206,6 +214,46 @@ mod tests {
         sm.learn_m_key(0, 0, &pi(0, 0));
         assert_eq!(sm.known_m_keys().get(&0xA), Some(&MKey(0)));
         assert_eq!(sm.m_key_for(Some(0)), MKey(0));
+    }
+
+    #[test]
+    fn a_moved_cable_replaces_both_old_links() {
+        let mut sm = sm(true);
+        // A third node: another CA, 0xD.
+        let mut d = sm.db.nodes()[1].clone();
+        d.info.node_guid = Guid(0xD);
+        d.info.port_guid = Guid(0xD);
+        sm.db.add_node(d);
+        sm.learn_link(0, 3, 1, 1);
+        assert_eq!(
+            sm.known_neighbors()
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect::<Vec<_>>(),
+            [((0xA, 3), (0xC, 1)), ((0xC, 1), (0xA, 3))]
+        );
+        // The cable at switch port 3 now leads to 0xD: 0xC's port 1 is
+        // cabled to nothing known.
+        sm.learn_link(0, 3, 2, 1);
+        assert_eq!(
+            sm.known_neighbors()
+                .iter()
+                .map(|(k, v)| (*k, *v))
+                .collect::<Vec<_>>(),
+            [((0xA, 3), (0xD, 1)), ((0xD, 1), (0xA, 3))]
+        );
+        // A key is then looked up through the new link.
+        sm.m_keys.insert(0xD, MKey(0x4444));
+        let to = Purpose::NodeInfo { from: Some((0, 3)) };
+        assert_eq!(sm.m_key_for_request(None, &to), MKey(0x4444));
+        let own = Purpose::NodeInfo { from: None };
+        assert_eq!(
+            sm.m_key_for_request(None, &own),
+            MKey(0x1111),
+            "own GUID not given"
+        );
+        sm.set_own_port_guid(0xD);
+        assert_eq!(sm.m_key_for_request(None, &own), MKey(0x4444));
     }
 
     #[test]
