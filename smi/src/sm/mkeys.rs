@@ -17,6 +17,20 @@ impl Sm {
     pub fn set_known_m_keys(&mut self, keys: BTreeMap<u64, MKey>) {
         self.m_keys = keys;
         self.m_keys.remove(&0);
+        let own = self.cfg.m_key;
+        self.foreign_m_keys = self.m_keys.values().filter(|&&k| k != own).count();
+    }
+
+    /// Keeps `key` as what port `guid` holds, counting the keys that are
+    /// not [`SmConfig::m_key`].
+    fn keep_m_key(&mut self, guid: u64, key: MKey) {
+        let own = self.cfg.m_key;
+        if self.m_keys.insert(guid, key).is_some_and(|k| k != own) {
+            self.foreign_m_keys -= 1;
+        }
+        if key != own {
+            self.foreign_m_keys += 1;
+        }
     }
 
     /// The links the SM saw before, as OpenSM's `neighbors` keeps them:
@@ -69,7 +83,7 @@ impl Sm {
         if let Some(i) = node.or_else(|| purpose.node()) {
             return self.m_key_for(Some(i));
         }
-        if !self.cfg.m_key_lookup {
+        if !self.cfg.m_key_lookup || self.foreign_m_keys == 0 {
             return self.cfg.m_key;
         }
         let guid = match *purpose {
@@ -100,7 +114,9 @@ impl Sm {
     /// The M_Key an SMP to node `node` carries: the one its port is known
     /// to hold, else [`SmConfig::m_key`].
     pub(super) fn m_key_for(&self, node: Option<usize>) -> MKey {
-        if !self.cfg.m_key_lookup {
+        // Every port known to hold the SM's own key (the usual case): no
+        // lookup for each SMP.
+        if !self.cfg.m_key_lookup || self.foreign_m_keys == 0 {
             return self.cfg.m_key;
         }
         node.and_then(|i| self.db.nodes().get(i))
@@ -134,7 +150,7 @@ impl Sm {
         }
         let guid = n.info.port_guid.0;
         if guid != 0 {
-            self.m_keys.insert(guid, pi.m_key);
+            self.keep_m_key(guid, pi.m_key);
         }
     }
 }
@@ -199,6 +215,14 @@ mod tests {
         );
         assert_eq!(sm.m_key_for(None), MKey(0x1111));
         assert_eq!(sm.known_m_keys().get(&0xC), Some(&MKey(0x2222)));
+        assert_eq!(sm.foreign_m_keys, 1);
+        // Re-keyed to the SM's own key: no other key is known now.
+        sm.learn_m_key(1, 1, &pi(0x1111, 1));
+        assert_eq!(sm.foreign_m_keys, 0);
+        assert_eq!(sm.m_key_for(Some(1)), MKey(0x1111));
+        sm.set_known_m_keys(BTreeMap::from([(0xC, MKey(7)), (0xA, MKey(0x1111))]));
+        assert_eq!(sm.foreign_m_keys, 1);
+        assert_eq!(sm.m_key_for(Some(1)), MKey(7));
     }
 
     #[test]
@@ -243,7 +267,7 @@ mod tests {
             [((0xA, 3), (0xD, 1)), ((0xD, 1), (0xA, 3))]
         );
         // A key is then looked up through the new link.
-        sm.m_keys.insert(0xD, MKey(0x4444));
+        sm.keep_m_key(0xD, MKey(0x4444));
         let to = Purpose::NodeInfo { from: Some((0, 3)) };
         assert_eq!(sm.m_key_for_request(None, &to), MKey(0x4444));
         let own = Purpose::NodeInfo { from: None };

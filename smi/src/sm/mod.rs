@@ -157,6 +157,8 @@ pub struct Sm {
     /// The M_Key each port is known to hold, by port GUID
     /// ([`Sm::known_m_keys`]).
     m_keys: BTreeMap<u64, MKey>,
+    /// How many of `m_keys` are not the SM's own key.
+    foreign_m_keys: usize,
     /// Links by port GUID and number, both ways ([`Sm::known_neighbors`]).
     neighbors: BTreeMap<(u64, u8), (u64, u8)>,
     /// The SM's own port GUID, where the driver gave it.
@@ -198,6 +200,7 @@ impl Sm {
             preferred_vfs: BTreeMap::new(),
             found_lfts: BTreeMap::new(),
             m_keys: BTreeMap::new(),
+            foreign_m_keys: 0,
             neighbors: BTreeMap::new(),
             own_port_guid: 0,
         };
