@@ -322,10 +322,10 @@ impl Sm {
                     && self.lid_route_ok(i)
             })
             .map(|i| self.db.nodes()[i].lid);
-        let key = self.m_key_for_request(node, &purpose);
+        // The M_Key goes in as the SMP leaves (`poll_transmit`).
         let mut smp = match dlid {
-            Some(_) => Smp::lid_routed(method, attr, am, 0, key),
-            None => Smp::directed(&path, method, attr, am, 0, key),
+            Some(_) => Smp::lid_routed(method, attr, am, 0, MKey(0)),
+            None => Smp::directed(&path, method, attr, am, 0, MKey(0)),
         };
         if let Some(d) = data {
             smp.data = d;
