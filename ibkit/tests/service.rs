@@ -322,3 +322,191 @@ fn the_example_configuration_shows_every_key_with_a_value_that_reads() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What the container's driver does, step by step, each outcome a line
+/// of `/ibkit-out/steps`: the unit as shipped on a machine without umad
+/// (its condition keeps it from starting), then with libumad2sim's
+/// environment in a drop-in (the simulator's port stands for the HCA's),
+/// `systemctl enable --now`, `reload`, Debian's logrotate with the shipped
+/// file, a crash (SIGKILL) that `Restart=on-failure` restarts, and `stop`.
+const DRIVE: &str = r#"set -u
+g=$1; u="ibkit-sm@$g.service"; log="/var/log/ibkit-sm.$g.log"; out=/ibkit-out
+say() { echo "$*" >> $out/steps; }
+# wait_for FILE TEXT [COUNT]: until FILE holds TEXT COUNT times, at most 40 s.
+wait_for() {
+    i=0
+    while [ "$(grep -c "$2" "$1" 2>/dev/null || true)" -lt "${3:-1}" ]; do
+        i=$((i+1)); [ $i -gt 400 ] && return 1; sleep 0.1
+    done
+}
+systemctl start "$u"
+say "condition $(systemctl show -p ConditionResult --value "$u") $(systemctl is-active "$u")"
+mkdir -p "/run/systemd/system/ibkit-sm@.service.d"
+cat > "/run/systemd/system/ibkit-sm@.service.d/umad2sim.conf" <<CONF
+[Unit]
+ConditionPathExists=
+[Service]
+Environment=LD_PRELOAD=$UMAD2SIM IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST
+WorkingDirectory=/tmp
+CONF
+systemctl daemon-reload
+systemctl enable --now "$u"; say "enable $? $(systemctl is-enabled "$u")"
+wait_for "$log" "SUBNET UP" && say "up $(systemctl is-active "$u")"
+systemctl reload "$u"; say "reload $?"
+wait_for "$log" "SIGHUP: heavy sweep requested" && say "reloaded"
+logrotate -f -s /tmp/logrotate.state /ibkit-test/ibkit-sm.logrotate; say "logrotate $?"
+wait_for "$log" "reopened" && say "reopened"
+grep -q "SUBNET UP" "$log.1" && say "rotated"
+cp /var/cache/ibkit/guid2lid $out/guid2lid.before
+pid=$(systemctl show -p MainPID --value "$u")
+systemctl kill --signal=SIGKILL "$u"
+wait_for "$log" "SUBNET UP" && say "restarted $(systemctl show -p NRestarts --value "$u") $([ "$(systemctl show -p MainPID --value "$u")" != "$pid" ] && echo new-pid)"
+cp /var/cache/ibkit/guid2lid $out/guid2lid.after
+systemctl stop "$u"; say "stop $?"
+say "stopped $(systemctl show -p Result --value "$u") $(systemctl show -p ExecMainStatus --value "$u") $(systemctl is-active "$u")"
+cp "$log" "$log.1" $out/
+systemctl poweroff
+"#;
+
+/// The shipped unit, run by systemd itself: Debian's systemd as PID 1 of
+/// a container (`systemd-nspawn --volatile=yes`: the machine's `/usr`,
+/// an empty `/etc` and `/var`), with the unit, `sm.toml` and the
+/// logrotate file of `dist/` installed where they go and the test's
+/// `ibkit` as `/usr/local/bin/ibkit`. The container has no InfiniBand
+/// port, so the SM reaches ibkit's served fabric through libumad2sim,
+/// given in a drop-in; everything else is the unit as a site installs it.
+/// Needs root, systemd-nspawn (Debian's systemd-container), logrotate and
+/// the peer tools.
+#[test]
+fn the_unit_runs_under_systemd() {
+    let test = "the_unit_runs_under_systemd";
+    let nspawn = which("systemd-nspawn");
+    let logrotate = which("logrotate");
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let Some(umad2sim) = tests::peers::umad2sim() else {
+        common::skip(test, "libumad2sim is not installed");
+        return;
+    };
+    if nspawn.is_err() || logrotate.is_err() || !root {
+        common::skip(
+            test,
+            "needs root, systemd-nspawn (systemd-container) and logrotate",
+        );
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let host = fabric::topology::Topology::from_spec(spec)
+        .unwrap()
+        .nodes
+        .iter()
+        .find(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .unwrap()
+        .name
+        .clone();
+    let served = Served::start(exe, spec, 0, &[]).unwrap();
+    let ibstat = served
+        .client_on("ibstat", &host)
+        .arg("-p")
+        .output()
+        .unwrap();
+    let guid = String::from_utf8_lossy(&ibstat.stdout).trim().to_string();
+    assert!(guid.starts_with("0x"), "ibstat -p: {ibstat:?}");
+
+    let dir = scratch("systemd");
+    let (t, out, bin) = (dir.join("t"), dir.join("out"), dir.join("bin"));
+    for d in [&t, &out, &bin] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(
+        t.join("drive.sh"),
+        DRIVE
+            .replace("$UMAD2SIM", umad2sim.to_str().unwrap())
+            .replace("$SOCK", served.socket())
+            .replace("$HOST", &host),
+    )
+    .unwrap();
+    std::fs::copy(dist("ibkit-sm.logrotate"), t.join("ibkit-sm.logrotate")).unwrap();
+    std::fs::write(
+        t.join("ibkit-test.service"),
+        format!(
+            "[Unit]\nDescription=the test's driver\nAfter=basic.target\n\
+             [Service]\nType=oneshot\nTimeoutStartSec=200\n\
+             ExecStart=/bin/sh /ibkit-test/drive.sh {guid}\n\
+             StandardOutput=append:/ibkit-out/drive.log\n\
+             StandardError=append:/ibkit-out/drive.log\n"
+        ),
+    )
+    .unwrap();
+    if std::fs::hard_link(exe, bin.join("ibkit")).is_err() {
+        std::fs::copy(exe, bin.join("ibkit")).unwrap();
+    }
+    let bind = |from: &Path, to: &str| format!("--bind-ro={}:{to}", from.display());
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!(
+        "ibkit-test-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let console = Command::new("timeout")
+        .arg("180")
+        .arg(nspawn.unwrap())
+        .args(["-q", "--keep-unit", "--register=no", "-M", &name])
+        .args(["--directory=/", "--volatile=yes"])
+        .arg(bind(&t, "/ibkit-test"))
+        .arg(format!("--bind={}:/ibkit-out", out.display()))
+        .arg(bind(
+            &t.join("ibkit-test.service"),
+            "/etc/systemd/system/ibkit-test.service",
+        ))
+        .arg(bind(
+            &dist("ibkit-sm@.service"),
+            "/etc/systemd/system/ibkit-sm@.service",
+        ))
+        .arg(bind(&dist("sm.toml"), "/etc/ibkit/sm.toml"))
+        .arg(bind(&bin, "/usr/local/bin"))
+        // No first-boot wizard: it waits for a key on the console.
+        .args(["--boot", "systemd.firstboot=no"])
+        .arg("systemd.wants=ibkit-test.service")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+    let steps = read("steps");
+    let why = format!(
+        "steps:\n{steps}\ndriver: {}\nconsole: {}",
+        read("drive.log"),
+        String::from_utf8_lossy(&console.stdout)
+    );
+    assert!(console.status.success(), "systemd-nspawn: {why}");
+    let lines: Vec<&str> = steps.lines().collect();
+    let expected = [
+        // No umad here: the condition keeps the unit from starting.
+        "condition no inactive".to_string(),
+        "enable 0 enabled".into(),
+        "up active".into(),
+        "reload 0".into(),
+        "reloaded".into(),
+        "logrotate 0".into(),
+        "reopened".into(),
+        "rotated".into(),
+        "restarted 1 new-pid".into(),
+        "stop 0".into(),
+        "stopped success 0 inactive".into(),
+    ];
+    assert_eq!(lines, expected, "{why}");
+    // The restarted SM read the LID cache of the first and gave every
+    // port its LID again.
+    let (before, after) = (read("guid2lid.before"), read("guid2lid.after"));
+    assert_eq!(before.lines().filter(|l| l.starts_with("0x")).count(), 14);
+    assert_eq!(before, after);
+    let log = read(&format!("ibkit-sm.{guid}.log"));
+    assert!(
+        log.contains("guid2lid: 14 ") && log.contains("from /var/cache/ibkit/guid2lid"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
