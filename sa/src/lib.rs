@@ -636,7 +636,8 @@ impl Sa {
             | SmEvent::SmStateChanged { .. }
             | SmEvent::HandingOver { .. }
             | SmEvent::HandoverImpossible
-            | SmEvent::PortNotAsSet { .. } => {}
+            | SmEvent::PortNotAsSet { .. }
+            | SmEvent::DuplicateGuid { .. } => {}
         }
     }
 

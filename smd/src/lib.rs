@@ -1296,6 +1296,19 @@ fn log_event(e: &SmEvent) {
             want.1,
             want.2 .0
         ),
+        SmEvent::DuplicateGuid {
+            guid,
+            port,
+            kept,
+            refused,
+        } => tracing::error!(
+            "duplicate GUID: node {:#018x} port {port} answers beyond node {:#018x} port {} and beyond node {:#018x} port {}; the first is kept, the second gets no link, LID or activation",
+            guid.0,
+            kept.0 .0,
+            kept.1,
+            refused.0 .0,
+            refused.1
+        ),
         SmEvent::SmStateChanged { state, master } => {
             let words = smi::sm::election::state_name(*state);
             match master {

@@ -44,13 +44,101 @@ impl Sm {
             }
         };
         if let Some((parent, pport)) = from {
-            self.learn_link(parent, pport, idx, port);
-            if let Some(mut pp) = self.db.port_mut(parent, pport) {
-                pp.peer = Some((idx, port));
+            if let Some(old) = self.cabled_elsewhere(idx, port, (parent, pport)) {
+                // Known cabled elsewhere, and that end still names it: a
+                // moved cable, or two ports with one GUID. Asked again
+                // by the known link before anything is linked.
+                if let Ok(path) = self.db.nodes()[old.0].path.extended(old.1) {
+                    let purpose = Purpose::DupCheck {
+                        node: idx,
+                        port,
+                        from: (parent, pport),
+                    };
+                    self.get(path, AttributeId::NodeInfo, 0, purpose);
+                    return;
+                }
             }
-            if let Some(mut np) = self.db.port_mut(idx, port) {
-                np.peer = Some((parent, pport));
+            self.link_ports((parent, pport), (idx, port));
+        }
+    }
+
+    /// The other end of the link the SM knows for port `port` of node
+    /// `idx`, when that is not `new`, its node is alive and it names this
+    /// port back.
+    fn cabled_elsewhere(&self, idx: usize, port: u8, new: (usize, u8)) -> Option<(usize, u8)> {
+        let nodes = self.db.nodes();
+        let old = nodes.get(idx)?.ports.get(usize::from(port))?.peer?;
+        let far = nodes.get(old.0)?;
+        (old != new
+            && old.0 != idx
+            && far.alive
+            && far.ports.get(usize::from(old.1))?.peer == Some((idx, port)))
+        .then_some(old)
+    }
+
+    /// Notes the cable between `a` and `b` (node, port), both ways; a
+    /// link either end had before is undone at its far end.
+    pub(super) fn link_ports(&mut self, a: (usize, u8), b: (usize, u8)) {
+        self.learn_link(a.0, a.1, b.0, b.1);
+        for (end, other) in [(a, b), (b, a)] {
+            let old = self
+                .db
+                .nodes()
+                .get(end.0)
+                .and_then(|n| n.ports.get(usize::from(end.1))?.peer);
+            if let Some(old) = old.filter(|&o| o != other) {
+                if let Some(mut op) = self.db.port_mut(old.0, old.1) {
+                    if op.peer == Some(end) {
+                        op.peer = None;
+                    }
+                }
             }
+            if let Some(mut p) = self.db.port_mut(end.0, end.1) {
+                p.peer = Some(other);
+            }
+        }
+    }
+
+    /// The answer to a [`Purpose::DupCheck`] (`None`: none came): the
+    /// port found beyond `from` is linked when the known link no longer
+    /// leads to it (the cable moved); when it still does, two ports hold
+    /// one GUID, and the second is refused and reported.
+    pub(super) fn on_dup_check(
+        &mut self,
+        answer: Option<&Smp>,
+        node: usize,
+        port: u8,
+        from: (usize, u8),
+    ) {
+        let Some(n) = self.db.nodes().get(node) else {
+            return;
+        };
+        let guid = n.info.node_guid;
+        let old = n.ports.get(usize::from(port)).and_then(|p| p.peer);
+        // An answer with an error status still says something is there.
+        let still_there = answer.is_some_and(|smp| {
+            !smp.status().is_ok()
+                || NodeInfo::decode(&smp.data)
+                    .is_ok_and(|ni| ni.node_guid == guid && ni.local_port_num == port)
+        });
+        match old {
+            Some(old) if still_there && old != from => {
+                self.stats.duplicate_guids += 1;
+                let guid_of = |i: usize| {
+                    self.db
+                        .nodes()
+                        .get(i)
+                        .map_or(mad_core::Guid(0), |n| n.info.node_guid)
+                };
+                let (kept, refused) = ((guid_of(old.0), old.1), (guid_of(from.0), from.1));
+                self.emit(SmEvent::DuplicateGuid {
+                    guid,
+                    port,
+                    kept,
+                    refused,
+                });
+            }
+            _ => self.link_ports(from, (node, port)),
         }
     }
 
@@ -154,5 +242,173 @@ impl Sm {
             }
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mad_core::Guid;
+
+    /// The SM's CA (0x1) on switch 0xA port 1; switch 0xB on 0xA's port
+    /// 2; CA 0xC on 0xA's port 3.
+    fn sm() -> Sm {
+        let mut sm = Sm::new(SmConfig::default());
+        let nodes = [
+            (0x1, NodeType::ChannelAdapter, 1u8, &[][..]),
+            (0xA, NodeType::Switch, 4, &[1][..]),
+            (0xB, NodeType::Switch, 4, &[1, 2][..]),
+            (0xC, NodeType::ChannelAdapter, 1, &[1, 3][..]),
+        ];
+        for (guid, kind, ports, path) in nodes {
+            let info = NodeInfo {
+                node_type: kind,
+                num_ports: ports,
+                node_guid: Guid(guid),
+                port_guid: Guid(guid),
+                local_port_num: 1,
+                ..NodeInfo::default()
+            };
+            sm.db.add_node(SmNode {
+                info,
+                path: DrPath::from_ports(path).unwrap(),
+                ports: vec![SmPort::default(); usize::from(ports) + 1],
+                switch_info: None,
+                lid: 0,
+                vfs: Vec::new(),
+                description: None,
+                alive: true,
+                fresh: false,
+            });
+        }
+        for (a, b) in [((0, 1), (1, 1)), ((1, 2), (2, 1)), ((1, 3), (3, 1))] {
+            sm.link_ports(a, b);
+        }
+        sm
+    }
+
+    /// A NodeInfo answer from the node with `guid`, port 1.
+    fn node_info(guid: u64) -> Smp {
+        let ni = NodeInfo {
+            node_type: NodeType::ChannelAdapter,
+            num_ports: 1,
+            node_guid: Guid(guid),
+            port_guid: Guid(guid),
+            local_port_num: 1,
+            ..NodeInfo::default()
+        };
+        let mut smp = Smp::directed(
+            &DrPath::from_ports(&[1, 2, 4]).unwrap(),
+            Method::GetResp,
+            AttributeId::NodeInfo,
+            0,
+            0,
+            MKey(0),
+        );
+        ni.encode(&mut smp.data).unwrap();
+        smp
+    }
+
+    fn peer(sm: &Sm, n: usize, p: u8) -> Option<(usize, u8)> {
+        sm.db.nodes()[n].ports[usize::from(p)].peer
+    }
+
+    /// 0xC answers beyond 0xB's port 4 too: nothing is linked before
+    /// NodeInfo is asked again by the known link (0xA's port 3).
+    fn seen_twice() -> Sm {
+        let mut sm = sm();
+        let path = DrPath::from_ports(&[1, 2, 4]).unwrap();
+        sm.on_node_info(&node_info(0xC), path, Some((2, 4)));
+        let r = sm.out.queue.back().expect("asked again");
+        assert!(matches!(
+            r.purpose,
+            Purpose::DupCheck {
+                node: 3,
+                port: 1,
+                from: (2, 4)
+            }
+        ));
+        assert_eq!(r.smp.initial_path().as_slice(), [1, 3]);
+        assert_eq!(peer(&sm, 3, 1), Some((1, 3)));
+        assert_eq!(peer(&sm, 2, 4), None);
+        sm
+    }
+
+    #[test]
+    fn the_known_port_still_there_keeps_its_link_and_the_second_is_refused() {
+        let mut sm = seen_twice();
+        sm.on_dup_check(Some(&node_info(0xC)), 3, 1, (2, 4));
+        assert_eq!(sm.stats.duplicate_guids, 1);
+        assert_eq!(
+            (peer(&sm, 3, 1), peer(&sm, 1, 3)),
+            (Some((1, 3)), Some((3, 1)))
+        );
+        assert_eq!(peer(&sm, 2, 4), None);
+        assert!(!sm.known_neighbors().contains_key(&(0xB, 4)));
+        let e = std::iter::from_fn(|| sm.poll_event()).last();
+        assert!(
+            matches!(e, Some(SmEvent::DuplicateGuid { guid: Guid(0xC), port: 1, kept, refused })
+                if kept == (Guid(0xA), 3) && refused == (Guid(0xB), 4)),
+            "{e:?}"
+        );
+        // An error status also says a port is there.
+        let mut sm = seen_twice();
+        let mut refused = node_info(0);
+        refused.set_status(mad_core::Status::INVALID_FIELD);
+        sm.on_dup_check(Some(&refused), 3, 1, (2, 4));
+        assert_eq!(sm.stats.duplicate_guids, 1);
+        assert_eq!(peer(&sm, 3, 1), Some((1, 3)));
+    }
+
+    #[test]
+    fn no_answer_or_another_node_there_is_a_moved_cable() {
+        for answer in [None, Some(node_info(0xD))] {
+            let mut sm = seen_twice();
+            sm.on_dup_check(answer.as_ref(), 3, 1, (2, 4));
+            assert_eq!(sm.stats.duplicate_guids, 0);
+            assert_eq!(
+                (peer(&sm, 3, 1), peer(&sm, 2, 4)),
+                (Some((2, 4)), Some((3, 1)))
+            );
+            assert_eq!(peer(&sm, 1, 3), None, "the old end names it no more");
+            assert_eq!(sm.known_neighbors().get(&(0xC, 1)), Some(&(0xB, 4)));
+            assert!(!sm.known_neighbors().contains_key(&(0xA, 3)));
+        }
+    }
+
+    /// The check goes out, and after its retries, with no answer, the
+    /// port is linked where it answered.
+    #[test]
+    fn a_check_that_is_never_answered_links_the_port_where_it_is() {
+        let mut sm = seen_twice();
+        sm.phase = Phase::Done;
+        let mut sent = 0;
+        let mut now = 0;
+        for _ in 0..20 {
+            while let Some(t) = sm.poll_transmit(now) {
+                let check = t.smp.attribute_id() == AttributeId::NodeInfo
+                    && t.smp.initial_path().as_slice() == [1, 3];
+                sent += usize::from(check);
+            }
+            now += 1_000;
+            sm.handle_timeout(now);
+        }
+        assert_eq!(sent, 1 + sm.cfg.retries as usize);
+        assert_eq!(peer(&sm, 3, 1), Some((2, 4)));
+        assert_eq!(peer(&sm, 1, 3), None);
+    }
+
+    #[test]
+    fn the_same_link_again_or_a_dead_far_end_is_linked_at_once() {
+        let mut sm = sm();
+        let n = sm.out.queue.len();
+        let path = DrPath::from_ports(&[1, 3]).unwrap();
+        sm.on_node_info(&node_info(0xC), path, Some((1, 3)));
+        assert_eq!(sm.out.queue.len(), n, "nothing asked again");
+        sm.db.node_mut(1).unwrap().alive = false;
+        let path = DrPath::from_ports(&[1, 2, 4]).unwrap();
+        sm.on_node_info(&node_info(0xC), path, Some((2, 4)));
+        assert_eq!(sm.out.queue.len(), n);
+        assert_eq!(peer(&sm, 3, 1), Some((2, 4)));
     }
 }

@@ -80,6 +80,21 @@ pub enum SmEvent {
         /// ([`crate::sm::SmConfig::m_key`]).
         m_key_held: bool,
     },
+    /// A port answered with the node GUID and port number of a port the
+    /// SM knows cabled elsewhere, and that port still answers there: two
+    /// ports hold one GUID (a card made wrong, or a host forging it). The
+    /// port found first is kept; the new one is not linked, given a LID
+    /// or activated.
+    DuplicateGuid {
+        /// The node GUID both answer with.
+        guid: Guid,
+        /// The port number both answer with.
+        port: u8,
+        /// The node GUID and port the kept port is cabled to.
+        kept: (Guid, u8),
+        /// The node GUID and port beyond which the second one answered.
+        refused: (Guid, u8),
+    },
 }
 
 impl Sm {

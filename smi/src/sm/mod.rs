@@ -328,7 +328,12 @@ impl Sm {
                 if let Purpose::SmInfo { node } = r.purpose {
                     self.election.awaiting.remove(&node);
                 }
-                if self.bringing_up() && r.reply && !sm_info {
+                // No answer by the known link: the cable moved.
+                let dup_check = matches!(r.purpose, Purpose::DupCheck { .. });
+                if let Purpose::DupCheck { node, port, from } = r.purpose {
+                    self.on_dup_check(None, node, port, from);
+                }
+                if self.bringing_up() && r.reply && !sm_info && !dup_check {
                     // Sent again in the next round, before the phase
                     // moves on: a partial fabric is not routed.
                     self.out.lost.push(r);
@@ -418,6 +423,9 @@ impl Sm {
                 self.election.peers.retain(|_, p| p.node != node);
                 self.db.other_sms.retain(|_, o| o.node.0 != node);
             }
+            if let Purpose::DupCheck { node, port, from } = req.purpose {
+                self.on_dup_check(Some(smp), node, port, from);
+            }
             if matches!(req.purpose, Purpose::PollMaster) {
                 // The master's port no longer says IsSM (its SM exited):
                 // no SM is there.
@@ -441,6 +449,9 @@ impl Sm {
         let path = req.smp.initial_path();
         match req.purpose {
             Purpose::NodeInfo { from } => self.on_node_info(smp, path, from),
+            Purpose::DupCheck { node, port, from } => {
+                self.on_dup_check(Some(smp), node, port, from)
+            }
             Purpose::PortInfo { node, port } => self.on_port_info(smp, node, port),
             Purpose::SwitchInfo { node } => {
                 if let (Ok(si), Some(mut n)) =

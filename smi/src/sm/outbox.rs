@@ -12,6 +12,14 @@ pub(super) enum Purpose {
     NodeInfo {
         from: Option<(usize, u8)>,
     },
+    /// Port `port` of node `node` answered NodeInfo beyond port `from`
+    /// too, though the SM knows it cabled elsewhere: NodeInfo again by
+    /// that known link, to tell a moved cable from a GUID held twice.
+    DupCheck {
+        node: usize,
+        port: u8,
+        from: (usize, u8),
+    },
     PortInfo {
         node: usize,
         port: u8,
@@ -121,7 +129,8 @@ impl Purpose {
             | VPortPKeyTable { node, .. }
             | SlToVl { node, .. }
             | VlArb { node, .. }
-            | SmInfo { node } => Some(node),
+            | SmInfo { node }
+            | DupCheck { node, .. } => Some(node),
             NodeInfo { .. }
             | SetVPort
             | SetTopOnly
@@ -442,7 +451,8 @@ impl Sm {
             | Purpose::SweepPortInfo { node, port }
             | Purpose::Quiesce { node, port, .. }
             | Purpose::PKeyTable { node, port, .. }
-            | Purpose::VlArb { node, port, .. } => (Some(node), Some(port), false),
+            | Purpose::VlArb { node, port, .. }
+            | Purpose::DupCheck { node, port, .. } => (Some(node), Some(port), false),
             Purpose::SlToVl { node, at } => (Some(node), at.output, false),
             Purpose::SwitchInfo { node }
             | Purpose::VirtInfo { node }

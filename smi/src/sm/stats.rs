@@ -20,6 +20,9 @@ pub struct Stats {
     /// Bad M_Key traps (256) left unrepressed: they named the key the
     /// TrapRepress would have carried, which the port refuses.
     pub unrepressed: u64,
+    /// Ports found answering with the GUID of a port the SM knows
+    /// elsewhere, that port still there: refused, not linked.
+    pub duplicate_guids: u64,
     /// Sweeps started.
     pub sweeps: u64,
     /// CA links taken down for a static reconfiguration.

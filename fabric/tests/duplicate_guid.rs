@@ -1,0 +1,136 @@
+//! A port that answers with the GUID of a port the SM knows elsewhere: a
+//! cable moved, or two ports with one GUID (a card made wrong, or a host
+//! forging another's). The SM asks again by the link it knows: where the
+//! known port still answers, the second is refused and reported, and the
+//! first keeps its link, its LID and its traffic; where it does not, the
+//! cable moved and the port is linked where it is now.
+
+use fabric::sim::{Fabric, FabricEvent, SimConfig};
+use mad_core::attr::{NodeType, PortState};
+use mad_core::{Guid, Lid};
+use smi::sm::{Sm, SmConfig, SmEvent};
+
+const MS: u64 = 1_000_000;
+
+fn up(spec: &str) -> (Fabric, Sm) {
+    let (f, sm, up) =
+        fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up, "{spec}: {:?} {:?}", sm.phase(), sm.error());
+    (f, sm)
+}
+
+/// A switch port with no cable.
+fn free_port(f: &Fabric) -> (usize, u8) {
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        if n.kind == NodeType::Switch {
+            if let Some(p) = (1..=n.ports).find(|&p| f.topo.peer_of(i, p).is_none()) {
+                return (i, p);
+            }
+        }
+    }
+    panic!("no free switch port");
+}
+
+/// The last CA, far from the SM (which runs on the first).
+fn far_ca(f: &Fabric) -> usize {
+    (0..f.nodes.len())
+        .rev()
+        .find(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .unwrap()
+}
+
+/// The SM's view of where port 1 of the node with `guid` is cabled: the
+/// node GUID and port at the other end.
+fn cabled_to(sm: &Sm, guid: u64) -> Option<(u64, u8)> {
+    let n = sm.nodes().iter().find(|n| n.info.node_guid.0 == guid)?;
+    let (m, q) = n.ports[1].peer?;
+    Some((sm.nodes()[m].info.node_guid.0, q))
+}
+
+/// Every CA but `except` delivers to `lid` at node `holder`.
+fn all_reach(f: &Fabric, lid: Lid, holder: usize, except: usize) {
+    for src in 0..f.nodes.len() {
+        if src != except && src != holder && f.topo.nodes[src].kind == NodeType::ChannelAdapter {
+            assert_eq!(f.deliver_to(src, lid), Some(holder), "from {src}");
+        }
+    }
+}
+
+fn events(sm: &mut Sm) -> Vec<SmEvent> {
+    std::iter::from_fn(|| sm.poll_event()).collect()
+}
+
+#[test]
+fn a_second_port_with_a_known_guid_is_refused_and_the_first_keeps_its_link() {
+    let (mut f, mut sm) = up("fat-tree-324");
+    let victim = far_ca(&f);
+    let guid = f.topo.nodes[victim].guid;
+    let (leaf, leaf_port) = f.topo.peer_of(victim, 1).unwrap();
+    let lid = f.nodes[victim].lid();
+    let max = sm.max_lid();
+    let (sw, port) = free_port(&f);
+    events(&mut sm);
+
+    let forged = f.add_node(NodeType::ChannelAdapter, 1, guid, "H-forged");
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::Cable((forged, 1), (sw, port)));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.stats().duplicate_guids, 1);
+    let dups: Vec<SmEvent> = events(&mut sm)
+        .into_iter()
+        .filter(|e| matches!(e, SmEvent::DuplicateGuid { .. }))
+        .collect();
+    let leaf_guid = Guid(f.topo.nodes[leaf].guid);
+    let sw_guid = Guid(f.topo.nodes[sw].guid);
+    assert!(
+        matches!(dups[..], [SmEvent::DuplicateGuid { guid: g, port: 1, kept, refused }]
+            if g == Guid(guid) && kept == (leaf_guid, leaf_port) && refused == (sw_guid, port)),
+        "{dups:?}"
+    );
+    // The first keeps its link and LID; the second gets neither, and its
+    // port is not activated.
+    assert_eq!(cabled_to(&sm, guid), Some((leaf_guid.0, leaf_port)));
+    assert_eq!(f.nodes[victim].lid(), lid);
+    assert_eq!(f.nodes[forged].lid(), Lid(0));
+    assert_ne!(f.nodes[forged].port_state(1), Some(PortState::Active));
+    assert_eq!(sm.max_lid(), max);
+    all_reach(&f, lid, victim, forged);
+
+    // Something else changes and the SM routes again: the LID still
+    // leads to the first, and the second is refused again, once.
+    let up_port = (1..=f.topo.nodes[leaf].ports)
+        .find(|&p| {
+            f.topo
+                .peer_of(leaf, p)
+                .is_some_and(|(m, _)| f.topo.nodes[m].kind == NodeType::Switch && m != sw)
+        })
+        .unwrap();
+    let (a, b) = (leaf, up_port);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(a, b));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(cabled_to(&sm, guid), Some((leaf_guid.0, leaf_port)));
+    all_reach(&f, lid, victim, forged);
+    assert_eq!(f.nodes[forged].lid(), Lid(0));
+    assert_eq!(sm.stats().duplicate_guids, 2, "asked again in the sweep");
+}
+
+#[test]
+fn a_cable_moved_to_another_switch_is_followed() {
+    let (mut f, mut sm) = up("fat-tree-324");
+    let ca = far_ca(&f);
+    let guid = f.topo.nodes[ca].guid;
+    let lid = f.nodes[ca].lid();
+    let (sw, port) = free_port(&f);
+    let t = f.now_ns();
+    // Unplugged and plugged in elsewhere at once: the SM may hear of the
+    // new place before it reads the old one as Down.
+    f.schedule(t + MS, FabricEvent::LinkDown(ca, 1));
+    f.schedule(t + MS, FabricEvent::Cable((ca, 1), (sw, port)));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.stats().duplicate_guids, 0);
+    assert_eq!(cabled_to(&sm, guid), Some((f.topo.nodes[sw].guid, port)));
+    assert_eq!(f.nodes[ca].lid(), lid, "the LID moves with the port");
+    assert_eq!(f.nodes[ca].port_state(1), Some(PortState::Active));
+    all_reach(&f, lid, ca, usize::MAX);
+}
