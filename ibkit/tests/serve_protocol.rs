@@ -451,13 +451,7 @@ fn a_flood_of_bad_datagrams_does_not_flood_the_log() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let topo = fabric::topology::Topology::from_spec("mport-ntree:4:1").unwrap();
-    let name = topo
-        .nodes
-        .iter()
-        .find(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
-        .unwrap()
-        .name
-        .clone();
+    let name = tests::peers::first_ca(&topo).unwrap();
     let a = Client::attach(&base, 900_030, &name).unwrap();
     for i in 0..5_000u32 {
         a.send_raw(&i.to_le_bytes());

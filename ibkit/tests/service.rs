@@ -399,14 +399,8 @@ fn the_unit_runs_under_systemd() {
     }
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let spec = "mport-ntree:4:2";
-    let host = fabric::topology::Topology::from_spec(spec)
-        .unwrap()
-        .nodes
-        .iter()
-        .find(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
-        .unwrap()
-        .name
-        .clone();
+    let host =
+        tests::peers::first_ca(&fabric::topology::Topology::from_spec(spec).unwrap()).unwrap();
     let served = Served::start(exe, spec, 0, &[]).unwrap();
     let ibstat = served
         .client_on("ibstat", &host)

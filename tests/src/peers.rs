@@ -103,7 +103,7 @@ pub fn cpu_ms(pid: u32) -> Option<f64> {
 }
 
 /// The name of the first CA of `topo`, where clients attach.
-fn first_ca(topo: &Topology) -> Result<String, String> {
+pub fn first_ca(topo: &Topology) -> Result<String, String> {
     topo.nodes
         .iter()
         .find(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)

@@ -261,25 +261,7 @@ mod tests {
             (0xC, NodeType::ChannelAdapter, 1, &[1, 3][..]),
         ];
         for (guid, kind, ports, path) in nodes {
-            let info = NodeInfo {
-                node_type: kind,
-                num_ports: ports,
-                node_guid: Guid(guid),
-                port_guid: Guid(guid),
-                local_port_num: 1,
-                ..NodeInfo::default()
-            };
-            sm.db.add_node(SmNode {
-                info,
-                path: DrPath::from_ports(path).unwrap(),
-                ports: vec![SmPort::default(); usize::from(ports) + 1],
-                switch_info: None,
-                lid: 0,
-                vfs: Vec::new(),
-                description: None,
-                alive: true,
-                fresh: false,
-            });
+            sm.db.add_node(SmNode::for_test(guid, kind, ports, path));
         }
         for (a, b) in [((0, 1), (1, 1)), ((1, 2), (2, 1)), ((1, 3), (3, 1))] {
             sm.link_ports(a, b);

@@ -171,25 +171,7 @@ mod tests {
             (0xA, NodeType::Switch, 4u8),
             (0xC, NodeType::ChannelAdapter, 1),
         ] {
-            let info = NodeInfo {
-                node_type: kind,
-                num_ports: ports,
-                node_guid: Guid(guid),
-                port_guid: Guid(guid),
-                local_port_num: 1,
-                ..NodeInfo::default()
-            };
-            sm.db.add_node(SmNode {
-                info,
-                path: DrPath::new(),
-                ports: vec![SmPort::default(); usize::from(ports) + 1],
-                switch_info: None,
-                lid: 0,
-                vfs: Vec::new(),
-                description: None,
-                alive: true,
-                fresh: false,
-            });
+            sm.db.add_node(SmNode::for_test(guid, kind, ports, &[]));
         }
         sm
     }

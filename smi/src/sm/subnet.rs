@@ -784,6 +784,30 @@ impl NodeBrief {
 }
 
 impl SmNode {
+    /// A live node as the unit tests build one: its node and port GUID
+    /// `guid`, reached by `path`, nothing read beyond its NodeInfo.
+    #[cfg(test)]
+    pub(crate) fn for_test(guid: u64, kind: NodeType, ports: u8, path: &[u8]) -> SmNode {
+        SmNode {
+            info: NodeInfo {
+                node_type: kind,
+                num_ports: ports,
+                node_guid: mad_core::Guid(guid),
+                port_guid: mad_core::Guid(guid),
+                local_port_num: 1,
+                ..NodeInfo::default()
+            },
+            path: DrPath::from_ports(path).unwrap(),
+            ports: vec![SmPort::default(); usize::from(ports) + 1],
+            switch_info: None,
+            lid: 0,
+            vfs: Vec::new(),
+            description: None,
+            alive: true,
+            fresh: false,
+        }
+    }
+
     /// True for a switch.
     #[inline]
     pub fn is_switch(&self) -> bool {
