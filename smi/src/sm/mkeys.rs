@@ -230,24 +230,14 @@ mod tests {
         d.info.node_guid = Guid(0xD);
         d.info.port_guid = Guid(0xD);
         sm.db.add_node(d);
+        let links =
+            |sm: &Sm| -> Vec<_> { sm.known_neighbors().iter().map(|(k, v)| (*k, *v)).collect() };
         sm.learn_link(0, 3, 1, 1);
-        assert_eq!(
-            sm.known_neighbors()
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
-            [((0xA, 3), (0xC, 1)), ((0xC, 1), (0xA, 3))]
-        );
+        assert_eq!(links(&sm), [((0xA, 3), (0xC, 1)), ((0xC, 1), (0xA, 3))]);
         // The cable at switch port 3 now leads to 0xD: 0xC's port 1 is
         // cabled to nothing known.
         sm.learn_link(0, 3, 2, 1);
-        assert_eq!(
-            sm.known_neighbors()
-                .iter()
-                .map(|(k, v)| (*k, *v))
-                .collect::<Vec<_>>(),
-            [((0xA, 3), (0xD, 1)), ((0xD, 1), (0xA, 3))]
-        );
+        assert_eq!(links(&sm), [((0xA, 3), (0xD, 1)), ((0xD, 1), (0xA, 3))]);
         // A key is then looked up through the new link.
         sm.keep_m_key(0xD, MKey(0x4444));
         let to = Purpose::NodeInfo { from: Some((0, 3)) };

@@ -328,12 +328,13 @@ impl Sm {
                 if let Purpose::SmInfo { node } = r.purpose {
                     self.election.awaiting.remove(&node);
                 }
-                // No answer by the known link: the cable moved.
-                let dup_check = matches!(r.purpose, Purpose::DupCheck { .. });
+                // No answer by the known link: the cable moved (not
+                // asked again in the next round).
                 if let Purpose::DupCheck { node, port, from } = r.purpose {
                     self.on_dup_check(None, node, port, from);
+                    continue;
                 }
-                if self.bringing_up() && r.reply && !sm_info && !dup_check {
+                if self.bringing_up() && r.reply && !sm_info {
                     // Sent again in the next round, before the phase
                     // moves on: a partial fabric is not routed.
                     self.out.lost.push(r);
