@@ -134,3 +134,134 @@ fn a_cable_moved_to_another_switch_is_followed() {
     assert_eq!(f.nodes[ca].port_state(1), Some(PortState::Active));
     all_reach(&f, lid, ca, usize::MAX);
 }
+
+/// A new node whose port 1 answers with its own node GUID but another
+/// port's port GUID (the GUID a GID is made of).
+fn port_guid_forger(f: &mut Fabric, node_guid: u64, port_guid: u64) -> usize {
+    let forged = f.add_node(NodeType::ChannelAdapter, 1, node_guid, "H-forged");
+    let fabric::sim::SimNode::Ca(c) = &mut f.nodes[forged] else {
+        unreachable!("a CA")
+    };
+    c.model.ports[1].guids[0] = Guid(port_guid);
+    forged
+}
+
+#[test]
+fn a_node_with_a_known_port_guid_is_refused_and_the_gid_stays_with_its_holder() {
+    let (mut f, mut sm) = up("fat-tree-324");
+    let victim = far_ca(&f);
+    let guid = f.topo.nodes[victim].guid;
+    let lid = f.nodes[victim].lid();
+    let max = sm.max_lid();
+    let (sw, port) = free_port(&f);
+    events(&mut sm);
+
+    let pg = port_guid_of(&f, victim);
+    let forged = port_guid_forger(&mut f, 0x0bad_0000_0000_0001, pg);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::Cable((forged, 1), (sw, port)));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.stats().duplicate_guids, 1);
+    let dups: Vec<SmEvent> = events(&mut sm)
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                SmEvent::DuplicatePortGuid { .. } | SmEvent::NodeAdded { .. }
+            )
+        })
+        .collect();
+    let sw_guid = Guid(f.topo.nodes[sw].guid);
+    assert!(
+        matches!(dups[..], [SmEvent::DuplicatePortGuid { port_guid, held_by, refused, beyond }]
+            if port_guid == Guid(pg) && held_by == (Guid(guid), 0)
+                && refused == Guid(0x0bad_0000_0000_0001) && beyond == (sw_guid, port)),
+        "{dups:?}"
+    );
+    // The GID still names the first port; the second has no LID, is not
+    // Active, and the SM knows no node by its node GUID.
+    let s = sm.subnet();
+    assert_eq!(
+        s.by_port_guid(Guid(pg)).map(|(n, _)| n.0),
+        Some(victim_node(&sm, guid))
+    );
+    assert!(s.by_guid(Guid(0x0bad_0000_0000_0001)).is_none());
+    assert!(s.indexes_agree());
+    assert_eq!(f.nodes[victim].lid(), lid);
+    assert_eq!(f.nodes[forged].lid(), Lid(0));
+    assert_ne!(f.nodes[forged].port_state(1), Some(PortState::Active));
+    assert_eq!(sm.max_lid(), max);
+    all_reach(&f, lid, victim, forged);
+}
+
+/// The port GUID of port 1 of node `i`.
+fn port_guid_of(f: &Fabric, i: usize) -> u64 {
+    f.nodes[i].guids(1).unwrap()[0]
+}
+
+/// The SM's node index of the node with node GUID `guid`.
+fn victim_node(sm: &Sm, guid: u64) -> usize {
+    sm.subnet().by_guid(Guid(guid)).unwrap().0
+}
+
+/// A port GUID taken by another node while its port was lost is that
+/// node's while it lives; when it goes too and the first comes back, the
+/// GUID names the first again.
+#[test]
+fn a_port_guid_taken_while_its_port_was_lost_goes_back_when_the_taker_goes() {
+    let (mut f, mut sm) = up("fat-tree-324");
+    let victim = far_ca(&f);
+    let guid = f.topo.nodes[victim].guid;
+    let pg = port_guid_of(&f, victim);
+    let (leaf, leaf_port) = f.topo.peer_of(victim, 1).unwrap();
+    let (sw, port) = free_port(&f);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(victim, 1));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.subnet().by_port_guid(Guid(pg)), None, "lost");
+
+    // Another node with that port GUID comes while the first is away: it
+    // is let in, and the GID names it.
+    let taker = port_guid_forger(&mut f, 0x0bad_0000_0000_0002, pg);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::Cable((taker, 1), (sw, port)));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.stats().duplicate_guids, 0);
+    let taker_node = victim_node(&sm, 0x0bad_0000_0000_0002);
+    assert_eq!(
+        sm.subnet().by_port_guid(Guid(pg)).map(|(n, _)| n.0),
+        Some(taker_node)
+    );
+    assert_eq!(f.nodes[taker].port_state(1), Some(PortState::Active));
+
+    // The first comes back while the taker holds it: refused.
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkUp(victim, 1));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(sm.stats().duplicate_guids, 1);
+    assert_eq!(
+        sm.subnet().by_port_guid(Guid(pg)).map(|(n, _)| n.0),
+        Some(taker_node)
+    );
+    assert_ne!(f.nodes[victim].port_state(1), Some(PortState::Active));
+    assert!(sm.subnet().indexes_agree());
+
+    // The taker goes, and the first is found again at the next change:
+    // the GUID is the first's once more, with its LID, and traffic flows.
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(taker, 1));
+    f.schedule(t + 2 * MS, FabricEvent::LinkDown(victim, 1));
+    f.schedule(t + 500 * MS, FabricEvent::LinkUp(victim, 1));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    let first = victim_node(&sm, guid);
+    assert_eq!(
+        sm.subnet().by_port_guid(Guid(pg)).map(|(n, _)| n.0),
+        Some(first)
+    );
+    assert!(sm.subnet().indexes_agree());
+    assert_eq!(f.nodes[victim].port_state(1), Some(PortState::Active));
+    assert_eq!(f.topo.peer_of(victim, 1), Some((leaf, leaf_port)));
+    let lid = f.nodes[victim].lid();
+    assert_ne!(lid, Lid(0));
+    all_reach(&f, lid, victim, taker);
+}

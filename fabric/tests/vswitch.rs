@@ -241,6 +241,14 @@ fn refused_operations_change_nothing() {
     assert_eq!(sm.create_vm(a, 3), Err(VmError::NoFreeVf(a)));
     assert!(f.run(&mut sm));
     assert_eq!(sm.create_vm(0, 3), Err(VmError::NotAHypervisor(0)));
+    // A vGUID that is another VM's, or a physical port's, is refused:
+    // the VM's GID would name that port.
+    assert_eq!(sm.create_vm(near, 1), Err(VmError::GuidInUse(1)));
+    let port_guid = sm.nodes()[near].info.port_guid.0;
+    assert_eq!(
+        sm.create_vm(near, port_guid),
+        Err(VmError::GuidInUse(port_guid))
+    );
     assert_eq!(
         sm.plan_migration(v1, a).unwrap_err(),
         VmError::SameHypervisor

@@ -637,7 +637,8 @@ impl Sa {
             | SmEvent::HandingOver { .. }
             | SmEvent::HandoverImpossible
             | SmEvent::PortNotAsSet { .. }
-            | SmEvent::DuplicateGuid { .. } => {}
+            | SmEvent::DuplicateGuid { .. }
+            | SmEvent::DuplicatePortGuid { .. } => {}
         }
     }
 

@@ -1309,6 +1309,20 @@ fn log_event(e: &SmEvent) {
             refused.0 .0,
             refused.1
         ),
+        SmEvent::DuplicatePortGuid {
+            port_guid,
+            held_by,
+            refused,
+            beyond,
+        } => tracing::error!(
+            "duplicate port GUID: node {:#018x}, beyond node {:#018x} port {}, answers with port GUID {:#018x}, which {} of node {:#018x} holds; that one keeps it, and the new node is not added (no link, LID or activation)",
+            refused.0,
+            beyond.0 .0,
+            beyond.1,
+            port_guid.0,
+            if held_by.1 == 0 { "the port".to_string() } else { format!("VF {}", held_by.1) },
+            held_by.0 .0
+        ),
         SmEvent::SmStateChanged { state, master } => {
             let words = smi::sm::election::state_name(*state);
             match master {

@@ -11,7 +11,15 @@ impl Sm {
             return;
         };
         let port = ni.local_port_num;
-        let idx = match self.db.by_guid(ni.node_guid).map(|n| n.0) {
+        let known = self.db.by_guid(ni.node_guid).map(|n| n.0);
+        // A node new (or lost, now found again) whose port GUID a live
+        // port of another node holds is refused: its GID is taken.
+        let fresh = known.is_none_or(|i| !self.db.nodes()[i].alive);
+        if let Some((holder, vf)) = self.db.by_port_guid(ni.port_guid).filter(|_| fresh) {
+            self.refuse_port_guid(&ni, (holder.0, vf), from);
+            return;
+        }
+        let idx = match known {
             Some(i) => {
                 self.revive(i, &path);
                 i
@@ -140,6 +148,25 @@ impl Sm {
             }
             _ => self.link_ports(from, (node, port)),
         }
+    }
+
+    /// Counts and reports a node refused for a port GUID that node
+    /// `holder` (VF `vf`, 0: its own port) holds; it is left unlinked.
+    fn refuse_port_guid(&mut self, ni: &NodeInfo, holder: (usize, u16), from: Option<(usize, u8)>) {
+        self.stats.duplicate_guids += 1;
+        let guid_of = |i: usize| {
+            self.db
+                .nodes()
+                .get(i)
+                .map_or(mad_core::Guid(0), |n| n.info.node_guid)
+        };
+        let beyond = from.map_or((mad_core::Guid(0), 0), |(n, p)| (guid_of(n), p));
+        self.emit(SmEvent::DuplicatePortGuid {
+            port_guid: ni.port_guid,
+            held_by: (guid_of(holder.0), holder.1),
+            refused: ni.node_guid,
+            beyond,
+        });
     }
 
     /// Queues the reads of a node just found (or found again), by directed
@@ -289,6 +316,38 @@ mod tests {
         );
         ni.encode(&mut smp.data).unwrap();
         smp
+    }
+
+    /// A node new to the SM (0xD) whose port answers with CA 0xC's port
+    /// GUID is not added; 0xC keeps the GUID. Once 0xC is lost, a node
+    /// with its port GUID is let in.
+    #[test]
+    fn a_new_node_with_a_live_ports_guid_is_refused() {
+        let mut sm = sm();
+        let mut smp = node_info(0xD);
+        let mut ni = NodeInfo::decode(&smp.data).unwrap();
+        ni.port_guid = Guid(0xC);
+        ni.encode(&mut smp.data).unwrap();
+        let path = DrPath::from_ports(&[1, 2, 4]).unwrap();
+        let (nodes, queued) = (sm.db.nodes().len(), sm.out.queue.len());
+        sm.on_node_info(&smp, path.clone(), Some((2, 4)));
+        assert_eq!(sm.db.nodes().len(), nodes, "not added");
+        assert_eq!(sm.out.queue.len(), queued, "nothing read from it");
+        assert_eq!(peer(&sm, 2, 4), None);
+        assert_eq!(sm.stats.duplicate_guids, 1);
+        assert_eq!(sm.db.by_port_guid(Guid(0xC)), Some((NodeId(3), 0)));
+        let e = std::iter::from_fn(|| sm.poll_event()).last();
+        assert!(
+            matches!(e, Some(SmEvent::DuplicatePortGuid { port_guid: Guid(0xC), held_by, refused: Guid(0xD), beyond })
+                if held_by == (Guid(0xC), 0) && beyond == (Guid(0xB), 4)),
+            "{e:?}"
+        );
+        sm.db.node_mut(3).unwrap().alive = false;
+        sm.on_node_info(&smp, path, Some((2, 4)));
+        assert_eq!(sm.db.nodes().len(), nodes + 1);
+        assert_eq!(sm.db.by_port_guid(Guid(0xC)), Some((NodeId(nodes), 0)));
+        assert_eq!(peer(&sm, 2, 4), Some((nodes, 1)));
+        assert!(sm.db.indexes_agree());
     }
 
     fn peer(sm: &Sm, n: usize, p: u8) -> Option<(usize, u8)> {

@@ -95,6 +95,23 @@ pub enum SmEvent {
         /// The node GUID and port beyond which the second one answered.
         refused: (Guid, u8),
     },
+    /// A node answered with a port GUID that a live port of another node
+    /// (or a running VM's vGUID) already holds: the GUID its GID is made
+    /// of is taken (a card made wrong, or a host forging another's port
+    /// GUID to take its GID). The holder keeps it; the new node is not
+    /// added, so it gets no link, LID or activation, as OpenSM refuses a
+    /// duplicated port GUID (its ERR 0D15).
+    DuplicatePortGuid {
+        /// The port GUID both answer with.
+        port_guid: Guid,
+        /// The node GUID of the node that holds it, and the VF (0: the
+        /// node's own port).
+        held_by: (Guid, u16),
+        /// The node GUID the refused node answered with.
+        refused: Guid,
+        /// The node GUID and port beyond which the refused node answered.
+        beyond: (Guid, u8),
+    },
 }
 
 impl Sm {

@@ -215,6 +215,31 @@ impl Subnet {
         i
     }
 
+    /// Points the port-GUID index back at node `i` (found again) for its
+    /// port GUID and its VMs' vGUIDs, wherever no other live node holds
+    /// them meanwhile (one that took a GUID while `i` was lost keeps it).
+    pub(super) fn claim_guids(&mut self, i: usize) {
+        let Some(n) = self.nodes.get(i) else {
+            return;
+        };
+        let mine: Vec<(u64, u16)> = core::iter::once((n.info.port_guid.0, 0))
+            .chain(
+                (n.vfs.iter().enumerate())
+                    .filter(|(_, s)| s.guid != 0)
+                    .map(|(v, s)| (s.guid, v as u16 + 1)),
+            )
+            .collect();
+        for (guid, vf) in mine {
+            let free = match self.by_port_guid.get(&guid) {
+                Some(&(j, _)) => j == i || !self.nodes[j].alive,
+                None => true,
+            };
+            if free {
+                self.by_port_guid.insert(guid, (i, vf));
+            }
+        }
+    }
+
     /// Node `i`, to change: its brief is brought up to date when the
     /// returned guard goes. Its LID and VFs change only through
     /// [`Subnet::set_lid`] and [`Subnet::set_vf`] (the indexes follow

@@ -353,6 +353,7 @@ impl Sm {
         }
         let guid = n.info.node_guid;
         drop(n);
+        self.db.claim_guids(i);
         self.emit(SmEvent::NodeAdded { node: i, guid });
         self.read_node(i);
     }

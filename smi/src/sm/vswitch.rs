@@ -87,6 +87,9 @@ pub enum VmError {
     /// The tables give no valid route to the destination (a bug or a broken
     /// fabric): nothing was changed.
     NoRoute(u16),
+    /// The vGUID is already a live port's GUID, a running VM's vGUID or an
+    /// alias GUID: the VM's GID would name another port.
+    GuidInUse(u64),
 }
 
 impl fmt::Display for VmError {
@@ -103,6 +106,7 @@ impl fmt::Display for VmError {
             VmError::StalePlan => write!(f, "the plan is stale: plan the migration again"),
             VmError::Overlap => write!(f, "the migrations touch the same switches or hypervisors"),
             VmError::NoRoute(l) => write!(f, "no valid route for LID {l}"),
+            VmError::GuidInUse(g) => write!(f, "GUID {g:#018x} is already in use on the subnet"),
         }
     }
 }
@@ -248,6 +252,9 @@ impl Sm {
     /// SwitchInfo where LinearFDBTop must grow).
     pub fn create_vm(&mut self, node: usize, guid: u64) -> Result<VmId, VmError> {
         self.ready()?;
+        if self.db.by_gid_guid(mad_core::Guid(guid)).is_some() {
+            return Err(VmError::GuidInUse(guid));
+        }
         let vf = self.free_vf(node, guid)?;
         let lid = match self.cfg.lid_policy {
             LidPolicy::Prepopulated => self.db.nodes()[node].vfs[usize::from(vf) - 1].lid,
