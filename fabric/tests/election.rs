@@ -9,7 +9,7 @@
 use fabric::sim::{Fabric, FabricEvent, SimConfig};
 use mad_core::attr::{AttributeId, NodeType, SmState};
 use mad_core::Method;
-use smi::sm::{Engine, Phase, Sm, SmConfig};
+use smi::sm::{Engine, Phase, Sm, SmConfig, SmEvent};
 
 const MS: u64 = 1_000_000;
 
@@ -203,6 +203,53 @@ fn vms(sm: &Sm) -> Vec<(u64, u16, u64)> {
         .collect();
     v.sort();
     v
+}
+
+/// Taking over, a VF that reads back as running a VM whose vGUID is a
+/// live port's GUID (here the new master's own) is not taken on as a VM:
+/// reported once, the other VM kept, the indexes whole.
+#[test]
+fn a_new_master_refuses_a_vm_whose_vguid_a_port_holds() {
+    let (mut f, _first, _) = two_vms();
+    let master = (f.topo.nodes.iter())
+        .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
+        .unwrap();
+    let mut sm = standby_sm(&mut f, master);
+    let own = sm.own_port_guid();
+    let forged = (0..f.nodes.len())
+        .find_map(|i| {
+            let fabric::sim::SimNode::Hypervisor(h) = &mut f.nodes[i] else {
+                return None;
+            };
+            let v = h.vports.vfs.iter_mut().find(|v| v.vport_guid.0 == 0xB2)?;
+            v.vport_guid = mad_core::Guid(own);
+            Some(i)
+        })
+        .expect("the VF running 0xB2");
+    std::iter::from_fn(|| sm.poll_event()).for_each(drop);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
+    let known: Vec<u64> = sm.vms().map(|(_, vm)| vm.guid).collect();
+    assert_eq!(known, [0xA1], "the forged VM is not taken on");
+    assert_eq!(sm.stats().duplicate_guids, 1);
+    let dups: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event())
+        .filter(|e| matches!(e, SmEvent::DuplicateVGuid { .. }))
+        .collect();
+    let hyp = mad_core::Guid(f.topo.nodes[forged].guid);
+    assert!(
+        matches!(dups[..], [SmEvent::DuplicateVGuid { vguid, held_by: (_, 0), hypervisor, .. }]
+            if vguid.0 == own && hypervisor == hyp),
+        "{dups:?}"
+    );
+    let (holder, _) = sm.subnet().by_port_guid(mad_core::Guid(own)).unwrap();
+    assert_eq!(
+        sm.nodes()[holder.0].info.port_guid.0,
+        own,
+        "still the port's"
+    );
+    assert!(sm.subnet().indexes_agree());
 }
 
 #[test]

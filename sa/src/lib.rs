@@ -638,7 +638,8 @@ impl Sa {
             | SmEvent::HandoverImpossible
             | SmEvent::PortNotAsSet { .. }
             | SmEvent::DuplicateGuid { .. }
-            | SmEvent::DuplicatePortGuid { .. } => {}
+            | SmEvent::DuplicatePortGuid { .. }
+            | SmEvent::DuplicateVGuid { .. } => {}
         }
     }
 

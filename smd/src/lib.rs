@@ -1323,6 +1323,18 @@ fn log_event(e: &SmEvent) {
             if held_by.1 == 0 { "the port".to_string() } else { format!("VF {}", held_by.1) },
             held_by.0 .0
         ),
+        SmEvent::DuplicateVGuid {
+            vguid,
+            held_by,
+            hypervisor,
+            vf,
+        } => tracing::error!(
+            "duplicate vGUID: VF {vf} of hypervisor {:#018x} runs a VM with GUID {:#018x}, which {} of node {:#018x} holds; that one keeps it, and the VM is not taken on",
+            hypervisor.0,
+            vguid.0,
+            if held_by.1 == 0 { "the port".to_string() } else { format!("VF {}", held_by.1) },
+            held_by.0 .0
+        ),
         SmEvent::SmStateChanged { state, master } => {
             let words = smi::sm::election::state_name(*state);
             match master {

@@ -443,7 +443,19 @@ impl Sm {
             return;
         }
         let guid = v.vport_guid.0;
-        let running = v.vport_state == PortState::Active && guid != 0;
+        let mut running = v.vport_state == PortState::Active && guid != 0;
+        if let Some((holder, hvf)) = (self.db.by_gid_guid(Guid(guid))).filter(|_| running) {
+            // Its GID is another port's: not a VM the SM takes on.
+            running = false;
+            self.stats.duplicate_guids += 1;
+            let guid_of = |i: usize| self.db.nodes().get(i).map_or(Guid(0), |n| n.info.node_guid);
+            self.emit(SmEvent::DuplicateVGuid {
+                vguid: Guid(guid),
+                held_by: (guid_of(holder.0), hvf),
+                hypervisor: guid_of(node),
+                vf,
+            });
+        }
         if !running && self.cfg.lid_policy == LidPolicy::Dynamic {
             // Under the dynamic policy only a VM holds a LID.
             return;

@@ -112,6 +112,21 @@ pub enum SmEvent {
         /// The node GUID and port beyond which the refused node answered.
         beyond: (Guid, u8),
     },
+    /// Taking over, a hypervisor's VF read back as running a VM whose
+    /// vGUID a live port, another VM or an alias already holds: the VM is
+    /// not taken on (under the prepopulated policy the VF keeps its LID,
+    /// as an idle VF), and the holder keeps the GUID.
+    DuplicateVGuid {
+        /// The vGUID the VF answered with.
+        vguid: Guid,
+        /// The node GUID of the node that holds it, and the VF (0: the
+        /// node's own port).
+        held_by: (Guid, u16),
+        /// The hypervisor's node GUID.
+        hypervisor: Guid,
+        /// The VF (from 1).
+        vf: u16,
+    },
 }
 
 impl Sm {
