@@ -132,12 +132,7 @@ impl Sm {
         match old {
             Some(old) if still_there && old != from => {
                 self.stats.duplicate_guids += 1;
-                let guid_of = |i: usize| {
-                    self.db
-                        .nodes()
-                        .get(i)
-                        .map_or(mad_core::Guid(0), |n| n.info.node_guid)
-                };
+                let guid_of = |i: usize| self.db.node_guid_of(i);
                 let (kept, refused) = ((guid_of(old.0), old.1), (guid_of(from.0), from.1));
                 self.emit(SmEvent::DuplicateGuid {
                     guid,
@@ -154,12 +149,7 @@ impl Sm {
     /// `holder` (VF `vf`, 0: its own port) holds; it is left unlinked.
     fn refuse_port_guid(&mut self, ni: &NodeInfo, holder: (usize, u16), from: Option<(usize, u8)>) {
         self.stats.duplicate_guids += 1;
-        let guid_of = |i: usize| {
-            self.db
-                .nodes()
-                .get(i)
-                .map_or(mad_core::Guid(0), |n| n.info.node_guid)
-        };
+        let guid_of = |i: usize| self.db.node_guid_of(i);
         let beyond = from.map_or((mad_core::Guid(0), 0), |(n, p)| (guid_of(n), p));
         self.emit(SmEvent::DuplicatePortGuid {
             port_guid: ni.port_guid,

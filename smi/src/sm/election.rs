@@ -448,7 +448,7 @@ impl Sm {
             // Its GID is another port's: not a VM the SM takes on.
             running = false;
             self.stats.duplicate_guids += 1;
-            let guid_of = |i: usize| self.db.nodes().get(i).map_or(Guid(0), |n| n.info.node_guid);
+            let guid_of = |i: usize| self.db.node_guid_of(i);
             self.emit(SmEvent::DuplicateVGuid {
                 vguid: Guid(guid),
                 held_by: (guid_of(holder.0), hvf),

@@ -215,6 +215,11 @@ impl Subnet {
         i
     }
 
+    /// The node GUID of node `i` (0 when there is no such node).
+    pub(super) fn node_guid_of(&self, i: usize) -> Guid {
+        self.nodes.get(i).map_or(Guid(0), |n| n.info.node_guid)
+    }
+
     /// Points the port-GUID index back at node `i` (found again) for its
     /// port GUID and its VMs' vGUIDs, wherever no other live node holds
     /// them meanwhile (one that took a GUID while `i` was lost keeps it).
