@@ -60,6 +60,25 @@ fn events(sm: &mut Sm) -> Vec<SmEvent> {
     std::iter::from_fn(|| sm.poll_event()).collect()
 }
 
+/// Schedules each event `ms` after now, then runs the SM for 3 s.
+fn after(f: &mut Fabric, sm: &mut Sm, evs: impl IntoIterator<Item = (u64, FabricEvent)>) {
+    let t = f.now_ns();
+    for (ms, e) in evs {
+        f.schedule(t + ms * MS, e);
+    }
+    assert!(f.run_until(sm, t + 3_000 * MS));
+}
+
+/// The first port (`victim`, LID `lid`) kept its LID and traffic; the
+/// second (`forged`) got no LID, is not Active, and took no new LID.
+fn first_kept(f: &Fabric, sm: &Sm, (victim, lid): (usize, Lid), forged: usize, max: u16) {
+    assert_eq!(f.nodes[victim].lid(), lid);
+    assert_eq!(f.nodes[forged].lid(), Lid(0));
+    assert_ne!(f.nodes[forged].port_state(1), Some(PortState::Active));
+    assert_eq!(sm.max_lid(), max);
+    all_reach(f, lid, victim, forged);
+}
+
 #[test]
 fn a_second_port_with_a_known_guid_is_refused_and_the_first_keeps_its_link() {
     let (mut f, mut sm) = up("fat-tree-324");
@@ -72,9 +91,11 @@ fn a_second_port_with_a_known_guid_is_refused_and_the_first_keeps_its_link() {
     events(&mut sm);
 
     let forged = f.add_node(NodeType::ChannelAdapter, 1, guid, "H-forged");
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::Cable((forged, 1), (sw, port)));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(
+        &mut f,
+        &mut sm,
+        [(1, FabricEvent::Cable((forged, 1), (sw, port)))],
+    );
     assert_eq!(sm.stats().duplicate_guids, 1);
     let dups: Vec<SmEvent> = events(&mut sm)
         .into_iter()
@@ -90,11 +111,7 @@ fn a_second_port_with_a_known_guid_is_refused_and_the_first_keeps_its_link() {
     // The first keeps its link and LID; the second gets neither, and its
     // port is not activated.
     assert_eq!(cabled_to(&sm, guid), Some((leaf_guid.0, leaf_port)));
-    assert_eq!(f.nodes[victim].lid(), lid);
-    assert_eq!(f.nodes[forged].lid(), Lid(0));
-    assert_ne!(f.nodes[forged].port_state(1), Some(PortState::Active));
-    assert_eq!(sm.max_lid(), max);
-    all_reach(&f, lid, victim, forged);
+    first_kept(&f, &sm, (victim, lid), forged, max);
 
     // Something else changes and the SM routes again: the LID still
     // leads to the first, and the second is refused again, once.
@@ -106,9 +123,7 @@ fn a_second_port_with_a_known_guid_is_refused_and_the_first_keeps_its_link() {
         })
         .unwrap();
     let (a, b) = (leaf, up_port);
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::LinkDown(a, b));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(&mut f, &mut sm, [(1, FabricEvent::LinkDown(a, b))]);
     assert_eq!(cabled_to(&sm, guid), Some((leaf_guid.0, leaf_port)));
     all_reach(&f, lid, victim, forged);
     assert_eq!(f.nodes[forged].lid(), Lid(0));
@@ -122,12 +137,16 @@ fn a_cable_moved_to_another_switch_is_followed() {
     let guid = f.topo.nodes[ca].guid;
     let lid = f.nodes[ca].lid();
     let (sw, port) = free_port(&f);
-    let t = f.now_ns();
     // Unplugged and plugged in elsewhere at once: the SM may hear of the
     // new place before it reads the old one as Down.
-    f.schedule(t + MS, FabricEvent::LinkDown(ca, 1));
-    f.schedule(t + MS, FabricEvent::Cable((ca, 1), (sw, port)));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(
+        &mut f,
+        &mut sm,
+        [
+            (1, FabricEvent::LinkDown(ca, 1)),
+            (1, FabricEvent::Cable((ca, 1), (sw, port))),
+        ],
+    );
     assert_eq!(sm.stats().duplicate_guids, 0);
     assert_eq!(cabled_to(&sm, guid), Some((f.topo.nodes[sw].guid, port)));
     assert_eq!(f.nodes[ca].lid(), lid, "the LID moves with the port");
@@ -158,9 +177,11 @@ fn a_node_with_a_known_port_guid_is_refused_and_the_gid_stays_with_its_holder() 
 
     let pg = port_guid_of(&f, victim);
     let forged = port_guid_forger(&mut f, 0x0bad_0000_0000_0001, pg);
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::Cable((forged, 1), (sw, port)));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(
+        &mut f,
+        &mut sm,
+        [(1, FabricEvent::Cable((forged, 1), (sw, port)))],
+    );
     assert_eq!(sm.stats().duplicate_guids, 1);
     let dups: Vec<SmEvent> = events(&mut sm)
         .into_iter()
@@ -187,11 +208,7 @@ fn a_node_with_a_known_port_guid_is_refused_and_the_gid_stays_with_its_holder() 
     );
     assert!(s.by_guid(Guid(0x0bad_0000_0000_0001)).is_none());
     assert!(s.indexes_agree());
-    assert_eq!(f.nodes[victim].lid(), lid);
-    assert_eq!(f.nodes[forged].lid(), Lid(0));
-    assert_ne!(f.nodes[forged].port_state(1), Some(PortState::Active));
-    assert_eq!(sm.max_lid(), max);
-    all_reach(&f, lid, victim, forged);
+    first_kept(&f, &sm, (victim, lid), forged, max);
 }
 
 /// The port GUID of port 1 of node `i`.
@@ -215,17 +232,17 @@ fn a_port_guid_taken_while_its_port_was_lost_goes_back_when_the_taker_goes() {
     let pg = port_guid_of(&f, victim);
     let (leaf, leaf_port) = f.topo.peer_of(victim, 1).unwrap();
     let (sw, port) = free_port(&f);
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::LinkDown(victim, 1));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(&mut f, &mut sm, [(1, FabricEvent::LinkDown(victim, 1))]);
     assert_eq!(sm.subnet().by_port_guid(Guid(pg)), None, "lost");
 
     // Another node with that port GUID comes while the first is away: it
     // is let in, and the GID names it.
     let taker = port_guid_forger(&mut f, 0x0bad_0000_0000_0002, pg);
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::Cable((taker, 1), (sw, port)));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(
+        &mut f,
+        &mut sm,
+        [(1, FabricEvent::Cable((taker, 1), (sw, port)))],
+    );
     assert_eq!(sm.stats().duplicate_guids, 0);
     let taker_node = victim_node(&sm, 0x0bad_0000_0000_0002);
     assert_eq!(
@@ -235,9 +252,7 @@ fn a_port_guid_taken_while_its_port_was_lost_goes_back_when_the_taker_goes() {
     assert_eq!(f.nodes[taker].port_state(1), Some(PortState::Active));
 
     // The first comes back while the taker holds it: refused.
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::LinkUp(victim, 1));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(&mut f, &mut sm, [(1, FabricEvent::LinkUp(victim, 1))]);
     assert_eq!(sm.stats().duplicate_guids, 1);
     assert_eq!(
         sm.subnet().by_port_guid(Guid(pg)).map(|(n, _)| n.0),
@@ -248,11 +263,15 @@ fn a_port_guid_taken_while_its_port_was_lost_goes_back_when_the_taker_goes() {
 
     // The taker goes, and the first is found again at the next change:
     // the GUID is the first's once more, with its LID, and traffic flows.
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::LinkDown(taker, 1));
-    f.schedule(t + 2 * MS, FabricEvent::LinkDown(victim, 1));
-    f.schedule(t + 500 * MS, FabricEvent::LinkUp(victim, 1));
-    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    after(
+        &mut f,
+        &mut sm,
+        [
+            (1, FabricEvent::LinkDown(taker, 1)),
+            (2, FabricEvent::LinkDown(victim, 1)),
+            (500, FabricEvent::LinkUp(victim, 1)),
+        ],
+    );
     let first = victim_node(&sm, guid);
     assert_eq!(
         sm.subnet().by_port_guid(Guid(pg)).map(|(n, _)| n.0),

@@ -1320,7 +1320,7 @@ fn log_event(e: &SmEvent) {
             beyond.0 .0,
             beyond.1,
             port_guid.0,
-            if held_by.1 == 0 { "the port".to_string() } else { format!("VF {}", held_by.1) },
+            holder_words(held_by.1),
             held_by.0 .0
         ),
         SmEvent::DuplicateVGuid {
@@ -1332,7 +1332,7 @@ fn log_event(e: &SmEvent) {
             "duplicate vGUID: VF {vf} of hypervisor {:#018x} runs a VM with GUID {:#018x}, which {} of node {:#018x} holds; that one keeps it, and the VM is not taken on",
             hypervisor.0,
             vguid.0,
-            if held_by.1 == 0 { "the port".to_string() } else { format!("VF {}", held_by.1) },
+            holder_words(held_by.1),
             held_by.0 .0
         ),
         SmEvent::SmStateChanged { state, master } => {
@@ -1380,6 +1380,15 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         sm_state: smi::sm::election::state_name(sm.sm_state()).into(),
         takeovers: sm.election().takeovers,
         priority: sm.election().priority,
+    }
+}
+
+/// What of a node holds a GUID in the log's words: its port (VF 0) or a VF.
+fn holder_words(vf: u16) -> String {
+    if vf == 0 {
+        "the port".to_string()
+    } else {
+        format!("VF {vf}")
     }
 }
 
