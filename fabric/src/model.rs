@@ -7,8 +7,9 @@
 //! explored once from the side found first (Get(NodeInfo) = cables + 1 on
 //! trees such as the m-port n-trees; on fabrics with cycles a cable can be
 //! explored from both ends, and this is a lower bound);
-//! every node is described once; a switch's every port and a CA's one
-//! reached port are read; every switch and CA port gets a LID; every linked
+//! every node is described once, a multi-port CA once by each cabled
+//! port (each is an end port of its own to the SM); a switch's every port
+//! and every cabled CA port are read; every switch and CA port gets a LID; every linked
 //! port goes to Armed and then to Active; and every switch receives its
 //! SwitchInfo and one LFT block per 64 LIDs in use. The OSU paper's model
 //! (Vishnu et al., OSU-CISRC-1/05-TR05) counts some of the same kinds for
@@ -66,7 +67,7 @@ pub fn predict(t: &Topology, vfs: usize, policy: LidPolicy) -> Prediction {
     let mut switches = 0u64;
     let mut switch_ports = 0u64; // ports 0..=N of every switch
     let mut linked_switch_ports = 0u64;
-    let mut cas = 0u64;
+    let mut cas = 0u64; // cabled CA ports: end ports with a LID each
     let mut hyps = 0u64;
     for (i, n) in t.nodes.iter().enumerate() {
         let linked = (1..=n.ports).filter(|&p| t.peer_of(i, p).is_some()).count() as u64;
@@ -75,7 +76,7 @@ pub fn predict(t: &Topology, vfs: usize, policy: LidPolicy) -> Prediction {
             switch_ports += u64::from(n.ports) + 1;
             linked_switch_ports += linked;
         } else if linked > 0 {
-            cas += 1;
+            cas += linked;
             if vfs > 0 && Some(i) != sm && n.ports == 1 {
                 hyps += 1;
             }

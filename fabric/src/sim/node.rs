@@ -156,6 +156,18 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.pf.model.ports.get(1).map_or(0, |p| p.info.lmc.min(7)),
         }
     }
+    /// The LID and LMC of end port `port`: a switch's port 0 (whatever
+    /// `port`), a CA's port `port`, a hypervisor's PF port (port 1; its
+    /// VFs' LIDs are [`SimNode::vm_lids`]).
+    pub fn port_lid(&self, port: u8) -> (Lid, u8) {
+        match self {
+            SimNode::Ca(c) => (
+                c.model.lid(port),
+                (c.model.ports.get(usize::from(port))).map_or(0, |p| p.info.lmc.min(7)),
+            ),
+            _ => (self.lid(), self.lmc()),
+        }
+    }
     /// True when a packet for `lid` that reaches this node is delivered:
     /// a CA's LID, or a hypervisor's PF LID or enabled VF LID.
     pub fn owns(&self, lid: Lid) -> bool {

@@ -1,6 +1,8 @@
 //! Is the fabric correct after a change? One definition, used at every
-//! size: every live node's walk through the installed LFTs to a LID ends at
-//! the node that holds that LID. For an enabled LID (a switch's, a CA's, a
+//! size: every live end port's walk through the installed LFTs to a LID
+//! ends at the end port that holds that LID (a switch's port 0, or the CA
+//! port itself: a multi-port CA's ports are end ports each, and a packet
+//! for one port's LID that arrives by another is not delivered). For an enabled LID (a switch's, a CA's, a
 //! hypervisor's PF, a running VM's VF) that node accepts the packet; for a
 //! LID parked on a free or disabled VF it is the hypervisor whose port holds
 //! it, which does not. A walk that stops at a switch without a route, that
@@ -12,7 +14,7 @@
 //!
 //! Walks are not taken one by one: for each LID every switch's outcome is
 //! worked out once (the LFT entries for one LID form a graph in which every
-//! switch has one successor) and every CA's walk is its first switch's.
+//! switch has one successor) and every CA port's walk is its first switch's.
 //! All pairs therefore cost O(LIDs × nodes), not O(LIDs × nodes × hops).
 
 use super::{Fabric, SimNode};
@@ -51,7 +53,7 @@ pub enum WalkEnd {
     /// the switch's, a port without a cable), or a CA whose port 1 has no
     /// cable.
     NoRoute(usize),
-    /// It arrived at this CA, which does not hold the LID.
+    /// It arrived at this CA by a port that does not hold the LID.
     Elsewhere(usize),
     /// It went round in a loop.
     Loop,
@@ -73,8 +75,8 @@ pub enum Failure {
     },
     /// A LID the check was asked about is held by no live node.
     Unheld(Lid),
-    /// A live node (a switch, a CA, a hypervisor's PF) has no LID: nothing
-    /// can reach it.
+    /// A live node (a switch, a CA's cabled port, a hypervisor's PF) has
+    /// no LID: nothing can reach it.
     NoLid(usize),
     /// Two live nodes hold the same LID.
     Duplicate {
@@ -148,7 +150,7 @@ fn holder_name(f: &Fabric, lid: Lid) -> String {
 pub struct Verify {
     /// Which LIDs were walked to.
     pub check: Check,
-    /// Live nodes walked from (CAs and switches).
+    /// Live end ports walked from (switches and cabled CA ports).
     pub sources: u64,
     /// LIDs walked to.
     pub lids: u64,
@@ -208,7 +210,7 @@ impl fmt::Display for Verify {
         let what = self.check.label();
         write!(
             out,
-            "{what}: {} live nodes × {} LIDs, {} walks; {} failed",
+            "{what}: {} live end ports × {} LIDs, {} walks; {} failed",
             self.sources,
             self.lids,
             self.walks(),
@@ -225,7 +227,37 @@ impl fmt::Display for Verify {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Holder {
     node: u32,
+    /// The end port: a switch's 0, a CA's port.
+    port: u8,
     parked: bool,
+}
+
+impl Holder {
+    /// The walk outcome that delivers to it ([`end_at`]).
+    fn end(&self) -> u32 {
+        end_at(self.node as usize, self.port)
+    }
+}
+
+/// A walk's outcome: it ended at `node`, arriving by `port` (a CA), or
+/// stopping there (a switch, port 0).
+fn end_at(node: usize, port: u8) -> u32 {
+    (node as u32) << 8 | u32::from(port)
+}
+
+/// The node of a walk's outcome.
+fn end_node(end: u32) -> usize {
+    (end >> 8) as usize
+}
+
+/// The end ports of live node `n` of `f`: a switch's port 0, a CA's
+/// cabled ports.
+fn end_ports(f: &Fabric, i: usize) -> impl Iterator<Item = u8> + '_ {
+    let ports = match f.nodes[i] {
+        SimNode::Switch(_) => 0..=0,
+        _ => 1..=f.topo.nodes[i].ports,
+    };
+    ports.filter(move |&p| p == 0 || f.topo.peer_of(i, p).is_some())
 }
 
 /// Holders of every LID, indexed by LID, from the live nodes only; the
@@ -236,7 +268,7 @@ fn holders_with(
     mut dup: impl FnMut(Lid, usize, usize),
 ) -> Vec<Option<Holder>> {
     let mut by_lid: Vec<Option<Holder>> = vec![None; 0x1_0000];
-    let mut put = |lid: Lid, node: usize, parked: bool| {
+    let mut put = |lid: Lid, node: usize, port: u8, parked: bool| {
         if lid.0 == 0 {
             return;
         }
@@ -246,6 +278,7 @@ fn holders_with(
             None => {
                 *slot = Some(Holder {
                     node: node as u32,
+                    port,
                     parked,
                 })
             }
@@ -255,15 +288,17 @@ fn holders_with(
         if !live[i] {
             continue;
         }
-        let base = n.lid();
-        if base.0 != 0 {
-            for k in 0..1u16 << n.lmc() {
-                put(Lid(base.0.saturating_add(k)), i, false);
+        for port in end_ports(f, i) {
+            let (base, lmc) = n.port_lid(port);
+            if base.0 != 0 {
+                for k in 0..1u16 << lmc {
+                    put(Lid(base.0.saturating_add(k)), i, port, false);
+                }
             }
         }
         if let SimNode::Hypervisor(h) = n {
             for v in &h.vports.vfs {
-                put(v.vport_lid, i, v.vport_state == PortState::Down);
+                put(v.vport_lid, i, 1, v.vport_state == PortState::Down);
             }
         }
     }
@@ -327,10 +362,15 @@ impl Fabric {
                 v.fail(Failure::Duplicate { lid, first, second });
             }
         }
-        v.sources = live.iter().filter(|&&l| l).count() as u64;
+        // Every live end port, as (node, port).
+        let sources: Vec<(usize, u8)> = (0..self.nodes.len())
+            .filter(|&i| live[i])
+            .flat_map(|i| end_ports(self, i).map(move |p| (i, p)))
+            .collect();
+        v.sources = sources.len() as u64;
         if only.is_none() {
-            for (i, n) in self.nodes.iter().enumerate() {
-                if live[i] && n.lid().0 == 0 {
+            for &(i, p) in &sources {
+                if self.nodes[i].port_lid(p).0 .0 == 0 {
                     v.bad_lids += 1;
                     v.fail(Failure::NoLid(i));
                 }
@@ -352,20 +392,20 @@ impl Fabric {
                 continue;
             };
             memo.stamp += 1;
-            for (src, &is_live) in live.iter().enumerate() {
-                if !is_live || src == h.node as usize {
+            for &(src, port) in &sources {
+                let is_switch = matches!(self.nodes[src], SimNode::Switch(_));
+                if end_at(src, port) == h.end() || (is_switch && src == h.node as usize) {
                     continue;
                 }
-                let is_switch = matches!(self.nodes[src], SimNode::Switch(_));
                 let end = if is_switch {
-                    self.resolve(lid, src, &mut memo)
+                    self.resolve(lid, (src, 0), &mut memo)
                 } else {
-                    match self.topo.peer_of(src, 1) {
-                        Some((first, _)) => self.resolve(lid, first, &mut memo),
-                        None => src as u32,
+                    match self.topo.peer_of(src, port) {
+                        Some(first) => self.resolve(lid, first, &mut memo),
+                        None => end_at(src, port),
                     }
                 };
-                if end == h.node {
+                if end == h.end() {
                     if h.parked {
                         v.parked += 1;
                     } else if is_switch {
@@ -377,12 +417,12 @@ impl Fabric {
                 }
                 let end = match end {
                     LOOP => WalkEnd::Loop,
-                    e if matches!(self.nodes[e as usize], SimNode::Switch(_))
-                        || e as usize == src =>
+                    e if matches!(self.nodes[end_node(e)], SimNode::Switch(_))
+                        || e == end_at(src, port) =>
                     {
-                        WalkEnd::NoRoute(e as usize)
+                        WalkEnd::NoRoute(end_node(e))
                     }
-                    e => WalkEnd::Elsewhere(e as usize),
+                    e => WalkEnd::Elsewhere(end_node(e)),
                 };
                 if h.parked {
                     v.misparked += 1;
@@ -404,15 +444,16 @@ impl Fabric {
         v
     }
 
-    /// Where a packet for `lid` that has reached `start` ends: the first
-    /// CA it arrives at, the switch where it stops, or [`LOOP`]. Switches'
+    /// Where a packet for `lid` that has reached `start` (node, arrival
+    /// port) ends ([`end_at`]): the first CA it arrives at and the port it
+    /// arrives by, the switch where it stops, or [`LOOP`]. Switches'
     /// outcomes are remembered for the current LID.
-    fn resolve(&self, lid: Lid, start: usize, m: &mut Memo) -> u32 {
+    fn resolve(&self, lid: Lid, start: (usize, u8), m: &mut Memo) -> u32 {
         m.path.clear();
-        let mut node = start;
+        let (mut node, mut arrival) = start;
         let end = loop {
             let SimNode::Switch(s) = &self.nodes[node] else {
-                break node as u32;
+                break end_at(node, arrival);
             };
             if m.done[node] == m.stamp {
                 break m.end[node];
@@ -424,11 +465,11 @@ impl Fabric {
             m.path.push(node);
             let p = s.model.lft_port(lid);
             if p == 0 || p == mad_core::attr::forwarding::DROP_PORT {
-                break node as u32;
+                break end_at(node, 0);
             }
             match self.topo.peer_of(node, p) {
-                Some((next, _)) => node = next,
-                None => break node as u32,
+                Some(next) => (node, arrival) = next,
+                None => break end_at(node, 0),
             }
         };
         for &n in &m.path {
@@ -438,11 +479,14 @@ impl Fabric {
         end
     }
 
-    /// The walks [`Fabric::verify`] would take: live nodes × LIDs they
-    /// hold (to choose between it and [`Fabric::verify_lids`] by cost).
+    /// The walks [`Fabric::verify`] would take: live end ports × LIDs
+    /// they hold (to choose between it and [`Fabric::verify_lids`] by cost).
     pub fn all_pairs_walks(&self) -> u64 {
         let live = self.reachable_from_sm();
-        let sources = live.iter().filter(|&&l| l).count() as u64;
+        let sources = (0..self.nodes.len())
+            .filter(|&i| live[i])
+            .map(|i| end_ports(self, i).count() as u64)
+            .sum::<u64>();
         let lids = holders(self, &live).iter().filter(|h| h.is_some()).count() as u64;
         sources * lids
     }

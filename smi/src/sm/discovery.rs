@@ -11,7 +11,7 @@ impl Sm {
             return;
         };
         let port = ni.local_port_num;
-        let known = self.db.by_guid(ni.node_guid).map(|n| n.0);
+        let (known, another_port) = self.entry_of(&ni);
         // A node new (or lost, now found again) whose port GUID a live
         // port of another node holds is refused: its GID is taken.
         let fresh = known.is_none_or(|i| !self.db.nodes()[i].alive);
@@ -26,7 +26,7 @@ impl Sm {
             }
             None => {
                 let nports = usize::from(ni.num_ports);
-                let i = self.db.add_node(SmNode {
+                let node = SmNode {
                     info: ni,
                     path: path.clone(),
                     ports: vec![SmPort::default(); nports + 1],
@@ -36,7 +36,12 @@ impl Sm {
                     description: None,
                     alive: true,
                     fresh: self.up,
-                });
+                };
+                let i = if another_port {
+                    self.db.add_other_port(node)
+                } else {
+                    self.db.add_node(node)
+                };
                 self.emit(SmEvent::NodeAdded {
                     node: i,
                     guid: ni.node_guid,
@@ -67,6 +72,31 @@ impl Sm {
                 }
             }
             self.link_ports((parent, pport), (idx, port));
+        }
+    }
+
+    /// The entry a NodeInfo answer names, if the SM has one, and whether
+    /// it is a port the SM has not seen of a multi-port CA it knows by
+    /// another port (a new entry of its own, [`Subnet::add_other_port`]).
+    /// A node GUID known as a switch, or an answer that does not agree
+    /// with the known CA's type and port count, names the known entry:
+    /// the duplicate-GUID checks take it from there.
+    fn entry_of(&self, ni: &NodeInfo) -> (Option<usize>, bool) {
+        let Some(first) = self.db.by_guid(ni.node_guid) else {
+            return (None, false);
+        };
+        let n = &self.db.nodes()[first.0];
+        let another_port = !n.is_switch()
+            && ni.node_type == n.info.node_type
+            && ni.num_ports == n.info.num_ports
+            && ni.local_port_num != n.info.local_port_num
+            && (1..=ni.num_ports).contains(&ni.local_port_num);
+        if !another_port {
+            return (Some(first.0), false);
+        }
+        match self.db.by_guid_port(ni.node_guid, ni.local_port_num) {
+            Some(i) => (Some(i.0), false),
+            None => (None, true),
         }
     }
 

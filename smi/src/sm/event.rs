@@ -15,7 +15,8 @@ pub enum SmEvent {
     /// The subnet is up: after the first bring-up, and again after each
     /// change the SM carried out (a sweep's, a VM's, a reconfiguration).
     SubnetUp {
-        /// Live nodes.
+        /// Live nodes (a multi-port CA once, however many of its ports
+        /// are reached).
         nodes: usize,
         /// The highest LID assigned.
         max_lid: Lid,

@@ -31,8 +31,15 @@ pub struct Subnet {
     briefs: Vec<NodeBrief>,
     /// The briefs of every node's ports, node after node.
     port_briefs: Vec<PortBrief>,
-    /// Node GUID → node index.
+    /// Node GUID → node index: a switch, or a CA by the port it was
+    /// first found by.
     by_guid: BTreeMap<u64, usize>,
+    /// (Node GUID, port number) → node index, for every other port of a
+    /// multi-port CA: each of a CA's ports is an end port with its own
+    /// GUID, LID, path and link, and the SM keeps it as a node entry of
+    /// its own (what an SA lists as one NodeRecord per port). Written
+    /// only through [`Subnet::add_other_port`].
+    other_ports: BTreeMap<(u64, u8), usize>,
     /// Port GUID → node index and VF (0: the node's own port; a VM's
     /// vGUID names its VF). Written only through [`Subnet::add_node`] and
     /// [`Subnet::set_vf`].
@@ -134,6 +141,28 @@ impl Subnet {
         self.by_guid.get(&guid.0).map(|&i| NodeId(i))
     }
 
+    /// The entry of port `port` of the node with node GUID `guid`: the
+    /// node's for a switch or for the CA port it was first found by, the
+    /// other port's entry ([`Subnet::add_other_port`]) for another port
+    /// of a CA; live or lost.
+    pub fn by_guid_port(&self, guid: Guid, port: u8) -> Option<NodeId> {
+        let i = *self.by_guid.get(&guid.0)?;
+        let n = &self.nodes[i];
+        if n.is_switch() || n.info.local_port_num == port {
+            return Some(NodeId(i));
+        }
+        self.other_ports.get(&(guid.0, port)).map(|&j| NodeId(j))
+    }
+
+    /// True when node `i` is the first entry of its node: a switch, a
+    /// one-port CA, or the port of a multi-port CA found first (not
+    /// another port's entry). Counting these counts nodes, not ports.
+    pub fn is_first_port(&self, i: NodeId) -> bool {
+        self.nodes
+            .get(i.0)
+            .is_some_and(|n| self.by_guid.get(&n.info.node_guid.0) == Some(&i.0))
+    }
+
     /// The live node whose port (or one of whose VMs' vGUIDs) is
     /// `guid`, with the VF (0: the node's own port).
     #[inline]
@@ -203,8 +232,23 @@ impl Subnet {
 
     /// Adds a node found by discovery, with no LID yet; its id.
     pub(super) fn add_node(&mut self, node: SmNode) -> usize {
+        self.by_guid.insert(node.info.node_guid.0, self.nodes.len());
+        self.push(node)
+    }
+
+    /// Adds the entry of another port of a CA already known (by the
+    /// port it was first found by): `node` as read through that port, with
+    /// its own port GUID, port number and path; its id. The node-GUID
+    /// index keeps naming the first port.
+    pub(super) fn add_other_port(&mut self, node: SmNode) -> usize {
+        let key = (node.info.node_guid.0, node.info.local_port_num);
+        self.other_ports.insert(key, self.nodes.len());
+        self.push(node)
+    }
+
+    /// Appends a node entry and indexes its port GUID and LIDs; its id.
+    fn push(&mut self, node: SmNode) -> usize {
         let i = self.nodes.len();
-        self.by_guid.insert(node.info.node_guid.0, i);
         self.by_port_guid.insert(node.info.port_guid.0, (i, 0));
         let lid = node.lid;
         self.nodes.push(node);
@@ -434,7 +478,16 @@ impl Subnet {
             });
             own && vfs
         });
-        lids && guids && self.briefs_agree()
+        // Every entry is found by its node GUID and port number.
+        let entries = self.nodes.iter().enumerate().all(|(i, n)| {
+            let port = if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            };
+            self.by_guid_port(n.info.node_guid, port) == Some(NodeId(i))
+        });
+        lids && guids && entries && self.briefs_agree()
     }
 
     /// The VF (numbered from 1) of the hypervisor `node` that holds `lid`.

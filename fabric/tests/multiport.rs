@@ -1,0 +1,143 @@
+//! Multi-port CAs: every cabled port of a CA is an end port of its own,
+//! with its own port GUID (the simulator's: node GUID + port), LID, link
+//! and state, as the IBA has it and OpenSM manages it. A two-port HCA
+//! cabled to two leaves (two rails), one with both ports on one leaf, and
+//! the SM's own host with a second port: each port gets a LID, goes
+//! Active and is reached by every other end port; losing one port's cable
+//! loses that port only, and it comes back with the LID it had.
+
+use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
+use fabric::topology::{parse_ibnetdiscover, Topology};
+use mad_core::attr::PortState;
+use mad_core::{Guid, Lid};
+use smi::sm::{Engine, NodeId, Sm, SmConfig, SmEvent};
+
+const MS: u64 = 1_000_000;
+
+fn topo() -> Topology {
+    parse_ibnetdiscover(include_str!("data/multiport.topo")).unwrap()
+}
+
+fn node(f: &Fabric, name: &str) -> usize {
+    f.topo.nodes.iter().position(|n| n.name == name).unwrap()
+}
+
+fn up(routing: Engine) -> (Fabric, Sm, Vec<SmEvent>) {
+    let mut f = Fabric::new(topo(), SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig {
+        routing,
+        ..SmConfig::default()
+    });
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let events = std::iter::from_fn(|| sm.poll_event()).collect();
+    (f, sm, events)
+}
+
+/// The SM's entry for port `port` of the CA named `name`.
+fn entry(f: &Fabric, sm: &Sm, name: &str, port: u8) -> NodeId {
+    let guid = f.topo.nodes[node(f, name)].guid;
+    let e = sm.subnet().by_guid_port(Guid(guid), port).unwrap();
+    let n = sm.subnet().node(e).unwrap();
+    assert_eq!(n.info.local_port_num, port, "{name}/{port}");
+    assert_eq!(
+        n.info.port_guid,
+        Guid(guid + u64::from(port)),
+        "{name}/{port}"
+    );
+    e
+}
+
+#[test]
+fn every_cabled_port_of_a_ca_gets_its_own_lid_and_traffic() {
+    for routing in Engine::ALL {
+        let (f, sm, events) = up(routing);
+        let v = f.verify();
+        assert!(v.ok(), "{routing:?}: {v}");
+        // 2 switches, H1's one port, and two ports each of H0, D and E.
+        assert_eq!((v.sources, v.lids), (9, 9), "{routing:?}: {v}");
+        assert!(sm.subnet().indexes_agree());
+        // The SM counts nodes, not ports.
+        let nodes = events.iter().find_map(|e| match e {
+            SmEvent::SubnetUp { nodes, .. } => Some(*nodes),
+            _ => None,
+        });
+        assert_eq!(nodes, Some(f.topo.nodes.len()), "{routing:?}");
+        let mut lids = std::collections::BTreeSet::new();
+        for name in ["H0", "D", "E"] {
+            let i = node(&f, name);
+            for port in 1..=2 {
+                let (lid, _) = f.nodes[i].port_lid(port);
+                assert_ne!(lid, Lid(0), "{routing:?}: {name}/{port} has no LID");
+                assert!(
+                    lids.insert(lid),
+                    "{routing:?}: {name}/{port}: LID {lid:?} twice"
+                );
+                assert_eq!(
+                    f.nodes[i].port_state(port),
+                    Some(PortState::Active),
+                    "{routing:?}: {name}/{port}"
+                );
+                // The SM's entry for the port holds that LID, and is what
+                // the LID and the port's GUID find.
+                let e = entry(&f, &sm, name, port);
+                assert_eq!(sm.subnet().node(e).unwrap().lid, lid.0);
+                assert_eq!(sm.subnet().by_lid(lid), Some((e, port)));
+                let pg = Guid(f.topo.nodes[i].guid + u64::from(port));
+                assert_eq!(sm.subnet().by_port_guid(pg), Some((e, 0)));
+                // Only the first port found is the node's entry.
+                assert_eq!(sm.subnet().is_first_port(e), port == 1, "{name}/{port}");
+            }
+        }
+        // The SM's own second port names the SM as its master.
+        let h0 = node(&f, "H0");
+        let SimNode::Ca(c) = &f.nodes[h0] else {
+            panic!("H0 is the SM's CA")
+        };
+        assert_eq!(c.model.ports[2].info.master_sm_lid, sm.sm_lid());
+    }
+}
+
+#[test]
+fn a_ports_cable_lost_loses_that_port_only_and_it_comes_back_with_its_lid() {
+    let (mut f, mut sm, _) = up(Engine::MinHop);
+    let d = node(&f, "D");
+    let (p1, p2) = (f.nodes[d].port_lid(1).0, f.nodes[d].port_lid(2).0);
+    let (e1, e2) = (entry(&f, &sm, "D", 1), entry(&f, &sm, "D", 2));
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(d, 2));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    let events: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event()).collect();
+    let lost: Vec<usize> = (events.iter())
+        .filter_map(|e| match e {
+            SmEvent::NodeLost { node, .. } => Some(*node),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lost, vec![e2.0], "only port 2's entry is lost: {events:?}");
+    assert!(sm.subnet().node(e1).unwrap().alive);
+    assert!(!sm.subnet().node(e2).unwrap().alive);
+    assert_eq!(sm.subnet().by_lid(p1), Some((e1, 1)));
+    assert_eq!(
+        sm.subnet().by_lid(p2),
+        None,
+        "a lost port's LID finds nobody"
+    );
+    let v = f.verify();
+    assert!(v.ok() && v.sources == 8, "{v}");
+    assert!(sm.subnet().indexes_agree());
+
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkUp(d, 2));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    let events: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event()).collect();
+    assert!(
+        (events.iter()).any(|e| matches!(e, SmEvent::NodeAdded { node, .. } if *node == e2.0)),
+        "port 2 found again under its entry: {events:?}"
+    );
+    assert_eq!(f.nodes[d].port_lid(2).0, p2, "port 2 keeps its LID");
+    assert_eq!(f.nodes[d].port_state(2), Some(PortState::Active));
+    assert_eq!(entry(&f, &sm, "D", 2), e2);
+    let v = f.verify();
+    assert!(v.ok() && v.sources == 9, "{v}");
+    assert!(sm.subnet().indexes_agree());
+}
