@@ -8,8 +8,8 @@
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
 use fabric::topology::{parse_ibnetdiscover, Topology};
-use mad_core::attr::PortState;
-use mad_core::{Guid, Lid};
+use mad_core::attr::{AttributeId, NodeInfo, PortState};
+use mad_core::{Guid, Lid, MKey, Method, Smp};
 use smi::sm::{Engine, NodeId, Sm, SmConfig, SmEvent};
 
 const MS: u64 = 1_000_000;
@@ -140,4 +140,33 @@ fn a_ports_cable_lost_loses_that_port_only_and_it_comes_back_with_its_lid() {
     let v = f.verify();
     assert!(v.ok() && v.sources == 9, "{v}");
     assert!(sm.subnet().indexes_agree());
+}
+
+#[test]
+fn an_smp_to_a_ports_lid_is_answered_by_that_port() {
+    let (mut f, _, _) = up(Engine::MinHop);
+    let h1 = node(&f, "H1");
+    for name in ["H0", "D", "E"] {
+        let i = node(&f, name);
+        let guid = f.topo.nodes[i].guid;
+        for port in 1..=2u8 {
+            let lid = f.nodes[i].port_lid(port).0;
+            let get = Smp::lid_routed(Method::Get, AttributeId::NodeInfo, 0, 0x90, MKey(0));
+            f.attach(h1);
+            assert!(f.inject(h1, get, lid.0));
+            f.run_to_quiescence();
+            let got: Vec<Smp> = (f.take_delivered().into_iter())
+                .filter(|d| d.node == h1 && d.smp.method() == Method::GetResp)
+                .map(|d| d.smp)
+                .collect();
+            f.detach(h1);
+            assert_eq!(got.len(), 1, "{name}/{port}: one answer");
+            let ni = NodeInfo::decode(&got[0].data).unwrap();
+            assert_eq!(
+                (ni.local_port_num, ni.port_guid),
+                (port, Guid(guid + u64::from(port))),
+                "{name}/{port}"
+            );
+        }
+    }
 }

@@ -81,7 +81,7 @@ impl Fabric {
             } else if let Some(Pending::Smp(a)) = self.release(slot) {
                 self.directed_end(node, port, a.smp, d);
             }
-        } else if self.nodes[node].owns(Lid(dlid)) || dlid == 0xFFFF {
+        } else if self.nodes[node].owns_at(port, Lid(dlid)) || dlid == 0xFFFF {
             if let Some(Pending::Smp(a)) = self.release(slot) {
                 self.lid_routed_end(node, port, a.smp, a.slid);
             }

@@ -177,6 +177,15 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.owns(lid),
         }
     }
+    /// True when a packet for `lid` that reaches this node by `port` is
+    /// delivered: [`SimNode::owns`], but a CA's port `port` must hold it
+    /// (a multi-port CA's ports each hold their own LIDs).
+    pub fn owns_at(&self, port: u8, lid: Lid) -> bool {
+        match self {
+            SimNode::Ca(c) => c.model.owns_lid(port, lid),
+            _ => self.owns(lid),
+        }
+    }
     /// LIDs of the VMs running on this node (enabled VFs).
     pub fn vm_lids(&self) -> Vec<Lid> {
         match self {

@@ -7,28 +7,30 @@ impl Fabric {
     /// installed LFTs.
     pub fn walk(&self, src: usize, dlid: Lid) -> Walk {
         match self.topo.peer_of(src, 1) {
-            Some((node, _)) => self.forward(node, dlid, |_, _| {}),
+            Some(first) => self.forward(first, dlid, |_, _| {}),
             None => Walk::Dropped(src),
         }
     }
 
     /// The forwarding core of every walk: a data packet for `dlid` that has
-    /// reached `node` follows the installed LFTs. `hop` is called at each
+    /// reached `start` (node, arrival port) follows the installed LFTs; a
+    /// CA takes it only at a port that holds `dlid`. `hop` is called at each
     /// node it passes with (node, egress port): a switch's LFT entry (0:
     /// the switch itself; 0xFF: unrouted), 0 at the CA where it ends. A
     /// walk through more switches than the fabric has is a loop.
     pub(super) fn forward(
         &self,
-        mut node: usize,
+        start: (usize, u8),
         dlid: Lid,
         mut hop: impl FnMut(usize, u8),
     ) -> Walk {
+        let (mut node, mut arrival) = start;
         let limit = self.nodes.len() as u32;
         let mut switches = 0u32;
         loop {
             let SimNode::Switch(s) = &self.nodes[node] else {
                 hop(node, 0);
-                return if self.nodes[node].owns(dlid) {
+                return if self.nodes[node].owns_at(arrival, dlid) {
                     Walk::Delivered(switches)
                 } else {
                     Walk::Dropped(node)
@@ -48,7 +50,7 @@ impl Fabric {
                 };
             }
             match self.topo.peer_of(node, p) {
-                Some((m, _)) if p != DROP_PORT => node = m,
+                Some(next) if p != DROP_PORT => (node, arrival) = next,
                 _ => return Walk::Dropped(node),
             }
         }
@@ -233,7 +235,7 @@ impl Fabric {
     pub fn trace(&self, src: usize, dlid: Lid) -> (Vec<(usize, u8)>, Walk) {
         let mut path = vec![(src, 1)];
         let walk = match self.topo.peer_of(src, 1) {
-            Some((node, _)) => self.forward(node, dlid, |n, p| path.push((n, p))),
+            Some(first) => self.forward(first, dlid, |n, p| path.push((n, p))),
             None => Walk::Dropped(src),
         };
         (path, walk)
@@ -250,8 +252,8 @@ impl Fabric {
         }
         let mut last = src;
         let start = match &self.nodes[src] {
-            SimNode::Switch(_) => src,
-            _ => self.topo.peer_of(src, 1)?.0,
+            SimNode::Switch(_) => (src, 0),
+            _ => self.topo.peer_of(src, 1)?,
         };
         match self.forward(start, dlid, |n, _| last = n) {
             Walk::Delivered(_) => Some(last),
@@ -263,7 +265,7 @@ impl Fabric {
 impl Fabric {
     /// Forwards a packet that starts at switch `s` towards `dlid`.
     pub fn walk_from_switch(&self, s: usize, dlid: Lid) -> Walk {
-        self.forward(s, dlid, |_, _| {})
+        self.forward((s, 0), dlid, |_, _| {})
     }
 }
 
