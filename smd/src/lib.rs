@@ -338,6 +338,9 @@ pub struct NodeRow {
     pub guid: u64,
     /// A switch.
     pub switch: bool,
+    /// The end port the row is for: a switch's 0, a CA's port (a
+    /// multi-port CA has a row per cabled port).
+    pub port: u8,
     /// Its LID.
     pub lid: u16,
     /// A switch's LFT up to the highest LID (empty for a CA).
@@ -351,7 +354,7 @@ fn hex_guid<S: Serializer>(g: &u64, s: S) -> Result<S::Ok, S::Error> {
 /// What a run did; serializes as `ibkit sm --json` prints it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SmRun {
-    /// Nodes found.
+    /// Nodes found (a multi-port CA once, however many of its ports).
     pub nodes: usize,
     /// Switches found.
     pub switches: usize,
@@ -1357,6 +1360,11 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         .map(|(i, n)| NodeRow {
             guid: n.info.node_guid.0,
             switch: n.is_switch(),
+            port: if n.is_switch() {
+                0
+            } else {
+                n.info.local_port_num
+            },
             lid: n.lid,
             lft: if n.is_switch() {
                 (0..=sm.max_lid()).map(|l| sm.lft_entry(i, l)).collect()
@@ -1367,7 +1375,9 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         .collect();
     SmRun {
         table,
-        nodes: sm.nodes().len(),
+        nodes: (0..sm.nodes().len())
+            .filter(|&i| sm.subnet().is_first_port(smi::sm::NodeId(i)))
+            .count(),
         switches: sm.nodes().iter().filter(|n| n.is_switch()).count(),
         lids: sm.max_lid(),
         smps: st.total(),
@@ -1445,6 +1455,7 @@ mod tests {
             table: vec![NodeRow {
                 guid: 0x2c9,
                 switch: true,
+                port: 0,
                 lid: 1,
                 lft: vec![0, 0, 1],
             }],
