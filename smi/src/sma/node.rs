@@ -144,9 +144,6 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
             | CapabilityMask::IS_SYSTEM_IMAGE_GUID_SUPPORTED
             | CapabilityMask::IS_CAPABILITY_MASK2_SUPPORTED
             | CapabilityMask::IS_CLIENT_REREGISTRATION_SUPPORTED;
-        if spec.is_sm {
-            cap |= CapabilityMask::IS_SM;
-        }
         if is_switch {
             // MulticastFDBTop bounds the MFT entries in use (see
             // `Model::mft_entry`).
@@ -159,6 +156,15 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
                 spec.node_guid
             } else {
                 Guid(spec.node_guid.0.wrapping_add(p as u64))
+            };
+            // IsSM is the port an SM runs on (a switch's port 0, a CA's
+            // port 1), as an SM registering there sets it; not every
+            // port of its node.
+            let sm_port = if is_switch { 0 } else { 1 };
+            let cap = if spec.is_sm && p == sm_port {
+                cap | CapabilityMask::IS_SM
+            } else {
+                cap
             };
             let info = PortInfo {
                 gid_prefix: mad_core::field::GidPrefix(mad_core::Gid::DEFAULT_PREFIX),
