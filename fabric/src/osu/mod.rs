@@ -172,7 +172,7 @@ pub fn reason(kind: &str) -> Option<&'static str> {
             "the paper reads NodeInfo once per port, both ends of every cable; a controlled BFS needs one per cable (the far end, found once) plus the SM's own node"
         }
         "Get(PortInfo)" => {
-            "the paper reads PortInfo once per port, as many as NodeInfo; ibkit reads every port of a switch (port 0 included) once and a CA's one reached port"
+            "the paper reads PortInfo once per port, as many as NodeInfo; ibkit reads every port of a switch (port 0 included) once and every cabled CA port once"
         }
         "Set(PortInfo)" => {
             "the paper sets each CA port's LID once; an SM also gives every switch its LID (port 0) and takes every linked port to Armed and then Active (IBA 14.4), two more Sets per linked port"

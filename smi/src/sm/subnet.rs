@@ -815,7 +815,8 @@ pub struct SmNode {
     pub ports: Vec<SmPort>,
     /// SwitchInfo (switches).
     pub switch_info: Option<SwitchInfo>,
-    /// The LID assigned (switch port 0, or the CA port reached).
+    /// The LID assigned (a switch's port 0, or the CA port this entry is
+    /// for: a multi-port CA has an entry per cabled port).
     pub lid: u16,
     /// A hypervisor's VFs (empty for other nodes).
     pub vfs: Vec<VfSlot>,
