@@ -143,7 +143,7 @@ impl Subnet {
 
     /// The entry of port `port` of the node with node GUID `guid`: the
     /// node's for a switch or for the CA port it was first found by, the
-    /// other port's entry ([`Subnet::add_other_port`]) for another port
+    /// other port's own entry for another port
     /// of a CA; live or lost.
     pub fn by_guid_port(&self, guid: Guid, port: u8) -> Option<NodeId> {
         let i = *self.by_guid.get(&guid.0)?;
