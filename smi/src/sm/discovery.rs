@@ -370,6 +370,77 @@ mod tests {
         assert!(sm.db.indexes_agree());
     }
 
+    /// CA 0xC made a two-port CA; an answer from its port `port` (port
+    /// GUID `port_guid`), reached through switch 0xB's port 4.
+    fn second_port(sm: &mut Sm, port: u8, num_ports: u8, port_guid: u64) -> Smp {
+        sm.db.node_mut(3).unwrap().info.num_ports = 2;
+        let mut smp = node_info(0xC);
+        let mut ni = NodeInfo::decode(&smp.data).unwrap();
+        (ni.local_port_num, ni.num_ports, ni.port_guid) = (port, num_ports, Guid(port_guid));
+        ni.encode(&mut smp.data).unwrap();
+        smp
+    }
+
+    /// A known CA answering by another port, with that port's own GUID,
+    /// gets an entry of its own for that port, linked where it answered;
+    /// asked again, the entry is found, not made twice.
+    #[test]
+    fn a_known_cas_other_port_gets_an_entry_of_its_own() {
+        let mut sm = sm();
+        let smp = second_port(&mut sm, 2, 2, 0xC2);
+        let path = DrPath::from_ports(&[1, 2, 4]).unwrap();
+        let nodes = sm.db.nodes().len();
+        sm.on_node_info(&smp, path.clone(), Some((2, 4)));
+        assert_eq!(sm.db.nodes().len(), nodes + 1);
+        let e = NodeId(nodes);
+        assert_eq!(
+            sm.db.by_guid(Guid(0xC)),
+            Some(NodeId(3)),
+            "the first port stays the node's"
+        );
+        assert_eq!(sm.db.by_guid_port(Guid(0xC), 1), Some(NodeId(3)));
+        assert_eq!(sm.db.by_guid_port(Guid(0xC), 2), Some(e));
+        assert_eq!(sm.db.by_port_guid(Guid(0xC2)), Some((e, 0)));
+        assert!(sm.db.is_first_port(NodeId(3)) && !sm.db.is_first_port(e));
+        assert_eq!(peer(&sm, 2, 4), Some((e.0, 2)));
+        assert_eq!(peer(&sm, 3, 1), Some((1, 3)), "port 1's link is untouched");
+        assert_eq!(sm.db.nodes()[e.0].path, path);
+        let added = std::iter::from_fn(|| sm.poll_event())
+            .any(|ev| matches!(ev, SmEvent::NodeAdded { node, guid: Guid(0xC) } if node == e.0));
+        assert!(added);
+        assert!(sm.db.indexes_agree());
+        sm.on_node_info(&smp, path, Some((2, 4)));
+        assert_eq!(
+            sm.db.nodes().len(),
+            nodes + 1,
+            "found again, not added again"
+        );
+        assert_eq!(sm.stats.duplicate_guids, 0);
+    }
+
+    /// An answer by another port that names the known port's GUID is a
+    /// forged GID, refused; one that disagrees with the known CA's port
+    /// count, or names a port past it, is not another port of it.
+    #[test]
+    fn another_port_that_disagrees_with_the_known_ca_gets_no_entry() {
+        let path = DrPath::from_ports(&[1, 2, 4]).unwrap();
+        for (port, num_ports, guid, dup) in [(2, 2, 0xC, 1), (2, 3, 0xC2, 0), (3, 2, 0xC3, 0)] {
+            let mut sm = sm();
+            let smp = second_port(&mut sm, port, num_ports, guid);
+            let nodes = sm.db.nodes().len();
+            sm.on_node_info(&smp, path.clone(), Some((2, 4)));
+            assert_eq!(
+                sm.db.nodes().len(),
+                nodes,
+                "port {port} of {num_ports}, GUID {guid:#x}"
+            );
+            assert_eq!(sm.db.by_guid_port(Guid(0xC), port), None);
+            assert_eq!(sm.stats.duplicate_guids, dup);
+            assert_eq!(sm.db.by_port_guid(Guid(0xC)), Some((NodeId(3), 0)));
+            assert!(sm.db.indexes_agree());
+        }
+    }
+
     fn peer(sm: &Sm, n: usize, p: u8) -> Option<(usize, u8)> {
         sm.db.nodes()[n].ports[usize::from(p)].peer
     }
