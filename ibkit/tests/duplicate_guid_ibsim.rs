@@ -14,7 +14,7 @@ use smi::sm::Engine;
 use tests::peers::{run_opensm_on, Ibsim};
 
 mod common;
-use common::{own_lid, peers_with_smpquery};
+use common::{ibkit_sm_once, own_lid, peers_with_smpquery};
 
 /// `topo` with its last CA made a forger: its node GUID becomes a
 /// switch's minus one, so that its port 1 answers with that switch's port
@@ -54,7 +54,6 @@ fn opensm_and_ibkit_refuse_a_second_port_with_a_switchs_port_guid_on_ibsim() {
     if !peers_with_smpquery("duplicate_guid_ibsim") {
         return;
     }
-    let exe = env!("CARGO_BIN_EXE_ibkit");
     let mut topo = Topology::from_spec("mport-ntree:4:2").unwrap();
     let (forger, guid) = with_forger(&mut topo);
     let dir = std::env::temp_dir().join(format!("ibkit-dup-guid-{}", std::process::id()));
@@ -81,15 +80,7 @@ fn opensm_and_ibkit_refuse_a_second_port_with_a_switchs_port_guid_on_ibsim() {
 
     // ibkit's SM on a fresh ibsim of the same fabric: the same.
     let sim = Ibsim::start(&topo, &dir).unwrap();
-    let out = sim
-        .client(exe)
-        .args(["sm", "--transport", "umad", "--once", "--json"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ibkit sm: {err}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["up"], true);
+    let (v, err) = ibkit_sm_once(&sim);
     assert_eq!(v["nodes"], topo.nodes.len() - 1, "the forger is not a node");
     let line = err
         .lines()

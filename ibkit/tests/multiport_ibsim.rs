@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use tests::peers::{run_opensm_on, Ibsim, Simulator};
 
 mod common;
-use common::peers_with_smpquery;
+use common::{ibkit_sm_once, peers_with_smpquery};
 
 /// Every CA port's LID as `ibnetdiscover` from `host` reads it, from the
 /// switch ports they are cabled to (`[2] "H-<guid>"[1](…) # "D" lid 5 …`):
@@ -84,7 +84,6 @@ fn opensm_and_ibkit_give_every_port_of_a_multi_port_ca_its_own_lid_on_ibsim() {
     if !peers_with_smpquery("multiport_ibsim") {
         return;
     }
-    let exe = env!("CARGO_BIN_EXE_ibkit");
     let topo = parse_ibnetdiscover(include_str!("../../fabric/tests/data/multiport.topo")).unwrap();
     let dir = std::env::temp_dir().join(format!("ibkit-multiport-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -101,15 +100,7 @@ fn opensm_and_ibkit_give_every_port_of_a_multi_port_ca_its_own_lid_on_ibsim() {
 
     // ibkit's SM on a fresh ibsim of the same fabric: the same.
     let sim = Ibsim::start(&topo, &dir).unwrap();
-    let out = sim
-        .client(exe)
-        .args(["sm", "--transport", "umad", "--once", "--json"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ibkit sm: {err}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["up"], true);
+    let (v, _) = ibkit_sm_once(&sim);
     assert_eq!(v["nodes"], topo.nodes.len(), "nodes, not ports");
     let (lids, text) = ca_port_lids(&sim, "H1");
     every_port_has_its_lid(&lids, &topo, "ibkit", &text);

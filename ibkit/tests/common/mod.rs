@@ -232,3 +232,18 @@ pub fn opensm_conf_with(dir: &std::path::Path, lines: &[(&str, &str)]) -> String
     std::fs::write(&conf, text + "\n").unwrap();
     conf.to_str().unwrap().to_string()
 }
+
+/// `ibkit sm --transport umad --once --json` as a client of `sim` (on its
+/// first CA): it must exit 0 with the subnet up. Its JSON and its log.
+pub fn ibkit_sm_once(sim: &tests::peers::Ibsim) -> (serde_json::Value, String) {
+    let out = sim
+        .client(env!("CARGO_BIN_EXE_ibkit"))
+        .args(["sm", "--transport", "umad", "--once", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "ibkit sm: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["up"], true, "ibkit sm: {err}");
+    (v, err)
+}
