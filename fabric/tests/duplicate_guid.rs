@@ -69,6 +69,20 @@ fn after(f: &mut Fabric, sm: &mut Sm, evs: impl IntoIterator<Item = (u64, Fabric
     assert!(f.run_until(sm, t + 3_000 * MS));
 }
 
+/// Cables the forger `forged`'s port 1 to `at` and runs the SM: it is
+/// refused once; the events `keep` picks.
+fn cable_forger(
+    f: &mut Fabric,
+    sm: &mut Sm,
+    forged: usize,
+    at: (usize, u8),
+    keep: impl Fn(&SmEvent) -> bool,
+) -> Vec<SmEvent> {
+    after(f, sm, [(1, FabricEvent::Cable((forged, 1), at))]);
+    assert_eq!(sm.stats().duplicate_guids, 1);
+    events(sm).into_iter().filter(|e| keep(e)).collect()
+}
+
 /// The first port (`victim`, LID `lid`) kept its LID and traffic; the
 /// second (`forged`) got no LID, is not Active, and took no new LID.
 fn first_kept(f: &Fabric, sm: &Sm, (victim, lid): (usize, Lid), forged: usize, max: u16) {
@@ -91,16 +105,9 @@ fn a_second_port_with_a_known_guid_is_refused_and_the_first_keeps_its_link() {
     events(&mut sm);
 
     let forged = f.add_node(NodeType::ChannelAdapter, 1, guid, "H-forged");
-    after(
-        &mut f,
-        &mut sm,
-        [(1, FabricEvent::Cable((forged, 1), (sw, port)))],
-    );
-    assert_eq!(sm.stats().duplicate_guids, 1);
-    let dups: Vec<SmEvent> = events(&mut sm)
-        .into_iter()
-        .filter(|e| matches!(e, SmEvent::DuplicateGuid { .. }))
-        .collect();
+    let dups = cable_forger(&mut f, &mut sm, forged, (sw, port), |e| {
+        matches!(e, SmEvent::DuplicateGuid { .. })
+    });
     let leaf_guid = Guid(f.topo.nodes[leaf].guid);
     let sw_guid = Guid(f.topo.nodes[sw].guid);
     assert!(
@@ -177,21 +184,12 @@ fn a_node_with_a_known_port_guid_is_refused_and_the_gid_stays_with_its_holder() 
 
     let pg = port_guid_of(&f, victim);
     let forged = port_guid_forger(&mut f, 0x0bad_0000_0000_0001, pg);
-    after(
-        &mut f,
-        &mut sm,
-        [(1, FabricEvent::Cable((forged, 1), (sw, port)))],
-    );
-    assert_eq!(sm.stats().duplicate_guids, 1);
-    let dups: Vec<SmEvent> = events(&mut sm)
-        .into_iter()
-        .filter(|e| {
-            matches!(
-                e,
-                SmEvent::DuplicatePortGuid { .. } | SmEvent::NodeAdded { .. }
-            )
-        })
-        .collect();
+    let dups = cable_forger(&mut f, &mut sm, forged, (sw, port), |e| {
+        matches!(
+            e,
+            SmEvent::DuplicatePortGuid { .. } | SmEvent::NodeAdded { .. }
+        )
+    });
     let sw_guid = Guid(f.topo.nodes[sw].guid);
     assert!(
         matches!(dups[..], [SmEvent::DuplicatePortGuid { port_guid, held_by, refused, beyond }]
