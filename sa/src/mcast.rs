@@ -566,11 +566,7 @@ impl Groups {
                 let n = s.node(e.node)?;
                 Some(GroupMember {
                     node: e.node,
-                    port: if n.is_switch() {
-                        0
-                    } else {
-                        n.info.local_port_num
-                    },
+                    port: n.end_port(),
                     send_only: m.join_state & (FULL | NON) == 0,
                 })
             })

@@ -1360,11 +1360,7 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         .map(|(i, n)| NodeRow {
             guid: n.info.node_guid.0,
             switch: n.is_switch(),
-            port: if n.is_switch() {
-                0
-            } else {
-                n.info.local_port_num
-            },
+            port: n.end_port(),
             lid: n.lid,
             lft: if n.is_switch() {
                 (0..=sm.max_lid()).map(|l| sm.lft_entry(i, l)).collect()
@@ -1375,9 +1371,7 @@ fn summary(sm: &Sm, up_ms: Option<f64>) -> SmRun {
         .collect();
     SmRun {
         table,
-        nodes: (0..sm.nodes().len())
-            .filter(|&i| sm.subnet().is_first_port(smi::sm::NodeId(i)))
-            .count(),
+        nodes: sm.subnet().node_count(false),
         switches: sm.nodes().iter().filter(|n| n.is_switch()).count(),
         lids: sm.max_lid(),
         smps: st.total(),

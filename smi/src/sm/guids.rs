@@ -70,11 +70,7 @@ impl Subnet {
     /// reached), as last read; 0 when unknown.
     pub fn guid_cap(&self, n: NodeId) -> u8 {
         let Some(node) = self.node(n) else { return 0 };
-        let own = if node.is_switch() {
-            0
-        } else {
-            node.info.local_port_num
-        };
+        let own = node.end_port();
         (node.ports.get(usize::from(own)))
             .and_then(|p| p.info)
             .map_or(0, |pi| pi.guid_cap)

@@ -95,11 +95,7 @@ impl Sm {
             if !n.alive || !reached(n) || (n.lid != 0 && !n.fresh && self.up) {
                 continue;
             }
-            let port = if n.is_switch() {
-                0
-            } else {
-                n.info.local_port_num
-            };
+            let port = n.end_port();
             if n.lid == 0 {
                 let count = 1u32 << self.db.lmc_of(i);
                 let Some(base) = free_range(self, u32::from(next), count) else {

@@ -242,11 +242,7 @@ impl Sm {
             if !n.alive {
                 continue;
             }
-            let p = if n.is_switch() {
-                0
-            } else {
-                n.info.local_port_num
-            };
+            let p = n.end_port();
             if n.ports
                 .get(usize::from(p))
                 .is_some_and(|x| x.info.is_some())

@@ -154,6 +154,18 @@ impl Subnet {
         self.other_ports.get(&(guid.0, port)).map(|&j| NodeId(j))
     }
 
+    /// Nodes, not end ports (a multi-port CA once): every node found, or
+    /// the live ones only (a node lives while any of its ports does).
+    pub fn node_count(&self, live: bool) -> usize {
+        if !live {
+            return self.by_guid.len();
+        }
+        (self.nodes.iter().filter(|n| n.alive))
+            .map(|n| n.info.node_guid.0)
+            .collect::<BTreeSet<u64>>()
+            .len()
+    }
+
     /// True when node `i` is the first entry of its node: a switch, a
     /// one-port CA, or the port of a multi-port CA found first (not
     /// another port's entry). Counting these counts nodes, not ports.
@@ -330,11 +342,7 @@ impl Subnet {
             let len = self.port_briefs.len() + usize::from(count);
             self.port_briefs.resize(len, PortBrief::default());
         }
-        let own = if n.is_switch() {
-            0
-        } else {
-            n.info.local_port_num
-        };
+        let own = n.end_port();
         let prefix = n
             .ports
             .get(usize::from(own))
@@ -455,11 +463,7 @@ impl Subnet {
     pub fn indexes_agree(&self) -> bool {
         let scan = |lid: u16| {
             self.nodes.iter().enumerate().find_map(|(i, n)| {
-                let port = if n.is_switch() {
-                    0
-                } else {
-                    n.info.local_port_num
-                };
+                let port = n.end_port();
                 let own = n.lid != 0
                     && lid >= n.lid
                     && u32::from(lid) < u32::from(n.lid) + (1u32 << self.lmc_of(i));
@@ -480,11 +484,7 @@ impl Subnet {
         });
         // Every entry is found by its node GUID and port number.
         let entries = self.nodes.iter().enumerate().all(|(i, n)| {
-            let port = if n.is_switch() {
-                0
-            } else {
-                n.info.local_port_num
-            };
+            let port = n.end_port();
             self.by_guid_port(n.info.node_guid, port) == Some(NodeId(i))
         });
         lids && guids && entries && self.briefs_agree()
@@ -889,6 +889,18 @@ impl SmNode {
             description: None,
             alive: true,
             fresh: false,
+        }
+    }
+
+    /// The port this entry is for: a switch's port 0, a CA's own port
+    /// (the one it was reached by; a multi-port CA has an entry per
+    /// cabled port).
+    #[inline]
+    pub fn end_port(&self) -> u8 {
+        if self.is_switch() {
+            0
+        } else {
+            self.info.local_port_num
         }
     }
 

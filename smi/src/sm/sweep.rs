@@ -409,12 +409,7 @@ impl Sm {
     /// now on, and the next light sweep is scheduled.
     pub(super) fn became_up(&mut self, now_ms: u64) {
         self.up = true;
-        // Nodes, not end ports: a multi-port CA reached by several ports
-        // counts once.
-        let nodes = (self.db.nodes().iter().filter(|n| n.alive))
-            .map(|n| n.info.node_guid.0)
-            .collect::<alloc::collections::BTreeSet<u64>>()
-            .len();
+        let nodes = self.db.node_count(true);
         self.emit(SmEvent::SubnetUp {
             nodes,
             max_lid: Lid(self.db.max_lid),
