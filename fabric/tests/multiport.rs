@@ -68,6 +68,10 @@ fn every_cabled_port_of_a_ca_gets_its_own_lid_and_traffic() {
             for port in 1..=2 {
                 let (lid, _) = f.nodes[i].port_lid(port);
                 assert_ne!(lid, Lid(0), "{routing:?}: {name}/{port} has no LID");
+                // The check of changed LIDs alone (the cheaper path taken
+                // above a size) walks from every end port to it too.
+                let one = f.verify_lids(&[lid]);
+                assert!(one.ok() && one.sources == 9 && one.lids == 1, "{one}");
                 assert!(
                     lids.insert(lid),
                     "{routing:?}: {name}/{port}: LID {lid:?} twice"
