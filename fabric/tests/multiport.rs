@@ -6,7 +6,7 @@
 //! Active and is reached by every other end port; losing one port's cable
 //! loses that port only, and it comes back with the LID it had.
 
-use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
+use fabric::sim::{Fabric, FabricEvent, PartitionDrop, SimConfig, SimNode};
 use fabric::topology::{parse_ibnetdiscover, Topology};
 use mad_core::attr::{AttributeId, NodeInfo, PortState};
 use mad_core::{Guid, Lid, MKey, Method, Smp};
@@ -172,5 +172,52 @@ fn an_smp_to_a_ports_lid_is_answered_by_that_port() {
                 "{name}/{port}"
             );
         }
+    }
+}
+
+/// A partition is a set of end ports: D's port 2 and H1 are members of
+/// 0x42, D's port 1 is not. Each port of D gets its own P_Key table, and
+/// packets in the partition go from port 2, not from port 1.
+#[test]
+fn a_partition_names_one_port_of_a_multi_port_ca() {
+    let t = topo();
+    let guid = |name: &str| t.nodes.iter().find(|n| n.name == name).unwrap().guid;
+    let (d2, h1) = (guid("D") + 2, guid("H1") + 1);
+    let conf =
+        format!("Default=0x7fff,ipoib:ALL=full;\nstorage=0x0042:{d2:#x}=full,{h1:#x}=full;\n");
+    let mut f = Fabric::new(t, SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig::default());
+    let parts = smi::sm::partitions::parse(&conf).unwrap();
+    assert_eq!(sm.set_partitions(parts), 0);
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let (d, h1) = (node(&f, "D"), node(&f, "H1"));
+    let SimNode::Ca(c) = &f.nodes[d] else {
+        panic!("D is a CA")
+    };
+    let keys = |p: usize| {
+        c.model.ports[p]
+            .pkeys
+            .iter()
+            .map(|k| k.0)
+            .collect::<Vec<u16>>()
+    };
+    assert_eq!(keys(2)[..3], [0xFFFF, 0x8042, 0], "port 2 is a member");
+    assert_eq!(keys(1)[..2], [0xFFFF, 0], "port 1 is not");
+    let (p1, p2) = (f.nodes[d].port_lid(1).0, f.nodes[d].port_lid(2).0);
+    let to_h1 = f.nodes[h1].lid();
+    assert!(f.walk_in_partition_from(d, p2, to_h1, 0x42).is_ok());
+    assert_eq!(
+        f.walk_in_partition_from(d, p1, to_h1, 0x42),
+        Err(PartitionDrop::NotHeld)
+    );
+    assert!(
+        f.walk_in_partition(h1, p2, 0x42).is_ok(),
+        "H1 reaches port 2"
+    );
+    assert!(f.walk_in_partition(h1, p1, 0x42).is_err(), "not port 1");
+    // Both ports stay in the default partition.
+    for lid in [p1, p2] {
+        assert!(f.walk_in_partition(h1, lid, 0x7fff).is_ok());
+        assert!(f.walk_in_partition_from(d, lid, to_h1, 0x7fff).is_ok());
     }
 }

@@ -120,14 +120,27 @@ impl SimNode {
         Some(g.iter().map(|x| x.0).collect())
     }
     /// The P_Key table of the end that answers to `lid` here: an enabled
-    /// VF's own on a hypervisor, else port 1's (a CA's, a PF's).
+    /// VF's own on a hypervisor, else that of the CA port holding `lid`
+    /// ([`SimNode::port_of_lid`]; a PF's port 1).
     pub fn end_pkeys(&self, lid: Lid) -> Option<&[PKey]> {
         if let SimNode::Hypervisor(h) = self {
             if let Some(t) = h.vports.pkeys_of_lid(lid) {
                 return Some(t);
             }
         }
-        self.pkeys(1).map(|(t, _, _)| t)
+        self.pkeys(self.port_of_lid(lid)).map(|(t, _, _)| t)
+    }
+    /// The end port a packet from or for `lid` leaves or enters by: a
+    /// switch's 0; the CA port that holds `lid` (a multi-port CA's ports
+    /// hold their own LIDs), port 1 when none does; a hypervisor's port 1.
+    pub fn port_of_lid(&self, lid: Lid) -> u8 {
+        match self {
+            SimNode::Switch(_) => 0,
+            SimNode::Ca(c) => (1..c.model.ports.len() as u8)
+                .find(|&p| c.model.owns_lid(p, lid))
+                .unwrap_or(1),
+            SimNode::Hypervisor(_) => 1,
+        }
     }
     /// The M_Key guarding `port` (a switch's: its port 0's), which the
     /// node's own driver need not present: it reads its ports locally, as

@@ -117,7 +117,8 @@ impl Fabric {
     }
 
     /// [`Fabric::walk_in_partition`] from the end of `src` that holds
-    /// `slid`: a VM's VF on a hypervisor sends with its own table, and a
+    /// `slid`: a VM's VF on a hypervisor sends with its own table, a
+    /// multi-port CA's port by its own cable with its own table, and a
     /// packet for a VF's LID is accepted by that VF's table.
     pub fn walk_in_partition_from(
         &self,
@@ -133,7 +134,8 @@ impl Fabric {
             .filter(|k| k.is_valid() && k.base() == base & 0x7FFF)
             .max_by_key(|k| k.is_full_member())
             .ok_or(PartitionDrop::NotHeld)?;
-        let Some((mut node, mut ingress)) = self.topo.peer_of(src, 1) else {
+        let out = self.nodes[src].port_of_lid(slid).max(1);
+        let Some((mut node, mut ingress)) = self.topo.peer_of(src, out) else {
             return Err(PartitionDrop::Route(Walk::Dropped(src)));
         };
         let limit = self.nodes.len() as u32;
@@ -152,7 +154,7 @@ impl Fabric {
         };
         loop {
             let SimNode::Switch(s) = &self.nodes[node] else {
-                if !self.nodes[node].owns(dlid) {
+                if !self.nodes[node].owns_at(ingress, dlid) {
                     return Err(PartitionDrop::Route(Walk::Dropped(node)));
                 }
                 let t = self.nodes[node]
