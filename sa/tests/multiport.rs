@@ -2,6 +2,8 @@
 //! end port of its own, listed by its own NodeRecord and PortInfoRecord
 //! at its own LID (as OpenSM lists them), and a PathRecord to or from
 //! either port's GID resolves to that port's LID and the route to it.
+//! Each port joins multicast groups for itself: a copy reaches each
+//! member port once, and no port that did not join.
 
 mod common;
 
@@ -10,6 +12,7 @@ use fabric::sim::{Fabric, SimConfig};
 use fabric::topology::parse_ibnetdiscover;
 use mad_core::attr::NodeInfo;
 use mad_core::mad::Method;
+use mad_core::sa::mcmember::join_state::FULL;
 use mad_core::sa::*;
 use mad_core::{Gid, Guid, Lid};
 use sa::Addr;
@@ -99,5 +102,50 @@ fn each_port_of_a_multi_port_ca_has_its_records_and_paths() {
             // The route the SA names is the one the tables take.
             assert_eq!(f.deliver_to(h1, lid), Some(i), "{name}/{p}");
         }
+    }
+}
+
+#[test]
+fn each_port_of_a_multi_port_ca_joins_a_group_for_itself() {
+    let (mut f, mut sm) = up_multiport();
+    let mut sa = new_sa();
+    let (d, e, h1) = (node(&f, "D"), node(&f, "E"), node(&f, "H1"));
+    // D's two ports, E's port 2 (not its port 1) and H1 join the IPoIB
+    // broadcast group, each from its own LID with its own GID.
+    let members = [(d, 1u8), (d, 2), (e, 2), (h1, 1)];
+    for &(i, p) in &members {
+        let from = Addr {
+            lid: f.nodes[i].port_lid(p).0,
+            qpn: 1,
+        };
+        let gid = Gid::new(
+            Gid::DEFAULT_PREFIX,
+            Guid(f.topo.nodes[i].guid + u64::from(p)),
+        );
+        let r = member(sa::mcast::IPOIB_BROADCAST, gid, FULL);
+        let m = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+        let (status, _) = one(&mut sa, &sm, from, &ask(Method::Set, &r, m, 0), 0);
+        assert_eq!(status, SaStatus::Ok, "{i}/{p} joins");
+    }
+    let changes = sa.take_group_changes(sm.subnet());
+    assert!(!changes.is_empty());
+    for (mlid, ports) in changes {
+        sm.set_multicast_group(mlid, &ports).unwrap();
+    }
+    assert!(f.run(&mut sm));
+    let mlid = (sa.groups().iter())
+        .find(|g| g.rec.mgid == sa::mcast::IPOIB_BROADCAST)
+        .unwrap()
+        .rec
+        .mlid;
+    // From each member port, one copy to every other member port, none
+    // to E's port 1 or back to the sender.
+    for &(i, p) in &members {
+        let w = f.multicast_walk_from(i, p, mlid);
+        let mut want: Vec<(usize, u8)> = members.iter().copied().filter(|&m| m != (i, p)).collect();
+        want.sort_unstable();
+        let got: Vec<(usize, u8)> = w.delivered.keys().copied().collect();
+        assert_eq!(got, want, "from {}/{p}", f.topo.nodes[i].name);
+        assert!(w.delivered.values().all(|&n| n == 1) && !w.looped);
     }
 }

@@ -399,7 +399,7 @@ fn joins_in_process(topo: Topology, policy: &Policy, hosts: &[usize]) -> Result<
                 let want: Vec<usize> = joined.iter().copied().filter(|&x| x != a).collect();
                 let mut want = want;
                 want.sort_unstable();
-                let got: Vec<usize> = w.delivered.keys().copied().collect();
+                let got: Vec<usize> = w.nodes().into_iter().collect();
                 reached &= got == want && w.delivered.values().all(|&c| c == 1) && !w.looped;
             }
         }

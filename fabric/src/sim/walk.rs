@@ -319,23 +319,40 @@ impl Fabric {
 /// Where a multicast packet went ([`Fabric::multicast_walk`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct McastWalk {
-    /// Copies delivered, by node: a CA's port, or a switch itself (its
-    /// port 0 in the entry).
-    pub delivered: std::collections::BTreeMap<usize, u32>,
+    /// Copies delivered, by end port: (a CA, the port it arrived by), or
+    /// (a switch, 0) for the switch itself (its port 0 in the entry).
+    pub delivered: std::collections::BTreeMap<(usize, u8), u32>,
     /// Switch hops taken in all.
     pub hops: u64,
     /// The packet was still copying itself past any tree's size: a loop.
     pub looped: bool,
 }
 
+impl McastWalk {
+    /// The nodes a copy reached, whatever the port.
+    pub fn nodes(&self) -> std::collections::BTreeSet<usize> {
+        self.delivered.keys().map(|&(n, _)| n).collect()
+    }
+
+    /// True when a copy reached node `n`, by any port.
+    pub fn reaches(&self, n: usize) -> bool {
+        self.nodes().contains(&n)
+    }
+}
+
 impl Fabric {
+    /// [`Fabric::multicast_walk_from`] a CA's port 1, or a switch itself.
+    pub fn multicast_walk(&self, src: usize, mlid: Lid) -> McastWalk {
+        self.multicast_walk_from(src, 1, mlid)
+    }
+
     /// Floods a packet for multicast LID `mlid` from node `src` (a CA out
-    /// of its port 1, or a switch from itself) through the installed MFTs:
+    /// of its port `port`, or a switch from itself) through the installed MFTs:
     /// every switch copies it out of each port of its entry but the one
     /// it came in by (IBA 18.2.4.3.2); port 0 delivers to the switch. A
     /// switch drops an MLID above its MulticastFDBTop. What it reached,
     /// and how often.
-    pub fn multicast_walk(&self, src: usize, mlid: Lid) -> McastWalk {
+    pub fn multicast_walk_from(&self, src: usize, port: u8, mlid: Lid) -> McastWalk {
         let mut w = McastWalk::default();
         if mlid.0 < 0xC000 {
             return w;
@@ -344,7 +361,7 @@ impl Fabric {
         match &self.nodes[src] {
             SimNode::Switch(_) => queue.push_back((src, 0u8)),
             _ => {
-                if let Some((sw, q)) = self.topo.peer_of(src, 1) {
+                if let Some((sw, q)) = self.topo.peer_of(src, port) {
                     queue.push_back((sw, q));
                 }
             }
@@ -359,7 +376,7 @@ impl Fabric {
             + 16;
         while let Some((node, ingress)) = queue.pop_front() {
             let SimNode::Switch(s) = &self.nodes[node] else {
-                *w.delivered.entry(node).or_default() += 1;
+                *w.delivered.entry((node, ingress)).or_default() += 1;
                 continue;
             };
             w.hops += 1;
@@ -377,7 +394,7 @@ impl Fabric {
                         continue;
                     }
                     if port == 0 {
-                        *w.delivered.entry(node).or_default() += 1;
+                        *w.delivered.entry((node, 0)).or_default() += 1;
                     } else if let Some((m, q)) = self.topo.peer_of(node, port) {
                         queue.push_back((m, q));
                     }
