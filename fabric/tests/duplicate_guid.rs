@@ -8,7 +8,7 @@
 use fabric::sim::{Fabric, FabricEvent, SimConfig};
 use mad_core::attr::{NodeType, PortState};
 use mad_core::{Guid, Lid};
-use smi::sm::{Sm, SmConfig, SmEvent};
+use smi::sm::{NodeId, Sm, SmConfig, SmEvent};
 
 const MS: u64 = 1_000_000;
 
@@ -205,6 +205,47 @@ fn a_node_with_a_known_port_guid_is_refused_and_the_gid_stays_with_its_holder() 
         Some(victim_node(&sm, guid))
     );
     assert!(s.by_guid(Guid(0x0bad_0000_0000_0001)).is_none());
+    assert!(s.indexes_agree());
+    first_kept(&f, &sm, (victim, lid), forged, max);
+}
+
+/// A new port whose port GUID is an alias GUID a live port holds is
+/// refused as a port whose port GUID is taken: the alias GID keeps
+/// naming the port that holds it (OpenSM refuses it too, ERR 0D13).
+#[test]
+fn a_node_whose_port_guid_is_a_held_alias_is_refused() {
+    let (mut f, mut sm) = up("fat-tree-324");
+    let victim = far_ca(&f);
+    let guid = f.topo.nodes[victim].guid;
+    let lid = f.nodes[victim].lid();
+    let pg = port_guid_of(&f, victim);
+    let (sw, port) = free_port(&f);
+    let alias = 0x0a11_a500_0000_0001;
+    let mut block = [0u64; 8];
+    (block[0], block[1]) = (pg, alias);
+    let n = NodeId(victim_node(&sm, guid));
+    assert_eq!(sm.set_guid_block(n, 0, block), Ok(1));
+    after(&mut f, &mut sm, []);
+    assert_eq!(f.nodes[victim].guids(1).unwrap()[1], alias, "written");
+    let max = sm.max_lid();
+    events(&mut sm);
+
+    let forged = port_guid_forger(&mut f, 0x0bad_0000_0000_0003, alias);
+    let dups = cable_forger(&mut f, &mut sm, forged, (sw, port), |e| {
+        matches!(
+            e,
+            SmEvent::DuplicatePortGuid { .. } | SmEvent::NodeAdded { .. }
+        )
+    });
+    assert!(
+        matches!(dups[..], [SmEvent::DuplicatePortGuid { port_guid, held_by, .. }]
+            if port_guid == Guid(alias) && held_by == (Guid(guid), 0)),
+        "{dups:?}"
+    );
+    let s = sm.subnet();
+    assert_eq!(s.by_gid_guid(Guid(alias)), Some((n, 0)));
+    assert_eq!(s.by_port_guid(Guid(alias)), None);
+    assert!(s.by_guid(Guid(0x0bad_0000_0000_0003)).is_none());
     assert!(s.indexes_agree());
     first_kept(&f, &sm, (victim, lid), forged, max);
 }

@@ -13,9 +13,11 @@ impl Sm {
         let port = ni.local_port_num;
         let (known, another_port) = self.entry_of(&ni);
         // A node new (or lost, now found again) whose port GUID a live
-        // port of another node holds is refused: its GID is taken.
+        // port of another node holds, as its port GUID, a VM's vGUID or
+        // an alias GUID, is refused: its GID is taken (OpenSM refuses a
+        // port GUID that is an alias with ERR 0D13).
         let fresh = known.is_none_or(|i| !self.db.nodes()[i].alive);
-        if let Some((holder, vf)) = self.db.by_port_guid(ni.port_guid).filter(|_| fresh) {
+        if let Some((holder, vf)) = self.db.by_gid_guid(ni.port_guid).filter(|_| fresh) {
             self.refuse_port_guid(&ni, (holder.0, vf), from);
             return;
         }

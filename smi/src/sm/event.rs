@@ -106,7 +106,8 @@ pub enum SmEvent {
         /// The port GUID both answer with.
         port_guid: Guid,
         /// The node GUID of the node that holds it, and the VF (0: the
-        /// node's own port).
+        /// node's own port, whose port GUID or one of whose alias GUIDs
+        /// it is).
         held_by: (Guid, u16),
         /// The node GUID the refused node answered with.
         refused: Guid,
