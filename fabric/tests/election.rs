@@ -7,9 +7,9 @@
 //! keep working through the takeover.
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig};
-use mad_core::attr::{AttributeId, NodeType, SmState};
+use mad_core::attr::{AttributeId, NodeType, PortState, SmState};
 use mad_core::Method;
-use smi::sm::{Engine, Phase, Sm, SmConfig, SmEvent};
+use smi::sm::{Engine, LidPolicy, Phase, Sm, SmConfig, SmEvent};
 
 const MS: u64 = 1_000_000;
 
@@ -56,13 +56,21 @@ fn standby_sm(f: &mut Fabric, master: usize) -> Sm {
 }
 
 fn standby_sm_with(f: &mut Fabric, master: usize, routing: Engine) -> Sm {
+    standby_sm_cfg(
+        f,
+        master,
+        SmConfig {
+            routing,
+            ..SmConfig::default()
+        },
+    )
+}
+
+/// A standby SM (priority 0, else `cfg`) under the master on `master`.
+fn standby_sm_cfg(f: &mut Fabric, master: usize, cfg: SmConfig) -> Sm {
     f.set_is_sm(master, true);
     f.set_sm_info(master, SmState::Master, 15);
-    let mut sm = Sm::new(SmConfig {
-        priority: 0,
-        routing,
-        ..SmConfig::default()
-    });
+    let mut sm = Sm::new(SmConfig { priority: 0, ..cfg });
     let t = f.now_ns();
     f.run_until(&mut sm, t + 3_000 * MS);
     assert_eq!(
@@ -174,17 +182,18 @@ fn a_standby_takes_over_when_the_masters_cable_dies_and_data_keeps_flowing() {
 /// min-hop) brought up, with VMs 0xA1 and 0xB2 running on the first two
 /// hypervisors: the fabric, its SM, and the first VM.
 fn two_vms() -> (Fabric, Sm, smi::sm::VmId) {
+    two_vms_with(LidPolicy::Prepopulated)
+}
+
+/// [`two_vms`] under LID policy `policy`.
+fn two_vms_with(policy: LidPolicy) -> (Fabric, Sm, smi::sm::VmId) {
     let (mut f, mut sm, up) = fabric::sim::bring_up(
         "mport-ntree:4:2",
         SimConfig {
             vfs: 2,
             ..SimConfig::default()
         },
-        SmConfig {
-            routing: Engine::MinHop,
-            lid_policy: smi::sm::LidPolicy::Prepopulated,
-            ..SmConfig::default()
-        },
+        vswitch_cfg(policy),
     )
     .unwrap();
     assert!(up);
@@ -205,27 +214,47 @@ fn vms(sm: &Sm) -> Vec<(u64, u16, u64)> {
     v
 }
 
+/// The vSwitch SM's configuration: min-hop, LID policy `policy`.
+fn vswitch_cfg(lid_policy: LidPolicy) -> SmConfig {
+    SmConfig {
+        routing: Engine::MinHop,
+        lid_policy,
+        ..SmConfig::default()
+    }
+}
+
 /// Taking over, a VF that reads back as running a VM whose vGUID is a
 /// live port's GUID (here the new master's own) is not taken on as a VM:
-/// reported once, the other VM kept, the indexes whole.
+/// reported once, the other VM kept, the indexes whole, and the VF taken
+/// down with no vGUID (under the prepopulated policy it keeps its LID,
+/// as an idle VF; under the dynamic one it holds none).
 #[test]
 fn a_new_master_refuses_a_vm_whose_vguid_a_port_holds() {
-    let (mut f, _first, _) = two_vms();
+    for policy in LidPolicy::ALL {
+        refuse_a_forged_vm(policy);
+    }
+}
+
+fn refuse_a_forged_vm(policy: LidPolicy) {
+    let (mut f, _first, _) = two_vms_with(policy);
     let master = (f.topo.nodes.iter())
         .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
         .unwrap();
-    let mut sm = standby_sm(&mut f, master);
+    let mut sm = standby_sm_cfg(&mut f, master, vswitch_cfg(policy));
     let own = sm.own_port_guid();
     let forged = (0..f.nodes.len())
         .find_map(|i| {
             let fabric::sim::SimNode::Hypervisor(h) = &mut f.nodes[i] else {
                 return None;
             };
-            let v = h.vports.vfs.iter_mut().find(|v| v.vport_guid.0 == 0xB2)?;
+            let k = h.vports.vfs.iter().position(|v| v.vport_guid.0 == 0xB2)?;
+            let v = &mut h.vports.vfs[k];
+            assert_eq!(v.vport_state, PortState::Active);
             v.vport_guid = mad_core::Guid(own);
-            Some(i)
+            Some((i, k, v.vport_lid.0))
         })
         .expect("the VF running 0xB2");
+    let (forged, vf, forged_lid) = forged;
     std::iter::from_fn(|| sm.poll_event()).for_each(drop);
     f.set_sm_info(master, SmState::NotActive, 15);
     let t = f.now_ns();
@@ -250,6 +279,21 @@ fn a_new_master_refuses_a_vm_whose_vguid_a_port_holds() {
         "still the port's"
     );
     assert!(sm.subnet().indexes_agree());
+    let fabric::sim::SimNode::Hypervisor(h) = &f.nodes[forged] else {
+        unreachable!("a hypervisor")
+    };
+    // Found Active with the forged vGUID; left Down, with none.
+    let v = h.vports.vfs[vf];
+    assert_eq!(
+        (v.vport_state, v.vport_guid.0),
+        (PortState::Down, 0),
+        "{policy:?}: {v:?}"
+    );
+    let idle_lid = sm.nodes()[sm.subnet().by_guid(hyp).unwrap().0].vfs[vf].lid;
+    match policy {
+        LidPolicy::Prepopulated => assert_eq!(idle_lid, forged_lid, "kept as an idle VF's"),
+        LidPolicy::Dynamic => assert_eq!(idle_lid, 0, "no LID without a VM"),
+    }
 }
 
 #[test]

@@ -457,7 +457,13 @@ impl Sm {
             });
         }
         if !running && self.cfg.lid_policy == LidPolicy::Dynamic {
-            // Under the dynamic policy only a VM holds a LID.
+            // Under the dynamic policy only a VM holds a LID: a vport
+            // that is up without being a VM the SM takes on (a forged
+            // vGUID) is taken down, as an idle VF is under the
+            // prepopulated policy when its LID is written.
+            if v.vport_state != PortState::Down {
+                self.set_vport(node, vf, PortState::Down, 0);
+            }
             return;
         }
         if running {
