@@ -323,3 +323,33 @@ fn a_port_guid_taken_while_its_port_was_lost_goes_back_when_the_taker_goes() {
     assert_ne!(lid, Lid(0));
     all_reach(&f, lid, victim, taker);
 }
+
+/// A refused node costs nothing at the sweeps after: it is not asked for
+/// again (nor reported again) while nothing changes where it is cabled.
+#[test]
+fn a_refused_node_costs_no_smps_at_later_sweeps() {
+    let cfg = SmConfig {
+        sweep_interval_ms: Some(1000),
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm, up) =
+        fabric::sim::bring_up("fat-tree-324", SimConfig::default(), cfg).unwrap();
+    assert!(up);
+    // The SMPs of 10 s of sweeps.
+    let sweeps = |f: &mut Fabric, sm: &mut Sm| {
+        let s0 = sm.stats().total();
+        let t = f.now_ns();
+        assert!(f.run_until(sm, t + 10_000 * MS));
+        sm.stats().total() - s0
+    };
+    let without = sweeps(&mut f, &mut sm);
+    let victim = far_ca(&f);
+    let (pg, at) = (port_guid_of(&f, victim), free_port(&f));
+    let forged = port_guid_forger(&mut f, 0x0bad_0000_0000_0001, pg);
+    cable_forger(&mut f, &mut sm, forged, at, |_| false);
+    let with = sweeps(&mut f, &mut sm);
+    println!("10 s of sweeps on fat-tree-324: {without} SMPs, {with} with a refused forger");
+    assert!(without > 0);
+    assert_eq!(with, without, "the forger is not asked again");
+    assert_eq!(sm.stats().duplicate_guids, 1, "nor reported again");
+}
