@@ -212,6 +212,7 @@ fn sim_brings_a_fat_tree_up_and_reports_json() {
     assert_eq!(v["topology"]["switches"], 12);
     assert_eq!(v["topology"]["cas"], 32);
     assert_eq!(v["topology"]["lids"], 44);
+    assert_eq!(v["topology"]["lids_held"], 44);
     assert_eq!(v["up"], true);
     assert_eq!(v["verify"]["unreachable_pairs"], 0);
     assert_eq!(v["verify"]["loops"], 0);
@@ -820,5 +821,25 @@ fn an_lmc_the_lid_space_cannot_hold_is_refused() {
         err.lines().filter(|l| l.starts_with("ibkit:")).count(),
         1,
         "{err}"
+    );
+}
+
+/// With LMC, LIDs go in aligned blocks: the header counts the LIDs held
+/// and names the highest, which is more.
+#[test]
+fn sim_counts_the_lids_held_under_lmc() {
+    let (code, out, err) = ibkit(
+        &["sim", "--topology", "mport-ntree:4:2", "--lmc", "2"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    // 6 switches with one LID each, 8 CAs with 4 each.
+    assert!(
+        out.contains("6 switches, 8 CAs, 38 LIDs (highest 47): UP"),
+        "{out}"
+    );
+    assert!(
+        out.contains("× 38 LIDs"),
+        "the check walks to as many: {out}"
     );
 }

@@ -71,6 +71,9 @@ pub struct FabricSummary {
     pub cas: usize,
     /// The highest LID assigned.
     pub lids: u16,
+    /// LIDs a live port holds (with LMC, or VF LIDs, fewer than the
+    /// highest: LIDs go in aligned blocks of `2^LMC`).
+    pub lids_held: u64,
     /// VFs per hypervisor.
     pub vfs: usize,
     /// vSwitch hypervisors found.
@@ -316,6 +319,9 @@ impl BringUp {
                 switches,
                 cas,
                 lids: sm.max_lid(),
+                lids_held: (1..=sm.max_lid())
+                    .filter(|&l| sm.subnet().by_lid(mad_core::Lid(l)).is_some())
+                    .count() as u64,
                 vfs: cfg.vfs,
                 hypervisors: sm.hypervisors().len(),
             },

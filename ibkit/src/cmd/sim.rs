@@ -115,12 +115,19 @@ pub fn run(a: &SimArgs) -> super::Outcome {
 fn print(b: &BringUp) {
     let r = &b.report;
     let t = &r.topology;
+    // The LIDs held; the highest too where they are not 1..=highest
+    // (LMC's aligned blocks, or LIDs freed).
+    let highest = if t.lids_held == u64::from(t.lids) {
+        String::new()
+    } else {
+        format!(" (highest {})", t.lids)
+    };
     println!(
-        "{} — {} switches, {} CAs, {} LIDs: {}",
+        "{} — {} switches, {} CAs, {} LIDs{highest}: {}",
         t.spec,
         t.switches,
         t.cas,
-        t.lids,
+        t.lids_held,
         if r.up { "UP" } else { "NOT UP" }
     );
     println!();
