@@ -246,6 +246,43 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
     assert_eq!(sets(&sm, AttributeId::PKeyTable) - before.1, 1);
 }
 
+/// A leaf switch that reboots (its cables fail, it comes back freshly
+/// powered: no LID, no tables) gets its P_Key tables and enforcement
+/// back on the ports cabled to the partition's members, and its routes.
+#[test]
+fn a_leaf_switch_that_reboots_gets_its_tables_and_enforcement_again() {
+    let probe = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&probe);
+    let conf = format!(
+        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
+        probe.topo.nodes[c[1]].guid + 1,
+        probe.topo.nodes[c[2]].guid + 1
+    );
+    let (mut f, mut sm) = up_with("mport-ntree:4:2", &conf);
+    let (leaf, q) = switch_port(&f, c[1]);
+    assert_ne!(leaf, switch_port(&f, f.sm_node).0, "not the SM's own leaf");
+    let held = port(&f, leaf, q);
+    assert_eq!(held.0[..3], [0xFFFF, 0x8042, 0]);
+    assert!(held.1.partition_enforcement_inbound);
+    const MS: u64 = 1_000_000;
+    let before = sets(&sm, AttributeId::PKeyTable);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(leaf));
+    f.schedule(t + 1_000 * MS, FabricEvent::NodeUp(leaf));
+    assert!(f.run_until(&mut sm, t + 4_000 * MS));
+    assert!(sm.is_idle());
+    assert!(sets(&sm, AttributeId::PKeyTable) > before, "written again");
+    let back = port(&f, leaf, q);
+    assert_eq!(back.0[..3], [0xFFFF, 0x8042, 0], "its table again");
+    assert!(back.1.partition_enforcement_inbound && back.1.partition_enforcement_outbound);
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+}
+
 #[test]
 fn a_table_too_small_keeps_what_fits_and_its_switch_port_stops_enforcing() {
     let probe = Fabric::new(

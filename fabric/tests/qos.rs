@@ -223,3 +223,32 @@ fn a_host_that_comes_back_freshly_powered_gets_its_tables_again() {
     assert_eq!(sets(&sm, AttributeId::SlToVlMappingTable) - before.0, 1);
     assert_eq!(sets(&sm, AttributeId::VlArbitrationTable) - before.1, 2);
 }
+
+/// A switch that reboots (its cables fail, it comes back freshly powered)
+/// gets every external port's tables again: SL-to-VL for every input
+/// port, VL arbitration, VLHighLimit.
+#[test]
+fn a_switch_that_reboots_gets_its_tables_again() {
+    let cfg = parse("qos_swe_vlarb_low 1:7,3:5\nqos_swe_high_limit 2\n").unwrap();
+    let (mut f, mut sm) = up_with("mport-ntree:4:2", Some(cfg.clone()), false);
+    let (sw, _) = ports(&f);
+    let sm_leaf = f.topo.peer[f.sm_node][1].unwrap().0;
+    let (leaf, _) = *sw.iter().find(|&&(i, _)| i != sm_leaf).unwrap();
+    let all: Vec<u8> = (0..=f.topo.nodes[leaf].ports).collect();
+    const MS: u64 = 1_000_000;
+    let before = (
+        sets(&sm, AttributeId::SlToVlMappingTable),
+        sets(&sm, AttributeId::VlArbitrationTable),
+    );
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(leaf));
+    f.schedule(t + 1_000 * MS, FabricEvent::NodeUp(leaf));
+    assert!(f.run_until(&mut sm, t + 4_000 * MS));
+    assert!(sm.is_idle());
+    for &(i, p) in sw.iter().filter(|&&(i, _)| i == leaf) {
+        check(&f, i, p, &cfg.swe, &all);
+        assert_eq!(port(&f, i, p).0.port_state, PortState::Active);
+    }
+    assert!(sets(&sm, AttributeId::SlToVlMappingTable) > before.0);
+    assert!(sets(&sm, AttributeId::VlArbitrationTable) > before.1);
+}

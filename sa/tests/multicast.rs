@@ -635,3 +635,71 @@ fn group_creation_and_deletion_are_reported() {
     }
     assert_eq!(reports(drain(&mut sa)), [(watcher, 67, mgid)]);
 }
+
+/// A spine switch that dies and comes back freshly powered (no MFT):
+/// the group's tree goes around it while it is away and is programmed
+/// again when it returns; a packet from each member reaches every other
+/// member once, each time.
+#[test]
+fn a_spine_that_reboots_leaves_the_groups_whole() {
+    let (mut f, mut sm) = up("mport-ntree:8:2");
+    let mut sa = new_sa();
+    let hs = hosts(&f);
+    let mut members: Vec<usize> = Vec::new();
+    for &(i, a) in &[hs[0], hs[9], hs[20], hs[30]] {
+        let r = member(IPOIB_BROADCAST, gid(a, &sm), FULL);
+        assert_eq!(join(&mut sa, &sm, a, &r, JOIN), SaStatus::Ok);
+        members.push(i);
+    }
+    members.sort_unstable();
+    for (mlid, m) in sa.take_group_changes(sm.subnet()) {
+        sm.set_multicast_group(mlid, &m).unwrap();
+    }
+    assert!(f.run(&mut sm));
+    let reach = |f: &fabric::sim::Fabric, what: &str| {
+        for &m in &members {
+            let w = f.multicast_walk(m, Lid(0xC000));
+            let want: Vec<usize> = members.iter().copied().filter(|&x| x != m).collect();
+            let got: Vec<usize> = w.nodes().into_iter().collect();
+            assert_eq!(got, want, "{what}: from {}", f.topo.nodes[m].name);
+            assert!(w.delivered.values().all(|&n| n == 1) && !w.looped, "{what}");
+        }
+    };
+    reach(&f, "before");
+    // A spine the tree crosses: a switch every neighbour of which is a
+    // switch, that a copy from the first member passes through.
+    let spine = (0..f.nodes.len())
+        .find(|&i| {
+            f.topo.nodes[i].kind == mad_core::attr::NodeType::Switch
+                && (1..=f.topo.nodes[i].ports).all(|p| {
+                    f.topo.peer_of(i, p).is_none_or(|(n, _)| {
+                        f.topo.nodes[n].kind == mad_core::attr::NodeType::Switch
+                    })
+                })
+                && forwards_0xc000(&f, i)
+        })
+        .expect("a spine in the tree");
+    const MS: u64 = 1_000_000;
+    let t = f.now_ns();
+    f.schedule(t + MS, fabric::sim::FabricEvent::NodeDown(spine));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    reach(&f, "the spine away");
+    let t = f.now_ns();
+    f.schedule(t + MS, fabric::sim::FabricEvent::NodeUp(spine));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    assert!(sm.is_idle());
+    reach(&f, "the spine back");
+    // Its entry for the group was written again (a fresh switch holds
+    // none): the tree goes through it once more.
+    assert!(forwards_0xc000(&f, spine), "programmed again");
+}
+
+/// Whether switch `i`'s MFT sends MLID 0xC000 out of any port.
+fn forwards_0xc000(f: &fabric::sim::Fabric, i: usize) -> bool {
+    match &f.nodes[i] {
+        fabric::sim::SimNode::Switch(s) => {
+            (s.model.mft.first()).is_some_and(|m| m.iter().any(|&x| x != 0))
+        }
+        _ => false,
+    }
+}
