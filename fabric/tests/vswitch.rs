@@ -619,3 +619,53 @@ fn a_freed_lid_the_cache_keeps_waits_for_its_vm() {
     clean(&f, &sm);
     println!("dynamic: freed LIDs {la} (cached for {a:#x}) and {lc}; a new VM took {lb}, and {a:#x} {la} again");
 }
+
+/// After a far migration (the VM's LID routed where the swap put it), a
+/// spine switch reboots: while it is away and after it is back freshly
+/// powered, every CA reaches every LID, the VM's at its new hypervisor,
+/// under both LID policies; and no SMP is sent LID-routed over a route
+/// the change is rewriting (none is lost and sent again by directed
+/// route), so the change is in within a second.
+#[test]
+fn a_spine_that_reboots_after_a_migration_routes_the_vm_where_it_is() {
+    const MS: u64 = 1_000_000;
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm) = up("fat-tree-324", 2, policy);
+        let (a, _, far) = pick(&sm);
+        let vm = sm.create_vm(a, 0xAB).unwrap();
+        assert!(f.run(&mut sm));
+        let plan = sm.plan_migration(vm, far).unwrap();
+        sm.apply_migration(&plan, false).unwrap();
+        assert!(f.run(&mut sm));
+        let lid = Lid(sm.vm(vm).unwrap().lid);
+        let (hyp, sm_node) = (fx(&f, &sm, far), f.sm_node);
+        // A spine: every neighbour a switch.
+        let spine = (0..f.nodes.len())
+            .find(|&i| {
+                f.topo.nodes[i].kind == NodeType::Switch
+                    && (1..=f.topo.nodes[i].ports).all(|p| {
+                        (f.topo.peer_of(i, p))
+                            .is_none_or(|(n, _)| f.topo.nodes[n].kind == NodeType::Switch)
+                    })
+            })
+            .unwrap();
+        for (what, event) in [
+            ("away", fabric::sim::FabricEvent::NodeDown(spine)),
+            ("back", fabric::sim::FabricEvent::NodeUp(spine)),
+        ] {
+            let t = f.now_ns();
+            f.schedule(t + MS, event);
+            let idle = f.run_until(&mut sm, t + 1_000 * MS);
+            assert!(
+                idle,
+                "{policy:?}, the spine {what}: {:?} {:?}",
+                sm.phase(),
+                sm.error()
+            );
+            assert_eq!(sm.stats().fallbacks, 0, "{policy:?}, {what}");
+            clean(&f, &sm);
+            assert_eq!(f.deliver_to(sm_node, lid), Some(hyp), "{policy:?}, {what}");
+            assert_eq!(sm.vm(vm).unwrap().lid, lid.0, "{policy:?}, {what}");
+        }
+    }
+}
