@@ -669,3 +669,68 @@ fn a_spine_that_reboots_after_a_migration_routes_the_vm_where_it_is() {
         }
     }
 }
+
+/// A leaf switch that reboots takes its hypervisors' links down with it;
+/// when it is back they are found again with their VFs as they were: the
+/// VM that migrated there keeps its LID and vGUID, its vport stays up,
+/// the idle VFs keep theirs, and every LID is where it was; so after the
+/// hypervisor itself is powered off and on. Until
+/// 2026-11-28 a hypervisor found again lost its VF slots: under the
+/// prepopulated policy its VFs took new LIDs and the VM's vport was
+/// written Down; under the dynamic one the VM's LID was no longer routed.
+#[test]
+fn a_leaf_that_reboots_keeps_the_vms_under_it() {
+    const MS: u64 = 1_000_000;
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm) = up("fat-tree-324", 2, policy);
+        let (a, _, far) = pick(&sm);
+        let vm = sm.create_vm(a, 0xAB).unwrap();
+        assert!(f.run(&mut sm));
+        let plan = sm.plan_migration(vm, far).unwrap();
+        sm.apply_migration(&plan, false).unwrap();
+        assert!(f.run(&mut sm));
+        let (lid, vf) = (sm.vm(vm).unwrap().lid, sm.vm(vm).unwrap().vf);
+        let hyp = fx(&f, &sm, far);
+        let leaf = f.topo.peer_of(hyp, 1).unwrap().0;
+        assert_ne!(leaf, f.topo.peer_of(f.sm_node, 1).unwrap().0);
+        let lids = |f: &Fabric| f.nodes.iter().map(|n| n.lid().0).collect::<Vec<_>>();
+        let (before, slots) = (lids(&f), sm.nodes()[far].vfs.clone());
+        for event in [
+            fabric::sim::FabricEvent::NodeDown(leaf),
+            fabric::sim::FabricEvent::NodeUp(leaf),
+        ] {
+            let t = f.now_ns();
+            f.schedule(t + MS, event);
+            assert!(f.run_until(&mut sm, t + 2_000 * MS), "{policy:?} {event:?}");
+        }
+        assert_eq!(lids(&f), before, "{policy:?}: every LID where it was");
+        assert_eq!(sm.nodes()[far].vfs, slots, "{policy:?}: the VF slots kept");
+        assert_eq!(sm.vm(vm).map(|v| (v.lid, v.vf)), Some((lid, vf)));
+        let v = vport(&f, &sm, far, vf);
+        assert_eq!(
+            (v.vport_state, v.vport_guid.0, v.vport_lid.0),
+            (PortState::Active, 0xAB, lid),
+            "{policy:?}"
+        );
+        assert_eq!(f.deliver_to(f.sm_node, Lid(lid)), Some(hyp), "{policy:?}");
+        clean(&f, &sm);
+        // The hypervisor itself powered off and on (its vports reset): the
+        // SM writes the VM's vport again, as its VMs run on until stopped.
+        for event in [
+            fabric::sim::FabricEvent::NodeDown(hyp),
+            fabric::sim::FabricEvent::NodeUp(hyp),
+        ] {
+            let t = f.now_ns();
+            f.schedule(t + MS, event);
+            assert!(f.run_until(&mut sm, t + 2_000 * MS), "{policy:?} {event:?}");
+        }
+        let v = vport(&f, &sm, far, vf);
+        assert_eq!(
+            (v.vport_state, v.vport_guid.0, v.vport_lid.0),
+            (PortState::Active, 0xAB, lid),
+            "{policy:?}, the hypervisor repowered"
+        );
+        assert_eq!(lids(&f), before, "{policy:?}: every LID where it was");
+        clean(&f, &sm);
+    }
+}

@@ -482,7 +482,15 @@ impl Sm {
                     VirtualizationInfo::decode(&smp.data),
                     node < self.db.nodes().len(),
                 ) {
-                    self.db.set_vf_count(node, usize::from(vi.vport_cap));
+                    // A hypervisor found again with as many VFs keeps
+                    // its slots: its VMs, their LIDs and vGUIDs, and the
+                    // idle VFs' LIDs (written to its vports again, as to
+                    // any node that comes back). Its link went down, or it
+                    // rebooted; either way its VMs run on until they are
+                    // stopped or moved.
+                    if self.db.nodes()[node].vfs.len() != usize::from(vi.vport_cap) {
+                        self.db.set_vf_count(node, usize::from(vi.vport_cap));
+                    }
                     self.read_vports_back(node, vi.vport_cap);
                 }
             }
