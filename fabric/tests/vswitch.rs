@@ -9,7 +9,7 @@ use fabric::sim::{bring_up, Fabric, SimConfig, SimNode};
 use fabric::topology::Topology;
 use mad_core::attr::{AttributeId, NodeType, PortState, VPortInfo};
 use mad_core::{Guid, Lid, Method};
-use smi::sm::{LidPolicy, Phase, Sm, SmConfig, SmError, VmError, VmId};
+use smi::sm::{LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent, VmError, VmId};
 
 /// The fabric's node for the SM's node `i`.
 fn fx(f: &Fabric, sm: &Sm, i: usize) -> usize {
@@ -731,6 +731,87 @@ fn a_leaf_that_reboots_keeps_the_vms_under_it() {
             "{policy:?}, the hypervisor repowered"
         );
         assert_eq!(lids(&f), before, "{policy:?}: every LID where it was");
+        clean(&f, &sm);
+    }
+}
+
+/// The SM's own leaf switch reboots (with periodic sweeps, as `ibkit sm`
+/// runs). While it is away the SM's port is Down: each sweep reads that
+/// port alone (one SMP), gives nothing up and takes no node for lost.
+/// When it is back the SM's port is Init: the sweep is a heavy one, by
+/// directed route (the switch on the way holds no table), and the subnet
+/// is up again within the next sweep with every LID where it was, the
+/// migrated VM reached at its hypervisor. Until 2026-11-28 each sweep
+/// sent every SMP LID-routed into the dead link (356 given up in 30 s),
+/// and the return took hundreds of timeouts (1,099 fallbacks).
+#[test]
+fn the_sms_own_leaf_that_reboots_is_waited_for_and_swept_again() {
+    const MS: u64 = 1_000_000;
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm, up) = bring_up(
+            "fat-tree-324",
+            SimConfig {
+                vfs: 2,
+                ..SimConfig::default()
+            },
+            SmConfig {
+                routing: smi::sm::Engine::FatTree,
+                lid_policy: policy,
+                sweep_interval_ms: Some(1000),
+                ..SmConfig::default()
+            },
+        )
+        .unwrap();
+        assert!(up);
+        let (a, _, far) = pick(&sm);
+        let vm = sm.create_vm(a, 0xAB).unwrap();
+        assert!(f.run(&mut sm));
+        let plan = sm.plan_migration(vm, far).unwrap();
+        sm.apply_migration(&plan, false).unwrap();
+        assert!(f.run(&mut sm));
+        let (lid, hyp) = (Lid(sm.vm(vm).unwrap().lid), fx(&f, &sm, far));
+        let leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+        let lids = |f: &Fabric| f.nodes.iter().map(|n| n.lid().0).collect::<Vec<_>>();
+        let before = lids(&f);
+        std::iter::from_fn(|| sm.poll_event()).for_each(drop);
+        let port_states = |sm: &mut Sm| {
+            let mut lost = 0;
+            let states: Vec<PortState> = std::iter::from_fn(|| sm.poll_event())
+                .filter_map(|e| match e {
+                    SmEvent::SmPortState { state } => Some(state),
+                    SmEvent::NodeLost { .. } => {
+                        lost += 1;
+                        None
+                    }
+                    _ => None,
+                })
+                .collect();
+            (states, lost)
+        };
+
+        let (smps, given_up) = (sm.stats().total(), sm.stats().given_up);
+        let t = f.now_ns();
+        f.schedule(t + MS, fabric::sim::FabricEvent::NodeDown(leaf));
+        assert!(f.run_until(&mut sm, t + 5_000 * MS));
+        let sweeps = sm.stats().total() - smps;
+        assert!(
+            (4..=5).contains(&sweeps),
+            "{policy:?}: {sweeps} SMPs in 5 s away"
+        );
+        assert_eq!(sm.stats().given_up, given_up, "{policy:?}");
+        assert_eq!(
+            port_states(&mut sm),
+            (vec![PortState::Down], 0),
+            "{policy:?}"
+        );
+
+        let t = f.now_ns();
+        f.schedule(t + MS, fabric::sim::FabricEvent::NodeUp(leaf));
+        assert!(f.run_until(&mut sm, t + 1_500 * MS), "{policy:?}");
+        assert_eq!(port_states(&mut sm).0, [PortState::Init], "{policy:?}");
+        assert_eq!(sm.stats().fallbacks, 0, "{policy:?}");
+        assert_eq!(lids(&f), before, "{policy:?}: every LID where it was");
+        assert_eq!(f.deliver_to(f.sm_node, lid), Some(hyp), "{policy:?}");
         clean(&f, &sm);
     }
 }

@@ -637,6 +637,7 @@ impl Sa {
             | SmEvent::HandingOver { .. }
             | SmEvent::HandoverImpossible
             | SmEvent::PortNotAsSet { .. }
+            | SmEvent::SmPortState { .. }
             | SmEvent::DuplicateGuid { .. }
             | SmEvent::DuplicatePortGuid { .. }
             | SmEvent::DuplicateVGuid { .. } => {}

@@ -1280,6 +1280,15 @@ fn log_event(e: &SmEvent) {
             tracing::info!("Handing over to SM {:#018x} before stopping", to.0)
         }
         SmEvent::HandoverImpossible => tracing::info!("no SM in STANDBY to hand over to"),
+        SmEvent::SmPortState { state } => match state {
+            mad_core::attr::PortState::Down => {
+                tracing::warn!("SM port is down: sweeps wait for it to come back")
+            }
+            mad_core::attr::PortState::Active => tracing::info!("SM port is Active again"),
+            _ => tracing::warn!(
+                "SM port is {state:?}: its link retrained; a heavy sweep, by directed route, follows"
+            ),
+        },
         SmEvent::PortNotAsSet {
             guid,
             port,

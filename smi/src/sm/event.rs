@@ -64,6 +64,14 @@ pub enum SmEvent {
     },
     /// A master about to stop found no standby to hand over to.
     HandoverImpossible,
+    /// The SM's own port was found in another state as a sweep started:
+    /// Down (the sweep stops there; nothing can be reached), or up again
+    /// but not Active (its link retrained: the sweep is a heavy one, by
+    /// directed route), or Active again.
+    SmPortState {
+        /// The state it was found in.
+        state: PortState,
+    },
     /// A heavy sweep found an end port that no longer holds what the SM
     /// set ([`Sm::request_heavy_sweep`]); it is set again.
     PortNotAsSet {

@@ -136,6 +136,13 @@ pub struct Sm {
     trap_issuers: BTreeSet<u16>,
     swept: BTreeSet<usize>,
     issuers_first: bool,
+    /// The switches that trapped before this sweep, read first.
+    sweep_issuers: Vec<usize>,
+    /// The state of the SM's own port at the last sweep.
+    own_port_state: PortState,
+    /// Until the change is in, every SMP goes by directed route: the
+    /// SM's own link retrained, and what is behind it may have rebooted.
+    dr_only: bool,
     /// Master or standby: the election's state.
     election: election::Election,
     /// Keep the LIDs the ports hold (a standby taking the subnet over).
@@ -192,6 +199,9 @@ impl Sm {
             trap_issuers: BTreeSet::new(),
             swept: BTreeSet::new(),
             issuers_first: false,
+            sweep_issuers: Vec::new(),
+            own_port_state: PortState::Active,
+            dr_only: false,
             election: election::Election::new(0, 0),
             keep_lids: false,
             kept_found: false,
@@ -328,6 +338,10 @@ impl Sm {
                 if let Purpose::SmInfo { node } = r.purpose {
                     self.election.awaiting.remove(&node);
                 }
+                if matches!(r.purpose, Purpose::SweepOwnPort) {
+                    self.on_sweep_own_port(None);
+                    continue;
+                }
                 // No answer by the known link: the cable moved (not
                 // asked again in the next round).
                 if let Purpose::DupCheck { node, port, from } = r.purpose {
@@ -427,6 +441,10 @@ impl Sm {
             if let Purpose::DupCheck { node, port, from } = req.purpose {
                 self.on_dup_check(Some(smp), node, port, from);
             }
+            if matches!(req.purpose, Purpose::SweepOwnPort) {
+                // Its state is not known: the light sweep goes on.
+                self.on_sweep_own_port(None);
+            }
             if matches!(req.purpose, Purpose::PollMaster) {
                 // The master's port no longer says IsSM (its SM exited):
                 // no SM is there.
@@ -519,6 +537,7 @@ impl Sm {
                 }
             }
             Purpose::SweepPortInfo { node, port } => self.on_sweep_port_info(smp, node, port),
+            Purpose::SweepOwnPort => self.on_sweep_own_port(Some(smp)),
             Purpose::SetVPort | Purpose::SetTopOnly | Purpose::TrapRepress => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
                 // The response carries the port's PortInfo after the Set.

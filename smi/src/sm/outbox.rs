@@ -65,6 +65,8 @@ pub(super) enum Purpose {
         node: usize,
         port: u8,
     },
+    /// The SM's own port, read first at each sweep.
+    SweepOwnPort,
     Quiesce {
         node: usize,
         port: u8,
@@ -133,6 +135,7 @@ impl Purpose {
             | DupCheck { node, .. } => Some(node),
             NodeInfo { .. }
             | SetVPort
+            | SweepOwnPort
             | SetTopOnly
             | SetLft
             | SetMft
@@ -323,6 +326,7 @@ impl Sm {
         purpose: Purpose,
     ) {
         let dlid = node
+            .filter(|_| !self.dr_only)
             .filter(|&i| {
                 self.db
                     .nodes()
@@ -464,6 +468,7 @@ impl Sm {
             | Purpose::GuidInfo { node, .. }
             | Purpose::SweepSwitchInfo { node } => (Some(node), None, false),
             Purpose::SetVPort
+            | Purpose::SweepOwnPort
             | Purpose::SetTopOnly
             | Purpose::SetLft
             | Purpose::SetMft

@@ -92,7 +92,9 @@ impl Sm {
         }
     }
 
-    /// Starts a light sweep: Get(SwitchInfo) of every live switch.
+    /// Starts a light sweep: Get(PortInfo) of the SM's own port (by
+    /// directed route, answered by its own node), then
+    /// ([`Sm::on_sweep_own_port`]) Get(SwitchInfo) of every live switch.
     pub(super) fn start_sweep(&mut self, now_ms: u64) {
         self.sweep_pending = false;
         self.heavy = core::mem::take(&mut self.heavy_pending);
@@ -114,9 +116,53 @@ impl Sm {
             })
             .collect();
         self.trap_issuers.clear();
-        if self.heavy {
-            self.read_end_ports();
+        self.sweep_issuers = issuers;
+        let Some(me) = self.db.nodes().first() else {
+            return;
+        };
+        let (path, port) = (me.path.clone(), me.info.local_port_num);
+        self.get(
+            path,
+            AttributeId::PortInfo,
+            u32::from(port),
+            Purpose::SweepOwnPort,
+        );
+    }
+
+    /// The SM's own port as a sweep starts (`None`: it did not answer).
+    /// Down: nothing can be reached, and the sweep stops there (no SMP
+    /// sent to be lost, no node taken for gone). Up but not Active, where
+    /// it was: its link retrained (the switch at its other end, or the
+    /// cable, went and came back), so the sweep is a heavy one and every
+    /// SMP goes by directed route until the change is in, the tables on
+    /// the way being unknown. Otherwise the light sweep goes on.
+    pub(super) fn on_sweep_own_port(&mut self, smp: Option<&Smp>) {
+        let answer = smp.filter(|s| PortInfo::decode(&s.data).is_ok());
+        let pi = answer.and_then(|s| PortInfo::decode(&s.data).ok());
+        if let Some(state) = pi.map(|p| p.port_state) {
+            if state != self.own_port_state {
+                self.own_port_state = state;
+                self.emit(SmEvent::SmPortState { state });
+            }
+            if state == PortState::Down {
+                self.sweep_issuers.clear();
+                return;
+            }
+            if state != PortState::Active && self.up {
+                self.heavy = true;
+                self.dr_only = true;
+            }
         }
+        if self.heavy {
+            // The SM's own port is read already: taken as the heavy
+            // sweep's read of it.
+            let own = answer.and_then(|s| Some((s, self.own_port(0)?)));
+            if let Some((s, port)) = own {
+                self.on_sweep_port_info(s, 0, port);
+            }
+            self.read_end_ports(own.map(|_| 0));
+        }
+        let issuers = core::mem::take(&mut self.sweep_issuers);
         self.issuers_first = !issuers.is_empty();
         if self.issuers_first {
             self.sweep_switches(issuers);
@@ -212,9 +258,11 @@ impl Sm {
 
     /// A heavy sweep's Get(PortInfo) of every live end port: each CA's
     /// own port and each switch's port 0 (the switches' other ports are
-    /// read after their SwitchInfo).
-    fn read_end_ports(&mut self) {
+    /// read after their SwitchInfo); `except`, a node whose end port was
+    /// read already (the SM's own, first in each sweep).
+    fn read_end_ports(&mut self, except: Option<usize>) {
         let ends: Vec<(usize, u8)> = (0..self.db.nodes().len())
+            .filter(|&i| Some(i) != except)
             .filter_map(|i| Some((i, self.own_port(i)?)))
             .collect();
         for (node, port) in ends {
@@ -293,6 +341,7 @@ impl Sm {
         }
         if !self.changed {
             self.phase = Phase::Done;
+            self.dr_only = false;
             return;
         }
         if !self.explored {
@@ -416,6 +465,8 @@ impl Sm {
         });
         self.db.old_lfts.clear();
         self.found_lfts.clear();
+        self.dr_only = false;
+        self.own_port_state = PortState::Active;
         for n in self.db.nodes_mut().iter_mut() {
             n.fresh = false;
         }
