@@ -212,8 +212,9 @@ fn a_new_configuration_on_a_running_subnet_sends_only_the_difference() {
     assert_eq!(sm.set_partitions(parse(&second).unwrap()), 0);
 }
 
-#[test]
-fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
+/// mport-ntree:4:2 brought up with the default partition and 0x42, whose
+/// members are the second and third CAs (`cas`, returned) only.
+fn two_in_0x42() -> (Fabric, Sm, Vec<usize>) {
     let probe = Fabric::new(
         Topology::from_spec("mport-ntree:4:2").unwrap(),
         SimConfig::default(),
@@ -225,7 +226,13 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
         probe.topo.nodes[c[1]].guid + 1,
         probe.topo.nodes[c[2]].guid + 1
     );
-    let (mut f, mut sm) = up_with("mport-ntree:4:2", &conf);
+    let (f, sm) = up_with("mport-ntree:4:2", &conf);
+    (f, sm, c)
+}
+
+#[test]
+fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
+    let (mut f, mut sm, c) = two_in_0x42();
     const MS: u64 = 1_000_000;
     let t = f.now_ns();
     f.schedule(t + MS, FabricEvent::NodeDown(c[1]));
@@ -251,18 +258,7 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
 /// back on the ports cabled to the partition's members, and its routes.
 #[test]
 fn a_leaf_switch_that_reboots_gets_its_tables_and_enforcement_again() {
-    let probe = Fabric::new(
-        Topology::from_spec("mport-ntree:4:2").unwrap(),
-        SimConfig::default(),
-    )
-    .unwrap();
-    let c = cas(&probe);
-    let conf = format!(
-        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
-        probe.topo.nodes[c[1]].guid + 1,
-        probe.topo.nodes[c[2]].guid + 1
-    );
-    let (mut f, mut sm) = up_with("mport-ntree:4:2", &conf);
+    let (mut f, mut sm, c) = two_in_0x42();
     let (leaf, q) = switch_port(&f, c[1]);
     assert_ne!(leaf, switch_port(&f, f.sm_node).0, "not the SM's own leaf");
     let held = port(&f, leaf, q);

@@ -620,6 +620,36 @@ fn a_freed_lid_the_cache_keeps_waits_for_its_vm() {
     println!("dynamic: freed LIDs {la} (cached for {a:#x}) and {lc}; a new VM took {lb}, and {a:#x} {la} again");
 }
 
+/// VM 0xAB started on a hypervisor and moved far, to another leaf: the
+/// VM and the SM's node of its hypervisor now.
+fn migrated_far(f: &mut Fabric, sm: &mut Sm) -> (VmId, usize) {
+    let (a, _, far) = pick(sm);
+    let vm = sm.create_vm(a, 0xAB).unwrap();
+    assert!(f.run(sm));
+    let plan = sm.plan_migration(vm, far).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(sm));
+    (vm, far)
+}
+
+/// Fabric node `i` powered off, then on again a moment later (no LID, no
+/// tables), each followed by up to 2 s of the SM at work until idle.
+fn reboot(f: &mut Fabric, sm: &mut Sm, i: usize) {
+    const MS: u64 = 1_000_000;
+    for event in [
+        fabric::sim::FabricEvent::NodeDown(i),
+        fabric::sim::FabricEvent::NodeUp(i),
+    ] {
+        let t = f.now_ns();
+        f.schedule(t + MS, event);
+        assert!(
+            f.run_until(sm, t + 2_000 * MS),
+            "{event:?}: {:?}",
+            sm.phase()
+        );
+    }
+}
+
 /// After a far migration (the VM's LID routed where the swap put it), a
 /// spine switch reboots: while it is away and after it is back freshly
 /// powered, every CA reaches every LID, the VM's at its new hypervisor,
@@ -631,12 +661,7 @@ fn a_spine_that_reboots_after_a_migration_routes_the_vm_where_it_is() {
     const MS: u64 = 1_000_000;
     for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
         let (mut f, mut sm) = up("fat-tree-324", 2, policy);
-        let (a, _, far) = pick(&sm);
-        let vm = sm.create_vm(a, 0xAB).unwrap();
-        assert!(f.run(&mut sm));
-        let plan = sm.plan_migration(vm, far).unwrap();
-        sm.apply_migration(&plan, false).unwrap();
-        assert!(f.run(&mut sm));
+        let (vm, far) = migrated_far(&mut f, &mut sm);
         let lid = Lid(sm.vm(vm).unwrap().lid);
         let (hyp, sm_node) = (fx(&f, &sm, far), f.sm_node);
         // A spine: every neighbour a switch.
@@ -680,29 +705,16 @@ fn a_spine_that_reboots_after_a_migration_routes_the_vm_where_it_is() {
 /// written Down; under the dynamic one the VM's LID was no longer routed.
 #[test]
 fn a_leaf_that_reboots_keeps_the_vms_under_it() {
-    const MS: u64 = 1_000_000;
     for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
         let (mut f, mut sm) = up("fat-tree-324", 2, policy);
-        let (a, _, far) = pick(&sm);
-        let vm = sm.create_vm(a, 0xAB).unwrap();
-        assert!(f.run(&mut sm));
-        let plan = sm.plan_migration(vm, far).unwrap();
-        sm.apply_migration(&plan, false).unwrap();
-        assert!(f.run(&mut sm));
+        let (vm, far) = migrated_far(&mut f, &mut sm);
         let (lid, vf) = (sm.vm(vm).unwrap().lid, sm.vm(vm).unwrap().vf);
         let hyp = fx(&f, &sm, far);
         let leaf = f.topo.peer_of(hyp, 1).unwrap().0;
         assert_ne!(leaf, f.topo.peer_of(f.sm_node, 1).unwrap().0);
         let lids = |f: &Fabric| f.nodes.iter().map(|n| n.lid().0).collect::<Vec<_>>();
         let (before, slots) = (lids(&f), sm.nodes()[far].vfs.clone());
-        for event in [
-            fabric::sim::FabricEvent::NodeDown(leaf),
-            fabric::sim::FabricEvent::NodeUp(leaf),
-        ] {
-            let t = f.now_ns();
-            f.schedule(t + MS, event);
-            assert!(f.run_until(&mut sm, t + 2_000 * MS), "{policy:?} {event:?}");
-        }
+        reboot(&mut f, &mut sm, leaf);
         assert_eq!(lids(&f), before, "{policy:?}: every LID where it was");
         assert_eq!(sm.nodes()[far].vfs, slots, "{policy:?}: the VF slots kept");
         assert_eq!(sm.vm(vm).map(|v| (v.lid, v.vf)), Some((lid, vf)));
@@ -716,14 +728,7 @@ fn a_leaf_that_reboots_keeps_the_vms_under_it() {
         clean(&f, &sm);
         // The hypervisor itself powered off and on (its vports reset): the
         // SM writes the VM's vport again, as its VMs run on until stopped.
-        for event in [
-            fabric::sim::FabricEvent::NodeDown(hyp),
-            fabric::sim::FabricEvent::NodeUp(hyp),
-        ] {
-            let t = f.now_ns();
-            f.schedule(t + MS, event);
-            assert!(f.run_until(&mut sm, t + 2_000 * MS), "{policy:?} {event:?}");
-        }
+        reboot(&mut f, &mut sm, hyp);
         let v = vport(&f, &sm, far, vf);
         assert_eq!(
             (v.vport_state, v.vport_guid.0, v.vport_lid.0),
@@ -763,12 +768,7 @@ fn the_sms_own_leaf_that_reboots_is_waited_for_and_swept_again() {
         )
         .unwrap();
         assert!(up);
-        let (a, _, far) = pick(&sm);
-        let vm = sm.create_vm(a, 0xAB).unwrap();
-        assert!(f.run(&mut sm));
-        let plan = sm.plan_migration(vm, far).unwrap();
-        sm.apply_migration(&plan, false).unwrap();
-        assert!(f.run(&mut sm));
+        let (vm, far) = migrated_far(&mut f, &mut sm);
         let (lid, hyp) = (Lid(sm.vm(vm).unwrap().lid), fx(&f, &sm, far));
         let leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
         let lids = |f: &Fabric| f.nodes.iter().map(|n| n.lid().0).collect::<Vec<_>>();
