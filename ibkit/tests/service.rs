@@ -40,6 +40,63 @@ fn start_sm(served: &Served, args: &[&str]) -> Child {
     common::running_sm(served, &args)
 }
 
+/// The served fabric as `ctl dump` writes it.
+fn dump(served: &Served, dir: &Path) -> serde_json::Value {
+    let f = dir.join("dump.json");
+    served.ctl(&format!("dump {}", f.display())).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+}
+
+/// Every node's name with its LID and LFT, as a dump has them.
+fn lids_and_lfts(d: &serde_json::Value) -> Vec<(String, u64, Vec<u64>)> {
+    (d["nodes"].as_array().unwrap().iter())
+        .map(|n| {
+            let name = n["name"].as_str().unwrap().to_string();
+            (name, n["lid"].as_u64().unwrap_or(0), common::lft(n))
+        })
+        .collect()
+}
+
+/// The SM's own leaf switch rebooted under a running `ibkit sm`: it logs
+/// that its port is down, sends nothing into it meanwhile, and when the
+/// switch is back (no LID, no table) logs that its port retrained and
+/// sets the subnet as it was: every LID and every LFT entry the same.
+#[test]
+fn the_sms_own_leaf_rebooting_is_logged_and_the_subnet_set_again() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = scratch("own-leaf");
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let log = dir.join("sm.log");
+    let mut sm = start_sm(
+        &served,
+        &["--log-file", log.to_str().unwrap(), "--sweep-ms", "300"],
+    );
+    wait_in(&log, "SUBNET UP");
+    let before = dump(&served, &dir);
+    // The SM attaches at the simulator's first CA.
+    let nodes = before["nodes"].as_array().unwrap();
+    let me = nodes.iter().find(|n| n["kind"] == "ca").unwrap();
+    let leaf = me["ports"][0]["peer"]["node"].as_str().unwrap().to_string();
+    let held = lids_and_lfts(&before);
+    assert!(held.iter().all(|(_, lid, _)| *lid != 0), "{held:?}");
+
+    served.ctl(&format!("node-down {leaf}")).unwrap();
+    wait_in(&log, "SM port is down");
+    served.ctl(&format!("node-up {leaf}")).unwrap();
+    wait_in(&log, "SM port is Init");
+    let t = Instant::now();
+    let mut now = lids_and_lfts(&dump(&served, &dir));
+    while now != held && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+        now = lids_and_lfts(&dump(&served, &dir));
+    }
+    signal("-TERM", &sm);
+    let _ = sm.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(now, held, "the subnet as it was; the log:\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// What logrotate does without copytruncate: the log moved away, then
 /// SIGUSR1. The SM writes to the moved file until the signal, then to a
 /// new file of the old name; a file it cannot open again leaves it
