@@ -109,29 +109,7 @@ impl Sm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mad_core::attr::{NodeInfo, NodeType};
-    use mad_core::Guid;
-
-    fn node(kind: NodeType, guid: u64, ports: usize) -> SmNode {
-        SmNode {
-            info: NodeInfo {
-                node_type: kind,
-                node_guid: Guid(guid),
-                port_guid: Guid(guid),
-                num_ports: ports as u8,
-                local_port_num: 1,
-                ..NodeInfo::default()
-            },
-            path: DrPath::new(),
-            ports: vec![SmPort::default(); ports + 1],
-            switch_info: None,
-            lid: 0,
-            vfs: Vec::new(),
-            description: None,
-            alive: true,
-            fresh: false,
-        }
-    }
+    use mad_core::attr::NodeType;
 
     /// The SM's CA (0, LID 1) on switch A (1) port 1; A port 2 to switch
     /// B (2) port 1; A port 3 to switch C (3) port 1; the target CA D (4,
@@ -149,7 +127,10 @@ mod tests {
             (NodeType::ChannelAdapter, 1),
         ];
         for (i, (kind, ports)) in kinds.into_iter().enumerate() {
-            assert_eq!(db.add_node(node(kind, 0x10 + i as u64, ports)), i);
+            assert_eq!(
+                db.add_node(SmNode::bare(kind, 0x10 + i as u64, 0, ports)),
+                i
+            );
             db.set_lid(i, i as u16 + 1);
         }
         for (a, pa, b, pb) in [(0, 1, 1, 1), (1, 2, 2, 1), (1, 3, 3, 1), (3, 2, 4, 1)] {

@@ -915,11 +915,12 @@ impl SmNode {
     }
 }
 
+/// For the SM's unit tests: a live node of `kind` whose node and port
+/// GUID are `guid`, with LID `lid`, `ports` ports with nothing known of
+/// them, reached on port 1 by the empty path.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(kind: NodeType, guid: u64, lid: u16, ports: usize) -> SmNode {
+impl SmNode {
+    pub(super) fn bare(kind: NodeType, guid: u64, lid: u16, ports: usize) -> SmNode {
         SmNode {
             info: NodeInfo {
                 node_type: kind,
@@ -938,6 +939,15 @@ mod tests {
             alive: true,
             fresh: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(kind: NodeType, guid: u64, lid: u16, ports: usize) -> SmNode {
+        SmNode::bare(kind, guid, lid, ports)
     }
 
     /// The SM's CA (LID 1) on port 1 of a switch (LID 2), a hypervisor
