@@ -137,8 +137,8 @@ impl Sm {
     /// SMP goes by directed route until the change is in, the tables on
     /// the way being unknown. Otherwise the light sweep goes on.
     pub(super) fn on_sweep_own_port(&mut self, smp: Option<&Smp>) {
-        let answer = smp.filter(|s| PortInfo::decode(&s.data).is_ok());
-        let pi = answer.and_then(|s| PortInfo::decode(&s.data).ok());
+        let pi = smp.and_then(|s| PortInfo::decode(&s.data).ok());
+        let answer = smp.filter(|_| pi.is_some());
         if let Some(state) = pi.map(|p| p.port_state) {
             if state != self.own_port_state {
                 self.own_port_state = state;
