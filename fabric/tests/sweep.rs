@@ -575,3 +575,127 @@ fn a_heavy_sweep_of_healthy_fat_tree_324_reads_every_port_and_writes_nothing() {
     ]);
     assert_eq!(sent, want);
 }
+
+/// A heavy sweep keeps a node out of reach alive while it looks for it
+/// behind the links that came back, and loses what it cannot find: a
+/// leaf switch powered off, seen by heavy sweeps alone (no traps), is
+/// lost with exactly the CAs behind it; powered on, each is found again.
+#[test]
+fn a_heavy_sweep_loses_a_leaf_that_is_gone_and_nothing_else() {
+    let (mut f, mut sm) = up_with(
+        "fat-tree-324",
+        SimConfig {
+            traps: false,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            sweep_interval_ms: Some(500),
+            force_heavy_sweep: true,
+            ..SmConfig::default()
+        },
+    );
+    let sm_leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    let cas_of = |f: &Fabric, s: usize| -> Vec<u64> {
+        (0..f.nodes.len())
+            .filter(|&i| {
+                f.topo.nodes[i].kind == NodeType::ChannelAdapter
+                    && f.topo.peer_of(i, 1).map(|p| p.0) == Some(s)
+            })
+            .map(|i| f.topo.nodes[i].guid)
+            .collect()
+    };
+    let leaf = (0..f.nodes.len())
+        .find(|&s| s != sm_leaf && !cas_of(&f, s).is_empty())
+        .unwrap();
+    let mut want: Vec<u64> = cas_of(&f, leaf);
+    want.push(f.topo.nodes[leaf].guid);
+    want.sort();
+    assert_eq!(want.len(), 19);
+    while sm.poll_event().is_some() {}
+
+    let events = |sm: &mut Sm, lost: bool| {
+        let mut v: Vec<u64> = std::iter::from_fn(|| sm.poll_event())
+            .filter_map(|e| match e {
+                smi::sm::SmEvent::NodeLost { guid, .. } if lost => Some(guid.0),
+                smi::sm::SmEvent::NodeAdded { guid, .. } if !lost => Some(guid.0),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(leaf));
+    // Its SMPs time out (and are sent again) before it is taken for lost.
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(events(&mut sm, true), want, "lost: the leaf and its CAs");
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(leaf));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(events(&mut sm, false), want, "found again");
+    clean(&f);
+}
+
+/// Two CAs' cables swapped between two leaf switches, seen by heavy
+/// sweeps alone: the reads of each by its old route were answered by the
+/// other. Each is found again where it now is, read again there, and
+/// keeps its LID; neither is taken for lost, and the routes follow them.
+#[test]
+fn a_heavy_sweep_follows_two_swapped_cas() {
+    let (mut f, mut sm) = up_with(
+        "fat-tree-324",
+        SimConfig {
+            traps: false,
+            ..SimConfig::default()
+        },
+        SmConfig {
+            sweep_interval_ms: Some(500),
+            force_heavy_sweep: true,
+            ..SmConfig::default()
+        },
+    );
+    let sm_leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
+        .filter(|&i| f.topo.peer_of(i, 1).unwrap().0 != sm_leaf)
+        .collect();
+    let (c1, at1) = (cas[0], f.topo.peer_of(cas[0], 1).unwrap());
+    let c2 = *cas
+        .iter()
+        .find(|&&i| f.topo.peer_of(i, 1).unwrap().0 != at1.0)
+        .unwrap();
+    let at2 = f.topo.peer_of(c2, 1).unwrap();
+    let lids = (f.nodes[c1].lid(), f.nodes[c2].lid());
+    while sm.poll_event().is_some() {}
+
+    let t = f.now_ns();
+    for e in [
+        FabricEvent::LinkDown(c1, 1),
+        FabricEvent::LinkDown(c2, 1),
+        FabricEvent::Cable((c1, 1), (at2.0, at2.1)),
+        FabricEvent::Cable((c2, 1), (at1.0, at1.1)),
+    ] {
+        f.schedule(t + MS, e);
+    }
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    assert_eq!(f.topo.peer_of(c1, 1).unwrap().0, at2.0, "swapped");
+    let lost = std::iter::from_fn(|| sm.poll_event())
+        .filter(|e| matches!(e, smi::sm::SmEvent::NodeLost { .. }))
+        .count();
+    assert_eq!(lost, 0);
+    assert_eq!((f.nodes[c1].lid(), f.nodes[c2].lid()), lids);
+    assert_eq!(f.deliver_to(f.sm_node, lids.0), Some(c1));
+    assert_eq!(f.deliver_to(f.sm_node, lids.1), Some(c2));
+    // What the SM holds of each CA's port is that CA's, not the other's.
+    for (c, lid) in [(c1, lids.0), (c2, lids.1)] {
+        let guid = f.topo.nodes[c].guid;
+        let n = sm
+            .nodes()
+            .iter()
+            .find(|n| n.info.node_guid.0 == guid)
+            .unwrap();
+        let info = n.ports[1].info.unwrap();
+        assert_eq!(info.lid, lid);
+    }
+    clean(&f);
+}

@@ -746,8 +746,12 @@ fn a_leaf_that_reboots_keeps_the_vms_under_it() {
 /// When it is back the SM's port is Init: the sweep is a heavy one, by
 /// directed route (the switch on the way holds no table), and the subnet
 /// is up again within the next sweep with every LID where it was, the
-/// migrated VM reached at its hypervisor. The same when the SM's own
-/// cable is pulled and put back. Until 2026-11-28 each sweep
+/// migrated VM reached at its hypervisor. No node is taken for lost on
+/// the way back: each is found again behind the SM's link, and only what
+/// rebooted or retrained is set again (a bring-up of this fabric is over
+/// 5,000 SMPs; the return costs under 2,500, the heavy sweep's 1,692
+/// reads among them). The same when the SM's own cable is pulled and put
+/// back. Until 2026-11-28 each sweep
 /// sent every SMP LID-routed into the dead link (356 given up in 30 s),
 /// and the return took hundreds of timeouts (1,099 fallbacks).
 #[test]
@@ -815,16 +819,18 @@ fn the_sms_own_leaf_that_reboots_is_waited_for_and_swept_again() {
             let (smps, t) = (sm.stats().total(), f.now_ns());
             f.schedule(t + MS, back);
             assert!(f.run_until(&mut sm, t + 1_500 * MS), "{policy:?}, {what}");
-            let states = port_states(&mut sm).0;
-            assert_eq!(states, [PortState::Init], "{policy:?}, {what}");
+            // Every node found again behind the link that retrained: none
+            // taken for lost on the way (the SA would drop its multicast
+            // memberships and report its GIDs out of service).
+            let states = port_states(&mut sm);
+            assert_eq!(states, (vec![PortState::Init], 0), "{policy:?}, {what}");
             assert_eq!(sm.stats().fallbacks, 0, "{policy:?}, {what}");
             assert_eq!(lids(&f), before, "{policy:?}, {what}: every LID kept");
             assert_eq!(f.deliver_to(f.sm_node, lid), Some(hyp), "{policy:?}");
             clean(&f, &sm);
-            println!(
-                "{policy:?}, {what} back: {} SMPs until the subnet was up",
-                sm.stats().total() - smps
-            );
+            let back = sm.stats().total() - smps;
+            println!("{policy:?}, {what} back: {back} SMPs until the subnet was up");
+            assert!(back < 2_500, "{policy:?}, {what}: {back} SMPs");
         }
     }
 }

@@ -60,7 +60,8 @@ fn lids_and_lfts(d: &serde_json::Value) -> Vec<(String, u64, Vec<u64>)> {
 /// The SM's own leaf switch rebooted under a running `ibkit sm`: it logs
 /// that its port is down, sends nothing into it meanwhile, and when the
 /// switch is back (no LID, no table) logs that its port retrained and
-/// sets the subnet as it was: every LID and every LFT entry the same.
+/// sets the subnet as it was: every LID and every LFT entry the same,
+/// and a host's membership of the broadcast group kept.
 #[test]
 fn the_sms_own_leaf_rebooting_is_logged_and_the_subnet_set_again() {
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -79,6 +80,37 @@ fn the_sms_own_leaf_rebooting_is_logged_and_the_subnet_set_again() {
     let leaf = me["ports"][0]["peer"]["node"].as_str().unwrap().to_string();
     let held = lids_and_lfts(&before);
     assert!(held.iter().all(|(_, lid, _)| *lid != 0), "{held:?}");
+    // A host behind another leaf joins the IPoIB broadcast group.
+    let joiner = nodes
+        .iter()
+        .find(|n| {
+            n["kind"] == "ca"
+                && n["name"] != me["name"]
+                && (n["ports"].as_array().unwrap().iter())
+                    .all(|p| p["peer"]["node"] != leaf.as_str())
+        })
+        .unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let members = || {
+        let args = ["sa", "mcmember", "--sm-key", "1", "--json", BCAST];
+        let out = served.client_on(exe, &joiner).args(args).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut gids: Vec<String> = (v["records"].as_array().unwrap().iter())
+            .map(|r| r["port_gid"].to_string())
+            .collect();
+        gids.sort();
+        gids
+    };
+    let out = (served.client_on(exe, &joiner))
+        .args(["sa", "mcmember", "--join", BCAST])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let joined = members();
+    assert!(!joined.is_empty());
 
     served.ctl(&format!("node-down {leaf}")).unwrap();
     wait_in(&log, "SM port is down");
@@ -90,12 +122,18 @@ fn the_sms_own_leaf_rebooting_is_logged_and_the_subnet_set_again() {
         std::thread::sleep(Duration::from_millis(200));
         now = lids_and_lfts(&dump(&served, &dir));
     }
+    // No node was taken for lost on the way: the group kept its members.
+    let kept = members();
     signal("-TERM", &sm);
     let _ = sm.wait();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(now, held, "the subnet as it was; the log:\n{text}");
+    assert_eq!(kept, joined, "the members; the log:\n{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The IPoIB broadcast group of the default partition.
+const BCAST: &str = "ff12:401b:ffff::ffff:ffff";
 
 /// What logrotate does without copytruncate: the log moved away, then
 /// SIGUSR1. The SM writes to the moved file until the signal, then to a

@@ -23,6 +23,13 @@ impl Sm {
         }
         let idx = match known {
             Some(i) => {
+                if self.limbo.contains(&i) {
+                    // Out of reach in a heavy sweep and found again: by
+                    // the route it was read by, or not (then those reads
+                    // were answered by whatever is there now).
+                    let same = self.db.nodes()[i].path == path;
+                    *self.refound.entry(i).or_default() |= same;
+                }
                 self.revive(i, &path);
                 i
             }

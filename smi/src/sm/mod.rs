@@ -138,6 +138,15 @@ pub struct Sm {
     issuers_first: bool,
     /// The switches that trapped before this sweep, read first.
     sweep_issuers: Vec<usize>,
+    /// In a heavy sweep, the live nodes out of reach when its links were
+    /// known: kept alive while the sweep looks for them by other ways
+    /// ([`Sm::sweep_drained`]), lost only if none leads to them.
+    limbo: BTreeSet<usize>,
+    /// In a heavy sweep, the nodes whose end port answered.
+    end_read: BTreeSet<usize>,
+    /// Nodes of `limbo` that answered NodeInfo again: true where by the
+    /// route the sweep read them by.
+    refound: BTreeMap<usize, bool>,
     /// The state of the SM's own port at the last sweep.
     own_port_state: PortState,
     /// Until the change is in, every SMP goes by directed route: the
@@ -200,6 +209,9 @@ impl Sm {
             swept: BTreeSet::new(),
             issuers_first: false,
             sweep_issuers: Vec::new(),
+            limbo: BTreeSet::new(),
+            end_read: BTreeSet::new(),
+            refound: BTreeMap::new(),
             own_port_state: PortState::Active,
             dr_only: false,
             election: election::Election::new(0, 0),

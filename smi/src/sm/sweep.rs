@@ -11,7 +11,7 @@
 //! in Init or Armed moved on to Active.
 
 use super::{NodeId, Phase, PortState, Purpose, Request, Sm, SmEvent};
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec;
 use alloc::vec::Vec;
 use mad_core::attr::{AttributeId, PortInfo, SwitchInfo};
@@ -107,6 +107,9 @@ impl Sm {
             self.next_sweep = Some(now_ms + iv);
         }
         self.swept.clear();
+        self.limbo.clear();
+        self.end_read.clear();
+        self.refound.clear();
         // The switches that trapped first: what they report tells which
         // links are gone, so the rest can be reached around them.
         let issuers: Vec<usize> = (0..self.db.nodes().len())
@@ -228,6 +231,9 @@ impl Sm {
         let Ok(pi) = PortInfo::decode(&smp.data) else {
             return;
         };
+        if self.heavy && self.own_port(node) == Some(port) {
+            self.end_read.insert(node);
+        }
         let Some(mut p) = self.db.port_mut(node, port) else {
             return;
         };
@@ -333,7 +339,14 @@ impl Sm {
     pub(super) fn sweep_drained(&mut self) {
         if self.issuers_first {
             self.issuers_first = false;
-            self.refresh_paths();
+            if self.heavy {
+                // Out of reach is not lost in a heavy sweep (below): such a
+                // node is read by the route it had, which may still lead
+                // there (the SM's own link retrained, the cables the same).
+                self.refresh_reached();
+            } else {
+                self.refresh_paths();
+            }
             self.sweep_rest();
             if !self.out.queue.is_empty() {
                 return;
@@ -348,40 +361,78 @@ impl Sm {
             // Links are known again: recompute who is reachable and how,
             // then look behind every port that is up but leads nowhere known.
             self.explored = true;
-            self.refresh_paths();
-            let mut explore = Vec::new();
-            for (i, n) in self.db.nodes().iter().enumerate() {
-                if !n.alive {
-                    continue;
-                }
-                let first = if n.is_switch() { 1 } else { 0 };
-                for (p, port) in n.ports.iter().enumerate().skip(first) {
-                    let up = port.info.is_some_and(|x| x.port_state != PortState::Down);
-                    if up
-                        && port.peer.is_none()
-                        && (n.is_switch() || p == usize::from(n.info.local_port_num))
-                    {
-                        explore.push((i, p as u8));
-                    }
-                }
+            if self.heavy {
+                // Every port was read: a node out of reach now may be
+                // found again behind a link that retrained (the SM's own,
+                // after its leaf switch rebooted), and is not lost yet.
+                self.limbo = self.refresh_reached();
+            } else {
+                self.refresh_paths();
             }
-            for (i, p) in explore {
-                if let Ok(next) = self.db.nodes()[i].path.extended(p) {
-                    self.get(
-                        next,
-                        AttributeId::NodeInfo,
-                        0,
-                        Purpose::NodeInfo { from: Some((i, p)) },
-                    );
-                }
-            }
+            let from: Vec<usize> = (0..self.db.nodes().len())
+                .filter(|i| !self.limbo.contains(i))
+                .collect();
+            self.explore_from(&from);
             return;
+        }
+        if !self.limbo.is_empty() {
+            // Nodes reached again by the links found: looked behind in
+            // turn. One whose end port did not answer this sweep, or that
+            // was found again only by another route than it was read by,
+            // is read again, and set again as one that came back.
+            let back = self.reached_again();
+            if !back.is_empty() {
+                let (read, unread): (Vec<usize>, Vec<usize>) = back.into_iter().partition(|i| {
+                    self.end_read.contains(i) && self.refound.get(i).copied().unwrap_or(true)
+                });
+                for i in unread {
+                    if let Some(mut n) = self.db.node_mut(i) {
+                        n.fresh = true;
+                    }
+                    self.read_node(i);
+                }
+                self.explore_from(&read);
+                return;
+            }
+            // The rest are lost (below).
+            self.limbo.clear();
         }
         // Everything new is found: continue as at bring-up, incrementally.
         self.refresh_paths();
         self.changed = false;
         self.phase = Phase::LidAssignment;
         self.assign_lids();
+    }
+
+    /// Get(NodeInfo) behind every port of `nodes` (live) that is up and
+    /// leads nowhere known: a switch's external ports, a CA's own port.
+    fn explore_from(&mut self, nodes: &[usize]) {
+        let mut explore = Vec::new();
+        for &i in nodes {
+            let Some(n) = self.db.nodes().get(i).filter(|n| n.alive) else {
+                continue;
+            };
+            let first = if n.is_switch() { 1 } else { 0 };
+            for (p, port) in n.ports.iter().enumerate().skip(first) {
+                let up = port.info.is_some_and(|x| x.port_state != PortState::Down);
+                if up
+                    && port.peer.is_none()
+                    && (n.is_switch() || p == usize::from(n.info.local_port_num))
+                {
+                    explore.push((i, p as u8));
+                }
+            }
+        }
+        for (i, p) in explore {
+            if let Ok(next) = self.db.nodes()[i].path.extended(p) {
+                self.get(
+                    next,
+                    AttributeId::NodeInfo,
+                    0,
+                    Purpose::NodeInfo { from: Some((i, p)) },
+                );
+            }
+        }
     }
 
     /// A node already known answered NodeInfo again: if it had been lost,
@@ -407,16 +458,14 @@ impl Sm {
         self.read_node(i);
     }
 
-    /// Breadth-first from the SM's node over the known links: which nodes
-    /// are reachable, and the directed route to each.
-    pub(super) fn refresh_paths(&mut self) {
+    /// Breadth-first from the SM's node over the known links: the
+    /// directed route to each node reachable (`None`: out of reach).
+    fn paths_over_links(&self) -> Vec<Option<DrPath>> {
         let n = self.db.nodes().len();
-        if n == 0 {
-            return;
-        }
-        let mut seen = vec![false; n];
         let mut paths: Vec<Option<DrPath>> = vec![None; n];
-        seen[0] = true;
+        if n == 0 {
+            return paths;
+        }
         paths[0] = Some(DrPath::new());
         let mut q = VecDeque::from([0usize]);
         while let Some(i) = q.pop_front() {
@@ -429,21 +478,28 @@ impl Sm {
                 .filter_map(|(p, port)| port.peer.map(|(m, _)| (p as u8, m)))
                 .collect();
             for (p, m) in links {
-                if !seen[m] {
+                if paths[m].is_none() && m != 0 {
                     if let Ok(path) = base.extended(p) {
-                        seen[m] = true;
                         paths[m] = Some(path);
                         q.push_back(m);
                     }
                 }
             }
         }
+        paths
+    }
+
+    /// Which nodes are reachable, and the directed route to each: a live
+    /// node out of reach is lost ([`SmEvent::NodeLost`]).
+    pub(super) fn refresh_paths(&mut self) {
+        let mut paths = self.paths_over_links();
         let mut lost = Vec::new();
         for (i, node) in self.db.nodes_mut().iter_mut().enumerate() {
-            if node.alive && !seen[i] {
+            let seen = paths[i].is_some();
+            if node.alive && !seen {
                 lost.push((i, node.info.node_guid));
             }
-            node.alive = seen[i];
+            node.alive = seen;
             if let Some(p) = paths[i].take() {
                 node.path = p;
             }
@@ -452,6 +508,32 @@ impl Sm {
             self.db.forget_aliases(node);
             self.emit(SmEvent::NodeLost { node, guid });
         }
+    }
+
+    /// As [`Sm::refresh_paths`], but a live node out of reach stays alive:
+    /// returned, to be looked for.
+    fn refresh_reached(&mut self) -> BTreeSet<usize> {
+        let mut paths = self.paths_over_links();
+        let mut out = BTreeSet::new();
+        for (i, node) in self.db.nodes_mut().iter_mut().enumerate() {
+            match paths[i].take() {
+                Some(p) if node.alive => node.path = p,
+                None if node.alive => {
+                    out.insert(i);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The nodes of `limbo` reachable again, taken out of it, with their
+    /// new directed routes.
+    fn reached_again(&mut self) -> Vec<usize> {
+        let now_out = self.refresh_reached();
+        let back: Vec<usize> = self.limbo.difference(&now_out).copied().collect();
+        self.limbo = now_out;
+        back
     }
 
     /// The subnet is up (again): every live node is reachable by LID from
