@@ -740,6 +740,106 @@ fn a_leaf_that_reboots_keeps_the_vms_under_it() {
     }
 }
 
+/// Hypervisor `i` (fabric node) powered off, SR-IOV set up again with
+/// `vfs` VFs, and powered on: as [`reboot`].
+fn repower_with(f: &mut Fabric, sm: &mut Sm, i: usize, vfs: usize) {
+    const MS: u64 = 1_000_000;
+    let t = f.now_ns();
+    f.schedule(t + MS, fabric::sim::FabricEvent::NodeDown(i));
+    assert!(f.run_until(sm, t + 2_000 * MS));
+    f.set_vfs(i, vfs).unwrap();
+    let t = f.now_ns();
+    f.schedule(t + MS, fabric::sim::FabricEvent::NodeUp(i));
+    assert!(f.run_until(sm, t + 2_000 * MS), "{:?}", sm.phase());
+}
+
+/// A hypervisor comes back with fewer VFs (SR-IOV set up again while it
+/// was off): the VM in the VF it still has keeps its LID, vGUID and up
+/// vport; the VM in the VF it lost is gone, said by `SmEvent::VmLost`,
+/// its vGUID nobody's (under the dynamic policy its LID goes to the next
+/// VM). With more VFs the VM is kept and the new VFs take VMs; with none
+/// (virtualization off) every VM on it is gone. Until 2026-11-28 any
+/// other count emptied every slot and left its VMs registered with no VF.
+#[test]
+fn a_hypervisor_back_with_fewer_vfs_loses_only_the_vms_in_them() {
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm) = up("fat-tree-324", 2, policy);
+        let (a, other, _) = pick(&sm);
+        let v1 = sm.create_vm(a, 0xA1).unwrap();
+        let v2 = sm.create_vm(a, 0xA2).unwrap();
+        assert!(f.run(&mut sm));
+        let hyp = fx(&f, &sm, a);
+        let leaf = f.topo.peer_of(hyp, 1).unwrap().0;
+        assert!(f.set_vfs(f.sm_node, 1).is_err() && f.set_vfs(leaf, 1).is_err());
+        let (l1, l2) = (sm.vm(v1).unwrap().lid, sm.vm(v2).unwrap().lid);
+        assert_eq!((sm.vm(v1).unwrap().vf, sm.vm(v2).unwrap().vf), (1, 2));
+        std::iter::from_fn(|| sm.poll_event()).for_each(drop);
+        let lost = |sm: &mut Sm| {
+            let mut v: Vec<(VmId, u64, u16, u16)> = std::iter::from_fn(|| sm.poll_event())
+                .filter_map(|e| match e {
+                    SmEvent::VmLost {
+                        vm, guid, lid, vf, ..
+                    } => Some((vm, guid.0, lid.0, vf)),
+                    _ => None,
+                })
+                .collect();
+            v.sort_by_key(|x| x.3);
+            v
+        };
+        let kept = |f: &Fabric, sm: &Sm| {
+            assert_eq!(
+                sm.vm(v1).map(|v| (v.lid, v.vf)),
+                Some((l1, 1)),
+                "{policy:?}"
+            );
+            let v = vport(f, sm, a, 1);
+            assert_eq!(
+                (v.vport_state, v.vport_guid.0, v.vport_lid.0),
+                (PortState::Active, 0xA1, l1),
+                "{policy:?}"
+            );
+            assert_eq!(f.deliver_to(f.sm_node, Lid(l1)), Some(hyp), "{policy:?}");
+        };
+
+        repower_with(&mut f, &mut sm, hyp, 1);
+        assert_eq!(lost(&mut sm), [(v2, 0xA2, l2, 2)], "{policy:?}");
+        assert_eq!(sm.vm(v2), None);
+        assert_eq!(sm.nodes()[a].vfs.len(), 1);
+        assert_eq!(sm.subnet().by_gid_guid(Guid(0xA2)), None, "{policy:?}");
+        kept(&f, &sm);
+        clean(&f, &sm);
+        if policy == LidPolicy::Dynamic {
+            let v3 = sm.create_vm(other, 0xA3).unwrap();
+            assert!(f.run(&mut sm));
+            assert_eq!(sm.vm(v3).unwrap().lid, l2, "the freed LID");
+            sm.destroy_vm(v3).unwrap();
+            assert!(f.run(&mut sm));
+        }
+
+        repower_with(&mut f, &mut sm, hyp, 3);
+        assert_eq!(lost(&mut sm), [], "{policy:?}");
+        assert_eq!(sm.nodes()[a].vfs.len(), 3);
+        kept(&f, &sm);
+        let more = [0xB2, 0xB3].map(|g| sm.create_vm(a, g).unwrap());
+        assert!(f.run(&mut sm));
+        for (vm, vf) in more.iter().zip([2, 3]) {
+            let v = sm.vm(*vm).unwrap();
+            assert_eq!(v.vf, vf, "{policy:?}");
+            assert_eq!(f.deliver_to(f.sm_node, Lid(v.lid)), Some(hyp), "{policy:?}");
+        }
+        clean(&f, &sm);
+
+        let on_a = |sm: &Sm| sm.vms().filter(|(_, v)| v.hypervisor == a).count();
+        assert_eq!(on_a(&sm), 3);
+        repower_with(&mut f, &mut sm, hyp, 0);
+        let gone: Vec<u16> = lost(&mut sm).iter().map(|x| x.3).collect();
+        assert_eq!(gone, [1, 2, 3], "{policy:?}");
+        assert_eq!(on_a(&sm), 0);
+        assert!(sm.nodes()[a].vfs.is_empty());
+        clean(&f, &sm);
+    }
+}
+
 /// The SM's own leaf switch reboots (with periodic sweeps, as `ibkit sm`
 /// runs). While it is away the SM's port is Down: each sweep reads that
 /// port alone (one SMP), gives nothing up and takes no node for lost.

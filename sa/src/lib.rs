@@ -638,6 +638,7 @@ impl Sa {
             | SmEvent::HandoverImpossible
             | SmEvent::PortNotAsSet { .. }
             | SmEvent::SmPortState { .. }
+            | SmEvent::VmLost { .. }
             | SmEvent::DuplicateGuid { .. }
             | SmEvent::DuplicatePortGuid { .. }
             | SmEvent::DuplicateVGuid { .. } => {}

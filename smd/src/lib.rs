@@ -1289,6 +1289,19 @@ fn log_event(e: &SmEvent) {
                 "SM port is {state:?}: its link retrained; a heavy sweep, by directed route, follows"
             ),
         },
+        SmEvent::VmLost {
+            vm,
+            guid,
+            lid,
+            hypervisor,
+            vf,
+        } => tracing::warn!(
+            "VM {} (vGUID {:#018x}, LID {}) lost: hypervisor {:#018x} came back without its VF {vf}",
+            vm.0,
+            guid.0,
+            lid.0,
+            hypervisor.0
+        ),
         SmEvent::PortNotAsSet {
             guid,
             port,

@@ -72,6 +72,22 @@ pub enum SmEvent {
         /// The state it was found in.
         state: PortState,
     },
+    /// A hypervisor was found again (it rebooted, or its link came back)
+    /// with fewer VFs than before: the VM that ran in a VF it no longer
+    /// has is gone, and forgotten (its LID is free again under the
+    /// dynamic policy; under the prepopulated one it went with its VF).
+    VmLost {
+        /// The VM.
+        vm: VmId,
+        /// Its vGUID.
+        guid: Guid,
+        /// The LID it had.
+        lid: Lid,
+        /// The hypervisor's node GUID.
+        hypervisor: Guid,
+        /// The VF (1-based) it ran in.
+        vf: u16,
+    },
     /// A heavy sweep found an end port that no longer holds what the SM
     /// set ([`Sm::request_heavy_sweep`]); it is set again.
     PortNotAsSet {

@@ -518,8 +518,12 @@ impl Sm {
                     // any node that comes back). Its link went down, or it
                     // rebooted; either way its VMs run on until they are
                     // stopped or moved.
-                    if self.db.nodes()[node].vfs.len() != usize::from(vi.vport_cap) {
-                        self.db.set_vf_count(node, usize::from(vi.vport_cap));
+                    // With another number of VFs, the slots it still has
+                    // are kept; a VM in one it no longer has is gone.
+                    let n = usize::from(vi.vport_cap);
+                    if self.db.nodes()[node].vfs.len() != n {
+                        self.vfs_gone(node, n);
+                        self.db.set_vf_count(node, n);
                     }
                     self.read_vports_back(node, vi.vport_cap);
                 }

@@ -447,13 +447,14 @@ impl Subnet {
         self.refresh(i);
     }
 
-    /// Node `i` turned out to have `n` VFs: new, empty slots (their old
-    /// LIDs and vGUIDs are forgotten).
+    /// Node `i` turned out to have `n` VFs: the slots it had up to `n`
+    /// are kept (their LIDs and vGUIDs); those past `n` are forgotten
+    /// (their LIDs and vGUIDs nobody's), and any more are new and empty.
     pub(super) fn set_vf_count(&mut self, i: usize, n: usize) {
-        for vf in 1..=self.nodes[i].vfs.len() {
+        for vf in n + 1..=self.nodes[i].vfs.len() {
             self.set_vf(i, vf as u16, 0, None, 0);
         }
-        self.nodes[i].vfs = vec![VfSlot::default(); n];
+        self.nodes[i].vfs.resize(n, VfSlot::default());
         self.refresh(i);
     }
 
@@ -1061,9 +1062,18 @@ mod tests {
         assert_eq!(s.by_lid(Lid(5)), None);
         assert_eq!(s.by_port_guid(Guid(0x77)), None);
         assert!(s.indexes_agree());
-        // Fewer VFs found on a second read: their LIDs go.
+        // Fewer VFs found on a second read: the LIDs past them go, the
+        // first VF keeps its own.
+        s.set_vf(2, 1, 6, None, 0);
         s.set_vf_count(2, 1);
         assert_eq!(s.by_lid(Lid(4)), None);
+        assert_eq!(s.vf_of_lid(NodeId(2), Lid(6)), Some(1));
+        assert_eq!(s.nodes()[2].vfs.len(), 1);
+        assert!(s.indexes_agree());
+        // More: the first kept, the new one empty.
+        s.set_vf_count(2, 2);
+        assert_eq!(s.vf_of_lid(NodeId(2), Lid(6)), Some(1));
+        assert_eq!(s.nodes()[2].vfs[1], VfSlot::default());
         assert_eq!(s.by_lid(Lid(3)), Some((NodeId(2), 1)));
         assert!(s.indexes_agree());
     }

@@ -368,6 +368,36 @@ impl Sm {
         Ok(())
     }
 
+    /// Hypervisor `node` was found again with `n` VFs: each VM in a VF
+    /// past `n` is gone with its VF. It is forgotten, its LID freed under
+    /// the dynamic policy (under the prepopulated one the LID was its
+    /// VF's, and goes with it), its partitions leave the hypervisor's
+    /// switch port, and [`SmEvent::VmLost`] says so.
+    pub(super) fn vfs_gone(&mut self, node: usize, n: usize) {
+        let gone: Vec<(u32, Vm)> = (self.vms.iter())
+            .filter(|(_, v)| v.hypervisor == node && usize::from(v.vf) > n)
+            .map(|(&id, &v)| (id, v))
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let hypervisor = self.db.nodes()[node].info.node_guid;
+        for (id, vm) in gone {
+            self.vms.remove(&id);
+            if self.cfg.lid_policy == LidPolicy::Dynamic {
+                self.free_lids.insert(vm.lid);
+            }
+            self.emit(super::SmEvent::VmLost {
+                vm: VmId(id),
+                guid: mad_core::Guid(vm.guid),
+                lid: Lid(vm.lid),
+                hypervisor,
+                vf: vm.vf,
+            });
+        }
+        self.pkey_vms_changed(&[node]);
+    }
+
     /// Plans the live migration of `id` to hypervisor `dst` without
     /// changing anything: which entries change on which switches, and what
     /// it costs in SMPs.
