@@ -699,3 +699,56 @@ fn a_heavy_sweep_follows_two_swapped_cas() {
     }
     clean(&f);
 }
+
+/// The SM's own leaf switch replaced by another (a new GUID, every cable
+/// moved to the same port of the new one) under a running SM: its port
+/// retrains, the heavy sweep finds the new switch behind it and every
+/// node behind that by the routes it had. The old switch alone is lost,
+/// the new one is added with a LID of its own, and every CA keeps its LID.
+#[test]
+fn the_sms_own_leaf_replaced_loses_the_old_switch_alone() {
+    let (mut f, mut sm) = up_with(
+        "fat-tree-324",
+        SimConfig::default(),
+        SmConfig {
+            sweep_interval_ms: Some(1000),
+            ..SmConfig::default()
+        },
+    );
+    let old = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    let ports = f.topo.nodes[old].ports;
+    let cables: Vec<(u8, (usize, u8))> = (1..=ports)
+        .filter_map(|p| Some((p, f.topo.peer_of(old, p)?)))
+        .collect();
+    let ca_lids = |f: &Fabric| -> Vec<Lid> {
+        (0..f.nodes.len())
+            .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+            .map(|i| f.nodes[i].lid())
+            .collect()
+    };
+    let before = ca_lids(&f);
+    while sm.poll_event().is_some() {}
+
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(old));
+    assert!(f.run_until(&mut sm, t + 3_000 * MS));
+    let new = f.add_node(NodeType::Switch, ports, 0xC0FF_EE00, "leaf-new");
+    let t = f.now_ns();
+    for &(p, (m, q)) in &cables {
+        f.schedule(t + MS, FabricEvent::Cable((m, q), (new, p)));
+    }
+    assert!(f.run_until(&mut sm, t + 3_000 * MS), "{:?}", sm.phase());
+    let (mut lost, mut added) = (Vec::new(), Vec::new());
+    for e in std::iter::from_fn(|| sm.poll_event()) {
+        match e {
+            smi::sm::SmEvent::NodeLost { guid, .. } => lost.push(guid.0),
+            smi::sm::SmEvent::NodeAdded { guid, .. } => added.push(guid.0),
+            _ => {}
+        }
+    }
+    assert_eq!(lost, [f.topo.nodes[old].guid]);
+    assert_eq!(added, [0xC0FF_EE00]);
+    assert_ne!(f.nodes[new].lid(), Lid(0));
+    assert_eq!(ca_lids(&f), before, "every CA's LID kept");
+    clean(&f);
+}
