@@ -576,13 +576,10 @@ fn a_heavy_sweep_of_healthy_fat_tree_324_reads_every_port_and_writes_nothing() {
     assert_eq!(sent, want);
 }
 
-/// A heavy sweep keeps a node out of reach alive while it looks for it
-/// behind the links that came back, and loses what it cannot find: a
-/// leaf switch powered off, seen by heavy sweeps alone (no traps), is
-/// lost with exactly the CAs behind it; powered on, each is found again.
-#[test]
-fn a_heavy_sweep_loses_a_leaf_that_is_gone_and_nothing_else() {
-    let (mut f, mut sm) = up_with(
+/// fat-tree-324 up, with no trap delivered and a heavy sweep every
+/// 500 ms: what changes is seen by heavy sweeps alone.
+fn heavy_sweeps_alone() -> (Fabric, Sm) {
+    up_with(
         "fat-tree-324",
         SimConfig {
             traps: false,
@@ -593,7 +590,16 @@ fn a_heavy_sweep_loses_a_leaf_that_is_gone_and_nothing_else() {
             force_heavy_sweep: true,
             ..SmConfig::default()
         },
-    );
+    )
+}
+
+/// A heavy sweep keeps a node out of reach alive while it looks for it
+/// behind the links that came back, and loses what it cannot find: a
+/// leaf switch powered off, seen by heavy sweeps alone (no traps), is
+/// lost with exactly the CAs behind it; powered on, each is found again.
+#[test]
+fn a_heavy_sweep_loses_a_leaf_that_is_gone_and_nothing_else() {
+    let (mut f, mut sm) = heavy_sweeps_alone();
     let sm_leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
     let cas_of = |f: &Fabric, s: usize| -> Vec<u64> {
         (0..f.nodes.len())
@@ -642,18 +648,7 @@ fn a_heavy_sweep_loses_a_leaf_that_is_gone_and_nothing_else() {
 /// keeps its LID; neither is taken for lost, and the routes follow them.
 #[test]
 fn a_heavy_sweep_follows_two_swapped_cas() {
-    let (mut f, mut sm) = up_with(
-        "fat-tree-324",
-        SimConfig {
-            traps: false,
-            ..SimConfig::default()
-        },
-        SmConfig {
-            sweep_interval_ms: Some(500),
-            force_heavy_sweep: true,
-            ..SmConfig::default()
-        },
-    );
+    let (mut f, mut sm) = heavy_sweeps_alone();
     let sm_leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
     let cas: Vec<usize> = (0..f.nodes.len())
         .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
