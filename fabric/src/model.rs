@@ -57,8 +57,8 @@ impl Prediction {
 }
 
 /// Predicts a bring-up of `t` by ibkit's SM with the SM on the first CA,
-/// `vfs` VFs per hypervisor (every other one-port CA, when `vfs > 0`) and
-/// `policy` for their LIDs.
+/// `vfs` VFs per hypervisor port (every cabled port of every other CA of
+/// one or two ports, when `vfs > 0`) and `policy` for their LIDs.
 pub fn predict(t: &Topology, vfs: usize, policy: LidPolicy) -> Prediction {
     let sm = t
         .nodes
@@ -77,8 +77,13 @@ pub fn predict(t: &Topology, vfs: usize, policy: LidPolicy) -> Prediction {
             linked_switch_ports += linked;
         } else if linked > 0 {
             cas += linked;
-            if vfs > 0 && Some(i) != sm && n.ports == 1 {
-                hyps += 1;
+            // Each cabled port of a hypervisor (a CA of one or two ports)
+            // is a vSwitch of its own.
+            if vfs > 0
+                && Some(i) != sm
+                && usize::from(n.ports) <= smi::sma::hypervisor::MAX_HYPERVISOR_PORTS
+            {
+                hyps += linked;
             }
         }
     }

@@ -323,6 +323,9 @@ fn the_model_predicts_every_kind_of_a_controlled_bfs_bring_up() {
         ("random:10:7", 0, LidPolicy::Prepopulated),
         ("mport-ntree:8:2", 4, LidPolicy::Prepopulated),
         ("mport-ntree:8:2", 4, LidPolicy::Dynamic),
+        // Two-port hypervisors: a vSwitch on each cabled port.
+        ("file:tests/data/multiport.topo", 2, LidPolicy::Prepopulated),
+        ("file:tests/data/multiport.topo", 2, LidPolicy::Dynamic),
     ] {
         let t = Topology::from_spec(spec).unwrap();
         let want = predict(&t, vfs, policy);

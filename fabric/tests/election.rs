@@ -247,8 +247,11 @@ fn refuse_a_forged_vm(policy: LidPolicy) {
             let fabric::sim::SimNode::Hypervisor(h) = &mut f.nodes[i] else {
                 return None;
             };
-            let k = h.vports.vfs.iter().position(|v| v.vport_guid.0 == 0xB2)?;
-            let v = &mut h.vports.vfs[k];
+            let k = h.vports[0]
+                .vfs
+                .iter()
+                .position(|v| v.vport_guid.0 == 0xB2)?;
+            let v = &mut h.vports[0].vfs[k];
             assert_eq!(v.vport_state, PortState::Active);
             v.vport_guid = mad_core::Guid(own);
             Some((i, k, v.vport_lid.0))
@@ -283,7 +286,7 @@ fn refuse_a_forged_vm(policy: LidPolicy) {
         unreachable!("a hypervisor")
     };
     // Found Active with the forged vGUID; left Down, with none.
-    let v = h.vports.vfs[vf];
+    let v = h.vports[0].vfs[vf];
     assert_eq!(
         (v.vport_state, v.vport_guid.0),
         (PortState::Down, 0),
@@ -335,7 +338,7 @@ fn a_new_master_keeps_the_vms_it_finds() {
         let fabric::sim::SimNode::Hypervisor(hv) = &f.nodes[x] else {
             panic!("{guid:#x} is not on a hypervisor");
         };
-        let held = hv.vports.vfs[usize::from(vf) - 1];
+        let held = hv.vports[0].vfs[usize::from(vf) - 1];
         assert_eq!(held.vport_state, mad_core::attr::PortState::Active);
         assert_eq!((held.vport_guid.0, held.vport_lid.0), (*guid, *lid));
     }
@@ -637,7 +640,7 @@ fn an_sm_started_on_a_partitioned_vswitch_subnet_keeps_each_vms_keys_in_place() 
                 let fabric::sim::SimNode::Hypervisor(h) = &f.nodes[i] else {
                     panic!("not a hypervisor");
                 };
-                let t = &h.vports.pkeys[usize::from(vm.vf) - 1];
+                let t = &h.vports[0].pkeys[usize::from(vm.vf) - 1];
                 (vm.guid, t[..4].iter().map(|k| k.0).collect())
             })
             .collect();

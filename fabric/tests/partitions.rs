@@ -422,7 +422,7 @@ fn vf_table(f: &Fabric, i: usize, vf: u16) -> Vec<u16> {
     let SimNode::Hypervisor(h) = &f.nodes[i] else {
         panic!("node {i} is not a hypervisor");
     };
-    h.vports.pkeys[usize::from(vf) - 1]
+    h.vports[0].pkeys[usize::from(vf) - 1]
         .iter()
         .map(|k| k.0)
         .collect()

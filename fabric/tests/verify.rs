@@ -84,7 +84,7 @@ fn brute_force(f: &Fabric, lids: &[Lid]) -> [u64; 6] {
         }
         holder.insert(n.lid(), (i, false));
         if let SimNode::Hypervisor(h) = n {
-            for v in &h.vports.vfs {
+            for v in &h.vports[0].vfs {
                 if v.vport_lid.0 != 0 {
                     holder.insert(v.vport_lid, (i, v.vport_state == PortState::Down));
                 }
@@ -245,8 +245,7 @@ fn each_kind_of_fault_is_caught_and_named() {
     // at another CA: point the hypervisor's leaf at another CA port.
     let (hyp, parked_lid) = (0..f.nodes.len())
         .find_map(|i| match &f.nodes[i] {
-            SimNode::Hypervisor(h) => h
-                .vports
+            SimNode::Hypervisor(h) => h.vports[0]
                 .vfs
                 .iter()
                 .find(|v| v.vport_state == PortState::Down && v.vport_lid.0 != 0)
@@ -289,7 +288,7 @@ fn each_kind_of_fault_is_caught_and_named() {
 
     // Two holders of one LID.
     if let SimNode::Hypervisor(h) = &mut f.nodes[hyp] {
-        h.vports.vfs[0].vport_lid = lid;
+        h.vports[0].vfs[0].vport_lid = lid;
     }
     let v = f.verify();
     assert_eq!(v.bad_lids, 1, "{:?}", v.failures);

@@ -178,7 +178,7 @@ fn dynamic_vms_copy_the_pf_entries() {
 /// its VF `vf` (1-based).
 fn vport(f: &Fabric, sm: &Sm, h: usize, vf: u16) -> VPortInfo {
     match &f.nodes[fx(f, sm, h)] {
-        SimNode::Hypervisor(x) => x.vports.vfs[usize::from(vf) - 1],
+        SimNode::Hypervisor(x) => x.vports[0].vfs[usize::from(vf) - 1],
         _ => panic!("node {h} is not a hypervisor"),
     }
 }
@@ -188,7 +188,7 @@ fn carriers(f: &Fabric, guid: u64) -> Vec<(usize, u16)> {
     let mut v = Vec::new();
     for (i, n) in f.nodes.iter().enumerate() {
         if let SimNode::Hypervisor(h) = n {
-            for (k, p) in h.vports.vfs.iter().enumerate() {
+            for (k, p) in h.vports[0].vfs.iter().enumerate() {
                 if p.vport_guid == Guid(guid) {
                     v.push((i, k as u16 + 1));
                 }
@@ -932,5 +932,77 @@ fn the_sms_own_leaf_that_reboots_is_waited_for_and_swept_again() {
             println!("{policy:?}, {what} back: {back} SMPs until the subnet was up");
             assert!(back < 2_500, "{policy:?}, {what}: {back} SMPs");
         }
+    }
+}
+
+/// A two-port HCA in vSwitch mode: each port is a vSwitch of its own,
+/// with its own VFs (VirtualizationInfo and VPortInfo answered by the
+/// port they arrive at). The SM takes each port's entry as a hypervisor,
+/// VMs run behind either port and are reached there, by that port, and a
+/// VM moves from one port's vSwitch to the other's, under both policies.
+#[test]
+fn a_two_port_hypervisor_has_a_vswitch_on_each_port() {
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let (mut f, mut sm, up) = bring_up(
+            "file:tests/data/multiport.topo",
+            SimConfig {
+                vfs: 2,
+                ..SimConfig::default()
+            },
+            SmConfig {
+                lid_policy: policy,
+                ..SmConfig::default()
+            },
+        )
+        .unwrap();
+        assert!(up, "{policy:?}");
+        let d = f.node_by_guid(0x0002_c904_0000_0200).unwrap();
+        assert!(matches!(f.nodes[d], SimNode::Hypervisor(ref h) if h.vports.len() == 2));
+        // D's two ports: two entries, each a hypervisor with two VF slots.
+        let mut ports: Vec<(u8, usize)> = (sm.hypervisors().into_iter())
+            .filter(|&i| sm.nodes()[i].info.node_guid.0 == 0x0002_c904_0000_0200)
+            .map(|i| (sm.nodes()[i].info.local_port_num, i))
+            .collect();
+        ports.sort();
+        assert_eq!(ports.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2]);
+        assert!(ports.iter().all(|&(_, i)| sm.nodes()[i].vfs.len() == 2));
+        let (p1, p2) = (ports[0].1, ports[1].1);
+        let h1 = f.node_by_guid(0x0002_c904_0000_0100).unwrap();
+
+        let a = sm.create_vm(p1, 0xD1).unwrap();
+        let b = sm.create_vm(p2, 0xD2).unwrap();
+        assert!(f.run(&mut sm));
+        let SimNode::Hypervisor(h) = &f.nodes[d] else {
+            unreachable!()
+        };
+        for (vm, port, guid) in [(a, 1u8, 0xD1), (b, 2, 0xD2)] {
+            let v = sm.vm(vm).unwrap();
+            let at = h.vports_at(port).unwrap().vfs[usize::from(v.vf) - 1];
+            assert_eq!(
+                (at.vport_state, at.vport_guid.0, at.vport_lid.0),
+                (PortState::Active, guid, v.lid),
+                "{policy:?}: port {port}'s vport"
+            );
+            assert!(h.owns_at(port, Lid(v.lid)) && !h.owns_at(3 - port, Lid(v.lid)));
+            assert_eq!(f.deliver_to(h1, Lid(v.lid)), Some(d), "{policy:?}");
+        }
+        clean(&f, &sm);
+
+        // From port 1's vSwitch to port 2's: it keeps its LID, reached by
+        // port 2 now.
+        let lid = sm.vm(a).unwrap().lid;
+        let plan = sm.plan_migration(a, p2).unwrap();
+        sm.apply_migration(&plan, false).unwrap();
+        assert!(f.run(&mut sm));
+        assert_eq!(sm.vm(a).map(|v| (v.lid, v.hypervisor)), Some((lid, p2)));
+        let SimNode::Hypervisor(h) = &f.nodes[d] else {
+            unreachable!()
+        };
+        assert!(
+            h.owns_at(2, Lid(lid)) && !h.owns_at(1, Lid(lid)),
+            "{policy:?}"
+        );
+        assert_eq!(f.deliver_to(h1, Lid(lid)), Some(d));
+        clean(&f, &sm);
     }
 }

@@ -1,6 +1,6 @@
 //! Arbitrary SMPs into the SMI and SMA of a channel adapter, a switch, a
-//! vSwitch HCA and a hypervisor managed at its PF (VirtualizationInfo,
-//! VPortInfo, VPortPKeyTable). Nothing may panic; a refused request, or a
+//! vSwitch HCA and a two-port hypervisor managed at its PF ports
+//! (VirtualizationInfo, VPortInfo, VPortPKeyTable). Nothing may panic; a refused request, or a
 //! Get, changes no state.
 #![no_main]
 
@@ -69,16 +69,20 @@ fuzz_target!(|data: &[u8]| {
             run(&mut **sw.lock().unwrap(), smp, port % 40);
         }
         2 => {
-            let mut h = Hypervisor::new(0x30, 4, "hyp");
+            // Two ports, each a vSwitch of its own; the SMP arrives at
+            // either (or at a port it does not have).
+            let mut h = Hypervisor::with_ports(0x30, 2, 4, "hyp");
             h.pf.link_event(1, true, 0);
+            h.pf.link_event(2, true, 0);
+            let at = port % 4;
             let mut s = smp.clone();
             if s.is_directed()
-                && !matches!(dr::on_arrival(&mut s, &h.pf.model, 1), Disposition::Deliver)
+                && !matches!(dr::on_arrival(&mut s, &h.pf.model, at), Disposition::Deliver)
             {
                 return;
             }
             let (model, vports) = (h.pf.model.clone(), format!("{:?}", h.vports));
-            match h.process(&s, 1, 1) {
+            match h.process(&s, at, 1) {
                 Some(r) if r.status() == Status::OK && s.method() == Method::Set => {}
                 Some(r) => {
                     assert!(

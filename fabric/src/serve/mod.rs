@@ -340,9 +340,8 @@ pub fn dump(f: &Fabric) -> FabricDump {
                 .collect(),
             vfs: match &f.nodes[i] {
                 SimNode::Hypervisor(h) => Some(
-                    h.vports
-                        .vfs
-                        .iter()
+                    (h.vports.iter())
+                        .flat_map(|v| v.vfs.iter())
                         .map(|v| VfDump {
                             lid: v.vport_lid.0,
                             state: u8::from(v.vport_state),

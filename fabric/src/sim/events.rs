@@ -5,7 +5,7 @@ use super::*;
 
 impl Fabric {
     /// Adds a powered, uncabled node (cable it with [`FabricEvent::Cable`]);
-    /// a one-port CA becomes a hypervisor when the fabric has VFs.
+    /// a CA of one or two ports becomes a hypervisor when the fabric has VFs.
     pub fn add_node(&mut self, kind: NodeType, ports: u8, guid: u64, name: &str) -> usize {
         let i = self
             .topo

@@ -16,7 +16,8 @@ pub enum SimNode {
 
 impl SimNode {
     /// A freshly powered agent: a switch; a hypervisor with `vfs` VFs (a
-    /// one-port CA other than the SM's, when `vfs` > 0); or a CA, the SM's
+    /// CA of one or two ports other than the SM's, when `vfs` > 0, a vSwitch
+    /// on each port); or a CA, the SM's
     /// when `is_sm`.
     pub(super) fn make(n: &TopoNode, vfs: usize, is_sm: bool) -> SimNode {
         let (guid, ports, name) = (n.guid, n.ports, n.name.as_str());
@@ -26,8 +27,11 @@ impl SimNode {
                 spec.enhanced_port0 = n.enhanced_port0;
                 SimNode::Switch(Box::new(SwitchSma::new(&spec)))
             }
-            _ if vfs > 0 && !is_sm && ports == 1 => {
-                SimNode::Hypervisor(Box::new(Hypervisor::new(guid, vfs, name)))
+            _ if vfs > 0
+                && !is_sm
+                && usize::from(ports) <= smi::sma::hypervisor::MAX_HYPERVISOR_PORTS =>
+            {
+                SimNode::Hypervisor(Box::new(Hypervisor::with_ports(guid, ports, vfs, name)))
             }
             _ => {
                 let mut spec = NodeSpec::ca(guid, ports, name);
@@ -40,7 +44,7 @@ impl SimNode {
     /// VFs), freshly powered: nothing set.
     pub(super) fn repowered(&self, n: &TopoNode) -> SimNode {
         let vfs = match self {
-            SimNode::Hypervisor(h) => h.vports.vfs.len(),
+            SimNode::Hypervisor(h) => h.vports.first().map_or(0, |v| v.vfs.len()),
             SimNode::Switch(_) | SimNode::Ca(_) => 0,
         };
         SimNode::make(n, vfs, false)
@@ -124,7 +128,7 @@ impl SimNode {
     /// ([`SimNode::port_of_lid`]; a PF's port 1).
     pub fn end_pkeys(&self, lid: Lid) -> Option<&[PKey]> {
         if let SimNode::Hypervisor(h) = self {
-            if let Some(t) = h.vports.pkeys_of_lid(lid) {
+            if let Some(t) = h.vports.iter().find_map(|v| v.pkeys_of_lid(lid)) {
                 return Some(t);
             }
         }
@@ -139,7 +143,9 @@ impl SimNode {
             SimNode::Ca(c) => (1..c.model.ports.len() as u8)
                 .find(|&p| c.model.owns_lid(p, lid))
                 .unwrap_or(1),
-            SimNode::Hypervisor(_) => 1,
+            SimNode::Hypervisor(h) => (1..=h.vports.len() as u8)
+                .find(|&p| h.owns_at(p, lid))
+                .unwrap_or(1),
         }
     }
     /// The M_Key guarding `port` (a switch's: its port 0's), which the
@@ -170,16 +176,18 @@ impl SimNode {
         }
     }
     /// The LID and LMC of end port `port`: a switch's port 0 (whatever
-    /// `port`), a CA's port `port`, a hypervisor's PF port (port 1; its
+    /// `port`), a CA's port `port`, a hypervisor's PF port `port` (its
     /// VFs' LIDs are [`SimNode::vm_lids`]).
     pub fn port_lid(&self, port: u8) -> (Lid, u8) {
-        match self {
-            SimNode::Ca(c) => (
-                c.model.lid(port),
-                (c.model.ports.get(usize::from(port))).map_or(0, |p| p.info.lmc.min(7)),
-            ),
-            _ => (self.lid(), self.lmc()),
-        }
+        let model = match self {
+            SimNode::Ca(c) => &c.model,
+            SimNode::Hypervisor(h) => &h.pf.model,
+            SimNode::Switch(_) => return (self.lid(), self.lmc()),
+        };
+        (
+            model.lid(port),
+            (model.ports.get(usize::from(port))).map_or(0, |p| p.info.lmc.min(7)),
+        )
     }
     /// True when a packet for `lid` that reaches this node is delivered:
     /// a CA's LID, or a hypervisor's PF LID or enabled VF LID.
@@ -196,16 +204,15 @@ impl SimNode {
     pub fn owns_at(&self, port: u8, lid: Lid) -> bool {
         match self {
             SimNode::Ca(c) => c.model.owns_lid(port, lid),
-            _ => self.owns(lid),
+            SimNode::Hypervisor(h) => h.owns_at(port, lid),
+            SimNode::Switch(_) => self.owns(lid),
         }
     }
     /// LIDs of the VMs running on this node (enabled VFs).
     pub fn vm_lids(&self) -> Vec<Lid> {
         match self {
-            SimNode::Hypervisor(h) => h
-                .vports
-                .vfs
-                .iter()
+            SimNode::Hypervisor(h) => (h.vports.iter())
+                .flat_map(|v| v.vfs.iter())
                 .filter(|v| v.vport_state != PortState::Down)
                 .map(|v| v.vport_lid)
                 .collect(),

@@ -297,8 +297,10 @@ fn holders_with(
             }
         }
         if let SimNode::Hypervisor(h) = n {
-            for v in &h.vports.vfs {
-                put(v.vport_lid, i, 1, v.vport_state == PortState::Down);
+            for (port, vports) in (1..).zip(&h.vports) {
+                for v in &vports.vfs {
+                    put(v.vport_lid, i, port, v.vport_state == PortState::Down);
+                }
             }
         }
     }

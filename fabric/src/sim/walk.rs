@@ -196,16 +196,20 @@ impl Fabric {
 }
 
 impl Fabric {
-    /// Node `n`, a hypervisor or a one-port CA other than the SM's, made
-    /// one with `vfs` VFs (0: a plain CA), freshly powered, as when
+    /// Node `n`, a hypervisor or a CA of one or two ports other than the
+    /// SM's, made one with `vfs` VFs a port (0: a plain CA), freshly
+    /// powered, as when
     /// SR-IOV is set up again while it is off: call it between its
     /// [`FabricEvent::NodeDown`](super::FabricEvent::NodeDown) and
     /// `NodeUp`. Any other node is refused, and nothing changes.
     pub fn set_vfs(&mut self, n: usize, vfs: usize) -> Result<(), String> {
         let t = self.topo.nodes.get(n).ok_or(format!("no node {n}"))?;
-        let ca = !matches!(self.nodes[n], SimNode::Switch(_)) && t.ports == 1;
+        let ca = !matches!(self.nodes[n], SimNode::Switch(_))
+            && usize::from(t.ports) <= smi::sma::hypervisor::MAX_HYPERVISOR_PORTS;
         if !ca || n == self.sm_node {
-            return Err(format!("node {n} is not a one-port CA other than the SM's"));
+            return Err(format!(
+                "node {n} is not a CA of one or two ports other than the SM's"
+            ));
         }
         self.nodes[n] = SimNode::make(t, vfs, false);
         Ok(())

@@ -153,59 +153,99 @@ impl VPorts {
     }
 }
 
-/// A hypervisor: the PF's agent plus the VFs' vports.
+/// Ports a hypervisor HCA can have, each with a vSwitch and VFs of its
+/// own.
+pub const MAX_HYPERVISOR_PORTS: usize = 2;
+
+/// A hypervisor: the PF's agent plus the VFs' vports of each port.
 #[derive(Clone, Debug)]
 pub struct Hypervisor {
-    /// The PF (a one-port CA that advertises virtualization).
+    /// The PF (a CA of one or two ports, each advertising virtualization).
     pub pf: CaSma,
-    /// The VFs.
-    pub vports: VPorts,
+    /// The VFs behind each port: port p's at index p − 1.
+    pub vports: Vec<VPorts, MAX_HYPERVISOR_PORTS>,
+}
+
+/// The vports of the port an SMP arrived at.
+struct AtPort<'a>(&'a mut Vec<VPorts, MAX_HYPERVISOR_PORTS>);
+
+impl Extension for AtPort<'_> {
+    fn attribute(&mut self, req: &Smp, out: &mut [u8; 64], port: u8) -> Option<Result<(), Status>> {
+        let v = self.0.get_mut(usize::from(port).checked_sub(1)?)?;
+        v.attribute(req, out, port)
+    }
 }
 
 impl Hypervisor {
-    /// A hypervisor with `vfs` VFs (at most [`MAX_VFS`]), all disabled.
-    /// VF i's own GUID is `guid + 0x100 + i`.
+    /// A one-port hypervisor with `vfs` VFs (at most [`MAX_VFS`]), all
+    /// disabled. VF i's own GUID is `guid + 0x100 + i`.
     pub fn new(guid: u64, vfs: usize, description: &str) -> Self {
-        let mut pf = CaSma::new(&NodeSpec::ca(guid, 1, description));
-        if let Some(p) = pf.model.ports.get_mut(1) {
-            p.info.capability_mask2 |= CapabilityMask2::IS_VIRTUALIZATION_SUPPORTED;
-        }
-        let mut vports = VPorts::default();
-        for i in 1..=vfs.min(MAX_VFS) {
-            let _ = vports.vfs.push(VPortInfo {
-                vport_state: PortState::Down,
-                lid_required: true,
-                vguid_cap: 1,
-                vport_capability_mask: 1,
-                vport_guid: Guid(guid + 0x100 + i as u64),
-                ..VPortInfo::default()
-            });
-            let mut t = [PKey(0); VF_PKEY_ENTRIES];
-            t[0] = PKey::DEFAULT_FULL;
-            let _ = vports.pkeys.push(t);
-        }
-        Hypervisor { pf, vports }
+        Self::with_ports(guid, 1, vfs, description)
     }
 
-    /// Handles an SMP delivered to the PF's port (see [`super::Sma::process`]).
+    /// A hypervisor of `ports` ports (1 to [`MAX_HYPERVISOR_PORTS`]; more
+    /// are cut), each a vSwitch with `vfs` VFs of its own (at most
+    /// [`MAX_VFS`]), all disabled. VF i of port p has the own GUID
+    /// `guid + 0x100 · p + i`.
+    pub fn with_ports(guid: u64, ports: u8, vfs: usize, description: &str) -> Self {
+        let ports = ports.clamp(1, MAX_HYPERVISOR_PORTS as u8);
+        let mut pf = CaSma::new(&NodeSpec::ca(guid, ports, description));
+        let mut all = Vec::new();
+        for p in 1..=ports {
+            if let Some(x) = pf.model.ports.get_mut(usize::from(p)) {
+                x.info.capability_mask2 |= CapabilityMask2::IS_VIRTUALIZATION_SUPPORTED;
+            }
+            let mut vports = VPorts::default();
+            for i in 1..=vfs.min(MAX_VFS) {
+                let _ = vports.vfs.push(VPortInfo {
+                    vport_state: PortState::Down,
+                    lid_required: true,
+                    vguid_cap: 1,
+                    vport_capability_mask: 1,
+                    vport_guid: Guid(guid + 0x100 * u64::from(p) + i as u64),
+                    ..VPortInfo::default()
+                });
+                let mut t = [PKey(0); VF_PKEY_ENTRIES];
+                t[0] = PKey::DEFAULT_FULL;
+                let _ = vports.pkeys.push(t);
+            }
+            let _ = all.push(vports);
+        }
+        Hypervisor { pf, vports: all }
+    }
+
+    /// Handles an SMP delivered to the PF's port `port` (see
+    /// [`super::Sma::process`]); the virtualization attributes are that
+    /// port's.
     pub fn process(&mut self, req: &Smp, port: u8, now_ms: u64) -> Option<Smp> {
-        self.pf.process_with(req, port, now_ms, &mut self.vports)
+        self.pf
+            .process_with(req, port, now_ms, &mut AtPort(&mut self.vports))
     }
 
-    /// The PF's LID.
+    /// The PF's LID (its port 1's).
     pub fn lid(&self) -> Lid {
         self.pf.model.lid(1)
     }
 
-    /// True when a packet for `lid` is this hypervisor's: the PF's LID or
-    /// the LID of an enabled VF.
+    /// The VFs behind port `port`, if it has any.
+    pub fn vports_at(&self, port: u8) -> Option<&VPorts> {
+        self.vports.get(usize::from(port).checked_sub(1)?)
+    }
+
+    /// True when a packet for `lid` is this hypervisor's, by any port.
     pub fn owns(&self, lid: Lid) -> bool {
+        (1..=self.vports.len() as u8).any(|p| self.owns_at(p, lid))
+    }
+
+    /// True when a packet for `lid` that reaches port `port` is delivered:
+    /// that port's PF LID, or the LID of an enabled VF behind it.
+    pub fn owns_at(&self, port: u8, lid: Lid) -> bool {
         lid.0 != 0
-            && (self.pf.model.owns_lid(1, lid)
-                || self
-                    .vports
-                    .vfs
-                    .iter()
-                    .any(|v| v.vport_state != PortState::Down && v.vport_lid == lid))
+            && (self.pf.model.owns_lid(port, lid)
+                || self.vports_at(port).is_some_and(|v| {
+                    v.vfs
+                        .iter()
+                        .any(|v| v.vport_state != PortState::Down && v.vport_lid == lid)
+                }))
     }
 }

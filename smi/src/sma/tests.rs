@@ -697,10 +697,13 @@ fn a_vfs_pkey_table_is_its_own_and_a_bad_modifier_changes_nothing() {
     }
     assert_eq!(format!("{:?}", h.vports), before);
     // The table of an enabled VF is found by its LID; a disabled VF's is not.
-    let mut v = h.vports.vfs[1];
+    let mut v = h.vports[0].vfs[1];
     v.vport_state = PortState::Active;
     v.vport_lid = Lid(0x40);
     h.process(&set_req(&v, 2), 1, 0);
-    assert_eq!(h.vports.pkeys_of_lid(Lid(0x40)).unwrap()[1], PKey(0x8010));
-    assert!(h.vports.pkeys_of_lid(Lid(0x41)).is_none());
+    assert_eq!(
+        h.vports[0].pkeys_of_lid(Lid(0x40)).unwrap()[1],
+        PKey(0x8010)
+    );
+    assert!(h.vports[0].pkeys_of_lid(Lid(0x41)).is_none());
 }
