@@ -198,10 +198,9 @@ impl Fabric {
 impl Fabric {
     /// Node `n`, a hypervisor or a CA of one or two ports other than the
     /// SM's, made one with `vfs` VFs a port (0: a plain CA), freshly
-    /// powered, as when
-    /// SR-IOV is set up again while it is off: call it between its
-    /// [`FabricEvent::NodeDown`](super::FabricEvent::NodeDown) and
-    /// `NodeUp`. Any other node is refused, and nothing changes.
+    /// powered, as when SR-IOV is set up again while it is off: call it
+    /// between its [`FabricEvent::NodeDown`] and `NodeUp`. Any other node
+    /// is refused, and nothing changes.
     pub fn set_vfs(&mut self, n: usize, vfs: usize) -> Result<(), String> {
         let t = self.topo.nodes.get(n).ok_or(format!("no node {n}"))?;
         let ca = !matches!(self.nodes[n], SimNode::Switch(_))
