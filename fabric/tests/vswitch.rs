@@ -851,7 +851,7 @@ fn a_hypervisor_back_with_fewer_vfs_loses_only_the_vms_in_them() {
 /// rebooted or retrained is set again (a bring-up of this fabric is over
 /// 5,000 SMPs; the return costs under 2,500, the heavy sweep's 1,692
 /// reads among them). The same when the SM's own cable is pulled and put
-/// back. Until 2026-11-28 each sweep
+/// back, and when it bounces between two sweeps. Until 2026-11-28 each sweep
 /// sent every SMP LID-routed into the dead link (356 given up in 30 s),
 /// and the return took hundreds of timeouts (1,099 fallbacks).
 #[test]
@@ -932,6 +932,25 @@ fn the_sms_own_leaf_that_reboots_is_waited_for_and_swept_again() {
             println!("{policy:?}, {what} back: {back} SMPs until the subnet was up");
             assert!(back < 2_500, "{policy:?}, {what}: {back} SMPs");
         }
+        // The cable out and back in 50 ms, between two sweeps: no sweep
+        // sees the SM's port Down; the next finds it in Init and goes as
+        // above.
+        let (smps, t) = (sm.stats().total(), f.now_ns());
+        f.schedule(t + MS, LinkDown(f.sm_node, 1));
+        f.schedule(t + 50 * MS, LinkUp(f.sm_node, 1));
+        assert!(f.run_until(&mut sm, t + 2_500 * MS), "{policy:?}, a bounce");
+        assert_eq!(
+            port_states(&mut sm),
+            (vec![PortState::Init], 0),
+            "{policy:?}"
+        );
+        assert_eq!(sm.stats().fallbacks, 0, "{policy:?}, a bounce");
+        assert_eq!(lids(&f), before, "{policy:?}, a bounce: every LID kept");
+        assert_eq!(f.deliver_to(f.sm_node, lid), Some(hyp), "{policy:?}");
+        clean(&f, &sm);
+        let back = sm.stats().total() - smps;
+        println!("{policy:?}, a 50 ms bounce: {back} SMPs until the subnet was up");
+        assert!(back < 2_500, "{policy:?}, a bounce: {back} SMPs");
     }
 }
 
