@@ -747,3 +747,79 @@ fn the_sms_own_leaf_replaced_loses_the_old_switch_alone() {
     assert_eq!(ca_lids(&f), before, "every CA's LID kept");
     clean(&f);
 }
+
+/// Every cable of two leaf switches moved to the same port of the other,
+/// seen by heavy sweeps alone, where one leaf had a free port: each
+/// switch's reads by its old route were answered by the other. Each is
+/// read again where it now is, so the CA that moved behind the formerly
+/// free port is found; no node is lost and every CA keeps its LID. (With
+/// the reads by the old routes kept, the SM would take that port for
+/// Down and lose the CA.)
+#[test]
+fn a_heavy_sweep_follows_two_leaves_whose_cables_were_swapped() {
+    let (mut f, mut sm) = heavy_sweeps_alone();
+    let sm_leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    let leaves: Vec<usize> = (0..f.nodes.len())
+        .filter(|&s| f.topo.nodes[s].kind == NodeType::Switch && s != sm_leaf)
+        .filter(|&s| {
+            (1..=f.topo.nodes[s].ports).any(|p| {
+                f.topo
+                    .peer_of(s, p)
+                    .is_some_and(|(m, _)| f.topo.nodes[m].kind == NodeType::ChannelAdapter)
+            })
+        })
+        .take(2)
+        .collect();
+    let (a, b) = (leaves[0], leaves[1]);
+    // B's CA at port p unplugged first (and lost): B has a free port.
+    let (p, gone) = (1..=f.topo.nodes[b].ports)
+        .find_map(|p| {
+            let (m, _) = f.topo.peer_of(b, p)?;
+            (f.topo.nodes[m].kind == NodeType::ChannelAdapter).then_some((p, m))
+        })
+        .unwrap();
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(b, p));
+    assert!(f.run_until(&mut sm, t + 2_000 * MS));
+    let lost = |sm: &mut Sm| -> Vec<u64> {
+        std::iter::from_fn(|| sm.poll_event())
+            .filter_map(|e| match e {
+                smi::sm::SmEvent::NodeLost { guid, .. } => Some(guid.0),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(lost(&mut sm), [f.topo.nodes[gone].guid]);
+    let cas = |f: &Fabric| -> Vec<(usize, Lid)> {
+        (0..f.nodes.len())
+            .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != gone)
+            .map(|i| (i, f.nodes[i].lid()))
+            .collect()
+    };
+    let before = cas(&f);
+
+    let cables = |s: usize| -> Vec<(u8, (usize, u8))> {
+        (1..=f.topo.nodes[s].ports)
+            .filter_map(|k| Some((k, f.topo.peer_of(s, k)?)))
+            .collect()
+    };
+    let (of_a, of_b) = (cables(a), cables(b));
+    assert!(of_a.iter().any(|&(k, _)| k == p) && !of_b.iter().any(|&(k, _)| k == p));
+    let t = f.now_ns();
+    for &(k, _) in of_a.iter() {
+        f.schedule(t + MS, FabricEvent::LinkDown(a, k));
+    }
+    for &(k, _) in of_b.iter() {
+        f.schedule(t + MS, FabricEvent::LinkDown(b, k));
+    }
+    for &(k, far) in of_a.iter() {
+        f.schedule(t + 2 * MS, FabricEvent::Cable(far, (b, k)));
+    }
+    for &(k, far) in of_b.iter() {
+        f.schedule(t + 2 * MS, FabricEvent::Cable(far, (a, k)));
+    }
+    assert!(f.run_until(&mut sm, t + 3_000 * MS), "{:?}", sm.phase());
+    assert_eq!(lost(&mut sm), Vec::<u64>::new(), "no node lost");
+    assert_eq!(cas(&f), before, "every CA keeps its LID");
+    clean(&f);
+}
