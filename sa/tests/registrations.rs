@@ -9,7 +9,7 @@ use mad_core::mad::Method;
 use mad_core::notice::{Notice, TrapDetails};
 use mad_core::sa::service::INDEFINITE_LEASE;
 use mad_core::sa::*;
-use mad_core::{Gid, MAD_SIZE};
+use mad_core::{Gid, Guid, MAD_SIZE};
 use sa::{Addr, SaConfig, SaError, Transmit};
 
 mod common;
@@ -358,4 +358,78 @@ fn a_short_or_empty_inform_info_is_refused_not_a_panic() {
         assert!(matches!(r, Err((SaStatus::ReqInvalid, _))), "{r:?}");
     }
     assert_eq!(informs.subscriptions(), 0);
+}
+
+/// A hypervisor powered off and back with one VF fewer: a subscriber to
+/// traps 64 and 65 hears its PF and both VMs go out of service, then the
+/// PF and the VM in the VF it still has come back; the VM in the VF it
+/// lost does not (the SM forgot it, `SmEvent::VmLost`).
+#[test]
+fn a_vm_lost_with_its_vf_does_not_come_back_into_service() {
+    let (mut f, mut sm, up) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        fabric::sim::SimConfig {
+            vfs: 2,
+            ..fabric::sim::SimConfig::default()
+        },
+        smi::sm::SmConfig::default(),
+    )
+    .unwrap();
+    assert!(up);
+    let hyp = sm.hypervisors()[0];
+    let hx = f.node_by_guid(sm.nodes()[hyp].info.node_guid.0).unwrap();
+    let _kept = sm.create_vm(hyp, 0xE1).unwrap();
+    let lost_vm = sm.create_vm(hyp, 0xE2).unwrap();
+    assert!(f.run(&mut sm));
+    assert_eq!(sm.vm(lost_vm).unwrap().vf, 2);
+    let mut sa = new_sa();
+    while let Some(e) = sm.poll_event() {
+        sa.handle_event(sm.subnet(), &e, 0);
+    }
+    drain(&mut sa);
+    let sub = *hosts(&f).iter().find(|h| h.0 != hx).unwrap();
+    for trap in [64, 65] {
+        let (s, _) = one(
+            &mut sa,
+            &sm,
+            sub.1,
+            &ask(Method::Set, &inform(trap), 0, 0),
+            0,
+        );
+        assert_eq!(s, SaStatus::Ok);
+    }
+    let gids = |out: &[Transmit], trap: u16| -> Vec<Gid> {
+        let mut v: Vec<Gid> = reports(out)
+            .iter()
+            .filter_map(|r| match r.2.details() {
+                Ok(TrapDetails::Gid(t, g)) if t == trap => Some(g.gid),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let vm = |g: u64| Gid::new(Gid::DEFAULT_PREFIX, Guid(g));
+    let pf_and = |more: &[u64]| {
+        let mut v: Vec<Gid> = more.iter().map(|&g| vm(g)).collect();
+        v.push(gid_of(&f, hx));
+        v.sort();
+        v
+    };
+    let (went, back) = (pf_and(&[0xE1, 0xE2]), pf_and(&[0xE1]));
+
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(hx));
+    let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+    assert_eq!(gids(&out, 65), went);
+    for r in reports(&out) {
+        sa.handle_mad(sm.subnet(), r.0, &report_resp(r.1), 0)
+            .unwrap();
+    }
+    f.set_vfs(hx, 1).unwrap();
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(hx));
+    let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+    assert_eq!(gids(&out, 64), back, "the VM in the lost VF stays out");
+    assert_eq!(sm.vm(lost_vm), None);
 }
