@@ -507,27 +507,7 @@ impl Sm {
                 }
                 self.send_lft(node)
             }
-            Purpose::VirtInfo { node } => {
-                if let (Ok(vi), true) = (
-                    VirtualizationInfo::decode(&smp.data),
-                    node < self.db.nodes().len(),
-                ) {
-                    // A hypervisor found again with as many VFs keeps
-                    // its slots: its VMs, their LIDs and vGUIDs, and the
-                    // idle VFs' LIDs (written to its vports again, as to
-                    // any node that comes back). Its link went down, or it
-                    // rebooted; either way its VMs run on until they are
-                    // stopped or moved.
-                    // With another number of VFs, the slots it still has
-                    // are kept; a VM in one it no longer has is gone.
-                    let n = usize::from(vi.vport_cap);
-                    if self.db.nodes()[node].vfs.len() != n {
-                        self.vfs_gone(node, n);
-                        self.db.set_vf_count(node, n);
-                    }
-                    self.read_vports_back(node, vi.vport_cap);
-                }
-            }
+            Purpose::VirtInfo { node } => self.on_virt_info(smp, node),
             Purpose::VPortRead { node, vf } => {
                 if let Ok(v) = VPortInfo::decode(&smp.data) {
                     self.keep_found_vport(node, vf, &v);

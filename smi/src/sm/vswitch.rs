@@ -52,6 +52,11 @@ impl LidPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VmId(pub u32);
 
+/// The most VFs the SM takes a hypervisor's port to have, whatever its
+/// VirtualizationInfo.VPortCap says (up to 65,535): bounds the slots, the
+/// reads and the LIDs one agent can make the SM spend.
+pub const MAX_VFS_PER_PORT: u16 = 1024;
+
 /// A running VM as the SM knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vm {
@@ -366,6 +371,30 @@ impl Sm {
         self.pkey_vms_changed(&[vm.hypervisor]);
         self.kick();
         Ok(())
+    }
+
+    /// A hypervisor's VirtualizationInfo: its number of VFs, at most
+    /// [`MAX_VFS_PER_PORT`] (an agent claiming more gets that many: every
+    /// VF is a slot, and a LID under the prepopulated policy). Found again
+    /// with as many, it keeps its slots: its VMs, their LIDs and vGUIDs,
+    /// and the idle VFs' LIDs (written to its vports again, as to any node
+    /// that comes back); its link went down, or it rebooted, and its VMs
+    /// run on until they are stopped or moved. With another number, the
+    /// slots it still has are kept, and a VM in one it no longer has is
+    /// gone ([`Sm::vfs_gone`]).
+    pub(super) fn on_virt_info(&mut self, smp: &mad_core::Smp, node: usize) {
+        let Ok(vi) = mad_core::attr::VirtualizationInfo::decode(&smp.data) else {
+            return;
+        };
+        if node >= self.db.nodes().len() {
+            return;
+        }
+        let n = vi.vport_cap.min(MAX_VFS_PER_PORT);
+        if self.db.nodes()[node].vfs.len() != usize::from(n) {
+            self.vfs_gone(node, usize::from(n));
+            self.db.set_vf_count(node, usize::from(n));
+        }
+        self.read_vports_back(node, n);
     }
 
     /// Hypervisor `node` was found again with `n` VFs: each VM in a VF
@@ -690,7 +719,10 @@ impl Sm {
 
 #[cfg(test)]
 mod tests {
-    use super::LidPolicy;
+    use super::*;
+    use crate::sm::{SmConfig, SmNode};
+    use mad_core::attr::{AttributeId, NodeType, VirtualizationInfo};
+    use mad_core::{DrPath, MKey, Method, Smp};
 
     #[test]
     fn policy_names_round_trip() {
@@ -710,5 +742,51 @@ mod tests {
                 LidPolicy::Prepopulated | LidPolicy::Dynamic => {}
             }
         }
+    }
+
+    fn virt_info(cap: u16) -> Smp {
+        let path = DrPath::from_ports(&[1]).unwrap();
+        let mut smp = Smp::directed(
+            &path,
+            Method::GetResp,
+            AttributeId::VirtualizationInfo,
+            0,
+            0,
+            MKey(0),
+        );
+        let vi = VirtualizationInfo {
+            vport_cap: cap,
+            virtualization_enable: true,
+            ..VirtualizationInfo::default()
+        };
+        vi.encode(&mut smp.data).unwrap();
+        smp
+    }
+
+    /// An agent claiming 65,535 VFs gets `MAX_VFS_PER_PORT` slots, and a
+    /// new master reads back that many vports, no more; an answer for a
+    /// node the SM does not have changes nothing.
+    #[test]
+    fn a_hypervisor_claiming_every_vport_gets_at_most_the_cap() {
+        let mut sm = Sm::new(SmConfig::default());
+        sm.db
+            .add_node(SmNode::for_test(0x1, NodeType::ChannelAdapter, 1, &[]));
+        sm.db
+            .add_node(SmNode::for_test(0xC, NodeType::ChannelAdapter, 1, &[1]));
+        sm.keep_lids = true;
+        let before = sm.out.queue.len();
+        sm.on_virt_info(&virt_info(u16::MAX), 1);
+        assert_eq!(sm.db.nodes()[1].vfs.len(), usize::from(MAX_VFS_PER_PORT));
+        assert_eq!(
+            sm.out.queue.len() - before,
+            usize::from(MAX_VFS_PER_PORT),
+            "a Get(VPortInfo) of each"
+        );
+        sm.on_virt_info(&virt_info(4), 1);
+        assert_eq!(sm.db.nodes()[1].vfs.len(), 4);
+        let queued = sm.out.queue.len();
+        sm.on_virt_info(&virt_info(4), 99);
+        assert_eq!(sm.out.queue.len(), queued);
+        assert!(sm.db.indexes_agree());
     }
 }
