@@ -267,8 +267,7 @@ impl Sm {
             );
         } else if !is_switch && port == lid_port && !self.db.nodes()[node].vfs.is_empty() {
             // A hypervisor found again without virtualization: no VF left.
-            self.vfs_gone(node, 0);
-            self.db.set_vf_count(node, 0);
+            self.resize_vfs(node, 0);
         }
         if explore {
             // The hop out of this node: for the SM's own CA the path starts

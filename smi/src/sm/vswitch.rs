@@ -381,7 +381,7 @@ impl Sm {
     /// that comes back); its link went down, or it rebooted, and its VMs
     /// run on until they are stopped or moved. With another number, the
     /// slots it still has are kept, and a VM in one it no longer has is
-    /// gone ([`Sm::vfs_gone`]).
+    /// gone ([`Sm::resize_vfs`]).
     pub(super) fn on_virt_info(&mut self, smp: &mad_core::Smp, node: usize) {
         let Ok(vi) = mad_core::attr::VirtualizationInfo::decode(&smp.data) else {
             return;
@@ -391,27 +391,24 @@ impl Sm {
         }
         let n = vi.vport_cap.min(MAX_VFS_PER_PORT);
         if self.db.nodes()[node].vfs.len() != usize::from(n) {
-            self.vfs_gone(node, usize::from(n));
-            self.db.set_vf_count(node, usize::from(n));
+            self.resize_vfs(node, usize::from(n));
         }
         self.read_vports_back(node, n);
     }
 
-    /// Hypervisor `node` was found again with `n` VFs: each VM in a VF
-    /// past `n` is gone with its VF. It is forgotten, its LID freed under
-    /// the dynamic policy (under the prepopulated one the LID was its
-    /// VF's, and goes with it), its partitions leave the hypervisor's
-    /// switch port, and [`SmEvent::VmLost`] says so.
-    pub(super) fn vfs_gone(&mut self, node: usize, n: usize) {
+    /// Hypervisor `node` was found again with `n` VFs: the slots up to
+    /// `n` are kept ([`Subnet::set_vf_count`](super::Subnet::set_vf_count)), and each VM in a VF past
+    /// `n` is gone with its VF. It is forgotten, its LID freed under the
+    /// dynamic policy (under the prepopulated one the LID was its VF's,
+    /// and goes with it), its partitions leave the hypervisor's switch
+    /// port, and [`SmEvent::VmLost`](super::SmEvent::VmLost) says so.
+    pub(super) fn resize_vfs(&mut self, node: usize, n: usize) {
         let gone: Vec<(u32, Vm)> = (self.vms.iter())
             .filter(|(_, v)| v.hypervisor == node && usize::from(v.vf) > n)
             .map(|(&id, &v)| (id, v))
             .collect();
-        if gone.is_empty() {
-            return;
-        }
         let hypervisor = self.db.nodes()[node].info.node_guid;
-        for (id, vm) in gone {
+        for &(id, vm) in &gone {
             self.vms.remove(&id);
             if self.cfg.lid_policy == LidPolicy::Dynamic {
                 self.free_lids.insert(vm.lid);
@@ -424,7 +421,10 @@ impl Sm {
                 vf: vm.vf,
             });
         }
-        self.pkey_vms_changed(&[node]);
+        self.db.set_vf_count(node, n);
+        if !gone.is_empty() {
+            self.pkey_vms_changed(&[node]);
+        }
     }
 
     /// Plans the live migration of `id` to hypervisor `dst` without
