@@ -823,3 +823,174 @@ fn a_heavy_sweep_follows_two_leaves_whose_cables_were_swapped() {
     assert_eq!(cas(&f), before, "every CA keeps its LID");
     clean(&f);
 }
+
+/// A switch reset that kept its LID (its port 0 still answers at it) but
+/// lost SwitchInfo, its LFT and its MFT: unicast and multicast through it
+/// are broken, and nothing traps. The next light sweep reads its
+/// SwitchInfo, sees LinearFDBTop no longer what the SM set, and writes
+/// that switch's tables again (its LFT blocks, its MFT), nothing else
+/// anywhere; a sweep after that writes nothing.
+#[test]
+fn a_switch_reset_that_kept_its_lid_gets_its_tables_at_the_next_sweep() {
+    let (mut f, mut sm) = up(
+        "fat-tree-324",
+        SmConfig {
+            sweep_interval_ms: None,
+            ..SmConfig::default()
+        },
+    );
+    clean(&f);
+    let sm_leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    // Three hosts behind three leaves, none of them the SM's.
+    let mut leaves = std::collections::BTreeSet::from([sm_leaf]);
+    let members: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
+        .filter(|&i| leaves.insert(f.topo.peer_of(i, 1).unwrap().0))
+        .take(3)
+        .collect();
+    let ids: Vec<(smi::sm::NodeId, u8)> = members
+        .iter()
+        .map(|&i| {
+            (
+                sm.subnet()
+                    .by_guid(mad_core::Guid(f.topo.nodes[i].guid))
+                    .unwrap(),
+                1,
+            )
+        })
+        .collect();
+    let mlid = Lid(0xC001);
+    sm.set_multicast_group(mlid, &ids).unwrap();
+    assert!(f.run(&mut sm));
+    let reaches_all = |f: &Fabric| {
+        let w = f.multicast_walk(members[0], mlid);
+        members[1..].iter().all(|&m| w.reaches(m))
+    };
+    assert!(reaches_all(&f));
+    let leaf = f.topo.peer_of(members[0], 1).unwrap().0;
+    let (held_lft, held_si, held_mft) = match &f.nodes[leaf] {
+        SimNode::Switch(s) => (s.model.lft.clone(), s.model.switch_info, s.model.mft[1]),
+        _ => unreachable!(),
+    };
+    // One MFT block per 16-port position the group's entry uses.
+    let mft_blocks = held_mft.iter().filter(|&&m| m != 0).count() as u64;
+    assert!(mft_blocks > 0);
+    let lid = port_info(&mut f, leaf, 0).lid;
+
+    // The reset: tables and SwitchInfo as at power-up, PortInfo kept.
+    match &mut f.nodes[leaf] {
+        SimNode::Switch(s) => {
+            s.model.lft.iter_mut().for_each(|e| *e = 0xFF);
+            s.model.mft.iter_mut().for_each(|e| *e = Default::default());
+            s.model.switch_info.linear_fdb_top = 0;
+            s.model.switch_info.multicast_fdb_top = 0xBFFF;
+        }
+        _ => unreachable!(),
+    }
+    assert!(f.verify().unreachable > 0, "the reset breaks unicast");
+    assert!(!reaches_all(&f), "and the group");
+    assert_eq!(port_info(&mut f, leaf, 0).lid, lid);
+
+    while sm.poll_event().is_some() {}
+    let before = sm.stats().sent();
+    let mft = |sm: &Sm| {
+        sm.stats()
+            .count(Method::Set, AttributeId::MulticastForwardingTable)
+    };
+    let (lft0, mft0) = (lft(&sm), mft(&sm));
+    sm.request_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    clean(&f);
+    assert!(reaches_all(&f), "the group reaches every member again");
+    match &f.nodes[leaf] {
+        SimNode::Switch(s) => {
+            assert_eq!(s.model.lft, held_lft, "the LFT as it was");
+            assert_eq!(s.model.mft[1], held_mft, "the group's entry as it was");
+            assert_eq!(
+                (
+                    s.model.switch_info.linear_fdb_top,
+                    s.model.switch_info.multicast_fdb_top
+                ),
+                (held_si.linear_fdb_top, held_si.multicast_fdb_top)
+            );
+        }
+        _ => unreachable!(),
+    }
+    let said: Vec<_> = std::iter::from_fn(|| sm.poll_event())
+        .filter_map(|e| match e {
+            smi::sm::SmEvent::SwitchTablesNotAsSet {
+                guid, found, want, ..
+            } => Some((guid.0, found, want)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [(
+            f.topo.nodes[leaf].guid,
+            (0, 0xBFFF),
+            (held_si.linear_fdb_top, held_si.multicast_fdb_top)
+        )]
+    );
+    // The switch's LFT blocks in use, its MFT blocks, and nothing to any
+    // other switch.
+    let blocks = u64::from(sm.max_lid()) / 64 + 1;
+    let (lfts, mfts) = (lft(&sm) - lft0, mft(&sm) - mft0);
+    eprintln!("the reset switch: {lfts} Set(LFT), {mfts} Set(MFT)");
+    assert_eq!((lfts, mfts), (blocks, mft_blocks));
+    let (pi_sets, other_sets) = sets_since(&sm, &before);
+    eprintln!("{pi_sets} Set(PortInfo), {other_sets} other Sets");
+    assert!(pi_sets <= 1, "at most its port 0's PortInfo again");
+    assert_eq!(other_sets, lfts + mfts + 1, "and its SwitchInfo");
+
+    // Nothing is taken for a reset where nothing was.
+    let before = sm.stats().sent();
+    sm.request_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(sets_since(&sm, &before), (0, 0));
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    assert_eq!(sets_since(&sm, &before), (0, 0));
+}
+
+/// The same reset of the SM's own leaf switch: every LID-routed SMP
+/// passes through it and is dropped there, so the sweep's reads fall
+/// back to directed routes; the leaf gets its tables again all the same.
+#[test]
+fn the_sms_own_leaf_reset_with_its_lid_gets_its_tables_at_the_next_sweep() {
+    let (mut f, mut sm) = up(
+        "fat-tree-324",
+        SmConfig {
+            sweep_interval_ms: None,
+            ..SmConfig::default()
+        },
+    );
+    let leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
+    match &mut f.nodes[leaf] {
+        SimNode::Switch(s) => {
+            s.model.lft.iter_mut().for_each(|e| *e = 0xFF);
+            s.model.switch_info.linear_fdb_top = 0;
+        }
+        _ => unreachable!(),
+    }
+    assert!(f.verify().unreachable > 0);
+    while sm.poll_event().is_some() {}
+    let total = sm.stats().total();
+    sm.request_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    clean(&f);
+    let events: Vec<smi::sm::SmEvent> = std::iter::from_fn(|| sm.poll_event()).collect();
+    assert!(
+        events.iter().any(|e| matches!(e,
+            smi::sm::SmEvent::SwitchTablesNotAsSet { guid, found: (0, _), .. }
+                if guid.0 == f.topo.nodes[leaf].guid)),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, smi::sm::SmEvent::NodeLost { .. })),
+        "{events:?}"
+    );
+    eprintln!("the SM's leaf reset: {} SMPs", sm.stats().total() - total);
+}

@@ -637,6 +637,7 @@ impl Sa {
             | SmEvent::HandingOver { .. }
             | SmEvent::HandoverImpossible
             | SmEvent::PortNotAsSet { .. }
+            | SmEvent::SwitchTablesNotAsSet { .. }
             | SmEvent::SmPortState { .. }
             | SmEvent::VmLost { .. }
             | SmEvent::DuplicateGuid { .. }

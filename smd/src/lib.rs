@@ -1321,6 +1321,16 @@ fn log_event(e: &SmEvent) {
             want.1,
             want.2 .0
         ),
+        SmEvent::SwitchTablesNotAsSet {
+            guid, found, want, ..
+        } => tracing::warn!(
+            "sweep: switch {:#018x} holds LinearFDBTop {:#06x} MulticastFDBTop {:#06x}, not {:#06x} {:#06x} as set (reset?); writing its tables again",
+            guid.0,
+            found.0,
+            found.1,
+            want.0,
+            want.1
+        ),
         SmEvent::DuplicateGuid {
             guid,
             port,

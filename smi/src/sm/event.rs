@@ -105,6 +105,22 @@ pub enum SmEvent {
         /// ([`crate::sm::SmConfig::m_key`]).
         m_key_held: bool,
     },
+    /// A sweep read a switch's SwitchInfo and found LinearFDBTop or
+    /// MulticastFDBTop other than what the switch last held from the SM,
+    /// with no Set(SwitchInfo) of the SM's on its way: the switch was
+    /// reset (or written by someone else) while keeping its LID, so its
+    /// forwarding, P_Key and QoS tables are written again, as for a switch
+    /// that came back.
+    SwitchTablesNotAsSet {
+        /// Its node's index in [`Sm::nodes`].
+        node: usize,
+        /// Its node GUID.
+        guid: Guid,
+        /// LinearFDBTop and MulticastFDBTop read.
+        found: (u16, u16),
+        /// LinearFDBTop and MulticastFDBTop it held from the SM.
+        want: (u16, u16),
+    },
     /// A port answered with the node GUID and port number of a port the
     /// SM knows cabled elsewhere, and that port still answers there: two
     /// ports hold one GUID (a card made wrong, or a host forging it). The

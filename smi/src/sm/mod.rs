@@ -147,6 +147,9 @@ pub struct Sm {
     /// Nodes of `limbo` that answered NodeInfo again: true where by the
     /// route the sweep read them by.
     refound: BTreeMap<usize, bool>,
+    /// Switches that refused a Set(SwitchInfo): what they hold is not
+    /// known until a sweep reads it, which then is not taken for a reset.
+    tops_unknown: BTreeSet<usize>,
     /// The state of the SM's own port at the last sweep.
     own_port_state: PortState,
     /// Until the change is in, every SMP goes by directed route: the
@@ -212,6 +215,7 @@ impl Sm {
             limbo: BTreeSet::new(),
             end_read: BTreeSet::new(),
             refound: BTreeMap::new(),
+            tops_unknown: BTreeSet::new(),
             own_port_state: PortState::Active,
             dr_only: false,
             election: election::Election::new(0, 0),
@@ -444,6 +448,12 @@ impl Sm {
             if matches!(req.purpose, Purpose::Handover) {
                 self.handover_failed();
             }
+            if let Some(node) = req
+                .node
+                .filter(|_| matches!(req.purpose, Purpose::SetTop { .. } | Purpose::SetTopOnly))
+            {
+                self.tops_unknown.insert(node);
+            }
             if let Purpose::SmInfo { node } = req.purpose {
                 self.election.awaiting.remove(&node);
                 // Its port no longer says IsSM: no SM is there now.
@@ -534,7 +544,21 @@ impl Sm {
             }
             Purpose::SweepPortInfo { node, port } => self.on_sweep_port_info(smp, node, port),
             Purpose::SweepOwnPort => self.on_sweep_own_port(Some(smp)),
-            Purpose::SetVPort | Purpose::SetTopOnly | Purpose::TrapRepress => {}
+            Purpose::SetTopOnly => {
+                // What the switch holds after the Set (a value it refused
+                // stays as it was), unless a later Set is on its way.
+                if let Some(node) = req.node.filter(|&n| !self.setting_top(n)) {
+                    if let (Ok(si), Some(mut n)) =
+                        (SwitchInfo::decode(&smp.data), self.db.node_mut(node))
+                    {
+                        n.switch_info = Some(SwitchInfo {
+                            port_state_change: false,
+                            ..si
+                        });
+                    }
+                }
+            }
+            Purpose::SetVPort | Purpose::TrapRepress => {}
             Purpose::SetLid { node, port } | Purpose::SetState { node, port } => {
                 // The response carries the port's PortInfo after the Set.
                 if let (Ok(pi), Some(mut p)) =

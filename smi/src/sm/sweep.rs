@@ -202,6 +202,7 @@ impl Sm {
         let Ok(si) = SwitchInfo::decode(&smp.data) else {
             return;
         };
+        self.check_switch_tops(node, &si);
         let Some(mut n) = self.db.node_mut(node) else {
             return;
         };
@@ -225,6 +226,60 @@ impl Sm {
                 Purpose::SweepPortInfo { node, port: p },
             );
         }
+    }
+
+    /// A switch whose LinearFDBTop or MulticastFDBTop is no longer what
+    /// it last held from the SM (a reset that kept its LID: the tops are
+    /// 0 again and the tables empty) is made fresh, so that the sweep
+    /// writes its SwitchInfo, every LFT and MFT block, its P_Key and QoS
+    /// tables again, as for a switch that came back. OpenSM only puts
+    /// LinearFDBTop back and sends the LFT blocks that differ from what it
+    /// remembers, so such a switch keeps dropping packets under it. Not
+    /// while a Set(SwitchInfo) of the SM's to it is on its way, whose
+    /// value the read may predate.
+    fn check_switch_tops(&mut self, node: usize, si: &SwitchInfo) {
+        if self.tops_unknown.remove(&node) {
+            return;
+        }
+        let Some(n) = self.db.nodes().get(node) else {
+            return;
+        };
+        let Some(held) = n.switch_info.filter(|_| self.up && n.alive && !n.fresh) else {
+            return;
+        };
+        let mft = self.mft_top_supported(node);
+        let found = (si.linear_fdb_top, si.multicast_fdb_top);
+        let want = (held.linear_fdb_top, held.multicast_fdb_top);
+        if found.0 == want.0 && (!mft || found.1 == want.1) {
+            return;
+        }
+        if self.setting_top(node) {
+            return;
+        }
+        let guid = n.info.node_guid;
+        if let Some(mut n) = self.db.node_mut(node) {
+            n.fresh = true;
+        }
+        self.changed = true;
+        self.emit(SmEvent::SwitchTablesNotAsSet {
+            node,
+            guid,
+            found,
+            want,
+        });
+    }
+
+    /// Whether a Set(SwitchInfo) of the SM's to switch `node` is queued,
+    /// held in a stage or in flight.
+    pub(super) fn setting_top(&self, node: usize) -> bool {
+        let setting = |r: &Request| {
+            r.node == Some(node)
+                && matches!(r.purpose, Purpose::SetTop { .. } | Purpose::SetTopOnly)
+        };
+        let out = &self.out;
+        out.queue.iter().any(setting)
+            || out.inflight.values().any(setting)
+            || out.stages.iter().flatten().any(setting)
     }
 
     pub(super) fn on_sweep_port_info(&mut self, smp: &Smp, node: usize, port: u8) {
