@@ -13,6 +13,10 @@ pub enum Command {
     NodeDown(String),
     /// `node-up NODE`: a node taken down comes back, freshly powered.
     NodeUp(String),
+    /// `node-vfs NODE N`: a hypervisor (or a CA of one or two ports)
+    /// taken down with `node-down` comes back with N VFs a port (0: a
+    /// plain CA), as when SR-IOV is set up again while it is off.
+    NodeVfs(String, usize),
     /// `dump FILE`: the fabric's state as JSON, written by the server
     /// (only the users [`super::Access`] admits may ask).
     Dump(String),
@@ -29,7 +33,7 @@ impl Command {
         let words: Vec<&str> = line.split_whitespace().collect();
         let verb = *words.first().ok_or(ServeError::Empty)?;
         let takes = match verb {
-            "link-down" | "link-up" => 2,
+            "link-down" | "link-up" | "node-vfs" => 2,
             "node-down" | "node-up" | "dump" => 1,
             "stats" | "reload-sm" => 0,
             v => return Err(ServeError::Unknown(v.escape_debug().to_string())),
@@ -59,6 +63,12 @@ impl Command {
             "link-up" => Command::LinkUp(node()?, port()?),
             "node-down" => Command::NodeDown(node()?),
             "node-up" => Command::NodeUp(node()?),
+            "node-vfs" => Command::NodeVfs(
+                node()?,
+                (words.get(2).and_then(|n| n.parse::<usize>().ok()))
+                    .filter(|&n| n <= smi::sma::hypervisor::MAX_VFS)
+                    .ok_or(ServeError::MissingVfs)?,
+            ),
             "dump" => Command::Dump(words.get(1).ok_or(ServeError::MissingPath)?.to_string()),
             "reload-sm" => Command::ReloadSm,
             _ => Command::Stats,
@@ -94,6 +104,19 @@ mod tests {
             Err(ServeError::MissingPort)
         );
         assert_eq!(Command::parse("node-up"), Err(ServeError::MissingNode));
+        assert_eq!(
+            Command::parse("node-vfs H-1 2"),
+            Ok(Command::NodeVfs("H-1".into(), 2))
+        );
+        assert_eq!(Command::parse("node-vfs H-1"), Err(ServeError::MissingVfs));
+        assert_eq!(
+            Command::parse("node-vfs H-1 129"),
+            Err(ServeError::MissingVfs)
+        );
+        assert_eq!(
+            Command::parse("node-vfs H-1 -1"),
+            Err(ServeError::MissingVfs)
+        );
         assert_eq!(Command::parse("dump"), Err(ServeError::MissingPath));
         let e = Command::parse("stats now").unwrap_err().to_string();
         assert_eq!(e, "stats takes 0 argument(s); unexpected \"now\"");

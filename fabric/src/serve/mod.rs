@@ -198,11 +198,18 @@ pub enum ServeError {
     /// `node-up` on a node that was not taken down.
     #[error("{0} is up: only a node taken down with node-down comes back up")]
     NotDown(String),
+    /// `node-vfs` without a VF count of 0 to 128.
+    #[error("a VF count of 0 to 128 is missing")]
+    MissingVfs,
+    /// `node-vfs` on a node that is not a hypervisor or a CA of one or
+    /// two ports other than the SM's, or that is up.
+    #[error("{0}")]
+    NotVfs(String),
     /// An empty command.
     #[error("empty command")]
     Empty,
     /// A verb ibkit does not know.
-    #[error("unknown command \"{0}\" (link-down, link-up, node-down, node-up, dump, stats)")]
+    #[error("unknown command \"{0}\" (link-down, link-up, node-down, node-up, node-vfs, dump, stats, reload-sm)")]
     Unknown(String),
 }
 

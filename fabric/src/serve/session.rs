@@ -324,6 +324,23 @@ impl Session {
                 }
                 FabricEvent::NodeUp(n)
             }
+            Command::NodeVfs(name, vfs) => {
+                let n = self.node(name)?;
+                let name = clean(&self.fabric.topo.nodes[n].name);
+                if !self.down.contains(&n) {
+                    return Err(ServeError::NotVfs(format!(
+                        "{name} is up: take it down with node-down first"
+                    )));
+                }
+                self.fabric.set_vfs(n, *vfs).map_err(|_| {
+                    ServeError::NotVfs(format!(
+                        "{name} is not a CA of one or two ports other than the SM's"
+                    ))
+                })?;
+                return Ok(Answer::Text(format!(
+                    "ok: {name} has {vfs} VF(s) a port when it comes up"
+                )));
+            }
             Command::Dump(path) => return Ok(Answer::Dump(path.clone())),
             // Only with the requester's credentials (`on_command`).
             Command::ReloadSm => return Err(ServeError::NoCredentials),

@@ -534,3 +534,34 @@ fn reload_sm_signals_only_an_sm_the_requester_runs() {
         Err(ServeError::NoCredentials)
     );
 }
+
+/// `node-vfs` changes a node's VF count only while it is down, and only
+/// for a CA other than the SM's; refused, it changes nothing.
+#[test]
+fn node_vfs_is_for_a_ca_that_is_down() {
+    let (mut s, now) = session();
+    let vfs = |s: &Session| {
+        s.dump()
+            .nodes
+            .iter()
+            .find(|n| n.name == "H-2")
+            .map(|n| n.vfs.as_ref().map_or(0, |v| v.len()))
+    };
+    assert_eq!(vfs(&s), Some(0));
+    let e = s.on_command("node-vfs H-2 2", USER, now).unwrap_err();
+    assert!(e.to_string().contains("is up"), "{e}");
+    let e = s.on_command("node-vfs S-L0-0-0 2", USER, now).unwrap_err();
+    assert!(e.to_string().contains("is up"), "{e}");
+    s.on_command("node-down S-L0-0-0", USER, now).unwrap();
+    let e = s.on_command("node-vfs S-L0-0-0 2", USER, now).unwrap_err();
+    assert!(e.to_string().contains("not a CA"), "{e}");
+    s.on_command("node-down H-2", USER, now).unwrap();
+    assert!(s.on_command("node-vfs H-2 3", USER, now).is_ok());
+    s.on_command("node-up H-2", USER, now).unwrap();
+    assert_eq!(vfs(&s), Some(3));
+    let stranger = Some(Peer { uid: 4321, pid: 1 });
+    s.on_command("node-down H-2", USER, now).unwrap();
+    assert!(s.on_command("node-vfs H-2 0", stranger, now).is_err());
+    s.on_command("node-up H-2", USER, now).unwrap();
+    assert_eq!(vfs(&s), Some(3), "a stranger changes nothing");
+}
