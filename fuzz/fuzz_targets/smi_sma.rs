@@ -77,7 +77,10 @@ fuzz_target!(|data: &[u8]| {
             let at = port % 4;
             let mut s = smp.clone();
             if s.is_directed()
-                && !matches!(dr::on_arrival(&mut s, &h.pf.model, at), Disposition::Deliver)
+                && !matches!(
+                    dr::on_arrival(&mut s, &h.pf.model, at),
+                    Disposition::Deliver
+                )
             {
                 return;
             }

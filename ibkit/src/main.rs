@@ -38,6 +38,8 @@ enum Command {
     /// vSwitch hypervisors: start VMs and live-migrate them by swapping or
     /// copying LFT entries, beside a full reconfiguration; or Table I.
     Migrate(cmd::migrate::MigrateArgs),
+    /// Ask a running `ibkit sm --vm-socket PATH` to start, live-migrate, stop or list vSwitch VMs.
+    Vm(cmd::vm::VmArgs),
     /// Build a topology and print a summary, or the ibnetdiscover text.
     Topology(cmd::topology::TopologyArgs),
     /// Print the built-in sample MADs as hex lines (input for `decode`).
@@ -48,7 +50,7 @@ enum Command {
 enum FabricWhat {
     /// Serve the fabric on ibsim's sockets: run clients with LD_PRELOAD=libumad2sim.so IBSIM_SOCKNAME=NAME [SIM_HOST=node].
     Serve(cmd::serve::ServeArgs),
-    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, dump FILE, stats, reload-sm (SIGHUP to the SM client you run).
+    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, node-vfs NODE N (a CA that is down comes back with N VFs), dump FILE, stats, reload-sm (SIGHUP to the SM client you run).
     Ctl(cmd::serve::CtlArgs),
 }
 
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Some(Command::Bench { what }) => cmd::bench::main(&what),
         Some(Command::Model(a)) => cmd::model::run(&a),
         Some(Command::Migrate(a)) => cmd::migrate::main(&a),
+        Some(Command::Vm(a)) => cmd::vm::run(&a),
         Some(Command::Topology(a)) => cmd::topology::main(&a),
         Some(Command::Sample(a)) => cmd::sample::main(&a),
         None => demo(),

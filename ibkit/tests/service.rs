@@ -599,3 +599,148 @@ fn the_unit_runs_under_systemd() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ibkit vm` against a running `ibkit sm --vm-socket` on the served
+/// vSwitch fabric: a VM started on one hypervisor is up in its VF with
+/// its LID; migrated, it keeps that LID and vGUID in a VF of the other
+/// hypervisor, and every switch forwards the LID there; a hypervisor
+/// brought back with fewer VFs (`ctl node-vfs`) loses the VM in the VF it
+/// lost, which the SM logs and no longer lists. Refused requests exit
+/// non-zero with the SM's reason and change nothing; a client that sends
+/// nothing holds nothing up.
+#[test]
+fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = scratch("vm-socket");
+    let served = Served::start(exe, "mport-ntree:4:2", 2, &[]).unwrap();
+    let (log, sock) = (dir.join("sm.log"), dir.join("vm.sock"));
+    let mut sm = start_sm(
+        &served,
+        &[
+            "--log-file",
+            log.to_str().unwrap(),
+            "--vm-socket",
+            sock.to_str().unwrap(),
+        ],
+    );
+    wait_in(&log, "SUBNET UP");
+    let vm = |words: &[&str]| {
+        let out = Command::new(exe)
+            .args(["vm", "--socket", sock.to_str().unwrap()])
+            .args(words)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        (out.status.code(), text, err)
+    };
+    let json = |t: &str| -> serde_json::Value { serde_json::from_str(t).unwrap() };
+    let d = dump(&served, &dir);
+    let nodes = d["nodes"].as_array().unwrap().clone();
+    let hyps: Vec<&serde_json::Value> = nodes
+        .iter()
+        .filter(|n| n["vfs"].as_array().is_some_and(|v| v.len() == 2))
+        .collect();
+    assert!(hyps.len() >= 2, "{d}");
+    let (a, b) = (hyps[0], hyps[hyps.len() - 1]);
+    let name = |n: &serde_json::Value| n["name"].as_str().unwrap().to_string();
+    let guid = |n: &serde_json::Value| n["guid"].as_str().unwrap().to_string();
+    let vf_of = |d: &serde_json::Value, node: &str, lid: u64| -> Option<u64> {
+        let n = (d["nodes"].as_array().unwrap().iter()).find(|n| n["name"] == node)?;
+        (n["vfs"].as_array()?.iter()).find(|v| v["lid"] == lid && v["state"] == 4)?;
+        Some(lid)
+    };
+
+    // Started on A, two VMs.
+    let (code, out, err) = vm(&["create", &guid(a), "0xe1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let e1 = json(&out);
+    let lid = e1["lid"].as_u64().unwrap();
+    assert_eq!(e1["vguid"], "0x00000000000000e1");
+    let (code, out, err) = vm(&["create", &guid(a), "0xe2"]);
+    assert_eq!(code, Some(0), "{err}");
+    let e2 = json(&out);
+    assert_eq!(e2["vf"], 2);
+    let d = dump(&served, &dir);
+    assert_eq!(vf_of(&d, &name(a), lid), Some(lid), "VM e1 up in A's VF");
+
+    // Migrated to B: the same LID, up in B's VF, and every switch's LFT
+    // leads there.
+    let (code, out, err) = vm(&["migrate", "0xe1", &guid(b)]);
+    assert_eq!(code, Some(0), "{err}");
+    let moved = json(&out);
+    assert_eq!(moved["lid"].as_u64(), Some(lid), "{moved}");
+    assert_eq!(moved["from"], e1["hypervisor"]);
+    assert!(moved["lft_blocks"].as_u64().unwrap() > 0);
+    let d = dump(&served, &dir);
+    assert_eq!(vf_of(&d, &name(b), lid), Some(lid), "VM e1 up in B's VF");
+    assert_eq!(vf_of(&d, &name(a), lid), None, "and no longer in A's");
+    let by_name = |d: &serde_json::Value, n: &str| {
+        (d["nodes"].as_array().unwrap().iter())
+            .find(|x| x["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    for s in nodes.iter().filter(|n| n["kind"] == "switch") {
+        let mut at = by_name(&d, &name(s));
+        let mut hops = 0;
+        while at["kind"] == "switch" {
+            let out = common::lft(&at)[lid as usize];
+            let port = (at["ports"].as_array().unwrap().iter())
+                .find(|p| p["port"] == out)
+                .unwrap_or_else(|| panic!("{} forwards {lid} to port {out}", name(&at)));
+            at = by_name(&d, port["peer"]["node"].as_str().unwrap());
+            hops += 1;
+            assert!(hops < 8, "a loop for LID {lid}");
+        }
+        assert_eq!(name(&at), name(b), "from {}", name(s));
+    }
+
+    // Refused: a switch is no hypervisor, a vGUID in use, a VM that is
+    // not there, a request that is not one.
+    let sw = nodes.iter().find(|n| n["kind"] == "switch").unwrap();
+    let (code, _, err) = vm(&["create", &guid(sw), "0xe3"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not a hypervisor"), "{err}");
+    let (code, _, err) = vm(&["create", &guid(a), "0xe1"]);
+    assert_eq!(code, Some(1), "{err}");
+    let (code, _, err) = vm(&["destroy", "0xe9"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no VM has vGUID"), "{err}");
+    let (code, _, err) = vm(&["reboot", "0xe1"]);
+    assert_eq!(code, Some(2), "{err}");
+    // A client that connects and sends nothing is dropped after a
+    // second; the others are served meanwhile.
+    let silent = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let (code, out, _) = vm(&["list"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(json(&out).as_array().unwrap().len(), 2);
+
+    // A back with one VF: e2 (in VF 2) is lost, e1 (on B) is not.
+    served.ctl(&format!("node-down {}", name(a))).unwrap();
+    served.ctl(&format!("node-vfs {} 1", name(a))).unwrap();
+    served.ctl(&format!("node-up {}", name(a))).unwrap();
+    wait_in(&log, "VM 2 (vGUID 0x00000000000000e2");
+    let (code, out, _) = vm(&["list"]);
+    assert_eq!(code, Some(0));
+    let left = json(&out);
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    assert_eq!(left[0]["vguid"], "0x00000000000000e1");
+    // The silent client was told why it was dropped.
+    let mut said = String::new();
+    let mut silent = silent;
+    silent
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    std::io::Read::read_to_string(&mut silent, &mut said).unwrap();
+    assert_eq!(said.trim(), "error: no request within a second");
+
+    let (code, _, err) = vm(&["destroy", "0xe1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let d = dump(&served, &dir);
+    assert_eq!(vf_of(&d, &name(b), lid), None, "its VF is down");
+    signal("-TERM", &sm);
+    assert!(sm.wait().unwrap().success());
+    assert!(!sock.exists(), "the socket is removed at the stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -17,6 +17,7 @@ pub mod config;
 pub mod dump;
 pub mod opensm_conf;
 pub mod simport;
+pub mod vmctl;
 mod wire;
 
 use fabric::pcap::FrameAddr;
@@ -154,6 +155,9 @@ pub struct SmdConfig {
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
+    /// A Unix socket to take VM requests on ([`vmctl`]: create, migrate,
+    /// destroy, list; `ibkit vm`), mode 0600, the SM's user and root only.
+    pub vm_socket: Option<PathBuf>,
 }
 
 /// Changes the log's level (RUST_LOG, where set, wins).
@@ -225,6 +229,7 @@ impl Default for SmdConfig {
             lmc: 0,
             lmc_esp0: false,
             reconfig: None,
+            vm_socket: None,
         }
     }
 }
@@ -421,6 +426,9 @@ pub enum SmdError {
     /// The configuration file (`ibkit sm --config`) is refused.
     #[error("config: {0}")]
     Config(String),
+    /// The VM control socket could not be opened.
+    #[error("{0}")]
+    VmSocket(String),
     /// The simulator's socket refused or failed.
     #[error("simulator: {0}")]
     Sim(String),
@@ -686,6 +694,14 @@ fn drive(
         );
         sm.set_qos_policy(Some(policy));
     }
+    let mut vm_socket = match &c.vm_socket {
+        Some(p) => {
+            let s = vmctl::VmSocket::bind(p).map_err(SmdError::VmSocket)?;
+            tracing::info!("VM requests on {}", p.display());
+            Some(s)
+        }
+        None => None,
+    };
     let t0 = Instant::now();
     let ms = || t0.elapsed().as_millis() as u64;
     let mut up_ms = None;
@@ -930,6 +946,13 @@ fn drive(
                     c.block
                 ),
                 Err(e) => tracing::warn!("alias GUIDs of node {} not set: {e}", c.node.0),
+            }
+        }
+        // VM requests (a master's subnet only: a standby refuses, as the
+        // SM says the subnet is not up).
+        if let Some(v) = vm_socket.as_mut() {
+            if v.serve(&mut sm, Instant::now()) > 0 {
+                dirty = true;
             }
         }
         // QoS tables an SA question named and the SM does not hold: it

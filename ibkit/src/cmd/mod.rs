@@ -15,6 +15,7 @@ pub mod sm;
 pub mod topology;
 pub mod traffic;
 pub mod vhca;
+pub mod vm;
 
 /// Why a command did not succeed. `ibkit` prints it as one `ibkit: …` line
 /// on standard error and exits with [`Fail::exit_code`].

@@ -128,6 +128,12 @@ pub struct SmArgs {
     /// routed to it (OpenSM's lmc_esp0); base ports 0 keep one LID.
     #[arg(long)]
     pub lmc_esp0: bool,
+    /// Take VM requests on this Unix socket (mode 0600; the SM's user
+    /// and root): `ibkit vm --socket PATH create|migrate|destroy|list`
+    /// starts, live-migrates (LID and vGUID kept, LFT entries swapped or
+    /// copied), stops and lists the VMs of vSwitch hypervisors.
+    #[arg(long, value_name = "PATH")]
+    pub vm_socket: Option<std::path::PathBuf>,
     /// Stop once the subnet is up (or once this SM stands by for another
     /// master).
     #[arg(long)]
@@ -262,6 +268,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
+            vm_socket: a.vm_socket.clone(),
             reconfig: a
                 .config
                 .clone()

@@ -1,0 +1,541 @@
+//! The running SM's VM control socket (`ibkit sm --vm-socket PATH`,
+//! `ibkit vm`): what a cloud's compute agent asks of a vSwitch subnet —
+//! start a VM on a hypervisor, live-migrate it (its LID and vGUID kept,
+//! a few LFT entries swapped or copied), stop it, list them.
+//!
+//! One command a connection, one line each way: the request as words,
+//! the answer as one JSON object, or `error: …`. The socket is a Unix
+//! stream socket made mode 0600 and checked by the peer's credentials
+//! (the SM's own user or root). A client is given a second to send its
+//! line (at most 256 bytes); at most [`MAX_CLIENTS`] are served at once,
+//! and the SM's loop never waits on one.
+
+use serde::Serialize;
+use smi::sm::{Sm, VmError, VmId};
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The longest request line taken.
+pub const MAX_LINE: usize = 256;
+/// Clients served at once; more are answered `error: busy`.
+pub const MAX_CLIENTS: usize = 4;
+/// How long a client may take to send its line.
+pub const CLIENT_WAIT: Duration = Duration::from_secs(1);
+
+/// One request to the VM control socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VmCommand {
+    /// `create PORT_GUID VGUID`: a VM with vGUID `vguid` on the
+    /// hypervisor whose port GUID (or node GUID) is `hypervisor`.
+    Create {
+        /// The hypervisor's port GUID (the port of its vSwitch).
+        hypervisor: u64,
+        /// The VM's vGUID.
+        vguid: u64,
+    },
+    /// `migrate VGUID PORT_GUID`: the VM live-migrated to that hypervisor.
+    Migrate {
+        /// The VM's vGUID.
+        vguid: u64,
+        /// The destination hypervisor's port GUID.
+        to: u64,
+    },
+    /// `destroy VGUID`: the VM stopped, its VF freed.
+    Destroy {
+        /// The VM's vGUID.
+        vguid: u64,
+    },
+    /// `list`: every running VM.
+    List,
+}
+
+/// A request the socket refuses before it reaches the SM.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VmCtlError {
+    /// Nothing but blanks.
+    #[error("empty request (create, migrate, destroy, list)")]
+    Empty,
+    /// A verb it does not know.
+    #[error("unknown command \"{0}\" (create, migrate, destroy, list)")]
+    Unknown(String),
+    /// Too few or too many words.
+    #[error("{verb} takes {takes} argument(s): {usage}")]
+    Words {
+        /// The verb.
+        verb: &'static str,
+        /// How many it takes.
+        takes: usize,
+        /// Its usage.
+        usage: &'static str,
+    },
+    /// A word that is not a GUID.
+    #[error("\"{0}\" is not a GUID (hex, 0x optional, at most 16 digits)")]
+    Guid(String),
+    /// A GUID of zero names nothing.
+    #[error("GUID 0 names no port or VM")]
+    ZeroGuid,
+    /// More than [`MAX_LINE`] bytes without a newline, or not UTF-8.
+    #[error("request longer than {MAX_LINE} bytes or not text")]
+    Line,
+}
+
+fn guid(word: &str) -> Result<u64, VmCtlError> {
+    let bad = || VmCtlError::Guid(word.escape_debug().take(40).collect());
+    let hex = word
+        .strip_prefix("0x")
+        .or_else(|| word.strip_prefix("0X"))
+        .unwrap_or(word);
+    if hex.is_empty() || hex.len() > 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    match u64::from_str_radix(hex, 16).map_err(|_| bad())? {
+        0 => Err(VmCtlError::ZeroGuid),
+        g => Ok(g),
+    }
+}
+
+impl VmCommand {
+    /// Reads a request line.
+    pub fn parse(line: &str) -> Result<VmCommand, VmCtlError> {
+        let words: Vec<&str> = line.split_whitespace().take(8).collect();
+        let verb = *words.first().ok_or(VmCtlError::Empty)?;
+        let (name, takes, usage): (&'static str, usize, &'static str) = match verb {
+            "create" => ("create", 2, "create PORT_GUID VGUID"),
+            "migrate" => ("migrate", 2, "migrate VGUID PORT_GUID"),
+            "destroy" => ("destroy", 1, "destroy VGUID"),
+            "list" => ("list", 0, "list"),
+            v => return Err(VmCtlError::Unknown(v.escape_debug().take(40).collect())),
+        };
+        if words.len() != takes + 1 {
+            return Err(VmCtlError::Words {
+                verb: name,
+                takes,
+                usage,
+            });
+        }
+        Ok(match name {
+            "create" => VmCommand::Create {
+                hypervisor: guid(words[1])?,
+                vguid: guid(words[2])?,
+            },
+            "migrate" => VmCommand::Migrate {
+                vguid: guid(words[1])?,
+                to: guid(words[2])?,
+            },
+            "destroy" => VmCommand::Destroy {
+                vguid: guid(words[1])?,
+            },
+            _ => VmCommand::List,
+        })
+    }
+}
+
+/// A running VM, as `create` and `list` answer.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct VmView {
+    /// The SM's handle.
+    pub vm: u32,
+    /// Its vGUID (hex).
+    pub vguid: String,
+    /// Its LID, kept across migrations.
+    pub lid: u16,
+    /// Its hypervisor's port GUID (hex).
+    pub hypervisor: String,
+    /// The VF (1-based) it runs in.
+    pub vf: u16,
+}
+
+/// What `migrate` answers.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct MigrationView {
+    /// The VM after the move.
+    #[serde(flatten)]
+    pub vm: VmView,
+    /// The hypervisor it left (port GUID, hex).
+    pub from: String,
+    /// The destination VF's own LID it swapped with (prepopulated LIDs).
+    pub swapped_lid: Option<u16>,
+    /// LFT entries changed.
+    pub lft_entries: usize,
+    /// Set(LinearForwardingTable) SMPs, one per block that changes.
+    pub lft_blocks: usize,
+    /// Switches updated.
+    pub switches: usize,
+}
+
+fn hex(g: u64) -> String {
+    format!("{g:#018x}")
+}
+
+fn view(sm: &Sm, id: VmId) -> Option<VmView> {
+    let v = sm.vm(id)?;
+    let port = sm.nodes().get(v.hypervisor)?.info.port_guid.0;
+    Some(VmView {
+        vm: id.0,
+        vguid: hex(v.guid),
+        lid: v.lid,
+        hypervisor: hex(port),
+        vf: v.vf,
+    })
+}
+
+/// The hypervisor entry whose port GUID is `g`, or, for a node GUID, the
+/// entry of the port the SM reached it by.
+fn hypervisor(sm: &Sm, g: u64) -> Result<usize, String> {
+    let guid = mad_core::Guid(g);
+    match sm.subnet().by_gid_guid(guid) {
+        Some((n, 0)) => Ok(n.0),
+        Some(_) => Err(format!(
+            "{} is a VM's vGUID, not a hypervisor's port",
+            hex(g)
+        )),
+        None => (sm.subnet().by_guid(guid))
+            .filter(|n| sm.nodes().get(n.0).is_some_and(|x| x.alive))
+            .map(|n| n.0)
+            .ok_or_else(|| format!("no live port or node has GUID {}", hex(g))),
+    }
+}
+
+fn vm_by_guid(sm: &Sm, g: u64) -> Result<VmId, String> {
+    (sm.vms().find(|(_, v)| v.guid == g).map(|(id, _)| id))
+        .ok_or_else(|| format!("no VM has vGUID {}", hex(g)))
+}
+
+fn refused(e: VmError) -> String {
+    e.to_string()
+}
+
+/// Carries out `cmd` on the SM: the answer line (JSON) or why not. A
+/// refused command changes nothing.
+pub fn apply(sm: &mut Sm, cmd: &VmCommand) -> Result<String, String> {
+    match *cmd {
+        VmCommand::Create {
+            hypervisor: h,
+            vguid,
+        } => {
+            let node = hypervisor(sm, h)?;
+            let id = sm.create_vm(node, vguid).map_err(refused)?;
+            let v = view(sm, id).ok_or("the VM vanished")?;
+            tracing::info!(
+                "VM {} (vGUID {}) started on {} VF {}, LID {}",
+                v.vm,
+                v.vguid,
+                v.hypervisor,
+                v.vf,
+                v.lid
+            );
+            json(&v)
+        }
+        VmCommand::Migrate { vguid, to } => {
+            let id = vm_by_guid(sm, vguid)?;
+            let dst = hypervisor(sm, to)?;
+            let from = view(sm, id).ok_or("the VM vanished")?.hypervisor;
+            let plan = sm.plan_migration(id, dst).map_err(refused)?;
+            sm.apply_migration(&plan, false).map_err(refused)?;
+            let v = MigrationView {
+                vm: view(sm, id).ok_or("the VM vanished")?,
+                from,
+                swapped_lid: plan.swapped_lid,
+                lft_entries: plan.entries.len(),
+                lft_blocks: plan.lft_smps(),
+                switches: plan.switches.len(),
+            };
+            tracing::info!(
+                "VM {} (vGUID {}) migrated from {} to {} VF {}, LID {} kept: {} LFT block(s) on {} switch(es)",
+                v.vm.vm,
+                v.vm.vguid,
+                v.from,
+                v.vm.hypervisor,
+                v.vm.vf,
+                v.vm.lid,
+                v.lft_blocks,
+                v.switches
+            );
+            json(&v)
+        }
+        VmCommand::Destroy { vguid } => {
+            let id = vm_by_guid(sm, vguid)?;
+            let v = view(sm, id).ok_or("the VM vanished")?;
+            sm.destroy_vm(id).map_err(refused)?;
+            tracing::info!("VM {} (vGUID {}) stopped", v.vm, v.vguid);
+            json(&v)
+        }
+        VmCommand::List => {
+            let all: Vec<VmView> = sm
+                .vms()
+                .map(|(id, _)| id)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .filter_map(|id| view(sm, id))
+                .collect();
+            json(&all)
+        }
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> Result<String, String> {
+    serde_json::to_string(v).map_err(|e| e.to_string())
+}
+
+struct Client {
+    stream: UnixStream,
+    line: Vec<u8>,
+    until: Instant,
+}
+
+/// The listening socket and the clients being read.
+pub struct VmSocket {
+    listener: UnixListener,
+    path: PathBuf,
+    clients: Vec<Client>,
+    uid: u32,
+}
+
+impl VmSocket {
+    /// Binds `path` (a stale socket file left there is replaced; any
+    /// other file is refused), mode 0600.
+    pub fn bind(path: &Path) -> Result<VmSocket, String> {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let what = |e: std::io::Error| format!("VM socket {}: {e}", path.display());
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if !m.file_type().is_socket() {
+                return Err(format!(
+                    "VM socket {}: a file that is not a socket is there",
+                    path.display()
+                ));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "VM socket {}: another SM is listening there",
+                    path.display()
+                ));
+            }
+            std::fs::remove_file(path).map_err(what)?;
+        }
+        let listener = UnixListener::bind(path).map_err(what)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(what)?;
+        listener.set_nonblocking(true).map_err(what)?;
+        Ok(VmSocket {
+            listener,
+            path: path.to_path_buf(),
+            clients: Vec::new(),
+            uid: nix::unistd::getuid().as_raw(),
+        })
+    }
+
+    /// Accepts and reads what has come, never waiting; each complete
+    /// request is carried out on `sm` and answered. Returns how many were
+    /// carried out (refused ones included).
+    pub fn serve(&mut self, sm: &mut Sm, now: Instant) -> usize {
+        while let Ok((stream, _)) = self.listener.accept() {
+            self.admit(stream, now);
+        }
+        let mut done = 0;
+        let mut i = 0;
+        while i < self.clients.len() {
+            match self.read(i, now) {
+                Some(answer) => {
+                    let mut c = self.clients.swap_remove(i);
+                    let reply = match answer {
+                        Ok(line) => match VmCommand::parse(&line) {
+                            Ok(cmd) => {
+                                done += 1;
+                                apply(sm, &cmd)
+                            }
+                            Err(e) => Err(e.to_string()),
+                        },
+                        Err(e) => Err(e),
+                    };
+                    let text = match reply {
+                        Ok(json) => format!("{json}\n"),
+                        Err(e) => {
+                            tracing::warn!("VM socket: {e}");
+                            format!("error: {e}\n")
+                        }
+                    };
+                    // A short answer into an empty socket buffer; a
+                    // client that does not read it loses it.
+                    let _ = c.stream.write_all(text.as_bytes());
+                }
+                None => i += 1,
+            }
+        }
+        done
+    }
+
+    fn admit(&mut self, mut stream: UnixStream, now: Instant) {
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let who = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials);
+        let uid = who.map(|c| c.uid()).unwrap_or(u32::MAX);
+        if uid != self.uid && uid != 0 {
+            tracing::warn!("VM socket: uid {uid} refused");
+            let _ = stream.write_all(
+                format!("error: permission denied: uid {uid} is not the SM's user or root\n")
+                    .as_bytes(),
+            );
+            return;
+        }
+        if self.clients.len() >= MAX_CLIENTS {
+            let _ = stream.write_all(b"error: busy: try again\n");
+            return;
+        }
+        self.clients.push(Client {
+            stream,
+            line: Vec::new(),
+            until: now + CLIENT_WAIT,
+        });
+    }
+
+    /// Client `i`'s request once it is whole (`Ok`), or why it will not
+    /// be (`Err`); `None` while it may still come.
+    fn read(&mut self, i: usize, now: Instant) -> Option<Result<String, String>> {
+        let c = &mut self.clients[i];
+        let mut buf = [0u8; MAX_LINE + 1];
+        loop {
+            match c.stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    c.line.extend_from_slice(&buf[..n]);
+                    if c.line.contains(&b'\n') || c.line.len() > MAX_LINE {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if now < c.until {
+                        return None;
+                    }
+                    return Some(Err("no request within a second".into()));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Some(Err(format!("reading the request: {e}"))),
+            }
+        }
+        let end = c
+            .line
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(c.line.len());
+        if end > MAX_LINE {
+            return Some(Err(VmCtlError::Line.to_string()));
+        }
+        Some(
+            std::str::from_utf8(&c.line[..end])
+                .map(str::to_string)
+                .map_err(|_| VmCtlError::Line.to_string()),
+        )
+    }
+}
+
+impl Drop for VmSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Sends one request to an SM's VM socket and returns its answer line.
+pub fn request(path: &Path, line: &str, wait: Duration) -> Result<String, String> {
+    let what = |e: std::io::Error| format!("VM socket {}: {e}", path.display());
+    let mut s = UnixStream::connect(path).map_err(what)?;
+    s.set_read_timeout(Some(wait)).map_err(what)?;
+    s.write_all(format!("{line}\n").as_bytes()).map_err(what)?;
+    let mut answer = String::new();
+    s.take(1 << 20).read_to_string(&mut answer).map_err(what)?;
+    Ok(answer.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Carried out on a simulated vSwitch subnet: a VM started, moved
+    /// with its LID, refused where it must be (nothing changed), stopped.
+    #[test]
+    fn requests_carried_out_on_a_vswitch_subnet() {
+        let (mut f, mut sm, up) = fabric::sim::bring_up(
+            "mport-ntree:4:2",
+            fabric::sim::SimConfig {
+                vfs: 2,
+                ..Default::default()
+            },
+            smi::sm::SmConfig::default(),
+        )
+        .unwrap();
+        assert!(up);
+        let hyps: Vec<u64> = (sm.hypervisors().into_iter())
+            .map(|i| sm.nodes()[i].info.port_guid.0)
+            .collect();
+        let mut run = |sm: &mut Sm, line: &str| {
+            let r = apply(sm, &VmCommand::parse(line).unwrap());
+            assert!(f.run(sm));
+            let v = f.verify();
+            assert_eq!((v.unreachable, v.loops), (0, 0), "after {line}: {v:?}");
+            r.map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap())
+        };
+        let a = run(&mut sm, &format!("create {:#x} e1", hyps[0])).unwrap();
+        assert_eq!(a["hypervisor"], hex(hyps[0]));
+        let lid = a["lid"].clone();
+        let m = run(&mut sm, &format!("migrate e1 {:#x}", hyps[2])).unwrap();
+        assert_eq!((m["lid"].clone(), m["hypervisor"].clone()), (lid, hex(hyps[2]).into()));
+        assert!(m["lft_blocks"].as_u64().unwrap() > 0);
+        let e = run(&mut sm, &format!("migrate e1 {:#x}", hyps[2])).unwrap_err();
+        assert_eq!(e, VmError::SameHypervisor.to_string());
+        let e = run(&mut sm, &format!("create {:#x} e1", hyps[1])).unwrap_err();
+        assert!(e.contains("0x00000000000000e1 is already in use"), "{e}");
+        let listed = run(&mut sm, "list").unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+        run(&mut sm, "destroy e1").unwrap();
+        assert_eq!(sm.vms().count(), 0);
+        assert!(run(&mut sm, "destroy e1").unwrap_err().contains("no VM"));
+    }
+
+    #[test]
+    fn requests_and_what_is_refused() {
+        assert_eq!(
+            VmCommand::parse(" create 0x0002c90300000201  e1 "),
+            Ok(VmCommand::Create {
+                hypervisor: 0x0002_c903_0000_0201,
+                vguid: 0xe1
+            })
+        );
+        assert_eq!(
+            VmCommand::parse("migrate 0xE1 0X10"),
+            Ok(VmCommand::Migrate {
+                vguid: 0xe1,
+                to: 0x10
+            })
+        );
+        assert_eq!(
+            VmCommand::parse("destroy 1"),
+            Ok(VmCommand::Destroy { vguid: 1 })
+        );
+        assert_eq!(VmCommand::parse("list"), Ok(VmCommand::List));
+        assert_eq!(VmCommand::parse("  "), Err(VmCtlError::Empty));
+        assert!(matches!(
+            VmCommand::parse("list all"),
+            Err(VmCtlError::Words { .. })
+        ));
+        assert!(matches!(
+            VmCommand::parse("create 0x1"),
+            Err(VmCtlError::Words { .. })
+        ));
+        assert_eq!(VmCommand::parse("destroy 0"), Err(VmCtlError::ZeroGuid));
+        assert!(matches!(
+            VmCommand::parse("destroy 0x"),
+            Err(VmCtlError::Guid(_))
+        ));
+        assert!(matches!(
+            VmCommand::parse("destroy -1"),
+            Err(VmCtlError::Guid(_))
+        ));
+        assert!(matches!(
+            VmCommand::parse("destroy 0x11112222333344445"),
+            Err(VmCtlError::Guid(_))
+        ));
+        let e = VmCommand::parse("reboot\u{1b}").unwrap_err().to_string();
+        assert!(e.starts_with("unknown command \"reboot\\u{1b}\""), "{e}");
+    }
+}
