@@ -28,6 +28,8 @@ fuzz_target!(|data: &[u8]| {
                 &f.log_file,
                 &f.dump_dir,
                 &f.cache_dir,
+                &f.sa_db_file,
+                &f.vm_socket,
             ]
             .into_iter()
             .flatten()

@@ -720,7 +720,7 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
     served.ctl(&format!("node-down {}", name(a))).unwrap();
     served.ctl(&format!("node-vfs {} 1", name(a))).unwrap();
     served.ctl(&format!("node-up {}", name(a))).unwrap();
-    wait_in(&log, "VM 2 (vGUID 0x00000000000000e2");
+    wait_in(&log, "VM 2 (vGUID 0x00000000000000e2, LID");
     let (code, out, _) = vm(&["list"]);
     assert_eq!(code, Some(0));
     let left = json(&out);

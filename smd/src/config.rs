@@ -25,6 +25,7 @@
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
+//! vm_socket = "/run/ibkit/vm.sock"  # VM requests (`ibkit vm`), mode 0600
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
@@ -88,6 +89,7 @@ struct Raw {
     dump_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
+    vm_socket: Option<PathBuf>,
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
     lmc_esp0: Option<bool>,
@@ -156,6 +158,8 @@ pub struct SmFile {
     pub cache_dir: Option<PathBuf>,
     /// The SA database (`opensm-sa.dump`) restored at start.
     pub sa_db_file: Option<PathBuf>,
+    /// The VM control socket (`ibkit sm --vm-socket`).
+    pub vm_socket: Option<PathBuf>,
     /// Number every port afresh at start (OpenSM's `reassign_lids`).
     pub reassign_lids: Option<bool>,
     /// LMC of every CA port, 0–7 (OpenSM's `lmc`).
@@ -360,6 +364,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         dump_dir: path(&raw.dump_dir),
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
+        vm_socket: path(&raw.vm_socket),
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
         lmc_esp0: raw.lmc_esp0,
@@ -413,6 +418,7 @@ mod tests {
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
+                    vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nm_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
@@ -437,6 +443,7 @@ mod tests {
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
+        assert_eq!(f.vm_socket, Some(PathBuf::from("/etc/ibkit/vm.sock")));
         assert_eq!(f.lmc, Some(2));
         assert_eq!(f.lmc_esp0, Some(true));
         assert_eq!(f.force_heavy_sweep, Some(true));

@@ -1200,6 +1200,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             g.sa_db_file.clone().or(f.sa_db_file) != c.sa_db_file,
         ),
         (
+            "vm_socket",
+            g.vm_socket.clone().or(f.vm_socket) != c.vm_socket,
+        ),
+        (
             "reassign_lids",
             g.reassign_lids.or(f.reassign_lids).unwrap_or(false) != c.reassign_lids,
         ),

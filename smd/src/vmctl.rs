@@ -479,7 +479,10 @@ mod tests {
         assert_eq!(a["hypervisor"], hex(hyps[0]));
         let lid = a["lid"].clone();
         let m = run(&mut sm, &format!("migrate e1 {:#x}", hyps[2])).unwrap();
-        assert_eq!((m["lid"].clone(), m["hypervisor"].clone()), (lid, hex(hyps[2]).into()));
+        assert_eq!(
+            (m["lid"].clone(), m["hypervisor"].clone()),
+            (lid, hex(hyps[2]).into())
+        );
         assert!(m["lft_blocks"].as_u64().unwrap() > 0);
         let e = run(&mut sm, &format!("migrate e1 {:#x}", hyps[2])).unwrap_err();
         assert_eq!(e, VmError::SameHypervisor.to_string());

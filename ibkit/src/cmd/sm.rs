@@ -64,7 +64,7 @@ pub struct SmArgs {
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, dump_dir, cache_dir, sa_db_file, reassign_lids; paths relative to the
+    /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids; paths relative to the
     /// file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
@@ -268,7 +268,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
-            vm_socket: a.vm_socket.clone(),
+            vm_socket: a.vm_socket.clone().or(file.vm_socket),
             reconfig: a
                 .config
                 .clone()
@@ -329,6 +329,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         dump_dir: a.dump_dir.clone(),
         cache_dir: a.cache_dir.clone(),
         sa_db_file: a.sa_db.clone(),
+        vm_socket: a.vm_socket.clone(),
         reassign_lids: a.reassign_lids.then_some(true),
         lmc: a.lmc,
         lmc_esp0: a.lmc_esp0.then_some(true),
