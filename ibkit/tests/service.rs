@@ -664,6 +664,24 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
     let d = dump(&served, &dir);
     assert_eq!(vf_of(&d, &name(a), lid), Some(lid), "VM e1 up in A's VF");
 
+    // A third host resolves the VM's path through the SA, by its GID.
+    let c = name(hyps[1]);
+    let c_lid = hyps[1]["lid"].as_u64().unwrap();
+    let slid = format!("slid={c_lid}");
+    let path = || {
+        let out = (served.client_on(exe, &c))
+            .args(["sa", "path", &slid, "dgid=fe80::e1", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["records"][0].clone()
+    };
+    let before = path();
+    assert_eq!(before["dlid"].as_u64(), Some(lid), "{before}");
+    assert_eq!(before["slid"].as_u64(), Some(c_lid), "{before}");
+    assert_eq!(before["dgid"], "0xfe8000000000000000000000000000e1");
+
     // Migrated to B: the same LID, up in B's VF, and every switch's LFT
     // leads there.
     let (code, out, err) = vm(&["migrate", "0xe1", &guid(b)]);
@@ -694,6 +712,13 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
             assert!(hops < 8, "a loop for LID {lid}");
         }
         assert_eq!(name(&at), name(b), "from {}", name(s));
+    }
+
+    // The host's PathRecord to the VM names the same LID and GIDs after
+    // the move: what it cached stays valid.
+    let after = path();
+    for k in ["dlid", "slid", "dgid", "sgid", "pkey", "sl", "mtu"] {
+        assert_eq!(after[k], before[k], "{k}: {before} then {after}");
     }
 
     // Refused: a switch is no hypervisor, a vGUID in use, a VM that is
