@@ -8,7 +8,9 @@
 //! stream socket made mode 0600 and checked by the peer's credentials
 //! (the SM's own user or root). A client is given a second to send its
 //! line (at most 256 bytes); at most [`MAX_CLIENTS`] are served at once,
-//! and the SM's loop never waits on one.
+//! and the SM's loop never waits on one. A request that comes while the
+//! SM is sweeping or sending a change is held until it is done (at most
+//! [`HOLD`]), so that a VM is not refused for a sweep it could not see.
 
 use serde::Serialize;
 use smi::sm::{Sm, VmError, VmId};
@@ -23,6 +25,10 @@ pub const MAX_LINE: usize = 256;
 pub const MAX_CLIENTS: usize = 4;
 /// How long a client may take to send its line.
 pub const CLIENT_WAIT: Duration = Duration::from_secs(1);
+/// How long a request is held while the SM is busy (a sweep, a bring-up,
+/// another change going out) before it is carried out anyway, and then
+/// refused if the SM is still busy.
+pub const HOLD: Duration = Duration::from_secs(3);
 
 /// One request to the VM control socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,6 +289,17 @@ struct Client {
     stream: UnixStream,
     line: Vec<u8>,
     until: Instant,
+    /// A request read and held while the SM is busy.
+    held: Option<VmCommand>,
+}
+
+/// The SM is sweeping, bringing the subnet up or sending a change.
+fn busy(sm: &Sm) -> bool {
+    use smi::sm::Phase::*;
+    matches!(
+        sm.phase(),
+        Discovery | LidAssignment | Distribution | Activation | Sweep
+    )
 }
 
 /// The listening socket and the clients being read.
@@ -335,17 +352,32 @@ impl VmSocket {
         let mut done = 0;
         let mut i = 0;
         while i < self.clients.len() {
-            match self.read(i, now) {
+            let answer = match self.clients[i].held.clone() {
+                Some(cmd) => Some(Ok(cmd)),
+                None => self
+                    .read(i, now)
+                    .map(|r| r.and_then(|line| VmCommand::parse(&line).map_err(|e| e.to_string()))),
+            };
+            match answer {
+                Some(Ok(cmd))
+                    if busy(sm)
+                        && cmd != VmCommand::List
+                        && (self.clients[i].held.is_none() || now < self.clients[i].until) =>
+                {
+                    let c = &mut self.clients[i];
+                    if c.held.is_none() {
+                        c.held = Some(cmd);
+                        c.until = now + HOLD;
+                    }
+                    i += 1;
+                }
                 Some(answer) => {
                     let mut c = self.clients.swap_remove(i);
                     let reply = match answer {
-                        Ok(line) => match VmCommand::parse(&line) {
-                            Ok(cmd) => {
-                                done += 1;
-                                apply(sm, &cmd)
-                            }
-                            Err(e) => Err(e.to_string()),
-                        },
+                        Ok(cmd) => {
+                            done += 1;
+                            apply(sm, &cmd)
+                        }
                         Err(e) => Err(e),
                     };
                     let text = match reply {
@@ -387,6 +419,7 @@ impl VmSocket {
             stream,
             line: Vec::new(),
             until: now + CLIENT_WAIT,
+            held: None,
         });
     }
 
@@ -493,6 +526,61 @@ mod tests {
         run(&mut sm, "destroy e1").unwrap();
         assert_eq!(sm.vms().count(), 0);
         assert!(run(&mut sm, "destroy e1").unwrap_err().contains("no VM"));
+    }
+
+    /// A request that comes while the SM sweeps is held, and carried out
+    /// once the sweep is done; a client that never sends is told so.
+    #[test]
+    fn a_request_during_a_sweep_waits_for_it() {
+        let (mut f, mut sm, up) = fabric::sim::bring_up(
+            "mport-ntree:4:2",
+            fabric::sim::SimConfig {
+                vfs: 2,
+                ..Default::default()
+            },
+            smi::sm::SmConfig::default(),
+        )
+        .unwrap();
+        assert!(up);
+        let hyp = sm.nodes()[sm.hypervisors()[0]].info.port_guid.0;
+        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("vm.sock");
+        let mut sock = VmSocket::bind(&path).unwrap();
+        assert!(
+            VmSocket::bind(&path).is_err(),
+            "a live socket is not taken over"
+        );
+        let mut client = UnixStream::connect(&path).unwrap();
+        client
+            .write_all(format!("create {hyp:#x} 0xe1\n").as_bytes())
+            .unwrap();
+        let silent = UnixStream::connect(&path).unwrap();
+        sm.request_heavy_sweep(f.now_ns() / 1_000_000);
+        let t = Instant::now();
+        assert!(busy(&sm));
+        assert_eq!(sock.serve(&mut sm, t), 0, "held while the SM sweeps");
+        assert_eq!(sm.vms().count(), 0);
+        assert!(f.run(&mut sm));
+        assert!(!busy(&sm));
+        assert_eq!(sock.serve(&mut sm, t + Duration::from_millis(10)), 1);
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.contains("\"vguid\":\"0x00000000000000e1\""),
+            "{answer}"
+        );
+        assert_eq!(sm.vms().count(), 1);
+        // The silent one, past its second.
+        assert_eq!(sock.serve(&mut sm, t + CLIENT_WAIT * 2), 0);
+        let mut said = String::new();
+        let mut silent = silent;
+        silent.read_to_string(&mut said).unwrap();
+        assert_eq!(said.trim(), "error: no request within a second");
+        drop(sock);
+        assert!(!path.exists(), "removed when dropped");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
