@@ -690,6 +690,12 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
     assert_eq!(moved["lid"].as_u64(), Some(lid), "{moved}");
     assert_eq!(moved["from"], e1["hypervisor"]);
     assert!(moved["lft_blocks"].as_u64().unwrap() > 0);
+    // Answered once every switch and both hypervisors acknowledged.
+    assert_eq!(moved["in_place"], true, "{moved}");
+    eprintln!(
+        "migrate: {} LFT block(s) on {} switch(es), in place {} ms after the request",
+        moved["lft_blocks"], moved["switches"], moved["in_place_ms"]
+    );
     let d = dump(&served, &dir);
     assert_eq!(vf_of(&d, &name(b), lid), Some(lid), "VM e1 up in B's VF");
     assert_eq!(vf_of(&d, &name(a), lid), None, "and no longer in A's");

@@ -288,9 +288,41 @@ fn json<T: Serialize>(v: &T) -> Result<String, String> {
 struct Client {
     stream: UnixStream,
     line: Vec<u8>,
+    /// When the stage it is in runs out.
     until: Instant,
-    /// A request read and held while the SM is busy.
-    held: Option<VmCommand>,
+    stage: Stage,
+}
+
+/// Where a client's request is.
+enum Stage {
+    /// Its line is being read.
+    Reading,
+    /// Read, and held while the SM is busy.
+    Held(VmCommand),
+    /// Carried out; its SMPs not all acknowledged yet.
+    Applied {
+        /// The answer.
+        json: String,
+        /// When it was carried out.
+        since: Instant,
+    },
+}
+
+/// The answer `json` (an object) with `in_place`: whether every SMP of
+/// the change was acknowledged, and `in_place_ms`, how long after the
+/// SM sent the first that was.
+fn in_place(json: &str, ms: Option<f64>) -> String {
+    let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(json) else {
+        return json.to_string();
+    };
+    m.insert("in_place".into(), ms.is_some().into());
+    if let Some(ms) = ms {
+        m.insert(
+            "in_place_ms".into(),
+            ((ms * 1000.0).round() / 1000.0).into(),
+        );
+    }
+    serde_json::Value::Object(m).to_string()
 }
 
 /// The SM is sweeping, bringing the subnet up or sending a change.
@@ -352,49 +384,77 @@ impl VmSocket {
         let mut done = 0;
         let mut i = 0;
         while i < self.clients.len() {
-            let answer = match self.clients[i].held.clone() {
-                Some(cmd) => Some(Ok(cmd)),
-                None => self
-                    .read(i, now)
-                    .map(|r| r.and_then(|line| VmCommand::parse(&line).map_err(|e| e.to_string()))),
-            };
-            match answer {
-                Some(Ok(cmd))
-                    if busy(sm)
-                        && cmd != VmCommand::List
-                        && (self.clients[i].held.is_none() || now < self.clients[i].until) =>
-                {
-                    let c = &mut self.clients[i];
-                    if c.held.is_none() {
-                        c.held = Some(cmd);
-                        c.until = now + HOLD;
+            if let Stage::Reading = self.clients[i].stage {
+                match self.read(i, now) {
+                    None => {
+                        i += 1;
+                        continue;
                     }
+                    Some(Err(e)) => {
+                        self.answer(i, Err(e));
+                        continue;
+                    }
+                    Some(Ok(line)) => match VmCommand::parse(&line) {
+                        Err(e) => {
+                            self.answer(i, Err(e.to_string()));
+                            continue;
+                        }
+                        Ok(cmd) => {
+                            let c = &mut self.clients[i];
+                            c.stage = Stage::Held(cmd);
+                            c.until = now + HOLD;
+                        }
+                    },
+                }
+            }
+            let c = &mut self.clients[i];
+            match &c.stage {
+                Stage::Held(cmd) if busy(sm) && *cmd != VmCommand::List && now < c.until => {
                     i += 1;
                 }
-                Some(answer) => {
-                    let mut c = self.clients.swap_remove(i);
-                    let reply = match answer {
-                        Ok(cmd) => {
-                            done += 1;
-                            apply(sm, &cmd)
+                Stage::Held(cmd) => {
+                    let cmd = cmd.clone();
+                    done += 1;
+                    match apply(sm, &cmd) {
+                        Ok(json) if cmd != VmCommand::List && !sm.is_idle() => {
+                            // Answered once the switches and hypervisors
+                            // have acknowledged the change.
+                            c.stage = Stage::Applied { json, since: now };
+                            c.until = now + HOLD;
+                            i += 1;
                         }
-                        Err(e) => Err(e),
-                    };
-                    let text = match reply {
-                        Ok(json) => format!("{json}\n"),
-                        Err(e) => {
-                            tracing::warn!("VM socket: {e}");
-                            format!("error: {e}\n")
+                        Ok(json) if cmd != VmCommand::List => {
+                            self.answer(i, Ok(in_place(&json, Some(0.0))));
                         }
-                    };
-                    // A short answer into an empty socket buffer; a
-                    // client that does not read it loses it.
-                    let _ = c.stream.write_all(text.as_bytes());
+                        reply => self.answer(i, reply),
+                    }
                 }
-                None => i += 1,
+                Stage::Applied { json, since } if sm.is_idle() || now >= c.until => {
+                    let ms = sm
+                        .is_idle()
+                        .then(|| now.saturating_duration_since(*since).as_secs_f64() * 1e3);
+                    let text = in_place(json, ms);
+                    self.answer(i, Ok(text));
+                }
+                _ => i += 1,
             }
         }
         done
+    }
+
+    /// Writes client `i`'s answer and lets it go.
+    fn answer(&mut self, i: usize, reply: Result<String, String>) {
+        let mut c = self.clients.swap_remove(i);
+        let text = match reply {
+            Ok(json) => format!("{json}\n"),
+            Err(e) => {
+                tracing::warn!("VM socket: {e}");
+                format!("error: {e}\n")
+            }
+        };
+        // A short answer into an empty socket buffer; a client that does
+        // not read it loses it.
+        let _ = c.stream.write_all(text.as_bytes());
     }
 
     fn admit(&mut self, mut stream: UnixStream, now: Instant) {
@@ -419,7 +479,7 @@ impl VmSocket {
             stream,
             line: Vec::new(),
             until: now + CLIENT_WAIT,
-            held: None,
+            stage: Stage::Reading,
         });
     }
 
@@ -565,8 +625,22 @@ mod tests {
         assert!(f.run(&mut sm));
         assert!(!busy(&sm));
         assert_eq!(sock.serve(&mut sm, t + Duration::from_millis(10)), 1);
+        // Answered once the hypervisor has acknowledged its VF.
+        client.set_nonblocking(true).unwrap();
+        let mut early = [0u8; 8];
+        assert!(
+            client.read(&mut early).is_err(),
+            "answered before the VF was set"
+        );
+        client.set_nonblocking(false).unwrap();
+        assert!(f.run(&mut sm));
+        assert_eq!(sock.serve(&mut sm, t + Duration::from_millis(20)), 0);
         let mut answer = String::new();
         client.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.contains(r#""in_place":true,"in_place_ms":10.0"#),
+            "{answer}"
+        );
         assert!(
             answer.contains("\"vguid\":\"0x00000000000000e1\""),
             "{answer}"
