@@ -651,12 +651,46 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
         Some(lid)
     };
 
+    // A host subscribed to trap 64 (GID in service) through the SA.
+    let listen = |trap: &str| {
+        let child = (served.client_on(exe, &name(hyps[1])))
+            .args([
+                "sa",
+                "inform",
+                "--subscribe",
+                "--trap",
+                trap,
+                "--count",
+                "1",
+                "--json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Its InformInfo Set is answered within milliseconds.
+        std::thread::sleep(Duration::from_millis(500));
+        child
+    };
+    let heard = |child: Child| -> String {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["details"]["gid"].as_str().unwrap_or_default().to_string()
+    };
+    let in_service = listen("64");
+
     // Started on A, two VMs.
     let (code, out, err) = vm(&["create", &guid(a), "0xe1"]);
     assert_eq!(code, Some(0), "{err}");
     let e1 = json(&out);
     let lid = e1["lid"].as_u64().unwrap();
     assert_eq!(e1["vguid"], "0x00000000000000e1");
+    assert_eq!(
+        heard(in_service),
+        "0xfe8000000000000000000000000000e1",
+        "the subscriber hears trap 64 for the VM"
+    );
     let (code, out, err) = vm(&["create", &guid(a), "0xe2"]);
     assert_eq!(code, Some(0), "{err}");
     let e2 = json(&out);
@@ -766,8 +800,14 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
     std::io::Read::read_to_string(&mut silent, &mut said).unwrap();
     assert_eq!(said.trim(), "error: no request within a second");
 
+    let out_of_service = listen("65");
     let (code, _, err) = vm(&["destroy", "0xe1"]);
     assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        heard(out_of_service),
+        "0xfe8000000000000000000000000000e1",
+        "and trap 65 when it stops"
+    );
     let d = dump(&served, &dir);
     assert_eq!(vf_of(&d, &name(b), lid), None, "its VF is down");
     signal("-TERM", &sm);
