@@ -877,16 +877,8 @@ fn a_switch_reset_that_kept_its_lid_gets_its_tables_at_the_next_sweep() {
     assert!(mft_blocks > 0);
     let lid = port_info(&mut f, leaf, 0).lid;
 
-    // The reset: tables and SwitchInfo as at power-up, PortInfo kept.
-    match &mut f.nodes[leaf] {
-        SimNode::Switch(s) => {
-            s.model.lft.iter_mut().for_each(|e| *e = 0xFF);
-            s.model.mft.iter_mut().for_each(|e| *e = Default::default());
-            s.model.switch_info.linear_fdb_top = 0;
-            s.model.switch_info.multicast_fdb_top = 0xBFFF;
-        }
-        _ => unreachable!(),
-    }
+    // The reset: tables and SwitchInfo's tops as at power-up, PortInfo kept.
+    f.reset_tables(leaf).unwrap();
     assert!(f.verify().unreachable > 0, "the reset breaks unicast");
     assert!(!reaches_all(&f), "and the group");
     assert_eq!(port_info(&mut f, leaf, 0).lid, lid);
@@ -966,13 +958,7 @@ fn the_sms_own_leaf_reset_with_its_lid_gets_its_tables_at_the_next_sweep() {
         },
     );
     let leaf = f.topo.peer_of(f.sm_node, 1).unwrap().0;
-    match &mut f.nodes[leaf] {
-        SimNode::Switch(s) => {
-            s.model.lft.iter_mut().for_each(|e| *e = 0xFF);
-            s.model.switch_info.linear_fdb_top = 0;
-        }
-        _ => unreachable!(),
-    }
+    f.reset_tables(leaf).unwrap();
     assert!(f.verify().unreachable > 0);
     while sm.poll_event().is_some() {}
     let total = sm.stats().total();

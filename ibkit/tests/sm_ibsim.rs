@@ -666,3 +666,86 @@ fn hand_m_keys_over(level: &str) {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A leaf switch whose forwarding tables are emptied under a running SM,
+/// its LID and links kept (`ibkit fabric ctl node-reset`), on ibkit's
+/// served fabric, then SIGHUP (a heavy sweep, for both SMs): ibkit's SM
+/// finds LinearFDBTop changed and writes the switch's tables again;
+/// OpenSM puts LinearFDBTop back but resends no LFT block it believes
+/// the switch holds. Printed: the switch's LFT entries that are as before.
+#[test]
+fn a_switch_reset_with_its_lid_kept_is_rewritten_by_ibkit_after_sighup() {
+    if let Some(why) = missing_tools() {
+        skip("switch reset", &why);
+        return;
+    }
+    use std::time::{Duration, Instant};
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let wait = Duration::from_secs(30);
+    let dir = std::env::temp_dir().join(format!("ibkit-reset-{}", std::process::id()));
+    let mut kept = BTreeMap::new();
+    for who in ["OpenSM", "ibkit"] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let served = Served::start(exe, spec, 0, &[]).unwrap();
+        let sm = match who {
+            "OpenSM" => tests::peers::start_opensm(&served, &dir, wait),
+            _ => tests::peers::start_ibkit_sm(exe, &served, &["--transport", "ibsim"], wait),
+        }
+        .unwrap();
+        let dump = || -> serde_json::Value {
+            let f = dir.join("dump.json");
+            served.ctl(&format!("dump {}", f.display())).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+        };
+        let d = dump();
+        let nodes = d["nodes"].as_array().unwrap();
+        let max_lid = nodes
+            .iter()
+            .filter_map(|n| n["lid"].as_u64())
+            .max()
+            .unwrap() as usize;
+        // The last switch of the fabric (a leaf far from the SM's host).
+        let leaf = (nodes.iter().rev())
+            .find(|n| n["kind"] == "switch")
+            .unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let lft_of = |d: &serde_json::Value| -> Vec<u64> {
+            let n = (d["nodes"].as_array().unwrap().iter())
+                .find(|n| n["name"] == leaf.as_str())
+                .unwrap();
+            let mut l = lft(n);
+            l.resize(max_lid + 1, 0xFF);
+            l[1..=max_lid].to_vec()
+        };
+        let before = lft_of(&d);
+        assert!(before.iter().all(|&p| p != 0xFF), "{who}: {before:?}");
+        served.ctl(&format!("node-reset {leaf}")).unwrap();
+        assert!(lft_of(&dump()).iter().all(|&p| p == 0xFF));
+        let st = std::process::Command::new("kill")
+            .args(["-HUP", &sm.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let t = Instant::now();
+        let mut now = lft_of(&dump());
+        while now != before && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+            now = lft_of(&dump());
+        }
+        let same = now.iter().zip(&before).filter(|(a, b)| a == b).count();
+        eprintln!(
+            "{who} on the served {spec}: after the reset of {leaf} and SIGHUP, {same} of {} LFT entries as before",
+            before.len()
+        );
+        kept.insert(who, (same, before.len()));
+        let (clean, _) = sm.stop(Duration::from_secs(10));
+        assert!(clean || who == "OpenSM", "{who} did not exit cleanly");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (same, all) = kept["ibkit"];
+    assert_eq!(same, all, "ibkit wrote the reset switch's LFT again");
+}

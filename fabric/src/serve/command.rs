@@ -17,6 +17,9 @@ pub enum Command {
     /// taken down with `node-down` comes back with N VFs a port (0: a
     /// plain CA), as when SR-IOV is set up again while it is off.
     NodeVfs(String, usize),
+    /// `node-reset NODE`: a switch loses its forwarding tables, keeping
+    /// its LID and links ([`crate::sim::Fabric::reset_tables`]).
+    NodeReset(String),
     /// `dump FILE`: the fabric's state as JSON, written by the server
     /// (only the users [`super::Access`] admits may ask).
     Dump(String),
@@ -34,7 +37,7 @@ impl Command {
         let verb = *words.first().ok_or(ServeError::Empty)?;
         let takes = match verb {
             "link-down" | "link-up" | "node-vfs" => 2,
-            "node-down" | "node-up" | "dump" => 1,
+            "node-down" | "node-up" | "node-reset" | "dump" => 1,
             "stats" | "reload-sm" => 0,
             v => return Err(ServeError::Unknown(v.escape_debug().to_string())),
         };
@@ -63,6 +66,7 @@ impl Command {
             "link-up" => Command::LinkUp(node()?, port()?),
             "node-down" => Command::NodeDown(node()?),
             "node-up" => Command::NodeUp(node()?),
+            "node-reset" => Command::NodeReset(node()?),
             "node-vfs" => Command::NodeVfs(
                 node()?,
                 (words.get(2).and_then(|n| n.parse::<usize>().ok()))

@@ -202,14 +202,15 @@ pub enum ServeError {
     #[error("a VF count of 0 to 128 is missing")]
     MissingVfs,
     /// `node-vfs` on a node that is not a hypervisor or a CA of one or
-    /// two ports other than the SM's, or that is up.
+    /// two ports other than the SM's, or that is up; `node-reset` on a
+    /// node that is not a switch, or is down.
     #[error("{0}")]
     NotVfs(String),
     /// An empty command.
     #[error("empty command")]
     Empty,
     /// A verb ibkit does not know.
-    #[error("unknown command \"{0}\" (link-down, link-up, node-down, node-up, node-vfs, dump, stats, reload-sm)")]
+    #[error("unknown command \"{0}\" (link-down, link-up, node-down, node-up, node-vfs, node-reset, dump, stats, reload-sm)")]
     Unknown(String),
 }
 

@@ -324,6 +324,19 @@ impl Session {
                 }
                 FabricEvent::NodeUp(n)
             }
+            Command::NodeReset(name) => {
+                let n = self.node(name)?;
+                let name = clean(&self.fabric.topo.nodes[n].name);
+                if self.down.contains(&n) {
+                    return Err(ServeError::NotVfs(format!("{name} is down")));
+                }
+                self.fabric
+                    .reset_tables(n)
+                    .map_err(|_| ServeError::NotVfs(format!("{name} is not a switch")))?;
+                return Ok(Answer::Text(format!(
+                    "ok: {name}'s forwarding tables are empty, its LID and links kept"
+                )));
+            }
             Command::NodeVfs(name, vfs) => {
                 let n = self.node(name)?;
                 let name = clean(&self.fabric.topo.nodes[n].name);

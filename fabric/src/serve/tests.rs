@@ -564,4 +564,11 @@ fn node_vfs_is_for_a_ca_that_is_down() {
     assert!(s.on_command("node-vfs H-2 0", stranger, now).is_err());
     s.on_command("node-up H-2", USER, now).unwrap();
     assert_eq!(vfs(&s), Some(3), "a stranger changes nothing");
+    let e = s.on_command("node-reset H-2", USER, now).unwrap_err();
+    assert!(e.to_string().contains("not a switch"), "{e}");
+    assert!(s.on_command("node-reset S-L0-0-0", stranger, now).is_err());
+    assert!(
+        s.on_command("node-reset S-L0-0-0", USER, now).is_err(),
+        "down"
+    );
 }

@@ -214,6 +214,23 @@ impl Fabric {
         Ok(())
     }
 
+    /// Switch `n` loses its forwarding tables and SwitchInfo's tops, as
+    /// at power-up (LinearFDBTop 0, MulticastFDBTop 0xBFFF, every LFT and
+    /// MFT entry empty), while it keeps its LID, its links and their
+    /// states, and traps nothing: a switch whose forwarding engine was
+    /// reset under a running subnet. Any other node is refused.
+    pub fn reset_tables(&mut self, n: usize) -> Result<(), String> {
+        let Some(SimNode::Switch(s)) = self.nodes.get_mut(n) else {
+            return Err(format!("node {n} is not a switch"));
+        };
+        let m = &mut s.model;
+        m.lft.iter_mut().for_each(|e| *e = DROP_PORT);
+        m.mft.iter_mut().for_each(|e| *e = Default::default());
+        m.switch_info.linear_fdb_top = 0;
+        m.switch_info.multicast_fdb_top = 0xBFFF;
+        Ok(())
+    }
+
     /// The node with this node GUID (to map an SM's node to the fabric's).
     pub fn node_by_guid(&self, guid: u64) -> Option<usize> {
         self.topo.nodes.iter().position(|n| n.guid == guid)
