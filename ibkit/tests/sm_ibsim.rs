@@ -725,11 +725,7 @@ fn a_switch_reset_with_its_lid_kept_is_rewritten_by_ibkit_after_sighup() {
         assert!(before.iter().all(|&p| p != 0xFF), "{who}: {before:?}");
         served.ctl(&format!("node-reset {leaf}")).unwrap();
         assert!(lft_of(&dump()).iter().all(|&p| p == 0xFF));
-        let st = std::process::Command::new("kill")
-            .args(["-HUP", &sm.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        common::kill("-HUP", sm.pid());
         let t = Instant::now();
         let mut now = lft_of(&dump());
         while now != before && t.elapsed() < Duration::from_secs(5) {

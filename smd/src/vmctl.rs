@@ -544,11 +544,10 @@ pub fn request(path: &Path, line: &str, wait: Duration) -> Result<String, String
 mod tests {
     use super::*;
 
-    /// Carried out on a simulated vSwitch subnet: a VM started, moved
-    /// with its LID, refused where it must be (nothing changed), stopped.
-    #[test]
-    fn requests_carried_out_on_a_vswitch_subnet() {
-        let (mut f, mut sm, up) = fabric::sim::bring_up(
+    /// mport-ntree:4:2 brought up with two VFs a hypervisor, and the
+    /// hypervisors' port GUIDs.
+    fn vswitch_subnet() -> (fabric::sim::Fabric, Sm, Vec<u64>) {
+        let (f, sm, up) = fabric::sim::bring_up(
             "mport-ntree:4:2",
             fabric::sim::SimConfig {
                 vfs: 2,
@@ -558,9 +557,17 @@ mod tests {
         )
         .unwrap();
         assert!(up);
-        let hyps: Vec<u64> = (sm.hypervisors().into_iter())
+        let hyps = (sm.hypervisors().into_iter())
             .map(|i| sm.nodes()[i].info.port_guid.0)
             .collect();
+        (f, sm, hyps)
+    }
+
+    /// Carried out on a simulated vSwitch subnet: a VM started, moved
+    /// with its LID, refused where it must be (nothing changed), stopped.
+    #[test]
+    fn requests_carried_out_on_a_vswitch_subnet() {
+        let (mut f, mut sm, hyps) = vswitch_subnet();
         let mut run = |sm: &mut Sm, line: &str| {
             let r = apply(sm, &VmCommand::parse(line).unwrap());
             assert!(f.run(sm));
@@ -592,17 +599,8 @@ mod tests {
     /// once the sweep is done; a client that never sends is told so.
     #[test]
     fn a_request_during_a_sweep_waits_for_it() {
-        let (mut f, mut sm, up) = fabric::sim::bring_up(
-            "mport-ntree:4:2",
-            fabric::sim::SimConfig {
-                vfs: 2,
-                ..Default::default()
-            },
-            smi::sm::SmConfig::default(),
-        )
-        .unwrap();
-        assert!(up);
-        let hyp = sm.nodes()[sm.hypervisors()[0]].info.port_guid.0;
+        let (mut f, mut sm, hyps) = vswitch_subnet();
+        let hyp = hyps[0];
         let dir = std::env::temp_dir().join(format!("ibkit-vmctl-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
