@@ -216,6 +216,12 @@ fn refused(e: VmError) -> String {
 /// Carries out `cmd` on the SM: the answer line (JSON) or why not. A
 /// refused command changes nothing.
 pub fn apply(sm: &mut Sm, cmd: &VmCommand) -> Result<String, String> {
+    let state = sm.sm_state();
+    if *cmd != VmCommand::List && state != mad_core::attr::SmState::Master {
+        return Err(format!(
+            "this SM is {state:?}, not master: ask the master's VM socket"
+        ));
+    }
     match *cmd {
         VmCommand::Create {
             hypervisor: h,
@@ -657,6 +663,12 @@ mod tests {
 
     #[test]
     fn requests_and_what_is_refused() {
+        // An SM that is not master places no VM, and lists none.
+        let mut idle = Sm::new(smi::sm::SmConfig::default());
+        let create = VmCommand::parse("create 0x10 0xe1").unwrap();
+        let e = apply(&mut idle, &create).unwrap_err();
+        assert!(e.contains("not master"), "{e}");
+        assert_eq!(apply(&mut idle, &VmCommand::List), Ok("[]".into()));
         assert_eq!(
             VmCommand::parse(" create 0x0002c90300000201  e1 "),
             Ok(VmCommand::Create {
