@@ -332,3 +332,80 @@ fn under_level_2_the_links_the_last_sm_saw_find_each_ports_key() {
     assert_eq!(lids(&f), before, "the same LIDs");
     assert_eq!(keys(&mut f), vec![NEW_KEY; n]);
 }
+
+/// `m_key_per_port`: every end port gets a key of its own, computed from
+/// its GUID and the SM's key, at no SMP's cost. A host that learned its
+/// own port's key (it rides on every SMP to that port) cannot write any
+/// other port with it, as it could with one key for all. A heavy sweep
+/// finds every port as it set it; a new SM with the same key and no
+/// cache at all comes up (it computes each port's key from the GUID it
+/// reads); one without `m_key_per_port` cannot, under level 1.
+#[test]
+fn per_port_keys_keep_one_hosts_key_from_opening_another_port() {
+    let per_port = SmConfig {
+        m_key_per_port: true,
+        ..forever(KEY, 1, true)
+    };
+    let (_, plain, _) = fabric::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig::default(),
+        forever(KEY, 1, true),
+    )
+    .unwrap();
+    let (mut f, mut sm, up) =
+        fabric::sim::bring_up("mport-ntree:4:2", SimConfig::default(), per_port.clone()).unwrap();
+    assert!(up, "{:?}", sm.error());
+    assert_eq!(sm.stats().total(), plain.stats().total(), "no SMP more");
+    let ends = end_ports(&f);
+    let mut seen = std::collections::BTreeSet::new();
+    for &(i, p) in &ends {
+        let pi = *port_info(&mut f, i, p);
+        let node = (sm.nodes().iter())
+            .find(|n| n.info.node_guid.0 == f.topo.nodes[i].guid)
+            .unwrap();
+        let want = smi::sm::port_m_key(KEY, node.info.port_guid.0);
+        assert_eq!(pi.m_key, want, "node {i} port {p}");
+        assert_ne!(pi.m_key, KEY);
+        assert!(seen.insert(pi.m_key), "a key twice");
+    }
+    // A host that knows its own port's key writes another port with it:
+    // refused.
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter && i != f.sm_node)
+        .collect();
+    let (host, victim) = (cas[0], cas[1]);
+    let own_key = port_info(&mut f, host, 1).m_key;
+    let lid = port_info(&mut f, victim, 1).lid;
+    let mut set = Smp::lid_routed(Method::Set, AttributeId::PortInfo, 0, 0x81, own_key);
+    let mut moved = *port_info(&mut f, victim, 1);
+    moved.lid = Lid(0x300);
+    moved.encode(&mut set.data).unwrap();
+    assert!(ask(&mut f, host, set, lid).is_empty(), "refused");
+    assert_eq!(port_info(&mut f, victim, 1).lid, lid, "the LID stays");
+    // Nor with the SM's configured key itself.
+    let mut set = Smp::lid_routed(Method::Set, AttributeId::PortInfo, 0, 0x82, KEY);
+    moved.encode(&mut set.data).unwrap();
+    assert!(ask(&mut f, host, set, lid).is_empty(), "refused");
+    assert_eq!(port_info(&mut f, victim, 1).lid, lid);
+
+    // A heavy sweep finds every port holding what the SM gave it.
+    while sm.poll_event().is_some() {}
+    sm.request_heavy_sweep(f.now_ns() / MS);
+    assert!(f.run(&mut sm));
+    let unlike: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event())
+        .filter(|e| matches!(e, SmEvent::PortNotAsSet { .. }))
+        .collect();
+    assert!(unlike.is_empty(), "every port as set: {unlike:?}");
+
+    // A new SM with the same key and no cache: up, every key computed.
+    let before = lids(&f);
+    let held = keys(&mut f);
+    let mut again = Sm::new(per_port);
+    assert!(f.bring_up(&mut again), "{:?}", again.error());
+    assert_eq!(lids(&f), before);
+    assert_eq!(keys(&mut f), held);
+    // One key for all cannot write them.
+    let mut shared = Sm::new(forever(KEY, 1, true));
+    assert!(!f.bring_up(&mut shared), "the shared key opens no port");
+    assert_eq!(keys(&mut f), held, "nothing changed");
+}

@@ -745,3 +745,122 @@ fn a_switch_reset_with_its_lid_kept_is_rewritten_by_ibkit_after_sighup() {
     let (same, all) = kept["ibkit"];
     assert_eq!(same, all, "ibkit wrote the reset switch's LFT again");
 }
+
+/// `m_key_per_port` on ibkit's served fabric, checked with what we did not
+/// write: `ibkit sm --once` under an opensm.conf with `m_key B`,
+/// `m_key_per_port TRUE` and protection level 1 gives each end port a key
+/// of its own — `smpquery -K -y KEY portinfo` shows exactly one of the
+/// keys in ibkit's guid2mkey at each LID, and B at none — and OpenSM
+/// (key C), given ibkit's guid2mkey and neighbors, takes the subnet over
+/// and re-keys every port with C.
+#[test]
+fn per_port_m_keys_are_read_back_by_smpquery_and_handed_to_opensm() {
+    if let Some(why) = missing_tools() {
+        skip("per-port M_Keys", &why);
+        return;
+    }
+    if !Path::new("/usr/sbin/smpquery").exists() {
+        skip("per-port M_Keys", "infiniband-diags is not installed");
+        return;
+    }
+    const B: &str = "0x5ec2e7ed0000000b";
+    const C: &str = "0x5ec2e7ed0000000c";
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let n = topo.nodes.len();
+    let root = std::env::temp_dir().join(format!("ibkit-ppk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let conf = |key: &str, per_port: bool| {
+        let d = root.join(&key[14..]);
+        std::fs::create_dir_all(&d).unwrap();
+        let lines = [
+            ("m_key", key),
+            ("m_key_protection_level", "1"),
+            ("m_key_lease_period", "60"),
+            ("log_file", "(null)"),
+        ];
+        let c = opensm_conf_with(&d, &lines);
+        if per_port {
+            // Not an option of OpenSM 3.3.23's, so not in its defaults.
+            let text = std::fs::read_to_string(&c).unwrap();
+            std::fs::write(&c, text + "m_key_per_port TRUE\n").unwrap();
+        }
+        (d.clone(), c)
+    };
+    let sim = Served::start(exe, spec, 0, &[]).unwrap();
+    let tool = &(topo.nodes.iter())
+        .filter(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .nth(3)
+        .unwrap()
+        .name;
+    // The LIDs whose PortInfo, read with `key`, shows it.
+    let shows = |key: &str| -> Vec<u16> {
+        (1..=n as u16)
+            .filter(|lid| {
+                let out = sim
+                    .client_at("smpquery".as_ref(), tool)
+                    .args(["-K", "-y", key, "portinfo", &lid.to_string(), "0"])
+                    .output()
+                    .unwrap();
+                smp_field(&String::from_utf8_lossy(&out.stdout), "Mkey:") == Some(key)
+            })
+            .collect()
+    };
+    let cache = root.join("ibkit-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let (_db, cb) = conf(B, true);
+    let out = sim
+        .client(exe.as_os_str())
+        .args([
+            "sm",
+            "--once",
+            "--transport",
+            "ibsim",
+            "--opensm-config",
+            &cb,
+        ])
+        .arg("--cache-dir")
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (keys, _) =
+        smd::dump::parse_guid2mkey(&std::fs::read_to_string(cache.join("guid2mkey")).unwrap());
+    assert_eq!(keys.len(), n, "{keys:?}");
+    let distinct: std::collections::BTreeSet<u64> = keys.values().map(|k| k.0).collect();
+    assert_eq!(distinct.len(), n, "a key of its own for each port");
+    for (&guid, k) in &keys {
+        assert_eq!(
+            *k,
+            smi::sm::port_m_key(mad_core::MKey(0x5ec2e7ed0000000b), guid)
+        );
+    }
+    assert!(shows(B).is_empty(), "no port holds B itself");
+    let mut at: Vec<u16> = Vec::new();
+    for k in keys.values() {
+        let lids = shows(&format!("{:#018x}", k.0));
+        assert_eq!(lids.len(), 1, "{:#x} shows at {lids:?}", k.0);
+        at.extend(lids);
+    }
+    at.sort();
+    assert_eq!(
+        at,
+        (1..=n as u16).collect::<Vec<_>>(),
+        "each LID its own key"
+    );
+    // OpenSM with C, given ibkit's files.
+    let (dc, cc) = conf(C, false);
+    let wait = std::time::Duration::from_secs(30);
+    let osm = tests::peers::start_opensm_cached(&sim, &dc, &cache, wait, &["-F", &cc])
+        .unwrap_or_else(|e| panic!("OpenSM with ibkit's guid2mkey: {e}"));
+    let back = shows(C).len();
+    let _ = osm.stop(std::time::Duration::from_secs(10));
+    assert_eq!(back, n, "OpenSM re-keyed every port from ibkit's files");
+    eprintln!("per-port keys: {n} ports, {n} distinct keys, each shown at one LID by smpquery; OpenSM with ibkit's guid2mkey: {back} ports on C");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -9,6 +9,7 @@
 //! m_key_protection_level = 1   # 0-3: what an SMP without it may do (OpenSM's)
 //! m_key_lease_period = 60   # seconds a refused SMP's lease runs; 0: forever
 //! m_key_lookup = true       # use the key each port is known to hold (guid2mkey; OpenSM's)
+//! m_key_per_port = false    # true: each end port a key of its own, from its GUID and m_key
 //! poll_ms = 500             # a standby's polls of its master
 //! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
@@ -74,6 +75,7 @@ struct Raw {
     m_key_protection_level: Option<Spanned<i64>>,
     m_key_lease_period: Option<Spanned<i64>>,
     m_key_lookup: Option<bool>,
+    m_key_per_port: Option<bool>,
     poll_ms: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
@@ -126,6 +128,9 @@ pub struct SmFile {
     /// Send each port the M_Key it is known to hold (OpenSM's
     /// `m_key_lookup`; default true).
     pub m_key_lookup: Option<bool>,
+    /// A key of its own for each end port, derived from its GUID and
+    /// `m_key` ([`smi::sm::SmConfig::m_key_per_port`]; default false).
+    pub m_key_per_port: Option<bool>,
     /// A standby's polling interval, ms.
     pub poll_ms: Option<u64>,
     /// Light sweep interval, ms (0: no periodic sweep).
@@ -349,6 +354,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         m_key_lease_period: ranged(&raw.m_key_lease_period, "m_key_lease_period", 0, 65_535)?
             .map(|v| v as u16),
         m_key_lookup: raw.m_key_lookup,
+        m_key_per_port: raw.m_key_per_port,
         poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
         sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 0, 86_400_000)?,
         routing,
@@ -422,6 +428,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nm_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
+                    m_key_per_port = true\n\
                     subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
                     leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
                     max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
@@ -452,6 +459,7 @@ mod tests {
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))
         );
         assert_eq!(f.m_key_lookup, Some(false));
+        assert_eq!(f.m_key_per_port, Some(true));
         assert_eq!(f.subnet_timeout, Some(17));
         assert_eq!(
             f.link_params(),

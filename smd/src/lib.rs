@@ -120,6 +120,9 @@ pub struct SmdConfig {
     /// `guid2mkey` in `cache_dir` (OpenSM's `m_key_lookup`;
     /// [`smi::sm::SmConfig::m_key_lookup`]).
     pub m_key_lookup: bool,
+    /// A key of its own for each end port
+    /// ([`smi::sm::SmConfig::m_key_per_port`]).
+    pub m_key_per_port: bool,
     /// SubnetTimeOut written to every end port (OpenSM's `subnet_timeout`).
     pub subnet_timeout: u8,
     /// The link parameters written as each link comes up (OpenSM's
@@ -218,6 +221,7 @@ impl Default for SmdConfig {
             m_key_protect_bits: 0,
             m_key_lease_period: 0,
             m_key_lookup: true,
+            m_key_per_port: false,
             subnet_timeout: 18,
             link: smi::sm::LinkParams::default(),
             assigned_guid_byte: 0,
@@ -582,6 +586,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         m_key_protect_bits: c.m_key_protect_bits,
         m_key_lease_period: c.m_key_lease_period,
         m_key_lookup: c.m_key_lookup,
+        m_key_per_port: c.m_key_per_port,
         subnet_time_out: c.subnet_timeout,
         link: c.link,
         priority: c.priority,
@@ -1180,6 +1185,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "m_key_lookup",
             f.m_key_lookup.unwrap_or(true) != c.m_key_lookup,
+        ),
+        (
+            "m_key_per_port",
+            f.m_key_per_port.unwrap_or(false) != c.m_key_per_port,
         ),
         (
             "subnet_timeout",

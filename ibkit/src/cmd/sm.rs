@@ -59,7 +59,7 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
-    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, poll_ms,
+    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms,
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
@@ -72,7 +72,7 @@ pub struct SmArgs {
     /// OpenSM's own opensm.conf (as `opensm -F`, or as `opensm -c`
     /// writes it), instead of --config: what ibkit has an equivalent for
     /// is applied (guid, sm_priority, sm_key, sa_key, m_key,
-    /// m_key_protection_level, m_key_lease_period, m_key_lookup, the link parameters
+    /// m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, the link parameters
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl),
@@ -257,6 +257,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             m_key_protect_bits: file.m_key_protection_level.unwrap_or(0),
             m_key_lease_period: file.m_key_lease_period.unwrap_or(0),
             m_key_lookup: file.m_key_lookup.unwrap_or(true),
+            m_key_per_port: file.m_key_per_port == Some(true),
             subnet_timeout: file.subnet_timeout.unwrap_or(18),
             link,
             assigned_guid_byte: file.sm_assigned_guid.unwrap_or(0),

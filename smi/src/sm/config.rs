@@ -34,6 +34,16 @@ pub struct SmConfig {
     /// that key, not [`SmConfig::m_key`]: a new `m_key` takes over ports
     /// an earlier one protected. Off: every SMP carries `m_key`.
     pub m_key_lookup: bool,
+    /// Gives each end port a key of its own instead of [`SmConfig::m_key`]
+    /// itself (OpenSM's `m_key_per_port`, which OpenSM 3.3.23 does not
+    /// have): SipHash-2-4 of the port GUID keyed by `m_key`
+    /// ([`crate::sm::port_m_key`]), so that a host that learns the key
+    /// its port holds (from an SMP to it) cannot open any other port. An
+    /// SM with the same `m_key` computes every port's key again from its
+    /// GUID, with no cache; a port that answers no Get without its key
+    /// (protect bits 2, 3) is reached before it is read only by the link
+    /// the SM saw to it (`neighbors`) or the key it is known to hold.
+    pub m_key_per_port: bool,
     /// SubnetTimeOut written to every port.
     pub subnet_time_out: u8,
     /// What else OpenSM writes as it brings the links up: head-of-queue
@@ -196,6 +206,7 @@ impl Default for SmConfig {
             m_key_protect_bits: 0,
             m_key_lease_period: 0,
             m_key_lookup: true,
+            m_key_per_port: false,
             subnet_time_out: 18,
             link: LinkParams::default(),
             routing: Engine::MinHop,

@@ -776,7 +776,9 @@ impl Sm {
         let asked = SmInfo::decode(&req.data).ok();
         // As OpenSM: the SM_Key goes to a requester that passes the M_Key
         // check (any, without an M_Key); a Set must carry the SM_Key.
-        let with_key = self.cfg.m_key.0 == 0 || req.m_key() == self.cfg.m_key;
+        let with_key = self.cfg.m_key.0 == 0
+            || req.m_key() == self.cfg.m_key
+            || req.m_key() == self.m_key_of_port(own);
         let key_ok =
             self.election.sm_key == 0 || asked.is_some_and(|a| a.sm_key.0 == self.election.sm_key);
         let info = self.election.info(own, self.act_count(), with_key);

@@ -94,7 +94,8 @@ impl Sm {
     /// lease period too, as OpenSM's LID and link managers do. A switch's
     /// external port keeps the protect bits it was read with.
     pub(super) fn stamp_m_key(&self, i: usize, p: u8, pi: &mut PortInfo) {
-        pi.m_key = self.cfg.m_key;
+        let guid = self.db.nodes().get(i).map_or(0, |n| n.info.port_guid.0);
+        pi.m_key = self.m_key_of_port(guid);
         let end = self
             .db
             .nodes()
@@ -106,13 +107,15 @@ impl Sm {
         }
     }
 
-    /// Whether end port `pi` holds the M_Key, protect bits and lease the
-    /// SM writes ([`SmConfig::m_key`]); always, when the SM has no M_Key.
-    pub(super) fn holds_m_key(&self, pi: &PortInfo) -> bool {
+    /// Whether end port `pi`, of node `i`, holds the M_Key, protect bits
+    /// and lease the SM writes ([`Sm::m_key_of_port`]); always, when the
+    /// SM has no M_Key.
+    pub(super) fn holds_m_key(&self, i: usize, pi: &PortInfo) -> bool {
+        let guid = self.db.nodes().get(i).map_or(0, |n| n.info.port_guid.0);
         self.cfg.m_key.0 == 0
             || (pi.m_key, pi.m_key_protect_bits, pi.m_key_lease_period)
                 == (
-                    self.cfg.m_key,
+                    self.m_key_of_port(guid),
                     self.cfg.m_key_protect_bits.min(3),
                     self.cfg.m_key_lease_period,
                 )

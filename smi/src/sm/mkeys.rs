@@ -10,21 +10,48 @@
 
 use super::*;
 
+/// The M_Key of the end port with port GUID `guid` under
+/// [`SmConfig::m_key_per_port`]: SipHash-2-4 of the GUID (big-endian)
+/// keyed by `m_key` (as both halves of SipHash's 128-bit key, the second
+/// inverted), never 0 (0 would leave the port unprotected). `m_key` 0
+/// (no key) stays 0.
+pub fn port_m_key(m_key: MKey, guid: u64) -> MKey {
+    use core::hash::Hasher;
+    if m_key.0 == 0 {
+        return m_key;
+    }
+    let mut h = siphasher::sip::SipHasher24::new_with_keys(m_key.0, !m_key.0);
+    h.write(&guid.to_be_bytes());
+    MKey(h.finish().max(1))
+}
+
 impl Sm {
+    /// The M_Key the SM gives the end port with port GUID `guid` (a
+    /// switch's: its port 0's): [`SmConfig::m_key`], or the port's own
+    /// under [`SmConfig::m_key_per_port`].
+    pub fn m_key_of_port(&self, guid: u64) -> MKey {
+        if self.cfg.m_key_per_port && guid != 0 {
+            port_m_key(self.cfg.m_key, guid)
+        } else {
+            self.cfg.m_key
+        }
+    }
+
     /// M_Keys known by port GUID, as read from a cache at start (OpenSM's
     /// `guid2mkey`): an SMP to such a port carries its key (when
     /// [`SmConfig::m_key_lookup`] is on). Keys learned since replace these.
     pub fn set_known_m_keys(&mut self, keys: BTreeMap<u64, MKey>) {
         self.m_keys = keys;
         self.m_keys.remove(&0);
-        let own = self.cfg.m_key;
-        self.foreign_m_keys = self.m_keys.values().filter(|&&k| k != own).count();
+        self.foreign_m_keys = (self.m_keys.iter())
+            .filter(|&(&g, &k)| k != self.m_key_of_port(g))
+            .count();
     }
 
     /// Keeps `key` as what port `guid` holds, counting the keys that are
     /// not [`SmConfig::m_key`].
     fn keep_m_key(&mut self, guid: u64, key: MKey) {
-        let own = self.cfg.m_key;
+        let own = self.m_key_of_port(guid);
         if self.m_keys.insert(guid, key).is_some_and(|k| k != own) {
             self.foreign_m_keys -= 1;
         }
@@ -83,8 +110,9 @@ impl Sm {
         if let Some(i) = node.or_else(|| purpose.node()) {
             return self.m_key_for(Some(i));
         }
-        if !self.cfg.m_key_lookup || self.foreign_m_keys == 0 {
-            return self.cfg.m_key;
+        if matches!(purpose, Purpose::SweepOwnPort) && !self.db.nodes().is_empty() {
+            // The SM's own port, the first node found.
+            return self.m_key_for(Some(0));
         }
         let guid = match *purpose {
             Purpose::NodeInfo { from: None } => Some(self.own_port_guid),
@@ -98,10 +126,16 @@ impl Sm {
                 .map(|&(g, _)| g),
             _ => None,
         };
-        guid.filter(|&g| g != 0)
-            .and_then(|g| self.m_keys.get(&g))
+        let Some(g) = guid.filter(|&g| g != 0) else {
+            return self.cfg.m_key;
+        };
+        if !self.cfg.m_key_lookup || self.foreign_m_keys == 0 {
+            return self.m_key_of_port(g);
+        }
+        self.m_keys
+            .get(&g)
             .copied()
-            .unwrap_or(self.cfg.m_key)
+            .unwrap_or_else(|| self.m_key_of_port(g))
     }
 
     /// The M_Key each port is known to hold, by port GUID (a switch by its
@@ -116,13 +150,16 @@ impl Sm {
     pub(super) fn m_key_for(&self, node: Option<usize>) -> MKey {
         // Every port known to hold the SM's own key (the usual case): no
         // lookup for each SMP.
+        let guid = node
+            .and_then(|i| self.db.nodes().get(i))
+            .map(|n| n.info.port_guid.0);
+        let own = guid.map_or(self.cfg.m_key, |g| self.m_key_of_port(g));
         if !self.cfg.m_key_lookup || self.foreign_m_keys == 0 {
-            return self.cfg.m_key;
+            return own;
         }
-        node.and_then(|i| self.db.nodes().get(i))
-            .and_then(|n| self.m_keys.get(&n.info.port_guid.0))
+        guid.and_then(|g| self.m_keys.get(&g))
             .copied()
-            .unwrap_or(self.cfg.m_key)
+            .unwrap_or(own)
     }
 
     /// The M_Key an SMP to `lid` carries ([`Sm::m_key_for`] of the node
@@ -159,6 +196,29 @@ impl Sm {
 mod tests {
     use super::*;
     use mad_core::Guid;
+
+    /// A port's own key: fixed for a key and a GUID (an SM started again
+    /// computes the same), another for another GUID or key, never 0
+    /// unless there is no key.
+    #[test]
+    fn each_port_its_own_key() {
+        let k = MKey(0x5ec2_e7ed_0000_000b);
+        assert_eq!(port_m_key(k, 0x10), port_m_key(k, 0x10));
+        assert_ne!(port_m_key(k, 0x10), port_m_key(k, 0x11));
+        assert_ne!(port_m_key(k, 0x10), port_m_key(MKey(k.0 + 1), 0x10));
+        assert_ne!(port_m_key(k, 0x10), k);
+        assert_eq!(port_m_key(MKey(0), 0x10), MKey(0));
+        let keys: BTreeSet<u64> = (1..=10_000u64).map(|g| port_m_key(k, g).0).collect();
+        assert_eq!(keys.len(), 10_000);
+        assert!(!keys.contains(&0));
+        let sm = Sm::new(SmConfig {
+            m_key: k,
+            m_key_per_port: true,
+            ..SmConfig::default()
+        });
+        assert_eq!(sm.m_key_of_port(0x10), port_m_key(k, 0x10));
+        assert_eq!(sm.m_key_of_port(0), k, "a port not known by GUID");
+    }
 
     /// An SM that knows one switch (GUID 0xA) and one CA (GUID 0xC).
     fn sm(lookup: bool) -> Sm {

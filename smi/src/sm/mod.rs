@@ -24,6 +24,7 @@ mod lids;
 mod link;
 pub mod mcast;
 mod mkeys;
+pub use mkeys::port_m_key;
 mod outbox;
 pub mod partitions;
 mod pkeys;

@@ -361,7 +361,7 @@ impl Sm {
         let want = (Lid(n.lid), self.db.lmc_of(node), self.sm_lid());
         let found = (pi.lid, pi.lmc, pi.master_sm_lid);
         // A switch's port 0 has no link of its own to be Active.
-        let keyed = self.holds_m_key(pi);
+        let keyed = self.holds_m_key(node, pi);
         if found == want && keyed && (switch || pi.port_state == PortState::Active) {
             return;
         }
