@@ -637,3 +637,94 @@ impl Sm {
         Lid(self.db.nodes().first().map_or(0, |n| n.lid))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sm::{SmConfig, SmNode};
+    use mad_core::attr::NodeType;
+    use mad_core::{MKey, Status};
+
+    /// The SM's CA and one switch, up, the switch holding LinearFDBTop
+    /// 0x40 from the SM.
+    fn switch_sm() -> Sm {
+        let mut sm = Sm::new(SmConfig::default());
+        (sm.db).add_node(SmNode::for_test(0x1, NodeType::ChannelAdapter, 1, &[]));
+        (sm.db).add_node(SmNode::for_test(0xA, NodeType::Switch, 4, &[1]));
+        sm.up = true;
+        sm.phase = Phase::Done;
+        // Not discovering: the first NodeInfo the SM queued is dropped.
+        sm.out.queue.clear();
+        if let Some(mut n) = sm.db.node_mut(1) {
+            n.switch_info = Some(tops(0x40));
+        }
+        sm
+    }
+
+    fn tops(t: u16) -> SwitchInfo {
+        SwitchInfo {
+            linear_fdb_top: t,
+            ..SwitchInfo::default()
+        }
+    }
+
+    /// A sweep's Get(SwitchInfo) of the switch answering `t`.
+    fn read(sm: &mut Sm, t: u16) -> bool {
+        let path = DrPath::from_ports(&[1]).unwrap();
+        let mut smp = Smp::directed(
+            &path,
+            Method::GetResp,
+            AttributeId::SwitchInfo,
+            0,
+            0,
+            MKey(0),
+        );
+        tops(t).encode(&mut smp.data).unwrap();
+        sm.changed = false;
+        if let Some(mut n) = sm.db.node_mut(1) {
+            n.fresh = false;
+        }
+        sm.on_sweep_switch_info(&smp, 1);
+        let flagged = std::iter::from_fn(|| sm.poll_event())
+            .any(|e| matches!(e, SmEvent::SwitchTablesNotAsSet { node: 1, .. }));
+        assert_eq!(flagged, sm.db.nodes()[1].fresh && sm.changed);
+        flagged
+    }
+
+    /// Taken for reset only when the tops moved under the SM: not while
+    /// a Set(SwitchInfo) of its own is on its way, and not, once, after
+    /// the switch refused one (then it is taken as it answers).
+    #[test]
+    fn a_switch_is_taken_for_reset_only_when_its_tops_moved_under_the_sm() {
+        let mut sm = switch_sm();
+        assert!(!read(&mut sm, 0x40), "as held");
+        assert!(read(&mut sm, 0), "reset");
+        // The SM moves the top (as a VM's new LID does), holding 0x80 at
+        // once; a read from before the Set lands first; then the Set is
+        // answered.
+        let moved = |sm: &mut Sm| {
+            if let Some(mut n) = sm.db.node_mut(1) {
+                n.switch_info = Some(tops(0x80));
+            }
+            sm.set_node(1, &tops(0x80), 0, Purpose::SetTopOnly);
+            let t = sm.poll_transmit(0).expect("the Set goes out");
+            assert_eq!(t.smp.attribute_id(), AttributeId::SwitchInfo);
+            let mut answer = t.smp.clone();
+            answer.header.method = Method::GetResp.into();
+            answer
+        };
+        let mut sm = switch_sm();
+        let answer = moved(&mut sm);
+        assert!(!read(&mut sm, 0x40), "a read from before the Set");
+        sm.handle_response(&answer, 1);
+        assert!(!read(&mut sm, 0x80), "as set");
+        // The switch refuses the Set: taken as it then answers.
+        let mut sm = switch_sm();
+        let mut answer = moved(&mut sm);
+        answer.set_status(Status::INVALID_FIELD);
+        sm.handle_response(&answer, 1);
+        assert!(!read(&mut sm, 0x40), "taken as it answers");
+        assert!(!read(&mut sm, 0x40), "and held so from then on");
+        assert!(read(&mut sm, 0), "a reset after that is found");
+    }
+}
