@@ -516,6 +516,67 @@ fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
     }
 }
 
+/// `opensm -c`'s defaults with key `key`, protection `level`, a lease of
+/// 60 s and no log file, in `root`/the key's last hex digits; with
+/// `per_port`, `m_key_per_port TRUE` too (not an option of OpenSM
+/// 3.3.23's, so not among its defaults). The directory and the file.
+fn m_key_conf(root: &Path, key: &str, level: &str, per_port: bool) -> (std::path::PathBuf, String) {
+    let d = root.join(&key[14..]);
+    std::fs::create_dir_all(&d).unwrap();
+    let c = opensm_conf_with(
+        &d,
+        &[
+            ("m_key", key),
+            ("m_key_protection_level", level),
+            ("m_key_lease_period", "60"),
+            ("log_file", "(null)"),
+        ],
+    );
+    if per_port {
+        let text = std::fs::read_to_string(&c).unwrap();
+        std::fs::write(&c, text + "m_key_per_port TRUE\n").unwrap();
+    }
+    (d, c)
+}
+
+/// What `smpquery -K -y KEY portinfo LID 0` from `tool` reads: the M_Key
+/// and protect bits shown.
+fn m_key_shown(sim: &Served, tool: &str, key: &str, lid: u16) -> (Option<String>, Option<String>) {
+    let out = sim
+        .client_at("smpquery".as_ref(), tool)
+        .args(["-K", "-y", key, "portinfo", &lid.to_string(), "0"])
+        .output()
+        .unwrap();
+    let pi = String::from_utf8_lossy(&out.stdout);
+    (
+        smp_field(&pi, "Mkey:").map(str::to_string),
+        smp_field(&pi, "ProtectBits:").map(str::to_string),
+    )
+}
+
+/// `ibkit sm --once` on `sim` under the opensm.conf `conf`, its caches in
+/// `cache`: its exit status and standard error.
+fn ibkit_once(sim: &Served, conf: &str, cache: &Path) -> (Option<i32>, String) {
+    let out = sim
+        .client(env!("CARGO_BIN_EXE_ibkit").as_ref())
+        .args([
+            "sm",
+            "--once",
+            "--transport",
+            "ibsim",
+            "--opensm-config",
+            conf,
+        ])
+        .arg("--cache-dir")
+        .arg(cache)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 fn hand_m_keys_over(level: &str) {
     const A: &str = "0x5ec2e7ed0000000a";
     const B: &str = "0x5ec2e7ed0000000b";
@@ -526,20 +587,7 @@ fn hand_m_keys_over(level: &str) {
     let n = topo.nodes.len();
     let root = std::env::temp_dir().join(format!("ibkit-g2m-{}-{level}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let conf = |key: &str| {
-        let d = root.join(&key[14..]);
-        std::fs::create_dir_all(&d).unwrap();
-        let c = opensm_conf_with(
-            &d,
-            &[
-                ("m_key", key),
-                ("m_key_protection_level", level),
-                ("m_key_lease_period", "60"),
-                ("log_file", "(null)"),
-            ],
-        );
-        (d, c)
-    };
+    let conf = |key: &str| m_key_conf(&root, key, level, false);
     let sim = Served::start(exe, spec, 0, &[]).unwrap();
     let tool = &topo
         .nodes
@@ -552,15 +600,9 @@ fn hand_m_keys_over(level: &str) {
     // protect bits of `level`.
     let holding = |key: &str| {
         (1..=n as u16)
-            .filter(|lid| {
-                let out = sim
-                    .client_at("smpquery".as_ref(), tool)
-                    .args(["-K", "-y", key, "portinfo", &lid.to_string(), "0"])
-                    .output()
-                    .unwrap();
-                let pi = String::from_utf8_lossy(&out.stdout);
-                smp_field(&pi, "Mkey:") == Some(key)
-                    && smp_field(&pi, "ProtectBits:") == Some(level)
+            .filter(|&lid| {
+                m_key_shown(&sim, tool, key, lid)
+                    == (Some(key.to_string()), Some(level.to_string()))
             })
             .count()
     };
@@ -587,26 +629,7 @@ fn hand_m_keys_over(level: &str) {
     assert!(skipped.is_empty(), "{skipped:?}");
     // 2. ibkit with B and no keys: refused.
     let (_db, cb) = conf(B);
-    let once = |cache: &Path| {
-        let out = sim
-            .client(exe.as_os_str())
-            .args([
-                "sm",
-                "--once",
-                "--transport",
-                "ibsim",
-                "--opensm-config",
-                &cb,
-            ])
-            .arg("--cache-dir")
-            .arg(cache)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let once = |cache: &Path| ibkit_once(&sim, &cb, cache);
     let empty = root.join("ibkit-empty");
     std::fs::create_dir_all(&empty).unwrap();
     let (refused, err) = once(&empty);
@@ -771,23 +794,7 @@ fn per_port_m_keys_are_read_back_by_smpquery_and_handed_to_opensm() {
     let n = topo.nodes.len();
     let root = std::env::temp_dir().join(format!("ibkit-ppk-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let conf = |key: &str, per_port: bool| {
-        let d = root.join(&key[14..]);
-        std::fs::create_dir_all(&d).unwrap();
-        let lines = [
-            ("m_key", key),
-            ("m_key_protection_level", "1"),
-            ("m_key_lease_period", "60"),
-            ("log_file", "(null)"),
-        ];
-        let c = opensm_conf_with(&d, &lines);
-        if per_port {
-            // Not an option of OpenSM 3.3.23's, so not in its defaults.
-            let text = std::fs::read_to_string(&c).unwrap();
-            std::fs::write(&c, text + "m_key_per_port TRUE\n").unwrap();
-        }
-        (d.clone(), c)
-    };
+    let conf = |key: &str, per_port: bool| m_key_conf(&root, key, "1", per_port);
     let sim = Served::start(exe, spec, 0, &[]).unwrap();
     let tool = &(topo.nodes.iter())
         .filter(|x| x.kind == mad_core::attr::NodeType::ChannelAdapter)
@@ -797,38 +804,14 @@ fn per_port_m_keys_are_read_back_by_smpquery_and_handed_to_opensm() {
     // The LIDs whose PortInfo, read with `key`, shows it.
     let shows = |key: &str| -> Vec<u16> {
         (1..=n as u16)
-            .filter(|lid| {
-                let out = sim
-                    .client_at("smpquery".as_ref(), tool)
-                    .args(["-K", "-y", key, "portinfo", &lid.to_string(), "0"])
-                    .output()
-                    .unwrap();
-                smp_field(&String::from_utf8_lossy(&out.stdout), "Mkey:") == Some(key)
-            })
+            .filter(|&lid| m_key_shown(&sim, tool, key, lid).0.as_deref() == Some(key))
             .collect()
     };
     let cache = root.join("ibkit-cache");
     std::fs::create_dir_all(&cache).unwrap();
     let (_db, cb) = conf(B, true);
-    let out = sim
-        .client(exe.as_os_str())
-        .args([
-            "sm",
-            "--once",
-            "--transport",
-            "ibsim",
-            "--opensm-config",
-            &cb,
-        ])
-        .arg("--cache-dir")
-        .arg(&cache)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, err) = ibkit_once(&sim, &cb, &cache);
+    assert_eq!(code, Some(0), "{err}");
     let (keys, _) =
         smd::dump::parse_guid2mkey(&std::fs::read_to_string(cache.join("guid2mkey")).unwrap());
     assert_eq!(keys.len(), n, "{keys:?}");
