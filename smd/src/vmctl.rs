@@ -458,6 +458,15 @@ impl VmSocket {
                 format!("error: {e}\n")
             }
         };
+        // What the client sent past its line is read away first (at most
+        // 64 KiB, without waiting): closed with it unread, the socket
+        // would reset and the client lose the answer.
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            if !matches!(c.stream.read(&mut sink), Ok(n) if n > 0) {
+                break;
+            }
+        }
         // A short answer into an empty socket buffer; a client that does
         // not read it loses it.
         let _ = c.stream.write_all(text.as_bytes());
@@ -658,6 +667,50 @@ mod tests {
         assert_eq!(said.trim(), "error: no request within a second");
         drop(sock);
         assert!(!path.exists(), "removed when dropped");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// What no request may be: a line past 256 bytes, bytes that are not
+    /// text, a fifth client at once. Each is answered with why, and
+    /// changes nothing.
+    #[test]
+    fn oversized_binary_and_crowding_clients_are_refused() {
+        let (_f, mut sm, _) = vswitch_subnet();
+        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-bad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("vm.sock");
+        let mut sock = VmSocket::bind(&path).unwrap();
+        let answer = |c: &mut UnixStream| {
+            let mut a = String::new();
+            c.read_to_string(&mut a).unwrap();
+            a
+        };
+        let mut long = UnixStream::connect(&path).unwrap();
+        long.write_all(&[b'x'; 4096]).unwrap();
+        let mut binary = UnixStream::connect(&path).unwrap();
+        binary.write_all(b"list\xff\n").unwrap();
+        let mut idle: Vec<UnixStream> = (0..2)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        let mut fifth = UnixStream::connect(&path).unwrap();
+        let t = Instant::now();
+        assert_eq!(sock.serve(&mut sm, t), 0);
+        assert_eq!(
+            answer(&mut long).trim(),
+            format!("error: {}", VmCtlError::Line)
+        );
+        assert_eq!(
+            answer(&mut binary).trim(),
+            format!("error: {}", VmCtlError::Line)
+        );
+        assert_eq!(answer(&mut fifth).trim(), "error: busy: try again");
+        assert_eq!(sm.vms().count(), 0);
+        assert_eq!(sock.serve(&mut sm, t + CLIENT_WAIT * 2), 0);
+        for c in &mut idle {
+            assert_eq!(answer(c).trim(), "error: no request within a second");
+        }
+        drop(sock);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
