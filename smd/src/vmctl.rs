@@ -670,6 +670,76 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Neither stage waits for ever: a request held through a sweep
+    /// that outlasts [`HOLD`] is carried out then, and refused because
+    /// the subnet is not up (nothing changed); a change whose SMPs are
+    /// not acknowledged within [`HOLD`] is answered `in_place: false`.
+    #[test]
+    fn a_held_request_and_an_unacknowledged_change_run_out() {
+        let (mut f, mut sm, hyps) = vswitch_subnet();
+        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-out-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("vm.sock");
+        let mut sock = VmSocket::bind(&path).unwrap();
+        let answer = |c: &mut UnixStream| {
+            // A client never answered fails the test instead of hanging it.
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut a = String::new();
+            c.read_to_string(&mut a).expect("answered");
+            a
+        };
+        // Held through a sweep the fabric never answers.
+        let mut held = UnixStream::connect(&path).unwrap();
+        held.write_all(format!("create {:#x} e1\n", hyps[0]).as_bytes())
+            .unwrap();
+        sm.request_heavy_sweep(f.now_ns() / 1_000_000);
+        let t = Instant::now();
+        assert!(busy(&sm));
+        assert_eq!(sock.serve(&mut sm, t), 0);
+        let just_before = t + HOLD - Duration::from_millis(1);
+        assert_eq!(sock.serve(&mut sm, just_before), 0, "still held");
+        assert_eq!(sock.serve(&mut sm, t + HOLD), 1, "carried out at HOLD");
+        assert_eq!(
+            answer(&mut held).trim(),
+            format!("error: {}", VmError::NotUp)
+        );
+        assert_eq!(sm.vms().count(), 0, "refused, nothing changed");
+        assert!(f.run(&mut sm));
+        assert!(!busy(&sm));
+        // Carried out, then nothing acknowledged: the fabric is not run.
+        let mut unacked = UnixStream::connect(&path).unwrap();
+        unacked
+            .write_all(format!("create {:#x} e2\n", hyps[1]).as_bytes())
+            .unwrap();
+        let t = t + HOLD * 2;
+        assert_eq!(sock.serve(&mut sm, t), 1);
+        assert!(!sm.is_idle(), "the VF's Set is out");
+        assert_eq!(sock.serve(&mut sm, t + HOLD - Duration::from_millis(1)), 0);
+        unacked.set_nonblocking(true).unwrap();
+        assert!(
+            unacked.read(&mut [0u8; 8]).is_err(),
+            "not answered before HOLD"
+        );
+        unacked.set_nonblocking(false).unwrap();
+        assert_eq!(sock.serve(&mut sm, t + HOLD), 0);
+        let a: serde_json::Value = serde_json::from_str(answer(&mut unacked).trim()).unwrap();
+        assert_eq!(a["in_place"], false, "{a}");
+        assert!(a.get("in_place_ms").is_none(), "{a}");
+        assert_eq!(a["vguid"], hex(0xe2));
+        assert_eq!(
+            sm.vms().count(),
+            1,
+            "the VM stands; its VF is still being set"
+        );
+        // Once the fabric answers, the VM is up and the subnet whole.
+        assert!(f.run(&mut sm));
+        let v = f.verify();
+        assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+        drop(sock);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// What no request may be: a line past 256 bytes, bytes that are not
     /// text, a fifth client at once. Each is answered with why, and
     /// changes nothing.
