@@ -458,36 +458,34 @@ impl VmSocket {
                 format!("error: {e}\n")
             }
         };
-        // What the client sent past its line is read away first (at most
-        // 64 KiB, without waiting): closed with it unread, the socket
-        // would reset and the client lose the answer.
-        let mut sink = [0u8; 4096];
-        for _ in 0..16 {
-            if !matches!(c.stream.read(&mut sink), Ok(n) if n > 0) {
-                break;
-            }
-        }
+        read_away(&mut c.stream);
         // A short answer into an empty socket buffer; a client that does
         // not read it loses it.
         let _ = c.stream.write_all(text.as_bytes());
     }
 
-    fn admit(&mut self, mut stream: UnixStream, now: Instant) {
+    fn admit(&mut self, stream: UnixStream, now: Instant) {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
+        // A refused client's line, if it has come, is read away first, as
+        // in `answer`, so that it is not reset before it reads why.
+        let refuse = |mut stream: UnixStream, why: String| {
+            read_away(&mut stream);
+            let _ = stream.write_all(why.as_bytes());
+        };
         let who = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials);
         let uid = who.map(|c| c.uid()).unwrap_or(u32::MAX);
         if uid != self.uid && uid != 0 {
             tracing::warn!("VM socket: uid {uid} refused");
-            let _ = stream.write_all(
-                format!("error: permission denied: uid {uid} is not the SM's user or root\n")
-                    .as_bytes(),
+            refuse(
+                stream,
+                format!("error: permission denied: uid {uid} is not the SM's user or root\n"),
             );
             return;
         }
         if self.clients.len() >= MAX_CLIENTS {
-            let _ = stream.write_all(b"error: busy: try again\n");
+            refuse(stream, "error: busy: try again\n".into());
             return;
         }
         self.clients.push(Client {
@@ -538,6 +536,18 @@ impl VmSocket {
     }
 }
 
+/// Reads away what a client sent that is not read yet (at most 64 KiB,
+/// without waiting): closed with it unread, the socket would reset and
+/// the client could lose its answer.
+fn read_away(s: &mut UnixStream) {
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        if !matches!(s.read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
+}
+
 impl Drop for VmSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
@@ -549,10 +559,26 @@ pub fn request(path: &Path, line: &str, wait: Duration) -> Result<String, String
     let what = |e: std::io::Error| format!("VM socket {}: {e}", path.display());
     let mut s = UnixStream::connect(path).map_err(what)?;
     s.set_read_timeout(Some(wait)).map_err(what)?;
-    s.write_all(format!("{line}\n").as_bytes()).map_err(what)?;
-    let mut answer = String::new();
-    s.take(1 << 20).read_to_string(&mut answer).map_err(what)?;
-    Ok(answer.trim_end().to_string())
+    // An SM that refuses the connection at once (busy, not this user)
+    // may close it before the line is written: its answer is read anyway.
+    let sent = s.write_all(format!("{line}\n").as_bytes());
+    let answer = read_answer(&mut s);
+    match (answer, sent) {
+        (Ok(a), _) if !a.is_empty() => Ok(a),
+        (_, Err(e)) => Err(what(e)),
+        (a, Ok(())) => a.map_err(what),
+    }
+}
+
+/// The SM's answer line: what arrived before the end of the stream, or
+/// before an error ending it (a reset after the answer keeps the answer).
+pub fn read_answer(s: &mut UnixStream) -> std::io::Result<String> {
+    let mut bytes = Vec::new();
+    let end = s.take(1 << 20).read_to_end(&mut bytes);
+    if bytes.is_empty() {
+        end?;
+    }
+    Ok(String::from_utf8_lossy(&bytes).trim_end().to_string())
 }
 
 #[cfg(test)]
@@ -763,7 +789,9 @@ mod tests {
         let mut idle: Vec<UnixStream> = (0..2)
             .map(|_| UnixStream::connect(&path).unwrap())
             .collect();
+        // The fifth has sent its line before it is turned away.
         let mut fifth = UnixStream::connect(&path).unwrap();
+        fifth.write_all(b"list\n").unwrap();
         let t = Instant::now();
         assert_eq!(sock.serve(&mut sm, t), 0);
         assert_eq!(
@@ -776,12 +804,55 @@ mod tests {
         );
         assert_eq!(answer(&mut fifth).trim(), "error: busy: try again");
         assert_eq!(sm.vms().count(), 0);
+        // `ibkit vm`'s own client, turned away while four are served,
+        // reads why whether its line went out before the refusal or not.
+        let _more: Vec<UnixStream> = (0..2)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        for pause in [0, 50] {
+            let p = path.clone();
+            let asking = std::thread::spawn(move || request(&p, "list", Duration::from_secs(5)));
+            std::thread::sleep(Duration::from_millis(pause));
+            while !asking.is_finished() {
+                sock.serve(&mut sm, t);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                asking.join().unwrap().as_deref(),
+                Ok("error: busy: try again"),
+                "after {pause} ms"
+            );
+        }
         assert_eq!(sock.serve(&mut sm, t + CLIENT_WAIT * 2), 0);
         for c in &mut idle {
             assert_eq!(answer(c).trim(), "error: no request within a second");
         }
         drop(sock);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An answer followed by a reset (the SM closed with the client's
+    /// bytes unread) is still the answer; a reset alone is an error.
+    #[test]
+    fn an_answer_outlives_the_reset_after_it() {
+        let (mut client, mut sm_end) = UnixStream::pair().unwrap();
+        client.write_all(b"list\n").unwrap();
+        sm_end.write_all(b"error: busy: try again\n").unwrap();
+        drop(sm_end);
+        let mut plain = String::new();
+        let (mut c2, mut s2) = UnixStream::pair().unwrap();
+        c2.write_all(b"list\n").unwrap();
+        s2.write_all(b"error: busy: try again\n").unwrap();
+        drop(s2);
+        assert!(
+            c2.read_to_string(&mut plain).is_err(),
+            "the reset this guards against"
+        );
+        assert_eq!(read_answer(&mut client).unwrap(), "error: busy: try again");
+        let (mut c3, s3) = UnixStream::pair().unwrap();
+        c3.write_all(b"list\n").unwrap();
+        drop(s3);
+        assert!(read_answer(&mut c3).is_err());
     }
 
     #[test]
