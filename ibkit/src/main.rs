@@ -21,7 +21,7 @@ enum Command {
     Sim(cmd::sim::SimArgs),
     /// Run ibkit's subnet manager on a real MAD stack (a umad port; under ibsim with libumad2sim.so).
     Sm(Box<cmd::sm::SmArgs>),
-    /// Ask the subnet's SA, as saquery does: classportinfo, node, port, link, switch, path, service, mcmember, inform.
+    /// Ask the subnet's SA, as saquery does: classportinfo, node, port, link, switch, sl2vl, vlarb, pkey, lft, mft, sminfo, path, multipath, service, mcmember, guidinfo, inform.
     Sa(cmd::sa::SaArgs),
     /// Serve a simulated fabric to libibumad programs (OpenSM, infiniband-diags) through ibsim's protocol.
     Fabric {

@@ -573,6 +573,20 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["sa", "mcmember", "--leave"][..], "need the group"),
         (&["sa", "guidinfo", "--set"][..], "need the entries"),
         (
+            &["sa", "lft", "1", "2", "3"][..],
+            "two bare values at most (LID, block)",
+        ),
+        (
+            &["sa", "mft", "1", "0", "0", "9"][..],
+            "three bare values at most (LID, position, block)",
+        ),
+        (&["sa", "mft", "position=16"][..], "does not fit in 4 bits"),
+        (
+            &["sa", "pkey", "1", "1", "0", "0"][..],
+            "three bare values at most (LID, port, block)",
+        ),
+        (&["sa", "sminfo", "1", "2"][..], "one bare value at most"),
+        (
             &["sa", "guidinfo", "--delete", "guid9=1"][..],
             "no component \"guid9\"",
         ),

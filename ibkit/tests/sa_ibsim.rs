@@ -397,6 +397,86 @@ fn ibkit_sa_gathers_whole_tables_and_agrees_with_saquery() {
             "packet lifetime of {a}:{b}"
         );
     }
+    // Forwarding tables, P_Key tables and SMs, whole and beside saquery.
+    let switch_lids: Vec<u64> = topo
+        .nodes
+        .iter()
+        .filter(|n| n.ports > 1)
+        .map(|n| lid_of[&n.guid])
+        .collect();
+    let max_lid = *lid_of.values().max().unwrap();
+    let (code, v, err) = ibkit_sa(&sim, host, &["lft"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["complete"], true);
+    let lfts = v["records"].as_array().unwrap();
+    let blocks = usize::try_from(max_lid / 64 + 1).unwrap();
+    assert_eq!(
+        lfts.len(),
+        switch_lids.len() * blocks,
+        "{blocks} LFT block(s) for each switch"
+    );
+    let mut lft_checked = 0;
+    for (i, &sw) in switch_lids.iter().enumerate().step_by(5) {
+        let block = i % blocks;
+        let (ok, out) = saquery(&sim, host, &["LFTR", &format!("{sw}/{block}")]);
+        assert!(ok, "{out}");
+        let theirs: Vec<(u64, u64)> = out
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace().map(|x| x.parse::<u64>().ok());
+                Some((w.next()??, w.next()??))
+            })
+            .collect();
+        assert_eq!(theirs.len(), 64, "saquery LFTR {sw}/{block}: {out}");
+        let (code, v, err) = ibkit_sa(&sim, host, &["lft", &sw.to_string(), &block.to_string()]);
+        assert_eq!(code, 0, "{err}");
+        let ours = &v["records"][0]["lft"]["port"];
+        for (k, &(lid, port)) in theirs.iter().enumerate() {
+            assert_eq!(lid, (block * 64 + k) as u64);
+            assert_eq!(ours[k].as_u64(), Some(port), "switch {sw} LID {lid}");
+        }
+        lft_checked += 1;
+    }
+    // P_Key tables: the trusted only, as saquery --smkey asks.
+    let (code, _, err) = ibkit_sa(&sim, host, &["pkey"]);
+    assert_eq!(code, 1, "untrusted: {err}");
+    assert!(err.contains("ReqDenied"), "{err}");
+    for &a in cas.iter().step_by(97) {
+        let (ok, out) = saquery(&sim, host, &["--smkey", "1", "PKTR", &a.to_string()]);
+        assert!(ok, "{out}");
+        let theirs: Vec<u64> = out
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("0x"))
+            .map(|h| u64::from_str_radix(h, 16).unwrap())
+            .collect();
+        let (code, v, err) = ibkit_sa(&sim, host, &["--sm-key", "1", "pkey", &a.to_string()]);
+        assert_eq!(code, 0, "{err}");
+        let ours: Vec<u64> = (v["records"][0]["p_key_table"]["p_keys"].as_array().unwrap())
+            .iter()
+            .map(|k| k.as_u64().unwrap())
+            .collect();
+        assert_eq!(ours.len(), 32);
+        assert_eq!(theirs, ours, "P_Key table of LID {a}");
+        assert_eq!(ours[0], 0xffff, "the default partition");
+    }
+    let (ok, out) = saquery(&sim, host, &["SMIR"]);
+    assert!(ok, "{out}");
+    let f = fields(&out);
+    let (code, v, err) = ibkit_sa(&sim, host, &["sminfo"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["records"].as_array().unwrap().len(), 1, "one SM");
+    let r = &v["records"][0];
+    assert_eq!(r["lid"].to_string(), f["LID"]);
+    assert_eq!(format!("{:#018x}", hex(&r["sm_info"]["guid"])), f["GUID"]);
+    assert_eq!(r["sm_info"]["priority"].to_string(), f["Priority"]);
+    assert_eq!(f["SMState"], "3", "master");
+    assert_eq!(r["sm_info"]["sm_state"], 3, "master: {r}");
+    eprintln!(
+        "ibkit sa lft: {} records ({} switches × {blocks}); {lft_checked} blocks as saquery LFTR shows; \
+         P_Key tables as saquery --smkey 1 PKTR; SMInfoRecord as saquery SMIR",
+        lfts.len(),
+        switch_lids.len()
+    );
     // Through libumad2sim the same table is refused, not shown damaged:
     // it loses the last 32 bytes of every MAD it delivers.
     let (code, _, err) = ibkit_sa(&sim, host, &["--transport", "umad", "node"]);
@@ -1836,6 +1916,35 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
         shown += 1;
     }
     assert!(shown >= 1, "{what}: {text}");
+    // `ibkit sa mft` gathers every record of the table (RMPP), so every
+    // switch of the tree is there, each mask as ibroute -M shows it.
+    let (code, v, err) = run_ibkit_sa(on(env!("CARGO_BIN_EXE_ibkit"), tool), &["mft"]);
+    assert_eq!(code, 0, "{what}: {err}");
+    assert_eq!(v["complete"], true, "{what}");
+    let mut from_sa: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
+    for r in v["records"].as_array().unwrap() {
+        if r["block_num"] != 0 {
+            continue;
+        }
+        let lid = r["lid"].as_u64().unwrap();
+        let position = r["position"].as_u64().unwrap() as u8;
+        let i = (topo.nodes.iter())
+            .position(|n| lid_of.get(&n.name) == Some(&lid))
+            .unwrap();
+        // Entry 0 of block 0: MLID 0xC000.
+        let mask = r["mft"]["port_mask"][0].as_u64().unwrap();
+        from_sa.entry(i).or_default().extend(
+            (0..16)
+                .filter(|b| mask & (1 << b) != 0)
+                .map(|b| position * 16 + b),
+        );
+    }
+    from_sa.retain(|_, ports| !ports.is_empty());
+    let tree: BTreeMap<usize, Vec<u8>> = (mft.iter())
+        .filter(|(_, ports)| !ports.is_empty())
+        .map(|(&i, ports)| (i, ports.clone()))
+        .collect();
+    assert_eq!(from_sa, tree, "{what}: ibkit sa mft against ibroute -M");
     let (code, _, err) = run_ibkit_sa(
         on(env!("CARGO_BIN_EXE_ibkit"), members[1]),
         &["mcmember", "--leave", bcast],
@@ -1851,9 +1960,11 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
         "{what}: saquery -m after the leave"
     );
     eprintln!(
-        "{what}: ibroute -M on {} switches: a tree over {in_tree} switches for 3 members, {} after one left; saquery MFTR agrees ({shown} records); saquery -g lists the group, -m its 3 members, then 2",
+        "{what}: ibroute -M on {} switches: a tree over {in_tree} switches for 3 members, {} after one left; saquery MFTR agrees ({shown} records), ibkit sa mft too ({} records in {} MAD(s)); saquery -g lists the group, -m its 3 members, then 2",
         mft.len(),
-        smaller.values().filter(|m| !m.is_empty()).count()
+        smaller.values().filter(|m| !m.is_empty()).count(),
+        v["records"].as_array().unwrap().len(),
+        v["segments"]
     );
     let (clean, out) = sm.stop(Duration::from_secs(5));
     assert!(clean, "{what}: {out}");

@@ -1,8 +1,9 @@
 //! `ibkit sa`: a host's client of the Subnet Administrator, in the manner
 //! of infiniband-diags' `saquery`, but gathering long answers through RMPP
 //! itself (over libumad2sim too, which has none): ClassPortInfo, and the
-//! records of nodes, ports, links, switches, paths, services, multicast
-//! members and subscriptions, filtered by any of their components, as
+//! records of nodes, ports, links, switches, forwarding tables, P_Key
+//! tables, SMs, paths, services, multicast members and subscriptions,
+//! filtered by any of their components, as
 //! `saquery`-like dumps or JSON. `ibkit sa service --register` and
 //! `--delete` send a ServiceRecord Set or Delete; `ibkit sa guidinfo
 //! --set` and `--delete` ask for alias GUIDs or give them back.
@@ -11,10 +12,11 @@ use fabric::mads::dissect::fields_json;
 use mad_core::field::{FieldDesc, Fields, Value};
 use mad_core::mad::Method;
 use mad_core::sa::{
-    AnyRecord, ClassPortInfo, GuidInfoRecord, InformInfo, InformInfoRecord, LinkRecord,
-    McMemberRecord, NodeRecord, PathRecord, PortInfoRecord, SaAttributeId, SaRecord, SaStatus,
-    ServiceRecord, SlToVlMappingTableRecord, SwitchInfoRecord, VlArbitrationTableRecord,
-    SA_DATA_SIZE,
+    AnyRecord, ClassPortInfo, GuidInfoRecord, InformInfo, InformInfoRecord,
+    LinearForwardingTableRecord, LinkRecord, McMemberRecord, MulticastForwardingTableRecord,
+    NodeRecord, PKeyTableRecord, PathRecord, PortInfoRecord, SaAttributeId, SaRecord, SaStatus,
+    ServiceRecord, SlToVlMappingTableRecord, SmInfoRecord, SwitchInfoRecord,
+    VlArbitrationTableRecord, SA_DATA_SIZE,
 };
 use serde_json::json;
 use smd::client::{QueryOpts, SaAnswer, SaClient};
@@ -106,6 +108,33 @@ pub enum SaWhat {
     /// when the question names its LID.
     Vlarb {
         /// Filters: component=value, or a LID, a port and a block.
+        filters: Vec<String>,
+    },
+    /// P_KeyTableRecords, for a trusted requester only (--sm-key): each
+    /// port's partition table, 32 P_Keys a block (bare values: the LID,
+    /// then a switch's port and the block).
+    #[command(alias = "pkeys")]
+    Pkey {
+        /// Filters: component=value, or a LID, a port and a block.
+        filters: Vec<String>,
+    },
+    /// LinearForwardingTableRecords: each switch's unicast table, 64 LIDs
+    /// a block (bare values: the switch's LID, then the block).
+    Lft {
+        /// Filters: component=value, or a LID and a block.
+        filters: Vec<String>,
+    },
+    /// MulticastForwardingTableRecords: each switch's multicast table, 32
+    /// MLIDs by 16 ports a block (bare values: the switch's LID, then the
+    /// position and the block).
+    Mft {
+        /// Filters: component=value, or a LID, a position and a block.
+        filters: Vec<String>,
+    },
+    /// SMInfoRecords: the subnet's SMs, master and standbys (bare value:
+    /// the SM port's LID).
+    Sminfo {
+        /// Filters: component=value, or a LID.
         filters: Vec<String>,
     },
     /// PathRecords (bare values: source then destination, each a LID or a GID).
@@ -383,6 +412,44 @@ fn query(what: &SaWhat) -> Result<Query, String> {
                     "{v:?}: three bare values at most (LID, port, block)"
                 )),
             })?;
+            q
+        }
+        SaWhat::Pkey { filters } => {
+            let mut q = Query::of::<PKeyTableRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("lid"),
+                1 => Ok("port_num"),
+                2 => Ok("block_num"),
+                _ => Err(format!(
+                    "{v:?}: three bare values at most (LID, port, block)"
+                )),
+            })?;
+            q
+        }
+        SaWhat::Lft { filters } => {
+            let mut q = Query::of::<LinearForwardingTableRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("lid"),
+                1 => Ok("block_num"),
+                _ => Err(format!("{v:?}: two bare values at most (LID, block)")),
+            })?;
+            q
+        }
+        SaWhat::Mft { filters } => {
+            let mut q = Query::of::<MulticastForwardingTableRecord>(Method::GetTable);
+            q.filters(filters, &|i, v| match i {
+                0 => Ok("lid"),
+                1 => Ok("position"),
+                2 => Ok("block_num"),
+                _ => Err(format!(
+                    "{v:?}: three bare values at most (LID, position, block)"
+                )),
+            })?;
+            q
+        }
+        SaWhat::Sminfo { filters } => {
+            let mut q = Query::of::<SmInfoRecord>(Method::GetTable);
+            q.filters(filters, &first("lid"))?;
             q
         }
         SaWhat::Path { filters } => {
