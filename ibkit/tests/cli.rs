@@ -587,6 +587,10 @@ fn nonsense_numbers_are_refused_with_their_range() {
         ),
         (&["sa", "sminfo", "1", "2"][..], "one bare value at most"),
         (
+            &["sa", "path", "1", &"n".repeat(65)][..],
+            "longer than its 64 bytes",
+        ),
+        (
             &["sa", "guidinfo", "--delete", "guid9=1"][..],
             "no component \"guid9\"",
         ),

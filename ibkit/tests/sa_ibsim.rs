@@ -397,6 +397,26 @@ fn ibkit_sa_gathers_whole_tables_and_agrees_with_saquery() {
             "packet lifetime of {a}:{b}"
         );
     }
+    // A path's ends by the nodes' names (NodeDescription), as saquery
+    // --src-to-dst takes them: the record of their LIDs.
+    let named: Vec<&fabric::topology::Node> = topo.nodes.iter().filter(|n| n.ports == 1).collect();
+    let (x, y) = (named[3], named[named.len() - 4]);
+    let (code, by_name, err) = ibkit_sa(&sim, host, &["path", &x.name, &y.name]);
+    assert_eq!(code, 0, "{err}");
+    let (lx, ly) = (lid_of[&x.guid], lid_of[&y.guid]);
+    let (code, by_lid, err) = ibkit_sa(&sim, host, &["path", &lx.to_string(), &ly.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(by_name["records"][0]["slid"], lx);
+    assert_eq!(by_name["records"][0]["dlid"], ly);
+    assert_eq!(
+        by_name["records"], by_lid["records"],
+        "{} to {}",
+        x.name, y.name
+    );
+    let (code, _, err) = ibkit_sa(&sim, host, &["path", "no-such-node", &y.name]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no node named \"no-such-node\""), "{err}");
+
     // Forwarding tables, P_Key tables and SMs, whole and beside saquery.
     let switch_lids: Vec<u64> = topo
         .nodes

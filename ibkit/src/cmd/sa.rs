@@ -20,6 +20,7 @@ use mad_core::sa::{
 };
 use serde_json::json;
 use smd::client::{QueryOpts, SaAnswer, SaClient};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Options of `ibkit sa`.
@@ -137,7 +138,9 @@ pub enum SaWhat {
         /// Filters: component=value, or a LID.
         filters: Vec<String>,
     },
-    /// PathRecords (bare values: source then destination, each a LID or a GID).
+    /// PathRecords (bare values: source then destination, each a LID, a
+    /// GID or a node's name, its NodeDescription, as saquery
+    /// --src-to-dst takes it).
     Path {
         /// Filters: component=value, or a source and a destination.
         filters: Vec<String>,
@@ -811,9 +814,29 @@ pub fn run(a: &SaArgs) -> super::Outcome {
     {
         return subscribe(a, trap, listen, count);
     }
-    // The filters are checked before the port is opened.
-    let mut q = query(&a.what)?;
+    // The filters are checked before the port is opened (a node's name
+    // standing in for a path's end is checked as a LID would be).
+    let names = path_names(&a.what);
+    let mut q = query(&with_lids(&a.what, &names, &|_| 1))?;
+    for (_, name) in &names {
+        Query::of::<NodeRecord>(Method::GetTable)
+            .set("node_description", name)
+            .map_err(|e| format!("node name {name:?}: {e}"))?;
+    }
     let mut c = open(a, false)?;
+    let opts = QueryOpts {
+        timeout_ms: a.timeout_ms,
+        attempts: a.attempts,
+        sm_key: a.sm_key,
+        ..QueryOpts::default()
+    };
+    if !names.is_empty() {
+        let mut lids = BTreeMap::new();
+        for (_, name) in &names {
+            lids.insert(name.clone(), lid_of_name(&mut c, name, opts)?);
+        }
+        q = query(&with_lids(&a.what, &names, &|n| lids[n]))?;
+    }
     if let SaWhat::Service {
         register, delete, ..
     } = a.what
@@ -832,14 +855,67 @@ pub fn run(a: &SaArgs) -> super::Outcome {
             q.default_to(&[("lid", c.lid.to_string()), ("block_num", "0".into())])?;
         }
     }
-    let opts = QueryOpts {
-        timeout_ms: a.timeout_ms,
-        attempts: a.attempts,
-        sm_key: a.sm_key,
-        ..QueryOpts::default()
-    };
     let ans = c.query(q.method, q.attr, q.mask, &q.record[..q.size], opts)?;
     show(a, &c, q.name, q.method, q.attr, &ans)
+}
+
+/// The bare values of a path query that name nodes (neither a number
+/// nor a GID), by their place among the filters.
+fn path_names(what: &SaWhat) -> Vec<(usize, String)> {
+    let SaWhat::Path { filters } = what else {
+        return Vec::new();
+    };
+    (filters.iter().enumerate())
+        .filter(|(_, f)| !f.contains('=') && !f.contains(':') && parse_u64(f).is_err())
+        .map(|(i, f)| (i, f.clone()))
+        .collect()
+}
+
+/// `what` with each of `names` replaced by the LID `lid` gives it.
+fn with_lids(what: &SaWhat, names: &[(usize, String)], lid: &dyn Fn(&str) -> u16) -> SaWhat {
+    let SaWhat::Path { filters } = what else {
+        return what.clone();
+    };
+    let mut filters = filters.clone();
+    for (i, name) in names {
+        filters[*i] = lid(name).to_string();
+    }
+    SaWhat::Path { filters }
+}
+
+/// The LID of the node whose NodeDescription is `name`, asked of the SA
+/// (the lowest of its ports'). No such node, or two nodes of that name,
+/// is a failed check.
+fn lid_of_name(c: &mut SaClient, name: &str, opts: QueryOpts) -> Result<u16, super::Fail> {
+    let mut q = Query::of::<NodeRecord>(Method::GetTable);
+    q.set("node_description", name)
+        .map_err(|e| super::Fail::Error(format!("node name {name:?}: {e}")))?;
+    let ans = c.query(q.method, q.attr, q.mask, &q.record[..q.size], opts)?;
+    let status = ans.head.header.status();
+    let recs = if status.is_ok() {
+        records(q.attr, &ans)?
+    } else {
+        Vec::new()
+    };
+    let mut found: Vec<(u64, u16)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            AnyRecord::NodeRecord(n) => Some((n.node_info.node_guid.0, n.lid.0)),
+            _ => None,
+        })
+        .collect();
+    found.sort_unstable_by_key(|&(_, lid)| lid);
+    let guids: std::collections::BTreeSet<u64> = found.iter().map(|&(g, _)| g).collect();
+    match (found.first(), guids.len()) {
+        (Some(&(_, lid)), 1) => Ok(lid),
+        (None, _) => Err(super::Fail::Check(format!(
+            "no node named {name:?} at the SA (LID {})",
+            c.sm_lid
+        ))),
+        (_, n) => Err(super::Fail::Check(format!(
+            "{n} nodes are named {name:?}: give a LID or a GID"
+        ))),
+    }
 }
 
 /// Prints the answer `ans` to a `method` of `name`, its records decoded
