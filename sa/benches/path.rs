@@ -100,6 +100,7 @@ fn benches(c: &mut Criterion) {
                 from,
                 data: &m.data,
                 mask: m.sa.component_mask,
+                bitwise: 0,
                 max: 1,
                 max_examined: 1,
                 examined: core::cell::Cell::new(0),

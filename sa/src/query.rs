@@ -30,6 +30,8 @@ pub struct Query<'a> {
     pub data: &'a [u8],
     /// The ComponentMask.
     pub mask: u64,
+    /// The components of `mask` compared bitwise ([`bitwise_components`]).
+    pub bitwise: u64,
     /// The most records to return.
     pub max: usize,
     /// The most candidates (LID pairs) a path query may examine.
@@ -41,6 +43,15 @@ pub struct Query<'a> {
 /// True when `rec` equals `query` on every component of `R` that `mask`
 /// selects (bits past the record's components are ignored).
 pub fn matches<R: SaRecord>(query: &[u8], rec: &[u8], mask: u64) -> bool {
+    matches_bitwise::<R>(query, rec, mask, 0)
+}
+
+/// As [`matches`], but the components `bitwise` selects match when every
+/// bit set in the query is set in the record (IBA 1.2.1 errata: a
+/// PortInfoRecord Get or GetTable with bit 31 of its attribute modifier
+/// set compares CapabilityMask and CapabilityMask2 so, as `saquery -s`
+/// asks for the ports of SMs).
+pub fn matches_bitwise<R: SaRecord>(query: &[u8], rec: &[u8], mask: u64, bitwise: u64) -> bool {
     R::COMPONENTS.iter().enumerate().all(|(i, c)| {
         if i >= 64 || mask & (1 << i) == 0 {
             return true;
@@ -48,10 +59,26 @@ pub fn matches<R: SaRecord>(query: &[u8], rec: &[u8], mask: u64) -> bool {
         if c.width > 64 {
             let (a, b) = (c.offset / 8, (c.offset + c.width) / 8);
             query.get(a..b) == rec.get(a..b)
+        } else if bitwise & (1 << i) != 0 {
+            let q = get_bits(query, c.offset, c.width);
+            q & get_bits(rec, c.offset, c.width) == q
         } else {
             get_bits(query, c.offset, c.width) == get_bits(rec, c.offset, c.width)
         }
     })
+}
+
+/// The components a request compares bitwise ([`matches_bitwise`]): a
+/// PortInfoRecord's CapabilityMask and CapabilityMask2 when bit 31 of the
+/// attribute modifier is set (and the SA says it can, [`cap::PORT_INFO_CAP_MASK_MATCH`]).
+pub fn bitwise_components(attr: mad_core::sa::SaAttributeId, modifier: u32) -> u64 {
+    if attr != mad_core::sa::SaAttributeId::PortInfoRecord || modifier & (1 << 31) == 0 {
+        return 0;
+    }
+    ["capability_mask", "capability_mask2"]
+        .iter()
+        .filter_map(|n| PortInfoRecord::component(n))
+        .fold(0, |m, b| m | b)
 }
 
 /// Encoded records, laid out as a GetTable answer carries them: each
@@ -146,12 +173,14 @@ impl Query<'_> {
         let mut over = false;
         let query = self.at_base_lids::<R>();
         let query = query.as_deref().unwrap_or(self.data);
-        let mask = self.mask;
+        let (mask, bitwise) = (self.mask, self.bitwise);
         each(self.subnet, &mut |r: R| {
             if over {
                 return;
             }
-            let kept = out.push_with(|b| r.encode(b).is_ok() && matches::<R>(query, b, mask));
+            let kept = out.push_with(|b| {
+                r.encode(b).is_ok() && matches_bitwise::<R>(query, b, mask, bitwise)
+            });
             if kept && out.len() > self.max {
                 out.pop();
                 over = true;
@@ -300,6 +329,9 @@ pub mod cap {
     pub const UD_MULTICAST: u16 = 1 << 9;
     /// IsMultiPathSupported: GetMulti(MultiPathRecord).
     pub const MULTIPATH: u16 = 1 << 10;
+    /// IsPortInfoCapMaskMatchSupported: a PortInfoRecord query with bit
+    /// 31 of its attribute modifier set matches CapabilityMask(2) bitwise.
+    pub const PORT_INFO_CAP_MASK_MATCH: u16 = 1 << 13;
     /// CapabilityMask2 IsSendOnlyFullMemberSupported: a send-only full
     /// member joins (and creates) groups.
     pub const SEND_ONLY_FULL_MEMBER_2: u32 = 1 << 12;
@@ -316,7 +348,10 @@ pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
     let cpi = ClassPortInfo {
         base_version: 1,
         class_version: mad_core::sa::SA_CLASS_VERSION,
-        capability_mask: cap::GET_SET_NOTICE | cap::UD_MULTICAST | cap::MULTIPATH,
+        capability_mask: cap::GET_SET_NOTICE
+            | cap::UD_MULTICAST
+            | cap::MULTIPATH
+            | cap::PORT_INFO_CAP_MASK_MATCH,
         capability_mask2: cap::SEND_ONLY_FULL_MEMBER_2,
         resp_time_value: cfg.resp_time_value & 0x1F,
         redirect_qp: 1,

@@ -215,6 +215,82 @@ fn port_link_and_switch_records_match_their_masks() {
     assert_eq!(len / 24, f.topo.switches());
 }
 
+/// `saquery -s`'s question: the PortInfoRecords whose CapabilityMask has
+/// IsSM, asked with bit 31 of the attribute modifier so that the mask's
+/// bits are matched, not the whole value (IBA 1.2.1 errata; the SA says
+/// IsPortInfoCapMaskMatchSupported in its ClassPortInfo). Without bit 31
+/// the value is compared whole, as before.
+#[test]
+fn the_ports_of_sms_are_found_by_their_capability_bit() {
+    use mad_core::attr::{CapabilityMask, PortInfo};
+    let (f, sm) = up("mport-ntree:4:2");
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    let cpi = exchange(
+        &mut sa,
+        &sm,
+        me,
+        &ask(Method::Get, &ClassPortInfo::default(), 0, 1),
+        0,
+    );
+    let cpi = ClassPortInfo::decode(&cpi[0].data).unwrap();
+    assert_ne!(
+        cpi.capability_mask & (1 << 13),
+        0,
+        "IsPortInfoCapMaskMatchSupported"
+    );
+    let q = PortInfoRecord {
+        port_info: PortInfo {
+            capability_mask: CapabilityMask::IS_SM,
+            ..PortInfo::default()
+        },
+        ..PortInfoRecord::default()
+    };
+    let stride = PortInfoRecord::attribute_offset() as usize * 8;
+    let ask_caps = |sa: &mut Sa, modifier: u32, tid: u64| {
+        let mut m = SaMad::request(Method::GetTable, PortInfoRecord::ID, tid);
+        m.set_record(&q).unwrap();
+        m.sa.component_mask = mask::<PortInfoRecord>(&["capability_mask"]);
+        m.header.attribute_modifier.set(modifier);
+        let (data, len, _) = table(sa, &sm, me, &m.to_bytes(), 100);
+        (data.chunks(stride).take(len / stride))
+            .map(|c| PortInfoRecord::decode(c).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let sms = ask_caps(&mut sa, 1 << 31, 2);
+    let sm_lid = f.nodes[f.sm_node].lid();
+    assert_eq!(
+        sms.iter().map(|r| r.endport_lid).collect::<Vec<_>>(),
+        vec![sm_lid],
+        "the SM's port alone"
+    );
+    let held = sms[0].port_info.capability_mask;
+    assert!(
+        held.contains(CapabilityMask::IS_SM) && held != CapabilityMask::IS_SM,
+        "{held:?}"
+    );
+    // Compared whole, IsSM alone is no port's mask.
+    assert!(ask_caps(&mut sa, 0, 3).is_empty());
+    // Every bit asked must be there: IsSM with one the SM's port lacks.
+    let lacking = (0..32)
+        .map(|b| CapabilityMask::from_bits_retain(1 << b))
+        .find(|b| !held.contains(*b))
+        .unwrap();
+    let q2 = PortInfoRecord {
+        port_info: PortInfo {
+            capability_mask: CapabilityMask::IS_SM | lacking,
+            ..PortInfo::default()
+        },
+        ..PortInfoRecord::default()
+    };
+    let mut m = SaMad::request(Method::GetTable, PortInfoRecord::ID, 4);
+    m.set_record(&q2).unwrap();
+    m.sa.component_mask = mask::<PortInfoRecord>(&["capability_mask"]);
+    m.header.attribute_modifier.set(1 << 31);
+    let (_, len, _) = table(&mut sa, &sm, me, &m.to_bytes(), 100);
+    assert_eq!(len, 0, "IsSM and {lacking:?}: none");
+}
+
 #[test]
 fn path_records_follow_the_installed_tables() {
     let (f, sm) = up("mport-ntree:4:3");
