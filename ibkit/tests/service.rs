@@ -296,7 +296,7 @@ fn the_service_unit_runs_ibkit_sm_as_it_takes_its_flags() {
     let log = log.to_str().unwrap();
     assert_eq!(log, format!("/var/log/ibkit-sm.{guid}.log"));
     assert_eq!(key(&service, "ExecReload"), "/bin/kill -HUP $MAINPID");
-    assert_eq!(key(&service, "Type"), "simple");
+    assert_eq!(key(&service, "Type"), "notify");
     assert_eq!(key(&service, "CacheDirectory"), "ibkit");
 
     // logrotate's pattern takes this log, and its signal reaches the unit.
@@ -350,7 +350,7 @@ fn the_service_unit_runs_ibkit_sm_as_it_takes_its_flags() {
     std::fs::write(
         &broken,
         text.replace("/usr/local/bin/ibkit", exe)
-            .replace("Type=simple", "Type=simpel"),
+            .replace("Type=notify", "Type=notfy"),
     )
     .unwrap();
     let out = Command::new(&analyze)
@@ -359,7 +359,7 @@ fn the_service_unit_runs_ibkit_sm_as_it_takes_its_flags() {
         .output()
         .unwrap();
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("simpel"),
+        String::from_utf8_lossy(&out.stderr).contains("notfy"),
         "{out:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -422,7 +422,8 @@ fn the_example_configuration_shows_every_key_with_a_value_that_reads() {
 /// of `/ibkit-out/steps`: the unit as shipped on a machine without umad
 /// (its condition keeps it from starting), then with libumad2sim's
 /// environment in a drop-in (the simulator's port stands for the HCA's),
-/// `systemctl enable --now`, `reload`, Debian's logrotate with the shipped
+/// `systemctl enable --now` (which returns once the SM says READY=1, the
+/// subnet up), `reload`, Debian's logrotate with the shipped
 /// file, a crash (SIGKILL) that `Restart=on-failure` restarts, and `stop`.
 const DRIVE: &str = r#"set -u
 g=$1; u="ibkit-sm@$g.service"; log="/var/log/ibkit-sm.$g.log"; out=/ibkit-out
@@ -446,9 +447,13 @@ WorkingDirectory=/tmp
 CONF
 systemctl daemon-reload
 systemctl enable --now "$u"; say "enable $? $(systemctl is-enabled "$u")"
+# Type=notify: started (enable --now returns) once the subnet is up.
+say "ready $(grep -c "SUBNET UP" "$log") $(systemctl show -p StatusText --value "$u" | cut -d, -f1)"
 wait_for "$log" "SUBNET UP" && say "up $(systemctl is-active "$u")"
 systemctl reload "$u"; say "reload $?"
-wait_for "$log" "SIGHUP: heavy sweep requested" && say "reloaded"
+# RELOADING=1, then READY=1 once the files are read again: active, not
+# left reloading.
+wait_for "$log" "SIGHUP: heavy sweep requested" && sleep 0.2 && say "reloaded $(systemctl is-active "$u")"
 logrotate -f -s /tmp/logrotate.state /ibkit-test/ibkit-sm.logrotate; say "logrotate $?"
 wait_for "$log" "reopened" && say "reopened"
 grep -q "SUBNET UP" "$log.1" && say "rotated"
@@ -576,9 +581,10 @@ fn the_unit_runs_under_systemd() {
         // No umad here: the condition keeps the unit from starting.
         "condition no inactive".to_string(),
         "enable 0 enabled".into(),
+        "ready 1 master: subnet up".into(),
         "up active".into(),
         "reload 0".into(),
-        "reloaded".into(),
+        "reloaded active".into(),
         "logrotate 0".into(),
         "reopened".into(),
         "rotated".into(),

@@ -15,6 +15,7 @@
 pub mod client;
 pub mod config;
 pub mod dump;
+pub mod notify;
 pub mod opensm_conf;
 pub mod simport;
 pub mod vmctl;
@@ -717,6 +718,9 @@ fn drive(
     let mut handing: Option<u64> = None;
     // The SM's own LID, for the capture's LRHs (0 until it has one).
     let own_lid = |sm: &Sm| sm.nodes().first().map_or(0, |n| n.lid);
+    // What systemd has been told (`Type=notify`).
+    let mut readiness = notify::Readiness::default();
+    let mut stopping = false;
     loop {
         if sm.phase() != phase {
             phase = sm.phase();
@@ -802,11 +806,33 @@ fn drive(
                 break;
             }
         }
+        // After the SUBNET UP line, so that a unit started after this
+        // one finds it in the log.
+        let role = match sm.sm_state() {
+            mad_core::attr::SmState::Master if sm.subnet_up() && up_ms.is_some() => {
+                notify::Role::Master {
+                    nodes: sm.nodes().len(),
+                    max_lid: sm.subnet().max_lid().0,
+                }
+            }
+            mad_core::attr::SmState::Standby => notify::Role::Standby,
+            _ => notify::Role::Starting,
+        };
+        if let Some(note) = readiness.update(role, ms()) {
+            if note.ready {
+                tracing::info!("ready: {}", note.status);
+            }
+            notify::send(&note);
+        }
         if c.once && sm.phase() == Phase::Standby {
             tracing::info!("standing by: --once stops here");
             break;
         }
         if stop.load(Ordering::Relaxed) {
+            if !stopping {
+                stopping = true;
+                notify::stopping();
+            }
             // A master hands the subnet to its best standby first, and
             // stops once it acknowledges (or after a second).
             match handing {
@@ -838,6 +864,9 @@ fn drive(
             .as_ref()
             .is_some_and(|f| f.swap(false, Ordering::Relaxed));
         if hup {
+            if readiness.is_ready() {
+                notify::reloading(true);
+            }
             if let Some(rc) = &c.reconfig {
                 reread_config(rc, c, &mut files, &mut sm);
             }
@@ -846,6 +875,9 @@ fn drive(
             // As OpenSM: a SIGHUP also starts a heavy sweep (a master's).
             sm.request_heavy_sweep(ms());
             tracing::info!("SIGHUP: heavy sweep requested");
+            if readiness.is_ready() {
+                notify::reloading(false);
+            }
         }
         // The SA answers only for a master that has brought the subnet
         // up, as OpenSM's (C15-0.1.3): a standby, or a master still in
