@@ -46,7 +46,7 @@ pub fn matches<R: SaRecord>(query: &[u8], rec: &[u8], mask: u64) -> bool {
     matches_bitwise::<R>(query, rec, mask, 0)
 }
 
-/// As [`matches`], but the components `bitwise` selects match when every
+/// As [`matches()`], but the components `bitwise` selects match when every
 /// bit set in the query is set in the record (IBA 1.2.1 errata: a
 /// PortInfoRecord Get or GetTable with bit 31 of its attribute modifier
 /// set compares CapabilityMask and CapabilityMask2 so, as `saquery -s`
