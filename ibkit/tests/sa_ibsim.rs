@@ -1908,6 +1908,35 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
     );
     let mft = check(&members);
     let in_tree = mft.values().filter(|m| !m.is_empty()).count();
+    // infiniband-diags' `ibtracert -m` follows the MFTs switch by switch:
+    // a route from each member to each other, none to a port outside.
+    let trace = |a: &str, b: &str| {
+        let out = on("ibtracert", tool)
+            .args([
+                "-m",
+                "0xc000",
+                &lid_of[a].to_string(),
+                &lid_of[b].to_string(),
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (
+            out.status.success() && text.contains(&format!("\"{b}\"")),
+            text,
+        )
+    };
+    let mut traced = 0;
+    for a in members {
+        for b in members.iter().filter(|&&b| b != a) {
+            let (ok, text) = trace(a, b);
+            assert!(ok, "{what}: ibtracert -m from {a} to {b}: {text}");
+            traced += 1;
+        }
+    }
+    let (ok, text) = trace(members[0], cas[0]);
+    assert!(!ok, "{what}: a route to {}, not a member: {text}", cas[0]);
     // saquery's MFT records say the same masks, position by position (16
     // ports each); libumad2sim hands saquery only the first MAD of a long
     // answer, so only the records in it are compared.
@@ -1992,7 +2021,7 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
         "{what}: saquery -m after the leave"
     );
     eprintln!(
-        "{what}: ibroute -M on {} switches: a tree over {in_tree} switches for 3 members, {} after one left; saquery MFTR agrees ({shown} records), ibkit sa mft too ({} records in {} MAD(s)); saquery -g lists the group, -m its 3 members, then 2",
+        "{what}: ibroute -M on {} switches: a tree over {in_tree} switches for 3 members, {} after one left; ibtracert -m finds {traced} member-to-member routes and none to an outsider; saquery MFTR agrees ({shown} records), ibkit sa mft too ({} records in {} MAD(s)); saquery -g lists the group, -m its 3 members, then 2",
         mft.len(),
         smaller.values().filter(|m| !m.is_empty()).count(),
         v["records"].as_array().unwrap().len(),
