@@ -491,9 +491,17 @@ fn ibkit_sa_gathers_whole_tables_and_agrees_with_saquery() {
     assert_eq!(r["sm_info"]["priority"].to_string(), f["Priority"]);
     assert_eq!(f["SMState"], "3", "master");
     assert_eq!(r["sm_info"]["sm_state"], 3, "master: {r}");
+    // The ports with IsSM, asked as saquery -s asks: the SM's port alone.
+    let sm_lid = r["lid"].clone();
+    let (code, v, err) = ibkit_sa(&sim, host, &["port", "capability_mask=2"]);
+    assert_eq!(code, 0, "{err}");
+    let found: Vec<_> = (v["records"].as_array().unwrap().iter())
+        .map(|p| p["endport_lid"].clone())
+        .collect();
+    assert_eq!(found, vec![sm_lid], "ports with IsSM");
     eprintln!(
         "ibkit sa lft: {} records ({} switches × {blocks}); {lft_checked} blocks as saquery LFTR shows; \
-         P_Key tables as saquery --smkey 1 PKTR; SMInfoRecord as saquery SMIR",
+         P_Key tables as saquery --smkey 1 PKTR; SMInfoRecord as saquery SMIR; the SM's port by its IsSM bit",
         lfts.len(),
         switch_lids.len()
     );

@@ -109,6 +109,10 @@ pub struct QueryOpts {
     /// hand it back to us), and an SA that serves umad sends a whole
     /// answer at once. A lost segment then costs a new request.
     pub acks: bool,
+    /// The request's attribute modifier: 0, or bit 31 for a
+    /// PortInfoRecord question whose CapabilityMask bits are to be
+    /// matched, not the whole value (as `saquery -s` asks).
+    pub attribute_modifier: u32,
 }
 
 impl Default for QueryOpts {
@@ -120,6 +124,7 @@ impl Default for QueryOpts {
             max_bytes: 64 << 20,
             sm_key: 0,
             acks: false,
+            attribute_modifier: 0,
         }
     }
 }
@@ -146,6 +151,7 @@ impl SaClient {
         let mut q = SaMad::request(method, attr, tid);
         q.sa.component_mask = mask;
         q.sa.sm_key = opts.sm_key;
+        q.header.attribute_modifier.set(opts.attribute_modifier);
         let n = record.len().min(q.data.len());
         q.data[..n].copy_from_slice(&record[..n]);
         let req = q.to_bytes();

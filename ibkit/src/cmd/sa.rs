@@ -82,6 +82,9 @@ pub enum SaWhat {
         filters: Vec<String>,
     },
     /// PortInfoRecords (bare values: the end port's LID, then the port).
+    /// A capability_mask= or capability_mask2= filter finds the ports
+    /// that have those bits (the SA matches them bitwise, as for `saquery
+    /// -s`): capability_mask=2 lists the ports of SMs.
     Port {
         /// Filters: component=value, or a LID and a port.
         filters: Vec<String>,
@@ -855,6 +858,20 @@ pub fn run(a: &SaArgs) -> super::Outcome {
             q.default_to(&[("lid", c.lid.to_string()), ("block_num", "0".into())])?;
         }
     }
+    // Capability bits are asked for bitwise (IBA 1.2.1 errata: bit 31 of
+    // the attribute modifier), as saquery -s asks.
+    let caps = ["capability_mask", "capability_mask2"]
+        .iter()
+        .filter_map(|n| PortInfoRecord::component(n))
+        .fold(0, |m, b| m | b);
+    let opts = QueryOpts {
+        attribute_modifier: if q.attr == SaAttributeId::PortInfoRecord && q.mask & caps != 0 {
+            1 << 31
+        } else {
+            0
+        },
+        ..opts
+    };
     let ans = c.query(q.method, q.attr, q.mask, &q.record[..q.size], opts)?;
     show(a, &c, q.name, q.method, q.attr, &ans)
 }
