@@ -569,6 +569,11 @@ fn nonsense_numbers_are_refused_with_their_range() {
             "two bare values at most",
         ),
         (&["sa", "path", "sgid=zz::"][..], "not a GID"),
+        // A 0x… word is a number, not a node's name.
+        (
+            &["sa", "path", "1", "0xfe800000000000000002c90300000101"][..],
+            "is not a number",
+        ),
         (&["sa", "service", "--register"][..], "need the record"),
         (&["sa", "mcmember", "--leave"][..], "need the group"),
         (&["sa", "guidinfo", "--set"][..], "need the entries"),

@@ -877,13 +877,15 @@ pub fn run(a: &SaArgs) -> super::Outcome {
 }
 
 /// The bare values of a path query that name nodes (neither a number
-/// nor a GID), by their place among the filters.
+/// nor a GID, in IPv6 text or as `0x…`), by their place among the filters.
 fn path_names(what: &SaWhat) -> Vec<(usize, String)> {
     let SaWhat::Path { filters } = what else {
         return Vec::new();
     };
     (filters.iter().enumerate())
-        .filter(|(_, f)| !f.contains('=') && !f.contains(':') && parse_u64(f).is_err())
+        .filter(|(_, f)| {
+            !f.contains('=') && !f.contains(':') && !f.starts_with("0x") && parse_u64(f).is_err()
+        })
         .map(|(i, f)| (i, f.clone()))
         .collect()
 }
