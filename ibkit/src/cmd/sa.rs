@@ -368,6 +368,23 @@ fn first(name: &'static str) -> impl Fn(usize, &str) -> Result<&'static str, Str
     }
 }
 
+/// A key for each of the first bare values, in turn: `names`, which
+/// `what` says in words.
+fn keys(
+    names: &'static [&'static str],
+    what: &'static str,
+) -> impl Fn(usize, &str) -> Result<&'static str, String> {
+    move |i, v| {
+        names.get(i).copied().ok_or_else(|| {
+            let n = ["no", "one", "two", "three", "four"]
+                .get(names.len())
+                .copied()
+                .unwrap_or("more");
+            format!("{v:?}: {n} bare values at most ({what})")
+        })
+    }
+}
+
 /// The query `what` asks for.
 fn query(what: &SaWhat) -> Result<Query, String> {
     let mut q = match what {
@@ -379,11 +396,7 @@ fn query(what: &SaWhat) -> Result<Query, String> {
         }
         SaWhat::Port { filters } => {
             let mut q = Query::of::<PortInfoRecord>(Method::GetTable);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("endport_lid"),
-                1 => Ok("port_num"),
-                _ => Err(format!("{v:?}: two bare values at most (LID, port)")),
-            })?;
+            q.filters(filters, &keys(&["endport_lid", "port_num"], "LID, port"))?;
             q
         }
         SaWhat::Link { filters } => {
@@ -398,59 +411,42 @@ fn query(what: &SaWhat) -> Result<Query, String> {
         }
         SaWhat::Sl2vl { filters } => {
             let mut q = Query::of::<SlToVlMappingTableRecord>(Method::GetTable);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("lid"),
-                1 => Ok("input_port_num"),
-                2 => Ok("output_port_num"),
-                _ => Err(format!(
-                    "{v:?}: three bare values at most (LID, input port, output port)"
-                )),
-            })?;
+            q.filters(
+                filters,
+                &keys(
+                    &["lid", "input_port_num", "output_port_num"],
+                    "LID, input port, output port",
+                ),
+            )?;
             q
         }
         SaWhat::Vlarb { filters } => {
             let mut q = Query::of::<VlArbitrationTableRecord>(Method::GetTable);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("lid"),
-                1 => Ok("output_port_num"),
-                2 => Ok("block_num"),
-                _ => Err(format!(
-                    "{v:?}: three bare values at most (LID, port, block)"
-                )),
-            })?;
+            q.filters(
+                filters,
+                &keys(&["lid", "output_port_num", "block_num"], "LID, port, block"),
+            )?;
             q
         }
         SaWhat::Pkey { filters } => {
             let mut q = Query::of::<PKeyTableRecord>(Method::GetTable);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("lid"),
-                1 => Ok("port_num"),
-                2 => Ok("block_num"),
-                _ => Err(format!(
-                    "{v:?}: three bare values at most (LID, port, block)"
-                )),
-            })?;
+            q.filters(
+                filters,
+                &keys(&["lid", "port_num", "block_num"], "LID, port, block"),
+            )?;
             q
         }
         SaWhat::Lft { filters } => {
             let mut q = Query::of::<LinearForwardingTableRecord>(Method::GetTable);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("lid"),
-                1 => Ok("block_num"),
-                _ => Err(format!("{v:?}: two bare values at most (LID, block)")),
-            })?;
+            q.filters(filters, &keys(&["lid", "block_num"], "LID, block"))?;
             q
         }
         SaWhat::Mft { filters } => {
             let mut q = Query::of::<MulticastForwardingTableRecord>(Method::GetTable);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("lid"),
-                1 => Ok("position"),
-                2 => Ok("block_num"),
-                _ => Err(format!(
-                    "{v:?}: three bare values at most (LID, position, block)"
-                )),
-            })?;
+            q.filters(
+                filters,
+                &keys(&["lid", "position", "block_num"], "LID, position, block"),
+            )?;
             q
         }
         SaWhat::Sminfo { filters } => {
@@ -516,11 +512,7 @@ fn query(what: &SaWhat) -> Result<Query, String> {
                 "--set and --delete need the entries: guid1=0x… (0: the SA chooses), …",
             )?;
             let mut q = Query::of::<GuidInfoRecord>(method);
-            q.filters(filters, &|i, v| match i {
-                0 => Ok("lid"),
-                1 => Ok("block_num"),
-                _ => Err(format!("{v:?}: two bare values at most (LID, block)")),
-            })?;
+            q.filters(filters, &keys(&["lid", "block_num"], "LID, block"))?;
             q
         }
         SaWhat::Multipath { .. } => {
