@@ -718,6 +718,31 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
         v["records"][0].clone()
     };
     let before = path();
+    // infiniband-diags' ibtracert, from the third host to the VM's LID,
+    // follows the switches' LFTs: it ends at the hypervisor that runs it.
+    // (Without libumad2sim and infiniband-diags that check is skipped.)
+    let tracer = tests::peers::umad2sim().is_some() && which("ibtracert").is_ok()
+        || !common::skip(
+            "vms_are_started_migrated_and_lost_through_the_sms_vm_socket (ibtracert)",
+            "libumad2sim or infiniband-diags' ibtracert is not installed",
+        );
+    let trace_end = || {
+        if !tracer {
+            return String::new();
+        }
+        let out = (served.client_on("ibtracert", &c))
+            .args([c_lid.to_string(), lid.to_string()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "ibtracert {c_lid} {lid}: {out:?}");
+        let last = text.lines().rfind(|l| l.starts_with("To ")).unwrap_or("");
+        last.rsplit('"').nth(1).unwrap_or_default().to_string()
+    };
+    let traced_before = trace_end();
+    if tracer {
+        assert_eq!(traced_before, name(a), "ibtracert to the VM's LID");
+    }
     assert_eq!(before["dlid"].as_u64(), Some(lid), "{before}");
     assert_eq!(before["slid"].as_u64(), Some(c_lid), "{before}");
     assert_eq!(before["dgid"], "0xfe8000000000000000000000000000e1");
@@ -758,6 +783,13 @@ fn vms_are_started_migrated_and_lost_through_the_sms_vm_socket() {
             assert!(hops < 8, "a loop for LID {lid}");
         }
         assert_eq!(name(&at), name(b), "from {}", name(s));
+    }
+    if tracer {
+        assert_eq!(trace_end(), name(b), "ibtracert to the VM's LID, migrated");
+        eprintln!(
+            "ibtracert {c_lid} {lid}: to {traced_before} before the migration, to {} after",
+            name(b)
+        );
     }
 
     // The host's PathRecord to the VM names the same LID and GIDs after
