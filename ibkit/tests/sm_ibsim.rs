@@ -28,14 +28,26 @@ fn run(sim: &Ibsim, program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The peer tools and infiniband-diags' `tools` are here; else the test
+/// `test` says SKIPPED (or fails, under IBKIT_REQUIRE_PEERS=1).
+fn diags_here(test: &str, tools: &[&str]) -> bool {
+    if let Some(why) = missing_tools() {
+        skip(test, &why);
+        return false;
+    }
+    if !tools
+        .iter()
+        .all(|t| Path::new("/usr/sbin").join(t).exists())
+    {
+        skip(test, "infiniband-diags is not installed");
+        return false;
+    }
+    true
+}
+
 #[test]
 fn ibkit_sm_on_ibsim_is_read_back_by_infiniband_diags() {
-    if let Some(why) = missing_tools() {
-        skip("sm_ibsim", &why);
-        return;
-    }
-    if !Path::new("/usr/sbin/ibnetdiscover").exists() {
-        skip("sm_ibsim", "infiniband-diags is not installed");
+    if !diags_here("sm_ibsim", &["ibnetdiscover"]) {
         return;
     }
     let exe = env!("CARGO_BIN_EXE_ibkit");
@@ -258,12 +270,7 @@ fn lid_given_back_on_sighup(
 /// served fabric; ibkit's sweep sends fewer SMPs than OpenSM's.
 #[test]
 fn sighup_starts_a_heavy_sweep_that_gives_back_a_lid_ibportstate_changed() {
-    if let Some(why) = missing_tools() {
-        skip("sighup heavy sweep", &why);
-        return;
-    }
-    if !Path::new("/usr/sbin/ibportstate").exists() || !Path::new("/usr/sbin/ibaddr").exists() {
-        skip("sighup heavy sweep", "infiniband-diags is not installed");
+    if !diags_here("sighup heavy sweep", &["ibportstate", "ibaddr"]) {
         return;
     }
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -320,12 +327,7 @@ fn sighup_starts_a_heavy_sweep_that_gives_back_a_lid_ibportstate_changed() {
 /// SM, and `smpquery portinfo` LMC 1 on every CA port, the LIDs aligned.
 #[test]
 fn opensm_and_ibkit_apply_the_same_opensm_conf() {
-    if let Some(why) = missing_tools() {
-        skip("opensm.conf", &why);
-        return;
-    }
-    if !Path::new("/usr/sbin/sminfo").exists() {
-        skip("opensm.conf", "infiniband-diags is not installed");
+    if !diags_here("opensm.conf", &["sminfo"]) {
         return;
     }
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
@@ -404,12 +406,7 @@ fn with_opensm_conf(
 /// writes, and checks no key.)
 #[test]
 fn opensm_and_ibkit_protect_every_end_port_with_the_same_m_key() {
-    if let Some(why) = missing_tools() {
-        skip("m_key", &why);
-        return;
-    }
-    if !Path::new("/usr/sbin/ibportstate").exists() || !Path::new("/usr/sbin/smpquery").exists() {
-        skip("m_key", "infiniband-diags is not installed");
+    if !diags_here("m_key", &["ibportstate", "smpquery"]) {
         return;
     }
     const KEY: &str = "0x5ec2e7ed00000001";
@@ -503,12 +500,7 @@ fn opensm_and_ibkit_protect_every_end_port_with_the_same_m_key() {
 /// other's files.
 #[test]
 fn opensm_and_ibkit_hand_the_ports_m_keys_over_in_guid2mkey() {
-    if let Some(why) = missing_tools() {
-        skip("guid2mkey", &why);
-        return;
-    }
-    if !Path::new("/usr/sbin/smpquery").exists() {
-        skip("guid2mkey", "infiniband-diags is not installed");
+    if !diags_here("guid2mkey", &["smpquery"]) {
         return;
     }
     for level in ["1", "2"] {
@@ -778,12 +770,7 @@ fn a_switch_reset_with_its_lid_kept_is_rewritten_by_ibkit_after_sighup() {
 /// and re-keys every port with C.
 #[test]
 fn per_port_m_keys_are_read_back_by_smpquery_and_handed_to_opensm() {
-    if let Some(why) = missing_tools() {
-        skip("per-port M_Keys", &why);
-        return;
-    }
-    if !Path::new("/usr/sbin/smpquery").exists() {
-        skip("per-port M_Keys", "infiniband-diags is not installed");
+    if !diags_here("per-port M_Keys", &["smpquery"]) {
         return;
     }
     const B: &str = "0x5ec2e7ed0000000b";

@@ -604,6 +604,17 @@ mod tests {
         (f, sm, hyps)
     }
 
+    /// A VM socket bound in a fresh directory of its own (`name` tells
+    /// the tests' apart): the directory, the socket's path, the socket.
+    fn socket_in(name: &str) -> (PathBuf, PathBuf, VmSocket) {
+        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("vm.sock");
+        let sock = VmSocket::bind(&path).unwrap();
+        (dir, path, sock)
+    }
+
     /// Carried out on a simulated vSwitch subnet: a VM started, moved
     /// with its LID, refused where it must be (nothing changed), stopped.
     #[test]
@@ -642,11 +653,7 @@ mod tests {
     fn a_request_during_a_sweep_waits_for_it() {
         let (mut f, mut sm, hyps) = vswitch_subnet();
         let hyp = hyps[0];
-        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("vm.sock");
-        let mut sock = VmSocket::bind(&path).unwrap();
+        let (dir, path, mut sock) = socket_in("sweep");
         assert!(
             VmSocket::bind(&path).is_err(),
             "a live socket is not taken over"
@@ -703,11 +710,7 @@ mod tests {
     #[test]
     fn a_held_request_and_an_unacknowledged_change_run_out() {
         let (mut f, mut sm, hyps) = vswitch_subnet();
-        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-out-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("vm.sock");
-        let mut sock = VmSocket::bind(&path).unwrap();
+        let (dir, path, mut sock) = socket_in("out");
         let answer = |c: &mut UnixStream| {
             // A client never answered fails the test instead of hanging it.
             c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -772,11 +775,7 @@ mod tests {
     #[test]
     fn oversized_binary_and_crowding_clients_are_refused() {
         let (_f, mut sm, _) = vswitch_subnet();
-        let dir = std::env::temp_dir().join(format!("ibkit-vmctl-bad-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("vm.sock");
-        let mut sock = VmSocket::bind(&path).unwrap();
+        let (dir, path, mut sock) = socket_in("bad");
         let answer = |c: &mut UnixStream| {
             let mut a = String::new();
             c.read_to_string(&mut a).unwrap();

@@ -868,6 +868,21 @@ impl NodeBrief {
     }
 }
 
+/// A GetResp of `attr` come back by directed route through port 1, its
+/// data zero, as the unit tests feed the SM's handlers.
+#[cfg(test)]
+pub(crate) fn answer_for_test(attr: mad_core::attr::AttributeId) -> mad_core::Smp {
+    let path = mad_core::DrPath::from_ports(&[1]).expect("a one-hop path");
+    mad_core::Smp::directed(
+        &path,
+        mad_core::Method::GetResp,
+        attr,
+        0,
+        0,
+        mad_core::MKey(0),
+    )
+}
+
 impl SmNode {
     /// A live node as the unit tests build one: its node and port GUID
     /// `guid`, reached by `path`, nothing read beyond its NodeInfo.

@@ -643,7 +643,7 @@ mod tests {
     use super::*;
     use crate::sm::{SmConfig, SmNode};
     use mad_core::attr::NodeType;
-    use mad_core::{MKey, Status};
+    use mad_core::Status;
 
     /// The SM's CA and one switch, up, the switch holding LinearFDBTop
     /// 0x40 from the SM.
@@ -670,15 +670,7 @@ mod tests {
 
     /// A sweep's Get(SwitchInfo) of the switch answering `t`.
     fn read(sm: &mut Sm, t: u16) -> bool {
-        let path = DrPath::from_ports(&[1]).unwrap();
-        let mut smp = Smp::directed(
-            &path,
-            Method::GetResp,
-            AttributeId::SwitchInfo,
-            0,
-            0,
-            MKey(0),
-        );
+        let mut smp = crate::sm::subnet::answer_for_test(AttributeId::SwitchInfo);
         tops(t).encode(&mut smp.data).unwrap();
         sm.changed = false;
         if let Some(mut n) = sm.db.node_mut(1) {

@@ -722,7 +722,7 @@ mod tests {
     use super::*;
     use crate::sm::{SmConfig, SmNode};
     use mad_core::attr::{AttributeId, NodeType, VirtualizationInfo};
-    use mad_core::{DrPath, MKey, Method, Smp};
+    use mad_core::Smp;
 
     #[test]
     fn policy_names_round_trip() {
@@ -745,15 +745,7 @@ mod tests {
     }
 
     fn virt_info(cap: u16) -> Smp {
-        let path = DrPath::from_ports(&[1]).unwrap();
-        let mut smp = Smp::directed(
-            &path,
-            Method::GetResp,
-            AttributeId::VirtualizationInfo,
-            0,
-            0,
-            MKey(0),
-        );
+        let mut smp = crate::sm::subnet::answer_for_test(AttributeId::VirtualizationInfo);
         let vi = VirtualizationInfo {
             vport_cap: cap,
             virtualization_enable: true,
