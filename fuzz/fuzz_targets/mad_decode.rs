@@ -1,12 +1,14 @@
 //! Arbitrary bytes into every decoder of mad-core: the SMP view and its
 //! header checks, every attribute by every attribute ID and modifier, the
 //! Notice and its trap details, the SA MAD and every SA record by its
-//! attribute ID. Nothing may panic; whatever decodes must re-encode and
-//! decode to the same value.
+//! attribute ID, PerfMgt's PortCounters and PortCountersExtended. Nothing
+//! may panic; whatever decodes must re-encode and decode to the same
+//! value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mad_core::notice::{Notice, TrapDetails};
+use mad_core::perf::{PortCounters, PortCountersExtended};
 use mad_core::sa::{AnyRecord, SaAttributeId, SaMad};
 use mad_core::{AnyAttribute, AttributeId, Smp};
 
@@ -47,5 +49,13 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(Ok(r)) = AnyRecord::decode(SaAttributeId::from(u16::from(id)), body) {
         let _ = format!("{r:?}");
+    }
+    if let Ok(c) = PortCounters::decode(body) {
+        let b = c.to_bytes().expect("PortCounters re-encodes");
+        assert_eq!(PortCounters::decode(&b).unwrap(), c);
+    }
+    if let Ok(c) = PortCountersExtended::decode(body) {
+        let b = c.to_bytes().expect("PortCountersExtended re-encodes");
+        assert_eq!(PortCountersExtended::decode(&b).unwrap(), c);
     }
 });

@@ -31,6 +31,8 @@
 //! * [`dr_path`] — a directed-route path of at most 63 hops.
 //! * [`attr`] — every SMP attribute, its attribute modifier and [`attr::AnyAttribute`].
 //! * [`notice`] — the Notice attribute and the data of every trap an SM handles.
+//! * [`perf`] — Performance Management (class 0x04): PortCounters and
+//!   PortCountersExtended, as a PMA answers them.
 //! * [`sa`] — Subnet Administration MADs: the RMPP and SA headers and every
 //!   record an SA serves, with the components of its ComponentMask.
 #![no_std]
@@ -44,6 +46,7 @@ pub mod dr_path;
 pub mod error;
 pub mod mad;
 pub mod notice;
+pub mod perf;
 pub mod sa;
 pub mod smp;
 pub mod types;

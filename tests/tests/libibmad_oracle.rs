@@ -6,6 +6,7 @@ use fabric::rng::Rng;
 use mad_core::attr::*;
 use mad_core::field::{mask, set_bits, FieldDesc, Fields, Value};
 use mad_core::notice::{Notice, Trap128, Trap144};
+use mad_core::perf::{PortCounters, PortCountersExtended};
 use mad_core::sa::*;
 use std::collections::HashMap;
 use tests::libibmad::LibIbmad;
@@ -185,6 +186,34 @@ fn cases() -> Vec<Case> {
             "service_pkey" => "IB_SA_SR_PKEY_F", "service_lease" => "IB_SA_SR_LEASE_F",
             "service_key" => "IB_SA_SR_KEY_F", "service_name" => "IB_SA_SR_NAME_F",
         ]),
+        // PerfMgt: libibmad's PC fields count from the attribute data
+        // (byte 64 of the MAD, IB_PC_DATA_OFFS).
+        case!(PortCounters, base 0, [
+            "port_select" => "IB_PC_PORT_SELECT_F", "counter_select" => "IB_PC_COUNTER_SELECT_F",
+            "symbol_errors" => "IB_PC_ERR_SYM_F", "link_error_recovery" => "IB_PC_LINK_RECOVERS_F",
+            "link_downed" => "IB_PC_LINK_DOWNED_F", "rcv_errors" => "IB_PC_ERR_RCV_F",
+            "rcv_remote_physical_errors" => "IB_PC_ERR_PHYSRCV_F",
+            "rcv_switch_relay_errors" => "IB_PC_ERR_SWITCH_REL_F",
+            "xmit_discards" => "IB_PC_XMT_DISCARDS_F",
+            "xmit_constraint_errors" => "IB_PC_ERR_XMTCONSTR_F",
+            "rcv_constraint_errors" => "IB_PC_ERR_RCVCONSTR_F",
+            "counter_select2" => "IB_PC_COUNTER_SELECT2_F",
+            "local_link_integrity_errors" => "IB_PC_ERR_LOCALINTEG_F",
+            "excessive_buffer_overrun_errors" => "IB_PC_ERR_EXCESS_OVR_F",
+            "vl15_dropped" => "IB_PC_VL15_DROPPED_F", "xmit_data" => "IB_PC_XMT_BYTES_F",
+            "rcv_data" => "IB_PC_RCV_BYTES_F", "xmit_pkts" => "IB_PC_XMT_PKTS_F",
+            "rcv_pkts" => "IB_PC_RCV_PKTS_F", "xmit_wait" => "IB_PC_XMT_WAIT_F",
+        ]),
+        case!(PortCountersExtended, base 0, [
+            "port_select" => "IB_PC_EXT_PORT_SELECT_F",
+            "counter_select" => "IB_PC_EXT_COUNTER_SELECT_F",
+            "xmit_data" => "IB_PC_EXT_XMT_BYTES_F", "rcv_data" => "IB_PC_EXT_RCV_BYTES_F",
+            "xmit_pkts" => "IB_PC_EXT_XMT_PKTS_F", "rcv_pkts" => "IB_PC_EXT_RCV_PKTS_F",
+            "unicast_xmit_pkts" => "IB_PC_EXT_XMT_UPKTS_F",
+            "unicast_rcv_pkts" => "IB_PC_EXT_RCV_UPKTS_F",
+            "multicast_xmit_pkts" => "IB_PC_EXT_XMT_MPKTS_F",
+            "multicast_rcv_pkts" => "IB_PC_EXT_RCV_MPKTS_F",
+        ]),
     ]
 }
 
@@ -270,7 +299,7 @@ fn every_libibmad_field_sits_exactly_where_mad_core_puts_it() {
         }
     }
     eprintln!("checked the position and width of {checked} fields against libibmad");
-    assert!(checked >= 165, "only {checked} fields checked");
+    assert!(checked >= 201, "only {checked} fields checked");
 }
 
 #[test]

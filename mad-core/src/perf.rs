@@ -1,0 +1,210 @@
+//! Performance Management (management class 0x04, IBA 16.1): the
+//! attributes a Performance Management Agent (PMA) answers and
+//! `perfquery` and `ibqueryerrors` ask for — PortCounters and
+//! PortCountersExtended — with the class's attribute IDs, capability bits
+//! and the CounterSelect masks a Set resets by.
+//!
+//! A PerfMgt MAD is the 24-byte common MAD header, 40 reserved bytes, and
+//! the attribute's data from byte [`DATA_OFFSET`] on. Its ClassPortInfo is
+//! the common one ([`crate::sa::ClassPortInfo`]).
+
+/// The Performance Management class.
+pub const PERF_CLASS: u8 = 0x04;
+/// Its class version.
+pub const PERF_CLASS_VERSION: u8 = 1;
+/// Where a PerfMgt MAD's attribute data starts.
+pub const DATA_OFFSET: usize = 64;
+
+/// ClassPortInfo.
+pub const ATTR_CLASS_PORT_INFO: u16 = 0x0001;
+/// PortCounters.
+pub const ATTR_PORT_COUNTERS: u16 = 0x0012;
+/// PortCountersExtended.
+pub const ATTR_PORT_COUNTERS_EXTENDED: u16 = 0x001D;
+
+/// ClassPortInfo.CapabilityMask: PortSelect 0xFF reads or resets the sum of
+/// every port of a switch (AllPortSelect).
+pub const CAP_ALL_PORT_SELECT: u16 = 0x0100;
+/// ClassPortInfo.CapabilityMask: PortCountersExtended is supported
+/// (ExtendedWidthSupported).
+pub const CAP_EXTENDED_WIDTH: u16 = 0x0200;
+/// ClassPortInfo.CapabilityMask: PortCounters.PortXmitWait is kept
+/// (PortCountersXmitWaitSupported).
+pub const CAP_XMIT_WAIT: u16 = 0x1000;
+
+/// PortSelect of the sum of every port ([`CAP_ALL_PORT_SELECT`]).
+pub const ALL_PORTS: u8 = 0xFF;
+
+/// PortCounters.CounterSelect: one bit per counter a Set clears, in the
+/// order of the attribute (bit 0 SymbolErrorCounter … bit 15 PortRcvPkts).
+pub mod select {
+    /// SymbolErrorCounter.
+    pub const SYMBOL_ERRORS: u16 = 1 << 0;
+    /// LinkErrorRecoveryCounter.
+    pub const LINK_ERROR_RECOVERY: u16 = 1 << 1;
+    /// LinkDownedCounter.
+    pub const LINK_DOWNED: u16 = 1 << 2;
+    /// PortRcvErrors.
+    pub const RCV_ERRORS: u16 = 1 << 3;
+    /// PortRcvRemotePhysicalErrors.
+    pub const RCV_REMOTE_PHYSICAL_ERRORS: u16 = 1 << 4;
+    /// PortRcvSwitchRelayErrors.
+    pub const RCV_SWITCH_RELAY_ERRORS: u16 = 1 << 5;
+    /// PortXmitDiscards.
+    pub const XMIT_DISCARDS: u16 = 1 << 6;
+    /// PortXmitConstraintErrors.
+    pub const XMIT_CONSTRAINT_ERRORS: u16 = 1 << 7;
+    /// PortRcvConstraintErrors.
+    pub const RCV_CONSTRAINT_ERRORS: u16 = 1 << 8;
+    /// LocalLinkIntegrityErrors.
+    pub const LOCAL_LINK_INTEGRITY_ERRORS: u16 = 1 << 9;
+    /// ExcessiveBufferOverrunErrors.
+    pub const EXCESSIVE_BUFFER_OVERRUN_ERRORS: u16 = 1 << 10;
+    /// VL15Dropped.
+    pub const VL15_DROPPED: u16 = 1 << 11;
+    /// PortXmitData.
+    pub const XMIT_DATA: u16 = 1 << 12;
+    /// PortRcvData.
+    pub const RCV_DATA: u16 = 1 << 13;
+    /// PortXmitPkts.
+    pub const XMIT_PKTS: u16 = 1 << 14;
+    /// PortRcvPkts.
+    pub const RCV_PKTS: u16 = 1 << 15;
+    /// CounterSelect2 bit 0: PortXmitWait.
+    pub const XMIT_WAIT2: u8 = 1 << 0;
+}
+
+/// PortCountersExtended.CounterSelect: one bit per counter a Set clears
+/// (bit 0 PortXmitData … bit 7 PortMulticastRcvPkts).
+pub mod select_extended {
+    /// PortXmitData.
+    pub const XMIT_DATA: u16 = 1 << 0;
+    /// PortRcvData.
+    pub const RCV_DATA: u16 = 1 << 1;
+    /// PortXmitPkts.
+    pub const XMIT_PKTS: u16 = 1 << 2;
+    /// PortRcvPkts.
+    pub const RCV_PKTS: u16 = 1 << 3;
+    /// PortUnicastXmitPkts.
+    pub const UNICAST_XMIT_PKTS: u16 = 1 << 4;
+    /// PortUnicastRcvPkts.
+    pub const UNICAST_RCV_PKTS: u16 = 1 << 5;
+    /// PortMulticastXmitPkts.
+    pub const MULTICAST_XMIT_PKTS: u16 = 1 << 6;
+    /// PortMulticastRcvPkts.
+    pub const MULTICAST_RCV_PKTS: u16 = 1 << 7;
+}
+
+bitstruct! {
+    /// PortCounters (IBA 16.1.3.5, 44 bytes): a port's error and traffic
+    /// counters. Each stops at its largest value rather than wrapping; the
+    /// data counters count octets divided by 4.
+    pub struct PortCounters("PortCounters", 44) {
+        /// The port (0xFF: every port, [`CAP_ALL_PORT_SELECT`]).
+        port_select: u8 = 8, 8;
+        /// The counters a Set clears ([`select`]).
+        counter_select: u16 = 16, 16;
+        /// SymbolErrorCounter.
+        symbol_errors: u16 = 32, 16;
+        /// LinkErrorRecoveryCounter.
+        link_error_recovery: u8 = 48, 8;
+        /// LinkDownedCounter.
+        link_downed: u8 = 56, 8;
+        /// PortRcvErrors.
+        rcv_errors: u16 = 64, 16;
+        /// PortRcvRemotePhysicalErrors.
+        rcv_remote_physical_errors: u16 = 80, 16;
+        /// PortRcvSwitchRelayErrors.
+        rcv_switch_relay_errors: u16 = 96, 16;
+        /// PortXmitDiscards.
+        xmit_discards: u16 = 112, 16;
+        /// PortXmitConstraintErrors.
+        xmit_constraint_errors: u8 = 128, 8;
+        /// PortRcvConstraintErrors.
+        rcv_constraint_errors: u8 = 136, 8;
+        /// CounterSelect2 ([`select::XMIT_WAIT2`]).
+        counter_select2: u8 = 144, 8;
+        /// LocalLinkIntegrityErrors.
+        local_link_integrity_errors: u8 = 152, 4;
+        /// ExcessiveBufferOverrunErrors.
+        excessive_buffer_overrun_errors: u8 = 156, 4;
+        /// VL15Dropped.
+        vl15_dropped: u16 = 176, 16;
+        /// PortXmitData (octets / 4).
+        xmit_data: u32 = 192, 32;
+        /// PortRcvData (octets / 4).
+        rcv_data: u32 = 224, 32;
+        /// PortXmitPkts.
+        xmit_pkts: u32 = 256, 32;
+        /// PortRcvPkts.
+        rcv_pkts: u32 = 288, 32;
+        /// PortXmitWait.
+        xmit_wait: u32 = 320, 32;
+    }
+}
+
+bitstruct! {
+    /// PortCountersExtended (IBA 16.1.4.11, 72 bytes): a port's traffic
+    /// counters in 64 bits.
+    pub struct PortCountersExtended("PortCountersExtended", 72) {
+        /// The port (0xFF: every port).
+        port_select: u8 = 8, 8;
+        /// The counters a Set clears ([`select_extended`]).
+        counter_select: u16 = 16, 16;
+        /// PortXmitData (octets / 4).
+        xmit_data: u64 = 64, 64;
+        /// PortRcvData (octets / 4).
+        rcv_data: u64 = 128, 64;
+        /// PortXmitPkts.
+        xmit_pkts: u64 = 192, 64;
+        /// PortRcvPkts.
+        rcv_pkts: u64 = 256, 64;
+        /// PortUnicastXmitPkts.
+        unicast_xmit_pkts: u64 = 320, 64;
+        /// PortUnicastRcvPkts.
+        unicast_rcv_pkts: u64 = 384, 64;
+        /// PortMulticastXmitPkts.
+        multicast_xmit_pkts: u64 = 448, 64;
+        /// PortMulticastRcvPkts.
+        multicast_rcv_pkts: u64 = 512, 64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_sit_where_the_spec_puts_them() {
+        let mut b = [0u8; 44];
+        b[1] = 3; // PortSelect
+        b[7] = 0x7f; // LinkDownedCounter
+        b[19] = 0xa5; // LocalLinkIntegrity 0xa, ExcessiveBufferOverrun 5
+        b[24..28].copy_from_slice(&1000u32.to_be_bytes()); // PortXmitData
+        b[36..40].copy_from_slice(&7u32.to_be_bytes()); // PortRcvPkts
+        let c = PortCounters::decode(&b).unwrap();
+        assert_eq!(c.port_select, 3);
+        assert_eq!(c.link_downed, 0x7f);
+        assert_eq!(c.local_link_integrity_errors, 0xa);
+        assert_eq!(c.excessive_buffer_overrun_errors, 5);
+        assert_eq!(c.xmit_data, 1000);
+        assert_eq!(c.rcv_pkts, 7);
+        assert_eq!(c.to_bytes().unwrap(), b);
+
+        let mut e = [0u8; 72];
+        e[1] = 0xFF;
+        e[64..72].copy_from_slice(&u64::MAX.to_be_bytes()); // multicast rcv
+        e[8..16].copy_from_slice(&(1u64 << 40).to_be_bytes()); // xmit data
+        let x = PortCountersExtended::decode(&e).unwrap();
+        assert_eq!(x.port_select, ALL_PORTS);
+        assert_eq!(x.xmit_data, 1 << 40);
+        assert_eq!(x.multicast_rcv_pkts, u64::MAX);
+        assert_eq!(x.to_bytes().unwrap(), e);
+    }
+
+    #[test]
+    fn a_short_buffer_is_refused() {
+        assert!(PortCounters::decode(&[0u8; 43]).is_err());
+        assert!(PortCountersExtended::decode(&[0u8; 71]).is_err());
+    }
+}
