@@ -234,6 +234,8 @@ pub struct ServeStats {
     pub traps: u64,
     /// GS MADs (SA and other classes) forwarded between clients.
     pub gs_forwarded: u64,
+    /// PerfMgt requests the ports' PMAs answered.
+    pub pma_answered: u64,
     /// Clients dropped because they stopped reading or were gone.
     pub dropped: u64,
     /// Batches served: reads of client datagrams answered together.

@@ -417,6 +417,10 @@ impl Session {
             _ => return false,
         };
         let class = r.class();
+        if class == mad_core::perf::PERF_CLASS && !r.is_response() {
+            self.pma(slot, node, r, now);
+            return false;
+        }
         if class != 0x01 && class != 0x81 {
             self.forward_gs(slot, node, r, now);
             return false;
@@ -521,6 +525,42 @@ impl Session {
         };
         self.stats.gs_forwarded += 1;
         self.outbox[to].push(out.encode());
+    }
+
+    /// A PerfMgt request from the client at `slot`, attached at `node`:
+    /// carried through the LFTs to the port that holds its DLID, whose PMA
+    /// answers (as ibsim's own PMA does, whatever clients are attached
+    /// there), and the answer carried back. A request that reaches no port
+    /// is answered with ETIMEDOUT at once.
+    fn pma(&mut self, slot: usize, node: usize, r: SimRequest, now: Instant) {
+        let Some(dst) = self.fabric.carry(node, mad_core::Lid(r.dlid)) else {
+            self.log(
+                now,
+                format_args!(
+                    "client {slot}: PerfMgt request to LID {}: no port holds it - timed out",
+                    r.dlid
+                ),
+            );
+            self.refuse(slot, r);
+            return;
+        };
+        let Some(mad) = self.fabric.pma_answer(dst, &r.mad) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let back = self.fabric.nodes[node].lid();
+        self.fabric.carry(dst, back);
+        let out = SimRequest {
+            slid: r.dlid,
+            dlid: back.0,
+            sqp: 1,
+            dqp: r.sqp,
+            status: 0,
+            length: 256,
+            mad,
+        };
+        self.stats.pma_answered += 1;
+        self.outbox[slot].push(out.encode());
     }
 
     /// An SM client's answer to an SMInfo request handed to it: into the

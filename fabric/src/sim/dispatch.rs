@@ -90,11 +90,15 @@ impl Fabric {
             if out == 0 || out == DROP_PORT {
                 // Not a switch, or no route.
                 self.stats.discarded += 1;
+                if matches!(self.nodes[node], SimNode::Switch(_)) {
+                    self.count_relay_error(node, port);
+                }
                 self.release(slot);
             } else if hops >= MAX_LID_ROUTED_HOPS {
                 // Round in a loop: its lifetime has run out.
                 self.stats.expired += 1;
                 self.stats.discarded += 1;
+                self.count_xmit_discard(node, out);
                 self.release(slot);
             } else {
                 self.pass_through(slot, node, out);

@@ -12,6 +12,7 @@ impl Fabric {
             .add_node(kind, ports, guid, name.to_string(), None);
         self.nodes
             .push(SimNode::make(&self.topo.nodes[i], self.cfg.vfs, false));
+        self.counters.push(super::pma::fresh(ports));
         i
     }
 
@@ -35,6 +36,8 @@ impl Fabric {
                     self.cut.push(((n, p), (m, q)));
                     self.link_event(n, p, false);
                     self.link_event(m, q, false);
+                    self.count_link_downed(n, p);
+                    self.count_link_downed(m, q);
                 }
             }
             FabricEvent::LinkUp(n, p) => {
@@ -64,6 +67,7 @@ impl Fabric {
             FabricEvent::NodeUp(n) => {
                 // Freshly powered: a new agent with nothing set.
                 self.nodes[n] = self.nodes[n].repowered(&self.topo.nodes[n]);
+                self.counters[n] = super::pma::fresh(self.topo.nodes[n].ports);
                 let ports: Vec<u8> = self
                     .cut
                     .iter()

@@ -69,6 +69,7 @@ impl Fabric {
     ) -> Option<(usize, u8, u64)> {
         let Some((peer, pport)) = self.topo.peer_of(node, port) else {
             self.stats.discarded += 1;
+            self.count_xmit_discard(node, port);
             return None;
         };
         self.stats.hops += 1;
@@ -77,7 +78,9 @@ impl Fabric {
             self.stats.dr_hops += 1;
             delay += self.cfg.dr_hop_ns;
         }
-        if self.lost() {
+        let lost = self.lost();
+        self.count_crossing((node, port), (peer, pport), lost);
+        if lost {
             self.stats.lost += 1;
             return None;
         }

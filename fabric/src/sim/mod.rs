@@ -21,9 +21,12 @@ mod driver;
 mod events;
 mod links;
 mod node;
+mod pma;
 mod report;
 pub mod verify;
 mod walk;
+
+pub use pma::{PortCounts, MAD_PACKET_WORDS, PMA_CAPABILITIES};
 
 pub use node::SimNode;
 pub use report::{
@@ -151,6 +154,8 @@ pub struct Fabric {
     capture: Option<Vec<(u64, Vec<u8>)>>,
     /// Counters.
     pub stats: FabricStats,
+    /// Each port's Performance Management counters, [node][port].
+    counters: Vec<Box<[PortCounts]>>,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
 }
@@ -330,8 +335,10 @@ impl Fabric {
             delivered: Vec::new(),
             capture: None,
             stats: FabricStats::default(),
+            counters: Vec::new(),
             phase_wall_ms: Default::default(),
         };
+        f.counters = f.topo.nodes.iter().map(|n| pma::fresh(n.ports)).collect();
         for i in 0..f.nodes.len() {
             for p in 1..=f.topo.nodes[i].ports {
                 if f.topo.peer_of(i, p).is_some() {

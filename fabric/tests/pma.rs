@@ -1,0 +1,311 @@
+//! The simulated ports' Performance Management Agents: every cable
+//! crossing counted once at each end, losses as receive errors, failed
+//! cables as LinkDowned, and the PMA's answers and refusals (Get, Set to
+//! clear, PortSelect 0xFF, the MAD status of what it does not do).
+
+use fabric::sim::{Fabric, FabricEvent, SimConfig, MAD_PACKET_WORDS, PMA_CAPABILITIES};
+use mad_core::attr::NodeType;
+use mad_core::perf::{
+    self, select, select_extended, PortCounters, PortCountersExtended, ALL_PORTS,
+    ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXTENDED,
+};
+use mad_core::sa::ClassPortInfo;
+use smi::sm::SmConfig;
+
+fn up(spec: &str, sim: SimConfig) -> Fabric {
+    let (f, sm, up) = fabric::sim::bring_up(spec, sim, SmConfig::default()).unwrap();
+    assert!(up, "{spec}: {:?}", sm.error());
+    f
+}
+
+/// Every port of every node, a switch's port 0 among them: (node, port).
+fn ports(f: &Fabric) -> Vec<(usize, u8)> {
+    (0..f.nodes.len())
+        .flat_map(|n| {
+            let first = u8::from(f.topo.nodes[n].kind != NodeType::Switch);
+            (first..=f.topo.nodes[n].ports).map(move |p| (n, p))
+        })
+        .collect()
+}
+
+/// A PerfMgt request of `attr` with `data` at its data offset.
+fn request(method: u8, attr: u16, data: &[u8]) -> [u8; 256] {
+    let mut m = [0u8; 256];
+    m[..4].copy_from_slice(&[1, perf::PERF_CLASS, perf::PERF_CLASS_VERSION, method]);
+    m[8..16].copy_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
+    m[16..18].copy_from_slice(&attr.to_be_bytes());
+    m[perf::DATA_OFFSET..perf::DATA_OFFSET + data.len()].copy_from_slice(data);
+    m
+}
+
+fn status(answer: &[u8; 256]) -> u16 {
+    u16::from_be_bytes([answer[4], answer[5]])
+}
+
+/// Get (or, with `clear`, Set) PortCounters of `port` at `node`.
+fn counters(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCounters {
+    let q = PortCounters {
+        port_select: port,
+        counter_select: clear.unwrap_or(0),
+        ..PortCounters::default()
+    };
+    let method = if clear.is_some() { 0x02 } else { 0x01 };
+    let a = f
+        .pma_answer(
+            node,
+            &request(method, ATTR_PORT_COUNTERS, &q.to_bytes().unwrap()),
+        )
+        .unwrap();
+    assert_eq!(status(&a), 0, "node {node} port {port}");
+    assert_eq!(a[3], 0x81, "a GetResp");
+    assert_eq!(a[8..16], 0x0102_0304_0506_0708u64.to_be_bytes(), "its TID");
+    PortCounters::decode(&a[perf::DATA_OFFSET..]).unwrap()
+}
+
+fn extended(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCountersExtended {
+    let q = PortCountersExtended {
+        port_select: port,
+        counter_select: clear.unwrap_or(0),
+        ..PortCountersExtended::default()
+    };
+    let method = if clear.is_some() { 0x02 } else { 0x01 };
+    let a = f
+        .pma_answer(
+            node,
+            &request(method, ATTR_PORT_COUNTERS_EXTENDED, &q.to_bytes().unwrap()),
+        )
+        .unwrap();
+    assert_eq!(status(&a), 0);
+    PortCountersExtended::decode(&a[perf::DATA_OFFSET..]).unwrap()
+}
+
+fn first(f: &Fabric, kind: NodeType) -> usize {
+    (0..f.nodes.len())
+        .find(|&n| f.topo.nodes[n].kind == kind)
+        .unwrap()
+}
+
+#[test]
+fn every_crossing_is_counted_once_at_each_end() {
+    for spec in ["mport-ntree:4:2", "fat-tree-324", "random:12:5"] {
+        let mut f = up(spec, SimConfig::default());
+        let (mut xmit, mut rcv, mut cables) = (0u64, 0u64, 0);
+        for (n, p) in ports(&f) {
+            let c = counters(&mut f, n, p, None);
+            let x = extended(&mut f, n, p, None);
+            assert_eq!(u64::from(c.xmit_pkts), x.xmit_pkts, "{spec}: {n}/{p}");
+            assert_eq!(x.xmit_data, x.xmit_pkts * MAD_PACKET_WORDS);
+            assert_eq!(x.rcv_data, x.rcv_pkts * MAD_PACKET_WORDS);
+            assert_eq!(x.unicast_rcv_pkts, x.rcv_pkts);
+            assert_eq!(x.multicast_xmit_pkts, 0);
+            assert_eq!(
+                (c.rcv_errors, c.xmit_discards, c.link_downed),
+                (0, 0, 0),
+                "{spec}: {n}/{p}"
+            );
+            xmit += x.xmit_pkts;
+            rcv += x.rcv_pkts;
+            if let Some((m, q)) = f.topo.peer_of(n, p) {
+                cables += 1;
+                // What one end sent, the other received.
+                let other = extended(&mut f, m, q, None);
+                assert_eq!(x.xmit_pkts, other.rcv_pkts, "{spec}: {n}/{p} to {m}/{q}");
+            }
+        }
+        assert_eq!(xmit, f.stats.hops, "{spec}: one transmission a crossing");
+        assert_eq!(rcv, f.stats.hops, "{spec}");
+        assert!(xmit > 0 && cables > 0);
+        // A switch's PortSelect 0xFF is the sum of its ports.
+        let s = first(&f, NodeType::Switch);
+        let all = counters(&mut f, s, ALL_PORTS, None);
+        let each: u32 = (0..=f.topo.nodes[s].ports)
+            .map(|p| counters(&mut f, s, p, None).xmit_pkts)
+            .sum();
+        assert_eq!(all.xmit_pkts, each, "{spec}");
+        assert_eq!(all.port_select, ALL_PORTS);
+        eprintln!("{spec}: {xmit} packets counted at both ends of {cables} cable ends");
+    }
+}
+
+#[test]
+fn a_lossy_cable_counts_receive_errors_and_a_failed_one_link_downed() {
+    let sim = SimConfig {
+        loss: 0.02,
+        seed: 7,
+        ..SimConfig::default()
+    };
+    let mut f = up("mport-ntree:4:2", sim);
+    let (mut rcv, mut errors) = (0u64, 0u64);
+    for (n, p) in ports(&f) {
+        let c = counters(&mut f, n, p, None);
+        rcv += u64::from(c.rcv_pkts);
+        errors += u64::from(c.rcv_errors);
+    }
+    assert!(f.stats.lost > 0, "the seed loses some");
+    assert_eq!(errors, f.stats.lost);
+    assert_eq!(rcv + errors, f.stats.hops);
+
+    let mut f = up("mport-ntree:4:2", SimConfig::default());
+    let s = first(&f, NodeType::Switch);
+    let p = (1..=f.topo.nodes[s].ports)
+        .find(|&p| f.topo.peer_of(s, p).is_some())
+        .unwrap();
+    let (m, q) = f.topo.peer_of(s, p).unwrap();
+    let at = f.now_ns() + 1_000;
+    f.schedule(at, FabricEvent::LinkDown(s, p));
+    f.run_to_quiescence();
+    assert_eq!(counters(&mut f, s, p, None).link_downed, 1);
+    assert_eq!(counters(&mut f, m, q, None).link_downed, 1);
+    let others: u32 = ports(&f)
+        .into_iter()
+        .filter(|&x| x != (s, p) && x != (m, q))
+        .map(|(n, x)| u32::from(counters(&mut f, n, x, None).link_downed))
+        .sum();
+    assert_eq!(others, 0, "only the two ends of the cable");
+    // Cleared by a Set that selects it, and only it.
+    let before = counters(&mut f, s, p, None);
+    let after = counters(&mut f, s, p, Some(select::LINK_DOWNED));
+    assert_eq!(after.link_downed, 0);
+    assert_eq!(after.xmit_pkts, before.xmit_pkts);
+    // A node powered up again starts from nothing (but for the traps of
+    // its cables coming back, on their way to the SM).
+    let old = extended(&mut f, m, q, None);
+    assert!(old.rcv_pkts > 4, "{old:?}");
+    let at = f.now_ns() + 1_000;
+    f.schedule(at, FabricEvent::NodeDown(m));
+    f.schedule(at + 1_000, FabricEvent::NodeUp(m));
+    f.run_to_quiescence();
+    let x = extended(&mut f, m, q, None);
+    assert!(x.xmit_pkts + x.rcv_pkts <= 2, "{x:?}");
+    assert_eq!(counters(&mut f, m, q, None).link_downed, 0);
+}
+
+#[test]
+fn a_gs_packet_is_counted_along_its_route() {
+    let mut f = up("fat-tree-324", SimConfig::default());
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&n| f.topo.nodes[n].kind == NodeType::ChannelAdapter)
+        .collect();
+    let (src, dst) = (cas[1], cas[cas.len() - 1]);
+    let before: Vec<PortCountersExtended> = ports(&f)
+        .into_iter()
+        .map(|(n, p)| extended(&mut f, n, p, None))
+        .collect();
+    let (path, _) = f.trace(src, f.nodes[dst].lid());
+    assert_eq!(f.carry(src, f.nodes[dst].lid()), Some(dst));
+    let mut sent = Vec::new();
+    let mut got = Vec::new();
+    for (i, (n, p)) in ports(&f).into_iter().enumerate() {
+        let x = extended(&mut f, n, p, None);
+        let b = before[i];
+        match (x.xmit_pkts - b.xmit_pkts, x.rcv_pkts - b.rcv_pkts) {
+            (0, 0) => {}
+            (1, 0) => sent.push((n, p)),
+            (0, 1) => got.push((n, p)),
+            d => panic!("{n}/{p}: {d:?}"),
+        }
+    }
+    // Out of each egress on the route (the CA's own port first), into
+    // the port at the other end of each of those cables.
+    let egress: Vec<(usize, u8)> = path.into_iter().filter(|&(_, p)| p != 0).collect();
+    assert_eq!(sent, {
+        let mut e = egress.clone();
+        e.sort();
+        e
+    });
+    let mut ends: Vec<(usize, u8)> = egress
+        .iter()
+        .map(|&(n, p)| f.topo.peer_of(n, p).unwrap())
+        .collect();
+    ends.sort();
+    assert_eq!(got, ends);
+    assert!(egress.len() >= 2, "a route through the fabric: {egress:?}");
+    // To a LID no port holds: nothing takes it.
+    assert_eq!(f.carry(src, mad_core::Lid(0xBFFF)), None);
+}
+
+#[test]
+fn the_pma_answers_and_refuses_as_the_spec_says() {
+    let mut f = up("mport-ntree:4:2", SimConfig::default());
+    let ca = first(&f, NodeType::ChannelAdapter);
+    let sw = first(&f, NodeType::Switch);
+    // ClassPortInfo: AllPortSelect and the extended counters.
+    let a = f
+        .pma_answer(ca, &request(0x01, ATTR_CLASS_PORT_INFO, &[]))
+        .unwrap();
+    assert_eq!(status(&a), 0);
+    let cpi = ClassPortInfo::decode(&a[perf::DATA_OFFSET..]).unwrap();
+    assert_eq!(cpi.capability_mask, PMA_CAPABILITIES);
+    assert_eq!(
+        cpi.capability_mask & (perf::CAP_ALL_PORT_SELECT | perf::CAP_EXTENDED_WIDTH),
+        0x300
+    );
+    // A CA's port 0, or a port it does not have: an invalid field.
+    for (node, port) in [(ca, 0), (ca, 2), (sw, 5), (sw, 200)] {
+        let q = PortCounters {
+            port_select: port,
+            ..PortCounters::default()
+        };
+        let a = f
+            .pma_answer(
+                node,
+                &request(0x01, ATTR_PORT_COUNTERS, &q.to_bytes().unwrap()),
+            )
+            .unwrap();
+        assert_eq!(status(&a), 0x1C, "node {node} port {port}");
+    }
+    // A switch's port 0 is its own.
+    counters(&mut f, sw, 0, None);
+    // Methods and attributes it does not do.
+    let a = f
+        .pma_answer(ca, &request(0x02, ATTR_CLASS_PORT_INFO, &[]))
+        .unwrap();
+    assert_eq!(status(&a), 0x0C, "Set(ClassPortInfo)");
+    let a = f.pma_answer(ca, &request(0x01, 0x0016, &[])).unwrap();
+    assert_eq!(
+        status(&a),
+        0x0C,
+        "PortCountersExtended's neighbour, unknown here"
+    );
+    let a = f
+        .pma_answer(ca, &request(0x06, ATTR_PORT_COUNTERS, &[]))
+        .unwrap();
+    assert_eq!(status(&a), 0x08, "a Report is no PMA method");
+    let mut v2 = request(0x01, ATTR_PORT_COUNTERS, &[0, 1]);
+    v2[2] = 2;
+    assert_eq!(status(&f.pma_answer(ca, &v2).unwrap()), 0x04);
+    // Not for an agent: a response, another class, a short MAD.
+    assert!(f
+        .pma_answer(ca, &request(0x81, ATTR_PORT_COUNTERS, &[0, 1]))
+        .is_none());
+    let mut sa = request(0x01, ATTR_PORT_COUNTERS, &[0, 1]);
+    sa[1] = 0x03;
+    assert!(f.pma_answer(ca, &sa).is_none());
+    assert!(f.pma_answer(ca, &[1, 4, 1, 1]).is_none());
+    // Set clears what it selects, each attribute on its own.
+    let before = extended(&mut f, ca, 1, None);
+    assert!(before.xmit_pkts > 0 && before.rcv_pkts > 0);
+    let c = counters(&mut f, ca, 1, Some(select::XMIT_PKTS | select::XMIT_DATA));
+    assert_eq!((c.xmit_pkts, c.xmit_data), (0, 0));
+    assert_eq!(u64::from(c.rcv_pkts), before.rcv_pkts);
+    let x = extended(&mut f, ca, 1, None);
+    assert_eq!(x.xmit_pkts, before.xmit_pkts, "the extended counters stay");
+    let x = extended(&mut f, ca, 1, Some(select_extended::RCV_PKTS));
+    assert_eq!(x.rcv_pkts, 0);
+    assert_eq!(x.unicast_rcv_pkts, before.rcv_pkts, "not selected");
+    assert_eq!(
+        u64::from(counters(&mut f, ca, 1, None).rcv_pkts),
+        before.rcv_pkts
+    );
+    // PortSelect 0xFF on a switch clears every port.
+    counters(&mut f, sw, ALL_PORTS, Some(0xFFFF));
+    for p in 0..=f.topo.nodes[sw].ports {
+        assert_eq!(
+            counters(&mut f, sw, p, None),
+            PortCounters {
+                port_select: p,
+                ..PortCounters::default()
+            }
+        );
+    }
+}
