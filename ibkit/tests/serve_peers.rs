@@ -553,3 +553,35 @@ fn ibkit_sm_names_a_missing_port_and_a_missing_simulator() {
     );
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// OpenSM attached at a host that is not the fabric's first CA finds no
+/// other SM: only a port whose client says it runs an SM claims IsSM, as
+/// on ibsim. Before 2026-11-28 the first CA claimed it for an SM that was
+/// not there, and OpenSM's SMInfo query to it logged "ERR 2F19:
+/// Unexpected SM port GUID in response".
+#[test]
+fn opensm_elsewhere_finds_no_phantom_sm() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("phantom");
+    let sim = Served::start(exe(), "mport-ntree:4:2", 0, &[]).unwrap();
+    let osm = tests::peers::start_opensm_cmd(
+        sim.client_on("opensm", "H-7"),
+        &dir,
+        Duration::from_secs(20),
+        &[],
+    )
+    .unwrap();
+    // Its first sweep is over at SUBNET UP; a moment for anything late.
+    std::thread::sleep(Duration::from_millis(500));
+    let seen = tests::peers::sminfo(&sim, "H-1", &[]);
+    let (_, _) = osm.stop(Duration::from_secs(2));
+    let text = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains(" ERR ")).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(seen.unwrap().state, 3, "OpenSM at H-7 is the master");
+    let _ = std::fs::remove_dir_all(&dir);
+}

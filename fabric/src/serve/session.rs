@@ -120,7 +120,14 @@ pub const GS_REMEMBERED: usize = 4096;
 
 impl Session {
     /// Serves `fabric` to the users `access` admits, from `now`.
-    pub fn new(fabric: Fabric, access: Access, now: Instant) -> Session {
+    pub fn new(mut fabric: Fabric, access: Access, now: Instant) -> Session {
+        // The fabric's own SM node claims IsSM for an SM run in process;
+        // served, no SM runs there until a client attaches as one (and
+        // says so, SetIsSm), as on ibsim. Left on, an SM would find a
+        // port that claims IsSM and answers SMInfo for nobody (OpenSM:
+        // "ERR 2F19: Unexpected SM port GUID in response").
+        let sm = fabric.sm_node;
+        fabric.set_is_sm(sm, false);
         Session {
             fabric,
             slots: (0..MAX_CLIENTS).map(|_| Slot::Free).collect(),
