@@ -572,3 +572,61 @@ fn node_vfs_is_for_a_ca_that_is_down() {
         "down"
     );
 }
+
+#[test]
+fn perfmgt_requests_are_answered_by_the_pma_of_the_port_they_reach() {
+    use mad_core::perf::{self, PortCounters};
+    let (f, _sm, up) = crate::sim::bring_up(
+        "mport-ntree:4:2",
+        SimConfig::default(),
+        smi::sm::SmConfig::default(),
+    )
+    .unwrap();
+    assert!(up);
+    let lid = |name: &str| {
+        let i = f.topo.nodes.iter().position(|n| n.name == name).unwrap();
+        f.nodes[i].lid().0
+    };
+    let (l1, l2) = (lid("H-1"), lid("H-2"));
+    let now = Instant::now();
+    let mut s = Session::new(f, Access::new(ME, &[]), now);
+    let mut t = Mock::default();
+    let host = attach_qp(&mut s, &mut t, 11, "H-1", false, 0);
+    // A client at H-2 that would take GS requests to its QP: the PMA
+    // answers all the same, and it hears nothing.
+    let other = attach_qp(&mut s, &mut t, 12, "H-2", false, 1);
+    let q = PortCounters {
+        port_select: 1,
+        ..PortCounters::default()
+    };
+    let mut m = gmp(0x01, 0x42, l2, 1, 1);
+    // gmp's class is the SA's: make it PerfMgt's Get(PortCounters).
+    let mad = &mut m[32..];
+    mad[1] = perf::PERF_CLASS;
+    mad[2] = perf::PERF_CLASS_VERSION;
+    mad[16..18].copy_from_slice(&perf::ATTR_PORT_COUNTERS.to_be_bytes());
+    mad[perf::DATA_OFFSET..perf::DATA_OFFSET + 44].copy_from_slice(&q.to_bytes().unwrap());
+    let get = |s: &mut Session| {
+        s.on_packet(host, &m, USER, now);
+        let r = replies(s, host);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].slid, r[0].dlid, r[0].sqp, r[0].tid()),
+            (l2, l1, 1, 0x42)
+        );
+        assert_eq!((r[0].mad[3], r[0].mad[4], r[0].mad[5]), (0x81, 0, 0));
+        PortCounters::decode(&r[0].mad[perf::DATA_OFFSET..]).unwrap()
+    };
+    let a = get(&mut s);
+    let b = get(&mut s);
+    // Between the two reads H-2's port took the first answer's request
+    // and sent its answer: one packet each way.
+    assert_eq!((b.xmit_pkts - a.xmit_pkts, b.rcv_pkts - a.rcv_pkts), (1, 1));
+    assert!(replies(&mut s, other).is_empty());
+    assert_eq!(s.stats().pma_answered, 2);
+    assert_eq!(s.stats().gs_forwarded, 0);
+    // To a LID no port holds: ETIMEDOUT at once.
+    m[0..2].copy_from_slice(&999u16.to_be_bytes());
+    s.on_packet(host, &m, USER, now);
+    assert_eq!(replies(&mut s, host)[0].status, ETIMEDOUT);
+}
