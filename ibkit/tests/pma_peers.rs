@@ -58,15 +58,23 @@ fn delta(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>, k: &str) -> u64 {
     b[k] - a[k]
 }
 
-#[test]
-fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
+/// The fabric both tests run on, with ibkit; `None` (said) where the
+/// peer tools are missing.
+fn setup() -> Option<(&'static Path, &'static str, Topology)> {
     if let Some(why) = missing_tools() {
         skip("pma_peers", &why);
-        return;
+        return None;
     }
-    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
+    Some((Path::new(env!("CARGO_BIN_EXE_ibkit")), spec, topo))
+}
+
+#[test]
+fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
+    let Some((exe, spec, topo)) = setup() else {
+        return;
+    };
     let cas: Vec<&str> = topo
         .nodes
         .iter()
@@ -175,13 +183,9 @@ fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
 /// served fabric alike, and it logs no error about them.
 #[test]
 fn opensms_perfmgr_reads_every_port() {
-    if let Some(why) = missing_tools() {
-        skip("pma_peers", &why);
+    let Some((exe, spec, topo)) = setup() else {
         return;
-    }
-    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let spec = "mport-ntree:4:2";
-    let topo = Topology::from_spec(spec).unwrap();
+    };
     // Every cabled port (a switch's port 0 is not read by the PerfMgr).
     let ports = (0..topo.nodes.len())
         .flat_map(|n| (1..=topo.nodes[n].ports).map(move |p| (n, p)))

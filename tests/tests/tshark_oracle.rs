@@ -653,6 +653,28 @@ fn vhca_sa_path_records_agree_with_wireshark() {
     }
 }
 
+/// Wireshark's dissection of `mads` on QP1 against `ours`, each MAD's
+/// values by our field names: every field `map` pairs (ours, tshark's)
+/// must agree; `what` names the attribute in a failure.
+fn agree_on_qp1(
+    mads: &[[u8; 256]],
+    ours: &[HashMap<String, Vec<u64>>],
+    map: &[(&str, &str)],
+    what: &str,
+) {
+    let fields: Vec<&str> = map.iter().map(|&(_, t)| t).collect();
+    let rows = dissect_on(mads, &fields, 1);
+    for (row, vals) in rows.iter().zip(ours) {
+        for (col, &(name, theirs)) in row.iter().zip(map) {
+            assert_eq!(
+                col.first().copied(),
+                vals.get(name).and_then(|v| v.first().copied()),
+                "{what}.{name} ({theirs})"
+            );
+        }
+    }
+}
+
 /// 64 random bytes.
 fn bytes(rng: &mut Rng) -> [u8; 64] {
     let mut b = [0u8; 64];
@@ -716,18 +738,7 @@ fn sa_records_and_headers_agree_with_wireshark() {
             mads.push(m.to_bytes());
             ours.push(vals);
         }
-        let fields: Vec<&str> = map.iter().map(|&(_, t)| t).collect();
-        let rows = dissect_on(&mads, &fields, 1);
-        for (row, vals) in rows.iter().zip(&ours) {
-            for (col, &(name, theirs)) in row.iter().zip(map) {
-                assert_eq!(
-                    col.first().copied(),
-                    vals.get(name).and_then(|v| v.first().copied()),
-                    "{}.{name} ({theirs})",
-                    R::ID.name().unwrap_or("?")
-                );
-            }
-        }
+        agree_on_qp1(&mads, &ours, map, R::ID.name().unwrap_or("?"));
         map.len() * mads.len()
     }
     let headers: &[(&str, &str)] = &[
@@ -839,17 +850,7 @@ fn perf_counters_agree_with_wireshark() {
             mads.push(m);
             ours.push(vals);
         }
-        let fields: Vec<&str> = map.iter().map(|&(_, t)| t).collect();
-        let rows = dissect_on(&mads, &fields, 1);
-        for (row, vals) in rows.iter().zip(&ours) {
-            for (col, &(name, theirs)) in row.iter().zip(map) {
-                assert_eq!(
-                    col.first().copied(),
-                    vals.get(name).and_then(|v| v.first().copied()),
-                    "{id:#06x}.{name} ({theirs})"
-                );
-            }
-        }
+        agree_on_qp1(&mads, &ours, map, &format!("{id:#06x}"));
         map.len() * mads.len()
     }
     let mut n = check(

@@ -469,17 +469,19 @@ impl Session {
         true
     }
 
-    /// A GS MAD (SA, performance, …) from the client at `slot`, attached
-    /// at `node`: forwarded through the installed LFTs to the node that
-    /// holds its DLID, as ibsim does, to the client there that takes it —
-    /// a response to the client that asked (by TID), a request to the QP
-    /// it names, QP 0 or 1 to the node's SM client. A request nobody
-    /// takes is answered with ETIMEDOUT at once; a response, dropped.
+    /// A GS MAD (the SA's, or another class's but PerfMgt's) from the
+    /// client at `slot`, attached at `node`: forwarded through the
+    /// installed LFTs to the node that holds its DLID, as ibsim does, to
+    /// the client there that takes it — a response to the client that
+    /// asked (by TID), a request to the QP it names, QP 0 or 1 to the
+    /// node's SM client. A request nobody takes is answered with
+    /// ETIMEDOUT at once; a response, dropped.
     fn forward_gs(&mut self, slot: usize, node: usize, r: SimRequest, now: Instant) {
         let class = r.class();
         let response = r.is_response();
         let tid = r.tid();
-        let dst = self.fabric.deliver_to(node, mad_core::Lid(r.dlid));
+        // Carried, so that the ports it crosses count it.
+        let dst = self.fabric.carry(node, mad_core::Lid(r.dlid));
         let to = dst.and_then(|dst| {
             let attached = |s: &Slot, f: &dyn Fn(&Client) -> bool| {
                 matches!(s, Slot::Attached(c) if c.node == dst && f(c))
@@ -552,7 +554,11 @@ impl Session {
             return;
         };
         let Some(mad) = self.fabric.pma_answer(dst, &r.mad) else {
+            // Not a MAD a PMA answers (another base version): it is
+            // dropped there, and the client, which may wait for ever,
+            // hears so at once.
             self.stats.malformed += 1;
+            self.refuse(slot, r);
             return;
         };
         let back = self.fabric.nodes[node].lid();

@@ -445,8 +445,8 @@ fn gmp(method: u8, tid: u64, dlid: u16, dqp: u32, sqp: u32) -> [u8; 288] {
     .encode()
 }
 
-#[test]
-fn gs_mads_cross_the_routed_fabric_to_the_client_that_takes_them() {
+/// A session serving mport-ntree:4:2 as ibkit's SM brought it up.
+fn routed_session() -> (Session, Instant) {
     let (f, _sm, up) = crate::sim::bring_up(
         "mport-ntree:4:2",
         SimConfig::default(),
@@ -454,21 +454,39 @@ fn gs_mads_cross_the_routed_fabric_to_the_client_that_takes_them() {
     )
     .unwrap();
     assert!(up);
-    let lid = |name: &str| {
-        let i = f.topo.nodes.iter().position(|n| n.name == name).unwrap();
-        f.nodes[i].lid().0
-    };
-    let (l0, l1, l2) = (lid("H-0"), lid("H-1"), lid("H-2"));
     let now = Instant::now();
-    let mut s = Session::new(f, Access::new(ME, &[]), now);
+    (Session::new(f, Access::new(ME, &[]), now), now)
+}
+
+/// The LID of the node named `name`.
+fn lid_of(s: &Session, name: &str) -> u16 {
+    let f = s.fabric();
+    let i = f.topo.nodes.iter().position(|n| n.name == name).unwrap();
+    f.nodes[i].lid().0
+}
+
+#[test]
+fn gs_mads_cross_the_routed_fabric_to_the_client_that_takes_them() {
+    let (mut s, now) = routed_session();
+    let (l0, l1, l2) = (lid_of(&s, "H-0"), lid_of(&s, "H-1"), lid_of(&s, "H-2"));
     let mut t = Mock::default();
     let sm = attach_qp(&mut s, &mut t, 10, "H-0", true, 0);
     let host = attach_qp(&mut s, &mut t, 11, "H-1", false, 0);
     let listener = attach_qp(&mut s, &mut t, 12, "H-2", false, 0x345);
 
     // A request to the SA (QP 1 at the SM's LID) reaches the SM's client,
-    // from the host's LID.
+    // from the host's LID; the host's port counts it sent.
+    let h1 = s
+        .fabric()
+        .topo
+        .nodes
+        .iter()
+        .position(|n| n.name == "H-1")
+        .unwrap();
+    let sent = |s: &Session| s.fabric().port_counts(h1, 1).unwrap().extended().xmit_pkts;
+    let before = sent(&s);
     s.on_packet(host, &gmp(0x12, 0x77, l0, 1, 1), USER, now);
+    assert_eq!(sent(&s), before + 1);
     let r = replies(&mut s, sm);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].slid, r[0].dqp, r[0].tid()), (l1, 1, 0x77));
@@ -576,20 +594,8 @@ fn node_vfs_is_for_a_ca_that_is_down() {
 #[test]
 fn perfmgt_requests_are_answered_by_the_pma_of_the_port_they_reach() {
     use mad_core::perf::{self, PortCounters};
-    let (f, _sm, up) = crate::sim::bring_up(
-        "mport-ntree:4:2",
-        SimConfig::default(),
-        smi::sm::SmConfig::default(),
-    )
-    .unwrap();
-    assert!(up);
-    let lid = |name: &str| {
-        let i = f.topo.nodes.iter().position(|n| n.name == name).unwrap();
-        f.nodes[i].lid().0
-    };
-    let (l1, l2) = (lid("H-1"), lid("H-2"));
-    let now = Instant::now();
-    let mut s = Session::new(f, Access::new(ME, &[]), now);
+    let (mut s, now) = routed_session();
+    let (l1, l2) = (lid_of(&s, "H-1"), lid_of(&s, "H-2"));
     let mut t = Mock::default();
     let host = attach_qp(&mut s, &mut t, 11, "H-1", false, 0);
     // A client at H-2 that would take GS requests to its QP: the PMA
@@ -625,7 +631,13 @@ fn perfmgt_requests_are_answered_by_the_pma_of_the_port_they_reach() {
     assert!(replies(&mut s, other).is_empty());
     assert_eq!(s.stats().pma_answered, 2);
     assert_eq!(s.stats().gs_forwarded, 0);
+    // Not a MAD a PMA answers (base version 2): ETIMEDOUT at once.
+    m[32] = 2;
+    s.on_packet(host, &m, USER, now);
+    assert_eq!(replies(&mut s, host)[0].status, ETIMEDOUT);
+    assert_eq!(s.stats().pma_answered, 2);
     // To a LID no port holds: ETIMEDOUT at once.
+    m[32] = 1;
     m[0..2].copy_from_slice(&999u16.to_be_bytes());
     s.on_packet(host, &m, USER, now);
     assert_eq!(replies(&mut s, host)[0].status, ETIMEDOUT);

@@ -323,25 +323,17 @@ impl Fabric {
                 let Ok(q) = PortCounters::decode(data) else {
                     return (STATUS_BAD_FIELD, None);
                 };
-                let Some(ports) = self.selected(node, q.port_select) else {
+                let clear = |c: &mut PortCounts| c.clear(q.counter_select);
+                let Some(t) =
+                    self.gather(node, q.port_select, set, clear, PortCounts::counters, sum)
+                else {
                     return (STATUS_BAD_FIELD, None);
                 };
-                let mut total: Option<PortCounters> = None;
-                for p in ports {
-                    let Some(c) = self.counts(node, p) else {
-                        continue;
-                    };
-                    if set {
-                        c.clear(q.counter_select);
-                    }
-                    let now = c.counters();
-                    total = Some(total.map_or(now, |t| sum(t, now)));
-                }
                 let a = PortCounters {
                     port_select: q.port_select,
                     counter_select: q.counter_select,
                     counter_select2: q.counter_select2,
-                    ..total.unwrap_or_default()
+                    ..t
                 };
                 (0, a.to_bytes().ok().map(|b| b.to_vec()))
             }
@@ -349,29 +341,55 @@ impl Fabric {
                 let Ok(q) = PortCountersExtended::decode(data) else {
                     return (STATUS_BAD_FIELD, None);
                 };
-                let Some(ports) = self.selected(node, q.port_select) else {
+                let clear = |c: &mut PortCounts| c.clear_extended(q.counter_select);
+                let Some(t) = self.gather(
+                    node,
+                    q.port_select,
+                    set,
+                    clear,
+                    PortCounts::extended,
+                    sum_extended,
+                ) else {
                     return (STATUS_BAD_FIELD, None);
                 };
-                let mut total: Option<PortCountersExtended> = None;
-                for p in ports {
-                    let Some(c) = self.counts(node, p) else {
-                        continue;
-                    };
-                    if set {
-                        c.clear_extended(q.counter_select);
-                    }
-                    let now = c.extended();
-                    total = Some(total.map_or(now, |t| sum_extended(t, now)));
-                }
                 let a = PortCountersExtended {
                     port_select: q.port_select,
                     counter_select: q.counter_select,
-                    ..total.unwrap_or_default()
+                    ..t
                 };
                 (0, a.to_bytes().ok().map(|b| b.to_vec()))
             }
             _ => (STATUS_BAD_ATTRIBUTE, None),
         }
+    }
+
+    /// The counters of the ports PortSelect `sel` names at `node`, read
+    /// with `read` and summed with `add` — cleared with `clear` first, for
+    /// a Set; `None` when `sel` names no port there.
+    fn gather<T: Default>(
+        &mut self,
+        node: usize,
+        sel: u8,
+        set: bool,
+        clear: impl Fn(&mut PortCounts),
+        read: fn(&PortCounts) -> T,
+        add: fn(T, T) -> T,
+    ) -> Option<T> {
+        let mut total: Option<T> = None;
+        for p in self.selected(node, sel)? {
+            let Some(c) = self.counts(node, p) else {
+                continue;
+            };
+            if set {
+                clear(c);
+            }
+            let now = read(c);
+            total = Some(match total {
+                Some(t) => add(t, now),
+                None => now,
+            });
+        }
+        Some(total.unwrap_or_default())
     }
 
     /// The ports PortSelect `sel` names at `node`: one of its ports (a
