@@ -42,6 +42,18 @@ fn status(answer: &[u8; 256]) -> u16 {
     u16::from_be_bytes([answer[4], answer[5]])
 }
 
+/// Get (or, with `clear`, Set) of attribute `attr` at `node` carrying
+/// `query`: the answer's data, once its status, method and TID are
+/// checked.
+fn ask(f: &mut Fabric, node: usize, attr: u16, clear: bool, query: &[u8]) -> Vec<u8> {
+    let method = if clear { 0x02 } else { 0x01 };
+    let a = f.pma_answer(node, &request(method, attr, query)).unwrap();
+    assert_eq!(status(&a), 0, "node {node} attribute {attr:#06x}");
+    assert_eq!(a[3], 0x81, "a GetResp");
+    assert_eq!(a[8..16], 0x0102_0304_0506_0708u64.to_be_bytes(), "its TID");
+    a[perf::DATA_OFFSET..].to_vec()
+}
+
 /// Get (or, with `clear`, Set) PortCounters of `port` at `node`.
 fn counters(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCounters {
     let q = PortCounters {
@@ -49,34 +61,31 @@ fn counters(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCo
         counter_select: clear.unwrap_or(0),
         ..PortCounters::default()
     };
-    let method = if clear.is_some() { 0x02 } else { 0x01 };
-    let a = f
-        .pma_answer(
-            node,
-            &request(method, ATTR_PORT_COUNTERS, &q.to_bytes().unwrap()),
-        )
-        .unwrap();
-    assert_eq!(status(&a), 0, "node {node} port {port}");
-    assert_eq!(a[3], 0x81, "a GetResp");
-    assert_eq!(a[8..16], 0x0102_0304_0506_0708u64.to_be_bytes(), "its TID");
-    PortCounters::decode(&a[perf::DATA_OFFSET..]).unwrap()
+    let a = ask(
+        f,
+        node,
+        ATTR_PORT_COUNTERS,
+        clear.is_some(),
+        &q.to_bytes().unwrap(),
+    );
+    PortCounters::decode(&a).unwrap()
 }
 
+/// Get (or, with `clear`, Set) PortCountersExtended of `port` at `node`.
 fn extended(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCountersExtended {
     let q = PortCountersExtended {
         port_select: port,
         counter_select: clear.unwrap_or(0),
         ..PortCountersExtended::default()
     };
-    let method = if clear.is_some() { 0x02 } else { 0x01 };
-    let a = f
-        .pma_answer(
-            node,
-            &request(method, ATTR_PORT_COUNTERS_EXTENDED, &q.to_bytes().unwrap()),
-        )
-        .unwrap();
-    assert_eq!(status(&a), 0);
-    PortCountersExtended::decode(&a[perf::DATA_OFFSET..]).unwrap()
+    let a = ask(
+        f,
+        node,
+        ATTR_PORT_COUNTERS_EXTENDED,
+        clear.is_some(),
+        &q.to_bytes().unwrap(),
+    );
+    PortCountersExtended::decode(&a).unwrap()
 }
 
 fn first(f: &Fabric, kind: NodeType) -> usize {

@@ -156,6 +156,8 @@ pub struct Fabric {
     pub stats: FabricStats,
     /// Each port's Performance Management counters, [node][port].
     counters: Vec<Box<[PortCounts]>>,
+    /// [`Fabric::carry`]'s egress ports of the packet it carries.
+    carried: Vec<(usize, u8)>,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
 }
@@ -336,6 +338,7 @@ impl Fabric {
             capture: None,
             stats: FabricStats::default(),
             counters: Vec::new(),
+            carried: Vec::new(),
             phase_wall_ms: Default::default(),
         };
         f.counters = f.topo.nodes.iter().map(|n| pma::fresh(n.ports)).collect();

@@ -188,8 +188,8 @@ const STATUS_BAD_ATTRIBUTE: u16 = 3 << 2;
 /// MAD status: a field of the attribute or its modifier is invalid.
 const STATUS_BAD_FIELD: u16 = 7 << 2;
 
-/// The counters of every port of every node, indexed [node][port] (port
-/// 0 is a switch's management port).
+/// Zeroed counters for a node of `ports` ports, indexed by port number
+/// (port 0: a switch's management port).
 pub(super) fn fresh(ports: u8) -> Box<[PortCounts]> {
     vec![PortCounts::default(); usize::from(ports) + 1].into_boxed_slice()
 }
@@ -249,27 +249,32 @@ impl Fabric {
         if self.nodes.get(src)?.owns(dlid) {
             return Some(src);
         }
-        let mut hops: Vec<(usize, u8)> = Vec::new();
-        let mut last = src;
-        let start = match &self.nodes[src] {
-            super::SimNode::Switch(_) => (src, 0),
-            _ => {
-                hops.push((src, 1));
-                self.topo.peer_of(src, 1)?
-            }
+        let from_ca = !matches!(self.nodes[src], super::SimNode::Switch(_));
+        let start = if from_ca {
+            self.topo.peer_of(src, 1)?
+        } else {
+            (src, 0)
         };
+        // The egress ports crossed, in a buffer kept between packets.
+        let mut hops = std::mem::take(&mut self.carried);
+        hops.clear();
+        if from_ca {
+            hops.push((src, 1));
+        }
+        let mut last = src;
         let walk = self.forward(start, dlid, |n, p| {
             last = n;
             if p != 0 && p != mad_core::attr::forwarding::DROP_PORT {
                 hops.push((n, p));
             }
         });
-        for (n, p) in hops {
+        for &(n, p) in &hops {
             match self.topo.peer_of(n, p) {
                 Some(to) => self.count_crossing((n, p), to, false),
                 None => self.count_xmit_discard(n, p),
             }
         }
+        self.carried = hops;
         match walk {
             super::Walk::Delivered(_) => Some(last),
             _ => None,
