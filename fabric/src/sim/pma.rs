@@ -246,28 +246,10 @@ impl Fabric {
     /// each cable it crosses at both ends: the node that takes it, if one
     /// does.
     pub fn carry(&mut self, src: usize, dlid: Lid) -> Option<usize> {
-        if self.nodes.get(src)?.owns(dlid) {
-            return Some(src);
-        }
-        let from_ca = !matches!(self.nodes[src], super::SimNode::Switch(_));
-        let start = if from_ca {
-            self.topo.peer_of(src, 1)?
-        } else {
-            (src, 0)
-        };
         // The egress ports crossed, in a buffer kept between packets.
         let mut hops = std::mem::take(&mut self.carried);
         hops.clear();
-        if from_ca {
-            hops.push((src, 1));
-        }
-        let mut last = src;
-        let walk = self.forward(start, dlid, |n, p| {
-            last = n;
-            if p != 0 && p != mad_core::attr::forwarding::DROP_PORT {
-                hops.push((n, p));
-            }
-        });
+        let to = self.route_gs(src, dlid, |n, p| hops.push((n, p)));
         for &(n, p) in &hops {
             match self.topo.peer_of(n, p) {
                 Some(to) => self.count_crossing((n, p), to, false),
@@ -275,10 +257,7 @@ impl Fabric {
             }
         }
         self.carried = hops;
-        match walk {
-            super::Walk::Delivered(_) => Some(last),
-            _ => None,
-        }
+        to
     }
 
     /// The PMA of `node` answers the PerfMgt MAD `mad` (a request that

@@ -284,15 +284,37 @@ impl Fabric {
     /// switch from itself) to `dlid` reaches through the installed LFTs,
     /// if it reaches the node that holds the LID.
     pub fn deliver_to(&self, src: usize, dlid: Lid) -> Option<usize> {
+        self.route_gs(src, dlid, |_, _| {})
+    }
+
+    /// [`Fabric::deliver_to`], calling `egress` with (node, port) for
+    /// each port the packet leaves by on its way (a CA's port 1 first;
+    /// never a switch's port 0 or an unrouted entry).
+    pub(super) fn route_gs(
+        &self,
+        src: usize,
+        dlid: Lid,
+        mut egress: impl FnMut(usize, u8),
+    ) -> Option<usize> {
         if self.nodes.get(src)?.owns(dlid) {
             return Some(src);
         }
-        let mut last = src;
         let start = match &self.nodes[src] {
             SimNode::Switch(_) => (src, 0),
-            _ => self.topo.peer_of(src, 1)?,
+            _ => {
+                let first = self.topo.peer_of(src, 1)?;
+                egress(src, 1);
+                first
+            }
         };
-        match self.forward(start, dlid, |n, _| last = n) {
+        let mut last = src;
+        let walk = self.forward(start, dlid, |n, p| {
+            last = n;
+            if p != 0 && p != DROP_PORT {
+                egress(n, p);
+            }
+        });
+        match walk {
             Walk::Delivered(_) => Some(last),
             _ => None,
         }
