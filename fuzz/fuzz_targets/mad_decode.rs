@@ -1,14 +1,17 @@
 //! Arbitrary bytes into every decoder of mad-core: the SMP view and its
 //! header checks, every attribute by every attribute ID and modifier, the
 //! Notice and its trap details, the SA MAD and every SA record by its
-//! attribute ID, PerfMgt's PortCounters and PortCountersExtended. Nothing
+//! attribute ID, PerfMgt's PortCounters, PortCountersExtended and the two
+//! details attributes. Nothing
 //! may panic; whatever decodes must re-encode and decode to the same
 //! value.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mad_core::notice::{Notice, TrapDetails};
-use mad_core::perf::{PortCounters, PortCountersExtended};
+use mad_core::perf::{
+    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortXmitDiscardDetails,
+};
 use mad_core::sa::{AnyRecord, SaAttributeId, SaMad};
 use mad_core::{AnyAttribute, AttributeId, Smp};
 
@@ -57,5 +60,13 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(c) = PortCountersExtended::decode(body) {
         let b = c.to_bytes().expect("PortCountersExtended re-encodes");
         assert_eq!(PortCountersExtended::decode(&b).unwrap(), c);
+    }
+    if let Ok(c) = PortRcvErrorDetails::decode(body) {
+        let b = c.to_bytes().expect("PortRcvErrorDetails re-encodes");
+        assert_eq!(PortRcvErrorDetails::decode(&b).unwrap(), c);
+    }
+    if let Ok(c) = PortXmitDiscardDetails::decode(body) {
+        let b = c.to_bytes().expect("PortXmitDiscardDetails re-encodes");
+        assert_eq!(PortXmitDiscardDetails::decode(&b).unwrap(), c);
     }
 });

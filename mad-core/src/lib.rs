@@ -31,8 +31,9 @@
 //! * [`dr_path`] — a directed-route path of at most 63 hops.
 //! * [`attr`] — every SMP attribute, its attribute modifier and [`attr::AnyAttribute`].
 //! * [`notice`] — the Notice attribute and the data of every trap an SM handles.
-//! * [`perf`] — Performance Management (class 0x04): PortCounters and
-//!   PortCountersExtended, as a PMA answers them.
+//! * [`perf`] — Performance Management (class 0x04): PortCounters,
+//!   PortCountersExtended, PortRcvErrorDetails and PortXmitDiscardDetails,
+//!   as a PMA answers them.
 //! * [`sa`] — Subnet Administration MADs: the RMPP and SA headers and every
 //!   record an SA serves, with the components of its ComponentMask.
 #![no_std]

@@ -1,8 +1,10 @@
 //! Performance Management (management class 0x04, IBA 16.1): the
 //! attributes a Performance Management Agent (PMA) answers and
-//! `perfquery` and `ibqueryerrors` ask for — PortCounters and
-//! PortCountersExtended — with the class's attribute IDs, capability bits
-//! and the CounterSelect masks a Set resets by.
+//! `perfquery` and `ibqueryerrors` ask for — PortCounters,
+//! PortCountersExtended, and the optional PortRcvErrorDetails and
+//! PortXmitDiscardDetails that break two of PortCounters' errors down by
+//! cause — with the class's attribute IDs, capability bits and the
+//! CounterSelect masks a Set resets by.
 //!
 //! A PerfMgt MAD is the 24-byte common MAD header, 40 reserved bytes, and
 //! the attribute's data from byte [`DATA_OFFSET`] on. Its ClassPortInfo is
@@ -21,6 +23,10 @@ pub const ATTR_CLASS_PORT_INFO: u16 = 0x0001;
 pub const ATTR_PORT_COUNTERS: u16 = 0x0012;
 /// PortCountersExtended.
 pub const ATTR_PORT_COUNTERS_EXTENDED: u16 = 0x001D;
+/// PortRcvErrorDetails.
+pub const ATTR_PORT_RCV_ERROR_DETAILS: u16 = 0x0015;
+/// PortXmitDiscardDetails.
+pub const ATTR_PORT_XMIT_DISCARD_DETAILS: u16 = 0x0016;
 
 /// ClassPortInfo.CapabilityMask: PortSelect 0xFF reads or resets the sum of
 /// every port of a switch (AllPortSelect).
@@ -170,6 +176,55 @@ bitstruct! {
     }
 }
 
+bitstruct! {
+    /// PortRcvErrorDetails (IBA 16.1.4, optional; 16 bytes): a port's received
+    /// packets discarded, by cause — the first three are counted in
+    /// PortCounters.PortRcvErrors, the last three in
+    /// PortRcvSwitchRelayErrors. CounterSelect bit `i` clears the `i`-th
+    /// counter (bit 0 PortLocalPhysicalErrors … bit 5 PortLoopingErrors).
+    pub struct PortRcvErrorDetails("PortRcvErrorDetails", 16) {
+        /// The port (0xFF: every port).
+        port_select: u8 = 8, 8;
+        /// The counters a Set clears.
+        counter_select: u16 = 16, 16;
+        /// PortLocalPhysicalErrors: packets received with a physical
+        /// error (a bad CRC, a symbol error).
+        local_physical_errors: u16 = 32, 16;
+        /// PortMalformedPacketErrors.
+        malformed_packet_errors: u16 = 48, 16;
+        /// PortBufferOverrunErrors.
+        buffer_overrun_errors: u16 = 64, 16;
+        /// PortDLIDMappingErrors: packets a switch had no route for.
+        dlid_mapping_errors: u16 = 80, 16;
+        /// PortVLMappingErrors.
+        vl_mapping_errors: u16 = 96, 16;
+        /// PortLoopingErrors.
+        looping_errors: u16 = 112, 16;
+    }
+}
+
+bitstruct! {
+    /// PortXmitDiscardDetails (IBA 16.1.4, optional; 12 bytes): the packets a port
+    /// discarded instead of sending, by cause, each counted in
+    /// PortCounters.PortXmitDiscards. CounterSelect bit `i` clears the
+    /// `i`-th counter (bit 0 PortInactiveDiscards … bit 3
+    /// PortSwHOQLifetimeLimitDiscards).
+    pub struct PortXmitDiscardDetails("PortXmitDiscardDetails", 12) {
+        /// The port (0xFF: every port).
+        port_select: u8 = 8, 8;
+        /// The counters a Set clears.
+        counter_select: u16 = 16, 16;
+        /// PortInactiveDiscards: the port was not active.
+        inactive_discards: u16 = 32, 16;
+        /// PortNeighborMTUDiscards: longer than the neighbour's MTU.
+        neighbor_mtu_discards: u16 = 48, 16;
+        /// PortSwLifetimeLimitDiscards: the switch lifetime limit ran out.
+        sw_lifetime_limit_discards: u16 = 64, 16;
+        /// PortSwHOQLifetimeLimitDiscards: the head-of-queue limit ran out.
+        sw_hoq_lifetime_limit_discards: u16 = 80, 16;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,8 +258,34 @@ mod tests {
     }
 
     #[test]
+    fn details_sit_where_the_spec_puts_them() {
+        let mut b = [0u8; 16];
+        b[1] = 9;
+        b[2..4].copy_from_slice(&0x3Fu16.to_be_bytes());
+        b[4..6].copy_from_slice(&513u16.to_be_bytes()); // local physical
+        b[10..12].copy_from_slice(&7u16.to_be_bytes()); // DLID mapping
+        b[14..16].copy_from_slice(&u16::MAX.to_be_bytes()); // looping
+        let r = PortRcvErrorDetails::decode(&b).unwrap();
+        assert_eq!((r.port_select, r.counter_select), (9, 0x3F));
+        assert_eq!(r.local_physical_errors, 513);
+        assert_eq!(r.dlid_mapping_errors, 7);
+        assert_eq!(r.looping_errors, u16::MAX);
+        assert_eq!(r.malformed_packet_errors, 0);
+        assert_eq!(r.to_bytes().unwrap(), b);
+
+        let mut x = [0u8; 12];
+        x[4..6].copy_from_slice(&3u16.to_be_bytes()); // inactive
+        x[8..10].copy_from_slice(&4u16.to_be_bytes()); // switch lifetime
+        let d = PortXmitDiscardDetails::decode(&x).unwrap();
+        assert_eq!((d.inactive_discards, d.sw_lifetime_limit_discards), (3, 4));
+        assert_eq!(d.to_bytes().unwrap(), x);
+    }
+
+    #[test]
     fn a_short_buffer_is_refused() {
         assert!(PortCounters::decode(&[0u8; 43]).is_err());
         assert!(PortCountersExtended::decode(&[0u8; 71]).is_err());
+        assert!(PortRcvErrorDetails::decode(&[0u8; 15]).is_err());
+        assert!(PortXmitDiscardDetails::decode(&[0u8; 11]).is_err());
     }
 }

@@ -6,7 +6,9 @@ use fabric::rng::Rng;
 use mad_core::attr::*;
 use mad_core::field::{mask, set_bits, FieldDesc, Fields, Value};
 use mad_core::notice::{Notice, Trap128, Trap144};
-use mad_core::perf::{PortCounters, PortCountersExtended};
+use mad_core::perf::{
+    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortXmitDiscardDetails,
+};
 use mad_core::sa::*;
 use std::collections::HashMap;
 use tests::libibmad::LibIbmad;
@@ -214,6 +216,24 @@ fn cases() -> Vec<Case> {
             "multicast_xmit_pkts" => "IB_PC_EXT_XMT_MPKTS_F",
             "multicast_rcv_pkts" => "IB_PC_EXT_RCV_MPKTS_F",
         ]),
+        // libibmad has no PortSelect or CounterSelect of their own for the
+        // details: it reads them with PortCounters' (IB_PC_PORT_SELECT_F).
+        case!(PortRcvErrorDetails, base 0, [
+            "port_select" => "IB_PC_PORT_SELECT_F", "counter_select" => "IB_PC_COUNTER_SELECT_F",
+            "local_physical_errors" => "IB_PC_RCV_LOCAL_PHY_ERR_F",
+            "malformed_packet_errors" => "IB_PC_RCV_MALFORMED_PKT_ERR_F",
+            "buffer_overrun_errors" => "IB_PC_RCV_BUF_OVR_ERR_F",
+            "dlid_mapping_errors" => "IB_PC_RCV_DLID_MAP_ERR_F",
+            "vl_mapping_errors" => "IB_PC_RCV_VL_MAP_ERR_F",
+            "looping_errors" => "IB_PC_RCV_LOOPING_ERR_F",
+        ]),
+        case!(PortXmitDiscardDetails, base 0, [
+            "port_select" => "IB_PC_PORT_SELECT_F", "counter_select" => "IB_PC_COUNTER_SELECT_F",
+            "inactive_discards" => "IB_PC_XMT_INACT_DISC_F",
+            "neighbor_mtu_discards" => "IB_PC_XMT_NEIGH_MTU_DISC_F",
+            "sw_lifetime_limit_discards" => "IB_PC_XMT_SW_LIFE_DISC_F",
+            "sw_hoq_lifetime_limit_discards" => "IB_PC_XMT_SW_HOL_DISC_F",
+        ]),
     ]
 }
 
@@ -299,7 +319,7 @@ fn every_libibmad_field_sits_exactly_where_mad_core_puts_it() {
         }
     }
     eprintln!("checked the position and width of {checked} fields against libibmad");
-    assert!(checked >= 201, "only {checked} fields checked");
+    assert!(checked >= 215, "only {checked} fields checked");
 }
 
 #[test]
