@@ -1,15 +1,18 @@
 //! The simulated ports' Performance Management Agents: every cable
 //! crossing counted once at each end, losses as receive errors, failed
-//! cables as LinkDowned, and the PMA's answers and refusals (Get, Set to
-//! clear, PortSelect 0xFF, the MAD status of what it does not do).
+//! cables as LinkDowned, discards and relay errors with their causes in
+//! the details attributes, and the PMA's answers and refusals (Get, Set
+//! to clear, PortSelect 0xFF, the MAD status of what it does not do).
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig, MAD_PACKET_WORDS, PMA_CAPABILITIES};
 use mad_core::attr::NodeType;
 use mad_core::perf::{
-    self, select, select_extended, PortCounters, PortCountersExtended, ALL_PORTS,
-    ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXTENDED,
+    self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
+    PortXmitDiscardDetails, ALL_PORTS, ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS,
+    ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_XMIT_DISCARD_DETAILS,
 };
 use mad_core::sa::ClassPortInfo;
+use mad_core::{AttributeId, MKey, Method, Smp};
 use smi::sm::SmConfig;
 
 fn up(spec: &str, sim: SimConfig) -> Fabric {
@@ -54,38 +57,56 @@ fn ask(f: &mut Fabric, node: usize, attr: u16, clear: bool, query: &[u8]) -> Vec
     a[perf::DATA_OFFSET..].to_vec()
 }
 
-/// Get (or, with `clear`, Set) PortCounters of `port` at `node`.
-fn counters(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCounters {
-    let q = PortCounters {
-        port_select: port,
-        counter_select: clear.unwrap_or(0),
-        ..PortCounters::default()
+/// `fn $name(f, node, port, clear) -> $t`: Get (or, with `clear`, Set
+/// selecting it) of the counter attribute `$t` of `port` at `node`.
+macro_rules! reader {
+    ($name:ident, $t:ident, $attr:expr) => {
+        fn $name(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> $t {
+            let q = $t {
+                port_select: port,
+                counter_select: clear.unwrap_or(0),
+                ..$t::default()
+            };
+            let a = ask(f, node, $attr, clear.is_some(), &q.to_bytes().unwrap());
+            $t::decode(&a).unwrap()
+        }
     };
-    let a = ask(
-        f,
-        node,
-        ATTR_PORT_COUNTERS,
-        clear.is_some(),
-        &q.to_bytes().unwrap(),
-    );
-    PortCounters::decode(&a).unwrap()
 }
 
-/// Get (or, with `clear`, Set) PortCountersExtended of `port` at `node`.
-fn extended(f: &mut Fabric, node: usize, port: u8, clear: Option<u16>) -> PortCountersExtended {
-    let q = PortCountersExtended {
-        port_select: port,
-        counter_select: clear.unwrap_or(0),
-        ..PortCountersExtended::default()
-    };
-    let a = ask(
-        f,
-        node,
-        ATTR_PORT_COUNTERS_EXTENDED,
-        clear.is_some(),
-        &q.to_bytes().unwrap(),
-    );
-    PortCountersExtended::decode(&a).unwrap()
+reader!(counters, PortCounters, ATTR_PORT_COUNTERS);
+reader!(extended, PortCountersExtended, ATTR_PORT_COUNTERS_EXTENDED);
+reader!(
+    rcv_details,
+    PortRcvErrorDetails,
+    ATTR_PORT_RCV_ERROR_DETAILS
+);
+reader!(
+    xmit_details,
+    PortXmitDiscardDetails,
+    ATTR_PORT_XMIT_DISCARD_DETAILS
+);
+
+/// Every port's (PortCounters, PortRcvErrorDetails, PortXmitDiscardDetails).
+type Errors = Vec<(PortCounters, PortRcvErrorDetails, PortXmitDiscardDetails)>;
+
+/// Every port's errors: its counters, the traffic counters left out.
+fn errors(f: &mut Fabric) -> Errors {
+    ports(f)
+        .into_iter()
+        .map(|(n, p)| {
+            (
+                PortCounters {
+                    xmit_data: 0,
+                    rcv_data: 0,
+                    xmit_pkts: 0,
+                    rcv_pkts: 0,
+                    ..counters(f, n, p, None)
+                },
+                rcv_details(f, n, p, None),
+                xmit_details(f, n, p, None),
+            )
+        })
+        .collect()
 }
 
 fn first(f: &Fabric, kind: NodeType) -> usize {
@@ -153,6 +174,20 @@ fn a_lossy_cable_counts_receive_errors_and_a_failed_one_link_downed() {
     assert!(f.stats.lost > 0, "the seed loses some");
     assert_eq!(errors, f.stats.lost);
     assert_eq!(rcv + errors, f.stats.hops);
+    // Each a local physical error in the details, port for port, and
+    // nothing else there.
+    for (c, r, x) in self::errors(&mut f) {
+        assert_eq!(r.local_physical_errors, c.rcv_errors);
+        assert_eq!(
+            r,
+            PortRcvErrorDetails {
+                port_select: r.port_select,
+                local_physical_errors: c.rcv_errors,
+                ..PortRcvErrorDetails::default()
+            }
+        );
+        assert_eq!(x.inactive_discards, c.xmit_discards);
+    }
 
     let mut f = up("mport-ntree:4:2", SimConfig::default());
     let s = first(&f, NodeType::Switch);
@@ -187,6 +222,100 @@ fn a_lossy_cable_counts_receive_errors_and_a_failed_one_link_downed() {
     let x = extended(&mut f, m, q, None);
     assert!(x.xmit_pkts + x.rcv_pkts <= 2, "{x:?}");
     assert_eq!(counters(&mut f, m, q, None).link_downed, 0);
+}
+
+/// The ports whose errors differ between `a` and `b`, with `b`'s.
+fn changed(f: &Fabric, a: &Errors, b: &Errors) -> Vec<((usize, u8), Errors)> {
+    ports(f)
+        .into_iter()
+        .zip(a.iter().zip(b))
+        .filter(|(_, (x, y))| x != y)
+        .map(|(p, (_, y))| (p, vec![*y]))
+        .collect()
+}
+
+#[test]
+fn discards_and_relay_errors_are_counted_with_their_causes() {
+    let mut f = up("mport-ntree:4:2", SimConfig::default());
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&n| f.topo.nodes[n].kind == NodeType::ChannelAdapter)
+        .collect();
+    let (src, dst) = (cas[0], cas[cas.len() - 1]);
+    let (s, p) = f.topo.peer_of(dst, 1).unwrap();
+    // The destination's cable fails; the LFTs still send its LID there.
+    let at = f.now_ns() + 1_000;
+    f.schedule(at, FabricEvent::LinkDown(s, p));
+    f.run_to_quiescence();
+    let before = errors(&mut f);
+    let get = Smp::lid_routed(Method::Get, AttributeId::NodeInfo, 0, 0x91, MKey(0));
+    assert!(f.inject(src, get, f.nodes[dst].lid().0));
+    f.run_to_quiescence();
+    let after = errors(&mut f);
+    // One discard, at the switch port whose cable is gone: inactive.
+    let d = changed(&f, &before, &after);
+    assert_eq!(d.len(), 1, "{d:?}");
+    let ((n, q), e) = &d[0];
+    assert_eq!((*n, *q), (s, p));
+    let (c, r, x) = e[0];
+    let i = ports(&f).iter().position(|&x| x == (s, p)).unwrap();
+    assert_eq!(c.xmit_discards, before[i].0.xmit_discards + 1);
+    assert_eq!(x.inactive_discards, before[i].2.inactive_discards + 1);
+    assert_eq!(x.sw_lifetime_limit_discards, 0);
+    assert_eq!(r, before[i].1);
+
+    // A directed-route SMP whose path leaves by that port: discarded
+    // there too, by the switch's SMI.
+    let before = after;
+    let next = (0..f.nodes.len())
+        .find(|&n| n != dst && f.topo.peer_of(n, 1).is_some_and(|(m, _)| m == s))
+        .expect("another CA on that switch");
+    let path = mad_core::DrPath::from_ports(&[1, p]).unwrap();
+    let get = Smp::directed(&path, Method::Get, AttributeId::NodeInfo, 0, 0x93, MKey(0));
+    assert!(f.inject(next, get, 0xFFFF));
+    f.run_to_quiescence();
+    let after = errors(&mut f);
+    let d = changed(&f, &before, &after);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].0, (s, p));
+    assert_eq!(d[0].1[0].2.inactive_discards, 2);
+    assert_eq!(d[0].1[0].0.xmit_discards, 2);
+
+    // A LID no switch routes: a relay error where it came into the
+    // first switch, a DLID mapping error in the details.
+    let before = after;
+    let get = Smp::lid_routed(Method::Get, AttributeId::NodeInfo, 0, 0x92, MKey(0));
+    assert!(f.inject(src, get, 0xBFFF));
+    f.run_to_quiescence();
+    let after = errors(&mut f);
+    let d = changed(&f, &before, &after);
+    assert_eq!(d.len(), 1, "{d:?}");
+    let ((n, q), e) = &d[0];
+    assert_eq!((*n, *q), f.topo.peer_of(src, 1).unwrap());
+    let i = ports(&f).iter().position(|x| x == &(*n, *q)).unwrap();
+    let (c, r, _) = e[0];
+    assert_eq!(
+        c.rcv_switch_relay_errors,
+        before[i].0.rcv_switch_relay_errors + 1
+    );
+    assert_eq!(r.dlid_mapping_errors, before[i].1.dlid_mapping_errors + 1);
+    assert_eq!(r.local_physical_errors, before[i].1.local_physical_errors);
+
+    // Each details attribute clears what its CounterSelect names, on its
+    // own: PortCounters keeps its discard; the sum of a switch's ports
+    // (PortSelect 0xFF) holds what one port does.
+    let all = xmit_details(&mut f, s, ALL_PORTS, None);
+    assert_eq!(
+        all.inactive_discards,
+        xmit_details(&mut f, s, p, None).inactive_discards
+    );
+    let x = xmit_details(&mut f, s, p, Some(1 << 1));
+    assert_eq!(x.inactive_discards, 2, "bit 1 is PortNeighborMTUDiscards");
+    let x = xmit_details(&mut f, s, p, Some(1 << 0));
+    assert_eq!(x.inactive_discards, 0);
+    assert_eq!(counters(&mut f, s, p, None).xmit_discards, 2);
+    let r = rcv_details(&mut f, *n, *q, Some(0x3F));
+    assert_eq!(r.dlid_mapping_errors, 0);
+    assert_eq!(counters(&mut f, *n, *q, None).rcv_switch_relay_errors, 1);
 }
 
 #[test]
@@ -270,12 +399,8 @@ fn the_pma_answers_and_refuses_as_the_spec_says() {
         .pma_answer(ca, &request(0x02, ATTR_CLASS_PORT_INFO, &[]))
         .unwrap();
     assert_eq!(status(&a), 0x0C, "Set(ClassPortInfo)");
-    let a = f.pma_answer(ca, &request(0x01, 0x0016, &[])).unwrap();
-    assert_eq!(
-        status(&a),
-        0x0C,
-        "PortCountersExtended's neighbour, unknown here"
-    );
+    let a = f.pma_answer(ca, &request(0x01, 0x0017, &[])).unwrap();
+    assert_eq!(status(&a), 0x0C, "PortOpRcvCounters, not kept here");
     let a = f
         .pma_answer(ca, &request(0x06, ATTR_PORT_COUNTERS, &[]))
         .unwrap();

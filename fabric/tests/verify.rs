@@ -341,6 +341,15 @@ fn a_lid_routed_smp_caught_in_a_loop_expires_and_the_fabric_goes_on() {
     assert!(f.inject(sm_node, smp, lid.0));
     f.run_to_quiescence();
     assert_eq!(f.stats.expired - expired0, 1);
+    // Its PMA counts it at the loop port it would have left by: a
+    // discard, for the switch lifetime limit.
+    let lifetime = |f: &fabric::sim::Fabric, n: usize, p: u8| {
+        let c = f.port_counts(n, p).unwrap();
+        let d = c.xmit_discard_details();
+        assert_eq!(d.sw_lifetime_limit_discards, c.counters().xmit_discards);
+        d.sw_lifetime_limit_discards
+    };
+    assert_eq!(lifetime(&f, leaf, up_port) + lifetime(&f, spine, back), 1);
     let hops = f.stats.hops - hops0;
     // Out of the SM's CA, then up to 64 switches, each sending it on.
     assert!(

@@ -144,6 +144,19 @@ fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
         ] {
             assert_eq!(z[k], 0, "{on}: {k} after perfquery -R");
         }
+        // The details of PortRcvErrors and PortXmitDiscards: none yet.
+        for (flag, first) in [
+            ("-E", "PortLocalPhysicalErrors"),
+            ("-D", "PortInactiveDiscards"),
+        ] {
+            let d = perfquery(sim, host, &[flag]);
+            assert!(d.contains_key(first), "{on}: perfquery {flag}: {d:?}");
+            let nonzero: Vec<_> = d
+                .iter()
+                .filter(|(k, v)| k.starts_with("Port") && k.as_str() != "PortSelect" && **v != 0)
+                .collect();
+            assert!(nonzero.is_empty(), "{on}: perfquery {flag}: {nonzero:?}");
+        }
         // A switch's ports summed (PortSelect 255, AllPortSelect).
         let sw = perfquery(sim, host, &["-a", "2"]);
         assert_eq!(sw["PortSelect"], 255, "{on}");
@@ -169,6 +182,7 @@ fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
         seen.push((d, [dx[0], dx[1], dx[4]]));
         if served {
             link_downed_is_found(sim, &topo, host);
+            discards_are_detailed(sim, &topo, host);
         }
     }
     assert_eq!(
@@ -298,4 +312,75 @@ fn link_downed_is_found(sim: &dyn Simulator, topo: &Topology, host: &str) {
         std::thread::sleep(Duration::from_millis(500));
     }
     panic!("ibqueryerrors never named both ends {want:x?}:\n{last}");
+}
+
+/// On the served fabric: the cable of another host on `host`'s leaf
+/// fails, and `host` sends a directed-route SMP whose path leaves the
+/// leaf by that port. The leaf's PMA counts the discards (the SMP and
+/// smpquery's retries) as PortXmitDiscards, and PortXmitDiscardDetails
+/// says why (PortInactiveDiscards); `perfquery -D` and `ibqueryerrors
+/// --details` read them.
+fn discards_are_detailed(sim: &dyn Simulator, topo: &Topology, host: &str) {
+    let me = topo.nodes.iter().position(|n| n.name == host).unwrap();
+    let (leaf, _) = topo.peer_of(me, 1).unwrap();
+    let out = (1..=topo.nodes[leaf].ports)
+        .find(|&p| {
+            topo.peer_of(leaf, p).is_some_and(|(m, _)| {
+                m != me && topo.nodes[m].kind != mad_core::attr::NodeType::Switch
+            })
+        })
+        .expect("another host on the leaf");
+    let name = &topo.nodes[leaf].name;
+    let r = sim
+        .control(&format!("link-down {name} {out}"))
+        .expect("a served fabric");
+    assert!(r.is_ok(), "link-down: {r:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let smp = |args: &[&str]| {
+        sim.client_at("smpquery".as_ref(), host)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let lost = smp(&["-D", "nodeinfo", &format!("0,1,{out}")]);
+    assert!(
+        !lost.status.success(),
+        "no answer through a port that is down"
+    );
+    let info = smp(&["-D", "portinfo", "0,1", "0"]);
+    let text = String::from_utf8_lossy(&info.stdout);
+    let lid: u16 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Lid:")?.trim_start_matches('.').parse().ok())
+        .unwrap_or_else(|| panic!("the leaf's LID: {text}"));
+    let (l, o) = (lid.to_string(), out.to_string());
+    let c = perfquery(sim, host, &[&l, &o]);
+    let d = perfquery(sim, host, &["-D", &l, &o]);
+    let n = d["PortInactiveDiscards"];
+    assert!(n >= 1, "{d:?}");
+    assert_eq!(c["PortXmitDiscards"], n, "every discard is an inactive one");
+    for k in [
+        "PortNeighborMTUDiscards",
+        "PortSwLifetimeLimitDiscards",
+        "PortSwHOQLifetimeLimitDiscards",
+    ] {
+        assert_eq!(d[k], 0, "{k}");
+    }
+    // ibqueryerrors --details reads PortXmitDiscardDetails when it finds
+    // PortXmitDiscards, but prints its first counter under
+    // PortRcvErrorDetails' first name (it decodes the one attribute with
+    // the other's fields; infiniband-diags' ibqueryerrors.c).
+    let out_q = sim
+        .client_at("ibqueryerrors".as_ref(), host)
+        .arg("--details")
+        .output()
+        .unwrap();
+    let q = String::from_utf8_lossy(&out_q.stdout);
+    let want = format!("port {out}: [LinkDownedCounter == 1] [PortXmitDiscards == {n}] [PortLocalPhysicalErrors == {n}]");
+    assert!(q.contains(&want), "no \"{want}\" in:\n{q}");
+    println!("served fabric: {name} port {out} down, a directed-route SMP through it: perfquery reads PortXmitDiscards {n}, perfquery -D PortInactiveDiscards {n}; ibqueryerrors --details: \"{want}\"");
+    let r = sim
+        .control(&format!("link-up {name} {out}"))
+        .expect("a served fabric");
+    assert!(r.is_ok(), "link-up: {r:?}");
 }

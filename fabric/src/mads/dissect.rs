@@ -3,7 +3,8 @@
 //! the MAD header, the SMP header, the attribute with its modifier, a
 //! notice's trap details, and whether the attribute's values are valid
 //! where they carry meaning; an SA MAD's RMPP and SA headers and records;
-//! a PerfMgt MAD's ClassPortInfo, PortCounters or PortCountersExtended.
+//! a PerfMgt MAD's ClassPortInfo, PortCounters, PortCountersExtended,
+//! PortRcvErrorDetails or PortXmitDiscardDetails.
 
 use mad_core::field::{Fields, Value};
 use mad_core::mad::{MadHeader, MgmtClass};
@@ -69,7 +70,9 @@ fn perf_attribute(
     hdr: &MadHeader,
     bytes: &[u8],
 ) -> Result<(&'static str, Box<dyn Fields>), String> {
-    use mad_core::perf::{self, PortCounters, PortCountersExtended};
+    use mad_core::perf::{
+        self, PortCounters, PortCountersExtended, PortRcvErrorDetails, PortXmitDiscardDetails,
+    };
     let data = &bytes[perf::DATA_OFFSET..];
     let e = |e: mad_core::Error| e.to_string();
     match hdr.attribute_id.get() {
@@ -84,6 +87,14 @@ fn perf_attribute(
         perf::ATTR_PORT_COUNTERS_EXTENDED => Ok((
             "PortCountersExtended",
             Box::new(PortCountersExtended::decode(data).map_err(e)?),
+        )),
+        perf::ATTR_PORT_RCV_ERROR_DETAILS => Ok((
+            "PortRcvErrorDetails",
+            Box::new(PortRcvErrorDetails::decode(data).map_err(e)?),
+        )),
+        perf::ATTR_PORT_XMIT_DISCARD_DETAILS => Ok((
+            "PortXmitDiscardDetails",
+            Box::new(PortXmitDiscardDetails::decode(data).map_err(e)?),
         )),
         id => Err(format!("PerfMgt attribute {id:#06x} is not decoded")),
     }
@@ -320,16 +331,27 @@ mod tests {
         let t = mad_text(&m, 1);
         assert!(t.contains("PortCounters:"), "{t}");
         assert!(t.contains(" 70000\n"), "{t}");
+        let d = perf::PortXmitDiscardDetails {
+            inactive_discards: 3,
+            ..Default::default()
+        };
+        let bytes = perf_mad(perf::ATTR_PORT_XMIT_DISCARD_DETAILS, &d.to_bytes().unwrap());
+        let j = mad_json(&Mad {
+            bytes: &bytes,
+            origin: "line 2".into(),
+        });
+        assert_eq!(j["attribute"]["name"], "PortXmitDiscardDetails");
+        assert_eq!(j["attribute"]["inactive_discards"], 3);
         // An attribute mad-core does not declare: said, not guessed.
-        let bytes = perf_mad(0x0016, &[]);
+        let bytes = perf_mad(0x0017, &[]);
         let m = Mad {
             bytes: &bytes,
             origin: "line 2".into(),
         };
         assert_eq!(
             mad_json(&m)["error"],
-            "PerfMgt attribute 0x0016 is not decoded"
+            "PerfMgt attribute 0x0017 is not decoded"
         );
-        assert!(mad_text(&m, 2).contains("PerfMgt attribute 0x0016 is not decoded"));
+        assert!(mad_text(&m, 2).contains("PerfMgt attribute 0x0017 is not decoded"));
     }
 }

@@ -98,7 +98,7 @@ impl Fabric {
                 // Round in a loop: its lifetime has run out.
                 self.stats.expired += 1;
                 self.stats.discarded += 1;
-                self.count_xmit_discard(node, out);
+                self.count_xmit_discard(node, out, super::pma::Discard::Lifetime);
                 self.release(slot);
             } else {
                 self.pass_through(slot, node, out);
@@ -125,6 +125,11 @@ impl Fabric {
                         Err(_) => self.stats.discarded += 1,
                     }
                 }
+            }
+            Disposition::Discard(dr::Discard::PortDown(out)) => {
+                // The path's next port is down: that port discards it.
+                self.stats.discarded += 1;
+                self.count_xmit_discard(node, out, super::pma::Discard::Inactive);
             }
             Disposition::Forward(_) | Disposition::ForwardByLid(_) | Disposition::Discard(_) => {
                 self.stats.discarded += 1

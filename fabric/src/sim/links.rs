@@ -69,7 +69,7 @@ impl Fabric {
     ) -> Option<(usize, u8, u64)> {
         let Some((peer, pport)) = self.topo.peer_of(node, port) else {
             self.stats.discarded += 1;
-            self.count_xmit_discard(node, port);
+            self.count_xmit_discard(node, port, super::pma::Discard::Inactive);
             return None;
         };
         self.stats.hops += 1;

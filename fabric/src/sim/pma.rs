@@ -1,18 +1,23 @@
 //! Every simulated port's Performance Management Agent (class 0x04): the
 //! counters of what crossed its cable, and the answers to `perfquery` and
-//! `ibqueryerrors` (ClassPortInfo, PortCounters, PortCountersExtended;
-//! Get, and Set to clear).
+//! `ibqueryerrors` (ClassPortInfo, PortCounters, PortCountersExtended,
+//! PortRcvErrorDetails, PortXmitDiscardDetails; Get, and Set to clear).
 //!
 //! What is counted, per port, as IBA 16.1.3.5 says a port counts it:
 //! * each packet put on its cable: PortXmitPkts and PortXmitData (72
 //!   words of 4 octets a MAD packet: LRH 8, BTH 12, DETH 8, MAD 256,
 //!   ICRC 4 — the octets between the start delimiter and the VCRC);
 //! * each packet taken off it: PortRcvPkts and PortRcvData, or, for one
-//!   the simulator loses on the cable (`SimConfig::loss`), PortRcvErrors;
-//! * a packet sent out of a port with no cable: PortXmitDiscards;
+//!   the simulator loses on the cable (`SimConfig::loss`), PortRcvErrors,
+//!   a local physical error in PortRcvErrorDetails (what a bad CRC is);
+//! * a packet sent out of a port with no cable, or a directed-route SMP
+//!   whose path leads out of a port that is down: PortXmitDiscards, an
+//!   inactive discard in PortXmitDiscardDetails;
 //! * a LID-routed packet a switch has no route for: PortRcvSwitchRelayErrors
-//!   at the port it came in by; one that has crossed too many switches
-//!   (a loop): PortXmitDiscards at the port it would have left by;
+//!   at the port it came in by, a DLID mapping error in the details; one
+//!   that has crossed too many switches (a loop): PortXmitDiscards at the
+//!   port it would have left by, a switch lifetime limit discard in the
+//!   details (what a real switch's lifetime limit makes of a loop);
 //! * a cable that fails, or a neighbour that goes down: LinkDownedCounter
 //!   at both ends.
 //!
@@ -20,13 +25,16 @@
 //! the extended unicast counters follow the packet counters, and the
 //! multicast ones stay 0. A node that is powered up again starts from 0.
 //! The 32-bit counters of PortCounters stop at their largest value; each
-//! attribute is cleared on its own, as on an HCA.
+//! attribute is cleared on its own, as on an HCA. The causes the
+//! simulator has no model of (symbol errors, malformed packets, buffer
+//! overruns, VL mapping, MTU and head-of-queue discards) stay 0.
 
 use super::Fabric;
 use mad_core::perf::{
-    self, select, select_extended, PortCounters, PortCountersExtended, ALL_PORTS,
-    ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXTENDED, PERF_CLASS,
-    PERF_CLASS_VERSION,
+    self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
+    PortXmitDiscardDetails, ALL_PORTS, ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS,
+    ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_XMIT_DISCARD_DETAILS,
+    PERF_CLASS, PERF_CLASS_VERSION,
 };
 use mad_core::sa::ClassPortInfo;
 use mad_core::Lid;
@@ -43,6 +51,23 @@ const RCV_DATA: usize = 1;
 const XMIT_PKTS: usize = 2;
 const RCV_PKTS: usize = 3;
 
+// Indexes in `PortCounts::rcv_details`, in PortRcvErrorDetails' order
+// (which is also its CounterSelect's).
+const LOCAL_PHYSICAL: usize = 0;
+const DLID_MAPPING: usize = 3;
+// Indexes in `PortCounts::xmit_details`, in PortXmitDiscardDetails'.
+const INACTIVE: usize = 0;
+const SW_LIFETIME: usize = 2;
+
+/// Why a packet could not leave a port (PortXmitDiscardDetails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Discard {
+    /// The port has no cable (PortInactiveDiscards).
+    Inactive,
+    /// The packet has crossed too many switches (PortSwLifetimeLimitDiscards).
+    Lifetime,
+}
+
 /// One port's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortCounts {
@@ -58,6 +83,10 @@ pub struct PortCounts {
     rcv_errors: u16,
     rcv_switch_relay_errors: u16,
     xmit_discards: u16,
+    /// PortRcvErrorDetails' six counters.
+    rcv_details: [u16; 6],
+    /// PortXmitDiscardDetails' four.
+    xmit_details: [u16; 4],
 }
 
 impl PortCounts {
@@ -103,6 +132,32 @@ impl PortCounts {
         }
     }
 
+    /// PortRcvErrorDetails as a PMA reads them.
+    pub fn rcv_error_details(&self) -> PortRcvErrorDetails {
+        let d = self.rcv_details;
+        PortRcvErrorDetails {
+            local_physical_errors: d[0],
+            malformed_packet_errors: d[1],
+            buffer_overrun_errors: d[2],
+            dlid_mapping_errors: d[3],
+            vl_mapping_errors: d[4],
+            looping_errors: d[5],
+            ..PortRcvErrorDetails::default()
+        }
+    }
+
+    /// PortXmitDiscardDetails as a PMA reads them.
+    pub fn xmit_discard_details(&self) -> PortXmitDiscardDetails {
+        let d = self.xmit_details;
+        PortXmitDiscardDetails {
+            inactive_discards: d[0],
+            neighbor_mtu_discards: d[1],
+            sw_lifetime_limit_discards: d[2],
+            sw_hoq_lifetime_limit_discards: d[3],
+            ..PortXmitDiscardDetails::default()
+        }
+    }
+
     /// Clears what a Set(PortCounters) selects.
     fn clear(&mut self, s: u16) {
         if s & select::LINK_DOWNED != 0 {
@@ -125,6 +180,16 @@ impl PortCounts {
         ] {
             if s & bit != 0 {
                 self.base[i] = self.total[i];
+            }
+        }
+    }
+
+    /// Clears the details CounterSelect `s` names in `d`: bit `i`, the
+    /// `i`-th counter.
+    fn clear_details(d: &mut [u16], s: u16) {
+        for (i, c) in d.iter_mut().enumerate() {
+            if s & (1 << i) != 0 {
+                *c = 0;
             }
         }
     }
@@ -167,6 +232,36 @@ fn sum(a: PortCounters, b: PortCounters) -> PortCounters {
     }
 }
 
+fn sum_rcv_details(a: PortRcvErrorDetails, b: PortRcvErrorDetails) -> PortRcvErrorDetails {
+    let add = |x: u16, y: u16| x.saturating_add(y);
+    PortRcvErrorDetails {
+        local_physical_errors: add(a.local_physical_errors, b.local_physical_errors),
+        malformed_packet_errors: add(a.malformed_packet_errors, b.malformed_packet_errors),
+        buffer_overrun_errors: add(a.buffer_overrun_errors, b.buffer_overrun_errors),
+        dlid_mapping_errors: add(a.dlid_mapping_errors, b.dlid_mapping_errors),
+        vl_mapping_errors: add(a.vl_mapping_errors, b.vl_mapping_errors),
+        looping_errors: add(a.looping_errors, b.looping_errors),
+        ..a
+    }
+}
+
+fn sum_xmit_details(
+    a: PortXmitDiscardDetails,
+    b: PortXmitDiscardDetails,
+) -> PortXmitDiscardDetails {
+    let add = |x: u16, y: u16| x.saturating_add(y);
+    PortXmitDiscardDetails {
+        inactive_discards: add(a.inactive_discards, b.inactive_discards),
+        neighbor_mtu_discards: add(a.neighbor_mtu_discards, b.neighbor_mtu_discards),
+        sw_lifetime_limit_discards: add(a.sw_lifetime_limit_discards, b.sw_lifetime_limit_discards),
+        sw_hoq_lifetime_limit_discards: add(
+            a.sw_hoq_lifetime_limit_discards,
+            b.sw_hoq_lifetime_limit_discards,
+        ),
+        ..a
+    }
+}
+
 fn sum_extended(a: PortCountersExtended, b: PortCountersExtended) -> PortCountersExtended {
     PortCountersExtended {
         xmit_data: a.xmit_data.saturating_add(b.xmit_data),
@@ -177,6 +272,73 @@ fn sum_extended(a: PortCountersExtended, b: PortCountersExtended) -> PortCounter
         unicast_rcv_pkts: a.unicast_rcv_pkts.saturating_add(b.unicast_rcv_pkts),
         ..a
     }
+}
+
+/// A counter attribute a PMA answers: how a query names its port and what
+/// it clears, how one port's counters read and several ports' sum.
+trait CounterAttribute: Sized + Default {
+    /// The query carried by a request's data; `None` if it is short.
+    fn query(data: &[u8]) -> Option<Self>;
+    /// Its PortSelect.
+    fn port_select(&self) -> u8;
+    /// Clears at `c` what this query's CounterSelect names.
+    fn clear(&self, c: &mut PortCounts);
+    /// One port's counters.
+    fn read(c: &PortCounts) -> Self;
+    /// Two sums' sum, each counter stopping at its largest value.
+    fn add(a: Self, b: Self) -> Self;
+    /// The answer's data: these counters with the query's selects.
+    fn answer(self, q: &Self) -> Option<Vec<u8>>;
+}
+
+/// `impl CounterAttribute for $t`: a port's counters read with `$read`,
+/// several ports' summed with `$add`, a query's CounterSelect cleared with
+/// `$clear(counts, select)`; an answer repeats the query's PortSelect,
+/// CounterSelect and `$extra` selects.
+macro_rules! counter_attribute {
+    ($t:ident, read $read:path, add $add:path, clear $clear:expr $(, $extra:ident)*) => {
+        impl CounterAttribute for $t {
+            fn query(data: &[u8]) -> Option<Self> {
+                $t::decode(data).ok()
+            }
+            fn port_select(&self) -> u8 {
+                self.port_select
+            }
+            fn clear(&self, c: &mut PortCounts) {
+                let clear: fn(&mut PortCounts, u16) = $clear;
+                clear(c, self.counter_select);
+            }
+            fn read(c: &PortCounts) -> Self {
+                $read(c)
+            }
+            fn add(a: Self, b: Self) -> Self {
+                $add(a, b)
+            }
+            fn answer(self, q: &Self) -> Option<Vec<u8>> {
+                let a = Self {
+                    port_select: q.port_select,
+                    counter_select: q.counter_select,
+                    $($extra: q.$extra,)*
+                    ..self
+                };
+                a.to_bytes().ok().map(|b| b.to_vec())
+            }
+        }
+    };
+}
+
+counter_attribute!(PortCounters, read PortCounts::counters, add sum,
+    clear |c, s| c.clear(s), counter_select2);
+counter_attribute!(PortCountersExtended, read PortCounts::extended, add sum_extended,
+    clear |c, s| c.clear_extended(s));
+counter_attribute!(PortRcvErrorDetails, read PortCounts::rcv_error_details, add sum_rcv_details,
+    clear |c, s| PortCounts::clear_details(&mut c.rcv_details, s));
+counter_attribute!(PortXmitDiscardDetails, read PortCounts::xmit_discard_details,
+    add sum_xmit_details, clear |c, s| PortCounts::clear_details(&mut c.xmit_details, s));
+
+/// Counts one more, stopping at the largest value.
+fn bump(c: &mut u16) {
+    *c = c.saturating_add(1);
 }
 
 /// MAD status: the class version is not supported.
@@ -208,16 +370,23 @@ impl Fabric {
         if let Some(c) = self.counts(to.0, to.1) {
             if lost {
                 c.rcv_errors = c.rcv_errors.saturating_add(1);
+                bump(&mut c.rcv_details[LOCAL_PHYSICAL]);
             } else {
                 c.received();
             }
         }
     }
 
-    /// A packet that could not leave by (node, port).
-    pub(super) fn count_xmit_discard(&mut self, node: usize, port: u8) {
+    /// A packet that could not leave by (node, port), and why.
+    pub(super) fn count_xmit_discard(&mut self, node: usize, port: u8, why: Discard) {
         if let Some(c) = self.counts(node, port) {
             c.xmit_discards = c.xmit_discards.saturating_add(1);
+            bump(
+                &mut c.xmit_details[match why {
+                    Discard::Inactive => INACTIVE,
+                    Discard::Lifetime => SW_LIFETIME,
+                }],
+            );
         }
     }
 
@@ -226,6 +395,7 @@ impl Fabric {
     pub(super) fn count_relay_error(&mut self, node: usize, port: u8) {
         if let Some(c) = self.counts(node, port) {
             c.rcv_switch_relay_errors = c.rcv_switch_relay_errors.saturating_add(1);
+            bump(&mut c.rcv_details[DLID_MAPPING]);
         }
     }
 
@@ -253,7 +423,7 @@ impl Fabric {
         for &(n, p) in &hops {
             match self.topo.peer_of(n, p) {
                 Some(to) => self.count_crossing((n, p), to, false),
-                None => self.count_xmit_discard(n, p),
+                None => self.count_xmit_discard(n, p, Discard::Inactive),
             }
         }
         self.carried = hops;
@@ -303,47 +473,35 @@ impl Fabric {
                 };
                 (0, cpi.to_bytes().ok().map(|b| b.to_vec()))
             }
-            ATTR_PORT_COUNTERS => {
-                let Ok(q) = PortCounters::decode(data) else {
-                    return (STATUS_BAD_FIELD, None);
-                };
-                let clear = |c: &mut PortCounts| c.clear(q.counter_select);
-                let Some(t) =
-                    self.gather(node, q.port_select, set, clear, PortCounts::counters, sum)
-                else {
-                    return (STATUS_BAD_FIELD, None);
-                };
-                let a = PortCounters {
-                    port_select: q.port_select,
-                    counter_select: q.counter_select,
-                    counter_select2: q.counter_select2,
-                    ..t
-                };
-                (0, a.to_bytes().ok().map(|b| b.to_vec()))
-            }
+            ATTR_PORT_COUNTERS => self.counter_answer::<PortCounters>(node, set, data),
             ATTR_PORT_COUNTERS_EXTENDED => {
-                let Ok(q) = PortCountersExtended::decode(data) else {
-                    return (STATUS_BAD_FIELD, None);
-                };
-                let clear = |c: &mut PortCounts| c.clear_extended(q.counter_select);
-                let Some(t) = self.gather(
-                    node,
-                    q.port_select,
-                    set,
-                    clear,
-                    PortCounts::extended,
-                    sum_extended,
-                ) else {
-                    return (STATUS_BAD_FIELD, None);
-                };
-                let a = PortCountersExtended {
-                    port_select: q.port_select,
-                    counter_select: q.counter_select,
-                    ..t
-                };
-                (0, a.to_bytes().ok().map(|b| b.to_vec()))
+                self.counter_answer::<PortCountersExtended>(node, set, data)
+            }
+            ATTR_PORT_RCV_ERROR_DETAILS => {
+                self.counter_answer::<PortRcvErrorDetails>(node, set, data)
+            }
+            ATTR_PORT_XMIT_DISCARD_DETAILS => {
+                self.counter_answer::<PortXmitDiscardDetails>(node, set, data)
             }
             _ => (STATUS_BAD_ATTRIBUTE, None),
+        }
+    }
+
+    /// The answer to a Get or Set (`set`) of the counter attribute `T`
+    /// whose query is `data`: its MAD status and data.
+    fn counter_answer<T: CounterAttribute>(
+        &mut self,
+        node: usize,
+        set: bool,
+        data: &[u8],
+    ) -> (u16, Option<Vec<u8>>) {
+        let Some(q) = T::query(data) else {
+            return (STATUS_BAD_FIELD, None);
+        };
+        let clear = |c: &mut PortCounts| q.clear(c);
+        match self.gather(node, q.port_select(), set, clear, T::read, T::add) {
+            Some(t) => (0, t.answer(&q)),
+            None => (STATUS_BAD_FIELD, None),
         }
     }
 
@@ -417,5 +575,42 @@ mod tests {
         assert_eq!(c.counters().xmit_data, u32::MAX);
         c.rcv_errors = u16::MAX;
         assert_eq!(sum(c.counters(), c.counters()).rcv_errors, u16::MAX);
+    }
+
+    #[test]
+    fn details_clear_bit_by_bit_and_sum_without_wrapping() {
+        let mut c = PortCounts {
+            rcv_details: [1, 2, 3, 4, 5, u16::MAX],
+            xmit_details: [6, 7, 8, 9],
+            ..PortCounts::default()
+        };
+        let r = c.rcv_error_details();
+        assert_eq!((r.local_physical_errors, r.looping_errors), (1, u16::MAX));
+        assert_eq!(
+            PortRcvErrorDetails::add(r, r).looping_errors,
+            u16::MAX,
+            "stops at its largest value"
+        );
+        assert_eq!(PortRcvErrorDetails::add(r, r).vl_mapping_errors, 10);
+        PortCounts::clear_details(&mut c.rcv_details, 0b10_1001);
+        assert_eq!(c.rcv_details, [0, 2, 3, 0, 5, 0]);
+        PortCounts::clear_details(&mut c.xmit_details, 0xFFF4);
+        assert_eq!(
+            c.xmit_details,
+            [6, 7, 0, 9],
+            "bits past the four clear nothing"
+        );
+        let x = c.xmit_discard_details();
+        assert_eq!(x.sw_hoq_lifetime_limit_discards, 9);
+        // An answer repeats the query's selects around the counters.
+        let q = PortXmitDiscardDetails {
+            port_select: 3,
+            counter_select: 5,
+            inactive_discards: 77,
+            ..PortXmitDiscardDetails::default()
+        };
+        let a = PortXmitDiscardDetails::decode(&x.answer(&q).unwrap()).unwrap();
+        assert_eq!((a.port_select, a.counter_select), (3, 5));
+        assert_eq!(a.inactive_discards, 6, "the port's, not the query's");
     }
 }
