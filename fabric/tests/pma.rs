@@ -358,8 +358,27 @@ fn a_gs_packet_is_counted_along_its_route() {
     ends.sort();
     assert_eq!(got, ends);
     assert!(egress.len() >= 2, "a route through the fabric: {egress:?}");
-    // To a LID no port holds: nothing takes it.
+    // To a LID no port holds: nothing takes it, and the first switch
+    // counts a relay error where it came in, as for an SMP.
+    let (leaf, at) = f.topo.peer_of(src, 1).unwrap();
+    let before = (
+        counters(&mut f, leaf, at, None),
+        rcv_details(&mut f, leaf, at, None),
+    );
     assert_eq!(f.carry(src, mad_core::Lid(0xBFFF)), None);
+    let after = (
+        counters(&mut f, leaf, at, None),
+        rcv_details(&mut f, leaf, at, None),
+    );
+    assert_eq!(
+        after.0.rcv_switch_relay_errors,
+        before.0.rcv_switch_relay_errors + 1
+    );
+    assert_eq!(
+        after.1.dlid_mapping_errors,
+        before.1.dlid_mapping_errors + 1
+    );
+    assert_eq!(after.0.rcv_pkts, before.0.rcv_pkts + 1, "it did arrive");
 }
 
 #[test]

@@ -350,6 +350,9 @@ fn a_lid_routed_smp_caught_in_a_loop_expires_and_the_fabric_goes_on() {
         d.sw_lifetime_limit_discards
     };
     assert_eq!(lifetime(&f, leaf, up_port) + lifetime(&f, spine, back), 1);
+    // A GS MAD caught the same way, the same.
+    assert_eq!(f.carry(sm_node, lid), None);
+    assert_eq!(lifetime(&f, leaf, up_port) + lifetime(&f, spine, back), 2);
     let hops = f.stats.hops - hops0;
     // Out of the SM's CA, then up to 64 switches, each sending it on.
     assert!(

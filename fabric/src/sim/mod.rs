@@ -156,8 +156,8 @@ pub struct Fabric {
     pub stats: FabricStats,
     /// Each port's Performance Management counters, [node][port].
     counters: Vec<Box<[PortCounts]>>,
-    /// [`Fabric::carry`]'s egress ports of the packet it carries.
-    carried: Vec<(usize, u8)>,
+    /// What befell the packet [`Fabric::carry`] carries, hop by hop.
+    carried: Vec<walk::GsHop>,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
 }

@@ -29,6 +29,7 @@
 //! simulator has no model of (symbol errors, malformed packets, buffer
 //! overruns, VL mapping, MTU and head-of-queue discards) stay 0.
 
+use super::walk::GsHop;
 use super::Fabric;
 use mad_core::perf::{
     self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
@@ -413,17 +414,21 @@ impl Fabric {
 
     /// Walks a GS packet (a MAD not of the SMI) from `src` towards `dlid`
     /// through the installed LFTs, as [`Fabric::deliver_to`] does, counting
-    /// each cable it crosses at both ends: the node that takes it, if one
-    /// does.
+    /// each cable it crosses at both ends, and where it is dropped as an
+    /// SMP would be: the node that takes it, if one does.
     pub fn carry(&mut self, src: usize, dlid: Lid) -> Option<usize> {
-        // The egress ports crossed, in a buffer kept between packets.
+        // What befell it, in a buffer kept between packets.
         let mut hops = std::mem::take(&mut self.carried);
         hops.clear();
-        let to = self.route_gs(src, dlid, |n, p| hops.push((n, p)));
-        for &(n, p) in &hops {
-            match self.topo.peer_of(n, p) {
-                Some(to) => self.count_crossing((n, p), to, false),
-                None => self.count_xmit_discard(n, p, Discard::Inactive),
+        let to = self.route_gs(src, dlid, |h| hops.push(h));
+        for &h in &hops {
+            match h {
+                GsHop::Egress(n, p) => match self.topo.peer_of(n, p) {
+                    Some(to) => self.count_crossing((n, p), to, false),
+                    None => self.count_xmit_discard(n, p, Discard::Inactive),
+                },
+                GsHop::NoRoute(n, p) => self.count_relay_error(n, p),
+                GsHop::Expired(n, p) => self.count_xmit_discard(n, p, Discard::Lifetime),
             }
         }
         self.carried = hops;

@@ -284,17 +284,17 @@ impl Fabric {
     /// switch from itself) to `dlid` reaches through the installed LFTs,
     /// if it reaches the node that holds the LID.
     pub fn deliver_to(&self, src: usize, dlid: Lid) -> Option<usize> {
-        self.route_gs(src, dlid, |_, _| {})
+        self.route_gs(src, dlid, |_| {})
     }
 
-    /// [`Fabric::deliver_to`], calling `egress` with (node, port) for
-    /// each port the packet leaves by on its way (a CA's port 1 first;
-    /// never a switch's port 0 or an unrouted entry).
+    /// [`Fabric::deliver_to`], telling `on` what befalls the packet on its
+    /// way: each port it leaves by (a CA's port 1 first; never a switch's
+    /// port 0 or an unrouted entry), and where a switch drops it.
     pub(super) fn route_gs(
         &self,
         src: usize,
         dlid: Lid,
-        mut egress: impl FnMut(usize, u8),
+        mut on: impl FnMut(GsHop),
     ) -> Option<usize> {
         if self.nodes.get(src)?.owns(dlid) {
             return Some(src);
@@ -303,22 +303,54 @@ impl Fabric {
             SimNode::Switch(_) => (src, 0),
             _ => {
                 let first = self.topo.peer_of(src, 1)?;
-                egress(src, 1);
+                on(GsHop::Egress(src, 1));
                 first
             }
         };
-        let mut last = src;
+        // Where the packet is (node, the port it came in by), and the
+        // LFT's port at the last node it met.
+        let (mut at, mut last) = (start, (src, 0u8));
         let walk = self.forward(start, dlid, |n, p| {
-            last = n;
+            last = (n, p);
             if p != 0 && p != DROP_PORT {
-                egress(n, p);
+                on(GsHop::Egress(n, p));
+                if let Some(next) = self.topo.peer_of(n, p) {
+                    at = next;
+                }
             }
         });
-        match walk {
-            Walk::Delivered(_) => Some(last),
+        let switch = |n: usize| match &self.nodes[n] {
+            SimNode::Switch(s) => Some(s),
             _ => None,
+        };
+        match walk {
+            Walk::Delivered(_) => return Some(last.0),
+            // No usable LFT entry: a relay error where it came in.
+            Walk::Dropped(n) if n == at.0 && (last == (n, DROP_PORT) || last == (n, 0)) => {
+                if switch(n).is_some() {
+                    on(GsHop::NoRoute(n, at.1));
+                }
+            }
+            Walk::Loop => {
+                if let Some(s) = switch(at.0) {
+                    on(GsHop::Expired(at.0, s.model.lft_port(dlid)));
+                }
+            }
+            Walk::Dropped(_) => {}
         }
+        None
     }
+}
+
+/// What befalls a GS packet at one node of its way ([`Fabric::route_gs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum GsHop {
+    /// It leaves (node, port).
+    Egress(usize, u8),
+    /// The switch has no route for it; it came in by the port.
+    NoRoute(usize, u8),
+    /// It has gone round a loop; it would have left by the port.
+    Expired(usize, u8),
 }
 
 impl Fabric {
