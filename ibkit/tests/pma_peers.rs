@@ -378,7 +378,27 @@ fn discards_are_detailed(sim: &dyn Simulator, topo: &Topology, host: &str) {
     let q = String::from_utf8_lossy(&out_q.stdout);
     let want = format!("port {out}: [LinkDownedCounter == 1] [PortXmitDiscards == {n}] [PortLocalPhysicalErrors == {n}]");
     assert!(q.contains(&want), "no \"{want}\" in:\n{q}");
-    println!("served fabric: {name} port {out} down, a directed-route SMP through it: perfquery reads PortXmitDiscards {n}, perfquery -D PortInactiveDiscards {n}; ibqueryerrors --details: \"{want}\"");
+    // ibqueryerrors -k --details clears them, the details with their own
+    // Set (CounterSelect 0xF and 0x3F).
+    let k = sim
+        .client_at("ibqueryerrors".as_ref(), host)
+        .args(["--details", "-k"])
+        .output()
+        .unwrap();
+    // It exits 1 when it has found errors (print_summary), as here.
+    assert_eq!(k.status.code(), Some(1), "ibqueryerrors -k: {k:?}");
+    let c = perfquery(sim, host, &[&l, &o]);
+    let d = perfquery(sim, host, &["-D", &l, &o]);
+    assert_eq!(
+        (
+            c["PortXmitDiscards"],
+            c["LinkDownedCounter"],
+            d["PortInactiveDiscards"]
+        ),
+        (0, 0, 0),
+        "after ibqueryerrors -k --details"
+    );
+    println!("served fabric: {name} port {out} down, a directed-route SMP through it: perfquery reads PortXmitDiscards {n}, perfquery -D PortInactiveDiscards {n}; ibqueryerrors --details: \"{want}\"; ibqueryerrors -k --details clears both");
     let r = sim
         .control(&format!("link-up {name} {out}"))
         .expect("a served fabric");
