@@ -980,3 +980,46 @@ fn the_sms_own_leaf_reset_with_its_lid_gets_its_tables_at_the_next_sweep() {
     );
     eprintln!("the SM's leaf reset: {} SMPs", sm.stats().total() - total);
 }
+
+/// An SM whose own cable is down when it starts finds only itself: it
+/// does not say the subnet is up (OpenSM's "SM port is down"), and its
+/// sweeps wait for the port; when the cable comes back, the heavy sweep
+/// that follows brings the whole subnet up.
+#[test]
+fn an_sm_whose_own_port_is_down_waits_for_it() {
+    use smi::sm::SmEvent;
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let all = topo.nodes.len();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let (sw, port) = f.topo.peer_of(f.sm_node, 1).unwrap();
+    f.schedule(0, FabricEvent::LinkDown(sw, port));
+    f.run_to_quiescence();
+    let mut sm = Sm::new(SmConfig {
+        sweep_interval_ms: Some(500),
+        ..SmConfig::default()
+    });
+    let events = |sm: &mut Sm| std::iter::from_fn(|| sm.poll_event()).collect::<Vec<_>>();
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 1_200 * MS);
+    assert!(!sm.subnet_up() && sm.sm_port_down(), "{:?}", sm.phase());
+    let e = events(&mut sm);
+    assert!(e.contains(&SmEvent::SmPortState {
+        state: PortState::Down
+    }));
+    assert!(
+        !e.iter().any(|e| matches!(e, SmEvent::SubnetUp { .. })),
+        "{e:?}"
+    );
+    assert!(sm.stats().sweeps >= 2, "its sweeps go on");
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkUp(sw, port));
+    f.run_until(&mut sm, t + 1_200 * MS);
+    assert!(sm.subnet_up() && !sm.sm_port_down(), "{:?}", sm.phase());
+    let e = events(&mut sm);
+    assert!(
+        e.iter()
+            .any(|e| matches!(e, SmEvent::SubnetUp { nodes, .. } if *nodes == all)),
+        "{e:?}"
+    );
+    clean(&f);
+}

@@ -519,6 +519,97 @@ fn ibkit_sm_on_a_fabric_that_answers_nothing_says_so() {
     );
 }
 
+/// An SM whose own cable is down when it starts does not say SUBNET UP
+/// or READY=1 for a subnet of itself alone (as OpenSM says "SM port is
+/// down" and waits); when the cable comes back it brings the whole
+/// fabric up and says both then. With `--once` it stops at once, saying
+/// why, exit 2.
+#[test]
+fn ibkit_sm_waits_for_its_own_port() {
+    use std::os::unix::net::UnixDatagram;
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let sim = Served::start(exe(), spec, 0, &[]).unwrap();
+    // The first CA, where the SM runs.
+    let me = (0..topo.nodes.len())
+        .find(|&n| topo.nodes[n].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .unwrap();
+    let (sw, port) = topo.peer_of(me, 1).unwrap();
+    let cable = format!("{} {port}", topo.nodes[sw].name);
+    let host = topo.nodes[me].name.clone();
+    assert!(sim.control(&format!("link-down {cable}")).unwrap().is_ok());
+
+    let once = sim
+        .client_at(exe().as_os_str(), &host)
+        .args(["sm", "--transport", "umad", "--once"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&once.stderr);
+    assert_eq!(once.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("ibkit: ") && l.contains("own port is down")),
+        "{err}"
+    );
+
+    let dir = scratch("own-port");
+    let sock = dir.join("notify");
+    let _ = std::fs::remove_file(&sock);
+    let notes = UnixDatagram::bind(&sock).unwrap();
+    notes
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut cmd = sim.client_at(exe().as_os_str(), &host);
+    cmd.env("NOTIFY_SOCKET", &sock);
+    let mut sm =
+        tests::peers::WatchedSm::spawn(cmd, &["--transport", "umad", "--sweep-ms", "500"]).unwrap();
+    // What systemd is told until `until`.
+    let read = |until: Instant| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while Instant::now() < until {
+            if let Ok(n) = notes.recv(&mut buf) {
+                got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+        }
+        got
+    };
+    let before = read(Instant::now() + Duration::from_secs(4));
+    assert!(
+        before.iter().all(|n| !n.contains("READY=1")),
+        "READY=1 with the SM's port down: {before:?}"
+    );
+    sm.wait_for("SM port is down", Duration::from_secs(1))
+        .expect("it says its port is down");
+    assert!(
+        !sm.seen.iter().any(|(_, l)| l.contains("SUBNET UP")),
+        "SUBNET UP with the SM's port down"
+    );
+    assert!(sim.control(&format!("link-up {cable}")).unwrap().is_ok());
+    sm.wait_for("SUBNET UP", Duration::from_secs(20))
+        .expect("SUBNET UP once its port is back");
+    let after = read(Instant::now() + Duration::from_secs(1));
+    let ready = after
+        .iter()
+        .find(|n| n.contains("READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1 after the port came back: {after:?}"));
+    let nodes = topo.nodes.len();
+    assert!(
+        ready.contains(&format!("master: subnet up, {nodes} nodes")),
+        "{ready}"
+    );
+    println!("ibkit sm with its own port down: --once exits 2 ({}); running, no READY=1 or SUBNET UP for 4 s, then, the cable back, {ready:?}", err.lines().last().unwrap_or(""));
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Errors that say what is wrong: a port the CA lacks is named as such
 /// (not "no InfiniBand device"), and with no simulator behind libumad2sim
 /// `ibkit sm` says so at once instead of waiting for it forever.

@@ -422,6 +422,12 @@ pub enum SmdError {
     /// The SM failed without saying why.
     #[error("bring-up failed")]
     Failed,
+    /// `--once`, and the SM's own port is down: there is no subnet to
+    /// bring up (without `--once` the SM waits for the port).
+    #[error(
+        "the SM's own port is down: no subnet to bring up (without --once the SM waits for it)"
+    )]
+    SmPortDown,
     /// The partition configuration cannot be read or is refused.
     #[error("partitions: {0}")]
     Partitions(String),
@@ -780,7 +786,10 @@ fn drive(
                 }
             }
         }
-        if sm.is_idle() && up_ms.is_none() {
+        if sm.is_idle() && up_ms.is_none() && sm.sm_port_down() && c.once {
+            return Err(SmdError::SmPortDown);
+        }
+        if sm.is_idle() && up_ms.is_none() && !sm.sm_port_down() {
             let t = t0.elapsed().as_secs_f64() * 1e3;
             up_ms = Some(t);
             tracing::info!("SUBNET UP after {t:.1} ms");

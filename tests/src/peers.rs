@@ -814,8 +814,10 @@ impl WatchedSm {
         WatchedSm::spawn(sim.client_at(exe.as_os_str(), host), extra)
     }
 
-    /// `ibkit sm` with `extra`, as the client `cmd` of a simulator.
-    fn spawn(mut cmd: Command, extra: &[&str]) -> Result<WatchedSm, String> {
+    /// `ibkit sm` with `extra`, as the client `cmd` of a simulator (a
+    /// command of [`Simulator::client_at`], with any environment of the
+    /// caller's added).
+    pub fn spawn(mut cmd: Command, extra: &[&str]) -> Result<WatchedSm, String> {
         let mut child = cmd
             .arg("sm")
             .args(extra)

@@ -242,9 +242,16 @@ impl Sm {
     }
 
     /// True once this SM, as master, has brought the subnet up (and
-    /// from then on, through sweeps and reconfigurations).
+    /// from then on, through sweeps and reconfigurations), but not while
+    /// its own port is down: a subnet of the SM alone is not up.
     pub fn subnet_up(&self) -> bool {
-        self.up
+        self.up && self.own_port_state != PortState::Down
+    }
+
+    /// True while the SM's own port is down, as the bring-up or the last
+    /// sweep read it ([`SmEvent::SmPortState`] says when it changes).
+    pub fn sm_port_down(&self) -> bool {
+        self.own_port_state == PortState::Down
     }
 
     /// The current phase.

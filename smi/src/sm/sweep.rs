@@ -142,6 +142,12 @@ impl Sm {
     pub(super) fn on_sweep_own_port(&mut self, smp: Option<&Smp>) {
         let pi = smp.and_then(|s| PortInfo::decode(&s.data).ok());
         let answer = smp.filter(|_| pi.is_some());
+        if let (Some(pi), Some(port)) = (pi, self.own_port(0)) {
+            // Kept, so that the end of the sweep knows the port's state.
+            if let Some(mut p) = self.db.port_mut(0, port) {
+                p.info = Some(pi);
+            }
+        }
         if let Some(state) = pi.map(|p| p.port_state) {
             if state != self.own_port_state {
                 self.own_port_state = state;
@@ -595,21 +601,47 @@ impl Sm {
     /// now on, and the next light sweep is scheduled.
     pub(super) fn became_up(&mut self, now_ms: u64) {
         self.up = true;
-        let nodes = self.db.node_count(true);
-        self.emit(SmEvent::SubnetUp {
-            nodes,
-            max_lid: Lid(self.db.max_lid),
-        });
+        // A CA whose own port is down has a subnet of one node, itself:
+        // not a subnet that is up (OpenSM's "SM port is down"; its sweeps
+        // wait for the port, and the heavy sweep when it comes back ends
+        // here again, up).
+        if self.own_port_read_down() {
+            if self.own_port_state != PortState::Down {
+                self.own_port_state = PortState::Down;
+                self.emit(SmEvent::SmPortState {
+                    state: PortState::Down,
+                });
+            }
+        } else {
+            let nodes = self.db.node_count(true);
+            self.emit(SmEvent::SubnetUp {
+                nodes,
+                max_lid: Lid(self.db.max_lid),
+            });
+            self.own_port_state = PortState::Active;
+        }
         self.db.old_lfts.clear();
         self.found_lfts.clear();
         self.dr_only = false;
-        self.own_port_state = PortState::Active;
         for n in self.db.nodes_mut().iter_mut() {
             n.fresh = false;
         }
         if let Some(iv) = self.cfg.sweep_interval_ms {
             self.next_sweep.get_or_insert(now_ms + iv);
         }
+    }
+
+    /// Whether the SM's own port, on a CA, last read Down.
+    fn own_port_read_down(&self) -> bool {
+        let Some(me) = self.db.nodes().first() else {
+            return false;
+        };
+        !me.is_switch()
+            && me
+                .ports
+                .get(usize::from(me.info.local_port_num))
+                .and_then(|p| p.info)
+                .is_some_and(|pi| pi.port_state == PortState::Down)
     }
 
     /// Asks for a heavy sweep now, as OpenSM starts one on SIGHUP: a
