@@ -280,6 +280,16 @@ fn discards_and_relay_errors_are_counted_with_their_causes() {
     assert_eq!(d[0].1[0].2.inactive_discards, 2);
     assert_eq!(d[0].1[0].0.xmit_discards, 2);
 
+    // A GS MAD to the same host: the same port discards it.
+    let before = after;
+    assert_eq!(f.carry(src, f.nodes[dst].lid()), None);
+    let after = errors(&mut f);
+    let d = changed(&f, &before, &after);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].0, (s, p));
+    assert_eq!(d[0].1[0].2.inactive_discards, 3);
+    assert_eq!(d[0].1[0].0.xmit_discards, 3);
+
     // A LID no switch routes: a relay error where it came into the
     // first switch, a DLID mapping error in the details.
     let before = after;
@@ -309,10 +319,10 @@ fn discards_and_relay_errors_are_counted_with_their_causes() {
         xmit_details(&mut f, s, p, None).inactive_discards
     );
     let x = xmit_details(&mut f, s, p, Some(1 << 1));
-    assert_eq!(x.inactive_discards, 2, "bit 1 is PortNeighborMTUDiscards");
+    assert_eq!(x.inactive_discards, 3, "bit 1 is PortNeighborMTUDiscards");
     let x = xmit_details(&mut f, s, p, Some(1 << 0));
     assert_eq!(x.inactive_discards, 0);
-    assert_eq!(counters(&mut f, s, p, None).xmit_discards, 2);
+    assert_eq!(counters(&mut f, s, p, None).xmit_discards, 3);
     let r = rcv_details(&mut f, *n, *q, Some(0x3F));
     assert_eq!(r.dlid_mapping_errors, 0);
     assert_eq!(counters(&mut f, *n, *q, None).rcv_switch_relay_errors, 1);

@@ -786,10 +786,13 @@ fn drive(
                 }
             }
         }
-        if sm.is_idle() && up_ms.is_none() && sm.sm_port_down() && c.once {
+        // Idle with its own port down, the SM waits for the port; `--once`
+        // has nothing to wait for.
+        let first_up = sm.is_idle() && up_ms.is_none();
+        if first_up && sm.sm_port_down() && c.once {
             return Err(SmdError::SmPortDown);
         }
-        if sm.is_idle() && up_ms.is_none() && !sm.sm_port_down() {
+        if first_up && !sm.sm_port_down() {
             let t = t0.elapsed().as_secs_f64() * 1e3;
             up_ms = Some(t);
             tracing::info!("SUBNET UP after {t:.1} ms");

@@ -149,10 +149,7 @@ impl Sm {
             }
         }
         if let Some(state) = pi.map(|p| p.port_state) {
-            if state != self.own_port_state {
-                self.own_port_state = state;
-                self.emit(SmEvent::SmPortState { state });
-            }
+            self.note_own_port_state(state);
             if state == PortState::Down {
                 self.sweep_issuers.clear();
                 return;
@@ -606,12 +603,7 @@ impl Sm {
         // wait for the port, and the heavy sweep when it comes back ends
         // here again, up).
         if self.own_port_read_down() {
-            if self.own_port_state != PortState::Down {
-                self.own_port_state = PortState::Down;
-                self.emit(SmEvent::SmPortState {
-                    state: PortState::Down,
-                });
-            }
+            self.note_own_port_state(PortState::Down);
         } else {
             let nodes = self.db.node_count(true);
             self.emit(SmEvent::SubnetUp {
@@ -631,15 +623,23 @@ impl Sm {
         }
     }
 
+    /// The SM's own port was read in `state`: said when it changed.
+    fn note_own_port_state(&mut self, state: PortState) {
+        if state != self.own_port_state {
+            self.own_port_state = state;
+            self.emit(SmEvent::SmPortState { state });
+        }
+    }
+
     /// Whether the SM's own port, on a CA, last read Down.
     fn own_port_read_down(&self) -> bool {
-        let Some(me) = self.db.nodes().first() else {
+        let (Some(me), Some(port)) = (self.db.nodes().first(), self.own_port(0)) else {
             return false;
         };
         !me.is_switch()
             && me
                 .ports
-                .get(usize::from(me.info.local_port_num))
+                .get(usize::from(port))
                 .and_then(|p| p.info)
                 .is_some_and(|pi| pi.port_state == PortState::Down)
     }
