@@ -10,7 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use mad_core::notice::{Notice, TrapDetails};
 use mad_core::perf::{
-    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortXmitDiscardDetails,
+    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl,
+    PortSamplesResult, PortXmitDiscardDetails,
 };
 use mad_core::sa::{AnyRecord, SaAttributeId, SaMad};
 use mad_core::{AnyAttribute, AttributeId, Smp};
@@ -68,5 +69,13 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(c) = PortXmitDiscardDetails::decode(body) {
         let b = c.to_bytes().expect("PortXmitDiscardDetails re-encodes");
         assert_eq!(PortXmitDiscardDetails::decode(&b).unwrap(), c);
+    }
+    if let Ok(c) = PortSamplesControl::decode(body) {
+        let b = c.to_bytes().expect("PortSamplesControl re-encodes");
+        assert_eq!(PortSamplesControl::decode(&b).unwrap(), c);
+    }
+    if let Ok(c) = PortSamplesResult::decode(body) {
+        let b = c.to_bytes().expect("PortSamplesResult re-encodes");
+        assert_eq!(PortSamplesResult::decode(&b).unwrap(), c);
     }
 });

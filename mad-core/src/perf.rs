@@ -3,8 +3,10 @@
 //! `perfquery` and `ibqueryerrors` ask for — PortCounters,
 //! PortCountersExtended, and the optional PortRcvErrorDetails and
 //! PortXmitDiscardDetails that break two of PortCounters' errors down by
-//! cause — with the class's attribute IDs, capability bits and the
-//! CounterSelect masks a Set resets by.
+//! cause; PortSamplesControl and PortSamplesResult, which every PMA has
+//! (IBA 16.1.3.2–3: count chosen quantities over a timed interval) — with
+//! the class's attribute IDs, capability bits and the CounterSelect masks
+//! a Set resets by.
 //!
 //! A PerfMgt MAD is the 24-byte common MAD header, 40 reserved bytes, and
 //! the attribute's data from byte [`DATA_OFFSET`] on. Its ClassPortInfo is
@@ -27,6 +29,10 @@ pub const ATTR_PORT_COUNTERS_EXTENDED: u16 = 0x001D;
 pub const ATTR_PORT_RCV_ERROR_DETAILS: u16 = 0x0015;
 /// PortXmitDiscardDetails.
 pub const ATTR_PORT_XMIT_DISCARD_DETAILS: u16 = 0x0016;
+/// PortSamplesControl.
+pub const ATTR_PORT_SAMPLES_CONTROL: u16 = 0x0010;
+/// PortSamplesResult.
+pub const ATTR_PORT_SAMPLES_RESULT: u16 = 0x0011;
 
 /// ClassPortInfo.CapabilityMask: PortSelect 0xFF reads or resets the sum of
 /// every port of a switch (AllPortSelect).
@@ -225,6 +231,236 @@ bitstruct! {
     }
 }
 
+/// PortSamplesControl.SampleStatus and PortSamplesResult.SampleStatus.
+pub mod sample_status {
+    /// No sample is under way: the last one's counts can be read, and a
+    /// Set may start another.
+    pub const DONE: u8 = 0;
+    /// A sample was started and waits SampleStart ticks to begin.
+    pub const STARTED: u8 = 1;
+    /// A sample is counting.
+    pub const RUNNING: u8 = 2;
+}
+
+/// PortSamplesControl.CounterSelect values of the quantities every PMA
+/// samples (IBA 16.1.3.2's mandatory ones, as the kernel's PMAs number
+/// them).
+pub mod sample_counter {
+    /// PortXmitData: octets sent, divided by 4.
+    pub const XMIT_DATA: u16 = 0x0001;
+    /// PortRcvData: octets received, divided by 4.
+    pub const RCV_DATA: u16 = 0x0002;
+    /// PortXmitPkts.
+    pub const XMIT_PKTS: u16 = 0x0003;
+    /// PortRcvPkts.
+    pub const RCV_PKTS: u16 = 0x0004;
+    /// PortXmitWait: ticks during which the port had data to send and
+    /// could not.
+    pub const XMIT_WAIT: u16 = 0x0005;
+}
+
+bitstruct! {
+    /// PortSamplesControl (IBA 16.1.3.2, 80 bytes): what a port's sampling
+    /// counters count and when. A Set, taken only while SampleStatus is
+    /// [`sample_status::DONE`], starts a sample: it begins SampleStart ticks
+    /// later and counts for SampleInterval ticks, counter `i` counting the
+    /// quantity CounterSelect`i` names, and PortSamplesResult reads the
+    /// counts. CounterMask`i` (3 bits each) says what counter `i` can
+    /// count (1: the mandatory quantities, [`sample_counter`]).
+    pub struct PortSamplesControl("PortSamplesControl", 80) {
+        /// OpCode.
+        op_code: u8 = 0, 8;
+        /// The port sampled.
+        port_select: u8 = 8, 8;
+        /// The sampling tick, the unit of SampleStart and SampleInterval.
+        tick: u8 = 16, 8;
+        /// The counters' width (4: 32 bits).
+        counter_width: u8 = 29, 3;
+        /// CounterMask0.
+        counter_mask0: u8 = 34, 3;
+        /// CounterMask1 … CounterMask9, 3 bits each, 1 first.
+        counter_masks_1_to_9: u32 = 37, 27;
+        /// CounterMask10 … CounterMask14, 3 bits each, 10 first.
+        counter_masks_10_to_14: u16 = 65, 15;
+        /// SampleMechanisms.
+        sample_mechanisms: u8 = 80, 8;
+        /// SampleStatus ([`sample_status`]).
+        sample_status: u8 = 94, 2;
+        /// OptionMask: the optional quantities the counters can count.
+        option_mask: u64 = 96, 64;
+        /// VendorMask.
+        vendor_mask: u64 = 160, 64;
+        /// Ticks between the Set and the sample's start.
+        sample_start: u32 = 224, 32;
+        /// Ticks the sample counts for.
+        sample_interval: u32 = 256, 32;
+        /// The requester's tag for the sample, repeated in PortSamplesResult.
+        tag: u16 = 288, 16;
+        /// CounterSelect0: what counter 0 counts ([`sample_counter`]).
+        counter_select0: u16 = 304, 16;
+        /// CounterSelect1.
+        counter_select1: u16 = 320, 16;
+        /// CounterSelect2.
+        counter_select2: u16 = 336, 16;
+        /// CounterSelect3.
+        counter_select3: u16 = 352, 16;
+        /// CounterSelect4.
+        counter_select4: u16 = 368, 16;
+        /// CounterSelect5.
+        counter_select5: u16 = 384, 16;
+        /// CounterSelect6.
+        counter_select6: u16 = 400, 16;
+        /// CounterSelect7.
+        counter_select7: u16 = 416, 16;
+        /// CounterSelect8.
+        counter_select8: u16 = 432, 16;
+        /// CounterSelect9.
+        counter_select9: u16 = 448, 16;
+        /// CounterSelect10.
+        counter_select10: u16 = 464, 16;
+        /// CounterSelect11.
+        counter_select11: u16 = 480, 16;
+        /// CounterSelect12.
+        counter_select12: u16 = 496, 16;
+        /// CounterSelect13.
+        counter_select13: u16 = 512, 16;
+        /// CounterSelect14.
+        counter_select14: u16 = 528, 16;
+        /// SamplesOnlyOptionMask.
+        samples_only_option_mask: u64 = 576, 64;
+    }
+}
+
+impl PortSamplesControl {
+    /// CounterSelect0 … CounterSelect14.
+    pub fn counter_selects(&self) -> [u16; 15] {
+        [
+            self.counter_select0,
+            self.counter_select1,
+            self.counter_select2,
+            self.counter_select3,
+            self.counter_select4,
+            self.counter_select5,
+            self.counter_select6,
+            self.counter_select7,
+            self.counter_select8,
+            self.counter_select9,
+            self.counter_select10,
+            self.counter_select11,
+            self.counter_select12,
+            self.counter_select13,
+            self.counter_select14,
+        ]
+    }
+
+    /// Sets CounterSelect0 … CounterSelect14.
+    pub fn set_counter_selects(&mut self, s: [u16; 15]) {
+        [
+            self.counter_select0,
+            self.counter_select1,
+            self.counter_select2,
+            self.counter_select3,
+            self.counter_select4,
+            self.counter_select5,
+            self.counter_select6,
+            self.counter_select7,
+            self.counter_select8,
+            self.counter_select9,
+            self.counter_select10,
+            self.counter_select11,
+            self.counter_select12,
+            self.counter_select13,
+            self.counter_select14,
+        ] = s;
+    }
+}
+
+bitstruct! {
+    /// PortSamplesResult (IBA 16.1.3.3, 64 bytes): the counts of the last
+    /// sample PortSamplesControl started, counter `i` what CounterSelect`i`
+    /// named, once SampleStatus is [`sample_status::DONE`].
+    pub struct PortSamplesResult("PortSamplesResult", 64) {
+        /// The sample's tag, as PortSamplesControl set it.
+        tag: u16 = 0, 16;
+        /// SampleStatus ([`sample_status`]).
+        sample_status: u8 = 30, 2;
+        /// Counter0.
+        counter0: u32 = 32, 32;
+        /// Counter1.
+        counter1: u32 = 64, 32;
+        /// Counter2.
+        counter2: u32 = 96, 32;
+        /// Counter3.
+        counter3: u32 = 128, 32;
+        /// Counter4.
+        counter4: u32 = 160, 32;
+        /// Counter5.
+        counter5: u32 = 192, 32;
+        /// Counter6.
+        counter6: u32 = 224, 32;
+        /// Counter7.
+        counter7: u32 = 256, 32;
+        /// Counter8.
+        counter8: u32 = 288, 32;
+        /// Counter9.
+        counter9: u32 = 320, 32;
+        /// Counter10.
+        counter10: u32 = 352, 32;
+        /// Counter11.
+        counter11: u32 = 384, 32;
+        /// Counter12.
+        counter12: u32 = 416, 32;
+        /// Counter13.
+        counter13: u32 = 448, 32;
+        /// Counter14.
+        counter14: u32 = 480, 32;
+    }
+}
+
+impl PortSamplesResult {
+    /// Counter0 … Counter14.
+    pub fn counters(&self) -> [u32; 15] {
+        [
+            self.counter0,
+            self.counter1,
+            self.counter2,
+            self.counter3,
+            self.counter4,
+            self.counter5,
+            self.counter6,
+            self.counter7,
+            self.counter8,
+            self.counter9,
+            self.counter10,
+            self.counter11,
+            self.counter12,
+            self.counter13,
+            self.counter14,
+        ]
+    }
+
+    /// Sets Counter0 … Counter14.
+    pub fn set_counters(&mut self, c: [u32; 15]) {
+        [
+            self.counter0,
+            self.counter1,
+            self.counter2,
+            self.counter3,
+            self.counter4,
+            self.counter5,
+            self.counter6,
+            self.counter7,
+            self.counter8,
+            self.counter9,
+            self.counter10,
+            self.counter11,
+            self.counter12,
+            self.counter13,
+            self.counter14,
+        ] = c;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,10 +518,48 @@ mod tests {
     }
 
     #[test]
+    fn samples_sit_where_the_spec_puts_them() {
+        let mut b = [0u8; 80];
+        b[1] = 2; // PortSelect
+        b[3] = 4; // CounterWidth: 32 bits
+                  // CounterMask0..4 = 1 (the kernel's PMAs' five counters).
+        b[4..8].copy_from_slice(&(0o11111u32 << 15).to_be_bytes());
+        b[11] = sample_status::RUNNING;
+        b[28..32].copy_from_slice(&1000u32.to_be_bytes()); // SampleStart
+        b[36..38].copy_from_slice(&0xBEEFu16.to_be_bytes()); // Tag
+        b[38..40].copy_from_slice(&sample_counter::XMIT_DATA.to_be_bytes());
+        b[66..68].copy_from_slice(&7u16.to_be_bytes()); // CounterSelect14
+        let c = PortSamplesControl::decode(&b).unwrap();
+        assert_eq!((c.port_select, c.counter_width, c.counter_mask0), (2, 4, 1));
+        assert_eq!(c.counter_masks_1_to_9, 0o111100000);
+        assert_eq!(c.sample_status, sample_status::RUNNING);
+        assert_eq!((c.sample_start, c.tag), (1000, 0xBEEF));
+        let s = c.counter_selects();
+        assert_eq!((s[0], s[1], s[14]), (sample_counter::XMIT_DATA, 0, 7));
+        let mut d = PortSamplesControl::default();
+        d.set_counter_selects(s);
+        assert_eq!(d.counter_selects(), s);
+        assert_eq!(c.to_bytes().unwrap(), b);
+
+        let mut r = [0u8; 64];
+        r[0..2].copy_from_slice(&0xBEEFu16.to_be_bytes());
+        r[3] = sample_status::DONE | 0xFC; // reserved bits around it
+        r[4..8].copy_from_slice(&72u32.to_be_bytes());
+        r[60..64].copy_from_slice(&u32::MAX.to_be_bytes());
+        let x = PortSamplesResult::decode(&r).unwrap();
+        assert_eq!((x.tag, x.sample_status), (0xBEEF, 0));
+        assert_eq!((x.counters()[0], x.counters()[14]), (72, u32::MAX));
+        r[3] = 0;
+        assert_eq!(x.to_bytes().unwrap(), r);
+    }
+
+    #[test]
     fn a_short_buffer_is_refused() {
         assert!(PortCounters::decode(&[0u8; 43]).is_err());
         assert!(PortCountersExtended::decode(&[0u8; 71]).is_err());
         assert!(PortRcvErrorDetails::decode(&[0u8; 15]).is_err());
         assert!(PortXmitDiscardDetails::decode(&[0u8; 11]).is_err());
+        assert!(PortSamplesControl::decode(&[0u8; 79]).is_err());
+        assert!(PortSamplesResult::decode(&[0u8; 63]).is_err());
     }
 }

@@ -7,7 +7,8 @@ use mad_core::attr::*;
 use mad_core::field::{mask, set_bits, FieldDesc, Fields, Value};
 use mad_core::notice::{Notice, Trap128, Trap144};
 use mad_core::perf::{
-    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortXmitDiscardDetails,
+    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl, PortSamplesResult,
+    PortXmitDiscardDetails,
 };
 use mad_core::sa::*;
 use std::collections::HashMap;
@@ -234,6 +235,45 @@ fn cases() -> Vec<Case> {
             "sw_lifetime_limit_discards" => "IB_PC_XMT_SW_LIFE_DISC_F",
             "sw_hoq_lifetime_limit_discards" => "IB_PC_XMT_SW_HOL_DISC_F",
         ]),
+        case!(PortSamplesControl, base 0, [
+            "op_code" => "IB_PSC_OPCODE_F", "port_select" => "IB_PSC_PORT_SELECT_F",
+            "tick" => "IB_PSC_TICK_F", "counter_width" => "IB_PSC_COUNTER_WIDTH_F",
+            "counter_mask0" => "IB_PSC_COUNTER_MASK0_F",
+            "counter_masks_1_to_9" => "IB_PSC_COUNTER_MASKS1TO9_F",
+            "counter_masks_10_to_14" => "IB_PSC_COUNTER_MASKS10TO14_F",
+            "sample_mechanisms" => "IB_PSC_SAMPLE_MECHS_F",
+            "sample_status" => "IB_PSC_SAMPLE_STATUS_F",
+            "option_mask" => "IB_PSC_OPTION_MASK_F", "vendor_mask" => "IB_PSC_VENDOR_MASK_F",
+            "sample_start" => "IB_PSC_SAMPLE_START_F",
+            "sample_interval" => "IB_PSC_SAMPLE_INTVL_F", "tag" => "IB_PSC_TAG_F",
+            "counter_select0" => "IB_PSC_COUNTER_SEL0_F",
+            "counter_select1" => "IB_PSC_COUNTER_SEL1_F",
+            "counter_select2" => "IB_PSC_COUNTER_SEL2_F",
+            "counter_select3" => "IB_PSC_COUNTER_SEL3_F",
+            "counter_select4" => "IB_PSC_COUNTER_SEL4_F",
+            "counter_select5" => "IB_PSC_COUNTER_SEL5_F",
+            "counter_select6" => "IB_PSC_COUNTER_SEL6_F",
+            "counter_select7" => "IB_PSC_COUNTER_SEL7_F",
+            "counter_select8" => "IB_PSC_COUNTER_SEL8_F",
+            "counter_select9" => "IB_PSC_COUNTER_SEL9_F",
+            "counter_select10" => "IB_PSC_COUNTER_SEL10_F",
+            "counter_select11" => "IB_PSC_COUNTER_SEL11_F",
+            "counter_select12" => "IB_PSC_COUNTER_SEL12_F",
+            "counter_select13" => "IB_PSC_COUNTER_SEL13_F",
+            "counter_select14" => "IB_PSC_COUNTER_SEL14_F",
+            "samples_only_option_mask" => "IB_PSC_SAMPLES_ONLY_OPT_MASK_F",
+        ]),
+        case!(PortSamplesResult, base 0, [
+            "tag" => "IB_PSR_TAG_F", "sample_status" => "IB_PSR_SAMPLE_STATUS_F",
+            "counter0" => "IB_PSR_COUNTER0_F", "counter1" => "IB_PSR_COUNTER1_F",
+            "counter2" => "IB_PSR_COUNTER2_F", "counter3" => "IB_PSR_COUNTER3_F",
+            "counter4" => "IB_PSR_COUNTER4_F", "counter5" => "IB_PSR_COUNTER5_F",
+            "counter6" => "IB_PSR_COUNTER6_F", "counter7" => "IB_PSR_COUNTER7_F",
+            "counter8" => "IB_PSR_COUNTER8_F", "counter9" => "IB_PSR_COUNTER9_F",
+            "counter10" => "IB_PSR_COUNTER10_F", "counter11" => "IB_PSR_COUNTER11_F",
+            "counter12" => "IB_PSR_COUNTER12_F", "counter13" => "IB_PSR_COUNTER13_F",
+            "counter14" => "IB_PSR_COUNTER14_F",
+        ]),
     ]
 }
 
@@ -319,7 +359,7 @@ fn every_libibmad_field_sits_exactly_where_mad_core_puts_it() {
         }
     }
     eprintln!("checked the position and width of {checked} fields against libibmad");
-    assert!(checked >= 215, "only {checked} fields checked");
+    assert!(checked >= 262, "only {checked} fields checked");
 }
 
 #[test]

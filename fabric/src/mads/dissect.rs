@@ -4,7 +4,8 @@
 //! notice's trap details, and whether the attribute's values are valid
 //! where they carry meaning; an SA MAD's RMPP and SA headers and records;
 //! a PerfMgt MAD's ClassPortInfo, PortCounters, PortCountersExtended,
-//! PortRcvErrorDetails or PortXmitDiscardDetails.
+//! PortRcvErrorDetails, PortXmitDiscardDetails, PortSamplesControl or
+//! PortSamplesResult.
 
 use mad_core::field::{Fields, Value};
 use mad_core::mad::{MadHeader, MgmtClass};
@@ -71,7 +72,8 @@ fn perf_attribute(
     bytes: &[u8],
 ) -> Result<(&'static str, Box<dyn Fields>), String> {
     use mad_core::perf::{
-        self, PortCounters, PortCountersExtended, PortRcvErrorDetails, PortXmitDiscardDetails,
+        self, PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl,
+        PortSamplesResult, PortXmitDiscardDetails,
     };
     let data = &bytes[perf::DATA_OFFSET..];
     let e = |e: mad_core::Error| e.to_string();
@@ -95,6 +97,14 @@ fn perf_attribute(
         perf::ATTR_PORT_XMIT_DISCARD_DETAILS => Ok((
             "PortXmitDiscardDetails",
             Box::new(PortXmitDiscardDetails::decode(data).map_err(e)?),
+        )),
+        perf::ATTR_PORT_SAMPLES_CONTROL => Ok((
+            "PortSamplesControl",
+            Box::new(PortSamplesControl::decode(data).map_err(e)?),
+        )),
+        perf::ATTR_PORT_SAMPLES_RESULT => Ok((
+            "PortSamplesResult",
+            Box::new(PortSamplesResult::decode(data).map_err(e)?),
         )),
         id => Err(format!("PerfMgt attribute {id:#06x} is not decoded")),
     }
@@ -342,6 +352,21 @@ mod tests {
         });
         assert_eq!(j["attribute"]["name"], "PortXmitDiscardDetails");
         assert_eq!(j["attribute"]["inactive_discards"], 3);
+        let r = perf::PortSamplesResult {
+            tag: 0x77,
+            counter14: 9,
+            ..Default::default()
+        };
+        let bytes = perf_mad(perf::ATTR_PORT_SAMPLES_RESULT, &r.to_bytes().unwrap());
+        let j = mad_json(&Mad {
+            bytes: &bytes,
+            origin: "line 2".into(),
+        });
+        assert_eq!(j["attribute"]["name"], "PortSamplesResult");
+        assert_eq!(
+            (&j["attribute"]["tag"], &j["attribute"]["counter14"]),
+            (&0x77.into(), &9.into())
+        );
         // An attribute mad-core does not declare: said, not guessed.
         let bytes = perf_mad(0x0017, &[]);
         let m = Mad {
