@@ -2,15 +2,20 @@
 //! crossing counted once at each end, losses as receive errors, failed
 //! cables as LinkDowned, discards and relay errors with their causes in
 //! the details attributes, and the PMA's answers and refusals (Get, Set
-//! to clear, PortSelect 0xFF, the MAD status of what it does not do).
+//! to clear, PortSelect 0xFF, the MAD status of what it does not do), and
+//! the sampling counters of PortSamplesControl and PortSamplesResult.
 
-use fabric::sim::{Fabric, FabricEvent, SimConfig, MAD_PACKET_WORDS, PMA_CAPABILITIES};
+use fabric::sim::{
+    Fabric, FabricEvent, SimConfig, MAD_PACKET_WORDS, PMA_CAPABILITIES, SAMPLE_TICK_NS,
+};
 use mad_core::attr::NodeType;
 use mad_core::perf::{
     self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
     PortXmitDiscardDetails, ALL_PORTS, ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS,
-    ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_XMIT_DISCARD_DETAILS,
+    ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_SAMPLES_CONTROL,
+    ATTR_PORT_SAMPLES_RESULT, ATTR_PORT_XMIT_DISCARD_DETAILS,
 };
+use mad_core::perf::{sample_counter, sample_status, PortSamplesControl, PortSamplesResult};
 use mad_core::sa::ClassPortInfo;
 use mad_core::{AttributeId, MKey, Method, Smp};
 use smi::sm::SmConfig;
@@ -471,4 +476,164 @@ fn the_pma_answers_and_refuses_as_the_spec_says() {
             }
         );
     }
+}
+
+/// Get (or Set, `set`) of PortSamplesControl at `node`: the answer.
+fn samples_control(
+    f: &mut Fabric,
+    node: usize,
+    set: bool,
+    q: &PortSamplesControl,
+) -> PortSamplesControl {
+    let a = ask(
+        f,
+        node,
+        ATTR_PORT_SAMPLES_CONTROL,
+        set,
+        &q.to_bytes().unwrap(),
+    );
+    PortSamplesControl::decode(&a).unwrap()
+}
+
+fn samples_result(f: &mut Fabric, node: usize) -> PortSamplesResult {
+    PortSamplesResult::decode(&ask(f, node, ATTR_PORT_SAMPLES_RESULT, false, &[])).unwrap()
+}
+
+#[test]
+fn a_sample_counts_the_traffic_of_its_interval_and_no_other() {
+    let mut f = up("mport-ntree:4:2", SimConfig::default());
+    let cas: Vec<usize> = (0..f.nodes.len())
+        .filter(|&n| f.topo.nodes[n].kind == NodeType::ChannelAdapter && n != f.sm_node)
+        .collect();
+    let (src, dst) = (cas[0], cas[cas.len() - 1]);
+    let (to_dst, to_src) = (f.nodes[dst].lid(), f.nodes[src].lid());
+    let tick = SAMPLE_TICK_NS;
+    // The samples run on the clock they are given (a served fabric's wall
+    // clock), here moved by hand.
+    f.set_pma_clock(1_000);
+    let port1 = PortSamplesControl {
+        port_select: 1,
+        ..PortSamplesControl::default()
+    };
+    // Before any sample: Done, 32-bit counters, every one able to count
+    // the mandatory quantities, and a result of zeros.
+    let c = samples_control(&mut f, src, false, &port1);
+    assert_eq!(c.sample_status, sample_status::DONE);
+    assert_eq!((c.port_select, c.tick, c.counter_width), (1, 0, 4));
+    assert_eq!(
+        (
+            c.counter_mask0,
+            c.counter_masks_1_to_9,
+            c.counter_masks_10_to_14
+        ),
+        (1, 0o111_111_111, 0o11_111)
+    );
+    assert_eq!(samples_result(&mut f, src).counters(), [0; 15]);
+    // Start one: it begins 1 µs on and counts for 2 µs.
+    let mut asked = PortSamplesControl {
+        sample_start: (1_000 / tick) as u32,
+        sample_interval: (2_000 / tick) as u32,
+        tag: 0x77,
+        ..port1
+    };
+    let mut selects = [0u16; 15];
+    selects[..6].copy_from_slice(&[
+        sample_counter::XMIT_PKTS,
+        sample_counter::XMIT_DATA,
+        sample_counter::RCV_PKTS,
+        sample_counter::XMIT_WAIT,
+        0x1234,
+        sample_counter::XMIT_PKTS,
+    ]);
+    selects[14] = sample_counter::RCV_DATA;
+    asked.set_counter_selects(selects);
+    let c = samples_control(&mut f, src, true, &asked);
+    assert_eq!(c.sample_status, sample_status::STARTED);
+    assert_eq!((c.tag, c.counter_selects()), (0x77, selects));
+    // Before it begins: not counted.
+    for _ in 0..2 {
+        assert_eq!(f.carry(src, to_dst), Some(dst));
+    }
+    // A Set while one is under way changes nothing.
+    let other = PortSamplesControl { tag: 0x99, ..asked };
+    let c = samples_control(&mut f, src, true, &other);
+    assert_eq!((c.tag, c.sample_status), (0x77, sample_status::STARTED));
+    // From its beginning, up to before its end: counted.
+    f.set_pma_clock(2_000);
+    for _ in 0..3 {
+        f.carry(src, to_dst);
+    }
+    f.carry(dst, to_src);
+    let c = samples_control(&mut f, src, false, &port1);
+    assert_eq!(c.sample_status, sample_status::RUNNING);
+    let r = samples_result(&mut f, src);
+    assert_eq!(
+        (r.sample_status, r.counters()),
+        (sample_status::RUNNING, [0; 15])
+    );
+    f.set_pma_clock(3_999);
+    f.carry(src, to_dst);
+    // From its end on: not counted.
+    f.set_pma_clock(4_000);
+    for _ in 0..5 {
+        f.carry(src, to_dst);
+    }
+    f.set_pma_clock(9_000);
+    let r = samples_result(&mut f, src);
+    assert_eq!((r.tag, r.sample_status), (0x77, sample_status::DONE));
+    let mut want = [0u32; 15];
+    want[..6].copy_from_slice(&[4, 4 * MAD_PACKET_WORDS as u32, 1, 0, 0, 4]);
+    want[14] = MAD_PACKET_WORDS as u32;
+    assert_eq!(
+        r.counters(),
+        want,
+        "XmitWait 0 (no congestion), 0x1234 nothing"
+    );
+    // Done: the next Set is taken; one of no ticks is done at once.
+    let now = PortSamplesControl { tag: 0x78, ..port1 };
+    let c = samples_control(&mut f, src, true, &now);
+    assert_eq!((c.tag, c.sample_status), (0x78, sample_status::DONE));
+    // PortSelect must name one port of the node; the result is not set.
+    for sel in [0, 2, ALL_PORTS] {
+        let q = PortSamplesControl {
+            port_select: sel,
+            ..asked
+        };
+        let a = f
+            .pma_answer(
+                src,
+                &request(0x02, ATTR_PORT_SAMPLES_CONTROL, &q.to_bytes().unwrap()),
+            )
+            .unwrap();
+        assert_eq!(status(&a), 0x1C, "PortSelect {sel}");
+    }
+    let a = f
+        .pma_answer(src, &request(0x02, ATTR_PORT_SAMPLES_RESULT, &[]))
+        .unwrap();
+    assert_eq!(status(&a), 0x0C, "Set(PortSamplesResult)");
+    // A switch samples the port it is asked to; powered up again, it has
+    // no sample.
+    let (sw, at) = f.topo.peer_of(src, 1).unwrap();
+    let q = PortSamplesControl {
+        port_select: at,
+        sample_start: 0,
+        sample_interval: 1_000_000,
+        tag: 5,
+        ..asked
+    };
+    assert_eq!(
+        samples_control(&mut f, sw, true, &q).sample_status,
+        sample_status::RUNNING
+    );
+    f.carry(src, to_dst);
+    f.set_pma_clock(9_000 + 1_000_000 * tick);
+    let r = samples_result(&mut f, sw);
+    assert_eq!(r.sample_status, sample_status::DONE);
+    assert_eq!(r.counters()[2], 1, "the packet from the CA came in there");
+    let t = f.now_ns();
+    f.schedule(t, FabricEvent::NodeDown(sw));
+    f.schedule(t + 1_000, FabricEvent::NodeUp(sw));
+    f.run_to_quiescence();
+    let r = samples_result(&mut f, sw);
+    assert_eq!((r.tag, r.counters()), (0, [0; 15]), "forgotten");
 }

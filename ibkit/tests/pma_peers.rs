@@ -180,6 +180,40 @@ fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
             checked.trim_start_matches('#').trim()
         );
         seen.push((d, [dx[0], dx[1], dx[4]]));
+        // PortSamplesControl (`perfquery -c`), which every PMA has: the
+        // served fabric's 15 counters of 32 bits, each able to count the
+        // mandatory quantities, no sample under way. ibsim has no answer.
+        if served {
+            let c = perfquery(sim, host, &["-c"]);
+            let got: Vec<u64> = [
+                "PortSelect",
+                "CounterWidth",
+                "CounterMask0",
+                "CounterMasks1to9",
+                "CounterMasks10to14",
+                "SampleStatus",
+            ]
+            .iter()
+            .map(|k| c[*k])
+            .collect();
+            assert_eq!(
+                got,
+                [1, 4, 1, 0o111_111_111, 0o11_111, 0],
+                "{on}: perfquery -c: {c:?}"
+            );
+            println!("{on}: perfquery -c: {got:?}");
+        } else {
+            let out = sim
+                .client_at("perfquery".as_ref(), host)
+                .arg("-c")
+                .output()
+                .unwrap();
+            println!(
+                "{on}: perfquery -c exits {:?}: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
         if served {
             link_downed_is_found(sim, &topo, host);
             discards_are_detailed(sim, &topo, host);

@@ -396,6 +396,11 @@ impl Session {
             return false;
         }
         self.stats.packets += 1;
+        // The PMAs' samples run on the wall clock here: a client that
+        // starts one and waits sees it end.
+        let ns = now.saturating_duration_since(self.started).as_nanos();
+        self.fabric
+            .set_pma_clock(u64::try_from(ns).unwrap_or(u64::MAX));
         let mut r = match SimRequest::parse(b) {
             Ok(r) => r,
             Err(e) => {

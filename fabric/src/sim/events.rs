@@ -68,6 +68,7 @@ impl Fabric {
                 // Freshly powered: a new agent with nothing set.
                 self.nodes[n] = self.nodes[n].repowered(&self.topo.nodes[n]);
                 self.counters[n] = super::pma::fresh(self.topo.nodes[n].ports);
+                self.forget_sample(n);
                 let ports: Vec<u8> = self
                     .cut
                     .iter()

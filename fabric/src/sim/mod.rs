@@ -23,10 +23,12 @@ mod links;
 mod node;
 mod pma;
 mod report;
+mod sampling;
 pub mod verify;
 mod walk;
 
 pub use pma::{PortCounts, MAD_PACKET_WORDS, PMA_CAPABILITIES};
+pub use sampling::SAMPLE_TICK_NS;
 
 pub use node::SimNode;
 pub use report::{
@@ -158,6 +160,10 @@ pub struct Fabric {
     counters: Vec<Box<[PortCounts]>>,
     /// What befell the packet [`Fabric::carry`] carries, hop by hop.
     carried: Vec<walk::GsHop>,
+    /// Each node's PMA sample, of those that started one.
+    samples: std::collections::HashMap<usize, sampling::Sample>,
+    /// The clock the PMAs' samples run on, if not simulated time.
+    pma_clock_ns: Option<u64>,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
 }
@@ -339,6 +345,8 @@ impl Fabric {
             stats: FabricStats::default(),
             counters: Vec::new(),
             carried: Vec::new(),
+            samples: Default::default(),
+            pma_clock_ns: None,
             phase_wall_ms: Default::default(),
         };
         f.counters = f.topo.nodes.iter().map(|n| pma::fresh(n.ports)).collect();

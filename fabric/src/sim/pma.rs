@@ -1,7 +1,9 @@
 //! Every simulated port's Performance Management Agent (class 0x04): the
 //! counters of what crossed its cable, and the answers to `perfquery` and
 //! `ibqueryerrors` (ClassPortInfo, PortCounters, PortCountersExtended,
-//! PortRcvErrorDetails, PortXmitDiscardDetails; Get, and Set to clear).
+//! PortRcvErrorDetails, PortXmitDiscardDetails; Get, and Set to clear),
+//! and the sampling counters of PortSamplesControl and PortSamplesResult
+//! (`sampling`).
 //!
 //! What is counted, per port, as IBA 16.1.3.5 says a port counts it:
 //! * each packet put on its cable: PortXmitPkts and PortXmitData (72
@@ -34,8 +36,8 @@ use super::Fabric;
 use mad_core::perf::{
     self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
     PortXmitDiscardDetails, ALL_PORTS, ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS,
-    ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_XMIT_DISCARD_DETAILS,
-    PERF_CLASS, PERF_CLASS_VERSION,
+    ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_SAMPLES_CONTROL,
+    ATTR_PORT_SAMPLES_RESULT, ATTR_PORT_XMIT_DISCARD_DETAILS, PERF_CLASS, PERF_CLASS_VERSION,
 };
 use mad_core::sa::ClassPortInfo;
 use mad_core::Lid;
@@ -91,6 +93,12 @@ pub struct PortCounts {
 }
 
 impl PortCounts {
+    /// The traffic counters since power-up, in the order of the sampling
+    /// counters' selects: xmit data, rcv data, xmit packets, rcv packets.
+    pub(super) fn traffic(&self) -> [u64; 4] {
+        self.total
+    }
+
     fn sent(&mut self) {
         self.total[XMIT_PKTS] += 1;
         self.total[XMIT_DATA] += MAD_PACKET_WORDS;
@@ -349,7 +357,7 @@ const STATUS_BAD_METHOD: u16 = 2 << 2;
 /// MAD status: the method and attribute combination is not supported.
 const STATUS_BAD_ATTRIBUTE: u16 = 3 << 2;
 /// MAD status: a field of the attribute or its modifier is invalid.
-const STATUS_BAD_FIELD: u16 = 7 << 2;
+pub(super) const STATUS_BAD_FIELD: u16 = 7 << 2;
 
 /// Zeroed counters for a node of `ports` ports, indexed by port number
 /// (port 0: a switch's management port).
@@ -365,6 +373,8 @@ impl Fabric {
     /// A packet crossed the cable from (node, port) to (peer, pport);
     /// `lost` if the simulator lost it on the way.
     pub(super) fn count_crossing(&mut self, from: (usize, u8), to: (usize, u8), lost: bool) {
+        self.sample_observe(from.0, from.1);
+        self.sample_observe(to.0, to.1);
         if let Some(c) = self.counts(from.0, from.1) {
             c.sent();
         }
@@ -488,6 +498,8 @@ impl Fabric {
             ATTR_PORT_XMIT_DISCARD_DETAILS => {
                 self.counter_answer::<PortXmitDiscardDetails>(node, set, data)
             }
+            ATTR_PORT_SAMPLES_CONTROL => self.samples_control(node, set, data),
+            ATTR_PORT_SAMPLES_RESULT if !set => self.samples_result(node),
             _ => (STATUS_BAD_ATTRIBUTE, None),
         }
     }
@@ -542,7 +554,7 @@ impl Fabric {
     /// The ports PortSelect `sel` names at `node`: one of its ports (a
     /// switch's port 0 among them), or all of them (0xFF). `None` for a
     /// port it does not have.
-    fn selected(&self, node: usize, sel: u8) -> Option<std::ops::RangeInclusive<u8>> {
+    pub(super) fn selected(&self, node: usize, sel: u8) -> Option<std::ops::RangeInclusive<u8>> {
         let ports = self.topo.nodes.get(node)?.ports;
         let first = u8::from(!matches!(self.nodes[node], super::SimNode::Switch(_)));
         match sel {
