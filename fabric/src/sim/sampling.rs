@@ -264,4 +264,38 @@ mod tests {
         big.observe(10, [0, 0, 1 << 40, 0]);
         assert_eq!(big.result().counters()[0], u32::MAX);
     }
+
+    proptest::proptest! {
+        /// Whatever the packets' times, a sample counts exactly those that
+        /// cross at or after its beginning and before its end, its
+        /// boundaries taken only when the counters change or it is read.
+        #[test]
+        fn a_sample_counts_exactly_its_interval(
+            begins in 0u64..200,
+            length in 0u64..200,
+            mut times in proptest::collection::vec(0u64..500, 0..60),
+            reads in proptest::collection::vec(0u64..500, 0..5),
+        ) {
+            times.sort_unstable();
+            let mut s = Sample {
+                begins_ns: begins,
+                ends_ns: begins + length,
+                ..Sample::default()
+            };
+            let mut events: Vec<(u64, bool)> = times.iter().map(|&t| (t, true)).collect();
+            events.extend(reads.iter().map(|&t| (t, false)));
+            events.sort_unstable();
+            let mut total = [0u64; 4];
+            for (t, packet) in events {
+                s.observe(t, total);
+                if packet {
+                    total[2] += 1;
+                    total[0] += 72;
+                }
+            }
+            s.observe(u64::MAX, total);
+            let want = times.iter().filter(|&&t| t >= begins && t < begins + length).count() as u64;
+            proptest::prop_assert_eq!(s.counted, Some([want * 72, 0, want, 0]));
+        }
+    }
 }
