@@ -565,10 +565,26 @@ fn ibkit_sm_waits_for_its_own_port() {
     notes
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
+    // systemd is told READY=1 at the latest 6 s after the start (60 s
+    // unless the configuration says otherwise).
+    let config = dir.join("sm.toml");
+    std::fs::write(&config, "ready_timeout_s = 6\n").unwrap();
     let mut cmd = sim.client_at(exe().as_os_str(), &host);
     cmd.env("NOTIFY_SOCKET", &sock);
-    let mut sm =
-        tests::peers::WatchedSm::spawn(cmd, &["--transport", "umad", "--sweep-ms", "500"]).unwrap();
+    let config = config.to_str().unwrap();
+    let mut sm = tests::peers::WatchedSm::spawn(
+        cmd,
+        &[
+            "--transport",
+            "umad",
+            "--sweep-ms",
+            "500",
+            "--config",
+            config,
+        ],
+    )
+    .unwrap();
+    let started = Instant::now();
     // What systemd is told until `until`.
     let read = |until: Instant| {
         let mut got = Vec::new();
@@ -591,20 +607,28 @@ fn ibkit_sm_waits_for_its_own_port() {
         !sm.seen.iter().any(|(_, l)| l.contains("SUBNET UP")),
         "SUBNET UP with the SM's port down"
     );
+    // At the cap, READY=1 all the same, saying why.
+    let capped = read(started + Duration::from_secs(9));
+    let ready = capped
+        .iter()
+        .find(|n| n.contains("READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1 9 s after the start: {capped:?}"));
+    assert!(
+        ready.contains("subnet not up after 6 s: still sweeping"),
+        "{ready}"
+    );
+    assert!(!sm.seen.iter().any(|(_, l)| l.contains("SUBNET UP")));
     assert!(sim.control(&format!("link-up {cable}")).unwrap().is_ok());
     sm.wait_for("SUBNET UP", Duration::from_secs(20))
         .expect("SUBNET UP once its port is back");
     let after = read(Instant::now() + Duration::from_secs(1));
-    let ready = after
-        .iter()
-        .find(|n| n.contains("READY=1"))
-        .unwrap_or_else(|| panic!("no READY=1 after the port came back: {after:?}"));
     let nodes = topo.nodes.len();
-    assert!(
-        ready.contains(&format!("master: subnet up, {nodes} nodes")),
-        "{ready}"
-    );
-    println!("ibkit sm with its own port down: --once exits 2 ({}); running, no READY=1 or SUBNET UP for 4 s, then, the cable back, {ready:?}", err.lines().last().unwrap_or(""));
+    let up = after
+        .iter()
+        .find(|n| n.contains(&format!("master: subnet up, {nodes} nodes")))
+        .unwrap_or_else(|| panic!("no status of the subnet up: {after:?}"));
+    assert!(!up.contains("READY=1"), "READY=1 is said once: {up}");
+    println!("ibkit sm with its own port down: --once exits 2 ({}); running, no READY=1 or SUBNET UP for 4 s, {ready:?} at the 6 s cap (ready_timeout_s), then, the cable back, {up:?}", err.lines().last().unwrap_or(""));
     let (clean, _) = sm.stop(Duration::from_secs(10));
     assert!(clean);
     let _ = std::fs::remove_dir_all(&dir);

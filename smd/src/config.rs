@@ -42,6 +42,7 @@
 //! packet_life_time = 18     # switches' LifeTimeValue, 0-31 (OpenSM's)
 //! sm_sl = 0                 # end ports' MasterSMSL, 0-15 (OpenSM's)
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
+//! ready_timeout_s = 60      # 1-86400: under systemd, READY=1 at the latest this long after the start
 //! ```
 //!
 //! Every key is optional; a flag given on the command line wins over the
@@ -108,6 +109,7 @@ struct Raw {
     overrun_errors_threshold: Option<Spanned<i64>>,
     packet_life_time: Option<Spanned<i64>>,
     sm_sl: Option<Spanned<i64>>,
+    ready_timeout_s: Option<Spanned<i64>>,
 }
 
 /// The settings a configuration file gives (each `None` when not given).
@@ -198,6 +200,10 @@ pub struct SmFile {
     pub packet_life_time: Option<u8>,
     /// End ports' MasterSMSL, 0–15 (OpenSM's `sm_sl`).
     pub sm_sl: Option<u8>,
+    /// Under systemd, `READY=1` at the latest this many seconds after the
+    /// start, 1–86,400 (default 60): a subnet that is not up by then does
+    /// not hold the units ordered after the SM any longer.
+    pub ready_timeout_s: Option<u64>,
 }
 
 impl SmFile {
@@ -400,6 +406,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         )?,
         packet_life_time: byte(&raw.packet_life_time, "packet_life_time", 31)?,
         sm_sl: byte(&raw.sm_sl, "sm_sl", 15)?,
+        ready_timeout_s: ranged(&raw.ready_timeout_s, "ready_timeout_s", 1, 86_400)?,
     })
 }
 
@@ -432,7 +439,7 @@ mod tests {
                     subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
                     leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
                     max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
-                    packet_life_time = 20\nsm_sl = 3\n\
+                    packet_life_time = 20\nsm_sl = 3\nready_timeout_s = 90\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -461,6 +468,7 @@ mod tests {
         assert_eq!(f.m_key_lookup, Some(false));
         assert_eq!(f.m_key_per_port, Some(true));
         assert_eq!(f.subnet_timeout, Some(17));
+        assert_eq!(f.ready_timeout_s, Some(90));
         assert_eq!(
             f.link_params(),
             smi::sm::LinkParams {
@@ -531,6 +539,7 @@ mod tests {
             ("vl_stall_count = 8\n", "0-7"),
             ("leaf_head_of_queue_lifetime = 32\n", "0-31"),
             ("overrun_errors_threshold = 16\n", "0-15"),
+            ("ready_timeout_s = 0\n", "1-86400"),
         ] {
             let e = bad(text);
             assert!(e.reason.contains(why), "{text:?}: {e}");

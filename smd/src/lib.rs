@@ -162,6 +162,9 @@ pub struct SmdConfig {
     /// A Unix socket to take VM requests on ([`vmctl`]: create, migrate,
     /// destroy, list; `ibkit vm`), mode 0600, the SM's user and root only.
     pub vm_socket: Option<PathBuf>,
+    /// Under systemd, `READY=1` at the latest this long after the start,
+    /// in ms ([`notify::READY_AT_THE_LATEST`] by default).
+    pub ready_timeout_ms: u64,
 }
 
 /// Changes the log's level (RUST_LOG, where set, wins).
@@ -235,6 +238,7 @@ impl Default for SmdConfig {
             lmc_esp0: false,
             reconfig: None,
             vm_socket: None,
+            ready_timeout_ms: notify::READY_AT_THE_LATEST,
         }
     }
 }
@@ -725,7 +729,7 @@ fn drive(
     // The SM's own LID, for the capture's LRHs (0 until it has one).
     let own_lid = |sm: &Sm| sm.nodes().first().map_or(0, |n| n.lid);
     // What systemd has been told (`Type=notify`).
-    let mut readiness = notify::Readiness::default();
+    let mut readiness = notify::Readiness::new(c.ready_timeout_ms);
     let mut stopping = false;
     loop {
         if sm.phase() != phase {

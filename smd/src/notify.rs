@@ -10,7 +10,8 @@
 
 use sd_notify::NotifyState;
 
-/// The longest the SM keeps systemd waiting for `READY=1`, in ms.
+/// The longest the SM keeps systemd waiting for `READY=1`, in ms, unless
+/// its configuration says otherwise (`ready_timeout_s`).
 pub const READY_AT_THE_LATEST: u64 = 60_000;
 
 /// Where the SM is, as far as systemd is told.
@@ -30,27 +31,36 @@ pub enum Role {
 }
 
 impl Role {
-    /// The `STATUS=` line for this role.
-    pub fn status(self, waited: bool) -> String {
+    /// The `STATUS=` line for this role; `waited`: the subnet was not up
+    /// `cap_ms` after the start.
+    pub fn status(self, waited: bool, cap_ms: u64) -> String {
         match self {
             Role::Master { nodes, max_lid } => {
                 format!("master: subnet up, {nodes} nodes, LIDs up to {max_lid}")
             }
             Role::Standby => "standby: another SM is master".into(),
-            Role::Starting if waited => format!(
-                "subnet not up after {} s: still sweeping",
-                READY_AT_THE_LATEST / 1000
-            ),
+            Role::Starting if waited => {
+                format!("subnet not up after {} s: still sweeping", cap_ms / 1000)
+            }
             Role::Starting => "bringing the subnet up".into(),
         }
     }
 }
 
 /// The notifications due, given the SM's role at each turn of its loop.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Readiness {
     ready: bool,
     told: Option<(Role, bool)>,
+    /// `READY=1` at the latest this long after the start, in ms.
+    cap_ms: u64,
+}
+
+impl Default for Readiness {
+    /// Ready at the latest [`READY_AT_THE_LATEST`] after the start.
+    fn default() -> Self {
+        Readiness::new(READY_AT_THE_LATEST)
+    }
 }
 
 /// One message to systemd: whether it says `READY=1`, and its status.
@@ -63,10 +73,20 @@ pub struct Note {
 }
 
 impl Readiness {
+    /// Ready once the subnet is up or the SM stands by, or at the latest
+    /// `cap_ms` after the start.
+    pub fn new(cap_ms: u64) -> Self {
+        Readiness {
+            ready: false,
+            told: None,
+            cap_ms,
+        }
+    }
+
     /// What to tell systemd now, if anything: the SM's `role` at `now_ms`
     /// after its start.
     pub fn update(&mut self, role: Role, now_ms: u64) -> Option<Note> {
-        let waited = role == Role::Starting && now_ms >= READY_AT_THE_LATEST;
+        let waited = role == Role::Starting && now_ms >= self.cap_ms;
         let ready = !self.ready && (role != Role::Starting || waited);
         if !ready && self.told == Some((role, waited)) {
             return None;
@@ -75,7 +95,7 @@ impl Readiness {
         self.told = Some((role, waited));
         Some(Note {
             ready,
-            status: role.status(waited),
+            status: role.status(waited, self.cap_ms),
         })
     }
 
@@ -155,5 +175,10 @@ mod tests {
         assert!(n.status.contains("not up after 60 s"), "{}", n.status);
         assert_eq!(r.update(Role::Starting, READY_AT_THE_LATEST + 1), None);
         assert!(r.update(master, READY_AT_THE_LATEST + 2).is_some());
+        // The cap a configuration gives.
+        let mut r = Readiness::new(5_000);
+        assert!(!r.update(Role::Starting, 4_999).unwrap().ready);
+        let n = r.update(Role::Starting, 5_000).unwrap();
+        assert!(n.ready && n.status.contains("not up after 5 s"), "{n:?}");
     }
 }

@@ -64,8 +64,8 @@ pub struct SmArgs {
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids; paths relative to the
-    /// file). A flag given here wins over the file; an unknown key or a
+    /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
+    /// ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -270,6 +270,9 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
+            ready_timeout_ms: file
+                .ready_timeout_s
+                .map_or(smd::notify::READY_AT_THE_LATEST, |s| s * 1000),
             reconfig: a
                 .config
                 .clone()
