@@ -331,49 +331,30 @@ bitstruct! {
     }
 }
 
-impl PortSamplesControl {
-    /// CounterSelect0 … CounterSelect14.
-    pub fn counter_selects(&self) -> [u16; 15] {
-        [
-            self.counter_select0,
-            self.counter_select1,
-            self.counter_select2,
-            self.counter_select3,
-            self.counter_select4,
-            self.counter_select5,
-            self.counter_select6,
-            self.counter_select7,
-            self.counter_select8,
-            self.counter_select9,
-            self.counter_select10,
-            self.counter_select11,
-            self.counter_select12,
-            self.counter_select13,
-            self.counter_select14,
-        ]
-    }
+/// `impl $t` with `$get`, the fields `$f…` as an array, and `$set`, which
+/// sets them from one: the numbered fields of an attribute read as a whole.
+macro_rules! numbered_fields {
+    ($t:ident, $n:literal x $e:ty, $get:ident / $set:ident, $what:literal, [$($f:ident),+ $(,)?]) => {
+        impl $t {
+            #[doc = concat!("The ", stringify!($n), " ", $what, " fields in order, ", $what, "0 first.")]
+            pub fn $get(&self) -> [$e; $n] {
+                [$(self.$f),+]
+            }
 
-    /// Sets CounterSelect0 … CounterSelect14.
-    pub fn set_counter_selects(&mut self, s: [u16; 15]) {
-        [
-            self.counter_select0,
-            self.counter_select1,
-            self.counter_select2,
-            self.counter_select3,
-            self.counter_select4,
-            self.counter_select5,
-            self.counter_select6,
-            self.counter_select7,
-            self.counter_select8,
-            self.counter_select9,
-            self.counter_select10,
-            self.counter_select11,
-            self.counter_select12,
-            self.counter_select13,
-            self.counter_select14,
-        ] = s;
-    }
+            #[doc = concat!("Sets the ", stringify!($n), " ", $what, " fields, ", $what, "0 first.")]
+            pub fn $set(&mut self, v: [$e; $n]) {
+                [$(self.$f),+] = v;
+            }
+        }
+    };
 }
+
+numbered_fields!(PortSamplesControl, 15 x u16, counter_selects / set_counter_selects,
+    "CounterSelect", [
+    counter_select0, counter_select1, counter_select2, counter_select3, counter_select4,
+    counter_select5, counter_select6, counter_select7, counter_select8, counter_select9,
+    counter_select10, counter_select11, counter_select12, counter_select13, counter_select14,
+]);
 
 bitstruct! {
     /// PortSamplesResult (IBA 16.1.3.3, 64 bytes): the counts of the last
@@ -417,49 +398,10 @@ bitstruct! {
     }
 }
 
-impl PortSamplesResult {
-    /// Counter0 … Counter14.
-    pub fn counters(&self) -> [u32; 15] {
-        [
-            self.counter0,
-            self.counter1,
-            self.counter2,
-            self.counter3,
-            self.counter4,
-            self.counter5,
-            self.counter6,
-            self.counter7,
-            self.counter8,
-            self.counter9,
-            self.counter10,
-            self.counter11,
-            self.counter12,
-            self.counter13,
-            self.counter14,
-        ]
-    }
-
-    /// Sets Counter0 … Counter14.
-    pub fn set_counters(&mut self, c: [u32; 15]) {
-        [
-            self.counter0,
-            self.counter1,
-            self.counter2,
-            self.counter3,
-            self.counter4,
-            self.counter5,
-            self.counter6,
-            self.counter7,
-            self.counter8,
-            self.counter9,
-            self.counter10,
-            self.counter11,
-            self.counter12,
-            self.counter13,
-            self.counter14,
-        ] = c;
-    }
-}
+numbered_fields!(PortSamplesResult, 15 x u32, counters / set_counters, "Counter", [
+    counter0, counter1, counter2, counter3, counter4, counter5, counter6, counter7, counter8,
+    counter9, counter10, counter11, counter12, counter13, counter14,
+]);
 
 #[cfg(test)]
 mod tests {
