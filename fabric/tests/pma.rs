@@ -626,6 +626,13 @@ fn a_sample_counts_the_traffic_of_its_interval_and_no_other() {
         sample_status::RUNNING
     );
     f.carry(src, to_dst);
+    // Read by way of another port, the control says which port it samples.
+    let other = PortSamplesControl {
+        port_select: if at == 1 { 2 } else { 1 },
+        ..PortSamplesControl::default()
+    };
+    let c = samples_control(&mut f, sw, false, &other);
+    assert_eq!((c.port_select, c.tag), (at, 5));
     f.set_pma_clock(9_000 + 1_000_000 * tick);
     let r = samples_result(&mut f, sw);
     assert_eq!(r.sample_status, sample_status::DONE);

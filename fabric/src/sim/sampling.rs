@@ -166,25 +166,32 @@ impl Fabric {
             self.samples.insert(node, sample);
             self.sample_now(node);
         }
-        let s = self.samples.get(&node).cloned().unwrap_or_default();
+        // What the control holds now: the last sample's port, tag,
+        // selects and ticks; before any, the port asked about and zeros.
+        let (held, status) = match self.samples.get(&node) {
+            Some(s) => (s.asked, s.status()),
+            None => (
+                PortSamplesControl {
+                    port_select: q.port_select,
+                    ..PortSamplesControl::default()
+                },
+                sample_status::DONE,
+            ),
+        };
         let mut a = PortSamplesControl {
-            port_select: q.port_select,
+            port_select: held.port_select,
             tick: 0,
             counter_width: COUNTER_WIDTH_32,
             counter_mask0: 1,
             counter_masks_1_to_9: MASKS_1_TO_9,
             counter_masks_10_to_14: MASKS_10_TO_14,
-            sample_status: if self.samples.contains_key(&node) {
-                s.status()
-            } else {
-                sample_status::DONE
-            },
-            sample_start: s.asked.sample_start,
-            sample_interval: s.asked.sample_interval,
-            tag: s.asked.tag,
+            sample_status: status,
+            sample_start: held.sample_start,
+            sample_interval: held.sample_interval,
+            tag: held.tag,
             ..PortSamplesControl::default()
         };
-        a.set_counter_selects(s.asked.counter_selects());
+        a.set_counter_selects(held.counter_selects());
         (0, a.to_bytes().ok().map(|b| b.to_vec()))
     }
 
