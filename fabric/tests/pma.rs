@@ -13,9 +13,11 @@ use mad_core::perf::{
     self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
     PortXmitDiscardDetails, ALL_PORTS, ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS,
     ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_SAMPLES_CONTROL,
-    ATTR_PORT_SAMPLES_RESULT, ATTR_PORT_XMIT_DISCARD_DETAILS,
+    ATTR_PORT_SAMPLES_RESULT, ATTR_PORT_SAMPLES_RESULT_EXTENDED, ATTR_PORT_XMIT_DISCARD_DETAILS,
 };
-use mad_core::perf::{sample_counter, sample_status, PortSamplesControl, PortSamplesResult};
+use mad_core::perf::{
+    sample_counter, sample_status, PortSamplesControl, PortSamplesResult, PortSamplesResultExtended,
+};
 use mad_core::sa::ClassPortInfo;
 use mad_core::{AttributeId, MKey, Method, Smp};
 use smi::sm::SmConfig;
@@ -589,6 +591,11 @@ fn a_sample_counts_the_traffic_of_its_interval_and_no_other() {
         want,
         "XmitWait 0 (no congestion), 0x1234 nothing"
     );
+    // The same counts 64 bits wide.
+    let x = ask(&mut f, src, ATTR_PORT_SAMPLES_RESULT_EXTENDED, false, &[]);
+    let x = PortSamplesResultExtended::decode(&x).unwrap();
+    assert_eq!((x.tag, x.sample_status, x.extended_width), (0x77, 0, 2));
+    assert_eq!(x.counters(), want.map(u64::from));
     // Done: the next Set is taken; one of no ticks is done at once.
     let now = PortSamplesControl { tag: 0x78, ..port1 };
     let c = samples_control(&mut f, src, true, &now);

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use mad_core::notice::{Notice, TrapDetails};
 use mad_core::perf::{
     PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl,
-    PortSamplesResult, PortXmitDiscardDetails,
+    PortSamplesResult, PortSamplesResultExtended, PortXmitDiscardDetails,
 };
 use mad_core::sa::{AnyRecord, SaAttributeId, SaMad};
 use mad_core::{AnyAttribute, AttributeId, Smp};
@@ -77,5 +77,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(c) = PortSamplesResult::decode(body) {
         let b = c.to_bytes().expect("PortSamplesResult re-encodes");
         assert_eq!(PortSamplesResult::decode(&b).unwrap(), c);
+    }
+    if let Ok(c) = PortSamplesResultExtended::decode(body) {
+        let b = c.to_bytes().expect("PortSamplesResultExtended re-encodes");
+        assert_eq!(PortSamplesResultExtended::decode(&b).unwrap(), c);
     }
 });

@@ -4,7 +4,8 @@
 //! PortCountersExtended, and the optional PortRcvErrorDetails and
 //! PortXmitDiscardDetails that break two of PortCounters' errors down by
 //! cause; PortSamplesControl and PortSamplesResult, which every PMA has
-//! (IBA 16.1.3.2–3: count chosen quantities over a timed interval) — with
+//! (IBA 16.1.3.2–3: count chosen quantities over a timed interval), and
+//! PortSamplesResultExtended, the same counts 64 bits wide — with
 //! the class's attribute IDs, capability bits and the CounterSelect masks
 //! a Set resets by.
 //!
@@ -33,6 +34,8 @@ pub const ATTR_PORT_XMIT_DISCARD_DETAILS: u16 = 0x0016;
 pub const ATTR_PORT_SAMPLES_CONTROL: u16 = 0x0010;
 /// PortSamplesResult.
 pub const ATTR_PORT_SAMPLES_RESULT: u16 = 0x0011;
+/// PortSamplesResultExtended.
+pub const ATTR_PORT_SAMPLES_RESULT_EXTENDED: u16 = 0x001E;
 
 /// ClassPortInfo.CapabilityMask: PortSelect 0xFF reads or resets the sum of
 /// every port of a switch (AllPortSelect).
@@ -403,6 +406,57 @@ numbered_fields!(PortSamplesResult, 15 x u32, counters / set_counters, "Counter"
     counter9, counter10, counter11, counter12, counter13, counter14,
 ]);
 
+bitstruct! {
+    /// PortSamplesResultExtended (optional, 128 bytes): PortSamplesResult
+    /// with counters 64 bits wide, as ExtendedWidth says.
+    pub struct PortSamplesResultExtended("PortSamplesResultExtended", 128) {
+        /// The sample's tag, as PortSamplesControl set it.
+        tag: u16 = 0, 16;
+        /// SampleStatus ([`sample_status`]).
+        sample_status: u8 = 30, 2;
+        /// ExtendedWidth: the counters' width (2: 64 bits).
+        extended_width: u8 = 32, 2;
+        /// Counter0.
+        counter0: u64 = 64, 64;
+        /// Counter1.
+        counter1: u64 = 128, 64;
+        /// Counter2.
+        counter2: u64 = 192, 64;
+        /// Counter3.
+        counter3: u64 = 256, 64;
+        /// Counter4.
+        counter4: u64 = 320, 64;
+        /// Counter5.
+        counter5: u64 = 384, 64;
+        /// Counter6.
+        counter6: u64 = 448, 64;
+        /// Counter7.
+        counter7: u64 = 512, 64;
+        /// Counter8.
+        counter8: u64 = 576, 64;
+        /// Counter9.
+        counter9: u64 = 640, 64;
+        /// Counter10.
+        counter10: u64 = 704, 64;
+        /// Counter11.
+        counter11: u64 = 768, 64;
+        /// Counter12.
+        counter12: u64 = 832, 64;
+        /// Counter13.
+        counter13: u64 = 896, 64;
+        /// Counter14.
+        counter14: u64 = 960, 64;
+    }
+}
+
+numbered_fields!(PortSamplesResultExtended, 15 x u64, counters / set_counters, "Counter", [
+    counter0, counter1, counter2, counter3, counter4, counter5, counter6, counter7, counter8,
+    counter9, counter10, counter11, counter12, counter13, counter14,
+]);
+
+/// PortSamplesResultExtended.ExtendedWidth: 64-bit counters.
+pub const EXTENDED_WIDTH_64: u8 = 2;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,6 +547,21 @@ mod tests {
         assert_eq!((x.counters()[0], x.counters()[14]), (72, u32::MAX));
         r[3] = 0;
         assert_eq!(x.to_bytes().unwrap(), r);
+
+        // The extended result, as the kernel's PMAs lay it out: tag,
+        // status in the low bits of a 16-bit word, the width in the top
+        // two bits of a 32-bit one, fifteen 64-bit counters.
+        let mut e = [0u8; 128];
+        e[0..2].copy_from_slice(&0x0102u16.to_be_bytes());
+        e[3] = sample_status::STARTED;
+        e[4..8].copy_from_slice(&0x8000_0000u32.to_be_bytes());
+        e[8..16].copy_from_slice(&(1u64 << 40).to_be_bytes());
+        e[120..128].copy_from_slice(&u64::MAX.to_be_bytes());
+        let x = PortSamplesResultExtended::decode(&e).unwrap();
+        assert_eq!((x.tag, x.sample_status), (0x0102, sample_status::STARTED));
+        assert_eq!(x.extended_width, EXTENDED_WIDTH_64);
+        assert_eq!((x.counters()[0], x.counters()[14]), (1 << 40, u64::MAX));
+        assert_eq!(x.to_bytes().unwrap(), e);
     }
 
     #[test]
@@ -503,5 +572,6 @@ mod tests {
         assert!(PortXmitDiscardDetails::decode(&[0u8; 11]).is_err());
         assert!(PortSamplesControl::decode(&[0u8; 79]).is_err());
         assert!(PortSamplesResult::decode(&[0u8; 63]).is_err());
+        assert!(PortSamplesResultExtended::decode(&[0u8; 127]).is_err());
     }
 }

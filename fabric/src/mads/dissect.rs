@@ -4,8 +4,8 @@
 //! notice's trap details, and whether the attribute's values are valid
 //! where they carry meaning; an SA MAD's RMPP and SA headers and records;
 //! a PerfMgt MAD's ClassPortInfo, PortCounters, PortCountersExtended,
-//! PortRcvErrorDetails, PortXmitDiscardDetails, PortSamplesControl or
-//! PortSamplesResult.
+//! PortRcvErrorDetails, PortXmitDiscardDetails, PortSamplesControl,
+//! PortSamplesResult or PortSamplesResultExtended.
 
 use mad_core::field::{Fields, Value};
 use mad_core::mad::{MadHeader, MgmtClass};
@@ -73,7 +73,7 @@ fn perf_attribute(
 ) -> Result<(&'static str, Box<dyn Fields>), String> {
     use mad_core::perf::{
         self, PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl,
-        PortSamplesResult, PortXmitDiscardDetails,
+        PortSamplesResult, PortSamplesResultExtended, PortXmitDiscardDetails,
     };
     let data = &bytes[perf::DATA_OFFSET..];
     let e = |e: mad_core::Error| e.to_string();
@@ -105,6 +105,10 @@ fn perf_attribute(
         perf::ATTR_PORT_SAMPLES_RESULT => Ok((
             "PortSamplesResult",
             Box::new(PortSamplesResult::decode(data).map_err(e)?),
+        )),
+        perf::ATTR_PORT_SAMPLES_RESULT_EXTENDED => Ok((
+            "PortSamplesResultExtended",
+            Box::new(PortSamplesResultExtended::decode(data).map_err(e)?),
         )),
         id => Err(format!("PerfMgt attribute {id:#06x} is not decoded")),
     }
@@ -367,6 +371,38 @@ mod tests {
             (&j["attribute"]["tag"], &j["attribute"]["counter14"]),
             (&0x77.into(), &9.into())
         );
+        // The control and the extended result, by their names.
+        let control = perf::PortSamplesControl {
+            port_select: 2,
+            ..Default::default()
+        };
+        let extended = perf::PortSamplesResultExtended {
+            counter0: 1 << 40,
+            ..Default::default()
+        };
+        for (id, name, data, field, value) in [
+            (
+                perf::ATTR_PORT_SAMPLES_CONTROL,
+                "PortSamplesControl",
+                control.to_bytes().unwrap().to_vec(),
+                "port_select",
+                2u64,
+            ),
+            (
+                perf::ATTR_PORT_SAMPLES_RESULT_EXTENDED,
+                "PortSamplesResultExtended",
+                extended.to_bytes().unwrap().to_vec(),
+                "counter0",
+                1 << 40,
+            ),
+        ] {
+            let j = mad_json(&Mad {
+                bytes: &perf_mad(id, &data),
+                origin: "line 3".into(),
+            });
+            assert_eq!(j["attribute"]["name"], name);
+            assert_eq!(j["attribute"][field], value, "{name}");
+        }
         // An attribute mad-core does not declare: said, not guessed.
         let bytes = perf_mad(0x0017, &[]);
         let m = Mad {

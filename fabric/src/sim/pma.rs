@@ -2,8 +2,8 @@
 //! counters of what crossed its cable, and the answers to `perfquery` and
 //! `ibqueryerrors` (ClassPortInfo, PortCounters, PortCountersExtended,
 //! PortRcvErrorDetails, PortXmitDiscardDetails; Get, and Set to clear),
-//! and the sampling counters of PortSamplesControl and PortSamplesResult
-//! (`sampling`).
+//! and the sampling counters of PortSamplesControl, PortSamplesResult and
+//! PortSamplesResultExtended (`sampling`).
 //!
 //! What is counted, per port, as IBA 16.1.3.5 says a port counts it:
 //! * each packet put on its cable: PortXmitPkts and PortXmitData (72
@@ -37,7 +37,8 @@ use mad_core::perf::{
     self, select, select_extended, PortCounters, PortCountersExtended, PortRcvErrorDetails,
     PortXmitDiscardDetails, ALL_PORTS, ATTR_CLASS_PORT_INFO, ATTR_PORT_COUNTERS,
     ATTR_PORT_COUNTERS_EXTENDED, ATTR_PORT_RCV_ERROR_DETAILS, ATTR_PORT_SAMPLES_CONTROL,
-    ATTR_PORT_SAMPLES_RESULT, ATTR_PORT_XMIT_DISCARD_DETAILS, PERF_CLASS, PERF_CLASS_VERSION,
+    ATTR_PORT_SAMPLES_RESULT, ATTR_PORT_SAMPLES_RESULT_EXTENDED, ATTR_PORT_XMIT_DISCARD_DETAILS,
+    PERF_CLASS, PERF_CLASS_VERSION,
 };
 use mad_core::sa::ClassPortInfo;
 use mad_core::Lid;
@@ -499,7 +500,8 @@ impl Fabric {
                 self.counter_answer::<PortXmitDiscardDetails>(node, set, data)
             }
             ATTR_PORT_SAMPLES_CONTROL => self.samples_control(node, set, data),
-            ATTR_PORT_SAMPLES_RESULT if !set => self.samples_result(node),
+            ATTR_PORT_SAMPLES_RESULT if !set => self.samples_result(node, false),
+            ATTR_PORT_SAMPLES_RESULT_EXTENDED if !set => self.samples_result(node, true),
             _ => (STATUS_BAD_ATTRIBUTE, None),
         }
     }

@@ -7,7 +7,8 @@
 //! samples (CounterMask 1): PortXmitData, PortRcvData, PortXmitPkts,
 //! PortRcvPkts, and PortXmitWait, which stays 0 (the simulator has no
 //! congestion). A counter whose CounterSelect names anything else counts
-//! nothing. The counters are 32 bits wide and stop at their largest value.
+//! nothing. The counters are 32 bits wide and stop at their largest value;
+//! PortSamplesResultExtended reads the same counts 64 bits wide.
 //!
 //! A tick is [`SAMPLE_TICK_NS`] nanoseconds of the fabric's time (Tick 0):
 //! simulated time in process, the wall clock on a served fabric
@@ -23,7 +24,8 @@
 use super::pma::STATUS_BAD_FIELD;
 use super::Fabric;
 use mad_core::perf::{
-    sample_counter, sample_status, PortSamplesControl, PortSamplesResult, ALL_PORTS,
+    sample_counter, sample_status, PortSamplesControl, PortSamplesResult,
+    PortSamplesResultExtended, ALL_PORTS, EXTENDED_WIDTH_64,
 };
 
 /// Nanoseconds a sampling tick lasts: SampleStart and SampleInterval
@@ -78,23 +80,38 @@ impl Sample {
         }
     }
 
-    /// PortSamplesResult: each counter what its select names, once done.
-    fn result(&self) -> PortSamplesResult {
+    /// Each counter's count of what its select names, once done (0 before).
+    fn counts(&self) -> [u64; 15] {
         let counted = self.counted.unwrap_or_default();
-        let value = |sel: u16| match sel {
+        self.asked.counter_selects().map(|sel| match sel {
             sample_counter::XMIT_DATA..=sample_counter::RCV_PKTS => {
-                let v = counted[usize::from(sel - sample_counter::XMIT_DATA)];
-                u32::try_from(v).unwrap_or(u32::MAX)
+                counted[usize::from(sel - sample_counter::XMIT_DATA)]
             }
             // PortXmitWait (no congestion here), and what no counter counts.
             _ => 0,
-        };
+        })
+    }
+
+    /// PortSamplesResult: the counts, each stopping at its largest value.
+    fn result(&self) -> PortSamplesResult {
         let mut r = PortSamplesResult {
             tag: self.asked.tag,
             sample_status: self.status(),
             ..PortSamplesResult::default()
         };
-        r.set_counters(self.asked.counter_selects().map(value));
+        r.set_counters(self.counts().map(|v| u32::try_from(v).unwrap_or(u32::MAX)));
+        r
+    }
+
+    /// PortSamplesResultExtended: the counts, 64 bits wide.
+    fn result_extended(&self) -> PortSamplesResultExtended {
+        let mut r = PortSamplesResultExtended {
+            tag: self.asked.tag,
+            sample_status: self.status(),
+            extended_width: EXTENDED_WIDTH_64,
+            ..PortSamplesResultExtended::default()
+        };
+        r.set_counters(self.counts());
         r
     }
 }
@@ -195,14 +212,21 @@ impl Fabric {
         (0, a.to_bytes().ok().map(|b| b.to_vec()))
     }
 
-    /// A Get of PortSamplesResult at `node`: the last sample's counts (0
+    /// A Get of PortSamplesResult (or, `extended`, of
+    /// PortSamplesResultExtended) at `node`: the last sample's counts (0
     /// until it is done; a node that never sampled answers Done and 0s).
-    pub(super) fn samples_result(&mut self, node: usize) -> (u16, Option<Vec<u8>>) {
-        let r = match self.sample_now(node) {
-            Some(s) => s.result(),
-            None => PortSamplesResult::default(),
+    pub(super) fn samples_result(&mut self, node: usize, extended: bool) -> (u16, Option<Vec<u8>>) {
+        let none = Sample {
+            counted: Some([0; 4]),
+            ..Sample::default()
         };
-        (0, r.to_bytes().ok().map(|b| b.to_vec()))
+        let s = self.sample_now(node).unwrap_or(&none);
+        let bytes = if extended {
+            s.result_extended().to_bytes().map(|b| b.to_vec())
+        } else {
+            s.result().to_bytes().map(|b| b.to_vec())
+        };
+        (0, bytes.ok())
     }
 
     /// The node was powered up again: its sample is gone.
@@ -270,6 +294,12 @@ mod tests {
         big.observe(0, [0; 4]);
         big.observe(10, [0, 0, 1 << 40, 0]);
         assert_eq!(big.result().counters()[0], u32::MAX);
+        // The extended result is not capped, and says its width.
+        let x = big.result_extended();
+        assert_eq!(
+            (x.counters()[0], x.extended_width),
+            (1 << 40, EXTENDED_WIDTH_64)
+        );
     }
 
     proptest::proptest! {
