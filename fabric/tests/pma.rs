@@ -618,6 +618,10 @@ fn a_sample_counts_the_traffic_of_its_interval_and_no_other() {
         .pma_answer(src, &request(0x02, ATTR_PORT_SAMPLES_RESULT, &[]))
         .unwrap();
     assert_eq!(status(&a), 0x0C, "Set(PortSamplesResult)");
+    let a = f
+        .pma_answer(src, &request(0x02, ATTR_PORT_SAMPLES_RESULT_EXTENDED, &[]))
+        .unwrap();
+    assert_eq!(status(&a), 0x0C, "Set(PortSamplesResultExtended)");
     // A switch samples the port it is asked to; powered up again, it has
     // no sample.
     let (sw, at) = f.topo.peer_of(src, 1).unwrap();

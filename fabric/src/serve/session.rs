@@ -196,6 +196,15 @@ impl Session {
         self.stats.send_ns += send.as_nanos() as u64;
     }
 
+    /// The PMAs' samples run on the wall clock here, so that a client that
+    /// starts one and waits sees it end: set at each thing the session is
+    /// handed, before it can move a counter.
+    fn follow_clock(&mut self, now: Instant) {
+        let ns = now.saturating_duration_since(self.started).as_nanos();
+        self.fabric
+            .set_pma_clock(u64::try_from(ns).unwrap_or(u64::MAX));
+    }
+
     /// A control request (`<base>:ctl`) from `peer`; the reply to send
     /// back (None: drop it, it was not a control message). A sender who
     /// may not use the server gets an Error reply and changes nothing.
@@ -206,6 +215,7 @@ impl Session {
         t: &mut impl Transport,
         now: Instant,
     ) -> Option<[u8; CTL_SIZE]> {
+        self.follow_clock(now);
         let mut ctl = match SimCtl::parse(b) {
             Ok(c) => c,
             Err(e) => {
@@ -234,6 +244,7 @@ impl Session {
         peer: Option<Peer>,
         now: Instant,
     ) -> Result<Answer, ServeError> {
+        self.follow_clock(now);
         if let Err(e) = self.access.check(peer) {
             self.stats.refused += 1;
             self.log(now, format_args!("a control command refused: {e}"));
@@ -396,11 +407,7 @@ impl Session {
             return false;
         }
         self.stats.packets += 1;
-        // The PMAs' samples run on the wall clock here: a client that
-        // starts one and waits sees it end.
-        let ns = now.saturating_duration_since(self.started).as_nanos();
-        self.fabric
-            .set_pma_clock(u64::try_from(ns).unwrap_or(u64::MAX));
+        self.follow_clock(now);
         let mut r = match SimRequest::parse(b) {
             Ok(r) => r,
             Err(e) => {
