@@ -52,12 +52,31 @@ fn status(answer: &[u8; 256]) -> u16 {
     u16::from_be_bytes([answer[4], answer[5]])
 }
 
+/// The port a request for PortSelect `sel` reaches `node` by: any of a
+/// switch's (its one PMA is at port 0), the port asked about at a CA
+/// (whose ports each have a PMA), port 1 for 0xFF or port 0.
+fn by(f: &Fabric, node: usize, sel: u8) -> u8 {
+    match f.topo.nodes[node].kind {
+        NodeType::Switch => 1,
+        _ if sel == ALL_PORTS || sel == 0 => 1,
+        _ => sel,
+    }
+}
+
 /// Get (or, with `clear`, Set) of attribute `attr` at `node` carrying
-/// `query`: the answer's data, once its status, method and TID are
-/// checked.
+/// `query` (whose byte 1 is PortSelect, where it has one): the answer's
+/// data, once its status, method and TID are checked.
 fn ask(f: &mut Fabric, node: usize, attr: u16, clear: bool, query: &[u8]) -> Vec<u8> {
+    let port = by(f, node, query.get(1).copied().unwrap_or(ALL_PORTS));
+    ask_at(f, node, port, attr, clear, query)
+}
+
+/// [`ask`] of the PMA that a request reaching `node` by `port` finds.
+fn ask_at(f: &mut Fabric, node: usize, port: u8, attr: u16, clear: bool, query: &[u8]) -> Vec<u8> {
     let method = if clear { 0x02 } else { 0x01 };
-    let a = f.pma_answer(node, &request(method, attr, query)).unwrap();
+    let a = f
+        .pma_answer(node, port, &request(method, attr, query))
+        .unwrap();
     assert_eq!(status(&a), 0, "node {node} attribute {attr:#06x}");
     assert_eq!(a[3], 0x81, "a GetResp");
     assert_eq!(a[8..16], 0x0102_0304_0506_0708u64.to_be_bytes(), "its TID");
@@ -405,7 +424,7 @@ fn the_pma_answers_and_refuses_as_the_spec_says() {
     let sw = first(&f, NodeType::Switch);
     // ClassPortInfo: AllPortSelect and the extended counters.
     let a = f
-        .pma_answer(ca, &request(0x01, ATTR_CLASS_PORT_INFO, &[]))
+        .pma_answer(ca, 1, &request(0x01, ATTR_CLASS_PORT_INFO, &[]))
         .unwrap();
     assert_eq!(status(&a), 0);
     let cpi = ClassPortInfo::decode(&a[perf::DATA_OFFSET..]).unwrap();
@@ -423,35 +442,42 @@ fn the_pma_answers_and_refuses_as_the_spec_says() {
         let a = f
             .pma_answer(
                 node,
+                1,
                 &request(0x01, ATTR_PORT_COUNTERS, &q.to_bytes().unwrap()),
             )
             .unwrap();
         assert_eq!(status(&a), 0x1C, "node {node} port {port}");
     }
+    // No PMA at a port the CA does not have (a switch's is its port 0,
+    // whatever port a request comes in by).
+    let get = request(0x01, ATTR_CLASS_PORT_INFO, &[]);
+    assert!(f.pma_answer(ca, 0, &get).is_none());
+    assert!(f.pma_answer(ca, 2, &get).is_none());
+    assert!(f.pma_answer(sw, 0, &get).is_some() && f.pma_answer(sw, 250, &get).is_some());
     // A switch's port 0 is its own.
     counters(&mut f, sw, 0, None);
     // Methods and attributes it does not do.
     let a = f
-        .pma_answer(ca, &request(0x02, ATTR_CLASS_PORT_INFO, &[]))
+        .pma_answer(ca, 1, &request(0x02, ATTR_CLASS_PORT_INFO, &[]))
         .unwrap();
     assert_eq!(status(&a), 0x0C, "Set(ClassPortInfo)");
-    let a = f.pma_answer(ca, &request(0x01, 0x0017, &[])).unwrap();
+    let a = f.pma_answer(ca, 1, &request(0x01, 0x0017, &[])).unwrap();
     assert_eq!(status(&a), 0x0C, "PortOpRcvCounters, not kept here");
     let a = f
-        .pma_answer(ca, &request(0x06, ATTR_PORT_COUNTERS, &[]))
+        .pma_answer(ca, 1, &request(0x06, ATTR_PORT_COUNTERS, &[]))
         .unwrap();
     assert_eq!(status(&a), 0x08, "a Report is no PMA method");
     let mut v2 = request(0x01, ATTR_PORT_COUNTERS, &[0, 1]);
     v2[2] = 2;
-    assert_eq!(status(&f.pma_answer(ca, &v2).unwrap()), 0x04);
+    assert_eq!(status(&f.pma_answer(ca, 1, &v2).unwrap()), 0x04);
     // Not for an agent: a response, another class, a short MAD.
     assert!(f
-        .pma_answer(ca, &request(0x81, ATTR_PORT_COUNTERS, &[0, 1]))
+        .pma_answer(ca, 1, &request(0x81, ATTR_PORT_COUNTERS, &[0, 1]))
         .is_none());
     let mut sa = request(0x01, ATTR_PORT_COUNTERS, &[0, 1]);
     sa[1] = 0x03;
-    assert!(f.pma_answer(ca, &sa).is_none());
-    assert!(f.pma_answer(ca, &[1, 4, 1, 1]).is_none());
+    assert!(f.pma_answer(ca, 1, &sa).is_none());
+    assert!(f.pma_answer(ca, 1, &[1, 4, 1, 1]).is_none());
     // Set clears what it selects, each attribute on its own.
     let before = extended(&mut f, ca, 1, None);
     assert!(before.xmit_pkts > 0 && before.rcv_pkts > 0);
@@ -609,17 +635,22 @@ fn a_sample_counts_the_traffic_of_its_interval_and_no_other() {
         let a = f
             .pma_answer(
                 src,
+                1,
                 &request(0x02, ATTR_PORT_SAMPLES_CONTROL, &q.to_bytes().unwrap()),
             )
             .unwrap();
         assert_eq!(status(&a), 0x1C, "PortSelect {sel}");
     }
     let a = f
-        .pma_answer(src, &request(0x02, ATTR_PORT_SAMPLES_RESULT, &[]))
+        .pma_answer(src, 1, &request(0x02, ATTR_PORT_SAMPLES_RESULT, &[]))
         .unwrap();
     assert_eq!(status(&a), 0x0C, "Set(PortSamplesResult)");
     let a = f
-        .pma_answer(src, &request(0x02, ATTR_PORT_SAMPLES_RESULT_EXTENDED, &[]))
+        .pma_answer(
+            src,
+            1,
+            &request(0x02, ATTR_PORT_SAMPLES_RESULT_EXTENDED, &[]),
+        )
         .unwrap();
     assert_eq!(status(&a), 0x0C, "Set(PortSamplesResultExtended)");
     // A switch samples the port it is asked to; powered up again, it has
@@ -654,4 +685,115 @@ fn a_sample_counts_the_traffic_of_its_interval_and_no_other() {
     f.run_to_quiescence();
     let r = samples_result(&mut f, sw);
     assert_eq!((r.tag, r.counters()), (0, [0; 15]), "forgotten");
+}
+
+#[test]
+fn each_port_of_a_two_port_ca_has_a_pma_of_its_own() {
+    // D has a port on each leaf; H1 sits on the leaf of D's port 2.
+    let text = include_str!("data/multiport.topo");
+    let topo = fabric::topology::parse_ibnetdiscover(text).unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let mut sm = smi::sm::Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let named = |f: &Fabric, name: &str| f.topo.nodes.iter().position(|n| n.name == name).unwrap();
+    let (d, h1) = (named(&f, "D"), named(&f, "H1"));
+    let (d1, d2) = (f.nodes[d].port_lid(1).0, f.nodes[d].port_lid(2).0);
+    // Counters: each port's PMA answers for its own port, 0xFF being
+    // that port alone, and refuses the other port.
+    let q = |sel: u8| {
+        PortCounters {
+            port_select: sel,
+            ..PortCounters::default()
+        }
+        .to_bytes()
+        .unwrap()
+    };
+    let mut own = Vec::new();
+    for (at, other) in [(1u8, 2u8), (2, 1)] {
+        let a = f
+            .pma_answer(d, at, &request(0x01, ATTR_PORT_COUNTERS, &q(other)))
+            .unwrap();
+        assert_eq!(status(&a), 0x1C, "port {at}'s PMA asked about port {other}");
+        let mine = ask_at(&mut f, d, at, ATTR_PORT_COUNTERS, false, &q(at));
+        let mine = PortCounters::decode(&mine).unwrap();
+        assert!(mine.rcv_pkts > 0, "port {at} was brought up by SMPs");
+        let all = ask_at(&mut f, d, at, ATTR_PORT_COUNTERS, false, &q(ALL_PORTS));
+        let all = PortCounters::decode(&all).unwrap();
+        assert_eq!(all.port_select, ALL_PORTS);
+        assert_eq!(
+            PortCounters {
+                port_select: at,
+                ..all
+            },
+            mine,
+            "0xFF at port {at}'s PMA is that port, not the sum of both"
+        );
+        own.push(mine);
+    }
+    // Samples: both ports sample at once, each its own port.
+    f.set_pma_clock(1_000);
+    let mut selects = [0u16; 15];
+    selects[0] = sample_counter::RCV_PKTS;
+    selects[1] = sample_counter::XMIT_PKTS;
+    let sample = |port: u8| {
+        let mut c = PortSamplesControl {
+            port_select: port,
+            sample_interval: 1_000_000,
+            tag: 0x100 + u16::from(port),
+            ..PortSamplesControl::default()
+        };
+        c.set_counter_selects(selects);
+        c.to_bytes().unwrap()
+    };
+    for at in [1u8, 2] {
+        let c = ask_at(&mut f, d, at, ATTR_PORT_SAMPLES_CONTROL, true, &sample(at));
+        let c = PortSamplesControl::decode(&c).unwrap();
+        assert_eq!(
+            (c.port_select, c.tag, c.sample_status),
+            (at, 0x100 + u16::from(at), sample_status::RUNNING),
+            "port {at}'s sample starts while the other port's runs"
+        );
+        let other = 3 - at;
+        let a = f
+            .pma_answer(
+                d,
+                at,
+                &request(0x02, ATTR_PORT_SAMPLES_CONTROL, &sample(other)),
+            )
+            .unwrap();
+        assert_eq!(
+            status(&a),
+            0x1C,
+            "port {at}'s PMA does not sample port {other}"
+        );
+    }
+    for _ in 0..3 {
+        assert_eq!(f.carry(h1, d2), Some(d));
+    }
+    assert_eq!(f.carry(h1, d1), Some(d));
+    f.set_pma_clock(1_000 + 1_000_000 * SAMPLE_TICK_NS);
+    for (at, rcv) in [(1u8, 1u32), (2, 3)] {
+        let r = ask_at(&mut f, d, at, ATTR_PORT_SAMPLES_RESULT, false, &[]);
+        let r = PortSamplesResult::decode(&r).unwrap();
+        assert_eq!((r.tag, r.sample_status), (0x100 + u16::from(at), 0));
+        assert_eq!(
+            r.counters()[..2],
+            [rcv, 0],
+            "port {at} received {rcv}, sent none"
+        );
+    }
+    // A power cycle forgets both.
+    let t = f.now_ns();
+    f.schedule(t, FabricEvent::NodeDown(d));
+    f.schedule(t + 1_000, FabricEvent::NodeUp(d));
+    f.run_to_quiescence();
+    for at in [1u8, 2] {
+        let r = ask_at(&mut f, d, at, ATTR_PORT_SAMPLES_RESULT, false, &[]);
+        assert_eq!(
+            PortSamplesResult::decode(&r).unwrap().tag,
+            0,
+            "port {at}'s forgotten"
+        );
+    }
+    assert_ne!(own[0], own[1]);
 }

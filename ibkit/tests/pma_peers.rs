@@ -234,23 +234,48 @@ fn opensms_perfmgr_reads_every_port() {
     let Some((exe, spec, topo)) = setup() else {
         return;
     };
-    // Every cabled port (a switch's port 0 is not read by the PerfMgr).
+    perfmgr_reads_every_port(exe, spec, &topo);
+}
+
+/// [`opensms_perfmgr_reads_every_port`] with two-port CAs, whose ports
+/// the PerfMgr reads each at its own LID, from that port's own PMA.
+#[test]
+fn opensms_perfmgr_reads_each_port_of_two_port_cas() {
+    let Some((exe, _, _)) = setup() else {
+        return;
+    };
+    let spec = concat!(
+        "file:",
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fabric/tests/data/multiport.topo"
+    );
+    perfmgr_reads_every_port(exe, spec, &Topology::from_spec(spec).unwrap());
+}
+
+fn perfmgr_reads_every_port(exe: &Path, spec: &str, topo: &Topology) {
+    // Every port of a switch, cabled or not, but its port 0 (which the
+    // PerfMgr does not read), and every cabled port of a CA (the only
+    // ones the SM finds).
+    let switch = |n: usize| topo.nodes[n].kind == mad_core::attr::NodeType::Switch;
     let ports = (0..topo.nodes.len())
         .flat_map(|n| (1..=topo.nodes[n].ports).map(move |p| (n, p)))
-        .filter(|&(n, p)| topo.peer_of(n, p).is_some())
+        .filter(|&(n, p)| switch(n) || topo.peer_of(n, p).is_some())
         .count();
     let mut read = Vec::new();
     for served in [false, true] {
         let on = if served { "served fabric" } else { "ibsim" };
-        let dir =
-            std::env::temp_dir().join(format!("ibkit-pma-perfmgr-{}-{served}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "ibkit-pma-perfmgr-{}-{}-{served}",
+            std::process::id(),
+            topo.nodes.len()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         // -D 0x07: errors, information and the verbose lines where the
         // PerfMgr says what each PMA answered.
         let args = ["--perfmgr", "--perfmgr_sweep_time_s", "1", "-D", "0x07"];
         let (_sim, _sm) = simulator_and_sm(
             exe,
-            (spec, &topo),
+            (spec, topo),
             served,
             &dir,
             Duration::from_secs(20),
@@ -437,4 +462,71 @@ fn discards_are_detailed(sim: &dyn Simulator, topo: &Topology, host: &str) {
         .control(&format!("link-up {name} {out}"))
         .expect("a served fabric");
     assert!(r.is_ok(), "link-up: {r:?}");
+}
+
+/// `perfquery -G GUID PORT` from `host`: whether it exits 0, and what it
+/// printed.
+fn perfquery_port(sim: &dyn Simulator, host: &str, guid: u64, port: u8) -> (bool, String) {
+    let out = sim
+        .client_at("perfquery".as_ref(), host)
+        .args(["-G", &format!("{guid:#x}"), &port.to_string()])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// A two-port CA has a PMA at each port, on ibsim as on the served
+/// fabric: `perfquery` of either port's GUID (found through ibkit's SA)
+/// answers for that port and is refused the other one.
+#[test]
+fn each_port_of_a_two_port_ca_answers_for_itself_as_on_ibsim() {
+    if let Some(why) = missing_tools() {
+        skip("pma_peers", &why);
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = concat!(
+        "file:",
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fabric/tests/data/multiport.topo"
+    );
+    let topo = Topology::from_spec(spec).unwrap();
+    let d = topo.nodes.iter().find(|n| n.name == "D").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-pma-ports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for served in [false, true] {
+        let on = if served { "served fabric" } else { "ibsim" };
+        let (sim, _sm) = simulator_and_sm(
+            exe,
+            (spec, &topo),
+            served,
+            &dir,
+            Duration::from_secs(20),
+            None,
+            &["--sweep-ms", "0"],
+        );
+        let sim = sim.as_ref();
+        let mut seen = Vec::new();
+        for at in [1u8, 2] {
+            // Each port's GUID is the node GUID plus its number.
+            let guid = d.guid + u64::from(at);
+            let (ok, text) = perfquery_port(sim, "H1", guid, at);
+            assert!(ok, "{on}: D's port {at}: {text}");
+            let select = (text.lines())
+                .find_map(|l| l.strip_prefix("PortSelect:"))
+                .map(|v| v.trim_start_matches('.').trim().to_string());
+            assert_eq!(select, Some(at.to_string()), "{on}: {text}");
+            let other = 3 - at;
+            let (ok, text) = perfquery_port(sim, "H1", guid, other);
+            assert!(
+                !ok,
+                "{on}: port {at}'s PMA answered for port {other}: {text}"
+            );
+            seen.push(format!("port {at} answers, port {other} refused"));
+        }
+        println!("{on}: perfquery of D's two ports: {}", seen.join("; "));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

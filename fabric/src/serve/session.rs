@@ -550,9 +550,10 @@ impl Session {
 
     /// A PerfMgt request from the client at `slot`, attached at `node`:
     /// carried through the LFTs to the port that holds its DLID, whose PMA
-    /// answers (as ibsim's own PMA does, whatever clients are attached
-    /// there), and the answer carried back. A request that reaches no port
-    /// is answered with ETIMEDOUT at once.
+    /// (a switch's one, a CA port's own) answers (as ibsim's own PMA
+    /// does, whatever clients are attached there), and the answer carried
+    /// back. A request that reaches no port is answered with ETIMEDOUT at
+    /// once.
     fn pma(&mut self, slot: usize, node: usize, r: SimRequest, now: Instant) {
         let Some(dst) = self.fabric.carry(node, mad_core::Lid(r.dlid)) else {
             self.log(
@@ -565,7 +566,9 @@ impl Session {
             self.refuse(slot, r);
             return;
         };
-        let Some(mad) = self.fabric.pma_answer(dst, &r.mad) else {
+        // The port it reaches the node by: a CA's PMAs are its ports'.
+        let port = self.fabric.nodes[dst].port_of_lid(mad_core::Lid(r.dlid));
+        let Some(mad) = self.fabric.pma_answer(dst, port, &r.mad) else {
             // Not a MAD a PMA answers (another base version): it is
             // dropped there, and the client, which may wait for ever,
             // hears so at once.

@@ -160,8 +160,9 @@ pub struct Fabric {
     counters: Vec<Box<[PortCounts]>>,
     /// What befell the packet [`Fabric::carry`] carries, hop by hop.
     carried: Vec<walk::GsHop>,
-    /// Each node's PMA sample, of those that started one.
-    samples: std::collections::HashMap<usize, sampling::Sample>,
+    /// Each PMA's sample, of those that started one, by (node, the PMA's
+    /// port): a switch's one PMA at its port 0, a CA's at each port.
+    samples: std::collections::HashMap<(usize, u8), sampling::Sample>,
     /// The clock the PMAs' samples run on, if not simulated time.
     pma_clock_ns: Option<u64>,
     /// Wall-clock milliseconds the driver spent in each SM phase.

@@ -446,18 +446,23 @@ impl Fabric {
         to
     }
 
-    /// The PMA of `node` answers the PerfMgt MAD `mad` (a request that
-    /// reached it): its response, with the MAD status saying what it
-    /// refused. `None` for what no agent answers (a response, or not a
-    /// PerfMgt MAD of base version 1).
-    pub fn pma_answer(&mut self, node: usize, mad: &[u8]) -> Option<[u8; 256]> {
+    /// The PMA that the PerfMgt MAD `mad` reached at `node` by its port
+    /// `port` answers it: its response, with the MAD status saying what
+    /// it refused. A switch has one PMA, at its port 0, whatever port the
+    /// request came in by; a CA has one at each port, which answers for
+    /// that port alone (as ibsim's and the kernel's CA PMAs do), so a
+    /// PortSelect naming another port of the CA is refused. `None` for
+    /// what no agent answers (a response, not a PerfMgt MAD of base
+    /// version 1, or a port the node does not have).
+    pub fn pma_answer(&mut self, node: usize, port: u8, mad: &[u8]) -> Option<[u8; 256]> {
         let req: &[u8; 256] = mad.get(..256)?.try_into().ok()?;
         if req[0] != 1 || req[1] != PERF_CLASS || req[3] & 0x80 != 0 {
             return None;
         }
+        let at = self.pma_port(node, port)?;
         let mut out = *req;
         out[3] = 0x81; // GetResp
-        let (status, data) = self.pma_data(node, req);
+        let (status, data) = self.pma_data(node, at, req);
         out[4..6].copy_from_slice(&status.to_be_bytes());
         if let Some(d) = data {
             out[perf::DATA_OFFSET..].fill(0);
@@ -466,8 +471,20 @@ impl Fabric {
         Some(out)
     }
 
-    /// The MAD status and, when it is 0, the attribute data to answer.
-    fn pma_data(&mut self, node: usize, req: &[u8; 256]) -> (u16, Option<Vec<u8>>) {
+    /// The port of `node`'s PMA that a request reaching it by `port`
+    /// finds: a switch's 0, a CA's `port` itself; `None` for a port the
+    /// CA does not have.
+    pub(super) fn pma_port(&self, node: usize, port: u8) -> Option<u8> {
+        let ports = self.topo.nodes.get(node)?.ports;
+        match self.nodes.get(node)? {
+            super::SimNode::Switch(_) => Some(0),
+            _ => (1..=ports).contains(&port).then_some(port),
+        }
+    }
+
+    /// The MAD status and, when it is 0, the attribute data the PMA at
+    /// port `at` of `node` ([`Fabric::pma_port`]) answers.
+    fn pma_data(&mut self, node: usize, at: u8, req: &[u8; 256]) -> (u16, Option<Vec<u8>>) {
         if req[2] != PERF_CLASS_VERSION {
             return (STATUS_BAD_VERSION, None);
         }
@@ -489,28 +506,30 @@ impl Fabric {
                 };
                 (0, cpi.to_bytes().ok().map(|b| b.to_vec()))
             }
-            ATTR_PORT_COUNTERS => self.counter_answer::<PortCounters>(node, set, data),
+            ATTR_PORT_COUNTERS => self.counter_answer::<PortCounters>(node, at, set, data),
             ATTR_PORT_COUNTERS_EXTENDED => {
-                self.counter_answer::<PortCountersExtended>(node, set, data)
+                self.counter_answer::<PortCountersExtended>(node, at, set, data)
             }
             ATTR_PORT_RCV_ERROR_DETAILS => {
-                self.counter_answer::<PortRcvErrorDetails>(node, set, data)
+                self.counter_answer::<PortRcvErrorDetails>(node, at, set, data)
             }
             ATTR_PORT_XMIT_DISCARD_DETAILS => {
-                self.counter_answer::<PortXmitDiscardDetails>(node, set, data)
+                self.counter_answer::<PortXmitDiscardDetails>(node, at, set, data)
             }
-            ATTR_PORT_SAMPLES_CONTROL => self.samples_control(node, set, data),
-            ATTR_PORT_SAMPLES_RESULT if !set => self.samples_result(node, false),
-            ATTR_PORT_SAMPLES_RESULT_EXTENDED if !set => self.samples_result(node, true),
+            ATTR_PORT_SAMPLES_CONTROL => self.samples_control(node, at, set, data),
+            ATTR_PORT_SAMPLES_RESULT if !set => self.samples_result(node, at, false),
+            ATTR_PORT_SAMPLES_RESULT_EXTENDED if !set => self.samples_result(node, at, true),
             _ => (STATUS_BAD_ATTRIBUTE, None),
         }
     }
 
-    /// The answer to a Get or Set (`set`) of the counter attribute `T`
-    /// whose query is `data`: its MAD status and data.
+    /// The answer of the PMA at port `at` of `node` to a Get or Set
+    /// (`set`) of the counter attribute `T` whose query is `data`: its MAD
+    /// status and data.
     fn counter_answer<T: CounterAttribute>(
         &mut self,
         node: usize,
+        at: u8,
         set: bool,
         data: &[u8],
     ) -> (u16, Option<Vec<u8>>) {
@@ -518,18 +537,19 @@ impl Fabric {
             return (STATUS_BAD_FIELD, None);
         };
         let clear = |c: &mut PortCounts| q.clear(c);
-        match self.gather(node, q.port_select(), set, clear, T::read, T::add) {
+        match self.gather((node, at), q.port_select(), set, clear, T::read, T::add) {
             Some(t) => (0, t.answer(&q)),
             None => (STATUS_BAD_FIELD, None),
         }
     }
 
-    /// The counters of the ports PortSelect `sel` names at `node`, read
-    /// with `read` and summed with `add` — cleared with `clear` first, for
-    /// a Set; `None` when `sel` names no port there.
+    /// The counters of the ports PortSelect `sel` names to the PMA `pma`
+    /// (node, port: [`Fabric::pma_port`]), read with `read` and summed
+    /// with `add` — cleared with `clear` first, for a Set; `None` when
+    /// `sel` names no port that PMA answers for.
     fn gather<T: Default>(
         &mut self,
-        node: usize,
+        (node, at): (usize, u8),
         sel: u8,
         set: bool,
         clear: impl Fn(&mut PortCounts),
@@ -537,7 +557,7 @@ impl Fabric {
         add: fn(T, T) -> T,
     ) -> Option<T> {
         let mut total: Option<T> = None;
-        for p in self.selected(node, sel)? {
+        for p in self.selected(node, at, sel)? {
             let Some(c) = self.counts(node, p) else {
                 continue;
             };
@@ -553,15 +573,26 @@ impl Fabric {
         Some(total.unwrap_or_default())
     }
 
-    /// The ports PortSelect `sel` names at `node`: one of its ports (a
-    /// switch's port 0 among them), or all of them (0xFF). `None` for a
-    /// port it does not have.
-    pub(super) fn selected(&self, node: usize, sel: u8) -> Option<std::ops::RangeInclusive<u8>> {
+    /// The ports PortSelect `sel` names to the PMA at port `at` of
+    /// `node` ([`Fabric::pma_port`]): at a switch one of its ports (port 0
+    /// among them) or all of them (0xFF); at a CA its port `at`, named or
+    /// as 0xFF (a CA port's PMA answers for that port alone, as the
+    /// kernel's ipath PMA does; ibsim's and qib's refuse 0xFF there).
+    /// `None` for a port that PMA does not answer for.
+    pub(super) fn selected(
+        &self,
+        node: usize,
+        at: u8,
+        sel: u8,
+    ) -> Option<std::ops::RangeInclusive<u8>> {
         let ports = self.topo.nodes.get(node)?.ports;
-        let first = u8::from(!matches!(self.nodes[node], super::SimNode::Switch(_)));
+        if !matches!(self.nodes.get(node)?, super::SimNode::Switch(_)) {
+            let own = (1..=ports).contains(&at) && (sel == at || sel == ALL_PORTS);
+            return own.then_some(at..=at);
+        }
         match sel {
-            ALL_PORTS => Some(first..=ports),
-            p if (first..=ports).contains(&p) => Some(p..=p),
+            ALL_PORTS => Some(0..=ports),
+            p if p <= ports => Some(p..=p),
             _ => None,
         }
     }

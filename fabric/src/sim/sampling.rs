@@ -13,9 +13,10 @@
 //! A tick is [`SAMPLE_TICK_NS`] nanoseconds of the fabric's time (Tick 0):
 //! simulated time in process, the wall clock on a served fabric
 //! ([`Fabric::set_pma_clock`]), so that a sample started by `perfquery`'s
-//! peers ends while they wait. One sample is kept per node, of the port
-//! its PortSelect named, as a switch's one PMA keeps it; a node powered up
-//! again has none.
+//! peers ends while they wait. Each PMA keeps one sample: a switch's one
+//! PMA of the port its PortSelect named, each port's PMA of a CA of its
+//! own port, so that a CA's ports sample apart; a node powered up again
+//! has none.
 //!
 //! A packet belongs to the sample when it crosses the cable at or after the
 //! sample begins and before it ends: the boundaries are taken lazily, when
@@ -133,42 +134,49 @@ impl Fabric {
         if self.samples.is_empty() {
             return;
         }
+        let Some(at) = self.pma_port(node, port) else {
+            return;
+        };
         let now = self.pma_now();
         let total = match self.port_counts(node, port) {
             Some(c) => c.traffic(),
             None => return,
         };
-        if let Some(s) = self.samples.get_mut(&node) {
+        if let Some(s) = self.samples.get_mut(&(node, at)) {
             if s.asked.port_select == port {
                 s.observe(now, total);
             }
         }
     }
 
-    /// The node's sample brought up to now, if it has one.
-    fn sample_now(&mut self, node: usize) -> Option<&Sample> {
-        let port = self.samples.get(&node)?.asked.port_select;
-        self.sample_observe(node, port);
-        self.samples.get(&node)
+    /// The sample of the PMA `pma` (node, port: [`Fabric::pma_port`])
+    /// brought up to now, if it has one.
+    fn sample_now(&mut self, pma: (usize, u8)) -> Option<&Sample> {
+        let port = self.samples.get(&pma)?.asked.port_select;
+        self.sample_observe(pma.0, port);
+        self.samples.get(&pma)
     }
 
-    /// A Get or Set (`set`) of PortSamplesControl at `node`: a Set while no
-    /// sample is under way starts one; otherwise it changes nothing, and
-    /// the answer says what is under way. PortSelect must name one port.
+    /// A Get or Set (`set`) of PortSamplesControl at the PMA at port `at`
+    /// of `node`: a Set while no sample is under way starts one;
+    /// otherwise it changes nothing, and the answer says what is under
+    /// way. PortSelect must name one port that PMA answers for.
     pub(super) fn samples_control(
         &mut self,
         node: usize,
+        at: u8,
         set: bool,
         data: &[u8],
     ) -> (u16, Option<Vec<u8>>) {
         let Ok(q) = PortSamplesControl::decode(data) else {
             return (STATUS_BAD_FIELD, None);
         };
-        if q.port_select == ALL_PORTS || self.selected(node, q.port_select).is_none() {
+        if q.port_select == ALL_PORTS || self.selected(node, at, q.port_select).is_none() {
             return (STATUS_BAD_FIELD, None);
         }
+        let pma = (node, at);
         let busy = self
-            .sample_now(node)
+            .sample_now(pma)
             .is_some_and(|s| s.status() != sample_status::DONE);
         if set && !busy {
             let now = self.pma_now();
@@ -180,12 +188,12 @@ impl Fabric {
                 at_begin: None,
                 counted: None,
             };
-            self.samples.insert(node, sample);
-            self.sample_now(node);
+            self.samples.insert(pma, sample);
+            self.sample_now(pma);
         }
         // What the control holds now: the last sample's port, tag,
         // selects and ticks; before any, the port asked about and zeros.
-        let (held, status) = match self.samples.get(&node) {
+        let (held, status) = match self.samples.get(&pma) {
             Some(s) => (s.asked, s.status()),
             None => (
                 PortSamplesControl {
@@ -213,14 +221,20 @@ impl Fabric {
     }
 
     /// A Get of PortSamplesResult (or, `extended`, of
-    /// PortSamplesResultExtended) at `node`: the last sample's counts (0
-    /// until it is done; a node that never sampled answers Done and 0s).
-    pub(super) fn samples_result(&mut self, node: usize, extended: bool) -> (u16, Option<Vec<u8>>) {
+    /// PortSamplesResultExtended) at the PMA at port `at` of `node`: the
+    /// last sample's counts (0 until it is done; a PMA that never sampled
+    /// answers Done and 0s).
+    pub(super) fn samples_result(
+        &mut self,
+        node: usize,
+        at: u8,
+        extended: bool,
+    ) -> (u16, Option<Vec<u8>>) {
         let none = Sample {
             counted: Some([0; 4]),
             ..Sample::default()
         };
-        let s = self.sample_now(node).unwrap_or(&none);
+        let s = self.sample_now((node, at)).unwrap_or(&none);
         let bytes = if extended {
             s.result_extended().to_bytes().map(|b| b.to_vec())
         } else {
@@ -229,9 +243,9 @@ impl Fabric {
         (0, bytes.ok())
     }
 
-    /// The node was powered up again: its sample is gone.
+    /// The node was powered up again: its PMAs' samples are gone.
     pub(super) fn forget_sample(&mut self, node: usize) {
-        self.samples.remove(&node);
+        self.samples.retain(|&(n, _), _| n != node);
     }
 }
 
