@@ -195,6 +195,10 @@ pub enum ServeError {
     /// `node-down` on a node that is down.
     #[error("{0} is down already")]
     AlreadyDown(String),
+    /// `link-up` of a cable whose node (either end) is down: it comes
+    /// back with that node.
+    #[error("{0} is down: its cables come back with it (node-up)")]
+    CableOfDownNode(String),
     /// `node-up` on a node that was not taken down.
     #[error("{0} is up: only a node taken down with node-down comes back up")]
     NotDown(String),

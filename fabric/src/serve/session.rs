@@ -322,7 +322,19 @@ impl Session {
                     (Command::LinkDown(..), false) => {
                         return Err(ServeError::NoCable { node, port: p })
                     }
-                    (_, false) => FabricEvent::LinkUp(n, p),
+                    (_, false) => {
+                        // A cable of a node that is down comes back with it.
+                        let peer = self.fabric.cut_peer(n, p).map(|(m, _)| m);
+                        if let Some(k) = [Some(n), peer]
+                            .into_iter()
+                            .flatten()
+                            .find(|k| self.down.contains(k))
+                        {
+                            let name = clean(&self.fabric.topo.nodes[k].name);
+                            return Err(ServeError::CableOfDownNode(name));
+                        }
+                        FabricEvent::LinkUp(n, p)
+                    }
                     (_, true) => return Err(ServeError::CableUp { node, port: p }),
                 }
             }

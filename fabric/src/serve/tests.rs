@@ -354,11 +354,23 @@ fn commands_change_the_fabric_or_say_why_not() {
     text(s.on_command(&format!("link-up S-L0-0-0 {port}"), USER, now));
     let e = s.on_command("node-up S-L0-0-0", USER, now).unwrap_err();
     assert!(matches!(e, ServeError::NotDown(_)), "{e}");
+    let (far, far_port) = s.fabric().topo.peer_of(up, port).unwrap();
+    let far = s.fabric().topo.nodes[far].name.clone();
     text(s.on_command("node-down S-L0-0-0", USER, now));
     assert!(matches!(
         s.on_command("node-down S-L0-0-0", USER, now),
         Err(ServeError::AlreadyDown(_))
     ));
+    // A cable of a node that is down comes back with it, from either end.
+    for (node, p) in [("S-L0-0-0", port), (far.as_str(), far_port)] {
+        let e = s
+            .on_command(&format!("link-up {node} {p}"), USER, now)
+            .unwrap_err();
+        assert!(
+            matches!(e, ServeError::CableOfDownNode(_)),
+            "{node} {p}: {e}"
+        );
+    }
     text(s.on_command("node-up S-L0-0-0", USER, now));
     assert!(matches!(
         s.on_command("link-down S-L0-0-0 9", USER, now),

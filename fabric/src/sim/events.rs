@@ -21,6 +21,25 @@ impl Fabric {
         self.enqueue(at_ns.max(self.now_ns), Pending::Event(event));
     }
 
+    /// True while node `n` is down ([`FabricEvent::NodeDown`], and no
+    /// [`FabricEvent::NodeUp`] since).
+    pub fn is_down(&self, n: usize) -> bool {
+        self.down.contains(&n)
+    }
+
+    /// The other end of the cut cable at (node, port), if its cable is cut.
+    pub fn cut_peer(&self, node: usize, port: u8) -> Option<(usize, u8)> {
+        self.cut.iter().find_map(|&(a, b)| {
+            if a == (node, port) {
+                Some(b)
+            } else if b == (node, port) {
+                Some(a)
+            } else {
+                None
+            }
+        })
+    }
+
     pub(super) fn link_event(&mut self, node: usize, port: u8, up: bool) {
         let now_ms = self.now_ns / 1_000_000;
         self.nodes[node].link_event(port, up, now_ms);
@@ -41,11 +60,11 @@ impl Fabric {
                 }
             }
             FabricEvent::LinkUp(n, p) => {
-                if let Some(k) = self
-                    .cut
-                    .iter()
-                    .position(|&(a, b)| a == (n, p) || b == (n, p))
-                {
+                if let Some(k) = self.cut.iter().position(|&(a, b)| {
+                    (a == (n, p) || b == (n, p))
+                        && !self.down.contains(&a.0)
+                        && !self.down.contains(&b.0)
+                }) {
                     let (a, b) = self.cut.swap_remove(k);
                     if self.topo.connect(a, b).is_ok() {
                         self.link_event(a.0, a.1, true);
@@ -54,18 +73,34 @@ impl Fabric {
                 }
             }
             FabricEvent::Cable(a, b) => {
-                if self.topo.connect(a, b).is_ok() {
+                if self.down.contains(&a.0) || self.down.contains(&b.0) {
+                    // Plugged in, but no link trains to a node that is
+                    // off: it comes up with the node.
+                    let free = |x: (usize, u8)| {
+                        self.topo
+                            .nodes
+                            .get(x.0)
+                            .is_some_and(|n| (1..=n.ports).contains(&x.1))
+                            && self.topo.peer_of(x.0, x.1).is_none()
+                            && !self.cut.iter().any(|&(c, d)| c == x || d == x)
+                    };
+                    if a != b && free(a) && free(b) {
+                        self.cut.push((a, b));
+                    }
+                } else if self.topo.connect(a, b).is_ok() {
                     self.link_event(a.0, a.1, true);
                     self.link_event(b.0, b.1, true);
                 }
             }
             FabricEvent::NodeDown(n) => {
+                self.down.insert(n);
                 for p in 1..=self.topo.nodes[n].ports {
                     self.apply(FabricEvent::LinkDown(n, p));
                 }
             }
             FabricEvent::NodeUp(n) => {
                 // Freshly powered: a new agent with nothing set.
+                self.down.remove(&n);
                 self.nodes[n] = self.nodes[n].repowered(&self.topo.nodes[n]);
                 self.counters[n] = super::pma::fresh(self.topo.nodes[n].ports);
                 self.forget_sample(n);

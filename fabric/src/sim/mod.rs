@@ -108,15 +108,18 @@ struct Arrival {
 pub enum FabricEvent {
     /// The cable at this port fails (both ends go Down).
     LinkDown(usize, u8),
-    /// A cable that failed is repaired.
+    /// A cable that failed is repaired (a cable of a node that is down
+    /// stays down: it comes back with the node).
     LinkUp(usize, u8),
     /// A node is removed: every cable of it fails.
     NodeDown(usize),
     /// A removed node is put back (freshly powered: no LID, no tables) and
-    /// its cables are repaired.
+    /// its cables are repaired, but those to a node that is down itself,
+    /// which come back with that node.
     NodeUp(usize),
     /// A new cable between two free ports (to attach a node added with
-    /// [`Fabric::add_node`], or to add a link).
+    /// [`Fabric::add_node`], or to add a link); to a node that is down, it
+    /// trains when that node comes back.
     Cable((usize, u8), (usize, u8)),
 }
 
@@ -143,6 +146,9 @@ pub struct Fabric {
     free: Vec<u32>,
     /// Cables that failed, to put back: (port, other end).
     cut: Vec<((usize, u8), (usize, u8))>,
+    /// Nodes taken down ([`FabricEvent::NodeDown`]) and not yet back: a
+    /// cable to one of them stays cut until it comes back.
+    down: std::collections::BTreeSet<usize>,
     /// Nodes that may have traps to send.
     trap_nodes: std::collections::BTreeSet<usize>,
     seq: u64,
@@ -336,6 +342,7 @@ impl Fabric {
             pending: Vec::new(),
             free: Vec::new(),
             cut: Vec::new(),
+            down: Default::default(),
             trap_nodes: Default::default(),
             seq: 0,
             now_ns: 0,
