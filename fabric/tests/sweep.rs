@@ -1023,3 +1023,82 @@ fn an_sm_whose_own_port_is_down_waits_for_it() {
     );
     clean(&f);
 }
+
+/// Runs `sm` with `events` (ms after now, event), then until it is idle
+/// (light sweeps every 20 ms), and checks the subnet is whole: every
+/// route, every LID held, each node's LID as before.
+fn whole_after(spec: &str, events: &[(u64, FabricEvent)]) {
+    let cfg = SmConfig {
+        sweep_interval_ms: Some(20),
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm) = up(spec, cfg);
+    let before: Vec<Lid> = (0..f.nodes.len()).map(|n| f.nodes[n].lid()).collect();
+    let t = f.now_ns() + MS;
+    for (at, e) in events {
+        f.schedule(t + at * MS, *e);
+    }
+    let last = events.iter().map(|(at, _)| *at).max().unwrap_or(0);
+    let mut end = t + (last + 60) * MS;
+    while !(f.run_until(&mut sm, end) && sm.error().is_none()) {
+        end += 20 * MS;
+        assert!(end < t + 10_000 * MS, "never idle: {:?}", sm.phase());
+    }
+    clean(&f);
+    assert_eq!(f.verify().bad_lids, 0);
+    let after: Vec<Lid> = (0..f.nodes.len()).map(|n| f.nodes[n].lid()).collect();
+    assert_eq!(after, before, "every node keeps its LID");
+}
+
+fn named(f: &Fabric, name: &str) -> usize {
+    f.topo.nodes.iter().position(|n| n.name == name).unwrap()
+}
+
+/// A host that reboots while a heavy sweep waits for answers lost on the
+/// way (after the sweep read its port, before it read the switch port the
+/// host hangs on): the link retrained, so the SM reads the host's port
+/// again, finds its LID gone and sets it again. Before, the sweep took
+/// the first read for good, and the host stayed without a LID for ever.
+#[test]
+fn a_host_that_reboots_while_a_heavy_sweep_waits_gets_its_lid_again() {
+    let f = up("mport-ntree:4:2", SmConfig::default()).0;
+    let (spine, leaf, host) = (named(&f, "S-L1-0"), named(&f, "S-L0-1-0"), named(&f, "H-2"));
+    let to_leaf = (1..=f.topo.nodes[spine].ports)
+        .find(|&p| f.topo.peer_of(spine, p).is_some_and(|(m, _)| m == leaf))
+        .unwrap();
+    let sm_node = f.sm_node;
+    whole_after(
+        "mport-ntree:4:2",
+        &[
+            // The SM's own cable out and back: the next sweep is heavy.
+            (16, FabricEvent::LinkDown(sm_node, 1)),
+            (36, FabricEvent::LinkUp(sm_node, 1)),
+            // A cable its reads cross, back a moment later (they are lost).
+            (16, FabricEvent::LinkDown(spine, to_leaf)),
+            (37, FabricEvent::LinkUp(spine, to_leaf)),
+            // The host reboots meanwhile.
+            (37, FabricEvent::NodeDown(host)),
+            (38, FabricEvent::NodeUp(host)),
+        ],
+    );
+}
+
+/// A host whose cable comes back while the SM sets up the leaf it hangs
+/// on, just rebooted (the leaf cannot trap yet: it has no SM LID): the
+/// SM leaves the leaf's PortStateChange set for the next light sweep to
+/// read, where it cleared it before and the host was never found again.
+#[test]
+fn a_host_cable_back_behind_a_rebooted_leaf_is_found_by_the_next_sweep() {
+    let f = up("mport-ntree:4:2", SmConfig::default()).0;
+    let (leaf, host) = (named(&f, "S-L0-0-0"), named(&f, "H-1"));
+    let (_, port) = f.topo.peer_of(host, 1).unwrap();
+    whole_after(
+        "mport-ntree:4:2",
+        &[
+            (9, FabricEvent::NodeDown(leaf)),
+            (39, FabricEvent::NodeUp(leaf)),
+            (40, FabricEvent::LinkDown(leaf, port)),
+            (59, FabricEvent::LinkUp(leaf, port)),
+        ],
+    );
+}

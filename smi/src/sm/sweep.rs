@@ -308,15 +308,18 @@ impl Sm {
             && matches!(was, Some(PortState::Active | PortState::Armed));
         if let Some((m, q)) = peer {
             if down || bounced {
-                self.unlink(node, port, m, q);
-                self.changed = true;
+                self.link_lost(node, port, (m, q), bounced);
             }
         } else if !down && !internal {
             self.changed = true;
         }
         if self.heavy && !down && !bounced {
-            self.check_end_port(node, port, &pi);
+            self.check_end_port(node, port, &pi, false);
             self.keep_link_params(node, port, pi);
+        } else if self.heavy && bounced {
+            // An end port whose link retrained: whether it still holds
+            // what the SM gave it (the link comes up again as it would).
+            self.check_end_port(node, port, &pi, true);
         }
     }
 
@@ -349,11 +352,12 @@ impl Sm {
 
     /// In a heavy sweep, an end port (a CA's own port, a switch's port 0)
     /// that no longer holds what the SM gave it (its LID, LMC or master
-    /// SM LID; or a link that is up but not Active) makes its node fresh:
+    /// SM LID; or a link that is up but not Active, unless it just
+    /// `retrained` and comes up again with the rest) makes its node fresh:
     /// the sweep goes on as for a node that came back, which sets them
     /// again (and the node's tables), as OpenSM's heavy sweep re-sets a
     /// port whose PortInfo differs from what it wants.
-    fn check_end_port(&mut self, node: usize, port: u8, pi: &PortInfo) {
+    fn check_end_port(&mut self, node: usize, port: u8, pi: &PortInfo, retrained: bool) {
         let Some(n) = self.db.nodes().get(node) else {
             return;
         };
@@ -365,7 +369,8 @@ impl Sm {
         let found = (pi.lid, pi.lmc, pi.master_sm_lid);
         // A switch's port 0 has no link of its own to be Active.
         let keyed = self.holds_m_key(node, pi);
-        if found == want && keyed && (switch || pi.port_state == PortState::Active) {
+        let active = switch || retrained || pi.port_state == PortState::Active;
+        if found == want && keyed && active {
             return;
         }
         if let Some(mut n) = self.db.node_mut(node) {
@@ -380,6 +385,45 @@ impl Sm {
             want,
             m_key_held: keyed,
         });
+    }
+
+    /// The port `port` of `node`, linked to `to`, was read Down, or back
+    /// in Init after it was Active or Armed (`retrained`): the link is
+    /// gone until it is found again. A CA at the other end may have been
+    /// reset meanwhile (a host rebooted while a heavy sweep waited for an
+    /// answer, after it had read the host's end port): what that read
+    /// found no longer holds, so a heavy sweep reads the end port again
+    /// behind a link that retrained, and a host that lost its LID is set
+    /// again as one that came back ([`Sm::check_end_port`]).
+    fn link_lost(&mut self, node: usize, port: u8, to: (usize, u8), retrained: bool) {
+        self.unlink(node, port, to.0, to.1);
+        self.changed = true;
+        if retrained {
+            self.recheck_end(to.0);
+        }
+    }
+
+    /// In a heavy sweep, the link of CA `i` was seen to retrain after the
+    /// sweep may have read its end port: read it again (it may have been
+    /// reset meanwhile).
+    pub(super) fn recheck_end(&mut self, i: usize) {
+        let ca = self
+            .db
+            .nodes()
+            .get(i)
+            .is_some_and(|n| n.alive && !n.is_switch());
+        if !(self.heavy && ca) {
+            return;
+        }
+        self.end_read.remove(&i);
+        if let Some(own) = self.own_port(i) {
+            self.get_node(
+                i,
+                AttributeId::PortInfo,
+                u32::from(own),
+                Purpose::SweepPortInfo { node: i, port: own },
+            );
+        }
     }
 
     fn unlink(&mut self, a: usize, pa: u8, b: usize, pb: u8) {

@@ -149,7 +149,14 @@ impl Sm {
             if let Some(t) = mcast.tops.remove(&i) {
                 si.multicast_fdb_top = t;
             }
-            si.port_state_change = true; // writing 1 clears it
+            // Writing 1 clears PortStateChange. At bring-up it clears what
+            // the links coming up set, which discovery has read. Once the
+            // subnet is up, a sweep clears it itself before it reads a
+            // switch's ports; clearing it here, later, would lose a port
+            // that changed since (a host whose cable came back while the
+            // sweep waited for an answer, behind a switch that cannot trap
+            // yet), which the next light sweep then reads.
+            si.port_state_change = !self.up;
             let old = self.db.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
             let Some(old) = old else {
                 self.set_node(i, &si, 0, Purpose::SetTop { node: i });

@@ -1,0 +1,196 @@
+//! The SM under random faults: cables, switches and hosts fail and come
+//! back at random times while it runs (traps, and a periodic light sweep),
+//! some of them while it is still sweeping for the last. Once every fault
+//! is repaired and the SM has swept again, the subnet must be what a fresh
+//! bring-up leaves: every LID reachable from every CA and switch, no loop,
+//! no LID held twice or missing, every node with the LID it had before the
+//! faults, the SM's indexes agreeing and every node alive in its view.
+
+use fabric::sim::{Fabric, FabricEvent, SimConfig};
+use mad_core::attr::NodeType;
+use mad_core::Lid;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use smi::sm::SmConfig;
+
+const MS: u64 = 1_000_000;
+/// The periodic light sweep, in simulated milliseconds.
+const SWEEP_MS: u64 = 20;
+
+/// One fault: what fails (a cable, by one of its ends, or a node), when
+/// (ms after the first), and how long until it is repaired (ms).
+#[derive(Clone, Debug)]
+enum Fault {
+    Cable(Index, u64, u64),
+    Node(Index, u64, u64),
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        3 => (any::<Index>(), 0..60u64, 0..40u64).prop_map(|(i, t, d)| Fault::Cable(i, t, d)),
+        1 => (any::<Index>(), 0..60u64, 0..40u64).prop_map(|(i, t, d)| Fault::Node(i, t, d)),
+    ]
+}
+
+/// Every node's LID (a CA's: each cabled port's), in node order.
+fn lids(f: &Fabric) -> Vec<Vec<Lid>> {
+    (0..f.nodes.len())
+        .map(|n| match f.topo.nodes[n].kind {
+            NodeType::Switch => vec![f.nodes[n].lid()],
+            _ => (1..=f.topo.nodes[n].ports)
+                .filter(|&p| f.topo.peer_of(n, p).is_some())
+                .map(|p| f.nodes[n].port_lid(p).0)
+                .collect(),
+        })
+        .collect()
+}
+
+/// Brings `spec` up, applies `faults`, repairs them all, and checks the
+/// subnet is whole again.
+fn faults_then_repair(spec: &str, faults: &[Fault]) -> Result<(), TestCaseError> {
+    let sm_cfg = SmConfig {
+        sweep_interval_ms: Some(SWEEP_MS),
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm, up) = fabric::sim::bring_up(spec, SimConfig::default(), sm_cfg).unwrap();
+    prop_assert!(up, "{spec}: {:?}", sm.error());
+    let before = lids(&f);
+    // Every cable by one of its ends, and every node but the SM's.
+    let cables: Vec<(usize, u8)> = (0..f.nodes.len())
+        .flat_map(|n| (1..=f.topo.nodes[n].ports).map(move |p| (n, p)))
+        .filter(|&(n, p)| f.topo.peer_of(n, p).is_some_and(|m| (n, p) < m))
+        .collect();
+    let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
+    // What each fault does, and when (ms after the first). A node fails
+    // and comes back as a whole: a node's faults that overlap are one. A
+    // cable fault may fall while one of its nodes is down: the cable is
+    // cut already, and does not come back before the node does.
+    let mut events: Vec<(u64, u64, FabricEvent, FabricEvent)> = Vec::new();
+    let mut down: Vec<(usize, u64, u64)> = Vec::new(); // node, from, to
+    for x in faults {
+        if let Fault::Node(i, at, lasts) = x {
+            let n = *i.get(&nodes);
+            let (from, to) = (*at, at + 1 + lasts);
+            if down.iter().any(|&(m, a, b)| m == n && from <= b && a <= to) {
+                continue;
+            }
+            down.push((n, from, to));
+            events.push((from, to, FabricEvent::NodeDown(n), FabricEvent::NodeUp(n)));
+        }
+    }
+    for x in faults {
+        if let Fault::Cable(i, at, lasts) = x {
+            let (n, p) = *i.get(&cables);
+            let (from, to) = (*at, at + 1 + lasts);
+            events.push((
+                from,
+                to,
+                FabricEvent::LinkDown(n, p),
+                FabricEvent::LinkUp(n, p),
+            ));
+        }
+    }
+    let t0 = f.now_ns() + MS;
+    let mut end = t0;
+    for (from, to, fail, repair) in events {
+        f.schedule(t0 + from * MS, fail);
+        f.schedule(t0 + to * MS, repair);
+        end = end.max(t0 + to * MS);
+    }
+    let end = end + MS;
+    // Then the SM sweeps (at least two periodic sweeps after the last
+    // repair, and until it is idle).
+    let settle = end + 3 * SWEEP_MS * MS;
+    f.run_until(&mut sm, settle);
+    // SMPs to a node that is gone time out and are retried, in rounds:
+    // seconds of simulated time at the most.
+    let mut idle = false;
+    for k in 1..=500 {
+        if f.run_until(&mut sm, settle + k * SWEEP_MS * MS) && sm.error().is_none() {
+            idle = true;
+            break;
+        }
+    }
+    prop_assert!(
+        idle,
+        "{spec}: the SM never went idle: {:?} {:?}",
+        sm.phase(),
+        sm.error()
+    );
+    let v = f.verify();
+    prop_assert!(v.reachable > 0);
+    prop_assert_eq!(
+        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
+        (0, 0, 0, 0),
+        "{}: {:?}",
+        spec,
+        v
+    );
+    prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
+    prop_assert!(sm.subnet().indexes_agree());
+    let alive = sm.nodes().iter().filter(|n| n.alive).count();
+    prop_assert_eq!(
+        alive,
+        f.nodes.len(),
+        "{}: every node alive in the SM's view",
+        spec
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn after_any_faults_are_repaired_a_two_level_tree_is_whole(
+        faults in prop::collection::vec(fault(), 1..8)
+    ) {
+        faults_then_repair("mport-ntree:4:2", &faults)?;
+    }
+
+    #[test]
+    fn after_any_faults_are_repaired_a_random_fabric_is_whole(
+        faults in prop::collection::vec(fault(), 1..8)
+    ) {
+        faults_then_repair("random:6:7", &faults)?;
+    }
+}
+
+/// A cable whose two nodes are both down comes back with the later of the
+/// two to return, not with the first: no link trains to a node that is
+/// off. Repairing it while one end is down changes nothing.
+#[test]
+fn a_cable_comes_back_with_the_last_of_its_nodes() {
+    let (mut f, _sm, up) =
+        fabric::sim::bring_up("mport-ntree:4:2", SimConfig::default(), SmConfig::default())
+            .unwrap();
+    assert!(up);
+    let host = (0..f.nodes.len())
+        .find(|&n| f.topo.nodes[n].kind == NodeType::ChannelAdapter && n != f.sm_node)
+        .unwrap();
+    let (leaf, port) = f.topo.peer_of(host, 1).unwrap();
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeDown(leaf));
+    f.schedule(t + 2 * MS, FabricEvent::NodeDown(host));
+    f.schedule(t + 3 * MS, FabricEvent::NodeUp(host));
+    f.schedule(t + 4 * MS, FabricEvent::LinkUp(host, 1));
+    f.schedule(t + 5 * MS, FabricEvent::LinkUp(leaf, port));
+    f.run_to_quiescence();
+    assert!(f.is_down(leaf) && !f.is_down(host));
+    assert_eq!(f.topo.peer_of(host, 1), None, "the leaf is off");
+    assert_eq!(f.cut_peer(host, 1), Some((leaf, port)));
+    assert_eq!(
+        f.nodes[host].port_state(1),
+        Some(mad_core::attr::PortState::Down)
+    );
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::NodeUp(leaf));
+    f.run_to_quiescence();
+    assert!(!f.is_down(leaf));
+    assert_eq!(f.topo.peer_of(host, 1), Some((leaf, port)));
+    assert_eq!(f.cut_peer(host, 1), None);
+    assert_eq!(
+        f.nodes[host].port_state(1),
+        Some(mad_core::attr::PortState::Init)
+    );
+}
