@@ -42,6 +42,27 @@ fn perfquery(sim: &dyn Simulator, host: &str, args: &[&str]) -> BTreeMap<String,
         .collect()
 }
 
+/// ibsim (or, `served`, ibkit's served fabric) with ibkit's SM and no
+/// sweeps: nothing but the test's tools touches a port once the subnet
+/// is up.
+fn quiet(
+    exe: &Path,
+    fabric: (&str, &Topology),
+    served: bool,
+    dir: &Path,
+) -> (Box<dyn Simulator>, tests::peers::RunningSm) {
+    let args = ["--sweep-ms", "0"];
+    simulator_and_sm(
+        exe,
+        fabric,
+        served,
+        dir,
+        Duration::from_secs(20),
+        None,
+        &args,
+    )
+}
+
 /// `smpquery nodeinfo LID`, LID-routed, `n` times from `host`.
 fn smps(sim: &dyn Simulator, host: &str, lid: u16, n: u64) {
     for _ in 0..n {
@@ -88,17 +109,7 @@ fn perfquery_counts_a_hosts_packets_as_on_ibsim() {
     let mut seen = Vec::new();
     for served in [false, true] {
         let on = if served { "served fabric" } else { "ibsim" };
-        // No sweeps: nothing but this test's tools touches the host's
-        // port once the subnet is up.
-        let (sim, _sm) = simulator_and_sm(
-            exe,
-            (spec, &topo),
-            served,
-            &dir,
-            Duration::from_secs(20),
-            None,
-            &["--sweep-ms", "0"],
-        );
+        let (sim, _sm) = quiet(exe, (spec, &topo), served, &dir);
         let sim = sim.as_ref();
         let me = own_lid(sim, host).expect("the host's LID");
         // The SM's port (LID 1 under ibkit's SM) answers the SMPs.
@@ -498,15 +509,7 @@ fn each_port_of_a_two_port_ca_answers_for_itself_as_on_ibsim() {
     std::fs::create_dir_all(&dir).unwrap();
     for served in [false, true] {
         let on = if served { "served fabric" } else { "ibsim" };
-        let (sim, _sm) = simulator_and_sm(
-            exe,
-            (spec, &topo),
-            served,
-            &dir,
-            Duration::from_secs(20),
-            None,
-            &["--sweep-ms", "0"],
-        );
+        let (sim, _sm) = quiet(exe, (spec, &topo), served, &dir);
         let sim = sim.as_ref();
         let mut seen = Vec::new();
         for at in [1u8, 2] {
