@@ -11,7 +11,7 @@ use mad_core::attr::NodeType;
 use mad_core::Lid;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use smi::sm::SmConfig;
+use smi::sm::{Engine, SmConfig};
 
 const MS: u64 = 1_000_000;
 /// The periodic light sweep, in simulated milliseconds.
@@ -45,14 +45,25 @@ fn lids(f: &Fabric) -> Vec<Vec<Lid>> {
         .collect()
 }
 
-/// Brings `spec` up, applies `faults`, repairs them all, and checks the
-/// subnet is whole again.
-fn faults_then_repair(spec: &str, faults: &[Fault]) -> Result<(), TestCaseError> {
+/// Brings `spec` up (hypervisors with `vfs` VFs each, routed by
+/// `routing`), applies `faults`, repairs them all, and checks the subnet
+/// is whole again.
+fn faults_then_repair(
+    spec: &str,
+    vfs: usize,
+    routing: Engine,
+    faults: &[Fault],
+) -> Result<(), TestCaseError> {
     let sm_cfg = SmConfig {
         sweep_interval_ms: Some(SWEEP_MS),
+        routing,
         ..SmConfig::default()
     };
-    let (mut f, mut sm, up) = fabric::sim::bring_up(spec, SimConfig::default(), sm_cfg).unwrap();
+    let sim = SimConfig {
+        vfs,
+        ..SimConfig::default()
+    };
+    let (mut f, mut sm, up) = fabric::sim::bring_up(spec, sim, sm_cfg).unwrap();
     prop_assert!(up, "{spec}: {:?}", sm.error());
     let before = lids(&f);
     // Every cable by one of its ends, and every node but the SM's.
@@ -145,14 +156,29 @@ proptest! {
     fn after_any_faults_are_repaired_a_two_level_tree_is_whole(
         faults in prop::collection::vec(fault(), 1..8)
     ) {
-        faults_then_repair("mport-ntree:4:2", &faults)?;
+        faults_then_repair("mport-ntree:4:2", 0, Engine::MinHop, &faults)?;
+    }
+
+    #[test]
+    fn after_any_faults_are_repaired_fat_tree_324_is_whole_under_each_engine(
+        faults in prop::collection::vec(fault(), 1..8),
+        routing in prop_oneof![Just(Engine::MinHop), Just(Engine::UpDown), Just(Engine::FatTree)],
+    ) {
+        faults_then_repair("fat-tree-324", 0, routing, &faults)?;
     }
 
     #[test]
     fn after_any_faults_are_repaired_a_random_fabric_is_whole(
         faults in prop::collection::vec(fault(), 1..8)
     ) {
-        faults_then_repair("random:6:7", &faults)?;
+        faults_then_repair("random:6:7", 0, Engine::MinHop, &faults)?;
+    }
+
+    #[test]
+    fn after_any_faults_are_repaired_vswitch_hypervisors_are_whole(
+        faults in prop::collection::vec(fault(), 1..8)
+    ) {
+        faults_then_repair("mport-ntree:4:2", 4, Engine::MinHop, &faults)?;
     }
 }
 
