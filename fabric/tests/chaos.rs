@@ -4,14 +4,16 @@
 //! is repaired and the SM has swept again, the subnet must be what a fresh
 //! bring-up leaves: every LID reachable from every CA and switch, no loop,
 //! no LID held twice or missing, every node with the LID it had before the
-//! faults, the SM's indexes agreeing and every node alive in its view.
+//! faults, the SM's indexes agreeing and every node alive in its view, and
+//! a multicast group's tree reaching each of its members once.
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig};
 use mad_core::attr::NodeType;
-use mad_core::Lid;
+use mad_core::{Guid, Lid};
 use proptest::prelude::*;
 use proptest::sample::Index;
-use smi::sm::{Engine, SmConfig};
+use smi::sm::{Engine, NodeId, SmConfig};
+use std::collections::BTreeSet;
 
 const MS: u64 = 1_000_000;
 /// The periodic light sweep, in simulated milliseconds.
@@ -65,6 +67,18 @@ fn faults_then_repair(
     };
     let (mut f, mut sm, up) = fabric::sim::bring_up(spec, sim, sm_cfg).unwrap();
     prop_assert!(up, "{spec}: {:?}", sm.error());
+    // A multicast group of every other host but the SM's.
+    let members: Vec<usize> = (0..f.nodes.len())
+        .filter(|&n| n != f.sm_node && f.topo.nodes[n].kind != NodeType::Switch)
+        .step_by(2)
+        .take(8)
+        .collect();
+    let mlid = Lid(0xC001);
+    let group: Vec<(NodeId, u8)> = (members.iter())
+        .map(|&n| (sm.subnet().by_guid(Guid(f.topo.nodes[n].guid)).unwrap(), 1))
+        .collect();
+    sm.set_multicast_group(mlid, &group).unwrap();
+    prop_assert!(f.run(&mut sm));
     let before = lids(&f);
     // Every cable by one of its ends, and every node but the SM's.
     let cables: Vec<(usize, u8)> = (0..f.nodes.len())
@@ -139,6 +153,14 @@ fn faults_then_repair(
     );
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
+    // The group's tree reaches every other member once, and no one else.
+    for &m in &members {
+        let w = f.multicast_walk(m, mlid);
+        let want: BTreeSet<usize> = members.iter().copied().filter(|&x| x != m).collect();
+        prop_assert!(!w.looped, "{}: from {}, a loop", spec, m);
+        prop_assert_eq!(w.nodes(), want, "{}: from {}", spec, m);
+        prop_assert!(w.delivered.values().all(|&k| k == 1), "{}: twice", spec);
+    }
     let alive = sm.nodes().iter().filter(|n| n.alive).count();
     prop_assert_eq!(
         alive,
