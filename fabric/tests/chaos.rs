@@ -7,12 +7,13 @@
 //! faults, the SM's indexes agreeing and every node alive in its view, and
 //! a multicast group's tree reaching each of its members once.
 
-use fabric::sim::{Fabric, FabricEvent, SimConfig};
+use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
 use mad_core::attr::NodeType;
 use mad_core::{Guid, Lid};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use smi::sm::{Engine, NodeId, SmConfig};
+use smi::sma::node::Port;
 use std::collections::BTreeSet;
 
 const MS: u64 = 1_000_000;
@@ -47,25 +48,98 @@ fn lids(f: &Fabric) -> Vec<Vec<Lid>> {
         .collect()
 }
 
-/// Brings `spec` up (hypervisors with `vfs` VFs each, routed by
-/// `routing`), applies `faults`, repairs them all, and checks the subnet
-/// is whole again.
-fn faults_then_repair(
-    spec: &str,
+/// What the SM set at every cabled port (a switch's port 0 among them):
+/// the PortInfo fields it writes, the P_Key table, the SL-to-VL tables and
+/// the VL arbitration tables.
+fn tables(f: &Fabric) -> Vec<String> {
+    let mut v = Vec::new();
+    for n in 0..f.nodes.len() {
+        match &f.nodes[n] {
+            SimNode::Switch(s) => rows(f, n, &s.model.ports, &mut v),
+            SimNode::Ca(c) => rows(f, n, &c.model.ports, &mut v),
+            SimNode::Hypervisor(h) => rows(f, n, &h.pf.model.ports, &mut v),
+        }
+    }
+    v
+}
+
+/// [`tables`] of node `n`, whose ports are `ports`.
+fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], v: &mut Vec<String>) {
+    let switch = f.topo.nodes[n].kind == NodeType::Switch;
+    for (p, port) in ports.iter().enumerate() {
+        if !(switch && p == 0) && f.topo.peer_of(n, p as u8).is_none() {
+            continue;
+        }
+        let i = &port.info;
+        let set = (
+            (i.lid, i.lmc, i.master_sm_lid, i.m_key, i.m_key_protect_bits),
+            (
+                i.port_state,
+                i.neighbor_mtu,
+                i.operational_vls,
+                i.vl_high_limit,
+            ),
+            (
+                i.partition_enforcement_inbound,
+                i.partition_enforcement_outbound,
+            ),
+        );
+        let name = &f.topo.nodes[n].name;
+        let t = (&port.pkeys, &port.sl2vl, &port.vl_arb);
+        v.push(format!("{name}/{p}: {set:?} {t:?}"));
+    }
+}
+
+/// How the subnet is run: hypervisors with `vfs` VFs each, the routing
+/// engine, and (`site`) a site's settings: two partitions besides the
+/// default one, OpenSM's QoS defaults, an M_Key (protection 1) and LMC 1.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
     vfs: usize,
     routing: Engine,
-    faults: &[Fault],
-) -> Result<(), TestCaseError> {
-    let sm_cfg = SmConfig {
+    site: bool,
+}
+
+const PLAIN: Setup = Setup {
+    vfs: 0,
+    routing: Engine::MinHop,
+    site: false,
+};
+
+/// Brings `spec` up as `setup` says, applies `faults`, repairs them all,
+/// and checks the subnet is whole again.
+fn faults_then_repair(spec: &str, setup: Setup, faults: &[Fault]) -> Result<(), TestCaseError> {
+    let mut sm_cfg = SmConfig {
         sweep_interval_ms: Some(SWEEP_MS),
-        routing,
+        routing: setup.routing,
         ..SmConfig::default()
     };
+    if setup.site {
+        sm_cfg.m_key = mad_core::MKey(0xC0FF_EE00_0000_0001);
+        sm_cfg.m_key_protect_bits = 1;
+        sm_cfg.lmc = 1;
+    }
     let sim = SimConfig {
-        vfs,
+        vfs: setup.vfs,
         ..SimConfig::default()
     };
-    let (mut f, mut sm, up) = fabric::sim::bring_up(spec, sim, sm_cfg).unwrap();
+    let topo = fabric::topology::Topology::from_spec(spec).unwrap();
+    let mut f = Fabric::new(topo, sim).unwrap();
+    let mut sm = smi::sm::Sm::new(sm_cfg);
+    if setup.site {
+        let hosts: Vec<u64> = (0..f.nodes.len())
+            .filter(|&n| n != f.sm_node && f.topo.nodes[n].kind != NodeType::Switch)
+            .map(|n| f.topo.nodes[n].guid + 1)
+            .take(2)
+            .collect();
+        let conf = format!(
+            "Default=0x7fff:ALL=full;\nstorage=0x42:{:#x}=full,{:#x}=full;\nall=0x43:ALL=limited;\n",
+            hosts[0], hosts[1]
+        );
+        sm.set_partitions(smi::sm::partitions::parse(&conf).unwrap());
+        sm.set_qos(smi::sm::qos::QosConfig::default());
+    }
+    let up = f.bring_up(&mut sm);
     prop_assert!(up, "{spec}: {:?}", sm.error());
     // A multicast group of every other host but the SM's.
     let members: Vec<usize> = (0..f.nodes.len())
@@ -80,6 +154,7 @@ fn faults_then_repair(
     sm.set_multicast_group(mlid, &group).unwrap();
     prop_assert!(f.run(&mut sm));
     let before = lids(&f);
+    let set = tables(&f);
     // Every cable by one of its ends, and every node but the SM's.
     let cables: Vec<(usize, u8)> = (0..f.nodes.len())
         .flat_map(|n| (1..=f.topo.nodes[n].ports).map(move |p| (n, p)))
@@ -153,6 +228,11 @@ fn faults_then_repair(
     );
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
+    // Every port holds what the SM set at bring-up again.
+    let now = tables(&f);
+    let differ: Vec<(&String, &String)> = set.iter().zip(&now).filter(|(a, b)| a != b).collect();
+    prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
+    prop_assert_eq!(set.len(), now.len());
     // The group's tree reaches every other member once, and no one else.
     for &m in &members {
         let w = f.multicast_walk(m, mlid);
@@ -178,7 +258,7 @@ proptest! {
     fn after_any_faults_are_repaired_a_two_level_tree_is_whole(
         faults in prop::collection::vec(fault(), 1..8)
     ) {
-        faults_then_repair("mport-ntree:4:2", 0, Engine::MinHop, &faults)?;
+        faults_then_repair("mport-ntree:4:2", PLAIN, &faults)?;
     }
 
     #[test]
@@ -186,21 +266,28 @@ proptest! {
         faults in prop::collection::vec(fault(), 1..8),
         routing in prop_oneof![Just(Engine::MinHop), Just(Engine::UpDown), Just(Engine::FatTree)],
     ) {
-        faults_then_repair("fat-tree-324", 0, routing, &faults)?;
+        faults_then_repair("fat-tree-324", Setup { routing, ..PLAIN }, &faults)?;
     }
 
     #[test]
     fn after_any_faults_are_repaired_a_random_fabric_is_whole(
         faults in prop::collection::vec(fault(), 1..8)
     ) {
-        faults_then_repair("random:6:7", 0, Engine::MinHop, &faults)?;
+        faults_then_repair("random:6:7", PLAIN, &faults)?;
+    }
+
+    #[test]
+    fn after_any_faults_are_repaired_a_sites_settings_hold_again(
+        faults in prop::collection::vec(fault(), 1..8)
+    ) {
+        faults_then_repair("mport-ntree:4:2", Setup { site: true, ..PLAIN }, &faults)?;
     }
 
     #[test]
     fn after_any_faults_are_repaired_vswitch_hypervisors_are_whole(
         faults in prop::collection::vec(fault(), 1..8)
     ) {
-        faults_then_repair("mport-ntree:4:2", 4, Engine::MinHop, &faults)?;
+        faults_then_repair("mport-ntree:4:2", Setup { vfs: 4, ..PLAIN }, &faults)?;
     }
 }
 

@@ -1048,6 +1048,16 @@ fn whole_after(spec: &str, events: &[(u64, FabricEvent)]) {
     assert_eq!(f.verify().bad_lids, 0);
     let after: Vec<Lid> = (0..f.nodes.len()).map(|n| f.nodes[n].lid()).collect();
     assert_eq!(after, before, "every node keeps its LID");
+    // Every cable carries data again: both its ports Active.
+    for n in 0..f.nodes.len() {
+        for p in 1..=f.topo.nodes[n].ports {
+            if f.topo.peer_of(n, p).is_some() {
+                let state = f.nodes[n].port_state(p);
+                let name = &f.topo.nodes[n].name;
+                assert_eq!(state, Some(PortState::Active), "{name}/{p}");
+            }
+        }
+    }
 }
 
 fn named(f: &Fabric, name: &str) -> usize {
@@ -1099,6 +1109,34 @@ fn a_host_cable_back_behind_a_rebooted_leaf_is_found_by_the_next_sweep() {
             (39, FabricEvent::NodeUp(leaf)),
             (40, FabricEvent::LinkDown(leaf, port)),
             (59, FabricEvent::LinkUp(leaf, port)),
+        ],
+    );
+}
+
+/// A spine that reboots while a cable elsewhere is out: the SM's sweep
+/// read the leaf's port to the spine Down, then found the spine again
+/// from another leaf and the link from the spine's side. It read that
+/// leaf port again and moved it to Active with the spine's; before, it
+/// kept its Down reading and left the port in Init for ever (the spine's
+/// end Active), a link that carries no data.
+#[test]
+fn a_link_found_again_from_its_far_end_is_made_active_at_both_ends() {
+    let f = up("mport-ntree:4:2", SmConfig::default()).0;
+    let (spine, other, leaf) = (
+        named(&f, "S-L1-0"),
+        named(&f, "S-L1-1"),
+        named(&f, "S-L0-0-1"),
+    );
+    let cable = (1..=f.topo.nodes[other].ports)
+        .find(|&p| f.topo.peer_of(other, p).is_some_and(|(m, _)| m == leaf))
+        .unwrap();
+    whole_after(
+        "mport-ntree:4:2",
+        &[
+            (47, FabricEvent::LinkDown(other, cable)),
+            (48, FabricEvent::NodeDown(spine)),
+            (49, FabricEvent::NodeUp(spine)),
+            (85, FabricEvent::LinkUp(other, cable)),
         ],
     );
 }

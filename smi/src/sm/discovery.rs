@@ -143,6 +143,27 @@ impl Sm {
             if let Some(mut p) = self.db.port_mut(end.0, end.1) {
                 p.peer = Some(other);
             }
+            // A port last read Down that a NodeInfo just crossed has come
+            // up since (its far end came back and was found from another
+            // side): read again, so that it is moved on to Active with
+            // its link rather than left in Init.
+            let stale = self.db.nodes().get(end.0).is_some_and(|n| {
+                n.alive
+                    && (n.ports.get(usize::from(end.1)))
+                        .and_then(|p| p.info)
+                        .is_some_and(|pi| pi.port_state == PortState::Down)
+            });
+            if stale {
+                self.get_node(
+                    end.0,
+                    AttributeId::PortInfo,
+                    u32::from(end.1),
+                    Purpose::PortInfo {
+                        node: end.0,
+                        port: end.1,
+                    },
+                );
+            }
         }
     }
 
