@@ -35,6 +35,11 @@ fn fault() -> impl Strategy<Value = Fault> {
     ]
 }
 
+/// One to seven faults.
+fn faults() -> impl Strategy<Value = Vec<Fault>> {
+    prop::collection::vec(fault(), 1..8)
+}
+
 /// Every node's LID (a CA's: each cabled port's), in node order.
 fn lids(f: &Fabric) -> Vec<Vec<Lid>> {
     (0..f.nodes.len())
@@ -256,14 +261,14 @@ proptest! {
 
     #[test]
     fn after_any_faults_are_repaired_a_two_level_tree_is_whole(
-        faults in prop::collection::vec(fault(), 1..8)
+        faults in faults()
     ) {
         faults_then_repair("mport-ntree:4:2", PLAIN, &faults)?;
     }
 
     #[test]
     fn after_any_faults_are_repaired_fat_tree_324_is_whole_under_each_engine(
-        faults in prop::collection::vec(fault(), 1..8),
+        faults in faults(),
         routing in prop_oneof![Just(Engine::MinHop), Just(Engine::UpDown), Just(Engine::FatTree)],
     ) {
         faults_then_repair("fat-tree-324", Setup { routing, ..PLAIN }, &faults)?;
@@ -271,21 +276,21 @@ proptest! {
 
     #[test]
     fn after_any_faults_are_repaired_a_random_fabric_is_whole(
-        faults in prop::collection::vec(fault(), 1..8)
+        faults in faults()
     ) {
         faults_then_repair("random:6:7", PLAIN, &faults)?;
     }
 
     #[test]
     fn after_any_faults_are_repaired_a_sites_settings_hold_again(
-        faults in prop::collection::vec(fault(), 1..8)
+        faults in faults()
     ) {
         faults_then_repair("mport-ntree:4:2", Setup { site: true, ..PLAIN }, &faults)?;
     }
 
     #[test]
     fn after_any_faults_are_repaired_vswitch_hypervisors_are_whole(
-        faults in prop::collection::vec(fault(), 1..8)
+        faults in faults()
     ) {
         faults_then_repair("mport-ntree:4:2", Setup { vfs: 4, ..PLAIN }, &faults)?;
     }

@@ -406,7 +406,7 @@ impl Sm {
     /// In a heavy sweep, the link of CA `i` was seen to retrain after the
     /// sweep may have read its end port: read it again (it may have been
     /// reset meanwhile).
-    pub(super) fn recheck_end(&mut self, i: usize) {
+    fn recheck_end(&mut self, i: usize) {
         let ca = self
             .db
             .nodes()
