@@ -1140,3 +1140,36 @@ fn a_link_found_again_from_its_far_end_is_made_active_at_both_ends() {
         ],
     );
 }
+
+/// A switch that loses its LID with nothing to show for it (no link of
+/// it retrained, no trap): a light sweep's SMP to its LID is lost and goes
+/// again by directed route, and the SM makes its next sweep a heavy one,
+/// which finds the LID gone and sets it again. Before, each light sweep
+/// lost that SMP again, for ever.
+#[test]
+fn a_switch_that_loses_its_lid_unseen_gets_it_again() {
+    let cfg = SmConfig {
+        sweep_interval_ms: Some(20),
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm) = up("mport-ntree:4:2", cfg);
+    let spine = named(&f, "S-L1-0");
+    let lid = f.nodes[spine].lid();
+    let SimNode::Switch(s) = &mut f.nodes[spine] else {
+        panic!("{spine} is a switch");
+    };
+    s.model.ports[0].info.lid = Lid(0);
+    let t = f.now_ns();
+    let mut end = t + 60 * MS;
+    while !(f.run_until(&mut sm, end) && sm.error().is_none()) {
+        end += 20 * MS;
+        assert!(end < t + 10_000 * MS, "never idle: {:?}", sm.phase());
+    }
+    assert_eq!(f.nodes[spine].lid(), lid);
+    assert!(
+        sm.stats().fallbacks > 0,
+        "the lost SMP went by directed route"
+    );
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.bad_lids), (0, 0), "{v:?}");
+}

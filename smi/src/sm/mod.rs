@@ -340,6 +340,13 @@ impl Sm {
                     r.smp = smp;
                     r.dlid = None;
                     self.stats.fallbacks += 1;
+                    // A node a sweep no longer reaches by its LID (it lost
+                    // it, or a route to it is broken) with nothing else to
+                    // tell: the next sweep reads every port, and puts the
+                    // LID or the route right.
+                    if self.phase == Phase::Sweep && !self.heavy {
+                        self.heavy_pending = true;
+                    }
                     self.out.queue.push_front(r);
                     continue;
                 }
