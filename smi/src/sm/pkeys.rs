@@ -94,6 +94,14 @@ pub(super) struct PKeys {
 }
 
 impl PKeys {
+    /// What the ports of `node` and its VFs hold is not known any more
+    /// (the node may have been reset): they are read again before the
+    /// next write.
+    pub(super) fn forget_node(&mut self, node: usize) {
+        self.held.retain(|&(n, _), _| n != node);
+        self.vf_held.retain(|&(n, _), _| n != node);
+    }
+
     /// What VF `vf` of `node` holds is not known any more.
     pub(super) fn forget_vf(&mut self, node: usize, vf: u16) {
         self.vf_held.remove(&(node, vf));

@@ -411,6 +411,15 @@ pub enum QosTable {
     },
 }
 
+impl Qos {
+    /// What the ports of `node` hold is not known any more (the node may
+    /// have been reset): its tables are written again.
+    pub(super) fn forget_node(&mut self, node: usize) {
+        self.sl2vl.forget(node);
+        self.vlarb.retain(|&(n, _, _), _| n != node);
+    }
+}
+
 impl QosTable {
     /// The node whose table it is.
     pub fn node(&self) -> NodeId {

@@ -371,6 +371,15 @@ impl Sm {
         let keyed = self.holds_m_key(node, pi);
         let active = switch || retrained || pi.port_state == PortState::Active;
         if found == want && keyed && active {
+            if retrained && !switch {
+                // The host may have been reset after this read, before the
+                // link comes up again (its LID, rewritten by the Set that
+                // arms the link, would not tell): its P_Key and QoS tables
+                // are read or written again, as OpenSM forces an update of
+                // a port it finds in Init.
+                self.db.pkeys.forget_node(node);
+                self.db.qos.forget_node(node);
+            }
             return;
         }
         if let Some(mut n) = self.db.node_mut(node) {
@@ -389,12 +398,13 @@ impl Sm {
 
     /// The port `port` of `node`, linked to `to`, was read Down, or back
     /// in Init after it was Active or Armed (`retrained`): the link is
-    /// gone until it is found again. A CA at the other end may have been
-    /// reset meanwhile (a host rebooted while a heavy sweep waited for an
-    /// answer, after it had read the host's end port): what that read
-    /// found no longer holds, so a heavy sweep reads the end port again
-    /// behind a link that retrained, and a host that lost its LID is set
-    /// again as one that came back ([`Sm::check_end_port`]).
+    /// gone until it is found again. The node at the other end may have
+    /// been reset meanwhile (a host or a switch rebooted while a heavy
+    /// sweep waited for an answer, after it had read the node's end
+    /// port): what that read found no longer holds, so a heavy sweep reads
+    /// the end port again behind a link that retrained, and a node that
+    /// lost its LID is set again as one that came back
+    /// ([`Sm::check_end_port`]).
     fn link_lost(&mut self, node: usize, port: u8, to: (usize, u8), retrained: bool) {
         self.unlink(node, port, to.0, to.1);
         self.changed = true;
@@ -403,16 +413,17 @@ impl Sm {
         }
     }
 
-    /// In a heavy sweep, the link of CA `i` was seen to retrain after the
+    /// In a heavy sweep, a link of node `i` was seen to retrain after the
     /// sweep may have read its end port: read it again (it may have been
-    /// reset meanwhile).
+    /// reset meanwhile). A CA's is read again each time; a switch's (many
+    /// of whose links retrain when it reboots) once its last read is in,
+    /// and not for a switch already being set again as one that came back.
     fn recheck_end(&mut self, i: usize) {
-        let ca = self
-            .db
-            .nodes()
-            .get(i)
-            .is_some_and(|n| n.alive && !n.is_switch());
-        if !(self.heavy && ca) {
+        let Some(n) = self.db.nodes().get(i).filter(|n| n.alive) else {
+            return;
+        };
+        let skip = n.is_switch() && (n.fresh || !self.end_read.contains(&i));
+        if !self.heavy || skip {
             return;
         }
         self.end_read.remove(&i);
