@@ -222,9 +222,11 @@ fn faults_then_repair(
     if std::env::var_os("CHAOS_DEBUG").is_some() {
         // What the SM says, as it happens (ms after the first fault).
         let mut t = f.now_ns();
-        while t < settle {
+        let mut idle = false;
+        f.enable_capture();
+        while !(t >= settle && idle) && t < settle + 10_000 * MS {
             t += MS / 4;
-            f.run_until(&mut sm, t);
+            idle = f.run_until(&mut sm, t);
             while let Some(e) = sm.poll_event() {
                 let at = (t as f64 - t0 as f64) / 1e6;
                 eprintln!("{at:.2} ms, {:?}: {e:?}", sm.phase());
@@ -258,6 +260,22 @@ fn faults_then_repair(
     );
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
+    if std::env::var_os("CHAOS_DEBUG").is_some() {
+        if let Some(pcap) = f.capture_pcap() {
+            std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
+        }
+        // Each cabled port's state, and what the SM last read of it.
+        for n in 0..f.nodes.len() {
+            let i = sm.subnet().by_guid(Guid(f.topo.nodes[n].guid)).unwrap().0;
+            for p in 1..=f.topo.nodes[n].ports {
+                let real = f.nodes[n].port_state(p);
+                let read = sm.nodes()[i].ports[usize::from(p)]
+                    .info
+                    .map(|x| x.port_state);
+                eprintln!("{}/{p}: {real:?}, read {read:?}", f.topo.nodes[n].name);
+            }
+        }
+    }
     // Every port holds what the SM set at bring-up again.
     let now = tables(&f);
     let differ: Vec<(&String, &String)> = set.iter().zip(&now).filter(|(a, b)| a != b).collect();
@@ -395,4 +413,46 @@ fn a_leaf_rebooting_as_its_cables_return_leaves_the_sm_idle() {
     let vfs = Setup { vfs: 4, ..PLAIN };
     let stats = faults_then_repair("mport-ntree:4:2", vfs, &faults).unwrap();
     assert_eq!(stats.fallbacks, 0, "no SMP lost to a LID");
+}
+
+/// Found by a 5,000-case run, on the vSwitch fabric: a leaf switch
+/// reboots while a heavy sweep is on (the SM's own cable and a spine's
+/// link to that leaf had been out). Its host links retrain at both ends;
+/// the SM, which read the hosts' ports Active before, arms them with the
+/// leaf's ports. Before, it armed only the leaf's: the hosts' ports stayed
+/// in Init for good under switch ports made Active.
+#[test]
+fn a_leaf_rebooting_in_a_heavy_sweep_has_its_host_links_active_again() {
+    let faults = [
+        Fault::Node(0, 32, 0),
+        Fault::Cable(9223372036854775808, 22, 3),
+        Fault::Cable(8070450532247928832, 15, 6),
+        Fault::Node(7094901566811366007, 27, 0),
+        Fault::Cable(10376293541461622784, 22, 4),
+    ];
+    let vfs = Setup { vfs: 4, ..PLAIN };
+    faults_then_repair("mport-ntree:4:2", vfs, &faults).unwrap();
+}
+
+/// Found by the seed of the case above, under a site's settings: a host
+/// powered off and on while a heavy sweep waits 200 ms on answers lost
+/// with a rebooted spine, after it read the host's port Active. The sweep
+/// reads the leaf's port to the host in Init: the link retrained, so the
+/// host's P_Key and QoS tables are read or written again (the Set that
+/// arms its link gives it its LID back). Before, the SM took the tables as
+/// still held, and the host kept a P_Key table of 0xFFFF alone.
+#[test]
+fn a_host_rebooted_behind_a_retrained_link_gets_its_tables_back() {
+    let faults = [
+        Fault::Node(0, 32, 0),
+        Fault::Cable(9223871323945502125, 26, 4),
+        Fault::Cable(8546399133001905954, 21, 6),
+        Fault::Node(16407458178058084780, 57, 28),
+        Fault::Cable(16086261822151257490, 26, 27),
+    ];
+    let site = Setup {
+        site: true,
+        ..PLAIN
+    };
+    faults_then_repair("mport-ntree:4:2", site, &faults).unwrap();
 }

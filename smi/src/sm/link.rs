@@ -45,18 +45,35 @@ impl Sm {
 
     /// Moves ports on: to Armed every linked port still in Init, then (the
     /// second pass) to Active every port in Armed.
+    ///
+    /// A link retrains at both of its ends: a port in Init whose peer the
+    /// SM last read Active or Armed (before a switch at one end rebooted,
+    /// say, and the SM read only that end again) has its peer in Init too,
+    /// and the peer is armed with it; left alone, it would stay in Init for
+    /// good under a switch port made Active.
     pub(super) fn activate(&mut self, state: PortState) {
         let from = if state == PortState::Armed {
             PortState::Init
         } else {
             PortState::Armed
         };
-        for (i, port) in self.linked_ports() {
+        let ports = self.linked_ports();
+        let state_of = |(i, p): (usize, u8)| {
+            let n = self.db.nodes().get(i)?;
+            Some(n.ports.get(usize::from(p))?.info?.port_state)
+        };
+        let retrained: BTreeSet<(usize, u8)> = (ports.iter())
+            .filter(|_| state == PortState::Armed)
+            .filter(|&&at| state_of(at) == Some(PortState::Init))
+            .filter_map(|&(i, p)| self.db.nodes()[i].ports[usize::from(p)].peer)
+            .filter(|&peer| matches!(state_of(peer), Some(PortState::Active | PortState::Armed)))
+            .collect();
+        for (i, port) in ports {
             let n = &self.db.nodes()[i];
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
-            if pi.port_state != from {
+            if pi.port_state != from && !retrained.contains(&(i, port)) {
                 if state == PortState::Armed && pi.port_state == PortState::Active {
                     self.keep_link_params(i, port, pi);
                 }
@@ -85,6 +102,37 @@ impl Sm {
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
             self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
+        }
+    }
+
+    /// Before the tables go out: a CA port the SM last read Active or
+    /// Armed whose switch port it has read in Init since. The link
+    /// retrained after the CA was read, and the CA may have been powered
+    /// off and on meanwhile (the Set that arms the link gives it its LID
+    /// back, and would not tell): its P_Key and QoS tables are read or
+    /// written again.
+    pub(super) fn forget_retrained_ends(&mut self) {
+        let state_of = |(i, p): (usize, u8)| {
+            let n = self.db.nodes().get(i)?;
+            Some(n.ports.get(usize::from(p))?.info?.port_state)
+        };
+        let ends: Vec<usize> = (self.db.nodes().iter().enumerate())
+            .filter(|(_, n)| n.alive && !n.is_switch())
+            .filter(|(_, n)| {
+                n.ports.iter().any(|port| {
+                    let up = (port.info).is_some_and(|pi| {
+                        matches!(pi.port_state, PortState::Active | PortState::Armed)
+                    });
+                    up && port
+                        .peer
+                        .is_some_and(|at| state_of(at) == Some(PortState::Init))
+                })
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for i in ends {
+            self.db.pkeys.forget_node(i);
+            self.db.qos.forget_node(i);
         }
     }
 

@@ -189,6 +189,7 @@ impl Sm {
             }
         }
         self.mcast_send(mcast);
+        self.forget_retrained_ends();
         self.pkey_distribute();
         self.qos_distribute();
     }
