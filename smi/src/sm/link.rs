@@ -58,10 +58,7 @@ impl Sm {
             PortState::Armed
         };
         let ports = self.linked_ports();
-        let state_of = |(i, p): (usize, u8)| {
-            let n = self.db.nodes().get(i)?;
-            Some(n.ports.get(usize::from(p))?.info?.port_state)
-        };
+        let state_of = |at| self.read_state(at);
         let retrained: BTreeSet<(usize, u8)> = (ports.iter())
             .filter(|_| state == PortState::Armed)
             .filter(|&&at| state_of(at) == Some(PortState::Init))
@@ -105,6 +102,12 @@ impl Sm {
         }
     }
 
+    /// The state port `at` (node, port) was last read in, or set to.
+    fn read_state(&self, (i, p): (usize, u8)) -> Option<PortState> {
+        let n = self.db.nodes().get(i)?;
+        Some(n.ports.get(usize::from(p))?.info?.port_state)
+    }
+
     /// Before the tables go out: a CA port the SM last read Active or
     /// Armed whose switch port it has read in Init since. The link
     /// retrained after the CA was read, and the CA may have been powered
@@ -112,10 +115,7 @@ impl Sm {
     /// back, and would not tell): its P_Key and QoS tables are read or
     /// written again.
     pub(super) fn forget_retrained_ends(&mut self) {
-        let state_of = |(i, p): (usize, u8)| {
-            let n = self.db.nodes().get(i)?;
-            Some(n.ports.get(usize::from(p))?.info?.port_state)
-        };
+        let state_of = |at| self.read_state(at);
         let ends: Vec<usize> = (self.db.nodes().iter().enumerate())
             .filter(|(_, n)| n.alive && !n.is_switch())
             .filter(|(_, n)| {
