@@ -124,6 +124,9 @@ fn faults_then_repair(
     setup: Setup,
     faults: &[Fault],
 ) -> Result<smi::sm::Stats, TestCaseError> {
+    // CHAOS_DEBUG set: the faults and the SM's events as they happen, its
+    // SMPs in /tmp/chaos.pcap, and each port's state against its reading.
+    let debug = std::env::var_os("CHAOS_DEBUG").is_some();
     let mut sm_cfg = SmConfig {
         sweep_interval_ms: Some(SWEEP_MS),
         routing: setup.routing,
@@ -208,7 +211,7 @@ fn faults_then_repair(
     let t0 = f.now_ns() + MS;
     let mut end = t0;
     for (from, to, fail, repair) in events {
-        if std::env::var_os("CHAOS_DEBUG").is_some() {
+        if debug {
             eprintln!("{from}..{to} ms: {fail:?} then {repair:?}");
         }
         f.schedule(t0 + from * MS, fail);
@@ -219,7 +222,7 @@ fn faults_then_repair(
     // Then the SM sweeps (at least two periodic sweeps after the last
     // repair, and until it is idle).
     let settle = end + 3 * SWEEP_MS * MS;
-    if std::env::var_os("CHAOS_DEBUG").is_some() {
+    if debug {
         // What the SM says, as it happens (ms after the first fault).
         let mut t = f.now_ns();
         let mut idle = false;
@@ -260,7 +263,7 @@ fn faults_then_repair(
     );
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
-    if std::env::var_os("CHAOS_DEBUG").is_some() {
+    if debug {
         if let Some(pcap) = f.capture_pcap() {
             std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
         }

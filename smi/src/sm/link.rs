@@ -58,12 +58,9 @@ impl Sm {
             PortState::Armed
         };
         let ports = self.linked_ports();
-        let state_of = |at| self.read_state(at);
         let retrained: BTreeSet<(usize, u8)> = (ports.iter())
             .filter(|_| state == PortState::Armed)
-            .filter(|&&at| state_of(at) == Some(PortState::Init))
-            .filter_map(|&(i, p)| self.db.nodes()[i].ports[usize::from(p)].peer)
-            .filter(|&peer| matches!(state_of(peer), Some(PortState::Active | PortState::Armed)))
+            .filter_map(|&at| self.retrained_peer(at))
             .collect();
         for (i, port) in ports {
             let n = &self.db.nodes()[i];
@@ -108,32 +105,49 @@ impl Sm {
         Some(n.ports.get(usize::from(p))?.info?.port_state)
     }
 
-    /// Before the tables go out: a CA port the SM last read Active or
-    /// Armed whose switch port it has read in Init since. The link
-    /// retrained after the CA was read, and the CA may have been powered
-    /// off and on meanwhile (the Set that arms the link gives it its LID
-    /// back, and would not tell): its P_Key and QoS tables are read or
-    /// written again.
+    /// The peer of port `at`, when `at` was last read in Init and its peer
+    /// Active or Armed: the link retrained after the peer was read, so the
+    /// peer is in Init too, whatever its reading says.
+    fn retrained_peer(&self, at: (usize, u8)) -> Option<(usize, u8)> {
+        if self.read_state(at) != Some(PortState::Init) {
+            return None;
+        }
+        let peer = self
+            .db
+            .nodes()
+            .get(at.0)?
+            .ports
+            .get(usize::from(at.1))?
+            .peer?;
+        let up = matches!(
+            self.read_state(peer),
+            Some(PortState::Active | PortState::Armed)
+        );
+        up.then_some(peer)
+    }
+
+    /// Before the tables go out: each CA at the far end of a link that
+    /// retrained after the CA was read ([`Sm::retrained_peer`]). The CA may
+    /// have been powered off and on meanwhile (the Set that arms the link
+    /// gives it its LID back, and would not tell): its P_Key and QoS tables
+    /// are read or written again.
     pub(super) fn forget_retrained_ends(&mut self) {
-        let state_of = |at| self.read_state(at);
-        let ends: Vec<usize> = (self.db.nodes().iter().enumerate())
-            .filter(|(_, n)| n.alive && !n.is_switch())
-            .filter(|(_, n)| {
-                n.ports.iter().any(|port| {
-                    let up = (port.info).is_some_and(|pi| {
-                        matches!(pi.port_state, PortState::Active | PortState::Armed)
-                    });
-                    up && port
-                        .peer
-                        .is_some_and(|at| state_of(at) == Some(PortState::Init))
-                })
-            })
+        let ends: Vec<usize> = (self.linked_ports().into_iter())
+            .filter_map(|at| self.retrained_peer(at))
             .map(|(i, _)| i)
+            .filter(|&i| !self.db.nodes()[i].is_switch())
             .collect();
         for i in ends {
-            self.db.pkeys.forget_node(i);
-            self.db.qos.forget_node(i);
+            self.forget_tables(i);
         }
+    }
+
+    /// What the ports of CA `i` hold (P_Key and QoS tables) is not known
+    /// any more: it may have been reset. They are read or written again
+    /// by the next distribution.
+    pub(super) fn forget_tables(&mut self, i: usize) {
+        self.db.pkeys.forget_node(i);
+        self.db.qos.forget_node(i);
     }
 
     /// Writes the SM's M_Key into `pi`, a PortInfo about to be set on

@@ -377,8 +377,7 @@ impl Sm {
                 // arms the link, would not tell): its P_Key and QoS tables
                 // are read or written again, as OpenSM forces an update of
                 // a port it finds in Init.
-                self.db.pkeys.forget_node(node);
-                self.db.qos.forget_node(node);
+                self.forget_tables(node);
             }
             return;
         }
