@@ -6,8 +6,8 @@
 
 use fabric::sim::{Fabric, FabricEvent, PartitionDrop, SimConfig, SimNode};
 use fabric::topology::Topology;
-use mad_core::attr::{AttributeId, NodeType, PortInfo};
-use mad_core::{Method, PKey};
+use mad_core::attr::{AttributeId, NodeType, PortInfo, PortState};
+use mad_core::{Method, PKey, Smp};
 use smi::sm::partitions::parse;
 use smi::sm::{Sm, SmConfig};
 
@@ -251,6 +251,80 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
     let reads = sm.stats().count(Method::Get, AttributeId::PKeyTable) - before.0;
     assert_eq!(reads, 1);
     assert_eq!(sets(&sm, AttributeId::PKeyTable) - before.1, 1);
+}
+
+/// A Set(PortInfo) that arms a link.
+fn arming(smp: &Smp) -> bool {
+    smp.method() == Method::Set
+        && smp.attribute_id() == AttributeId::PortInfo
+        && PortInfo::decode(&smp.data).is_ok_and(|pi| pi.port_state == PortState::Armed)
+}
+
+/// A host reset after the SM has read and written its P_Key table, just
+/// before the Sets(PortInfo) that arm its link: the host's gives it its LID
+/// back, so nothing the SM reads of the host tells. The switch it hangs
+/// from does (its PortStateChange, set as the link went down and up):
+/// the next sweep reads or writes the tables of the hosts armed since, and
+/// this one gets its partition and its QoS tables back. Before, it kept the
+/// default key alone for good.
+#[test]
+fn a_host_reset_just_before_its_link_is_armed_gets_its_table_back() {
+    const MS: u64 = 1_000_000;
+    let mut f = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let c = cas(&f);
+    let conf = format!(
+        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
+        f.topo.nodes[c[1]].guid + 1,
+        f.topo.nodes[c[2]].guid + 1
+    );
+    let mut sm = Sm::new(SmConfig {
+        sweep_interval_ms: Some(20),
+        ..SmConfig::default()
+    });
+    sm.set_partitions(parse(&conf).unwrap());
+    sm.set_qos(smi::sm::qos::QosConfig::default());
+    // The QoS tables of a CA's port.
+    let qos = |f: &Fabric, i: usize| match &f.nodes[i] {
+        SimNode::Ca(c) => format!("{:?}", (&c.model.ports[1].sl2vl, &c.model.ports[1].vl_arb)),
+        _ => panic!("not a CA"),
+    };
+    // Before its switch's end of the link is armed (once one end is,
+    // a reset shows: that end drops back to Init and refuses Active).
+    let (leaf, _) = switch_port(&f, c[1]);
+    f.reset_before(c[1], leaf, arming);
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let (keys, info) = port(&f, c[1], 1);
+    assert_eq!(
+        keys[..2],
+        [0xFFFF, 0],
+        "the host was reset after its table was set"
+    );
+    assert_eq!(info.port_state, PortState::Active);
+    let (lid, other) = (info.lid, port(&f, c[2], 1).0);
+    assert_eq!(other[..3], [0xFFFF, 0x8042, 0]);
+    assert_ne!(
+        qos(&f, c[1]),
+        qos(&f, c[2]),
+        "its QoS tables were reset too"
+    );
+    let t = f.now_ns();
+    let reads = sm.stats().count(Method::Get, AttributeId::PKeyTable);
+    f.run_until(&mut sm, t + 200 * MS);
+    assert!(sm.is_idle());
+    assert_eq!(port(&f, c[1], 1).0[..3], [0xFFFF, 0x8042, 0]);
+    assert_eq!(port(&f, c[1], 1).1.lid, lid);
+    assert_eq!(qos(&f, c[1]), qos(&f, c[2]));
+    // Read again: the tables of the CAs on that leaf, and no other.
+    let on_leaf = (0..f.nodes.len())
+        .filter(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .filter(|&i| f.topo.peer[i][1].is_some_and(|(s, _)| s == leaf))
+        .count() as u64;
+    let reads = sm.stats().count(Method::Get, AttributeId::PKeyTable) - reads;
+    assert_eq!(reads, on_leaf);
 }
 
 /// A leaf switch that reboots (its cables fail, it comes back freshly

@@ -128,6 +128,14 @@ impl Fabric {
     /// its response; a port the SMP sets Down retrains (see
     /// [`Fabric::retrain_if_downed`]).
     pub(super) fn deliver(&mut self, node: usize, port: u8, smp: &Smp, now_ms: u64) -> Option<Smp> {
+        let reset = (self.reset_before.as_ref())
+            .filter(|r| r.at == node && (r.when)(smp))
+            .map(|r| r.node);
+        if let Some(n) = reset {
+            self.reset_before = None;
+            self.apply(FabricEvent::NodeDown(n));
+            self.apply(FabricEvent::NodeUp(n));
+        }
         let watch = self.watch_set_down(node, smp, port);
         let resp = self.nodes[node].process(smp, port, now_ms);
         self.retrain_if_downed(node, watch);

@@ -173,6 +173,15 @@ pub struct Fabric {
     pma_clock_ns: Option<u64>,
     /// Wall-clock milliseconds the driver spent in each SM phase.
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
+    /// A reset waiting for an SMP ([`Fabric::reset_before`]).
+    reset_before: Option<ResetBefore>,
+}
+
+/// A reset waiting for an SMP ([`Fabric::reset_before`]).
+struct ResetBefore {
+    node: usize,
+    at: usize,
+    when: Box<dyn Fn(&Smp) -> bool + Send>,
 }
 
 /// An SMP that reached a node where an outside client is attached.
@@ -356,6 +365,7 @@ impl Fabric {
             samples: Default::default(),
             pma_clock_ns: None,
             phase_wall_ms: Default::default(),
+            reset_before: None,
         };
         f.counters = f.topo.nodes.iter().map(|n| pma::fresh(n.ports)).collect();
         for i in 0..f.nodes.len() {
@@ -366,6 +376,23 @@ impl Fabric {
             }
         }
         Ok(f)
+    }
+
+    /// Resets node `n` (powered off and on: no LID, no tables, its links
+    /// trained again to Init) just before the first SMP that reaches node
+    /// `at` and `when` picks is handled there: a fault at an exact point
+    /// of an SM's work, which events scheduled at a time cannot aim at.
+    pub fn reset_before(
+        &mut self,
+        n: usize,
+        at: usize,
+        when: impl Fn(&Smp) -> bool + Send + 'static,
+    ) {
+        self.reset_before = Some(ResetBefore {
+            node: n,
+            at,
+            when: Box::new(when),
+        });
     }
 
     /// Records every SMP put on a cable from now on.

@@ -89,6 +89,9 @@ impl Sm {
             if state == PortState::Armed {
                 self.stamp_link_params(i, port, &mut pi);
             }
+            if state == PortState::Armed {
+                self.note_armed_end(i, port);
+            }
             self.stamp_m_key(i, port, &mut pi);
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = state;
@@ -97,6 +100,52 @@ impl Sm {
             pi.link_speed_enabled = LinkSpeed::empty();
             self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
         }
+    }
+
+    /// Port `port` of node `i` is being armed: where its link joins a CA
+    /// to a switch, the CA is noted under the switch
+    /// ([`Sm::check_armed_ends`]).
+    ///
+    /// Not under static reconfiguration on a running subnet: each pass
+    /// takes the CA links down itself ([`Sm::quiesce`]), which sets the
+    /// bit, so it cannot tell a reset (and forgetting the tables would
+    /// start a pass that takes the links down again, for ever).
+    fn note_armed_end(&mut self, i: usize, port: u8) {
+        if self.up && self.cfg.static_reconfig {
+            return;
+        }
+        let nodes = self.db.nodes();
+        let Some((m, _)) = nodes[i].ports[usize::from(port)].peer else {
+            return;
+        };
+        let (switch, ca) = match (nodes[i].is_switch(), nodes.get(m).map(|n| n.is_switch())) {
+            (true, Some(false)) => (i, m),
+            (false, Some(true)) => (m, i),
+            _ => return,
+        };
+        self.armed_ends.entry(switch).or_default().insert(ca);
+    }
+
+    /// A sweep read the SwitchInfo of `switch`. A CA armed behind it
+    /// since its last reading may have been reset after the SM read or
+    /// wrote its tables and before its link was armed: the Sets that arm
+    /// the link give it its LID back, so nothing the SM reads of the CA
+    /// tells, but the link went down and up, which set the switch's
+    /// PortStateChange. With the bit clear, those CAs are as the SM left
+    /// them; with it set, their P_Key and QoS tables are read or written
+    /// again (and the sweep goes on to do it). OpenSM instead updates the
+    /// tables of every CA behind a switch whose PortStateChange is set.
+    pub(super) fn check_armed_ends(&mut self, switch: usize, port_state_change: bool) {
+        let Some(ends) = self.armed_ends.remove(&switch) else {
+            return;
+        };
+        if !port_state_change {
+            return;
+        }
+        for i in ends {
+            self.forget_tables(i);
+        }
+        self.changed = true;
     }
 
     /// The state port `at` (node, port) was last read in, or set to.

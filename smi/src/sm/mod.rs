@@ -145,6 +145,9 @@ pub struct Sm {
     limbo: BTreeSet<usize>,
     /// In a heavy sweep, the nodes whose end port answered.
     end_read: BTreeSet<usize>,
+    /// By switch: the CAs whose link to it the SM armed, not yet seen
+    /// with its PortStateChange clear since ([`Sm::check_armed_ends`]).
+    armed_ends: BTreeMap<usize, BTreeSet<usize>>,
     /// Nodes of `limbo` that answered NodeInfo again: true where by the
     /// route the sweep read them by.
     refound: BTreeMap<usize, bool>,
@@ -215,6 +218,7 @@ impl Sm {
             sweep_issuers: Vec::new(),
             limbo: BTreeSet::new(),
             end_read: BTreeSet::new(),
+            armed_ends: BTreeMap::new(),
             refound: BTreeMap::new(),
             tops_unknown: BTreeSet::new(),
             own_port_state: PortState::Active,

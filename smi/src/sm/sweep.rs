@@ -212,6 +212,7 @@ impl Sm {
         n.switch_info = Some(si);
         let ports = n.info.num_ports;
         drop(n);
+        self.check_armed_ends(node, si.port_state_change);
         if !si.port_state_change && !self.heavy {
             return;
         }
