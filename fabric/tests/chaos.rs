@@ -104,17 +104,25 @@ fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], v: &mut Vec<Str
 /// How the subnet is run: hypervisors with `vfs` VFs each, the routing
 /// engine, and (`site`) a site's settings: two partitions besides the
 /// default one, OpenSM's QoS defaults, an M_Key (protection 1) and LMC 1.
+///
+/// `reset`, if any, is a reset at an exact point besides the faults:
+/// (`n`, `at`, `k`) powers a node off and on (picked from every node but
+/// the SM's by `n`) just before the `k`-th SMP after the faults start
+/// reaches it or a neighbour (picked by `at`), whatever the SM is doing
+/// then; the faults' times cannot aim at the moments between two SMPs.
 #[derive(Clone, Copy, Debug)]
 struct Setup {
     vfs: usize,
     routing: Engine,
     site: bool,
+    reset: Option<(usize, usize, u32)>,
 }
 
 const PLAIN: Setup = Setup {
     vfs: 0,
     routing: Engine::MinHop,
     site: false,
+    reset: None,
 };
 
 /// Brings `spec` up as `setup` says, applies `faults`, repairs them all,
@@ -179,6 +187,24 @@ fn faults_then_repair(
         .filter(|&(n, p)| f.topo.peer_of(n, p).is_some_and(|m| (n, p) < m))
         .collect();
     let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
+    if let Some((n, at, k)) = setup.reset {
+        let n = pick(n, &nodes);
+        let mut near: Vec<usize> = (1..=f.topo.nodes[n].ports)
+            .filter_map(|p| f.topo.peer_of(n, p).map(|(m, _)| m))
+            .collect();
+        near.push(n);
+        near.sort_unstable();
+        near.dedup();
+        let at = pick(at, &near);
+        if debug {
+            let name = |x: usize| &f.topo.nodes[x].name;
+            eprintln!("reset {} before SMP {k} reaching {}", name(n), name(at));
+        }
+        let seen = std::sync::atomic::AtomicU32::new(0);
+        f.reset_before(n, at, move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == k
+        });
+    }
     // What each fault does, and when (ms after the first). A node fails
     // and comes back as a whole: a node's faults that overlap are one. A
     // cable fault may fall while one of its nodes is down: the cable is
@@ -220,30 +246,41 @@ fn faults_then_repair(
     }
     let end = end + MS;
     // Then the SM sweeps (at least two periodic sweeps after the last
-    // repair, and until it is idle).
-    let settle = end + 3 * SWEEP_MS * MS;
-    if debug {
-        // What the SM says, as it happens (ms after the first fault).
-        let mut t = f.now_ns();
-        let mut idle = false;
-        f.enable_capture();
-        while !(t >= settle && idle) && t < settle + 10_000 * MS {
-            t += MS / 4;
-            idle = f.run_until(&mut sm, t);
-            while let Some(e) = sm.poll_event() {
-                let at = (t as f64 - t0 as f64) / 1e6;
-                eprintln!("{at:.2} ms, {:?}: {e:?}", sm.phase());
+    // repair, or after the reset if it came later, and until it is idle).
+    let mut settle = end + 3 * SWEEP_MS * MS;
+    let mut idle = false;
+    loop {
+        if debug {
+            // What the SM says, as it happens (ms after the first fault).
+            let mut t = f.now_ns();
+            let mut idle = false;
+            f.enable_capture();
+            while !(t >= settle && idle) && t < settle + 10_000 * MS {
+                t += MS / 4;
+                idle = f.run_until(&mut sm, t);
+                while let Some(e) = sm.poll_event() {
+                    let at = (t as f64 - t0 as f64) / 1e6;
+                    eprintln!("{at:.2} ms, {:?}: {e:?}", sm.phase());
+                }
             }
         }
-    }
-    f.run_until(&mut sm, settle);
-    // SMPs to a node that is gone time out and are retried, in rounds:
-    // seconds of simulated time at the most.
-    let mut idle = false;
-    for k in 1..=500 {
-        if f.run_until(&mut sm, settle + k * SWEEP_MS * MS) && sm.error().is_none() {
-            idle = true;
-            break;
+        f.run_until(&mut sm, settle);
+        // SMPs to a node that is gone time out and are retried, in rounds:
+        // seconds of simulated time at the most.
+        for k in 1..=500 {
+            if f.run_until(&mut sm, settle + k * SWEEP_MS * MS) && sm.error().is_none() {
+                idle = true;
+                break;
+            }
+        }
+        match f.reset_at_ns() {
+            Some(r) if idle && r + 3 * SWEEP_MS * MS > settle => {
+                if debug {
+                    eprintln!("reset at {:.2} ms", (r as f64 - t0 as f64) / 1e6);
+                }
+                settle = r + 3 * SWEEP_MS * MS;
+            }
+            _ => break,
         }
     }
     prop_assert!(
@@ -252,17 +289,6 @@ fn faults_then_repair(
         sm.phase(),
         sm.error()
     );
-    let v = f.verify();
-    prop_assert!(v.reachable > 0);
-    prop_assert_eq!(
-        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
-        (0, 0, 0, 0),
-        "{}: {:?}",
-        spec,
-        v
-    );
-    prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
-    prop_assert!(sm.subnet().indexes_agree());
     if debug {
         if let Some(pcap) = f.capture_pcap() {
             std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
@@ -276,9 +302,28 @@ fn faults_then_repair(
                     .info
                     .map(|x| x.port_state);
                 eprintln!("{}/{p}: {real:?}, read {read:?}", f.topo.nodes[n].name);
+                if real != read {
+                    let x = &sm.nodes()[i];
+                    let pi = x.ports[usize::from(p)].info;
+                    eprintln!(
+                        "  SM node {i}: lid {} alive {} fresh {} path {:?}, port lid {:?}; real lid {:?}",
+                        x.lid, x.alive, x.fresh, x.path, pi.map(|x| x.lid), f.nodes[n].port_lid(p)
+                    );
+                }
             }
         }
     }
+    let v = f.verify();
+    prop_assert!(v.reachable > 0);
+    prop_assert_eq!(
+        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
+        (0, 0, 0, 0),
+        "{}: {:?}",
+        spec,
+        v
+    );
+    prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
+    prop_assert!(sm.subnet().indexes_agree());
     // Every port holds what the SM set at bring-up again.
     let now = tables(&f);
     let differ: Vec<(&String, &String)> = set.iter().zip(&now).filter(|(a, b)| a != b).collect();
@@ -339,6 +384,24 @@ proptest! {
         faults in faults()
     ) {
         faults_then_repair("mport-ntree:4:2", Setup { vfs: 4, ..PLAIN }, &faults)?;
+    }
+
+    #[test]
+    fn after_faults_and_a_reset_between_two_smps_a_sites_settings_hold_again(
+        faults in faults(),
+        reset in (any::<usize>(), any::<usize>(), 0..40u32),
+    ) {
+        let setup = Setup { site: true, reset: Some(reset), ..PLAIN };
+        faults_then_repair("mport-ntree:4:2", setup, &faults)?;
+    }
+
+    #[test]
+    fn after_faults_and_a_reset_between_two_smps_vswitch_hypervisors_are_whole(
+        faults in faults(),
+        reset in (any::<usize>(), any::<usize>(), 0..40u32),
+    ) {
+        let setup = Setup { vfs: 4, reset: Some(reset), ..PLAIN };
+        faults_then_repair("mport-ntree:4:2", setup, &faults)?;
     }
 }
 
@@ -458,4 +521,29 @@ fn a_host_rebooted_behind_a_retrained_link_gets_its_tables_back() {
         ..PLAIN
     };
     faults_then_repair("mport-ntree:4:2", site, &faults).unwrap();
+}
+
+/// Found by a 20,000-case run with a reset between two SMPs, on the
+/// vSwitch fabric: a spine reset as a sweep's SMPs passed through it held
+/// the SM up for 200 ms, and meanwhile a hypervisor was powered off and on
+/// after the Set(PortInfo) that armed its link. The Set to Active went by
+/// the LID the host had lost, then by directed route; the SM kept its
+/// reading of Armed, and no light sweep reads a CA's port. An SMP that has
+/// to go by directed route on a running subnet now makes the next sweep
+/// heavy (before, only one of a light sweep), and that sweep sets the
+/// host again. Before, the host stayed in Init with no LID.
+#[test]
+fn a_host_reset_after_its_link_was_armed_is_set_again() {
+    let faults = [
+        Fault::Node(4256940940086819604, 34, 11),
+        Fault::Node(14189803133622732013, 46, 0),
+        Fault::Node(14189803133622732013, 9, 25),
+        Fault::Cable(1152921504606846976, 29, 4),
+    ];
+    let setup = Setup {
+        reset: Some((0, 11068046444225730970, 25)),
+        vfs: 4,
+        ..PLAIN
+    };
+    faults_then_repair("mport-ntree:4:2", setup, &faults).unwrap();
 }

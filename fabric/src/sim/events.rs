@@ -129,10 +129,11 @@ impl Fabric {
     /// [`Fabric::retrain_if_downed`]).
     pub(super) fn deliver(&mut self, node: usize, port: u8, smp: &Smp, now_ms: u64) -> Option<Smp> {
         let reset = (self.reset_before.as_ref())
-            .filter(|r| r.at == node && (r.when)(smp))
+            .filter(|r| r.at == node && !self.down.contains(&r.node) && (r.when)(smp))
             .map(|r| r.node);
         if let Some(n) = reset {
             self.reset_before = None;
+            self.reset_at_ns = Some(self.now_ns);
             self.apply(FabricEvent::NodeDown(n));
             self.apply(FabricEvent::NodeUp(n));
         }

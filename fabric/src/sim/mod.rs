@@ -175,6 +175,8 @@ pub struct Fabric {
     pub phase_wall_ms: std::collections::BTreeMap<Phase, f64>,
     /// A reset waiting for an SMP ([`Fabric::reset_before`]).
     reset_before: Option<ResetBefore>,
+    /// When the last such reset happened (simulated ns).
+    reset_at_ns: Option<u64>,
 }
 
 /// A reset waiting for an SMP ([`Fabric::reset_before`]).
@@ -366,6 +368,7 @@ impl Fabric {
             pma_clock_ns: None,
             phase_wall_ms: Default::default(),
             reset_before: None,
+            reset_at_ns: None,
         };
         f.counters = f.topo.nodes.iter().map(|n| pma::fresh(n.ports)).collect();
         for i in 0..f.nodes.len() {
@@ -382,6 +385,8 @@ impl Fabric {
     /// trained again to Init) just before the first SMP that reaches node
     /// `at` and `when` picks is handled there: a fault at an exact point
     /// of an SM's work, which events scheduled at a time cannot aim at.
+    /// `when` is asked of each SMP reaching `at` while node `n` is on,
+    /// until it says yes; a later call replaces a reset still waiting.
     pub fn reset_before(
         &mut self,
         n: usize,
@@ -393,6 +398,12 @@ impl Fabric {
             at,
             when: Box::new(when),
         });
+    }
+
+    /// When (simulated ns) the last reset [`Fabric::reset_before`] asked
+    /// for happened; `None` if none has yet.
+    pub fn reset_at_ns(&self) -> Option<u64> {
+        self.reset_at_ns
     }
 
     /// Records every SMP put on a cable from now on.

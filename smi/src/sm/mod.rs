@@ -344,11 +344,13 @@ impl Sm {
                     r.smp = smp;
                     r.dlid = None;
                     self.stats.fallbacks += 1;
-                    // A node a sweep no longer reaches by its LID (it lost
-                    // it, or a route to it is broken) with nothing else to
-                    // tell: the next sweep reads every port, and puts the
-                    // LID or the route right.
-                    if self.phase == Phase::Sweep && !self.heavy {
+                    // A node no longer reached by its LID (it lost it,
+                    // reset after the sweep read it, say, or a route to it
+                    // is broken) with nothing else to tell: the next sweep
+                    // reads every port, and puts the LID or the route
+                    // right. Not for the reads of a heavy sweep, which
+                    // read every port already.
+                    if self.up && !(self.phase == Phase::Sweep && self.heavy) {
                         self.heavy_pending = true;
                     }
                     self.out.queue.push_front(r);
