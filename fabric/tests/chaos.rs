@@ -1,6 +1,7 @@
 //! The SM under random faults: cables, switches and hosts fail and come
 //! back at random times while it runs (traps, and a periodic light sweep),
-//! some of them while it is still sweeping for the last. Once every fault
+//! some of them while it is still sweeping for the last; two variants also
+//! reset a node between two SMPs of the SM's. Once every fault
 //! is repaired and the SM has swept again, the subnet must be what a fresh
 //! bring-up leaves: every LID reachable from every CA and switch, no loop,
 //! no LID held twice or missing, every node with the LID it had before the
