@@ -212,20 +212,27 @@ fn a_new_configuration_on_a_running_subnet_sends_only_the_difference() {
     assert_eq!(sm.set_partitions(parse(&second).unwrap()), 0);
 }
 
-/// mport-ntree:4:2 brought up with the default partition and 0x42, whose
-/// members are the second and third CAs (`cas`, returned) only.
-fn two_in_0x42() -> (Fabric, Sm, Vec<usize>) {
-    let probe = Fabric::new(
+/// mport-ntree:4:2, not yet brought up, with its CAs (`cas`) and a
+/// configuration of the default partition and 0x42, whose members are the
+/// second and third CAs only.
+fn with_two_in_0x42() -> (Fabric, Vec<usize>, String) {
+    let f = Fabric::new(
         Topology::from_spec("mport-ntree:4:2").unwrap(),
         SimConfig::default(),
     )
     .unwrap();
-    let c = cas(&probe);
+    let c = cas(&f);
     let conf = format!(
         "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
-        probe.topo.nodes[c[1]].guid + 1,
-        probe.topo.nodes[c[2]].guid + 1
+        f.topo.nodes[c[1]].guid + 1,
+        f.topo.nodes[c[2]].guid + 1
     );
+    (f, c, conf)
+}
+
+/// [`with_two_in_0x42`] brought up.
+fn two_in_0x42() -> (Fabric, Sm, Vec<usize>) {
+    let (_, c, conf) = with_two_in_0x42();
     let (f, sm) = up_with("mport-ntree:4:2", &conf);
     (f, sm, c)
 }
@@ -270,17 +277,7 @@ fn arming(smp: &Smp) -> bool {
 #[test]
 fn a_host_reset_just_before_its_link_is_armed_gets_its_table_back() {
     const MS: u64 = 1_000_000;
-    let mut f = Fabric::new(
-        Topology::from_spec("mport-ntree:4:2").unwrap(),
-        SimConfig::default(),
-    )
-    .unwrap();
-    let c = cas(&f);
-    let conf = format!(
-        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=full,{:#x}=full;\n",
-        f.topo.nodes[c[1]].guid + 1,
-        f.topo.nodes[c[2]].guid + 1
-    );
+    let (mut f, c, conf) = with_two_in_0x42();
     let mut sm = Sm::new(SmConfig {
         sweep_interval_ms: Some(20),
         ..SmConfig::default()
