@@ -88,8 +88,6 @@ impl Sm {
             }
             if state == PortState::Armed {
                 self.stamp_link_params(i, port, &mut pi);
-            }
-            if state == PortState::Armed {
                 self.note_armed_end(i, port);
             }
             self.stamp_m_key(i, port, &mut pi);
