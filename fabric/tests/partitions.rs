@@ -261,6 +261,14 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
 }
 
 /// A Set(PortInfo) that arms a link.
+/// The QoS tables of CA `i`'s port.
+fn qos(f: &Fabric, i: usize) -> String {
+    match &f.nodes[i] {
+        SimNode::Ca(c) => format!("{:?}", (&c.model.ports[1].sl2vl, &c.model.ports[1].vl_arb)),
+        _ => panic!("not a CA"),
+    }
+}
+
 fn arming(smp: &Smp) -> bool {
     smp.method() == Method::Set
         && smp.attribute_id() == AttributeId::PortInfo
@@ -284,11 +292,6 @@ fn a_host_reset_just_before_its_link_is_armed_gets_its_table_back() {
     });
     sm.set_partitions(parse(&conf).unwrap());
     sm.set_qos(smi::sm::qos::QosConfig::default());
-    // The QoS tables of a CA's port.
-    let qos = |f: &Fabric, i: usize| match &f.nodes[i] {
-        SimNode::Ca(c) => format!("{:?}", (&c.model.ports[1].sl2vl, &c.model.ports[1].vl_arb)),
-        _ => panic!("not a CA"),
-    };
     // Before its switch's end of the link is armed (once one end is,
     // a reset shows: that end drops back to Init and refuses Active).
     let (leaf, _) = switch_port(&f, c[1]);
@@ -322,6 +325,46 @@ fn a_host_reset_just_before_its_link_is_armed_gets_its_table_back() {
         .count() as u64;
     let reads = sm.stats().count(Method::Get, AttributeId::PKeyTable) - reads;
     assert_eq!(reads, on_leaf);
+}
+
+fn set_switch_info(smp: &Smp) -> bool {
+    smp.method() == Method::Set && smp.attribute_id() == AttributeId::SwitchInfo
+}
+
+/// At bring-up, a host reset after the SM wrote its tables and before
+/// the Set(SwitchInfo) that clears its switch's PortStateChange reaches
+/// the switch: that Set clears the bit the reset set, and nothing else
+/// tells. Here the first such Set is lost, and the tables went out while
+/// it waited to be sent again: the host kept no QoS tables (its P_Key
+/// table, written only once every reading was answered, came after the
+/// reset; a table read as already right would not have). The SM now
+/// sends the tables only once every Set(SwitchInfo) is answered, so a
+/// reset comes before the reading, which shows it.
+#[test]
+fn a_host_reset_before_its_switchs_port_state_change_is_cleared_gets_its_table() {
+    const MS: u64 = 1_000_000;
+    let (mut f, c, conf) = with_two_in_0x42();
+    let mut sm = Sm::new(SmConfig {
+        sweep_interval_ms: Some(20),
+        ..SmConfig::default()
+    });
+    sm.set_partitions(parse(&conf).unwrap());
+    sm.set_qos(smi::sm::qos::QosConfig::default());
+    let (leaf, _) = switch_port(&f, c[1]);
+    assert_ne!(leaf, switch_port(&f, f.sm_node).0, "not the SM's own leaf");
+    f.drop_before(leaf, set_switch_info);
+    f.reset_before(c[1], leaf, set_switch_info);
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    assert!(f.reset_at_ns().is_some(), "the host was reset");
+    assert_eq!(f.stats.lost, 1, "the first Set(SwitchInfo) was lost");
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 200 * MS);
+    assert!(sm.is_idle());
+    let (keys, info) = port(&f, c[1], 1);
+    assert_eq!(keys[..3], [0xFFFF, 0x8042, 0]);
+    assert_eq!(info.port_state, PortState::Active);
+    assert_eq!(qos(&f, c[1]), qos(&f, c[2]));
+    assert_eq!(port(&f, c[2], 1).0[..3], [0xFFFF, 0x8042, 0]);
 }
 
 /// A leaf switch that reboots (its cables fail, it comes back freshly

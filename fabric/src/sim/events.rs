@@ -128,6 +128,11 @@ impl Fabric {
     /// its response; a port the SMP sets Down retrains (see
     /// [`Fabric::retrain_if_downed`]).
     pub(super) fn deliver(&mut self, node: usize, port: u8, smp: &Smp, now_ms: u64) -> Option<Smp> {
+        if (self.drop_before.as_ref()).is_some_and(|(at, when)| *at == node && when(smp)) {
+            self.drop_before = None;
+            self.stats.lost += 1;
+            return None;
+        }
         let reset = (self.reset_before.as_ref())
             .filter(|r| r.at == node && !self.down.contains(&r.node) && (r.when)(smp))
             .map(|r| r.node);

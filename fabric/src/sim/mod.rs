@@ -177,13 +177,18 @@ pub struct Fabric {
     reset_before: Option<ResetBefore>,
     /// When the last such reset happened (simulated ns).
     reset_at_ns: Option<u64>,
+    /// An SMP to lose ([`Fabric::drop_before`]): where, and which.
+    drop_before: Option<(usize, Picker)>,
 }
+
+/// Picks an SMP, for a fault aimed at it.
+type Picker = Box<dyn Fn(&Smp) -> bool + Send>;
 
 /// A reset waiting for an SMP ([`Fabric::reset_before`]).
 struct ResetBefore {
     node: usize,
     at: usize,
-    when: Box<dyn Fn(&Smp) -> bool + Send>,
+    when: Picker,
 }
 
 /// An SMP that reached a node where an outside client is attached.
@@ -369,6 +374,7 @@ impl Fabric {
             phase_wall_ms: Default::default(),
             reset_before: None,
             reset_at_ns: None,
+            drop_before: None,
         };
         f.counters = f.topo.nodes.iter().map(|n| pma::fresh(n.ports)).collect();
         for i in 0..f.nodes.len() {
@@ -398,6 +404,15 @@ impl Fabric {
             at,
             when: Box::new(when),
         });
+    }
+
+    /// Loses the first SMP that reaches node `at` and `when` picks, as if
+    /// on the cable into it: its sender hears nothing and tries again,
+    /// later than everything sent with it. It is lost before a
+    /// [`Fabric::reset_before`] is asked about it; a later call replaces
+    /// a loss still waiting.
+    pub fn drop_before(&mut self, at: usize, when: impl Fn(&Smp) -> bool + Send + 'static) {
+        self.drop_before = Some((at, Box::new(when)));
     }
 
     /// When (simulated ns) the last reset [`Fabric::reset_before`] asked

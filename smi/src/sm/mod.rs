@@ -148,6 +148,9 @@ pub struct Sm {
     /// By switch: the CAs whose link to it the SM armed, not yet seen
     /// with its PortStateChange clear since ([`Sm::check_armed_ends`]).
     armed_ends: BTreeMap<usize, BTreeSet<usize>>,
+    /// At bring-up, the P_Key and QoS tables wait until every Set of the
+    /// distribution is answered ([`Sm::distribute`]).
+    tables_pending: bool,
     /// Nodes of `limbo` that answered NodeInfo again: true where by the
     /// route the sweep read them by.
     refound: BTreeMap<usize, bool>,
@@ -219,6 +222,7 @@ impl Sm {
             limbo: BTreeSet::new(),
             end_read: BTreeSet::new(),
             armed_ends: BTreeMap::new(),
+            tables_pending: false,
             refound: BTreeMap::new(),
             tops_unknown: BTreeSet::new(),
             own_port_state: PortState::Active,
@@ -646,6 +650,11 @@ impl Sm {
                     } else {
                         self.distribute();
                     }
+                }
+                Phase::Distribution if self.tables_pending => {
+                    self.tables_pending = false;
+                    self.pkey_distribute();
+                    self.qos_distribute();
                 }
                 Phase::Distribution => {
                     self.phase = Phase::Activation;

@@ -190,8 +190,18 @@ impl Sm {
         }
         self.mcast_send(mcast);
         self.forget_retrained_ends();
-        self.pkey_distribute();
-        self.qos_distribute();
+        if self.up {
+            self.pkey_distribute();
+            self.qos_distribute();
+        } else {
+            // At bring-up, after the Set(SwitchInfo) above are answered:
+            // a CA reset before its switch's PortStateChange is cleared
+            // would otherwise lose the tables it was given unseen (the
+            // link that retrained sets the bit, the Set clears it). Read
+            // after the clear, a reset before shows in the reading, and
+            // one after stays in the bit ([`Sm::check_armed_ends`]).
+            self.tables_pending = true;
+        }
     }
 
     pub(super) fn send_lft(&mut self, node: usize) {
