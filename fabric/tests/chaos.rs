@@ -1,12 +1,15 @@
 //! The SM under random faults: cables, switches and hosts fail and come
 //! back at random times while it runs (traps, and a periodic light sweep),
-//! some of them while it is still sweeping for the last; two variants also
-//! reset a node between two SMPs of the SM's. Once every fault
+//! some of them while it is still sweeping for the last. Once every fault
 //! is repaired and the SM has swept again, the subnet must be what a fresh
 //! bring-up leaves: every LID reachable from every CA and switch, no loop,
 //! no LID held twice or missing, every node with the LID it had before the
 //! faults, the SM's indexes agreeing and every node alive in its view, and
 //! a multicast group's tree reaching each of its members once.
+//!
+//! Two variants also reset a node between two SMPs of the SM's. Two more
+//! reset a node, and lose an SMP, between two SMPs of the bring-up itself,
+//! and compare every port's tables with a bring-up's without them.
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
 use mad_core::attr::NodeType;
@@ -62,21 +65,22 @@ fn lids(f: &Fabric) -> Vec<Vec<Lid>> {
 
 /// What the SM set at every cabled port (a switch's port 0 among them):
 /// the PortInfo fields it writes, the P_Key table, the SL-to-VL tables and
-/// the VL arbitration tables.
-fn tables(f: &Fabric) -> Vec<String> {
+/// the VL arbitration tables. Without `lids`, the LIDs are left out (a
+/// bring-up that met a fault may have numbered the nodes in another order).
+fn tables(f: &Fabric, lids: bool) -> Vec<String> {
     let mut v = Vec::new();
     for n in 0..f.nodes.len() {
         match &f.nodes[n] {
-            SimNode::Switch(s) => rows(f, n, &s.model.ports, &mut v),
-            SimNode::Ca(c) => rows(f, n, &c.model.ports, &mut v),
-            SimNode::Hypervisor(h) => rows(f, n, &h.pf.model.ports, &mut v),
+            SimNode::Switch(s) => rows(f, n, &s.model.ports, lids, &mut v),
+            SimNode::Ca(c) => rows(f, n, &c.model.ports, lids, &mut v),
+            SimNode::Hypervisor(h) => rows(f, n, &h.pf.model.ports, lids, &mut v),
         }
     }
     v
 }
 
 /// [`tables`] of node `n`, whose ports are `ports`.
-fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], v: &mut Vec<String>) {
+fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], lids: bool, v: &mut Vec<String>) {
     let switch = f.topo.nodes[n].kind == NodeType::Switch;
     for (p, port) in ports.iter().enumerate() {
         if !(switch && p == 0) && f.topo.peer_of(n, p as u8).is_none() {
@@ -84,7 +88,13 @@ fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], v: &mut Vec<Str
         }
         let i = &port.info;
         let set = (
-            (i.lid, i.lmc, i.master_sm_lid, i.m_key, i.m_key_protect_bits),
+            (
+                lids.then_some(i.lid),
+                i.lmc,
+                lids.then_some(i.master_sm_lid),
+                i.m_key,
+                i.m_key_protect_bits,
+            ),
             (
                 i.port_state,
                 i.neighbor_mtu,
@@ -126,16 +136,8 @@ const PLAIN: Setup = Setup {
     reset: None,
 };
 
-/// Brings `spec` up as `setup` says, applies `faults`, repairs them all,
-/// and checks the subnet is whole again; returns the SM's counts.
-fn faults_then_repair(
-    spec: &str,
-    setup: Setup,
-    faults: &[Fault],
-) -> Result<smi::sm::Stats, TestCaseError> {
-    // CHAOS_DEBUG set: the faults and the SM's events as they happen, its
-    // SMPs in /tmp/chaos.pcap, and each port's state against its reading.
-    let debug = std::env::var_os("CHAOS_DEBUG").is_some();
+/// The SM `setup` asks for, on fabric `f`.
+fn new_sm(setup: Setup, f: &Fabric) -> smi::sm::Sm {
     let mut sm_cfg = SmConfig {
         sweep_interval_ms: Some(SWEEP_MS),
         routing: setup.routing,
@@ -146,12 +148,6 @@ fn faults_then_repair(
         sm_cfg.m_key_protect_bits = 1;
         sm_cfg.lmc = 1;
     }
-    let sim = SimConfig {
-        vfs: setup.vfs,
-        ..SimConfig::default()
-    };
-    let topo = fabric::topology::Topology::from_spec(spec).unwrap();
-    let mut f = Fabric::new(topo, sim).unwrap();
     let mut sm = smi::sm::Sm::new(sm_cfg);
     if setup.site {
         let hosts: Vec<u64> = (0..f.nodes.len())
@@ -166,6 +162,166 @@ fn faults_then_repair(
         sm.set_partitions(smi::sm::partitions::parse(&conf).unwrap());
         sm.set_qos(smi::sm::qos::QosConfig::default());
     }
+    sm
+}
+
+/// Arms `setup.reset`'s (`n`, `at`, `k`) on `f` (see [`Setup`]), counting
+/// SMPs from now.
+fn aim_reset(f: &mut Fabric, (n, at, k): (usize, usize, u32), debug: bool) {
+    let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
+    let n = pick(n, &nodes);
+    let mut near: Vec<usize> = (1..=f.topo.nodes[n].ports)
+        .filter_map(|p| f.topo.peer_of(n, p).map(|(m, _)| m))
+        .collect();
+    near.push(n);
+    near.sort_unstable();
+    near.dedup();
+    let at = pick(at, &near);
+    if debug {
+        let name = |x: usize| &f.topo.nodes[x].name;
+        eprintln!("reset {} before SMP {k} reaching {}", name(n), name(at));
+    }
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    f.reset_before(n, at, move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == k
+    });
+}
+
+/// Runs the SM until at least two periodic sweeps after `end`, or after
+/// the reset if it came later, and until it is idle; false if it never
+/// went idle. `t0` is where the debug output counts its milliseconds from.
+fn settle(f: &mut Fabric, sm: &mut smi::sm::Sm, end: u64, t0: u64, debug: bool) -> bool {
+    let mut settle = end + 3 * SWEEP_MS * MS;
+    let mut idle = false;
+    loop {
+        if debug {
+            // What the SM says, as it happens (ms after the first fault).
+            let mut t = f.now_ns();
+            let mut idle = false;
+            f.enable_capture();
+            while !(t >= settle && idle) && t < settle + 10_000 * MS {
+                t += MS / 4;
+                idle = f.run_until(sm, t);
+                while let Some(e) = sm.poll_event() {
+                    let at = (t as f64 - t0 as f64) / 1e6;
+                    eprintln!("{at:.2} ms, {:?}: {e:?}", sm.phase());
+                }
+            }
+        }
+        f.run_until(sm, settle);
+        // SMPs to a node that is gone time out and are retried, in rounds:
+        // seconds of simulated time at the most.
+        for k in 1..=500 {
+            if f.run_until(sm, settle + k * SWEEP_MS * MS) && sm.error().is_none() {
+                idle = true;
+                break;
+            }
+        }
+        match f.reset_at_ns() {
+            Some(r) if idle && r + 3 * SWEEP_MS * MS > settle => {
+                if debug {
+                    eprintln!("reset at {:.2} ms", (r as f64 - t0 as f64) / 1e6);
+                }
+                settle = r + 3 * SWEEP_MS * MS;
+            }
+            _ => return idle,
+        }
+    }
+}
+
+/// Brings `spec` up as `setup` says, with its reset between two SMPs of
+/// the bring-up itself (counted from the first), and with `lose` =
+/// (`at`, `j`) the `j`-th SMP to reach a node (picked by `at`) lost as
+/// well. Once the SM has swept after both and is idle, every port must
+/// hold what a bring-up without them leaves (but its LID: the order the
+/// nodes were found in may differ), every LID be held once and reach
+/// every node, and every node be alive in the SM's view.
+fn reset_in_bring_up(
+    spec: &str,
+    setup: Setup,
+    lose: Option<(usize, u32)>,
+) -> Result<(), TestCaseError> {
+    let debug = std::env::var_os("CHAOS_DEBUG").is_some();
+    let make = || {
+        let topo = fabric::topology::Topology::from_spec(spec).unwrap();
+        let sim = SimConfig {
+            vfs: setup.vfs,
+            ..SimConfig::default()
+        };
+        Fabric::new(topo, sim).unwrap()
+    };
+    let mut clean = make();
+    let mut sm = new_sm(setup, &clean);
+    prop_assert!(clean.bring_up(&mut sm) && clean.run(&mut sm));
+    let want = tables(&clean, false);
+    let mut f = make();
+    let mut sm = new_sm(setup, &f);
+    if let Some(reset) = setup.reset {
+        aim_reset(&mut f, reset, debug);
+    }
+    if let Some((at, j)) = lose {
+        let at = pick(at, &(0..f.nodes.len()).collect::<Vec<_>>());
+        if debug {
+            eprintln!("lose SMP {j} reaching {}", f.topo.nodes[at].name);
+        }
+        let seen = std::sync::atomic::AtomicU32::new(0);
+        f.drop_before(at, move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == j
+        });
+    }
+    if debug {
+        f.enable_capture();
+    }
+    let up = f.bring_up(&mut sm);
+    prop_assert!(up, "{spec}: {:?}", sm.error());
+    let now = f.now_ns();
+    prop_assert!(
+        settle(&mut f, &mut sm, now, 0, debug),
+        "{spec}: the SM never went idle: {:?} {:?}",
+        sm.phase(),
+        sm.error()
+    );
+    if debug {
+        if let Some(pcap) = f.capture_pcap() {
+            std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
+        }
+    }
+    let v = f.verify();
+    prop_assert!(v.reachable > 0);
+    prop_assert_eq!(
+        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
+        (0, 0, 0, 0),
+        "{}: {:?}",
+        spec,
+        v
+    );
+    prop_assert!(sm.subnet().indexes_agree());
+    let got = tables(&f, false);
+    let differ: Vec<(&String, &String)> = want.iter().zip(&got).filter(|(a, b)| a != b).collect();
+    prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
+    prop_assert_eq!(want.len(), got.len());
+    let alive = sm.nodes().iter().filter(|n| n.alive).count();
+    prop_assert_eq!(alive, f.nodes.len(), "{}: every node alive", spec);
+    Ok(())
+}
+
+/// Brings `spec` up as `setup` says, applies `faults`, repairs them all,
+/// and checks the subnet is whole again; returns the SM's counts.
+fn faults_then_repair(
+    spec: &str,
+    setup: Setup,
+    faults: &[Fault],
+) -> Result<smi::sm::Stats, TestCaseError> {
+    // CHAOS_DEBUG set: the faults and the SM's events as they happen, its
+    // SMPs in /tmp/chaos.pcap, and each port's state against its reading.
+    let debug = std::env::var_os("CHAOS_DEBUG").is_some();
+    let sim = SimConfig {
+        vfs: setup.vfs,
+        ..SimConfig::default()
+    };
+    let topo = fabric::topology::Topology::from_spec(spec).unwrap();
+    let mut f = Fabric::new(topo, sim).unwrap();
+    let mut sm = new_sm(setup, &f);
     let up = f.bring_up(&mut sm);
     prop_assert!(up, "{spec}: {:?}", sm.error());
     // A multicast group of every other host but the SM's.
@@ -181,30 +337,15 @@ fn faults_then_repair(
     sm.set_multicast_group(mlid, &group).unwrap();
     prop_assert!(f.run(&mut sm));
     let before = lids(&f);
-    let set = tables(&f);
+    let set = tables(&f, true);
     // Every cable by one of its ends, and every node but the SM's.
     let cables: Vec<(usize, u8)> = (0..f.nodes.len())
         .flat_map(|n| (1..=f.topo.nodes[n].ports).map(move |p| (n, p)))
         .filter(|&(n, p)| f.topo.peer_of(n, p).is_some_and(|m| (n, p) < m))
         .collect();
     let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
-    if let Some((n, at, k)) = setup.reset {
-        let n = pick(n, &nodes);
-        let mut near: Vec<usize> = (1..=f.topo.nodes[n].ports)
-            .filter_map(|p| f.topo.peer_of(n, p).map(|(m, _)| m))
-            .collect();
-        near.push(n);
-        near.sort_unstable();
-        near.dedup();
-        let at = pick(at, &near);
-        if debug {
-            let name = |x: usize| &f.topo.nodes[x].name;
-            eprintln!("reset {} before SMP {k} reaching {}", name(n), name(at));
-        }
-        let seen = std::sync::atomic::AtomicU32::new(0);
-        f.reset_before(n, at, move |_| {
-            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == k
-        });
+    if let Some(reset) = setup.reset {
+        aim_reset(&mut f, reset, debug);
     }
     // What each fault does, and when (ms after the first). A node fails
     // and comes back as a whole: a node's faults that overlap are one. A
@@ -246,44 +387,7 @@ fn faults_then_repair(
         end = end.max(t0 + to * MS);
     }
     let end = end + MS;
-    // Then the SM sweeps (at least two periodic sweeps after the last
-    // repair, or after the reset if it came later, and until it is idle).
-    let mut settle = end + 3 * SWEEP_MS * MS;
-    let mut idle = false;
-    loop {
-        if debug {
-            // What the SM says, as it happens (ms after the first fault).
-            let mut t = f.now_ns();
-            let mut idle = false;
-            f.enable_capture();
-            while !(t >= settle && idle) && t < settle + 10_000 * MS {
-                t += MS / 4;
-                idle = f.run_until(&mut sm, t);
-                while let Some(e) = sm.poll_event() {
-                    let at = (t as f64 - t0 as f64) / 1e6;
-                    eprintln!("{at:.2} ms, {:?}: {e:?}", sm.phase());
-                }
-            }
-        }
-        f.run_until(&mut sm, settle);
-        // SMPs to a node that is gone time out and are retried, in rounds:
-        // seconds of simulated time at the most.
-        for k in 1..=500 {
-            if f.run_until(&mut sm, settle + k * SWEEP_MS * MS) && sm.error().is_none() {
-                idle = true;
-                break;
-            }
-        }
-        match f.reset_at_ns() {
-            Some(r) if idle && r + 3 * SWEEP_MS * MS > settle => {
-                if debug {
-                    eprintln!("reset at {:.2} ms", (r as f64 - t0 as f64) / 1e6);
-                }
-                settle = r + 3 * SWEEP_MS * MS;
-            }
-            _ => break,
-        }
-    }
+    let idle = settle(&mut f, &mut sm, end, t0, debug);
     prop_assert!(
         idle,
         "{spec}: the SM never went idle: {:?} {:?}",
@@ -326,7 +430,7 @@ fn faults_then_repair(
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
     // Every port holds what the SM set at bring-up again.
-    let now = tables(&f);
+    let now = tables(&f, true);
     let differ: Vec<(&String, &String)> = set.iter().zip(&now).filter(|(a, b)| a != b).collect();
     prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
     prop_assert_eq!(set.len(), now.len());
@@ -394,6 +498,24 @@ proptest! {
     ) {
         let setup = Setup { site: true, reset: Some(reset), ..PLAIN };
         faults_then_repair("mport-ntree:4:2", setup, &faults)?;
+    }
+
+    #[test]
+    fn a_reset_and_a_loss_between_two_smps_of_a_bring_up_leave_a_sites_settings(
+        reset in (any::<usize>(), any::<usize>(), 0..24u32),
+        lose in proptest::option::of((any::<usize>(), 0..24u32)),
+    ) {
+        let setup = Setup { site: true, reset: Some(reset), ..PLAIN };
+        reset_in_bring_up("mport-ntree:4:2", setup, lose)?;
+    }
+
+    #[test]
+    fn a_reset_and_a_loss_between_two_smps_of_a_bring_up_leave_vswitch_hypervisors_whole(
+        reset in (any::<usize>(), any::<usize>(), 0..24u32),
+        lose in proptest::option::of((any::<usize>(), 0..24u32)),
+    ) {
+        let setup = Setup { vfs: 4, reset: Some(reset), ..PLAIN };
+        reset_in_bring_up("mport-ntree:4:2", setup, lose)?;
     }
 
     #[test]
