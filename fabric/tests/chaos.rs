@@ -112,6 +112,27 @@ fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], lids: bool, v: 
     }
 }
 
+/// Every hypervisor's VFs: each vport's state, LID (with `lids`), GUID
+/// and P_Key table, as the SM set them.
+fn vports(f: &Fabric, lids: bool) -> Vec<String> {
+    let mut v = Vec::new();
+    for n in 0..f.nodes.len() {
+        let SimNode::Hypervisor(h) = &f.nodes[n] else {
+            continue;
+        };
+        for (p, at) in (1..).zip(&h.vports) {
+            for (k, (x, keys)) in at.vfs.iter().zip(&at.pkeys).enumerate() {
+                let lid = lids.then_some(x.vport_lid);
+                let set = (x.vport_state, lid, x.vport_guid, x.lid_required);
+                let keys: Vec<u16> = keys.iter().map(|k| k.0).filter(|&k| k != 0).collect();
+                let name = &f.topo.nodes[n].name;
+                v.push(format!("{name}/{p} vf {}: {set:?} {keys:x?}", k + 1));
+            }
+        }
+    }
+    v
+}
+
 /// How the subnet is run: hypervisors with `vfs` VFs each, the routing
 /// engine, and (`site`) a site's settings: two partitions besides the
 /// default one, OpenSM's QoS defaults, an M_Key (protection 1) and LMC 1.
@@ -253,7 +274,7 @@ fn reset_in_bring_up(
     let mut clean = make();
     let mut sm = new_sm(setup, &clean);
     prop_assert!(clean.bring_up(&mut sm) && clean.run(&mut sm));
-    let want = tables(&clean, false);
+    let want = (tables(&clean, false), vports(&clean, false));
     let mut f = make();
     let mut sm = new_sm(setup, &f);
     if let Some(reset) = setup.reset {
@@ -296,10 +317,13 @@ fn reset_in_bring_up(
         v
     );
     prop_assert!(sm.subnet().indexes_agree());
-    let got = tables(&f, false);
-    let differ: Vec<(&String, &String)> = want.iter().zip(&got).filter(|(a, b)| a != b).collect();
+    let got = (tables(&f, false), vports(&f, false));
+    let differ: Vec<(&String, &String)> = (want.0.iter().chain(&want.1))
+        .zip(got.0.iter().chain(&got.1))
+        .filter(|(a, b)| a != b)
+        .collect();
     prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
-    prop_assert_eq!(want.len(), got.len());
+    prop_assert_eq!((want.0.len(), want.1.len()), (got.0.len(), got.1.len()));
     let alive = sm.nodes().iter().filter(|n| n.alive).count();
     prop_assert_eq!(alive, f.nodes.len(), "{}: every node alive", spec);
     Ok(())
@@ -335,9 +359,15 @@ fn faults_then_repair(
         .map(|&n| (sm.subnet().by_guid(Guid(f.topo.nodes[n].guid)).unwrap(), 1))
         .collect();
     sm.set_multicast_group(mlid, &group).unwrap();
+    // A VM on each hypervisor (its first VF; the others stay disabled).
+    for (k, h) in sm.hypervisors().into_iter().enumerate() {
+        sm.create_vm(h, 0x5EED_0000 + k as u64).unwrap();
+    }
     prop_assert!(f.run(&mut sm));
     let before = lids(&f);
     let set = tables(&f, true);
+    let vms = vports(&f, true);
+    prop_assert_eq!(setup.vfs > 0, vms.iter().any(|v| v.contains("Active")));
     // Every cable by one of its ends, and every node but the SM's.
     let cables: Vec<(usize, u8)> = (0..f.nodes.len())
         .flat_map(|n| (1..=f.topo.nodes[n].ports).map(move |p| (n, p)))
@@ -434,6 +464,10 @@ fn faults_then_repair(
     let differ: Vec<(&String, &String)> = set.iter().zip(&now).filter(|(a, b)| a != b).collect();
     prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
     prop_assert_eq!(set.len(), now.len());
+    // Every VF as the SM set it: the VMs' vports enabled again.
+    let now = vports(&f, true);
+    let differ: Vec<(&String, &String)> = vms.iter().zip(&now).filter(|(a, b)| a != b).collect();
+    prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
     // The group's tree reaches every other member once, and no one else.
     for &m in &members {
         let w = f.multicast_walk(m, mlid);
@@ -669,4 +703,40 @@ fn a_host_reset_after_its_link_was_armed_is_set_again() {
         ..PLAIN
     };
     faults_then_repair("mport-ntree:4:2", setup, &faults).unwrap();
+}
+
+/// The faults of [`a_host_rebooted_behind_a_retrained_link_gets_its_tables_back`]
+/// on the vSwitch fabric, with a VM on each hypervisor: a hypervisor
+/// powered off and on where only its retrained link tells. Its VFs'
+/// VPortInfo is set again with the links made Active, once the Set that
+/// arms its link has given it its LID back: its VM's vport is enabled
+/// again, and the others have their LIDs. Before, the SM set only the
+/// hypervisor's tables again: its VM's vport stayed Down, and no VF had
+/// a LID.
+#[test]
+fn a_hypervisor_rebooted_behind_a_retrained_link_gets_its_vports_back() {
+    let faults = [
+        Fault::Node(0, 32, 0),
+        Fault::Cable(9223871323945502125, 26, 4),
+        Fault::Cable(8546399133001905954, 21, 6),
+        Fault::Node(16407458178058084780, 57, 28),
+        Fault::Cable(16086261822151257490, 26, 27),
+    ];
+    let vfs = Setup { vfs: 4, ..PLAIN };
+    faults_then_repair("mport-ntree:4:2", vfs, &faults).unwrap();
+}
+
+/// Found by the bring-up variant once it compared the VFs: a hypervisor
+/// reset at bring-up after the SM had set its first VF's VPortInfo and
+/// before the Set(SwitchInfo) that clears its switch's PortStateChange.
+/// At bring-up the SM now sets the VFs with the links made Active, where
+/// a reset before shows in the bit. Before, that VF kept no LID.
+#[test]
+fn a_hypervisor_reset_in_its_bring_up_has_every_vf_set() {
+    let vfs = Setup {
+        vfs: 4,
+        reset: Some((8513881880173639208, 9223372036854775808, 6)),
+        ..PLAIN
+    };
+    reset_in_bring_up("mport-ntree:4:2", vfs, None).unwrap();
 }

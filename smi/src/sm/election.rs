@@ -460,7 +460,8 @@ impl Sm {
             // Under the dynamic policy only a VM holds a LID: a vport
             // that is up without being a VM the SM takes on (a forged
             // vGUID) is taken down, as an idle VF is under the
-            // prepopulated policy when its LID is written.
+            // prepopulated policy when the bring-up makes the links
+            // Active (`Sm::activate`).
             if v.vport_state != PortState::Down {
                 self.set_vport(node, vf, PortState::Down, 0);
             }

@@ -157,11 +157,14 @@ impl Sm {
             self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
         }
         for (i, vf) in vports {
-            let (state, guid) = match self.db.nodes()[i].vfs[usize::from(vf) - 1].vm {
-                Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
-                None => (PortState::Down, 0),
-            };
-            self.set_vport(i, vf, state, guid);
+            if self.up {
+                self.set_vport_as_held(i, vf);
+            } else {
+                // At bring-up, with the links made Active: a hypervisor
+                // reset before its switch's PortStateChange is cleared
+                // (with the tables, after this) would lose them unseen.
+                self.vports_unknown.insert(i);
+            }
         }
     }
 

@@ -98,6 +98,20 @@ impl Sm {
             pi.link_speed_enabled = LinkSpeed::empty();
             self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
         }
+        if state == PortState::Active {
+            for i in core::mem::take(&mut self.vports_unknown) {
+                let n = &self.db.nodes()[i];
+                if !n.alive {
+                    continue;
+                }
+                let held: Vec<u16> = (1..=n.vfs.len() as u16)
+                    .filter(|&vf| n.vfs[usize::from(vf) - 1].lid != 0)
+                    .collect();
+                for vf in held {
+                    self.set_vport_as_held(i, vf);
+                }
+            }
+        }
     }
 
     /// Port `port` of node `i` is being armed: where its link joins a CA
@@ -191,10 +205,25 @@ impl Sm {
 
     /// What the ports of CA `i` hold (P_Key and QoS tables) is not known
     /// any more: it may have been reset. They are read or written again
-    /// by the next distribution.
+    /// by the next distribution; a hypervisor's VFs (their P_Key tables
+    /// with the rest, their VPortInfo with the next links made Active,
+    /// when its own LID is back).
     pub(super) fn forget_tables(&mut self, i: usize) {
         self.db.pkeys.forget_node(i);
         self.db.qos.forget_node(i);
+        if self.db.nodes().get(i).is_some_and(|n| !n.vfs.is_empty()) {
+            self.vports_unknown.insert(i);
+        }
+    }
+
+    /// Sets VF `vf` of hypervisor `i` as the SM holds it: its LID, and
+    /// Active with its VM's vGUID if a VM runs there, else Down.
+    pub(super) fn set_vport_as_held(&mut self, i: usize, vf: u16) {
+        let (state, guid) = match self.db.nodes()[i].vfs[usize::from(vf) - 1].vm {
+            Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
+            None => (PortState::Down, 0),
+        };
+        self.set_vport(i, vf, state, guid);
     }
 
     /// Writes the SM's M_Key into `pi`, a PortInfo about to be set on

@@ -148,6 +148,9 @@ pub struct Sm {
     /// By switch: the CAs whose link to it the SM armed, not yet seen
     /// with its PortStateChange clear since ([`Sm::check_armed_ends`]).
     armed_ends: BTreeMap<usize, BTreeSet<usize>>,
+    /// Hypervisors that may have been reset unseen: their VFs' VPortInfo
+    /// is set again with the next links made Active ([`Sm::forget_tables`]).
+    vports_unknown: BTreeSet<usize>,
     /// At bring-up, the P_Key and QoS tables wait until every Set of the
     /// distribution is answered ([`Sm::distribute`]).
     tables_pending: bool,
@@ -223,6 +226,7 @@ impl Sm {
             end_read: BTreeSet::new(),
             armed_ends: BTreeMap::new(),
             tables_pending: false,
+            vports_unknown: BTreeSet::new(),
             refound: BTreeMap::new(),
             tops_unknown: BTreeSet::new(),
             own_port_state: PortState::Active,
