@@ -112,6 +112,20 @@ fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], lids: bool, v: 
     }
 }
 
+/// Every LID held once and reaching every node, with no loop.
+fn whole(f: &Fabric, spec: &str) -> Result<(), TestCaseError> {
+    let v = f.verify();
+    prop_assert!(v.reachable > 0);
+    prop_assert_eq!(
+        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
+        (0, 0, 0, 0),
+        "{}: {:?}",
+        spec,
+        v
+    );
+    Ok(())
+}
+
 /// Every hypervisor's VFs: each vport's state, LID (with `lids`), GUID
 /// and P_Key table, as the SM set them.
 fn vports(f: &Fabric, lids: bool) -> Vec<String> {
@@ -209,9 +223,16 @@ fn aim_reset(f: &mut Fabric, (n, at, k): (usize, usize, u32), debug: bool) {
 }
 
 /// Runs the SM until at least two periodic sweeps after `end`, or after
-/// the reset if it came later, and until it is idle; false if it never
-/// went idle. `t0` is where the debug output counts its milliseconds from.
-fn settle(f: &mut Fabric, sm: &mut smi::sm::Sm, end: u64, t0: u64, debug: bool) -> bool {
+/// the reset if it came later, and until it is idle; fails if it never
+/// goes idle. `t0` is where the debug output counts its milliseconds from
+/// (which also writes the SMPs to `/tmp/chaos.pcap`).
+fn settle(
+    f: &mut Fabric,
+    sm: &mut smi::sm::Sm,
+    end: u64,
+    t0: u64,
+    debug: bool,
+) -> Result<(), TestCaseError> {
     let mut settle = end + 3 * SWEEP_MS * MS;
     let mut idle = false;
     loop {
@@ -245,9 +266,21 @@ fn settle(f: &mut Fabric, sm: &mut smi::sm::Sm, end: u64, t0: u64, debug: bool) 
                 }
                 settle = r + 3 * SWEEP_MS * MS;
             }
-            _ => return idle,
+            _ => break,
         }
     }
+    if debug {
+        if let Some(pcap) = f.capture_pcap() {
+            std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
+        }
+    }
+    prop_assert!(
+        idle,
+        "the SM never went idle: {:?} {:?}",
+        sm.phase(),
+        sm.error()
+    );
+    Ok(())
 }
 
 /// Brings `spec` up as `setup` says, with its reset between two SMPs of
@@ -296,26 +329,8 @@ fn reset_in_bring_up(
     let up = f.bring_up(&mut sm);
     prop_assert!(up, "{spec}: {:?}", sm.error());
     let now = f.now_ns();
-    prop_assert!(
-        settle(&mut f, &mut sm, now, 0, debug),
-        "{spec}: the SM never went idle: {:?} {:?}",
-        sm.phase(),
-        sm.error()
-    );
-    if debug {
-        if let Some(pcap) = f.capture_pcap() {
-            std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
-        }
-    }
-    let v = f.verify();
-    prop_assert!(v.reachable > 0);
-    prop_assert_eq!(
-        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
-        (0, 0, 0, 0),
-        "{}: {:?}",
-        spec,
-        v
-    );
+    settle(&mut f, &mut sm, now, 0, debug)?;
+    whole(&f, spec)?;
     prop_assert!(sm.subnet().indexes_agree());
     let got = (tables(&f, false), vports(&f, false));
     let differ: Vec<(&String, &String)> = (want.0.iter().chain(&want.1))
@@ -417,17 +432,8 @@ fn faults_then_repair(
         end = end.max(t0 + to * MS);
     }
     let end = end + MS;
-    let idle = settle(&mut f, &mut sm, end, t0, debug);
-    prop_assert!(
-        idle,
-        "{spec}: the SM never went idle: {:?} {:?}",
-        sm.phase(),
-        sm.error()
-    );
+    settle(&mut f, &mut sm, end, t0, debug)?;
     if debug {
-        if let Some(pcap) = f.capture_pcap() {
-            std::fs::write("/tmp/chaos.pcap", pcap).unwrap();
-        }
         // Each cabled port's state, and what the SM last read of it.
         for n in 0..f.nodes.len() {
             let i = sm.subnet().by_guid(Guid(f.topo.nodes[n].guid)).unwrap().0;
@@ -448,15 +454,7 @@ fn faults_then_repair(
             }
         }
     }
-    let v = f.verify();
-    prop_assert!(v.reachable > 0);
-    prop_assert_eq!(
-        (v.unreachable, v.loops, v.switch_unreachable, v.bad_lids),
-        (0, 0, 0, 0),
-        "{}: {:?}",
-        spec,
-        v
-    );
+    whole(&f, spec)?;
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
     // Every port holds what the SM set at bring-up again.
@@ -657,6 +655,18 @@ fn a_leaf_rebooting_in_a_heavy_sweep_has_its_host_links_active_again() {
     faults_then_repair("mport-ntree:4:2", vfs, &faults).unwrap();
 }
 
+/// The faults of the two tests that follow: a host powered off and on
+/// where only its retrained link tells.
+fn rebooted_behind_a_retrained_link() -> [Fault; 5] {
+    [
+        Fault::Node(0, 32, 0),
+        Fault::Cable(9223871323945502125, 26, 4),
+        Fault::Cable(8546399133001905954, 21, 6),
+        Fault::Node(16407458178058084780, 57, 28),
+        Fault::Cable(16086261822151257490, 26, 27),
+    ]
+}
+
 /// Found by the seed of the case above, under a site's settings: a host
 /// powered off and on while a heavy sweep waits 200 ms on answers lost
 /// with a rebooted spine, after it read the host's port Active. The sweep
@@ -666,13 +676,7 @@ fn a_leaf_rebooting_in_a_heavy_sweep_has_its_host_links_active_again() {
 /// still held, and the host kept a P_Key table of 0xFFFF alone.
 #[test]
 fn a_host_rebooted_behind_a_retrained_link_gets_its_tables_back() {
-    let faults = [
-        Fault::Node(0, 32, 0),
-        Fault::Cable(9223871323945502125, 26, 4),
-        Fault::Cable(8546399133001905954, 21, 6),
-        Fault::Node(16407458178058084780, 57, 28),
-        Fault::Cable(16086261822151257490, 26, 27),
-    ];
+    let faults = rebooted_behind_a_retrained_link();
     let site = Setup {
         site: true,
         ..PLAIN
@@ -715,13 +719,7 @@ fn a_host_reset_after_its_link_was_armed_is_set_again() {
 /// a LID.
 #[test]
 fn a_hypervisor_rebooted_behind_a_retrained_link_gets_its_vports_back() {
-    let faults = [
-        Fault::Node(0, 32, 0),
-        Fault::Cable(9223871323945502125, 26, 4),
-        Fault::Cable(8546399133001905954, 21, 6),
-        Fault::Node(16407458178058084780, 57, 28),
-        Fault::Cable(16086261822151257490, 26, 27),
-    ];
+    let faults = rebooted_behind_a_retrained_link();
     let vfs = Setup { vfs: 4, ..PLAIN };
     faults_then_repair("mport-ntree:4:2", vfs, &faults).unwrap();
 }

@@ -261,6 +261,18 @@ fn a_host_that_comes_back_freshly_powered_gets_its_table_again() {
 }
 
 /// A Set(PortInfo) that arms a link.
+/// An SM sweeping every 20 ms, with partitions `conf` and OpenSM's QoS
+/// defaults.
+fn sweeping_sm(conf: &str) -> Sm {
+    let mut sm = Sm::new(SmConfig {
+        sweep_interval_ms: Some(20),
+        ..SmConfig::default()
+    });
+    sm.set_partitions(parse(conf).unwrap());
+    sm.set_qos(smi::sm::qos::QosConfig::default());
+    sm
+}
+
 /// The QoS tables of CA `i`'s port.
 fn qos(f: &Fabric, i: usize) -> String {
     match &f.nodes[i] {
@@ -286,12 +298,7 @@ fn arming(smp: &Smp) -> bool {
 fn a_host_reset_just_before_its_link_is_armed_gets_its_table_back() {
     const MS: u64 = 1_000_000;
     let (mut f, c, conf) = with_two_in_0x42();
-    let mut sm = Sm::new(SmConfig {
-        sweep_interval_ms: Some(20),
-        ..SmConfig::default()
-    });
-    sm.set_partitions(parse(&conf).unwrap());
-    sm.set_qos(smi::sm::qos::QosConfig::default());
+    let mut sm = sweeping_sm(&conf);
     // Before its switch's end of the link is armed (once one end is,
     // a reset shows: that end drops back to Init and refuses Active).
     let (leaf, _) = switch_port(&f, c[1]);
@@ -344,12 +351,7 @@ fn set_switch_info(smp: &Smp) -> bool {
 fn a_host_reset_before_its_switchs_port_state_change_is_cleared_gets_its_table() {
     const MS: u64 = 1_000_000;
     let (mut f, c, conf) = with_two_in_0x42();
-    let mut sm = Sm::new(SmConfig {
-        sweep_interval_ms: Some(20),
-        ..SmConfig::default()
-    });
-    sm.set_partitions(parse(&conf).unwrap());
-    sm.set_qos(smi::sm::qos::QosConfig::default());
+    let mut sm = sweeping_sm(&conf);
     let (leaf, _) = switch_port(&f, c[1]);
     assert_ne!(leaf, switch_port(&f, f.sm_node).0, "not the SM's own leaf");
     f.drop_before(leaf, set_switch_info);
