@@ -200,6 +200,12 @@ fn new_sm(setup: Setup, f: &Fabric) -> smi::sm::Sm {
     sm
 }
 
+/// Picks the `k`-th SMP it is asked about (from 0).
+fn nth(k: u32) -> impl Fn(&mad_core::Smp) -> bool + Send + 'static {
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    move |_| seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == k
+}
+
 /// Arms `setup.reset`'s (`n`, `at`, `k`) on `f` (see [`Setup`]), counting
 /// SMPs from now.
 fn aim_reset(f: &mut Fabric, (n, at, k): (usize, usize, u32), debug: bool) {
@@ -216,10 +222,7 @@ fn aim_reset(f: &mut Fabric, (n, at, k): (usize, usize, u32), debug: bool) {
         let name = |x: usize| &f.topo.nodes[x].name;
         eprintln!("reset {} before SMP {k} reaching {}", name(n), name(at));
     }
-    let seen = std::sync::atomic::AtomicU32::new(0);
-    f.reset_before(n, at, move |_| {
-        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == k
-    });
+    f.reset_before(n, at, nth(k));
 }
 
 /// Runs the SM until at least two periodic sweeps after `end`, or after
@@ -318,10 +321,7 @@ fn reset_in_bring_up(
         if debug {
             eprintln!("lose SMP {j} reaching {}", f.topo.nodes[at].name);
         }
-        let seen = std::sync::atomic::AtomicU32::new(0);
-        f.drop_before(at, move |_| {
-            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == j
-        });
+        f.drop_before(at, nth(j));
     }
     if debug {
         f.enable_capture();

@@ -99,18 +99,7 @@ impl Sm {
             self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
         }
         if state == PortState::Active {
-            for i in core::mem::take(&mut self.vports_unknown) {
-                let n = &self.db.nodes()[i];
-                if !n.alive {
-                    continue;
-                }
-                let held: Vec<u16> = (1..=n.vfs.len() as u16)
-                    .filter(|&vf| n.vfs[usize::from(vf) - 1].lid != 0)
-                    .collect();
-                for vf in held {
-                    self.set_vport_as_held(i, vf);
-                }
-            }
+            self.set_unknown_vports();
         }
     }
 
@@ -214,16 +203,6 @@ impl Sm {
         if self.db.nodes().get(i).is_some_and(|n| !n.vfs.is_empty()) {
             self.vports_unknown.insert(i);
         }
-    }
-
-    /// Sets VF `vf` of hypervisor `i` as the SM holds it: its LID, and
-    /// Active with its VM's vGUID if a VM runs there, else Down.
-    pub(super) fn set_vport_as_held(&mut self, i: usize, vf: u16) {
-        let (state, guid) = match self.db.nodes()[i].vfs[usize::from(vf) - 1].vm {
-            Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
-            None => (PortState::Down, 0),
-        };
-        self.set_vport(i, vf, state, guid);
     }
 
     /// Writes the SM's M_Key into `pi`, a PortInfo about to be set on

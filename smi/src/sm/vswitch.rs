@@ -715,6 +715,34 @@ impl Sm {
         };
         self.set_node(node, &v, u32::from(vf), Purpose::SetVPort);
     }
+
+    /// Sets VF `vf` of hypervisor `i` as the SM holds it: its LID, and
+    /// Active with its VM's vGUID if a VM runs there, else Down.
+    pub(super) fn set_vport_as_held(&mut self, i: usize, vf: u16) {
+        let (state, guid) = match self.db.nodes()[i].vfs[usize::from(vf) - 1].vm {
+            Some(id) => (PortState::Active, self.vms.get(&id.0).map_or(0, |v| v.guid)),
+            None => (PortState::Down, 0),
+        };
+        self.set_vport(i, vf, state, guid);
+    }
+
+    /// Every VF with a LID of the live hypervisors in `vports_unknown`
+    /// (which it empties), set as held: called as the links are made
+    /// Active, when a hypervisor reset unseen has its own LID back.
+    pub(super) fn set_unknown_vports(&mut self) {
+        for i in core::mem::take(&mut self.vports_unknown) {
+            let n = &self.db.nodes()[i];
+            if !n.alive {
+                continue;
+            }
+            let held: Vec<u16> = (1..=n.vfs.len() as u16)
+                .filter(|&vf| n.vfs[usize::from(vf) - 1].lid != 0)
+                .collect();
+            for vf in held {
+                self.set_vport_as_held(i, vf);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
