@@ -9,13 +9,16 @@
 //!
 //! Two variants also reset a node between two SMPs of the SM's. Two more
 //! reset a node, and lose an SMP, between two SMPs of the bring-up itself,
-//! and compare every port's tables with a bring-up's without them.
+//! and compare every port's tables with a bring-up's without them. Two
+//! more hand the subnet to a standby amid the faults (and a reset inside
+//! the takeover), and compare every port and VF with what the first SM
+//! set.
 
 use fabric::sim::{Fabric, FabricEvent, SimConfig, SimNode};
 use mad_core::attr::NodeType;
 use mad_core::{Guid, Lid};
 use proptest::prelude::*;
-use smi::sm::{Engine, NodeId, SmConfig};
+use smi::sm::{Engine, LidPolicy, NodeId, SmConfig};
 use smi::sma::node::Port;
 use std::collections::BTreeSet;
 
@@ -112,6 +115,34 @@ fn rows<const P: usize>(f: &Fabric, n: usize, ports: &[Port<P>], lids: bool, v: 
     }
 }
 
+/// The rows of `want` and `got` that differ, each cut to its name and
+/// the stretch where the two part: a table row runs to kilobytes.
+fn differences<'a>(
+    want: impl IntoIterator<Item = &'a String>,
+    got: impl IntoIterator<Item = &'a String>,
+) -> Vec<String> {
+    let cut = |s: &str, i: usize| {
+        let floor = |mut k: usize| {
+            while !s.is_char_boundary(k) {
+                k -= 1;
+            }
+            k
+        };
+        let (from, to) = (floor(i.saturating_sub(60)), floor((i + 120).min(s.len())));
+        format!("…{}…", &s[from..to])
+    };
+    (want.into_iter().zip(got))
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| {
+            let i = (a.bytes().zip(b.bytes()))
+                .position(|(x, y)| x != y)
+                .unwrap_or(a.len().min(b.len()));
+            let name = a.split(':').next().unwrap_or("");
+            format!("{name}: wanted {}, found {}", cut(a, i), cut(b, i))
+        })
+        .collect()
+}
+
 /// Every LID held once and reaching every node, with no loop.
 fn whole(f: &Fabric, spec: &str) -> Result<(), TestCaseError> {
     let v = f.verify();
@@ -148,8 +179,9 @@ fn vports(f: &Fabric, lids: bool) -> Vec<String> {
 }
 
 /// How the subnet is run: hypervisors with `vfs` VFs each, the routing
-/// engine, and (`site`) a site's settings: two partitions besides the
-/// default one, OpenSM's QoS defaults, an M_Key (protection 1) and LMC 1.
+/// engine, (`site`) a site's settings: two partitions besides the
+/// default one, OpenSM's QoS defaults, an M_Key (protection 1) and LMC 1,
+/// and the vSwitch LID policy.
 ///
 /// `reset`, if any, is a reset at an exact point besides the faults:
 /// (`n`, `at`, `k`) powers a node off and on (picked from every node but
@@ -162,6 +194,7 @@ struct Setup {
     routing: Engine,
     site: bool,
     reset: Option<(usize, usize, u32)>,
+    lid_policy: LidPolicy,
 }
 
 const PLAIN: Setup = Setup {
@@ -169,13 +202,15 @@ const PLAIN: Setup = Setup {
     routing: Engine::MinHop,
     site: false,
     reset: None,
+    lid_policy: LidPolicy::Prepopulated,
 };
 
-/// The SM `setup` asks for, on fabric `f`.
+/// The SM `setup` asks for, on fabric `f` (priority 0, as a standby's).
 fn new_sm(setup: Setup, f: &Fabric) -> smi::sm::Sm {
     let mut sm_cfg = SmConfig {
         sweep_interval_ms: Some(SWEEP_MS),
         routing: setup.routing,
+        lid_policy: setup.lid_policy,
         ..SmConfig::default()
     };
     if setup.site {
@@ -206,11 +241,10 @@ fn nth(k: u32) -> impl Fn(&mad_core::Smp) -> bool + Send + 'static {
     move |_| seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == k
 }
 
-/// Arms `setup.reset`'s (`n`, `at`, `k`) on `f` (see [`Setup`]), counting
-/// SMPs from now.
-fn aim_reset(f: &mut Fabric, (n, at, k): (usize, usize, u32), debug: bool) {
-    let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
-    let n = pick(n, &nodes);
+/// Arms `setup.reset`'s (`n`, `at`, `k`) on `f` (see [`Setup`]), the
+/// node picked from `nodes`, counting SMPs from now.
+fn aim_reset(f: &mut Fabric, (n, at, k): (usize, usize, u32), nodes: &[usize], debug: bool) {
+    let n = pick(n, nodes);
     let mut near: Vec<usize> = (1..=f.topo.nodes[n].ports)
         .filter_map(|p| f.topo.peer_of(n, p).map(|(m, _)| m))
         .collect();
@@ -314,7 +348,8 @@ fn reset_in_bring_up(
     let mut f = make();
     let mut sm = new_sm(setup, &f);
     if let Some(reset) = setup.reset {
-        aim_reset(&mut f, reset, debug);
+        let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
+        aim_reset(&mut f, reset, &nodes, debug);
     }
     if let Some((at, j)) = lose {
         let at = pick(at, &(0..f.nodes.len()).collect::<Vec<_>>());
@@ -333,15 +368,96 @@ fn reset_in_bring_up(
     whole(&f, spec)?;
     prop_assert!(sm.subnet().indexes_agree());
     let got = (tables(&f, false), vports(&f, false));
-    let differ: Vec<(&String, &String)> = (want.0.iter().chain(&want.1))
-        .zip(got.0.iter().chain(&got.1))
-        .filter(|(a, b)| a != b)
-        .collect();
+    let differ = differences(want.0.iter().chain(&want.1), got.0.iter().chain(&got.1));
     prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
     prop_assert_eq!((want.0.len(), want.1.len()), (got.0.len(), got.1.len()));
     let alive = sm.nodes().iter().filter(|n| n.alive).count();
     prop_assert_eq!(alive, f.nodes.len(), "{}: every node alive", spec);
     Ok(())
+}
+
+/// Each cabled port's state, and what the SM last read of it (debug).
+fn dump_states(f: &Fabric, sm: &smi::sm::Sm) {
+    // Each cabled port's state, and what the SM last read of it.
+    for n in 0..f.nodes.len() {
+        let Some(i) = sm.subnet().by_guid(Guid(f.topo.nodes[n].guid)) else {
+            eprintln!("{}: unknown to the SM", f.topo.nodes[n].name);
+            continue;
+        };
+        let i = i.0;
+        if let SimNode::Switch(s) = &f.nodes[n] {
+            let si = &s.model.switch_info;
+            eprintln!(
+                "{}: PortStateChange {}",
+                f.topo.nodes[n].name, si.port_state_change
+            );
+        }
+        for p in 1..=f.topo.nodes[n].ports {
+            let real = f.nodes[n].port_state(p);
+            let read = sm.nodes()[i].ports[usize::from(p)]
+                .info
+                .map(|x| x.port_state);
+            eprintln!("{}/{p}: {real:?}, read {read:?}", f.topo.nodes[n].name);
+            if real != read {
+                let x = &sm.nodes()[i];
+                let pi = x.ports[usize::from(p)].info;
+                eprintln!(
+                    "  SM node {i}: lid {} alive {} fresh {} path {:?}, port lid {:?}; real lid {:?}",
+                    x.lid, x.alive, x.fresh, x.path, pi.map(|x| x.lid), f.nodes[n].port_lid(p)
+                );
+            }
+        }
+    }
+}
+
+/// Schedules `faults` on `f`, starting a millisecond from now: each cable
+/// fault on one of every cable's ends, each node fault on one of `nodes`.
+/// Returns when the first fault falls, and when the last repair does.
+fn schedule_faults(f: &mut Fabric, faults: &[Fault], nodes: &[usize], debug: bool) -> (u64, u64) {
+    let cables: Vec<(usize, u8)> = (0..f.nodes.len())
+        .flat_map(|n| (1..=f.topo.nodes[n].ports).map(move |p| (n, p)))
+        .filter(|&(n, p)| f.topo.peer_of(n, p).is_some_and(|m| (n, p) < m))
+        .collect();
+    // What each fault does, and when (ms after the first). A node fails
+    // and comes back as a whole: a node's faults that overlap are one. A
+    // cable fault may fall while one of its nodes is down: the cable is
+    // cut already, and does not come back before the node does.
+    let mut events: Vec<(u64, u64, FabricEvent, FabricEvent)> = Vec::new();
+    let mut down: Vec<(usize, u64, u64)> = Vec::new(); // node, from, to
+    for x in faults {
+        if let Fault::Node(i, at, lasts) = x {
+            let n = pick(*i, nodes);
+            let (from, to) = (*at, at + 1 + lasts);
+            if down.iter().any(|&(m, a, b)| m == n && from <= b && a <= to) {
+                continue;
+            }
+            down.push((n, from, to));
+            events.push((from, to, FabricEvent::NodeDown(n), FabricEvent::NodeUp(n)));
+        }
+    }
+    for x in faults {
+        if let Fault::Cable(i, at, lasts) = x {
+            let (n, p) = pick(*i, &cables);
+            let (from, to) = (*at, at + 1 + lasts);
+            events.push((
+                from,
+                to,
+                FabricEvent::LinkDown(n, p),
+                FabricEvent::LinkUp(n, p),
+            ));
+        }
+    }
+    let t0 = f.now_ns() + MS;
+    let mut end = t0;
+    for (from, to, fail, repair) in events {
+        if debug {
+            eprintln!("{from}..{to} ms: {fail:?} then {repair:?}");
+        }
+        f.schedule(t0 + from * MS, fail);
+        f.schedule(t0 + to * MS, repair);
+        end = end.max(t0 + to * MS);
+    }
+    (t0, end)
 }
 
 /// Brings `spec` up as `setup` says, applies `faults`, repairs them all,
@@ -383,88 +499,27 @@ fn faults_then_repair(
     let set = tables(&f, true);
     let vms = vports(&f, true);
     prop_assert_eq!(setup.vfs > 0, vms.iter().any(|v| v.contains("Active")));
-    // Every cable by one of its ends, and every node but the SM's.
-    let cables: Vec<(usize, u8)> = (0..f.nodes.len())
-        .flat_map(|n| (1..=f.topo.nodes[n].ports).map(move |p| (n, p)))
-        .filter(|&(n, p)| f.topo.peer_of(n, p).is_some_and(|m| (n, p) < m))
-        .collect();
     let nodes: Vec<usize> = (0..f.nodes.len()).filter(|&n| n != f.sm_node).collect();
     if let Some(reset) = setup.reset {
-        aim_reset(&mut f, reset, debug);
+        aim_reset(&mut f, reset, &nodes, debug);
     }
-    // What each fault does, and when (ms after the first). A node fails
-    // and comes back as a whole: a node's faults that overlap are one. A
-    // cable fault may fall while one of its nodes is down: the cable is
-    // cut already, and does not come back before the node does.
-    let mut events: Vec<(u64, u64, FabricEvent, FabricEvent)> = Vec::new();
-    let mut down: Vec<(usize, u64, u64)> = Vec::new(); // node, from, to
-    for x in faults {
-        if let Fault::Node(i, at, lasts) = x {
-            let n = pick(*i, &nodes);
-            let (from, to) = (*at, at + 1 + lasts);
-            if down.iter().any(|&(m, a, b)| m == n && from <= b && a <= to) {
-                continue;
-            }
-            down.push((n, from, to));
-            events.push((from, to, FabricEvent::NodeDown(n), FabricEvent::NodeUp(n)));
-        }
-    }
-    for x in faults {
-        if let Fault::Cable(i, at, lasts) = x {
-            let (n, p) = pick(*i, &cables);
-            let (from, to) = (*at, at + 1 + lasts);
-            events.push((
-                from,
-                to,
-                FabricEvent::LinkDown(n, p),
-                FabricEvent::LinkUp(n, p),
-            ));
-        }
-    }
-    let t0 = f.now_ns() + MS;
-    let mut end = t0;
-    for (from, to, fail, repair) in events {
-        if debug {
-            eprintln!("{from}..{to} ms: {fail:?} then {repair:?}");
-        }
-        f.schedule(t0 + from * MS, fail);
-        f.schedule(t0 + to * MS, repair);
-        end = end.max(t0 + to * MS);
-    }
+    let (t0, end) = schedule_faults(&mut f, faults, &nodes, debug);
     let end = end + MS;
     settle(&mut f, &mut sm, end, t0, debug)?;
     if debug {
-        // Each cabled port's state, and what the SM last read of it.
-        for n in 0..f.nodes.len() {
-            let i = sm.subnet().by_guid(Guid(f.topo.nodes[n].guid)).unwrap().0;
-            for p in 1..=f.topo.nodes[n].ports {
-                let real = f.nodes[n].port_state(p);
-                let read = sm.nodes()[i].ports[usize::from(p)]
-                    .info
-                    .map(|x| x.port_state);
-                eprintln!("{}/{p}: {real:?}, read {read:?}", f.topo.nodes[n].name);
-                if real != read {
-                    let x = &sm.nodes()[i];
-                    let pi = x.ports[usize::from(p)].info;
-                    eprintln!(
-                        "  SM node {i}: lid {} alive {} fresh {} path {:?}, port lid {:?}; real lid {:?}",
-                        x.lid, x.alive, x.fresh, x.path, pi.map(|x| x.lid), f.nodes[n].port_lid(p)
-                    );
-                }
-            }
-        }
+        dump_states(&f, &sm);
     }
     whole(&f, spec)?;
     prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
     prop_assert!(sm.subnet().indexes_agree());
     // Every port holds what the SM set at bring-up again.
     let now = tables(&f, true);
-    let differ: Vec<(&String, &String)> = set.iter().zip(&now).filter(|(a, b)| a != b).collect();
+    let differ = differences(&set, &now);
     prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
     prop_assert_eq!(set.len(), now.len());
     // Every VF as the SM set it: the VMs' vports enabled again.
     let now = vports(&f, true);
-    let differ: Vec<(&String, &String)> = vms.iter().zip(&now).filter(|(a, b)| a != b).collect();
+    let differ = differences(&vms, &now);
     prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
     // The group's tree reaches every other member once, and no one else.
     for &m in &members {
@@ -482,6 +537,97 @@ fn faults_then_repair(
         spec
     );
     Ok(sm.stats().clone())
+}
+
+/// Brings `spec` up as `setup` says (a VM on each hypervisor), then hands
+/// the subnet to a standby: a second SM with the same settings starts at
+/// the first one's node, under a master that the last CA's SMA stands for
+/// (its SMInfo says master), and stands by, polling it each 10 ms.
+/// `faults` then fall, and the master stops `stop` ms after the first of
+/// them: the standby must take over amid them. Once every fault is repaired and it has swept again,
+/// every node must keep its LID, every port and every VF hold what the
+/// first SM set, every LID be held once and reach every node, and every
+/// node be alive in the new master's view.
+///
+/// `setup.reset` is aimed at the k-th SMP from the master's stop on, so
+/// inside the takeover itself.
+///
+/// Neither the faults nor the reset fall on hypervisors (nor on the SM's
+/// node): a VM's VF is the only record of it the standby can read, and a
+/// hypervisor reset while no master holds its VMs loses them for any SM.
+fn takeover_amid_faults(
+    spec: &str,
+    setup: Setup,
+    faults: &[Fault],
+    stop: u64,
+) -> Result<(), TestCaseError> {
+    use mad_core::attr::SmState;
+    use smi::sm::Phase;
+    let debug = std::env::var_os("CHAOS_DEBUG").is_some();
+    let topo = fabric::topology::Topology::from_spec(spec).unwrap();
+    let sim = SimConfig {
+        vfs: setup.vfs,
+        ..SimConfig::default()
+    };
+    let mut f = Fabric::new(topo, sim).unwrap();
+    let mut first = new_sm(setup, &f);
+    prop_assert!(f.bring_up(&mut first), "{spec}: {:?}", first.error());
+    for (k, h) in first.hypervisors().into_iter().enumerate() {
+        first.create_vm(h, 0x5EED_0000 + k as u64).unwrap();
+    }
+    prop_assert!(f.run(&mut first));
+    drop(first);
+    let before = lids(&f);
+    let set = tables(&f, true);
+    let vms = vports(&f, true);
+    prop_assert_eq!(setup.vfs > 0, vms.iter().any(|v| v.contains("Active")));
+    // The master, on the last CA; the standby, at the SM's node.
+    let master = (0..f.nodes.len())
+        .rev()
+        .find(|&n| f.topo.nodes[n].kind != NodeType::Switch && n != f.sm_node)
+        .unwrap();
+    f.set_is_sm(master, true);
+    f.set_sm_info(master, SmState::Master, 15);
+    let mut sm = new_sm(setup, &f);
+    // Polling each 10 ms, it takes over amid the faults, not after them.
+    sm.set_intervals(10, Some(SWEEP_MS));
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 2_000 * MS);
+    prop_assert_eq!(sm.phase(), Phase::Standby);
+    let nodes: Vec<usize> = (0..f.nodes.len())
+        .filter(|&n| n != f.sm_node && !matches!(f.nodes[n], SimNode::Hypervisor(_)))
+        .collect();
+    let (t0, end) = schedule_faults(&mut f, faults, &nodes, debug);
+    if debug {
+        eprintln!("the master stops at {stop} ms");
+    }
+    f.run_until(&mut sm, t0 + stop * MS);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    if let Some(reset) = setup.reset {
+        // Counting the standby's SMPs from the master's stop: its last
+        // polls, and then the takeover's discovery and distribution.
+        aim_reset(&mut f, reset, &nodes, debug);
+    }
+    // A master that stops answering (its cable cut) is given up after a
+    // poll's retries; one that comes back may win the subnet back, until
+    // it stops.
+    let end = end.max(t0 + (stop + 1_000) * MS);
+    settle(&mut f, &mut sm, end, t0, debug)?;
+    if debug {
+        dump_states(&f, &sm);
+    }
+    prop_assert_eq!(sm.sm_state(), SmState::Master);
+    prop_assert!(sm.election().takeovers >= 1);
+    whole(&f, spec)?;
+    prop_assert_eq!(&lids(&f), &before, "{}: every node keeps its LID", spec);
+    prop_assert!(sm.subnet().indexes_agree());
+    let now = (tables(&f, true), vports(&f, true));
+    let differ = differences(set.iter().chain(&vms), now.0.iter().chain(&now.1));
+    prop_assert!(differ.is_empty(), "{}: {:#?}", spec, differ);
+    prop_assert_eq!((set.len(), vms.len()), (now.0.len(), now.1.len()));
+    let alive = sm.nodes().iter().filter(|n| n.alive).count();
+    prop_assert_eq!(alive, f.nodes.len(), "{}: every node alive", spec);
+    Ok(())
 }
 
 proptest! {
@@ -557,6 +703,26 @@ proptest! {
     ) {
         let setup = Setup { vfs: 4, reset: Some(reset), ..PLAIN };
         faults_then_repair("mport-ntree:4:2", setup, &faults)?;
+    }
+    #[test]
+    fn a_standby_taking_over_amid_faults_and_a_reset_keeps_a_sites_settings(
+        faults in faults(),
+        stop in 0..80u64,
+        reset in proptest::option::of((any::<usize>(), any::<usize>(), 0..40u32)),
+    ) {
+        let setup = Setup { site: true, reset, ..PLAIN };
+        takeover_amid_faults("mport-ntree:4:2", setup, &faults, stop)?;
+    }
+
+    #[test]
+    fn a_standby_taking_over_amid_faults_and_a_reset_keeps_vswitch_hypervisors_whole(
+        faults in faults(),
+        stop in 0..80u64,
+        reset in proptest::option::of((any::<usize>(), any::<usize>(), 0..40u32)),
+        lid_policy in prop_oneof![Just(LidPolicy::Prepopulated), Just(LidPolicy::Dynamic)],
+    ) {
+        let setup = Setup { vfs: 4, reset, lid_policy, ..PLAIN };
+        takeover_amid_faults("mport-ntree:4:2", setup, &faults, stop)?;
     }
 }
 
@@ -737,4 +903,101 @@ fn a_hypervisor_reset_in_its_bring_up_has_every_vf_set() {
         ..PLAIN
     };
     reset_in_bring_up("mport-ntree:4:2", vfs, None).unwrap();
+}
+
+/// [`takeover_amid_faults`] once, with an error short enough to read.
+fn one_takeover(setup: Setup, faults: &[Fault], stop: u64) {
+    let r = takeover_amid_faults("mport-ntree:4:2", setup, faults, stop);
+    if let Err(e) = r {
+        panic!("{}", e.to_string().chars().take(600).collect::<String>());
+    }
+}
+
+/// A switch reset while the standby waits comes back without its LID:
+/// the new master gives it the one its standby discovery saw.
+#[test]
+fn a_switch_reset_while_a_standby_waits_gets_its_lid_back_from_the_new_master() {
+    one_takeover(Setup { vfs: 4, ..PLAIN }, &[Fault::Node(0, 0, 0)], 0);
+}
+
+/// A hypervisor out of reach at the takeover (its switch's cable cut)
+/// comes back with its LID and its VMs running: the new master keeps both
+/// rather than taking the VMs' vports down.
+#[test]
+fn a_hypervisor_out_of_reach_at_a_takeover_keeps_its_lid_and_vms() {
+    let cut = Fault::Cable(10_376_293_541_461_622_784, 0, 18);
+    one_takeover(Setup { vfs: 4, ..PLAIN }, &[cut], 0);
+}
+
+/// A switch reset inside the takeover, after the new master read its
+/// neighbours' ports Active: its links retrain to Init, and the first
+/// light sweep finds them by the PortStateChange the bring-up left set.
+#[test]
+fn a_switch_reset_inside_a_takeover_has_its_links_made_active_again() {
+    let reset = Some((4_256_940_940_086_819_604, 3_689_348_814_741_910_324, 8));
+    let setup = Setup {
+        site: true,
+        reset,
+        ..PLAIN
+    };
+    one_takeover(setup, &[Fault::Cable(0, 0, 0)], 0);
+}
+
+/// A switch reset inside a takeover, while a cable of its is cut: the new
+/// master reads that port Down, the cable comes back before the bring-up
+/// clears the switch's PortStateChange, and the host behind it is found
+/// by the first light sweep (the switch keeps its bit: a port read Down).
+#[test]
+fn a_cable_back_between_a_takeovers_reading_and_its_clear_is_found() {
+    let reset = Some((4_256_940_940_086_819_604, 0, 8));
+    let cut = Fault::Cable(11_529_215_046_068_469_760, 44, 4);
+    one_takeover(
+        Setup {
+            site: true,
+            reset,
+            ..PLAIN
+        },
+        &[cut, Fault::Node(4_256_940_940_086_819_604, 0, 0)],
+        39,
+    );
+}
+
+/// A host's cable cut before a fresh bring-up comes back at each moment
+/// of it, every 5 µs of simulated time through the whole bring-up: the
+/// host is found, brought up and reachable every time, whether the cable
+/// returns before discovery reads its switch's port, after, or after the
+/// switch's PortStateChange was cleared.
+#[test]
+fn a_cable_back_at_any_moment_of_a_bring_up_is_found() {
+    let spec = "mport-ntree:4:2";
+    let make = || {
+        let topo = fabric::topology::Topology::from_spec(spec).unwrap();
+        Fabric::new(topo, SimConfig::default()).unwrap()
+    };
+    // How long a bring-up takes, and the host's cable: the last host's.
+    let mut f = make();
+    let mut sm = new_sm(PLAIN, &f);
+    assert!(f.bring_up(&mut sm));
+    let took = f.now_ns();
+    let host = (0..f.nodes.len())
+        .rev()
+        .find(|&n| f.topo.nodes[n].kind != NodeType::Switch && n != f.sm_node)
+        .unwrap();
+    let mut late = 0;
+    for at in (0..=took + 20_000).step_by(5_000) {
+        let mut f = make();
+        let mut sm = new_sm(PLAIN, &f);
+        f.schedule(0, FabricEvent::LinkDown(host, 1));
+        f.schedule(at, FabricEvent::LinkUp(host, 1));
+        f.bring_up(&mut sm);
+        late += u32::from(sm.nodes().iter().filter(|n| n.alive).count() < f.nodes.len());
+        let end = f.now_ns().max(at);
+        let r = settle(&mut f, &mut sm, end, 0, false).and_then(|()| whole(&f, spec));
+        assert!(r.is_ok(), "cable back at {at} ns: {r:?}");
+        let alive = sm.nodes().iter().filter(|n| n.alive).count();
+        assert_eq!(alive, f.nodes.len(), "cable back at {at} ns");
+    }
+    // Most moments fall after discovery read the port: the light sweeps
+    // found the host, not the bring-up.
+    assert!(late > 0, "the cable never came back after discovery");
 }

@@ -406,11 +406,12 @@ impl Sm {
     /// Taking over, a new master reads back what each VF of a hypervisor
     /// holds (VPortInfo), so that VMs keep their LIDs and vGUIDs; so does
     /// an SM starting on a running subnet, for each hypervisor that kept
-    /// the LID its port held.
+    /// the LID its port held, and a new master for a hypervisor out of
+    /// its reach until after the takeover ([`Sm::held_as_known`]).
     pub(super) fn read_vports_back(&mut self, node: usize, vfs: u16) {
         let live = self.keep_lids
             || (!self.cfg.reassign_lids && self.db.nodes().get(node).is_some_and(|n| n.lid != 0));
-        if self.up || !live {
+        if (self.up && !self.held_as_known(node)) || !live {
             return;
         }
         for vf in 1..=vfs {
@@ -423,12 +424,26 @@ impl Sm {
         }
     }
 
+    /// Node `node` holds the LID this SM's standby discovery saw its port
+    /// hold: after a takeover, a node found late is still the one the
+    /// standby knew, VMs and all.
+    pub(super) fn held_as_known(&self, node: usize) -> bool {
+        self.db
+            .nodes()
+            .get(node)
+            .is_some_and(|n| n.lid != 0 && self.known.get(&n.info.port_guid.0) == Some(&n.lid))
+    }
+
     /// A VF's VPortInfo read back while taking over: its LID is kept where
     /// no other port holds it, and a VF that is up with a vGUID is a
     /// running VM the new master now knows (and keeps up).
     pub(super) fn keep_found_vport(&mut self, node: usize, vf: u16, v: &VPortInfo) {
         let lid = v.vport_lid.0;
-        if self.up || lid == 0 || lid > Lid::UNICAST_MAX.0 || self.db.by_lid(Lid(lid)).is_some() {
+        if (self.up && !self.held_as_known(node))
+            || lid == 0
+            || lid > Lid::UNICAST_MAX.0
+            || self.db.by_lid(Lid(lid)).is_some()
+        {
             return;
         }
         let Some(slot) = self
@@ -480,15 +495,30 @@ impl Sm {
     /// master, as OpenSM's LID manager does: the LID a guid2lid cache
     /// gives the port, if free; else the LID it holds, if no other port
     /// holds it and the cache gives it to no port (unless
-    /// [`SmConfig::reassign_lids`]); else a new one later.
+    /// [`SmConfig::reassign_lids`]); else a new one later. Found by a
+    /// running master (a port out of reach at its bring-up): kept only if
+    /// it is the LID the SM's standby discovery saw there.
     pub(super) fn keep_found_lid(&mut self, node: usize, lid: Lid) {
-        if self.up || self.db.nodes()[node].lid != 0 {
+        if self.db.nodes()[node].lid != 0 {
+            return;
+        }
+        let guid = self.db.nodes()[node].info.port_guid.0;
+        if self.up {
+            // Found after a takeover (out of reach until now), holding the
+            // LID this SM's standby discovery saw: it keeps it, if free.
+            let count = 1u16 << self.db.lmc_of(node);
+            if self.known.get(&guid) == Some(&lid.0)
+                && lid.0 % count == 0
+                && self.db.lids_free(lid.0, count)
+            {
+                self.db.set_lid(node, lid.0);
+                self.db.max_lid = self.db.max_lid.max(lid.0 + (count - 1));
+            }
             return;
         }
         // Starting afresh: the LID a guid2lid file gives this port, if it
         // is free. (Taking over, the LIDs the ports hold win: OpenSM too
         // ignores its guid2lid when it comes out of standby.)
-        let guid = self.db.nodes()[node].info.port_guid.0;
         // Under LMC a port keeps a LID only when it is a multiple of
         // 2^LMC and the LIDs above it are free too, as OpenSM's LID
         // manager checks.
@@ -736,7 +766,8 @@ impl Sm {
     }
 
     /// Discovers the subnet again to become its master, keeping the LIDs
-    /// the ports hold; `ack`: the SM that handed it over, to acknowledge
+    /// the ports hold, and giving those that hold none (reset while it
+    /// stood by) the LIDs its own discovery saw; `ack`: the SM that handed it over, to acknowledge
     /// once master. Configuration (partitions, QoS) and the events not yet
     /// polled carry over.
     fn take_over(&mut self, _now_ms: u64, ack: Option<PeerSm>) {
@@ -745,6 +776,14 @@ impl Sm {
         fresh.events = core::mem::take(&mut self.events);
         fresh.stats = core::mem::take(&mut self.stats);
         fresh.keep_lids = true;
+        // What the standby's discovery saw: a port or VF reset since then
+        // (no master was there to give its LID back) gets it again where
+        // no port holds it now, as it would from the master it replaces.
+        fresh.known = (self.db.nodes().iter())
+            .filter(|n| n.alive && n.lid != 0)
+            .map(|n| (n.info.port_guid.0, n.lid))
+            .collect();
+        fresh.preferred_vfs = self.vf_lids().into_iter().map(|(k, l)| (k, l.0)).collect();
         let mut e = Election::new(self.cfg.priority, self.cfg.sm_key);
         e.takeovers = self.election.takeovers + 1;
         e.to_acknowledge = ack;

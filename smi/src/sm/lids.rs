@@ -17,6 +17,25 @@ impl Sm {
                     .and_then(|p| p.info)
                     .is_some()
         };
+        // After a takeover: a port found without a LID (reset while this
+        // SM stood by) or out of reach until now gets the one its standby
+        // discovery saw, if free.
+        if !self.known.is_empty() {
+            for i in 0..self.db.nodes().len() {
+                let n = &self.db.nodes()[i];
+                if !n.alive || !reached(n) || n.lid != 0 {
+                    continue;
+                }
+                let Some(&l) = self.known.get(&n.info.port_guid.0) else {
+                    continue;
+                };
+                let count = 1u16 << self.db.lmc_of(i);
+                if Lid(l).is_unicast() && l % count == 0 && self.db.lids_free(l, count) {
+                    self.db.set_lid(i, l);
+                    self.db.max_lid = self.db.max_lid.max(l + (count - 1));
+                }
+            }
+        }
         let mut needed: u32 = 0;
         for (i, n) in self.db.nodes().iter().enumerate() {
             if !n.alive || !reached(n) {

@@ -180,6 +180,10 @@ pub struct Sm {
     /// LIDs to give VFs at the next bring-up under the prepopulated
     /// policy, by (PF port GUID, VF), where free (ibkit's `vf2lid`).
     preferred_vfs: BTreeMap<(u64, u16), u16>,
+    /// Taking over: the LID each port (by port GUID) held when this SM,
+    /// standing by, last discovered the subnet; a port found without a
+    /// LID gets it back where no port holds it now.
+    known: BTreeMap<u64, u16>,
     /// LFT blocks read back from the switches by a new master that keeps
     /// the LIDs it finds: (node, block) → the ports they hold.
     found_lfts: BTreeMap<(usize, u16), [u8; 64]>,
@@ -237,6 +241,7 @@ impl Sm {
             preferred: BTreeMap::new(),
             preferred_lids: alloc::collections::BTreeSet::new(),
             preferred_vfs: BTreeMap::new(),
+            known: BTreeMap::new(),
             found_lfts: BTreeMap::new(),
             m_keys: BTreeMap::new(),
             foreign_m_keys: 0,

@@ -150,13 +150,23 @@ impl Sm {
                 si.multicast_fdb_top = t;
             }
             // Writing 1 clears PortStateChange. At bring-up it clears what
-            // the links coming up set, which discovery has read. Once the
-            // subnet is up, a sweep clears it itself before it reads a
-            // switch's ports; clearing it here, later, would lose a port
-            // that changed since (a host whose cable came back while the
-            // sweep waited for an answer, behind a switch that cannot trap
-            // yet), which the next light sweep then reads.
-            si.port_state_change = !self.up;
+            // the links coming up set, which discovery has read, where the
+            // bring-up itself takes every port on from what it read: each
+            // read in Init. A port read Down or Active is left alone, so a
+            // change since discovery read it (a cable back, a neighbour
+            // reset) would be lost: such a switch keeps the bit, and the
+            // first light sweep reads its ports again. Once the subnet is
+            // up, a sweep clears the bit itself before it reads a switch's
+            // ports; clearing it here, later, would lose a port that
+            // changed since (a host whose cable came back while the sweep
+            // waited for an answer, behind a switch that cannot trap yet),
+            // which the next light sweep then reads.
+            let all_init = n
+                .ports
+                .iter()
+                .skip(1)
+                .all(|p| p.info.is_some_and(|pi| pi.port_state == PortState::Init));
+            si.port_state_change = !self.up && all_init;
             let old = self.db.old_lfts.get(&i).filter(|_| self.up && !n.fresh);
             let Some(old) = old else {
                 self.set_node(i, &si, 0, Purpose::SetTop { node: i });
