@@ -424,14 +424,14 @@ impl Sm {
         }
     }
 
-    /// Node `node` holds the LID this SM's standby discovery saw its port
-    /// hold: after a takeover, a node found late is still the one the
-    /// standby knew, VMs and all.
+    /// Node `node`, out of reach until after this SM took the subnet over,
+    /// is one its standby discovery saw, and kept the LID its port holds:
+    /// the node the standby knew, VMs and all.
     pub(super) fn held_as_known(&self, node: usize) -> bool {
         self.db
             .nodes()
             .get(node)
-            .is_some_and(|n| n.lid != 0 && self.known.get(&n.info.port_guid.0) == Some(&n.lid))
+            .is_some_and(|n| n.lid != 0 && self.known.contains_key(&n.info.port_guid.0))
     }
 
     /// A VF's VPortInfo read back while taking over: its LID is kept where
@@ -497,17 +497,20 @@ impl Sm {
     /// holds it and the cache gives it to no port (unless
     /// [`SmConfig::reassign_lids`]); else a new one later. Found by a
     /// running master (a port out of reach at its bring-up): kept only if
-    /// it is the LID the SM's standby discovery saw there.
+    /// the SM's standby discovery saw that port (after a takeover), as the
+    /// LIDs the ports hold are at the takeover itself.
     pub(super) fn keep_found_lid(&mut self, node: usize, lid: Lid) {
         if self.db.nodes()[node].lid != 0 {
             return;
         }
         let guid = self.db.nodes()[node].info.port_guid.0;
         if self.up {
-            // Found after a takeover (out of reach until now), holding the
-            // LID this SM's standby discovery saw: it keeps it, if free.
+            // Out of reach at the takeover, a port the standby saw: it
+            // keeps the LID it holds, if free (else `assign_lids` gives
+            // it the one the standby saw, if free, else a new one).
             let count = 1u16 << self.db.lmc_of(node);
-            if self.known.get(&guid) == Some(&lid.0)
+            if self.known.contains_key(&guid)
+                && lid.0 != 0
                 && lid.0 % count == 0
                 && self.db.lids_free(lid.0, count)
             {
@@ -767,9 +770,9 @@ impl Sm {
 
     /// Discovers the subnet again to become its master, keeping the LIDs
     /// the ports hold, and giving those that hold none (reset while it
-    /// stood by) the LIDs its own discovery saw; `ack`: the SM that handed it over, to acknowledge
-    /// once master. Configuration (partitions, QoS) and the events not yet
-    /// polled carry over.
+    /// stood by) the LIDs its own discovery saw; `ack`: the SM that handed
+    /// it over, to acknowledge once master. Configuration (partitions,
+    /// QoS) and the events not yet polled carry over.
     fn take_over(&mut self, _now_ms: u64, ack: Option<PeerSm>) {
         let mut fresh = Sm::new(self.cfg.clone());
         fresh.out.next_tid = self.out.next_tid;

@@ -181,8 +181,9 @@ pub struct Sm {
     /// policy, by (PF port GUID, VF), where free (ibkit's `vf2lid`).
     preferred_vfs: BTreeMap<(u64, u16), u16>,
     /// Taking over: the LID each port (by port GUID) held when this SM,
-    /// standing by, last discovered the subnet; a port found without a
-    /// LID gets it back where no port holds it now.
+    /// standing by, last discovered the subnet, until this master has
+    /// brought that port in; a port found without a LID gets it back
+    /// where no port holds it now.
     known: BTreeMap<u64, u16>,
     /// LFT blocks read back from the switches by a new master that keeps
     /// the LIDs it finds: (node, block) → the ports they hold.

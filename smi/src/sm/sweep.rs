@@ -673,6 +673,13 @@ impl Sm {
         for n in self.db.nodes_mut().iter_mut() {
             n.fresh = false;
         }
+        // What a standby saw before taking over matters only for the
+        // nodes this master has yet to bring in.
+        if !self.known.is_empty() {
+            for n in self.db.nodes().iter().filter(|n| n.alive && n.lid != 0) {
+                self.known.remove(&n.info.port_guid.0);
+            }
+        }
         if let Some(iv) = self.cfg.sweep_interval_ms {
             self.next_sweep.get_or_insert(now_ms + iv);
         }
