@@ -354,6 +354,43 @@ fn a_new_master_keeps_the_vms_it_finds() {
     );
 }
 
+/// After a takeover, a hypervisor the new master has brought in is its
+/// own: when its cable goes out and back, the master sets its VFs from
+/// what it holds and reads none of them back (what the standby saw is
+/// dropped for each node the master brings in), and the VM keeps its LID.
+#[test]
+fn a_hypervisor_back_after_a_takeover_is_not_read_back_again() {
+    let (mut f, first, _) = two_vms();
+    let running = vms(&first);
+    let master = (f.topo.nodes.iter())
+        .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
+        .unwrap();
+    let mut sm = standby_sm(&mut f, master);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!((sm.sm_state(), sm.phase()), (SmState::Master, Phase::Done));
+    let reads = sm.stats().count(Method::Get, AttributeId::VPortInfo);
+    assert!(reads > 0, "the takeover reads the VFs back");
+    // The first VM's hypervisor: its cable out for 50 ms, then back.
+    let (h, _) = sm
+        .subnet()
+        .by_port_guid(mad_core::Guid(running[0].0))
+        .unwrap();
+    let x = f.node_by_guid(sm.nodes()[h.0].info.node_guid.0).unwrap();
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(x, 1));
+    f.schedule(t + 51 * MS, FabricEvent::LinkUp(x, 1));
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
+    assert!(sm.stats().sweeps > 0);
+    assert_eq!(vms(&sm), running, "the VMs kept");
+    let again = sm.stats().count(Method::Get, AttributeId::VPortInfo) - reads;
+    assert_eq!(again, 0, "VPortInfo read back again");
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+}
+
 /// Every port's GUID (a switch's port 0, a CA's port 1) with its LID.
 fn port_lids(f: &Fabric) -> std::collections::BTreeMap<u64, mad_core::Lid> {
     (f.topo.nodes.iter().zip(lids(f)))
