@@ -299,6 +299,19 @@ fn refuse_a_forged_vm(policy: LidPolicy) {
     }
 }
 
+/// A standby started on [`two_vms`]'s fabric under a master on its last
+/// live CA, run for 3 s after that master stops.
+fn take_over_vms(f: &mut Fabric) -> Sm {
+    let master = (f.topo.nodes.iter())
+        .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
+        .unwrap();
+    let mut sm = standby_sm(f, master);
+    f.set_sm_info(master, SmState::NotActive, 15);
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    sm
+}
+
 #[test]
 fn a_new_master_keeps_the_vms_it_finds() {
     let (mut f, first, _) = two_vms();
@@ -309,13 +322,7 @@ fn a_new_master_keeps_the_vms_it_finds() {
         .collect();
     assert!(vf_lids.iter().all(|&l| l != 0));
 
-    let master = (f.topo.nodes.iter())
-        .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
-        .unwrap();
-    let mut sm = standby_sm(&mut f, master);
-    f.set_sm_info(master, SmState::NotActive, 15);
-    let t = f.now_ns();
-    f.run_until(&mut sm, t + 3_000 * MS);
+    let sm = take_over_vms(&mut f);
     assert_eq!(sm.sm_state(), SmState::Master);
     assert_eq!(sm.phase(), Phase::Done, "{:?}", sm.error());
     assert_eq!(lids(&f), before, "LIDs kept");
@@ -362,13 +369,7 @@ fn a_new_master_keeps_the_vms_it_finds() {
 fn a_hypervisor_back_after_a_takeover_is_not_read_back_again() {
     let (mut f, first, _) = two_vms();
     let running = vms(&first);
-    let master = (f.topo.nodes.iter())
-        .rposition(|n| n.kind == NodeType::ChannelAdapter && f.node_by_guid(n.guid).is_some())
-        .unwrap();
-    let mut sm = standby_sm(&mut f, master);
-    f.set_sm_info(master, SmState::NotActive, 15);
-    let t = f.now_ns();
-    f.run_until(&mut sm, t + 3_000 * MS);
+    let mut sm = take_over_vms(&mut f);
     assert_eq!((sm.sm_state(), sm.phase()), (SmState::Master, Phase::Done));
     let reads = sm.stats().count(Method::Get, AttributeId::VPortInfo);
     assert!(reads > 0, "the takeover reads the VFs back");
