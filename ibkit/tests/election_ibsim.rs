@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use tests::peers::{missing_tools, start_opensm_at, Ibsim, Served, Simulator, WatchedSm};
 use tests::skip;
 
+mod common;
+
 /// One simulator and two SMs at a time: they share two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -33,6 +35,19 @@ fn peers_here() -> bool {
         }
     }
     true
+}
+
+/// On ibkit's served fabric, the client reregistrations each cabled end
+/// port has been asked for so far ([`common::reregistrations`]); `None`
+/// on ibsim, which keeps no count (nor the bit).
+fn reregs(sim: &dyn Simulator, dir: &Path) -> Option<BTreeMap<(String, u8), u64>> {
+    let file = dir.join("state.json");
+    let said = sim.control(&format!("dump {}", file.display()))?;
+    said.unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    Some(common::reregistrations(
+        &serde_json::from_str(&text).unwrap(),
+    ))
 }
 
 /// `saquery SMIR` from `host`: each SMInfoRecord's (GUID, priority,
@@ -187,6 +202,17 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
     master_is(sim, viewer, h[0].1, wait).unwrap();
     let before = lids(sim, viewer);
     assert!(before.len() >= h.len(), "{before:?}");
+    // OpenSM's first master sweep asked every end port's clients to
+    // reregister (ClientReregister), once.
+    let asked = reregs(sim, &dir);
+    if let Some(a) = &asked {
+        let none = BTreeMap::new();
+        assert_eq!(
+            common::not_asked(&none, a, 1),
+            Vec::<String>::new(),
+            "OpenSM"
+        );
+    }
 
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let mut ibkit = WatchedSm::start(exe, sim, ibkit_host, &["--priority", "0"]).unwrap();
@@ -194,6 +220,11 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
     // A standby changes nothing: OpenSM is still master, LIDs as they were.
     std::thread::sleep(Duration::from_secs(2));
     master_is(sim, viewer, h[0].1, wait).unwrap();
+    assert_eq!(
+        reregs(sim, &dir),
+        asked,
+        "a standby asked for reregistration"
+    );
     assert!(
         !ibkit.seen.iter().any(|(_, l)| l.contains("SUBNET UP")),
         "a standby brought the subnet up"
@@ -250,6 +281,18 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
             .count()
     );
     assert_eq!(before, after, "LIDs changed at the takeover");
+    // Its SA holds none of the hosts' state OpenSM's held: every end port
+    // was asked once more to reregister, as OpenSM's first master sweep
+    // asks.
+    if let Some(a) = &asked {
+        let now = reregs(sim, &dir).unwrap();
+        assert_eq!(
+            common::not_asked(a, &now, 1),
+            Vec::<String>::new(),
+            "{what}"
+        );
+        println!("{what}: every one of {} end ports asked to reregister once by OpenSM, once more by ibkit taking over", now.len());
+    }
     // Master now, with the subnet up: its SA answers at its LID.
     let (ok, err) = cpi(&ibkit_lid);
     assert!(ok, "{what}: the new master's SA at LID {ibkit_lid}: {err}");
@@ -303,6 +346,15 @@ fn hands_over_on_sigterm(what: &str, start: Start) {
     ibkit.wait_for("SUBNET UP", wait).unwrap();
     master_is(sim, viewer, h[0].1, wait).unwrap();
     let before = lids(sim, viewer);
+    let asked = reregs(sim, &dir);
+    if let Some(a) = &asked {
+        let none = BTreeMap::new();
+        assert_eq!(
+            common::not_asked(&none, a, 1),
+            Vec::<String>::new(),
+            "ibkit"
+        );
+    }
 
     let osm = start_opensm_at(
         sim,
@@ -360,6 +412,25 @@ fn hands_over_on_sigterm(what: &str, start: Start) {
         "handover took {handover} s"
     );
     assert_eq!(before, after, "LIDs changed at the handover");
+    // OpenSM, master after the handover, asks every end port once more to
+    // reregister, as ibkit does taking over: once its first sweep as
+    // master is done.
+    if let Some(a) = &asked {
+        let t = Instant::now();
+        let now = loop {
+            let now = reregs(sim, &dir).unwrap();
+            if common::not_asked(a, &now, 1).is_empty() || t.elapsed() > Duration::from_secs(20) {
+                break now;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(
+            common::not_asked(a, &now, 1),
+            Vec::<String>::new(),
+            "{what}"
+        );
+        println!("{what}: every one of {} end ports asked to reregister once by ibkit, once more by OpenSM after the handover", now.len());
+    }
     drop(osm);
 }
 

@@ -346,6 +346,88 @@ fn opensm_sweeps_around_a_cable_taken_down() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Each SM that starts as master asks every end port's clients to
+/// reregister (PortInfo.ClientReregister, IBA 14.4.11) once, as its first
+/// sweep sets the port, unless told not to (OpenSM's `no_clients_rereg`,
+/// ibkit's `--no-clients-rereg` or the same line in the `opensm.conf` it
+/// reads): OpenSM and ibkit, one after the other on one served fabric,
+/// whose SMA counts the requests port by port.
+#[test]
+fn both_sms_ask_every_end_port_to_reregister_as_they_start_unless_told_not_to() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("rereg");
+    let quiet = dir.join("quiet.conf");
+    std::fs::write(&quiet, "no_clients_rereg TRUE\n").unwrap();
+    let quiet = quiet.to_str().unwrap();
+    let sim = Served::start(exe(), "mport-ntree:4:2", 0, &[]).unwrap();
+    let ibkit = exe().to_str().unwrap();
+    let opensm = |extra: &[&str]| {
+        let cache = dir.join("opensm-cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let out = (sim.client("opensm".as_ref()))
+            .env("OSM_CACHE_DIR", &cache)
+            .args(["-o", "-f"])
+            .arg(dir.join("opensm.log"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "opensm {extra:?}");
+    };
+    let mut before = std::collections::BTreeMap::new();
+    let steps: [(&str, u64, &dyn Fn()); 6] = [
+        ("ibkit sm --once", 1, &|| {
+            run(&sim, ibkit, &["sm", "--transport", "umad", "--once"]);
+        }),
+        ("ibkit sm --once --no-clients-rereg", 0, &|| {
+            let a = ["sm", "--transport", "umad", "--once", "--no-clients-rereg"];
+            run(&sim, ibkit, &a);
+        }),
+        ("opensm -o, no_clients_rereg TRUE", 0, &|| {
+            opensm(&["-F", quiet])
+        }),
+        ("opensm -o", 1, &|| opensm(&[])),
+        (
+            "ibkit sm --once --opensm-config (no_clients_rereg TRUE)",
+            0,
+            &|| {
+                let a = [
+                    "sm",
+                    "--transport",
+                    "umad",
+                    "--once",
+                    "--opensm-config",
+                    quiet,
+                ];
+                run(&sim, ibkit, &a);
+            },
+        ),
+        ("ibkit sm --once, again", 1, &|| {
+            run(&sim, ibkit, &["sm", "--transport", "umad", "--once"]);
+        }),
+    ];
+    for (what, more, step) in steps {
+        step();
+        std::thread::sleep(Duration::from_millis(100));
+        let now = common::reregistrations(&dump(&sim, &dir));
+        assert!(now.len() >= 14, "{now:?}");
+        assert_eq!(
+            common::not_asked(&before, &now, more),
+            Vec::<String>::new(),
+            "{what}"
+        );
+        println!(
+            "{what}: each of {} end ports asked {more} time(s) more",
+            now.len()
+        );
+        before = now;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn ibkit_sm_runs_on_served_fabrics() {
     if let Some(why) = missing() {

@@ -30,6 +30,7 @@
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
+//! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
 //! head_of_queue_lifetime = 18        # switch-to-switch ports' HOQLife, 0-31 (OpenSM's)
@@ -96,6 +97,7 @@ struct Raw {
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
     lmc_esp0: Option<bool>,
+    no_clients_rereg: Option<bool>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -173,6 +175,9 @@ pub struct SmFile {
     pub lmc: Option<u8>,
     /// Enhanced switch ports 0 take the LMC too (OpenSM's `lmc_esp0`).
     pub lmc_esp0: Option<bool>,
+    /// Never ask end ports' clients to reregister (OpenSM's
+    /// `no_clients_rereg`).
+    pub no_clients_rereg: Option<bool>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -380,6 +385,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
         lmc_esp0: raw.lmc_esp0,
+        no_clients_rereg: raw.no_clients_rereg,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -433,7 +439,8 @@ mod tests {
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
-                    force_heavy_sweep = true\nm_key = \"0xfedcba9876543210\"\n\
+                    force_heavy_sweep = true\nno_clients_rereg = true\n\
+                    m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
                     subnet_timeout = 17\nhead_of_queue_lifetime = 19\n\
@@ -461,6 +468,7 @@ mod tests {
         assert_eq!(f.lmc, Some(2));
         assert_eq!(f.lmc_esp0, Some(true));
         assert_eq!(f.force_heavy_sweep, Some(true));
+        assert_eq!(f.no_clients_rereg, Some(true));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))

@@ -156,6 +156,9 @@ pub struct SmdConfig {
     pub lmc: u8,
     /// Enhanced switch ports 0 get `2^lmc` LIDs too (OpenSM's `lmc_esp0`).
     pub lmc_esp0: bool,
+    /// Never ask end ports' clients to reregister (OpenSM's
+    /// `no_clients_rereg`; see [`SmConfig::no_clients_rereg`]).
+    pub no_clients_rereg: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -236,6 +239,7 @@ impl Default for SmdConfig {
             reassign_lids: false,
             lmc: 0,
             lmc_esp0: false,
+            no_clients_rereg: false,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -606,6 +610,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         reassign_lids: c.reassign_lids,
         lmc: c.lmc,
         lmc_esp0: c.lmc_esp0,
+        no_clients_rereg: c.no_clients_rereg,
         ..SmConfig::default()
     }
 }
@@ -1270,6 +1275,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             g.lmc_esp0.or(f.lmc_esp0).unwrap_or(false) != c.lmc_esp0,
         ),
         (
+            "no_clients_rereg",
+            (g.no_clients_rereg.or(f.no_clients_rereg)).unwrap_or(false) != c.no_clients_rereg,
+        ),
+        (
             "guid",
             match &c.via {
                 Via::Umad { guid, .. } => g.guid.or(f.guid) != *guid,
@@ -1542,6 +1551,12 @@ mod tests {
             ..c(false, 500)
         };
         assert!(!sm_config(&off).m_key_lookup);
+        assert!(!s.no_clients_rereg, "OpenSM's default");
+        let quiet = SmdConfig {
+            no_clients_rereg: true,
+            ..c(false, 500)
+        };
+        assert!(sm_config(&quiet).no_clients_rereg);
     }
 
     /// The JSON of a run: GUIDs as `0x…` strings, an SM that never came

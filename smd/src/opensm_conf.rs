@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep` | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
@@ -152,6 +152,7 @@ pub fn parse_opensm_conf(
             "sm_assigned_guid" => s.sm_assigned_guid = Some(ranged(0, 255)? as u8),
             "lmc" => s.lmc = Some(ranged(0, 7)? as u8),
             "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
+            "no_clients_rereg" => s.no_clients_rereg = Some(boolean()?),
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
             "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
             "sweep_interval" => {
@@ -371,7 +372,8 @@ mod tests {
              log_flags 0x03\ndump_files_dir /var/log/\nsa_db_file (null)\nsm_assigned_guid 0x07\n\
              subnet_timeout 17\nhead_of_queue_lifetime 0x13\nleaf_head_of_queue_lifetime 0x0f\n\
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
-             overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n",
+             overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
+             no_clients_rereg TRUE\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -385,6 +387,7 @@ mod tests {
             (Some(2), Some(true), Some(false))
         );
         assert_eq!(s.force_heavy_sweep, Some(true));
+        assert_eq!(s.no_clients_rereg, Some(true));
         assert_eq!((s.sweep_ms, s.poll_ms), (Some(30_000), Some(2000)));
         assert_eq!(
             (s.timeout_ms, s.retries),

@@ -288,6 +288,10 @@ pub struct NodeDump {
     pub lid: u16,
     /// Its ports.
     pub ports: Vec<PortDump>,
+    /// A switch's port 0: the client reregistrations an SM asked of it
+    /// (see [`PortDump::client_reregistrations`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port0_client_reregistrations: Option<u32>,
     /// A hypervisor's VFs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vfs: Option<Vec<VfDump>>,
@@ -305,6 +309,9 @@ pub struct PortDump {
     pub state: u8,
     /// The far end of its cable.
     pub peer: Option<PeerDump>,
+    /// How many Set(PortInfo) with ClientReregister an SM sent the port
+    /// (an end port's; a switch's external ports take none).
+    pub client_reregistrations: u32,
 }
 
 /// The far end of a cable.
@@ -350,8 +357,13 @@ pub fn dump(f: &Fabric) -> FabricDump {
                         node: f.topo.nodes[m].name.clone(),
                         port: q,
                     }),
+                    client_reregistrations: f.nodes[i].client_reregistrations(p).unwrap_or(0),
                 })
                 .collect(),
+            port0_client_reregistrations: match &f.nodes[i] {
+                SimNode::Switch(_) => f.nodes[i].client_reregistrations(0),
+                _ => None,
+            },
             vfs: match &f.nodes[i] {
                 SimNode::Hypervisor(h) => Some(
                     (h.vports.iter())

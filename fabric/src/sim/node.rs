@@ -96,6 +96,17 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
         }
     }
+    /// How many times an SM asked `port`'s clients to reregister (a
+    /// Set(PortInfo) with ClientReregister; a hypervisor's: its PF's),
+    /// if the port exists.
+    pub fn client_reregistrations(&self, port: u8) -> Option<u32> {
+        let p = usize::from(port);
+        match self {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.client_reregistrations),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.client_reregistrations),
+            SimNode::Hypervisor(h) => (h.pf.model.ports.get(p)).map(|x| x.client_reregistrations),
+        }
+    }
     /// The P_Key table of `port` (a hypervisor's VFs use its PF's: the
     /// simulated vSwitch keeps no table of its own per VF) and the port's
     /// partition enforcement (inbound, outbound), if the port exists.

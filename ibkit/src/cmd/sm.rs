@@ -65,7 +65,7 @@ pub struct SmArgs {
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
-    /// ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// lmc, lmc_esp0, no_clients_rereg, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -76,7 +76,7 @@ pub struct SmArgs {
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl),
-    /// lmc, lmc_esp0,
+    /// lmc, lmc_esp0, no_clients_rereg,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -128,6 +128,13 @@ pub struct SmArgs {
     /// routed to it (OpenSM's lmc_esp0); base ports 0 keep one LID.
     #[arg(long)]
     pub lmc_esp0: bool,
+    /// Never ask the hosts' SA clients to reregister (OpenSM's
+    /// no_clients_rereg). By default the SM sets PortInfo's
+    /// ClientReregister on every end port as it brings the subnet up or
+    /// takes it over, and on a port new, back, or naming another master,
+    /// so that hosts join their multicast groups again with this SM.
+    #[arg(long)]
+    pub no_clients_rereg: bool,
     /// Take VM requests on this Unix socket (mode 0600; the SM's user
     /// and root): `ibkit vm --socket PATH create|migrate|destroy|list`
     /// starts, live-migrates (LID and vGUID kept, LFT entries swapped or
@@ -268,6 +275,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
+            no_clients_rereg: a.no_clients_rereg || file.no_clients_rereg == Some(true),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
@@ -337,6 +345,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         reassign_lids: a.reassign_lids.then_some(true),
         lmc: a.lmc,
         lmc_esp0: a.lmc_esp0.then_some(true),
+        no_clients_rereg: a.no_clients_rereg.then_some(true),
         force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,

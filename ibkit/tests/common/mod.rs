@@ -71,6 +71,43 @@ pub fn discovered(text: &str) -> BTreeSet<(u64, u8, u64, u8)> {
     s
 }
 
+/// From a served fabric's state (`ibkit fabric ctl dump`): the client
+/// reregistrations each cabled end port (a switch's port 0, a CA's
+/// cabled ports) has been asked for so far, by (node, port).
+pub fn reregistrations(dump: &serde_json::Value) -> std::collections::BTreeMap<(String, u8), u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for n in dump["nodes"].as_array().unwrap() {
+        let name = n["name"].as_str().unwrap();
+        if let Some(c) = n["port0_client_reregistrations"].as_u64() {
+            m.insert((name.to_string(), 0), c);
+        }
+        if n["kind"] != "ca" {
+            continue;
+        }
+        for p in n["ports"].as_array().unwrap() {
+            if !p["peer"].is_null() {
+                let port = p["port"].as_u64().unwrap() as u8;
+                let c = p["client_reregistrations"].as_u64().unwrap();
+                m.insert((name.to_string(), port), c);
+            }
+        }
+    }
+    m
+}
+
+/// The ports of `now` not asked exactly `more` times more than in
+/// `before` (absent there: 0), each as `node/port: before → now`.
+pub fn not_asked(
+    before: &std::collections::BTreeMap<(String, u8), u64>,
+    now: &std::collections::BTreeMap<(String, u8), u64>,
+    more: u64,
+) -> Vec<String> {
+    (now.iter())
+        .filter(|(k, &n)| before.get(*k).copied().unwrap_or(0) + more != n)
+        .map(|(k, n)| format!("{}/{}: {:?} → {n}", k.0, k.1, before.get(k)))
+        .collect()
+}
+
 /// The `lft` array of a switch in ibkit's JSON (`lft[lid]` = out port,
 /// 255 = none; empty where there is none).
 pub fn lft(node: &serde_json::Value) -> Vec<u64> {

@@ -99,6 +99,16 @@ pub struct SmConfig {
     /// routed to it. A base port 0 keeps one LID whatever this says (it
     /// has no LMC).
     pub lmc_esp0: bool,
+    /// OpenSM's `no_clients_rereg`: never ask end ports' clients to
+    /// reregister. By default the Set(PortInfo) that gives an end port its
+    /// LID carries ClientReregister (IBA 14.4.11), where the port's
+    /// CapabilityMask has IsClientReregistrationSupported, when the SM
+    /// brings the subnet up (at start or taking over: the hosts' SA state
+    /// — multicast memberships, services, subscriptions — was another
+    /// SM's, or none), for a node that comes back or is new, and for a
+    /// port that names another master SM; so its hosts join their
+    /// multicast groups and register their services with this SM's SA.
+    pub no_clients_rereg: bool,
 }
 
 /// The routing engines.
@@ -221,6 +231,7 @@ impl Default for SmConfig {
             reassign_lids: false,
             lmc: 0,
             lmc_esp0: false,
+            no_clients_rereg: false,
         }
     }
 }

@@ -263,7 +263,7 @@ impl Sm {
         let Some(mut p) = self.db.port_mut(node, port) else {
             return;
         };
-        p.info = Some(pi);
+        p.info = Some(kept(pi));
         let explore =
             pi.port_state != PortState::Down && p.peer.is_none() && (port != 0 || !is_switch);
         drop(p);

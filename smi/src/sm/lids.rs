@@ -157,6 +157,14 @@ impl Sm {
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
+            // The hosts' SA state is not this SM's to trust: at bring-up
+            // (start or takeover), for a node new or back (`fresh`), or a
+            // port that names another master, as OpenSM's LID manager
+            // asks (first master sweep, a new port, another SM LID).
+            pi.client_reregister = !self.cfg.no_clients_rereg
+                && (pi.capability_mask)
+                    .contains(CapabilityMask::IS_CLIENT_REREGISTRATION_SUPPORTED)
+                && (!self.up || n.fresh || pi.master_sm_lid != master);
             pi.lid = Lid(n.lid);
             pi.lmc = self.db.lmc_of(i);
             pi.master_sm_lid = master;

@@ -599,7 +599,7 @@ impl Sm {
                 if let (Ok(pi), Some(mut p)) =
                     (PortInfo::decode(&smp.data), self.db.port_mut(node, port))
                 {
-                    p.info = Some(pi);
+                    p.info = Some(kept(pi));
                 }
             }
             Purpose::SetLft | Purpose::SetMft => {}
@@ -685,6 +685,15 @@ impl Sm {
             }
         }
     }
+}
+
+/// A PortInfo as the SM keeps it: without ClientReregister, which a
+/// port answers in the response to the Set that asked for it
+/// (o14-12.2.1), so that no later Set built from the kept copy (arming
+/// the link, partition enforcement) asks again.
+pub(super) fn kept(mut pi: PortInfo) -> PortInfo {
+    pi.client_reregister = false;
+    pi
 }
 
 fn zerocopy_u64(v: u64) -> zerocopy::byteorder::network_endian::U64 {

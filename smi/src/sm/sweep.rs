@@ -145,7 +145,7 @@ impl Sm {
         if let (Some(pi), Some(port)) = (pi, self.own_port(0)) {
             // Kept, so that the end of the sweep knows the port's state.
             if let Some(mut p) = self.db.port_mut(0, port) {
-                p.info = Some(pi);
+                p.info = Some(super::kept(pi));
             }
         }
         if let Some(state) = pi.map(|p| p.port_state) {
@@ -297,7 +297,7 @@ impl Sm {
             return;
         };
         let was = p.info.map(|x| x.port_state);
-        p.info = Some(pi);
+        p.info = Some(super::kept(pi));
         let peer = p.peer;
         drop(p);
         // A switch's port 0 is the switch itself: never cabled.

@@ -706,8 +706,22 @@ impl Sm {
         let Some(slot) = n.vfs.get(usize::from(vf) - 1) else {
             return;
         };
+        // A running VM's SA clients are asked to reregister where the
+        // PF's would be (`SmConfig::no_clients_rereg`): at bring-up or
+        // takeover, and on a hypervisor back or new.
+        let pf_rereg = n.ports.get(usize::from(n.end_port())).is_some_and(|p| {
+            p.info.is_some_and(|pi| {
+                pi.capability_mask
+                    .contains(mad_core::attr::CapabilityMask::IS_CLIENT_REREGISTRATION_SUPPORTED)
+            })
+        });
         let v = VPortInfo {
             vport_state: state,
+            vport_client_reregister: !self.cfg.no_clients_rereg
+                && pf_rereg
+                && state == PortState::Active
+                && guid != 0
+                && (!self.up || n.fresh),
             lid_required: true,
             vport_lid: Lid(slot.lid),
             vport_guid: mad_core::Guid(guid),

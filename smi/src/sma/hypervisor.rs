@@ -28,6 +28,11 @@ pub struct VPorts {
     /// The P_Key table of VF i at index i − 1: what the VF's packets carry
     /// and what it accepts (IBA 10.9), as its own port's would.
     pub pkeys: Vec<[PKey; VF_PKEY_ENTRIES], MAX_VFS>,
+    /// Client reregistrations the SM asked of VF i (a Set(VPortInfo) with
+    /// VPortClientReregister) at index i − 1: events to the VM's SA
+    /// clients, as PortInfo's ClientReregister is to the PF's. The bit is
+    /// not kept: a Get reads 0, the Set's response 1.
+    pub reregistrations: Vec<u32, MAX_VFS>,
     /// VirtualizationInfo.VPortStateChange.
     pub state_change: bool,
 }
@@ -72,7 +77,12 @@ impl VPorts {
         v.vport_lid = new.vport_lid;
         v.lid_by_vport_index = new.lid_by_vport_index;
         v.vport_guid = new.vport_guid;
-        v.vport_client_reregister = new.vport_client_reregister;
+        v.vport_client_reregister = false;
+        if new.vport_client_reregister {
+            if let Some(n) = self.reregistrations.get_mut(index - 1) {
+                *n = n.saturating_add(1);
+            }
+        }
         Ok(())
     }
 }
@@ -106,6 +116,7 @@ impl Extension for VPorts {
                 if am >> 16 != 0 || index == 0 || index > self.vfs.len() {
                     return Some(Err(Status::INVALID_FIELD));
                 }
+                let mut rereg = false;
                 if set {
                     let new = match VPortInfo::decode(&req.data) {
                         Ok(v) => v,
@@ -114,10 +125,14 @@ impl Extension for VPorts {
                     if let Err(e) = self.set_vport(index, &new) {
                         return Some(Err(e));
                     }
+                    rereg = new.vport_client_reregister;
                 }
-                self.vfs[index - 1]
-                    .encode(out)
-                    .map_err(|_| Status::INVALID_FIELD)
+                VPortInfo {
+                    vport_client_reregister: rereg,
+                    ..self.vfs[index - 1]
+                }
+                .encode(out)
+                .map_err(|_| Status::INVALID_FIELD)
             }
             AttributeId::VPortPKeyTable => {
                 let Ok(at) = VPortPKeyBlock::decode("VPortPKeyTable", am) else {
@@ -208,6 +223,7 @@ impl Hypervisor {
                 let mut t = [PKey(0); VF_PKEY_ENTRIES];
                 t[0] = PKey::DEFAULT_FULL;
                 let _ = vports.pkeys.push(t);
+                let _ = vports.reregistrations.push(0);
             }
             let _ = all.push(vports);
         }

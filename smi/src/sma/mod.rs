@@ -207,17 +207,22 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             AttributeId::PortInfo => {
                 let sel = PortSelect::decode("PortInfo", am).map_err(bad)?;
                 let target = self.target_port(sel.port, port)?;
+                let mut rereg = false;
                 let r = if set {
                     // Bit 31 only says the SM knows the extended speed
                     // fields; the Set is for the selected port alone.
                     let new = PortInfo::decode(&req.data).map_err(bad)?;
-                    self.check_port_info(target, &new)
-                        .map(|plan| self.apply_port_info(target, &new, plan, now_ms))
+                    self.check_port_info(target, &new).map(|plan| {
+                        rereg = self.apply_port_info(target, &new, plan, now_ms);
+                    })
                 } else {
                     Ok(())
                 };
                 let mut pi = self.port(target)?.info;
                 pi.local_port_num = port;
+                // The response to a Set that asked for it says so
+                // (o14-12.2.1); the port does not keep the bit.
+                pi.client_reregister = rereg;
                 if sw && target != 0 {
                     // External switch ports carry no addresses of their own.
                     let p0 = self.port(0)?.info;
@@ -586,8 +591,16 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         })
     }
 
-    /// Applies a Set(PortInfo) that [`Self::check_port_info`] accepted.
-    fn apply_port_info(&mut self, target: u8, new: &PortInfo, plan: PortInfoPlan, now_ms: u64) {
+    /// Applies a Set(PortInfo) that [`Self::check_port_info`] accepted;
+    /// whether it asked the port's clients to reregister (an end port
+    /// whose CapabilityMask has IsClientReregistrationSupported).
+    fn apply_port_info(
+        &mut self,
+        target: u8,
+        new: &PortInfo,
+        plan: PortInfoPlan,
+        now_ms: u64,
+    ) -> bool {
         let PortInfoPlan {
             addresses,
             state,
@@ -597,7 +610,16 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         } = plan;
         let vls = u8::from(new.operational_vls);
         let base_sp0 = self.model.is_switch() && !self.model.switch_info.enhanced_port0;
-        let Ok(p) = self.port_mut(target) else { return };
+        let Ok(p) = self.port_mut(target) else {
+            return false;
+        };
+        let rereg = addresses
+            && new.client_reregister
+            && (p.info.capability_mask)
+                .contains(CapabilityMask::IS_CLIENT_REREGISTRATION_SUPPORTED);
+        if rereg {
+            p.client_reregistrations = p.client_reregistrations.saturating_add(1);
+        }
         let i = &mut p.info;
         if addresses {
             i.m_key = new.m_key;
@@ -611,7 +633,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             i.m_key_lease_period = new.m_key_lease_period;
             i.m_key_protect_bits = new.m_key_protect_bits;
             i.subnet_time_out = new.subnet_time_out;
-            i.client_reregister = new.client_reregister;
+            i.client_reregister = false;
         }
         i.link_width_enabled = width;
         i.link_speed_enabled = speed;
@@ -654,6 +676,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         // a trap (IBA vol. 1, SwitchInfo; ibsim does the same): only the
         // link state machine does (`link_event`).
         let _ = (old, target, now_ms);
+        rereg
     }
 
     /// A switch notes a link-driven change of an external port's state

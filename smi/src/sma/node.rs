@@ -107,6 +107,12 @@ pub struct Port<const P: usize> {
     /// Mellanox ExtendedPortInfo (0xFF90): OpenSM reads it from ports of
     /// Mellanox-vendor nodes; no FDR10 support is claimed.
     pub mlnx_ext: mad_core::attr::MlnxExtPortInfo,
+    /// Client reregistrations the SM asked of this port (a Set(PortInfo)
+    /// with ClientReregister, IBA 14.4.11): each is an event to the
+    /// node's SA clients, which join their multicast groups and register
+    /// their services and subscriptions again. The bit itself is not
+    /// kept: it reads as 0 in a Get, as qib and ibsim answer.
+    pub client_reregistrations: u32,
 }
 
 /// The attributes of one node.
@@ -224,6 +230,7 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
                 vl_arb: [VlArbitrationTable::default(); 4],
                 ext: PortInfoExtended::default(),
                 mlnx_ext: Default::default(),
+                client_reregistrations: 0,
             });
         }
         let mut lft = Vec::new();

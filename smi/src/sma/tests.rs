@@ -165,6 +165,54 @@ fn port_info_set_assigns_lids_and_walks_the_legal_states() {
     );
 }
 
+/// Set(PortInfo) with ClientReregister on `port` of a CA (LID 5): the
+/// response's bit, and the port's count of reregistrations after it.
+fn rereg(c: &mut CaSma, port: u8, bit: bool) -> (Status, bool, u32) {
+    let mut pi = PortInfo::decode(
+        &c.process(&req(Method::Get, AttributeId::PortInfo, port.into()), 1, 0)
+            .unwrap()
+            .data,
+    )
+    .unwrap();
+    pi.lid = Lid(4 + u16::from(port));
+    pi.master_sm_lid = Lid(1);
+    pi.client_reregister = bit;
+    let r = c
+        .process(&set_req(&for_set(pi), port.into()), 1, 0)
+        .unwrap();
+    let echoed = PortInfo::decode(&r.data).unwrap().client_reregister;
+    let count = c.model.ports[usize::from(port)].client_reregistrations;
+    (r.status(), echoed, count)
+}
+
+#[test]
+fn client_reregister_is_an_event_answered_once_and_never_kept() {
+    let mut c = ca();
+    assert_eq!(rereg(&mut c, 1, false), (Status::OK, false, 0));
+    assert_eq!(rereg(&mut c, 1, true), (Status::OK, true, 1));
+    // A Get reads 0: the bit asks once, it is not a state.
+    let got = c
+        .process(&req(Method::Get, AttributeId::PortInfo, 1), 1, 0)
+        .unwrap();
+    assert!(!PortInfo::decode(&got.data).unwrap().client_reregister);
+    assert!(!c.model.ports[1].info.client_reregister);
+    assert_eq!(rereg(&mut c, 1, true), (Status::OK, true, 2));
+    // Another port's clients are not asked.
+    assert_eq!(c.model.ports[2].client_reregistrations, 0);
+    // A port that does not claim IsClientReregistrationSupported ignores
+    // the bit, and answers 0.
+    (c.model.ports[2].info.capability_mask)
+        .remove(CapabilityMask::IS_CLIENT_REREGISTRATION_SUPPORTED);
+    assert_eq!(rereg(&mut c, 2, true), (Status::OK, false, 0));
+    // A refused Set asks nothing either.
+    let mut pi = c.model.ports[1].info;
+    pi.client_reregister = true;
+    pi.port_state = PortState::Active; // Init → Active: refused
+    let r = c.process(&set_req(&pi, 1), 1, 0).unwrap();
+    assert_eq!(r.status(), Status::INVALID_FIELD);
+    assert_eq!(c.model.ports[1].client_reregistrations, 2);
+}
+
 #[test]
 fn port_info_set_refuses_bad_addresses() {
     let mut c = ca();
