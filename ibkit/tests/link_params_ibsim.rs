@@ -15,7 +15,7 @@ mod common;
 use common::{opensm_conf_with, simulator_and_sm, skip, smp_field};
 
 /// The fields compared.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 11] = [
     "SMSL:",
     "LinkSpeedEnabled:",
     "LinkWidthEnabled:",
@@ -26,6 +26,7 @@ const FIELDS: [&str; 10] = [
     "SubnetTimeout:",
     "LocalPhysErr:",
     "OverrunErr:",
+    "GidPrefix:",
 ];
 
 /// (node GUID, port) → the fields of every port of every node, read
@@ -116,6 +117,7 @@ fn opensm_and_ibkit_write_the_same_link_parameters() {
         ("overrun_errors_threshold", "10"),
         ("packet_life_time", "0x14"),
         ("sm_sl", "3"),
+        ("subnet_prefix", "0xfec0000000000001"),
         ("log_file", "(null)"),
     ];
     let mut sites = Vec::new();
@@ -196,7 +198,11 @@ fn opensm_and_ibkit_write_the_same_link_parameters() {
     // inter-switch port (whose SubnetTimeOut, an end port's field, is
     // left as it was), and every CA port.
     let on_served = &sites[0];
-    let has = |want: [&str; 6]| on_served.values().any(|v| v.len() == 10 && v[4..] == want);
+    let has = |want: [&str; 6]| {
+        on_served
+            .values()
+            .any(|v| v.len() == 11 && v[4..10] == want)
+    };
     assert!(
         has(["14", "6", "VL0-3", "18", "9", "10"]),
         "a leaf switch port: {on_served:?}"
@@ -220,7 +226,7 @@ fn opensm_and_ibkit_write_the_same_link_parameters() {
     assert_eq!(cas.len(), 8);
     assert!(
         cas.iter()
-            .all(|v| v[0] == "3" && v[6..] == ["VL0-3", "17", "9", "10"]),
+            .all(|v| v[0] == "3" && v[6..] == ["VL0-3", "17", "9", "10", "0xfec0000000000001"]),
         "CA ports: {cas:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);

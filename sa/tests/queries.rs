@@ -1241,3 +1241,61 @@ fn hosts(f: &Fabric, n: usize) -> Vec<Addr> {
     assert_eq!(hosts.len(), n);
     hosts
 }
+
+/// Under a site's subnet prefix (OpenSM's `subnet_prefix`), every end
+/// port holds it and the SA answers with it: a PathRecord asked by LIDs
+/// names both ends' GIDs under it, one asked by those GIDs finds the same
+/// path, and a GID under the default prefix names no port of this subnet.
+#[test]
+fn a_sites_subnet_prefix_is_every_ports_and_every_answers() {
+    const PREFIX: u64 = 0xfec0_0000_0000_0001;
+    let cfg = SmConfig {
+        subnet_prefix: PREFIX,
+        ..SmConfig::default()
+    };
+    let (f, sm, up) = bring_up("mport-ntree:4:2", SimConfig::default(), cfg).unwrap();
+    assert!(up);
+    for n in sm.nodes() {
+        let pi = n.ports[usize::from(n.end_port())].info.unwrap();
+        assert_eq!(pi.gid_prefix.0, PREFIX, "{:#x}", n.info.node_guid.0);
+    }
+    let mut sa = Sa::new(SaConfig::default());
+    let me = host(&f);
+    let other = (0..f.nodes.len())
+        .rfind(|&i| f.topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
+        .unwrap();
+    let q = PathRecord {
+        slid: me.lid,
+        dlid: f.nodes[other].lid(),
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["slid", "dlid"]);
+    let r = exchange(&mut sa, &sm, me, &ask(Method::Get, &q, m, 1), 1);
+    assert_eq!(r[0].sa_status(), SaStatus::Ok);
+    let by_lid: PathRecord = r[0].record().unwrap();
+    assert_eq!(
+        (by_lid.sgid.prefix(), by_lid.dgid.prefix()),
+        (PREFIX, PREFIX)
+    );
+    assert_eq!(by_lid.dgid.guid().0, f.topo.nodes[other].guid + 1);
+    let q = PathRecord {
+        sgid: by_lid.sgid,
+        dgid: by_lid.dgid,
+        ..PathRecord::default()
+    };
+    let m = mask::<PathRecord>(&["sgid", "dgid"]);
+    let r = exchange(&mut sa, &sm, me, &ask(Method::Get, &q, m, 2), 2);
+    assert_eq!(r[0].sa_status(), SaStatus::Ok);
+    let by_gid: PathRecord = r[0].record().unwrap();
+    assert_eq!((by_gid.slid, by_gid.dlid), (by_lid.slid, by_lid.dlid));
+    let q = PathRecord {
+        dgid: mad_core::Gid::new(mad_core::Gid::DEFAULT_PREFIX, by_lid.dgid.guid()),
+        ..q
+    };
+    let r = exchange(&mut sa, &sm, me, &ask(Method::Get, &q, m, 3), 3);
+    assert_ne!(
+        r[0].sa_status(),
+        SaStatus::Ok,
+        "fe80:: is not this subnet's"
+    );
+}

@@ -159,6 +159,8 @@ pub struct SmdConfig {
     /// Never ask end ports' clients to reregister (OpenSM's
     /// `no_clients_rereg`; see [`SmConfig::no_clients_rereg`]).
     pub no_clients_rereg: bool,
+    /// The subnet prefix every end port gets (OpenSM's `subnet_prefix`).
+    pub subnet_prefix: u64,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -240,6 +242,7 @@ impl Default for SmdConfig {
             lmc: 0,
             lmc_esp0: false,
             no_clients_rereg: false,
+            subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -611,6 +614,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         lmc: c.lmc,
         lmc_esp0: c.lmc_esp0,
         no_clients_rereg: c.no_clients_rereg,
+        subnet_prefix: c.subnet_prefix,
         ..SmConfig::default()
     }
 }
@@ -1273,6 +1277,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "lmc_esp0",
             g.lmc_esp0.or(f.lmc_esp0).unwrap_or(false) != c.lmc_esp0,
+        ),
+        (
+            "subnet_prefix",
+            f.subnet_prefix.unwrap_or(mad_core::Gid::DEFAULT_PREFIX) != c.subnet_prefix,
         ),
         (
             "no_clients_rereg",

@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg` | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
@@ -29,7 +29,7 @@
 //!
 //! Every other option is read and not applied: they are named in one
 //! note, and a few whose non-default value changes what the subnet does
-//! (another subnet prefix, an M_Key per port, partition enforcement off, another
+//! (an M_Key per port, partition enforcement off, another
 //! SM ignored, …) each get a warning of their own. A value ibkit applies
 //! that it cannot read, or that is out of range (`sm_priority 16`), is an
 //! error with its line and column, before the fabric is touched; OpenSM
@@ -63,11 +63,6 @@ pub struct Note {
 /// differ from what OpenSM would make of it, and ibkit does not apply:
 /// (option, OpenSM's default, what ibkit does instead).
 const WARN_UNLESS: &[(&str, &str, &str)] = &[
-    (
-        "subnet_prefix",
-        "0xfe80000000000000",
-        "ibkit's SM leaves the ports' GID prefix as it finds it",
-    ),
     (
         "no_partition_enforcement",
         "FALSE",
@@ -153,6 +148,7 @@ pub fn parse_opensm_conf(
             "lmc" => s.lmc = Some(ranged(0, 7)? as u8),
             "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
             "no_clients_rereg" => s.no_clients_rereg = Some(boolean()?),
+            "subnet_prefix" => s.subnet_prefix = Some(number()?),
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
             "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
             "sweep_interval" => {
@@ -373,7 +369,7 @@ mod tests {
              subnet_timeout 17\nhead_of_queue_lifetime 0x13\nleaf_head_of_queue_lifetime 0x0f\n\
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
-             no_clients_rereg TRUE\n",
+             no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -388,6 +384,7 @@ mod tests {
         );
         assert_eq!(s.force_heavy_sweep, Some(true));
         assert_eq!(s.no_clients_rereg, Some(true));
+        assert_eq!(s.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!((s.sweep_ms, s.poll_ms), (Some(30_000), Some(2000)));
         assert_eq!(
             (s.timeout_ms, s.retries),

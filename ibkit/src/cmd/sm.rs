@@ -65,7 +65,7 @@ pub struct SmArgs {
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -76,7 +76,7 @@ pub struct SmArgs {
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl),
-    /// lmc, lmc_esp0, no_clients_rereg,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -276,6 +276,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             no_clients_rereg: a.no_clients_rereg || file.no_clients_rereg == Some(true),
+            subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file

@@ -109,6 +109,11 @@ pub struct SmConfig {
     /// port that names another master SM; so its hosts join their
     /// multicast groups and register their services with this SM's SA.
     pub no_clients_rereg: bool,
+    /// The subnet prefix written to every end port's PortInfo.GidPrefix
+    /// (OpenSM's `subnet_prefix`; by default fe80::/64, the link-local
+    /// prefix IBA 4.1.1 gives a subnet without a router): the first half
+    /// of every port's GID, and so of every GID the SA answers with.
+    pub subnet_prefix: u64,
 }
 
 /// The routing engines.
@@ -232,6 +237,7 @@ impl Default for SmConfig {
             lmc: 0,
             lmc_esp0: false,
             no_clients_rereg: false,
+            subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
         }
     }
 }

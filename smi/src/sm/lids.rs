@@ -173,8 +173,8 @@ impl Sm {
             pi.master_sm_sl = self.cfg.link.sm_sl.min(15);
             // The subnet prefix, as OpenSM's LID manager sets it: the
             // port's GID (and so every PathRecord's and MCMemberRecord's)
-            // is fe80::/64 + its GUID, not ::/64.
-            pi.gid_prefix = mad_core::field::GidPrefix(mad_core::Gid::DEFAULT_PREFIX);
+            // is the prefix (fe80::/64 by default) + its GUID, not ::/64.
+            pi.gid_prefix = mad_core::field::GidPrefix(self.cfg.subnet_prefix);
             self.stamp_m_key(i, port, &mut pi);
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = PortState::NoChange;
