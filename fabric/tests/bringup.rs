@@ -503,3 +503,62 @@ fn a_fabric_that_cannot_be_found_whole_is_not_called_up() {
         }
     }
 }
+
+/// A site's roots (OpenSM's `root_guid_file`): up*/down* and fat-tree
+/// routing start from the switches named, skipping a GUID no live switch
+/// has, and stay deadlock-free and complete; the tables differ from those
+/// of the roots the engine would pick itself. Naming none that exists
+/// leaves the engine's own choice.
+#[test]
+fn updn_and_ftree_start_from_the_roots_a_site_names() {
+    use smi::sm::{updn, Engine};
+    let guids = |sm: &Sm, roots: &[usize]| -> Vec<u64> {
+        let sw = sm.graph_switches();
+        let mut g: Vec<u64> = (roots.iter())
+            .map(|&k| sm.nodes()[sw[k]].info.node_guid.0)
+            .collect();
+        g.sort_unstable();
+        g
+    };
+    for spec in ["mport-ntree:4:3", "fat-tree-324", "random:20:5"] {
+        for engine in [Engine::UpDown, Engine::FatTree] {
+            let cfg = |root_guids: Vec<u64>| SmConfig {
+                routing: engine,
+                root_guids,
+                ..SmConfig::default()
+            };
+            let (_, own) = bring_up(spec, SimConfig::default(), cfg(Vec::new()));
+            let picked = guids(&own, &updn::roots(own.routing_graph()));
+            // The lowest-GUID switch the engine did not pick, alone.
+            let mut other: Vec<u64> = (own.graph_switches().iter())
+                .map(|&i| own.nodes()[i].info.node_guid.0)
+                .filter(|g| !picked.contains(g))
+                .collect();
+            other.sort_unstable();
+            let named = vec![other[0]];
+            let (f, sm) = bring_up(spec, SimConfig::default(), cfg(vec![0xdead_beef, other[0]]));
+            let g = sm.routing_graph();
+            assert_eq!(guids(&sm, &g.roots), named, "{spec} {engine:?}");
+            assert_eq!(guids(&sm, &updn::roots(g)), named, "{spec} {engine:?}");
+            let v = f.verify();
+            assert_eq!(
+                (v.unreachable, v.loops, v.switch_unreachable),
+                (0, 0, 0),
+                "{spec} {engine:?}"
+            );
+            assert!(sm.deadlock_free(), "{spec} {engine:?}");
+            let tables = |sm: &Sm| -> Vec<Vec<u8>> { sm.lfts().map(|(_, t)| t.to_vec()).collect() };
+            assert_ne!(
+                tables(&sm),
+                tables(&own),
+                "{spec} {engine:?}: the same routes"
+            );
+            // Only unknown GUIDs: the engine's own roots.
+            let (_, none) = bring_up(spec, SimConfig::default(), cfg(vec![0xdead_beef]));
+            let g = none.routing_graph();
+            assert!(g.roots.is_empty());
+            assert_eq!(guids(&none, &updn::roots(g)), picked, "{spec} {engine:?}");
+            println!("{spec} {engine:?}: roots {picked:x?} picked; {named:x?} named and used");
+        }
+    }
+}

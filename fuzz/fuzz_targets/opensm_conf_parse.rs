@@ -1,12 +1,14 @@
 //! Arbitrary text as OpenSM's `opensm.conf` (`ibkit sm --opensm-config`):
 //! parsed without a panic, refused with a place inside the text, or
 //! settings within their ranges, with notes that point at lines of the
-//! text and grow no faster than it.
+//! text and grow no faster than it. The same text as a `root_guid_file`
+//! (`ibkit sm --root-guid-file`): refused with a place inside it, or a
+//! non-zero GUID for at most each line, within the cap.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use smd::config::LOG_LEVELS;
-use smd::opensm_conf::parse_opensm_conf;
+use smd::opensm_conf::{parse_node_guids, parse_opensm_conf, MAX_NODE_GUIDS};
 use std::path::Path;
 
 #[path = "sm_file_ranges.rs"]
@@ -18,6 +20,17 @@ fuzz_target!(|data: &[u8]| {
     };
     let file = Path::new("/etc/opensm/opensm.conf");
     let lines = text.lines().count();
+    match parse_node_guids(text) {
+        Err(e) => {
+            assert!(e.line >= 1 && e.line <= lines, "{e}");
+            let l = text.lines().nth(e.line - 1).unwrap();
+            assert!(e.column >= 1 && e.column <= l.len() + 1, "{e}");
+        }
+        Ok(g) => {
+            assert!(g.len() <= lines && g.len() <= MAX_NODE_GUIDS);
+            assert!(g.iter().all(|&x| x != 0));
+        }
+    }
     match parse_opensm_conf(text, file, &|p: &Path| p.as_os_str().len() % 2 == 0) {
         Err(e) => {
             assert!(e.line >= 1 && e.line <= lines, "{e}");

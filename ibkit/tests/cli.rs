@@ -766,6 +766,33 @@ fn a_broken_partition_file_is_refused_with_its_place_before_the_fabric_is_touche
 }
 
 #[test]
+fn a_broken_root_guid_file_is_refused_with_its_place_before_the_fabric_is_touched() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-roots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("roots");
+    std::fs::write(&bad, "# roots\n0x0002c90300000400 spine\n  spine-2\n").unwrap();
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--root-guid-file", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("root_guid_file")
+            && err.contains("line 3, column 3")
+            && err.contains("spine-2"),
+        "{err}"
+    );
+    let (code, _, err) = ibkit(
+        &["sm", "--once", "--root-guid-file", "/nonexistent/r"],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/r"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_broken_qos_file_is_refused_with_its_place_before_the_fabric_is_touched() {
     let dir = std::env::temp_dir().join(format!("ibkit-cli-qos-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -312,6 +312,66 @@ fn both_sms_pick_the_same_updn_roots() {
     }
 }
 
+/// A site's roots: the same `root_guid_file` (one leaf switch's GUID,
+/// one GUID no switch has, a comment) given to OpenSM (`-R updn -a`) and
+/// to `ibkit sm --routing updn --root-guid-file`: both take that switch,
+/// and only it, as the root, and write the same `opensm-updn-roots.dump`
+/// (which, without the file, names the spines).
+#[test]
+fn both_sms_take_the_roots_a_file_names() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let leaf = (0..topo.nodes.len())
+        .find(|&i| {
+            topo.nodes[i].kind == mad_core::attr::NodeType::Switch
+                && (1..=topo.nodes[i].ports).any(|p| {
+                    topo.peer_of(i, p).is_some_and(|(m, _)| {
+                        topo.nodes[m].kind == mad_core::attr::NodeType::ChannelAdapter
+                    })
+                })
+        })
+        .unwrap();
+    let guid = topo.nodes[leaf].guid;
+    let dir = std::env::temp_dir().join(format!("ibkit-root-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let roots = dir.join("roots");
+    std::fs::write(
+        &roots,
+        format!(
+            "# a site's root\n{guid:#018x} {}\n0xdeadbeef gone\n",
+            topo.nodes[leaf].name
+        ),
+    )
+    .unwrap();
+    let r = roots.to_str().unwrap();
+    let (odir, osm_dump, dump) = opensm_once(
+        &topo,
+        "ibkit-root-file",
+        spec,
+        &["-R", "updn", "-D", "0x43", "-a", r],
+    );
+    let sim = Ibsim::start(&topo, &odir).unwrap();
+    let d = dump.to_str().unwrap();
+    let args = ["--routing", "updn", "--root-guid-file", r, "--dump-dir", d];
+    let v = ibkit_sm(&sim, &args);
+    assert_eq!(v["up"], true);
+    let theirs = read(&osm_dump.join("opensm-updn-roots.dump"));
+    let ours = read(&dump.join("opensm-updn-roots.dump"));
+    assert_eq!(theirs, format!("{guid:#x}\n"), "OpenSM's roots");
+    assert_eq!(ours, theirs, "roots");
+    println!(
+        "{spec}: root_guid_file naming leaf {}: both SMs root up*/down* at {}",
+        topo.nodes[leaf].name,
+        ours.trim()
+    );
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&odir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `opensm-ftree-ca-order.dump`, OpenSM's (`-R ftree`) and ibkit's
 /// (`--routing ftree`), on ibsim's fat-tree-324 and mport-ntree:4:2: the
 /// same layout, the same CAs (by node description; the two SMs give

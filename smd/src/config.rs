@@ -32,6 +32,7 @@
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
 //! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! subnet_prefix = "0xfe80000000000000" # every end port's GID prefix (OpenSM's)
+//! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
 //! head_of_queue_lifetime = 18        # switch-to-switch ports' HOQLife, 0-31 (OpenSM's)
@@ -100,6 +101,7 @@ struct Raw {
     lmc_esp0: Option<bool>,
     no_clients_rereg: Option<bool>,
     subnet_prefix: Option<Spanned<Number>>,
+    root_guid_file: Option<PathBuf>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -183,6 +185,8 @@ pub struct SmFile {
     /// The subnet prefix written to every end port (OpenSM's
     /// `subnet_prefix`; default fe80::/64).
     pub subnet_prefix: Option<u64>,
+    /// The root switches' GUIDs file (OpenSM's `root_guid_file`).
+    pub root_guid_file: Option<PathBuf>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -393,6 +397,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         lmc_esp0: raw.lmc_esp0,
         no_clients_rereg: raw.no_clients_rereg,
         subnet_prefix,
+        root_guid_file: path(&raw.root_guid_file),
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -447,7 +452,7 @@ mod tests {
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
-                    subnet_prefix = \"0xfec0000000000001\"\n\
+                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -478,6 +483,7 @@ mod tests {
         assert_eq!(f.force_heavy_sweep, Some(true));
         assert_eq!(f.no_clients_rereg, Some(true));
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
+        assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))

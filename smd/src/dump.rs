@@ -561,7 +561,7 @@ pub fn updn_roots(sm: &Sm) -> Option<String> {
         return None;
     }
     let switches = sm.graph_switches();
-    let mut roots: Vec<u64> = (smi::sm::updn::auto_roots(sm.routing_graph()).into_iter())
+    let mut roots: Vec<u64> = (smi::sm::updn::roots(sm.routing_graph()).into_iter())
         .filter_map(|k| sm.nodes().get(*switches.get(k)?))
         .map(|n| n.info.node_guid.0)
         .collect();

@@ -161,6 +161,9 @@ pub struct SmdConfig {
     pub no_clients_rereg: bool,
     /// The subnet prefix every end port gets (OpenSM's `subnet_prefix`).
     pub subnet_prefix: u64,
+    /// The switches up*/down* and fat-tree routing take as roots, a node
+    /// GUID a line (OpenSM's `root_guid_file`, `-a`), read at start.
+    pub root_guid_file: Option<PathBuf>,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -243,6 +246,7 @@ impl Default for SmdConfig {
             lmc_esp0: false,
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
+            root_guid_file: None,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -274,6 +278,14 @@ pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdErr
     let cfg = partitions::parse(&text).map_err(|e| bad(e.to_string()))?;
     log_warnings(path, &cfg.warnings);
     Ok(cfg)
+}
+
+/// The root switches' node GUIDs in `path` (OpenSM's `root_guid_file`),
+/// or why not, as "FILE: line L, column C: reason".
+pub fn read_root_guids(path: &std::path::Path) -> Result<Vec<u64>, SmdError> {
+    let bad = |why: String| SmdError::RootGuids(format!("{}: {why}", path.display()));
+    let text = read_bounded(path).map_err(bad)?;
+    opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
 }
 
 /// A configuration file's text, at most
@@ -442,6 +454,9 @@ pub enum SmdError {
     /// The partition configuration cannot be read or is refused.
     #[error("partitions: {0}")]
     Partitions(String),
+    /// The root GUID file cannot be read or is refused.
+    #[error("root_guid_file: {0}")]
+    RootGuids(String),
     /// The QoS configuration cannot be read or is refused.
     #[error("qos: {0}")]
     Qos(String),
@@ -535,6 +550,10 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     }
     qos_tables(c)?;
     c.qos_policy.as_deref().map(read_qos_policy).transpose()?;
+    c.root_guid_file
+        .as_deref()
+        .map(read_root_guids)
+        .transpose()?;
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
         Via::Umad { ca, port, guid } => {
@@ -641,7 +660,16 @@ fn drive(
     // Only a master with the subnet up answers (C15-0.1.3).
     sa.set_serving(false);
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
-    let mut sm = Sm::new(sm_config(c));
+    let mut cfg = sm_config(c);
+    if let Some(p) = &c.root_guid_file {
+        cfg.root_guids = read_root_guids(p)?;
+        tracing::info!(
+            "roots: {} switch GUID(s) from {}",
+            cfg.root_guids.len(),
+            p.display()
+        );
+    }
+    let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
     if let Some(d) = &c.cache_dir {
         if let Some(lids) = read_cache(
@@ -1277,6 +1305,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "lmc_esp0",
             g.lmc_esp0.or(f.lmc_esp0).unwrap_or(false) != c.lmc_esp0,
+        ),
+        (
+            "root_guid_file",
+            g.root_guid_file.clone().or(f.root_guid_file) != c.root_guid_file,
         ),
         (
             "subnet_prefix",

@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix` | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
@@ -148,6 +148,8 @@ pub fn parse_opensm_conf(
             "lmc" => s.lmc = Some(ranged(0, 7)? as u8),
             "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
             "no_clients_rereg" => s.no_clients_rereg = Some(boolean()?),
+            "root_guid_file" if null => {}
+            "root_guid_file" => s.root_guid_file = Some(PathBuf::from(value)),
             "subnet_prefix" => s.subnet_prefix = Some(number()?),
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
             "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
@@ -340,6 +342,45 @@ fn c_number(v: &str) -> Option<u64> {
     }
 }
 
+/// The most GUIDs [`parse_node_guids`] takes.
+pub const MAX_NODE_GUIDS: usize = 65_536;
+
+/// A file of node GUIDs as OpenSM reads its `root_guid_file`: one a line,
+/// as C's `strtoull` base 0 reads it (`0x` hex, leading-zero octal,
+/// decimal), after optional blanks; the rest of the line (a node's name)
+/// after a blank is ignored; blank lines and lines starting with `#` are
+/// skipped. A line that does not start with a number, or whose number
+/// runs into other characters, is refused with its place, as OpenSM
+/// refuses the file; so are GUID 0 and more than [`MAX_NODE_GUIDS`].
+pub fn parse_node_guids(text: &str) -> Result<Vec<u64>, ConfigError> {
+    let mut guids = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let body = raw.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let end = body
+            .find(|c: char| c.is_whitespace() || c == '#')
+            .unwrap_or(body.len());
+        let word = &body[..end];
+        let bad = |reason: String| ConfigError {
+            line: i + 1,
+            column: raw.len() - body.len() + 1,
+            reason,
+        };
+        let shown = format!("{:?}", word.chars().take(40).collect::<String>());
+        let guid = c_number(word).ok_or_else(|| bad(format!("{shown}: not a GUID")))?;
+        if guid == 0 {
+            return Err(bad("GUID 0 names no node".into()));
+        }
+        if guids.len() == MAX_NODE_GUIDS {
+            return Err(bad(format!("more than {MAX_NODE_GUIDS} GUIDs")));
+        }
+        guids.push(guid);
+    }
+    Ok(guids)
+}
+
 /// Reads and parses the `opensm.conf` at `path` (bounded in size).
 pub fn read_opensm_conf(path: &Path) -> Result<OpensmConf, crate::SmdError> {
     let bad = |why: String| crate::SmdError::Config(format!("{}: {why}", path.display()));
@@ -369,7 +410,8 @@ mod tests {
              subnet_timeout 17\nhead_of_queue_lifetime 0x13\nleaf_head_of_queue_lifetime 0x0f\n\
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
-             no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n",
+             no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
+             root_guid_file /there/roots\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -385,6 +427,7 @@ mod tests {
         assert_eq!(s.force_heavy_sweep, Some(true));
         assert_eq!(s.no_clients_rereg, Some(true));
         assert_eq!(s.subnet_prefix, Some(0xfec0_0000_0000_0001));
+        assert_eq!(s.root_guid_file, Some(PathBuf::from("/there/roots")));
         assert_eq!((s.sweep_ms, s.poll_ms), (Some(30_000), Some(2000)));
         assert_eq!(
             (s.timeout_ms, s.retries),
@@ -505,6 +548,33 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.line == 1 && n.text.contains("default partition only")));
+    }
+
+    #[test]
+    fn a_root_guid_file_reads_as_opensm_reads_it() {
+        let text = "# roots\n0x0002c90300000400 spine-1\n\n  0x2c90300000500#two\n\
+                    0200\n12\tdecimal\n";
+        assert_eq!(
+            parse_node_guids(text).unwrap(),
+            vec![0x0002_c903_0000_0400, 0x0002_c903_0000_0500, 0o200, 12]
+        );
+        for (text, line, column, why) in [
+            ("0x400\n  spine\n", 2, 3, "\"spine\": not a GUID"),
+            ("0x40g\n", 1, 1, "not a GUID"),
+            ("0x0\n", 1, 1, "GUID 0"),
+            ("0x1_000\n", 1, 1, "not a GUID"),
+            ("0x10000000000000000\n", 1, 1, "not a GUID"),
+        ] {
+            let e = parse_node_guids(text).unwrap_err();
+            assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");
+            assert!(e.reason.contains(why), "{text:?}: {e}");
+        }
+        let many: String = (1..=MAX_NODE_GUIDS as u64 + 1)
+            .map(|g| format!("{g}\n"))
+            .collect();
+        let e = parse_node_guids(&many).unwrap_err();
+        assert_eq!(e.line, MAX_NODE_GUIDS + 1);
+        assert!(parse_node_guids("").unwrap().is_empty());
     }
 
     #[test]

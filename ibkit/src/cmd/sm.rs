@@ -65,7 +65,8 @@ pub struct SmArgs {
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
+    /// ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -76,7 +77,7 @@ pub struct SmArgs {
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl),
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -135,6 +136,11 @@ pub struct SmArgs {
     /// so that hosts join their multicast groups again with this SM.
     #[arg(long)]
     pub no_clients_rereg: bool,
+    /// The switches up*/down* and fat-tree routing start from: a node
+    /// GUID a line, as OpenSM's root_guid_file (-a); a GUID no switch has
+    /// is skipped, and with none found the engine picks the roots.
+    #[arg(long, value_name = "FILE")]
+    pub root_guid_file: Option<std::path::PathBuf>,
     /// Take VM requests on this Unix socket (mode 0600; the SM's user
     /// and root): `ibkit vm --socket PATH create|migrate|destroy|list`
     /// starts, live-migrates (LID and vGUID kept, LFT entries swapped or
@@ -277,6 +283,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             no_clients_rereg: a.no_clients_rereg || file.no_clients_rereg == Some(true),
             subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
+            root_guid_file: a.root_guid_file.clone().or(file.root_guid_file),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
@@ -347,6 +354,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         lmc: a.lmc,
         lmc_esp0: a.lmc_esp0.then_some(true),
         no_clients_rereg: a.no_clients_rereg.then_some(true),
+        root_guid_file: a.root_guid_file.clone(),
         force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,

@@ -114,6 +114,11 @@ pub struct SmConfig {
     /// prefix IBA 4.1.1 gives a subnet without a router): the first half
     /// of every port's GID, and so of every GID the SA answers with.
     pub subnet_prefix: u64,
+    /// Node GUIDs of the switches up*/down* and fat-tree routing take as
+    /// roots (OpenSM's `root_guid_file`); empty, or none of them a live
+    /// switch: the engine picks them, as OpenSM without the file. A GUID
+    /// that names no live switch is skipped, as OpenSM skips it.
+    pub root_guids: Vec<u64>,
 }
 
 /// The routing engines.
@@ -173,7 +178,7 @@ impl RoutingEngine for MinHopEngine {
 
 impl RoutingEngine for UpDownEngine {
     fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
-        let mut t = updn::route(g, max_lid, &updn::auto_roots(g), updn::Choice::LeastLoaded);
+        let mut t = updn::route(g, max_lid, &updn::roots(g), updn::Choice::LeastLoaded);
         routing::fill_gaps(g, &mut t);
         t
     }
@@ -183,7 +188,7 @@ impl FatTreeEngine {
     /// The tables, and whether they are the fat-tree's own (false: the
     /// tree was degraded and up*/down* routed it instead).
     pub fn route_or_fall_back(&self, g: &Graph, max_lid: u16) -> (Vec<Vec<u8>>, bool) {
-        let t = updn::ftree(g, max_lid, &updn::auto_roots(g));
+        let t = updn::ftree(g, max_lid, &updn::roots(g));
         // A degraded tree (a cable or switch missing) can leave a switch
         // with no up*/down* way to a destination: then, as OpenSM's ftree
         // falls back to another engine, route the whole fabric up*/down*.
@@ -238,6 +243,7 @@ impl Default for SmConfig {
             lmc_esp0: false,
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
+            root_guids: Vec::new(),
         }
     }
 }

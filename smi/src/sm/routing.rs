@@ -28,6 +28,10 @@ pub struct Graph {
     /// LIDs outside the ranges of [`PortTo::Ca`] (a VM's LID that moved to
     /// another hypervisor): (LID, switch, port at that switch).
     pub extra: Vec<(u16, usize, u8)>,
+    /// The switches a site names as up*/down* and fat-tree roots (OpenSM's
+    /// `root_guid_file`); empty: the engine picks them
+    /// ([`super::updn::roots`]).
+    pub roots: Vec<usize>,
 }
 
 /// Every destination LID with the switch it hangs off and the port there,
@@ -301,6 +305,7 @@ mod tests {
             ],
             lid: vec![1, 2, 3, 4],
             extra: Vec::new(),
+            roots: Vec::new(),
         }
     }
 
@@ -317,6 +322,7 @@ mod tests {
             ],
             lid: vec![1, 2, 3, 4],
             extra: Vec::new(),
+            roots: Vec::new(),
         };
         let mut lft = minhop(&g, 4);
         let computed = lft[0][4];

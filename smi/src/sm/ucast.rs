@@ -69,6 +69,15 @@ impl Sm {
             );
         }
         g.extra = extra;
+        g.roots = (self.cfg.root_guids.iter())
+            .filter_map(|&guid| {
+                let i = (self.db.switch_index.iter())
+                    .position(|&i| self.db.nodes()[i].info.node_guid.0 == guid)?;
+                Some(i)
+            })
+            .collect();
+        g.roots.sort_unstable();
+        g.roots.dedup();
         (self.db.lfts, self.db.ftree_applied) = if self.cfg.routing == Engine::FatTree {
             super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid)
         } else {

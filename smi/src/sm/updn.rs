@@ -26,6 +26,20 @@ pub fn ranks(g: &Graph, roots: &[usize]) -> Vec<u32> {
         .collect()
 }
 
+/// The roots up*/down* and fat-tree routing start from: the switches the
+/// site named ([`Graph::roots`], OpenSM's `root_guid_file`), else
+/// [`auto_roots`].
+pub fn roots(g: &Graph) -> Vec<usize> {
+    let named: Vec<usize> = (g.roots.iter().copied())
+        .filter(|&s| s < g.ports.len())
+        .collect();
+    if named.is_empty() {
+        auto_roots(g)
+    } else {
+        named
+    }
+}
+
 /// Roots as OpenSM would pick them without a root file: the switches
 /// farthest from the switches that have CAs (the top of a tree); where every
 /// switch has CAs, the single most central switch.
