@@ -50,6 +50,19 @@ fn reregs(sim: &dyn Simulator, dir: &Path) -> Option<BTreeMap<(String, u8), u64>
     ))
 }
 
+/// [`reregs`], where the served fabric keeps them, each port asked once
+/// so far (by `who`, the only master yet).
+fn asked_once(sim: &dyn Simulator, dir: &Path, who: &str) -> Option<BTreeMap<(String, u8), u64>> {
+    let asked = reregs(sim, dir)?;
+    let none = BTreeMap::new();
+    assert_eq!(
+        common::not_asked(&none, &asked, 1),
+        Vec::<String>::new(),
+        "{who}"
+    );
+    Some(asked)
+}
+
 /// `saquery SMIR` from `host`: each SMInfoRecord's (GUID, priority,
 /// state), sorted.
 fn smir(sim: &dyn Simulator, host: &str) -> Vec<(u64, u8, u8)> {
@@ -204,15 +217,7 @@ fn stands_by_then_takes_over(what: &str, start: Start) {
     assert!(before.len() >= h.len(), "{before:?}");
     // OpenSM's first master sweep asked every end port's clients to
     // reregister (ClientReregister), once.
-    let asked = reregs(sim, &dir);
-    if let Some(a) = &asked {
-        let none = BTreeMap::new();
-        assert_eq!(
-            common::not_asked(&none, a, 1),
-            Vec::<String>::new(),
-            "OpenSM"
-        );
-    }
+    let asked = asked_once(sim, &dir, "OpenSM");
 
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let mut ibkit = WatchedSm::start(exe, sim, ibkit_host, &["--priority", "0"]).unwrap();
@@ -346,15 +351,7 @@ fn hands_over_on_sigterm(what: &str, start: Start) {
     ibkit.wait_for("SUBNET UP", wait).unwrap();
     master_is(sim, viewer, h[0].1, wait).unwrap();
     let before = lids(sim, viewer);
-    let asked = reregs(sim, &dir);
-    if let Some(a) = &asked {
-        let none = BTreeMap::new();
-        assert_eq!(
-            common::not_asked(&none, a, 1),
-            Vec::<String>::new(),
-            "ibkit"
-        );
-    }
+    let asked = asked_once(sim, &dir, "ibkit");
 
     let osm = start_opensm_at(
         sim,
