@@ -100,9 +100,21 @@ impl Sm {
         true
     }
 
-    /// Follows the installed tables from node `from` to `lid`, owned by `to`.
+    /// Follows the installed tables from node `from` to `lid`, owned by
+    /// `to`, through no switch the SM is setting again (`fresh`: back from
+    /// the dead, or found reset with its tables gone), whose table it no
+    /// longer knows: an SMP through it would be dropped, and be sent by
+    /// directed route only after its time-out (a sweep of a fat tree with
+    /// a reset spine took seconds so, 200 ms for each window of SMPs).
     pub(super) fn walk_installed(&self, from: usize, lid: u16, to: usize) -> bool {
-        from == to || self.db.walk(NodeId(from), Lid(lid), |_| {}) == Some(NodeId(to))
+        if from == to {
+            return true;
+        }
+        let mut unknown = false;
+        let end = self.db.walk(NodeId(from), Lid(lid), |h| {
+            unknown |= h.brief.switch && self.db.nodes().get(h.node.0).is_some_and(|n| n.fresh);
+        });
+        end == Some(NodeId(to)) && !unknown
     }
 }
 

@@ -354,6 +354,47 @@ impl Sm {
         });
     }
 
+    /// Turns LID-routed request `r` into one by directed route along its
+    /// node's path; false when it names no node.
+    pub(super) fn go_directed(&self, r: &mut Request) -> bool {
+        let Some(path) = (r.node)
+            .and_then(|i| self.db.nodes().get(i))
+            .map(|n| n.path.clone())
+        else {
+            return false;
+        };
+        let mut smp = Smp::directed(
+            &path,
+            r.smp.method(),
+            r.smp.attribute_id(),
+            r.smp.attribute_modifier(),
+            0,
+            r.smp.m_key(),
+        );
+        smp.data = r.smp.data;
+        r.smp = smp;
+        r.dlid = None;
+        true
+    }
+
+    /// Requests queued or staged LID-routed go by directed route now,
+    /// rather than each being lost and waiting out its time-out first:
+    /// every one (`all`: an SMP by LID went unanswered, so the tables on
+    /// the way are in doubt), or those to a node the installed tables no
+    /// longer reach through switches the SM knows (one was found with its
+    /// tables gone).
+    pub(super) fn reroute_queued(&mut self, all: bool) {
+        let mut queue = core::mem::take(&mut self.out.queue);
+        let mut stages = core::mem::take(&mut self.out.stages);
+        for r in queue.iter_mut().chain(stages.iter_mut().flatten()) {
+            if r.dlid.is_some() && (all || !r.node.is_some_and(|i| self.reachable_by_lid(i))) {
+                self.go_directed(r);
+            }
+        }
+        self.out.queue = queue;
+        self.out.stages = stages;
+    }
+
     /// Runs `queue` and takes back, in order, the requests it queued: for
     /// the caller to hold them as a stage (sent once everything before has
     /// been answered) instead of sending them now.
