@@ -361,7 +361,7 @@ impl Sm {
                     // 4.2 s, a window of 16 every 200 ms).
                     if self.up {
                         self.dr_only = true;
-                        self.reroute_queued(true);
+                        self.reroute_queued();
                     }
                     self.out.queue.push_front(r);
                     continue;

@@ -377,17 +377,15 @@ impl Sm {
         true
     }
 
-    /// Requests queued or staged LID-routed go by directed route now,
-    /// rather than each being lost and waiting out its time-out first:
-    /// every one (`all`: an SMP by LID went unanswered, so the tables on
-    /// the way are in doubt), or those to a node the installed tables no
-    /// longer reach through switches the SM knows (one was found with its
-    /// tables gone).
-    pub(super) fn reroute_queued(&mut self, all: bool) {
+    /// An SMP by LID went unanswered, so the tables on the way are in
+    /// doubt: every request queued or staged LID-routed goes by directed
+    /// route now, rather than each being lost and waiting out its
+    /// time-out first.
+    pub(super) fn reroute_queued(&mut self) {
         let mut queue = core::mem::take(&mut self.out.queue);
         let mut stages = core::mem::take(&mut self.out.stages);
         for r in queue.iter_mut().chain(stages.iter_mut().flatten()) {
-            if r.dlid.is_some() && (all || !r.node.is_some_and(|i| self.reachable_by_lid(i))) {
+            if r.dlid.is_some() {
                 self.go_directed(r);
             }
         }

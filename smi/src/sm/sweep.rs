@@ -264,7 +264,6 @@ impl Sm {
         if let Some(mut n) = self.db.node_mut(node) {
             n.fresh = true;
         }
-        self.reroute_queued(false);
         self.changed = true;
         self.emit(SmEvent::SwitchTablesNotAsSet {
             node,
