@@ -783,3 +783,193 @@ fn a_move_that_turns_enforcement_off_and_on_is_planned_as_sent() {
     );
     assert_eq!(plan.pkey_smps as u64, sent);
 }
+
+/// Enforcement turned off on the running subnet (SIGHUP's path): every
+/// switch port's bits cleared; a VM's move then writes its new VF's table
+/// and no switch port's, as planned.
+#[test]
+fn with_enforcement_turned_off_a_move_writes_the_vfs_table_alone_as_planned() {
+    use smi::sm::{LidPolicy, PartEnforce};
+    let (mut f, mut sm) = common::up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
+    let hyps = sm.hypervisors();
+    let x = 0x0002_c9ff_0000_0e02u64;
+    sm.set_partitions(parse(&format!("Default=0x7fff:ALL=full;\np=0x21:{x:#x}=full;\n")).unwrap());
+    assert!(f.run(&mut sm));
+    let (h0, leaf0) = (hyps[0], sm.attachment(hyps[0]).unwrap().0);
+    let h2 = *hyps
+        .iter()
+        .find(|&&h| sm.attachment(h).unwrap().0 != leaf0)
+        .unwrap();
+    let vm = sm.create_vm(h0, x).unwrap();
+    assert!(f.run(&mut sm));
+    let bits_at = |f: &Fabric, sm: &Sm, h: usize| {
+        let fx = f.node_by_guid(sm.nodes()[h].info.node_guid.0).unwrap();
+        let (s, q) = switch_port(f, fx);
+        let pi = port(f, s, q).1;
+        (
+            pi.partition_enforcement_inbound,
+            pi.partition_enforcement_outbound,
+        )
+    };
+    assert_eq!(bits_at(&f, &sm, h2), (true, true));
+    assert!(sm.set_part_enforce(PartEnforce::Off) > 0);
+    assert_eq!(sm.set_part_enforce(PartEnforce::Off), 0, "already off");
+    assert!(f.run(&mut sm));
+    for &h in &hyps {
+        assert_eq!(bits_at(&f, &sm, h), (false, false));
+    }
+    let before = (
+        sets(&sm, AttributeId::VPortPKeyTable),
+        sets(&sm, AttributeId::PKeyTable) + sets(&sm, AttributeId::PortInfo),
+    );
+    let plan = sm.plan_migration(vm, h2).unwrap();
+    sm.apply_migration(&plan, false).unwrap();
+    assert!(f.run(&mut sm));
+    let vf = sets(&sm, AttributeId::VPortPKeyTable) - before.0;
+    let switch = sets(&sm, AttributeId::PKeyTable) + sets(&sm, AttributeId::PortInfo) - before.1;
+    assert_eq!((vf, switch), (1, 0), "the new VF's table only");
+    assert_eq!(plan.pkey_smps, 1);
+}
+
+/// OpenSM's `part_enforce`: `in` and `out` turn on one bit of every
+/// switch port cabled to a CA, and the simulated switches then check that
+/// direction alone; `off` writes no switch port's table (nor reads one)
+/// and leaves both bits clear. A new master with `off` clears the bits an
+/// earlier one set.
+#[test]
+fn part_enforce_in_out_and_off_set_the_bits_it_names_and_no_more() {
+    use smi::sm::PartEnforce;
+    let (probe, c, conf) = with_two_in_0x42();
+    drop(probe);
+    let up = |mode: PartEnforce| {
+        let mut f = Fabric::new(
+            Topology::from_spec("mport-ntree:4:2").unwrap(),
+            SimConfig::default(),
+        )
+        .unwrap();
+        let mut sm = Sm::new(SmConfig {
+            part_enforce: mode,
+            ..SmConfig::default()
+        });
+        assert_eq!(sm.set_partitions(parse(&conf).unwrap()), 0);
+        assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+        (f, sm)
+    };
+    let (both_f, both_sm) = up(PartEnforce::Both);
+    let both_gets = both_sm.stats().count(Method::Get, AttributeId::PKeyTable);
+    for mode in [
+        PartEnforce::Both,
+        PartEnforce::In,
+        PartEnforce::Out,
+        PartEnforce::Off,
+    ] {
+        let (mut f, sm) = up(mode);
+        let want = mode.bits(true);
+        let mut to_cas = 0;
+        for (i, n) in f.topo.nodes.iter().enumerate() {
+            if n.kind != NodeType::Switch {
+                continue;
+            }
+            for p in 1..=n.ports {
+                let Some(r) = f.topo.peer[i][usize::from(p)] else {
+                    continue;
+                };
+                let pi = port(&f, i, p).1;
+                let bits = (
+                    pi.partition_enforcement_inbound,
+                    pi.partition_enforcement_outbound,
+                );
+                if f.topo.nodes[r.0].kind == NodeType::Switch {
+                    assert_eq!(bits, (false, false), "{mode:?}: between switches");
+                } else {
+                    to_cas += 1;
+                    assert_eq!(bits, want, "{mode:?}: {}/{p}", n.name);
+                }
+            }
+        }
+        assert!(to_cas > 0);
+        // The two members' switch ports hold their keys, except with
+        // enforcement off, where only the CA ports are written.
+        let (s1, q1) = switch_port(&f, c[1]);
+        let switch_keys = port(&f, s1, q1).0;
+        let pkey_sets = sets(&sm, AttributeId::PKeyTable);
+        let gets = sm.stats().count(Method::Get, AttributeId::PKeyTable);
+        if mode == PartEnforce::Off {
+            assert_eq!(pkey_sets, 2, "the two CA ports only");
+            assert!(!switch_keys.contains(&0x8042), "{switch_keys:x?}");
+            assert!(
+                gets < both_gets,
+                "{gets} reads, {both_gets} with enforcement"
+            );
+        } else {
+            assert_eq!(pkey_sets, 4);
+            assert!(switch_keys.contains(&0x8042), "{switch_keys:x?}");
+            assert_eq!(gets, both_gets);
+        }
+        // Out of the partition into c[5]: its switch port drops it on the
+        // way out where outbound is on, else c[5] refuses it.
+        let (s5, q5) = switch_port(&f, c[5]);
+        let into = f.walk_in_partition(c[1], f.nodes[c[5]].lid(), 0x42);
+        if want.1 {
+            assert_eq!(
+                into,
+                Err(PartitionDrop::Enforced {
+                    node: s5,
+                    port: q5,
+                    inbound: false
+                }),
+                "{mode:?}"
+            );
+        } else {
+            assert_eq!(into, Err(PartitionDrop::Refused(c[5])), "{mode:?}");
+        }
+        // A host that wrote the key behind the SM's back: stopped on the
+        // way in where inbound is on, else it reaches a member.
+        let SimNode::Ca(ca) = &mut f.nodes[c[5]] else {
+            panic!("not a CA")
+        };
+        ca.model.ports[1].pkeys[1] = PKey(0x8042);
+        let from = f.walk_in_partition(c[5], f.nodes[c[1]].lid(), 0x42);
+        if want.0 {
+            assert_eq!(
+                from,
+                Err(PartitionDrop::Enforced {
+                    node: s5,
+                    port: q5,
+                    inbound: true
+                }),
+                "{mode:?}"
+            );
+        } else {
+            assert!(from.is_ok(), "{mode:?}: {from:?}");
+        }
+    }
+    // A new master with enforcement off, on the fabric the first left
+    // enforcing: every bit cleared.
+    let mut f = both_f;
+    let (s1, q1) = switch_port(&f, c[1]);
+    let pi = port(&f, s1, q1).1;
+    assert!(pi.partition_enforcement_inbound && pi.partition_enforcement_outbound);
+    let mut off = Sm::new(SmConfig {
+        part_enforce: PartEnforce::Off,
+        ..SmConfig::default()
+    });
+    assert_eq!(off.set_partitions(parse(&conf).unwrap()), 0);
+    assert!(f.bring_up(&mut off), "{:?}", off.error());
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        for p in (n.kind == NodeType::Switch)
+            .then_some(1..=n.ports)
+            .into_iter()
+            .flatten()
+        {
+            let pi = port(&f, i, p).1;
+            assert!(
+                !pi.partition_enforcement_inbound && !pi.partition_enforcement_outbound,
+                "{}/{p} still enforces",
+                n.name
+            );
+        }
+    }
+    // Its table is left as the first master wrote it, as OpenSM leaves it.
+    assert!(port(&f, s1, q1).0.contains(&0x8042));
+}

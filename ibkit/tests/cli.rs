@@ -529,6 +529,10 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["sim", "--lmc", "8"][..], "0..=7"),
         (&["sm", "--lmc", "9"][..], "0..=7"),
         (&["sm", "-l", "-1"][..], "-1"),
+        (
+            &["sm", "--part-enforce", "BOTH"][..],
+            "both, in, out or off",
+        ),
         (&["bench", "opensm", "--lmc", "8"][..], "0..=7"),
         (&["bench", "sa", "--windows", "8,0"][..], "1..=4096"),
         (

@@ -114,17 +114,37 @@ fn both<S: Simulator + Sync>(
     start: impl Fn(&Path) -> S,
     enforcement: bool,
 ) -> (Tables, Tables) {
+    both_with(what, topo, start, enforcement, None)
+}
+
+/// [`both`], both SMs also given `opensm_conf` (the text of an
+/// `opensm.conf`: OpenSM's `-F`, ibkit's `--opensm-config`).
+fn both_with<S: Simulator + Sync>(
+    what: &str,
+    topo: &Topology,
+    start: impl Fn(&Path) -> S,
+    enforcement: bool,
+    opensm_conf: Option<&str>,
+) -> (Tables, Tables) {
     let dir = std::env::temp_dir().join(format!("ibkit-pkeys-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("partitions.conf");
     std::fs::write(&conf, config(topo)).unwrap();
     let conf = conf.to_str().unwrap();
+    let site = dir.join("opensm.conf");
+    let site = site.to_str().unwrap();
+    let (mut osm_args, mut our_args) = (vec!["-P", conf], vec!["--partitions", conf]);
+    if let Some(text) = opensm_conf {
+        std::fs::write(site, text).unwrap();
+        osm_args.extend(["-F", site]);
+        our_args.extend(["--opensm-config", site]);
+    }
     let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
     let lids = topo.nodes.len() as u16 + 2;
     let wait = Duration::from_secs(30);
 
     let sim = start(&dir);
-    let osm = start_opensm_with(&sim, &dir, wait, &["-P", conf]).unwrap();
+    let osm = start_opensm_with(&sim, &dir, wait, &osm_args).unwrap();
     // OpenSM writes the tables after SUBNET UP's sweep: let it settle.
     std::thread::sleep(Duration::from_secs(2));
     let theirs = tables(&sim, host, lids, enforcement);
@@ -133,7 +153,7 @@ fn both<S: Simulator + Sync>(
 
     let sim = start(&dir);
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let sm: RunningSm = start_ibkit_sm(exe, &sim, &["--partitions", conf], wait).unwrap();
+    let sm: RunningSm = start_ibkit_sm(exe, &sim, &our_args, wait).unwrap();
     let ours = tables(&sim, host, lids, enforcement);
     drop(sm);
     drop(sim);
@@ -241,6 +261,167 @@ fn opensm_and_ibkit_write_the_same_pkey_tables_on_the_served_fabric() {
             t0.elapsed()
         );
     }
+}
+
+/// OpenSM's `part_enforce in`, `out` and `off` (and the older
+/// `no_partition_enforcement TRUE`) in one `opensm.conf` given to both
+/// SMs on the served fabric: every switch port's enforcement bits, and
+/// every P_Key table, equal port for port. With `off` neither SM writes a
+/// switch port's table.
+#[test]
+fn opensm_and_ibkit_enforce_partitions_alike_as_part_enforce_says() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    for (line, want) in [
+        ("part_enforce in", (true, false)),
+        ("part_enforce out", (false, true)),
+        ("part_enforce off", (false, false)),
+        (
+            "part_enforce both\nno_partition_enforcement TRUE",
+            (false, false),
+        ),
+    ] {
+        let t0 = std::time::Instant::now();
+        let what = format!("enforce-{}", line.len());
+        let (theirs, ours) = both_with(
+            &what,
+            &topo,
+            |_| Served::start(exe, spec, 0, &[]).unwrap(),
+            true,
+            Some(&format!("{line}\n")),
+        );
+        same(&format!("served {spec}, {line:?}"), &theirs, &ours);
+        let mut to_cas = 0;
+        for (k, (table, bits)) in &ours {
+            assert_eq!(
+                bits, &theirs[k].1,
+                "{line:?}: {:#x}/{}: enforcement",
+                k.0, k.1
+            );
+            let Some(bits) = bits else { continue };
+            let member = table.iter().any(|&k| k & 0x7FFF == 0x42);
+            if *bits == want && want != (false, false) {
+                to_cas += 1;
+            }
+            if want == (false, false) {
+                assert!(!member, "{line:?}: {:#x}/{} written", k.0, k.1);
+            }
+        }
+        let held = (ours.iter())
+            .filter(|((_, p), (t, b))| {
+                *p > 0 && b.is_some() && t.iter().any(|&k| k & 0x7FFF == 0x42)
+            })
+            .count();
+        if want != (false, false) {
+            assert!(
+                to_cas > 0 && held > 0,
+                "{line:?}: {to_cas} ports, {held} hold 0x42"
+            );
+        }
+        println!(
+            "served {spec}, {line:?}: bits {want:?} at {to_cas} switch ports, {held} switch ports hold 0x42, as OpenSM; {:.1?}",
+            t0.elapsed()
+        );
+    }
+}
+
+/// SIGHUP applies a new `part_enforce` from `ibkit sm --config` on the
+/// running served fabric. Started with `off`, the switch port cabled to a
+/// partition's member holds neither bit nor the member's P_Key; `in`
+/// writes its table and turns on inbound; then both ways; then off again
+/// (the table left as it is, as OpenSM leaves it).
+#[test]
+fn sighup_applies_a_new_part_enforce() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-enforce-hup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("partitions.conf"), config(&topo)).unwrap();
+    let toml = dir.join("sm.toml");
+    let write = |mode: &str| {
+        let text = format!("partitions = \"partitions.conf\"\npart_enforce = \"{mode}\"\n");
+        std::fs::write(&toml, text).unwrap();
+    };
+    write("off");
+    let sim = Served::start(exe, spec, 0, &[]).unwrap();
+    let sm = start_ibkit_sm(
+        exe,
+        &sim,
+        &["--config", toml.to_str().unwrap()],
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    // The switch port cabled to the partition's second member.
+    let ca = (topo.nodes.iter())
+        .position(|n| n.guid + 1 == partition_member(&topo))
+        .unwrap();
+    let (sw, port) = topo.peer_of(ca, 1).unwrap();
+    let sw_guid = format!("{:#018x}", topo.nodes[sw].guid);
+    let q = |args: Vec<String>| smpquery(sim.client_at("smpquery".as_ref(), host), &args);
+    let lid = (1..=topo.nodes.len() as u16 + 2)
+        .find(|l| {
+            q(vec!["nodeinfo".into(), l.to_string()])
+                .is_ok_and(|t| smp_field(&t, "Guid") == Some(&sw_guid[..]))
+        })
+        .unwrap();
+    let bits = || {
+        let pi = q(vec!["portinfo".into(), lid.to_string(), port.to_string()]).unwrap();
+        (
+            smp_field(&pi, "PartEnforceInb") == Some("1"),
+            smp_field(&pi, "PartEnforceOutb") == Some("1"),
+        )
+    };
+    let holds = || {
+        let t = q(vec!["pkeys".into(), lid.to_string(), port.to_string()]).unwrap();
+        t.contains("0x8042")
+    };
+    assert_eq!(bits(), (false, false));
+    assert!(!holds(), "off: the switch port's table is not written");
+    for (mode, want) in [
+        ("in", (true, false)),
+        ("both", (true, true)),
+        ("off", (false, false)),
+    ] {
+        write(mode);
+        let said = sim.control("reload-sm").unwrap().unwrap();
+        assert!(said.starts_with("ok: SIGHUP"), "{said}");
+        let t = std::time::Instant::now();
+        while bits() != want || !holds() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "part_enforce {mode}: bits {:?}, not {want:?}, or the member's key not held ({})",
+                bits(),
+                holds()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        println!(
+            "SIGHUP, part_enforce {mode}: {want:?} in {:.1?}",
+            t.elapsed()
+        );
+    }
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean, "the SM exits cleanly on SIGTERM after the reloads");
+}
+
+/// The port GUID of the second member of `config`'s partition 0x42.
+fn partition_member(topo: &Topology) -> u64 {
+    (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.guid + 1)
+        .nth(2)
+        .unwrap()
 }
 
 /// The P_Key table of CA `i`'s port as smpquery reads it, by its LID.

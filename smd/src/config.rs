@@ -32,6 +32,7 @@
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
 //! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! subnet_prefix = "0xfe80000000000000" # every end port's GID prefix (OpenSM's)
+//! part_enforce = "both"     # in, out, off: switch ports' partition enforcement (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
@@ -55,7 +56,7 @@
 //! partition and QoS files change at once, the rest at the next start.
 
 use serde::Deserialize;
-use smi::sm::{Engine, LidPolicy};
+use smi::sm::{Engine, LidPolicy, PartEnforce};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -102,6 +103,7 @@ struct Raw {
     no_clients_rereg: Option<bool>,
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
+    part_enforce: Option<Spanned<String>>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -187,6 +189,9 @@ pub struct SmFile {
     pub subnet_prefix: Option<u64>,
     /// The root switches' GUIDs file (OpenSM's `root_guid_file`).
     pub root_guid_file: Option<PathBuf>,
+    /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
+    /// `part_enforce`, and `no_partition_enforcement` as `off`).
+    pub part_enforce: Option<PartEnforce>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -330,6 +335,15 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             )
         })?),
     };
+    let part_enforce = match &raw.part_enforce {
+        None => None,
+        Some(s) => Some(PartEnforce::from_opensm(s.get_ref()).ok_or_else(|| {
+            bad(
+                s.span(),
+                format!("part_enforce = {:?}: not both, in, out or off", s.get_ref()),
+            )
+        })?),
+    };
     let lid_policy = match &raw.lid_policy {
         None => None,
         Some(s) => Some(LidPolicy::from_name(s.get_ref()).ok_or_else(|| {
@@ -398,6 +412,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         no_clients_rereg: raw.no_clients_rereg,
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
+        part_enforce,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -453,6 +468,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
+                    part_enforce = \"out\"\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -484,6 +500,7 @@ mod tests {
         assert_eq!(f.no_clients_rereg, Some(true));
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
+        assert_eq!(f.part_enforce, Some(PartEnforce::Out));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))
@@ -548,6 +565,7 @@ mod tests {
         );
         for (text, why) in [
             ("routing = \"dor\"\n", "minhop"),
+            ("part_enforce = \"Both\"\n", "both, in, out or off"),
             ("sm_key = -1\n", "negative"),
             ("sm_key = \"12\"\n", "0x"),
             ("poll_ms = 1\n", "10-3600000"),

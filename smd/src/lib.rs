@@ -28,7 +28,7 @@ use serde::{Serialize, Serializer};
 use smi::sm::partitions::{self, PartitionConfig};
 use smi::sm::qos::{self, QosConfig};
 use smi::sm::qos_policy::QosPolicy;
-use smi::sm::{Engine, Handled, LidPolicy, Phase, Sm, SmConfig, SmError, SmEvent};
+use smi::sm::{Engine, Handled, LidPolicy, PartEnforce, Phase, Sm, SmConfig, SmError, SmEvent};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -164,6 +164,9 @@ pub struct SmdConfig {
     /// The switches up*/down* and fat-tree routing take as roots, a node
     /// GUID a line (OpenSM's `root_guid_file`, `-a`), read at start.
     pub root_guid_file: Option<PathBuf>,
+    /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
+    /// `part_enforce`); SIGHUP applies a new one.
+    pub part_enforce: PartEnforce,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -247,6 +250,7 @@ impl Default for SmdConfig {
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
+            part_enforce: PartEnforce::Both,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -634,6 +638,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         lmc_esp0: c.lmc_esp0,
         no_clients_rereg: c.no_clients_rereg,
         subnet_prefix: c.subnet_prefix,
+        part_enforce: c.part_enforce,
         ..SmConfig::default()
     }
 }
@@ -1237,6 +1242,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         tracing::info!("force_heavy_sweep {heavy}");
     }
     sm.set_force_heavy_sweep(heavy);
+    let enforce = g.part_enforce.or(f.part_enforce).unwrap_or_default();
+    if enforce != sm.config().part_enforce {
+        let sent = sm.set_part_enforce(enforce);
+        tracing::info!("part_enforce {}: {sent} SMPs", enforce.name());
+    }
     if let (Some(level), Some(set)) = (
         g.log_level.as_ref().or(f.log_level.as_ref()),
         &rc.set_log_level,

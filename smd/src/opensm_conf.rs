@@ -15,6 +15,7 @@
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
+//! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
@@ -29,14 +30,14 @@
 //!
 //! Every other option is read and not applied: they are named in one
 //! note, and a few whose non-default value changes what the subnet does
-//! (an M_Key per port, partition enforcement off, another
-//! SM ignored, …) each get a warning of their own. A value ibkit applies
+//! (traps that start no sweep, another SM ignored, …) each get a warning
+//! of their own. A value ibkit applies
 //! that it cannot read, or that is out of range (`sm_priority 16`), is an
 //! error with its line and column, before the fabric is touched; OpenSM
 //! would take such a value as 0 or its default and go on.
 
 use crate::config::{ConfigError, SmFile};
-use smi::sm::Engine;
+use smi::sm::{Engine, PartEnforce};
 use std::path::{Path, PathBuf};
 
 /// What reading an `opensm.conf` found besides the settings.
@@ -63,16 +64,6 @@ pub struct Note {
 /// differ from what OpenSM would make of it, and ibkit does not apply:
 /// (option, OpenSM's default, what ibkit does instead).
 const WARN_UNLESS: &[(&str, &str, &str)] = &[
-    (
-        "no_partition_enforcement",
-        "FALSE",
-        "ibkit enforces partitions on switch ports cabled to CAs",
-    ),
-    (
-        "part_enforce",
-        "both",
-        "ibkit enforces partitions both ways",
-    ),
     (
         "allow_both_pkeys",
         "FALSE",
@@ -108,6 +99,7 @@ pub fn parse_opensm_conf(
     let (mut log_flags, mut log_flags_line) = (None, 0);
     let (mut sweep_line, mut lease_line) = (0, 0);
     let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
+    let mut no_enforcement = false;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let body = raw.trim_start();
@@ -151,6 +143,13 @@ pub fn parse_opensm_conf(
             "root_guid_file" if null => {}
             "root_guid_file" => s.root_guid_file = Some(PathBuf::from(value)),
             "subnet_prefix" => s.subnet_prefix = Some(number()?),
+            "part_enforce" => {
+                s.part_enforce = Some(
+                    PartEnforce::from_opensm(value)
+                        .ok_or_else(|| bad("not both, in, out or off".into()))?,
+                )
+            }
+            "no_partition_enforcement" => no_enforcement = boolean()?,
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
             "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
             "sweep_interval" => {
@@ -237,6 +236,10 @@ pub fn parse_opensm_conf(
                 }
             },
         }
+    }
+    // OpenSM's older switch, where set, wins over `part_enforce`.
+    if no_enforcement {
+        s.part_enforce = Some(PartEnforce::Off);
     }
     // OpenSM keeps its sweeps within a protected M_Key's lease: no
     // periodic sweep becomes one a second short of the lease (none, for a
@@ -411,7 +414,7 @@ mod tests {
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\n",
+             root_guid_file /there/roots\npart_enforce in\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -428,6 +431,19 @@ mod tests {
         assert_eq!(s.no_clients_rereg, Some(true));
         assert_eq!(s.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(s.root_guid_file, Some(PathBuf::from("/there/roots")));
+        assert_eq!(s.part_enforce, Some(PartEnforce::In));
+        // The older switch wins over part_enforce, before it or after.
+        for text in [
+            "no_partition_enforcement TRUE\npart_enforce out\n",
+            "part_enforce both\nno_partition_enforcement TRUE\n",
+        ] {
+            assert_eq!(
+                parse(text).unwrap().settings.part_enforce,
+                Some(PartEnforce::Off)
+            );
+        }
+        let out = parse("no_partition_enforcement FALSE\npart_enforce out\n").unwrap();
+        assert_eq!(out.settings.part_enforce, Some(PartEnforce::Out));
         assert_eq!((s.sweep_ms, s.poll_ms), (Some(30_000), Some(2000)));
         assert_eq!(
             (s.timeout_ms, s.retries),
@@ -609,6 +625,8 @@ mod tests {
             ("m_key_lease_period 65536\n", 1, 20, "not 0-65535"),
             ("max_op_vls 6\n", 1, 12, "not 1-5"),
             ("leaf_vl_stall_count 8\n", 1, 21, "not 0-7"),
+            ("part_enforce BOTH\n", 1, 14, "not both, in, out or off"),
+            ("no_partition_enforcement 1\n", 1, 26, "TRUE or FALSE"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");

@@ -48,6 +48,12 @@ pub fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
         .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn or ftree"))
 }
 
+/// Partition enforcement by OpenSM's name: both, in, out or off.
+pub fn parse_part_enforce(s: &str) -> Result<smi::sm::PartEnforce, String> {
+    smi::sm::PartEnforce::from_opensm(s)
+        .ok_or_else(|| format!("unknown partition enforcement {s:?}: both, in, out or off"))
+}
+
 /// What a long command says while it works, on standard error: on a
 /// terminal, a progress bar (steps done of `total`, elapsed time, the
 /// current step) with the lines printed above it; elsewhere, the lines

@@ -65,7 +65,7 @@ pub struct SmArgs {
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
     /// ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
@@ -78,6 +78,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
+    /// part_enforce, no_partition_enforcement,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -141,6 +142,12 @@ pub struct SmArgs {
     /// is skipped, and with none found the engine picks the roots.
     #[arg(long, value_name = "FILE")]
     pub root_guid_file: Option<std::path::PathBuf>,
+    /// Partition enforcement on the switch ports cabled to CAs, with
+    /// --partitions (OpenSM's part_enforce): both, in (packets from the
+    /// CA checked), out (packets to it), or off (the switch ports' P_Key
+    /// tables are not written either) [default: both].
+    #[arg(long, value_name = "MODE", value_parser = super::args::parse_part_enforce)]
+    pub part_enforce: Option<smi::sm::PartEnforce>,
     /// Take VM requests on this Unix socket (mode 0600; the SM's user
     /// and root): `ibkit vm --socket PATH create|migrate|destroy|list`
     /// starts, live-migrates (LID and vGUID kept, LFT entries swapped or
@@ -284,6 +291,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             no_clients_rereg: a.no_clients_rereg || file.no_clients_rereg == Some(true),
             subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
             root_guid_file: a.root_guid_file.clone().or(file.root_guid_file),
+            part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
@@ -355,6 +363,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         lmc_esp0: a.lmc_esp0.then_some(true),
         no_clients_rereg: a.no_clients_rereg.then_some(true),
         root_guid_file: a.root_guid_file.clone(),
+        part_enforce: a.part_enforce,
         force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,

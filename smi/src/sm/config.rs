@@ -119,6 +119,64 @@ pub struct SmConfig {
     /// switch: the engine picks them, as OpenSM without the file. A GUID
     /// that names no live switch is skipped, as OpenSM skips it.
     pub root_guids: Vec<u64>,
+    /// Which partition enforcement bits the switch ports cabled to CAs
+    /// get (OpenSM's `part_enforce`; `no_partition_enforcement` is
+    /// [`PartEnforce::Off`]). Only with a partition configuration.
+    pub part_enforce: PartEnforce,
+}
+
+/// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
+/// `part_enforce` names it: PortInfo's PartitionEnforcementInbound and
+/// PartitionEnforcementOutbound (IBA 14.2.5.6, 10.9.3). A port whose
+/// P_Key table cannot hold every key of its CA enforces neither way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PartEnforce {
+    /// Inbound and outbound (OpenSM's default, `both`).
+    #[default]
+    Both,
+    /// Inbound only: packets from the CA are checked (`in`).
+    In,
+    /// Outbound only: packets to the CA are checked (`out`).
+    Out,
+    /// Neither: the switch ports' P_Key tables are not written either,
+    /// and their bits are cleared where set (`off`).
+    Off,
+}
+
+impl PartEnforce {
+    /// The mode OpenSM's `part_enforce` value names (`both`, `in`, `out`,
+    /// `off`, as OpenSM compares them: exactly).
+    pub fn from_opensm(s: &str) -> Option<Self> {
+        Some(match s {
+            "both" => Self::Both,
+            "in" => Self::In,
+            "out" => Self::Out,
+            "off" => Self::Off,
+            _ => return None,
+        })
+    }
+
+    /// OpenSM's name of the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Both => "both",
+            Self::In => "in",
+            Self::Out => "out",
+            Self::Off => "off",
+        }
+    }
+
+    /// The (inbound, outbound) bits of a port that can enforce (`fits`:
+    /// its table holds every key of its CA) or cannot.
+    pub fn bits(self, fits: bool) -> (bool, bool) {
+        match self {
+            _ if !fits => (false, false),
+            Self::Both => (true, true),
+            Self::In => (true, false),
+            Self::Out => (false, true),
+            Self::Off => (false, false),
+        }
+    }
 }
 
 /// The routing engines.
@@ -244,6 +302,7 @@ impl Default for SmConfig {
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guids: Vec::new(),
+            part_enforce: PartEnforce::Both,
         }
     }
 }

@@ -79,8 +79,10 @@ impl Sm {
                 pi.master_sm_lid = self.sm_lid();
             }
             if let Some(on) = self.pkey_enforcement(i, port) {
-                pi.partition_enforcement_inbound = on;
-                pi.partition_enforcement_outbound = on;
+                (
+                    pi.partition_enforcement_inbound,
+                    pi.partition_enforcement_outbound,
+                ) = on;
                 self.db.pkeys.sent.insert((i, port), on);
             }
             if let Some(h) = self.qos_high_limit(i, port) {

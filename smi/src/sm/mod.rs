@@ -40,7 +40,8 @@ pub mod updn;
 pub mod vswitch;
 
 pub use config::{
-    Engine, FatTreeEngine, LinkParams, MinHopEngine, RoutingEngine, SmConfig, UpDownEngine,
+    Engine, FatTreeEngine, LinkParams, MinHopEngine, PartEnforce, RoutingEngine, SmConfig,
+    UpDownEngine,
 };
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};

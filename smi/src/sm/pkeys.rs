@@ -68,11 +68,12 @@ pub(super) struct PKeys {
     /// The table each port should hold (end ports, and switch ports
     /// cabled to CAs).
     pub(super) want: BTreeMap<(usize, u8), Vec<u16>>,
-    /// Switch ports whose enforcement bits should be on (true) or off.
-    pub(super) enforce: BTreeMap<(usize, u8), bool>,
+    /// The (inbound, outbound) enforcement bits each switch port should
+    /// hold.
+    pub(super) enforce: BTreeMap<(usize, u8), (bool, bool)>,
     /// The enforcement bits last sent to each switch port: a port that
     /// did not keep them (ibsim keeps none) is not sent them again.
-    pub(super) sent: BTreeMap<(usize, u8), bool>,
+    pub(super) sent: BTreeMap<(usize, u8), (bool, bool)>,
     /// Reads are out: apply once they are answered.
     awaiting: bool,
     /// Ports whose table could not hold every P_Key they should.
@@ -200,6 +201,20 @@ impl Sm {
             .collect();
         self.db.pkeys.config = Some(config);
         self.db.pkeys.generation += 1;
+        self.reconfigure(Sm::pkey_distribute)
+    }
+
+    /// Partition enforcement becomes `mode` (OpenSM's `part_enforce`
+    /// changed on a running subnet): the switch ports cabled to CAs get
+    /// their bits, and their tables where enforcement turns on from
+    /// `off`, with only what differs sent. The SMPs queued now (none
+    /// without partitions; before the subnet is up, or in a sweep, the
+    /// next distribution applies it).
+    pub fn set_part_enforce(&mut self, mode: PartEnforce) -> usize {
+        if self.cfg.part_enforce == mode {
+            return 0;
+        }
+        self.cfg.part_enforce = mode;
         self.reconfigure(Sm::pkey_distribute)
     }
 
@@ -459,7 +474,9 @@ impl Sm {
         }
         let ends = self.end_ports();
         let mut ports = ends.clone();
-        ports.extend(self.ca_facing(&ends).into_iter().map(|(s, _)| s));
+        if self.cfg.part_enforce != PartEnforce::Off {
+            ports.extend(self.ca_facing(&ends).into_iter().map(|(s, _)| s));
+        }
         let mut read = false;
         // A VM found running, whose keys' places this SM does not know.
         for (i, vf) in self.vm_ends() {
@@ -585,6 +602,9 @@ impl Sm {
             return 0;
         };
         let mut n = usize::from(p.vf_held.get(&to) != Some(vm));
+        if self.cfg.part_enforce == PartEnforce::Off {
+            return n; // the switch ports' tables are not written
+        }
         for (hyp, joins) in [(from.0, false), (to.0, true)] {
             let Some(n_hyp) = self.db.nodes().get(hyp) else {
                 continue;
@@ -604,7 +624,8 @@ impl Sm {
             n += (held.chunks(BLOCK).zip(table.chunks(BLOCK)))
                 .filter(|(h, w)| h != w)
                 .count();
-            n += usize::from(p.enforce.get(&s).is_some_and(|&on| on != fits));
+            let bits = self.cfg.part_enforce.bits(fits);
+            n += usize::from(p.enforce.get(&s).is_some_and(|&b| b != bits));
         }
         n
     }
@@ -632,8 +653,8 @@ impl Sm {
             .filter_map(|&h| Some((h, self.db.nodes().get(h)?.info.local_port_num)))
             .collect();
         for (s, ca) in self.ca_facing(&ends) {
-            let on = self.pkey_facing(s, ca);
-            self.db.pkeys.enforce.insert(s, on);
+            let bits = self.pkey_facing(s, ca);
+            self.db.pkeys.enforce.insert(s, bits);
         }
         self.pkey_enforce();
     }
@@ -686,8 +707,8 @@ impl Sm {
             self.db.pkeys.want.insert(e, table);
         }
         for (s, ca) in facing {
-            let on = self.pkey_facing(s, ca);
-            enforce.insert(s, on);
+            let bits = self.pkey_facing(s, ca);
+            enforce.insert(s, bits);
         }
         // Switch-to-switch links do not enforce.
         for (i, n) in self.db.nodes().iter().enumerate() {
@@ -702,7 +723,7 @@ impl Sm {
                     x.partition_enforcement_inbound || x.partition_enforcement_outbound
                 });
                 if to_switch && on {
-                    enforce.insert((i, p as u8), false);
+                    enforce.insert((i, p as u8), (false, false));
                 }
             }
         }
@@ -739,13 +760,20 @@ impl Sm {
 
     /// The table of switch port `s`, cabled to end port `ca`: the CA's
     /// keys, and its VMs' on a hypervisor, written where they differ
-    /// from what the port holds. Whether the port can enforce them (all
-    /// fit, and its table was read).
-    fn pkey_facing(&mut self, s: (usize, u8), ca: (usize, u8)) -> bool {
+    /// from what the port holds (not at all with enforcement off, as
+    /// OpenSM). The enforcement bits the port gets: none where it cannot
+    /// enforce (a key does not fit, or its table was not read).
+    fn pkey_facing(&mut self, s: (usize, u8), ca: (usize, u8)) -> (bool, bool) {
+        let mode = self.cfg.part_enforce;
+        if mode == PartEnforce::Off {
+            self.db.pkeys.want.remove(&s);
+            self.db.pkeys.overflow.remove(&s);
+            return mode.bits(false);
+        }
         let (Some(mut ca_table), Some(held)) =
             (self.db.pkeys.want.get(&ca).cloned(), self.db.pkeys.table(s))
         else {
-            return false;
+            return mode.bits(false);
         };
         // A hypervisor's link carries its VMs' packets too.
         let vms = self.db.pkeys.vf_want.range((ca.0, 0)..=(ca.0, u16::MAX));
@@ -760,7 +788,7 @@ impl Sm {
         }
         self.pkey_send_changes(s, &held, &table);
         self.db.pkeys.want.insert(s, table);
-        fits
+        mode.bits(fits)
     }
 
     /// Set(P_KeyTable) of each block of `at` where `want` differs from
@@ -776,14 +804,18 @@ impl Sm {
     /// Set(PortInfo) with the enforcement bits where they differ, except
     /// on ports the bring-up's activation will set (it carries them).
     fn pkey_enforce(&mut self) {
-        let todo: Vec<((usize, u8), bool)> = (self.db.pkeys.enforce.iter())
+        let todo: Vec<((usize, u8), (bool, bool))> = (self.db.pkeys.enforce.iter())
             .map(|(&k, &v)| (k, v))
             .collect();
         for ((i, p), on) in todo {
             let Some(mut pi) = self.db.nodes()[i].ports[usize::from(p)].info else {
                 continue;
             };
-            if pi.partition_enforcement_inbound == on && pi.partition_enforcement_outbound == on {
+            if (
+                pi.partition_enforcement_inbound,
+                pi.partition_enforcement_outbound,
+            ) == on
+            {
                 continue;
             }
             if pi.port_state == PortState::Init {
@@ -793,8 +825,10 @@ impl Sm {
                 continue; // sent before, and not kept
             }
             self.db.pkeys.sent.insert((i, p), on);
-            pi.partition_enforcement_inbound = on;
-            pi.partition_enforcement_outbound = on;
+            (
+                pi.partition_enforcement_inbound,
+                pi.partition_enforcement_outbound,
+            ) = on;
             self.set_port_fields(i, p, pi);
         }
     }
@@ -811,9 +845,10 @@ impl Sm {
         self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
     }
 
-    /// The enforcement bits the activation's Set(PortInfo) of `port` of
-    /// node `i` carries (none when partitions are not applied).
-    pub(super) fn pkey_enforcement(&self, i: usize, port: u8) -> Option<bool> {
+    /// The (inbound, outbound) enforcement bits the activation's
+    /// Set(PortInfo) of `port` of node `i` carries (none when partitions
+    /// are not applied).
+    pub(super) fn pkey_enforcement(&self, i: usize, port: u8) -> Option<(bool, bool)> {
         self.db.pkeys.enforce.get(&(i, port)).copied()
     }
 }
