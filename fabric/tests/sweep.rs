@@ -207,6 +207,59 @@ fn without_traps_the_periodic_light_sweep_finds_the_change() {
     assert!(sm.deadlock_free());
 }
 
+/// OpenSM's `sweep_on_trap FALSE`: the trap of a failed cable is
+/// repressed and starts no sweep; the routes still cross the dead cable
+/// until the periodic sweep, which reads the trapping switch and routes
+/// around it. `set_sweep_on_trap(true)` (SIGHUP's path) sweeps on the
+/// next trap at once.
+#[test]
+fn with_sweep_on_trap_off_a_trap_waits_for_the_periodic_sweep() {
+    let (mut f, mut sm) = up(
+        "mport-ntree:8:2",
+        SmConfig {
+            sweep_interval_ms: Some(2_000),
+            sweep_on_trap: false,
+            routing: Engine::UpDown,
+            ..SmConfig::default()
+        },
+    );
+    let (sw, port) = uplink(&f);
+    let sweeps = sm.stats().sweeps;
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(sw, port));
+    assert!(f.run_until(&mut sm, t + 500 * MS));
+    let st = sm.stats();
+    assert!(st.traps >= 1, "{st:?}");
+    assert_eq!(st.sweeps, sweeps, "no sweep on the trap");
+    let repress = u8::from(Method::TrapRepress);
+    assert!(st.per_phase_kind.keys().any(|&(_, m, _)| m == repress));
+    assert!(
+        f.verify().unreachable > 0,
+        "routes still cross the dead cable"
+    );
+    // The periodic sweep finds it.
+    assert!(f.run_until(&mut sm, t + 2_600 * MS));
+    assert_eq!(sm.stats().sweeps, sweeps + 1);
+    clean(&f);
+    // Turned on: the next trap sweeps at once.
+    sm.set_sweep_on_trap(true);
+    let (sw2, port2) = (
+        sw,
+        (1..=f.topo.nodes[sw].ports)
+            .find(|&p| {
+                p != port
+                    && f.topo.peer[sw][usize::from(p)]
+                        .is_some_and(|(m, _)| f.topo.nodes[m].kind == f.topo.nodes[sw].kind)
+            })
+            .unwrap(),
+    );
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(sw2, port2));
+    assert!(f.run_until(&mut sm, t + 500 * MS));
+    assert_eq!(sm.stats().sweeps, sweeps + 2, "swept on the trap");
+    clean(&f);
+}
+
 #[test]
 fn a_lid_route_that_does_not_answer_falls_back_to_directed_route() {
     let (mut f, mut sm) = up_with(

@@ -428,6 +428,147 @@ fn both_sms_ask_every_end_port_to_reregister_as_they_start_unless_told_not_to() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `sweep_on_trap FALSE` (with `sweep_interval 0`), one
+/// `opensm.conf` given to OpenSM (`-F`) and to `ibkit sm
+/// --opensm-config`: a leaf's uplink taken down, its trap reaches the SM,
+/// and neither SM sweeps: every switch's LFT stays as it was, the dead
+/// uplink still routed into. Without the file ibkit sweeps on the same
+/// trap and routes around the cable.
+#[test]
+fn with_sweep_on_trap_off_neither_sm_sweeps_on_a_trap() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("sweep-on-trap");
+    let conf = dir.join("opensm.conf");
+    std::fs::write(&conf, "sweep_on_trap FALSE\nsweep_interval 0\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    let lfts = |d: &Value| -> BTreeMap<String, Value> {
+        (by_name(d).into_iter())
+            .filter(|(n, _)| n.starts_with("S-"))
+            .map(|(n, v)| (n, v["lft"].clone()))
+            .collect()
+    };
+    let leaf = "S-L0-0";
+    let run_one = |who: &str, start: &dyn Fn(&Served) -> Box<dyn FnOnce()>| -> (usize, usize) {
+        let sim = Served::start(exe(), "fat-tree-324", 0, &[]).unwrap();
+        let stop = start(&sim);
+        let before = dump(&sim, &dir);
+        let up_port = by_name(&before)[leaf]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| {
+                p["peer"]["node"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("S-"))
+            })
+            .unwrap()["port"]
+            .as_u64()
+            .unwrap();
+        let used = |d: &Value| {
+            by_name(d)[leaf]["lft"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|x| x.as_u64() == Some(up_port))
+                .count()
+        };
+        let traps = sim.stats().unwrap()["traps"].as_u64().unwrap();
+        sim.ctl(&format!("link-down {leaf} {up_port}")).unwrap();
+        let t0 = Instant::now();
+        while sim.stats().unwrap()["traps"].as_u64().unwrap() == traps {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{who}: no trap delivered"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Time for a sweep to begin and end (each SM sweeps fat-tree-324
+        // in well under a second on this fabric).
+        std::thread::sleep(Duration::from_millis(2_000));
+        let after = dump(&sim, &dir);
+        stop();
+        let changed = (lfts(&before).into_iter())
+            .filter(|(n, l)| lfts(&after).get(n) != Some(l))
+            .count();
+        println!(
+            "{who}: trap delivered; {changed} switches' LFTs changed, {} → {} routes into {leaf}/{up_port}",
+            used(&before),
+            used(&after)
+        );
+        (changed, used(&after))
+    };
+    let opensm = |sim: &Served| -> Box<dyn FnOnce()> {
+        let log = dir.join("opensm.log");
+        let _ = std::fs::remove_file(&log);
+        let cache = dir.join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let mut osm = sim
+            .client("opensm".as_ref())
+            .env("OSM_CACHE_DIR", &cache)
+            .args(["-d", "2", "-F", conf, "-f"])
+            .arg(&log)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("SUBNET UP")
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "OpenSM never came up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log2 = log.clone();
+        Box::new(move || {
+            let _ = osm.kill();
+            let _ = osm.wait();
+            let text = std::fs::read_to_string(&log2).unwrap_or_default();
+            assert!(text.contains("num:128"), "OpenSM got trap 128");
+        })
+    };
+    let ibkit = |extra: &[&str]| {
+        let mut args = vec!["--transport".to_string(), "umad".to_string()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        move |sim: &Served| -> Box<dyn FnOnce()> {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut w =
+                tests::peers::WatchedSm::spawn(sim.client(exe().as_os_str()), &args).unwrap();
+            w.wait_for("SUBNET UP", Duration::from_secs(60)).unwrap();
+            Box::new(move || {
+                let (clean, lines) = w.stop(Duration::from_secs(10));
+                assert!(clean);
+                assert!(
+                    lines.iter().any(|(_, l)| l.contains("trap Some(128)")),
+                    "ibkit got trap 128"
+                );
+            })
+        }
+    };
+    let theirs = run_one("OpenSM, sweep_on_trap FALSE", &opensm);
+    let ours = run_one(
+        "ibkit, sweep_on_trap FALSE",
+        &ibkit(&["--opensm-config", conf]),
+    );
+    let default = run_one("ibkit, by default", &ibkit(&[]));
+    assert_eq!(theirs.0, 0, "OpenSM changed no LFT");
+    assert!(theirs.1 > 0);
+    assert_eq!(ours.0, 0, "ibkit changed no LFT, as OpenSM");
+    assert!(ours.1 > 0);
+    assert!(
+        default.0 > 0 && default.1 == 0,
+        "by default ibkit routes around it: {default:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn ibkit_sm_runs_on_served_fabrics() {
     if let Some(why) = missing() {

@@ -33,6 +33,7 @@
 //! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! subnet_prefix = "0xfe80000000000000" # every end port's GID prefix (OpenSM's)
 //! part_enforce = "both"     # in, out, off: switch ports' partition enforcement (OpenSM's)
+//! sweep_on_trap = true      # false: traps start no sweep (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
@@ -104,6 +105,7 @@ struct Raw {
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
     part_enforce: Option<Spanned<String>>,
+    sweep_on_trap: Option<bool>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -192,6 +194,8 @@ pub struct SmFile {
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`, and `no_partition_enforcement` as `off`).
     pub part_enforce: Option<PartEnforce>,
+    /// Traps start sweeps (OpenSM's `sweep_on_trap`).
+    pub sweep_on_trap: Option<bool>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -413,6 +417,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
         part_enforce,
+        sweep_on_trap: raw.sweep_on_trap,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -468,7 +473,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
-                    part_enforce = \"out\"\n\
+                    part_enforce = \"out\"\nsweep_on_trap = false\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -501,6 +506,7 @@ mod tests {
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
+        assert_eq!(f.sweep_on_trap, Some(false));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))

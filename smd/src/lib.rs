@@ -167,6 +167,9 @@ pub struct SmdConfig {
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`); SIGHUP applies a new one.
     pub part_enforce: PartEnforce,
+    /// Traps start sweeps (OpenSM's `sweep_on_trap`); SIGHUP applies a
+    /// new value.
+    pub sweep_on_trap: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -251,6 +254,7 @@ impl Default for SmdConfig {
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
             part_enforce: PartEnforce::Both,
+            sweep_on_trap: true,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -639,6 +643,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         no_clients_rereg: c.no_clients_rereg,
         subnet_prefix: c.subnet_prefix,
         part_enforce: c.part_enforce,
+        sweep_on_trap: c.sweep_on_trap,
         ..SmConfig::default()
     }
 }
@@ -1242,6 +1247,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         tracing::info!("force_heavy_sweep {heavy}");
     }
     sm.set_force_heavy_sweep(heavy);
+    let on_trap = g.sweep_on_trap.or(f.sweep_on_trap).unwrap_or(true);
+    if on_trap != sm.config().sweep_on_trap {
+        tracing::info!("sweep_on_trap {on_trap}");
+    }
+    sm.set_sweep_on_trap(on_trap);
     let enforce = g.part_enforce.or(f.part_enforce).unwrap_or_default();
     if enforce != sm.config().part_enforce {
         let sent = sm.set_part_enforce(enforce);

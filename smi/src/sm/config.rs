@@ -123,6 +123,11 @@ pub struct SmConfig {
     /// get (OpenSM's `part_enforce`; `no_partition_enforcement` is
     /// [`PartEnforce::Off`]). Only with a partition configuration.
     pub part_enforce: PartEnforce,
+    /// OpenSM's `sweep_on_trap` (default true): a trap that reports a
+    /// change (128 link state, 64/65 GID in and out of service) starts a
+    /// sweep. False: traps are still repressed, and the change waits for
+    /// the periodic sweep (none without one, as OpenSM's).
+    pub sweep_on_trap: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -303,6 +308,7 @@ impl Default for SmConfig {
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guids: Vec::new(),
             part_enforce: PartEnforce::Both,
+            sweep_on_trap: true,
         }
     }
 }

@@ -295,6 +295,11 @@ impl Sm {
         self.cfg.force_heavy_sweep = heavy;
     }
 
+    /// Whether traps start sweeps from now on ([`SmConfig::sweep_on_trap`]).
+    pub fn set_sweep_on_trap(&mut self, on: bool) {
+        self.cfg.sweep_on_trap = on;
+    }
+
     /// LIDs to give the VFs of hypervisors at the next bring-up under the
     /// prepopulated policy, by (PF port GUID, VF from 1), where no port
     /// holds them: with `guid2lid`'s LIDs for the PFs and the VMs, a

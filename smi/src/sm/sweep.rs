@@ -83,8 +83,11 @@ impl Sm {
                     && self.db.nodes()[i].alive
                     && !self.swept.contains(&i)
             });
-        // 128: link state change; 64/65: GID in/out of service.
-        if matches!(n.trap_number(), Some(128 | 64 | 65)) && self.up && !unread {
+        // 128: link state change; 64/65: GID in/out of service. Not with
+        // OpenSM's sweep_on_trap off: the switch is still remembered as
+        // an issuer, read first by the periodic sweep.
+        let sweeps = self.cfg.sweep_on_trap;
+        if matches!(n.trap_number(), Some(128 | 64 | 65)) && self.up && !unread && sweeps {
             self.sweep_pending = true;
             if self.phase == super::Phase::Done && self.out.inflight.is_empty() {
                 self.start_sweep(now_ms);
