@@ -709,3 +709,32 @@ fn an_sm_started_on_a_partitioned_vswitch_subnet_keeps_each_vms_keys_in_place() 
     );
     assert_eq!(t.map(|t| t[..3].to_vec()), Some(vec![0x7FFF, 0, 0x8030]));
 }
+
+/// OpenSM's `ignore_other_sm`: an SM of priority 0 under a master of 15
+/// asks it nothing (no Get(SMInfo)) and brings the subnet up itself;
+/// without the option it stands by.
+#[test]
+fn an_sm_that_ignores_other_sms_becomes_master_under_a_higher_one() {
+    let (mut f, _) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    f.set_is_sm(master, true);
+    f.set_sm_info(master, SmState::Master, 15);
+    let mut sm = Sm::new(SmConfig {
+        priority: 0,
+        ignore_other_sm: true,
+        ..SmConfig::default()
+    });
+    let t = f.now_ns();
+    f.run_until(&mut sm, t + 3_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert!(sm.subnet_up(), "{:?}", sm.phase());
+    assert_eq!(sm_info_gets(&sm), 0, "no SMInfo asked");
+    assert!(sm.election().peers.is_empty());
+    // Stopping, it has no standby to hand over to.
+    assert!(!sm.hand_over());
+    // The same SM without the option stands by.
+    let mut f2 = running("mport-ntree:4:2").0;
+    let m2 = other_ca(&f2);
+    let s = standby_sm(&mut f2, m2);
+    assert!(sm_info_gets(&s) > 0);
+}

@@ -770,3 +770,72 @@ fn keeps_opensms_lids(what: &str, start: Start) {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// OpenSM's `ignore_other_sm TRUE`, one `opensm.conf` given to each SM in
+/// turn: started at priority 0 under the other SM as master (priority
+/// 10), each brings the subnet up itself (SUBNET UP) instead of standing
+/// by, on ibsim and on the served fabric.
+#[test]
+fn an_sm_that_ignores_other_sms_comes_up_under_a_master() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let h = hosts(&topo);
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    for (what, start) in SIMULATORS {
+        let dir =
+            std::env::temp_dir().join(format!("ibkit-election-ign-{what}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("ignore.conf");
+        std::fs::write(&conf, "ignore_other_sm TRUE\n").unwrap();
+        let conf = conf.to_str().unwrap();
+
+        // OpenSM master; ibkit, ignoring it, comes up.
+        let sim = start(&topo, spec, &dir);
+        let sim = &*sim;
+        let osm = start_opensm_at(sim, &h[0].0, &dir, wait, &["-p", "10"], "SUBNET UP").unwrap();
+        let extra = ["--priority", "0", "--opensm-config", conf];
+        let mut ibkit = WatchedSm::start(exe, sim, &h[1].0, &extra).unwrap();
+        ibkit.wait_for("SUBNET UP", wait).unwrap();
+        let (clean, lines) = ibkit.stop(wait);
+        drop(osm);
+        assert!(clean);
+        assert!(
+            !lines.iter().any(|(_, l)| l.contains("STANDBY")),
+            "{what}: ibkit stood by"
+        );
+
+        // ibkit master; OpenSM, ignoring it, comes up.
+        let sub = dir.join("opensm");
+        std::fs::create_dir_all(&sub).unwrap();
+        let sim = start(&topo, spec, &sub);
+        let sim = &*sim;
+        let mut ibkit = WatchedSm::start(exe, sim, &h[0].0, &["--priority", "10"]).unwrap();
+        ibkit.wait_for("SUBNET UP", wait).unwrap();
+        let osm = start_opensm_at(
+            sim,
+            &h[1].0,
+            &sub,
+            wait,
+            &["-p", "0", "-F", conf],
+            "SUBNET UP",
+        );
+        let log = std::fs::read_to_string(sub.join("opensm.log")).unwrap_or_default();
+        let (clean, _) = ibkit.stop(wait);
+        assert!(clean);
+        assert!(
+            osm.is_ok(),
+            "{what}: OpenSM ignoring ibkit never came up:\n{log}"
+        );
+        drop(osm);
+        assert!(!log.contains("Entering STANDBY"), "{what}: OpenSM stood by");
+        println!(
+            "{what}: ibkit and OpenSM with ignore_other_sm TRUE each came up (SUBNET UP) under the other as master, where they stand by without it"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -170,6 +170,9 @@ pub struct SmdConfig {
     /// Traps start sweeps (OpenSM's `sweep_on_trap`); SIGHUP applies a
     /// new value.
     pub sweep_on_trap: bool,
+    /// Take no part in the election: master whatever SMs are there
+    /// (OpenSM's `ignore_other_sm`).
+    pub ignore_other_sm: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -255,6 +258,7 @@ impl Default for SmdConfig {
             root_guid_file: None,
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
+            ignore_other_sm: false,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -644,6 +648,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         subnet_prefix: c.subnet_prefix,
         part_enforce: c.part_enforce,
         sweep_on_trap: c.sweep_on_trap,
+        ignore_other_sm: c.ignore_other_sm,
         ..SmConfig::default()
     }
 }
@@ -1333,6 +1338,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "subnet_prefix",
             f.subnet_prefix.unwrap_or(mad_core::Gid::DEFAULT_PREFIX) != c.subnet_prefix,
+        ),
+        (
+            "ignore_other_sm",
+            g.ignore_other_sm.or(f.ignore_other_sm).unwrap_or(false) != c.ignore_other_sm,
         ),
         (
             "no_clients_rereg",

@@ -128,6 +128,12 @@ pub struct SmConfig {
     /// sweep. False: traps are still repressed, and the change waits for
     /// the periodic sweep (none without one, as OpenSM's).
     pub sweep_on_trap: bool,
+    /// OpenSM's `ignore_other_sm`: never ask another SM's port for its
+    /// SMInfo (at discovery, on its trap 144, when it polls this one, in a
+    /// sweep), so this SM takes no part in the election and becomes master
+    /// whatever SMs are there; it still answers their SMInfo requests and
+    /// obeys a legal SubnSet(SMInfo). For a subnet with one SM, or tests.
+    pub ignore_other_sm: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -309,6 +315,7 @@ impl Default for SmConfig {
             root_guids: Vec::new(),
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
+            ignore_other_sm: false,
         }
     }
 }

@@ -377,7 +377,7 @@ impl Sm {
 
     /// Discovery read an end port's PortInfo that says IsSM: ask its SM.
     pub(super) fn ask_sm_info(&mut self, node: usize) -> bool {
-        if node == 0 || self.election.state == SmState::NotActive {
+        if node == 0 || self.election.state == SmState::NotActive || self.cfg.ignore_other_sm {
             return false;
         }
         // The SM that handed this one the subnet is leaving: asking it
@@ -895,6 +895,9 @@ impl Sm {
     /// discovery) asks it for its SMInfo, once, by the way the request
     /// came: the reversed return path, or the requester's LID.
     fn ask_back(&mut self, req: &Smp, dlid: Option<Lid>, now_ms: u64) {
+        if self.cfg.ignore_other_sm {
+            return;
+        }
         let (key, path, node) = match dlid {
             Some(l) => {
                 let Some((n, _)) = self.db.by_lid(l) else {
