@@ -455,7 +455,7 @@ fn log_time(l: &str) -> Option<f64> {
 
 /// An SM of the first kind (priority 5) is master; one of the second
 /// kind (priority 10) starts after it. What `sminfo` says, and when.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     Ibkit,
     OpenSm,
@@ -836,6 +836,83 @@ fn an_sm_that_ignores_other_sms_comes_up_under_a_master() {
         println!(
             "{what}: ibkit and OpenSM with ignore_other_sm TRUE each came up (SUBNET UP) under the other as master, where they stand by without it"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// OpenSM's `sm_inactive` (`opensm -I`, `ibkit sm --inactive`): started
+/// at priority 15 beside the other SM as master (priority 0), each stays
+/// NOT ACTIVE and the master keeps the subnet. `sminfo` at the inactive
+/// ibkit's LID reads state 0 (NOTACTIVE), priority 15; OpenSM 3.3.23
+/// inactive answers no SMInfo at all (its receiver drops a request until
+/// a sweep of its own has found its own port, and an inactive OpenSM
+/// never sweeps), so `sminfo` at its LID times out.
+#[test]
+fn an_inactive_sm_stays_not_active_beside_a_lower_master() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let h = hosts(&topo);
+    let (viewer, wait) = (&h[2].0, Duration::from_secs(30));
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    for (what, start) in SIMULATORS {
+        let dir = std::env::temp_dir().join(format!(
+            "ibkit-election-inact-{what}-{}",
+            std::process::id()
+        ));
+        for first in [Kind::Ibkit, Kind::OpenSm] {
+            let sub = dir.join(format!("{first:?}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            let sim = start(&topo, spec, &sub);
+            let sim = &*sim;
+            let _master = start_sm(first, sim, &h[0].0, &sub, 0, "SUBNET UP");
+            master_is(sim, viewer, h[0].1, wait).unwrap();
+            let inactive: Box<dyn std::any::Any> = match first {
+                Kind::Ibkit => Box::new(
+                    start_opensm_at(sim, &h[1].0, &sub, wait, &["-I", "-p", "15"], "NOTACTIVE")
+                        .unwrap(),
+                ),
+                Kind::OpenSm => {
+                    let a = ["--inactive", "--priority", "15"];
+                    let mut w = WatchedSm::start(exe, sim, &h[1].0, &a).unwrap();
+                    w.wait_for("NOT ACTIVE", wait).unwrap();
+                    Box::new(w)
+                }
+            };
+            // Two of OpenSM's sweeps (every 2 s here) and ibkit's polls.
+            std::thread::sleep(Duration::from_secs(3));
+            master_is(sim, viewer, h[0].1, wait).unwrap();
+            let lid = lids(sim, viewer)[&(h[1].1 - 1)].to_string();
+            let seen = tests::peers::sminfo(sim, viewer, &[&lid]);
+            let said = match first {
+                Kind::OpenSm => {
+                    let seen = seen.unwrap();
+                    assert_eq!(
+                        (seen.guid, seen.state, seen.priority),
+                        (h[1].1, 0, 15),
+                        "{what}: the inactive ibkit beside OpenSM"
+                    );
+                    "state 0, priority 15".to_string()
+                }
+                Kind::Ibkit => {
+                    let e = seen.unwrap_err();
+                    assert!(e.contains("timed out"), "{what}: OpenSM -I answered: {e}");
+                    "no answer (OpenSM's, as always when inactive)".to_string()
+                }
+            };
+            if let Ok(w) = inactive.downcast::<WatchedSm>() {
+                let (clean, lines) = w.stop(wait);
+                assert!(clean, "{what}: the inactive ibkit exits cleanly on SIGTERM");
+                assert!(!lines.iter().any(|(_, l)| l.contains("SUBNET UP")));
+            }
+            println!(
+                "{what}: {} at priority 15 stays NOT ACTIVE beside {first:?} as master (priority 0); sminfo at its LID {lid}: {said}",
+                if first == Kind::Ibkit { "OpenSM -I" } else { "ibkit sm --inactive" }
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -173,6 +173,9 @@ pub struct SmdConfig {
     /// Take no part in the election: master whatever SMs are there
     /// (OpenSM's `ignore_other_sm`).
     pub ignore_other_sm: bool,
+    /// Start NOT ACTIVE: send nothing, answer SMInfo, until a master's
+    /// Discover (OpenSM's `sm_inactive`, `-I`).
+    pub sm_inactive: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -259,6 +262,7 @@ impl Default for SmdConfig {
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,
+            sm_inactive: false,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -649,6 +653,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         part_enforce: c.part_enforce,
         sweep_on_trap: c.sweep_on_trap,
         ignore_other_sm: c.ignore_other_sm,
+        sm_inactive: c.sm_inactive,
         ..SmConfig::default()
     }
 }
@@ -686,6 +691,11 @@ fn drive(
     }
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
+    if c.sm_inactive {
+        tracing::info!(
+            "SM NOT ACTIVE (sm_inactive): answering SMInfo only, until a master says Discover"
+        );
+    }
     if let Some(d) = &c.cache_dir {
         if let Some(lids) = read_cache(
             &d.join("guid2lid"),
@@ -884,6 +894,7 @@ fn drive(
                 }
             }
             mad_core::attr::SmState::Standby => notify::Role::Standby,
+            mad_core::attr::SmState::NotActive => notify::Role::Inactive,
             _ => notify::Role::Starting,
         };
         if let Some(note) = readiness.update(role, ms()) {
@@ -893,7 +904,11 @@ fn drive(
             notify::send(&note);
         }
         if c.once && sm.phase() == Phase::Standby {
-            tracing::info!("standing by: --once stops here");
+            if sm.sm_state() == mad_core::attr::SmState::NotActive {
+                tracing::info!("not active: --once stops here");
+            } else {
+                tracing::info!("standing by: --once stops here");
+            }
             break;
         }
         if stop.load(Ordering::Relaxed) {
@@ -1338,6 +1353,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "subnet_prefix",
             f.subnet_prefix.unwrap_or(mad_core::Gid::DEFAULT_PREFIX) != c.subnet_prefix,
+        ),
+        (
+            "sm_inactive",
+            g.sm_inactive.or(f.sm_inactive).unwrap_or(false) != c.sm_inactive,
         ),
         (
             "ignore_other_sm",

@@ -28,6 +28,8 @@ pub enum Role {
     },
     /// Standing by for another master.
     Standby,
+    /// Not active (OpenSM's `sm_inactive`): answering SMInfo only.
+    Inactive,
 }
 
 impl Role {
@@ -39,6 +41,7 @@ impl Role {
                 format!("master: subnet up, {nodes} nodes, LIDs up to {max_lid}")
             }
             Role::Standby => "standby: another SM is master".into(),
+            Role::Inactive => "not active: answering SMInfo, until a master says Discover".into(),
             Role::Starting if waited => {
                 format!("subnet not up after {} s: still sweeping", cap_ms / 1000)
             }

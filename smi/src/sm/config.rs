@@ -134,6 +134,12 @@ pub struct SmConfig {
     /// whatever SMs are there; it still answers their SMInfo requests and
     /// obeys a legal SubnSet(SMInfo). For a subnet with one SM, or tests.
     pub ignore_other_sm: bool,
+    /// OpenSM's `sm_inactive`: the SM starts NOT ACTIVE (IBA 14.4.1). It
+    /// sends nothing and answers SMInfo requests with state NotActive
+    /// (so other SMs' elections pass it over) until a master's
+    /// SubnSet(SMInfo, Discover) makes it discover, after which it takes
+    /// part in the election as any SM.
+    pub sm_inactive: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -316,6 +322,7 @@ impl Default for SmConfig {
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,
+            sm_inactive: false,
         }
     }
 }

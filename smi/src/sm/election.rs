@@ -355,9 +355,10 @@ impl Sm {
         &self.election
     }
 
-    /// The port GUID of the SM's own port (0 before it has read it).
+    /// The port GUID of the SM's own port: as read, or before that as
+    /// the driver gave it ([`Sm::set_own_port_guid`]; 0 without).
     pub fn own_port_guid(&self) -> u64 {
-        self.db.nodes().first().map_or(0, |n| n.info.port_guid.0)
+        (self.db.nodes().first()).map_or(self.own_port_guid, |n| n.info.port_guid.0)
     }
 
     /// SMPs sent so far: SMInfo's heartbeat (ActCount).
@@ -781,6 +782,7 @@ impl Sm {
     fn take_over(&mut self, _now_ms: u64, ack: Option<PeerSm>) {
         let mut fresh = Sm::new(self.cfg.clone());
         fresh.out.next_tid = self.out.next_tid;
+        fresh.own_port_guid = self.own_port_guid;
         fresh.events = core::mem::take(&mut self.events);
         fresh.stats = core::mem::take(&mut self.stats);
         fresh.keep_lids = true;
@@ -867,7 +869,12 @@ impl Sm {
                     self.election.next_poll = None;
                     self.set_sm_state(SmState::NotActive, None);
                 }
-                Move::Discover => self.take_over(now_ms, None),
+                Move::Discover => {
+                    // Active from now on (OpenSM's sm_inactive no longer
+                    // holds it back).
+                    self.cfg.sm_inactive = false;
+                    self.take_over(now_ms, None)
+                }
             }
         }
         if req.method() == Method::Get && self.election.state == SmState::Master {

@@ -251,6 +251,13 @@ impl Sm {
             own_port_guid: 0,
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
+        if sm.cfg.sm_inactive {
+            // Not active: nothing read, nothing sent, until a master's
+            // Discover.
+            sm.phase = Phase::Standby;
+            sm.election.state = mad_core::attr::SmState::NotActive;
+            return sm;
+        }
         sm.get(
             DrPath::new(),
             AttributeId::NodeInfo,
@@ -760,5 +767,78 @@ mod handle_mad_tests {
         resp.header.method = Method::GetResp.into();
         assert_eq!(sm.handle_mad(resp.as_wire(), 1), Handled::Consumed);
         assert_eq!(sm.outstanding().1, 0);
+    }
+
+    /// OpenSM's `sm_inactive`: the SM sends nothing and answers SMInfo
+    /// as NotActive, with its port GUID and priority; a master's
+    /// SubnSet(SMInfo, Discover) starts its discovery, a standby's is
+    /// refused.
+    #[test]
+    fn an_inactive_sm_sends_nothing_and_answers_not_active_until_told_to_discover() {
+        use mad_core::attr::modifier::SmInfoControl;
+        use mad_core::attr::{SmInfo, SmState};
+        let mut sm = Sm::new(SmConfig {
+            sm_inactive: true,
+            priority: 3,
+            ..SmConfig::default()
+        });
+        sm.set_own_port_guid(0x1234);
+        assert!(sm.poll_transmit(0).is_none(), "nothing sent");
+        assert_eq!(sm.poll_timeout(), None);
+        assert_eq!(
+            (sm.phase(), sm.sm_state()),
+            (Phase::Standby, SmState::NotActive)
+        );
+        let ask = |sm: &mut Sm, method: Method, ctl: u32, from: SmState, tid: u64| {
+            let mut req = Smp::directed(
+                &DrPath::new(),
+                method,
+                AttributeId::SmInfo,
+                ctl,
+                tid,
+                MKey(0),
+            );
+            let other = SmInfo {
+                guid: mad_core::Guid(0x99),
+                sm_key: MKey(sm.config().sm_key),
+                act_count: 1,
+                priority: 9,
+                sm_state: from,
+            };
+            other.encode(&mut req.data).unwrap();
+            assert_eq!(sm.handle_mad(req.as_wire(), 10), Handled::Answered);
+            let t = sm.poll_transmit(10).unwrap();
+            assert_eq!(t.smp.header.transaction_id.get(), tid);
+            (t.smp.status(), SmInfo::decode(&t.smp.data).unwrap())
+        };
+        let (status, info) = ask(&mut sm, Method::Get, 0, SmState::Master, 1);
+        assert_eq!(status, mad_core::Status::OK);
+        assert_eq!(
+            (info.guid, info.priority, info.sm_state),
+            (mad_core::Guid(0x1234), 3, SmState::NotActive)
+        );
+        assert!(sm.poll_transmit(10).is_none(), "a Get changes nothing");
+        let discover = u32::from(u8::from(SmInfoControl::Discover));
+        let (status, _) = ask(&mut sm, Method::Set, discover, SmState::Standby, 2);
+        assert_ne!(
+            status,
+            mad_core::Status::OK,
+            "only a master may say Discover"
+        );
+        assert_eq!(sm.sm_state(), SmState::NotActive);
+        assert!(sm.poll_transmit(10).is_none());
+        let (status, _) = ask(&mut sm, Method::Set, discover, SmState::Master, 3);
+        assert_eq!(status, mad_core::Status::OK);
+        assert_eq!(
+            (sm.phase(), sm.sm_state()),
+            (Phase::Discovery, SmState::Discovering)
+        );
+        let first = sm.poll_transmit(10).unwrap();
+        assert_eq!(
+            first.smp.attribute_id(),
+            AttributeId::NodeInfo,
+            "discovering"
+        );
+        assert!(!sm.config().sm_inactive);
     }
 }
