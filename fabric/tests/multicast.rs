@@ -406,3 +406,45 @@ fn multicast_fdb_top_follows_the_blocks_in_use() {
     assert!(s.model.mft_entry(Lid(top + 1)).is_none());
     assert!(s.model.mft_entry(Lid(0xC040)).is_some());
 }
+
+/// OpenSM's `disable_multicast`: a group is kept (listed, as the SA lists
+/// it) but no MFT or MulticastFDBTop is written, at a join or through a
+/// heavy sweep, and a packet to the MLID reaches nobody.
+#[test]
+fn with_multicast_disabled_groups_are_kept_and_no_switch_is_written() {
+    let cfg = SmConfig {
+        disable_multicast: true,
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm, up) = bring_up("mport-ntree:4:2", SimConfig::default(), cfg).unwrap();
+    assert!(up);
+    let c = cas(&f);
+    let members = [c[0], c[3], c[6]];
+    assert_eq!(group(&mut f, &mut sm, 0xC001, &members), 0);
+    assert_eq!(sm.multicast_groups().count(), 1, "kept");
+    nothing_installed(&f, 0xC001);
+    assert!(f.multicast_walk(c[0], Lid(0xC001)).delivered.is_empty());
+    let before = sm.stats().count(Method::Set, AttributeId::SwitchInfo);
+    sm.request_heavy_sweep(f.now_ns() / 1_000_000);
+    assert!(f.run(&mut sm));
+    assert_eq!(mft_sets(&sm), 0, "a sweep writes none either");
+    assert_eq!(
+        sm.stats().count(Method::Set, AttributeId::SwitchInfo),
+        before,
+        "no Set(SwitchInfo) to move a MulticastFDBTop"
+    );
+    for n in &f.nodes {
+        if let SimNode::Switch(s) = n {
+            assert_eq!(
+                s.model.switch_info.multicast_fdb_top, 0xBFFF,
+                "{:?}",
+                s.model.switch_info
+            );
+        }
+    }
+    // The same group with multicast on: written, and delivered.
+    let (mut f2, mut on, _) =
+        bring_up("mport-ntree:4:2", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(group(&mut f2, &mut on, 0xC001, &members) > 0);
+    delivered_exactly(&f2, 0xC001, &members);
+}

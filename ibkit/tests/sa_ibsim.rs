@@ -1789,6 +1789,86 @@ fn both_sms_dump_the_mfts_the_switches_hold() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `disable_multicast TRUE`, one `opensm.conf` given to OpenSM
+/// (`-F`) and to `ibkit sm --opensm-config`, each on a fresh ibsim of
+/// mport-ntree:4:2: three hosts join the IPoIB broadcast group (through
+/// `ibkit sa`), each SA takes the joins and `saquery -g` lists the group,
+/// but `ibroute -M` reads no entry on any switch; `saquery -c` shows
+/// the CapabilityMask without IsUDMulticastSupported (bit 9), as
+/// OpenSM's. Without the option the same joins build a tree
+/// (`joins_program_mfts_that_ibroute_shows`).
+#[test]
+fn with_multicast_disabled_neither_sm_writes_an_mft() {
+    if !peers_here() || !tool_here("ibroute", "infiniband-diags' ibroute") {
+        return;
+    }
+    use tests::peers::Simulator as _;
+    let _serial = one_at_a_time();
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-nomcast-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("opensm.conf");
+    std::fs::write(&conf, "disable_multicast TRUE\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let tool = cas[cas.len() - 1];
+    let members = [cas[1], cas[cas.len() / 2], cas[cas.len() - 2]];
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    let mut masks = Vec::new();
+    for who in ["OpenSM", "ibkit"] {
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+        let wait = Duration::from_secs(30);
+        let sm = if who == "OpenSM" {
+            tests::peers::start_opensm_cmd(sim.client("opensm"), &dir, wait, &["-F", conf])
+        } else {
+            let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+            start_ibkit_sm(exe, &sim, &["--opensm-config", conf], wait)
+        }
+        .unwrap();
+        for h in members {
+            let ibkit = sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), h);
+            let (code, _, err) = run_ibkit_sa(ibkit, &["mcmember", "--join", bcast]);
+            assert_eq!(code, 0, "{who}: the join is taken: {err}");
+        }
+        // Time for an SM that would program the switches to do it.
+        std::thread::sleep(Duration::from_secs(2));
+        let by_guid = |n: &fabric::topology::Node| vec!["-G".into(), format!("{:#x}", n.guid)];
+        let held = ibroute_mfts(who, &sim, &topo, tool, &by_guid, 0xC000);
+        assert!(!held.is_empty());
+        assert!(
+            held.values().all(|p| p.is_empty()),
+            "{who}: MFT entries written: {held:?}"
+        );
+        let (ok, out) = saquery(&sim, tool, &["-g"]);
+        assert!(ok && out.contains(bcast), "{who}: the group is kept: {out}");
+        let (ok, out) = saquery(&sim, tool, &["-c"]);
+        let mask = (out.lines())
+            .find_map(|l| l.trim().strip_prefix("Capability mask.........."))
+            .and_then(|v| u16::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+        assert!(ok && mask.is_some(), "{who}: {out}");
+        let mask = mask.unwrap();
+        assert_eq!(
+            mask & (1 << 9),
+            0,
+            "{who}: IsUDMulticastSupported said: {mask:#06x}"
+        );
+        masks.push(mask);
+        println!(
+            "{who}, disable_multicast TRUE: 3 joins taken, the group listed, no MFT entry on any of {} switches; SA CapabilityMask {mask:#06x}",
+            held.len()
+        );
+        drop(sm);
+        drop(sim);
+    }
+    assert_eq!(masks[0], masks[1], "the same SA CapabilityMask");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Hosts join the IPoIB broadcast group through ibkit's SA, and ibkit's
 /// SM programs the switches: `ibroute -M` (infiniband-diags) on every
 /// switch shows MFT entries that, flooded over the fabric's cables (each

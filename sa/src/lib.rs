@@ -162,6 +162,10 @@ pub struct SaConfig {
     /// saquery) or hang it. ibkit's own client attaches with a QP of its
     /// own and gets every segment.
     pub first_segment_to_qp1: bool,
+    /// The SM forwards no multicast (OpenSM's `disable_multicast`):
+    /// ClassPortInfo leaves IsUDMulticastSupported out, as OpenSM's. Joins
+    /// are still answered and kept, as OpenSM keeps them.
+    pub disable_multicast: bool,
 }
 
 impl Default for SaConfig {
@@ -187,6 +191,7 @@ impl Default for SaConfig {
             first_segment_to_qp1: false,
             assigned_guid_byte: 0,
             max_assigned_guids: guids::MAX_ASSIGNED,
+            disable_multicast: false,
         }
     }
 }

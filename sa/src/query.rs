@@ -341,15 +341,20 @@ pub mod cap {
 const QP1_QKEY: u32 = 0x8001_0000;
 
 /// The SA's ClassPortInfo: base version 1, class version 2, the
-/// capabilities it has ([`cap`]), the response time of `cfg`, and no
+/// capabilities it has ([`cap`]; multicast unless `cfg` disables it), the response time of `cfg`, and no
 /// redirection: QP 1 with its Q_Key, as OpenSM says it (a client that
 /// follows the redirect fields stays where it is).
 pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
+    let multicast = if cfg.disable_multicast {
+        0
+    } else {
+        cap::UD_MULTICAST
+    };
     let cpi = ClassPortInfo {
         base_version: 1,
         class_version: mad_core::sa::SA_CLASS_VERSION,
         capability_mask: cap::GET_SET_NOTICE
-            | cap::UD_MULTICAST
+            | multicast
             | cap::MULTIPATH
             | cap::PORT_INFO_CAP_MASK_MATCH,
         capability_mask2: cap::SEND_ONLY_FULL_MEMBER_2,
@@ -700,6 +705,25 @@ pub fn sm_info_record(s: &Subnet, cfg: &SaConfig, trusted: bool, act_count: u32)
 #[cfg(test)]
 mod tests {
     use super::Records;
+
+    /// IsUDMulticastSupported (CapabilityMask bit 9) is said unless
+    /// multicast is disabled, as OpenSM says it.
+    #[test]
+    fn class_port_info_says_multicast_unless_disabled() {
+        use mad_core::sa::ClassPortInfo;
+        let cap = |disable_multicast| {
+            let cfg = crate::SaConfig {
+                disable_multicast,
+                ..crate::SaConfig::default()
+            };
+            ClassPortInfo::decode(&super::class_port_info(&cfg))
+                .unwrap()
+                .capability_mask
+        };
+        assert_eq!(super::cap::UD_MULTICAST, 1 << 9);
+        assert_ne!(cap(false) & super::cap::UD_MULTICAST, 0);
+        assert_eq!(cap(true), cap(false) & !super::cap::UD_MULTICAST);
+    }
 
     /// Records sit at a stride of a multiple of 8, their padding zero; a
     /// record its writer turns down leaves nothing behind.

@@ -36,6 +36,7 @@
 //! sweep_on_trap = true      # false: traps start no sweep (OpenSM's)
 //! ignore_other_sm = false   # true: no election, master whatever SMs are there (OpenSM's)
 //! sm_inactive = false       # true: start NOT ACTIVE, until a master says Discover (OpenSM's)
+//! disable_multicast = false # true: no multicast forwarding written (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
@@ -110,6 +111,7 @@ struct Raw {
     sweep_on_trap: Option<bool>,
     ignore_other_sm: Option<bool>,
     sm_inactive: Option<bool>,
+    disable_multicast: Option<bool>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -204,6 +206,8 @@ pub struct SmFile {
     pub ignore_other_sm: Option<bool>,
     /// Start NOT ACTIVE (OpenSM's `sm_inactive`).
     pub sm_inactive: Option<bool>,
+    /// No multicast forwarding (OpenSM's `disable_multicast`).
+    pub disable_multicast: Option<bool>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -428,6 +432,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         sweep_on_trap: raw.sweep_on_trap,
         ignore_other_sm: raw.ignore_other_sm,
         sm_inactive: raw.sm_inactive,
+        disable_multicast: raw.disable_multicast,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -484,6 +489,7 @@ mod tests {
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
                     part_enforce = \"out\"\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
+                    disable_multicast = true\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -519,6 +525,7 @@ mod tests {
         assert_eq!(f.sweep_on_trap, Some(false));
         assert_eq!(f.ignore_other_sm, Some(true));
         assert_eq!(f.sm_inactive, Some(true));
+        assert_eq!(f.disable_multicast, Some(true));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))

@@ -176,6 +176,10 @@ pub struct SmdConfig {
     /// Start NOT ACTIVE: send nothing, answer SMInfo, until a master's
     /// Discover (OpenSM's `sm_inactive`, `-I`).
     pub sm_inactive: bool,
+    /// No multicast forwarding: groups kept, no MFT written, and the SA's
+    /// ClassPortInfo without IsUDMulticastSupported (OpenSM's
+    /// `disable_multicast`).
+    pub disable_multicast: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -263,6 +267,7 @@ impl Default for SmdConfig {
             sweep_on_trap: true,
             ignore_other_sm: false,
             sm_inactive: false,
+            disable_multicast: false,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -654,6 +659,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         sweep_on_trap: c.sweep_on_trap,
         ignore_other_sm: c.ignore_other_sm,
         sm_inactive: c.sm_inactive,
+        disable_multicast: c.disable_multicast,
         ..SmConfig::default()
     }
 }
@@ -675,6 +681,7 @@ fn drive(
         sm_info_key: c.sm_key,
         sm_priority: c.priority,
         assigned_guid_byte: c.assigned_guid_byte,
+        disable_multicast: c.disable_multicast,
         ..SaConfig::default()
     });
     // Only a master with the subnet up answers (C15-0.1.3).
@@ -1353,6 +1360,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "subnet_prefix",
             f.subnet_prefix.unwrap_or(mad_core::Gid::DEFAULT_PREFIX) != c.subnet_prefix,
+        ),
+        (
+            "disable_multicast",
+            g.disable_multicast.or(f.disable_multicast).unwrap_or(false) != c.disable_multicast,
         ),
         (
             "sm_inactive",

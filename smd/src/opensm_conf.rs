@@ -15,7 +15,7 @@
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
-//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive` | the same |
+//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast` | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
@@ -31,8 +31,8 @@
 //!
 //! Every other option is read and not applied: they are named in one
 //! note, and a few whose non-default value changes what the subnet does
-//! (multicast off, congestion control, …) each get a warning of their
-//! own. A value ibkit applies
+//! (congestion control, the performance manager, a console) each get a
+//! warning of their own. A value ibkit applies
 //! that it cannot read, or that is out of range (`sm_priority 16`), is an
 //! error with its line and column, before the fabric is touched; OpenSM
 //! would take such a value as 0 or its default and go on.
@@ -70,7 +70,6 @@ const WARN_UNLESS: &[(&str, &str, &str)] = &[
         "FALSE",
         "ibkit keeps one P_Key a partition",
     ),
-    ("disable_multicast", "FALSE", "ibkit's SA serves multicast"),
     (
         "congestion_control",
         "FALSE",
@@ -147,6 +146,7 @@ pub fn parse_opensm_conf(
             "sweep_on_trap" => s.sweep_on_trap = Some(boolean()?),
             "ignore_other_sm" => s.ignore_other_sm = Some(boolean()?),
             "sm_inactive" => s.sm_inactive = Some(boolean()?),
+            "disable_multicast" => s.disable_multicast = Some(boolean()?),
             "reassign_lids" => s.reassign_lids = Some(boolean()?),
             "force_heavy_sweep" => s.force_heavy_sweep = Some(boolean()?),
             "sweep_interval" => {
@@ -411,7 +411,7 @@ mod tests {
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\n",
+             root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -432,6 +432,7 @@ mod tests {
         assert_eq!(s.sweep_on_trap, Some(false));
         assert_eq!(s.ignore_other_sm, Some(true));
         assert_eq!(s.sm_inactive, Some(true));
+        assert_eq!(s.disable_multicast, Some(true));
         // The older switch wins over part_enforce, before it or after.
         for text in [
             "no_partition_enforcement TRUE\npart_enforce out\n",
@@ -595,14 +596,14 @@ mod tests {
 
     #[test]
     fn what_changes_the_subnet_and_is_not_applied_is_warned() {
-        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\ndisable_multicast TRUE\nmax_wire_smps 8\n").unwrap();
+        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\nperfmgr TRUE\nmax_wire_smps 8\n").unwrap();
         let warned: Vec<(usize, &str)> = (c.notes.iter())
             .filter(|n| n.warning)
             .map(|n| (n.line, n.text.as_str()))
             .collect();
         assert_eq!(warned.len(), 1, "{warned:?}");
         assert!(
-            warned[0].0 == 3 && warned[0].1.contains("multicast"),
+            warned[0].0 == 3 && warned[0].1.contains("performance manager"),
             "{warned:?}"
         );
         assert_eq!(c.settings.m_key_per_port, Some(true), "applied");

@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
-    /// sweep_on_trap, ignore_other_sm, sm_inactive, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -79,7 +79,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
-    /// sm_inactive,
+    /// sm_inactive, disable_multicast,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -165,6 +165,11 @@ pub struct SmArgs {
     /// SubnSet(SMInfo, Discover) makes it take part.
     #[arg(long, short = 'I')]
     pub inactive: bool,
+    /// No multicast forwarding (OpenSM's disable_multicast, its -d3): the SA
+    /// keeps the groups hosts join, but no switch's multicast table is
+    /// written, and its ClassPortInfo leaves IsUDMulticastSupported out.
+    #[arg(long)]
+    pub disable_multicast: bool,
     /// Take VM requests on this Unix socket (mode 0600; the SM's user
     /// and root): `ibkit vm --socket PATH create|migrate|destroy|list`
     /// starts, live-migrates (LID and vGUID kept, LFT entries swapped or
@@ -312,6 +317,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             sweep_on_trap: !a.no_sweep_on_trap && file.sweep_on_trap != Some(false),
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
             sm_inactive: a.inactive || file.sm_inactive == Some(true),
+            disable_multicast: a.disable_multicast || file.disable_multicast == Some(true),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
@@ -387,6 +393,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         sweep_on_trap: a.no_sweep_on_trap.then_some(false),
         ignore_other_sm: a.ignore_other_sm.then_some(true),
         sm_inactive: a.inactive.then_some(true),
+        disable_multicast: a.disable_multicast.then_some(true),
         force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,

@@ -140,6 +140,11 @@ pub struct SmConfig {
     /// SubnSet(SMInfo, Discover) makes it discover, after which it takes
     /// part in the election as any SM.
     pub sm_inactive: bool,
+    /// OpenSM's `disable_multicast`: no multicast forwarding. Groups are
+    /// still kept ([`Sm::set_multicast_group`] records them, so the SA
+    /// lists them), but no tree is built and no switch's
+    /// MulticastForwardingTable or MulticastFDBTop is written.
+    pub disable_multicast: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -323,6 +328,7 @@ impl Default for SmConfig {
             sweep_on_trap: true,
             ignore_other_sm: false,
             sm_inactive: false,
+            disable_multicast: false,
         }
     }
 }

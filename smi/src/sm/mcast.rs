@@ -168,6 +168,16 @@ impl Sm {
             }
             *set.entry((n.0, p)).or_insert(false) |= !send_only;
         }
+        if self.cfg.disable_multicast {
+            // Kept for the SA; no switch is written (OpenSM's
+            // disable_multicast).
+            if set.is_empty() {
+                self.db.mcast.groups.remove(&mlid.0);
+            } else {
+                self.db.mcast.groups.insert(mlid.0, set);
+            }
+            return Ok(0);
+        }
         let want = self.mcast_tree(&set);
         let index = usize::from(mlid.0 - MLID_BASE);
         for &sw in want.keys() {
@@ -277,6 +287,12 @@ impl Sm {
             .collect();
         for i in fresh {
             self.db.mcast.installed.remove(&i);
+        }
+        if self.cfg.disable_multicast {
+            return McastPlan {
+                trees: Vec::new(),
+                tops: BTreeMap::new(),
+            };
         }
         let groups: Vec<(u16, Members)> = (self.db.mcast.groups.iter())
             .map(|(&l, m)| (l, m.clone()))
