@@ -562,3 +562,54 @@ fn updn_and_ftree_start_from_the_roots_a_site_names() {
         }
     }
 }
+
+/// New roots on a running subnet ([`Sm::set_root_guids`], what SIGHUP
+/// does with a changed `root_guid_file`): a sweep routes again from them,
+/// sends only the LFT blocks that change, and leaves the same tables as a
+/// bring-up with those roots from the start; the same roots again send
+/// nothing.
+#[test]
+fn new_roots_on_a_running_subnet_reroute_as_a_start_with_them_would() {
+    use mad_core::attr::AttributeId;
+    use mad_core::Method;
+    use smi::sm::{updn, Engine};
+    let spec = "fat-tree-324";
+    let cfg = |root_guids: Vec<u64>| SmConfig {
+        routing: Engine::UpDown,
+        root_guids,
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm) = bring_up(spec, SimConfig::default(), cfg(Vec::new()));
+    let sw = sm.graph_switches().to_vec();
+    let picked: Vec<u64> = (updn::roots(sm.routing_graph()).iter())
+        .map(|&k| sm.nodes()[sw[k]].info.node_guid.0)
+        .collect();
+    let other = (sw.iter())
+        .map(|&i| sm.nodes()[i].info.node_guid.0)
+        .filter(|g| !picked.contains(g))
+        .min()
+        .unwrap();
+    let tables = |sm: &Sm| -> Vec<Vec<u8>> { sm.lfts().map(|(_, t)| t.to_vec()).collect() };
+    let lft_sets = |sm: &Sm| {
+        sm.stats()
+            .count(Method::Set, AttributeId::LinearForwardingTable)
+    };
+    let before = (tables(&sm), lft_sets(&sm));
+    let now = f.now_ns() / 1_000_000;
+    assert!(sm.set_root_guids(vec![other], now));
+    assert!(f.run(&mut sm));
+    let sent = lft_sets(&sm) - before.1;
+    let (_, fresh) = bring_up(spec, SimConfig::default(), cfg(vec![other]));
+    assert_ne!(tables(&sm), before.0, "routed again");
+    assert_eq!(tables(&sm), tables(&fresh), "as a start with those roots");
+    assert!(sm.deadlock_free());
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops, v.switch_unreachable), (0, 0, 0));
+    let all = before.1;
+    assert!(sent > 0 && sent < all, "{sent} blocks of {all}");
+    let now = f.now_ns() / 1_000_000;
+    assert!(!sm.set_root_guids(vec![other], now), "the same roots");
+    assert!(f.run(&mut sm));
+    assert_eq!(lft_sets(&sm) - before.1, sent);
+    println!("{spec} updn: new roots rerouted with {sent} Set(LFT), {all} at bring-up");
+}

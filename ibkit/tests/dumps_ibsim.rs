@@ -372,6 +372,78 @@ fn both_sms_take_the_roots_a_file_names() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGHUP reads the root file again, as OpenSM reads it at each routing:
+/// `ibkit sm --routing updn --root-guid-file F` on the served fabric,
+/// rooted at one leaf (its `opensm-updn-roots.dump` says so); F rewritten
+/// to name another leaf and `ctl reload-sm` sent, the SM routes again
+/// from it and the dump names it. A broken file keeps the roots.
+#[test]
+fn sighup_reads_the_root_file_again() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    use std::time::{Duration, Instant};
+    use tests::peers::Simulator as _;
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let leaves: Vec<usize> = (0..topo.nodes.len())
+        .filter(|&i| {
+            topo.nodes[i].kind == mad_core::attr::NodeType::Switch
+                && (1..=topo.nodes[i].ports).any(|p| {
+                    topo.peer_of(i, p).is_some_and(|(m, _)| {
+                        topo.nodes[m].kind == mad_core::attr::NodeType::ChannelAdapter
+                    })
+                })
+        })
+        .collect();
+    let (a, b) = (topo.nodes[leaves[0]].guid, topo.nodes[leaves[1]].guid);
+    let dir = std::env::temp_dir().join(format!("ibkit-root-hup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let roots = dir.join("roots");
+    std::fs::write(&roots, format!("{a:#018x}\n")).unwrap();
+    let dump = dir.join("dump");
+    std::fs::create_dir_all(&dump).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+    let args = [
+        "--routing",
+        "updn",
+        "--root-guid-file",
+        roots.to_str().unwrap(),
+        "--dump-dir",
+        dump.to_str().unwrap(),
+    ];
+    let sm = tests::peers::start_ibkit_sm(exe, &sim, &args, Duration::from_secs(30)).unwrap();
+    let dumped =
+        || std::fs::read_to_string(dump.join("opensm-updn-roots.dump")).unwrap_or_default();
+    let until = |want: &str| {
+        let t0 = Instant::now();
+        while dumped() != want {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "roots dump {:?}, not {want:?}",
+                dumped()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        t0.elapsed()
+    };
+    until(&format!("{a:#x}\n"));
+    std::fs::write(&roots, format!("# moved\n{b:#018x}\n")).unwrap();
+    let said = sim.control("reload-sm").unwrap().unwrap();
+    assert!(said.starts_with("ok: SIGHUP"), "{said}");
+    let took = until(&format!("{b:#x}\n"));
+    // A broken file: refused, the roots kept.
+    std::fs::write(&roots, "0xnothing\n").unwrap();
+    sim.control("reload-sm").unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(dumped(), format!("{b:#x}\n"));
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean);
+    println!("{spec}: SIGHUP with the root file naming another leaf: rooted at {b:#x} {took:.1?} later; a broken file kept it");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `opensm-ftree-ca-order.dump`, OpenSM's (`-R ftree`) and ibkit's
 /// (`--routing ftree`), on ibsim's fat-tree-324 and mport-ntree:4:2: the
 /// same layout, the same CAs (by node description; the two SMs give

@@ -749,6 +749,7 @@ fn drive(
         qos: c.qos,
         qos_config: c.qos_config.clone(),
         qos_policy: c.qos_policy.clone(),
+        root_guid_file: c.root_guid_file.clone(),
     };
     // The subnet changed since the dumps were written.
     let mut dirty = false;
@@ -960,7 +961,7 @@ fn drive(
             if let Some(rc) = &c.reconfig {
                 reread_config(rc, c, &mut files, &mut sm);
             }
-            reread_files(&files, &mut sm, &mut reapplied);
+            reread_files(&files, &mut sm, &mut reapplied, ms());
             sa.set_sm_priority(sm.election().priority);
             // As OpenSM: a SIGHUP also starts a heavy sweep (a master's).
             sm.request_heavy_sweep(ms());
@@ -1214,6 +1215,7 @@ struct Files {
     qos: bool,
     qos_config: Option<PathBuf>,
     qos_policy: Option<PathBuf>,
+    root_guid_file: Option<PathBuf>,
 }
 
 /// Logs what an `opensm.conf` at `file` has that ibkit does not apply:
@@ -1293,6 +1295,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
     files.partitions = g.partitions.clone().or(f.partitions.clone());
     files.qos_config = g.qos_config.clone().or(f.qos_config.clone());
     files.qos_policy = g.qos_policy.clone().or(f.qos_policy.clone());
+    files.root_guid_file = g.root_guid_file.clone().or(f.root_guid_file.clone());
     let qos = g.qos == Some(true) || f.qos == Some(true) || files.qos_config.is_some();
     if files.qos && !qos {
         tracing::warn!("QoS stays on until the SM restarts");
@@ -1354,10 +1357,6 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             g.lmc_esp0.or(f.lmc_esp0).unwrap_or(false) != c.lmc_esp0,
         ),
         (
-            "root_guid_file",
-            g.root_guid_file.clone().or(f.root_guid_file) != c.root_guid_file,
-        ),
-        (
             "subnet_prefix",
             f.subnet_prefix.unwrap_or(mad_core::Gid::DEFAULT_PREFIX) != c.subnet_prefix,
         ),
@@ -1396,7 +1395,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
 
 /// SIGHUP: the partition and QoS files read again and applied (only what
 /// changes is sent); a broken file keeps what is in force.
-fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool) {
+fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
     if let Some(p) = &files.qos_config {
         match read_qos(p) {
             Ok(q) => {
@@ -1428,6 +1427,21 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool) {
             }
             Err(e) => tracing::error!("{e}; the partitions in force are kept"),
         }
+    }
+    // OpenSM reads its root_guid_file again at each routing; here at
+    // SIGHUP, and new roots route again (only the blocks that change).
+    let roots = match &files.root_guid_file {
+        Some(p) => read_root_guids(p).map(|g| (g, p.display().to_string())),
+        None => Ok((Vec::new(), "none named".to_string())),
+    };
+    match roots {
+        Ok((guids, from)) => {
+            let n = guids.len();
+            if sm.set_root_guids(guids, now_ms) {
+                tracing::info!("roots: {n} switch GUID(s) ({from}); routing again");
+            }
+        }
+        Err(e) => tracing::error!("{e}; the roots in force are kept"),
     }
 }
 

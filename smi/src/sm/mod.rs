@@ -198,6 +198,9 @@ pub struct Sm {
     neighbors: BTreeMap<(u64, u8), (u64, u8)>,
     /// The SM's own port GUID, where the driver gave it.
     own_port_guid: u64,
+    /// The next sweep routes again even if it finds no change (the
+    /// roots were changed: [`Sm::set_root_guids`]).
+    reroute_pending: bool,
 }
 
 impl Sm {
@@ -249,6 +252,7 @@ impl Sm {
             foreign_m_keys: 0,
             neighbors: BTreeMap::new(),
             own_port_guid: 0,
+            reroute_pending: false,
         };
         sm.election = election::Election::new(sm.cfg.priority, sm.cfg.sm_key);
         if sm.cfg.sm_inactive {

@@ -101,7 +101,7 @@ impl Sm {
     pub(super) fn start_sweep(&mut self, now_ms: u64) {
         self.sweep_pending = false;
         self.heavy = core::mem::take(&mut self.heavy_pending);
-        self.changed = false;
+        self.changed = core::mem::take(&mut self.reroute_pending);
         self.explored = false;
         self.stats.sweeps += 1;
         self.phase = Phase::Sweep;
@@ -719,6 +719,23 @@ impl Sm {
     pub fn request_heavy_sweep(&mut self, now_ms: u64) {
         self.heavy_pending = true;
         self.request_sweep(now_ms);
+    }
+
+    /// The switches up*/down* and fat-tree routing take as roots become
+    /// `guids` ([`SmConfig::root_guids`]; OpenSM reads its
+    /// `root_guid_file` again at each routing): on a running subnet a
+    /// sweep starts that routes again and sends the LFT blocks that
+    /// change. False (nothing done) when they are the roots already.
+    pub fn set_root_guids(&mut self, guids: Vec<u64>, now_ms: u64) -> bool {
+        if self.cfg.root_guids == guids {
+            return false;
+        }
+        self.cfg.root_guids = guids;
+        if self.up {
+            self.reroute_pending = true;
+            self.request_sweep(now_ms);
+        }
+        true
     }
 
     /// Asks for a light sweep now (as the periodic timer or a trap would).
