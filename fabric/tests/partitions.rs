@@ -737,19 +737,26 @@ fn vm_changes_recompute_their_hypervisors_alone_and_agree_with_a_full_recompute(
 /// where it runs, the port cannot enforce; where it leaves, the port can
 /// again. The plan of its move counts those two Set(PortInfo) with the
 /// P_Key SMPs, as sent.
-#[test]
-fn a_move_that_turns_enforcement_off_and_on_is_planned_as_sent() {
+/// A VM and where it can go: mport-ntree:4:2 with hypervisors of 2 VFs,
+/// under partitions `conf`.
+struct VmOnTwoLeaves {
+    /// The hypervisors (SM node indexes).
+    hyps: Vec<usize>,
+    /// The hypervisor the VM runs on.
+    h0: usize,
+    /// A hypervisor on another leaf.
+    h2: usize,
+    /// The VM, of vGUID `x`.
+    vm: smi::sm::VmId,
+}
+
+/// Brings the fabric up, applies `conf`, and starts a VM of vGUID `x` on
+/// the first hypervisor.
+fn vm_on_two_leaves(x: u64, conf: &str) -> (Fabric, Sm, VmOnTwoLeaves) {
     use smi::sm::LidPolicy;
     let (mut f, mut sm) = common::up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
     let hyps = sm.hypervisors();
-    let x = 0x0002_c9ff_0000_0e01u64;
-    // The simulated switches enforce 8 keys a port: the default and 8
-    // partitions of the VM's are 9.
-    let mut conf = String::from("Default=0x7fff:ALL=full;\n");
-    for k in 0..8 {
-        conf += &format!("p{k}={:#06x}:{x:#x}=full;\n", 0x20 + k);
-    }
-    sm.set_partitions(parse(&conf).unwrap());
+    sm.set_partitions(parse(conf).unwrap());
     assert!(f.run(&mut sm));
     let (h0, leaf0) = (hyps[0], sm.attachment(hyps[0]).unwrap().0);
     let h2 = *hyps
@@ -758,11 +765,32 @@ fn a_move_that_turns_enforcement_off_and_on_is_planned_as_sent() {
         .unwrap();
     let vm = sm.create_vm(h0, x).unwrap();
     assert!(f.run(&mut sm));
-    let enforcing = |f: &Fabric, sm: &Sm, h: usize| {
-        let fx = f.node_by_guid(sm.nodes()[h].info.node_guid.0).unwrap();
-        let (s, q) = switch_port(f, fx);
-        port(f, s, q).1.partition_enforcement_inbound
-    };
+    (f, sm, VmOnTwoLeaves { hyps, h0, h2, vm })
+}
+
+/// The (inbound, outbound) enforcement bits of the switch port cabled
+/// to hypervisor `h` (an SM node index).
+fn hyp_switch_bits(f: &Fabric, sm: &Sm, h: usize) -> (bool, bool) {
+    let fx = f.node_by_guid(sm.nodes()[h].info.node_guid.0).unwrap();
+    let (s, q) = switch_port(f, fx);
+    let pi = port(f, s, q).1;
+    (
+        pi.partition_enforcement_inbound,
+        pi.partition_enforcement_outbound,
+    )
+}
+
+#[test]
+fn a_move_that_turns_enforcement_off_and_on_is_planned_as_sent() {
+    let x = 0x0002_c9ff_0000_0e01u64;
+    // The simulated switches enforce 8 keys a port: the default and 8
+    // partitions of the VM's are 9.
+    let mut conf = String::from("Default=0x7fff:ALL=full;\n");
+    for k in 0..8 {
+        conf += &format!("p{k}={:#06x}:{x:#x}=full;\n", 0x20 + k);
+    }
+    let (mut f, mut sm, VmOnTwoLeaves { h0, h2, vm, .. }) = vm_on_two_leaves(x, &conf);
+    let enforcing = |f: &Fabric, sm: &Sm, h: usize| hyp_switch_bits(f, sm, h).0;
     assert!(!enforcing(&f, &sm, h0), "9 keys on an 8-key port");
     assert!(enforcing(&f, &sm, h2));
     let count = |sm: &Sm| {
@@ -789,28 +817,11 @@ fn a_move_that_turns_enforcement_off_and_on_is_planned_as_sent() {
 /// and no switch port's, as planned.
 #[test]
 fn with_enforcement_turned_off_a_move_writes_the_vfs_table_alone_as_planned() {
-    use smi::sm::{LidPolicy, PartEnforce};
-    let (mut f, mut sm) = common::up("mport-ntree:4:2", 2, LidPolicy::Prepopulated);
-    let hyps = sm.hypervisors();
+    use smi::sm::PartEnforce;
     let x = 0x0002_c9ff_0000_0e02u64;
-    sm.set_partitions(parse(&format!("Default=0x7fff:ALL=full;\np=0x21:{x:#x}=full;\n")).unwrap());
-    assert!(f.run(&mut sm));
-    let (h0, leaf0) = (hyps[0], sm.attachment(hyps[0]).unwrap().0);
-    let h2 = *hyps
-        .iter()
-        .find(|&&h| sm.attachment(h).unwrap().0 != leaf0)
-        .unwrap();
-    let vm = sm.create_vm(h0, x).unwrap();
-    assert!(f.run(&mut sm));
-    let bits_at = |f: &Fabric, sm: &Sm, h: usize| {
-        let fx = f.node_by_guid(sm.nodes()[h].info.node_guid.0).unwrap();
-        let (s, q) = switch_port(f, fx);
-        let pi = port(f, s, q).1;
-        (
-            pi.partition_enforcement_inbound,
-            pi.partition_enforcement_outbound,
-        )
-    };
+    let conf = format!("Default=0x7fff:ALL=full;\np=0x21:{x:#x}=full;\n");
+    let (mut f, mut sm, VmOnTwoLeaves { hyps, h2, vm, .. }) = vm_on_two_leaves(x, &conf);
+    let bits_at = hyp_switch_bits;
     assert_eq!(bits_at(&f, &sm, h2), (true, true));
     assert!(sm.set_part_enforce(PartEnforce::Off) > 0);
     assert_eq!(sm.set_part_enforce(PartEnforce::Off), 0, "already off");
