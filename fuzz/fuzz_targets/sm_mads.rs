@@ -2,6 +2,8 @@
 //! SubnSet(SMInfo) from other SMs, traps, stray responses — each chunk a
 //! source LID and up to 256 bytes. No panic; each MAD queues at most a
 //! bounded number of SMPs; a Set without the SM_Key changes no state.
+//! The first byte, odd, picks an SM started NOT ACTIVE (OpenSM's
+//! `sm_inactive`) instead, which a master's Discover wakes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -24,8 +26,24 @@ fn running() -> &'static Sm {
     })
 }
 
+fn inactive() -> Sm {
+    let mut sm = Sm::new(SmConfig {
+        sm_inactive: true,
+        ..SmConfig::default()
+    });
+    sm.set_own_port_guid(0x0002_c903_0000_1234);
+    sm
+}
+
 fuzz_target!(|data: &[u8]| {
-    let mut sm = running().clone();
+    let Some((&pick, data)) = data.split_first() else {
+        return;
+    };
+    let mut sm = if pick & 1 == 1 {
+        inactive()
+    } else {
+        running().clone()
+    };
     for (i, chunk) in data.chunks(258).enumerate() {
         if chunk.len() < 2 {
             break;
