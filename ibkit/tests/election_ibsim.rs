@@ -907,6 +907,18 @@ fn an_inactive_sm_stays_not_active_beside_a_lower_master() {
                 let (clean, lines) = w.stop(wait);
                 assert!(clean, "{what}: the inactive ibkit exits cleanly on SIGTERM");
                 assert!(!lines.iter().any(|(_, l)| l.contains("SUBNET UP")));
+                // With --once it stops at once, exit 0, saying why.
+                let out = (sim.client_at(exe.as_os_str(), &h[1].0))
+                    .args(["sm", "--once", "--inactive"])
+                    .env("RUST_LOG", "info")
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "{what}: {err}");
+                assert!(
+                    err.contains("not active: --once stops here"),
+                    "{what}: {err}"
+                );
             }
             println!(
                 "{what}: {} at priority 15 stays NOT ACTIVE beside {first:?} as master (priority 0); sminfo at its LID {lid}: {said}",
