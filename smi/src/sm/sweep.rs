@@ -722,7 +722,7 @@ impl Sm {
     }
 
     /// The switches up*/down* and fat-tree routing take as roots become
-    /// `guids` ([`SmConfig::root_guids`]; OpenSM reads its
+    /// `guids` ([`SmConfig::root_guids`](super::SmConfig::root_guids); OpenSM reads its
     /// `root_guid_file` again at each routing): on a running subnet a
     /// sweep starts that routes again and sends the LFT blocks that
     /// change. False (nothing done) when they are the roots already.
