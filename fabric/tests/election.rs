@@ -738,3 +738,63 @@ fn an_sm_that_ignores_other_sms_becomes_master_under_a_higher_one() {
     let s = standby_sm(&mut f2, m2);
     assert!(sm_info_gets(&s) > 0);
 }
+
+/// OpenSM's `polling_retry_number`: a standby allowed 2 unanswered polls
+/// rides out a master's cable that is out for 1.5 s (the count starts
+/// again at the next answer), and takes over only at the third
+/// unanswered poll in a row once the cable is gone for good; with none
+/// allowed (the default) the first unanswered poll is enough.
+#[test]
+fn a_standby_lets_as_many_polls_go_unanswered_as_polling_retries_says() {
+    let (mut f, _) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    let mut sm = standby_sm_cfg(
+        &mut f,
+        master,
+        SmConfig {
+            polling_retries: 2,
+            ..SmConfig::default()
+        },
+    );
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
+    f.schedule(t + 1_500 * MS, FabricEvent::LinkUp(master, 1));
+    f.run_until(&mut sm, t + 1_500 * MS);
+    assert_eq!(sm.sm_state(), SmState::Standby);
+    assert!(sm.election().missed_polls >= 1, "a poll went unanswered");
+    f.run_until(&mut sm, t + 4_000 * MS);
+    assert_eq!(sm.sm_state(), SmState::Standby, "rode it out");
+    assert_eq!(sm.election().missed_polls, 0, "counted afresh");
+    // Gone for good: standby through two unanswered polls, master after
+    // the third (each poll 4 tries of 200 ms, 500 ms apart).
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
+    let mut standby_until = 0;
+    for step in 1..=80 {
+        f.run_until(&mut sm, t + step * 100 * MS);
+        if sm.sm_state() == SmState::Standby {
+            standby_until = step * 100;
+        }
+    }
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert!(
+        (2 * 1_300..=3 * 1_300 + 200).contains(&standby_until),
+        "took over {standby_until} ms after the cable went"
+    );
+    // The default: at the first unanswered poll.
+    let (mut f, _) = running("mport-ntree:4:2");
+    let master = other_ca(&f);
+    let mut sm = standby_sm(&mut f, master);
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
+    let mut first = 0;
+    for step in 1..=30 {
+        f.run_until(&mut sm, t + step * 100 * MS);
+        if sm.sm_state() == SmState::Standby {
+            first = step * 100;
+        }
+    }
+    assert_eq!(sm.sm_state(), SmState::Master);
+    assert!(first <= 1_300 + 100, "{first} ms");
+    println!("polling_retries 2: took over {standby_until} ms after the master's cable went; 0: {first} ms");
+}

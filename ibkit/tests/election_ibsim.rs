@@ -928,3 +928,99 @@ fn an_inactive_sm_stays_not_active_beside_a_lower_master() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// OpenSM's `polling_retry_number`, with `sminfo_polling_timeout 500`, in
+/// one `opensm.conf` given to the standby (OpenSM's `-F`, ibkit's
+/// `--opensm-config`) on the served fabric; the master, the other SM, is
+/// killed with SIGKILL. With 3 retries each standby lets 4 polls go
+/// unanswered (the served fabric answers a poll of the dead SM's port at
+/// once, with an error status, which both count as unanswered) before it
+/// gives the master up (enters DISCOVERING to take the subnet), where
+/// with none ibkit does at the first.
+#[test]
+fn both_standbys_let_polling_retry_number_polls_go_unanswered() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let h = hosts(&topo);
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let (_, start) = SIMULATORS[1];
+    let dir = std::env::temp_dir().join(format!("ibkit-poll-retries-{}", std::process::id()));
+    let mut took = Vec::new();
+    for (standby, retries) in [(Kind::OpenSm, 3), (Kind::Ibkit, 3), (Kind::Ibkit, 0)] {
+        let sub = dir.join(format!("{standby:?}-{retries}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let conf = sub.join("standby.conf");
+        std::fs::write(
+            &conf,
+            format!("sminfo_polling_timeout 500\npolling_retry_number {retries}\nforce_log_flush TRUE\n"),
+        )
+        .unwrap();
+        let conf = conf.to_str().unwrap();
+        let sim = start(&topo, spec, &sub);
+        let sim = &*sim;
+        let elapsed = match standby {
+            Kind::OpenSm => {
+                let mut master =
+                    WatchedSm::start(exe, sim, &h[0].0, &["--priority", "10"]).unwrap();
+                master.wait_for("SUBNET UP", wait).unwrap();
+                let osm = start_opensm_at(
+                    sim,
+                    &h[1].0,
+                    &sub,
+                    wait,
+                    &["-p", "0", "-F", conf],
+                    "Entering STANDBY state",
+                )
+                .unwrap();
+                let killed = Instant::now();
+                let mut m = master.sm;
+                m.kill();
+                let log = sub.join("opensm.log");
+                // Its first DISCOVERING was at its start.
+                while std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .matches("Entering DISCOVERING state")
+                    .count()
+                    < 2
+                {
+                    assert!(killed.elapsed() < wait, "OpenSM never gave its master up");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let e = killed.elapsed();
+                drop(osm);
+                e
+            }
+            Kind::Ibkit => {
+                let mut osm =
+                    start_opensm_at(sim, &h[0].0, &sub, wait, &["-p", "10"], "SUBNET UP").unwrap();
+                let extra = ["--priority", "0", "--opensm-config", conf];
+                let mut ibkit = WatchedSm::start(exe, sim, &h[1].0, &extra).unwrap();
+                ibkit.wait_for("Entering STANDBY state", wait).unwrap();
+                let killed = Instant::now();
+                osm.kill();
+                let at = ibkit.wait_for("Entering DISCOVERING state", wait).unwrap();
+                ibkit.wait_for("SUBNET UP", wait).unwrap();
+                let (clean, lines) = ibkit.stop(wait);
+                assert!(clean, "{lines:?}");
+                at.duration_since(killed)
+            }
+        };
+        println!(
+            "served: {standby:?} standby, polling_retry_number {retries}, polls every 500 ms: gives the master up (DISCOVERING) {:.0} ms after the kill",
+            elapsed.as_secs_f64() * 1e3
+        );
+        took.push(elapsed);
+    }
+    // At least four polls 500 ms apart with 3 retries (the served fabric
+    // answers a poll of the dead SM's port at once, with an error, which
+    // both SMs count as unanswered); with none, the first poll.
+    assert!(took[0] >= Duration::from_millis(1_500), "OpenSM: {took:?}");
+    assert!(took[1] >= Duration::from_millis(1_500), "ibkit: {took:?}");
+    assert!(took[2] < took[1] / 2, "ibkit, none: {took:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

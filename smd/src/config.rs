@@ -11,6 +11,7 @@
 //! m_key_lookup = true       # use the key each port is known to hold (guid2mkey; OpenSM's)
 //! m_key_per_port = false    # true: each end port a key of its own, from its GUID and m_key
 //! poll_ms = 500             # a standby's polls of its master
+//! poll_retries = 0          # polls unanswered in a row before taking over (OpenSM's polling_retry_number)
 //! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
 //! routing = "ftree"         # minhop, updn, ftree
@@ -86,6 +87,7 @@ struct Raw {
     m_key_lookup: Option<bool>,
     m_key_per_port: Option<bool>,
     poll_ms: Option<Spanned<i64>>,
+    poll_retries: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
     lid_policy: Option<Spanned<String>>,
@@ -151,6 +153,9 @@ pub struct SmFile {
     pub m_key_per_port: Option<bool>,
     /// A standby's polling interval, ms.
     pub poll_ms: Option<u64>,
+    /// Polls of the master a standby lets go unanswered in a row before
+    /// it takes over, 0–1,000 (OpenSM's `polling_retry_number`).
+    pub poll_retries: Option<u32>,
     /// Light sweep interval, ms (0: no periodic sweep).
     pub sweep_ms: Option<u64>,
     /// Routing engine.
@@ -407,6 +412,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         m_key_lookup: raw.m_key_lookup,
         m_key_per_port: raw.m_key_per_port,
         poll_ms: ranged(&raw.poll_ms, "poll_ms", 10, 3_600_000)?,
+        poll_retries: ranged(&raw.poll_retries, "poll_retries", 0, 1_000)?.map(|v| v as u32),
         sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 0, 86_400_000)?,
         routing,
         lid_policy,
@@ -478,7 +484,7 @@ mod tests {
 
     #[test]
     fn every_key_reads_and_paths_follow_the_file() {
-        let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\n\
+        let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\npoll_retries = 3\n\
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
                     timeout_ms = 100\nretries = 5\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
@@ -503,6 +509,7 @@ mod tests {
         assert_eq!(f.sm_assigned_guid, Some(7));
         assert_eq!((f.sm_key, f.sa_key), (Some(u64::MAX), Some(0x2a)));
         assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
+        assert_eq!(f.poll_retries, Some(3));
         assert_eq!(f.routing, Some(Engine::FatTree));
         assert_eq!(f.lid_policy, Some(LidPolicy::Dynamic));
         assert_eq!((f.timeout_ms, f.retries), (Some(100), Some(5)));
@@ -594,6 +601,7 @@ mod tests {
             ("sm_key = -1\n", "negative"),
             ("sm_key = \"12\"\n", "0x"),
             ("poll_ms = 1\n", "10-3600000"),
+            ("poll_retries = 1001\n", "0-1000"),
             ("lid_policy = \"static\"\n", "prepopulated"),
             ("retries = 21\n", "0-20"),
             ("timeout_ms = 5\n", "10-10000"),

@@ -135,6 +135,10 @@ pub struct SmdConfig {
     pub assigned_guid_byte: u8,
     /// Milliseconds between a standby's polls of the master.
     pub poll_ms: u64,
+    /// Polls of the master a standby lets go unanswered in a row before
+    /// it takes over (OpenSM's `polling_retry_number`); SIGHUP applies a
+    /// new value.
+    pub poll_retries: u32,
     /// Where OpenSM's dumps go (`opensm-subnet.lst`, `opensm-lfts.dump`,
     /// `opensm.fdbs`, `opensm-lid-matrix.dump`, `opensm.mcfdbs`, with QoS
     /// `opensm-sl2vl.dump`), written each time the subnet comes up or
@@ -254,6 +258,7 @@ impl Default for SmdConfig {
             link: smi::sm::LinkParams::default(),
             assigned_guid_byte: 0,
             poll_ms: 500,
+            poll_retries: 0,
             dump_dir: None,
             cache_dir: None,
             sa_db_file: None,
@@ -650,6 +655,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         priority: c.priority,
         sm_key: c.sm_key,
         poll_ms: c.poll_ms,
+        polling_retries: c.poll_retries,
         reassign_lids: c.reassign_lids,
         lmc: c.lmc,
         lmc_esp0: c.lmc_esp0,
@@ -1271,6 +1277,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         tracing::info!("poll every {poll_ms} ms, sweep every {sweep_ms:?} ms");
     }
     sm.set_intervals(poll_ms, sweep_ms);
+    let poll_retries = g.poll_retries.or(f.poll_retries).unwrap_or(0);
+    if poll_retries != sm.config().polling_retries {
+        tracing::info!("poll_retries {poll_retries}");
+    }
+    sm.set_polling_retries(poll_retries);
     let heavy = g.force_heavy_sweep.or(f.force_heavy_sweep).unwrap_or(false);
     if heavy != c.force_heavy_sweep {
         tracing::info!("force_heavy_sweep {heavy}");

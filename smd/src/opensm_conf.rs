@@ -19,6 +19,7 @@
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
+//! | `polling_retry_number` | `poll_retries` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
 //! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
@@ -178,6 +179,7 @@ pub fn parse_opensm_conf(
                 lease_line = line;
             }
             "sminfo_polling_timeout" => s.poll_ms = Some(ranged(10, 3_600_000)?),
+            "polling_retry_number" => s.poll_retries = Some(ranged(0, 1_000)? as u32),
             "transaction_timeout" => s.timeout_ms = Some(ranged(10, 10_000)?),
             "transaction_retries" => s.retries = Some(ranged(0, 20)? as u32),
             "routing_engine" if null => {}
@@ -411,7 +413,8 @@ mod tests {
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n",
+             root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             polling_retry_number 4\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -433,6 +436,7 @@ mod tests {
         assert_eq!(s.ignore_other_sm, Some(true));
         assert_eq!(s.sm_inactive, Some(true));
         assert_eq!(s.disable_multicast, Some(true));
+        assert_eq!(s.poll_retries, Some(4));
         // The older switch wins over part_enforce, before it or after.
         for text in [
             "no_partition_enforcement TRUE\npart_enforce out\n",

@@ -59,7 +59,7 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
-    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms,
+    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries,
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast,
-    /// reassign_lids, sweep_interval, sminfo_polling_timeout,
+    /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
     /// log_flags, dump_files_dir, sa_db_file, sm_assigned_guid); the rest
@@ -203,6 +203,11 @@ pub struct SmArgs {
     /// [default: 500]
     #[arg(long, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub poll_ms: Option<u64>,
+    /// Polls of the master a standby lets go unanswered in a row, each
+    /// after its retransmissions, before it takes over (OpenSM's
+    /// polling_retry_number) [default: 0: at the first].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_000))]
+    pub poll_retries: Option<u32>,
     /// Routing engine: minhop, updn or ftree [default: minhop].
     #[arg(long, value_parser = parse_engine)]
     pub routing: Option<Engine>,
@@ -304,6 +309,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             link,
             assigned_guid_byte: file.sm_assigned_guid.unwrap_or(0),
             poll_ms: a.poll_ms.or(file.poll_ms).unwrap_or(500),
+            poll_retries: a.poll_retries.or(file.poll_retries).unwrap_or(0),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
             sa_db_file: a.sa_db.clone().or(file.sa_db_file),
@@ -369,6 +375,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         sm_key: a.sm_key,
         sa_key: a.sa_key,
         poll_ms: a.poll_ms,
+        poll_retries: a.poll_retries,
         sweep_ms: a.sweep_ms,
         routing: a.routing,
         lid_policy: a.lid_policy,

@@ -145,6 +145,12 @@ pub struct SmConfig {
     /// lists them), but no tree is built and no switch's
     /// MulticastForwardingTable or MulticastFDBTop is written.
     pub disable_multicast: bool,
+    /// Polls of the master (each after its own retransmissions) that a
+    /// standby lets go unanswered in a row before it takes over (OpenSM's
+    /// `polling_retry_number`; 0, the default: at the first). A poll its
+    /// port answers with an error (no SM there) counts as unanswered, as
+    /// OpenSM counts it.
+    pub polling_retries: u32,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -329,6 +335,7 @@ impl Default for SmConfig {
             ignore_other_sm: false,
             sm_inactive: false,
             disable_multicast: false,
+            polling_retries: 0,
         }
     }
 }

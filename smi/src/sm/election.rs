@@ -116,6 +116,9 @@ pub struct Election {
     /// When this standby last told a master below it that it is there
     /// (trap 144).
     pub last_nudge: Option<u64>,
+    /// Polls of the master in a row that went unanswered, their
+    /// retransmissions included ([`SmConfig::polling_retries`]).
+    pub missed_polls: u32,
 }
 
 /// Milliseconds between a standby's traps 144 to a master below it.
@@ -145,6 +148,7 @@ impl Election {
             asked: BTreeMap::new(),
             yielding: false,
             last_nudge: None,
+            missed_polls: 0,
         }
     }
 
@@ -293,6 +297,12 @@ impl Sm {
     /// ([`SmConfig::force_heavy_sweep`]).
     pub fn set_force_heavy_sweep(&mut self, heavy: bool) {
         self.cfg.force_heavy_sweep = heavy;
+    }
+
+    /// Unanswered polls in a row a standby lets go before it takes over,
+    /// from now on ([`SmConfig::polling_retries`]).
+    pub fn set_polling_retries(&mut self, n: u32) {
+        self.cfg.polling_retries = n;
     }
 
     /// Whether traps start sweeps from now on ([`SmConfig::sweep_on_trap`]).
@@ -692,6 +702,7 @@ impl Sm {
         let own = self.own_port_guid();
         match SmInfo::decode(&smp.data) {
             Ok(i) if self.election.master_alive(&i, own) => {
+                self.election.missed_polls = 0;
                 self.election.next_poll = Some(now_ms + self.cfg.poll_ms);
                 if i.sm_state == SmState::Master
                     && outranks(self.election.priority, own, i.priority, i.guid.0)
@@ -766,11 +777,22 @@ impl Sm {
         });
     }
 
-    /// The master did not answer a poll, its retransmissions included.
+    /// The master did not answer a poll, its retransmissions included, or
+    /// its port answered with an error (no SM there: its IsSM gone), which
+    /// OpenSM counts the same way: the standby takes over once more polls
+    /// in a row went unanswered
+    /// than [`SmConfig::polling_retries`] allows (OpenSM's
+    /// `polling_retry_number`), else polls again at its next turn.
     pub(super) fn master_silent(&mut self, now_ms: u64) {
         self.election.polling = false;
-        if self.phase == Phase::Standby && self.election.state == SmState::Standby {
+        if self.phase != Phase::Standby || self.election.state != SmState::Standby {
+            return;
+        }
+        self.election.missed_polls = self.election.missed_polls.saturating_add(1);
+        if self.election.missed_polls > self.cfg.polling_retries {
             self.take_over(now_ms, None);
+        } else {
+            self.election.next_poll = Some(now_ms + self.cfg.poll_ms);
         }
     }
 

@@ -512,8 +512,7 @@ impl Sm {
             }
             if matches!(req.purpose, Purpose::PollMaster) {
                 // The master's port no longer says IsSM (its SM exited):
-                // no SM is there.
-                self.election.polling = false;
+                // no SM answered this poll.
                 self.master_silent(now_ms);
             }
             self.stats.errors += 1;
