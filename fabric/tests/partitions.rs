@@ -984,3 +984,28 @@ fn part_enforce_in_out_and_off_set_the_bits_it_names_and_no_more() {
     // Its table is left as the first master wrote it, as OpenSM leaves it.
     assert!(port(&f, s1, q1).0.contains(&0x8042));
 }
+
+/// A new enforcement mode given during a sweep (SIGHUP in the middle of
+/// one) is not lost: that sweep ends as it would, and the next, though it
+/// finds no change, applies it.
+#[test]
+fn a_mode_given_during_a_sweep_is_applied_by_the_next() {
+    use smi::sm::{PartEnforce, Phase};
+    let (mut f, mut sm, c) = two_in_0x42();
+    let (s1, q1) = switch_port(&f, c[1]);
+    let bits = |f: &Fabric| {
+        let pi = port(f, s1, q1).1;
+        (
+            pi.partition_enforcement_inbound,
+            pi.partition_enforcement_outbound,
+        )
+    };
+    assert_eq!(bits(&f), (true, true));
+    sm.request_sweep(f.now_ns() / 1_000_000);
+    assert_eq!(sm.phase(), Phase::Sweep);
+    assert_eq!(sm.set_part_enforce(PartEnforce::In), 0, "not now");
+    assert!(f.run(&mut sm));
+    sm.request_sweep(f.now_ns() / 1_000_000);
+    assert!(f.run(&mut sm));
+    assert_eq!(bits(&f), (true, false), "applied by the next sweep");
+}

@@ -198,8 +198,9 @@ pub struct Sm {
     neighbors: BTreeMap<(u64, u8), (u64, u8)>,
     /// The SM's own port GUID, where the driver gave it.
     own_port_guid: u64,
-    /// The next sweep routes again even if it finds no change (the
-    /// roots were changed: [`Sm::set_root_guids`]).
+    /// The next sweep routes and distributes again even if it finds no
+    /// change (the roots were changed, [`Sm::set_root_guids`], or a
+    /// configuration came in during a sweep).
     reroute_pending: bool,
 }
 

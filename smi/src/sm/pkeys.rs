@@ -220,9 +220,14 @@ impl Sm {
 
     /// On a running subnet, runs `apply` and moves to Reconfiguration if
     /// it queued SMPs (before the subnet is up the bring-up's
-    /// distribution applies it). The SMPs queued.
+    /// distribution applies it; in a sweep, the next sweep's, which goes
+    /// through distribution even if it finds no change). The SMPs queued.
     pub(super) fn reconfigure(&mut self, apply: fn(&mut Sm)) -> usize {
-        if !self.up || !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
+        if !self.up {
+            return 0;
+        }
+        if !matches!(self.phase, Phase::Done | Phase::Reconfiguration) {
+            self.reroute_pending = true;
             return 0;
         }
         let start = self.out.queue.len();
