@@ -531,6 +531,10 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         said.contains("option(s) not applied") && said.contains("max_wire_smps"),
         "{said}"
     );
+    if let Some(l) = said.lines().find(|l| l.contains("option(s) not applied")) {
+        let l = l.split(": ").find(|p| p.contains("option(s)")).unwrap_or(l);
+        println!("OpenSM's own file: {}", &l[..l.len().min(60)]);
+    }
     // A site's changes.
     let mut text = with_option(&defaults, "sm_priority", "7");
     text = with_option(&text, "lmc", "1");
