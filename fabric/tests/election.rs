@@ -739,6 +739,21 @@ fn an_sm_that_ignores_other_sms_becomes_master_under_a_higher_one() {
     assert!(sm_info_gets(&s) > 0);
 }
 
+/// Cuts the master's cable, runs `ms` of simulated time in steps of 100
+/// ms: the last step at which `sm` still stood by, in ms after the cut.
+fn standby_after_cable_cut(f: &mut Fabric, sm: &mut Sm, master: usize, ms: u64) -> u64 {
+    let t = f.now_ns();
+    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
+    let mut standby_until = 0;
+    for step in 1..=ms / 100 {
+        f.run_until(sm, t + step * 100 * MS);
+        if sm.sm_state() == SmState::Standby {
+            standby_until = step * 100;
+        }
+    }
+    standby_until
+}
+
 /// OpenSM's `polling_retry_number`: a standby allowed 2 unanswered polls
 /// rides out a master's cable that is out for 1.5 s (the count starts
 /// again at the next answer), and takes over only at the third
@@ -767,15 +782,7 @@ fn a_standby_lets_as_many_polls_go_unanswered_as_polling_retries_says() {
     assert_eq!(sm.election().missed_polls, 0, "counted afresh");
     // Gone for good: standby through two unanswered polls, master after
     // the third (each poll 4 tries of 200 ms, 500 ms apart).
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
-    let mut standby_until = 0;
-    for step in 1..=80 {
-        f.run_until(&mut sm, t + step * 100 * MS);
-        if sm.sm_state() == SmState::Standby {
-            standby_until = step * 100;
-        }
-    }
+    let standby_until = standby_after_cable_cut(&mut f, &mut sm, master, 8_000);
     assert_eq!(sm.sm_state(), SmState::Master);
     assert!(
         (2 * 1_300..=3 * 1_300 + 200).contains(&standby_until),
@@ -785,15 +792,7 @@ fn a_standby_lets_as_many_polls_go_unanswered_as_polling_retries_says() {
     let (mut f, _) = running("mport-ntree:4:2");
     let master = other_ca(&f);
     let mut sm = standby_sm(&mut f, master);
-    let t = f.now_ns();
-    f.schedule(t + MS, FabricEvent::LinkDown(master, 1));
-    let mut first = 0;
-    for step in 1..=30 {
-        f.run_until(&mut sm, t + step * 100 * MS);
-        if sm.sm_state() == SmState::Standby {
-            first = step * 100;
-        }
-    }
+    let first = standby_after_cable_cut(&mut f, &mut sm, master, 3_000);
     assert_eq!(sm.sm_state(), SmState::Master);
     assert!(first <= 1_300 + 100, "{first} ms");
     println!("polling_retries 2: took over {standby_until} ms after the master's cable went; 0: {first} ms");

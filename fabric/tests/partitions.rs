@@ -82,18 +82,8 @@ fn one_two_member_partition_on_fat_tree_324_costs_four_pkey_sets() {
         let (s, q) = switch_port(&f, x);
         assert!(port(&f, s, q).1.partition_enforcement_inbound);
     }
-    for (i, n) in f.topo.nodes.iter().enumerate() {
-        if n.kind != NodeType::Switch {
-            continue;
-        }
-        for p in 1..=n.ports {
-            let Some(r) = f.topo.peer[i][usize::from(p)] else {
-                continue;
-            };
-            if f.topo.nodes[r.0].kind == NodeType::Switch {
-                assert!(!port(&f, i, p).1.partition_enforcement_inbound);
-            }
-        }
+    for (i, p, _) in switch_links(&f).into_iter().filter(|l| l.2) {
+        assert!(!port(&f, i, p).1.partition_enforcement_inbound);
     }
     // The SM knows the tables it gave, and the SA's view of who shares
     // what follows them.
@@ -773,11 +763,34 @@ fn vm_on_two_leaves(x: u64, conf: &str) -> (Fabric, Sm, VmOnTwoLeaves) {
 fn hyp_switch_bits(f: &Fabric, sm: &Sm, h: usize) -> (bool, bool) {
     let fx = f.node_by_guid(sm.nodes()[h].info.node_guid.0).unwrap();
     let (s, q) = switch_port(f, fx);
-    let pi = port(f, s, q).1;
+    enforce_bits(f, s, q)
+}
+
+/// The (inbound, outbound) enforcement bits port `p` of fabric node `i`
+/// holds.
+fn enforce_bits(f: &Fabric, i: usize, p: u8) -> (bool, bool) {
+    let pi = port(f, i, p).1;
     (
         pi.partition_enforcement_inbound,
         pi.partition_enforcement_outbound,
     )
+}
+
+/// Every cabled external port of every switch: (switch, port, whether
+/// it is cabled to another switch).
+fn switch_links(f: &Fabric) -> Vec<(usize, u8, bool)> {
+    let mut v = Vec::new();
+    for (i, n) in f.topo.nodes.iter().enumerate() {
+        if n.kind != NodeType::Switch {
+            continue;
+        }
+        for p in 1..=n.ports {
+            if let Some((m, _)) = f.topo.peer[i][usize::from(p)] {
+                v.push((i, p, f.topo.nodes[m].kind == NodeType::Switch));
+            }
+        }
+    }
+    v
 }
 
 #[test]
@@ -877,25 +890,13 @@ fn part_enforce_in_out_and_off_set_the_bits_it_names_and_no_more() {
         let (mut f, sm) = up(mode);
         let want = mode.bits(true);
         let mut to_cas = 0;
-        for (i, n) in f.topo.nodes.iter().enumerate() {
-            if n.kind != NodeType::Switch {
-                continue;
-            }
-            for p in 1..=n.ports {
-                let Some(r) = f.topo.peer[i][usize::from(p)] else {
-                    continue;
-                };
-                let pi = port(&f, i, p).1;
-                let bits = (
-                    pi.partition_enforcement_inbound,
-                    pi.partition_enforcement_outbound,
-                );
-                if f.topo.nodes[r.0].kind == NodeType::Switch {
-                    assert_eq!(bits, (false, false), "{mode:?}: between switches");
-                } else {
-                    to_cas += 1;
-                    assert_eq!(bits, want, "{mode:?}: {}/{p}", n.name);
-                }
+        for (i, p, to_switch) in switch_links(&f) {
+            let bits = enforce_bits(&f, i, p);
+            if to_switch {
+                assert_eq!(bits, (false, false), "{mode:?}: between switches");
+            } else {
+                to_cas += 1;
+                assert_eq!(bits, want, "{mode:?}: {}/{p}", f.topo.nodes[i].name);
             }
         }
         assert!(to_cas > 0);
@@ -973,9 +974,9 @@ fn part_enforce_in_out_and_off_set_the_bits_it_names_and_no_more() {
             .into_iter()
             .flatten()
         {
-            let pi = port(&f, i, p).1;
-            assert!(
-                !pi.partition_enforcement_inbound && !pi.partition_enforcement_outbound,
+            assert_eq!(
+                enforce_bits(&f, i, p),
+                (false, false),
                 "{}/{p} still enforces",
                 n.name
             );
@@ -993,13 +994,7 @@ fn a_mode_given_during_a_sweep_is_applied_by_the_next() {
     use smi::sm::{PartEnforce, Phase};
     let (mut f, mut sm, c) = two_in_0x42();
     let (s1, q1) = switch_port(&f, c[1]);
-    let bits = |f: &Fabric| {
-        let pi = port(f, s1, q1).1;
-        (
-            pi.partition_enforcement_inbound,
-            pi.partition_enforcement_outbound,
-        )
-    };
+    let bits = |f: &Fabric| enforce_bits(f, s1, q1);
     assert_eq!(bits(&f), (true, true));
     sm.request_sweep(f.now_ns() / 1_000_000);
     assert_eq!(sm.phase(), Phase::Sweep);
