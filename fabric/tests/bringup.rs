@@ -126,6 +126,33 @@ fn a_window_of_one_gives_the_same_result() {
     verify(&f);
 }
 
+/// The window (OpenSM's `max_wire_smps`) bounds the SMPs in flight, at
+/// bring-up and after it is changed on a running SM.
+#[test]
+fn the_window_bounds_the_smps_in_flight_and_can_be_changed() {
+    let (mut f, mut sm) = bring_up(
+        "mport-ntree:4:3",
+        SimConfig::default(),
+        SmConfig {
+            window: 3,
+            ..SmConfig::default()
+        },
+    );
+    assert_eq!(sm.stats().peak_in_flight, 3, "bring-up fills a window of 3");
+    sm.set_window(7);
+    sm.request_heavy_sweep(f.now_ns() / 1_000_000);
+    assert!(f.run(&mut sm));
+    assert_eq!(
+        sm.stats().peak_in_flight,
+        7,
+        "the heavy sweep fills the new window"
+    );
+    verify(&f);
+    // Default (16): more than either.
+    let (_, wide) = bring_up("mport-ntree:4:3", SimConfig::default(), SmConfig::default());
+    assert_eq!(wide.stats().peak_in_flight, 16);
+}
+
 #[test]
 fn discovery_survives_two_percent_loss() {
     let cfg = SimConfig {

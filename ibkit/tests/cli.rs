@@ -530,6 +530,11 @@ fn nonsense_numbers_are_refused_with_their_range() {
         (&["sm", "--lmc", "9"][..], "0..=7"),
         (&["sm", "-l", "-1"][..], "-1"),
         (
+            &["sm", "--max-wire-smps", "2147483648"][..],
+            "0..=2147483647",
+        ),
+        (&["sm", "--max-wire-smps", "-1"][..], "-1"),
+        (
             &["sm", "--part-enforce", "BOTH"][..],
             "both, in, out or off",
         ),

@@ -428,6 +428,114 @@ fn both_sms_ask_every_end_port_to_reregister_as_they_start_unless_told_not_to() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `max_wire_smps`, in one `opensm.conf` given to OpenSM (`-F`)
+/// and to `ibkit sm --opensm-config`: the most SMPs either SM has in the
+/// served fabric at once (the server's `peak_outstanding`, each run on a
+/// fresh server whose answers wait 300 µs, so that a window fills) is the
+/// file's 2; without the file OpenSM keeps its default 4 and ibkit its 16,
+/// and `--max-wire-smps 0` lifts ibkit's limit.
+#[test]
+fn both_sms_keep_max_wire_smps_on_the_wire() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("max-wire-smps");
+    let conf = dir.join("opensm.conf");
+    std::fs::write(&conf, "max_wire_smps 2\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    let ibkit = exe().to_str().unwrap();
+    let peak = |who: &str, sm: &dyn Fn(&Served)| -> u64 {
+        let sim = Served::start(exe(), "fat-tree-324", 0, &["--answer-delay-us", "300"]).unwrap();
+        let t0 = Instant::now();
+        sm(&sim);
+        let st = sim.stats().unwrap();
+        let peak = st["peak_outstanding"].as_u64().unwrap();
+        println!(
+            "{who}: at most {peak} SMPs in the fabric at once ({} answered, {:.2} s)",
+            st["answered"],
+            t0.elapsed().as_secs_f64()
+        );
+        peak
+    };
+    let opensm = |sim: &Served, extra: &[&str]| {
+        let cache = dir.join("opensm-cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let out = (sim.client("opensm".as_ref()))
+            .env("OSM_CACHE_DIR", &cache)
+            .args(["-o", "-f"])
+            .arg(dir.join("opensm.log"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "opensm {extra:?}");
+    };
+    let ibkit_sm = |sim: &Served, extra: &[&str]| {
+        let mut a = vec!["sm", "--transport", "umad", "--once"];
+        a.extend_from_slice(extra);
+        run(sim, ibkit, &a);
+    };
+    let from_file = ["--opensm-config", conf];
+    assert_eq!(
+        peak("OpenSM, max_wire_smps 2", &|s| opensm(s, &["-F", conf])),
+        2
+    );
+    assert_eq!(
+        peak("ibkit, max_wire_smps 2", &|s| ibkit_sm(s, &from_file)),
+        2
+    );
+    assert_eq!(peak("OpenSM, its default", &|s| opensm(s, &[])), 4);
+    assert_eq!(peak("ibkit, its default", &|s| ibkit_sm(s, &[])), 16);
+    let unlimited = peak("ibkit, --max-wire-smps 0", &|s| {
+        ibkit_sm(s, &["--max-wire-smps", "0"])
+    });
+    assert!(unlimited > 16, "{unlimited}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGHUP applies a new `max_wire_smps` to a running `ibkit sm`: 2 at
+/// bring-up, then 6 from the rewritten file, which the heavy sweep SIGHUP
+/// starts fills and does not pass.
+#[test]
+fn sighup_applies_a_new_max_wire_smps() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("max-wire-smps-hup");
+    let toml = dir.join("sm.toml");
+    std::fs::write(&toml, "max_wire_smps = 2\nsweep_ms = 0\n").unwrap();
+    let sim = Served::start(exe(), "fat-tree-324", 0, &["--answer-delay-us", "300"]).unwrap();
+    let sm = tests::peers::start_ibkit_sm(
+        exe(),
+        &sim,
+        &["--transport", "umad", "--config", toml.to_str().unwrap()],
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let peak = || sim.stats().unwrap()["peak_outstanding"].as_u64().unwrap();
+    assert_eq!(peak(), 2, "bring-up with max_wire_smps 2");
+    std::fs::write(&toml, "max_wire_smps = 6\nsweep_ms = 0\n").unwrap();
+    let said = sim.ctl("reload-sm").unwrap();
+    assert!(said.starts_with("ok: SIGHUP"), "{said}");
+    let t = Instant::now();
+    while peak() < 6 {
+        assert!(t.elapsed() < Duration::from_secs(20), "peak {}", peak());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(peak(), 6, "the heavy sweep keeps to the new window");
+    println!(
+        "SIGHUP, max_wire_smps 2 -> 6: 6 in flight {:.2?} after",
+        t.elapsed()
+    );
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean, "ibkit sm stopped cleanly");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// OpenSM's `sweep_on_trap FALSE` (with `sweep_interval 0`), one
 /// `opensm.conf` given to OpenSM (`-F`) and to `ibkit sm
 /// --opensm-config`: a leaf's uplink taken down, its trap reaches the SM,

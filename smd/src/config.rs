@@ -18,6 +18,7 @@
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
 //! retries = 3               # then sent again (transaction_retries)
+//! max_wire_smps = 16        # SMPs in flight at once; 0: no limit (OpenSM's)
 //! partitions = "partitions.conf"   # relative to this file
 //! qos = true
 //! qos_config = "opensm.conf"
@@ -93,6 +94,7 @@ struct Raw {
     lid_policy: Option<Spanned<String>>,
     timeout_ms: Option<Spanned<i64>>,
     retries: Option<Spanned<i64>>,
+    max_wire_smps: Option<Spanned<i64>>,
     partitions: Option<PathBuf>,
     qos: Option<bool>,
     qos_config: Option<PathBuf>,
@@ -168,6 +170,9 @@ pub struct SmFile {
     /// its master too: detection takes `poll_ms + (retries + 1) ×
     /// timeout_ms`).
     pub retries: Option<u32>,
+    /// SMPs in flight at once, 0 for no limit (OpenSM's `max_wire_smps`,
+    /// which OpenSM also reads 0 as unlimited); 0–2^31-1.
+    pub max_wire_smps: Option<u32>,
     /// `partitions.conf`, relative paths taken from the file's directory.
     pub partitions: Option<PathBuf>,
     /// QoS with OpenSM's defaults.
@@ -418,6 +423,8 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         lid_policy,
         timeout_ms: ranged(&raw.timeout_ms, "timeout_ms", 10, 10_000)?,
         retries: ranged(&raw.retries, "retries", 0, 20)?.map(|v| v as u32),
+        max_wire_smps: ranged(&raw.max_wire_smps, "max_wire_smps", 0, 0x7FFF_FFFF)?
+            .map(|v| v as u32),
         partitions: path(&raw.partitions),
         qos: raw.qos,
         qos_config: path(&raw.qos_config),
@@ -486,7 +493,7 @@ mod tests {
     fn every_key_reads_and_paths_follow_the_file() {
         let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\npoll_retries = 3\n\
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
-                    timeout_ms = 100\nretries = 5\npartitions = \"p.conf\"\nqos = true\n\
+                    timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
@@ -510,6 +517,7 @@ mod tests {
         assert_eq!((f.sm_key, f.sa_key), (Some(u64::MAX), Some(0x2a)));
         assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
         assert_eq!(f.poll_retries, Some(3));
+        assert_eq!(f.max_wire_smps, Some(8));
         assert_eq!(f.routing, Some(Engine::FatTree));
         assert_eq!(f.lid_policy, Some(LidPolicy::Dynamic));
         assert_eq!((f.timeout_ms, f.retries), (Some(100), Some(5)));
@@ -604,6 +612,8 @@ mod tests {
             ("poll_retries = 1001\n", "0-1000"),
             ("lid_policy = \"static\"\n", "prepopulated"),
             ("retries = 21\n", "0-20"),
+            ("max_wire_smps = -1\n", "0-2147483647"),
+            ("max_wire_smps = 2147483648\n", "0-2147483647"),
             ("timeout_ms = 5\n", "10-10000"),
             ("log_level = \"loud\"\n", "warn"),
             ("m_key_protection_level = 4\n", "0-3"),

@@ -79,6 +79,9 @@ pub struct SmdConfig {
     pub timeout_ms: u64,
     /// Times an unanswered SMP is sent again.
     pub retries: u32,
+    /// SMPs in flight at once (OpenSM's `max_wire_smps`); SIGHUP applies
+    /// a new value.
+    pub window: usize,
     /// Milliseconds between light sweeps (without `once`).
     pub sweep_ms: u64,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
@@ -237,6 +240,7 @@ impl Default for SmdConfig {
             lid_policy: LidPolicy::Prepopulated,
             timeout_ms: 200,
             retries: 3,
+            window: SmConfig::default().window,
             sweep_ms: 10_000,
             force_heavy_sweep: false,
             open_wait: Duration::from_secs(20),
@@ -643,6 +647,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         lid_policy: c.lid_policy,
         timeout_ms: c.timeout_ms,
         retries: c.retries,
+        window: c.window,
         sweep_interval_ms: (!c.once && c.sweep_ms > 0).then_some(c.sweep_ms),
         force_heavy_sweep: c.force_heavy_sweep,
         m_key: mad_core::MKey(c.m_key),
@@ -1242,9 +1247,20 @@ pub fn log_opensm_notes(file: &Path, notes: &[opensm_conf::Note]) {
     }
 }
 
+/// The window `max_wire_smps` gives: 0 is no limit, as in OpenSM; none
+/// given, ibkit's default.
+pub fn window(max_wire_smps: Option<u32>) -> usize {
+    match max_wire_smps {
+        None => SmConfig::default().window,
+        Some(0) => usize::MAX,
+        Some(w) => w as usize,
+    }
+}
+
 /// SIGHUP: the configuration file read again (the command line still
 /// winning). What a running SM can change changes now: priority, the
-/// polling and sweep intervals, `force_heavy_sweep`, the log level, the
+/// polling and sweep intervals, `polling_retry_number`, `max_wire_smps`,
+/// `force_heavy_sweep`, `sweep_on_trap`, `part_enforce`, the log level, the
 /// partition and QoS files; the rest is logged as taking effect at the next start. A
 /// broken file is logged and changes nothing.
 fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
@@ -1282,6 +1298,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         tracing::info!("poll_retries {poll_retries}");
     }
     sm.set_polling_retries(poll_retries);
+    let window = window(g.max_wire_smps.or(f.max_wire_smps));
+    if window != sm.config().window {
+        tracing::info!("max_wire_smps {window}");
+    }
+    sm.set_window(window);
     let heavy = g.force_heavy_sweep.or(f.force_heavy_sweep).unwrap_or(false);
     if heavy != c.force_heavy_sweep {
         tracing::info!("force_heavy_sweep {heavy}");

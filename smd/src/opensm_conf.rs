@@ -94,6 +94,7 @@ pub fn parse_opensm_conf(
     let (mut sweep_line, mut lease_line) = (0, 0);
     let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
     let mut no_enforcement = false;
+    let mut wire_smps2 = None;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let body = raw.trim_start();
@@ -182,6 +183,11 @@ pub fn parse_opensm_conf(
             "polling_retry_number" => s.poll_retries = Some(ranged(0, 1_000)? as u32),
             "transaction_timeout" => s.timeout_ms = Some(ranged(10, 10_000)?),
             "transaction_retries" => s.retries = Some(ranged(0, 20)? as u32),
+            // OpenSM reads 0 as no limit, as ibkit does.
+            "max_wire_smps" => s.max_wire_smps = Some(ranged(0, 0x7FFF_FFFF)? as u32),
+            // Above max_wire_smps, OpenSM lets the window grow by one each
+            // max_smps_timeout it stays full; ibkit's does not grow.
+            "max_wire_smps2" => wire_smps2 = Some((line, ranged(0, 0x7FFF_FFFF)?)),
             "routing_engine" if null => {}
             "routing_engine" => {
                 let names: Vec<&str> = value.split(',').map(str::trim).collect();
@@ -235,6 +241,21 @@ pub fn parse_opensm_conf(
                 }
             },
         }
+    }
+    // OpenSM's window (4 unless the file says) grows only up to a
+    // max_wire_smps2 above it.
+    let window = match s.max_wire_smps.unwrap_or(4) {
+        0 => u64::MAX,
+        w => u64::from(w),
+    };
+    if let Some((line, w2)) = wire_smps2.filter(|&(_, w2)| w2 > window) {
+        notes.push(Note {
+            line,
+            warning: true,
+            text: format!(
+                "max_wire_smps2 {w2}: not applied; ibkit's window stays at max_wire_smps ({window})"
+            ),
+        });
     }
     // OpenSM's older switch, where set, wins over `part_enforce`.
     if no_enforcement {
@@ -414,7 +435,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
-             polling_retry_number 4\n",
+             polling_retry_number 4\nmax_wire_smps 12\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -437,6 +458,7 @@ mod tests {
         assert_eq!(s.sm_inactive, Some(true));
         assert_eq!(s.disable_multicast, Some(true));
         assert_eq!(s.poll_retries, Some(4));
+        assert_eq!(s.max_wire_smps, Some(12));
         // The older switch wins over part_enforce, before it or after.
         for text in [
             "no_partition_enforcement TRUE\npart_enforce out\n",
@@ -600,7 +622,7 @@ mod tests {
 
     #[test]
     fn what_changes_the_subnet_and_is_not_applied_is_warned() {
-        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\nperfmgr TRUE\nmax_wire_smps 8\n").unwrap();
+        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\nperfmgr TRUE\nmax_smps_timeout 8\n").unwrap();
         let warned: Vec<(usize, &str)> = (c.notes.iter())
             .filter(|n| n.warning)
             .map(|n| (n.line, n.text.as_str()))
@@ -614,7 +636,37 @@ mod tests {
         assert!(c
             .notes
             .iter()
-            .any(|n| !n.warning && n.text.contains("max_wire_smps")));
+            .any(|n| !n.warning && n.text.contains("max_smps_timeout")));
+    }
+
+    /// `max_wire_smps` is ibkit's window, 0 for none, as OpenSM reads it;
+    /// a `max_wire_smps2` above it (OpenSM's window growing when stuck)
+    /// is warned, one at or below it is not.
+    #[test]
+    fn max_wire_smps_is_the_window() {
+        let c = parse("max_wire_smps 8\nmax_wire_smps2 8\n").unwrap();
+        assert_eq!(c.settings.max_wire_smps, Some(8));
+        assert!(!c.notes.iter().any(|n| n.warning), "{:?}", c.notes);
+        let c = parse("max_wire_smps2 6\n").unwrap();
+        let w: Vec<_> = c.notes.iter().filter(|n| n.warning).collect();
+        assert!(
+            w.len() == 1
+                && w[0].line == 1
+                && w[0].text.contains("window stays at max_wire_smps (4)"),
+            "{w:?}"
+        );
+        let c = parse("max_wire_smps 0\nmax_wire_smps2 100\n").unwrap();
+        assert_eq!(c.settings.max_wire_smps, Some(0), "no limit");
+        assert!(!c.notes.iter().any(|n| n.warning), "{:?}", c.notes);
+        for (text, column, why) in [
+            ("max_wire_smps 2147483648\n", 15, "not 0-2147483647"),
+            ("max_wire_smps -1\n", 15, "not a number"),
+            ("max_wire_smps2 many\n", 16, "not a number"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!((e.line, e.column), (1, column), "{text:?}: {e}");
+            assert!(e.reason.contains(why), "{text:?}: {e}");
+        }
     }
 
     #[test]
@@ -638,6 +690,6 @@ mod tests {
             assert!(e.reason.contains(why), "{text:?}: {e}");
         }
         // Unknown options and values ibkit does not apply are no error.
-        assert!(parse("no_such_option 1\nmax_wire_smps lots\n").is_ok());
+        assert!(parse("no_such_option 1\nmax_smps_timeout lots\n").is_ok());
     }
 }

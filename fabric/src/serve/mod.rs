@@ -240,6 +240,10 @@ pub struct ServeStats {
     pub gs_forwarded: u64,
     /// PerfMgt requests the ports' PMAs answered.
     pub pma_answered: u64,
+    /// The most SMPs one client had unanswered in the fabric at once:
+    /// what an SM keeps on the wire (OpenSM's `max_wire_smps`), as far as
+    /// the server reads them before answering.
+    pub peak_outstanding: u64,
     /// Clients dropped because they stopped reading or were gone.
     pub dropped: u64,
     /// Batches served: reads of client datagrams answered together.

@@ -484,6 +484,8 @@ impl Session {
         if smp.method() != mad_core::Method::TrapRepress {
             if let Some(Slot::Attached(c)) = self.slots.get_mut(slot) {
                 c.outstanding.push((tid, original));
+                let n = c.outstanding.len() as u64;
+                self.stats.peak_outstanding = self.stats.peak_outstanding.max(n);
             }
         }
         let dlid = if class == 0x81 { 0xFFFF } else { r.dlid };

@@ -118,12 +118,22 @@ fn a_client_attaches_and_its_requests_come_back_with_its_own_tid() {
     );
     assert_eq!(r[0].mad[64 + 2], 2, "a switch answered");
     assert_eq!(s.stats().answered, 2);
+    assert_eq!(
+        s.stats().peak_outstanding,
+        2,
+        "both were in the fabric at once"
+    );
     // A path out of a port with no cable times out.
     // A CA does not pass a directed-route SMP on: it times out.
     assert!(s.on_packet(slot, &node_info(&[1, 1, 1], 9), USER, now));
     s.settle();
     let r = replies(&mut s, slot);
     assert_eq!((r.len(), r[0].status, r[0].tid()), (1, ETIMEDOUT, 9));
+    assert_eq!(
+        s.stats().peak_outstanding,
+        2,
+        "one at a time stays below the peak"
+    );
 }
 
 #[test]

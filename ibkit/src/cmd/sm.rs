@@ -59,7 +59,7 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
-    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries,
+    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries, max_wire_smps,
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
@@ -81,7 +81,7 @@ pub struct SmArgs {
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
-    /// transaction_timeout/retries, routing_engine, partition_config_file,
+    /// transaction_timeout/retries, max_wire_smps, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
     /// log_flags, dump_files_dir, sa_db_file, sm_assigned_guid); the rest
     /// is logged as not applied, with a warning where it changes the
@@ -208,6 +208,10 @@ pub struct SmArgs {
     /// polling_retry_number) [default: 0: at the first].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1_000))]
     pub poll_retries: Option<u32>,
+    /// SMPs in flight at once, 0 for no limit (OpenSM's max_wire_smps,
+    /// its -n; OpenSM's default is 4) [default: 16].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=0x7FFF_FFFF))]
+    pub max_wire_smps: Option<u32>,
     /// Routing engine: minhop, updn or ftree [default: minhop].
     #[arg(long, value_parser = parse_engine)]
     pub routing: Option<Engine>,
@@ -290,6 +294,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
                 .unwrap_or(smi::sm::LidPolicy::Prepopulated),
             timeout_ms: file.timeout_ms.unwrap_or(200),
             retries: file.retries.unwrap_or(3),
+            window: smd::window(a.max_wire_smps.or(file.max_wire_smps)),
             sweep_ms: a.sweep_ms.or(file.sweep_ms).unwrap_or(10_000),
             pcap: a.pcap.clone(),
             partitions: a.partitions.clone().or(file.partitions),
@@ -376,6 +381,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         sa_key: a.sa_key,
         poll_ms: a.poll_ms,
         poll_retries: a.poll_retries,
+        max_wire_smps: a.max_wire_smps,
         sweep_ms: a.sweep_ms,
         routing: a.routing,
         lid_policy: a.lid_policy,

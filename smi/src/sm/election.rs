@@ -310,6 +310,13 @@ impl Sm {
         self.cfg.sweep_on_trap = on;
     }
 
+    /// Sets how many SMPs may be outstanding at once (OpenSM's
+    /// `max_wire_smps`; below 1, 1). SMPs already sent stay in flight; the
+    /// next one goes out when the new window has room.
+    pub fn set_window(&mut self, window: usize) {
+        self.cfg.window = window.max(1);
+    }
+
     /// LIDs to give the VFs of hypervisors at the next bring-up under the
     /// prepopulated policy, by (PF port GUID, VF from 1), where no port
     /// holds them: with `guid2lid`'s LIDs for the PFs and the VMs, a

@@ -451,6 +451,8 @@ impl Sm {
         if dlid.is_some() {
             self.stats.lid_routed += 1;
         }
+        let in_flight = self.out.inflight.len() as u64;
+        self.stats.peak_in_flight = self.stats.peak_in_flight.max(in_flight);
         Some(Transmit {
             smp,
             dlid: dlid.map(Lid),

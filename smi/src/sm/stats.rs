@@ -31,6 +31,9 @@ pub struct Stats {
     /// starting with LIDs from a `guid2lid` cache) and found already
     /// holding what it computed: not sent again.
     pub lft_blocks_kept: u64,
+    /// The most SMPs in flight at once (at most the window, OpenSM's
+    /// `max_wire_smps`).
+    pub peak_in_flight: u64,
     /// (phase, method byte, attribute ID) → SMPs sent, retransmissions and
     /// SMPs that get no response (TrapRepress) included.
     pub per_phase_kind: BTreeMap<(Phase, u8, u16), u64>,
