@@ -268,3 +268,131 @@ fn a_heavy_sweep_puts_back_the_link_parameters_that_changed() {
     assert!(f.run(&mut sm));
     assert_eq!(port_info_sets(&sm), before + 6, "nothing differs now");
 }
+
+/// LinkWidthEnabled, LinkSpeedEnabled and LinkSpeedExtEnabled.
+type Enabled = (u8, u8, u8);
+
+/// [`Enabled`] of every cabled port, by (node, port).
+fn enabled(f: &Fabric) -> Vec<((usize, u8), Enabled)> {
+    cabled_ports(f)
+        .into_iter()
+        .map(|(i, p, pi, _, _)| {
+            let e = (
+                pi.link_width_enabled.bits(),
+                pi.link_speed_enabled.bits(),
+                pi.link_speed_ext_enabled.bits(),
+            );
+            ((i, p), e)
+        })
+        .collect()
+}
+
+/// OpenSM's `force_link_width` and `force_link_speed`: a site's values
+/// reach every cabled port, each on one Set(PortInfo) of its own before
+/// the one that arms it (as OpenSM's link manager sends it; ibsim would
+/// ignore them on the arming Set); OpenSM's defaults (255 and 15, "set to supported") change
+/// nothing on ports whose speeds are all enabled and that cannot do 2X
+/// (the 255 asks for 2X too, which OpenSM writes only where the port
+/// advertises it). An SM restarted with the site's values on a subnet
+/// brought up without them sets each cabled port once; restarted again,
+/// none.
+#[test]
+fn forced_link_width_and_speed_reach_every_cabled_port() {
+    let spec = "fat-tree-324";
+    let (mut f, plain, up) =
+        fabric::sim::bring_up(spec, SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let before = enabled(&f);
+    assert_eq!(before.len(), 972 + 324);
+    assert!(
+        before.iter().all(|(_, e)| *e == (2, 7, 0)),
+        "defaults: 4X, SDR|DDR|QDR, as the ports start"
+    );
+    let site = SmConfig {
+        link: LinkParams {
+            force_link_width: 1,
+            force_link_speed: 3,
+            ..LinkParams::default()
+        },
+        ..SmConfig::default()
+    };
+    let (fresh, forced, up) =
+        fabric::sim::bring_up(spec, SimConfig::default(), site.clone()).unwrap();
+    assert!(up, "{:?}", forced.error());
+    assert_eq!(
+        port_info_sets(&forced),
+        port_info_sets(&plain) + 972 + 324,
+        "one Set(PortInfo) more for each cabled port"
+    );
+    assert_eq!(forced.stats().total(), plain.stats().total() + 972 + 324);
+    assert!(enabled(&fresh).iter().all(|(_, e)| *e == (1, 3, 0)));
+    // On the running subnet.
+    let mut same = smi::sm::Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut same));
+    let baseline = port_info_sets(&same);
+    let mut other = smi::sm::Sm::new(site.clone());
+    assert!(f.bring_up(&mut other));
+    assert_eq!(port_info_sets(&other), baseline + 972 + 324);
+    assert!(enabled(&f).iter().all(|(_, e)| *e == (1, 3, 0)));
+    let mut again = smi::sm::Sm::new(site);
+    assert!(f.bring_up(&mut again));
+    assert_eq!(port_info_sets(&again), baseline, "nothing differs now");
+}
+
+/// Where the ports can do more: 2X and the extended speeds (FDR, EDR)
+/// advertised by every node but one CA, each port starting with 4X and
+/// FDR alone enabled. OpenSM's defaults enable every supported width
+/// where the port (a switch's port 0 for its others) advertises
+/// IsLinkWidth2XSupported, and every extended speed on a link whose two
+/// ends advertise IsExtendedSpeedsSupported: the CA without them and its
+/// switch port keep FDR alone, and the CA its width.
+#[test]
+fn set_to_supported_needs_the_capability_at_both_ends() {
+    use mad_core::attr::{CapabilityMask, CapabilityMask2, LinkSpeedExt, LinkWidth};
+    let topo = fabric::topology::Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let plain = (f.topo.nodes.iter())
+        .rposition(|n| n.kind != NodeType::Switch)
+        .unwrap();
+    let (sw, sp) = f.topo.peer_of(plain, 1).unwrap();
+    let widen = |pi: &mut PortInfo, caps: bool| {
+        pi.link_width_supported |= LinkWidth::from_bits_retain(16);
+        pi.link_speed_ext_supported = LinkSpeedExt::FDR | LinkSpeedExt::EDR;
+        pi.link_speed_ext_enabled = LinkSpeedExt::FDR;
+        if caps {
+            pi.capability_mask |= CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED;
+            pi.capability_mask2 |= CapabilityMask2::IS_LINK_WIDTH_2X_SUPPORTED;
+        }
+    };
+    for (i, node) in f.nodes.iter_mut().enumerate() {
+        match node {
+            SimNode::Switch(s) => s
+                .model
+                .ports
+                .iter_mut()
+                .for_each(|p| widen(&mut p.info, true)),
+            SimNode::Ca(c) => {
+                (c.model.ports.iter_mut()).for_each(|p| widen(&mut p.info, i != plain))
+            }
+            SimNode::Hypervisor(h) => {
+                (h.pf.model.ports.iter_mut()).for_each(|p| widen(&mut p.info, true))
+            }
+        }
+    }
+    let mut sm = smi::sm::Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let mut kept = Vec::new();
+    for ((i, p), e) in enabled(&f) {
+        if i == plain || (i, p) == (sw, sp) {
+            kept.push(e);
+        } else {
+            assert_eq!(e, (2 | 1 | 16, 7, 3), "node {i} port {p}");
+        }
+    }
+    assert_eq!(kept.len(), 2);
+    // The switch port can do 2X (its port 0 says so); the CA cannot.
+    assert!(
+        kept.contains(&(19, 7, 1)) && kept.contains(&(2, 7, 1)),
+        "{kept:?}"
+    );
+}

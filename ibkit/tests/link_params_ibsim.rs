@@ -2,7 +2,8 @@
 //! brings the links up — HOQLife and VLStallCount of switch ports (a
 //! leaf port's apart from an inter-switch port's), OperationalVLs, the
 //! SubnetTimeOut and MasterSMSL of end ports, the error thresholds — and
-//! every switch's LifeTimeValue (SwitchInfo), from the same
+//! every switch's LifeTimeValue (SwitchInfo), and the LinkWidthEnabled
+//! and LinkSpeedEnabled `force_link_width`/`force_link_speed` give, from the same
 //! `opensm.conf`, read back with `smpquery` port for port from OpenSM
 //! and from ibkit's SM, on ibsim and on ibkit's served fabric: with
 //! OpenSM's defaults, and with a site's values for every one.
@@ -118,6 +119,8 @@ fn opensm_and_ibkit_write_the_same_link_parameters() {
         ("packet_life_time", "0x14"),
         ("sm_sl", "3"),
         ("subnet_prefix", "0xfec0000000000001"),
+        ("force_link_width", "1"),
+        ("force_link_speed", "3"),
         ("log_file", "(null)"),
     ];
     let mut sites = Vec::new();
@@ -210,6 +213,15 @@ fn opensm_and_ibkit_write_the_same_link_parameters() {
     assert!(
         has(["19", "5", "VL0-3", "18", "9", "10"]),
         "an inter-switch port: {on_served:?}"
+    );
+    // force_link_width 1 and force_link_speed 3 on every port read.
+    let links: Vec<&Vec<String>> = on_served.values().filter(|v| v.len() == 11).collect();
+    assert!(
+        links.len() == 32
+            && links
+                .iter()
+                .all(|v| v[1] == "2.5 Gbps or 5.0 Gbps" && v[2] == "1X"),
+        "forced width and speed: {links:?}"
     );
     let lives: Vec<&Vec<String>> = (on_served.iter())
         .filter(|((_, p), _)| *p == 255)

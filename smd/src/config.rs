@@ -51,6 +51,9 @@
 //! overrun_errors_threshold = 8       # 0-15
 //! packet_life_time = 18     # switches' LifeTimeValue, 0-31 (OpenSM's)
 //! sm_sl = 0                 # end ports' MasterSMSL, 0-15 (OpenSM's)
+//! force_link_width = 255    # LinkWidthEnabled: 0-31 (1 1X, 2 4X, 4 8X, 8 12X, 16 2X), 255 supported (OpenSM's)
+//! force_link_speed = 15     # LinkSpeedEnabled: 0-7 (1 SDR, 2 DDR, 4 QDR), 15 supported (OpenSM's)
+//! force_link_speed_ext = 31 # LinkSpeedExtEnabled: 0-15 (1 FDR, 2 EDR, 4 HDR, 8 NDR), 30 none, 31 supported
 //! sm_assigned_guid = 0      # bits 39..32 of the alias GUIDs the SA makes (OpenSM's)
 //! ready_timeout_s = 60      # 1-86400: under systemd, READY=1 at the latest this long after the start
 //! ```
@@ -129,6 +132,9 @@ struct Raw {
     overrun_errors_threshold: Option<Spanned<i64>>,
     packet_life_time: Option<Spanned<i64>>,
     sm_sl: Option<Spanned<i64>>,
+    force_link_width: Option<Spanned<i64>>,
+    force_link_speed: Option<Spanned<i64>>,
+    force_link_speed_ext: Option<Spanned<i64>>,
     ready_timeout_s: Option<Spanned<i64>>,
 }
 
@@ -245,6 +251,14 @@ pub struct SmFile {
     pub packet_life_time: Option<u8>,
     /// End ports' MasterSMSL, 0–15 (OpenSM's `sm_sl`).
     pub sm_sl: Option<u8>,
+    /// LinkWidthEnabled written to every linked port, 0–31 or 255
+    /// (OpenSM's `force_link_width`; [`smi::sm::LinkParams`]).
+    pub force_link_width: Option<u8>,
+    /// LinkSpeedEnabled, 0–7 or 15 (OpenSM's `force_link_speed`).
+    pub force_link_speed: Option<u8>,
+    /// LinkSpeedExtEnabled, 0–15, 30 or 31 (OpenSM's
+    /// `force_link_speed_ext`).
+    pub force_link_speed_ext: Option<u8>,
     /// Under systemd, `READY=1` at the latest this many seconds after the
     /// start, 1–86,400 (default 60): a subnet that is not up by then does
     /// not hold the units ordered after the SM any longer.
@@ -268,6 +282,9 @@ impl SmFile {
                 .unwrap_or(d.overrun_errors_threshold),
             packet_life_time: self.packet_life_time.unwrap_or(d.packet_life_time),
             sm_sl: self.sm_sl.unwrap_or(d.sm_sl),
+            force_link_width: self.force_link_width.unwrap_or(d.force_link_width),
+            force_link_speed: self.force_link_speed.unwrap_or(d.force_link_speed),
+            force_link_speed_ext: (self.force_link_speed_ext).unwrap_or(d.force_link_speed_ext),
         }
     }
 }
@@ -400,6 +417,23 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
     let byte = |v: &Option<Spanned<i64>>, key: &str, hi: i64| {
         ranged(v, key, 0, hi).map(|x| x.map(|v| v as u8))
     };
+    // A link code of OpenSM's: 0..=hi, or one of `also`.
+    let link_code = |v: &Option<Spanned<i64>>, key: &str, hi: i64, also: &[i64]| {
+        v.as_ref()
+            .map(|s| {
+                let x = *s.get_ref();
+                if (0..=hi).contains(&x) || also.contains(&x) {
+                    Ok(x as u8)
+                } else {
+                    let also: Vec<String> = also.iter().map(i64::to_string).collect();
+                    Err(bad(
+                        s.span(),
+                        format!("{key} = {x}: not 0-{hi} or {}", also.join(" or ")),
+                    ))
+                }
+            })
+            .transpose()
+    };
     Ok(SmFile {
         priority: ranged(&raw.priority, "priority", 0, 15)?.map(|v| v as u8),
         sm_key,
@@ -472,6 +506,14 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         )?,
         packet_life_time: byte(&raw.packet_life_time, "packet_life_time", 31)?,
         sm_sl: byte(&raw.sm_sl, "sm_sl", 15)?,
+        force_link_width: link_code(&raw.force_link_width, "force_link_width", 31, &[255])?,
+        force_link_speed: link_code(&raw.force_link_speed, "force_link_speed", 7, &[15])?,
+        force_link_speed_ext: link_code(
+            &raw.force_link_speed_ext,
+            "force_link_speed_ext",
+            15,
+            &[30, 31],
+        )?,
         ready_timeout_s: ranged(&raw.ready_timeout_s, "ready_timeout_s", 1, 86_400)?,
     })
 }
@@ -510,6 +552,7 @@ mod tests {
                     leaf_head_of_queue_lifetime = 15\nvl_stall_count = 6\nleaf_vl_stall_count = 5\n\
                     max_op_vls = 3\nlocal_phy_errors_threshold = 9\noverrun_errors_threshold = 10\n\
                     packet_life_time = 20\nsm_sl = 3\nready_timeout_s = 90\n\
+                    force_link_width = 2\nforce_link_speed = 4\nforce_link_speed_ext = 30\n\
                     guid = \"0x0002c90300001235\"\n";
         let f = parse_sm_file(text, Path::new("/etc/ibkit")).unwrap();
         assert_eq!(f.priority, Some(5));
@@ -561,6 +604,9 @@ mod tests {
                 overrun_errors_threshold: 10,
                 packet_life_time: 20,
                 sm_sl: 3,
+                force_link_width: 2,
+                force_link_speed: 4,
+                force_link_speed_ext: 30,
             }
         );
         assert_eq!(
@@ -613,6 +659,9 @@ mod tests {
             ("lid_policy = \"static\"\n", "prepopulated"),
             ("retries = 21\n", "0-20"),
             ("max_wire_smps = -1\n", "0-2147483647"),
+            ("force_link_width = 32\n", "not 0-31 or 255"),
+            ("force_link_speed = 8\n", "not 0-7 or 15"),
+            ("force_link_speed_ext = 29\n", "not 0-15 or 30 or 31"),
             ("max_wire_smps = 2147483648\n", "0-2147483647"),
             ("timeout_ms = 5\n", "10-10000"),
             ("log_level = \"loud\"\n", "warn"),

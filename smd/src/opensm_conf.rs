@@ -20,8 +20,9 @@
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `polling_retry_number` | `poll_retries` |
-//! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl` | the same ([`smi::sm::LinkParams`]) |
+//! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl`, `force_link_width`, `force_link_speed`, `force_link_speed_ext` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
+//! | `max_wire_smps` (0: no limit); `max_wire_smps2` warned where above it | `max_wire_smps` |
 //! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
@@ -121,6 +122,17 @@ pub fn parse_opensm_conf(
                 Err(bad(format!("not {lo}-{hi}")))
             }
         };
+        // A link code of OpenSM's: 0..=hi, or one of `also` (OpenSM takes
+        // its default for another; ibkit refuses it).
+        let link_code = |hi: u64, also: &[u64]| -> Result<u8, ConfigError> {
+            let v = number()?;
+            if v <= hi || also.contains(&v) {
+                Ok(v as u8)
+            } else {
+                let also: Vec<String> = also.iter().map(u64::to_string).collect();
+                Err(bad(format!("not 0-{hi} or {}", also.join(" or "))))
+            }
+        };
         let boolean = || match value {
             v if v.eq_ignore_ascii_case("TRUE") => Ok(true),
             v if v.eq_ignore_ascii_case("FALSE") => Ok(false),
@@ -174,6 +186,9 @@ pub fn parse_opensm_conf(
             "overrun_errors_threshold" => s.overrun_errors_threshold = Some(ranged(0, 15)? as u8),
             "packet_life_time" => s.packet_life_time = Some(ranged(0, 31)? as u8),
             "sm_sl" => s.sm_sl = Some(ranged(0, 15)? as u8),
+            "force_link_width" => s.force_link_width = Some(link_code(31, &[255])?),
+            "force_link_speed" => s.force_link_speed = Some(link_code(7, &[15])?),
+            "force_link_speed_ext" => s.force_link_speed_ext = Some(link_code(15, &[30, 31])?),
             "m_key_protection_level" => s.m_key_protection_level = Some(ranged(0, 3)? as u8),
             "m_key_lease_period" => {
                 s.m_key_lease_period = Some(ranged(0, 65_535)? as u16);
@@ -433,6 +448,7 @@ mod tests {
              subnet_timeout 17\nhead_of_queue_lifetime 0x13\nleaf_head_of_queue_lifetime 0x0f\n\
              vl_stall_count 6\nleaf_vl_stall_count 5\nmax_op_vls 3\nlocal_phy_errors_threshold 9\n\
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
+             force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\n",
@@ -503,6 +519,9 @@ mod tests {
                 overrun_errors_threshold: 10,
                 packet_life_time: 0x13,
                 sm_sl: 3,
+                force_link_width: 1,
+                force_link_speed: 3,
+                force_link_speed_ext: 30,
             }
         );
         let warned: Vec<&str> = c
@@ -684,6 +703,9 @@ mod tests {
             ("leaf_vl_stall_count 8\n", 1, 21, "not 0-7"),
             ("part_enforce BOTH\n", 1, 14, "not both, in, out or off"),
             ("no_partition_enforcement 1\n", 1, 26, "TRUE or FALSE"),
+            ("force_link_width 254\n", 1, 18, "not 0-31 or 255"),
+            ("force_link_speed 8\n", 1, 18, "not 0-7 or 15"),
+            ("force_link_speed_ext 16\n", 1, 22, "not 0-15 or 30 or 31"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");

@@ -63,7 +63,8 @@ pub struct SmArgs {
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
-    /// packet_life_time, sm_sl, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
+    /// packet_life_time, sm_sl, force_link_width, force_link_speed,
+    /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
@@ -76,7 +77,8 @@ pub struct SmArgs {
     /// m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, the link parameters
     /// (subnet_timeout, head_of_queue_lifetime and its leaf_,
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
-    /// packet_life_time, sm_sl),
+    /// packet_life_time, sm_sl, force_link_width, force_link_speed,
+    /// force_link_speed_ext),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast,

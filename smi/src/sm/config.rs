@@ -344,9 +344,11 @@ impl Default for SmConfig {
 /// OpenSM's options and with OpenSM's defaults; each rides on a Set the
 /// bring-up sends anyway (the Set(PortInfo) that arms a port, the one
 /// that gives an end port its LID, the Set(SwitchInfo) with
-/// LinearFDBTop), so they cost no SMP. On a switch port already Active
-/// when the SM starts, HOQLife and VLStallCount are set again where they
-/// differ; its OperationalVLs and thresholds stay.
+/// LinearFDBTop), so they cost no SMP; but a link width or speed a
+/// `force_link_*` changes goes in a Set(PortInfo) of its own before the
+/// port is armed, as OpenSM sends it. On a port already Active when the
+/// SM starts, or at a heavy sweep, what differs is set again; its
+/// OperationalVLs stay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkParams {
     /// HOQLife of a switch port cabled to a switch (`head_of_queue_lifetime`,
@@ -377,6 +379,22 @@ pub struct LinkParams {
     /// no limit), written with LinearFDBTop; the SA's PathRecords sum it
     /// along the path.
     pub packet_life_time: u8,
+    /// LinkWidthEnabled written to every linked port (`force_link_width`,
+    /// PortInfo's encoding: 1 1X, 2 4X, 4 8X, 8 12X, 16 2X, or their sum;
+    /// 255 sets it to LinkWidthSupported, written only where it is not;
+    /// 0 leaves it). A value with the 2X bit (255 included) is written
+    /// only to a port that advertises IsLinkWidth2XSupported, as OpenSM.
+    pub force_link_width: u8,
+    /// LinkSpeedEnabled written to every linked port (`force_link_speed`:
+    /// 1 SDR, 2 DDR, 4 QDR, or their sum; 15 sets it to
+    /// LinkSpeedSupported, written only where it is not; 0 leaves it).
+    pub force_link_speed: u8,
+    /// LinkSpeedExtEnabled written to a linked port whose two ends both
+    /// advertise IsExtendedSpeedsSupported (`force_link_speed_ext`: 1 FDR,
+    /// 2 EDR, 4 HDR, 8 NDR, or their sum; 30 disables the extended
+    /// speeds; 31 sets it to LinkSpeedExtSupported, written only where it
+    /// is not; 0 leaves it).
+    pub force_link_speed_ext: u8,
 }
 
 impl Default for LinkParams {
@@ -391,6 +409,9 @@ impl Default for LinkParams {
             overrun_errors_threshold: 8,
             sm_sl: 0,
             packet_life_time: 0x12,
+            force_link_width: 255,
+            force_link_speed: 15,
+            force_link_speed_ext: 31,
         }
     }
 }

@@ -181,6 +181,7 @@ impl Sm {
             pi.port_physical_state = PortPhysicalState::NoChange;
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
+            pi.link_speed_ext_enabled = LinkSpeedExt::empty();
             self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
         }
         for (i, vf) in vports {

@@ -29,6 +29,7 @@ impl Sm {
             pi.port_physical_state = PortPhysicalState::NoChange;
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
+            pi.link_speed_ext_enabled = LinkSpeedExt::empty();
             self.stamp_m_key(i, p, &mut pi);
             self.set_node(
                 i,
@@ -67,6 +68,7 @@ impl Sm {
             let Some(mut pi) = n.ports[usize::from(port)].info else {
                 continue;
             };
+            let read = pi;
             if pi.port_state != from && !retrained.contains(&(i, port)) {
                 if state == PortState::Armed && pi.port_state == PortState::Active {
                     self.keep_link_params(i, port, pi);
@@ -98,6 +100,10 @@ impl Sm {
             pi.port_physical_state = PortPhysicalState::NoChange;
             pi.link_width_enabled = LinkWidth::empty();
             pi.link_speed_enabled = LinkSpeed::empty();
+            pi.link_speed_ext_enabled = LinkSpeedExt::empty();
+            if state == PortState::Armed {
+                self.force_link(i, port, &pi, read);
+            }
             self.set_node(i, &pi, u32::from(port), Purpose::SetState { node: i, port });
         }
         if state == PortState::Active {
@@ -283,8 +289,9 @@ impl Sm {
     /// Set(PortInfo), as OpenSM's link manager does on every sweep. On an
     /// Active linked port: a switch port's HOQLife and VLStallCount and
     /// any port's error thresholds; on an end port (a CA's, a switch's
-    /// port 0) not already being set afresh: SubnetTimeOut and MasterSMSL.
-    /// OperationalVLs stay (changing them needs the link to train again).
+    /// port 0) not already being set afresh: SubnetTimeOut and MasterSMSL;
+    /// on any linked port, the width and speeds `force_link_*` give
+    /// ([`Sm::forced_link`]). OperationalVLs stay (changing them needs the link to train again).
     pub(super) fn keep_link_params(&mut self, i: usize, p: u8, pi: PortInfo) {
         let Some(n) = self.db.nodes().get(i) else {
             return;
@@ -305,6 +312,7 @@ impl Sm {
             set.subnet_time_out = self.cfg.subnet_time_out;
             set.master_sm_sl = self.cfg.link.sm_sl.min(15);
         }
+        let forced = self.forced_link(i, p, &pi);
         let fields = |x: &PortInfo| {
             (
                 x.hoq_life,
@@ -315,8 +323,113 @@ impl Sm {
                 x.master_sm_sl,
             )
         };
-        if fields(&set) != fields(&pi) {
-            self.set_port_fields(i, p, set);
+        if fields(&set) != fields(&pi) || forced.changes(&pi) {
+            self.set_port_fields_with(i, p, set, forced);
         }
+    }
+
+    /// Before port `p` of node `i` (which the SM read as `read`) is
+    /// armed with `armed`: where OpenSM's `force_link_*` change its link
+    /// width or speeds, one Set(PortInfo) that changes only them (its
+    /// state left), as OpenSM's link manager sends before it arms a port.
+    /// Not on the arming Set itself: ibsim takes no width or speed from a
+    /// Set that changes the state. Nothing is sent where nothing changes
+    /// (OpenSM's defaults, on ports that hold them).
+    fn force_link(&mut self, i: usize, p: u8, armed: &PortInfo, read: PortInfo) {
+        let forced = self.forced_link(i, p, &read);
+        if !forced.changes(&read) {
+            return;
+        }
+        let mut pi = *armed;
+        pi.port_state = PortState::NoChange;
+        forced.stamp(&mut pi);
+        self.set_node(i, &pi, u32::from(p), Purpose::SetLink { node: i, port: p });
+    }
+
+    /// What OpenSM's `force_link_width`, `force_link_speed` and
+    /// `force_link_speed_ext` write into port `p` of node `i`, which
+    /// holds `pi`, as its link manager decides: nothing on a switch's
+    /// port 0 or a port with no link; a value with the 2X width bit only
+    /// where the port (a switch's port 0, for its other ports) advertises
+    /// IsLinkWidth2XSupported; an extended speed only where both ends
+    /// advertise IsExtendedSpeedsSupported; "set to supported" (255, 15,
+    /// 31) only where enabled and supported differ.
+    pub(super) fn forced_link(&self, i: usize, p: u8, pi: &PortInfo) -> ForcedLink {
+        let none = ForcedLink::default();
+        let link = self.cfg.link;
+        let nodes = self.db.nodes();
+        let Some(n) = nodes.get(i) else { return none };
+        let Some((m, q)) = n.ports.get(usize::from(p)).and_then(|x| x.peer) else {
+            return none;
+        };
+        if n.is_switch() && p == 0 {
+            return none;
+        }
+        // A switch's external ports take their capabilities from port 0.
+        let caps = |node: usize, port: u8| {
+            let at = nodes.get(node)?;
+            let port = if at.is_switch() { 0 } else { port };
+            at.ports.get(usize::from(port))?.info
+        };
+        let own = caps(i, p).unwrap_or(*pi);
+        let f = link.force_link_width;
+        let width = (f != 0
+            && (f < 16
+                || own
+                    .capability_mask2
+                    .contains(CapabilityMask2::IS_LINK_WIDTH_2X_SUPPORTED))
+            && (f != 255 || pi.link_width_enabled != pi.link_width_supported))
+            .then_some(f);
+        let f = link.force_link_speed;
+        let speed =
+            (f != 0 && (f != 15 || pi.link_speed_enabled != pi.link_speed_supported)).then_some(f);
+        let ext_both = [caps(i, p), caps(m, q)].iter().all(|c| {
+            c.is_some_and(|c| {
+                c.capability_mask
+                    .contains(CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED)
+            })
+        });
+        let f = link.force_link_speed_ext;
+        let ext = (ext_both
+            && f != 0
+            && (f != 31 || pi.link_speed_ext_enabled != pi.link_speed_ext_supported))
+            .then_some(f);
+        ForcedLink { width, speed, ext }
+    }
+}
+
+/// What [`Sm::forced_link`] writes: each field, where set, goes into the
+/// Set(PortInfo).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct ForcedLink {
+    width: Option<u8>,
+    speed: Option<u8>,
+    ext: Option<u8>,
+}
+
+impl ForcedLink {
+    /// Puts the forced values into `pi`.
+    pub(super) fn stamp(self, pi: &mut PortInfo) {
+        if let Some(w) = self.width {
+            pi.link_width_enabled = LinkWidth::from_bits_retain(w);
+        }
+        if let Some(s) = self.speed {
+            pi.link_speed_enabled = LinkSpeed::from_bits_retain(s);
+        }
+        if let Some(e) = self.ext {
+            pi.link_speed_ext_enabled = LinkSpeedExt::from_bits_retain(e);
+        }
+    }
+
+    /// Whether writing them changes what `pi` holds.
+    fn changes(self, pi: &PortInfo) -> bool {
+        self.width
+            .is_some_and(|w| w != pi.link_width_enabled.bits())
+            || self
+                .speed
+                .is_some_and(|s| s != pi.link_speed_enabled.bits())
+            || self
+                .ext
+                .is_some_and(|e| e != pi.link_speed_ext_enabled.bits())
     }
 }

@@ -610,6 +610,17 @@ impl Sm {
                     p.info = Some(kept(pi));
                 }
             }
+            Purpose::SetLink { node, port } => {
+                if let (Ok(pi), Some(mut p)) =
+                    (PortInfo::decode(&smp.data), self.db.port_mut(node, port))
+                {
+                    if let Some(held) = p.info.as_mut() {
+                        held.link_width_enabled = pi.link_width_enabled;
+                        held.link_speed_enabled = pi.link_speed_enabled;
+                        held.link_speed_ext_enabled = pi.link_speed_ext_enabled;
+                    }
+                }
+            }
             Purpose::SetLft | Purpose::SetMft => {}
             Purpose::GuidInfo { node, block } => self.on_guid_info(Some(smp), node, block),
             Purpose::PKeyTable { node, port, block } => self.on_pkey_table(smp, node, port, block),

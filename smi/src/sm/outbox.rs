@@ -58,6 +58,13 @@ pub(super) enum Purpose {
         node: usize,
         port: u8,
     },
+    /// A port's forced link width and speeds, set apart from its state
+    /// (as OpenSM's link manager does, before it arms the port): the
+    /// response updates only those fields.
+    SetLink {
+        node: usize,
+        port: u8,
+    },
     SweepSwitchInfo {
         node: usize,
     },
@@ -123,6 +130,7 @@ impl Purpose {
             | VPortRead { node, .. }
             | LftRead { node, .. }
             | SetState { node, .. }
+            | SetLink { node, .. }
             | SweepSwitchInfo { node }
             | SweepPortInfo { node, .. }
             | Quiesce { node, .. }
@@ -493,6 +501,7 @@ impl Sm {
             Purpose::PortInfo { node, port }
             | Purpose::SetLid { node, port }
             | Purpose::SetState { node, port }
+            | Purpose::SetLink { node, port }
             | Purpose::SweepPortInfo { node, port }
             | Purpose::Quiesce { node, port, .. }
             | Purpose::PKeyTable { node, port, .. }

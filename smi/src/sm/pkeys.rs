@@ -841,12 +841,26 @@ impl Sm {
     /// Set(PortInfo) of a running port that changes only the settable
     /// fields `pi` carries: state, physical state, width and speed left
     /// as they are.
-    pub(super) fn set_port_fields(&mut self, i: usize, p: u8, mut pi: PortInfo) {
+    pub(super) fn set_port_fields(&mut self, i: usize, p: u8, pi: PortInfo) {
+        self.set_port_fields_with(i, p, pi, link::ForcedLink::default());
+    }
+
+    /// [`Sm::set_port_fields`], with the link width and speeds `forced`
+    /// gives (the others left as they are).
+    pub(super) fn set_port_fields_with(
+        &mut self,
+        i: usize,
+        p: u8,
+        mut pi: PortInfo,
+        forced: link::ForcedLink,
+    ) {
         self.stamp_m_key(i, p, &mut pi);
         pi.port_state = PortState::NoChange;
         pi.port_physical_state = PortPhysicalState::NoChange;
         pi.link_width_enabled = LinkWidth::empty();
         pi.link_speed_enabled = LinkSpeed::empty();
+        pi.link_speed_ext_enabled = LinkSpeedExt::empty();
+        forced.stamp(&mut pi);
         self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
     }
 

@@ -574,6 +574,20 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             }
             _ => return bad,
         };
+        // LinkSpeedExtEnabled: 0 no change, 30 none, 31 every supported
+        // one, or some of the supported ones.
+        let ext = match new.link_speed_ext_enabled.bits() {
+            0 => cur.link_speed_ext_enabled,
+            30 => LinkSpeedExt::empty(),
+            31 => cur.link_speed_ext_supported,
+            e if LinkSpeedExt::from_bits_retain(e)
+                .difference(cur.link_speed_ext_supported)
+                .is_empty() =>
+            {
+                LinkSpeedExt::from_bits_retain(e)
+            }
+            _ => return bad,
+        };
         let mtu = u8::from(new.neighbor_mtu);
         if mtu == 0 || mtu > u8::from(cur.mtu_cap) {
             return bad;
@@ -588,6 +602,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             phys,
             width,
             speed,
+            ext,
         })
     }
 
@@ -607,6 +622,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             phys,
             width,
             speed,
+            ext,
         } = plan;
         let vls = u8::from(new.operational_vls);
         let base_sp0 = self.model.is_switch() && !self.model.switch_info.enhanced_port0;
@@ -637,6 +653,7 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         }
         i.link_width_enabled = width;
         i.link_speed_enabled = speed;
+        i.link_speed_ext_enabled = ext;
         if new.link_down_default_state != LinkDownDefaultState::NoChange {
             i.link_down_default_state = new.link_down_default_state;
         }
@@ -820,6 +837,7 @@ struct PortInfoPlan {
     phys: Option<PortPhysicalState>,
     width: LinkWidth,
     speed: LinkSpeed,
+    ext: LinkSpeedExt,
 }
 
 trait SmInfoModifier {

@@ -239,6 +239,40 @@ fn port_info_set_refuses_bad_addresses() {
     );
 }
 
+/// LinkWidthEnabled, LinkSpeedEnabled and LinkSpeedExtEnabled take 0
+/// (no change), "set to supported" (255, 15, 31; 30: no extended speed)
+/// and a subset of what is supported; anything else is refused and
+/// changes nothing.
+#[test]
+fn link_width_and_speeds_enabled_take_what_the_port_supports() {
+    let mut c = ca();
+    assert_eq!(status(&assign(&mut c, 4, PortState::NoChange)), Status::OK);
+    c.model.ports[1].info.link_speed_ext_supported = LinkSpeedExt::FDR | LinkSpeedExt::EDR;
+    let set = |c: &mut CaSma, w: u8, s: u8, e: u8| {
+        let mut pi = for_set(c.model.ports[1].info);
+        pi.link_width_enabled = LinkWidth::from_bits_retain(w);
+        pi.link_speed_enabled = LinkSpeed::from_bits_retain(s);
+        pi.link_speed_ext_enabled = LinkSpeedExt::from_bits_retain(e);
+        let st = status(&c.process(&set_req(&pi, 1), 1, 0));
+        let now = c.model.ports[1].info;
+        (
+            st,
+            now.link_width_enabled.bits(),
+            now.link_speed_enabled.bits(),
+            now.link_speed_ext_enabled.bits(),
+        )
+    };
+    assert_eq!(set(&mut c, 1, 1, 1), (Status::OK, 1, 1, 1));
+    assert_eq!(set(&mut c, 0, 0, 0), (Status::OK, 1, 1, 1), "0: no change");
+    assert_eq!(set(&mut c, 255, 15, 31), (Status::OK, 3, 7, 3), "supported");
+    assert_eq!(set(&mut c, 0, 0, 30), (Status::OK, 3, 7, 0), "30: none");
+    let before = snapshot(&c);
+    for (w, s, e) in [(4, 0, 0), (0, 8, 0), (0, 0, 4), (0, 0, 29)] {
+        assert_eq!(set(&mut c, w, s, e).0, Status::INVALID_FIELD, "{w} {s} {e}");
+        assert_eq!(snapshot(&c), before, "{w} {s} {e}: nothing changed");
+    }
+}
+
 /// IBA 1.2.1 table 146: a base switch port 0 has no LMC (it holds one
 /// LID whatever a Set says); an enhanced one takes it, aligned.
 #[test]
