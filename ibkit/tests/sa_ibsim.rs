@@ -1869,6 +1869,90 @@ fn with_multicast_disabled_neither_sm_writes_an_mft() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `mcgroup_join_validation` and
+/// `ipoib_mcgroup_creation_validation`, given in one `opensm.conf` to
+/// OpenSM (`-F`) and to `ibkit sm --opensm-config`, each on a fresh ibsim
+/// of mport-ntree:4:2: with both TRUE (OpenSM's defaults) each SA refuses
+/// a join to the IPoIB broadcast group with Q_Key 0x1234 (the group's is
+/// 0x0B1B) and the creation of an IPoIB group (ff12:601b:ffff::1) with
+/// that Q_Key; with both FALSE each SA takes the join, answering with the
+/// group's Q_Key, and creates the group, which `saquery -g` lists.
+#[test]
+fn both_sas_skip_the_multicast_checks_opensms_options_turn_off() {
+    if !peers_here() {
+        return;
+    }
+    use tests::peers::Simulator as _;
+    let _serial = one_at_a_time();
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-mcheck-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let host = cas[1];
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    let v6 = "ff12:601b:ffff::1";
+    let join = ["mcmember", "--join", bcast, "qkey=0x1234"];
+    let create = [
+        "mcmember",
+        "--join",
+        v6,
+        "qkey=0x1234",
+        "pkey=0xffff",
+        "sl=0",
+        "flow_label=0",
+        "tclass=0",
+    ];
+    for checks in [true, false] {
+        let conf = dir.join("opensm.conf");
+        let v = if checks { "TRUE" } else { "FALSE" };
+        let text = format!("mcgroup_join_validation {v}\nipoib_mcgroup_creation_validation {v}\n");
+        std::fs::write(&conf, text).unwrap();
+        let conf = conf.to_str().unwrap();
+        for who in ["OpenSM", "ibkit"] {
+            let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+            let wait = Duration::from_secs(30);
+            let sm = if who == "OpenSM" {
+                tests::peers::start_opensm_cmd(sim.client("opensm"), &dir, wait, &["-F", conf])
+            } else {
+                let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+                start_ibkit_sm(exe, &sim, &["--opensm-config", conf], wait)
+            }
+            .unwrap();
+            let ibkit = || sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), host);
+            let (jc, jv, jerr) = run_ibkit_sa(ibkit(), &join);
+            let (cc, _, cerr) = run_ibkit_sa(ibkit(), &create);
+            let (ok, groups) = saquery(&sim, host, &["-g"]);
+            assert!(ok, "{who}: {groups}");
+            if checks {
+                assert!(jc != 0, "{who}: the join with another Q_Key is refused");
+                assert!(
+                    cc != 0,
+                    "{who}: the IPoIB group with another Q_Key is refused"
+                );
+                assert!(!groups.contains(v6), "{who}: {groups}");
+            } else {
+                assert_eq!(jc, 0, "{who}: {jerr}");
+                assert_eq!(jv["records"][0]["qkey"], 0x0b1b, "{who}: the group's: {jv}");
+                assert_eq!(cc, 0, "{who}: {cerr}");
+                assert!(groups.contains(v6), "{who}: {groups}");
+            }
+            println!(
+                "{who}, both checks {v}: join with Q_Key 0x1234 {}, IPoIB group with it {}",
+                if jc == 0 { "taken" } else { "refused" },
+                if cc == 0 { "created" } else { "refused" }
+            );
+            drop(sm);
+            drop(sim);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Hosts join the IPoIB broadcast group through ibkit's SA, and ibkit's
 /// SM programs the switches: `ibroute -M` (infiniband-diags) on every
 /// switch shows MFT entries that, flooded over the fabric's cables (each

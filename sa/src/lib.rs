@@ -166,6 +166,18 @@ pub struct SaConfig {
     /// ClassPortInfo leaves IsUDMulticastSupported out, as OpenSM's. Joins
     /// are still answered and kept, as OpenSM keeps them.
     pub disable_multicast: bool,
+    /// A join to a group that exists has its Q_Key, P_Key, TClass, SL,
+    /// FlowLabel and HopLimit (where the mask selects them) checked
+    /// against the group's (OpenSM's `mcgroup_join_validation`; true by
+    /// default, as OpenSM's). Off, a member may join with other values
+    /// and is answered with the group's.
+    pub mcgroup_join_validation: bool,
+    /// A group created with an MGID the requester chose has that MGID
+    /// checked: a multicast GID with no reserved flag, and an IPoIB one
+    /// only in a partition whose broadcast group exists and agrees with
+    /// it (OpenSM's `ipoib_mcgroup_creation_validation`; true by default).
+    /// Off, as OpenSM, the MGID is taken unchecked.
+    pub ipoib_mcgroup_creation_validation: bool,
 }
 
 impl Default for SaConfig {
@@ -192,6 +204,8 @@ impl Default for SaConfig {
             assigned_guid_byte: 0,
             max_assigned_guids: guids::MAX_ASSIGNED,
             disable_multicast: false,
+            mcgroup_join_validation: true,
+            ipoib_mcgroup_creation_validation: true,
         }
     }
 }
@@ -988,7 +1002,11 @@ impl Sa {
                 };
             }
             (Method::Set, SaAttributeId::McMemberRecord) => {
-                return match self.groups.join(subnet, me(), &m.data, mask) {
+                let checks = mcast::Checks {
+                    join: self.cfg.mcgroup_join_validation,
+                    mgid: self.cfg.ipoib_mcgroup_creation_validation,
+                };
+                return match self.groups.join(subnet, me(), &m.data, mask, checks) {
                     Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),
                     Err(s) => Answer::Refused(s.status()),
                 };

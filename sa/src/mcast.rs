@@ -264,6 +264,16 @@ fn codes_valid(q: &McMemberRecord, mask: u64) -> bool {
         && (!both(bit::MTU_SEL, bit::MTU) || (1..=5).contains(&q.mtu))
 }
 
+/// Which checks a join goes through ([`crate::SaConfig`]'s
+/// `mcgroup_join_validation` and `ipoib_mcgroup_creation_validation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checks {
+    /// A join's fields against the group's.
+    pub join: bool,
+    /// A requested MGID of a new group.
+    pub mgid: bool,
+}
+
 /// The 16-bit signature of an MGID (bytes 2..4).
 fn signature(g: &Gid) -> u16 {
     u16::from_be_bytes([g.0[2], g.0[3]])
@@ -613,6 +623,7 @@ impl Groups {
         from: Lid,
         data: &[u8],
         mask: u64,
+        checks: Checks,
     ) -> Result<McMemberRecord, SaStatus> {
         let (q, requester) = membership_request(s, from, data, mask)?;
         let port = member_end(s, q.port_gid)?;
@@ -623,7 +634,7 @@ impl Groups {
         let join = q.join_state;
         let (gi, new) = match self.by_mgid(&q.mgid) {
             Some(i) => {
-                if !other_fields_agree(&q, &self.groups[i].rec, mask) {
+                if checks.join && !other_fields_agree(&q, &self.groups[i].rec, mask) {
                     return Err(SaStatus::ReqInvalid);
                 }
                 (i, false)
@@ -635,7 +646,7 @@ impl Groups {
                 if mask & bit::CREATE != bit::CREATE {
                     return Err(SaStatus::ReqInsufficientComponents);
                 }
-                let rec = self.create(s, &q, mask, &port)?;
+                let rec = self.create(s, &q, mask, &port, checks.mgid)?;
                 self.add(Group {
                     rec,
                     members: Vec::new(),
@@ -716,6 +727,7 @@ impl Groups {
         q: &McMemberRecord,
         mask: u64,
         port: &End,
+        check_mgid: bool,
     ) -> Result<McMemberRecord, SaStatus> {
         if self.groups.len() >= MAX_GROUPS {
             return Err(SaStatus::NoResources);
@@ -723,7 +735,7 @@ impl Groups {
         let mut rec = *q;
         if q.mgid == Gid([0; 16]) {
             rec.mgid = self.new_mgid(mask, q, port)?;
-        } else {
+        } else if check_mgid {
             self.check_mgid(q, mask)?;
         }
         let (port_mtu, port_rate) = port_caps(s, port);

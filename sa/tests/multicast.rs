@@ -267,6 +267,59 @@ fn groups_are_created_only_with_what_the_spec_requires() {
     assert_eq!(st, SaStatus::NoRecords);
 }
 
+/// OpenSM's `mcgroup_join_validation FALSE`: a join to the broadcast
+/// group with another Q_Key is taken and answered with the group's; and
+/// `ipoib_mcgroup_creation_validation FALSE`: an IPoIB group whose Q_Key
+/// is not its broadcast group's, and an MGID that is not multicast, are
+/// created. With each check on (the default, above) each is refused; one
+/// off leaves the other on.
+#[test]
+fn with_opensms_validations_off_the_joins_they_refuse_are_taken() {
+    let (f, sm) = up("mport-ntree:4:2");
+    let h = hosts(&f)[0].1;
+    let me = gid(h, &sm);
+    let sa_with = |join: bool, mgid: bool| {
+        Sa::new(sa::SaConfig {
+            rmpp_acks: false,
+            mcgroup_join_validation: join,
+            ipoib_mcgroup_creation_validation: mgid,
+            ..sa::SaConfig::default()
+        })
+    };
+    let with_qkey = [JOIN, &["qkey"]].concat();
+    let other_qkey = member(IPOIB_BROADCAST, me, FULL);
+    assert_ne!(other_qkey.qkey, IPOIB_QKEY);
+    let mut v6 = [0u8; 16];
+    v6[..6].copy_from_slice(&[0xff, 0x12, 0x60, 0x1b, 0xff, 0xff]);
+    v6[15] = 1;
+    let v6 = member(Gid(v6), me, FULL);
+    let mut odd = [0u8; 16];
+    odd[..4].copy_from_slice(&[0xfa, 0x12, 0xa0, 0x1c]);
+    odd[15] = 1;
+    let odd = member(Gid(odd), me, FULL);
+    for (join_check, mgid_check) in [(true, true), (false, true), (true, false), (false, false)] {
+        let mut sa = sa_with(join_check, mgid_check);
+        let (st, a) = send(&mut sa, &sm, h, Method::Set, &other_qkey, &with_qkey);
+        if join_check {
+            assert_eq!(st, SaStatus::ReqInvalid, "validated join");
+        } else {
+            assert_eq!(
+                (st, a.qkey),
+                (SaStatus::Ok, IPOIB_QKEY),
+                "the group's Q_Key"
+            );
+        }
+        for r in [&v6, &odd] {
+            let want = if mgid_check {
+                SaStatus::ReqInvalid
+            } else {
+                SaStatus::Ok
+            };
+            assert_eq!(join(&mut sa, &sm, h, r, CREATE), want, "{:?}", r.mgid);
+        }
+    }
+}
+
 #[test]
 fn members_change_and_leave_as_o15_0_1_14_says() {
     let (f, sm) = up("mport-ntree:4:2");

@@ -187,6 +187,12 @@ pub struct SmdConfig {
     /// ClassPortInfo without IsUDMulticastSupported (OpenSM's
     /// `disable_multicast`).
     pub disable_multicast: bool,
+    /// The SA checks a join's fields against the group's (OpenSM's
+    /// `mcgroup_join_validation`).
+    pub mcgroup_join_validation: bool,
+    /// The SA checks the MGID a new group is asked with (OpenSM's
+    /// `ipoib_mcgroup_creation_validation`).
+    pub ipoib_mcgroup_creation_validation: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -277,6 +283,8 @@ impl Default for SmdConfig {
             ignore_other_sm: false,
             sm_inactive: false,
             disable_multicast: false,
+            mcgroup_join_validation: true,
+            ipoib_mcgroup_creation_validation: true,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -693,6 +701,8 @@ fn drive(
         sm_priority: c.priority,
         assigned_guid_byte: c.assigned_guid_byte,
         disable_multicast: c.disable_multicast,
+        mcgroup_join_validation: c.mcgroup_join_validation,
+        ipoib_mcgroup_creation_validation: c.ipoib_mcgroup_creation_validation,
         ..SaConfig::default()
     });
     // Only a master with the subnet up answers (C15-0.1.3).
@@ -1399,6 +1409,15 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         (
             "sm_inactive",
             g.sm_inactive.or(f.sm_inactive).unwrap_or(false) != c.sm_inactive,
+        ),
+        (
+            "mcgroup_join_validation",
+            f.mcgroup_join_validation.unwrap_or(true) != c.mcgroup_join_validation,
+        ),
+        (
+            "ipoib_mcgroup_creation_validation",
+            f.ipoib_mcgroup_creation_validation.unwrap_or(true)
+                != c.ipoib_mcgroup_creation_validation,
         ),
         (
             "ignore_other_sm",

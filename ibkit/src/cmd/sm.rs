@@ -67,7 +67,8 @@ pub struct SmArgs {
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
-    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, mcgroup_join_validation,
+    /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -81,7 +82,8 @@ pub struct SmArgs {
     /// force_link_speed_ext),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
-    /// sm_inactive, disable_multicast,
+    /// sm_inactive, disable_multicast, mcgroup_join_validation,
+    /// ipoib_mcgroup_creation_validation,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, max_wire_smps, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -331,6 +333,9 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
             sm_inactive: a.inactive || file.sm_inactive == Some(true),
             disable_multicast: a.disable_multicast || file.disable_multicast == Some(true),
+            mcgroup_join_validation: file.mcgroup_join_validation != Some(false),
+            ipoib_mcgroup_creation_validation: file.ipoib_mcgroup_creation_validation
+                != Some(false),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
