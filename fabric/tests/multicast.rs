@@ -448,3 +448,39 @@ fn with_multicast_disabled_groups_are_kept_and_no_switch_is_written() {
     assert!(group(&mut f2, &mut on, 0xC001, &members) > 0);
     delivered_exactly(&f2, 0xC001, &members);
 }
+
+/// OpenSM's `use_mfttop FALSE`: the trees and MFT blocks are written as
+/// ever, but no switch's MulticastFDBTop: each keeps the 0xBFFF it
+/// started with, and, as a switch that honours the field does, forwards
+/// no packet to the group (OpenSM's option makes the same fabric). With
+/// the option on (the default) the same group is delivered.
+#[test]
+fn without_use_mfttop_the_tables_are_written_but_not_their_top() {
+    let cfg = SmConfig {
+        use_mfttop: false,
+        ..SmConfig::default()
+    };
+    let (mut f, mut sm, up) = bring_up("mport-ntree:4:2", SimConfig::default(), cfg).unwrap();
+    assert!(up);
+    let c = cas(&f);
+    let members = [c[0], c[3], c[6]];
+    assert!(
+        group(&mut f, &mut sm, 0xC001, &members) > 0,
+        "MFT blocks written"
+    );
+    sm.request_heavy_sweep(f.now_ns() / 1_000_000);
+    assert!(f.run(&mut sm));
+    let mut switches = 0;
+    for n in &f.nodes {
+        if let SimNode::Switch(s) = n {
+            assert_eq!(s.model.switch_info.multicast_fdb_top, 0xBFFF);
+            switches += 1;
+        }
+    }
+    assert_eq!(switches, 6);
+    assert!(f.multicast_walk(c[0], Lid(0xC001)).delivered.is_empty());
+    let (mut f2, mut on, _) =
+        bring_up("mport-ntree:4:2", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(group(&mut f2, &mut on, 0xC001, &members) > 0);
+    delivered_exactly(&f2, 0xC001, &members);
+}

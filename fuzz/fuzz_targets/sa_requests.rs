@@ -7,7 +7,8 @@
 //! a subnet ibkit's SM brought up with partitions and a full QoS policy
 //! (its levels cap, restrict or refuse paths), at LMC 0 or at LMC 2 (four
 //! LIDs a CA, a level's path bits choosing among them; requesters at LIDs
-//! above their ports' bases too). Nothing may panic; the
+//! above their ports' bases too), with OpenSM's multicast join and MGID
+//! checks on or off. Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, every
@@ -93,6 +94,10 @@ fuzz_target!(|data: &[u8]| {
         rmpp_retries: 2,
         rmpp_timeout_ms: 10,
         rmpp_acks: data.first().is_some_and(|b| b & 1 == 0),
+        // OpenSM's multicast checks off too: joins with any fields, and
+        // groups with any MGID.
+        mcgroup_join_validation: data.first().is_none_or(|b| b & 4 == 0),
+        ipoib_mcgroup_creation_validation: data.first().is_none_or(|b| b & 8 == 0),
         ..SaConfig::default()
     };
     let mut sa = Sa::new(cfg.clone());

@@ -706,14 +706,15 @@ fn agree<K: Ord + std::fmt::Debug>(
 ///   the last LFT block it programs (entries past the LIDs drop). Both
 ///   meet IBA 14.2.5.4 (DLIDs above the top are dropped).
 /// * SwitchInfo.MulticastFDBTop: saquery prints it only when the SA says
-///   IsMulticastFDBTopSupported, which OpenSM does and ibkit does not
-///   (ibsim's switches do not support the field).
+///   IsMcastTopSupported, which both SAs say (ibkit's since 2026-11-29,
+///   with `use_mfttop`); ibsim's switches do not support the field, so
+///   neither SM writes it and both SAs answer the same value.
 /// * PathRecord.PacketLifeTime: OpenSM answers its configured constant
 ///   (0x12); ibkit the sum of the switches' lifetimes on the path, as IBA
 ///   15.2.5.16 describes the field.
 /// * ClassPortInfo: ibkit says the capabilities it has (Get/Set notice,
 ///   UD multicast, multipath, the PortInfo CapabilityMask match; send-only
-///   full members), each of which OpenSM says too; OpenSM also says other
+///   full members, MulticastFDBTop), each of which OpenSM says too; OpenSM also says other
 ///   CapabilityMask2 bits. Response time: each SM's setting.
 #[test]
 fn opensm_and_ibkit_answer_saquery_alike() {
@@ -820,7 +821,8 @@ fn opensm_and_ibkit_answer_saquery_alike() {
         assert_eq!(num(&o["LinearFDBTop"]), theirs.max_lid, "{g:#x}");
         let t = num(&f["LinearFDBTop"]);
         assert!(t >= ours.max_lid && t % 64 == 63, "{g:#x}: {t:#x}");
-        assert!(!f.contains_key("MulticastFDBTop"));
+        assert!(f.contains_key("MulticastFDBTop"), "{f:?}");
+        assert_eq!(f.get("MulticastFDBTop"), o.get("MulticastFDBTop"), "{g:#x}");
     }
     let cpi_allowed = [
         "Capability mask",
@@ -844,7 +846,7 @@ fn opensm_and_ibkit_answer_saquery_alike() {
         num(&ours.cpi["Capability mask 2"]),
         num(&theirs.cpi["Capability mask 2"]),
     );
-    assert_eq!(mine2, 0x1000, "send-only full members");
+    assert_eq!(mine2, 0x1008, "send-only full members, MulticastFDBTop");
     assert_eq!(osm_cap2 & mine2, mine2);
     let lives = agree("PathRecord", &theirs.paths, &ours.paths, &["pkt_life"]);
     let differing = (theirs.paths.iter())
@@ -1866,6 +1868,108 @@ fn with_multicast_disabled_neither_sm_writes_an_mft() {
         drop(sim);
     }
     assert_eq!(masks[0], masks[1], "the same SA CapabilityMask");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// OpenSM's `use_mfttop`, in one `opensm.conf` given to OpenSM (`-F`)
+/// and to `ibkit sm --opensm-config`, on fresh served mport-ntree:4:2
+/// fabrics (whose switches support MulticastFDBTop and start at 0xBFFF):
+/// after three hosts join the IPoIB broadcast group, with `use_mfttop
+/// FALSE` no switch's MulticastFDBTop has moved from 0xBFFF under either
+/// SM and `saquery -c` reads CapabilityMask2 without IsMcastTopSupported
+/// (bit 3); with OpenSM's default both SMs set it (0xC01F) on the
+/// switches the tree crosses, the same switches, and both SAs say the
+/// bit.
+#[test]
+fn with_use_mfttop_off_neither_sm_writes_multicast_fdb_top() {
+    if !peers_here() || !tool_here("smpquery", "infiniband-diags' smpquery") {
+        return;
+    }
+    use tests::peers::Simulator as _;
+    let _serial = one_at_a_time();
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-mfttop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let tool = cas[cas.len() - 1];
+    let members = [cas[1], cas[cas.len() / 2], cas[cas.len() - 2]];
+    let switches: Vec<u64> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::Switch)
+        .map(|n| n.guid)
+        .collect();
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    for on in [false, true] {
+        let conf = dir.join("opensm.conf");
+        let v = if on { "TRUE" } else { "FALSE" };
+        std::fs::write(&conf, format!("use_mfttop {v}\n")).unwrap();
+        let conf = conf.to_str().unwrap();
+        let mut seen = Vec::new();
+        for who in ["OpenSM", "ibkit"] {
+            let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+            let wait = Duration::from_secs(30);
+            let sm = if who == "OpenSM" {
+                tests::peers::start_opensm_cmd(
+                    sim.client("opensm".as_ref()),
+                    &dir,
+                    wait,
+                    &["-F", conf],
+                )
+            } else {
+                start_ibkit_sm(exe, &sim, &["--opensm-config", conf], wait)
+            }
+            .unwrap();
+            for h in members {
+                let ibkit = sim.client_at(exe.as_ref(), h);
+                let (code, _, err) = run_ibkit_sa(ibkit, &["mcmember", "--join", bcast]);
+                assert_eq!(code, 0, "{who}: {err}");
+            }
+            std::thread::sleep(Duration::from_secs(2));
+            let tops: Vec<u64> = (switches.iter())
+                .map(|g| {
+                    let out = (sim.client_at("smpquery".as_ref(), tool))
+                        .args(["-G", "switchinfo", &format!("{g:#x}")])
+                        .output()
+                        .unwrap();
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let v = (text.lines())
+                        .find_map(|l| l.trim().strip_prefix("MulticastFDBTop:"))
+                        .map(|v| v.trim_start_matches('.'))
+                        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+                    v.unwrap_or_else(|| panic!("{who}: {g:#x}: {text}"))
+                })
+                .collect();
+            if on {
+                assert!(tops.iter().any(|&t| t != 0xBFFF), "{who}: {tops:x?}");
+            } else {
+                assert!(tops.iter().all(|&t| t == 0xBFFF), "{who}: {tops:x?}");
+            }
+            let (ok, out) = saquery(&sim, tool, &["-c"]);
+            let mask2 = (out.lines())
+                .find_map(|l| l.trim().strip_prefix("Capability mask 2........"))
+                .and_then(|v| u32::from_str_radix(v.trim().trim_start_matches("0x"), 16).ok());
+            assert!(ok && mask2.is_some(), "{who}: {out}");
+            let bit = mask2.unwrap() & (1 << 3) != 0;
+            assert_eq!(bit, on, "{who}: CapabilityMask2 {:#x}", mask2.unwrap());
+            println!(
+                "{who}, use_mfttop {v}: MulticastFDBTop of the {} switches {tops:x?}; SA CapabilityMask2 {:#06x}",
+                tops.len(),
+                mask2.unwrap()
+            );
+            seen.push(tops);
+            drop(sm);
+            drop(sim);
+        }
+        assert_eq!(
+            seen[0], seen[1],
+            "use_mfttop {v}: the same top on every switch"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -178,6 +178,10 @@ pub struct SaConfig {
     /// it (OpenSM's `ipoib_mcgroup_creation_validation`; true by default).
     /// Off, as OpenSM, the MGID is taken unchecked.
     pub ipoib_mcgroup_creation_validation: bool,
+    /// The SM writes switches' MulticastFDBTop (OpenSM's `use_mfttop`):
+    /// ClassPortInfo's CapabilityMask2 says IsMcastTopSupported, as
+    /// OpenSM's does.
+    pub use_mfttop: bool,
 }
 
 impl Default for SaConfig {
@@ -206,6 +210,7 @@ impl Default for SaConfig {
             disable_multicast: false,
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
+            use_mfttop: true,
         }
     }
 }

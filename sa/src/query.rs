@@ -335,13 +335,17 @@ pub mod cap {
     /// CapabilityMask2 IsSendOnlyFullMemberSupported: a send-only full
     /// member joins (and creates) groups.
     pub const SEND_ONLY_FULL_MEMBER_2: u32 = 1 << 12;
+    /// CapabilityMask2 IsMcastTopSupported: the SM sets switches'
+    /// MulticastFDBTop.
+    pub const MCAST_TOP_2: u32 = 1 << 3;
 }
 
 /// The QP1 Q_Key (IBA 3.5.3).
 const QP1_QKEY: u32 = 0x8001_0000;
 
 /// The SA's ClassPortInfo: base version 1, class version 2, the
-/// capabilities it has ([`cap`]; multicast unless `cfg` disables it), the response time of `cfg`, and no
+/// capabilities it has ([`cap`]; multicast unless `cfg` disables it,
+/// IsMcastTopSupported unless it turns `use_mfttop` off), the response time of `cfg`, and no
 /// redirection: QP 1 with its Q_Key, as OpenSM says it (a client that
 /// follows the redirect fields stays where it is).
 pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
@@ -357,7 +361,8 @@ pub fn class_port_info(cfg: &SaConfig) -> [u8; 72] {
             | multicast
             | cap::MULTIPATH
             | cap::PORT_INFO_CAP_MASK_MATCH,
-        capability_mask2: cap::SEND_ONLY_FULL_MEMBER_2,
+        capability_mask2: cap::SEND_ONLY_FULL_MEMBER_2
+            | if cfg.use_mfttop { cap::MCAST_TOP_2 } else { 0 },
         resp_time_value: cfg.resp_time_value & 0x1F,
         redirect_qp: 1,
         redirect_qkey: QP1_QKEY,

@@ -39,6 +39,7 @@
 //! ignore_other_sm = false   # true: no election, master whatever SMs are there (OpenSM's)
 //! sm_inactive = false       # true: start NOT ACTIVE, until a master says Discover (OpenSM's)
 //! disable_multicast = false # true: no multicast forwarding written (OpenSM's)
+//! use_mfttop = true         # false: switches' MulticastFDBTop left alone (OpenSM's)
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
@@ -123,6 +124,7 @@ struct Raw {
     disable_multicast: Option<bool>,
     mcgroup_join_validation: Option<bool>,
     ipoib_mcgroup_creation_validation: Option<bool>,
+    use_mfttop: Option<bool>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -234,6 +236,9 @@ pub struct SmFile {
     /// The SA checks a new group's requested MGID (OpenSM's
     /// `ipoib_mcgroup_creation_validation`; default true).
     pub ipoib_mcgroup_creation_validation: Option<bool>,
+    /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
+    /// true).
+    pub use_mfttop: Option<bool>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -492,6 +497,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         disable_multicast: raw.disable_multicast,
         mcgroup_join_validation: raw.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: raw.ipoib_mcgroup_creation_validation,
+        use_mfttop: raw.use_mfttop,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -558,6 +564,7 @@ mod tests {
                     part_enforce = \"out\"\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
+                    use_mfttop = false\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -599,6 +606,7 @@ mod tests {
         assert_eq!(f.disable_multicast, Some(true));
         assert_eq!(f.mcgroup_join_validation, Some(false));
         assert_eq!(f.ipoib_mcgroup_creation_validation, Some(false));
+        assert_eq!(f.use_mfttop, Some(false));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))

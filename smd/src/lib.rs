@@ -193,6 +193,8 @@ pub struct SmdConfig {
     /// The SA checks the MGID a new group is asked with (OpenSM's
     /// `ipoib_mcgroup_creation_validation`).
     pub ipoib_mcgroup_creation_validation: bool,
+    /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`).
+    pub use_mfttop: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -285,6 +287,7 @@ impl Default for SmdConfig {
             disable_multicast: false,
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
+            use_mfttop: true,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -679,6 +682,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         ignore_other_sm: c.ignore_other_sm,
         sm_inactive: c.sm_inactive,
         disable_multicast: c.disable_multicast,
+        use_mfttop: c.use_mfttop,
         ..SmConfig::default()
     }
 }
@@ -703,6 +707,7 @@ fn drive(
         disable_multicast: c.disable_multicast,
         mcgroup_join_validation: c.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: c.ipoib_mcgroup_creation_validation,
+        use_mfttop: c.use_mfttop,
         ..SaConfig::default()
     });
     // Only a master with the subnet up answers (C15-0.1.3).
@@ -1410,6 +1415,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
             "sm_inactive",
             g.sm_inactive.or(f.sm_inactive).unwrap_or(false) != c.sm_inactive,
         ),
+        ("use_mfttop", f.use_mfttop.unwrap_or(true) != c.use_mfttop),
         (
             "mcgroup_join_validation",
             f.mcgroup_join_validation.unwrap_or(true) != c.mcgroup_join_validation,

@@ -15,7 +15,7 @@
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
-//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation` | the same |
+//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation` | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
@@ -162,6 +162,7 @@ pub fn parse_opensm_conf(
             "sm_inactive" => s.sm_inactive = Some(boolean()?),
             "disable_multicast" => s.disable_multicast = Some(boolean()?),
             "mcgroup_join_validation" => s.mcgroup_join_validation = Some(boolean()?),
+            "use_mfttop" => s.use_mfttop = Some(boolean()?),
             "ipoib_mcgroup_creation_validation" => {
                 s.ipoib_mcgroup_creation_validation = Some(boolean()?)
             }
@@ -455,7 +456,7 @@ mod tests {
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
-             mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\n\
+             mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\n\
              polling_retry_number 4\nmax_wire_smps 12\n",
         )
         .unwrap();
@@ -480,6 +481,7 @@ mod tests {
         assert_eq!(s.disable_multicast, Some(true));
         assert_eq!(s.mcgroup_join_validation, Some(false));
         assert_eq!(s.ipoib_mcgroup_creation_validation, Some(false));
+        assert_eq!(s.use_mfttop, Some(false));
         assert_eq!(s.poll_retries, Some(4));
         assert_eq!(s.max_wire_smps, Some(12));
         // The older switch wins over part_enforce, before it or after.

@@ -151,6 +151,13 @@ pub struct SmConfig {
     /// port answers with an error (no SM there) counts as unanswered, as
     /// OpenSM counts it.
     pub polling_retries: u32,
+    /// OpenSM's `use_mfttop` (true by default): a switch that advertises
+    /// IsMulticastFDBTopSupported gets SwitchInfo.MulticastFDBTop at the
+    /// end of the highest MFT block it uses. False: the field is left as
+    /// the switch holds it (a switch that honours it and starts at
+    /// 0xBFFF then forwards no multicast, under OpenSM too), for switches
+    /// whose firmware gets it wrong.
+    pub use_mfttop: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -336,6 +343,7 @@ impl Default for SmConfig {
             sm_inactive: false,
             disable_multicast: false,
             polling_retries: 0,
+            use_mfttop: true,
         }
     }
 }

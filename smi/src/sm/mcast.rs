@@ -245,13 +245,15 @@ impl Sm {
 
     /// Whether switch `node` advertises IsMulticastFDBTopSupported (on its
     /// port 0): without it, MulticastFDBTop means nothing to the switch.
+    /// Never under `use_mfttop` false: the SM leaves the field alone.
     pub(super) fn mft_top_supported(&self, node: usize) -> bool {
-        self.db.nodes().get(node).is_some_and(|n| {
-            n.ports.first().and_then(|p| p.info).is_some_and(|pi| {
-                pi.capability_mask
-                    .contains(CapabilityMask::IS_MULTICAST_FDB_TOP_SUPPORTED)
+        self.cfg.use_mfttop
+            && self.db.nodes().get(node).is_some_and(|n| {
+                n.ports.first().and_then(|p| p.info).is_some_and(|pi| {
+                    pi.capability_mask
+                        .contains(CapabilityMask::IS_MULTICAST_FDB_TOP_SUPPORTED)
+                })
             })
-        })
     }
 
     /// Sends Set(SwitchInfo) with MulticastFDBTop `top` to switch `sw` if
