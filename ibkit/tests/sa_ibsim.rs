@@ -269,6 +269,25 @@ fn saquery_is_answered_by_ibkits_sa_on_ibsim() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `who` ("OpenSM" or "ibkit") as the SM of `sim`, given the
+/// `opensm.conf` at `conf` (OpenSM's `-F`, ibkit's `--opensm-config`),
+/// once it says SUBNET UP.
+fn sm_with_conf(
+    who: &str,
+    sim: &dyn tests::peers::Simulator,
+    dir: &std::path::Path,
+    conf: &str,
+) -> RunningSm {
+    let wait = Duration::from_secs(30);
+    if who == "OpenSM" {
+        tests::peers::start_opensm_cmd(sim.client("opensm".as_ref()), dir, wait, &["-F", conf])
+    } else {
+        let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+        start_ibkit_sm(exe, sim, &["--opensm-config", conf], wait)
+    }
+    .unwrap()
+}
+
 /// `ibkit sa` `args` (with `--json`) from host `host`: its exit status,
 /// its JSON and its standard error.
 fn ibkit_sa(sim: &Ibsim, host: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
@@ -1824,14 +1843,7 @@ fn with_multicast_disabled_neither_sm_writes_an_mft() {
     let mut masks = Vec::new();
     for who in ["OpenSM", "ibkit"] {
         let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-        let wait = Duration::from_secs(30);
-        let sm = if who == "OpenSM" {
-            tests::peers::start_opensm_cmd(sim.client("opensm"), &dir, wait, &["-F", conf])
-        } else {
-            let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
-            start_ibkit_sm(exe, &sim, &["--opensm-config", conf], wait)
-        }
-        .unwrap();
+        let sm = sm_with_conf(who, &sim, &dir, conf);
         for h in members {
             let ibkit = sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), h);
             let (code, _, err) = run_ibkit_sa(ibkit, &["mcmember", "--join", bcast]);
@@ -1912,18 +1924,7 @@ fn with_use_mfttop_off_neither_sm_writes_multicast_fdb_top() {
         let mut seen = Vec::new();
         for who in ["OpenSM", "ibkit"] {
             let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
-            let wait = Duration::from_secs(30);
-            let sm = if who == "OpenSM" {
-                tests::peers::start_opensm_cmd(
-                    sim.client("opensm".as_ref()),
-                    &dir,
-                    wait,
-                    &["-F", conf],
-                )
-            } else {
-                start_ibkit_sm(exe, &sim, &["--opensm-config", conf], wait)
-            }
-            .unwrap();
+            let sm = sm_with_conf(who, &sim, &dir, conf);
             for h in members {
                 let ibkit = sim.client_at(exe.as_ref(), h);
                 let (code, _, err) = run_ibkit_sa(ibkit, &["mcmember", "--join", bcast]);
@@ -2019,14 +2020,7 @@ fn both_sas_skip_the_multicast_checks_opensms_options_turn_off() {
         let conf = conf.to_str().unwrap();
         for who in ["OpenSM", "ibkit"] {
             let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
-            let wait = Duration::from_secs(30);
-            let sm = if who == "OpenSM" {
-                tests::peers::start_opensm_cmd(sim.client("opensm"), &dir, wait, &["-F", conf])
-            } else {
-                let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
-                start_ibkit_sm(exe, &sim, &["--opensm-config", conf], wait)
-            }
-            .unwrap();
+            let sm = sm_with_conf(who, &sim, &dir, conf);
             let ibkit = || sim.client_at(env!("CARGO_BIN_EXE_ibkit").as_ref(), host);
             let (jc, jv, jerr) = run_ibkit_sa(ibkit(), &join);
             let (cc, _, cerr) = run_ibkit_sa(ibkit(), &create);

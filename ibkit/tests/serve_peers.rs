@@ -127,6 +127,21 @@ fn opensm_once(sim: &Served, routing: Engine, dir: &Path) {
     assert!(r.smps > 0, "the server counted OpenSM's SMPs");
 }
 
+/// `opensm -o` (one sweep, then exit) on `sim` with `extra`, its log and
+/// cache in `dir`; it must exit 0.
+fn opensm_o(sim: &Served, dir: &Path, extra: &[&str]) {
+    let cache = dir.join("opensm-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let out = (sim.client("opensm".as_ref()))
+        .env("OSM_CACHE_DIR", &cache)
+        .args(["-o", "-f"])
+        .arg(dir.join("opensm.log"))
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm {extra:?}");
+}
+
 /// infiniband-diags read back what the dump says.
 fn diags_agree(sim: &Served, spec: &str, topo: &Topology, dir: &Path) {
     let d = dump(sim, dir);
@@ -365,18 +380,7 @@ fn both_sms_ask_every_end_port_to_reregister_as_they_start_unless_told_not_to() 
     let quiet = quiet.to_str().unwrap();
     let sim = Served::start(exe(), "mport-ntree:4:2", 0, &[]).unwrap();
     let ibkit = exe().to_str().unwrap();
-    let opensm = |extra: &[&str]| {
-        let cache = dir.join("opensm-cache");
-        std::fs::create_dir_all(&cache).unwrap();
-        let out = (sim.client("opensm".as_ref()))
-            .env("OSM_CACHE_DIR", &cache)
-            .args(["-o", "-f"])
-            .arg(dir.join("opensm.log"))
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "opensm {extra:?}");
-    };
+    let opensm = |extra: &[&str]| opensm_o(&sim, &dir, extra);
     let mut before = std::collections::BTreeMap::new();
     let steps: [(&str, u64, &dyn Fn()); 6] = [
         ("ibkit sm --once", 1, &|| {
@@ -459,18 +463,7 @@ fn both_sms_keep_max_wire_smps_on_the_wire() {
         );
         peak
     };
-    let opensm = |sim: &Served, extra: &[&str]| {
-        let cache = dir.join("opensm-cache");
-        std::fs::create_dir_all(&cache).unwrap();
-        let out = (sim.client("opensm".as_ref()))
-            .env("OSM_CACHE_DIR", &cache)
-            .args(["-o", "-f"])
-            .arg(dir.join("opensm.log"))
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "opensm {extra:?}");
-    };
+    let opensm = |sim: &Served, extra: &[&str]| opensm_o(sim, &dir, extra);
     let ibkit_sm = |sim: &Served, extra: &[&str]| {
         let mut a = vec!["sm", "--transport", "umad", "--once"];
         a.extend_from_slice(extra);
