@@ -400,11 +400,16 @@ fn vf_lids_come_back_from_vf2lid_after_a_power_cycle() {
     assert_eq!(first.lines().count(), 14, "7 hypervisors × 2 VFs:\n{first}");
     // vf2lid is removed before each start, then written: keep a copy.
     std::fs::write(dir.join("kept"), &first).unwrap();
+    // The copy's inode: the SM writes its caches to a new file renamed
+    // over the old one, so a new inode says it wrote (a modification time
+    // can fall in the copy's clock tick).
+    let inode = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).map(|m| m.ino()).ok()
+    };
     let restore = || {
         std::fs::copy(dir.join("kept"), dir.join("vf2lid")).unwrap();
-        std::fs::metadata(dir.join("vf2lid"))
-            .and_then(|m| m.modified())
-            .ok()
+        inode(&dir.join("vf2lid"))
     };
     // With both caches: the same VF LIDs.
     let again = {
@@ -416,8 +421,7 @@ fn vf_lids_come_back_from_vf2lid_after_a_power_cycle() {
         sm.wait_for("SUBNET UP", Duration::from_secs(20)).unwrap();
         // What is compared is what this SM writes once up, not the copy.
         let t = Instant::now();
-        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        while modified(&dir.join("vf2lid")) == copied {
+        while inode(&dir.join("vf2lid")) == copied {
             assert!(t.elapsed() < Duration::from_secs(20), "vf2lid not written");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -641,5 +645,81 @@ fn a_running_sm_reads_its_opensm_conf_again_on_sighup() {
     signal("-TERM");
     let out = sm.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// OpenSM's `accum_log_file` and `log_max_size` (`-e` and `-L`), for
+/// `ibkit sm --once` and `opensm -o` on the served fabric, each log file
+/// first holding 1.5 MiB of an old run's lines: by default both append
+/// to it; with `--erase-log-file` (`accum_log_file = false` in the TOML)
+/// and OpenSM's `-e` each empties it at the start; with `--log-limit 1`
+/// (`log_max_size = 1`) and OpenSM's `-L 1`, each empties it before its
+/// first line, the file holding over 1 MiB, and goes on writing.
+#[test]
+fn the_log_file_is_kept_or_emptied_as_opensms_options_say() {
+    if !peers_here("log limits") {
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-log-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let toml = dir.join("sm.toml");
+    std::fs::write(&toml, "accum_log_file = false\n").unwrap();
+    let toml = toml.to_str().unwrap();
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let log = dir.join("sm.log");
+    let old = "an old run's line\n".repeat(1536 * 1024 / 18);
+    let run = |who: &str, extra: &[&str]| -> String {
+        std::fs::write(&log, &old).unwrap();
+        let l = log.to_str().unwrap();
+        let out = if who == "OpenSM" {
+            let cache = dir.join("opensm-cache");
+            std::fs::create_dir_all(&cache).unwrap();
+            (served.client("opensm".as_ref()))
+                .env("OSM_CACHE_DIR", &cache)
+                .args(["-o", "-f", l])
+                .args(extra)
+                .output()
+                .unwrap()
+        } else {
+            Command::new(exe)
+                .args(["sm", "--once", "--log-file", l])
+                .args(extra)
+                .env("IBSIM_SOCKNAME", served.socket())
+                .env("RUST_LOG", "info")
+                .output()
+                .unwrap()
+        };
+        assert!(out.status.success(), "{who} {extra:?}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let kept = text.contains("an old run's line");
+        println!(
+            "{who} {extra:?}: the old lines {}, the file {} bytes",
+            if kept { "kept" } else { "gone" },
+            text.len()
+        );
+        assert!(text.len() > 100, "{who} {extra:?}: it wrote its run");
+        text
+    };
+    for (who, extra, kept) in [
+        ("OpenSM", &[][..], true),
+        ("ibkit", &[][..], true),
+        ("OpenSM", &["-e"][..], false),
+        ("ibkit", &["--erase-log-file"][..], false),
+        ("ibkit", &["--config", toml][..], false),
+        ("OpenSM", &["-L", "1"][..], false),
+        ("ibkit", &["--log-limit", "1"][..], false),
+    ] {
+        let text = run(who, extra);
+        assert_eq!(text.contains("an old run's line"), kept, "{who} {extra:?}");
+        if !kept {
+            assert!(
+                text.len() < old.len(),
+                "{who} {extra:?}: {} bytes",
+                text.len()
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

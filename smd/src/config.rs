@@ -25,6 +25,8 @@
 //! qos_policy = "qos-policy.conf"
 //! log_level = "info"        # error, warn, info, debug, trace
 //! log_file = "/var/log/ibkit-sm.log"   # appended to; default: stderr
+//! accum_log_file = true     # false: the log file emptied at the start (OpenSM's)
+//! log_max_size = 0          # MiB: the log file emptied once it holds more; 0: never (OpenSM's)
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
@@ -107,6 +109,8 @@ struct Raw {
     qos_policy: Option<PathBuf>,
     log_level: Option<Spanned<String>>,
     log_file: Option<PathBuf>,
+    accum_log_file: Option<bool>,
+    log_max_size: Option<Spanned<i64>>,
     dump_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
@@ -197,6 +201,12 @@ pub struct SmFile {
     pub log_level: Option<String>,
     /// The log file (appended to).
     pub log_file: Option<PathBuf>,
+    /// Append to the log file (else empty it at the start; OpenSM's
+    /// `accum_log_file`, default true).
+    pub accum_log_file: Option<bool>,
+    /// Empty the log file before a line once it holds more than this many
+    /// MiB, 0–1,048,576 (OpenSM's `log_max_size`; 0, the default: never).
+    pub log_max_size: Option<u32>,
     /// Where OpenSM's dumps are written.
     pub dump_dir: Option<PathBuf>,
     /// Where `guid2lid` is read and written.
@@ -480,6 +490,8 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         qos_policy: path(&raw.qos_policy),
         log_level,
         log_file: path(&raw.log_file),
+        accum_log_file: raw.accum_log_file,
+        log_max_size: ranged(&raw.log_max_size, "log_max_size", 0, 1_048_576)?.map(|v| v as u32),
         dump_dir: path(&raw.dump_dir),
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
@@ -555,7 +567,7 @@ mod tests {
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
                     timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
-                    log_level = \"debug\"\nlog_file = \"sm.log\"\ndump_dir = \"/var/log\"\n\
+                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
@@ -580,6 +592,7 @@ mod tests {
         assert_eq!((f.sm_key, f.sa_key), (Some(u64::MAX), Some(0x2a)));
         assert_eq!((f.poll_ms, f.sweep_ms), (Some(250), Some(5000)));
         assert_eq!(f.poll_retries, Some(3));
+        assert_eq!((f.accum_log_file, f.log_max_size), (Some(false), Some(64)));
         assert_eq!(f.max_wire_smps, Some(8));
         assert_eq!(f.routing, Some(Engine::FatTree));
         assert_eq!(f.lid_policy, Some(LidPolicy::Dynamic));
@@ -682,6 +695,7 @@ mod tests {
             ("lid_policy = \"static\"\n", "prepopulated"),
             ("retries = 21\n", "0-20"),
             ("max_wire_smps = -1\n", "0-2147483647"),
+            ("log_max_size = 1048577\n", "0-1048576"),
             ("force_link_width = 32\n", "not 0-31 or 255"),
             ("force_link_speed = 8\n", "not 0-7 or 15"),
             ("force_link_speed_ext = 29\n", "not 0-15 or 30 or 31"),

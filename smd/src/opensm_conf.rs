@@ -27,6 +27,7 @@
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
 //! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
+//! | `accum_log_file`, `log_max_size` (MiB) | the same |
 //! | `log_file`, `log_flags` (DEBUG, FUNCS or FRAMES: debug; VERBOSE: debug; INFO: info; else error) | `log_file`, `log_level` |
 //! | `dump_files_dir` (when `log_flags` has VERBOSE or ROUTING, under which OpenSM writes its dumps) | `dump_dir` |
 //! | `sa_db_file` | `sa_db_file` |
@@ -236,6 +237,8 @@ pub fn parse_opensm_conf(
             "qos_policy_file" if null => {}
             "qos_policy_file" => qos_policy = Some((line, PathBuf::from(value))),
             "log_file" if null => {}
+            "accum_log_file" => s.accum_log_file = Some(boolean()?),
+            "log_max_size" => s.log_max_size = Some(ranged(0, 1_048_576)? as u32),
             "log_file" => s.log_file = Some(PathBuf::from(value)),
             "log_flags" => {
                 log_flags = Some(ranged(0, 0xFF)? as u8);
@@ -457,7 +460,7 @@ mod tests {
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\n\
-             polling_retry_number 4\nmax_wire_smps 12\n",
+             polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
         )
         .unwrap();
         let s = &c.settings;
@@ -484,6 +487,7 @@ mod tests {
         assert_eq!(s.use_mfttop, Some(false));
         assert_eq!(s.poll_retries, Some(4));
         assert_eq!(s.max_wire_smps, Some(12));
+        assert_eq!((s.accum_log_file, s.log_max_size), (Some(false), Some(16)));
         // The older switch wins over part_enforce, before it or after.
         for text in [
             "no_partition_enforcement TRUE\npart_enforce out\n",

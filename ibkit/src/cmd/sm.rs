@@ -65,7 +65,7 @@ pub struct SmArgs {
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
+    /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
@@ -87,6 +87,7 @@ pub struct SmArgs {
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, max_wire_smps, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
+    /// accum_log_file, log_max_size,
     /// log_flags, dump_files_dir, sa_db_file, sm_assigned_guid); the rest
     /// is logged as not applied, with a warning where it changes the
     /// subnet. SIGHUP reads it again.
@@ -96,6 +97,14 @@ pub struct SmArgs {
     /// SIGUSR1 opens it again by its name (for logrotate).
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<std::path::PathBuf>,
+    /// Empty the log file at the start instead of appending to it
+    /// (OpenSM's -e; accum_log_file false in the files).
+    #[arg(long)]
+    pub erase_log_file: bool,
+    /// Empty the log file before a line once it holds more than this many
+    /// MiB (OpenSM's -L and log_max_size) [default: 0, no limit].
+    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub log_limit: Option<u32>,
     /// Write OpenSM's dumps here each time the subnet comes up or
     /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs,
     /// opensm-lid-matrix.dump, opensm.mcfdbs, with QoS
@@ -258,7 +267,11 @@ pub fn run(a: &SmArgs) -> super::Outcome {
         file.log_level.as_deref().unwrap_or("info")
     };
     let log_file = a.log_file.clone().or(file.log_file.clone());
-    let set_log_level = init_sm_logging(level, log_file.as_deref())?;
+    let limits = LogLimits {
+        accumulate: !a.erase_log_file && file.accum_log_file != Some(false),
+        max_bytes: u64::from(a.log_limit.or(file.log_max_size).unwrap_or(0)) << 20,
+    };
+    let set_log_level = init_sm_logging(level, log_file.as_deref(), limits)?;
     if let Some(p) = &a.opensm_config {
         smd::log_opensm_notes(p, &notes);
     }
@@ -433,6 +446,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
 fn init_sm_logging(
     level: &str,
     file: Option<&std::path::Path>,
+    limits: LogLimits,
 ) -> Result<smd::SetLogLevel, String> {
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{fmt, reload, EnvFilter};
@@ -440,7 +454,7 @@ fn init_sm_logging(
     let pinned = from_env.is_some();
     let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new(level)));
     let registry = tracing_subscriber::registry().with(filter);
-    let log = file.map(LogFile::open).transpose()?;
+    let log = file.map(|f| LogFile::open(f, limits)).transpose()?;
     let _ = match &log {
         Some(log) => {
             let layer = fmt::layer()
@@ -486,19 +500,52 @@ fn init_sm_logging(
 
 /// The SM's log file, appended to, that SIGUSR1 opens again by its name
 /// ([`init_sm_logging`]); each line is written whole under its lock.
+/// As OpenSM's log: emptied at the start unless accumulated
+/// (`accum_log_file`), and emptied before a line once it holds more than
+/// its limit (`log_max_size`).
 #[derive(Clone)]
 struct LogFile {
     path: std::path::PathBuf,
-    file: std::sync::Arc<std::sync::Mutex<std::fs::File>>,
+    file: std::sync::Arc<std::sync::Mutex<Held>>,
+    /// Bytes the file may hold before it is emptied (0: no limit).
+    max_bytes: u64,
+}
+
+/// The open log file and the bytes it holds.
+struct Held {
+    file: std::fs::File,
+    bytes: u64,
+}
+
+impl Held {
+    fn new(file: std::fs::File) -> Held {
+        let bytes = file.metadata().map_or(0, |m| m.len());
+        Held { file, bytes }
+    }
+}
+
+/// How the log file is kept (OpenSM's `accum_log_file` and
+/// `log_max_size`).
+#[derive(Clone, Copy, Debug)]
+struct LogLimits {
+    /// Append to what the file holds (else empty it at the start).
+    accumulate: bool,
+    /// Empty the file before a line once it holds more than this many
+    /// bytes (0: never).
+    max_bytes: u64,
 }
 
 impl LogFile {
-    fn open(path: &std::path::Path) -> Result<LogFile, String> {
+    fn open(path: &std::path::Path, limits: LogLimits) -> Result<LogFile, String> {
+        let f = Self::append(path).map_err(|e| format!("log file {}: {e}", path.display()))?;
+        if !limits.accumulate {
+            f.set_len(0)
+                .map_err(|e| format!("log file {}: cannot empty it: {e}", path.display()))?;
+        }
         Ok(LogFile {
             path: path.to_path_buf(),
-            file: std::sync::Arc::new(std::sync::Mutex::new(
-                Self::append(path).map_err(|e| format!("log file {}: {e}", path.display()))?,
-            )),
+            file: std::sync::Arc::new(std::sync::Mutex::new(Held::new(f))),
+            max_bytes: limits.max_bytes,
         })
     }
 
@@ -513,27 +560,29 @@ impl LogFile {
     /// (the file open so far stays, unchanged, when that fails).
     fn reopen(&self) -> std::io::Result<()> {
         let f = Self::append(&self.path)?;
-        *self.lock() = f;
+        *self.lock() = Held::new(f);
         Ok(())
     }
 
     /// The open file (a panic while another thread wrote a line leaves
     /// the file usable).
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::fs::File> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         self.file.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 /// One log line's writer: the file, locked while the line is written.
-struct LogLine<'a>(std::sync::MutexGuard<'a, std::fs::File>);
+struct LogLine<'a>(std::sync::MutexGuard<'a, Held>);
 
 impl std::io::Write for LogLine<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf)
+        let n = self.0.file.write(buf)?;
+        self.0.bytes += n as u64;
+        Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        self.0.file.flush()
     }
 }
 
@@ -541,6 +590,20 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogFile {
     type Writer = LogLine<'a>;
 
     fn make_writer(&'a self) -> LogLine<'a> {
-        LogLine(self.lock())
+        let mut held = self.lock();
+        // Over its limit, as OpenSM's log: emptied, the line written from
+        // the start (the file is opened to append, so the next write goes
+        // to the new end). Said on standard error, as OpenSM says it.
+        if self.max_bytes != 0 && held.bytes > self.max_bytes {
+            if held.file.set_len(0).is_ok() {
+                eprintln!(
+                    "ibkit sm: log file {} held more than {} bytes: emptied",
+                    self.path.display(),
+                    self.max_bytes
+                );
+            }
+            held.bytes = 0;
+        }
+        LogLine(held)
     }
 }
