@@ -179,9 +179,7 @@ impl Sm {
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = PortState::NoChange;
             pi.port_physical_state = PortPhysicalState::NoChange;
-            pi.link_width_enabled = LinkWidth::empty();
-            pi.link_speed_enabled = LinkSpeed::empty();
-            pi.link_speed_ext_enabled = LinkSpeedExt::empty();
+            link::ForcedLink::default().apply(&mut pi);
             self.set_node(i, &pi, u32::from(port), Purpose::SetLid { node: i, port });
         }
         for (i, vf) in vports {

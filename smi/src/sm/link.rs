@@ -27,9 +27,7 @@ impl Sm {
             };
             pi.port_state = PortState::Down;
             pi.port_physical_state = PortPhysicalState::NoChange;
-            pi.link_width_enabled = LinkWidth::empty();
-            pi.link_speed_enabled = LinkSpeed::empty();
-            pi.link_speed_ext_enabled = LinkSpeedExt::empty();
+            ForcedLink::default().apply(&mut pi);
             self.stamp_m_key(i, p, &mut pi);
             self.set_node(
                 i,
@@ -98,9 +96,7 @@ impl Sm {
             pi.subnet_time_out = self.cfg.subnet_time_out;
             pi.port_state = state;
             pi.port_physical_state = PortPhysicalState::NoChange;
-            pi.link_width_enabled = LinkWidth::empty();
-            pi.link_speed_enabled = LinkSpeed::empty();
-            pi.link_speed_ext_enabled = LinkSpeedExt::empty();
+            ForcedLink::default().apply(&mut pi);
             if state == PortState::Armed {
                 self.force_link(i, port, &pi, read);
             }
@@ -342,7 +338,7 @@ impl Sm {
         }
         let mut pi = *armed;
         pi.port_state = PortState::NoChange;
-        forced.stamp(&mut pi);
+        forced.apply(&mut pi);
         self.set_node(i, &pi, u32::from(p), Purpose::SetLink { node: i, port: p });
     }
 
@@ -408,17 +404,14 @@ pub(super) struct ForcedLink {
 }
 
 impl ForcedLink {
-    /// Puts the forced values into `pi`.
-    pub(super) fn stamp(self, pi: &mut PortInfo) {
-        if let Some(w) = self.width {
-            pi.link_width_enabled = LinkWidth::from_bits_retain(w);
-        }
-        if let Some(s) = self.speed {
-            pi.link_speed_enabled = LinkSpeed::from_bits_retain(s);
-        }
-        if let Some(e) = self.ext {
-            pi.link_speed_ext_enabled = LinkSpeedExt::from_bits_retain(e);
-        }
+    /// Puts the forced values into `pi`, a Set(PortInfo) on its way, and
+    /// 0 (no change, IBA 14.2.5.6) into the fields not forced: a Set
+    /// never writes back a width or speed it read, which may be stale.
+    /// `ForcedLink::default()` changes none of them.
+    pub(super) fn apply(self, pi: &mut PortInfo) {
+        pi.link_width_enabled = LinkWidth::from_bits_retain(self.width.unwrap_or(0));
+        pi.link_speed_enabled = LinkSpeed::from_bits_retain(self.speed.unwrap_or(0));
+        pi.link_speed_ext_enabled = LinkSpeedExt::from_bits_retain(self.ext.unwrap_or(0));
     }
 
     /// Whether writing them changes what `pi` holds.

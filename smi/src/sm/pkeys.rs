@@ -857,10 +857,7 @@ impl Sm {
         self.stamp_m_key(i, p, &mut pi);
         pi.port_state = PortState::NoChange;
         pi.port_physical_state = PortPhysicalState::NoChange;
-        pi.link_width_enabled = LinkWidth::empty();
-        pi.link_speed_enabled = LinkSpeed::empty();
-        pi.link_speed_ext_enabled = LinkSpeedExt::empty();
-        forced.stamp(&mut pi);
+        forced.apply(&mut pi);
         self.set_node(i, &pi, u32::from(p), Purpose::SetState { node: i, port: p });
     }
 
