@@ -534,6 +534,7 @@ fn nonsense_numbers_are_refused_with_their_range() {
             "0..=2147483647",
         ),
         (&["sm", "--max-wire-smps", "-1"][..], "-1"),
+        (&["sm", "--log-limit", "1048577"][..], "0..=1048576"),
         (
             &["sm", "--part-enforce", "BOTH"][..],
             "both, in, out or off",
