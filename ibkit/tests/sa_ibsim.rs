@@ -1248,6 +1248,105 @@ fn a_subscriber_hears_the_trap_ibportstate_causes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `drop_event_subscriptions`, one `opensm.conf` given to both
+/// SMs on ibkit's served fabric: a host subscribes (and dies subscribed),
+/// its cable goes down until the SM has dropped its node, and comes back.
+/// With `FALSE` (OpenSM's default) both SAs still list its subscription;
+/// with `TRUE` neither does.
+#[test]
+fn both_sas_keep_or_drop_a_leaving_ports_subscriptions_alike() {
+    if !peers_here() || !tool_here("opensm", "OpenSM") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-drop-subs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.ports == 1)
+        .map(|n| n.name.as_str())
+        .collect();
+    let (leaver, asker) = (cas[1], cas[cas.len() - 1]);
+    let mut seen = Vec::new();
+    for drop in ["FALSE", "TRUE"] {
+        let conf = dir.join(format!("opensm-{drop}.conf"));
+        std::fs::write(&conf, format!("drop_event_subscriptions {drop}\n")).unwrap();
+        for who in ["OpenSM", "ibkit"] {
+            let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+            let sm = sm_with_conf(who, &sim, &dir, conf.to_str().unwrap());
+            let sa = |host: &str, args: &[&str]| {
+                let (code, v, err) = run_ibkit_sa(sim.client_on(exe, host), args);
+                assert_eq!(code, 0, "{who}: ibkit sa {args:?}: {err}");
+                v
+            };
+            let subscriptions = || {
+                let v = sa(asker, &["inform"]);
+                (v["records"].as_array().unwrap().iter())
+                    .filter(|r| r["inform_info"]["trap_number_or_device_id"] == 144)
+                    .count()
+            };
+            let mut sub = sim
+                .client_on(exe, leaver)
+                .args(["sa", "inform", "--subscribe", "--trap", "144"])
+                .args(["--listen", "120"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let t = Instant::now();
+            while subscriptions() == 0 {
+                assert!(
+                    t.elapsed() < Duration::from_secs(20),
+                    "{who}: never subscribed"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            // Killed: it never unsubscribes.
+            let _ = sub.kill();
+            let _ = sub.wait();
+            let listed = |want: bool| {
+                let t = Instant::now();
+                loop {
+                    let v = sa(asker, &["node", &format!("node_description={leaver}")]);
+                    if v["records"]
+                        .as_array()
+                        .is_some_and(|r| r.is_empty() != want)
+                    {
+                        return;
+                    }
+                    assert!(
+                        t.elapsed() < Duration::from_secs(30),
+                        "{who}: {leaver} never {}",
+                        if want { "came back" } else { "left" }
+                    );
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            };
+            sim.ctl(&format!("link-down {leaver} 1")).unwrap();
+            listed(false);
+            sim.ctl(&format!("link-up {leaver} 1")).unwrap();
+            listed(true);
+            let kept = subscriptions();
+            println!("drop_event_subscriptions {drop}: {who} keeps {kept} subscription(s)");
+            seen.push((drop, who, kept));
+            let _ = sm.stop(Duration::from_secs(5));
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            ("FALSE", "OpenSM", 1),
+            ("FALSE", "ibkit", 1),
+            ("TRUE", "OpenSM", 0),
+            ("TRUE", "ibkit", 0)
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// ibkit's SM serves the SA on ibkit's own served fabric (`ibkit fabric
 /// serve`), which forwards GS MADs between its clients through the LFTs
 /// the SM installed: saquery's NodeRecords and PathRecords from another

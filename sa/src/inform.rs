@@ -28,7 +28,7 @@
 use crate::path::{end_by_gid, end_by_lid, every_end};
 use crate::query::matches;
 use crate::{Addr, SaConfig, SaStats, Transmit};
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use mad_core::mad::Method;
 use mad_core::notice::{Notice, NoticeType, ProducerType, TrapDetails, TrapGid};
@@ -80,6 +80,9 @@ pub struct Informs {
     next_tid: u32,
     /// Port GUID → (LID, subnet prefix) of every end port in service.
     in_service: BTreeMap<u64, (Lid, u64)>,
+    /// The port GUIDs Reports may go to: those of `in_service`, but
+    /// already without the ports going out while their trap 65 is sent.
+    reachable: BTreeSet<u64>,
     /// The first look (everything new then is the subnet coming up).
     looked: bool,
 }
@@ -268,9 +271,13 @@ impl Informs {
             return;
         }
         data[64..80].copy_from_slice(&issuer.0);
+        // A subscriber out of service hears nothing until it is back
+        // (OpenSM finds no port at its LID and skips it); before the SA
+        // has first looked, every subscriber is taken as in service.
         let targets: Vec<(Addr, Gid)> = self
             .subs
             .iter()
+            .filter(|s| !self.looked || self.reachable.contains(&s.subscriber.guid().0))
             .filter(|s| wants(&s.info, notice, subject, &self.in_service))
             .map(|s| (s.to, s.subscriber))
             .collect();
@@ -376,7 +383,9 @@ impl Informs {
 
     /// Compares the ports in service with the last look: a trap 64 for
     /// each that came, a trap 65 for each that went (whose subscriptions
-    /// go with it). The first look only learns what is there.
+    /// go with it under `drop_event_subscriptions`, and otherwise stay,
+    /// without the Reports they had in flight). The first look only
+    /// learns what is there.
     pub fn look(
         &mut self,
         subnet: &Subnet,
@@ -401,13 +410,23 @@ impl Informs {
             .collect();
         // Trap 65's subject is matched by its old LID, so the old view
         // stays until the reports are out.
+        self.reachable = now.keys().copied().collect();
+        for (guid, (_, prefix)) in &gone {
+            let gid = Gid::new(*prefix, mad_core::Guid(*guid));
+            if cfg.drop_event_subscriptions {
+                self.forget(gid);
+            } else {
+                // Kept (OpenSM's default): its Reports in flight can
+                // reach nobody, and would drop it when out of retries.
+                self.pending.retain(|p| p.subscriber != gid);
+            }
+        }
         let Some(sm) = end_by_lid(subnet, sm_lid(subnet)) else {
             self.in_service = now;
             return;
         };
         for (guid, (_, prefix)) in gone {
             let gid = Gid::new(prefix, mad_core::Guid(guid));
-            self.forget(gid);
             if let Ok(n) = sm_notice(65, sm.lid, gid) {
                 self.report(&n, sm.gid, now_ms, cfg, out, stats);
             }

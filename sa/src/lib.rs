@@ -182,6 +182,11 @@ pub struct SaConfig {
     /// ClassPortInfo's CapabilityMask2 says IsMcastTopSupported, as
     /// OpenSM's does.
     pub use_mfttop: bool,
+    /// A port that leaves the subnet loses its subscriptions at once
+    /// (OpenSM's `drop_event_subscriptions`; false by default, as
+    /// OpenSM's). Kept, they get no Report while their port is out of
+    /// service, and Reports again once it is back.
+    pub drop_event_subscriptions: bool,
 }
 
 impl Default for SaConfig {
@@ -211,6 +216,7 @@ impl Default for SaConfig {
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
             use_mfttop: true,
+            drop_event_subscriptions: false,
         }
     }
 }
@@ -380,6 +386,17 @@ impl Sa {
     /// The SM's priority its SMInfoRecord gives (a re-read configuration).
     pub fn set_sm_priority(&mut self, priority: u8) {
         self.cfg.sm_priority = priority & 0xF;
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &SaConfig {
+        &self.cfg
+    }
+
+    /// Whether a port that leaves drops its subscriptions from now on
+    /// ([`SaConfig::drop_event_subscriptions`]; a re-read configuration).
+    pub fn set_drop_event_subscriptions(&mut self, drop: bool) {
+        self.cfg.drop_event_subscriptions = drop;
     }
 
     /// A number that changes whenever the groups, the services or the

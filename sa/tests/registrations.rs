@@ -10,7 +10,7 @@ use mad_core::notice::{Notice, TrapDetails};
 use mad_core::sa::service::INDEFINITE_LEASE;
 use mad_core::sa::*;
 use mad_core::{Gid, Guid, MAD_SIZE};
-use sa::{Addr, SaConfig, SaError, Transmit};
+use sa::{Addr, Sa, SaConfig, SaError, Transmit};
 
 mod common;
 use common::*;
@@ -345,6 +345,101 @@ fn subscribers_hear_ports_leave_and_return_and_the_traps_the_sm_gets() {
     assert_eq!(resent, unanswered * cfg.report_retries as usize);
     assert_eq!(sa.stats().subscribers_dropped, 1);
     assert_eq!(sa.subscriptions(), (2, 0), "watcher's two remain");
+}
+
+/// OpenSM's `drop_event_subscriptions`: a subscriber whose port goes out
+/// of service keeps its subscription (the default, OpenSM's FALSE), hears
+/// nothing while out, even of another port going, and hears again once
+/// back: the trap 64 of its own return. With the option on, it loses the
+/// subscription as it goes.
+#[test]
+fn a_subscriber_that_leaves_keeps_its_subscription_unless_told_to_drop_it() {
+    for drop in [false, true] {
+        let (mut f, mut sm) = up("mport-ntree:4:2");
+        let mut sa = Sa::new(SaConfig {
+            rmpp_acks: false,
+            drop_event_subscriptions: drop,
+            ..SaConfig::default()
+        });
+        while let Some(e) = sm.poll_event() {
+            sa.handle_event(sm.subnet(), &e, 0);
+        }
+        let hs = hosts(&f);
+        let (sub, other, watcher) = (hs[0], hs[1], hs[2]);
+        for who in [sub, watcher] {
+            let (s, _) = one(
+                &mut sa,
+                &sm,
+                who.1,
+                &ask(Method::Set, &inform(0xFFFF), 0, 0),
+                0,
+            );
+            assert_eq!(s, SaStatus::Ok);
+        }
+        let answer = |sa: &mut Sa, sm: &smi::sm::Sm, out: &[Transmit]| {
+            for r in reports(out).into_iter().filter(|r| r.0 == watcher.1) {
+                sa.handle_mad(sm.subnet(), r.0, &report_resp(r.1), 0)
+                    .unwrap();
+            }
+        };
+        let to_sub = |out: &[Transmit]| -> Vec<(Addr, u64, Notice, Gid)> {
+            reports(out).into_iter().filter(|r| r.0 == sub.1).collect()
+        };
+
+        let t = f.now_ns();
+        f.schedule(t + MS, FabricEvent::NodeDown(sub.0));
+        let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+        // The switch's trap 128 may reach it before the sweep finds it
+        // gone (OpenSM too forwards a trap as it comes); once gone, it
+        // gets no trap 65 of its own, and nothing stays in flight to it.
+        assert!(
+            to_sub(&out).iter().all(|r| r.2.trap_number() != Some(65)),
+            "drop {drop}: {out:?}"
+        );
+        assert!(
+            reports(&out)
+                .iter()
+                .any(|r| r.0 == watcher.1 && r.2.trap_number() == Some(65)),
+            "drop {drop}: {out:?}"
+        );
+        answer(&mut sa, &sm, &out);
+        assert_eq!(
+            sa.subscriptions(),
+            (1 + usize::from(!drop), 0),
+            "drop {drop}"
+        );
+        // Another port goes while it is out: a trap 65 it would want.
+        let t = f.now_ns();
+        f.schedule(t + MS, FabricEvent::NodeDown(other.0));
+        let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+        assert!(to_sub(&out).is_empty(), "drop {drop}: {out:?}");
+        assert!(
+            reports(&out)
+                .iter()
+                .any(|r| r.0 == watcher.1 && r.2.trap_number() == Some(65)),
+            "drop {drop}: {out:?}"
+        );
+        answer(&mut sa, &sm, &out);
+
+        let t = f.now_ns();
+        f.schedule(t + MS, FabricEvent::NodeUp(sub.0));
+        let out = run(&mut f, &mut sm, &mut sa, t + 2_000 * MS);
+        assert_eq!(f.nodes[sub.0].lid(), sub.1.lid, "back at its LID");
+        let heard = to_sub(&out);
+        if drop {
+            assert!(heard.is_empty(), "{heard:?}");
+            assert_eq!(sa.subscriptions().0, 1);
+        } else {
+            assert!(
+                heard.iter().any(|r| matches!(
+                    r.2.details(),
+                    Ok(TrapDetails::Gid(64, g)) if g.gid == gid_of(&f, sub.0)
+                )),
+                "{heard:?}"
+            );
+            assert_eq!(sa.subscriptions().0, 2);
+        }
+    }
 }
 
 #[test]

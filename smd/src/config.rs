@@ -42,6 +42,7 @@
 //! sm_inactive = false       # true: start NOT ACTIVE, until a master says Discover (OpenSM's)
 //! disable_multicast = false # true: no multicast forwarding written (OpenSM's)
 //! use_mfttop = true         # false: switches' MulticastFDBTop left alone (OpenSM's)
+//! drop_event_subscriptions = false   # true: a port that leaves loses its InformInfo subscriptions (OpenSM's)
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
@@ -129,6 +130,7 @@ struct Raw {
     mcgroup_join_validation: Option<bool>,
     ipoib_mcgroup_creation_validation: Option<bool>,
     use_mfttop: Option<bool>,
+    drop_event_subscriptions: Option<bool>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
     sm_assigned_guid: Option<Spanned<i64>>,
@@ -249,6 +251,9 @@ pub struct SmFile {
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
     /// true).
     pub use_mfttop: Option<bool>,
+    /// A port that leaves the subnet loses its subscriptions (OpenSM's
+    /// `drop_event_subscriptions`; default false).
+    pub drop_event_subscriptions: Option<bool>,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
     pub force_heavy_sweep: Option<bool>,
     /// The port to run on, by GUID (OpenSM's `guid`).
@@ -510,6 +515,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         mcgroup_join_validation: raw.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: raw.ipoib_mcgroup_creation_validation,
         use_mfttop: raw.use_mfttop,
+        drop_event_subscriptions: raw.drop_event_subscriptions,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
         sm_assigned_guid: ranged(&raw.sm_assigned_guid, "sm_assigned_guid", 0, 255)?
@@ -576,7 +582,7 @@ mod tests {
                     part_enforce = \"out\"\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
-                    use_mfttop = false\n\
+                    use_mfttop = false\ndrop_event_subscriptions = true\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -620,6 +626,7 @@ mod tests {
         assert_eq!(f.mcgroup_join_validation, Some(false));
         assert_eq!(f.ipoib_mcgroup_creation_validation, Some(false));
         assert_eq!(f.use_mfttop, Some(false));
+        assert_eq!(f.drop_event_subscriptions, Some(true));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),
             (Some(0xfedc_ba98_7654_3210), Some(2), Some(60))

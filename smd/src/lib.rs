@@ -195,6 +195,9 @@ pub struct SmdConfig {
     pub ipoib_mcgroup_creation_validation: bool,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`).
     pub use_mfttop: bool,
+    /// A port that leaves loses its InformInfo subscriptions (OpenSM's
+    /// `drop_event_subscriptions`); SIGHUP applies a new value.
+    pub drop_event_subscriptions: bool,
     /// The configuration file to read again on SIGHUP, with what the
     /// command line set (which wins over the file).
     pub reconfig: Option<Reconfig>,
@@ -288,6 +291,7 @@ impl Default for SmdConfig {
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
             use_mfttop: true,
+            drop_event_subscriptions: false,
             reconfig: None,
             vm_socket: None,
             ready_timeout_ms: notify::READY_AT_THE_LATEST,
@@ -708,6 +712,7 @@ fn drive(
         mcgroup_join_validation: c.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: c.ipoib_mcgroup_creation_validation,
         use_mfttop: c.use_mfttop,
+        drop_event_subscriptions: c.drop_event_subscriptions,
         ..SaConfig::default()
     });
     // Only a master with the subnet up answers (C15-0.1.3).
@@ -985,7 +990,7 @@ fn drive(
                 notify::reloading(true);
             }
             if let Some(rc) = &c.reconfig {
-                reread_config(rc, c, &mut files, &mut sm);
+                reread_config(rc, c, &mut files, &mut sm, &mut sa);
             }
             reread_files(&files, &mut sm, &mut reapplied, ms());
             sa.set_sm_priority(sm.election().priority);
@@ -1278,7 +1283,7 @@ pub fn window(max_wire_smps: Option<u32>) -> usize {
 /// `force_heavy_sweep`, `sweep_on_trap`, `part_enforce`, the log level, the
 /// partition and QoS files; the rest is logged as taking effect at the next start. A
 /// broken file is logged and changes nothing.
-fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
+fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, sa: &mut Sa) {
     let read = if rc.opensm {
         opensm_conf::read_opensm_conf(&rc.file).map(|o| {
             log_opensm_notes(&rc.file, &o.notes);
@@ -1328,6 +1333,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm) {
         tracing::info!("sweep_on_trap {on_trap}");
     }
     sm.set_sweep_on_trap(on_trap);
+    let drop_subs = f.drop_event_subscriptions.unwrap_or(false);
+    if drop_subs != sa.config().drop_event_subscriptions {
+        tracing::info!("drop_event_subscriptions {drop_subs}");
+    }
+    sa.set_drop_event_subscriptions(drop_subs);
     let enforce = g.part_enforce.or(f.part_enforce).unwrap_or_default();
     if enforce != sm.config().part_enforce {
         let sent = sm.set_part_enforce(enforce);

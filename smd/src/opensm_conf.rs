@@ -15,7 +15,7 @@
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
-//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation` | the same |
+//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `drop_event_subscriptions` | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
@@ -164,6 +164,7 @@ pub fn parse_opensm_conf(
             "disable_multicast" => s.disable_multicast = Some(boolean()?),
             "mcgroup_join_validation" => s.mcgroup_join_validation = Some(boolean()?),
             "use_mfttop" => s.use_mfttop = Some(boolean()?),
+            "drop_event_subscriptions" => s.drop_event_subscriptions = Some(boolean()?),
             "ipoib_mcgroup_creation_validation" => {
                 s.ipoib_mcgroup_creation_validation = Some(boolean()?)
             }
@@ -460,6 +461,7 @@ mod tests {
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\n\
+             drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
         )
         .unwrap();
@@ -485,6 +487,7 @@ mod tests {
         assert_eq!(s.mcgroup_join_validation, Some(false));
         assert_eq!(s.ipoib_mcgroup_creation_validation, Some(false));
         assert_eq!(s.use_mfttop, Some(false));
+        assert_eq!(s.drop_event_subscriptions, Some(true));
         assert_eq!(s.poll_retries, Some(4));
         assert_eq!(s.max_wire_smps, Some(12));
         assert_eq!((s.accum_log_file, s.log_max_size), (Some(false), Some(16)));
