@@ -1252,7 +1252,8 @@ fn a_subscriber_hears_the_trap_ibportstate_causes() {
 /// SMs on ibkit's served fabric: a host subscribes (and dies subscribed),
 /// its cable goes down until the SM has dropped its node, and comes back.
 /// With `FALSE` (OpenSM's default) both SAs still list its subscription;
-/// with `TRUE` neither does.
+/// with `TRUE`, from the start or from a SIGHUP after a start with
+/// `FALSE`, neither does.
 #[test]
 fn both_sas_keep_or_drop_a_leaving_ports_subscriptions_alike() {
     if !peers_here() || !tool_here("opensm", "OpenSM") {
@@ -1271,12 +1272,21 @@ fn both_sas_keep_or_drop_a_leaving_ports_subscriptions_alike() {
         .collect();
     let (leaver, asker) = (cas[1], cas[cas.len() - 1]);
     let mut seen = Vec::new();
-    for drop in ["FALSE", "TRUE"] {
-        let conf = dir.join(format!("opensm-{drop}.conf"));
-        std::fs::write(&conf, format!("drop_event_subscriptions {drop}\n")).unwrap();
+    // The value at the start, and the one a SIGHUP then gives.
+    for (start, hup) in [("FALSE", None), ("TRUE", None), ("FALSE", Some("TRUE"))] {
+        let conf = dir.join("opensm.conf");
         for who in ["OpenSM", "ibkit"] {
+            std::fs::write(&conf, format!("drop_event_subscriptions {start}\n")).unwrap();
             let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
             let sm = sm_with_conf(who, &sim, &dir, conf.to_str().unwrap());
+            if let Some(v) = hup {
+                std::fs::write(&conf, format!("drop_event_subscriptions {v}\n")).unwrap();
+                let said = sim.ctl("reload-sm").unwrap();
+                assert!(said.starts_with("ok: SIGHUP"), "{said}");
+                // Each SM reads its file again at once and then sweeps.
+                std::thread::sleep(Duration::from_millis(1_500));
+            }
+            let drop = hup.unwrap_or(start);
             let sa = |host: &str, args: &[&str]| {
                 let (code, v, err) = run_ibkit_sa(sim.client_on(exe, host), args);
                 assert_eq!(code, 0, "{who}: ibkit sa {args:?}: {err}");
@@ -1330,18 +1340,21 @@ fn both_sas_keep_or_drop_a_leaving_ports_subscriptions_alike() {
             sim.ctl(&format!("link-up {leaver} 1")).unwrap();
             listed(true);
             let kept = subscriptions();
-            println!("drop_event_subscriptions {drop}: {who} keeps {kept} subscription(s)");
-            seen.push((drop, who, kept));
+            let how = if hup.is_some() { " after SIGHUP" } else { "" };
+            println!("drop_event_subscriptions {drop}{how}: {who} keeps {kept} subscription(s)");
+            seen.push((drop, hup.is_some(), who, kept));
             let _ = sm.stop(Duration::from_secs(5));
         }
     }
     assert_eq!(
         seen,
         [
-            ("FALSE", "OpenSM", 1),
-            ("FALSE", "ibkit", 1),
-            ("TRUE", "OpenSM", 0),
-            ("TRUE", "ibkit", 0)
+            ("FALSE", false, "OpenSM", 1),
+            ("FALSE", false, "ibkit", 1),
+            ("TRUE", false, "OpenSM", 0),
+            ("TRUE", false, "ibkit", 0),
+            ("TRUE", true, "OpenSM", 0),
+            ("TRUE", true, "ibkit", 0)
         ]
     );
     let _ = std::fs::remove_dir_all(&dir);
