@@ -2470,6 +2470,72 @@ fn a_request_in_segments_is_answered_on_ibsim() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `sa_db_dump`: one `opensm.conf` with `sa_db_dump TRUE`, a
+/// `dump_files_dir` and `log_flags 0x03` (no VERBOSE, so no other dumps)
+/// given to OpenSM and to ibkit on ibsim: each writes `opensm-sa.dump`
+/// into that directory as hosts join, with the same groups and members,
+/// and no `opensm-lfts.dump`. With `sa_db_dump FALSE` neither writes it.
+#[test]
+fn both_sms_write_the_sa_database_where_sa_db_dump_says() {
+    if !peers_here() || !tool_here("opensm", "OpenSM") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-sa-db-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.ports == 1)
+        .map(|n| n.name.as_str())
+        .collect();
+    let bcast = "ff12:401b:ffff::ffff:ffff";
+    let mut dbs = Vec::new();
+    for dump in ["TRUE", "FALSE"] {
+        for who in ["OpenSM", "ibkit"] {
+            let out = dir.join(format!("{who}-{dump}"));
+            std::fs::create_dir_all(&out).unwrap();
+            let conf = dir.join(format!("{who}-{dump}.conf"));
+            let text = format!(
+                "sa_db_dump {dump}\ndump_files_dir {}\nlog_flags 0x03\n",
+                out.display()
+            );
+            std::fs::write(&conf, text).unwrap();
+            let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+            let sm = sm_with_conf(who, &sim, &dir, conf.to_str().unwrap());
+            for host in [cas[1], cas[2]] {
+                let (code, _, err) =
+                    run_ibkit_sa(sim.client_on(exe, host), &["mcmember", "--join", bcast]);
+                assert_eq!(code, 0, "{who}: {err}");
+            }
+            let file = out.join("opensm-sa.dump");
+            if dump == "TRUE" {
+                let db = sa_db_when(&file, |db| db.groups.iter().any(|g| g.members.len() == 2));
+                dbs.push((who, sa_db_groups(&db)));
+            } else {
+                // Both SMs write within a second of a change.
+                std::thread::sleep(Duration::from_millis(2_000));
+                assert!(!file.exists(), "{who} wrote {}", file.display());
+            }
+            let _ = sm.stop(Duration::from_secs(5));
+            let names: Vec<String> = (std::fs::read_dir(&out).unwrap())
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            println!("sa_db_dump {dump}: {who} wrote {names:?}");
+            // OpenSM writes opensm-subnet.lst there whatever log_flags
+            // says; ibkit only with VERBOSE or ROUTING (see the README).
+            assert!(
+                !names.iter().any(|n| n == "opensm-lfts.dump"),
+                "{who}: no routing dump without ROUTING: {names:?}"
+            );
+        }
+    }
+    assert_eq!(dbs.len(), 2);
+    assert_eq!(dbs[0].1, dbs[1].1, "the same groups and members");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The SA's database in OpenSM's layout (`opensm-sa.dump`) from the SM
 /// that wrote it to `path`, once `done` holds for it (within 20 s).
 fn sa_db_when(path: &std::path::Path, done: impl Fn(&sa::db::SaDb) -> bool) -> sa::db::SaDb {

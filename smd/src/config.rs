@@ -30,6 +30,7 @@
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
+//! sa_db_dump_dir = "/var/log"   # the SA's opensm-sa.dump alone written here (OpenSM's sa_db_dump)
 //! vm_socket = "/run/ibkit/vm.sock"  # VM requests (`ibkit vm`), mode 0600
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
@@ -115,6 +116,7 @@ struct Raw {
     dump_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
+    sa_db_dump_dir: Option<PathBuf>,
     vm_socket: Option<PathBuf>,
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
@@ -213,6 +215,9 @@ pub struct SmFile {
     pub dump_dir: Option<PathBuf>,
     /// Where `guid2lid` is read and written.
     pub cache_dir: Option<PathBuf>,
+    /// Where the SA's own `opensm-sa.dump` is written, without the other
+    /// dumps (OpenSM's `sa_db_dump`, into its `dump_files_dir`).
+    pub sa_db_dump_dir: Option<PathBuf>,
     /// The SA database (`opensm-sa.dump`) restored at start.
     pub sa_db_file: Option<PathBuf>,
     /// The VM control socket (`ibkit sm --vm-socket`).
@@ -500,6 +505,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         dump_dir: path(&raw.dump_dir),
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
+        sa_db_dump_dir: path(&raw.sa_db_dump_dir),
         vm_socket: path(&raw.vm_socket),
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
@@ -573,7 +579,7 @@ mod tests {
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
                     timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
-                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\n\
+                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
@@ -609,6 +615,7 @@ mod tests {
         assert_eq!(f.log_level.as_deref(), Some("debug"));
         assert_eq!(f.log_file, Some(PathBuf::from("/etc/ibkit/sm.log")));
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
+        assert_eq!(f.sa_db_dump_dir, Some(PathBuf::from("/etc/ibkit/sa")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(f.vm_socket, Some(PathBuf::from("/etc/ibkit/vm.sock")));

@@ -156,6 +156,10 @@ pub struct SmdConfig {
     /// the subnet is first up. With `dump_dir`, the SA's own is written
     /// there as it changes (at most once a second) and at the stop.
     pub sa_db_file: Option<PathBuf>,
+    /// Where the SA's own `opensm-sa.dump` is written, as with
+    /// `dump_dir` (which wins), without the other dumps: OpenSM's
+    /// `sa_db_dump`.
+    pub sa_db_dump_dir: Option<PathBuf>,
     /// Number every port afresh when starting as master, as OpenSM's
     /// `reassign_lids` (`-r`); by default ports keep the LIDs they hold.
     pub reassign_lids: bool,
@@ -275,6 +279,7 @@ impl Default for SmdConfig {
             poll_ms: 500,
             poll_retries: 0,
             dump_dir: None,
+            sa_db_dump_dir: None,
             cache_dir: None,
             sa_db_file: None,
             reassign_lids: false,
@@ -883,7 +888,7 @@ fn drive(
             if let Some(d) = sa_db.take() {
                 log_restored(&sa.restore(sm.subnet(), &d, ms(), epoch_s()));
             }
-            if let Some(d) = &c.dump_dir {
+            if let Some(d) = c.dump_dir.as_ref().or(c.sa_db_dump_dir.as_ref()) {
                 if sa_db_written != Some(sa.db_generation()) && ms() >= sa_db_at {
                     sa_db_written = Some(sa.db_generation());
                     sa_db_at = ms() + 1000;
@@ -1138,7 +1143,7 @@ fn drive(
         }
     }
     // The SA's database at the stop, by a master, as OpenSM writes it.
-    if let Some(d) = &c.dump_dir {
+    if let Some(d) = c.dump_dir.as_ref().or(c.sa_db_dump_dir.as_ref()) {
         let master = sm.sm_state() == mad_core::attr::SmState::Master;
         if master && up_ms.is_some() && sa_db_written != Some(sa.db_generation()) {
             write_sa_db(&sa, sm.subnet(), d, ms());
@@ -1392,6 +1397,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
             f.sm_assigned_guid.unwrap_or(0) != c.assigned_guid_byte,
         ),
         ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
+        ("sa_db_dump_dir", f.sa_db_dump_dir != c.sa_db_dump_dir),
         (
             "cache_dir",
             g.cache_dir.clone().or(f.cache_dir) != c.cache_dir,

@@ -31,6 +31,7 @@
 //! | `log_file`, `log_flags` (DEBUG, FUNCS or FRAMES: debug; VERBOSE: debug; INFO: info; else error) | `log_file`, `log_level` |
 //! | `dump_files_dir` (when `log_flags` has VERBOSE or ROUTING, under which OpenSM writes its dumps) | `dump_dir` |
 //! | `sa_db_file` | `sa_db_file` |
+//! | `sa_db_dump` (`TRUE`: the SA's `opensm-sa.dump` in `dump_files_dir`, OpenSM's default `/var/log/` when the file has none, whatever `log_flags` says) | `sa_db_dump_dir` |
 //!
 //! Every other option is read and not applied: they are named in one
 //! note, and a few whose non-default value changes what the subnet does
@@ -97,6 +98,7 @@ pub fn parse_opensm_conf(
     let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
     let mut no_enforcement = false;
     let mut wire_smps2 = None;
+    let mut sa_db_dump = false;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let body = raw.trim_start();
@@ -247,6 +249,7 @@ pub fn parse_opensm_conf(
             }
             "dump_files_dir" if null => {}
             "dump_files_dir" => dump_dir = Some(PathBuf::from(value)),
+            "sa_db_dump" => sa_db_dump = boolean()?,
             "sa_db_file" if null => {}
             "sa_db_file" => s.sa_db_file = Some(PathBuf::from(value)),
             k if k.starts_with("qos_") => {} // the QoS reader's (qos_config)
@@ -314,6 +317,13 @@ pub fn parse_opensm_conf(
                 ),
             });
         }
+    }
+    if sa_db_dump {
+        s.sa_db_dump_dir = Some(
+            dump_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/var/log/")),
+        );
     }
     if let Some(f) = log_flags {
         // OpenSM's log flags: ERROR 0x01, INFO 0x02, VERBOSE 0x04, DEBUG
@@ -446,6 +456,23 @@ mod tests {
     }
 
     #[test]
+    fn sa_db_dump_writes_the_sa_database_into_dump_files_dir() {
+        let dir = |text: &str| parse(text).unwrap().settings;
+        // Whatever log_flags says; into dump_files_dir, or OpenSM's
+        // default there.
+        let s = dir("log_flags 0x03\ndump_files_dir /srv/osm\nsa_db_dump TRUE\n");
+        assert_eq!(s.sa_db_dump_dir.as_deref(), Some(Path::new("/srv/osm")));
+        assert_eq!(s.dump_dir, None);
+        let s = dir("sa_db_dump TRUE\ndump_files_dir (null)\n");
+        assert_eq!(s.sa_db_dump_dir.as_deref(), Some(Path::new("/var/log/")));
+        let s = dir("sa_db_dump FALSE\ndump_files_dir /srv/osm\n");
+        assert_eq!(s.sa_db_dump_dir, None);
+        let e = parse("sa_db_dump yes\n").unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        assert!(e.reason.contains("not TRUE or FALSE"), "{e}");
+    }
+
+    #[test]
     fn what_ibkit_applies_is_read_with_opensms_syntax() {
         let c = parse(
             "# a site's file\nguid 0x0002c90300001234\nsm_priority 7\nsm_key 0x2a\nsa_key 42\n\
@@ -521,6 +548,7 @@ mod tests {
         assert_eq!(s.log_level.as_deref(), Some("info"));
         assert_eq!(s.dump_dir, None, "0x03 has neither VERBOSE nor ROUTING");
         assert_eq!(s.sa_db_file, None);
+        assert_eq!(s.sa_db_dump_dir, None, "no sa_db_dump");
         assert_eq!(s.sm_assigned_guid, Some(7));
         assert_eq!(s.subnet_timeout, Some(17));
         assert_eq!(
