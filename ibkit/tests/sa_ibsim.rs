@@ -2474,7 +2474,10 @@ fn a_request_in_segments_is_answered_on_ibsim() {
 /// `dump_files_dir` and `log_flags 0x03` (no VERBOSE, so no other dumps)
 /// given to OpenSM and to ibkit on ibsim: each writes `opensm-sa.dump`
 /// into that directory as hosts join, with the same groups and members,
-/// and no `opensm-lfts.dump`. With `sa_db_dump FALSE` neither writes it.
+/// and `opensm-subnet.lst` beside it, no routing dump. With `sa_db_dump
+/// FALSE` neither writes the SA's database, and both the subnet list;
+/// with `log_flags 0x07` (VERBOSE) both write the database again (OpenSM
+/// as each heavy sweep ends, ibkit at each change).
 #[test]
 fn both_sms_write_the_sa_database_where_sa_db_dump_says() {
     if !peers_here() || !tool_here("opensm", "OpenSM") {
@@ -2491,14 +2494,15 @@ fn both_sms_write_the_sa_database_where_sa_db_dump_says() {
         .map(|n| n.name.as_str())
         .collect();
     let bcast = "ff12:401b:ffff::ffff:ffff";
-    let mut dbs = Vec::new();
-    for dump in ["TRUE", "FALSE"] {
+    let (mut dbs, mut files) = (Vec::new(), Vec::new());
+    // VERBOSE (0x04) writes the SA's database too, as sa_db_dump does.
+    for (dump, flags) in [("TRUE", "0x03"), ("FALSE", "0x03"), ("FALSE", "0x07")] {
         for who in ["OpenSM", "ibkit"] {
-            let out = dir.join(format!("{who}-{dump}"));
+            let out = dir.join(format!("{who}-{dump}-{flags}"));
             std::fs::create_dir_all(&out).unwrap();
-            let conf = dir.join(format!("{who}-{dump}.conf"));
+            let conf = dir.join(format!("{who}-{dump}-{flags}.conf"));
             let text = format!(
-                "sa_db_dump {dump}\ndump_files_dir {}\nlog_flags 0x03\n",
+                "sa_db_dump {dump}\ndump_files_dir {}\nlog_flags {flags}\n",
                 out.display()
             );
             std::fs::write(&conf, text).unwrap();
@@ -2513,23 +2517,27 @@ fn both_sms_write_the_sa_database_where_sa_db_dump_says() {
             if dump == "TRUE" {
                 let db = sa_db_when(&file, |db| db.groups.iter().any(|g| g.members.len() == 2));
                 dbs.push((who, sa_db_groups(&db)));
+            } else if flags == "0x07" {
+                // OpenSM writes it under VERBOSE only as a heavy sweep
+                // ends (the subnet up: the broadcast group, no member
+                // yet); ibkit at each change, as with sa_db_dump.
+                sa_db_when(&file, |db| !db.groups.is_empty());
             } else {
                 // Both SMs write within a second of a change.
                 std::thread::sleep(Duration::from_millis(2_000));
                 assert!(!file.exists(), "{who} wrote {}", file.display());
             }
             let _ = sm.stop(Duration::from_secs(5));
-            let names: Vec<String> = (std::fs::read_dir(&out).unwrap())
+            let mut names: Vec<String> = (std::fs::read_dir(&out).unwrap())
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 .collect();
-            println!("sa_db_dump {dump}: {who} wrote {names:?}");
-            // OpenSM writes opensm-subnet.lst there whatever log_flags
-            // says; ibkit only with VERBOSE or ROUTING (see the README).
-            assert!(
-                !names.iter().any(|n| n == "opensm-lfts.dump"),
-                "{who}: no routing dump without ROUTING: {names:?}"
-            );
+            names.sort();
+            println!("sa_db_dump {dump}, log_flags {flags}: {who} wrote {names:?}");
+            files.push(names);
         }
+        // The same files: opensm-subnet.lst whatever log_flags says, no
+        // routing dump without ROUTING.
+        assert_eq!(files[files.len() - 2], files[files.len() - 1]);
     }
     assert_eq!(dbs.len(), 2);
     assert_eq!(dbs[0].1, dbs[1].1, "the same groups and members");

@@ -31,6 +31,7 @@
 //! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! sa_db_dump_dir = "/var/log"   # the SA's opensm-sa.dump alone written here (OpenSM's sa_db_dump)
+//! subnet_lst_dir = "/var/log"   # opensm-subnet.lst alone written here (OpenSM's at every sweep)
 //! vm_socket = "/run/ibkit/vm.sock"  # VM requests (`ibkit vm`), mode 0600
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
@@ -117,6 +118,7 @@ struct Raw {
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
     sa_db_dump_dir: Option<PathBuf>,
+    subnet_lst_dir: Option<PathBuf>,
     vm_socket: Option<PathBuf>,
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
@@ -218,6 +220,10 @@ pub struct SmFile {
     /// Where the SA's own `opensm-sa.dump` is written, without the other
     /// dumps (OpenSM's `sa_db_dump`, into its `dump_files_dir`).
     pub sa_db_dump_dir: Option<PathBuf>,
+    /// Where `opensm-subnet.lst` (and with fat-tree routing
+    /// `opensm-ftree-ca-order.dump`) is written, without the other dumps:
+    /// OpenSM writes it into its `dump_files_dir` whatever its log says.
+    pub subnet_lst_dir: Option<PathBuf>,
     /// The SA database (`opensm-sa.dump`) restored at start.
     pub sa_db_file: Option<PathBuf>,
     /// The VM control socket (`ibkit sm --vm-socket`).
@@ -506,6 +512,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         cache_dir: path(&raw.cache_dir),
         sa_db_file: path(&raw.sa_db_file),
         sa_db_dump_dir: path(&raw.sa_db_dump_dir),
+        subnet_lst_dir: path(&raw.subnet_lst_dir),
         vm_socket: path(&raw.vm_socket),
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
@@ -579,7 +586,7 @@ mod tests {
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
                     timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
-                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\n\
+                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
@@ -616,6 +623,7 @@ mod tests {
         assert_eq!(f.log_file, Some(PathBuf::from("/etc/ibkit/sm.log")));
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(f.sa_db_dump_dir, Some(PathBuf::from("/etc/ibkit/sa")));
+        assert_eq!(f.subnet_lst_dir, Some(PathBuf::from("/etc/ibkit/lst")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(f.vm_socket, Some(PathBuf::from("/etc/ibkit/vm.sock")));

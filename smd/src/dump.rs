@@ -883,6 +883,18 @@ pub fn read_guid2mkey(path: &Path) -> Result<Option<Guid2MKey>, String> {
     Ok(text.map(|t| parse_guid2mkey(&t)))
 }
 
+/// Writes `opensm-subnet.lst`, and with fat-tree routing
+/// `opensm-ftree-ca-order.dump`, into `dir`, as OpenSM writes them into
+/// its `dump_files_dir` whatever its log flags; what could not be
+/// written.
+pub fn write_subnet_lst(sm: &Sm, dir: &Path) -> Vec<String> {
+    let order = ftree_ca_order(sm).map(|t| ("opensm-ftree-ca-order.dump", t));
+    (order.into_iter())
+        .chain([("opensm-subnet.lst", subnet_lst(sm))])
+        .filter_map(|(name, text)| write_whole(dir, name, &text).err())
+        .collect()
+}
+
 /// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
 /// `opensm-lid-matrix.dump`, `opensm.mcfdbs`, under QoS
 /// `opensm-sl2vl.dump`, routing up*/down* `opensm-updn-roots.dump` and

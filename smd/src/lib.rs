@@ -160,6 +160,10 @@ pub struct SmdConfig {
     /// `dump_dir` (which wins), without the other dumps: OpenSM's
     /// `sa_db_dump`.
     pub sa_db_dump_dir: Option<PathBuf>,
+    /// Where `opensm-subnet.lst` (and with fat-tree routing
+    /// `opensm-ftree-ca-order.dump`) is written as with `dump_dir`, without
+    /// the other dumps: OpenSM writes it whatever its log flags.
+    pub subnet_lst_dir: Option<PathBuf>,
     /// Number every port afresh when starting as master, as OpenSM's
     /// `reassign_lids` (`-r`); by default ports keep the LIDs they hold.
     pub reassign_lids: bool,
@@ -280,6 +284,7 @@ impl Default for SmdConfig {
             poll_retries: 0,
             dump_dir: None,
             sa_db_dump_dir: None,
+            subnet_lst_dir: None,
             cache_dir: None,
             sa_db_file: None,
             reassign_lids: false,
@@ -878,6 +883,15 @@ fn drive(
             for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
                 tracing::error!("{e}");
             }
+            if let Some(d) = c
+                .subnet_lst_dir
+                .as_deref()
+                .filter(|d| Some(*d) != c.dump_dir.as_deref())
+            {
+                for e in dump::write_subnet_lst(&sm, d) {
+                    tracing::error!("{e}");
+                }
+            }
         }
         // The SA's database: restored the first time the subnet is up
         // under this SM as master (as OpenSM restores its -S file at its
@@ -1398,6 +1412,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         ),
         ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
         ("sa_db_dump_dir", f.sa_db_dump_dir != c.sa_db_dump_dir),
+        ("subnet_lst_dir", f.subnet_lst_dir != c.subnet_lst_dir),
         (
             "cache_dir",
             g.cache_dir.clone().or(f.cache_dir) != c.cache_dir,

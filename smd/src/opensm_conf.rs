@@ -29,9 +29,9 @@
 //! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
 //! | `accum_log_file`, `log_max_size` (MiB) | the same |
 //! | `log_file`, `log_flags` (DEBUG, FUNCS or FRAMES: debug; VERBOSE: debug; INFO: info; else error) | `log_file`, `log_level` |
-//! | `dump_files_dir` (when `log_flags` has VERBOSE or ROUTING, under which OpenSM writes its dumps) | `dump_dir` |
+//! | `dump_files_dir` (OpenSM's `/var/log/` when not set): `opensm-subnet.lst` always; the routing dumps when `log_flags` has ROUTING (0x40) | `subnet_lst_dir`; `dump_dir` |
 //! | `sa_db_file` | `sa_db_file` |
-//! | `sa_db_dump` (`TRUE`: the SA's `opensm-sa.dump` in `dump_files_dir`, OpenSM's default `/var/log/` when the file has none, whatever `log_flags` says) | `sa_db_dump_dir` |
+//! | `sa_db_dump` (`TRUE`, or `log_flags` with VERBOSE (0x04): the SA's `opensm-sa.dump` in `dump_files_dir`) | `sa_db_dump_dir` |
 //!
 //! Every other option is read and not applied: they are named in one
 //! note, and a few whose non-default value changes what the subnet does
@@ -93,7 +93,7 @@ pub fn parse_opensm_conf(
     let mut s = SmFile::default();
     let mut notes = Vec::new();
     let mut skipped: Vec<&str> = Vec::new();
-    let (mut log_flags, mut log_flags_line) = (None, 0);
+    let mut log_flags = None;
     let (mut sweep_line, mut lease_line) = (0, 0);
     let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
     let mut no_enforcement = false;
@@ -243,10 +243,7 @@ pub fn parse_opensm_conf(
             "accum_log_file" => s.accum_log_file = Some(boolean()?),
             "log_max_size" => s.log_max_size = Some(ranged(0, 1_048_576)? as u32),
             "log_file" => s.log_file = Some(PathBuf::from(value)),
-            "log_flags" => {
-                log_flags = Some(ranged(0, 0xFF)? as u8);
-                log_flags_line = line;
-            }
+            "log_flags" => log_flags = Some(ranged(0, 0xFF)? as u8),
             "dump_files_dir" if null => {}
             "dump_files_dir" => dump_dir = Some(PathBuf::from(value)),
             "sa_db_dump" => sa_db_dump = boolean()?,
@@ -318,12 +315,18 @@ pub fn parse_opensm_conf(
             });
         }
     }
-    if sa_db_dump {
-        s.sa_db_dump_dir = Some(
-            dump_dir
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("/var/log/")),
-        );
+    // Where OpenSM writes its dumps (its default when the file names
+    // none), and which: opensm-subnet.lst at every sweep whatever the log
+    // says; the routing dumps under ROUTING; the SA's database under
+    // VERBOSE or sa_db_dump (osm_dump_all and the state manager).
+    let dumps = dump_dir.unwrap_or_else(|| PathBuf::from("/var/log/"));
+    let flags = log_flags.unwrap_or(0x03);
+    s.subnet_lst_dir = Some(dumps.clone());
+    if flags & 0x40 != 0 {
+        s.dump_dir = Some(dumps.clone());
+    }
+    if sa_db_dump || flags & 0x04 != 0 {
+        s.sa_db_dump_dir = Some(dumps);
     }
     if let Some(f) = log_flags {
         // OpenSM's log flags: ERROR 0x01, INFO 0x02, VERBOSE 0x04, DEBUG
@@ -338,17 +341,6 @@ pub fn parse_opensm_conf(
             }
             .to_string(),
         );
-        if f & 0x44 != 0 {
-            s.dump_dir = dump_dir;
-        } else if dump_dir.is_some() {
-            notes.push(Note {
-                line: log_flags_line,
-                warning: false,
-                text: format!(
-                    "log_flags {f:#04x}: no VERBOSE or ROUTING, so no dumps (dump_files_dir), as OpenSM"
-                ),
-            });
-        }
     }
     // A file the configuration names is taken only where it is there;
     // else, as OpenSM, the SM goes on without it, and says so.
@@ -467,6 +459,13 @@ mod tests {
         assert_eq!(s.sa_db_dump_dir.as_deref(), Some(Path::new("/var/log/")));
         let s = dir("sa_db_dump FALSE\ndump_files_dir /srv/osm\n");
         assert_eq!(s.sa_db_dump_dir, None);
+        // ROUTING: every dump there.
+        let s = dir("log_flags 0x43\ndump_files_dir /srv/osm\n");
+        assert_eq!(s.dump_dir.as_deref(), Some(Path::new("/srv/osm")));
+        assert_eq!(s.sa_db_dump_dir, None);
+        let s = dir("log_flags 0x07\n");
+        assert_eq!(s.dump_dir, None);
+        assert_eq!(s.sa_db_dump_dir.as_deref(), Some(Path::new("/var/log/")));
         let e = parse("sa_db_dump yes\n").unwrap_err();
         assert_eq!(e.line, 1, "{e}");
         assert!(e.reason.contains("not TRUE or FALSE"), "{e}");
@@ -546,9 +545,14 @@ mod tests {
         assert_eq!(s.qos_policy.as_deref(), Some(Path::new("/there/q.conf")));
         assert_eq!(s.log_file.as_deref(), Some(Path::new("/var/log/sm.log")));
         assert_eq!(s.log_level.as_deref(), Some("info"));
-        assert_eq!(s.dump_dir, None, "0x03 has neither VERBOSE nor ROUTING");
+        assert_eq!(s.dump_dir, None, "0x03 has no ROUTING");
         assert_eq!(s.sa_db_file, None);
-        assert_eq!(s.sa_db_dump_dir, None, "no sa_db_dump");
+        assert_eq!(s.sa_db_dump_dir, None, "no sa_db_dump, no VERBOSE");
+        assert_eq!(
+            s.subnet_lst_dir.as_deref(),
+            Some(Path::new("/var/log/")),
+            "opensm-subnet.lst whatever log_flags says"
+        );
         assert_eq!(s.sm_assigned_guid, Some(7));
         assert_eq!(s.subnet_timeout, Some(17));
         assert_eq!(
@@ -644,11 +648,11 @@ mod tests {
             (s.qos, s.qos_config.as_ref(), s.qos_policy.as_ref()),
             (Some(false), None, None)
         );
-        assert_eq!(
-            s.dump_dir.as_deref(),
-            Some(Path::new("/var/log/")),
-            "VERBOSE: dumps"
-        );
+        // VERBOSE: the SA's database and the subnet list, as OpenSM
+        // writes them; no routing dumps without ROUTING.
+        assert_eq!(s.dump_dir, None);
+        assert_eq!(s.sa_db_dump_dir.as_deref(), Some(Path::new("/var/log/")));
+        assert_eq!(s.subnet_lst_dir.as_deref(), Some(Path::new("/var/log/")));
         assert_eq!(s.log_level.as_deref(), Some("debug"));
         assert!(c
             .notes

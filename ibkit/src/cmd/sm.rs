@@ -65,7 +65,7 @@ pub struct SmArgs {
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, vm_socket, reassign_lids,
+    /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
@@ -334,6 +334,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             poll_retries: a.poll_retries.or(file.poll_retries).unwrap_or(0),
             dump_dir: a.dump_dir.clone().or(file.dump_dir),
             sa_db_dump_dir: file.sa_db_dump_dir,
+            subnet_lst_dir: file.subnet_lst_dir,
             cache_dir: a.cache_dir.clone().or(file.cache_dir),
             sa_db_file: a.sa_db.clone().or(file.sa_db_file),
             reassign_lids: a.reassign_lids || file.reassign_lids == Some(true),
