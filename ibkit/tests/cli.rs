@@ -803,6 +803,34 @@ fn a_broken_root_guid_file_is_refused_with_its_place_before_the_fabric_is_touche
 }
 
 #[test]
+fn a_broken_node_name_map_is_refused_with_its_place_before_the_fabric_is_touched() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("node-name-map");
+    std::fs::write(
+        &bad,
+        "# names\n0x0002c90300000400 \"spine\"\n  leaf-2 \"x\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--node-name-map", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("node name map")
+            && err.contains("line 3, column 3")
+            && err.contains("not a GUID"),
+        "{err}"
+    );
+    let (code, _, err) = ibkit(&["sm", "--once", "--node-name-map", "/nonexistent/n"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/n"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_broken_qos_file_is_refused_with_its_place_before_the_fabric_is_touched() {
     let dir = std::env::temp_dir().join(format!("ibkit-cli-qos-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

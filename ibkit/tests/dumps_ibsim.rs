@@ -540,3 +540,99 @@ fn opensm_once(
     assert!(out.status.success(), "opensm: {out:?}");
     (dir, osm_dump, dump)
 }
+
+/// A node name map given to both SMs (OpenSM's `node_name_map_name` in
+/// its `opensm.conf`, ibkit's `--node-name-map`): every switch and half
+/// the CAs named, the other CAs not. OpenSM's `opensm-subnet.lst` and
+/// the headers and owners of its `opensm-lfts.dump` print the map's names
+/// and the others' descriptions; ibkit's, given OpenSM's LIDs, are the
+/// same byte for byte (the subnet list) and line for line (the LFT
+/// headers and owners).
+#[test]
+fn both_sms_name_nodes_by_the_same_node_name_map() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (osm_cache, osm_dump) = (dir.join("osm-cache"), dir.join("osm-dump"));
+    let (cache, dump) = (dir.join("ibkit-cache"), dir.join("ibkit-dump"));
+    for d in [&osm_cache, &osm_dump, &cache, &dump] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let map = dir.join("node-name-map");
+    let mut text = String::from("# a site's names\n");
+    let mut named = Vec::new();
+    for (i, n) in topo.nodes.iter().enumerate() {
+        if n.kind == mad_core::attr::NodeType::Switch || i % 2 == 0 {
+            let name = format!("site-{i}");
+            text += &format!("{:#018x} \"{name}\"\n", n.guid);
+            named.push(name);
+        }
+    }
+    std::fs::write(&map, text).unwrap();
+    let conf = dir.join("opensm.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "node_name_map_name {}\nlog_flags 0x43\ndump_files_dir {}\n",
+            map.display(),
+            osm_dump.display()
+        ),
+    )
+    .unwrap();
+    {
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let out = sim
+            .client("opensm")
+            .env("OSM_CACHE_DIR", &osm_cache)
+            .args(["-o", "-F"])
+            .arg(&conf)
+            .arg("-f")
+            .arg(dir.join("opensm.log"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "opensm: {out:?}");
+    }
+    std::fs::copy(osm_cache.join("guid2lid"), cache.join("guid2lid")).unwrap();
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let v = ibkit_sm(
+        &sim,
+        &[
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--dump-dir",
+            dump.to_str().unwrap(),
+            "--node-name-map",
+            map.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v["up"], true);
+    let theirs = read(&osm_dump.join("opensm-subnet.lst"));
+    for name in &named {
+        assert!(theirs.contains(&format!("{{{name}}}")), "OpenSM: {name}");
+    }
+    let ours = read(&dump.join("opensm-subnet.lst"));
+    for (k, (a, b)) in ours.lines().zip(theirs.lines()).enumerate() {
+        assert_eq!(a, b, "opensm-subnet.lst line {}", k + 1);
+    }
+    assert_eq!(ours, theirs);
+    let ours = lft_dump(&read(&dump.join("opensm-lfts.dump")));
+    let theirs = lft_dump(&read(&osm_dump.join("opensm-lfts.dump")));
+    assert_eq!(ours.len(), theirs.len());
+    for ((ha, a), (hb, b)) in ours.iter().zip(&theirs) {
+        assert_eq!(ha, hb);
+        assert!(ha.contains("'site-"), "{ha}");
+        let owners = |r: &[Route]| r.iter().map(|x| (x.0, x.2.clone())).collect::<Vec<_>>();
+        assert_eq!(owners(a), owners(b), "{ha}");
+    }
+    println!(
+        "{} of {} nodes named: opensm-subnet.lst equal, {} LFT headers and their owners equal",
+        named.len(),
+        topo.nodes.len(),
+        ours.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

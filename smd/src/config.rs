@@ -48,6 +48,7 @@
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
+//! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
 //! head_of_queue_lifetime = 18        # switch-to-switch ports' HOQLife, 0-31 (OpenSM's)
@@ -126,6 +127,7 @@ struct Raw {
     no_clients_rereg: Option<bool>,
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
+    node_name_map: Option<PathBuf>,
     part_enforce: Option<Spanned<String>>,
     sweep_on_trap: Option<bool>,
     ignore_other_sm: Option<bool>,
@@ -242,6 +244,8 @@ pub struct SmFile {
     pub subnet_prefix: Option<u64>,
     /// The root switches' GUIDs file (OpenSM's `root_guid_file`).
     pub root_guid_file: Option<PathBuf>,
+    /// The node name map (OpenSM's `node_name_map_name`).
+    pub node_name_map: Option<PathBuf>,
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`, and `no_partition_enforcement` as `off`).
     pub part_enforce: Option<PartEnforce>,
@@ -520,6 +524,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         no_clients_rereg: raw.no_clients_rereg,
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
+        node_name_map: path(&raw.node_name_map),
         part_enforce,
         sweep_on_trap: raw.sweep_on_trap,
         ignore_other_sm: raw.ignore_other_sm,
@@ -586,7 +591,7 @@ mod tests {
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
                     timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
-                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\n\
+                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\nnode_name_map = \"names\"\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
@@ -624,6 +629,7 @@ mod tests {
         assert_eq!(f.dump_dir, Some(PathBuf::from("/var/log")));
         assert_eq!(f.sa_db_dump_dir, Some(PathBuf::from("/etc/ibkit/sa")));
         assert_eq!(f.subnet_lst_dir, Some(PathBuf::from("/etc/ibkit/lst")));
+        assert_eq!(f.node_name_map, Some(PathBuf::from("/etc/ibkit/names")));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(f.vm_socket, Some(PathBuf::from("/etc/ibkit/vm.sock")));

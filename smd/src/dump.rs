@@ -18,6 +18,7 @@
 //! same field widths and words. Tests compare each file with OpenSM's own
 //! dump of the same fabric.
 
+use crate::names::NodeNames;
 use smi::sm::{routing, Sm, SmNode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -36,16 +37,11 @@ fn map_order(guid: u64) -> u64 {
     guid.swap_bytes()
 }
 
-/// A node's description as OpenSM prints it: up to the first NUL.
-fn desc(n: &SmNode) -> String {
-    n.description
-        .as_ref()
-        .map(|d| {
-            let raw = d.node_string.0;
-            let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-            String::from_utf8_lossy(&raw[..end]).into_owned()
-        })
-        .unwrap_or_default()
+/// A node as OpenSM prints it (its `print_desc`): its name in the node
+/// name map, else its description cleaned as OpenSM cleans it.
+fn desc(names: &NodeNames, n: &SmNode) -> String {
+    let raw = n.description.as_ref().map_or([0; 64], |d| d.node_string.0);
+    names.print_desc(n.info.node_guid.0, &raw)
 }
 
 /// The alive nodes in OpenSM's map order, with their indexes.
@@ -329,7 +325,7 @@ fn type_str(n: &SmNode) -> &'static str {
 
 /// OpenSM's `opensm-lfts.dump`: each switch's LFT up to the highest LID,
 /// a line per routed LID naming its owner.
-pub fn lfts(sm: &Sm) -> String {
+pub fn lfts(sm: &Sm, names: &NodeNames) -> String {
     let owners = lid_owners(sm);
     let max = sm.max_lid();
     let mut s = String::new();
@@ -339,7 +335,7 @@ pub fn lfts(sm: &Sm) -> String {
             "Unicast lids [0-{max}] of switch Lid {} guid 0x{:016x} ('{}'):",
             n.lid,
             n.info.node_guid.0,
-            desc(n)
+            desc(names, n)
         );
         for lid in 1..=max {
             let port = sm.lft_entry(i, lid);
@@ -350,7 +346,12 @@ pub fn lfts(sm: &Sm) -> String {
             match owners.get(&lid) {
                 Some(&(guid, o)) => {
                     let on = &sm.nodes()[o];
-                    let _ = writeln!(s, "{} portguid 0x{guid:016x}: '{}'", type_str(on), desc(on));
+                    let _ = writeln!(
+                        s,
+                        "{} portguid 0x{guid:016x}: '{}'",
+                        type_str(on),
+                        desc(names, on)
+                    );
                 }
                 None => s.push_str("unknown node and type\n"),
             }
@@ -500,7 +501,7 @@ impl<'a> HopTable<'a> {
 /// tables the SM wrote: a switch's for every input port of each cabled
 /// output port, a CA's its one; all zero where the SM wrote none (as
 /// OpenSM prints its empty cache).
-pub fn sl2vl(sm: &Sm) -> Option<String> {
+pub fn sl2vl(sm: &Sm, names: &NodeNames) -> Option<String> {
     sm.qos()?;
     let sep = "#--------------------------------------------------------";
     let mut nodes: Vec<(usize, &SmNode)> = (sm.nodes().iter().enumerate())
@@ -522,7 +523,7 @@ pub fn sl2vl(sm: &Sm) -> Option<String> {
             type_str(n),
             n.info.port_guid.0,
             n.lid,
-            desc(n)
+            desc(names, n)
         );
         let _ = writeln!(
             s,
@@ -575,7 +576,7 @@ pub fn updn_roots(sm: &Sm) -> Option<String> {
 /// description` each, every leaf padded with `0xFFFF<TAB>DUMMY` lines to
 /// the most CAs a leaf has, as OpenSM's ftree writes it. MPI ranks given
 /// in this order make shift patterns contention-free.
-pub fn ftree_ca_order(sm: &Sm) -> Option<String> {
+pub fn ftree_ca_order(sm: &Sm, names: &NodeNames) -> Option<String> {
     let order = sm.ftree_ca_order()?;
     // Leaf by leaf in the engine's order, padded to the most CAs a leaf
     // has with OpenSM's dummy line.
@@ -592,7 +593,7 @@ pub fn ftree_ca_order(sm: &Sm) -> Option<String> {
         for lid in lids {
             let d = (sm.subnet().by_lid(*lid))
                 .and_then(|(n, _)| sm.nodes().get(n.0))
-                .map(desc)
+                .map(|n| desc(names, n))
                 .unwrap_or_default();
             let _ = writeln!(s, "0x{:04x}\t{d}", lid.0);
         }
@@ -656,7 +657,14 @@ fn lid_port(n: &SmNode, port: usize) -> usize {
 /// One end of a link as `opensm-subnet.lst` writes it. `vendor_width`:
 /// OpenSM writes the vendor ID in 6 digits on the left end and 8 on the
 /// right.
-fn end(s: &mut String, n: &SmNode, port: usize, sm_lid: u16, vendor_width: usize) {
+fn end(
+    s: &mut String,
+    names: &NodeNames,
+    n: &SmNode,
+    port: usize,
+    sm_lid: u16,
+    vendor_width: usize,
+) {
     let kind = match u8::from(n.info.node_type) {
         1 => "CA",
         2 => "SW",
@@ -684,13 +692,13 @@ fn end(s: &mut String, n: &SmNode, port: usize, sm_lid: u16, vendor_width: usize
         n.info.vendor_id,
         n.info.device_id,
         n.info.revision,
-        desc(n),
+        desc(names, n),
     );
 }
 
 /// OpenSM's `opensm-subnet.lst`: a line per port with a peer, both ends
 /// and the link's width, state and speed.
-pub fn subnet_lst(sm: &Sm) -> String {
+pub fn subnet_lst(sm: &Sm, names: &NodeNames) -> String {
     use mad_core::attr::{CapabilityMask, CapabilityMask2, PortState};
     let sm_lid = sm.sm_lid().0;
     let mut s = String::new();
@@ -700,8 +708,8 @@ pub fn subnet_lst(sm: &Sm) -> String {
             let Some(peer) = sm.nodes().get(m).filter(|x| x.alive) else {
                 continue;
             };
-            end(&mut s, n, p, sm_lid, 6);
-            end(&mut s, peer, usize::from(q), sm_lid, 8);
+            end(&mut s, names, n, p, sm_lid, 6);
+            end(&mut s, names, peer, usize::from(q), sm_lid, 8);
             let info = port.info;
             let lp = n.ports.get(lid_port(n, p)).and_then(|x| x.info);
             let width = info.map_or(0, |i| i.link_width_active.bits());
@@ -887,30 +895,35 @@ pub fn read_guid2mkey(path: &Path) -> Result<Option<Guid2MKey>, String> {
 /// `opensm-ftree-ca-order.dump`, into `dir`, as OpenSM writes them into
 /// its `dump_files_dir` whatever its log flags; what could not be
 /// written.
-pub fn write_subnet_lst(sm: &Sm, dir: &Path) -> Vec<String> {
-    let order = ftree_ca_order(sm).map(|t| ("opensm-ftree-ca-order.dump", t));
+pub fn write_subnet_lst(sm: &Sm, names: &NodeNames, dir: &Path) -> Vec<String> {
+    let order = ftree_ca_order(sm, names).map(|t| ("opensm-ftree-ca-order.dump", t));
     (order.into_iter())
-        .chain([("opensm-subnet.lst", subnet_lst(sm))])
+        .chain([("opensm-subnet.lst", subnet_lst(sm, names))])
         .filter_map(|(name, text)| write_whole(dir, name, &text).err())
         .collect()
 }
 
-/// Writes `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
+/// Writes (naming nodes by `names`) `opensm-subnet.lst`, `opensm-lfts.dump`, `opensm.fdbs`,
 /// `opensm-lid-matrix.dump`, `opensm.mcfdbs`, under QoS
 /// `opensm-sl2vl.dump`, routing up*/down* `opensm-updn-roots.dump` and
 /// fat-tree `opensm-ftree-ca-order.dump` into `dump_dir`, and `guid2lid`
 /// `guid2mkey` (mode 0600: it holds the ports' keys) and `neighbors` into
 /// `cache_dir`, where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
-pub fn write_all(sm: &Sm, dump_dir: Option<&Path>, cache_dir: Option<&Path>) -> Vec<String> {
+pub fn write_all(
+    sm: &Sm,
+    names: &NodeNames,
+    dump_dir: Option<&Path>,
+    cache_dir: Option<&Path>,
+) -> Vec<String> {
     let mut errors = Vec::new();
     if let Some(d) = dump_dir {
-        let qos = sl2vl(sm).map(|t| ("opensm-sl2vl.dump", t));
+        let qos = sl2vl(sm, names).map(|t| ("opensm-sl2vl.dump", t));
         let roots = updn_roots(sm).map(|t| ("opensm-updn-roots.dump", t));
-        let order = ftree_ca_order(sm).map(|t| ("opensm-ftree-ca-order.dump", t));
+        let order = ftree_ca_order(sm, names).map(|t| ("opensm-ftree-ca-order.dump", t));
         for (name, text) in qos.into_iter().chain(roots).chain(order).chain([
-            ("opensm-subnet.lst", subnet_lst(sm)),
-            ("opensm-lfts.dump", lfts(sm)),
+            ("opensm-subnet.lst", subnet_lst(sm, names)),
+            ("opensm-lfts.dump", lfts(sm, names)),
             ("opensm.fdbs", fdbs(sm)),
             ("opensm-lid-matrix.dump", lid_matrix(sm)),
             ("opensm.mcfdbs", mcfdbs(sm)),
@@ -1186,7 +1199,8 @@ mod tests {
         };
         let (f, sm, up) = fabric::sim::bring_up("fat-tree-324", SimConfig::default(), cfg).unwrap();
         assert!(up);
-        let text = ftree_ca_order(&sm).expect("the fat-tree engine routed it");
+        let text =
+            ftree_ca_order(&sm, &NodeNames::default()).expect("the fat-tree engine routed it");
         let topo = &f.topo;
         let owner = |lid: u16| (0..topo.nodes.len()).find(|&n| f.nodes[n].owns(mad_core::Lid(lid)));
         let mut ranks: Vec<u16> = Vec::new();
@@ -1276,7 +1290,7 @@ mod tests {
         );
         assert!(f.run_until(&mut sm, t + 20_000_000_000));
         assert!(sm.stats().sweeps >= 1);
-        assert_eq!(ftree_ca_order(&sm), None);
+        assert_eq!(ftree_ca_order(&sm, &NodeNames::default()), None);
     }
 
     #[test]

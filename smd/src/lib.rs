@@ -15,6 +15,7 @@
 pub mod client;
 pub mod config;
 pub mod dump;
+pub mod names;
 pub mod notify;
 pub mod opensm_conf;
 pub mod simport;
@@ -179,6 +180,10 @@ pub struct SmdConfig {
     /// The switches up*/down* and fat-tree routing take as roots, a node
     /// GUID a line (OpenSM's `root_guid_file`, `-a`), read at start.
     pub root_guid_file: Option<PathBuf>,
+    /// The names the dumps give nodes, by node GUID (OpenSM's
+    /// `node_name_map_name`, infiniband-diags' `--node-name-map`), read at
+    /// start.
+    pub node_name_map: Option<PathBuf>,
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`); SIGHUP applies a new one.
     pub part_enforce: PartEnforce,
@@ -293,6 +298,7 @@ impl Default for SmdConfig {
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
+            node_name_map: None,
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,
@@ -341,6 +347,13 @@ pub fn read_root_guids(path: &std::path::Path) -> Result<Vec<u64>, SmdError> {
     let bad = |why: String| SmdError::RootGuids(format!("{}: {why}", path.display()));
     let text = read_bounded(path).map_err(bad)?;
     opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
+}
+
+/// The node name map in `path` (OpenSM's `node_name_map_name`).
+pub fn read_node_name_map(path: &std::path::Path) -> Result<names::NodeNames, SmdError> {
+    let bad = |why: String| SmdError::NodeNameMap(format!("{}: {why}", path.display()));
+    let text = read_bounded(path).map_err(bad)?;
+    names::parse_node_name_map(&text).map_err(|e| bad(e.to_string()))
 }
 
 /// A configuration file's text, at most
@@ -512,6 +525,9 @@ pub enum SmdError {
     /// The root GUID file cannot be read or is refused.
     #[error("root_guid_file: {0}")]
     RootGuids(String),
+    /// The node name map cannot be read or is refused.
+    #[error("node name map: {0}")]
+    NodeNameMap(String),
     /// The QoS configuration cannot be read or is refused.
     #[error("qos: {0}")]
     Qos(String),
@@ -608,6 +624,10 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     c.root_guid_file
         .as_deref()
         .map(read_root_guids)
+        .transpose()?;
+    c.node_name_map
+        .as_deref()
+        .map(read_node_name_map)
         .transpose()?;
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
@@ -737,6 +757,14 @@ fn drive(
             p.display()
         );
     }
+    let names = match &c.node_name_map {
+        Some(p) => {
+            let n = read_node_name_map(p)?;
+            tracing::info!("node names: {} from {}", n.len(), p.display());
+            n
+        }
+        None => names::NodeNames::default(),
+    };
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
     if c.sm_inactive {
@@ -880,7 +908,7 @@ fn drive(
         // changed, by the master only.
         if dirty && sm.is_idle() && sm.sm_state() == mad_core::attr::SmState::Master {
             dirty = false;
-            for e in dump::write_all(&sm, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
+            for e in dump::write_all(&sm, &names, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
                 tracing::error!("{e}");
             }
             if let Some(d) = c
@@ -888,7 +916,7 @@ fn drive(
                 .as_deref()
                 .filter(|d| Some(*d) != c.dump_dir.as_deref())
             {
-                for e in dump::write_subnet_lst(&sm, d) {
+                for e in dump::write_subnet_lst(&sm, &names, d) {
                     tracing::error!("{e}");
                 }
             }
@@ -1413,6 +1441,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
         ("sa_db_dump_dir", f.sa_db_dump_dir != c.sa_db_dump_dir),
         ("subnet_lst_dir", f.subnet_lst_dir != c.subnet_lst_dir),
+        (
+            "node_name_map",
+            g.node_name_map.clone().or(f.node_name_map) != c.node_name_map,
+        ),
         (
             "cache_dir",
             g.cache_dir.clone().or(f.cache_dir) != c.cache_dir,

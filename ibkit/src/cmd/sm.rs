@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, part_enforce,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, part_enforce,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation,
@@ -156,6 +156,12 @@ pub struct SmArgs {
     /// is skipped, and with none found the engine picks the roots.
     #[arg(long, value_name = "FILE")]
     pub root_guid_file: Option<std::path::PathBuf>,
+    /// Name nodes in the dumps by this node name map (`GUID "name"` a
+    /// line, as infiniband-diags' --node-name-map and OpenSM's
+    /// node_name_map_name); a node it does not name keeps its
+    /// NodeDescription. A line that is no GUID is refused with its place
+    #[arg(long, value_name = "FILE")]
+    pub node_name_map: Option<std::path::PathBuf>,
     /// Partition enforcement on the switch ports cabled to CAs, with
     /// --partitions (OpenSM's part_enforce): both, in (packets from the
     /// CA checked), out (packets to it), or off (the switch ports' P_Key
@@ -343,6 +349,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             no_clients_rereg: a.no_clients_rereg || file.no_clients_rereg == Some(true),
             subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
             root_guid_file: a.root_guid_file.clone().or(file.root_guid_file),
+            node_name_map: a.node_name_map.clone().or(file.node_name_map),
             part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
             sweep_on_trap: !a.no_sweep_on_trap && file.sweep_on_trap != Some(false),
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
@@ -426,6 +433,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         lmc_esp0: a.lmc_esp0.then_some(true),
         no_clients_rereg: a.no_clients_rereg.then_some(true),
         root_guid_file: a.root_guid_file.clone(),
+        node_name_map: a.node_name_map.clone(),
         part_enforce: a.part_enforce,
         sweep_on_trap: a.no_sweep_on_trap.then_some(false),
         ignore_other_sm: a.ignore_other_sm.then_some(true),
