@@ -636,3 +636,85 @@ fn both_sms_name_nodes_by_the_same_node_name_map() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The files `program` (run by `cmd`, a client of the simulator) synced
+/// to the disk, as `strace` saw its fsync and fdatasync calls: each
+/// regular file's name without the temporary name's dot and `.tmp`.
+fn synced(mut cmd: std::process::Command, trace: &Path) -> std::collections::BTreeSet<String> {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = read(trace);
+    let mut files = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        // `PID fsync(5</dir/.guid2lid.tmp>) = 0`
+        let Some(path) = line.split('<').nth(1).and_then(|p| p.split('>').next()) else {
+            continue;
+        };
+        let name = Path::new(path).file_name().unwrap().to_string_lossy();
+        let name = name.trim_start_matches('.').trim_end_matches(".tmp");
+        if Path::new(path).is_dir() {
+            continue;
+        }
+        files.insert(name.to_string());
+    }
+    files
+}
+
+/// OpenSM's `fsync_high_avail_files`, seen with `strace`: by default
+/// (`TRUE`) OpenSM and ibkit each sync `guid2lid`, `guid2mkey` and
+/// `neighbors` to the disk before renaming them into place (ibkit also
+/// the directory after the rename); with `fsync_high_avail_files FALSE`
+/// in the `opensm.conf` given to both, neither syncs any.
+#[test]
+fn both_sms_sync_the_caches_unless_told_not_to() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    if !Path::new("/usr/bin/strace").exists() {
+        common::skip("dumps_ibsim", "strace is not installed");
+        return;
+    }
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-fsync-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut seen = Vec::new();
+    for value in ["TRUE", "FALSE"] {
+        let conf = dir.join(format!("opensm-{value}.conf"));
+        std::fs::write(&conf, format!("fsync_high_avail_files {value}\n")).unwrap();
+        for who in ["OpenSM", "ibkit"] {
+            let cache = dir.join(format!("{who}-{value}"));
+            std::fs::create_dir_all(&cache).unwrap();
+            let trace = dir.join(format!("{who}-{value}.strace"));
+            let sim = Ibsim::start(&topo, &dir).unwrap();
+            let mut cmd = sim.client("strace");
+            cmd.args(["-f", "-y", "-qq", "-e", "trace=fsync,fdatasync", "-o"])
+                .arg(&trace);
+            if who == "OpenSM" {
+                cmd.env("OSM_CACHE_DIR", &cache)
+                    .args(["opensm", "-o", "-F"])
+                    .arg(&conf)
+                    .arg("-f")
+                    .arg(dir.join("opensm.log"));
+            } else {
+                cmd.arg(env!("CARGO_BIN_EXE_ibkit"))
+                    .args(["sm", "--transport", "umad", "--once", "--opensm-config"])
+                    .arg(&conf)
+                    .arg("--cache-dir")
+                    .arg(&cache);
+            }
+            let files = synced(cmd, &trace);
+            println!("fsync_high_avail_files {value}: {who} synced {files:?}");
+            seen.push(files);
+        }
+    }
+    let caches: std::collections::BTreeSet<String> = ["guid2lid", "guid2mkey", "neighbors"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(seen[0], caches, "OpenSM, TRUE");
+    assert_eq!(seen[1], seen[0], "ibkit as OpenSM, TRUE");
+    assert!(seen[2].is_disjoint(&caches), "OpenSM, FALSE: {:?}", seen[2]);
+    assert!(seen[3].is_disjoint(&caches), "ibkit, FALSE: {:?}", seen[3]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

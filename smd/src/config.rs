@@ -49,6 +49,7 @@
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
+//! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
 //! subnet_timeout = 18       # PortInfo's SubnetTimeOut, 0-31 (OpenSM's)
 //! head_of_queue_lifetime = 18        # switch-to-switch ports' HOQLife, 0-31 (OpenSM's)
@@ -128,6 +129,7 @@ struct Raw {
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
     node_name_map: Option<PathBuf>,
+    fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
     sweep_on_trap: Option<bool>,
     ignore_other_sm: Option<bool>,
@@ -246,6 +248,9 @@ pub struct SmFile {
     pub root_guid_file: Option<PathBuf>,
     /// The node name map (OpenSM's `node_name_map_name`).
     pub node_name_map: Option<PathBuf>,
+    /// The caches and the SA's database synced to the disk as they are
+    /// written (OpenSM's `fsync_high_avail_files`; default true).
+    pub fsync_high_avail_files: Option<bool>,
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`, and `no_partition_enforcement` as `off`).
     pub part_enforce: Option<PartEnforce>,
@@ -525,6 +530,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
         node_name_map: path(&raw.node_name_map),
+        fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
         sweep_on_trap: raw.sweep_on_trap,
         ignore_other_sm: raw.ignore_other_sm,
@@ -591,7 +597,7 @@ mod tests {
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
                     timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
-                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\nnode_name_map = \"names\"\n\
+                    log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\nnode_name_map = \"names\"\nfsync_high_avail_files = false\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
@@ -630,6 +636,7 @@ mod tests {
         assert_eq!(f.sa_db_dump_dir, Some(PathBuf::from("/etc/ibkit/sa")));
         assert_eq!(f.subnet_lst_dir, Some(PathBuf::from("/etc/ibkit/lst")));
         assert_eq!(f.node_name_map, Some(PathBuf::from("/etc/ibkit/names")));
+        assert_eq!(f.fsync_high_avail_files, Some(false));
         assert_eq!(f.cache_dir, Some(PathBuf::from("/etc/ibkit/cache")));
         assert_eq!(f.reassign_lids, Some(true));
         assert_eq!(f.vm_socket, Some(PathBuf::from("/etc/ibkit/vm.sock")));

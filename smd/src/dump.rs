@@ -308,9 +308,12 @@ pub fn read_sa_db(path: &Path) -> Result<Option<sa::db::SaDb>, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Writes the SA database `text` as `dir/opensm-sa.dump`, whole.
-pub fn write_sa_db(dir: &Path, text: &str) -> Result<(), String> {
-    write_whole(dir, "opensm-sa.dump", text)
+/// Writes the SA database `text` as `dir/opensm-sa.dump`, whole, mode
+/// 0600 as OpenSM writes it (it holds the services' keys); with `sync`,
+/// synced to the disk before it replaces the old one, and the directory
+/// after.
+pub fn write_sa_db(dir: &Path, text: &str, sync: bool) -> Result<(), String> {
+    write_whole_mode(dir, "opensm-sa.dump", text, 0o600, sync)
 }
 
 /// OpenSM's node type words.
@@ -758,12 +761,22 @@ pub fn subnet_lst(sm: &Sm, names: &NodeNames) -> String {
 /// Writes `text` to `dir/name` whole: a temporary file renamed over the
 /// old one, so a reader never sees half a file.
 fn write_whole(dir: &Path, name: &str, text: &str) -> Result<(), String> {
-    write_whole_mode(dir, name, text, 0o644)
+    write_whole_mode(dir, name, text, 0o644, false)
 }
 
 /// [`write_whole`] with the new file's permission bits `mode` (before the
-/// umask): `guid2mkey` holds secrets and is written 0600.
-fn write_whole_mode(dir: &Path, name: &str, text: &str, mode: u32) -> Result<(), String> {
+/// umask: `guid2mkey` and the SA's database hold secrets and are written
+/// 0600); with `sync`, the file reaches the disk before it is renamed
+/// into place, and the rename before this returns (OpenSM's
+/// `fsync_high_avail_files`), so that a power cut leaves the old file or
+/// the new one, not an empty one.
+fn write_whole_mode(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    mode: u32,
+    sync: bool,
+) -> Result<(), String> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join(name);
@@ -774,8 +787,20 @@ fn write_whole_mode(dir: &Path, name: &str, text: &str, mode: u32) -> Result<(),
         .create_new(true)
         .mode(mode)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            if sync {
+                f.sync_all()?;
+            }
+            Ok(())
+        })
         .and_then(|()| std::fs::rename(&tmp, &path))
+        .and_then(|()| {
+            if sync {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
@@ -908,13 +933,15 @@ pub fn write_subnet_lst(sm: &Sm, names: &NodeNames, dir: &Path) -> Vec<String> {
 /// `opensm-sl2vl.dump`, routing up*/down* `opensm-updn-roots.dump` and
 /// fat-tree `opensm-ftree-ca-order.dump` into `dump_dir`, and `guid2lid`
 /// `guid2mkey` (mode 0600: it holds the ports' keys) and `neighbors` into
-/// `cache_dir`, where given; what
+/// `cache_dir` (with `sync`, each synced to the disk before it replaces
+/// the old one, and the directory after), where given; what
 /// could not be written is returned (the SM goes on, as OpenSM does).
 pub fn write_all(
     sm: &Sm,
     names: &NodeNames,
     dump_dir: Option<&Path>,
     cache_dir: Option<&Path>,
+    sync: bool,
 ) -> Vec<String> {
     let mut errors = Vec::new();
     if let Some(d) = dump_dir {
@@ -934,18 +961,18 @@ pub fn write_all(
         }
     }
     if let Some(d) = cache_dir {
-        if let Err(e) = write_whole(d, "guid2lid", &guid2lid(sm)) {
+        if let Err(e) = write_whole_mode(d, "guid2lid", &guid2lid(sm), 0o644, sync) {
             errors.push(e);
         }
-        if let Err(e) = write_whole_mode(d, "guid2mkey", &guid2mkey(sm), 0o600) {
+        if let Err(e) = write_whole_mode(d, "guid2mkey", &guid2mkey(sm), 0o600, sync) {
             errors.push(e);
         }
-        if let Err(e) = write_whole(d, "neighbors", &neighbors(sm)) {
+        if let Err(e) = write_whole_mode(d, "neighbors", &neighbors(sm), 0o644, sync) {
             errors.push(e);
         }
         let vfs = sm.vf_lids();
         if !vfs.is_empty() {
-            if let Err(e) = write_whole(d, "vf2lid", &vf2lid(sm)) {
+            if let Err(e) = write_whole_mode(d, "vf2lid", &vf2lid(sm), 0o644, sync) {
                 errors.push(e);
             }
         }
@@ -1001,13 +1028,26 @@ mod tests {
     }
 
     #[test]
+    fn the_sa_database_is_written_for_its_owner_alone() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = std::env::temp_dir().join(format!("ibkit-sadb-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        for sync in [false, true] {
+            write_sa_db(&d, "# SA\n", sync).unwrap();
+            let m = std::fs::metadata(d.join("opensm-sa.dump")).unwrap();
+            assert_eq!(m.permissions().mode() & 0o777, 0o600, "as OpenSM's");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn guid2mkey_is_written_for_its_owner_alone() {
         use std::os::unix::fs::PermissionsExt as _;
         let d = std::env::temp_dir().join(format!("ibkit-g2m-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         // A file left from before with wider bits is replaced, not reused.
         std::fs::write(d.join(".guid2mkey.tmp"), "old").unwrap();
-        write_whole_mode(&d, "guid2mkey", "0x1 0x2\n\n", 0o600).unwrap();
+        write_whole_mode(&d, "guid2mkey", "0x1 0x2\n\n", 0o600, true).unwrap();
         let m = std::fs::metadata(d.join("guid2mkey")).unwrap();
         assert_eq!(
             m.permissions().mode() & 0o077,

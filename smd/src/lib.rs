@@ -184,6 +184,10 @@ pub struct SmdConfig {
     /// `node_name_map_name`, infiniband-diags' `--node-name-map`), read at
     /// start.
     pub node_name_map: Option<PathBuf>,
+    /// The LID and key caches and the SA's database reach the disk each
+    /// time they are written, before they replace the old ones (OpenSM's
+    /// `fsync_high_avail_files`; true by default, as OpenSM's).
+    pub fsync_high_avail_files: bool,
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`); SIGHUP applies a new one.
     pub part_enforce: PartEnforce,
@@ -299,6 +303,7 @@ impl Default for SmdConfig {
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
             node_name_map: None,
+            fsync_high_avail_files: true,
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,
@@ -908,7 +913,13 @@ fn drive(
         // changed, by the master only.
         if dirty && sm.is_idle() && sm.sm_state() == mad_core::attr::SmState::Master {
             dirty = false;
-            for e in dump::write_all(&sm, &names, c.dump_dir.as_deref(), c.cache_dir.as_deref()) {
+            for e in dump::write_all(
+                &sm,
+                &names,
+                c.dump_dir.as_deref(),
+                c.cache_dir.as_deref(),
+                c.fsync_high_avail_files,
+            ) {
                 tracing::error!("{e}");
             }
             if let Some(d) = c
@@ -934,7 +945,7 @@ fn drive(
                 if sa_db_written != Some(sa.db_generation()) && ms() >= sa_db_at {
                     sa_db_written = Some(sa.db_generation());
                     sa_db_at = ms() + 1000;
-                    write_sa_db(&sa, sm.subnet(), d, ms());
+                    write_sa_db(&sa, sm.subnet(), d, ms(), c.fsync_high_avail_files);
                 }
             }
         }
@@ -1188,7 +1199,7 @@ fn drive(
     if let Some(d) = c.dump_dir.as_ref().or(c.sa_db_dump_dir.as_ref()) {
         let master = sm.sm_state() == mad_core::attr::SmState::Master;
         if master && up_ms.is_some() && sa_db_written != Some(sa.db_generation()) {
-            write_sa_db(&sa, sm.subnet(), d, ms());
+            write_sa_db(&sa, sm.subnet(), d, ms(), c.fsync_high_avail_files);
         }
     }
     if let Some(cap) = capture {
@@ -1272,9 +1283,9 @@ fn log_restored(r: &sa::db::Restored) {
 
 /// Writes the SA's database as `opensm-sa.dump` into `dir` (at `now_ms`
 /// on the SA's clock); a failure is logged, as OpenSM logs it.
-fn write_sa_db(sa: &Sa, subnet: &smi::sm::Subnet, dir: &std::path::Path, now_ms: u64) {
+fn write_sa_db(sa: &Sa, subnet: &smi::sm::Subnet, dir: &std::path::Path, now_ms: u64, sync: bool) {
     let text = sa.export(subnet, now_ms, epoch_s()).write();
-    if let Err(e) = dump::write_sa_db(dir, &text) {
+    if let Err(e) = dump::write_sa_db(dir, &text, sync) {
         tracing::error!("{e}");
     }
 }
@@ -1441,6 +1452,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         ("dump_dir", g.dump_dir.clone().or(f.dump_dir) != c.dump_dir),
         ("sa_db_dump_dir", f.sa_db_dump_dir != c.sa_db_dump_dir),
         ("subnet_lst_dir", f.subnet_lst_dir != c.subnet_lst_dir),
+        (
+            "fsync_high_avail_files",
+            f.fsync_high_avail_files.unwrap_or(true) != c.fsync_high_avail_files,
+        ),
         (
             "node_name_map",
             g.node_name_map.clone().or(f.node_name_map) != c.node_name_map,

@@ -16,6 +16,7 @@
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
 //! | `node_name_map_name` | `node_name_map` |
+//! | `fsync_high_avail_files` | the same |
 //! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `drop_event_subscriptions` | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
@@ -152,6 +153,7 @@ pub fn parse_opensm_conf(
             "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
             "no_clients_rereg" => s.no_clients_rereg = Some(boolean()?),
             "root_guid_file" if null => {}
+            "fsync_high_avail_files" => s.fsync_high_avail_files = Some(boolean()?),
             "node_name_map_name" if null => {}
             "node_name_map_name" => s.node_name_map = Some(PathBuf::from(value)),
             "root_guid_file" => s.root_guid_file = Some(PathBuf::from(value)),
@@ -488,7 +490,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\nnode_name_map_name /there/names\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
@@ -509,6 +511,7 @@ mod tests {
         assert_eq!(s.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(s.root_guid_file, Some(PathBuf::from("/there/roots")));
         assert_eq!(s.node_name_map, Some(PathBuf::from("/there/names")));
+        assert_eq!(s.fsync_high_avail_files, Some(false));
         assert_eq!(s.part_enforce, Some(PartEnforce::In));
         assert_eq!(s.sweep_on_trap, Some(false));
         assert_eq!(s.ignore_other_sm, Some(true));

@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, part_enforce,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation,
@@ -350,6 +350,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
             root_guid_file: a.root_guid_file.clone().or(file.root_guid_file),
             node_name_map: a.node_name_map.clone().or(file.node_name_map),
+            fsync_high_avail_files: file.fsync_high_avail_files != Some(false),
             part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
             sweep_on_trap: !a.no_sweep_on_trap && file.sweep_on_trap != Some(false),
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
