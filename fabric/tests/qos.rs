@@ -179,6 +179,43 @@ fn switches_without_optimized_programming_get_a_set_per_input_and_output() {
     );
 }
 
+/// OpenSM's `use_optimized_slvl FALSE` (its default): switches that take
+/// one Set for all their ports still get one a pair, exactly as many as
+/// switches without the capability get, and the same tables.
+#[test]
+fn without_use_optimized_slvl_switches_get_a_set_per_input_and_output() {
+    let cfg = parse("").unwrap();
+    let (_, plain) = up_with("mport-ntree:4:2", Some(cfg.clone()), true);
+    let mut f = Fabric::new(
+        Topology::from_spec("mport-ntree:4:2").unwrap(),
+        SimConfig::default(),
+    )
+    .unwrap();
+    let mut sm = Sm::new(SmConfig {
+        use_optimized_slvl: false,
+        ..SmConfig::default()
+    });
+    assert_eq!(sm.set_qos(cfg.clone()), 0);
+    assert!(f.bring_up(&mut sm), "{:?}", sm.error());
+    let (sw, ca) = ports(&f);
+    for &(i, p) in &sw {
+        let all: Vec<u8> = (0..=f.topo.nodes[i].ports).collect();
+        check(&f, i, p, &cfg.swe, &all);
+    }
+    for &i in &ca {
+        check(&f, i, 1, &cfg.ca, &[0]);
+    }
+    let pairs: usize = sw
+        .iter()
+        .map(|&(i, _)| usize::from(f.topo.nodes[i].ports) + 1)
+        .sum();
+    let n = sets(&sm, AttributeId::SlToVlMappingTable);
+    assert_eq!(n, (pairs + ca.len()) as u64);
+    assert_eq!(n, sets(&plain, AttributeId::SlToVlMappingTable));
+    let (_, optimized) = up_with("mport-ntree:4:2", Some(cfg), false);
+    assert!(sets(&optimized, AttributeId::SlToVlMappingTable) < n);
+}
+
 #[test]
 fn a_new_policy_on_a_running_subnet_sends_only_the_difference() {
     let (mut f, mut sm) = up_with("fat-tree-324", Some(parse("").unwrap()), false);

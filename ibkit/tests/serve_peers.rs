@@ -487,6 +487,59 @@ fn both_sms_keep_max_wire_smps_on_the_wire() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `use_optimized_slvl`, one `opensm.conf` (`qos TRUE` and the
+/// option) given to both SMs on the served fabric, whose switches take
+/// optimized SL-to-VL programming: `TRUE` saves each SM the same number
+/// of SMPs against `FALSE` (OpenSM's default), a Set(SLtoVL) a pair of
+/// ports against one a switch.
+#[test]
+fn both_sms_save_the_same_sl2vl_sets_with_use_optimized_slvl() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("optimized-slvl");
+    let ibkit = exe().to_str().unwrap();
+    let mut answered = BTreeMap::new();
+    for value in ["TRUE", "FALSE"] {
+        let conf = dir.join(format!("opensm-{value}.conf"));
+        std::fs::write(&conf, format!("qos TRUE\nuse_optimized_slvl {value}\n")).unwrap();
+        let conf = conf.to_str().unwrap();
+        for who in ["OpenSM", "ibkit"] {
+            let sim = Served::start(exe(), "fat-tree-324", 0, &[]).unwrap();
+            if who == "OpenSM" {
+                opensm_o(&sim, &dir, &["-F", conf]);
+            } else {
+                run(
+                    &sim,
+                    ibkit,
+                    &[
+                        "sm",
+                        "--transport",
+                        "umad",
+                        "--once",
+                        "--opensm-config",
+                        conf,
+                    ],
+                );
+            }
+            let n = sim.stats().unwrap()["answered"].as_u64().unwrap();
+            println!("use_optimized_slvl {value}: {who} {n} SMPs");
+            answered.insert((who, value), n);
+        }
+    }
+    let saved = |who| answered[&(who, "FALSE")] as i64 - answered[&(who, "TRUE")] as i64;
+    println!(
+        "saved: OpenSM {}, ibkit {}",
+        saved("OpenSM"),
+        saved("ibkit")
+    );
+    assert!(saved("OpenSM") > 0);
+    assert_eq!(saved("ibkit"), saved("OpenSM"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// SIGHUP applies a new `max_wire_smps` to a running `ibkit sm`: 2 at
 /// bring-up, then 6 from the rewritten file, which the heavy sweep SIGHUP
 /// starts fills and does not pass.

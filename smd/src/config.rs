@@ -44,6 +44,7 @@
 //! sm_inactive = false       # true: start NOT ACTIVE, until a master says Discover (OpenSM's)
 //! disable_multicast = false # true: no multicast forwarding written (OpenSM's)
 //! use_mfttop = true         # false: switches' MulticastFDBTop left alone (OpenSM's)
+//! use_optimized_slvl = true # false: a Set(SLtoVL) a pair of ports even where a switch takes one for all (OpenSM's)
 //! drop_event_subscriptions = false   # true: a port that leaves loses its InformInfo subscriptions (OpenSM's)
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
@@ -138,6 +139,7 @@ struct Raw {
     mcgroup_join_validation: Option<bool>,
     ipoib_mcgroup_creation_validation: Option<bool>,
     use_mfttop: Option<bool>,
+    use_optimized_slvl: Option<bool>,
     drop_event_subscriptions: Option<bool>,
     force_heavy_sweep: Option<bool>,
     guid: Option<Spanned<Number>>,
@@ -271,6 +273,9 @@ pub struct SmFile {
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
     /// true).
     pub use_mfttop: Option<bool>,
+    /// One Set(SLtoVL) a switch with optimized programming (OpenSM's
+    /// `use_optimized_slvl`; default true in ibkit, false in OpenSM).
+    pub use_optimized_slvl: Option<bool>,
     /// A port that leaves the subnet loses its subscriptions (OpenSM's
     /// `drop_event_subscriptions`; default false).
     pub drop_event_subscriptions: Option<bool>,
@@ -539,6 +544,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         mcgroup_join_validation: raw.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: raw.ipoib_mcgroup_creation_validation,
         use_mfttop: raw.use_mfttop,
+        use_optimized_slvl: raw.use_optimized_slvl,
         drop_event_subscriptions: raw.drop_event_subscriptions,
         force_heavy_sweep: raw.force_heavy_sweep,
         guid,
@@ -606,7 +612,7 @@ mod tests {
                     part_enforce = \"out\"\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
-                    use_mfttop = false\ndrop_event_subscriptions = true\n\
+                    use_mfttop = false\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -654,6 +660,7 @@ mod tests {
         assert_eq!(f.mcgroup_join_validation, Some(false));
         assert_eq!(f.ipoib_mcgroup_creation_validation, Some(false));
         assert_eq!(f.use_mfttop, Some(false));
+        assert_eq!(f.use_optimized_slvl, Some(false));
         assert_eq!(f.drop_event_subscriptions, Some(true));
         assert_eq!(
             (f.m_key, f.m_key_protection_level, f.m_key_lease_period),

@@ -212,6 +212,9 @@ pub struct SmdConfig {
     pub ipoib_mcgroup_creation_validation: bool,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`).
     pub use_mfttop: bool,
+    /// One Set(SLtoVL) a switch where it has optimized programming
+    /// (OpenSM's `use_optimized_slvl`; true by default in ibkit).
+    pub use_optimized_slvl: bool,
     /// A port that leaves loses its InformInfo subscriptions (OpenSM's
     /// `drop_event_subscriptions`); SIGHUP applies a new value.
     pub drop_event_subscriptions: bool,
@@ -312,6 +315,7 @@ impl Default for SmdConfig {
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
             use_mfttop: true,
+            use_optimized_slvl: true,
             drop_event_subscriptions: false,
             reconfig: None,
             vm_socket: None,
@@ -722,6 +726,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         sm_inactive: c.sm_inactive,
         disable_multicast: c.disable_multicast,
         use_mfttop: c.use_mfttop,
+        use_optimized_slvl: c.use_optimized_slvl,
         ..SmConfig::default()
     }
 }
@@ -1494,6 +1499,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
             g.sm_inactive.or(f.sm_inactive).unwrap_or(false) != c.sm_inactive,
         ),
         ("use_mfttop", f.use_mfttop.unwrap_or(true) != c.use_mfttop),
+        (
+            "use_optimized_slvl",
+            f.use_optimized_slvl.unwrap_or(true) != c.use_optimized_slvl,
+        ),
         (
             "mcgroup_join_validation",
             f.mcgroup_join_validation.unwrap_or(true) != c.mcgroup_join_validation,

@@ -17,7 +17,7 @@
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
-//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `drop_event_subscriptions` | the same |
+//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
@@ -171,6 +171,7 @@ pub fn parse_opensm_conf(
             "disable_multicast" => s.disable_multicast = Some(boolean()?),
             "mcgroup_join_validation" => s.mcgroup_join_validation = Some(boolean()?),
             "use_mfttop" => s.use_mfttop = Some(boolean()?),
+            "use_optimized_slvl" => s.use_optimized_slvl = Some(boolean()?),
             "drop_event_subscriptions" => s.drop_event_subscriptions = Some(boolean()?),
             "ipoib_mcgroup_creation_validation" => {
                 s.ipoib_mcgroup_creation_validation = Some(boolean()?)
@@ -491,7 +492,7 @@ mod tests {
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
-             mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\n\
+             mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
         )
@@ -520,6 +521,7 @@ mod tests {
         assert_eq!(s.mcgroup_join_validation, Some(false));
         assert_eq!(s.ipoib_mcgroup_creation_validation, Some(false));
         assert_eq!(s.use_mfttop, Some(false));
+        assert_eq!(s.use_optimized_slvl, Some(false));
         assert_eq!(s.drop_event_subscriptions, Some(true));
         assert_eq!(s.poll_retries, Some(4));
         assert_eq!(s.max_wire_smps, Some(12));

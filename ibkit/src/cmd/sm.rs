@@ -67,7 +67,7 @@ pub struct SmArgs {
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce,
-    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
+    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
@@ -82,7 +82,7 @@ pub struct SmArgs {
     /// force_link_speed_ext),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
-    /// sm_inactive, disable_multicast, use_mfttop, drop_event_subscriptions, mcgroup_join_validation,
+    /// sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, max_wire_smps, routing_engine, partition_config_file,
@@ -358,6 +358,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             disable_multicast: a.disable_multicast || file.disable_multicast == Some(true),
             mcgroup_join_validation: file.mcgroup_join_validation != Some(false),
             use_mfttop: file.use_mfttop != Some(false),
+            use_optimized_slvl: file.use_optimized_slvl != Some(false),
             drop_event_subscriptions: file.drop_event_subscriptions == Some(true),
             ipoib_mcgroup_creation_validation: file.ipoib_mcgroup_creation_validation
                 != Some(false),

@@ -158,6 +158,12 @@ pub struct SmConfig {
     /// 0xBFFF then forwards no multicast, under OpenSM too), for switches
     /// whose firmware gets it wrong.
     pub use_mfttop: bool,
+    /// OpenSM's `use_optimized_slvl`: a switch that advertises optimized
+    /// SL-to-VL programming gets one Set(SLtoVLMappingTable) with
+    /// AllInputPorts and AllOutputPorts rather than one a pair of ports.
+    /// True by default in ibkit; OpenSM's default is false, and an
+    /// `opensm.conf` that says so turns it off here too.
+    pub use_optimized_slvl: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -344,6 +350,7 @@ impl Default for SmConfig {
             disable_multicast: false,
             polling_retries: 0,
             use_mfttop: true,
+            use_optimized_slvl: true,
         }
     }
 }

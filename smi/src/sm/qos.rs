@@ -587,7 +587,8 @@ impl Sm {
                 .contains(CapabilityMask::IS_SL_MAPPING_SUPPORTED)
         });
         let si = n.switch_info.unwrap_or_default();
-        let optimized = si.optimized_sl_to_vl_mapping_programming & 1 == 1;
+        let optimized =
+            self.cfg.use_optimized_slvl && si.optimized_sl_to_vl_mapping_programming & 1 == 1;
         let enhanced = si.enhanced_port0;
         for &(p, _) in &up {
             self.qos_vlarb(i, p, p, &cfg.swe);
