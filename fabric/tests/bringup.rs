@@ -153,6 +153,31 @@ fn the_window_bounds_the_smps_in_flight_and_can_be_changed() {
     assert_eq!(wide.stats().peak_in_flight, 16);
 }
 
+/// OpenSM's `max_wire_smps2` and `max_smps_timeout`: with answers slower
+/// than the stuck time, a window of 2 grows one SMP at a time to 6, and
+/// not past it; without `window2` it stays at 2.
+#[test]
+fn a_stuck_window_grows_to_window2_and_no_further() {
+    let slow = SimConfig {
+        hop_ns: 2_000_000,
+        dr_hop_ns: 2_000_000,
+        ..SimConfig::default()
+    };
+    let cfg = |window2| SmConfig {
+        window: 2,
+        window2,
+        stuck_ms: 1,
+        ..SmConfig::default()
+    };
+    let (f, sm) = bring_up("mport-ntree:4:3", slow.clone(), cfg(6));
+    assert_eq!(sm.stats().peak_in_flight, 6);
+    verify(&f);
+    let (g, fixed) = bring_up("mport-ntree:4:3", slow, cfg(0));
+    assert_eq!(fixed.stats().peak_in_flight, 2);
+    assert_eq!(sm.stats().total(), fixed.stats().total(), "the same SMPs");
+    assert!(f.now_ns() < g.now_ns(), "sooner");
+}
+
 #[test]
 fn discovery_survives_two_percent_loss() {
     let cfg = SimConfig {

@@ -540,6 +540,65 @@ fn both_sms_save_the_same_sl2vl_sets_with_use_optimized_slvl() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM's `max_wire_smps2` and `max_smps_timeout`: one `opensm.conf`
+/// (a window of 2 that may grow to 6, one SMP each 1 ms without an
+/// answer) given to both SMs on a served fabric that holds each answer
+/// 20 ms: both grow their window past 2; ibkit's stays within 6 (as far
+/// as its queue fills it), OpenSM's goes past it, since its VL15 poller
+/// lets one more SMP go at every timeout even at max_wire_smps2 (its
+/// `break` after the timeout is unconditional).
+#[test]
+fn both_sms_grow_a_stuck_window_to_max_wire_smps2() {
+    if let Some(why) = missing() {
+        skip("serve_peers", &why);
+        return;
+    }
+    let _shared = shared();
+    let dir = scratch("max-wire-smps2");
+    let conf = dir.join("opensm.conf");
+    std::fs::write(
+        &conf,
+        "max_wire_smps 2\nmax_wire_smps2 6\nmax_smps_timeout 1000\n",
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap();
+    let ibkit = exe().to_str().unwrap();
+    let mut peaks = Vec::new();
+    for who in ["OpenSM", "ibkit"] {
+        let sim =
+            Served::start(exe(), "mport-ntree:4:2", 0, &["--answer-delay-us", "20000"]).unwrap();
+        if who == "OpenSM" {
+            opensm_o(&sim, &dir, &["-F", conf]);
+        } else {
+            run(
+                &sim,
+                ibkit,
+                &[
+                    "sm",
+                    "--transport",
+                    "umad",
+                    "--once",
+                    "--opensm-config",
+                    conf,
+                ],
+            );
+        }
+        let st = sim.stats().unwrap();
+        let peak = st["peak_outstanding"].as_u64().unwrap();
+        println!(
+            "{who}: at most {peak} SMPs in flight ({} answered)",
+            st["answered"]
+        );
+        peaks.push(peak);
+    }
+    assert!(peaks[0] > 6, "OpenSM passes max_wire_smps2: {peaks:?}");
+    assert!(
+        peaks[1] > 2 && peaks[1] <= 6,
+        "ibkit grows within it: {peaks:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// SIGHUP applies a new `max_wire_smps` to a running `ibkit sm`: 2 at
 /// bring-up, then 6 from the rewritten file, which the heavy sweep SIGHUP
 /// starts fills and does not pass.

@@ -19,6 +19,8 @@
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
 //! retries = 3               # then sent again (transaction_retries)
 //! max_wire_smps = 16        # SMPs in flight at once; 0: no limit (OpenSM's)
+//! max_wire_smps2 = 0        # a window stuck full grows one at a time up to this (OpenSM's)
+//! max_smps_timeout = 600000 # µs a full window waits for an answer before it grows (OpenSM's)
 //! partitions = "partitions.conf"   # relative to this file
 //! qos = true
 //! qos_config = "opensm.conf"
@@ -109,6 +111,8 @@ struct Raw {
     timeout_ms: Option<Spanned<i64>>,
     retries: Option<Spanned<i64>>,
     max_wire_smps: Option<Spanned<i64>>,
+    max_wire_smps2: Option<Spanned<i64>>,
+    max_smps_timeout: Option<Spanned<i64>>,
     partitions: Option<PathBuf>,
     qos: Option<bool>,
     qos_config: Option<PathBuf>,
@@ -201,6 +205,12 @@ pub struct SmFile {
     /// SMPs in flight at once, 0 for no limit (OpenSM's `max_wire_smps`,
     /// which OpenSM also reads 0 as unlimited); 0–2^31-1.
     pub max_wire_smps: Option<u32>,
+    /// The most SMPs in flight once the window is stuck full (OpenSM's
+    /// `max_wire_smps2`; at or below `max_wire_smps`: no growth).
+    pub max_wire_smps2: Option<u32>,
+    /// Microseconds a full window waits for a response before it grows
+    /// by one (OpenSM's `max_smps_timeout`; 600,000 by default).
+    pub max_smps_timeout: Option<u32>,
     /// `partitions.conf`, relative paths taken from the file's directory.
     pub partitions: Option<PathBuf>,
     /// QoS with OpenSM's defaults.
@@ -514,6 +524,10 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         retries: ranged(&raw.retries, "retries", 0, 20)?.map(|v| v as u32),
         max_wire_smps: ranged(&raw.max_wire_smps, "max_wire_smps", 0, 0x7FFF_FFFF)?
             .map(|v| v as u32),
+        max_wire_smps2: ranged(&raw.max_wire_smps2, "max_wire_smps2", 0, 0x7FFF_FFFF)?
+            .map(|v| v as u32),
+        max_smps_timeout: ranged(&raw.max_smps_timeout, "max_smps_timeout", 0, 0xFFFF_FFFF)?
+            .map(|v| v as u32),
         partitions: path(&raw.partitions),
         qos: raw.qos,
         qos_config: path(&raw.qos_config),
@@ -601,7 +615,7 @@ mod tests {
     fn every_key_reads_and_paths_follow_the_file() {
         let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\npoll_retries = 3\n\
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
-                    timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\npartitions = \"p.conf\"\nqos = true\n\
+                    timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\nmax_wire_smps2 = 12\nmax_smps_timeout = 1500\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\nnode_name_map = \"names\"\nfsync_high_avail_files = false\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
@@ -630,6 +644,10 @@ mod tests {
         assert_eq!(f.poll_retries, Some(3));
         assert_eq!((f.accum_log_file, f.log_max_size), (Some(false), Some(64)));
         assert_eq!(f.max_wire_smps, Some(8));
+        assert_eq!(
+            (f.max_wire_smps2, f.max_smps_timeout),
+            (Some(12), Some(1500))
+        );
         assert_eq!(f.routing, Some(Engine::FatTree));
         assert_eq!(f.lid_policy, Some(LidPolicy::Dynamic));
         assert_eq!((f.timeout_ms, f.retries), (Some(100), Some(5)));

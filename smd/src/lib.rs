@@ -83,6 +83,13 @@ pub struct SmdConfig {
     /// SMPs in flight at once (OpenSM's `max_wire_smps`); SIGHUP applies
     /// a new value.
     pub window: usize,
+    /// The most SMPs in flight once the window is stuck full (OpenSM's
+    /// `max_wire_smps2`; at or below `window`: never grows); SIGHUP
+    /// applies a new value.
+    pub window2: usize,
+    /// Milliseconds a full window waits for a response before it grows by
+    /// one (OpenSM's `max_smps_timeout`, in µs there).
+    pub stuck_ms: u64,
     /// Milliseconds between light sweeps (without `once`).
     pub sweep_ms: u64,
     /// Every periodic sweep a heavy one (OpenSM's `force_heavy_sweep`).
@@ -272,6 +279,8 @@ impl Default for SmdConfig {
             timeout_ms: 200,
             retries: 3,
             window: SmConfig::default().window,
+            window2: 0,
+            stuck_ms: SmConfig::default().stuck_ms,
             sweep_ms: 10_000,
             force_heavy_sweep: false,
             open_wait: Duration::from_secs(20),
@@ -702,6 +711,8 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         timeout_ms: c.timeout_ms,
         retries: c.retries,
         window: c.window,
+        window2: c.window2,
+        stuck_ms: c.stuck_ms,
         sweep_interval_ms: (!c.once && c.sweep_ms > 0).then_some(c.sweep_ms),
         force_heavy_sweep: c.force_heavy_sweep,
         m_key: mad_core::MKey(c.m_key),
@@ -1330,8 +1341,16 @@ pub fn log_opensm_notes(file: &Path, notes: &[opensm_conf::Note]) {
     }
 }
 
-/// The window `max_wire_smps` gives: 0 is no limit, as in OpenSM; none
-/// given, ibkit's default.
+/// The milliseconds `max_smps_timeout` (µs) gives, rounded up; none
+/// given, OpenSM's default (600 ms).
+pub fn stuck_ms(max_smps_timeout_us: Option<u32>) -> u64 {
+    max_smps_timeout_us.map_or(SmConfig::default().stuck_ms, |us| {
+        u64::from(us).div_ceil(1000)
+    })
+}
+
+/// The SM's window from `max_wire_smps`: 0 is no limit, as OpenSM reads
+/// it; none, ibkit's default.
 pub fn window(max_wire_smps: Option<u32>) -> usize {
     match max_wire_smps {
         None => SmConfig::default().window,
@@ -1386,6 +1405,12 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         tracing::info!("max_wire_smps {window}");
     }
     sm.set_window(window);
+    let window2 = f.max_wire_smps2.map_or(0, |w| w as usize);
+    let stuck_ms = stuck_ms(f.max_smps_timeout);
+    if (window2, stuck_ms) != (sm.config().window2, sm.config().stuck_ms) {
+        tracing::info!("max_wire_smps2 {window2}, max_smps_timeout {stuck_ms} ms");
+    }
+    sm.set_window2(window2, stuck_ms);
     let heavy = g.force_heavy_sweep.or(f.force_heavy_sweep).unwrap_or(false);
     if heavy != c.force_heavy_sweep {
         tracing::info!("force_heavy_sweep {heavy}");

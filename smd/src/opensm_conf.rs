@@ -24,7 +24,7 @@
 //! | `polling_retry_number` | `poll_retries` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl`, `force_link_width`, `force_link_speed`, `force_link_speed_ext` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
-//! | `max_wire_smps` (0: no limit); `max_wire_smps2` warned where above it | `max_wire_smps` |
+//! | `max_wire_smps` (0: no limit), `max_wire_smps2`, `max_smps_timeout` (µs) | the same |
 //! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
@@ -99,7 +99,6 @@ pub fn parse_opensm_conf(
     let (mut sweep_line, mut lease_line) = (0, 0);
     let (mut dump_dir, mut qos_policy, mut partitions) = (None, None, None);
     let mut no_enforcement = false;
-    let mut wire_smps2 = None;
     let mut sa_db_dump = false;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -215,9 +214,10 @@ pub fn parse_opensm_conf(
             "transaction_retries" => s.retries = Some(ranged(0, 20)? as u32),
             // OpenSM reads 0 as no limit, as ibkit does.
             "max_wire_smps" => s.max_wire_smps = Some(ranged(0, 0x7FFF_FFFF)? as u32),
-            // Above max_wire_smps, OpenSM lets the window grow by one each
-            // max_smps_timeout it stays full; ibkit's does not grow.
-            "max_wire_smps2" => wire_smps2 = Some((line, ranged(0, 0x7FFF_FFFF)?)),
+            // Above max_wire_smps, a window stuck full grows by one each
+            // max_smps_timeout (µs) without an answer, in both SMs.
+            "max_wire_smps2" => s.max_wire_smps2 = Some(ranged(0, 0x7FFF_FFFF)? as u32),
+            "max_smps_timeout" => s.max_smps_timeout = Some(ranged(0, 0xFFFF_FFFF)? as u32),
             "routing_engine" if null => {}
             "routing_engine" => {
                 let names: Vec<&str> = value.split(',').map(str::trim).collect();
@@ -271,21 +271,6 @@ pub fn parse_opensm_conf(
                 }
             },
         }
-    }
-    // OpenSM's window (4 unless the file says) grows only up to a
-    // max_wire_smps2 above it.
-    let window = match s.max_wire_smps.unwrap_or(4) {
-        0 => u64::MAX,
-        w => u64::from(w),
-    };
-    if let Some((line, w2)) = wire_smps2.filter(|&(_, w2)| w2 > window) {
-        notes.push(Note {
-            line,
-            warning: true,
-            text: format!(
-                "max_wire_smps2 {w2}: not applied; ibkit's window stays at max_wire_smps ({window})"
-            ),
-        });
     }
     // OpenSM's older switch, where set, wins over `part_enforce`.
     if no_enforcement {
@@ -698,7 +683,7 @@ mod tests {
 
     #[test]
     fn what_changes_the_subnet_and_is_not_applied_is_warned() {
-        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\nperfmgr TRUE\nmax_smps_timeout 8\n").unwrap();
+        let c = parse("m_key_per_port TRUE\nsubnet_prefix 0xfe80000000000000\nperfmgr TRUE\nmax_msg_fifo_timeout 8\n").unwrap();
         let warned: Vec<(usize, &str)> = (c.notes.iter())
             .filter(|n| n.warning)
             .map(|n| (n.line, n.text.as_str()))
@@ -712,25 +697,25 @@ mod tests {
         assert!(c
             .notes
             .iter()
-            .any(|n| !n.warning && n.text.contains("max_smps_timeout")));
+            .any(|n| !n.warning && n.text.contains("max_msg_fifo_timeout")));
     }
 
     /// `max_wire_smps` is ibkit's window, 0 for none, as OpenSM reads it;
-    /// a `max_wire_smps2` above it (OpenSM's window growing when stuck)
-    /// is warned, one at or below it is not.
+    /// `max_wire_smps2` and `max_smps_timeout` how it grows when stuck.
     #[test]
     fn max_wire_smps_is_the_window() {
         let c = parse("max_wire_smps 8\nmax_wire_smps2 8\n").unwrap();
         assert_eq!(c.settings.max_wire_smps, Some(8));
         assert!(!c.notes.iter().any(|n| n.warning), "{:?}", c.notes);
-        let c = parse("max_wire_smps2 6\n").unwrap();
-        let w: Vec<_> = c.notes.iter().filter(|n| n.warning).collect();
-        assert!(
-            w.len() == 1
-                && w[0].line == 1
-                && w[0].text.contains("window stays at max_wire_smps (4)"),
-            "{w:?}"
+        let c = parse("max_wire_smps2 6\nmax_smps_timeout 1500\n").unwrap();
+        assert_eq!(c.settings.max_wire_smps2, Some(6));
+        assert_eq!(
+            crate::stuck_ms(c.settings.max_smps_timeout),
+            2,
+            "1.5 ms, rounded up"
         );
+        assert_eq!(crate::stuck_ms(None), 600, "OpenSM's default");
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
         let c = parse("max_wire_smps 0\nmax_wire_smps2 100\n").unwrap();
         assert_eq!(c.settings.max_wire_smps, Some(0), "no limit");
         assert!(!c.notes.iter().any(|n| n.warning), "{:?}", c.notes);
@@ -738,6 +723,7 @@ mod tests {
             ("max_wire_smps 2147483648\n", 15, "not 0-2147483647"),
             ("max_wire_smps -1\n", 15, "not a number"),
             ("max_wire_smps2 many\n", 16, "not a number"),
+            ("max_smps_timeout 4294967296\n", 18, "not 0-4294967295"),
         ] {
             let e = parse(text).unwrap_err();
             assert_eq!((e.line, e.column), (1, column), "{text:?}: {e}");
@@ -769,6 +755,6 @@ mod tests {
             assert!(e.reason.contains(why), "{text:?}: {e}");
         }
         // Unknown options and values ibkit does not apply are no error.
-        assert!(parse("no_such_option 1\nmax_smps_timeout lots\n").is_ok());
+        assert!(parse("no_such_option 1\nmax_msg_fifo_timeout lots\n").is_ok());
     }
 }

@@ -59,7 +59,7 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
-    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries, max_wire_smps,
+    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries, max_wire_smps, max_wire_smps2, max_smps_timeout,
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
@@ -85,7 +85,7 @@ pub struct SmArgs {
     /// sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
-    /// transaction_timeout/retries, max_wire_smps, routing_engine, partition_config_file,
+    /// transaction_timeout/retries, max_wire_smps, max_wire_smps2, max_smps_timeout, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
     /// accum_log_file, log_max_size,
     /// log_flags, dump_files_dir, sa_db_file, sm_assigned_guid); the rest
@@ -318,6 +318,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             timeout_ms: file.timeout_ms.unwrap_or(200),
             retries: file.retries.unwrap_or(3),
             window: smd::window(a.max_wire_smps.or(file.max_wire_smps)),
+            window2: file.max_wire_smps2.map_or(0, |w| w as usize),
+            stuck_ms: smd::stuck_ms(file.max_smps_timeout),
             sweep_ms: a.sweep_ms.or(file.sweep_ms).unwrap_or(10_000),
             pcap: a.pcap.clone(),
             partitions: a.partitions.clone().or(file.partitions),

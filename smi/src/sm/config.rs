@@ -8,6 +8,15 @@ use super::*;
 pub struct SmConfig {
     /// SMPs outstanding at once (1 reproduces OpenSM's controlled BFS).
     pub window: usize,
+    /// The most SMPs outstanding once the window is stuck: each
+    /// `stuck_ms` that passes with the window full and no response, it
+    /// holds one more, up to this; back to `window` at the next response
+    /// (OpenSM's `max_wire_smps2`). At or below `window`: never grows,
+    /// the default.
+    pub window2: usize,
+    /// Milliseconds a full window waits for a response before it grows
+    /// (OpenSM's `max_smps_timeout`, in µs there; 600 ms, its default).
+    pub stuck_ms: u64,
     /// Milliseconds before an unanswered SMP is sent again.
     pub timeout_ms: u64,
     /// Times an SMP is sent again before its target is given up.
@@ -319,6 +328,8 @@ impl Default for SmConfig {
     fn default() -> Self {
         SmConfig {
             window: 16,
+            window2: 0,
+            stuck_ms: 600,
             timeout_ms: 200,
             retries: 3,
             m_key: MKey(0),

@@ -317,6 +317,15 @@ impl Sm {
         self.cfg.window = window.max(1);
     }
 
+    /// The most SMPs a stuck window may grow to, and after how many
+    /// milliseconds without a response it grows by one
+    /// ([`SmConfig::window2`], [`SmConfig::stuck_ms`]; a re-read
+    /// configuration).
+    pub fn set_window2(&mut self, window2: usize, stuck_ms: u64) {
+        self.cfg.window2 = window2;
+        self.cfg.stuck_ms = stuck_ms;
+    }
+
     /// LIDs to give the VFs of hypervisors at the next bring-up under the
     /// prepopulated policy, by (PF port GUID, VF from 1), where no port
     /// holds them: with `guid2lid`'s LIDs for the PFs and the VMs, a

@@ -337,6 +337,7 @@ impl Sm {
     /// retransmission, or the next light sweep).
     pub fn poll_timeout(&self) -> Option<u64> {
         let retry = self.out.next_deadline();
+        let grow = (self.out).stuck_until(self.cfg.window, self.cfg.window2, self.cfg.stuck_ms);
         let sweep = self
             .next_sweep
             .filter(|_| self.is_idle() && self.phase == Phase::Done);
@@ -344,7 +345,7 @@ impl Sm {
             .election
             .next_poll
             .filter(|_| self.phase == Phase::Standby && !self.election.polling);
-        [retry, sweep, poll].into_iter().flatten().min()
+        [retry, sweep, poll, grow].into_iter().flatten().min()
     }
 
     /// Retransmits or gives up requests whose time has come.
@@ -478,6 +479,7 @@ impl Sm {
         let Some(req) = self.out.answered(smp.header.transaction_id.get()) else {
             return;
         };
+        self.out.moved_ms = now_ms;
         if !smp.status().is_ok() {
             if let Purpose::VPortPKeyTable { node, vf } = req.purpose {
                 // Refused: what the VF holds is not known.

@@ -195,6 +195,11 @@ pub(super) struct Outbox {
     pub(super) lost: Vec<Request>,
     /// Rounds of [`SmConfig::rounds`] used in this pass.
     pub(super) round: u32,
+    /// Places the window has grown by while stuck
+    /// ([`SmConfig::window2`]); back to 0 at the next response.
+    pub(super) grown: usize,
+    /// When the window last moved: a response, a send or a growth.
+    pub(super) moved_ms: u64,
 }
 
 impl Default for Outbox {
@@ -206,6 +211,8 @@ impl Default for Outbox {
             stages: VecDeque::new(),
             lost: Vec::new(),
             round: 0,
+            grown: 0,
+            moved_ms: 0,
         }
     }
 }
@@ -253,7 +260,21 @@ impl Outbox {
 
     /// The request a response with `tid` answers, no longer in flight.
     pub(super) fn answered(&mut self, tid: u64) -> Option<Request> {
-        self.inflight.remove(&tid)
+        let r = self.inflight.remove(&tid);
+        if r.is_some() {
+            self.grown = 0;
+        }
+        r
+    }
+
+    /// When a window of `window` grown by [`Outbox::grown`], full since
+    /// `moved_ms` with requests waiting, may grow by one more: after
+    /// `stuck_ms` without a response, up to `window2` (OpenSM's
+    /// `max_wire_smps2` and `max_smps_timeout`).
+    pub(super) fn stuck_until(&self, window: usize, window2: usize, stuck_ms: u64) -> Option<u64> {
+        let now = window.max(1) + self.grown;
+        let full = self.inflight.len() >= now && !self.queue.is_empty();
+        (full && now < window2).then(|| self.moved_ms.saturating_add(stuck_ms))
     }
 
     /// The requests in flight whose deadline has come, no longer in
@@ -448,9 +469,21 @@ impl Sm {
                 r.smp.set_m_key(key);
             }
         }
+        // A window stuck full for `stuck_ms` holds one more (OpenSM's
+        // max_wire_smps2).
+        let (w, w2, stuck) = (self.cfg.window, self.cfg.window2, self.cfg.stuck_ms);
+        if self
+            .out
+            .stuck_until(w, w2, stuck)
+            .is_some_and(|t| now_ms >= t)
+        {
+            self.out.grown += 1;
+            self.out.moved_ms = now_ms;
+        }
         let (smp, dlid) = self
             .out
-            .next(now_ms, self.cfg.window, self.cfg.timeout_ms)?;
+            .next(now_ms, w.max(1) + self.out.grown, self.cfg.timeout_ms)?;
+        self.out.moved_ms = now_ms;
         *self
             .stats
             .per_phase_kind
