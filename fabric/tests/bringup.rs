@@ -172,10 +172,17 @@ fn a_stuck_window_grows_to_window2_and_no_further() {
     let (f, sm) = bring_up("mport-ntree:4:3", slow.clone(), cfg(6));
     assert_eq!(sm.stats().peak_in_flight, 6);
     verify(&f);
-    let (g, fixed) = bring_up("mport-ntree:4:3", slow, cfg(0));
+    let (mut g, mut fixed) = bring_up("mport-ntree:4:3", slow, cfg(0));
     assert_eq!(fixed.stats().peak_in_flight, 2);
     assert_eq!(sm.stats().total(), fixed.stats().total(), "the same SMPs");
     assert!(f.now_ns() < g.now_ns(), "sooner");
+    // Set on a running SM (a re-read configuration): the next heavy
+    // sweep grows its window.
+    fixed.set_window2(6, 1);
+    fixed.request_heavy_sweep(g.now_ns() / 1_000_000);
+    assert!(g.run(&mut fixed));
+    assert!(fixed.stats().peak_in_flight > 2);
+    assert!(fixed.stats().peak_in_flight <= 6);
 }
 
 #[test]
