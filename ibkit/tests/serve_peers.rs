@@ -142,6 +142,26 @@ fn opensm_o(sim: &Served, dir: &Path, extra: &[&str]) {
     assert!(out.status.success(), "opensm {extra:?}");
 }
 
+/// `who` ("OpenSM" or "ibkit") brings `sim` up once on the `opensm.conf`
+/// `conf` (`opensm -o -F`, `ibkit sm --once --opensm-config`), its log
+/// and cache in `dir`; it must exit 0.
+fn once_on_conf(sim: &Served, dir: &Path, who: &str, conf: &str) {
+    if who == "OpenSM" {
+        opensm_o(sim, dir, &["-F", conf]);
+    } else {
+        let ibkit = exe().to_str().unwrap();
+        let args = [
+            "sm",
+            "--transport",
+            "umad",
+            "--once",
+            "--opensm-config",
+            conf,
+        ];
+        run(sim, ibkit, &args);
+    }
+}
+
 /// infiniband-diags read back what the dump says.
 fn diags_agree(sim: &Served, spec: &str, topo: &Topology, dir: &Path) {
     let d = dump(sim, dir);
@@ -500,7 +520,6 @@ fn both_sms_save_the_same_sl2vl_sets_with_use_optimized_slvl() {
     }
     let _shared = shared();
     let dir = scratch("optimized-slvl");
-    let ibkit = exe().to_str().unwrap();
     let mut answered = BTreeMap::new();
     for value in ["TRUE", "FALSE"] {
         let conf = dir.join(format!("opensm-{value}.conf"));
@@ -508,22 +527,7 @@ fn both_sms_save_the_same_sl2vl_sets_with_use_optimized_slvl() {
         let conf = conf.to_str().unwrap();
         for who in ["OpenSM", "ibkit"] {
             let sim = Served::start(exe(), "fat-tree-324", 0, &[]).unwrap();
-            if who == "OpenSM" {
-                opensm_o(&sim, &dir, &["-F", conf]);
-            } else {
-                run(
-                    &sim,
-                    ibkit,
-                    &[
-                        "sm",
-                        "--transport",
-                        "umad",
-                        "--once",
-                        "--opensm-config",
-                        conf,
-                    ],
-                );
-            }
+            once_on_conf(&sim, &dir, who, conf);
             let n = sim.stats().unwrap()["answered"].as_u64().unwrap();
             println!("use_optimized_slvl {value}: {who} {n} SMPs");
             answered.insert((who, value), n);
@@ -562,27 +566,11 @@ fn both_sms_grow_a_stuck_window_to_max_wire_smps2() {
     )
     .unwrap();
     let conf = conf.to_str().unwrap();
-    let ibkit = exe().to_str().unwrap();
     let mut peaks = Vec::new();
     for who in ["OpenSM", "ibkit"] {
         let sim =
             Served::start(exe(), "mport-ntree:4:2", 0, &["--answer-delay-us", "20000"]).unwrap();
-        if who == "OpenSM" {
-            opensm_o(&sim, &dir, &["-F", conf]);
-        } else {
-            run(
-                &sim,
-                ibkit,
-                &[
-                    "sm",
-                    "--transport",
-                    "umad",
-                    "--once",
-                    "--opensm-config",
-                    conf,
-                ],
-            );
-        }
+        once_on_conf(&sim, &dir, who, conf);
         let st = sim.stats().unwrap();
         let peak = st["peak_outstanding"].as_u64().unwrap();
         println!(
