@@ -80,9 +80,10 @@ pub struct Informs {
     next_tid: u32,
     /// Port GUID → (LID, subnet prefix) of every end port in service.
     in_service: BTreeMap<u64, (Lid, u64)>,
-    /// The port GUIDs Reports may go to: those of `in_service`, but
-    /// already without the ports going out while their trap 65 is sent.
-    reachable: BTreeSet<u64>,
+    /// The subscribers' port GUIDs seen going out of service and not yet
+    /// back: no Report goes to them (a subscriber the SA has not seen
+    /// come or go is taken as in service).
+    out_of_service: BTreeSet<u64>,
     /// The first look (everything new then is the subnet coming up).
     looked: bool,
 }
@@ -272,12 +273,11 @@ impl Informs {
         }
         data[64..80].copy_from_slice(&issuer.0);
         // A subscriber out of service hears nothing until it is back
-        // (OpenSM finds no port at its LID and skips it); before the SA
-        // has first looked, every subscriber is taken as in service.
+        // (OpenSM finds no port at its LID and skips it).
         let targets: Vec<(Addr, Gid)> = self
             .subs
             .iter()
-            .filter(|s| !self.looked || self.reachable.contains(&s.subscriber.guid().0))
+            .filter(|s| !self.out_of_service.contains(&s.subscriber.guid().0))
             .filter(|s| wants(&s.info, notice, subject, &self.in_service))
             .map(|s| (s.to, s.subscriber))
             .collect();
@@ -408,10 +408,15 @@ impl Informs {
             .filter(|(g, _)| !self.in_service.contains_key(g))
             .map(|(g, v)| (*g, *v))
             .collect();
-        // Trap 65's subject is matched by its old LID, so the old view
-        // stays until the reports are out.
-        self.reachable = now.keys().copied().collect();
+        // The subscribers kept of the ports that left (at most one entry
+        // a subscription), until they are back.
+        let subscribed: BTreeSet<u64> = self.subs.iter().map(|s| s.subscriber.guid().0).collect();
+        self.out_of_service
+            .retain(|g| subscribed.contains(g) && !now.contains_key(g));
         for (guid, (_, prefix)) in &gone {
+            if subscribed.contains(guid) && !cfg.drop_event_subscriptions {
+                self.out_of_service.insert(*guid);
+            }
             let gid = Gid::new(*prefix, mad_core::Guid(*guid));
             if cfg.drop_event_subscriptions {
                 self.forget(gid);
@@ -421,6 +426,8 @@ impl Informs {
                 self.pending.retain(|p| p.subscriber != gid);
             }
         }
+        // Trap 65's subject is matched by its old LID, so the old view
+        // stays until the reports are out.
         let Some(sm) = end_by_lid(subnet, sm_lid(subnet)) else {
             self.in_service = now;
             return;

@@ -272,7 +272,7 @@ impl Outbox {
     /// `stuck_ms` without a response, up to `window2` (OpenSM's
     /// `max_wire_smps2` and `max_smps_timeout`).
     pub(super) fn stuck_until(&self, window: usize, window2: usize, stuck_ms: u64) -> Option<u64> {
-        let now = window.max(1) + self.grown;
+        let now = window.max(1).saturating_add(self.grown);
         let full = self.inflight.len() >= now && !self.queue.is_empty();
         (full && now < window2).then(|| self.moved_ms.saturating_add(stuck_ms))
     }
@@ -480,9 +480,11 @@ impl Sm {
             self.out.grown += 1;
             self.out.moved_ms = now_ms;
         }
-        let (smp, dlid) = self
-            .out
-            .next(now_ms, w.max(1) + self.out.grown, self.cfg.timeout_ms)?;
+        let (smp, dlid) = self.out.next(
+            now_ms,
+            w.max(1).saturating_add(self.out.grown),
+            self.cfg.timeout_ms,
+        )?;
         self.out.moved_ms = now_ms;
         *self
             .stats
