@@ -661,10 +661,11 @@ fn synced(mut cmd: std::process::Command, trace: &Path) -> std::collections::BTr
 }
 
 /// OpenSM's `fsync_high_avail_files`, seen with `strace`: by default
-/// (`TRUE`) OpenSM and ibkit each sync `guid2lid`, `guid2mkey` and
-/// `neighbors` to the disk before renaming them into place (ibkit also
-/// the directory after the rename); with `fsync_high_avail_files FALSE`
-/// in the `opensm.conf` given to both, neither syncs any.
+/// (`TRUE`) OpenSM and ibkit each sync `guid2lid`, `guid2mkey`,
+/// `neighbors` and (with `sa_db_dump`) `opensm-sa.dump` to the disk
+/// before renaming them into place (ibkit also the directory after the
+/// rename); with `fsync_high_avail_files FALSE` in the `opensm.conf`
+/// given to both, neither syncs any.
 #[test]
 fn both_sms_sync_the_caches_unless_told_not_to() {
     if !peers_with_smpquery("dumps_ibsim") {
@@ -680,11 +681,16 @@ fn both_sms_sync_the_caches_unless_told_not_to() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut seen = Vec::new();
     for value in ["TRUE", "FALSE"] {
-        let conf = dir.join(format!("opensm-{value}.conf"));
-        std::fs::write(&conf, format!("fsync_high_avail_files {value}\n")).unwrap();
         for who in ["OpenSM", "ibkit"] {
             let cache = dir.join(format!("{who}-{value}"));
             std::fs::create_dir_all(&cache).unwrap();
+            // The SA's database too, in the same directory.
+            let conf = dir.join(format!("opensm-{who}-{value}.conf"));
+            let text = format!(
+                "fsync_high_avail_files {value}\nsa_db_dump TRUE\ndump_files_dir {}\n",
+                cache.display()
+            );
+            std::fs::write(&conf, text).unwrap();
             let trace = dir.join(format!("{who}-{value}.strace"));
             let sim = Ibsim::start(&topo, &dir).unwrap();
             let mut cmd = sim.client("strace");
@@ -708,10 +714,11 @@ fn both_sms_sync_the_caches_unless_told_not_to() {
             seen.push(files);
         }
     }
-    let caches: std::collections::BTreeSet<String> = ["guid2lid", "guid2mkey", "neighbors"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let caches: std::collections::BTreeSet<String> =
+        ["guid2lid", "guid2mkey", "neighbors", "opensm-sa.dump"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     assert_eq!(seen[0], caches, "OpenSM, TRUE");
     assert_eq!(seen[1], seen[0], "ibkit as OpenSM, TRUE");
     assert!(seen[2].is_disjoint(&caches), "OpenSM, FALSE: {:?}", seen[2]);
