@@ -643,10 +643,15 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
         .as_deref()
         .map(read_root_guids)
         .transpose()?;
-    c.node_name_map
-        .as_deref()
-        .map(read_node_name_map)
-        .transpose()?;
+    // Read once, before the fabric is touched.
+    let names = match &c.node_name_map {
+        Some(p) => {
+            let n = read_node_name_map(p)?;
+            tracing::info!("node names: {} from {}", n.len(), p.display());
+            n
+        }
+        None => names::NodeNames::default(),
+    };
     let mut capture = c.pcap.as_deref().map(Capture::create).transpose()?;
     match &c.via {
         Via::Umad { ca, port, guid } => {
@@ -670,6 +675,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
             drive(
                 c,
+                &names,
                 &mut wire,
                 attr.guid,
                 under_umad2sim,
@@ -696,7 +702,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             // by the requester's TID), and a QP-1 requester on a
             // simulator is a libumad2sim client: as under umad.
             let own = wire.guid();
-            drive(c, &mut wire, own, true, capture.as_mut(), stop)
+            drive(c, &names, &mut wire, own, true, capture.as_mut(), stop)
         }
     }
 }
@@ -743,9 +749,10 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
 }
 
 /// The driver loop over any [`Wire`], the SM on the port of GUID
-/// `own_guid`.
+/// `own_guid`, its dumps naming nodes by `names`.
 fn drive(
     c: &SmdConfig,
+    names: &names::NodeNames,
     wire: &mut dyn Wire,
     own_guid: u64,
     first_segment_to_qp1: bool,
@@ -778,14 +785,6 @@ fn drive(
             p.display()
         );
     }
-    let names = match &c.node_name_map {
-        Some(p) => {
-            let n = read_node_name_map(p)?;
-            tracing::info!("node names: {} from {}", n.len(), p.display());
-            n
-        }
-        None => names::NodeNames::default(),
-    };
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
     if c.sm_inactive {
@@ -931,7 +930,7 @@ fn drive(
             dirty = false;
             for e in dump::write_all(
                 &sm,
-                &names,
+                names,
                 c.dump_dir.as_deref(),
                 c.cache_dir.as_deref(),
                 c.fsync_high_avail_files,
@@ -943,7 +942,7 @@ fn drive(
                 .as_deref()
                 .filter(|d| Some(*d) != c.dump_dir.as_deref())
             {
-                for e in dump::write_subnet_lst(&sm, &names, d) {
+                for e in dump::write_subnet_lst(&sm, names, d) {
                     tracing::error!("{e}");
                 }
             }
