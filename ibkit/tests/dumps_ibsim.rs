@@ -555,8 +555,7 @@ fn both_sms_name_nodes_by_the_same_node_name_map() {
     }
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-names-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::scratch("names");
     let (osm_cache, osm_dump) = (dir.join("osm-cache"), dir.join("osm-dump"));
     let (cache, dump) = (dir.join("ibkit-cache"), dir.join("ibkit-dump"));
     for d in [&osm_cache, &osm_dump, &cache, &dump] {
@@ -676,9 +675,7 @@ fn both_sms_sync_the_caches_unless_told_not_to() {
         return;
     }
     let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-fsync-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("fsync");
     let mut seen = Vec::new();
     for value in ["TRUE", "FALSE"] {
         for who in ["OpenSM", "ibkit"] {

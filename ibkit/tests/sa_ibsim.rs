@@ -1263,9 +1263,7 @@ fn both_sas_keep_or_drop_a_leaving_ports_subscriptions_alike() {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-drop-subs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("drop-subs");
     let cas: Vec<&str> = (topo.nodes.iter())
         .filter(|n| n.ports == 1)
         .map(|n| n.name.as_str())
@@ -2014,9 +2012,7 @@ fn with_use_mfttop_off_neither_sm_writes_multicast_fdb_top() {
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let dir = std::env::temp_dir().join(format!("ibkit-mfttop-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("mfttop");
     let cas: Vec<&str> = (topo.nodes.iter())
         .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
         .map(|n| n.name.as_str())
@@ -2103,9 +2099,7 @@ fn both_sas_skip_the_multicast_checks_opensms_options_turn_off() {
     let _serial = one_at_a_time();
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-mcheck-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("mcheck");
     let cas: Vec<&str> = (topo.nodes.iter())
         .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
         .map(|n| n.name.as_str())
@@ -2485,9 +2479,7 @@ fn both_sms_write_the_sa_database_where_sa_db_dump_says() {
     }
     let _serial = one_at_a_time();
     let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-sa-db-dump-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("sa-db-dump");
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let cas: Vec<&str> = (topo.nodes.iter())
         .filter(|n| n.ports == 1)

@@ -183,6 +183,11 @@ fn reports(out: &[Transmit]) -> Vec<(Addr, u64, Notice, Gid)> {
 
 /// Runs the fabric with the SM until `until_ns` and hands the SM's events
 /// to the SA; what the SA sent.
+/// A Set(InformInfo) of `ii` from `from`, without the SM_Key: its status.
+fn subscribe(sa: &mut Sa, sm: &smi::sm::Sm, from: Addr, ii: &InformInfo) -> SaStatus {
+    one(sa, sm, from, &ask(Method::Set, ii, 0, 0), 0).0
+}
+
 fn report_resp(tid: u64) -> [u8; MAD_SIZE] {
     let mut m = SaMad::request(Method::ReportResp, SaAttributeId::Notice, tid);
     m.header.method = Method::ReportResp.into();
@@ -223,26 +228,12 @@ fn subscribers_hear_ports_leave_and_return_and_the_traps_the_sm_gets() {
         let mut ii = inform(trap);
         ii.lid_range_begin = victim.1.lid;
         ii.lid_range_end = victim.1.lid;
-        let (s, _) = one(&mut sa, &sm, watcher.1, &ask(Method::Set, &ii, 0, 0), 0);
-        assert_eq!(s, SaStatus::Ok);
+        assert_eq!(subscribe(&mut sa, &sm, watcher.1, &ii), SaStatus::Ok);
     }
-    let (s, _) = one(
-        &mut sa,
-        &sm,
-        all_traps.1,
-        &ask(Method::Set, &inform(0xFFFF), 0, 0),
-        0,
-    );
-    assert_eq!(s, SaStatus::Ok);
+    let every = inform(0xFFFF);
+    assert_eq!(subscribe(&mut sa, &sm, all_traps.1, &every), SaStatus::Ok);
     // The same subscription again is not a second one.
-    let (s, _) = one(
-        &mut sa,
-        &sm,
-        all_traps.1,
-        &ask(Method::Set, &inform(0xFFFF), 0, 0),
-        0,
-    );
-    assert_eq!(s, SaStatus::Ok);
+    assert_eq!(subscribe(&mut sa, &sm, all_traps.1, &every), SaStatus::Ok);
     assert_eq!(sa.subscriptions(), (3, 0));
     let recs = all(
         &mut sa,
@@ -367,14 +358,10 @@ fn a_subscriber_that_leaves_keeps_its_subscription_unless_told_to_drop_it() {
         let hs = hosts(&f);
         let (sub, other, watcher) = (hs[0], hs[1], hs[2]);
         for who in [sub, watcher] {
-            let (s, _) = one(
-                &mut sa,
-                &sm,
-                who.1,
-                &ask(Method::Set, &inform(0xFFFF), 0, 0),
-                0,
+            assert_eq!(
+                subscribe(&mut sa, &sm, who.1, &inform(0xFFFF)),
+                SaStatus::Ok
             );
-            assert_eq!(s, SaStatus::Ok);
         }
         let answer = |sa: &mut Sa, sm: &smi::sm::Sm, out: &[Transmit]| {
             for r in reports(out).into_iter().filter(|r| r.0 == watcher.1) {

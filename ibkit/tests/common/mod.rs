@@ -284,3 +284,12 @@ pub fn ibkit_sm_once(sim: &tests::peers::Ibsim) -> (serde_json::Value, String) {
     assert_eq!(v["up"], true, "ibkit sm: {err}");
     (v, err)
 }
+
+/// A fresh, empty scratch directory for the test `tag` of this process
+/// (what an earlier run left there removed).
+pub fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ibkit-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
