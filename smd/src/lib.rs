@@ -956,7 +956,7 @@ fn drive(
             if let Some(d) = sa_db.take() {
                 log_restored(&sa.restore(sm.subnet(), &d, ms(), epoch_s()));
             }
-            if let Some(d) = c.dump_dir.as_ref().or(c.sa_db_dump_dir.as_ref()) {
+            if let Some(d) = c.sa_db_dir() {
                 if sa_db_written != Some(sa.db_generation()) && ms() >= sa_db_at {
                     sa_db_written = Some(sa.db_generation());
                     sa_db_at = ms() + 1000;
@@ -1211,7 +1211,7 @@ fn drive(
         }
     }
     // The SA's database at the stop, by a master, as OpenSM writes it.
-    if let Some(d) = c.dump_dir.as_ref().or(c.sa_db_dump_dir.as_ref()) {
+    if let Some(d) = c.sa_db_dir() {
         let master = sm.sm_state() == mad_core::attr::SmState::Master;
         if master && up_ms.is_some() && sa_db_written != Some(sa.db_generation()) {
             write_sa_db(&sa, sm.subnet(), d, ms(), c.fsync_high_avail_files);
@@ -1337,6 +1337,14 @@ pub fn log_opensm_notes(file: &Path, notes: &[opensm_conf::Note]) {
         } else {
             tracing::info!("{at}: {}", n.text);
         }
+    }
+}
+
+impl SmdConfig {
+    /// Where the SA's database is written: with the other dumps, else
+    /// alone where `sa_db_dump_dir` says.
+    fn sa_db_dir(&self) -> Option<&PathBuf> {
+        self.dump_dir.as_ref().or(self.sa_db_dump_dir.as_ref())
     }
 }
 
