@@ -202,6 +202,81 @@ fn a_new_configuration_on_a_running_subnet_sends_only_the_difference() {
     assert_eq!(sm.set_partitions(parse(&second).unwrap()), 0);
 }
 
+/// OpenSM's `allow_both_pkeys` turned on and off on a running subnet
+/// (ibkit's SIGHUP does it; OpenSM needs a restart): the `both` member's
+/// table gains the limited key beside the full one and loses it again,
+/// one Set(P_KeyTable) each time; its switch port keeps the full key
+/// alone; nothing else is written; and the SA's shared key follows.
+#[test]
+fn allow_both_pkeys_on_a_running_subnet_writes_only_the_both_members_table() {
+    let (f0, c, _) = with_two_in_0x42();
+    let g = |i: usize| f0.topo.nodes[c[i]].guid + 1;
+    let conf = format!(
+        "Default=0x7fff:ALL=full;\np=0x42:{:#x}=both,{:#x}=limited;\n",
+        g(1),
+        g(2)
+    );
+    let (mut f, mut sm) = up_with("mport-ntree:4:2", &conf);
+    assert!(!sm.config().allow_both_pkeys);
+    assert_eq!(port(&f, c[1], 1).0[..3], [0xFFFF, 0x8042, 0]);
+    let (s, q) = switch_port(&f, c[1]);
+    let end = |sm: &Sm, i: usize| {
+        let guid = mad_core::Guid(f0.topo.nodes[i].guid + 1);
+        (sm.subnet().by_port_guid(guid).unwrap().0, 1u8)
+    };
+    for (on, want) in [
+        (true, [0xFFFF, 0x8042, 0x0042]),
+        (false, [0xFFFF, 0x8042, 0]),
+    ] {
+        let before = (sets(&sm, AttributeId::PKeyTable), sm.stats().total());
+        let queued = sm.set_allow_both_pkeys(on);
+        assert!(f.run(&mut sm));
+        assert!(sm.is_idle());
+        assert_eq!(queued, 1, "allow_both_pkeys {on}");
+        assert_eq!(sets(&sm, AttributeId::PKeyTable) - before.0, 1);
+        assert_eq!(sm.stats().total() - before.1, 1);
+        assert_eq!(port(&f, c[1], 1).0[..3], want, "allow_both_pkeys {on}");
+        assert_eq!(port(&f, s, q).0[..3], [0xFFFF, 0x8042, 0]);
+        assert_eq!(port(&f, c[2], 1).0[..3], [0xFFFF, 0x0042, 0]);
+        // Toward the limited member only the full key is shared.
+        let k = sm
+            .subnet()
+            .shared_pkey(end(&sm, c[1]), end(&sm, c[2]), Some(0x42));
+        assert_eq!(k, Some(PKey(0x8042)));
+        assert_eq!(sm.set_allow_both_pkeys(on), 0, "the same value again");
+    }
+}
+
+/// OpenSM's `keep_pkey_indexes` off: a partition taken away leaves no
+/// hole in its member's table (the keys after it move down), where by
+/// default the others keep their indexes; the switch port's table is
+/// packed either way. Turning it off on a compact table sends nothing.
+#[test]
+fn without_keep_pkey_indexes_a_partition_taken_away_leaves_no_hole() {
+    let (f0, c, _) = with_two_in_0x42();
+    let g = f0.topo.nodes[c[1]].guid + 1;
+    let two = format!("Default=0x7fff:ALL=full;\np=0x42:{g:#x}=full;\nq=0x43:{g:#x}=full;\n");
+    let one = format!("Default=0x7fff:ALL=full;\nq=0x43:{g:#x}=full;\n");
+    for keep in [true, false] {
+        let (mut f, mut sm) = up_with("mport-ntree:4:2", &two);
+        assert_eq!(port(&f, c[1], 1).0[..3], [0xFFFF, 0x8042, 0x8043]);
+        assert_eq!(sm.set_keep_pkey_indexes(keep), 0, "nothing to move");
+        let before = sets(&sm, AttributeId::PKeyTable);
+        sm.set_partitions(parse(&one).unwrap());
+        assert!(f.run(&mut sm));
+        // The host's block and its switch port's.
+        assert_eq!(sets(&sm, AttributeId::PKeyTable) - before, 2);
+        let want = if keep {
+            [0xFFFF, 0, 0x8043]
+        } else {
+            [0xFFFF, 0x8043, 0]
+        };
+        assert_eq!(port(&f, c[1], 1).0[..3], want, "keep_pkey_indexes {keep}");
+        let (s, q) = switch_port(&f, c[1]);
+        assert_eq!(port(&f, s, q).0[..3], [0xFFFF, 0x8043, 0]);
+    }
+}
+
 /// mport-ntree:4:2, not yet brought up, with its CAs (`cas`) and a
 /// configuration of the default partition and 0x42, whose members are the
 /// second and third CAs only.

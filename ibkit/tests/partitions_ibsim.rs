@@ -36,6 +36,30 @@ fn smpquery(c: Command, args: &[String]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Sends SIGHUP to the process `pid`.
+fn hup(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill -HUP {pid}");
+}
+
+/// Polls `done` every 100 ms until it holds, at most `within`; panics
+/// with `what()` after that. How long it took.
+fn wait_until(
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+    what: impl Fn() -> String,
+) -> Duration {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(t.elapsed() < within, "{}", what());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.elapsed()
+}
+
 /// Every port's P_Key table (and, with `enforcement`, a switch port's
 /// enforcement bits) read with smpquery from `host`, LIDs 1..=`lids`.
 fn tables(sim: &(dyn Simulator + Sync), host: &str, lids: u16, enforcement: bool) -> Tables {
@@ -117,8 +141,7 @@ fn both<S: Simulator + Sync>(
     both_with(what, topo, start, enforcement, None)
 }
 
-/// [`both`], both SMs also given `opensm_conf` (the text of an
-/// `opensm.conf`: OpenSM's `-F`, ibkit's `--opensm-config`).
+/// [`both_with`] with [`config`]'s partitions.
 fn both_with<S: Simulator + Sync>(
     what: &str,
     topo: &Topology,
@@ -126,10 +149,24 @@ fn both_with<S: Simulator + Sync>(
     enforcement: bool,
     opensm_conf: Option<&str>,
 ) -> (Tables, Tables) {
+    both_files(what, topo, start, enforcement, &config(topo), opensm_conf)
+}
+
+/// [`both`] with the partitions `partitions` (the text of a
+/// `partitions.conf`), both SMs also given `opensm_conf` (the text of an
+/// `opensm.conf`: OpenSM's `-F`, ibkit's `--opensm-config`).
+fn both_files<S: Simulator + Sync>(
+    what: &str,
+    topo: &Topology,
+    start: impl Fn(&Path) -> S,
+    enforcement: bool,
+    partitions: &str,
+    opensm_conf: Option<&str>,
+) -> (Tables, Tables) {
     let dir = std::env::temp_dir().join(format!("ibkit-pkeys-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("partitions.conf");
-    std::fs::write(&conf, config(topo)).unwrap();
+    std::fs::write(&conf, partitions).unwrap();
     let conf = conf.to_str().unwrap();
     let site = dir.join("opensm.conf");
     let site = site.to_str().unwrap();
@@ -260,6 +297,332 @@ fn opensm_and_ibkit_write_the_same_pkey_tables_on_the_served_fabric() {
             "served {spec}: enforcement on at {on} switch ports, as OpenSM; both SMs run and read in {:.1?}",
             t0.elapsed()
         );
+    }
+}
+
+/// A file that makes ports both full and limited members: the default
+/// partition `both` for all but one CA (limited), a partition with a
+/// `both`, a `full` and a `limited` member, an `indx0` partition whose
+/// member is `both`, and one all switches are `both` in and a CA full.
+fn config_both(topo: &Topology) -> String {
+    let cas: Vec<u64> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.guid + 1)
+        .collect();
+    format!(
+        "Default=0x7fff,ipoib:ALL=both,{:#018x}=limited;\n\
+         storage=0x0042:{:#018x}=both,{:#018x}=full,{:#018x}=limited;\n\
+         mgmt=0x0005,indx0:{:#018x}=both;\n\
+         fabric=0x0300:ALL_SWITCHES=both,{:#018x}=full;\n",
+        cas[4], cas[1], cas[2], cas[3], cas[2], cas[1]
+    )
+}
+
+/// OpenSM's `allow_both_pkeys`: the same `partitions.conf`, with `both`
+/// members, and the same `opensm.conf` given to both SMs. With `TRUE` a
+/// `both` member holds the full and the limited P_Key; with `FALSE`
+/// only the full one. Every port's table equal to OpenSM's, on ibsim
+/// and (switch ports' tables and enforcement too) on the served fabric.
+#[test]
+fn opensm_and_ibkit_apply_allow_both_pkeys_alike() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    for spec in ["mport-ntree:4:2", "random:6:7"] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let member = topo
+            .nodes
+            .iter()
+            .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+            .nth(1)
+            .unwrap()
+            .guid
+            + 1;
+        for allow in ["TRUE", "FALSE"] {
+            let conf = format!("allow_both_pkeys {allow}\n");
+            for served in [false, true] {
+                let t0 = std::time::Instant::now();
+                let what = format!("both-{allow}-{served}-{}", spec.replace(':', "-"));
+                let (theirs, ours) = if served {
+                    both_files(
+                        &what,
+                        &topo,
+                        |_| Served::start(exe, spec, 0, &[]).unwrap(),
+                        true,
+                        &config_both(&topo),
+                        Some(&conf),
+                    )
+                } else {
+                    both_files(
+                        &what,
+                        &topo,
+                        |dir| Ibsim::start_with(&topo, dir, false).unwrap(),
+                        false,
+                        &config_both(&topo),
+                        Some(&conf),
+                    )
+                };
+                let place = if served { "served" } else { "ibsim" };
+                same(
+                    &format!("{place} {spec}, allow_both_pkeys {allow}"),
+                    &theirs,
+                    &ours,
+                );
+                if served {
+                    for (k, (_, bits)) in &ours {
+                        assert_eq!(bits, &theirs[k].1, "{:#x}/{}: enforcement", k.0, k.1);
+                    }
+                }
+                // The `both` member of 0x0042 holds both keys only with TRUE.
+                let t = &ours[&(member, 0)].0;
+                assert!(t.contains(&0x8042), "{t:x?}");
+                assert_eq!(t.contains(&0x0042), allow == "TRUE", "{t:x?}");
+                println!(
+                    "{place} {spec}, allow_both_pkeys {allow}: the both member holds {:x?}; {:.1?}",
+                    t.iter().filter(|&&k| k != 0).collect::<Vec<_>>(),
+                    t0.elapsed()
+                );
+            }
+        }
+    }
+}
+
+/// SIGHUP applies a new `allow_both_pkeys` from an `opensm.conf` on
+/// ibsim (OpenSM itself takes it only at start): the `both` member of
+/// [`config_both`]'s 0x0042 gains the limited key after the keys it
+/// holds, and loses it again, its other keys left where they are.
+#[test]
+fn sighup_applies_a_new_allow_both_pkeys() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-both-hup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let parts = dir.join("partitions.conf");
+    std::fs::write(&parts, config_both(&topo)).unwrap();
+    let site = dir.join("opensm.conf");
+    let conf = |allow: &str| {
+        let text = format!(
+            "partition_config_file {}\nallow_both_pkeys {allow}\n",
+            parts.display()
+        );
+        std::fs::write(&site, text).unwrap();
+    };
+    conf("FALSE");
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let sm = start_ibkit_sm(
+        exe,
+        &sim,
+        &["--opensm-config", site.to_str().unwrap()],
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let member = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .nth(1)
+        .unwrap()
+        .guid
+        + 1;
+    let lid = lid_of(&sim, host, member, topo.nodes.len() as u16 + 2);
+    let held = || ca_table(&sim, host, lid)[..5].to_vec();
+    assert_eq!(held(), [0xFFFF, 0x8300, 0x8042, 0, 0]);
+    for (allow, want) in [
+        ("TRUE", [0xFFFF, 0x8300, 0x8042, 0x0042, 0x7FFF]),
+        ("FALSE", [0xFFFF, 0x8300, 0x8042, 0, 0]),
+    ] {
+        conf(allow);
+        hup(sm.pid());
+        let took = wait_until(
+            Duration::from_secs(10),
+            || held() == want,
+            || format!("allow_both_pkeys {allow}: {:x?}", held()),
+        );
+        println!(
+            "SIGHUP, allow_both_pkeys {allow}: the both member holds {:x?} after {took:.1?}",
+            held()
+        );
+    }
+}
+
+/// OpenSM's `keep_pkey_indexes`, beside OpenSM on ibsim: both SMs start
+/// with two partitions (0x0042, then 0x0043, on one host) and get
+/// SIGHUP once the file has only 0x0043. With `TRUE` (OpenSM's default)
+/// 0x0043 keeps its index and leaves a hole where 0x0042 was; with
+/// `FALSE` it moves down into it. Every port's table equal to OpenSM's.
+#[test]
+fn opensm_and_ibkit_keep_or_repack_pkey_indexes_alike() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-keep-idx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let member = partition_member(&topo);
+    let parts = dir.join("partitions.conf");
+    let site = dir.join("opensm.conf");
+    let first = format!(
+        "Default=0x7fff:ALL=full;\np=0x0042:{member:#x}=full;\nq=0x0043:{member:#x}=full;\n"
+    );
+    let second = format!("Default=0x7fff:ALL=full;\nq=0x0043:{member:#x}=full;\n");
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let n = topo.nodes.len() as u16 + 2;
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    for keep in ["TRUE", "FALSE"] {
+        let mut got = Vec::new();
+        for opensm in [true, false] {
+            std::fs::write(&parts, &first).unwrap();
+            let text = format!(
+                "partition_config_file {}\nkeep_pkey_indexes {keep}\n",
+                parts.display()
+            );
+            std::fs::write(&site, text).unwrap();
+            let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+            let sm = if opensm {
+                start_opensm_with(&sim, &dir, wait, &["-F", site.to_str().unwrap()]).unwrap()
+            } else {
+                start_ibkit_sm(
+                    exe,
+                    &sim,
+                    &["--opensm-config", site.to_str().unwrap()],
+                    wait,
+                )
+                .unwrap()
+            };
+            let lid = lid_of(&sim, host, member, n);
+            wait_until(
+                wait,
+                || ca_table(&sim, host, lid)[..3] == [0xFFFF, 0x8042, 0x8043],
+                || format!("{keep}, OpenSM {opensm}: {:x?}", ca_table(&sim, host, lid)),
+            );
+            std::fs::write(&parts, &second).unwrap();
+            hup(sm.pid());
+            wait_until(
+                wait,
+                || !ca_table(&sim, host, lid).contains(&0x8042),
+                || format!("{keep}, OpenSM {opensm}: 0x8042 never left"),
+            );
+            // Let the SM finish the sweep (the switch port's table too).
+            std::thread::sleep(Duration::from_secs(1));
+            got.push((
+                ca_table(&sim, host, lid)[..3].to_vec(),
+                tables(&sim, host, n, false),
+            ));
+            drop(sm);
+            drop(sim);
+        }
+        let want: &[u16] = if keep == "TRUE" {
+            &[0xFFFF, 0, 0x8043]
+        } else {
+            &[0xFFFF, 0x8043, 0]
+        };
+        assert_eq!(got[0].0, want, "OpenSM, keep_pkey_indexes {keep}");
+        assert_eq!(got[1].0, want, "ibkit, keep_pkey_indexes {keep}");
+        same(
+            &format!("ibsim {spec}, keep_pkey_indexes {keep}, after SIGHUP"),
+            &got[0].1,
+            &got[1].1,
+        );
+        println!("keep_pkey_indexes {keep}: the host holds {want:x?} after SIGHUP under both SMs");
+    }
+}
+
+/// PathRecords between every two CA ports of `topo` (asked from `host`
+/// with no P_Key, then with each of `pkeys`), as ibsim's SM answers
+/// them: the P_Key each carries, or why there was none.
+fn pair_pkeys(
+    sim: &dyn Simulator,
+    host: &str,
+    topo: &Topology,
+    pkeys: &[&str],
+) -> Vec<(String, Result<u64, String>)> {
+    let cas: Vec<u64> = (topo.nodes.iter())
+        .filter(|n| n.kind == mad_core::attr::NodeType::ChannelAdapter)
+        .map(|n| n.guid + 1)
+        .collect();
+    let mut out = Vec::new();
+    for &a in &cas {
+        for &b in &cas {
+            for k in std::iter::once(None).chain(pkeys.iter().map(Some)) {
+                let mut args = vec![format!("sgid={}", gid(a)), format!("dgid={}", gid(b))];
+                args.extend(k.map(|k| format!("pkey={k}")));
+                let r = path_fields(sim, host, &args).map(|f| f.3);
+                out.push((format!("{a:#x} -> {b:#x} {}", k.unwrap_or(&"")), r));
+            }
+        }
+    }
+    out
+}
+
+/// With `allow_both_pkeys` TRUE and FALSE and [`config_both`]'s
+/// partitions, both SMs give every pair of CA ports the same PathRecord
+/// P_Key on ibsim: none asked (the SA picks a shared one), the limited
+/// and the full key of 0x0042 asked; or both refuse the pair.
+#[test]
+fn opensm_and_ibkit_give_pathrecords_the_same_pkey_with_both_members() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-pr-both-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let parts = dir.join("partitions.conf");
+    std::fs::write(&parts, config_both(&topo)).unwrap();
+    let p = parts.to_str().unwrap();
+    let host = &topo.nodes[topo.nodes.iter().rposition(|n| n.ports == 1).unwrap()].name;
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let asked = ["0x0042", "0x8042"];
+    for allow in ["FALSE", "TRUE"] {
+        let site = dir.join("opensm.conf");
+        std::fs::write(&site, format!("allow_both_pkeys {allow}\n")).unwrap();
+        let site = site.to_str().unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+        let osm = start_opensm_with(&sim, &dir, wait, &["-P", p, "-F", site]).unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let theirs = pair_pkeys(&sim, host, &topo, &asked);
+        drop(osm);
+        drop(sim);
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+        let sm: RunningSm = start_ibkit_sm(
+            exe,
+            &sim,
+            &["--partitions", p, "--opensm-config", site],
+            wait,
+        )
+        .unwrap();
+        let ours = pair_pkeys(&sim, host, &topo, &asked);
+        drop(sm);
+        drop(sim);
+        let differ: Vec<String> = (theirs.iter().zip(&ours))
+            .filter(|(t, o)| t.1.is_ok() != o.1.is_ok() || (t.1.is_ok() && t.1 != o.1))
+            .map(|(t, o)| format!("{}: OpenSM {:x?}, ibkit {:x?}", t.0, t.1, o.1))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "allow_both_pkeys {allow}: {} of {} differ:\n{}",
+            differ.len(),
+            ours.len(),
+            differ.join("\n")
+        );
+        let mut keys: BTreeMap<u64, usize> = BTreeMap::new();
+        for (_, r) in &ours {
+            if let Ok(k) = r {
+                *keys.entry(*k).or_default() += 1;
+            }
+        }
+        let none = ours.iter().filter(|r| r.1.is_err()).count();
+        assert!(keys.len() > 2 && none > 0, "{keys:x?}, {none} refused");
+        println!("allow_both_pkeys {allow}: {} PathRecord queries answered alike ({none} refused by both); P_Keys given: {keys:x?}", ours.len());
     }
 }
 
@@ -396,20 +759,18 @@ fn sighup_applies_a_new_part_enforce() {
         write(mode);
         let said = sim.control("reload-sm").unwrap().unwrap();
         assert!(said.starts_with("ok: SIGHUP"), "{said}");
-        let t = std::time::Instant::now();
-        while bits() != want || !holds() {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "part_enforce {mode}: bits {:?}, not {want:?}, or the member's key not held ({})",
-                bits(),
-                holds()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        println!(
-            "SIGHUP, part_enforce {mode}: {want:?} in {:.1?}",
-            t.elapsed()
+        let took = wait_until(
+            Duration::from_secs(10),
+            || bits() == want && holds(),
+            || {
+                format!(
+                    "part_enforce {mode}: bits {:?}, not {want:?}, or the member's key not held ({})",
+                    bits(),
+                    holds()
+                )
+            },
         );
+        println!("SIGHUP, part_enforce {mode}: {want:?} in {took:.1?}");
     }
     let (clean, _) = sm.stop(Duration::from_secs(10));
     assert!(clean, "the SM exits cleanly on SIGTERM after the reloads");
@@ -510,23 +871,14 @@ fn sighup_on(what: &str, topo: &Topology, start: impl Fn(&Path) -> Box<dyn Simul
                 format!("ok: SIGHUP sent to the SM (pid {})", sm.pid())
             );
         }
-        None => {
-            let ok = Command::new("kill")
-                .args(["-HUP", &sm.pid().to_string()])
-                .status()
-                .unwrap();
-            assert!(ok.success());
-        }
+        None => hup(sm.pid()),
     };
     let settle = |lid: u16, want: &[u16]| {
-        let t = std::time::Instant::now();
-        while ca_table(&*sim, host, lid)[..want.len()] != *want {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "LID {lid} never held {want:x?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until(
+            Duration::from_secs(10),
+            || ca_table(&*sim, host, lid)[..want.len()] == *want,
+            || format!("LID {lid} never held {want:x?}"),
+        );
     };
     // The partition moves from one host to the other.
     std::fs::write(
@@ -675,21 +1027,17 @@ fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
         let ours = ask(&sim);
         if with_policy {
             // SIGHUP re-reads the policy; a broken one keeps it.
-            let hup = |text: &str| {
+            let reload = |text: &str| {
                 std::fs::write(&policy, text).unwrap();
-                let ok = Command::new("kill")
-                    .args(["-HUP", &sm.pid().to_string()])
-                    .status()
-                    .unwrap();
-                assert!(ok.success());
+                hup(sm.pid());
             };
-            hup("qos-ulps\n default : 2\nend-qos-ulps\n");
-            let t = std::time::Instant::now();
-            while path_sl(&sim, host, &queries[0].1) != Ok(2) {
-                assert!(t.elapsed() < Duration::from_secs(10), "SIGHUP: never SL 2");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            hup("qos-ulps\n default : 99\nend-qos-ulps\n");
+            reload("qos-ulps\n default : 2\nend-qos-ulps\n");
+            wait_until(
+                Duration::from_secs(10),
+                || path_sl(&sim, host, &queries[0].1) == Ok(2),
+                || "SIGHUP: never SL 2".into(),
+            );
+            reload("qos-ulps\n default : 99\nend-qos-ulps\n");
             std::thread::sleep(Duration::from_millis(500));
             assert_eq!(path_sl(&sim, host, &queries[0].1), Ok(2));
             rows.push("policy SIGHUP: default 1 -> 2 read; a broken file kept 2".into());

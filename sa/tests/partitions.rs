@@ -455,11 +455,12 @@ fn pathrecords_follow_the_full_policy_levels() {
         dlid: d.lid,
         ..PathRecord::default()
     };
-    // Without the policy: the fabric's MTU (4096), rate and the default
-    // partition's P_Key, which comes first in the tables.
+    // Without the policy: the fabric's MTU (4096), rate and the P_Key
+    // OpenSM's SA picks of the two shared: storage's, whose low byte
+    // (0x42) sorts before the default partition's (0xFF).
     let (st, plain) = get(&mut sa, &sm, to(b), &["slid", "dlid"]);
     assert_eq!(st, SaStatus::Ok);
-    assert_eq!((plain.mtu, plain.sl, plain.pkey), (5, 0, PKey(0xFFFF)));
+    assert_eq!((plain.mtu, plain.sl, plain.pkey), (5, 0, PKey(0x8042)));
     assert!(plain.rate != 5 && plain.packet_life_time != 9);
     sm.set_qos_policy(Some(parse_policy(&policy).unwrap()));
     // Host 0 to host 1 (in storage): Gold.

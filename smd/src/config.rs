@@ -41,6 +41,8 @@
 //! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! subnet_prefix = "0xfe80000000000000" # every end port's GID prefix (OpenSM's)
 //! part_enforce = "both"     # in, out, off: switch ports' partition enforcement (OpenSM's)
+//! allow_both_pkeys = false  # true: a `both` member holds the full and the limited P_Key (OpenSM's)
+//! keep_pkey_indexes = true  # false: every P_Key table packed afresh at each sweep (OpenSM's)
 //! sweep_on_trap = true      # false: traps start no sweep (OpenSM's)
 //! ignore_other_sm = false   # true: no election, master whatever SMs are there (OpenSM's)
 //! sm_inactive = false       # true: start NOT ACTIVE, until a master says Discover (OpenSM's)
@@ -136,6 +138,8 @@ struct Raw {
     node_name_map: Option<PathBuf>,
     fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
+    allow_both_pkeys: Option<bool>,
+    keep_pkey_indexes: Option<bool>,
     sweep_on_trap: Option<bool>,
     ignore_other_sm: Option<bool>,
     sm_inactive: Option<bool>,
@@ -266,6 +270,12 @@ pub struct SmFile {
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`, and `no_partition_enforcement` as `off`).
     pub part_enforce: Option<PartEnforce>,
+    /// A partition's `both` member holds the full and the limited P_Key
+    /// (OpenSM's `allow_both_pkeys`; default false).
+    pub allow_both_pkeys: Option<bool>,
+    /// A P_Key keeps its index in a port's table (OpenSM's
+    /// `keep_pkey_indexes`; default true).
+    pub keep_pkey_indexes: Option<bool>,
     /// Traps start sweeps (OpenSM's `sweep_on_trap`).
     pub sweep_on_trap: Option<bool>,
     /// Take no part in the election (OpenSM's `ignore_other_sm`).
@@ -551,6 +561,8 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         node_name_map: path(&raw.node_name_map),
         fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
+        allow_both_pkeys: raw.allow_both_pkeys,
+        keep_pkey_indexes: raw.keep_pkey_indexes,
         sweep_on_trap: raw.sweep_on_trap,
         ignore_other_sm: raw.ignore_other_sm,
         sm_inactive: raw.sm_inactive,
@@ -623,7 +635,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
-                    part_enforce = \"out\"\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
+                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
                     use_mfttop = false\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
@@ -671,6 +683,8 @@ mod tests {
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
+        assert_eq!(f.allow_both_pkeys, Some(true));
+        assert_eq!(f.keep_pkey_indexes, Some(false));
         assert_eq!(f.sweep_on_trap, Some(false));
         assert_eq!(f.ignore_other_sm, Some(true));
         assert_eq!(f.sm_inactive, Some(true));

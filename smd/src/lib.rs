@@ -198,6 +198,12 @@ pub struct SmdConfig {
     /// Partition enforcement on the switch ports cabled to CAs (OpenSM's
     /// `part_enforce`); SIGHUP applies a new one.
     pub part_enforce: PartEnforce,
+    /// A partition's `both` member holds the full and the limited P_Key
+    /// (OpenSM's `allow_both_pkeys`); SIGHUP applies a new value.
+    pub allow_both_pkeys: bool,
+    /// A P_Key keeps its index in a port's table (OpenSM's
+    /// `keep_pkey_indexes`); SIGHUP applies a new value.
+    pub keep_pkey_indexes: bool,
     /// Traps start sweeps (OpenSM's `sweep_on_trap`); SIGHUP applies a
     /// new value.
     pub sweep_on_trap: bool,
@@ -317,6 +323,8 @@ impl Default for SmdConfig {
             node_name_map: None,
             fsync_high_avail_files: true,
             part_enforce: PartEnforce::Both,
+            allow_both_pkeys: false,
+            keep_pkey_indexes: true,
             sweep_on_trap: true,
             ignore_other_sm: false,
             sm_inactive: false,
@@ -738,6 +746,8 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         no_clients_rereg: c.no_clients_rereg,
         subnet_prefix: c.subnet_prefix,
         part_enforce: c.part_enforce,
+        allow_both_pkeys: c.allow_both_pkeys,
+        keep_pkey_indexes: c.keep_pkey_indexes,
         sweep_on_trap: c.sweep_on_trap,
         ignore_other_sm: c.ignore_other_sm,
         sm_inactive: c.sm_inactive,
@@ -1437,6 +1447,16 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
     if enforce != sm.config().part_enforce {
         let sent = sm.set_part_enforce(enforce);
         tracing::info!("part_enforce {}: {sent} SMPs", enforce.name());
+    }
+    let both = g.allow_both_pkeys.or(f.allow_both_pkeys).unwrap_or(false);
+    if both != sm.config().allow_both_pkeys {
+        let sent = sm.set_allow_both_pkeys(both);
+        tracing::info!("allow_both_pkeys {both}: {sent} SMPs");
+    }
+    let keep = f.keep_pkey_indexes.unwrap_or(true);
+    if keep != sm.config().keep_pkey_indexes {
+        let sent = sm.set_keep_pkey_indexes(keep);
+        tracing::info!("keep_pkey_indexes {keep}: {sent} SMPs");
     }
     if let (Some(level), Some(set)) = (
         g.log_level.as_ref().or(f.log_level.as_ref()),

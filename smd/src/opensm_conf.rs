@@ -19,6 +19,7 @@
 //! | `fsync_high_avail_files` | the same |
 //! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
+//! | `allow_both_pkeys`, `keep_pkey_indexes` | the same |
 //! | `sweep_interval` (seconds; 0: no periodic sweep) | `sweep_ms` (0: none) |
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `polling_retry_number` | `poll_retries` |
@@ -71,11 +72,6 @@ pub struct Note {
 /// differ from what OpenSM would make of it, and ibkit does not apply:
 /// (option, OpenSM's default, what ibkit does instead).
 const WARN_UNLESS: &[(&str, &str, &str)] = &[
-    (
-        "allow_both_pkeys",
-        "FALSE",
-        "ibkit keeps one P_Key a partition",
-    ),
     (
         "congestion_control",
         "FALSE",
@@ -164,6 +160,8 @@ pub fn parse_opensm_conf(
                 )
             }
             "no_partition_enforcement" => no_enforcement = boolean()?,
+            "allow_both_pkeys" => s.allow_both_pkeys = Some(boolean()?),
+            "keep_pkey_indexes" => s.keep_pkey_indexes = Some(boolean()?),
             "sweep_on_trap" => s.sweep_on_trap = Some(boolean()?),
             "ignore_other_sm" => s.ignore_other_sm = Some(boolean()?),
             "sm_inactive" => s.sm_inactive = Some(boolean()?),
@@ -476,7 +474,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
@@ -499,6 +497,8 @@ mod tests {
         assert_eq!(s.node_name_map, Some(PathBuf::from("/there/names")));
         assert_eq!(s.fsync_high_avail_files, Some(false));
         assert_eq!(s.part_enforce, Some(PartEnforce::In));
+        assert_eq!(s.allow_both_pkeys, Some(true));
+        assert_eq!(s.keep_pkey_indexes, Some(false));
         assert_eq!(s.sweep_on_trap, Some(false));
         assert_eq!(s.ignore_other_sm, Some(true));
         assert_eq!(s.sm_inactive, Some(true));

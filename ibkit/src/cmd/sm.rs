@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -81,7 +81,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name, fsync_high_avail_files,
-    /// part_enforce, no_partition_enforcement, sweep_on_trap, ignore_other_sm,
+    /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
@@ -168,6 +168,11 @@ pub struct SmArgs {
     /// tables are not written either) [default: both].
     #[arg(long, value_name = "MODE", value_parser = super::args::parse_part_enforce)]
     pub part_enforce: Option<smi::sm::PartEnforce>,
+    /// A port --partitions names `both` holds the partition's full and
+    /// limited P_Keys (OpenSM's allow_both_pkeys, its -W); without it
+    /// `both` is taken as full, as OpenSM takes it.
+    #[arg(long)]
+    pub allow_both_pkeys: bool,
     /// Traps start no sweep (OpenSM's sweep_on_trap FALSE): a trap 128
     /// is still repressed, and the change it reports waits for the
     /// periodic sweep (none with --sweep-ms 0).
@@ -354,6 +359,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             node_name_map: a.node_name_map.clone().or(file.node_name_map),
             fsync_high_avail_files: file.fsync_high_avail_files != Some(false),
             part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
+            allow_both_pkeys: a.allow_both_pkeys || file.allow_both_pkeys == Some(true),
+            keep_pkey_indexes: file.keep_pkey_indexes != Some(false),
             sweep_on_trap: !a.no_sweep_on_trap && file.sweep_on_trap != Some(false),
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
             sm_inactive: a.inactive || file.sm_inactive == Some(true),
@@ -439,6 +446,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         root_guid_file: a.root_guid_file.clone(),
         node_name_map: a.node_name_map.clone(),
         part_enforce: a.part_enforce,
+        allow_both_pkeys: a.allow_both_pkeys.then_some(true),
         sweep_on_trap: a.no_sweep_on_trap.then_some(false),
         ignore_other_sm: a.ignore_other_sm.then_some(true),
         sm_inactive: a.inactive.then_some(true),

@@ -173,6 +173,19 @@ pub struct SmConfig {
     /// True by default in ibkit; OpenSM's default is false, and an
     /// `opensm.conf` that says so turns it off here too.
     pub use_optimized_slvl: bool,
+    /// OpenSM's `allow_both_pkeys` (false by default, as OpenSM's): a
+    /// port a partition names `both` holds the full and the limited
+    /// P_Key. False: `both` is taken as full, and a port holds one P_Key
+    /// a partition.
+    pub allow_both_pkeys: bool,
+    /// OpenSM's `keep_pkey_indexes` (true by default, as OpenSM's): a
+    /// P_Key keeps the index it holds in a port's table. False: every
+    /// port's table is laid out afresh at each distribution (the default
+    /// or `indx0` key at index 0, the others packed from index 1 in
+    /// OpenSM's order), so a partition taken away leaves no hole. VMs'
+    /// tables keep their indexes either way (their QPs name keys by
+    /// index across a migration).
+    pub keep_pkey_indexes: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -362,6 +375,8 @@ impl Default for SmConfig {
             polling_retries: 0,
             use_mfttop: true,
             use_optimized_slvl: true,
+            allow_both_pkeys: false,
+            keep_pkey_indexes: true,
         }
     }
 }

@@ -92,6 +92,8 @@ pub(super) struct PKeys {
     vm_places: BTreeMap<u64, BTreeMap<u16, usize>>,
     /// VFs whose table could not hold every P_Key their VM should.
     pub(super) vf_overflow: BTreeSet<(usize, u16)>,
+    /// The tables were laid out with OpenSM's `allow_both_pkeys`.
+    both: bool,
 }
 
 impl PKeys {
@@ -119,29 +121,48 @@ impl PKeys {
     }
 }
 
+/// What tells two P_Keys of a table apart: the partition (low 15 bits),
+/// or with `both` (OpenSM's `allow_both_pkeys`) the whole key, so that a
+/// port holds the full and the limited P_Key of a partition side by side.
+fn ident(k: u16, both: bool) -> u16 {
+    if both {
+        k
+    } else {
+        k & 0x7FFF
+    }
+}
+
 /// Where P_Keys go in a table of `len` entries: `keys` (full bit
-/// included) in order, `index0` the partition (low 15 bits) that sits at
-/// index 0, `places` where each partition has been (updated). The table,
-/// and the keys that found no room.
+/// included) in order, `index0` the key ([`ident`]) that sits at index 0,
+/// `places` where each key has been (updated), `both` as [`ident`]
+/// takes it. The table, and the keys that found no room.
+///
+/// With `both`, the default partition's index 0 is the full default
+/// P_Key's (0xFFFF): a port that is only a limited member leaves index 0
+/// empty unless it holds 0x7FFF there already, as OpenSM lays it out.
 fn layout(
     keys: &[u16],
     index0: u16,
     places: &mut BTreeMap<u16, usize>,
     len: usize,
+    both: bool,
 ) -> (Vec<u16>, Vec<u16>) {
+    let at0 = |id: u16| {
+        id == index0 || (both && index0 == 0xFFFF && id == DEFAULT_PKEY && !keys.contains(&0xFFFF))
+    };
     let mut table = vec![0u16; len];
     let mut new = Vec::new();
     for &k in keys {
-        let base = k & 0x7FFF;
-        match places.get(&base) {
-            Some(&p) if p < len && (p == 0) == (base == index0) && table[p] == 0 => table[p] = k,
+        let id = ident(k, both);
+        match places.get(&id) {
+            Some(&p) if p < len && (p == 0) == at0(id) && table[p] == 0 => table[p] = k,
             _ => new.push(k),
         }
     }
     let mut lost = Vec::new();
     for k in new {
-        let base = k & 0x7FFF;
-        let p = if base == index0 {
+        let id = ident(k, both);
+        let p = if id == index0 {
             Some(0).filter(|_| len > 0 && table[0] == 0)
         } else {
             let next = places.values().copied().max().map_or(1, |m| m + 1);
@@ -155,12 +176,42 @@ fn layout(
             Some(p) => {
                 table[p] = k;
                 places.retain(|_, &mut q| q != p);
-                places.insert(base, p);
+                places.insert(id, p);
             }
             None => lost.push(k),
         }
     }
     (table, lost)
+}
+
+/// The keys a port holds by [`ident`], each at its first index: where
+/// they have been, for a port whose places the SM has not kept.
+fn held_places(held: &[u16], both: bool) -> BTreeMap<u16, usize> {
+    let mut m = BTreeMap::new();
+    for (i, &k) in held.iter().enumerate() {
+        if k & 0x7FFF != 0 {
+            m.entry(ident(k, both)).or_insert(i);
+        }
+    }
+    m
+}
+
+/// The keys, in OpenSM's order, a port that is a `how` member of the
+/// partition `pkey` holds: with `both` (OpenSM's `allow_both_pkeys`) a
+/// `both` member holds the limited key then the full one; without, it
+/// is a full member. Also the key ([`ident`]) an `indx0` partition puts
+/// at index 0 (the limited one for a `both` member, as OpenSM keeps the
+/// last it is given).
+fn member_keys(pkey: u16, how: Membership, both: bool) -> (Vec<u16>, u16) {
+    let (full, limited) = (pkey | 0x8000, pkey & 0x7FFF);
+    let keys = match how {
+        Membership::Full => vec![full],
+        Membership::Limited => vec![limited],
+        Membership::Both if both => vec![limited, full],
+        Membership::Both => vec![full],
+    };
+    let at0 = ident(*keys.first().unwrap_or(&full), both);
+    (keys, at0)
 }
 
 /// `table` with the keys of `vfs` (a hypervisor's VMs' tables) added where
@@ -215,6 +266,33 @@ impl Sm {
             return 0;
         }
         self.cfg.part_enforce = mode;
+        self.reconfigure(Sm::pkey_distribute)
+    }
+
+    /// OpenSM's `allow_both_pkeys` becomes `on` (see
+    /// [`SmConfig::allow_both_pkeys`]): every table is laid out again,
+    /// the keys' places taken afresh from what the ports hold (as
+    /// OpenSM's map of a port's keys is), and what differs is written.
+    /// The SMPs queued now, as [`Sm::set_part_enforce`].
+    pub fn set_allow_both_pkeys(&mut self, on: bool) -> usize {
+        if self.cfg.allow_both_pkeys == on {
+            return 0;
+        }
+        self.cfg.allow_both_pkeys = on;
+        self.db.pkeys.places.clear();
+        self.db.pkeys.vm_places.clear();
+        self.reconfigure(Sm::pkey_distribute)
+    }
+
+    /// OpenSM's `keep_pkey_indexes` becomes `on` (see
+    /// [`SmConfig::keep_pkey_indexes`]); turned off, every port's table
+    /// is laid out afresh now and what differs is written. The SMPs
+    /// queued now, as [`Sm::set_part_enforce`].
+    pub fn set_keep_pkey_indexes(&mut self, on: bool) -> usize {
+        if self.cfg.keep_pkey_indexes == on {
+            return 0;
+        }
+        self.cfg.keep_pkey_indexes = on;
         self.reconfigure(Sm::pkey_distribute)
     }
 
@@ -356,33 +434,33 @@ impl Sm {
         parts: &[(u16, bool, Members)],
         vms: &[(usize, u16)],
     ) -> BTreeMap<(usize, u16), (Vec<u16>, u16)> {
-        let mut out: BTreeMap<(usize, u16), (Vec<u16>, u16)> = vms
-            .iter()
-            .map(|&v| (v, (Vec::new(), DEFAULT_PKEY)))
-            .collect();
+        let both = self.cfg.allow_both_pkeys;
+        let default0 = if both { 0xFFFF } else { DEFAULT_PKEY };
+        let mut out: BTreeMap<(usize, u16), (Vec<u16>, u16)> =
+            vms.iter().map(|&v| (v, (Vec::new(), default0))).collect();
         for (pkey, index0, members) in parts {
-            let mut who: BTreeMap<(usize, u16), bool> = BTreeMap::new();
+            let mut who: BTreeMap<(usize, u16), Membership> = BTreeMap::new();
             for &(ports, how) in members {
-                let full = how != Membership::Limited;
                 match ports {
                     Ports::All | Ports::AllCas => vms.iter().for_each(|&v| {
-                        who.insert(v, full);
+                        who.insert(v, how);
                     }),
                     Ports::Guid(g) => {
                         if let Some((n, vf)) = self.db.by_port_guid(Guid(g)) {
                             if vf != 0 && out.contains_key(&(n.0, vf)) {
-                                who.insert((n.0, vf), full);
+                                who.insert((n.0, vf), how);
                             }
                         }
                     }
                     _ => {}
                 }
             }
-            for (v, full) in who {
+            for (v, how) in who {
                 if let Some((keys, at0)) = out.get_mut(&v) {
-                    keys.push(pkey | if full { 0x8000 } else { 0 });
+                    let (k, first) = member_keys(*pkey, how, both);
+                    keys.extend(k);
                     if *index0 {
-                        *at0 = *pkey;
+                        *at0 = first;
                     }
                 }
             }
@@ -407,16 +485,15 @@ impl Sm {
         );
         let parts = Self::partition_list(cfg);
         let vm_out = self.vm_memberships(&parts, &self.vm_ends());
-        let mut out: BTreeMap<(usize, u8), (Vec<u16>, u16)> = ends
-            .iter()
-            .map(|&e| (e, (Vec::new(), DEFAULT_PKEY)))
-            .collect();
+        let both = self.cfg.allow_both_pkeys;
+        let default0 = if both { 0xFFFF } else { DEFAULT_PKEY };
+        let mut out: BTreeMap<(usize, u8), (Vec<u16>, u16)> =
+            ends.iter().map(|&e| (e, (Vec::new(), default0))).collect();
         for (pkey, index0, members) in parts {
-            let mut who: BTreeMap<(usize, u8), bool> = BTreeMap::new();
+            let mut who: BTreeMap<(usize, u8), Membership> = BTreeMap::new();
             for (ports, how) in members {
-                let full = how != Membership::Limited;
                 let mut add = |e: (usize, u8)| {
-                    who.insert(e, full);
+                    who.insert(e, how);
                 };
                 match ports {
                     Ports::All => ends.iter().for_each(|&e| add(e)),
@@ -440,11 +517,12 @@ impl Sm {
                     }
                 }
             }
-            for (e, full) in who {
+            for (e, how) in who {
                 if let Some((keys, at0)) = out.get_mut(&e) {
-                    keys.push(pkey | if full { 0x8000 } else { 0 });
+                    let (k, first) = member_keys(pkey, how, both);
+                    keys.extend(k);
                     if index0 {
-                        *at0 = pkey;
+                        *at0 = first;
                     }
                 }
             }
@@ -681,6 +759,11 @@ impl Sm {
             return;
         };
         let (members, vm_members) = self.memberships(&cfg);
+        self.db.pkeys.both = self.cfg.allow_both_pkeys;
+        if !self.cfg.keep_pkey_indexes {
+            // OpenSM forgets what its ports hold and where keys were.
+            self.db.pkeys.places.clear();
+        }
         let ends: Vec<(usize, u8)> = members.keys().copied().collect();
         let facing = self.ca_facing(&ends);
         self.db.pkeys.want.clear();
@@ -694,16 +777,16 @@ impl Sm {
                 continue; // not read: left as it is
             };
             let entries = self.pkey_entries(e.0, e.1).min(held.len());
-            let places = self.db.pkeys.places.entry(e).or_insert_with(|| {
-                let mut m = BTreeMap::new();
-                for (i, &k) in held.iter().enumerate() {
-                    if k & 0x7FFF != 0 {
-                        m.entry(k & 0x7FFF).or_insert(i);
-                    }
+            let both = self.cfg.allow_both_pkeys;
+            let keep = self.cfg.keep_pkey_indexes;
+            let places = (self.db.pkeys.places.entry(e)).or_insert_with(|| {
+                if keep {
+                    held_places(&held, both)
+                } else {
+                    BTreeMap::new()
                 }
-                m
             });
-            let (mut table, lost) = layout(&keys, index0, places, entries);
+            let (mut table, lost) = layout(&keys, index0, places, entries, both);
             table.resize(held.len(), 0);
             if !lost.is_empty() {
                 self.db.pkeys.overflow.insert(e);
@@ -743,16 +826,10 @@ impl Sm {
             let guid = self.db.nodes()[i].vfs[usize::from(vf) - 1].guid;
             // A VM found running keeps the places its VF's table shows.
             let held = self.db.pkeys.vf_held.get(&(i, vf));
-            let places = (self.db.pkeys.vm_places.entry(guid)).or_insert_with(|| {
-                let mut m = BTreeMap::new();
-                for (x, &k) in held.into_iter().flatten().enumerate() {
-                    if k & 0x7FFF != 0 {
-                        m.entry(k & 0x7FFF).or_insert(x);
-                    }
-                }
-                m
-            });
-            let (table, lost) = layout(&keys, index0, places, VF_PKEY_ENTRIES);
+            let both = self.cfg.allow_both_pkeys;
+            let places = (self.db.pkeys.vm_places.entry(guid))
+                .or_insert_with(|| held_places(held.map_or(&[], |h| h.as_slice()), both));
+            let (table, lost) = layout(&keys, index0, places, VF_PKEY_ENTRIES, both);
             if !lost.is_empty() {
                 self.db.pkeys.vf_overflow.insert((i, vf));
             }
@@ -925,11 +1002,12 @@ impl Subnet {
         self.pkeys.overflow.iter().map(|&(n, p)| (NodeId(n), p))
     }
 
-    /// The P_Key two end ports share, as the first's table holds it: the
-    /// first of its entries whose partition the second holds too, one of
-    /// the two a full member (IBA 10.9.3); `only` restricts it to one
-    /// partition (low 15 bits). Without partitions every port holds the
-    /// default P_Key, full. `None`: they share none, and cannot talk.
+    /// The P_Key two end ports share, as the first's table holds it, one
+    /// of the two a full member (IBA 10.9.3), chosen as OpenSM's SA
+    /// chooses it (of several, the lowest by its low byte; with
+    /// `allow_both_pkeys`, OpenSM's walks); `only` restricts it to one partition
+    /// (low 15 bits). Without partitions every port holds the default
+    /// P_Key, full. `None`: they share none, and cannot talk.
     pub fn shared_pkey(&self, a: (NodeId, u8), b: (NodeId, u8), only: Option<u16>) -> Option<PKey> {
         self.shared_pkey_at((a.0, a.1, Lid(0)), (b.0, b.1, Lid(0)), only)
     }
@@ -955,11 +1033,77 @@ impl Subnet {
                 None => &DEFAULT,
             }
         };
-        let (ta, tb) = (table(a), table(b));
-        (ta.iter().map(|&k| PKey(k)))
-            .filter(|k| k.is_valid() && only.is_none_or(|o| o == k.base()))
-            .find(|&k| tb.iter().any(|&m| k.matches(PKey(m))))
+        common_pkey(table(a), table(b), only, self.pkeys.both)
     }
+}
+
+/// Which P_Key two tables share, as OpenSM's SA picks it for a
+/// PathRecord (`osm_physp_find_common_pkey`): OpenSM keeps a port's keys
+/// in a map ordered by the key as it sits in memory (low byte first),
+/// and takes the first whose partition the other port holds, one of the
+/// two a full member; the answer is `a`'s key.
+///
+/// Without `both` (OpenSM's `allow_both_pkeys`) the map holds one key a
+/// partition (the full one where a table holds both), so the answer is
+/// the shared partition lowest in that order. With `both` the map holds
+/// every key, and OpenSM walks the two maps side by side, then full keys
+/// of `a` against limited keys of `b`, then limited against full; this
+/// does the same walks. `only` keeps one partition (low 15 bits).
+pub(super) fn common_pkey(a: &[u16], b: &[u16], only: Option<u16>, both: bool) -> Option<PKey> {
+    let keep = |k: u16| k & 0x7FFF != 0 && only.is_none_or(|o| o == k & 0x7FFF);
+    if !both {
+        // A table's key of partition `base`: the full one if it holds it.
+        let held = |t: &[u16], base: u16| {
+            (t.iter().copied())
+                .filter(|&k| k & 0x7FFF == base)
+                .max_by_key(|&k| k & 0x8000)
+        };
+        return (a.iter().copied())
+            .filter(|&k| keep(k))
+            .filter_map(|k| {
+                let (x, y) = (held(a, k & 0x7FFF)?, held(b, k & 0x7FFF)?);
+                PKey(x).matches(PKey(y)).then_some(x)
+            })
+            .min_by_key(|&k| (k & 0x7FFF).swap_bytes())
+            .map(PKey);
+    }
+    let sorted = |t: &[u16]| {
+        let mut v: Vec<u16> = t.iter().copied().filter(|&k| keep(k)).collect();
+        v.sort_by_key(|k| k.swap_bytes());
+        v.dedup();
+        v
+    };
+    let (x, y) = (sorted(a), sorted(b));
+    let full = |k: u16| k & 0x8000 != 0;
+    // `pick` keeps which keys each walk looks at; `order` what it advances by.
+    let walk =
+        |pick_a: &dyn Fn(u16) -> bool, pick_b: &dyn Fn(u16) -> bool, order: fn(u16) -> u16| {
+            let (mut i, mut j) = (0, 0);
+            while i < x.len() && j < y.len() {
+                if !pick_a(x[i]) {
+                    i += 1;
+                    continue;
+                }
+                if !pick_b(y[j]) {
+                    j += 1;
+                    continue;
+                }
+                if PKey(x[i]).matches(PKey(y[j])) {
+                    return Some(PKey(x[i]));
+                }
+                let (p, q) = (order(x[i]), order(y[j]));
+                match q.cmp(&p) {
+                    core::cmp::Ordering::Equal => (i, j) = (i + 1, j + 1),
+                    core::cmp::Ordering::Less => j += 1,
+                    core::cmp::Ordering::Greater => i += 1,
+                }
+            }
+            None
+        };
+    let any = |_: u16| true;
+    walk(&any, &any, |k| k.swap_bytes())
+        .or_else(|| walk(&full, &|k| !full(k), |k| (k & 0x7FFF).swap_bytes()))
+        .or_else(|| walk(&|k| !full(k), &full, |k| (k & 0x7FFF).swap_bytes()))
 }
 
 #[cfg(test)]
@@ -969,21 +1113,27 @@ mod tests {
     #[test]
     fn the_default_sits_at_index_0_and_new_keys_follow_the_highest_place() {
         let mut places = BTreeMap::from([(0x7FFF, 0)]);
-        let (t, lost) = layout(&[0xFFFF, 0x8001, 0x0002], 0x7FFF, &mut places, 8);
+        let (t, lost) = layout(&[0xFFFF, 0x8001, 0x0002], 0x7FFF, &mut places, 8, false);
         assert_eq!(t[..4], [0xFFFF, 0x8001, 0x0002, 0]);
         assert!(lost.is_empty());
         // 0x0001 leaves: its place is remembered, so 0x0003 goes after 2.
-        let (t, _) = layout(&[0xFFFF, 0x0002, 0x8003], 0x7FFF, &mut places, 8);
+        let (t, _) = layout(&[0xFFFF, 0x0002, 0x8003], 0x7FFF, &mut places, 8, false);
         assert_eq!(t[..4], [0xFFFF, 0, 0x0002, 0x8003]);
         // A key keeps its index when its membership changes.
-        let (t, _) = layout(&[0x7FFF, 0x8002, 0x8003], 0x7FFF, &mut places, 8);
+        let (t, _) = layout(&[0x7FFF, 0x8002, 0x8003], 0x7FFF, &mut places, 8, false);
         assert_eq!(t[..4], [0x7FFF, 0, 0x8002, 0x8003]);
     }
 
     #[test]
     fn past_the_end_a_new_key_takes_the_first_free_entry_or_is_lost() {
         let mut places = BTreeMap::from([(0x7FFF, 0), (1, 1), (2, 2), (3, 3)]);
-        let (t, lost) = layout(&[0xFFFF, 0x8001, 0x8003, 0x8009], 0x7FFF, &mut places, 4);
+        let (t, lost) = layout(
+            &[0xFFFF, 0x8001, 0x8003, 0x8009],
+            0x7FFF,
+            &mut places,
+            4,
+            false,
+        );
         assert_eq!(t, [0xFFFF, 0x8001, 0x8009, 0x8003]);
         assert!(lost.is_empty());
         assert_eq!(places.get(&2), None);
@@ -992,6 +1142,7 @@ mod tests {
             0x7FFF,
             &mut places,
             4,
+            false,
         );
         assert_eq!(lost, [0x8005]);
     }
@@ -999,8 +1150,90 @@ mod tests {
     #[test]
     fn an_index0_partition_moves_the_default_away_from_index_0() {
         let mut places = BTreeMap::from([(0x7FFF, 0)]);
-        let (t, _) = layout(&[0x7FFF, 0x8005], 5, &mut places, 4);
+        let (t, _) = layout(&[0x7FFF, 0x8005], 5, &mut places, 4, false);
         assert_eq!(t, [0x8005, 0x7FFF, 0, 0]);
+    }
+
+    #[test]
+    fn with_allow_both_pkeys_a_both_member_holds_the_two_keys() {
+        // OpenSM's order: a partition's limited key, then its full one.
+        assert_eq!(
+            member_keys(0x0042, Membership::Both, true),
+            (vec![0x0042, 0x8042], 0x0042)
+        );
+        assert_eq!(
+            member_keys(0x0042, Membership::Both, false),
+            (vec![0x8042], 0x0042)
+        );
+        // The full default key at index 0; the two keys of 0x0042 apart.
+        let mut places = held_places(&[0xFFFF, 0, 0, 0], true);
+        let (t, lost) = layout(&[0x0042, 0x8042, 0xFFFF], 0xFFFF, &mut places, 4, true);
+        assert_eq!(t, [0xFFFF, 0x0042, 0x8042, 0]);
+        assert!(lost.is_empty());
+        // A key keeps its place: the limited one leaves, the full stays.
+        let (t, _) = layout(&[0x8042, 0xFFFF], 0xFFFF, &mut places, 4, true);
+        assert_eq!(t, [0xFFFF, 0, 0x8042, 0]);
+        // Without, a port's key of a partition keeps its place whatever
+        // its membership.
+        let mut places = held_places(&[0xFFFF, 0, 0x0042, 0], false);
+        let (t, _) = layout(&[0x8042, 0xFFFF], 0x7FFF, &mut places, 4, false);
+        assert_eq!(t, [0xFFFF, 0, 0x8042, 0]);
+    }
+
+    #[test]
+    fn with_allow_both_pkeys_a_limited_default_member_leaves_index_0_empty() {
+        // Index 0 is the full default key's; a port that holds 0xFFFF
+        // there and is now only a limited member moves 0x7FFF up.
+        let mut places = held_places(&[0xFFFF, 0, 0, 0], true);
+        let (t, _) = layout(&[0x7FFF], 0xFFFF, &mut places, 4, true);
+        assert_eq!(t, [0, 0x7FFF, 0, 0]);
+        // ... but 0x7FFF found at index 0 stays there.
+        let mut places = held_places(&[0x7FFF, 0, 0, 0], true);
+        let (t, _) = layout(&[0x7FFF], 0xFFFF, &mut places, 4, true);
+        assert_eq!(t, [0x7FFF, 0, 0, 0]);
+        // An indx0 partition's key takes index 0 whatever was there.
+        let mut places = held_places(&[0xFFFF, 0, 0, 0], true);
+        let (t, _) = layout(&[0x0005, 0x8005, 0xFFFF], 0x0005, &mut places, 4, true);
+        assert_eq!(t, [0x0005, 0x8005, 0xFFFF, 0]);
+    }
+
+    #[test]
+    fn the_shared_pkey_is_the_one_opensm_picks() {
+        // OpenSM's order is by the key's low byte first: 0x8300 before
+        // 0x0042 before 0x7FFF, whatever order the tables keep.
+        let a = [0xFFFF, 0x8300, 0x8042, 0];
+        assert_eq!(common_pkey(&a, &a, None, false), Some(PKey(0x8300)));
+        let b = [0x8005, 0x8042, 0xFFFF];
+        assert_eq!(common_pkey(&a, &b, None, false), Some(PKey(0x8042)));
+        // The answer is the first table's key, limited here.
+        let c = [0xFFFF, 0x0042];
+        assert_eq!(common_pkey(&c, &a, None, false), Some(PKey(0x0042)));
+        // Two limited members share nothing; `only` keeps one partition.
+        assert_eq!(common_pkey(&[0x0042], &[0x0042], None, false), None);
+        assert_eq!(common_pkey(&a, &b, Some(0x7FFF), false), Some(PKey(0xFFFF)));
+        assert_eq!(common_pkey(&a, &b, Some(0x0005), false), None);
+        // A table holding both keys of a partition: the full one stands.
+        assert_eq!(
+            common_pkey(&[0x0042, 0x8042], &[0x0042], None, false),
+            Some(PKey(0x8042))
+        );
+        // With allow_both_pkeys, side by side: 0x0042 meets 0x8042 first.
+        let d = [0xFFFF, 0x8300, 0x0042, 0x8042, 0x7FFF];
+        assert_eq!(common_pkey(&d, &b, None, true), Some(PKey(0x0042)));
+        assert_eq!(common_pkey(&d, &d, None, true), Some(PKey(0x8300)));
+        // Only the walk of full against limited finds 0x8042 - 0x0042.
+        assert_eq!(
+            common_pkey(&[0x8042, 0x7FFF], &[0x0042, 0x7FFF], None, true),
+            Some(PKey(0x8042))
+        );
+        assert_eq!(
+            common_pkey(&[0x0042, 0x7FFF], &[0x8042, 0x7FFF], None, true),
+            Some(PKey(0x0042))
+        );
+        assert_eq!(
+            common_pkey(&[0x0042, 0x7FFF], &[0x0042, 0x7FFF], None, true),
+            None
+        );
     }
 
     #[test]
