@@ -436,6 +436,49 @@ fn a_guid2lid_cache_gives_lids_at_a_fresh_start_and_yields_to_a_takeover() {
     assert_eq!(lids(&f), before, "the held LIDs kept, the cache ignored");
 }
 
+/// OpenSM's `honor_guid2lid_file`: a standby that takes over gives the
+/// LIDs its cache gives (two ports' swapped, one moved to a free LID), as
+/// at a fresh start, where by default the LIDs the ports hold win; the
+/// routes follow either way.
+#[test]
+fn with_honor_guid2lid_file_a_takeover_gives_the_caches_lids() {
+    for honor in [false, true] {
+        let (mut f, _) = running("mport-ntree:4:2");
+        let held = port_lids(&f);
+        let master = other_ca(&f);
+        let mut sm = standby_sm_cfg(
+            &mut f,
+            master,
+            SmConfig {
+                honor_guid2lid_file: honor,
+                ..SmConfig::default()
+            },
+        );
+        let mut cache = held.clone();
+        let guids: Vec<u64> = cache.keys().copied().collect();
+        let (a, b, c) = (guids[1], guids[5], guids[7]);
+        let (la, lb) = (cache[&a], cache[&b]);
+        cache.insert(a, lb);
+        cache.insert(b, la);
+        let free = mad_core::Lid(held.values().map(|l| l.0).max().unwrap() + 10);
+        cache.insert(c, free);
+        sm.set_preferred_lids(cache.clone());
+        f.set_sm_info(master, SmState::NotActive, 15);
+        let t = f.now_ns();
+        f.run_until(&mut sm, t + 3_000 * MS);
+        assert_eq!(sm.sm_state(), SmState::Master);
+        let now = port_lids(&f);
+        if honor {
+            assert_eq!(now, cache, "every port got the cache's LID");
+        } else {
+            assert_eq!(now, held, "the held LIDs kept");
+        }
+        assert_eq!(sm.lids_by_guid(), now);
+        let v = f.verify();
+        assert_eq!((v.unreachable, v.loops), (0, 0), "{v:?}");
+    }
+}
+
 #[test]
 fn a_master_polls_its_standbys_at_each_sweep_and_hands_over_to_one_raised_above_it() {
     let (mut f, _) = running("mport-ntree:4:2");

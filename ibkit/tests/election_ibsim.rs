@@ -15,7 +15,9 @@ use fabric::topology::Topology;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tests::peers::{missing_tools, start_opensm_at, Ibsim, Served, Simulator, WatchedSm};
+use tests::peers::{
+    missing_tools, start_opensm_at, start_opensm_cached_at, Ibsim, Served, Simulator, WatchedSm,
+};
 use tests::skip;
 
 mod common;
@@ -929,6 +931,18 @@ fn an_inactive_sm_stays_not_active_beside_a_lower_master() {
     }
 }
 
+/// A standby's `opensm.conf` in `dir`: polls every 500 ms, `retries`
+/// polls let go unanswered, the log flushed at each line, and `more`.
+fn standby_conf(dir: &Path, retries: u32, more: &str) -> std::path::PathBuf {
+    let conf = dir.join("standby.conf");
+    std::fs::write(
+        &conf,
+        format!("sminfo_polling_timeout 500\npolling_retry_number {retries}\nforce_log_flush TRUE\n{more}"),
+    )
+    .unwrap();
+    conf
+}
+
 /// OpenSM's `polling_retry_number`, with `sminfo_polling_timeout 500`, in
 /// one `opensm.conf` given to the standby (OpenSM's `-F`, ibkit's
 /// `--opensm-config`) on the served fabric; the master, the other SM, is
@@ -954,12 +968,7 @@ fn both_standbys_let_polling_retry_number_polls_go_unanswered() {
     for (standby, retries) in [(Kind::OpenSm, 3), (Kind::Ibkit, 3), (Kind::Ibkit, 0)] {
         let sub = dir.join(format!("{standby:?}-{retries}"));
         std::fs::create_dir_all(&sub).unwrap();
-        let conf = sub.join("standby.conf");
-        std::fs::write(
-            &conf,
-            format!("sminfo_polling_timeout 500\npolling_retry_number {retries}\nforce_log_flush TRUE\n"),
-        )
-        .unwrap();
+        let conf = standby_conf(&sub, retries, "");
         let conf = conf.to_str().unwrap();
         let sim = start(&topo, spec, &sub);
         let sim = &*sim;
@@ -1023,4 +1032,147 @@ fn both_standbys_let_polling_retry_number_polls_go_unanswered() {
     assert!(took[1] >= Duration::from_millis(1_500), "ibkit: {took:?}");
     assert!(took[2] < took[1] / 2, "ibkit, none: {took:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Port GUID → LID of every end port and switch, read with `smpquery
+/// nodeinfo` from `host` over LIDs 1..=`n`.
+fn lids_by_guid(sim: &dyn Simulator, host: &str, n: u16) -> BTreeMap<u64, u16> {
+    (1..=n)
+        .filter_map(|l| {
+            let out = (sim.client_at("smpquery".as_ref(), host))
+                .args(["nodeinfo", &l.to_string()])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let guid = common::smp_field(&text, "PortGuid")
+                .and_then(|g| u64::from_str_radix(g.trim_start_matches("0x"), 16).ok());
+            guid.map(|g| (g, l))
+        })
+        .collect()
+}
+
+/// OpenSM's `honor_guid2lid_file` beside OpenSM on ibsim:
+/// the standby under test (OpenSM, then ibkit) starts with an empty
+/// cache directory under the other SM as master; once it stands by, a
+/// `guid2lid` with two hosts' LIDs swapped is written into its cache
+/// directory, and the master is killed. With `TRUE` each takes over
+/// reading the file again and gives the two hosts the swapped LIDs; with
+/// `FALSE` (OpenSM's default) each keeps the LIDs the ports hold.
+#[test]
+fn both_standbys_honor_guid2lid_file_alike_taking_over() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let h = hosts(&topo);
+    let n = topo.nodes.len() as u16 + 4;
+    let wait = Duration::from_secs(30);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let (_, start) = SIMULATORS[0];
+    let dir = std::env::temp_dir().join(format!("ibkit-honor-g2l-{}", std::process::id()));
+    let tool = &h[h.len() - 1].0;
+    for honor in ["FALSE", "TRUE"] {
+        let mut got = Vec::new();
+        for standby in [Kind::OpenSm, Kind::Ibkit] {
+            let sub = dir.join(format!("{standby:?}-{honor}"));
+            let cache = sub.join("cache");
+            let _ = std::fs::remove_dir_all(&sub);
+            std::fs::create_dir_all(&cache).unwrap();
+            let conf = standby_conf(&sub, 0, &format!("honor_guid2lid_file {honor}\n"));
+            let conf = conf.to_str().unwrap();
+            let sim = start(&topo, spec, &sub);
+            let sim = &*sim;
+            // The cache the standby finds when it takes over: what the
+            // ports hold, with two hosts' LIDs swapped.
+            let write_cache = || {
+                let held = lids_by_guid(sim, tool, n);
+                let (a, b) = (h[2].1, h[3].1);
+                let mut want = held.clone();
+                want.insert(a, held[&b]);
+                want.insert(b, held[&a]);
+                let text: String = (want.iter())
+                    .map(|(g, l)| format!("0x{g:016x} 0x{l:04x} 0x{l:04x}\n\n"))
+                    .collect();
+                std::fs::write(cache.join("guid2lid"), text).unwrap();
+                (held, want)
+            };
+            let (held, want) = match standby {
+                Kind::OpenSm => {
+                    let mut master =
+                        WatchedSm::start(exe, sim, &h[0].0, &["--priority", "10"]).unwrap();
+                    master.wait_for("SUBNET UP", wait).unwrap();
+                    let osm = start_opensm_cached_at(
+                        sim,
+                        &h[1].0,
+                        &sub,
+                        &cache,
+                        wait,
+                        &["-p", "0", "-F", conf],
+                        "Entering STANDBY state",
+                    )
+                    .unwrap();
+                    let lids = write_cache();
+                    let mut m = master.sm;
+                    m.kill();
+                    let log = sub.join("opensm.log");
+                    let t = Instant::now();
+                    while !std::fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .contains("SUBNET UP")
+                    {
+                        assert!(t.elapsed() < wait, "OpenSM never took over");
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                    got.push(lids_by_guid(sim, tool, n));
+                    drop(osm);
+                    lids
+                }
+                Kind::Ibkit => {
+                    let mut osm =
+                        start_opensm_at(sim, &h[0].0, &sub, wait, &["-p", "10"], "SUBNET UP")
+                            .unwrap();
+                    let cache_arg = cache.to_str().unwrap();
+                    let extra = [
+                        "--priority",
+                        "0",
+                        "--opensm-config",
+                        conf,
+                        "--cache-dir",
+                        cache_arg,
+                    ];
+                    let mut ibkit = WatchedSm::start(exe, sim, &h[1].0, &extra).unwrap();
+                    ibkit.wait_for("Entering STANDBY state", wait).unwrap();
+                    let lids = write_cache();
+                    osm.kill();
+                    ibkit.wait_for("SUBNET UP", wait).unwrap();
+                    got.push(lids_by_guid(sim, tool, n));
+                    let (clean, lines) = ibkit.stop(wait);
+                    assert!(clean, "{lines:?}");
+                    lids
+                }
+            };
+            let now = got.last().unwrap();
+            let (a, b) = (h[2].1, h[3].1);
+            let expect = if honor == "TRUE" { &want } else { &held };
+            assert_eq!(
+                (now.get(&a), now.get(&b)),
+                (expect.get(&a), expect.get(&b)),
+                "{standby:?} standby, honor_guid2lid_file {honor}"
+            );
+            println!(
+                "{standby:?} took over, honor_guid2lid_file {honor}: hosts {:#x} and {:#x} hold LIDs {:?} and {:?} (held before: {} and {})",
+                a, b, now.get(&a), now.get(&b), held[&a], held[&b]
+            );
+        }
+        // The two SMs gave the two hosts the same LIDs.
+        let (a, b) = (h[2].1, h[3].1);
+        assert_eq!(
+            (got[0].get(&a), got[0].get(&b)),
+            (got[1].get(&a), got[1].get(&b)),
+            "{honor}"
+        );
+    }
 }

@@ -10,7 +10,9 @@
 use fabric::topology::Topology;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tests::peers::{missing_tools, start_ibkit_sm, start_opensm, Ibsim, RunningSm};
+use tests::peers::{
+    missing_tools, start_ibkit_sm, start_opensm, start_opensm_with, Ibsim, RunningSm,
+};
 
 mod common;
 use common::skip;
@@ -2041,7 +2043,7 @@ fn with_use_mfttop_off_neither_sm_writes_multicast_fdb_top() {
             std::thread::sleep(Duration::from_secs(2));
             let tops: Vec<u64> = (switches.iter())
                 .map(|g| {
-                    let out = (sim.client_at("smpquery".as_ref(), tool))
+                    let out = (sim.client_on("smpquery", tool))
                         .args(["-G", "switchinfo", &format!("{g:#x}")])
                         .output()
                         .unwrap();
@@ -2191,6 +2193,159 @@ fn joins_program_mfts_that_ibroute_shows() {
     }
 }
 
+/// Whether `mft` (switch → the ports of one MLID's entry, as `ibroute
+/// -M` shows them), flooded over `topo`'s cables from each of `members`
+/// (each switch copying out of every port of its entry but the one it
+/// came in by), reaches every other member once and nobody else.
+fn flooded(
+    topo: &Topology,
+    mft: &BTreeMap<usize, Vec<u8>>,
+    members: &[&str],
+) -> Result<(), String> {
+    let node = |name: &str| topo.nodes.iter().position(|n| n.name == name).unwrap();
+    for &m in members {
+        let mut reached: BTreeMap<String, u32> = BTreeMap::new();
+        let start = topo.peer_of(node(m), 1).unwrap();
+        let mut queue = std::collections::VecDeque::from([start]);
+        let mut steps = 0;
+        while let Some((n, ingress)) = queue.pop_front() {
+            steps += 1;
+            if steps >= 10_000 {
+                return Err(format!("from {m}: a loop"));
+            }
+            if topo.nodes[n].kind != mad_core::attr::NodeType::Switch {
+                *reached.entry(topo.nodes[n].name.clone()).or_default() += 1;
+                continue;
+            }
+            for &p in mft.get(&n).into_iter().flatten() {
+                if p != ingress && p != 0 {
+                    queue.push_back(topo.peer_of(n, p).unwrap());
+                }
+            }
+        }
+        let want: BTreeMap<String, u32> = (members.iter())
+            .filter(|&&x| x != m)
+            .map(|x| (x.to_string(), 1))
+            .collect();
+        if reached != want {
+            return Err(format!("from {m}: reached {reached:?}, want {want:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// OpenSM's `consolidate_ipv6_snm_req` beside OpenSM on ibsim: the same
+/// `opensm.conf` given to both SMs, three hosts far apart each create
+/// their IPv6 solicited-node group (`ibkit sa mcmember --join`, the
+/// components IPoIB sends). With `FALSE` each group gets an MLID of its
+/// own; with `TRUE` the three share one, and `ibroute -M` on every switch
+/// shows a tree for it that reaches the three hosts and nobody else. The
+/// MLIDs each join is answered with, and each group's record asked by its
+/// MGID, equal under both SMs.
+#[test]
+fn both_sas_consolidate_ipv6_solicited_node_groups_alike() {
+    if !peers_here() || !tool_here("ibroute", "infiniband-diags' ibroute") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-snm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let tool = cas[cas.len() - 1];
+    let members = [cas[1], cas[cas.len() / 2], cas[cas.len() - 2]];
+    let mgid = |k: usize| format!("ff12:601b:ffff::1:ff00:{:x}", 0x10 + k);
+    let mlid = |v: &serde_json::Value| -> u64 {
+        let m = &v["records"][0]["mlid"];
+        m.as_u64().unwrap_or_else(|| hex(m))
+    };
+    let wait = Duration::from_secs(30);
+    let site = dir.join("opensm.conf");
+    let site = site.to_str().unwrap();
+    for on in ["FALSE", "TRUE"] {
+        std::fs::write(site, format!("consolidate_ipv6_snm_req {on}\n")).unwrap();
+        let mut got = Vec::new();
+        for opensm in [true, false] {
+            let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+            let sm = if opensm {
+                start_opensm_with(&sim, &dir, wait, &["-F", site]).unwrap()
+            } else {
+                start_ibkit_sm(exe, &sim, &["--opensm-config", site], wait).unwrap()
+            };
+            let who = if opensm { "OpenSM" } else { "ibkit" };
+            let mut mlids = Vec::new();
+            for (k, h) in members.iter().enumerate() {
+                let g = format!("mgid={}", mgid(k));
+                let create = [
+                    &g[..],
+                    "qkey=0xb1b",
+                    "pkey=0xffff",
+                    "sl=0",
+                    "flow_label=0",
+                    "tclass=0",
+                ];
+                let (code, v, err) = run_ibkit_sa(
+                    sim.client_on(exe, h),
+                    &[&["mcmember", "--join"][..], &create].concat(),
+                );
+                assert_eq!(code, 0, "{who}, {on}: {err}");
+                let (code, asked, err) = run_ibkit_sa(sim.client_on(exe, tool), &["mcmember", &g]);
+                assert_eq!(code, 0, "{who}, {on}: {err}");
+                assert_eq!(mlid(&asked), mlid(&v), "{who}, {on}: {asked}");
+                mlids.push(mlid(&v));
+            }
+            if on == "TRUE" {
+                // Switches by LID, read with smpquery (an SA table
+                // reaches a libumad2sim client as its first MAD only).
+                let lid_of: BTreeMap<String, u16> =
+                    common::per_lid(topo.nodes.len() as u16 + 2, |l| {
+                        let out = (sim.client_on("smpquery", tool))
+                            .args(["nodedesc", &l.to_string()])
+                            .output()
+                            .unwrap();
+                        let text = String::from_utf8_lossy(&out.stdout);
+                        let desc = text
+                            .split("Node Description:")
+                            .nth(1)
+                            .map(|d| d.trim().trim_start_matches('.').trim().to_string());
+                        desc.map(|d| (d, l)).into_iter().collect()
+                    })
+                    .into_iter()
+                    .collect();
+                let by_lid = |n: &fabric::topology::Node| vec![lid_of[&n.name].to_string()];
+                let t0 = Instant::now();
+                loop {
+                    let mft = ibroute_mfts(who, &sim, &topo, tool, &by_lid, mlids[0] as u16);
+                    match flooded(&topo, &mft, &members) {
+                        Ok(()) => break,
+                        Err(e) if t0.elapsed() > Duration::from_secs(10) => {
+                            panic!("{who}: {e}: {mft:?}")
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(200)),
+                    }
+                }
+            }
+            println!("{who}, consolidate_ipv6_snm_req {on}: the three groups' MLIDs {mlids:x?}");
+            got.push(mlids);
+            drop(sm);
+            drop(sim);
+        }
+        assert_eq!(got[0], got[1], "{on}: OpenSM's MLIDs, then ibkit's");
+        let mut distinct = got[1].clone();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            if on == "TRUE" { 1 } else { 3 },
+            "{on}: {:x?}",
+            got[1]
+        );
+    }
+}
+
 /// [`joins_program_mfts_that_ibroute_shows`] on one simulator: ibkit's
 /// SM, three hosts far apart joining, one leaving.
 fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator) {
@@ -2208,38 +2363,7 @@ fn joins_and_mfts(what: &str, topo: &Topology, sim: &dyn tests::peers::Simulator
     // What ibroute -M shows, flooded from each member: who it reaches.
     let by_lid = |n: &fabric::topology::Node| vec![lid_of[&n.name].to_string()];
     let read_mfts = || ibroute_mfts(what, sim, topo, tool, &by_lid, 0xC000);
-    // Flooded from each member: every other member once, nobody else.
-    let reaches = |mft: &BTreeMap<usize, Vec<u8>>, members: &[&str]| -> Result<(), String> {
-        for &m in members {
-            let mut reached: BTreeMap<String, u32> = BTreeMap::new();
-            let start = topo.peer_of(node(m), 1).unwrap();
-            let mut queue = std::collections::VecDeque::from([start]);
-            let mut steps = 0;
-            while let Some((n, ingress)) = queue.pop_front() {
-                steps += 1;
-                if steps >= 10_000 {
-                    return Err(format!("from {m}: a loop"));
-                }
-                if topo.nodes[n].kind != mad_core::attr::NodeType::Switch {
-                    *reached.entry(topo.nodes[n].name.clone()).or_default() += 1;
-                    continue;
-                }
-                for &p in mft.get(&n).into_iter().flatten() {
-                    if p != ingress && p != 0 {
-                        queue.push_back(topo.peer_of(n, p).unwrap());
-                    }
-                }
-            }
-            let want: BTreeMap<String, u32> = (members.iter())
-                .filter(|&&x| x != m)
-                .map(|x| (x.to_string(), 1))
-                .collect();
-            if reached != want {
-                return Err(format!("from {m}: reached {reached:?}, want {want:?}"));
-            }
-        }
-        Ok(())
-    };
+    let reaches = |mft: &BTreeMap<usize, Vec<u8>>, members: &[&str]| flooded(topo, mft, members);
     // The SA answers a join before the SM has programmed the switches:
     // the tables are read again until they form the tree, for 10 s at most.
     let check = |members: &[&str]| {

@@ -547,6 +547,10 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         "node_name_map_name",
         "fsync_high_avail_files",
         "use_optimized_slvl",
+        "allow_both_pkeys",
+        "keep_pkey_indexes",
+        "consolidate_ipv6_snm_req",
+        "honor_guid2lid_file",
     ] {
         assert!(
             !skipped.split([' ', ':']).any(|w| w == applied),

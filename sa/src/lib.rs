@@ -187,6 +187,13 @@ pub struct SaConfig {
     /// OpenSM's). Kept, they get no Report while their port is out of
     /// service, and Reports again once it is back.
     pub drop_event_subscriptions: bool,
+    /// A new IPv6 solicited-node multicast group (IPoIB's
+    /// `FF1s:601B:PPPP::1:FFxx:xxxx`) gets the MLID of one that exists in
+    /// the same partition and scope, so that a subnet of IPv6 hosts does
+    /// not spend an MLID a host (OpenSM's `consolidate_ipv6_snm_req`;
+    /// false by default, as OpenSM's). The groups stay apart in the SA;
+    /// the MLID's tree reaches the members of all of them.
+    pub consolidate_ipv6_snm_req: bool,
 }
 
 impl Default for SaConfig {
@@ -214,6 +221,7 @@ impl Default for SaConfig {
             max_assigned_guids: guids::MAX_ASSIGNED,
             disable_multicast: false,
             mcgroup_join_validation: true,
+            consolidate_ipv6_snm_req: false,
             ipoib_mcgroup_creation_validation: true,
             use_mfttop: true,
             drop_event_subscriptions: false,
@@ -397,6 +405,13 @@ impl Sa {
     /// ([`SaConfig::drop_event_subscriptions`]; a re-read configuration).
     pub fn set_drop_event_subscriptions(&mut self, drop: bool) {
         self.cfg.drop_event_subscriptions = drop;
+    }
+
+    /// Whether new solicited-node groups share an MLID from now on
+    /// ([`SaConfig::consolidate_ipv6_snm_req`]; a re-read configuration:
+    /// groups that exist keep theirs).
+    pub fn set_consolidate_ipv6_snm_req(&mut self, on: bool) {
+        self.cfg.consolidate_ipv6_snm_req = on;
     }
 
     /// A number that changes whenever the groups, the services or the
@@ -1027,6 +1042,7 @@ impl Sa {
                 let checks = mcast::Checks {
                     join: self.cfg.mcgroup_join_validation,
                     mgid: self.cfg.ipoib_mcgroup_creation_validation,
+                    consolidate_snm: self.cfg.consolidate_ipv6_snm_req,
                 };
                 return match self.groups.join(subnet, me(), &m.data, mask, checks) {
                     Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),

@@ -264,14 +264,40 @@ fn codes_valid(q: &McMemberRecord, mask: u64) -> bool {
         && (!both(bit::MTU_SEL, bit::MTU) || (1..=5).contains(&q.mtu))
 }
 
-/// Which checks a join goes through ([`crate::SaConfig`]'s
-/// `mcgroup_join_validation` and `ipoib_mcgroup_creation_validation`).
+/// Which checks a join goes through, and how a new group gets its MLID
+/// ([`crate::SaConfig`]'s `mcgroup_join_validation`,
+/// `ipoib_mcgroup_creation_validation` and `consolidate_ipv6_snm_req`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checks {
     /// A join's fields against the group's.
     pub join: bool,
     /// A requested MGID of a new group.
     pub mgid: bool,
+    /// A new IPv6 solicited-node group shares the MLID of one that
+    /// exists in its partition and scope (OpenSM's
+    /// `consolidate_ipv6_snm_req`).
+    pub consolidate_snm: bool,
+}
+
+/// An IPv6 solicited-node multicast MGID, as IPoIB maps one (RFC 4391):
+/// `FF1s:601B:PPPP:0000:0000:0001:FFxx:xxxx`, scope `s`, P_Key `PPPP`
+/// and the low 24 bits of the IPv6 address (OpenSM's masks: the flags
+/// nibble and the scope, the P_Key, and the low 24 bits are free).
+pub fn is_ipv6_snm(g: &Gid) -> bool {
+    let m = &g.0;
+    m[0] == 0xFF
+        && m[1] & 0xF0 == 0x10
+        && m[2..4] == [0x60, 0x1B]
+        && m[6..8] == [0, 0]
+        && m[8..11] == [0, 0, 0]
+        && m[11] & 0xF1 == 0x01
+        && m[12] == 0xFF
+}
+
+/// Two solicited-node MGIDs OpenSM's consolidation puts on one MLID:
+/// the same but for the address's low 24 bits (the first 13 bytes).
+fn same_snm_set(a: &Gid, b: &Gid) -> bool {
+    a.0[..13] == b.0[..13]
 }
 
 /// The 16-bit signature of an MGID (bytes 2..4).
@@ -461,10 +487,14 @@ impl Groups {
         if !(1..=5).contains(&rec.mtu) || half_gbps(rec.rate).is_none() {
             return Err("its MTU or rate is not a code that exists");
         }
+        // Solicited-node groups an SA consolidated share their MLID.
+        let blocks = |g: &Group| {
+            g.rec.mlid == mlid && !(is_ipv6_snm(&rec.mgid) && same_snm_set(&g.rec.mgid, &rec.mgid))
+        };
         let gi = match self.by_mgid(&rec.mgid) {
             Some(i) if self.groups[i].rec.mlid == mlid => i,
             Some(_) => return Err("a group with its MGID holds another MLID"),
-            None if self.used(mlid) => return Err("another group holds its MLID"),
+            None if self.groups.iter().any(blocks) => return Err("another group holds its MLID"),
             None if self.groups.len() >= MAX_GROUPS => return Err("the SA holds its most groups"),
             None => {
                 let mut r = rec;
@@ -508,7 +538,7 @@ impl Groups {
         let g = &self.groups[gi];
         if !g.well_known && g.full_members() == 0 {
             let g = self.groups.swap_remove(gi);
-            self.mark(g.rec.mlid, false);
+            self.release(g.rec.mlid);
             return Err(if n.over > 0 {
                 "the SA holds its most memberships (65,536)"
             } else {
@@ -538,10 +568,10 @@ impl Groups {
         self.groups.push(g);
     }
 
-    /// Removes group `i`, its MLID freed.
+    /// Removes group `i`, its MLID freed unless another group shares it.
     fn remove(&mut self, i: usize) {
         let g = self.groups.swap_remove(i);
-        self.mark(g.rec.mlid, false);
+        self.release(g.rec.mlid);
         self.changed.insert(g.rec.mlid.0);
         self.created_deleted.push((67, g.rec.mgid));
     }
@@ -565,12 +595,13 @@ impl Groups {
     /// a CA's port (a VM's, its hypervisor's), a switch's port 0. Every
     /// member, send-only ones too (their packets enter the tree where they
     /// hang off), marked so: a port receives if any of its memberships is
-    /// a full or non-member. Empty when no group has the MLID.
+    /// a full or non-member. Empty when no group has the MLID. Groups
+    /// that share the MLID (consolidated solicited-node groups) forward
+    /// to all their members.
     pub fn members_of(&self, s: &Subnet, mlid: Lid) -> Vec<GroupMember> {
-        let Some(g) = self.groups.iter().find(|g| g.rec.mlid == mlid) else {
-            return Vec::new();
-        };
-        let mut v: Vec<GroupMember> = (g.members.iter())
+        let mut v: Vec<GroupMember> = (self.groups.iter())
+            .filter(|g| g.rec.mlid == mlid)
+            .flat_map(|g| &g.members)
             .filter_map(|m| {
                 let e = member_end(s, m.gid).ok()?;
                 let n = s.node(e.node)?;
@@ -591,6 +622,13 @@ impl Groups {
             same
         });
         v
+    }
+
+    /// `mlid` marked free when no group holds it any more.
+    fn release(&mut self, mlid: Lid) {
+        if !self.groups.iter().any(|g| g.rec.mlid == mlid) {
+            self.mark(mlid, false);
+        }
     }
 
     fn mark(&mut self, mlid: Lid, used: bool) {
@@ -646,7 +684,7 @@ impl Groups {
                 if mask & bit::CREATE != bit::CREATE {
                     return Err(SaStatus::ReqInsufficientComponents);
                 }
-                let rec = self.create(s, &q, mask, &port, checks.mgid)?;
+                let rec = self.create(s, &q, mask, &port, checks)?;
                 self.add(Group {
                     rec,
                     members: Vec::new(),
@@ -727,7 +765,7 @@ impl Groups {
         q: &McMemberRecord,
         mask: u64,
         port: &End,
-        check_mgid: bool,
+        checks: Checks,
     ) -> Result<McMemberRecord, SaStatus> {
         if self.groups.len() >= MAX_GROUPS {
             return Err(SaStatus::NoResources);
@@ -735,7 +773,7 @@ impl Groups {
         let mut rec = *q;
         if q.mgid == Gid([0; 16]) {
             rec.mgid = self.new_mgid(mask, q, port)?;
-        } else if check_mgid {
+        } else if checks.mgid {
             self.check_mgid(q, mask)?;
         }
         let (port_mtu, port_rate) = port_caps(s, port);
@@ -770,7 +808,12 @@ impl Groups {
         if half_gbps(rec.rate).is_none() {
             return Err(SaStatus::ReqInvalid);
         }
-        rec.mlid = self.new_mlid(if on(bit::MLID) { q.mlid } else { Lid(0) })?;
+        let asked = if on(bit::MLID) { q.mlid } else { Lid(0) };
+        rec.mlid = match self.snm_mlid(&rec.mgid, checks.consolidate_snm) {
+            // OpenSM gives a free MLID asked for first.
+            Some(m) if !asked.is_multicast() || self.used(asked) => m,
+            _ => self.new_mlid(asked)?,
+        };
         // The record's scope is the MGID's (OpenSM keeps the request's,
         // which leaves a made MGID's group with scope 0).
         rec.scope = rec.mgid.0[1] & 0x0F;
@@ -828,6 +871,18 @@ impl Groups {
             }
         }
         Err(SaStatus::NoResources)
+    }
+
+    /// With `consolidate`, the MLID of a solicited-node group of the same
+    /// partition and scope as `mgid`, when `mgid` is one and such a group
+    /// exists (OpenSM's `consolidate_ipv6_snm_req`).
+    fn snm_mlid(&self, mgid: &Gid, consolidate: bool) -> Option<Lid> {
+        if !consolidate || !is_ipv6_snm(mgid) {
+            return None;
+        }
+        (self.groups.iter())
+            .find(|g| same_snm_set(&g.rec.mgid, mgid))
+            .map(|g| g.rec.mlid)
     }
 
     /// The MLID asked for when it is free, else the lowest free one.

@@ -584,6 +584,126 @@ fn joins_and_leaves_program_the_switches() {
     reach(&f, &members);
 }
 
+/// OpenSM's `consolidate_ipv6_snm_req`: four hosts each create their
+/// IPv6 solicited-node group (ff12:601b:ffff::1:ffxx:xxxx, as IPoIB joins
+/// one per address). Off, each group gets an MLID of its own and its one
+/// member's packets go nowhere; on, the four share the first one's MLID,
+/// whose tree reaches all four hosts, the groups stay apart in the SA, a
+/// group that goes leaves the MLID to the others, and another kind of
+/// group still gets an MLID of its own.
+#[test]
+fn solicited_node_groups_share_an_mlid_when_consolidated() {
+    let snm = |low: u32| {
+        let mut g = [0u8; 16];
+        g[..6].copy_from_slice(&[0xff, 0x12, 0x60, 0x1b, 0xff, 0xff]);
+        g[11..13].copy_from_slice(&[0x01, 0xff]);
+        g[13..].copy_from_slice(&low.to_be_bytes()[1..]);
+        Gid(g)
+    };
+    assert!(sa::mcast::is_ipv6_snm(&snm(0xAB_CDEF)));
+    assert!(!sa::mcast::is_ipv6_snm(&IPOIB_BROADCAST));
+    for consolidate in [false, true] {
+        let (mut f, mut sm) = up("mport-ntree:8:2");
+        let hs = hosts(&f);
+        let mut sa = Sa::new(sa::SaConfig {
+            rmpp_acks: false,
+            consolidate_ipv6_snm_req: consolidate,
+            ..sa::SaConfig::default()
+        });
+        let sync = |sa: &mut Sa, sm: &mut Sm, f: &mut fabric::sim::Fabric| {
+            for (mlid, members) in sa.take_group_changes(sm.subnet()) {
+                sm.set_multicast_group(mlid, &members).unwrap();
+            }
+            assert!(f.run(sm));
+        };
+        let who = [hs[0], hs[9], hs[20], hs[30]];
+        let mut mlids = Vec::new();
+        for (k, &(_, a)) in who.iter().enumerate() {
+            let mut r = member(snm(0x10 + k as u32), gid(a, &sm), FULL);
+            r.qkey = IPOIB_QKEY;
+            let (st, got) = send(&mut sa, &sm, a, Method::Set, &r, CREATE);
+            assert_eq!(st, SaStatus::Ok, "consolidate {consolidate}");
+            assert_eq!(got.mgid, r.mgid);
+            mlids.push(got.mlid);
+        }
+        sync(&mut sa, &mut sm, &mut f);
+        let nodes: Vec<usize> = who.iter().map(|w| w.0).collect();
+        let mut distinct = mlids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        // Four groups in the SA either way.
+        let listed = all::<McMemberRecord>(&mut sa, &sm, who[0].1, &Default::default(), 0, KEY);
+        assert_eq!(
+            listed
+                .iter()
+                .filter(|r| sa::mcast::is_ipv6_snm(&r.mgid))
+                .count(),
+            4
+        );
+        if !consolidate {
+            assert_eq!(distinct.len(), 4, "{mlids:x?}");
+            for (&n, &m) in nodes.iter().zip(&mlids) {
+                assert!(f.multicast_walk(n, m).nodes().is_empty());
+            }
+            continue;
+        }
+        assert_eq!(distinct, [mlids[0]], "one MLID for the four");
+        for &n in &nodes {
+            let got: Vec<usize> = f.multicast_walk(n, mlids[0]).nodes().into_iter().collect();
+            let want: Vec<usize> = nodes.iter().copied().filter(|&x| x != n).collect();
+            assert_eq!(got, want);
+        }
+        // The first host leaves its group: the group goes, the MLID
+        // stays with the other three, and the tree no longer reaches it.
+        let (gone, a) = who[0];
+        let mut r = member(snm(0x10), gid(a, &sm), FULL);
+        r.qkey = IPOIB_QKEY;
+        assert_eq!(
+            send(&mut sa, &sm, a, Method::Delete, &r, JOIN).0,
+            SaStatus::Ok
+        );
+        sync(&mut sa, &mut sm, &mut f);
+        let w = f.multicast_walk(nodes[1], mlids[0]);
+        assert!(!w.reaches(gone));
+        assert_eq!(w.nodes().len(), 2);
+        // A group of another kind does not take the shared MLID.
+        let (st, other) = send(
+            &mut sa,
+            &sm,
+            a,
+            Method::Set,
+            &member(Gid([0; 16]), gid(a, &sm), FULL),
+            CREATE,
+        );
+        assert_eq!(st, SaStatus::Ok);
+        assert_ne!(other.mlid, mlids[0]);
+        // A new solicited-node group does.
+        let mut r = member(snm(0x99), gid(a, &sm), FULL);
+        r.qkey = IPOIB_QKEY;
+        let (st, back) = send(&mut sa, &sm, a, Method::Set, &r, CREATE);
+        assert_eq!((st, back.mlid), (SaStatus::Ok, mlids[0]));
+        // A new SA restores the groups that share the MLID from the
+        // database (OpenSM's opensm-sa.dump), whatever its own setting.
+        let db = sa.export(sm.subnet(), 0, 0);
+        let mut sb = new_sa();
+        let r = sb.restore(sm.subnet(), &db, 0, 0);
+        assert_eq!((r.groups, r.skipped), (db.groups.len(), 0), "{r:?}");
+        let shared = |sa: &mut Sa| {
+            let recs = all::<McMemberRecord>(sa, &sm, who[1].1, &Default::default(), 0, KEY);
+            let mut v: Vec<(Gid, Lid)> = (recs.iter())
+                .filter(|r| sa::mcast::is_ipv6_snm(&r.mgid))
+                .map(|r| (r.mgid, r.mlid))
+                .collect();
+            v.sort_unstable_by_key(|x| x.0 .0);
+            v
+        };
+        let restored = shared(&mut sb);
+        assert_eq!(restored.len(), 4);
+        assert!(restored.iter().all(|x| x.1 == mlids[0]));
+        assert_eq!(restored, shared(&mut sa));
+    }
+}
+
 /// A subscriber to traps 66 and 67 hears each group created and deleted,
 /// with its MGID, issued by the SM; a join that is refused announces
 /// nothing, nor does a second member.

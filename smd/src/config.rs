@@ -31,6 +31,7 @@
 //! log_max_size = 0          # MiB: the log file emptied once it holds more; 0: never (OpenSM's)
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
+//! honor_guid2lid_file = false  # true: taking over, guid2lid read again and its LIDs given (OpenSM's)
 //! sa_db_file = "/var/log/opensm-sa.dump"  # the SA's groups, services, subscriptions, read at start
 //! sa_db_dump_dir = "/var/log"   # the SA's opensm-sa.dump alone written here (OpenSM's sa_db_dump)
 //! subnet_lst_dir = "/var/log"   # opensm-subnet.lst alone written here (OpenSM's at every sweep)
@@ -52,6 +53,7 @@
 //! drop_event_subscriptions = false   # true: a port that leaves loses its InformInfo subscriptions (OpenSM's)
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
+//! consolidate_ipv6_snm_req = false   # true: IPv6 solicited-node groups of a partition share one MLID (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -140,12 +142,14 @@ struct Raw {
     part_enforce: Option<Spanned<String>>,
     allow_both_pkeys: Option<bool>,
     keep_pkey_indexes: Option<bool>,
+    honor_guid2lid_file: Option<bool>,
     sweep_on_trap: Option<bool>,
     ignore_other_sm: Option<bool>,
     sm_inactive: Option<bool>,
     disable_multicast: Option<bool>,
     mcgroup_join_validation: Option<bool>,
     ipoib_mcgroup_creation_validation: Option<bool>,
+    consolidate_ipv6_snm_req: Option<bool>,
     use_mfttop: Option<bool>,
     use_optimized_slvl: Option<bool>,
     drop_event_subscriptions: Option<bool>,
@@ -276,6 +280,9 @@ pub struct SmFile {
     /// A P_Key keeps its index in a port's table (OpenSM's
     /// `keep_pkey_indexes`; default true).
     pub keep_pkey_indexes: Option<bool>,
+    /// Taking over, the `guid2lid` read again and its LIDs given (OpenSM's
+    /// `honor_guid2lid_file`; default false).
+    pub honor_guid2lid_file: Option<bool>,
     /// Traps start sweeps (OpenSM's `sweep_on_trap`).
     pub sweep_on_trap: Option<bool>,
     /// Take no part in the election (OpenSM's `ignore_other_sm`).
@@ -290,6 +297,10 @@ pub struct SmFile {
     /// The SA checks a new group's requested MGID (OpenSM's
     /// `ipoib_mcgroup_creation_validation`; default true).
     pub ipoib_mcgroup_creation_validation: Option<bool>,
+    /// New IPv6 solicited-node groups share the MLID of one of their
+    /// partition and scope (OpenSM's `consolidate_ipv6_snm_req`; default
+    /// false).
+    pub consolidate_ipv6_snm_req: Option<bool>,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
     /// true).
     pub use_mfttop: Option<bool>,
@@ -563,12 +574,14 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         part_enforce,
         allow_both_pkeys: raw.allow_both_pkeys,
         keep_pkey_indexes: raw.keep_pkey_indexes,
+        honor_guid2lid_file: raw.honor_guid2lid_file,
         sweep_on_trap: raw.sweep_on_trap,
         ignore_other_sm: raw.ignore_other_sm,
         sm_inactive: raw.sm_inactive,
         disable_multicast: raw.disable_multicast,
         mcgroup_join_validation: raw.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: raw.ipoib_mcgroup_creation_validation,
+        consolidate_ipv6_snm_req: raw.consolidate_ipv6_snm_req,
         use_mfttop: raw.use_mfttop,
         use_optimized_slvl: raw.use_optimized_slvl,
         drop_event_subscriptions: raw.drop_event_subscriptions,
@@ -635,7 +648,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
-                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
+                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
                     use_mfttop = false\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
@@ -685,6 +698,8 @@ mod tests {
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
         assert_eq!(f.allow_both_pkeys, Some(true));
         assert_eq!(f.keep_pkey_indexes, Some(false));
+        assert_eq!(f.consolidate_ipv6_snm_req, Some(true));
+        assert_eq!(f.honor_guid2lid_file, Some(true));
         assert_eq!(f.sweep_on_trap, Some(false));
         assert_eq!(f.ignore_other_sm, Some(true));
         assert_eq!(f.sm_inactive, Some(true));

@@ -23,6 +23,7 @@ pub mod vmctl;
 mod wire;
 
 use fabric::pcap::FrameAddr;
+use mad_core::attr::SmState;
 use mad_core::{Method, Smp};
 use sa::{Sa, SaConfig};
 use serde::{Serialize, Serializer};
@@ -204,6 +205,10 @@ pub struct SmdConfig {
     /// A P_Key keeps its index in a port's table (OpenSM's
     /// `keep_pkey_indexes`); SIGHUP applies a new value.
     pub keep_pkey_indexes: bool,
+    /// Taking the subnet over, the `guid2lid` of `cache_dir` is read
+    /// again and its LIDs given as at a fresh start (OpenSM's
+    /// `honor_guid2lid_file`); SIGHUP applies a new value.
+    pub honor_guid2lid_file: bool,
     /// Traps start sweeps (OpenSM's `sweep_on_trap`); SIGHUP applies a
     /// new value.
     pub sweep_on_trap: bool,
@@ -223,6 +228,9 @@ pub struct SmdConfig {
     /// The SA checks the MGID a new group is asked with (OpenSM's
     /// `ipoib_mcgroup_creation_validation`).
     pub ipoib_mcgroup_creation_validation: bool,
+    /// New IPv6 solicited-node groups share an MLID (OpenSM's
+    /// `consolidate_ipv6_snm_req`); SIGHUP applies a new value.
+    pub consolidate_ipv6_snm_req: bool,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`).
     pub use_mfttop: bool,
     /// One Set(SLtoVL) a switch where it has optimized programming
@@ -325,12 +333,14 @@ impl Default for SmdConfig {
             part_enforce: PartEnforce::Both,
             allow_both_pkeys: false,
             keep_pkey_indexes: true,
+            honor_guid2lid_file: false,
             sweep_on_trap: true,
             ignore_other_sm: false,
             sm_inactive: false,
             disable_multicast: false,
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
+            consolidate_ipv6_snm_req: false,
             use_mfttop: true,
             use_optimized_slvl: true,
             drop_event_subscriptions: false,
@@ -748,6 +758,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         part_enforce: c.part_enforce,
         allow_both_pkeys: c.allow_both_pkeys,
         keep_pkey_indexes: c.keep_pkey_indexes,
+        honor_guid2lid_file: c.honor_guid2lid_file,
         sweep_on_trap: c.sweep_on_trap,
         ignore_other_sm: c.ignore_other_sm,
         sm_inactive: c.sm_inactive,
@@ -779,6 +790,7 @@ fn drive(
         disable_multicast: c.disable_multicast,
         mcgroup_join_validation: c.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: c.ipoib_mcgroup_creation_validation,
+        consolidate_ipv6_snm_req: c.consolidate_ipv6_snm_req,
         use_mfttop: c.use_mfttop,
         drop_event_subscriptions: c.drop_event_subscriptions,
         ..SaConfig::default()
@@ -852,6 +864,8 @@ fn drive(
     };
     // The subnet changed since the dumps were written.
     let mut dirty = false;
+    // The SM's election state as last announced.
+    let mut last_state: Option<SmState> = None;
     if let Some(p) = &c.partitions {
         let parts = read_partitions(p)?;
         tracing::info!(
@@ -1168,6 +1182,26 @@ fn drive(
         }
         while let Some(e) = sm.poll_event() {
             log_event(&e);
+            if let SmEvent::SmStateChanged { state, .. } = &e {
+                // Out of standby (its master silent, or a handover), with
+                // OpenSM's honor_guid2lid_file: the guid2lid read again
+                // (another SM may have written it), before the new
+                // master's discovery hears its first answer.
+                let taking_over = last_state == Some(SmState::Standby)
+                    && matches!(state, SmState::Discovering | SmState::Master);
+                if taking_over && sm.config().honor_guid2lid_file {
+                    if let Some(d) = &c.cache_dir {
+                        let lids = read_cache(
+                            &d.join("guid2lid"),
+                            "LID(s) honoured taking over",
+                            "the LIDs the ports hold kept",
+                            dump::read_guid2lid,
+                        );
+                        sm.set_preferred_lids(lids.unwrap_or_default());
+                    }
+                }
+                last_state = Some(*state);
+            }
             dirty |= matches!(
                 e,
                 SmEvent::SubnetUp { .. }
@@ -1443,6 +1477,14 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         tracing::info!("drop_event_subscriptions {drop_subs}");
     }
     sa.set_drop_event_subscriptions(drop_subs);
+    let snm = g
+        .consolidate_ipv6_snm_req
+        .or(f.consolidate_ipv6_snm_req)
+        .unwrap_or(false);
+    if snm != sa.config().consolidate_ipv6_snm_req {
+        tracing::info!("consolidate_ipv6_snm_req {snm}");
+    }
+    sa.set_consolidate_ipv6_snm_req(snm);
     let enforce = g.part_enforce.or(f.part_enforce).unwrap_or_default();
     if enforce != sm.config().part_enforce {
         let sent = sm.set_part_enforce(enforce);
@@ -1453,6 +1495,14 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         let sent = sm.set_allow_both_pkeys(both);
         tracing::info!("allow_both_pkeys {both}: {sent} SMPs");
     }
+    let honor = g
+        .honor_guid2lid_file
+        .or(f.honor_guid2lid_file)
+        .unwrap_or(false);
+    if honor != sm.config().honor_guid2lid_file {
+        tracing::info!("honor_guid2lid_file {honor}");
+    }
+    sm.set_honor_guid2lid_file(honor);
     let keep = f.keep_pkey_indexes.unwrap_or(true);
     if keep != sm.config().keep_pkey_indexes {
         let sent = sm.set_keep_pkey_indexes(keep);

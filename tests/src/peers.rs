@@ -960,6 +960,27 @@ pub fn start_opensm_at(
     )
 }
 
+/// [`start_opensm_at`] with `cache` as OpenSM's cache directory
+/// (`OSM_CACHE_DIR`), taken as it is, as [`start_opensm_cached`].
+pub fn start_opensm_cached_at(
+    sim: &dyn Simulator,
+    host: &str,
+    dir: &Path,
+    cache: &Path,
+    wait: Duration,
+    extra: &[&str],
+    marker: &str,
+) -> Result<RunningSm, String> {
+    opensm_cached(
+        sim.client_at("opensm".as_ref(), host),
+        dir,
+        cache,
+        wait,
+        extra,
+        marker,
+    )
+}
+
 /// OpenSM as the client `cmd`, logging into `dir` with a fresh cache,
 /// once its log says `marker` (within `wait`).
 fn opensm_in(

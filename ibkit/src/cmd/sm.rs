@@ -66,9 +66,9 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
-    /// ipoib_mcgroup_creation_validation, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -83,7 +83,7 @@ pub struct SmArgs {
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
-    /// ipoib_mcgroup_creation_validation,
+    /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, honor_guid2lid_file,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, max_wire_smps, max_wire_smps2, max_smps_timeout, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -194,6 +194,18 @@ pub struct SmArgs {
     /// written, and its ClassPortInfo leaves IsUDMulticastSupported out.
     #[arg(long)]
     pub disable_multicast: bool,
+    /// IPv6 solicited-node multicast groups (IPoIB's
+    /// ff1s:601b:PKEY::1:ffxx:xxxx, one an IPv6 address) of a partition
+    /// and scope share one MLID (OpenSM's consolidate_ipv6_snm_req), so
+    /// that IPv6 hosts do not spend the subnet's MLIDs.
+    #[arg(long)]
+    pub consolidate_ipv6_snm_req: bool,
+    /// Taking the subnet over from another master, read the guid2lid of
+    /// --cache-dir again and give its LIDs as at a fresh start (OpenSM's
+    /// honor_guid2lid_file, its --honor_guid2lid); without it the LIDs
+    /// the ports hold win, as OpenSM's default.
+    #[arg(long)]
+    pub honor_guid2lid_file: bool,
     /// Take VM requests on this Unix socket (mode 0600; the SM's user
     /// and root): `ibkit vm --socket PATH create|migrate|destroy|list`
     /// starts, live-migrates (LID and vGUID kept, LFT entries swapped or
@@ -361,6 +373,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
             allow_both_pkeys: a.allow_both_pkeys || file.allow_both_pkeys == Some(true),
             keep_pkey_indexes: file.keep_pkey_indexes != Some(false),
+            honor_guid2lid_file: a.honor_guid2lid_file || file.honor_guid2lid_file == Some(true),
             sweep_on_trap: !a.no_sweep_on_trap && file.sweep_on_trap != Some(false),
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
             sm_inactive: a.inactive || file.sm_inactive == Some(true),
@@ -371,6 +384,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             drop_event_subscriptions: file.drop_event_subscriptions == Some(true),
             ipoib_mcgroup_creation_validation: file.ipoib_mcgroup_creation_validation
                 != Some(false),
+            consolidate_ipv6_snm_req: a.consolidate_ipv6_snm_req
+                || file.consolidate_ipv6_snm_req == Some(true),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
@@ -451,6 +466,8 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         ignore_other_sm: a.ignore_other_sm.then_some(true),
         sm_inactive: a.inactive.then_some(true),
         disable_multicast: a.disable_multicast.then_some(true),
+        consolidate_ipv6_snm_req: a.consolidate_ipv6_snm_req.then_some(true),
+        honor_guid2lid_file: a.honor_guid2lid_file.then_some(true),
         force_heavy_sweep: None,
         guid: a.guid,
         sm_assigned_guid: None,

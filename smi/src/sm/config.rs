@@ -186,6 +186,12 @@ pub struct SmConfig {
     /// tables keep their indexes either way (their QPs name keys by
     /// index across a migration).
     pub keep_pkey_indexes: bool,
+    /// OpenSM's `honor_guid2lid_file` (false by default, as OpenSM's):
+    /// taking the subnet over from a master, the LIDs of
+    /// [`Sm::set_preferred_lids`] (a `guid2lid` the driver reads again
+    /// then) are given as at a fresh start, where they are usable, over
+    /// the LIDs the ports hold. False: the LIDs the ports hold win.
+    pub honor_guid2lid_file: bool,
 }
 
 /// Partition enforcement on the switch ports cabled to CAs, as OpenSM's
@@ -377,6 +383,7 @@ impl Default for SmConfig {
             use_optimized_slvl: true,
             allow_both_pkeys: false,
             keep_pkey_indexes: true,
+            honor_guid2lid_file: false,
         }
     }
 }

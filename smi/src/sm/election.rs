@@ -265,6 +265,13 @@ impl Sm {
         self.election.state
     }
 
+    /// OpenSM's `honor_guid2lid_file` becomes `on` (a re-read
+    /// configuration): see [`SmConfig::honor_guid2lid_file`]; it applies
+    /// at the next takeover.
+    pub fn set_honor_guid2lid_file(&mut self, on: bool) {
+        self.cfg.honor_guid2lid_file = on;
+    }
+
     /// LIDs to give ports by port GUID at the next bring-up where no other
     /// port holds them, as OpenSM honours its `guid2lid` cache: LIDs that
     /// survive a restart of the SM.
@@ -553,7 +560,8 @@ impl Sm {
         }
         // Starting afresh: the LID a guid2lid file gives this port, if it
         // is free. (Taking over, the LIDs the ports hold win: OpenSM too
-        // ignores its guid2lid when it comes out of standby.)
+        // ignores its guid2lid when it comes out of standby, unless
+        // `honor_guid2lid_file`, which takes over as a fresh start.)
         // Under LMC a port keeps a LID only when it is a multiple of
         // 2^LMC and the LIDs above it are free too, as OpenSM's LID
         // manager checks.
@@ -823,7 +831,13 @@ impl Sm {
         fresh.own_port_guid = self.own_port_guid;
         fresh.events = core::mem::take(&mut self.events);
         fresh.stats = core::mem::take(&mut self.stats);
-        fresh.keep_lids = true;
+        // OpenSM's honor_guid2lid_file: its guid2lid read again and
+        // given as at a fresh start; without, the LIDs held win.
+        fresh.keep_lids = !self.cfg.honor_guid2lid_file;
+        if self.cfg.honor_guid2lid_file {
+            fresh.preferred = core::mem::take(&mut self.preferred);
+            fresh.preferred_lids = core::mem::take(&mut self.preferred_lids);
+        }
         // What the standby's discovery saw: a port or VF reset since then
         // (no master was there to give its LID back) gets it again where
         // no port holds it now, as it would from the master it replaces.
