@@ -10,8 +10,8 @@
 use libfuzzer_sys::fuzz_target;
 use mad_core::notice::{Notice, TrapDetails};
 use mad_core::perf::{
-    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl,
-    PortSamplesResult, PortSamplesResultExtended, PortXmitDiscardDetails,
+    PortCounters, PortCountersExtended, PortRcvErrorDetails, PortSamplesControl, PortSamplesResult,
+    PortSamplesResultExtended, PortXmitDiscardDetails,
 };
 use mad_core::sa::{AnyRecord, SaAttributeId, SaMad};
 use mad_core::{AnyAttribute, AttributeId, Smp};

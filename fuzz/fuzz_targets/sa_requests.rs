@@ -8,7 +8,8 @@
 //! (its levels cap, restrict or refuse paths), at LMC 0 or at LMC 2 (four
 //! LIDs a CA, a level's path bits choosing among them; requesters at LIDs
 //! above their ports' bases too), with OpenSM's multicast join and MGID
-//! checks on or off. Nothing may panic; the
+//! checks on or off, solicited-node groups consolidated or not, and
+//! ports that hold both keys of a partition (`allow_both_pkeys`) or not. Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, every
@@ -28,11 +29,18 @@ use smi::sm::{Sm, SmConfig, SmEvent};
 use std::sync::OnceLock;
 
 /// The subnet at LMC `lmc` (0 or 2; at 2 every other switch has an
-/// enhanced port 0 that takes the LMC too, `lmc_esp0`), and the LIDs of
-/// its four requesters.
-fn subnet(lmc: u8) -> &'static (Sm, [Lid; 4]) {
-    static SM: [OnceLock<(Sm, [Lid; 4])>; 2] = [OnceLock::new(), OnceLock::new()];
-    SM[usize::from(lmc != 0)].get_or_init(|| {
+/// enhanced port 0 that takes the LMC too, `lmc_esp0`), with OpenSM's
+/// `allow_both_pkeys` or without (`both`: a port that is a `both` member
+/// holds the full and the limited key), and the LIDs of its four
+/// requesters.
+fn subnet(lmc: u8, both: bool) -> &'static (Sm, [Lid; 4]) {
+    static SM: [OnceLock<(Sm, [Lid; 4])>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    SM[usize::from(lmc != 0) + 2 * usize::from(both)].get_or_init(|| {
         // Partitioned, so that paths, joins and services meet P_Keys
         // the ports do and do not hold.
         let mut topo = Topology::from_spec("mport-ntree:4:2").unwrap();
@@ -43,11 +51,12 @@ fn subnet(lmc: u8) -> &'static (Sm, [Lid; 4]) {
         let mut sm = Sm::new(SmConfig {
             lmc,
             lmc_esp0: lmc > 0,
+            allow_both_pkeys: both,
             ..SmConfig::default()
         });
         let conf = "Default=0x7fff,ipoib:ALL=limited,SELF=full;\n\
                     blue=0x10,ipoib,mtu=5:ALL_SWITCHES=full,ALL_CAS=limited;\n\
-                    red=0x20,ipoib:0x0002c90400000101=full,0x0002c90400000201;\n";
+                    red=0x20,ipoib:0x0002c90400000101=full,0x0002c90400000201,0x0002c90400000301=both;\n";
         sm.set_partitions(parse(conf).unwrap());
         let policy = "port-groups\n port-group\n  name: Switches\n  node-type: SWITCH, SELF\n end-port-group\n \
                       port-group\n  name: Red\n  partition: red\n  pkey: 0x10\n end-port-group\nend-port-groups\n\
@@ -79,7 +88,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         0
     };
-    let (sm, requesters) = subnet(lmc);
+    let (sm, requesters) = subnet(lmc, data.first().is_some_and(|b| b & 32 != 0));
     let cfg = SaConfig {
         max_queued: 16,
         max_transfers: 4,
@@ -98,6 +107,9 @@ fuzz_target!(|data: &[u8]| {
         // groups with any MGID.
         mcgroup_join_validation: data.first().is_none_or(|b| b & 4 == 0),
         ipoib_mcgroup_creation_validation: data.first().is_none_or(|b| b & 8 == 0),
+        // OpenSM's consolidate_ipv6_snm_req: solicited-node groups share
+        // MLIDs.
+        consolidate_ipv6_snm_req: data.first().is_some_and(|b| b & 16 != 0),
         ..SaConfig::default()
     };
     let mut sa = Sa::new(cfg.clone());
@@ -117,6 +129,26 @@ fuzz_target!(|data: &[u8]| {
             if let Some(end) = sa::path::end_by_lid(sm.subnet(), from.lid) {
                 let mut m = mad.to_vec();
                 m[72..88].copy_from_slice(&end.gid.0);
+                let _ = sa.handle_mad(sm.subnet(), from, &m, now);
+                // And once more with an IPv6 solicited-node MGID (scope,
+                // P_Key and low 24 bits from the MAD), so that
+                // consolidated groups get made and left.
+                let snm = [
+                    0xff,
+                    0x10 | (m[57] & 0x0F),
+                    0x60,
+                    0x1b,
+                    m[60],
+                    m[61],
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    1,
+                    0xff,
+                ];
+                m[56..69].copy_from_slice(&snm);
                 let _ = sa.handle_mad(sm.subnet(), from, &m, now);
             }
         }
