@@ -435,7 +435,8 @@ impl Sm {
         vms: &[(usize, u16)],
     ) -> BTreeMap<(usize, u16), (Vec<u16>, u16)> {
         let both = self.cfg.allow_both_pkeys;
-        let default0 = if both { 0xFFFF } else { DEFAULT_PKEY };
+        // Index 0 is the default partition's (its full key's, with `both`).
+        let default0 = ident(0xFFFF, both);
         let mut out: BTreeMap<(usize, u16), (Vec<u16>, u16)> =
             vms.iter().map(|&v| (v, (Vec::new(), default0))).collect();
         for (pkey, index0, members) in parts {
@@ -486,7 +487,8 @@ impl Sm {
         let parts = Self::partition_list(cfg);
         let vm_out = self.vm_memberships(&parts, &self.vm_ends());
         let both = self.cfg.allow_both_pkeys;
-        let default0 = if both { 0xFFFF } else { DEFAULT_PKEY };
+        // Index 0 is the default partition's (its full key's, with `both`).
+        let default0 = ident(0xFFFF, both);
         let mut out: BTreeMap<(usize, u8), (Vec<u16>, u16)> =
             ends.iter().map(|&e| (e, (Vec::new(), default0))).collect();
         for (pkey, index0, members) in parts {
