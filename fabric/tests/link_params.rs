@@ -396,3 +396,98 @@ fn set_to_supported_needs_the_capability_at_both_ends() {
         "{kept:?}"
     );
 }
+
+/// `mixed-rates`: every cabled port's PortInfo says its cable's width and
+/// speed (an extended one in LinkSpeedExtActive, over LinkSpeedActive at
+/// QDR), within what it enables and supports; a node with an FDR or faster
+/// cable says IsExtendedSpeedsSupported on every port, port 0 included,
+/// and one with a 2x or an HDR cable says so in CapabilityMask2. The SM
+/// brings it up.
+#[test]
+fn ports_run_at_their_cables_rates() {
+    use fabric::topology::LaneSpeed;
+    use mad_core::attr::{CapabilityMask, CapabilityMask2, LinkSpeedExt};
+    let (f, _, up) =
+        fabric::sim::bring_up("mixed-rates", SimConfig::default(), SmConfig::default()).unwrap();
+    assert!(up);
+    let port0 = |i: usize| match &f.nodes[i] {
+        SimNode::Switch(s) => s.model.ports[0].info,
+        SimNode::Ca(c) => c.model.ports[1].info,
+        SimNode::Hypervisor(h) => h.pf.model.ports[1].info,
+    };
+    let mut seen = 0;
+    for (i, p, pi, _, _) in cabled_ports(&f) {
+        let r = f.topo.rate_of(i, p);
+        let lanes = [1u8, 4, 8, 12, 2][pi.link_width_active.bits().trailing_zeros() as usize];
+        assert_eq!(pi.link_width_active.bits().count_ones(), 1);
+        assert_eq!(lanes, r.width, "{i}/{p}");
+        let ext = [
+            (LaneSpeed::Fdr, LinkSpeedExt::FDR),
+            (LaneSpeed::Edr, LinkSpeedExt::EDR),
+            (LaneSpeed::Hdr, LinkSpeedExt::HDR),
+        ]
+        .iter()
+        .find(|x| x.0 == r.speed)
+        .map(|x| x.1);
+        assert_eq!(
+            pi.link_speed_ext_active,
+            ext.unwrap_or(LinkSpeedExt::empty()),
+            "{i}/{p}"
+        );
+        let plain = [1u8, 2, 4][pi.link_speed_active.bits().trailing_zeros() as usize % 3];
+        let want = match r.speed {
+            LaneSpeed::Sdr => 1,
+            LaneSpeed::Ddr => 2,
+            _ => 4,
+        };
+        assert_eq!(plain, want, "{i}/{p}");
+        // Active within enabled within supported: width, speed and
+        // extended speed.
+        for (active, enabled, supported) in [
+            (
+                pi.link_width_active.bits(),
+                pi.link_width_enabled.bits(),
+                pi.link_width_supported.bits(),
+            ),
+            (
+                pi.link_speed_active.bits(),
+                pi.link_speed_enabled.bits(),
+                pi.link_speed_supported.bits(),
+            ),
+            (
+                pi.link_speed_ext_active.bits(),
+                pi.link_speed_ext_enabled.bits(),
+                pi.link_speed_ext_supported.bits(),
+            ),
+        ] {
+            assert_eq!(active & !enabled, 0, "{i}/{p}");
+            assert_eq!(enabled & !supported, 0, "{i}/{p}");
+        }
+        let node_rates: Vec<_> = (1..=f.topo.nodes[i].ports)
+            .filter(|&q| f.topo.peer_of(i, q).is_some())
+            .map(|q| f.topo.rate_of(i, q))
+            .collect();
+        let says = |c: CapabilityMask| {
+            pi.capability_mask.contains(c) && port0(i).capability_mask.contains(c)
+        };
+        assert_eq!(
+            says(CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED),
+            node_rates.iter().any(|r| r.speed.is_extended()),
+            "{i}/{p}"
+        );
+        assert_eq!(
+            pi.capability_mask2
+                .contains(CapabilityMask2::IS_LINK_WIDTH_2X_SUPPORTED),
+            node_rates.iter().any(|r| r.width == 2),
+            "{i}/{p}"
+        );
+        assert_eq!(
+            pi.capability_mask2
+                .contains(CapabilityMask2::IS_LINK_SPEED_HDR_SUPPORTED),
+            node_rates.iter().any(|r| r.speed >= LaneSpeed::Hdr),
+            "{i}/{p}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 2 * 13, "13 cables, each seen from both ends");
+}

@@ -8,8 +8,11 @@
 //! (its levels cap, restrict or refuse paths), at LMC 0 or at LMC 2 (four
 //! LIDs a CA, a level's path bits choosing among them; requesters at LIDs
 //! above their ports' bases too), with OpenSM's multicast join and MGID
-//! checks on or off, solicited-node groups consolidated or not, and
-//! ports that hold both keys of a partition (`allow_both_pkeys`) or not. Nothing may panic; the
+//! checks on or off, solicited-node groups consolidated or not,
+//! ports that hold both keys of a partition (`allow_both_pkeys`) or not,
+//! cables of one rate (4x QDR) or from 1x SDR to 12x HDR
+//! (`mixed-rates`), and rates kept to the original extended codes
+//! (`use_original_extended_sa_rates_only`) or not. Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, every
@@ -31,19 +34,15 @@ use std::sync::OnceLock;
 /// The subnet at LMC `lmc` (0 or 2; at 2 every other switch has an
 /// enhanced port 0 that takes the LMC too, `lmc_esp0`), with OpenSM's
 /// `allow_both_pkeys` or without (`both`: a port that is a `both` member
-/// holds the full and the limited key), and the LIDs of its four
-/// requesters.
-fn subnet(lmc: u8, both: bool) -> &'static (Sm, [Lid; 4]) {
-    static SM: [OnceLock<(Sm, [Lid; 4])>; 4] = [
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-    ];
-    SM[usize::from(lmc != 0) + 2 * usize::from(both)].get_or_init(|| {
+/// holds the full and the limited key), on `mport-ntree:4:2` or (`mixed`)
+/// `mixed-rates`, and the LIDs of its four requesters.
+fn subnet(lmc: u8, both: bool, mixed: bool) -> &'static (Sm, [Lid; 4]) {
+    static SM: [OnceLock<(Sm, [Lid; 4])>; 8] = [const { OnceLock::new() }; 8];
+    SM[usize::from(lmc != 0) + 2 * usize::from(both) + 4 * usize::from(mixed)].get_or_init(|| {
         // Partitioned, so that paths, joins and services meet P_Keys
         // the ports do and do not hold.
-        let mut topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+        let spec = if mixed { "mixed-rates" } else { "mport-ntree:4:2" };
+        let mut topo = Topology::from_spec(spec).unwrap();
         for (i, n) in topo.nodes.iter_mut().enumerate() {
             n.enhanced_port0 = lmc > 0 && n.ports > 1 && i % 2 == 0;
         }
@@ -88,7 +87,8 @@ fuzz_target!(|data: &[u8]| {
     } else {
         0
     };
-    let (sm, requesters) = subnet(lmc, data.first().is_some_and(|b| b & 32 != 0));
+    let bit = |m: u8| data.first().is_some_and(|b| b & m != 0);
+    let (sm, requesters) = subnet(lmc, bit(32), bit(128));
     let cfg = SaConfig {
         max_queued: 16,
         max_transfers: 4,
@@ -110,6 +110,9 @@ fuzz_target!(|data: &[u8]| {
         // OpenSM's consolidate_ipv6_snm_req: solicited-node groups share
         // MLIDs.
         consolidate_ipv6_snm_req: data.first().is_some_and(|b| b & 16 != 0),
+        // OpenSM's use_original_extended_sa_rates_only: no rate code
+        // above 300 Gb/s.
+        use_original_extended_sa_rates_only: bit(64),
         ..SaConfig::default()
     };
     let mut sa = Sa::new(cfg.clone());
@@ -224,6 +227,12 @@ fuzz_target!(|data: &[u8]| {
                 .any(|g| g.rec.mgid == sa::mcast::IPOIB_BROADCAST),
             "the well-known group stays"
         );
+        if cfg.use_original_extended_sa_rates_only {
+            assert!(
+                groups.iter().all(|g| g.rec.rate <= 18),
+                "no group above 300 Gb/s"
+            );
+        }
         if ctl & 0x08 != 0 {
             if let Ok(notice) = Notice::decode(mad) {
                 let e = SmEvent::Trap {
@@ -253,6 +262,18 @@ fuzz_target!(|data: &[u8]| {
                 assert!(m.header.is_response() || m.method() == Method::Report);
                 assert!((24..=256).contains(&t.len));
                 assert!(requesters.contains(&t.to.lid));
+                // No rate code above 300 Gb/s in the PathRecords of an
+                // answer's first (or only) segment: byte 55 of each
+                // record, its rate selector and rate.
+                let path = m.attribute_id() == mad_core::sa::SaAttributeId::PathRecord;
+                let first = !m.rmpp.active() || m.rmpp.segment_number == 1;
+                let stride = usize::from(m.sa.attribute_offset) * 8;
+                let ok = m.sa_status() == mad_core::sa::SaStatus::Ok;
+                if cfg.use_original_extended_sa_rates_only && path && ok && first && stride >= 64 {
+                    for r in m.data.chunks_exact(stride) {
+                        assert!(r[55] & 0x3F <= 18, "rate {:#x}", r[55]);
+                    }
+                }
             }
         }
     }

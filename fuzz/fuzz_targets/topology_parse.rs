@@ -1,5 +1,6 @@
 //! Arbitrary text as an ibnetdiscover / ibsim topology file: parsed, and
-//! what parses is written out, parsed back to the same shape, and handed
+//! what parses is written out, parsed back to the same shape (cable
+//! rates included), and handed
 //! to the simulator, which builds it or refuses it with a reason.
 #![no_main]
 
@@ -23,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
         t.nodes.iter().map(|n| n.enhanced_port0).collect()
     };
     assert_eq!(esp0(&again), esp0(&t), "enhanced ports 0 written as read");
+    assert_eq!(again.rates, t.rates, "cable rates written as read");
     if t.nodes.len() <= 64 {
         let _ = Fabric::new(t, SimConfig::default());
     }

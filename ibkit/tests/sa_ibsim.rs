@@ -2976,3 +2976,154 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What one SM's SA answered on `mixed-rates`: the (MTU, rate) of the
+/// PathRecord between every two LIDs, by the nodes' descriptions, and
+/// the rate of the multicast group the 12x HDR host created.
+#[derive(Debug, PartialEq)]
+struct Rated {
+    paths: BTreeMap<(String, String), (String, String)>,
+    group: u64,
+}
+
+/// [`Rated`], read with saquery (every pair) and `ibkit sa` (the group)
+/// from `tool` on `sim`, whose fabric has `lids` LIDs.
+fn rated(sim: &(dyn tests::peers::Simulator + Sync), tool: &str, big: &str, lids: u16) -> Rated {
+    let names: BTreeMap<u16, String> = common::per_lid(lids, |l| {
+        let (ok, out) = saquery(sim, tool, &["NR", &l.to_string()]);
+        assert!(ok, "NR {l}: {out}");
+        vec![(l, fields(&out)["NodeDescription"].clone())]
+    })
+    .into_iter()
+    .collect();
+    let paths = common::per_lid(lids, |a| {
+        (1..=lids)
+            .map(|b| {
+                let (ok, out) = saquery(sim, tool, &["--src-to-dst", &format!("{a}:{b}")]);
+                assert!(ok, "PR {a}:{b}: {out}");
+                let f = fields(&out);
+                let key = (names[&a].clone(), names[&b].clone());
+                (key, (f["mtu"].clone(), f["rate"].clone()))
+            })
+            .collect()
+    })
+    .into_iter()
+    .collect();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let (code, v, err) = run_ibkit_sa(sim.client_at(exe.as_ref(), big), &CREATE);
+    assert_eq!(code, 0, "{err}");
+    let r = &v["records"][0]["rate"];
+    let group = r.as_u64().unwrap_or_else(|| hex(r));
+    Rated { paths, group }
+}
+
+/// `mixed-rates` (cables from 1x SDR to 12x HDR), on ibsim and on ibkit's
+/// served fabric, OpenSM's SA and ibkit's, OpenSM's
+/// `use_original_extended_sa_rates_only` FALSE then TRUE in the same
+/// `opensm.conf` for both: the MTU and the rate of the PathRecord between
+/// every two LIDs (switches' port 0 included) are the same, node by node,
+/// and so is the rate of the multicast group the 12x HDR host creates.
+/// Both SAs take a port's rate from its extended speed where it says
+/// IsExtendedSpeedsSupported (a switch's port, where its port 0 says
+/// it); with FALSE they answer the 2x and HDR codes, fixed for an end
+/// whose CapabilityMask2 does not say 2x or HDR (the served fabric's
+/// hosts say what their cables are; ibsim's hosts say both), and with
+/// TRUE no code above 300 Gb/s.
+#[test]
+fn both_sas_rate_paths_over_mixed_link_rates_alike() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let topo = Topology::from_spec("mixed-rates").unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-rates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let site = dir.join("opensm.conf");
+    let site = site.to_str().unwrap();
+    let lids = topo.nodes.len() as u16;
+    let name = |s: &str| {
+        (topo.nodes.iter())
+            .find(|n| n.name.ends_with(s))
+            .unwrap()
+            .name
+            .clone()
+    };
+    let (tool, big) = (name(" 2xFDR"), name(" 12xHDR"));
+    let code = |r: &str| u8::from_str_radix(r.trim_start_matches("0x"), 16).unwrap() & 0x3F;
+    for on_served in [false, true] {
+        for on in ["FALSE", "TRUE"] {
+            std::fs::write(site, format!("use_original_extended_sa_rates_only {on}\n")).unwrap();
+            let mut got = Vec::new();
+            for who in ["OpenSM", "ibkit"] {
+                let (ibsim, served);
+                let sim: &(dyn tests::peers::Simulator + Sync) = if on_served {
+                    served = tests::peers::Served::start(exe, "mixed-rates", 0, &[]).unwrap();
+                    &served
+                } else {
+                    ibsim = Ibsim::start_with(&topo, &dir, false).unwrap();
+                    &ibsim
+                };
+                let sm = sm_with_conf(who, sim, &dir, site);
+                got.push(rated(sim, &tool, &big, lids));
+                drop(sm);
+            }
+            let (theirs, ours) = (&got[0], &got[1]);
+            let differ: Vec<_> = (theirs.paths.iter())
+                .filter(|(k, v)| ours.paths.get(*k) != Some(*v))
+                .map(|(k, v)| (k, v, ours.paths.get(k)))
+                .collect();
+            let at = if on_served { "served" } else { "ibsim" };
+            assert!(
+                differ.is_empty(),
+                "{at}, {on}: (OpenSM, ibkit) differ on {} of {} paths: {differ:?}",
+                differ.len(),
+                theirs.paths.len()
+            );
+            assert_eq!(theirs.paths.len(), usize::from(lids * lids));
+            assert_eq!(theirs.group, ours.group, "{at}, {on}: the group's rate");
+            let codes: std::collections::BTreeSet<u8> =
+                ours.paths.values().map(|(_, r)| code(r)).collect();
+            let top = *codes.iter().max().unwrap();
+            // The 12x HDR host to itself: 600 Gb/s, or 300 as the
+            // original codes have it; its group's likewise.
+            let own = code(&ours.paths[&(big.clone(), big.clone())].1);
+            if on == "TRUE" {
+                assert!(top <= 18, "{at}: {codes:?}");
+                assert_eq!((own, ours.group), (18, 18), "{at}");
+            } else {
+                assert!(
+                    codes.contains(&21) && codes.contains(&19),
+                    "{at}: {codes:?}"
+                );
+                assert_eq!((own, ours.group), (22, 22), "{at}");
+            }
+            println!(
+                "{at}, use_original_extended_sa_rates_only {on}: {} PathRecords alike under both SMs, rate codes {codes:?}, the 12x HDR host's group at rate {}",
+                ours.paths.len(),
+                ours.group
+            );
+        }
+    }
+    // SIGHUP applies a new value to ibkit's running SA: the 12x HDR
+    // host's path to itself goes from 600 Gb/s to 300 and back.
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
+    let sm = sm_with_conf("ibkit", &sim, &dir, site);
+    for (on, want) in [("FALSE", 22), ("TRUE", 18)] {
+        std::fs::write(site, format!("use_original_extended_sa_rates_only {on}\n")).unwrap();
+        common::hup(sm.pid());
+        let own = || {
+            let (c, v, err) = run_ibkit_sa(sim.client_on(exe, &tool), &["path", &big, &big]);
+            let r = &v["records"][0]["rate"];
+            (c, r.as_u64().or_else(|| r.as_str().map(|_| hex(r))), err)
+        };
+        let took = common::wait_until(
+            Duration::from_secs(10),
+            || own().1 == Some(want),
+            || format!("SIGHUP, {on}: {:?}", own()),
+        );
+        println!("SIGHUP with use_original_extended_sa_rates_only {on}: rate code {want} after {took:.1?}");
+    }
+    drop(sm);
+    let _ = std::fs::remove_dir_all(&dir);
+}

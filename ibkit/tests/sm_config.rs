@@ -550,6 +550,7 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         "allow_both_pkeys",
         "keep_pkey_indexes",
         "consolidate_ipv6_snm_req",
+        "use_original_extended_sa_rates_only",
         "honor_guid2lid_file",
     ] {
         assert!(

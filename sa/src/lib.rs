@@ -194,6 +194,12 @@ pub struct SaConfig {
     /// false by default, as OpenSM's). The groups stay apart in the SA;
     /// the MLID's tree reaches the members of all of them.
     pub consolidate_ipv6_snm_req: bool,
+    /// PathRecords, MultiPathRecords and new multicast groups carry rates
+    /// no later than the original extended ones, 300 Gb/s at most (12x
+    /// EDR), for hosts whose stacks do not know the 2x, HDR and NDR rate
+    /// codes (OpenSM's `use_original_extended_sa_rates_only`; false by
+    /// default, as OpenSM's): see [`path::original_rate`].
+    pub use_original_extended_sa_rates_only: bool,
 }
 
 impl Default for SaConfig {
@@ -222,6 +228,7 @@ impl Default for SaConfig {
             disable_multicast: false,
             mcgroup_join_validation: true,
             consolidate_ipv6_snm_req: false,
+            use_original_extended_sa_rates_only: false,
             ipoib_mcgroup_creation_validation: true,
             use_mfttop: true,
             drop_event_subscriptions: false,
@@ -412,6 +419,13 @@ impl Sa {
     /// groups that exist keep theirs).
     pub fn set_consolidate_ipv6_snm_req(&mut self, on: bool) {
         self.cfg.consolidate_ipv6_snm_req = on;
+    }
+
+    /// Whether answers keep to the original extended rate codes from now
+    /// on ([`SaConfig::use_original_extended_sa_rates_only`]; a re-read
+    /// configuration: groups that exist keep their rate).
+    pub fn set_use_original_extended_sa_rates_only(&mut self, on: bool) {
+        self.cfg.use_original_extended_sa_rates_only = on;
     }
 
     /// A number that changes whenever the groups, the services or the
@@ -1043,6 +1057,7 @@ impl Sa {
                     join: self.cfg.mcgroup_join_validation,
                     mgid: self.cfg.ipoib_mcgroup_creation_validation,
                     consolidate_snm: self.cfg.consolidate_ipv6_snm_req,
+                    original_rates: self.cfg.use_original_extended_sa_rates_only,
                 };
                 return match self.groups.join(subnet, me(), &m.data, mask, checks) {
                     Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),
@@ -1127,6 +1142,7 @@ impl Sa {
             max: self.cfg.max_records,
             max_examined: self.cfg.max_examined.min(left),
             examined: core::cell::Cell::new(0),
+            original_rates: self.cfg.use_original_extended_sa_rates_only,
         };
         if path_work && left == 0 {
             return Answer::Refused(SaStatus::NoResources.status());
@@ -1196,6 +1212,7 @@ impl Sa {
                     max: q.max,
                     max_examined: q.max_examined,
                     examined: core::cell::Cell::new(0),
+                    original_rates: q.original_rates,
                 };
                 if vlarb {
                     q.collect::<VlArbitrationTableRecord>(query::vlarb_records)

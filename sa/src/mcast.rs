@@ -170,7 +170,7 @@ impl Default for Groups {
 /// The code of the next rate above (`up`) or below a valid code.
 fn next_rate(code: u8, up: bool) -> Option<u8> {
     let r = half_gbps(code)?;
-    let codes = (2u8..=22).filter_map(|c| Some((half_gbps(c)?, c)));
+    let codes = (2u8..=crate::path::MAX_RATE).filter_map(|c| Some((half_gbps(c)?, c)));
     if up {
         codes.filter(|&(h, _)| h > r).min().map(|(_, c)| c)
     } else {
@@ -277,6 +277,9 @@ pub struct Checks {
     /// exists in its partition and scope (OpenSM's
     /// `consolidate_ipv6_snm_req`).
     pub consolidate_snm: bool,
+    /// A new group's rate is no later than the original extended ones
+    /// (OpenSM's `use_original_extended_sa_rates_only`).
+    pub original_rates: bool,
 }
 
 /// An IPv6 solicited-node multicast MGID, as IPoIB maps one (RFC 4391):
@@ -807,6 +810,9 @@ impl Groups {
         };
         if half_gbps(rec.rate).is_none() {
             return Err(SaStatus::ReqInvalid);
+        }
+        if checks.original_rates {
+            rec.rate = crate::path::original_rate(rec.rate);
         }
         let asked = if on(bit::MLID) { q.mlid } else { Lid(0) };
         rec.mlid = match self.snm_mlid(&rec.mgid, checks.consolidate_snm) {

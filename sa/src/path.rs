@@ -44,29 +44,26 @@ pub(crate) fn link(p: &PortBrief) -> (u8, u32) {
 }
 
 /// The IBA rate code of a rate in 0.5 Gb/s units (the largest code not
-/// above it).
+/// above it; 2.5 Gb/s below that).
 pub fn rate_code(half_gbps: u32) -> u8 {
-    // (0.5 Gb/s units, code), ascending.
-    const RATES: [(u32, u8); 9] = [
-        (5, 2),
-        (10, 5),
-        (20, 3),
-        (40, 6),
-        (60, 4),
-        (80, 7),
-        (120, 8),
-        (160, 9),
-        (240, 10),
-    ];
-    RATES
-        .iter()
-        .rev()
-        .find(|&&(r, _)| r <= half_gbps)
-        .map_or(2, |&(_, c)| c)
+    (2u8..=MAX_RATE)
+        .filter_map(|c| Some((half_gbps_of(c)?, c)))
+        .filter(|&(r, _)| r <= half_gbps)
+        .max()
+        .map_or(2, |(_, c)| c)
 }
+
+/// The highest rate code: 1200 Gb/s, 12x NDR (IBA 1.5; OpenSM's
+/// `IB_PATH_RECORD_RATE_1200_GBS`).
+pub(crate) const MAX_RATE: u8 = 24;
 
 /// An IBA rate code's rate in units of 0.5 Gb/s (`None`: no such code).
 pub(crate) fn half_gbps(code: u8) -> Option<u32> {
+    half_gbps_of(code)
+}
+
+/// [`half_gbps`], for the table's constant uses.
+const fn half_gbps_of(code: u8) -> Option<u32> {
     Some(match code {
         2 => 5,
         3 => 20,
@@ -89,7 +86,71 @@ pub(crate) fn half_gbps(code: u8) -> Option<u32> {
         20 => 100,
         21 => 800,
         22 => 1200,
+        23 => 1600,
+        24 => 2400,
         _ => return None,
+    })
+}
+
+/// OpenSM's rate codes 300 Gb/s at most (`ib_path_rate_max_12xedr`), for
+/// `use_original_extended_sa_rates_only`: the 2x and HDR codes (19–22)
+/// and NDR's (23, 24) become the original code nearest below.
+pub fn original_rate(code: u8) -> u8 {
+    match code {
+        19 => 15,
+        20 => 7,
+        21..=24 => 18,
+        c => c,
+    }
+}
+
+/// OpenSM's fix of a 2x or HDR rate for an end whose port may not know
+/// it (`ib_path_rate_2x_hdr_fixups`): 28 Gb/s (2x FDR) where the port
+/// does not say IsLinkWidth2XSupported becomes 25 (20 without extended
+/// speeds); 50 Gb/s where it says neither 2x nor HDR, 40; 400 and 600
+/// where it does not say HDR, 300. Others are kept.
+pub fn rate_for_port(code: u8, pi: &mad_core::attr::PortInfo) -> u8 {
+    use mad_core::attr::{CapabilityMask as C, CapabilityMask2 as C2};
+    let two = pi
+        .capability_mask
+        .contains(C::IS_CAPABILITY_MASK2_SUPPORTED)
+        && pi.capability_mask2.contains(C2::IS_LINK_WIDTH_2X_SUPPORTED);
+    let hdr = pi
+        .capability_mask
+        .contains(C::IS_CAPABILITY_MASK2_SUPPORTED)
+        && pi
+            .capability_mask2
+            .contains(C2::IS_LINK_SPEED_HDR_SUPPORTED);
+    match code {
+        19 if !two && pi.capability_mask.contains(C::IS_EXTENDED_SPEEDS_SUPPORTED) => 15,
+        19 if !two => 6,
+        20 if !two && !hdr => 7,
+        21 | 22 if !hdr => 18,
+        c => c,
+    }
+}
+
+/// A path's rate code as OpenSM's SA gives it last (`osm_sa_path_record.c`,
+/// after the QoS level): with `original_only`
+/// ([`original_rate`]); else, a rate of 28 Gb/s or a later code, fixed for
+/// the source's port then the destination's ([`rate_for_port`]; every
+/// path here is reversible). A VM's end is its hypervisor's port.
+pub fn final_rate(s: &Subnet, src: &End, dst: &End, code: u8, original_only: bool) -> u8 {
+    if original_only {
+        return original_rate(code);
+    }
+    if code < 19 {
+        return code;
+    }
+    [src, dst].iter().fold(code, |c, e| {
+        let (n, p) = end_port(s, e);
+        match (s.node(n))
+            .and_then(|n| n.ports.get(usize::from(p)))
+            .and_then(|p| p.info.as_ref())
+        {
+            Some(pi) => rate_for_port(c, pi),
+            None => c,
+        }
     })
 }
 
@@ -136,9 +197,31 @@ pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
         });
     }
     let (mut mtu, mut rate, mut life, mut switches) = (5u8, u32::MAX, 0u64, 0u32);
+    // A switch at an end counts its port 0, as OpenSM counts it: its
+    // MTUCap (it has no link, so no NeighborMTU) and its rate.
+    let port0 = |id: NodeId, mtu: &mut u8, rate: &mut u32| {
+        if let Some(r) = s.port_brief(id, 0).map(|p| link(p).1) {
+            *rate = (*rate).min(r);
+        }
+        let cap = (s.node(id))
+            .and_then(|n| n.ports.first())
+            .and_then(|p| p.info.as_ref())
+            .map(|pi| u8::from(pi.mtu_cap));
+        if let Some(m) = cap.filter(|m| (1..=5).contains(m)) {
+            *mtu = (*mtu).min(m);
+        }
+    };
+    if b.switch {
+        port0(src, &mut mtu, &mut rate);
+    }
     let dst = s.walk(src, dlid, |h| {
         let (m, r) = link(h.link);
         (mtu, rate) = (mtu.min(m), rate.min(r));
+        // The port the packet enters by: its rate too (each end of a
+        // link says its own, from its own capabilities).
+        if let Some(far) = h.link.peer().and_then(|(n, q)| s.port_brief(n, q)) {
+            rate = rate.min(link(far).1);
+        }
         if h.brief.switch {
             switches += 1;
             life += switch_life(h.brief);
@@ -152,6 +235,7 @@ pub fn walk(s: &Subnet, src: NodeId, dlid: Lid) -> Option<Walked> {
         // The switch that keeps the packet counts too.
         switches += 1;
         life += switch_life(d);
+        port0(dst, &mut mtu, &mut rate);
     }
     Some(Walked {
         dst,
@@ -315,6 +399,8 @@ pub struct Asked {
     pub sl: Option<u8>,
     /// The QoS class.
     pub qos_class: Option<u16>,
+    /// Rates no later than the original extended ones ([`final_rate`]).
+    pub original_rates: bool,
 }
 
 /// The QoS policy's view of end `e` (its table `keys`).
@@ -342,12 +428,22 @@ fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
 /// share) and gives the SL. A request that asks an SL other than the
 /// level's, or a P_Key the level does not allow, gets no path (OpenSM's
 /// ERR 1F1F, 1F1D, 1F1E). Without an SL from the request or the level,
-/// the partition's `sl=`.
+/// the partition's `sl=`. Last, the rate as OpenSM gives it last
+/// ([`final_rate`]).
 ///
 /// It works on `pr` in place, so that a record is built once where it is
 /// encoded from: false when the policy or the request leaves no path
 /// (`pr` is then unspecified).
 pub fn apply_policy(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
+    let kept = leveled(s, src, dst, pr, a);
+    if kept {
+        pr.rate = final_rate(s, src, dst, pr.rate, a.original_rates);
+    }
+    kept
+}
+
+/// [`apply_policy`] before the last word on the rate.
+fn leveled(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
     const DEFAULT: [u16; 1] = [0xFFFF];
     // Without a policy, none of this is looked up: the SL alone is left.
     let Some(policy) = s.qos_policy() else {
@@ -463,6 +559,8 @@ const SPECIAL: u64 = comp::QOS_CLASS
 struct Request<'a> {
     data: &'a [u8],
     mask: u64,
+    /// [`Query::original_rates`].
+    original_rates: bool,
 }
 
 /// Byte offsets of the PathRecord fields a request names its ends by.
@@ -519,6 +617,7 @@ impl Request<'_> {
             pkey: self.pkey(),
             sl: self.sl(),
             qos_class: self.qos_class(),
+            original_rates: self.original_rates,
         };
         apply_policy(s, src, dst, pr, &asked)
     }
@@ -634,6 +733,7 @@ pub fn path_record(q: &Query<'_>, out: &mut [u8; PathRecord::SIZE]) -> Result<()
     let r = Request {
         data: q.data,
         mask: q.mask,
+        original_rates: q.original_rates,
     };
     r.both_service_id_halves()?;
     let s = q.subnet;
@@ -758,6 +858,7 @@ pub fn path_records(q: &Query<'_>) -> Result<Records, SaStatus> {
     let r = Request {
         data: q.data,
         mask: q.mask,
+        original_rates: q.original_rates,
     };
     r.both_service_id_halves()?;
     let s = q.subnet;
@@ -892,6 +993,7 @@ pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
         pkey: want,
         sl: asked_sl,
         qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
+        original_rates: q.original_rates,
     };
     let mut examined = 0usize;
     let mut pr = PathRecord::default();
@@ -918,4 +1020,77 @@ pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mad_core::attr::{CapabilityMask as C, CapabilityMask2 as C2, PortInfo};
+
+    #[test]
+    fn every_rate_code_reads_back_and_the_codes_between_fall_to_the_one_below() {
+        for c in 2..=MAX_RATE {
+            let h = half_gbps(c).unwrap();
+            assert_eq!(rate_code(h), c, "{c}");
+            // Half a Gb/s short of a code is the code below it.
+            let below = (2..=MAX_RATE)
+                .filter(|&d| half_gbps(d).unwrap() < h)
+                .max_by_key(|&d| half_gbps(d).unwrap())
+                .unwrap_or(2);
+            assert_eq!(rate_code(h - 1), below, "{c}");
+        }
+        assert_eq!(
+            (half_gbps(0), half_gbps(1), half_gbps(25)),
+            (None, None, None)
+        );
+        assert_eq!(rate_code(0), 2);
+        // 4x EDR, 12x HDR, 12x NDR.
+        assert_eq!(
+            (rate_code(200), rate_code(1200), rate_code(2400)),
+            (16, 22, 24)
+        );
+    }
+
+    #[test]
+    fn the_original_codes_stop_at_300_gbps() {
+        for c in 2..=MAX_RATE {
+            let o = original_rate(c);
+            assert!(o <= 18 && half_gbps(o) <= half_gbps(c), "{c} → {o}");
+            assert_eq!(o == c, c <= 18, "{c}");
+        }
+        assert_eq!(
+            [19, 20, 21, 22, 23, 24].map(original_rate),
+            [15, 7, 18, 18, 18, 18]
+        );
+    }
+
+    #[test]
+    fn two_x_and_hdr_rates_are_fixed_for_a_port_that_does_not_say_them() {
+        let port = |ext: bool, cap2: Option<C2>| {
+            let mut pi = PortInfo::default();
+            if ext {
+                pi.capability_mask |= C::IS_EXTENDED_SPEEDS_SUPPORTED;
+            }
+            if let Some(c) = cap2 {
+                pi.capability_mask |= C::IS_CAPABILITY_MASK2_SUPPORTED;
+                pi.capability_mask2 = c;
+            }
+            pi
+        };
+        let both = C2::IS_LINK_WIDTH_2X_SUPPORTED | C2::IS_LINK_SPEED_HDR_SUPPORTED;
+        let codes = [19, 20, 21, 22, 16, 23];
+        let fixed = |pi: &PortInfo| codes.map(|c| rate_for_port(c, pi));
+        assert_eq!(fixed(&port(true, Some(both))), codes);
+        assert_eq!(fixed(&port(true, None)), [15, 7, 18, 18, 16, 23]);
+        assert_eq!(fixed(&port(false, None)), [6, 7, 18, 18, 16, 23]);
+        // The bits count only where CapabilityMask says CapabilityMask2.
+        let mut hidden = port(true, Some(both));
+        hidden
+            .capability_mask
+            .remove(C::IS_CAPABILITY_MASK2_SUPPORTED);
+        assert_eq!(fixed(&hidden), [15, 7, 18, 18, 16, 23]);
+        // HDR alone keeps 50 Gb/s (1x HDR) but not 28 (2x FDR).
+        let hdr = port(true, Some(C2::IS_LINK_SPEED_HDR_SUPPORTED));
+        assert_eq!(fixed(&hdr), [15, 20, 21, 22, 16, 23]);
+    }
 }

@@ -54,6 +54,7 @@
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
 //! consolidate_ipv6_snm_req = false   # true: IPv6 solicited-node groups of a partition share one MLID (OpenSM's)
+//! use_original_extended_sa_rates_only = false   # true: the SA's rates 300 Gb/s at most, no 2x/HDR/NDR codes (OpenSM's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -150,6 +151,7 @@ struct Raw {
     mcgroup_join_validation: Option<bool>,
     ipoib_mcgroup_creation_validation: Option<bool>,
     consolidate_ipv6_snm_req: Option<bool>,
+    use_original_extended_sa_rates_only: Option<bool>,
     use_mfttop: Option<bool>,
     use_optimized_slvl: Option<bool>,
     drop_event_subscriptions: Option<bool>,
@@ -301,6 +303,10 @@ pub struct SmFile {
     /// partition and scope (OpenSM's `consolidate_ipv6_snm_req`; default
     /// false).
     pub consolidate_ipv6_snm_req: Option<bool>,
+    /// The SA's rates keep to the original extended codes, 300 Gb/s at
+    /// most (OpenSM's `use_original_extended_sa_rates_only`; default
+    /// false).
+    pub use_original_extended_sa_rates_only: Option<bool>,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
     /// true).
     pub use_mfttop: Option<bool>,
@@ -582,6 +588,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         mcgroup_join_validation: raw.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: raw.ipoib_mcgroup_creation_validation,
         consolidate_ipv6_snm_req: raw.consolidate_ipv6_snm_req,
+        use_original_extended_sa_rates_only: raw.use_original_extended_sa_rates_only,
         use_mfttop: raw.use_mfttop,
         use_optimized_slvl: raw.use_optimized_slvl,
         drop_event_subscriptions: raw.drop_event_subscriptions,
@@ -648,7 +655,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
-                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
+                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
                     use_mfttop = false\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
@@ -699,6 +706,7 @@ mod tests {
         assert_eq!(f.allow_both_pkeys, Some(true));
         assert_eq!(f.keep_pkey_indexes, Some(false));
         assert_eq!(f.consolidate_ipv6_snm_req, Some(true));
+        assert_eq!(f.use_original_extended_sa_rates_only, Some(true));
         assert_eq!(f.honor_guid2lid_file, Some(true));
         assert_eq!(f.sweep_on_trap, Some(false));
         assert_eq!(f.ignore_other_sm, Some(true));

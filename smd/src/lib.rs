@@ -231,6 +231,10 @@ pub struct SmdConfig {
     /// New IPv6 solicited-node groups share an MLID (OpenSM's
     /// `consolidate_ipv6_snm_req`); SIGHUP applies a new value.
     pub consolidate_ipv6_snm_req: bool,
+    /// The SA's rates keep to the original extended codes, 300 Gb/s at
+    /// most (OpenSM's `use_original_extended_sa_rates_only`); SIGHUP
+    /// applies a new value.
+    pub use_original_extended_sa_rates_only: bool,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`).
     pub use_mfttop: bool,
     /// One Set(SLtoVL) a switch where it has optimized programming
@@ -341,6 +345,7 @@ impl Default for SmdConfig {
             mcgroup_join_validation: true,
             ipoib_mcgroup_creation_validation: true,
             consolidate_ipv6_snm_req: false,
+            use_original_extended_sa_rates_only: false,
             use_mfttop: true,
             use_optimized_slvl: true,
             drop_event_subscriptions: false,
@@ -791,6 +796,7 @@ fn drive(
         mcgroup_join_validation: c.mcgroup_join_validation,
         ipoib_mcgroup_creation_validation: c.ipoib_mcgroup_creation_validation,
         consolidate_ipv6_snm_req: c.consolidate_ipv6_snm_req,
+        use_original_extended_sa_rates_only: c.use_original_extended_sa_rates_only,
         use_mfttop: c.use_mfttop,
         drop_event_subscriptions: c.drop_event_subscriptions,
         ..SaConfig::default()
@@ -1472,19 +1478,31 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         tracing::info!("sweep_on_trap {on_trap}");
     }
     sm.set_sweep_on_trap(on_trap);
-    let drop_subs = f.drop_event_subscriptions.unwrap_or(false);
-    if drop_subs != sa.config().drop_event_subscriptions {
-        tracing::info!("drop_event_subscriptions {drop_subs}");
-    }
-    sa.set_drop_event_subscriptions(drop_subs);
-    let snm = g
-        .consolidate_ipv6_snm_req
-        .or(f.consolidate_ipv6_snm_req)
-        .unwrap_or(false);
-    if snm != sa.config().consolidate_ipv6_snm_req {
-        tracing::info!("consolidate_ipv6_snm_req {snm}");
-    }
-    sa.set_consolidate_ipv6_snm_req(snm);
+    // The SA's switches: each said where it changes.
+    let said = |name: &str, now: bool, was: bool| {
+        if now != was {
+            tracing::info!("{name} {now}");
+        }
+        now
+    };
+    let was = sa.config().clone();
+    sa.set_drop_event_subscriptions(said(
+        "drop_event_subscriptions",
+        f.drop_event_subscriptions.unwrap_or(false),
+        was.drop_event_subscriptions,
+    ));
+    sa.set_consolidate_ipv6_snm_req(said(
+        "consolidate_ipv6_snm_req",
+        (g.consolidate_ipv6_snm_req.or(f.consolidate_ipv6_snm_req)).unwrap_or(false),
+        was.consolidate_ipv6_snm_req,
+    ));
+    sa.set_use_original_extended_sa_rates_only(said(
+        "use_original_extended_sa_rates_only",
+        (g.use_original_extended_sa_rates_only
+            .or(f.use_original_extended_sa_rates_only))
+        .unwrap_or(false),
+        was.use_original_extended_sa_rates_only,
+    ));
     let enforce = g.part_enforce.or(f.part_enforce).unwrap_or_default();
     if enforce != sm.config().part_enforce {
         let sent = sm.set_part_enforce(enforce);

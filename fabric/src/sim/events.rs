@@ -11,7 +11,7 @@ impl Fabric {
             .topo
             .add_node(kind, ports, guid, name.to_string(), None);
         self.nodes
-            .push(SimNode::make(&self.topo.nodes[i], self.cfg.vfs, false));
+            .push(SimNode::make(&self.topo, i, self.cfg.vfs, false));
         self.counters.push(super::pma::fresh(ports));
         i
     }
@@ -101,7 +101,7 @@ impl Fabric {
             FabricEvent::NodeUp(n) => {
                 // Freshly powered: a new agent with nothing set.
                 self.down.remove(&n);
-                self.nodes[n] = self.nodes[n].repowered(&self.topo.nodes[n]);
+                self.nodes[n] = self.nodes[n].repowered(&self.topo, n);
                 self.counters[n] = super::pma::fresh(self.topo.nodes[n].ports);
                 self.forget_sample(n);
                 let ports: Vec<u8> = self

@@ -346,7 +346,7 @@ impl Fabric {
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| SimNode::make(n, cfg.vfs, i == sm_node))
+            .map(|(i, _)| SimNode::make(&topo, i, cfg.vfs, i == sm_node))
             .collect();
         let mut f = Fabric {
             topo,

@@ -2,7 +2,8 @@
 //! hypervisor's SMA, behind one type.
 
 use super::*;
-use crate::topology::Node as TopoNode;
+use crate::topology::{Node as TopoNode, Topology};
+use mad_core::attr::PortInfo;
 
 /// A node's agent.
 pub enum SimNode {
@@ -19,7 +20,13 @@ impl SimNode {
     /// CA of one or two ports other than the SM's, when `vfs` > 0, a vSwitch
     /// on each port); or a CA, the SM's
     /// when `is_sm`.
-    pub(super) fn make(n: &TopoNode, vfs: usize, is_sm: bool) -> SimNode {
+    pub(super) fn make(topo: &Topology, i: usize, vfs: usize, is_sm: bool) -> SimNode {
+        let mut node = SimNode::powered(&topo.nodes[i], vfs, is_sm);
+        node.cable_rates(topo, i);
+        node
+    }
+
+    fn powered(n: &TopoNode, vfs: usize, is_sm: bool) -> SimNode {
         let (guid, ports, name) = (n.guid, n.ports, n.name.as_str());
         match n.kind {
             NodeType::Switch => {
@@ -42,12 +49,101 @@ impl SimNode {
     }
     /// A new agent of the same kind as this one (a hypervisor with as many
     /// VFs), freshly powered: nothing set.
-    pub(super) fn repowered(&self, n: &TopoNode) -> SimNode {
+    pub(super) fn repowered(&self, topo: &Topology, i: usize) -> SimNode {
         let vfs = match self {
             SimNode::Hypervisor(h) => h.vports.first().map_or(0, |v| v.vfs.len()),
             SimNode::Switch(_) | SimNode::Ca(_) => 0,
         };
-        SimNode::make(n, vfs, false)
+        SimNode::make(topo, i, vfs, false)
+    }
+
+    /// Every port's PortInfo, to be changed.
+    fn port_infos_mut(&mut self) -> Vec<&mut PortInfo> {
+        match self {
+            SimNode::Switch(s) => s.model.ports.iter_mut().map(|p| &mut p.info).collect(),
+            SimNode::Ca(c) => c.model.ports.iter_mut().map(|p| &mut p.info).collect(),
+            SimNode::Hypervisor(h) => h.pf.model.ports.iter_mut().map(|p| &mut p.info).collect(),
+        }
+    }
+
+    /// The node's ports run at the rates of their cables
+    /// ([`Topology::rate_of`]), as the links would train: the active width
+    /// and speed (an extended speed in LinkSpeedExtActive, with
+    /// LinkSpeedActive at QDR, as ibsim says it), those supported and
+    /// enabled up to them. A node with a cable at FDR or faster says
+    /// IsExtendedSpeedsSupported on every port (a switch's SM reads it at
+    /// port 0, as OpenSM does), and with a 2x or an HDR cable, the
+    /// CapabilityMask2 bits that name them. A fabric of 4x QDR cables is
+    /// left as it is.
+    fn cable_rates(&mut self, topo: &Topology, i: usize) {
+        use crate::topology::{LaneSpeed, LinkRate};
+        use mad_core::attr::{CapabilityMask, CapabilityMask2, LinkSpeed, LinkSpeedExt, LinkWidth};
+        let ports = topo.nodes[i].ports;
+        let rates: Vec<LinkRate> = (0..=ports).map(|p| topo.rate_of(i, p)).collect();
+        if rates.iter().all(|r| *r == LinkRate::DEFAULT) {
+            return;
+        }
+        let ext = rates.iter().any(|r| r.speed.is_extended());
+        let two = rates.iter().any(|r| r.width == 2);
+        let hdr = rates.iter().any(|r| r.speed >= LaneSpeed::Hdr);
+        let ndr = rates.iter().any(|r| r.speed == LaneSpeed::Ndr);
+        for (p, info) in self.port_infos_mut().into_iter().enumerate() {
+            if ext {
+                info.capability_mask |= CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED;
+            }
+            if two {
+                info.capability_mask2 |= CapabilityMask2::IS_LINK_WIDTH_2X_SUPPORTED;
+            }
+            if hdr {
+                info.capability_mask2 |= CapabilityMask2::IS_LINK_SPEED_HDR_SUPPORTED;
+            }
+            if ndr {
+                info.capability_mask2 |= CapabilityMask2::IS_LINK_SPEED_NDR_SUPPORTED;
+            }
+            let Some(r) = rates.get(p).filter(|r| **r != LinkRate::DEFAULT) else {
+                continue;
+            };
+            if p == 0 {
+                continue;
+            }
+            let width = match r.width {
+                1 => LinkWidth::W1X,
+                2 => LinkWidth::W2X,
+                8 => LinkWidth::W8X,
+                12 => LinkWidth::W12X,
+                _ => LinkWidth::W4X,
+            };
+            info.link_width_supported = LinkWidth::W1X | LinkWidth::W4X | width;
+            info.link_width_enabled = info.link_width_supported;
+            info.link_width_active = width;
+            let (speeds, active) = match r.speed {
+                LaneSpeed::Sdr => (LinkSpeed::SDR, LinkSpeed::SDR),
+                LaneSpeed::Ddr => (LinkSpeed::SDR | LinkSpeed::DDR, LinkSpeed::DDR),
+                _ => (
+                    LinkSpeed::SDR | LinkSpeed::DDR | LinkSpeed::QDR,
+                    LinkSpeed::QDR,
+                ),
+            };
+            info.link_speed_supported = speeds;
+            info.link_speed_enabled = speeds;
+            info.link_speed_active = active;
+            let exts = [
+                (LaneSpeed::Fdr, LinkSpeedExt::FDR),
+                (LaneSpeed::Edr, LinkSpeedExt::EDR),
+                (LaneSpeed::Hdr, LinkSpeedExt::HDR),
+                (LaneSpeed::Ndr, LinkSpeedExt::NDR),
+            ];
+            let upto = exts
+                .iter()
+                .filter(|(s, _)| *s <= r.speed)
+                .fold(LinkSpeedExt::empty(), |a, (_, e)| a | *e);
+            info.link_speed_ext_supported = upto;
+            info.link_speed_ext_enabled = upto;
+            info.link_speed_ext_active = exts
+                .iter()
+                .find(|(s, _)| *s == r.speed)
+                .map_or(LinkSpeedExt::empty(), |(_, e)| *e);
+        }
     }
     pub(super) fn node(&self) -> &dyn dr::Node {
         match self {

@@ -210,7 +210,7 @@ impl Fabric {
                 "node {n} is not a CA of one or two ports other than the SM's"
             ));
         }
-        self.nodes[n] = SimNode::make(t, vfs, false);
+        self.nodes[n] = SimNode::make(&self.topo, n, vfs, false);
         Ok(())
     }
 

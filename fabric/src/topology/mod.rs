@@ -4,6 +4,7 @@
 mod fat_tree;
 mod netfile;
 mod random;
+mod rates;
 
 pub use netfile::{parse as parse_ibnetdiscover, to_ibnetdiscover};
 
@@ -32,6 +33,106 @@ pub struct Node {
 /// A port of a node: (node index, port number).
 pub type PortRef = (usize, u8);
 
+/// The signalling rate of a lane, as ibnetdiscover and ibsim name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LaneSpeed {
+    /// 2.5 Gb/s.
+    Sdr,
+    /// 5 Gb/s.
+    Ddr,
+    /// 10 Gb/s.
+    Qdr,
+    /// 14 Gb/s (LinkSpeedExtActive 1).
+    Fdr,
+    /// 25 Gb/s (LinkSpeedExtActive 2).
+    Edr,
+    /// 50 Gb/s (LinkSpeedExtActive 4).
+    Hdr,
+    /// 100 Gb/s (LinkSpeedExtActive 8).
+    Ndr,
+}
+
+impl LaneSpeed {
+    /// Every speed, slowest first.
+    pub const ALL: [LaneSpeed; 7] = [
+        LaneSpeed::Sdr,
+        LaneSpeed::Ddr,
+        LaneSpeed::Qdr,
+        LaneSpeed::Fdr,
+        LaneSpeed::Edr,
+        LaneSpeed::Hdr,
+        LaneSpeed::Ndr,
+    ];
+
+    /// The name ibnetdiscover writes (`EDR`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LaneSpeed::Sdr => "SDR",
+            LaneSpeed::Ddr => "DDR",
+            LaneSpeed::Qdr => "QDR",
+            LaneSpeed::Fdr => "FDR",
+            LaneSpeed::Edr => "EDR",
+            LaneSpeed::Hdr => "HDR",
+            LaneSpeed::Ndr => "NDR",
+        }
+    }
+
+    /// An extended speed (FDR and faster): PortInfo.LinkSpeedExtActive
+    /// says it, not LinkSpeedActive.
+    pub fn is_extended(self) -> bool {
+        self >= LaneSpeed::Fdr
+    }
+}
+
+/// How a cable runs: how many lanes, at what speed (`4xEDR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LinkRate {
+    /// Lanes: 1, 2, 4, 8 or 12.
+    pub width: u8,
+    /// Their speed.
+    pub speed: LaneSpeed,
+}
+
+impl LinkRate {
+    /// A cable nothing is said of: 4x QDR, as ibkit has always written
+    /// its fabrics for ibsim.
+    pub const DEFAULT: LinkRate = LinkRate {
+        width: 4,
+        speed: LaneSpeed::Qdr,
+    };
+
+    /// Reads `4xEDR` (as ibnetdiscover writes it; `FDR10`, Mellanox's
+    /// 10 Gb/s-signalled FDR, reads as QDR, which is what a PortInfo says
+    /// of it).
+    pub fn parse(s: &str) -> Result<LinkRate, String> {
+        let (w, sp) = s
+            .split_once(['x', 'X'])
+            .ok_or_else(|| format!("{s:?} is not lanes x speed (4xEDR)"))?;
+        let width = w
+            .parse::<u8>()
+            .ok()
+            .filter(|w| [1, 2, 4, 8, 12].contains(w))
+            .ok_or_else(|| format!("{w:?} lanes: not 1, 2, 4, 8 or 12"))?;
+        let speed = if sp.eq_ignore_ascii_case("FDR10") {
+            LaneSpeed::Qdr
+        } else {
+            *LaneSpeed::ALL
+                .iter()
+                .find(|x| x.name().eq_ignore_ascii_case(sp))
+                .ok_or_else(|| {
+                    format!("link speed {sp:?}: not SDR, DDR, QDR, FDR10, FDR, EDR, HDR or NDR")
+                })?
+        };
+        Ok(LinkRate { width, speed })
+    }
+}
+
+impl fmt::Display for LinkRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.width, self.speed.name())
+    }
+}
+
 /// A fabric: nodes and, for every port, the port at the other end of its cable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Topology {
@@ -39,6 +140,9 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// `peer[n][p]`: the other end of node n's port p (index 0 unused).
     pub peer: Vec<Vec<Option<PortRef>>>,
+    /// The rate of the cables that do not run at [`LinkRate::DEFAULT`],
+    /// at both of their ends ([`Topology::set_rate`]).
+    pub rates: std::collections::BTreeMap<PortRef, LinkRate>,
 }
 
 /// Why a topology could not be built or read.
@@ -66,7 +170,7 @@ impl fmt::Display for TopologyError {
         match self {
             TopologyError::UnknownSpec(s) => write!(
                 f,
-                "unknown topology {s:?} (try mport-ntree:M:N, fat-tree-324, fat-tree-648, fat-tree-5832, fat-tree-11664, random:SWITCHES:SEED, file:PATH)"
+                "unknown topology {s:?} (try mport-ntree:M:N, fat-tree-324, fat-tree-648, fat-tree-5832, fat-tree-11664, random:SWITCHES:SEED, mixed-rates, file:PATH)"
             ),
             TopologyError::BadParameter(s) => write!(f, "bad topology parameter: {s}"),
             TopologyError::Parse { line, what } => write!(f, "topology file line {line}: {what}"),
@@ -127,6 +231,31 @@ impl Topology {
         }
         self.peer[a.0][usize::from(a.1)] = Some(b);
         self.peer[b.0][usize::from(b.1)] = Some(a);
+        Ok(())
+    }
+
+    /// The rate of the cable at port `p` of node `n` (kept while the
+    /// cable is cut, for when it comes back).
+    pub fn rate_of(&self, n: usize, p: u8) -> LinkRate {
+        self.rates
+            .get(&(n, p))
+            .copied()
+            .unwrap_or(LinkRate::DEFAULT)
+    }
+
+    /// Makes the cable at `a` run at `rate`, at both ends; `a` must be
+    /// cabled.
+    pub fn set_rate(&mut self, a: PortRef, rate: LinkRate) -> Result<(), TopologyError> {
+        let b = self
+            .peer_of(a.0, a.1)
+            .ok_or_else(|| TopologyError::BadLink(format!("port {a:?} is not cabled")))?;
+        for end in [a, b] {
+            if rate == LinkRate::DEFAULT {
+                self.rates.remove(&end);
+            } else {
+                self.rates.insert(end, rate);
+            }
+        }
         Ok(())
     }
 
@@ -200,6 +329,9 @@ impl Topology {
                 if let Some((m, q)) = port.peer {
                     if (i, p as u8) < (m, q) {
                         let _ = t.connect((i, p as u8), (m, q));
+                        if let Some(r) = port.info.as_ref().and_then(active_rate) {
+                            let _ = t.set_rate((i, p as u8), r);
+                        }
                     }
                 }
             }
@@ -228,7 +360,8 @@ impl Topology {
 
     /// Builds the topology a spec names: `mport-ntree:M:N`, `fat-tree-324`,
     /// `fat-tree-648`, `fat-tree-5832`, `fat-tree-11664`,
-    /// `random:SWITCHES:SEED`, or `file:PATH` (ibnetdiscover / ibsim format).
+    /// `random:SWITCHES:SEED`, `mixed-rates` (cables from 1x SDR to 12x
+    /// HDR), or `file:PATH` (ibnetdiscover / ibsim format).
     pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
         let num = |s: &str, what: &str| {
             s.parse::<u64>()
@@ -244,6 +377,7 @@ impl Topology {
             ["fat-tree-5832"] => fat_tree::kary_ntree(18, 3, 36),
             ["fat-tree-11664"] => fat_tree::mport_ntree(36, 3),
             ["random", s, seed] => random::random(num(s, "SWITCHES")? as usize, num(seed, "SEED")?),
+            ["mixed-rates"] => rates::mixed_rates(),
             ["file", ..] => {
                 let path = &spec["file:".len()..];
                 let text = read_bounded(path)?;
@@ -252,6 +386,31 @@ impl Topology {
             _ => Err(TopologyError::UnknownSpec(spec.to_string())),
         }
     }
+}
+
+/// The rate a port's PortInfo says its link runs at (`None`: a width or
+/// speed it does not say).
+fn active_rate(pi: &mad_core::attr::PortInfo) -> Option<LinkRate> {
+    use mad_core::attr::{LinkSpeed, LinkSpeedExt, LinkWidth};
+    let width = match pi.link_width_active {
+        w if w == LinkWidth::W1X => 1,
+        w if w == LinkWidth::W2X => 2,
+        w if w == LinkWidth::W4X => 4,
+        w if w == LinkWidth::W8X => 8,
+        w if w == LinkWidth::W12X => 12,
+        _ => return None,
+    };
+    let speed = match (pi.link_speed_ext_active, pi.link_speed_active) {
+        (e, _) if e == LinkSpeedExt::FDR => LaneSpeed::Fdr,
+        (e, _) if e == LinkSpeedExt::EDR => LaneSpeed::Edr,
+        (e, _) if e == LinkSpeedExt::HDR => LaneSpeed::Hdr,
+        (e, _) if e == LinkSpeedExt::NDR => LaneSpeed::Ndr,
+        (_, s) if s == LinkSpeed::SDR => LaneSpeed::Sdr,
+        (_, s) if s == LinkSpeed::DDR => LaneSpeed::Ddr,
+        (_, s) if s == LinkSpeed::QDR => LaneSpeed::Qdr,
+        _ => return None,
+    };
+    Some(LinkRate { width, speed })
 }
 
 /// The largest topology file read: an ibnetdiscover file of the

@@ -4,7 +4,7 @@
 //! (`[1] "peer"[3]`). ibkit writes it and reads it back, and reads files
 //! ibnetdiscover wrote (`(guid)` annotations and `#` comments are ignored).
 
-use super::{Topology, TopologyError};
+use super::{LinkRate, Topology, TopologyError};
 use mad_core::attr::NodeType;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -46,16 +46,19 @@ pub fn to_ibnetdiscover(t: &Topology) -> String {
                 if n.kind == NodeType::Switch {
                     let _ = writeln!(
                         s,
-                        "[{p}]\t\"{}\"[{q}]\t\t# \"{}\" lid 0 4xQDR",
-                        peer.name, peer.name
+                        "[{p}]\t\"{}\"[{q}]\t\t# \"{}\" lid 0 {}",
+                        peer.name,
+                        peer.name,
+                        t.rate_of(i, p)
                     );
                 } else {
                     let _ = writeln!(
                         s,
-                        "[{p}]({:x})\t\"{}\"[{q}]\t\t# lid 0 lmc 0 \"{}\" lid 0 4xQDR",
+                        "[{p}]({:x})\t\"{}\"[{q}]\t\t# lid 0 lmc 0 \"{}\" lid 0 {}",
                         n.guid + u64::from(p),
                         peer.name,
-                        peer.name
+                        peer.name,
+                        t.rate_of(i, p)
                     );
                 }
             }
@@ -127,8 +130,10 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     let mut pending_guid: Option<u64> = None;
     let mut guids: HashMap<u64, String> = HashMap::new();
     let mut current: Option<usize> = None;
-    // (line, node, port, peer name, peer port)
-    let mut cables: Vec<(usize, usize, u8, String, u8)> = Vec::new();
+    // The ports whose own line said a rate.
+    let mut said: std::collections::HashSet<(usize, u8)> = Default::default();
+    // (line, node, port, peer name, peer port, rate said)
+    let mut cables: Vec<(usize, usize, u8, String, u8, Option<LinkRate>)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let err = |what: String| TopologyError::Parse { line, what };
@@ -216,12 +221,14 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                 .and_then(|a| a.split(']').next())
                 .and_then(|n| n.trim().parse::<u8>().ok())
                 .ok_or_else(|| err(format!("expected [port] after {peer:?}")))?;
-            cables.push((line, node, port, peer.to_string(), pp));
+            let comment = &raw[uncommented(raw).len()..];
+            let rate = said_rate(comment).map_err(err)?;
+            cables.push((line, node, port, peer.to_string(), pp, rate));
             continue;
         }
         return Err(err(format!("cannot understand \"{}\"", shown(l))));
     }
-    for (line, node, port, peer, pp) in cables {
+    for (line, node, port, peer, pp, rate) in cables {
         let &m = by_name.get(&peer).ok_or_else(|| TopologyError::Parse {
             line,
             what: format!("unknown node {peer:?}"),
@@ -241,6 +248,43 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                     what: e.to_string(),
                 })?,
         }
+        // Said at both ends, the link trains to the lesser lanes and
+        // speed; said at one, that one.
+        if let Some(r) = rate {
+            let r = if said.contains(&(m, pp)) {
+                let o = t.rate_of(node, port);
+                LinkRate {
+                    width: r.width.min(o.width),
+                    speed: r.speed.min(o.speed),
+                }
+            } else {
+                r
+            };
+            said.insert((node, port));
+            t.set_rate((node, port), r)
+                .map_err(|e| TopologyError::Parse {
+                    line,
+                    what: e.to_string(),
+                })?;
+        }
     }
     Ok(t)
+}
+
+/// The rate a port line's comment says, as ibnetdiscover and ibsim write
+/// it: `lid N 4xEDR` after the last quoted name (ibsim reads the same
+/// place); `None` where the comment says none.
+fn said_rate(comment: &str) -> Result<Option<LinkRate>, String> {
+    let tail = comment.rsplit('"').next().unwrap_or(comment);
+    let Some(at) = tail.find("lid") else {
+        return Ok(None);
+    };
+    let mut words = tail[at..].split_whitespace().skip(1);
+    let (Some(lid), Some(rate)) = (words.next(), words.next()) else {
+        return Ok(None);
+    };
+    if lid.parse::<u16>().is_err() {
+        return Ok(None);
+    }
+    LinkRate::parse(rate).map(Some)
 }

@@ -270,3 +270,62 @@ fn long_lines_are_refused_and_echoes_are_short() {
         "{m}"
     );
 }
+
+#[test]
+fn cable_rates_are_written_and_read_back() {
+    let t = Topology::from_spec("mixed-rates").unwrap();
+    assert_eq!((t.switches(), t.cas()), (2, 12));
+    check_symmetric(&t);
+    // Every host's cable at the rate its name says, at both ends.
+    for (n, node) in t.nodes.iter().enumerate().skip(2) {
+        let said = LinkRate::parse(node.name.rsplit(' ').next().unwrap()).unwrap();
+        let (s, p) = t.peer_of(n, 1).unwrap();
+        assert_eq!(
+            (t.rate_of(n, 1), t.rate_of(s, p)),
+            (said, said),
+            "{}",
+            node.name
+        );
+    }
+    assert_eq!(t.rate_of(0, 12).to_string(), "4xEDR");
+    let text = to_ibnetdiscover(&t);
+    assert!(
+        text.contains("lid 0 12xHDR") && text.contains("lid 0 1xSDR"),
+        "{text}"
+    );
+    assert_eq!(parse_ibnetdiscover(&text).unwrap(), t);
+    // A fabric nothing is said of runs at 4x QDR and keeps no rate.
+    let plain = Topology::from_spec("mport-ntree:4:2").unwrap();
+    assert!(plain.rates.is_empty());
+    assert_eq!(plain.rate_of(0, 1), LinkRate::DEFAULT);
+}
+
+#[test]
+fn a_cables_rate_is_what_its_two_ends_train_to() {
+    let file = |a: &str, b: &str| {
+        format!(
+            "Switch 4 \"S\"\n[1] \"H\"[1] # \"H\" lid 2 {a}\nCa 1 \"H\"\n[1](11) \"S\"[1] # lid 2 lmc 0 \"S\" lid 1 {b}\n"
+        )
+    };
+    let rate = |a: &str, b: &str| parse_ibnetdiscover(&file(a, b)).map(|t| t.rate_of(1, 1));
+    let r = |s: &str| LinkRate::parse(s).unwrap();
+    assert_eq!(rate("4xEDR", "4xEDR"), Ok(r("4xEDR")));
+    // The lesser lanes and the lesser speed of the two.
+    assert_eq!(rate("12xHDR", "4xEDR"), Ok(r("4xEDR")));
+    assert_eq!(rate("1xHDR", "4xFDR"), Ok(r("1xFDR")));
+    // Said at one end only: that end's; FDR10 is QDR-signalled.
+    let one = "Switch 4 \"S\"\n[1] \"H\"[1] # \"H\" lid 2 2xEDR\nCa 1 \"H\"\n[1] \"S\"[1]\n";
+    assert_eq!(parse_ibnetdiscover(one).unwrap().rate_of(0, 1), r("2xEDR"));
+    assert_eq!(rate("4xFDR10", "4xFDR10"), Ok(r("4xQDR")));
+    // A rate nobody could train to is refused with its line.
+    for (bad, why) in [
+        ("3xEDR", "lanes"),
+        ("4xXDR", "link speed"),
+        ("EDR", "lanes x speed"),
+    ] {
+        match rate("4xEDR", bad) {
+            Err(TopologyError::Parse { line: 4, what }) => assert!(what.contains(why), "{what}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}

@@ -293,3 +293,27 @@ pub fn scratch(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Sends SIGHUP to the process `pid`.
+pub fn hup(pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill -HUP {pid}");
+}
+
+/// Polls `done` every 100 ms until it holds, at most `within`; panics
+/// with `what()` after that. How long it took.
+pub fn wait_until(
+    within: std::time::Duration,
+    mut done: impl FnMut() -> bool,
+    what: impl Fn() -> String,
+) -> std::time::Duration {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(t.elapsed() < within, "{}", what());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    t.elapsed()
+}

@@ -3,7 +3,7 @@
 
 use super::*;
 use mad_core::attr::forwarding::DROP_PORT;
-use mad_core::attr::{LinkSpeed, LinkWidth};
+use mad_core::attr::{CapabilityMask, LinkSpeed, LinkSpeedExt, LinkWidth, PortInfo};
 use mad_core::Guid;
 
 /// A node of the subnet: its index in [`Subnet::nodes`] (the SM's own is
@@ -364,8 +364,16 @@ impl Subnet {
             port_count: count,
         };
         let at = at as usize;
+        let switch = n.is_switch();
+        let cap = |p: &SmPort| {
+            p.info.as_ref().is_some_and(|pi| {
+                pi.capability_mask
+                    .contains(CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED)
+            })
+        };
+        let ext0 = switch && n.ports.first().is_some_and(cap);
         for (slot, p) in self.port_briefs[at..].iter_mut().zip(&n.ports) {
-            *slot = PortBrief::of(p);
+            *slot = PortBrief::of(p, if switch { ext0 } else { cap(p) });
         }
         // A switch's LMC follows its SwitchInfo (enhanced port 0), which
         // may be read after its LID: the index then covers the range.
@@ -639,51 +647,32 @@ pub struct PortBrief {
     /// The link's MTU code from NeighborMTU (1: 256 … 5: 4096), 5 where
     /// it is not read or not valid: what a path over it can carry.
     pub link_mtu: u8,
-    /// The link's rate in 0.5 Gb/s units, lanes × lane speed (SDR where
-    /// no speed is said, 4X where no width is); 20 (10 Gb/s) where the
-    /// PortInfo was not read. Worked out here once, not at every walk.
-    pub link_half_gbps: u8,
+    /// The port's rate in 0.5 Gb/s units, worked out from its PortInfo as
+    /// OpenSM's SA works it out (`ib_port_info_compute_rate`): the active
+    /// width times the extended speed where the port says
+    /// IsExtendedSpeedsSupported (a switch's ports, where its port 0 does)
+    /// and an extended speed is active; else times LinkSpeedActive; 1x
+    /// where the width is not one of 1x, 2x, 4x, 8x, 12x, and 2.5 Gb/s
+    /// where the speed is not known. 20 (10 Gb/s) where the PortInfo was
+    /// not read. Worked out here once, not at every walk.
+    pub link_half_gbps: u16,
 }
 
 impl PortBrief {
-    fn of(p: &SmPort) -> PortBrief {
+    /// A port, `ext` where its rate may be extended (the port's own
+    /// IsExtendedSpeedsSupported; a switch's port 0's).
+    fn of(p: &SmPort, ext: bool) -> PortBrief {
         let (peer_node, peer_port) = p
             .peer
             .filter(|&(n, _)| n < u32::MAX as usize)
             .map_or((0, 0), |(n, q)| (n as u32 + 1, q));
-        let pi = p.info.as_ref();
-        let neighbor_mtu = pi.map_or(0, |pi| u8::from(pi.neighbor_mtu));
-        let width = pi.map_or(LinkWidth::empty(), |pi| pi.link_width_active);
-        let speed = pi.map_or(LinkSpeed::empty(), |pi| pi.link_speed_active);
-        let (link_mtu, link_half_gbps) = if pi.is_none() {
-            (5, 20)
-        } else {
-            let mtu = match neighbor_mtu {
-                m @ 1..=5 => m,
-                _ => 5,
-            };
-            let lanes = if width.contains(LinkWidth::W12X) {
-                12
-            } else if width.contains(LinkWidth::W8X) {
-                8
-            } else if width.contains(LinkWidth::W4X) {
-                4
-            } else if width.contains(LinkWidth::W2X) {
-                2
-            } else if width.contains(LinkWidth::W1X) {
-                1
-            } else {
-                4
-            };
-            // SDR, or nothing said: 2.5 Gb/s a lane.
-            let half_per_lane = if speed.contains(LinkSpeed::QDR) {
-                20
-            } else if speed.contains(LinkSpeed::DDR) {
-                10
-            } else {
-                5
-            };
-            (mtu, lanes * half_per_lane)
+        let (link_mtu, link_half_gbps) = match p.info.as_ref() {
+            None => (5, 20),
+            Some(pi) => {
+                let mtu = u8::from(pi.neighbor_mtu);
+                let mtu = if (1..=5).contains(&mtu) { mtu } else { 5 };
+                (mtu, port_half_gbps(pi, ext))
+            }
         };
         PortBrief {
             peer_node,
@@ -698,6 +687,48 @@ impl PortBrief {
     pub fn peer(&self) -> Option<(NodeId, u8)> {
         (self.peer_node != 0).then(|| (NodeId(self.peer_node as usize - 1), self.peer_port))
     }
+}
+
+/// A port's rate in 0.5 Gb/s units from its PortInfo ([`PortBrief`]'s
+/// rule); `ext`: the extended speed counts.
+pub fn port_half_gbps(pi: &PortInfo, ext: bool) -> u16 {
+    let w = pi.link_width_active;
+    let lanes: u16 = if w == LinkWidth::W1X {
+        1
+    } else if w == LinkWidth::W2X {
+        2
+    } else if w == LinkWidth::W4X {
+        4
+    } else if w == LinkWidth::W8X {
+        8
+    } else if w == LinkWidth::W12X {
+        12
+    } else {
+        1
+    };
+    let e = pi.link_speed_ext_active;
+    let lane = if ext && e == LinkSpeedExt::FDR {
+        28
+    } else if ext && e == LinkSpeedExt::EDR {
+        50
+    } else if ext && e == LinkSpeedExt::HDR {
+        100
+    } else if ext && e == LinkSpeedExt::NDR {
+        200
+    } else {
+        let s = pi.link_speed_active;
+        if s == LinkSpeed::SDR {
+            5
+        } else if s == LinkSpeed::DDR {
+            10
+        } else if s == LinkSpeed::QDR {
+            20
+        } else {
+            // OpenSM: 2.5 Gb/s, whatever the width.
+            return 5;
+        }
+    };
+    lanes * lane
 }
 
 /// One port a walked packet leaves by.
@@ -960,6 +991,36 @@ impl SmNode {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_ports_rate_is_worked_out_as_opensms_sa_works_it_out() {
+        use mad_core::attr::{LinkSpeed as S, LinkSpeedExt as E, LinkWidth as W};
+        let pi = |w: W, s: S, e: E| PortInfo {
+            link_width_active: w,
+            link_speed_active: s,
+            link_speed_ext_active: e,
+            ..PortInfo::default()
+        };
+        // (port, extended speeds said, 0.5 Gb/s units)
+        for (p, ext, want) in [
+            (pi(W::W4X, S::QDR, E::empty()), true, 80),
+            (pi(W::W4X, S::QDR, E::EDR), true, 200),
+            // Not said: the extended speed does not count.
+            (pi(W::W4X, S::QDR, E::EDR), false, 80),
+            (pi(W::W12X, S::QDR, E::HDR), true, 1200),
+            (pi(W::W2X, S::QDR, E::FDR), true, 56),
+            (pi(W::W1X, S::SDR, E::empty()), true, 5),
+            (pi(W::W8X, S::DDR, E::empty()), false, 80),
+            (pi(W::W12X, S::QDR, E::NDR), true, 2400),
+            // A width it does not know: 1x; a speed: 2.5 Gb/s whatever
+            // the width; an extended value it does not know: the speed.
+            (pi(W::W1X | W::W4X, S::QDR, E::empty()), true, 20),
+            (pi(W::W4X, S::QDR | S::DDR, E::empty()), true, 5),
+            (pi(W::W4X, S::DDR, E::FDR | E::EDR), true, 40),
+        ] {
+            assert_eq!(port_half_gbps(&p, ext), want, "{p:?} {ext}");
+        }
+    }
     use super::*;
 
     fn node(kind: NodeType, guid: u64, lid: u16, ports: usize) -> SmNode {
