@@ -1051,7 +1051,8 @@ fn lids_by_guid(sim: &dyn Simulator, host: &str, n: u16) -> BTreeMap<u64, u16> {
         .collect()
 }
 
-/// OpenSM's `honor_guid2lid_file` beside OpenSM on ibsim:
+/// OpenSM's `honor_guid2lid_file` beside OpenSM, on ibsim and on the
+/// served fabric:
 /// the standby under test (OpenSM, then ibkit) starts with an empty
 /// cache directory under the other SM as master; once it stands by, a
 /// `guid2lid` with two hosts' LIDs swapped is written into its cache
@@ -1070,13 +1071,15 @@ fn both_standbys_honor_guid2lid_file_alike_taking_over() {
     let n = topo.nodes.len() as u16 + 4;
     let wait = Duration::from_secs(30);
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let (_, start) = SIMULATORS[0];
     let dir = std::env::temp_dir().join(format!("ibkit-honor-g2l-{}", std::process::id()));
     let tool = &h[h.len() - 1].0;
-    for honor in ["FALSE", "TRUE"] {
+    for ((what, start), honor) in SIMULATORS
+        .into_iter()
+        .flat_map(|s| ["FALSE", "TRUE"].map(|h| (s, h)))
+    {
         let mut got = Vec::new();
         for standby in [Kind::OpenSm, Kind::Ibkit] {
-            let sub = dir.join(format!("{standby:?}-{honor}"));
+            let sub = dir.join(format!("{what}-{standby:?}-{honor}"));
             let cache = sub.join("cache");
             let _ = std::fs::remove_dir_all(&sub);
             std::fs::create_dir_all(&cache).unwrap();
@@ -1160,10 +1163,10 @@ fn both_standbys_honor_guid2lid_file_alike_taking_over() {
             assert_eq!(
                 (now.get(&a), now.get(&b)),
                 (expect.get(&a), expect.get(&b)),
-                "{standby:?} standby, honor_guid2lid_file {honor}"
+                "{what}: {standby:?} standby, honor_guid2lid_file {honor}"
             );
             println!(
-                "{standby:?} took over, honor_guid2lid_file {honor}: hosts {:#x} and {:#x} hold LIDs {:?} and {:?} (held before: {} and {})",
+                "{what}: {standby:?} took over, honor_guid2lid_file {honor}: hosts {:#x} and {:#x} hold LIDs {:?} and {:?} (held before: {} and {})",
                 a, b, now.get(&a), now.get(&b), held[&a], held[&b]
             );
         }
@@ -1172,7 +1175,7 @@ fn both_standbys_honor_guid2lid_file_alike_taking_over() {
         assert_eq!(
             (got[0].get(&a), got[0].get(&b)),
             (got[1].get(&a), got[1].get(&b)),
-            "{honor}"
+            "{what}, {honor}"
         );
     }
 }

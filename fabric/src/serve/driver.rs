@@ -203,6 +203,10 @@ impl Server {
             if self.last_reap.elapsed() >= REAP_EVERY {
                 self.last_reap = Instant::now();
                 self.session.reap(&mut self.socks);
+                // A reaped SM client's unanswered SMInfo requests time
+                // out for their requesters now.
+                self.session.settle();
+                self.flush();
             }
             if readable[0] {
                 while let Ok((n, from, peer)) =

@@ -104,10 +104,11 @@ pub struct Session {
     /// with one TID — find their way back. At most [`GS_REMEMBERED`].
     gs_asked: std::collections::VecDeque<(u64, usize, usize)>,
     /// SMInfo requests handed to the SM client of their node (as ibsim
-    /// hands them), newest last: (requester's slot, stamped TID). Their
-    /// answers come when that client sends them, so [`Session::settle`]
-    /// does not time them out. At most [`SM_ASKED`].
-    sm_asked: std::collections::VecDeque<(usize, u64)>,
+    /// hands them), newest last: (requester's slot, stamped TID, the SM
+    /// client's slot). Their answers come when that client sends them, so
+    /// [`Session::settle`] does not time them out, unless that client
+    /// leaves first. At most [`SM_ASKED`].
+    sm_asked: std::collections::VecDeque<(usize, u64, usize)>,
 }
 
 /// SMInfo requests waiting for another SM client's answer, at most; the
@@ -616,7 +617,7 @@ impl Session {
         let key = ((r.tid() >> 48) as usize, r.tid());
         if !issm
             || smp.attribute_id() != mad_core::attr::AttributeId::SmInfo
-            || !self.sm_asked.contains(&key)
+            || !self.sm_asked.iter().any(|&(a, t, _)| (a, t) == key)
         {
             return false;
         }
@@ -645,8 +646,8 @@ impl Session {
                 continue;
             };
             let asked = &self.sm_asked;
-            let (wait, gone): (Vec<_>, Vec<_>) =
-                (c.outstanding.drain(..)).partition(|(t, _)| asked.contains(&(slot, *t)));
+            let (wait, gone): (Vec<_>, Vec<_>) = (c.outstanding.drain(..))
+                .partition(|(t, _)| asked.iter().any(|&(a, u, _)| (a, u) == (slot, *t)));
             c.outstanding = wait;
             for (_, mut r) in gone {
                 r.status = ibsim::ETIMEDOUT;
@@ -661,7 +662,8 @@ impl Session {
         let method = wire[3];
         let tid = u64::from_be_bytes(wire[8..16].try_into().unwrap_or([0; 8]));
         let (slot, trap) = if method & 0x80 != 0 {
-            self.sm_asked.retain(|&k| k != ((tid >> 48) as usize, tid));
+            self.sm_asked
+                .retain(|&(a, t, _)| (a, t) != ((tid >> 48) as usize, tid));
             ((tid >> 48) as usize, false)
         } else if matches!(method, 0x01 | 0x02) {
             // Another SM's SMInfo request: for the SM client here.
@@ -727,7 +729,7 @@ impl Session {
         if self.sm_asked.len() >= SM_ASKED {
             self.sm_asked.pop_front();
         }
-        self.sm_asked.push_back(((tid >> 48) as usize, tid));
+        self.sm_asked.push_back(((tid >> 48) as usize, tid, to));
         let r = SimRequest {
             dlid: self.fabric.nodes[d.node].lid().0,
             slid: d.slid,
@@ -788,6 +790,11 @@ impl Session {
         if c.issm {
             self.fabric.set_is_sm(c.node, false);
         }
+        // What was handed to it will not be answered: the next settle
+        // times it out for its requester, as a MAD to an SM that died
+        // times out on a fabric (libumad2sim's requesters have no
+        // timer of their own to do it).
+        self.sm_asked.retain(|&(_, _, to)| to != slot);
         if !self
             .slots
             .iter()

@@ -664,3 +664,47 @@ fn perfmgt_requests_are_answered_by_the_pma_of_the_port_they_reach() {
     s.on_packet(host, &m, USER, now);
     assert_eq!(replies(&mut s, host)[0].status, ETIMEDOUT);
 }
+
+/// An SMInfo request handed to another node's SM client waits for its
+/// answer, not for the fabric to settle; when that client dies first,
+/// the requester hears ETIMEDOUT at the next reap, as a MAD to a dead SM
+/// times out on a fabric (a libumad2sim requester, OpenSM, has no timer
+/// of its own and would wait for it for ever).
+#[test]
+fn an_sminfo_request_to_an_sm_that_dies_times_out() {
+    let (mut s, now) = routed_session();
+    let mut t = Mock::default();
+    let master = attach_qp(&mut s, &mut t, 10, "H-0", true, 0);
+    let standby = attach_qp(&mut s, &mut t, 11, "H-1", true, 0);
+    let to = lid_of(&s, "H-0");
+    let poll = |tid: u64| {
+        let smp = Smp::lid_routed(Method::Get, AttributeId::SmInfo, 0, tid, MKey(0));
+        SimRequest::new(&smp, to).encode()
+    };
+    // Answered while the master lives: its answer goes back.
+    s.on_packet(standby, &poll(0x51), USER, now);
+    s.settle();
+    let asked = replies(&mut s, master);
+    assert_eq!(asked.len(), 1, "handed to the master's client");
+    assert!(
+        replies(&mut s, standby).is_empty(),
+        "it waits for the client"
+    );
+    let mut answer = asked[0].clone();
+    answer.mad[3] = 0x81;
+    answer.dlid = answer.slid;
+    s.on_packet(master, &answer.encode(), USER, now);
+    s.settle();
+    let r = replies(&mut s, standby);
+    assert_eq!((r.len(), r[0].status, r[0].tid()), (1, 0, 0x51));
+    // Handed, then the master dies before it answers.
+    s.on_packet(standby, &poll(0x52), USER, now);
+    s.settle();
+    assert_eq!(replies(&mut s, master).len(), 1);
+    assert!(replies(&mut s, standby).is_empty());
+    t.dead.insert(10);
+    s.reap(&mut t);
+    s.settle();
+    let r = replies(&mut s, standby);
+    assert_eq!((r.len(), r[0].status, r[0].tid()), (1, ETIMEDOUT, 0x52));
+}
