@@ -331,15 +331,16 @@ fn the_capture_holds_every_smp_on_every_cable() {
 
 #[test]
 fn the_discovered_topology_is_the_cabled_one() {
-    for spec in ["random:12:3", "fat-tree-324"] {
+    for spec in ["random:12:3", "fat-tree-324", "mixed-rates"] {
         let (f, sm) = bring_up(spec, SimConfig::default(), SmConfig::default());
         let found = Topology::from_discovered(&sm);
+        // Every cable with its rate, read from the ports' PortInfo.
         let key = |t: &Topology| {
             let mut links = Vec::new();
             for (i, n) in t.nodes.iter().enumerate() {
                 for p in 1..=n.ports {
                     if let Some((m, q)) = t.peer_of(i, p) {
-                        links.push((n.guid, p, t.nodes[m].guid, q));
+                        links.push((n.guid, p, t.nodes[m].guid, q, t.rate_of(i, p).to_string()));
                     }
                 }
             }
@@ -362,6 +363,7 @@ fn the_discovered_topology_is_the_cabled_one() {
         })
         .unwrap();
         assert_eq!(back.links(), f.topo.links());
+        assert_eq!(key(&back), key(&f.topo), "{spec}: written and read back");
     }
 }
 
