@@ -46,11 +46,38 @@ pub(crate) fn link(p: &PortBrief) -> (u8, u32) {
 /// The IBA rate code of a rate in 0.5 Gb/s units (the largest code not
 /// above it; 2.5 Gb/s below that).
 pub fn rate_code(half_gbps: u32) -> u8 {
-    (2u8..=MAX_RATE)
-        .filter_map(|c| Some((half_gbps_of(c)?, c)))
-        .filter(|&(r, _)| r <= half_gbps)
-        .max()
-        .map_or(2, |(_, c)| c)
+    // Every code by its rate, ascending: a PathRecord's walk ends here,
+    // so this is a table, not a search of the codes.
+    const BY_RATE: [(u32, u8); 23] = [
+        (5, 2),
+        (10, 5),
+        (20, 3),
+        (28, 11),
+        (40, 6),
+        (50, 15),
+        (56, 19),
+        (60, 4),
+        (80, 7),
+        (100, 20),
+        (112, 12),
+        (120, 8),
+        (160, 9),
+        (200, 16),
+        (224, 13),
+        (240, 10),
+        (336, 14),
+        (400, 17),
+        (600, 18),
+        (800, 21),
+        (1200, 22),
+        (1600, 23),
+        (2400, 24),
+    ];
+    BY_RATE
+        .iter()
+        .rev()
+        .find(|&&(r, _)| r <= half_gbps)
+        .map_or(2, |&(_, c)| c)
 }
 
 /// The highest rate code: 1200 Gb/s, 12x NDR (IBA 1.5; OpenSM's
@@ -59,11 +86,6 @@ pub(crate) const MAX_RATE: u8 = 24;
 
 /// An IBA rate code's rate in units of 0.5 Gb/s (`None`: no such code).
 pub(crate) fn half_gbps(code: u8) -> Option<u32> {
-    half_gbps_of(code)
-}
-
-/// [`half_gbps`], for the table's constant uses.
-const fn half_gbps_of(code: u8) -> Option<u32> {
     Some(match code {
         2 => 5,
         3 => 20,
