@@ -12,7 +12,8 @@
 //! ports that hold both keys of a partition (`allow_both_pkeys`) or not,
 //! cables of one rate (4x QDR) or from 1x SDR to 12x HDR
 //! (`mixed-rates`), and rates kept to the original extended codes
-//! (`use_original_extended_sa_rates_only`) or not. Nothing may panic; the
+//! (`use_original_extended_sa_rates_only`) and under `max_rate_enum`,
+//! or not. Nothing may panic; the
 //! SA's queue, transfers, services and subscriptions stay within their
 //! bounds; every
 //! answer is a well-formed SA MAD to the requester that asked, every
@@ -113,6 +114,9 @@ fuzz_target!(|data: &[u8]| {
         // OpenSM's use_original_extended_sa_rates_only: no rate code
         // above 300 Gb/s.
         use_original_extended_sa_rates_only: bit(64),
+        // OpenSM 3.3.24's max_rate_enum: 40 Gb/s's code at most, with
+        // and without the above.
+        max_rate_enum: if bit(8) { 7 } else { sa::path::NO_RATE_LIMIT },
         ..SaConfig::default()
     };
     let mut sa = Sa::new(cfg.clone());
@@ -227,10 +231,13 @@ fuzz_target!(|data: &[u8]| {
                 .any(|g| g.rec.mgid == sa::mcast::IPOIB_BROADCAST),
             "the well-known group stays"
         );
-        if cfg.use_original_extended_sa_rates_only {
+        // No group above the rate limit (the partitions' own groups are
+        // at their 10 Gb/s).
+        let limit = cfg.rate_limit();
+        if limit < sa::path::NO_RATE_LIMIT {
             assert!(
-                groups.iter().all(|g| g.rec.rate <= 18),
-                "no group above 300 Gb/s"
+                groups.iter().all(|g| g.rec.rate <= limit),
+                "a group above the limit"
             );
         }
         if ctl & 0x08 != 0 {
@@ -262,16 +269,16 @@ fuzz_target!(|data: &[u8]| {
                 assert!(m.header.is_response() || m.method() == Method::Report);
                 assert!((24..=256).contains(&t.len));
                 assert!(requesters.contains(&t.to.lid));
-                // No rate code above 300 Gb/s in the PathRecords of an
+                // No rate code above the limit in the PathRecords of an
                 // answer's first (or only) segment: byte 55 of each
                 // record, its rate selector and rate.
                 let path = m.attribute_id() == mad_core::sa::SaAttributeId::PathRecord;
                 let first = !m.rmpp.active() || m.rmpp.segment_number == 1;
                 let stride = usize::from(m.sa.attribute_offset) * 8;
                 let ok = m.sa_status() == mad_core::sa::SaStatus::Ok;
-                if cfg.use_original_extended_sa_rates_only && path && ok && first && stride >= 64 {
+                if limit < sa::path::NO_RATE_LIMIT && path && ok && first && stride >= 64 {
                     for r in m.data.chunks_exact(stride) {
-                        assert!(r[55] & 0x3F <= 18, "rate {:#x}", r[55]);
+                        assert!(r[55] & 0x3F <= limit, "rate {:#x}", r[55]);
                     }
                 }
             }

@@ -37,6 +37,7 @@ fn a_broken_configuration_is_refused_with_its_key_and_line() {
         ("priority = 16\n", "0-15"),
         ("sweep_ms = \"often\"\n", "line 1"),
         ("[sm]\npriority = 1\n", "line 1"),
+        ("max_rate_enum = 30\n", "not 2-24 or 63"),
     ] {
         std::fs::write(&f, text).unwrap();
         let (code, out, err) = ibkit(&["sm", "--once", "--config", f.to_str().unwrap()], None);
@@ -47,6 +48,10 @@ fn a_broken_configuration_is_refused_with_its_key_and_line() {
             "{text}: {err}"
         );
     }
+    // The same range on the command line.
+    let (code, _, err) = ibkit(&["sm", "--once", "--max-rate-enum", "25"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not 2-24 or 63"), "{err}");
     let (code, _, err) = ibkit(&["sm", "--once", "--config", "/nonexistent/sm.toml"], None);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/sm.toml"), "{err}");

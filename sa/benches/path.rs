@@ -104,7 +104,7 @@ fn benches(c: &mut Criterion) {
                 max: 1,
                 max_examined: 1,
                 examined: core::cell::Cell::new(0),
-                original_rates: false,
+                max_rate: sa::path::NO_RATE_LIMIT,
             };
             c.bench_function("part: path_record", |b| {
                 b.iter(|| {

@@ -200,6 +200,25 @@ pub struct SaConfig {
     /// codes (OpenSM's `use_original_extended_sa_rates_only`; false by
     /// default, as OpenSM's): see [`path::original_rate`].
     pub use_original_extended_sa_rates_only: bool,
+    /// The highest rate code answered (OpenSM's `max_rate_enum`, 2–24;
+    /// [`path::NO_RATE_LIMIT`], 63, by default): a PathRecord's,
+    /// MultiPathRecord's or new group's rate above it steps down to one
+    /// an older stack knows ([`path::limit_rate`]), and the 2x/HDR fixes
+    /// are not made. See [`SaConfig::rate_limit`].
+    pub max_rate_enum: u8,
+}
+
+impl SaConfig {
+    /// The highest rate code answered: [`SaConfig::max_rate_enum`], at
+    /// most 18 (300 Gb/s) with `use_original_extended_sa_rates_only`, as
+    /// OpenSM 3.3.24 and later combine the two.
+    pub fn rate_limit(&self) -> u8 {
+        if self.use_original_extended_sa_rates_only {
+            self.max_rate_enum.min(18)
+        } else {
+            self.max_rate_enum
+        }
+    }
 }
 
 impl Default for SaConfig {
@@ -229,6 +248,7 @@ impl Default for SaConfig {
             mcgroup_join_validation: true,
             consolidate_ipv6_snm_req: false,
             use_original_extended_sa_rates_only: false,
+            max_rate_enum: path::NO_RATE_LIMIT,
             ipoib_mcgroup_creation_validation: true,
             use_mfttop: true,
             drop_event_subscriptions: false,
@@ -426,6 +446,12 @@ impl Sa {
     /// configuration: groups that exist keep their rate).
     pub fn set_use_original_extended_sa_rates_only(&mut self, on: bool) {
         self.cfg.use_original_extended_sa_rates_only = on;
+    }
+
+    /// The highest rate code answered from now on
+    /// ([`SaConfig::max_rate_enum`]; a re-read configuration).
+    pub fn set_max_rate_enum(&mut self, limit: u8) {
+        self.cfg.max_rate_enum = limit;
     }
 
     /// A number that changes whenever the groups, the services or the
@@ -1057,7 +1083,7 @@ impl Sa {
                     join: self.cfg.mcgroup_join_validation,
                     mgid: self.cfg.ipoib_mcgroup_creation_validation,
                     consolidate_snm: self.cfg.consolidate_ipv6_snm_req,
-                    original_rates: self.cfg.use_original_extended_sa_rates_only,
+                    max_rate: self.cfg.rate_limit(),
                 };
                 return match self.groups.join(subnet, me(), &m.data, mask, checks) {
                     Ok(rec) => self.one(from, m, &mcast_bytes(&rec)),
@@ -1142,7 +1168,7 @@ impl Sa {
             max: self.cfg.max_records,
             max_examined: self.cfg.max_examined.min(left),
             examined: core::cell::Cell::new(0),
-            original_rates: self.cfg.use_original_extended_sa_rates_only,
+            max_rate: self.cfg.rate_limit(),
         };
         if path_work && left == 0 {
             return Answer::Refused(SaStatus::NoResources.status());
@@ -1212,7 +1238,7 @@ impl Sa {
                     max: q.max,
                     max_examined: q.max_examined,
                     examined: core::cell::Cell::new(0),
-                    original_rates: q.original_rates,
+                    max_rate: q.max_rate,
                 };
                 if vlarb {
                     q.collect::<VlArbitrationTableRecord>(query::vlarb_records)

@@ -277,9 +277,9 @@ pub struct Checks {
     /// exists in its partition and scope (OpenSM's
     /// `consolidate_ipv6_snm_req`).
     pub consolidate_snm: bool,
-    /// A new group's rate is no later than the original extended ones
-    /// (OpenSM's `use_original_extended_sa_rates_only`).
-    pub original_rates: bool,
+    /// The highest rate code a new group gets
+    /// ([`crate::SaConfig::rate_limit`]).
+    pub max_rate: u8,
 }
 
 /// An IPv6 solicited-node multicast MGID, as IPoIB maps one (RFC 4391):
@@ -811,9 +811,7 @@ impl Groups {
         if half_gbps(rec.rate).is_none() {
             return Err(SaStatus::ReqInvalid);
         }
-        if checks.original_rates {
-            rec.rate = crate::path::original_rate(rec.rate);
-        }
+        rec.rate = crate::path::limit_rate(rec.rate, checks.max_rate);
         let asked = if on(bit::MLID) { q.mlid } else { Lid(0) };
         rec.mlid = match self.snm_mlid(&rec.mgid, checks.consolidate_snm) {
             // OpenSM gives a free MLID asked for first.

@@ -116,13 +116,41 @@ pub(crate) fn half_gbps(code: u8) -> Option<u32> {
 
 /// OpenSM's rate codes 300 Gb/s at most (`ib_path_rate_max_12xedr`), for
 /// `use_original_extended_sa_rates_only`: the 2x and HDR codes (19–22)
-/// and NDR's (23, 24) become the original code nearest below.
+/// and NDR's (23, 24) become the original code nearest below. The same
+/// as [`limit_rate`] to 18.
 pub fn original_rate(code: u8) -> u8 {
     match code {
         19 => 15,
         20 => 7,
         21..=24 => 18,
         c => c,
+    }
+}
+
+/// No limit on rate codes: OpenSM's `max_rate_enum` default
+/// (`SA_RATE_MAX_ENUM`).
+pub const NO_RATE_LIMIT: u8 = 63;
+
+/// A rate code under OpenSM's `max_rate_enum` `limit`
+/// (`osm_sa_limit_rate`, `ib_path_get_reduced_rate`): a code above the
+/// limit steps down, rate by rate, to the first code that is neither
+/// above the limit nor faster than the limit's rate — an older stack
+/// knows the codes up to its own, so 25 Gb/s (code 15) under limit 7
+/// (40 Gb/s) becomes 20 Gb/s (code 6). Codes not above it are kept.
+pub fn limit_rate(code: u8, limit: u8) -> u8 {
+    if limit >= code {
+        return code;
+    }
+    let cap = half_gbps(limit).unwrap_or(u32::MAX);
+    let mut at = half_gbps(code).unwrap_or(0);
+    // The codes below, fastest first: the first the limit allows.
+    loop {
+        let below = rate_code(at.saturating_sub(1));
+        let rate = half_gbps(below).unwrap_or(0);
+        if below == 2 || (below <= limit && rate <= cap) {
+            return below;
+        }
+        at = rate;
     }
 }
 
@@ -153,13 +181,15 @@ pub fn rate_for_port(code: u8, pi: &mad_core::attr::PortInfo) -> u8 {
 }
 
 /// A path's rate code as OpenSM's SA gives it last (`osm_sa_path_record.c`,
-/// after the QoS level): with `original_only`
-/// ([`original_rate`]); else, a rate of 28 Gb/s or a later code, fixed for
-/// the source's port then the destination's ([`rate_for_port`]; every
-/// path here is reversible). A VM's end is its hypervisor's port.
-pub fn final_rate(s: &Subnet, src: &End, dst: &End, code: u8, original_only: bool) -> u8 {
-    if original_only {
-        return original_rate(code);
+/// after the QoS level): under a `limit` ([`limit_rate`]; OpenSM's
+/// `max_rate_enum`, 18 with `use_original_extended_sa_rates_only`) that
+/// alone; with none ([`NO_RATE_LIMIT`]), a rate of 28 Gb/s or a later
+/// code, fixed for the source's port then the destination's
+/// ([`rate_for_port`]; every path here is reversible). A VM's end is its
+/// hypervisor's port.
+pub fn final_rate(s: &Subnet, src: &End, dst: &End, code: u8, limit: u8) -> u8 {
+    if limit < NO_RATE_LIMIT {
+        return limit_rate(code, limit);
     }
     if code < 19 {
         return code;
@@ -421,8 +451,8 @@ pub struct Asked {
     pub sl: Option<u8>,
     /// The QoS class.
     pub qos_class: Option<u16>,
-    /// Rates no later than the original extended ones ([`final_rate`]).
-    pub original_rates: bool,
+    /// The highest rate code answered ([`final_rate`]'s limit).
+    pub max_rate: u8,
 }
 
 /// The QoS policy's view of end `e` (its table `keys`).
@@ -459,7 +489,7 @@ fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
 pub fn apply_policy(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
     let kept = leveled(s, src, dst, pr, a);
     if kept {
-        pr.rate = final_rate(s, src, dst, pr.rate, a.original_rates);
+        pr.rate = final_rate(s, src, dst, pr.rate, a.max_rate);
     }
     kept
 }
@@ -581,8 +611,8 @@ const SPECIAL: u64 = comp::QOS_CLASS
 struct Request<'a> {
     data: &'a [u8],
     mask: u64,
-    /// [`Query::original_rates`].
-    original_rates: bool,
+    /// [`Query::max_rate`].
+    max_rate: u8,
 }
 
 /// Byte offsets of the PathRecord fields a request names its ends by.
@@ -639,7 +669,7 @@ impl Request<'_> {
             pkey: self.pkey(),
             sl: self.sl(),
             qos_class: self.qos_class(),
-            original_rates: self.original_rates,
+            max_rate: self.max_rate,
         };
         apply_policy(s, src, dst, pr, &asked)
     }
@@ -755,7 +785,7 @@ pub fn path_record(q: &Query<'_>, out: &mut [u8; PathRecord::SIZE]) -> Result<()
     let r = Request {
         data: q.data,
         mask: q.mask,
-        original_rates: q.original_rates,
+        max_rate: q.max_rate,
     };
     r.both_service_id_halves()?;
     let s = q.subnet;
@@ -880,7 +910,7 @@ pub fn path_records(q: &Query<'_>) -> Result<Records, SaStatus> {
     let r = Request {
         data: q.data,
         mask: q.mask,
-        original_rates: q.original_rates,
+        max_rate: q.max_rate,
     };
     r.both_service_id_halves()?;
     let s = q.subnet;
@@ -1015,7 +1045,7 @@ pub fn multipath_records(q: &Query<'_>) -> Result<Records, SaStatus> {
         pkey: want,
         sl: asked_sl,
         qos_class: Some(mp.qos_class).filter(|_| has("qos_class")),
-        original_rates: q.original_rates,
+        max_rate: q.max_rate,
     };
     let mut examined = 0usize;
     let mut pr = PathRecord::default();
@@ -1084,6 +1114,36 @@ mod tests {
             [19, 20, 21, 22, 23, 24].map(original_rate),
             [15, 7, 18, 18, 18, 18]
         );
+    }
+
+    #[test]
+    fn a_rate_limit_steps_down_to_a_code_an_older_stack_knows() {
+        // 18 is use_original_extended_sa_rates_only.
+        for c in 2..=MAX_RATE {
+            assert_eq!(limit_rate(c, 18), original_rate(c), "{c}");
+            assert_eq!(limit_rate(c, MAX_RATE), c, "{c}");
+            for limit in 2..=MAX_RATE {
+                let r = limit_rate(c, limit);
+                assert!(
+                    r <= c.max(limit) && half_gbps(r) <= half_gbps(c),
+                    "{c}, {limit}"
+                );
+                assert!(r <= limit || r == c, "{c}, {limit} → {r}");
+            }
+        }
+        // (code, limit, answered): 25 Gb/s under 40's code is 20 (code
+        // 15 is above 7); 56 and 80 under 40 are 40; 20 is below it;
+        // 800 under 100's code walks past 168, 120 and 112 to 100.
+        for (c, limit, want) in [
+            (15, 7, 6),
+            (12, 7, 7),
+            (9, 7, 7),
+            (6, 7, 6),
+            (23, 16, 16),
+            (24, 22, 22),
+        ] {
+            assert_eq!(limit_rate(c, limit), want, "{c} under {limit}");
+        }
     }
 
     #[test]

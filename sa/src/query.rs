@@ -38,9 +38,9 @@ pub struct Query<'a> {
     pub max_examined: usize,
     /// The candidates a path query examined (set by it).
     pub examined: core::cell::Cell<usize>,
-    /// Path rates no later than the original extended ones
-    /// ([`crate::SaConfig::use_original_extended_sa_rates_only`]).
-    pub original_rates: bool,
+    /// The highest path rate code answered
+    /// ([`crate::SaConfig::rate_limit`]).
+    pub max_rate: u8,
 }
 
 /// True when `rec` equals `query` on every component of `R` that `mask`

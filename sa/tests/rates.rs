@@ -80,13 +80,19 @@ fn named(f: &fabric::sim::Fabric, tail: &str) -> usize {
         .unwrap()
 }
 
+/// The slowest cable from host `a` to host `b`, in Gb/s.
+fn slowest(f: &fabric::sim::Fabric, a: usize, b: usize) -> f64 {
+    let (path, _) = f.trace(a, f.nodes[b].lid());
+    (path.iter())
+        .filter(|&&(n, p)| f.topo.peer_of(n, p).is_some())
+        .map(|&(n, p)| gbps(f.topo.rate_of(n, p)))
+        .fold(f64::MAX, f64::min)
+}
+
 /// Every pair of hosts: (a, b, the PathRecord's rate code).
-fn path_rates(original: bool) -> (fabric::sim::Fabric, Vec<(usize, usize, u8)>) {
+fn path_rates(cfg: SaConfig) -> (fabric::sim::Fabric, Vec<(usize, usize, u8)>) {
     let (f, sm) = up("mixed-rates");
-    let mut sa = Sa::new(SaConfig {
-        use_original_extended_sa_rates_only: original,
-        ..SaConfig::default()
-    });
+    let mut sa = Sa::new(cfg);
     let cas: Vec<usize> = (0..f.nodes.len())
         .filter(|&i| f.topo.nodes[i].kind == mad_core::attr::NodeType::ChannelAdapter)
         .collect();
@@ -111,14 +117,10 @@ fn path_rates(original: bool) -> (fabric::sim::Fabric, Vec<(usize, usize, u8)>) 
 
 #[test]
 fn a_paths_rate_is_its_slowest_cable_fixed_for_ends_that_do_not_know_it() {
-    let (f, rates) = path_rates(false);
+    let (f, rates) = path_rates(SaConfig::default());
     let (mut fixed, mut extended) = (0, 0);
     for (a, b, got) in rates {
-        let (path, _) = f.trace(a, f.nodes[b].lid());
-        let slowest = (path.iter())
-            .filter(|&&(n, p)| f.topo.peer_of(n, p).is_some())
-            .map(|&(n, p)| gbps(f.topo.rate_of(n, p)))
-            .fold(f64::MAX, f64::min);
+        let slowest = slowest(&f, a, b);
         let mut want = code(slowest);
         // OpenSM's fixes, for the source then the destination.
         for end in [a, b] {
@@ -150,7 +152,10 @@ fn a_paths_rate_is_its_slowest_cable_fixed_for_ends_that_do_not_know_it() {
 
 #[test]
 fn the_original_rates_stop_at_300_gbps() {
-    let (f, rates) = path_rates(true);
+    let (f, rates) = path_rates(SaConfig {
+        use_original_extended_sa_rates_only: true,
+        ..SaConfig::default()
+    });
     let own = |name: &str| {
         let n = named(&f, name);
         rates.iter().find(|r| r.0 == n && r.1 == n).unwrap().2
@@ -209,4 +214,49 @@ fn a_group_takes_its_creators_extended_rate_and_refuses_slower_ports() {
             assert_eq!(st == SaStatus::Ok, want_ok, "{host}, {original}: {st:?}");
         }
     }
+}
+
+/// OpenSM 3.3.24's `max_rate_enum`: every path's rate is its slowest
+/// cable's code stepped down under the limit (`limit_rate`), with no
+/// 2x/HDR fix; with `use_original_extended_sa_rates_only` too, the lower
+/// of the two limits holds.
+#[test]
+fn max_rate_enum_caps_every_path_at_a_code_the_limit_allows() {
+    for (limit, original, effective) in
+        [(7, false, 7), (16, false, 16), (22, true, 18), (7, true, 7)]
+    {
+        let cfg = SaConfig {
+            max_rate_enum: limit,
+            use_original_extended_sa_rates_only: original,
+            ..SaConfig::default()
+        };
+        assert_eq!(cfg.rate_limit(), effective);
+        let (f, rates) = path_rates(cfg);
+        for &(a, b, got) in &rates {
+            let want = sa::path::limit_rate(code(slowest(&f, a, b)), effective);
+            assert_eq!(got, want, "{a} → {b} under {limit}");
+            assert!(got <= effective || got == code(slowest(&f, a, b)));
+        }
+        let own = |name: &str| {
+            let n = named(&f, name);
+            rates.iter().find(|r| r.0 == n && r.1 == n).unwrap().2
+        };
+        println!(
+            "max_rate_enum {limit}, original {original}: 12x HDR {}, 2x EDR {}, 4x DDR {}",
+            own(" 12xHDR"),
+            own(" 2xEDR"),
+            own(" 4xDDR")
+        );
+    }
+    // 600 Gb/s under 7 (40 Gb/s) is 40; 2x EDR (50) is 40; 4x DDR (20)
+    // stays.
+    let (f, rates) = path_rates(SaConfig {
+        max_rate_enum: 7,
+        ..SaConfig::default()
+    });
+    let own = |name: &str| {
+        let n = named(&f, name);
+        rates.iter().find(|r| r.0 == n && r.1 == n).unwrap().2
+    };
+    assert_eq!([own(" 12xHDR"), own(" 2xEDR"), own(" 4xDDR")], [7, 7, 6]);
 }

@@ -55,6 +55,7 @@
 //! ipoib_mcgroup_creation_validation = true   # false: a new group's requested MGID not checked (OpenSM's)
 //! consolidate_ipv6_snm_req = false   # true: IPv6 solicited-node groups of a partition share one MLID (OpenSM's)
 //! use_original_extended_sa_rates_only = false   # true: the SA's rates 300 Gb/s at most, no 2x/HDR/NDR codes (OpenSM's)
+//! max_rate_enum = 63        # the highest rate code the SA answers: 2-24, 63 no limit (OpenSM 3.3.24's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -152,6 +153,7 @@ struct Raw {
     ipoib_mcgroup_creation_validation: Option<bool>,
     consolidate_ipv6_snm_req: Option<bool>,
     use_original_extended_sa_rates_only: Option<bool>,
+    max_rate_enum: Option<Spanned<i64>>,
     use_mfttop: Option<bool>,
     use_optimized_slvl: Option<bool>,
     drop_event_subscriptions: Option<bool>,
@@ -307,6 +309,9 @@ pub struct SmFile {
     /// most (OpenSM's `use_original_extended_sa_rates_only`; default
     /// false).
     pub use_original_extended_sa_rates_only: Option<bool>,
+    /// The highest rate code the SA answers (OpenSM's `max_rate_enum`:
+    /// 2–24, or 63 for no limit, the default).
+    pub max_rate_enum: Option<u8>,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
     /// true).
     pub use_mfttop: Option<bool>,
@@ -589,6 +594,15 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         ipoib_mcgroup_creation_validation: raw.ipoib_mcgroup_creation_validation,
         consolidate_ipv6_snm_req: raw.consolidate_ipv6_snm_req,
         use_original_extended_sa_rates_only: raw.use_original_extended_sa_rates_only,
+        max_rate_enum: (raw.max_rate_enum.as_ref())
+            .map(|s| match *s.get_ref() {
+                x @ (2..=24 | 63) => Ok(x as u8),
+                x => Err(bad(
+                    s.span(),
+                    format!("max_rate_enum = {x}: not 2-24 or 63"),
+                )),
+            })
+            .transpose()?,
         use_mfttop: raw.use_mfttop,
         use_optimized_slvl: raw.use_optimized_slvl,
         drop_event_subscriptions: raw.drop_event_subscriptions,
@@ -655,7 +669,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
-                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
+                    part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
                     use_mfttop = false\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
@@ -707,6 +721,7 @@ mod tests {
         assert_eq!(f.keep_pkey_indexes, Some(false));
         assert_eq!(f.consolidate_ipv6_snm_req, Some(true));
         assert_eq!(f.use_original_extended_sa_rates_only, Some(true));
+        assert_eq!(f.max_rate_enum, Some(16));
         assert_eq!(f.honor_guid2lid_file, Some(true));
         assert_eq!(f.sweep_on_trap, Some(false));
         assert_eq!(f.ignore_other_sm, Some(true));

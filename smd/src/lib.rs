@@ -33,6 +33,9 @@ use smi::sm::qos_policy::QosPolicy;
 use smi::sm::{Engine, Handled, LidPolicy, PartEnforce, Phase, Sm, SmConfig, SmError, SmEvent};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// [`SmdConfig::max_rate_enum`] with no limit (OpenSM's 63).
+pub const NO_RATE_LIMIT: u8 = sa::path::NO_RATE_LIMIT;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use verbs_sys::umad::UmadPort;
@@ -235,6 +238,9 @@ pub struct SmdConfig {
     /// most (OpenSM's `use_original_extended_sa_rates_only`); SIGHUP
     /// applies a new value.
     pub use_original_extended_sa_rates_only: bool,
+    /// The highest rate code the SA answers (OpenSM's `max_rate_enum`,
+    /// 2–24; 63, no limit, by default); SIGHUP applies a new value.
+    pub max_rate_enum: u8,
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`).
     pub use_mfttop: bool,
     /// One Set(SLtoVL) a switch where it has optimized programming
@@ -346,6 +352,7 @@ impl Default for SmdConfig {
             ipoib_mcgroup_creation_validation: true,
             consolidate_ipv6_snm_req: false,
             use_original_extended_sa_rates_only: false,
+            max_rate_enum: NO_RATE_LIMIT,
             use_mfttop: true,
             use_optimized_slvl: true,
             drop_event_subscriptions: false,
@@ -797,6 +804,7 @@ fn drive(
         ipoib_mcgroup_creation_validation: c.ipoib_mcgroup_creation_validation,
         consolidate_ipv6_snm_req: c.consolidate_ipv6_snm_req,
         use_original_extended_sa_rates_only: c.use_original_extended_sa_rates_only,
+        max_rate_enum: c.max_rate_enum,
         use_mfttop: c.use_mfttop,
         drop_event_subscriptions: c.drop_event_subscriptions,
         ..SaConfig::default()
@@ -1503,6 +1511,11 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         .unwrap_or(false),
         was.use_original_extended_sa_rates_only,
     ));
+    let limit = (g.max_rate_enum.or(f.max_rate_enum)).unwrap_or(NO_RATE_LIMIT);
+    if limit != was.max_rate_enum {
+        tracing::info!("max_rate_enum {limit}");
+    }
+    sa.set_max_rate_enum(limit);
     let enforce = g.part_enforce.or(f.part_enforce).unwrap_or_default();
     if enforce != sm.config().part_enforce {
         let sent = sm.set_part_enforce(enforce);

@@ -17,7 +17,7 @@
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
-//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
+//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `allow_both_pkeys`, `keep_pkey_indexes` | the same |
 //! | `honor_guid2lid_file` (the `guid2lid` of `--cache-dir`, where OpenSM's is `OSM_CACHE_DIR`'s) | the same |
@@ -175,6 +175,14 @@ pub fn parse_opensm_conf(
             "consolidate_ipv6_snm_req" => s.consolidate_ipv6_snm_req = Some(boolean()?),
             "use_original_extended_sa_rates_only" => {
                 s.use_original_extended_sa_rates_only = Some(boolean()?)
+            }
+            // OpenSM 3.3.24's: 2-24, or 63 for none (OpenSM takes 63 for
+            // another; ibkit refuses it).
+            "max_rate_enum" => {
+                s.max_rate_enum = match number()? {
+                    x @ (2..=24 | 63) => Some(x as u8),
+                    _ => return Err(bad("not 2-24 or 63".into())),
+                }
             }
             "ipoib_mcgroup_creation_validation" => {
                 s.ipoib_mcgroup_creation_validation = Some(boolean()?)
@@ -480,7 +488,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
@@ -507,6 +515,7 @@ mod tests {
         assert_eq!(s.keep_pkey_indexes, Some(false));
         assert_eq!(s.consolidate_ipv6_snm_req, Some(true));
         assert_eq!(s.use_original_extended_sa_rates_only, Some(true));
+        assert_eq!(s.max_rate_enum, Some(16));
         assert_eq!(s.honor_guid2lid_file, Some(true));
         assert_eq!(s.sweep_on_trap, Some(false));
         assert_eq!(s.ignore_other_sm, Some(true));

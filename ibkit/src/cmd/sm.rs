@@ -68,7 +68,7 @@ pub struct SmArgs {
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
-    /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
+    /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
@@ -83,7 +83,7 @@ pub struct SmArgs {
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
-    /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, honor_guid2lid_file,
+    /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, max_wire_smps, max_wire_smps2, max_smps_timeout, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
@@ -206,6 +206,12 @@ pub struct SmArgs {
     /// use_original_extended_sa_rates_only).
     #[arg(long)]
     pub use_original_extended_sa_rates_only: bool,
+    /// The highest rate code the SA answers, 2-24 (OpenSM 3.3.24's
+    /// max_rate_enum; 63, the default, for no limit): a rate above it steps
+    /// down to one an older stack knows (18: 300 Gb/s, as
+    /// --use-original-extended-sa-rates-only).
+    #[arg(long, value_name = "CODE", value_parser = parse_rate_enum)]
+    pub max_rate_enum: Option<u8>,
     /// Taking the subnet over from another master, read the guid2lid of
     /// --cache-dir again and give its LIDs as at a fresh start (OpenSM's
     /// honor_guid2lid_file, its --honor_guid2lid); without it the LIDs
@@ -394,6 +400,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
                 || file.consolidate_ipv6_snm_req == Some(true),
             use_original_extended_sa_rates_only: a.use_original_extended_sa_rates_only
                 || file.use_original_extended_sa_rates_only == Some(true),
+            max_rate_enum: (a.max_rate_enum.or(file.max_rate_enum)).unwrap_or(smd::NO_RATE_LIMIT),
             force_heavy_sweep: file.force_heavy_sweep == Some(true),
             vm_socket: a.vm_socket.clone().or(file.vm_socket),
             ready_timeout_ms: file
@@ -476,6 +483,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         disable_multicast: a.disable_multicast.then_some(true),
         consolidate_ipv6_snm_req: a.consolidate_ipv6_snm_req.then_some(true),
         use_original_extended_sa_rates_only: a.use_original_extended_sa_rates_only.then_some(true),
+        max_rate_enum: a.max_rate_enum,
         honor_guid2lid_file: a.honor_guid2lid_file.then_some(true),
         force_heavy_sweep: None,
         guid: a.guid,
@@ -654,5 +662,13 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogFile {
             held.bytes = 0;
         }
         LogLine(held)
+    }
+}
+
+/// `--max-rate-enum`: 2-24, or 63 for no limit.
+fn parse_rate_enum(v: &str) -> Result<u8, String> {
+    match v.parse::<u8>() {
+        Ok(x @ (2..=24 | 63)) => Ok(x),
+        _ => Err(format!("{v:?}: not 2-24 or 63")),
     }
 }
