@@ -2978,12 +2978,14 @@ fn the_sa_database_moves_between_opensm_and_ibkit() {
 }
 
 /// What one SM's SA answered on `mixed-rates`: the (MTU, rate) of the
-/// PathRecord between every two LIDs, by the nodes' descriptions, and
-/// the rate of the multicast group the 12x HDR host created.
+/// PathRecord between every two LIDs, by the nodes' descriptions, the
+/// rate of the multicast group the 12x HDR host created, and whether the
+/// 4x DDR and the 8x HDR host could join it.
 #[derive(Debug, PartialEq)]
 struct Rated {
     paths: BTreeMap<(String, String), (String, String)>,
     group: u64,
+    joined: [bool; 2],
 }
 
 /// [`Rated`], read with saquery (every pair) and `ibkit sa` (the group)
@@ -3014,7 +3016,20 @@ fn rated(sim: &(dyn tests::peers::Simulator + Sync), tool: &str, big: &str, lids
     assert_eq!(code, 0, "{err}");
     let r = &v["records"][0]["rate"];
     let group = r.as_u64().unwrap_or_else(|| hex(r));
-    Rated { paths, group }
+    let mgid = v["records"][0]["mgid"].as_str().unwrap().to_string();
+    let joined = [" 4xDDR", " 8xHDR"].map(|tail| {
+        let host = (names.values()).find(|n| n.ends_with(tail)).unwrap();
+        let (code, _, _) = run_ibkit_sa(
+            sim.client_at(exe.as_ref(), host),
+            &["mcmember", "--join", &mgid],
+        );
+        code == 0
+    });
+    Rated {
+        paths,
+        group,
+        joined,
+    }
 }
 
 /// `mixed-rates` (cables from 1x SDR to 12x HDR), on ibsim and on ibkit's
@@ -3082,6 +3097,10 @@ fn both_sas_rate_paths_over_mixed_link_rates_alike() {
             );
             assert_eq!(theirs.paths.len(), usize::from(lids * lids));
             assert_eq!(theirs.group, ours.group, "{at}, {on}: the group's rate");
+            // A port slower than the group cannot join it: 4x DDR never,
+            // 8x HDR (400 Gb/s) a 300 Gb/s group but not a 600 one.
+            assert_eq!(theirs.joined, ours.joined, "{at}, {on}: who joined");
+            assert_eq!(ours.joined, [false, on == "TRUE"], "{at}, {on}");
             let codes: std::collections::BTreeSet<u8> =
                 ours.paths.values().map(|(_, r)| code(r)).collect();
             let top = *codes.iter().max().unwrap();
@@ -3099,9 +3118,10 @@ fn both_sas_rate_paths_over_mixed_link_rates_alike() {
                 assert_eq!((own, ours.group), (22, 22), "{at}");
             }
             println!(
-                "{at}, use_original_extended_sa_rates_only {on}: {} PathRecords alike under both SMs, rate codes {codes:?}, the 12x HDR host's group at rate {}",
+                "{at}, use_original_extended_sa_rates_only {on}: {} PathRecords alike under both SMs, rate codes {codes:?}, the 12x HDR host's group at rate {}, joined by (4x DDR, 8x HDR) {:?}",
                 ours.paths.len(),
-                ours.group
+                ours.group,
+                ours.joined
             );
         }
     }
