@@ -1289,3 +1289,47 @@ fn a_heavy_sweep_loses_one_window_by_lid_to_a_switch_that_lost_its_tables() {
         clean(&f);
     }
 }
+
+/// A host renamed (its NodeDescription changed by other means than the
+/// SM's Set, as Linux's `node_desc` is written) raises trap 144 with
+/// NodeDescriptionChange: the SM reads its NodeDescription again, with
+/// one Get and no sweep, as OpenSM does; the SA's NodeRecord follows the
+/// SM's node.
+#[test]
+fn a_renamed_host_traps_and_the_sm_reads_its_new_description() {
+    let (mut f, mut sm) = up("mport-ntree:4:2", SmConfig::default());
+    let host = (0..f.nodes.len())
+        .rfind(|&i| f.topo.nodes[i].kind == NodeType::ChannelAdapter)
+        .unwrap();
+    let guid = f.topo.nodes[host].guid;
+    let said = |sm: &Sm| {
+        (sm.nodes().iter())
+            .find(|n| n.info.node_guid.0 == guid)
+            .and_then(|n| n.description.as_ref())
+            .and_then(|d| {
+                d.node_string
+                    .as_str()
+                    .ok()
+                    .map(|s| s.trim_end_matches('\0').to_string())
+            })
+    };
+    assert_eq!(said(&sm).as_deref(), Some(f.topo.nodes[host].name.as_str()));
+    let gets = |sm: &Sm| -> u64 {
+        (sm.stats().per_phase_kind.iter())
+            .filter(|((_, m, a), _)| {
+                *m == u8::from(Method::Get) && *a == u16::from(AttributeId::NodeDescription)
+            })
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let (before, sweeps) = (gets(&sm), sm.stats().sweeps);
+    f.describe(host, "web01 HCA-1").unwrap();
+    let t = f.now_ns();
+    assert!(f.run_until(&mut sm, t + 100 * MS));
+    assert_eq!(said(&sm).as_deref(), Some("web01 HCA-1"));
+    assert_eq!(gets(&sm), before + 1, "one Get(NodeDescription)");
+    assert_eq!(sm.stats().sweeps, sweeps, "no sweep");
+    assert_eq!(sm.stats().traps, 1);
+    // A node that is not there: an error, nothing raised.
+    assert!(f.describe(usize::MAX, "x").is_err());
+}

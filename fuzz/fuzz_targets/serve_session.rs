@@ -103,6 +103,7 @@ fuzz_target!(|data: &[u8]| {
                     "stats",
                     "dump",
                     "reload-sm",
+                    "node-desc",
                 ];
                 let cmd = format!(
                     "{} {} {}",

@@ -3153,3 +3153,54 @@ fn both_sas_rate_paths_over_mixed_link_rates_alike() {
     drop(sm);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A host renamed on ibkit's served fabric (`ibkit fabric ctl node-desc`:
+/// its NodeDescription changes and it raises trap 144 with
+/// NodeDescriptionChange, as Linux's `node_desc` written on a real HCA
+/// does): OpenSM's SA and ibkit's each answer `saquery NR` with the new
+/// name, the SM having read it again. (ibsim has no way to rename a
+/// node.)
+#[test]
+fn both_sas_give_a_renamed_hosts_new_description() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let (tool, renamed) = (cas[cas.len() - 1], cas[cas.len() / 2]);
+    let dir = std::env::temp_dir().join(format!("ibkit-rename-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for who in ["OpenSM", "ibkit"] {
+        let served = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+        let sm = if who == "OpenSM" {
+            start_opensm(&served, &dir, Duration::from_secs(30)).unwrap()
+        } else {
+            start_ibkit_sm(exe, &served, &[], Duration::from_secs(30)).unwrap()
+        };
+        let desc = |lid: u16| {
+            let (ok, out) = saquery(&served, tool, &["NR", &lid.to_string()]);
+            ok.then(|| fields(&out).get("NodeDescription").cloned())
+                .flatten()
+        };
+        let lid = (1..=topo.nodes.len() as u16 + 2)
+            .find(|&l| desc(l).as_deref() == Some(renamed))
+            .unwrap_or_else(|| panic!("{who}: no NodeRecord says {renamed}"));
+        let said = fabric::serve::ctl(served.socket(), &format!("node-desc {renamed} web01 HCA-1"))
+            .unwrap();
+        assert!(said.starts_with("ok"), "{said}");
+        let took = common::wait_until(
+            Duration::from_secs(10),
+            || desc(lid).as_deref() == Some("web01 HCA-1"),
+            || format!("{who}: LID {lid} says {:?}", desc(lid)),
+        );
+        println!("{who}: saquery NR {lid} says \"web01 HCA-1\" {took:.1?} after the rename");
+        drop(sm);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -28,6 +28,12 @@ pub enum Command {
     /// `reload-sm`: SIGHUP to the SM clients the requester runs, so that
     /// each reads its configuration (partitions, QoS, `--config`) again.
     ReloadSm,
+    /// `node-desc NODE TEXT…`: the node's NodeDescription becomes TEXT
+    /// (the rest of the line, its words joined by single spaces; its
+    /// first 64 bytes are kept), as when a host is renamed, and the node
+    /// raises trap 144 with NodeDescriptionChange. The node keeps its
+    /// name for later commands.
+    NodeDesc(String, String),
 }
 
 impl Command {
@@ -35,6 +41,13 @@ impl Command {
     pub fn parse(line: &str) -> Result<Command, ServeError> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let verb = *words.first().ok_or(ServeError::Empty)?;
+        if verb == "node-desc" {
+            let node = words.get(1).ok_or(ServeError::MissingNode)?;
+            if words.len() < 3 {
+                return Err(ServeError::MissingText);
+            }
+            return Ok(Command::NodeDesc(node.to_string(), words[2..].join(" ")));
+        }
         let takes = match verb {
             "link-down" | "link-up" | "node-vfs" => 2,
             "node-down" | "node-up" | "node-reset" | "dump" => 1,
@@ -122,6 +135,15 @@ mod tests {
             Err(ServeError::MissingVfs)
         );
         assert_eq!(Command::parse("dump"), Err(ServeError::MissingPath));
+        assert_eq!(
+            Command::parse("node-desc H-1  web01  HCA-1"),
+            Ok(Command::NodeDesc("H-1".into(), "web01 HCA-1".into()))
+        );
+        assert_eq!(
+            Command::parse("node-desc H-1"),
+            Err(ServeError::MissingText)
+        );
+        assert_eq!(Command::parse("node-desc"), Err(ServeError::MissingNode));
         let e = Command::parse("stats now").unwrap_err().to_string();
         assert_eq!(e, "stats takes 0 argument(s); unexpected \"now\"");
         let e = Command::parse("reboot\u{1b}").unwrap_err().to_string();

@@ -176,6 +176,9 @@ pub enum ServeError {
     /// `dump` without a file.
     #[error("dump needs a file to write")]
     MissingPath,
+    /// `node-desc` without the text.
+    #[error("node-desc needs the node's new description")]
+    MissingText,
     /// `link-down` on a port with no cable.
     #[error("{node} port {port} has no cable up to take down")]
     NoCable {

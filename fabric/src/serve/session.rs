@@ -385,6 +385,19 @@ impl Session {
                     "ok: {name} has {vfs} VF(s) a port when it comes up"
                 )));
             }
+            Command::NodeDesc(name, text) => {
+                let n = self.node(name)?;
+                let name = clean(&self.fabric.topo.nodes[n].name);
+                if self.down.contains(&n) {
+                    return Err(ServeError::NotVfs(format!("{name} is down")));
+                }
+                let _ = self.fabric.describe(n, text);
+                self.settle();
+                return Ok(Answer::Text(format!(
+                    "ok: {name} says {:?} (trap 144 raised)",
+                    clean(text)
+                )));
+            }
             Command::Dump(path) => return Ok(Answer::Dump(path.clone())),
             // Only with the requester's credentials (`on_command`).
             Command::ReloadSm => return Err(ServeError::NoCredentials),

@@ -16,6 +16,24 @@ impl Fabric {
         i
     }
 
+    /// Node `n`'s NodeDescription changes by other means than the SM's
+    /// Set (a host renamed): its agent says `text` from now on and raises
+    /// trap 144 with NodeDescriptionChange, sent with the next step
+    /// ([`smi::sma::Sma::describe`]). `Err` for a node that does not exist.
+    pub fn describe(&mut self, n: usize, text: &str) -> Result<(), String> {
+        let now_ms = self.now_ns / 1_000_000;
+        match self.nodes.get_mut(n) {
+            Some(SimNode::Switch(s)) => s.describe(text, now_ms),
+            Some(SimNode::Ca(c)) => c.describe(text, now_ms),
+            Some(SimNode::Hypervisor(h)) => h.pf.describe(text, now_ms),
+            None => return Err(format!("no node {n}")),
+        }
+        if self.nodes[n].has_traps() {
+            self.trap_nodes.insert(n);
+        }
+        Ok(())
+    }
+
     /// Applies `event` at simulated time `at_ns`.
     pub fn schedule(&mut self, at_ns: u64, event: FabricEvent) {
         self.enqueue(at_ns.max(self.now_ns), Pending::Event(event));

@@ -20,7 +20,8 @@ use mad_core::{DrPath, Lid, Method, Smp};
 
 impl Sm {
     /// A trap reached the SM: it is repressed (TrapRepress to its issuer,
-    /// LID-routed) and, if it reports a change, a sweep is due.
+    /// LID-routed) and, if it reports a change, a sweep is due; a 144 that
+    /// says the NodeDescription changed has it read again.
     pub(super) fn on_trap(&mut self, smp: &Smp, now_ms: u64) {
         self.stats.traps += 1;
         let Ok(n) = Notice::decode(&smp.data) else {
@@ -74,6 +75,21 @@ impl Sm {
         if n.trap_number() == Some(144) && self.election.state == mad_core::attr::SmState::Master {
             if let Some((node, _)) = self.db.by_lid(n.issuer_lid) {
                 self.ask_sm_info(node.0);
+            }
+        }
+        // 144 saying the NodeDescription changed (a host renamed): read
+        // it again, as OpenSM does; the SA's NodeRecord follows.
+        if let Ok(mad_core::notice::TrapDetails::LocalChange(t)) = n.details() {
+            if t.other_local_changes && t.node_description_change {
+                if let Some((node, _)) = self.db.by_lid(n.issuer_lid) {
+                    let node = node.0;
+                    self.get_node(
+                        node,
+                        AttributeId::NodeDescription,
+                        0,
+                        Purpose::NodeDesc { node },
+                    );
+                }
             }
         }
         // A switch this sweep has yet to read needs no sweep of its own.

@@ -18,7 +18,7 @@ use mad_core::attr::modifier::{
     Block, MftSelect, Modifier, PKeyBlock, PortSelect, SlToVlPorts, VlArbSelect, Zero,
 };
 use mad_core::attr::*;
-use mad_core::notice::{Notice, NoticeType, ProducerType, Trap128, Trap256, TrapDetails};
+use mad_core::notice::{Notice, NoticeType, ProducerType, Trap128, Trap144, Trap256, TrapDetails};
 use mad_core::types::{Lid, MKey, PKey};
 use mad_core::{Method, Smp, Status};
 pub use mkey::MKeyCheck;
@@ -821,6 +821,44 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
             dlid: info.master_sm_lid,
             port,
         })
+    }
+
+    /// The node's NodeDescription changed by other means than the SM's
+    /// Set (a host renamed, as Linux's `node_desc` is written): it says
+    /// `text` (its first 64 bytes) from now on, and the node's port (a
+    /// switch's port 0, a CA's first Active one) raises trap 144 with
+    /// OtherLocalChanges and NodeDescriptionChange, its CapabilityMask
+    /// unchanged, if it can trap (IBA 14.2.5.1, notice 144).
+    pub fn describe(&mut self, text: &str, now_ms: u64) {
+        self.model.node_description.node_string = mad_core::field::Text::from_str_lossy(text);
+        let switch = self.model.is_switch();
+        let port = if switch {
+            Some(0)
+        } else {
+            (1..self.model.ports.len() as u8).find(|&p| self.can_trap(p))
+        };
+        let Some(port) = port.filter(|&p| self.can_trap(p)) else {
+            return;
+        };
+        let Ok(info) = self.port(port).map(|p| p.info) else {
+            return;
+        };
+        let details = TrapDetails::LocalChange(Trap144 {
+            lid: info.lid,
+            other_local_changes: true,
+            capability_mask: info.capability_mask.bits(),
+            node_description_change: true,
+            capability_mask2: info.capability_mask2.bits(),
+            ..Default::default()
+        });
+        let producer = if switch {
+            ProducerType::Switch
+        } else {
+            ProducerType::ChannelAdapter
+        };
+        if let Ok(n) = Notice::generic(NoticeType::Info, producer, info.lid, &details) {
+            self.traps.raise(n, port, now_ms);
+        }
     }
 
     /// Traps raised and not yet repressed.
