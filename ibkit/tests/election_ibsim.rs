@@ -1179,3 +1179,71 @@ fn both_standbys_honor_guid2lid_file_alike_taking_over() {
         );
     }
 }
+
+/// A standby that starts after the master (ibkit, priority 1) sets IsSM
+/// on its port, which traps 144 with the new CapabilityMask (ibsim's
+/// `set_issm`; the served fabric does the same): the master, OpenSM or
+/// ibkit, reads that port again and `saquery -s` from another host lists
+/// both SMs' ports, on ibsim and on the served fabric. Before 2026-11-30
+/// ibkit's master listed only itself; and the served fabric raised no
+/// trap, so neither master did there.
+#[test]
+fn a_standby_that_starts_later_is_listed_by_the_masters_sa() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let h = hosts(&topo);
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let tool = &h[h.len() - 1].0;
+    let sm_lids = |sim: &dyn Simulator| -> Vec<String> {
+        let out = (sim.client_at("saquery".as_ref(), tool))
+            .arg("-s")
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&out.stdout).lines())
+            .filter_map(|l| l.trim().strip_prefix("EndPortLid"))
+            .map(|v| v.trim_start_matches('.').trim().to_string())
+            .collect()
+    };
+    for (sim_name, start) in SIMULATORS {
+        for master in [Kind::OpenSm, Kind::Ibkit] {
+            let dir = std::env::temp_dir().join(format!(
+                "ibkit-late-standby-{sim_name}-{master:?}-{}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let sim = start(&topo, spec, &dir);
+            let sim = &*sim;
+            let m = start_sm(master, sim, &h[0].0, &dir, 10, "SUBNET UP");
+            assert_eq!(
+                sm_lids(sim).len(),
+                1,
+                "{sim_name}, {master:?}: the master alone"
+            );
+            let mut standby = WatchedSm::start(exe, sim, &h[1].0, &["--priority", "1"]).unwrap();
+            standby
+                .wait_for("Entering STANDBY state", Duration::from_secs(30))
+                .unwrap();
+            let t = Instant::now();
+            while sm_lids(sim).len() < 2 {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "{sim_name}, {master:?} master: saquery -s lists {:?}",
+                    sm_lids(sim)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            println!(
+                "{sim_name}, {master:?} master: saquery -s lists {:?} {:.1?} after the standby stood by",
+                sm_lids(sim),
+                t.elapsed()
+            );
+            drop(standby);
+            drop(m);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

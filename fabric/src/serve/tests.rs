@@ -677,6 +677,14 @@ fn an_sminfo_request_to_an_sm_that_dies_times_out() {
     let master = attach_qp(&mut s, &mut t, 10, "H-0", true, 0);
     let standby = attach_qp(&mut s, &mut t, 11, "H-1", true, 0);
     let to = lid_of(&s, "H-0");
+    // What reached the master's client but the traps 144 the two IsSM
+    // claims raised.
+    let polls = |s: &mut Session| -> Vec<SimRequest> {
+        replies(s, master)
+            .into_iter()
+            .filter(|r| r.mad[3] != 0x05)
+            .collect()
+    };
     let poll = |tid: u64| {
         let smp = Smp::lid_routed(Method::Get, AttributeId::SmInfo, 0, tid, MKey(0));
         SimRequest::new(&smp, to).encode()
@@ -684,7 +692,7 @@ fn an_sminfo_request_to_an_sm_that_dies_times_out() {
     // Answered while the master lives: its answer goes back.
     s.on_packet(standby, &poll(0x51), USER, now);
     s.settle();
-    let asked = replies(&mut s, master);
+    let asked = polls(&mut s);
     assert_eq!(asked.len(), 1, "handed to the master's client");
     assert!(
         replies(&mut s, standby).is_empty(),
@@ -700,7 +708,7 @@ fn an_sminfo_request_to_an_sm_that_dies_times_out() {
     // Handed, then the master dies before it answers.
     s.on_packet(standby, &poll(0x52), USER, now);
     s.settle();
-    assert_eq!(replies(&mut s, master).len(), 1);
+    assert_eq!(polls(&mut s).len(), 1);
     assert!(replies(&mut s, standby).is_empty());
     t.dead.insert(10);
     s.reap(&mut t);

@@ -292,7 +292,9 @@ impl Fabric {
     }
 
     /// Claims (or releases) the SM role on CA `node`'s port 1: the IsSM bit
-    /// of its CapabilityMask, which SMs look for when they discover.
+    /// of its CapabilityMask, which SMs look for when they discover. A
+    /// change makes the port trap 144 with its new mask, sent with the
+    /// next step.
     pub fn set_is_sm(&mut self, node: usize, on: bool) {
         use mad_core::attr::CapabilityMask;
         let info = match &mut self.nodes[node] {
@@ -300,8 +302,21 @@ impl Fabric {
             SimNode::Hypervisor(h) => h.pf.model.ports.get_mut(1).map(|p| &mut p.info),
             SimNode::Switch(s) => s.model.ports.get_mut(0).map(|p| &mut p.info),
         };
-        if let Some(i) = info {
-            i.capability_mask.set(CapabilityMask::IS_SM, on);
+        let Some(i) = info else { return };
+        let was = i.capability_mask;
+        i.capability_mask.set(CapabilityMask::IS_SM, on);
+        if i.capability_mask == was {
+            return;
+        }
+        // The port traps 144 with its new mask, as ibsim's does.
+        let now_ms = self.now_ns / 1_000_000;
+        match &mut self.nodes[node] {
+            SimNode::Ca(c) => c.capability_changed(1, now_ms),
+            SimNode::Hypervisor(h) => h.pf.capability_changed(1, now_ms),
+            SimNode::Switch(s) => s.capability_changed(0, now_ms),
+        }
+        if self.nodes[node].has_traps() {
+            self.trap_nodes.insert(node);
         }
     }
 

@@ -21,7 +21,8 @@ use mad_core::{DrPath, Lid, Method, Smp};
 impl Sm {
     /// A trap reached the SM: it is repressed (TrapRepress to its issuer,
     /// LID-routed) and, if it reports a change, a sweep is due; a 144 that
-    /// says the NodeDescription changed has it read again.
+    /// says the NodeDescription changed has it read again, and one with a
+    /// new CapabilityMask the port's PortInfo.
     pub(super) fn on_trap(&mut self, smp: &Smp, now_ms: u64) {
         self.stats.traps += 1;
         let Ok(n) = Notice::decode(&smp.data) else {
@@ -78,16 +79,32 @@ impl Sm {
             }
         }
         // 144 saying the NodeDescription changed (a host renamed): read
-        // it again, as OpenSM does; the SA's NodeRecord follows.
+        // it again, as OpenSM does; the SA's NodeRecord follows. 144
+        // with a CapabilityMask other than the one held (an SM started
+        // or stopped on the port: IsSM): that port's PortInfo is read
+        // again, so the SA's PortInfoRecords (`saquery -s`) and the
+        // election know it (OpenSM sweeps heavily for it).
         if let Ok(mad_core::notice::TrapDetails::LocalChange(t)) = n.details() {
-            if t.other_local_changes && t.node_description_change {
-                if let Some((node, _)) = self.db.by_lid(n.issuer_lid) {
-                    let node = node.0;
+            if let Some((node, port)) = self.db.by_lid(n.issuer_lid) {
+                let node = node.0;
+                if t.other_local_changes && t.node_description_change {
                     self.get_node(
                         node,
                         AttributeId::NodeDescription,
                         0,
                         Purpose::NodeDesc { node },
+                    );
+                }
+                let held = (self.db.node(super::NodeId(node)))
+                    .and_then(|n| n.ports.get(usize::from(port)))
+                    .and_then(|p| p.info.as_ref())
+                    .map(|pi| pi.capability_mask.bits());
+                if held.is_some_and(|c| c != t.capability_mask) {
+                    self.get_node(
+                        node,
+                        AttributeId::PortInfo,
+                        u32::from(port),
+                        Purpose::PortInfo { node, port },
                     );
                 }
             }

@@ -861,6 +861,37 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         }
     }
 
+    /// Port `port`'s CapabilityMask was changed by its node (an SM
+    /// started or stopped on it: IsSM): the port raises trap 144 with the
+    /// new mask, as ibsim's `set_issm` does, if it says
+    /// IsCapabilityMaskNoticeSupported and can trap.
+    pub fn capability_changed(&mut self, port: u8, now_ms: u64) {
+        let Ok(info) = self.port(port).map(|p| p.info) else {
+            return;
+        };
+        if !info
+            .capability_mask
+            .contains(CapabilityMask::IS_CAPABILITY_MASK_NOTICE_SUPPORTED)
+            || !self.can_trap(port)
+        {
+            return;
+        }
+        let details = TrapDetails::LocalChange(Trap144 {
+            lid: info.lid,
+            capability_mask: info.capability_mask.bits(),
+            capability_mask2: info.capability_mask2.bits(),
+            ..Default::default()
+        });
+        let producer = if self.model.is_switch() {
+            ProducerType::Switch
+        } else {
+            ProducerType::ChannelAdapter
+        };
+        if let Ok(n) = Notice::generic(NoticeType::Info, producer, info.lid, &details) {
+            self.traps.raise(n, port, now_ms);
+        }
+    }
+
     /// Traps raised and not yet repressed.
     pub fn pending_traps(&self) -> &[traps::Pending] {
         self.traps.pending()

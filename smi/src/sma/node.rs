@@ -154,6 +154,11 @@ impl<const P: usize, const L: usize, const M: usize> Model<P, L, M> {
             // MulticastFDBTop bounds the MFT entries in use (see
             // `Model::mft_entry`).
             cap |= CapabilityMask::IS_MULTICAST_FDB_TOP_SUPPORTED;
+        } else {
+            // A CA traps 144 when its CapabilityMask changes (an SM
+            // starting on it), as ibsim's and real HCAs' ports do
+            // (`Sma::capability_changed`).
+            cap |= CapabilityMask::IS_CAPABILITY_MASK_NOTICE_SUPPORTED;
         }
         let mut ports = Vec::new();
         for p in 0..=nports {
