@@ -831,33 +831,13 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
     /// unchanged, if it can trap (IBA 14.2.5.1, notice 144).
     pub fn describe(&mut self, text: &str, now_ms: u64) {
         self.model.node_description.node_string = mad_core::field::Text::from_str_lossy(text);
-        let switch = self.model.is_switch();
-        let port = if switch {
-            Some(0)
+        let port = if self.model.is_switch() {
+            Some(0).filter(|&p| self.can_trap(p))
         } else {
             (1..self.model.ports.len() as u8).find(|&p| self.can_trap(p))
         };
-        let Some(port) = port.filter(|&p| self.can_trap(p)) else {
-            return;
-        };
-        let Ok(info) = self.port(port).map(|p| p.info) else {
-            return;
-        };
-        let details = TrapDetails::LocalChange(Trap144 {
-            lid: info.lid,
-            other_local_changes: true,
-            capability_mask: info.capability_mask.bits(),
-            node_description_change: true,
-            capability_mask2: info.capability_mask2.bits(),
-            ..Default::default()
-        });
-        let producer = if switch {
-            ProducerType::Switch
-        } else {
-            ProducerType::ChannelAdapter
-        };
-        if let Ok(n) = Notice::generic(NoticeType::Info, producer, info.lid, &details) {
-            self.traps.raise(n, port, now_ms);
+        if let Some(port) = port {
+            self.raise_144(port, true, now_ms);
         }
     }
 
@@ -866,19 +846,28 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
     /// new mask, as ibsim's `set_issm` does, if it says
     /// IsCapabilityMaskNoticeSupported and can trap.
     pub fn capability_changed(&mut self, port: u8, now_ms: u64) {
+        let notices = self.port(port).is_ok_and(|p| {
+            p.info
+                .capability_mask
+                .contains(CapabilityMask::IS_CAPABILITY_MASK_NOTICE_SUPPORTED)
+        });
+        if notices && self.can_trap(port) {
+            self.raise_144(port, false, now_ms);
+        }
+    }
+
+    /// Raises trap 144 from `port` with its CapabilityMask and
+    /// CapabilityMask2 as they are now, and OtherLocalChanges with
+    /// NodeDescriptionChange when `description` says so.
+    fn raise_144(&mut self, port: u8, description: bool, now_ms: u64) {
         let Ok(info) = self.port(port).map(|p| p.info) else {
             return;
         };
-        if !info
-            .capability_mask
-            .contains(CapabilityMask::IS_CAPABILITY_MASK_NOTICE_SUPPORTED)
-            || !self.can_trap(port)
-        {
-            return;
-        }
         let details = TrapDetails::LocalChange(Trap144 {
             lid: info.lid,
+            other_local_changes: description,
             capability_mask: info.capability_mask.bits(),
+            node_description_change: description,
             capability_mask2: info.capability_mask2.bits(),
             ..Default::default()
         });
