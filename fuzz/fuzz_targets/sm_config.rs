@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
                 &f.cache_dir,
                 &f.sa_db_file,
                 &f.vm_socket,
+                &f.lfts_file,
             ]
             .into_iter()
             .flatten()

@@ -803,6 +803,47 @@ fn a_broken_root_guid_file_is_refused_with_its_place_before_the_fabric_is_touche
 }
 
 #[test]
+fn a_broken_lfts_file_is_refused_with_its_place_before_the_fabric_is_touched() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-lfts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("lfts");
+    std::fs::write(
+        &bad,
+        "Unicast lids [0-2] of switch Lid 2 guid 0x0002c90300000400 ('s'):\n0x0001 001 # x\n0x0002 port\n",
+    )
+    .unwrap();
+    let f = bad.to_str().unwrap();
+    let (code, out, err) = ibkit(
+        &["sm", "--once", "--routing", "file", "--lfts-file", f],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("lfts_file") && err.contains("line 3, column 8") && err.contains("not a port"),
+        "{err}"
+    );
+    let (code, _, err) = ibkit(
+        &[
+            "sm",
+            "--once",
+            "--routing",
+            "file",
+            "--lfts-file",
+            "/nonexistent/l",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/l"), "{err}");
+    // Only `ibkit sm` takes the file engine.
+    let (code, _, err) = ibkit(&["sim", "--routing", "file"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("minhop, updn or ftree"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_broken_node_name_map_is_refused_with_its_place_before_the_fabric_is_touched() {
     let dir = std::env::temp_dir().join(format!("ibkit-cli-names-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -722,3 +722,332 @@ fn both_sms_sync_the_caches_unless_told_not_to() {
     assert!(seen[3].is_disjoint(&caches), "ibkit, FALSE: {:?}", seen[3]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `opensm-lfts.dump` read independently of ibkit's parser: switch node
+/// GUID → (owner port GUID → port), from OpenSM's layout.
+fn routes_by_guid(text: &str) -> BTreeMap<u64, BTreeMap<u64, u8>> {
+    let hex = |s: &str| {
+        let end = s.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(s.len());
+        u64::from_str_radix(&s[..end], 16).unwrap_or_else(|e| panic!("{s:?}: {e}"))
+    };
+    let mut v: BTreeMap<u64, BTreeMap<u64, u8>> = BTreeMap::new();
+    let mut sw = None;
+    for line in text.lines() {
+        if line.starts_with("Unicast lids") {
+            let g = hex(line.split(" guid 0x").nth(1).unwrap());
+            sw = Some(g);
+            v.entry(g).or_default();
+        } else if line.starts_with("0x") {
+            let port: u8 = line[7..10].parse().unwrap();
+            let owner = line.split(" portguid 0x").nth(1);
+            let owner = hex(owner.unwrap_or_else(|| panic!("no owner: {line:?}")));
+            let old = v.get_mut(&sw.unwrap()).unwrap().insert(owner, port);
+            assert!(old.is_none(), "{line:?}: one LID a port (LMC 0)");
+        }
+    }
+    v
+}
+
+/// What `ibroute` reads from the switch at `lid`: LID → port.
+fn ibroute(sim: &Ibsim, lid: u16) -> BTreeMap<u16, u8> {
+    let out = sim.client("ibroute").arg(lid.to_string()).output().unwrap();
+    assert!(out.status.success(), "ibroute {lid}: {out:?}");
+    (String::from_utf8_lossy(&out.stdout).lines())
+        .filter(|l| l.starts_with("0x"))
+        .map(|l| {
+            let lid = u16::from_str_radix(&l[2..6], 16).unwrap();
+            (lid, l[7..10].trim().parse().unwrap())
+        })
+        .collect()
+}
+
+/// Every switch's table as `ibroute` reads it (the switch found at its
+/// LID in `lids`) sends each port GUID's LID (`lids`) out of the port
+/// `routes` names for it, and routes nothing else.
+fn tables_hold(
+    sim: &Ibsim,
+    routes: &BTreeMap<u64, BTreeMap<u64, u8>>,
+    lids: &BTreeMap<u64, u16>,
+    what: &str,
+) -> usize {
+    let mut n = 0;
+    for (sw, want) in routes {
+        let held = ibroute(sim, lids[sw]);
+        for (owner, &port) in want {
+            let lid = lids[owner];
+            assert_eq!(
+                held.get(&lid),
+                Some(&port),
+                "{what}: switch {sw:#x}, LID {lid} ({owner:#x})"
+            );
+            n += 1;
+        }
+        assert_eq!(
+            held.len(),
+            want.len(),
+            "{what}: switch {sw:#x} routes nothing else"
+        );
+    }
+    n
+}
+
+/// OpenSM's `file` routing engine, both ways, on ibsim's mport-ntree:4:2:
+/// - OpenSM routes up*/down* and dumps its LFTs; `ibkit sm --routing file
+///   --lfts-file` that dump, with LIDs of its own (every port 7 above
+///   OpenSM's, from a LID cache), puts every route of OpenSM's on its
+///   owner's new LID: `ibroute` on every switch shows OpenSM's ports;
+/// - ibkit routes min-hop at those LIDs and dumps; OpenSM `-R file -U`
+///   that dump, at its own LIDs, logs "file tables configured" and
+///   `ibroute` shows ibkit's ports;
+/// - a route out of port 99: both SMs say so and route min-hop.
+#[test]
+fn both_sms_route_from_each_others_lft_dump() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let (dir, osm_dump, dump) = opensm_once(
+        &topo,
+        "ibkit-lfts-file",
+        spec,
+        &["-R", "updn", "-D", "0x43"],
+    );
+    let osm_lids = guid2lid(&dir.join("guid2lid"));
+    let osm_file = osm_dump.join("opensm-lfts.dump");
+    let theirs = routes_by_guid(&read(&osm_file));
+    assert_eq!(theirs.len(), topo.switches());
+
+    // ibkit, from OpenSM's file, at LIDs 7 above OpenSM's.
+    let cache = dir.join("ibkit-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let shifted: String = (osm_lids.iter())
+        .map(|(g, l)| format!("0x{g:016x} 0x{:04x} 0x{:04x}\n", l + 7, l + 7))
+        .collect();
+    std::fs::write(cache.join("guid2lid"), shifted).unwrap();
+    let (c, d) = (cache.to_str().unwrap(), dump.to_str().unwrap());
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let f = osm_file.to_str().unwrap();
+    let v = ibkit_sm(
+        &sim,
+        &[
+            "--routing",
+            "file",
+            "--lfts-file",
+            f,
+            "--cache-dir",
+            c,
+            "--dump-dir",
+            d,
+        ],
+    );
+    assert_eq!(v["up"], true);
+    let lids = guid2lid(&cache.join("guid2lid"));
+    for (g, l) in &osm_lids {
+        assert_eq!(lids[g], l + 7, "{g:#x}: ibkit's own LIDs");
+    }
+    let routes = tables_hold(&sim, &theirs, &lids, "ibkit from OpenSM's dump");
+    drop(sim);
+
+    // ibkit's own min-hop at the same LIDs: other routes than the file's.
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let mine_dir = dir.join("ibkit-minhop");
+    std::fs::create_dir_all(&mine_dir).unwrap();
+    let v = ibkit_sm(
+        &sim,
+        &["--cache-dir", c, "--dump-dir", mine_dir.to_str().unwrap()],
+    );
+    assert_eq!(v["up"], true);
+    drop(sim);
+    let mine_file = mine_dir.join("opensm-lfts.dump");
+    let mine = routes_by_guid(&read(&mine_file));
+    let differ: usize = (mine.iter())
+        .map(|(sw, t)| {
+            t.iter()
+                .filter(|(g, p)| theirs[sw].get(g) != Some(p))
+                .count()
+        })
+        .sum();
+    assert!(
+        differ > 0,
+        "OpenSM's up*/down* and ibkit's min-hop route alike here"
+    );
+
+    // OpenSM from ibkit's min-hop file, at OpenSM's own LIDs.
+    let back = dir.join("osm-back");
+    std::fs::create_dir_all(&back).unwrap();
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let out = (sim.client("opensm"))
+        .env("OSM_CACHE_DIR", &back)
+        .env("OSM_TMP_DIR", &back)
+        .args(["-o", "-R", "file", "-U"])
+        .arg(&mine_file)
+        .arg("-f")
+        .arg(back.join("opensm.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm: {out:?}");
+    let log = read(&back.join("opensm.log"));
+    assert!(
+        log.contains("file tables configured on all switches"),
+        "{log}"
+    );
+    let back_lids = guid2lid(&back.join("guid2lid"));
+    assert_eq!(back_lids, osm_lids, "OpenSM's own LIDs");
+    let routes_back = tables_hold(&sim, &mine, &back_lids, "OpenSM from ibkit's dump");
+    drop(sim);
+
+    // A route out of port 99: OpenSM refuses the file and routes min-hop;
+    // so does ibkit, and says where.
+    let text = read(&osm_file);
+    let at = text.lines().position(|l| l.starts_with("0x")).unwrap();
+    let bad: String = (text.lines().enumerate())
+        .map(|(i, l)| match i == at {
+            true => format!("{} 099{}\n", &l[..6], &l[10..]),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    let bad_file = dir.join("bad-lfts.dump");
+    std::fs::write(&bad_file, bad).unwrap();
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let out = (sim.client(env!("CARGO_BIN_EXE_ibkit")))
+        .args([
+            "sm",
+            "--transport",
+            "umad",
+            "--once",
+            "--routing",
+            "file",
+            "--cache-dir",
+            c,
+        ])
+        .arg("--lfts-file")
+        .arg(&bad_file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let want = format!("line {}: LID", at + 1);
+    assert!(
+        said.contains("routed minhop instead") && said.contains(&want),
+        "{said}"
+    );
+    if let Some(l) = said.lines().find(|l| l.contains("routed minhop instead")) {
+        println!("ibkit said: {}", &l[l.find("routing:").unwrap_or(0)..]);
+    }
+    tables_hold(&sim, &mine, &lids, "ibkit's fallback: its min-hop");
+    drop(sim);
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let bad_log = dir.join("opensm-bad.log");
+    let out = (sim.client("opensm"))
+        .env("OSM_CACHE_DIR", &back)
+        .env("OSM_TMP_DIR", &back)
+        .args(["-o", "-R", "file", "-U"])
+        .arg(&bad_file)
+        .arg("-f")
+        .arg(&bad_log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm: {out:?}");
+    let log = read(&bad_log);
+    assert!(log.contains("Invalid port 99"), "{log}");
+    assert!(
+        log.contains("minhop tables configured on all switches"),
+        "{log}"
+    );
+    drop(sim);
+    println!(
+        "{spec}: ibkit routed OpenSM's up*/down* dump at LIDs +7: {routes} routes as ibroute reads them \
+         ({differ} unlike ibkit's min-hop); OpenSM routed ibkit's min-hop dump: {routes_back} routes; \
+         a route out of port 99: both routed min-hop"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGHUP reads the `lfts_file` again (OpenSM reads it at each routing):
+/// on the served fabric, `ibkit sm --routing file` from its own min-hop
+/// dump routes as that dump says; one route of the file moved to another
+/// port and `ctl reload-sm` sent, the SM's dump shows it moved; a broken
+/// file keeps the tables.
+#[test]
+fn sighup_reads_the_lfts_file_again() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    use std::time::{Duration, Instant};
+    use tests::peers::Simulator as _;
+    let spec = "mport-ntree:4:2";
+    let dir = std::env::temp_dir().join(format!("ibkit-lfts-hup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (first, dump) = (dir.join("first"), dir.join("dump"));
+    for d in [&first, &dump] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+    let dumped = |d: &Path| {
+        let t = std::fs::read_to_string(d.join("opensm-lfts.dump")).unwrap_or_default();
+        t.ends_with("lids dumped\n").then(|| routes_by_guid(&t))
+    };
+    let until = |d: &Path, want: Option<&BTreeMap<u64, BTreeMap<u64, u8>>>| {
+        let t0 = Instant::now();
+        loop {
+            let got = dumped(d);
+            if let Some(g) = got.as_ref().filter(|g| want.is_none_or(|w| w == *g)) {
+                break (g.clone(), t0.elapsed());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{}: {got:?}",
+                d.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Min-hop's tables, dumped, become the file.
+    let wait = Duration::from_secs(30);
+    let args = ["--dump-dir", first.to_str().unwrap()];
+    let sm = tests::peers::start_ibkit_sm(exe, &sim, &args, wait).unwrap();
+    let (minhop, _) = until(&first, None);
+    assert!(sm.stop(Duration::from_secs(10)).0);
+    let file = dir.join("lfts");
+    let text = read(&first.join("opensm-lfts.dump"));
+    std::fs::write(&file, &text).unwrap();
+    let args = [
+        "--routing",
+        "file",
+        "--lfts-file",
+        file.to_str().unwrap(),
+        "--dump-dir",
+        dump.to_str().unwrap(),
+    ];
+    let sm = tests::peers::start_ibkit_sm(exe, &sim, &args, wait).unwrap();
+    until(&dump, Some(&minhop));
+    // The first switch's first route to a CA, out of another port.
+    let at = (text.lines())
+        .position(|l| l.starts_with("0x") && l.contains("Channel Adapter"))
+        .unwrap();
+    let line = text.lines().nth(at).unwrap();
+    let other = if &line[7..10] == "001" { "002" } else { "001" };
+    let moved: String = (text.lines().enumerate())
+        .map(|(i, l)| match i == at {
+            true => format!("{}{other}{}\n", &l[..7], &l[10..]),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    let want = routes_by_guid(&moved);
+    assert_ne!(want, minhop);
+    std::fs::write(&file, &moved).unwrap();
+    let said = sim.control("reload-sm").unwrap().unwrap();
+    assert!(said.starts_with("ok: SIGHUP"), "{said}");
+    let (_, took) = until(&dump, Some(&want));
+    // A broken file: refused, the tables kept.
+    std::fs::write(&file, "Unicast lids guid 0x1\n0xzz 1\n").unwrap();
+    sim.control("reload-sm").unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(dumped(&dump).as_ref(), Some(&want));
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean);
+    println!("{spec}: SIGHUP with one route of the lfts_file moved: dumped {took:.1?} later; a broken file kept the tables");
+    let _ = std::fs::remove_dir_all(&dir);
+}

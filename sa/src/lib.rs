@@ -738,7 +738,8 @@ impl Sa {
             | SmEvent::VmLost { .. }
             | SmEvent::DuplicateGuid { .. }
             | SmEvent::DuplicatePortGuid { .. }
-            | SmEvent::DuplicateVGuid { .. } => {}
+            | SmEvent::DuplicateVGuid { .. }
+            | SmEvent::RoutingFellBack { .. } => {}
         }
     }
 

@@ -383,7 +383,9 @@ fn on_random_fabrics_every_lid_is_routed_and_updown_stays_deadlock_free() {
             let cas = ca_lids(&f);
             assert!(cas.iter().all(|&(_, b, m)| m == 2 && b % 4 == 0));
             assert_eq!(v.lids as usize, cas.len() * 4 + (f.nodes.len() - cas.len()));
-            if routing != Engine::MinHop {
+            // Min-hop makes no such promise, nor the file engine, which
+            // routes min-hop without a file.
+            if !matches!(routing, Engine::MinHop | Engine::File) {
                 assert!(sm.deadlock_free(), "{spec} {routing:?}");
             }
         }
@@ -528,7 +530,7 @@ fn under_lmc_esp0_enhanced_switch_ports_0_take_the_lmc_and_base_ones_do_not() {
         assert!(pairs > 0);
         assert_eq!(spread, pairs, "{routing:?}");
         assert_eq!(routes, best, "{routing:?}");
-        if routing != Engine::MinHop {
+        if !matches!(routing, Engine::MinHop | Engine::File) {
             assert!(sm.deadlock_free(), "{routing:?}");
         }
     }

@@ -57,6 +57,7 @@
 //! use_original_extended_sa_rates_only = false   # true: the SA's rates 300 Gb/s at most, no 2x/HDR/NDR codes (OpenSM's)
 //! max_rate_enum = 63        # the highest rate code the SA answers: 2-24, 63 no limit (OpenSM 3.3.24's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
+//! lfts_file = "opensm-lfts.dump"  # the file engine's tables, in OpenSM's LFT dump layout (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
 //! guid = "0x0002c90300001235"  # the port to run on (OpenSM's guid, -g)
@@ -139,6 +140,7 @@ struct Raw {
     no_clients_rereg: Option<bool>,
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
+    lfts_file: Option<PathBuf>,
     node_name_map: Option<PathBuf>,
     fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
@@ -270,6 +272,8 @@ pub struct SmFile {
     pub subnet_prefix: Option<u64>,
     /// The root switches' GUIDs file (OpenSM's `root_guid_file`).
     pub root_guid_file: Option<PathBuf>,
+    /// The `file` engine's tables (OpenSM's `lfts_file`).
+    pub lfts_file: Option<PathBuf>,
     /// The node name map (OpenSM's `node_name_map_name`).
     pub node_name_map: Option<PathBuf>,
     /// The caches and the SA's database synced to the disk as they are
@@ -580,6 +584,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         no_clients_rereg: raw.no_clients_rereg,
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
+        lfts_file: path(&raw.lfts_file),
         node_name_map: path(&raw.node_name_map),
         fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
@@ -668,7 +673,7 @@ mod tests {
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
-                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\n\
+                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\n\
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
@@ -716,6 +721,7 @@ mod tests {
         assert_eq!(f.no_clients_rereg, Some(true));
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
+        assert_eq!(f.lfts_file, Some(PathBuf::from("/etc/ibkit/lfts")));
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
         assert_eq!(f.allow_both_pkeys, Some(true));
         assert_eq!(f.keep_pkey_indexes, Some(false));

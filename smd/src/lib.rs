@@ -191,6 +191,10 @@ pub struct SmdConfig {
     /// The switches up*/down* and fat-tree routing take as roots, a node
     /// GUID a line (OpenSM's `root_guid_file`, `-a`), read at start.
     pub root_guid_file: Option<PathBuf>,
+    /// The `file` engine's tables (OpenSM's `lfts_file`, `-U`), in the
+    /// layout of `opensm-lfts.dump`: read at start and on SIGHUP, and
+    /// only under `--routing file`.
+    pub lfts_file: Option<PathBuf>,
     /// The names the dumps give nodes, by node GUID (OpenSM's
     /// `node_name_map_name`, infiniband-diags' `--node-name-map`), read at
     /// start.
@@ -338,6 +342,7 @@ impl Default for SmdConfig {
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
+            lfts_file: None,
             node_name_map: None,
             fsync_high_avail_files: true,
             part_enforce: PartEnforce::Both,
@@ -395,6 +400,26 @@ pub fn read_root_guids(path: &std::path::Path) -> Result<Vec<u64>, SmdError> {
     let bad = |why: String| SmdError::RootGuids(format!("{}: {why}", path.display()));
     let text = read_bounded(path).map_err(bad)?;
     opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
+}
+
+/// The most bytes an `lfts_file` may have: an LFT dump of a few thousand
+/// switches (OpenSM's of fat-tree-324 has about 1 MB).
+pub const MAX_LFTS_FILE_BYTES: usize = 256 << 20;
+
+/// The `file` engine's tables in `path` (OpenSM's `lfts_file`), or why
+/// not, as "FILE: line L, column C: reason".
+pub fn read_lfts_file(path: &std::path::Path) -> Result<smi::sm::LftFile, SmdError> {
+    use std::io::Read;
+    let bad = |why: String| SmdError::LftsFile(format!("{}: {why}", path.display()));
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut text = String::new();
+    f.take(MAX_LFTS_FILE_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() > MAX_LFTS_FILE_BYTES {
+        return Err(bad(format!("longer than {MAX_LFTS_FILE_BYTES} bytes")));
+    }
+    smi::sm::LftFile::parse(&text).map_err(|e| bad(e.to_string()))
 }
 
 /// The node name map in `path` (OpenSM's `node_name_map_name`).
@@ -573,6 +598,9 @@ pub enum SmdError {
     /// The root GUID file cannot be read or is refused.
     #[error("root_guid_file: {0}")]
     RootGuids(String),
+    /// The `file` engine's LFT file cannot be read or is refused.
+    #[error("lfts_file: {0}")]
+    LftsFile(String),
     /// The node name map cannot be read or is refused.
     #[error("node name map: {0}")]
     NodeNameMap(String),
@@ -673,6 +701,9 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
         .as_deref()
         .map(read_root_guids)
         .transpose()?;
+    // The file engine's tables: a broken file is refused before the
+    // fabric is touched, with its place.
+    lfts_for(c, false)?;
     // Read once, before the fabric is touched.
     let names = match &c.node_name_map {
         Some(p) => {
@@ -781,6 +812,43 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
     }
 }
 
+/// The `file` engine's tables for `c`: read under `--routing file` (other
+/// engines do not read the file, OpenSM's neither), what was read logged
+/// with `log`.
+fn lfts_for(c: &SmdConfig, log: bool) -> Result<Option<smi::sm::LftFile>, SmdError> {
+    Ok(match (&c.lfts_file, c.routing) {
+        (Some(p), Engine::File) => {
+            let t = read_lfts_file(p)?;
+            if log {
+                tracing::info!(
+                    "lfts_file: {} switch(es), {} route(s) from {}",
+                    t.switches.len(),
+                    t.routes(),
+                    p.display()
+                );
+            }
+            Some(t)
+        }
+        (Some(p), e) => {
+            if log {
+                tracing::warn!(
+                    "lfts_file {}: not read, the routing engine is {} (only `file` reads it)",
+                    p.display(),
+                    e.name()
+                );
+            }
+            None
+        }
+        (None, Engine::File) => {
+            if log {
+                tracing::warn!("routing file without an lfts_file: min-hop, as OpenSM's");
+            }
+            None
+        }
+        (None, _) => None,
+    })
+}
+
 /// The driver loop over any [`Wire`], the SM on the port of GUID
 /// `own_guid`, its dumps naming nodes by `names`.
 fn drive(
@@ -821,6 +889,7 @@ fn drive(
             p.display()
         );
     }
+    cfg.lfts_file = lfts_for(c, true)?;
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
     if c.sm_inactive {
@@ -875,6 +944,7 @@ fn drive(
         qos_config: c.qos_config.clone(),
         qos_policy: c.qos_policy.clone(),
         root_guid_file: c.root_guid_file.clone(),
+        lfts_file: c.lfts_file.clone(),
     };
     // The subnet changed since the dumps were written.
     let mut dirty = false;
@@ -1378,6 +1448,7 @@ struct Files {
     qos_config: Option<PathBuf>,
     qos_policy: Option<PathBuf>,
     root_guid_file: Option<PathBuf>,
+    lfts_file: Option<PathBuf>,
 }
 
 /// Logs what an `opensm.conf` at `file` has that ibkit does not apply:
@@ -1549,6 +1620,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
     files.qos_config = g.qos_config.clone().or(f.qos_config.clone());
     files.qos_policy = g.qos_policy.clone().or(f.qos_policy.clone());
     files.root_guid_file = g.root_guid_file.clone().or(f.root_guid_file.clone());
+    files.lfts_file = g.lfts_file.clone().or(f.lfts_file.clone());
     let qos = g.qos == Some(true) || f.qos == Some(true) || files.qos_config.is_some();
     if files.qos && !qos {
         tracing::warn!("QoS stays on until the SM restarts");
@@ -1720,6 +1792,22 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
         }
         Err(e) => tracing::error!("{e}; the roots in force are kept"),
     }
+    // The file engine's tables: read again, and routed again where they
+    // changed (OpenSM reads its lfts_file at each routing).
+    if let (Some(p), Engine::File) = (&files.lfts_file, sm.config().routing) {
+        match read_lfts_file(p) {
+            Ok(t) => {
+                let n = t.routes();
+                if sm.set_lfts_file(Some(t), now_ms) {
+                    tracing::info!(
+                        "lfts_file: {n} route(s) from {}; routing again",
+                        p.display()
+                    );
+                }
+            }
+            Err(e) => tracing::error!("{e}; the tables in force are kept"),
+        }
+    }
 }
 
 /// The LRH and QPs of an SMP to `dlid` from `slid`.
@@ -1852,6 +1940,11 @@ fn log_event(e: &SmEvent) {
             vguid.0,
             holder_words(held_by.1),
             held_by.0 .0
+        ),
+        SmEvent::RoutingFellBack { wanted, used, reason } => tracing::error!(
+            "routing: {} cannot route this fabric ({reason}); routed {} instead, as OpenSM would",
+            wanted.name(),
+            used.name()
         ),
         SmEvent::SmStateChanged { state, master } => {
             let words = smi::sm::election::state_name(*state);

@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file` | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`) | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
 //! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
@@ -27,7 +27,7 @@
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl`, `force_link_width`, `force_link_speed`, `force_link_speed_ext` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
 //! | `max_wire_smps` (0: no limit), `max_wire_smps2`, `max_smps_timeout` (µs) | the same |
-//! | `routing_engine` (a list: the first ibkit has) | `routing` (minhop, updn, ftree) |
+//! | `routing_engine` (a list: the first ibkit has; after `file`, min-hop where the file does not fit) | `routing` (minhop, updn, ftree, file) |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
 //! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
@@ -153,6 +153,8 @@ pub fn parse_opensm_conf(
             "node_name_map_name" if null => {}
             "node_name_map_name" => s.node_name_map = Some(PathBuf::from(value)),
             "root_guid_file" => s.root_guid_file = Some(PathBuf::from(value)),
+            "lfts_file" if null => {}
+            "lfts_file" => s.lfts_file = Some(PathBuf::from(value)),
             "subnet_prefix" => s.subnet_prefix = Some(number()?),
             "part_enforce" => {
                 s.part_enforce = Some(
@@ -244,7 +246,22 @@ pub fn parse_opensm_conf(
                         line,
                         warning: true,
                         text: format!(
-                            "routing_engine: ibkit has no {n:?} engine (minhop, updn, ftree)"
+                            "routing_engine: ibkit has no {n:?} engine (minhop, updn, ftree, file)"
+                        ),
+                    });
+                }
+                // A file that does not fit: OpenSM tries the next engine
+                // of the list, ibkit min-hop.
+                let rest = names
+                    .iter()
+                    .skip_while(|n| Some(**n) != first.map(|f| *f.0));
+                let rest: Vec<&&str> = rest.skip(1).filter(|n| **n != "minhop").collect();
+                if first.is_some_and(|f| f.1 == Engine::File) && !rest.is_empty() {
+                    notes.push(Note {
+                        line,
+                        warning: true,
+                        text: format!(
+                            "routing_engine: where the lfts_file does not fit, ibkit routes minhop, not {rest:?}"
                         ),
                     });
                 }
@@ -488,7 +505,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             root_guid_file /there/roots\nlfts_file /there/lfts\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
@@ -508,6 +525,7 @@ mod tests {
         assert_eq!(s.no_clients_rereg, Some(true));
         assert_eq!(s.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(s.root_guid_file, Some(PathBuf::from("/there/roots")));
+        assert_eq!(s.lfts_file, Some(PathBuf::from("/there/lfts")));
         assert_eq!(s.node_name_map, Some(PathBuf::from("/there/names")));
         assert_eq!(s.fsync_high_avail_files, Some(false));
         assert_eq!(s.part_enforce, Some(PartEnforce::In));
@@ -592,6 +610,31 @@ mod tests {
             .collect();
         assert_eq!(warned.len(), 1, "{warned:?}");
         assert!(warned[0].contains("dfsssp"), "{warned:?}");
+    }
+
+    /// `routing_engine file,updn`: the file engine, and a warning that
+    /// where the file does not fit ibkit routes min-hop, where OpenSM
+    /// would try up*/down*; `file,minhop` is OpenSM's own fallback.
+    #[test]
+    fn the_file_engine_and_what_follows_it() {
+        let read =
+            |text: &str| parse_opensm_conf(text, Path::new("/x/opensm.conf"), &|_| true).unwrap();
+        let c = read("routing_engine file,updn\nlfts_file /x/lfts\n");
+        assert_eq!(c.settings.routing, Some(Engine::File));
+        assert_eq!(c.settings.lfts_file, Some(PathBuf::from("/x/lfts")));
+        let warned: Vec<&str> = (c.notes.iter())
+            .filter(|n| n.warning)
+            .map(|n| n.text.as_str())
+            .collect();
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(
+            warned[0].contains("routes minhop, not [\"updn\"]"),
+            "{warned:?}"
+        );
+        let c = read("routing_engine file,minhop\nlfts_file (null)\n");
+        assert_eq!(c.settings.routing, Some(Engine::File));
+        assert_eq!(c.settings.lfts_file, None);
+        assert!(c.notes.iter().all(|n| !n.warning), "{:?}", c.notes);
     }
 
     /// The M_Key options apply; a protected key's lease is kept longer

@@ -42,10 +42,18 @@ pub fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
         .ok_or_else(|| format!("unknown LID policy {s:?}: prepopulated or dynamic"))
 }
 
-/// A routing engine by name: minhop, updn or ftree.
+/// A routing engine that computes its routes, by name: minhop, updn or
+/// ftree (`file` needs an `lfts_file`, which only `ibkit sm` takes).
 pub fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
     smi::sm::Engine::from_name(s)
+        .filter(|&e| e != smi::sm::Engine::File)
         .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn or ftree"))
+}
+
+/// The SM's routing engine by name: minhop, updn, ftree or file.
+pub fn parse_sm_engine(s: &str) -> Result<smi::sm::Engine, String> {
+    smi::sm::Engine::from_name(s)
+        .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn, ftree or file"))
 }
 
 /// Partition enforcement by OpenSM's name: both, in, out or off.

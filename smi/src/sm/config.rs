@@ -128,6 +128,10 @@ pub struct SmConfig {
     /// switch: the engine picks them, as OpenSM without the file. A GUID
     /// that names no live switch is skipped, as OpenSM skips it.
     pub root_guids: Vec<u64>,
+    /// The switches' tables for [`Engine::File`] (OpenSM's `lfts_file`);
+    /// `None`: that engine routes min-hop, as OpenSM's does without a
+    /// file. Other engines ignore it.
+    pub lfts_file: Option<super::lft_file::LftFile>,
     /// Which partition enforcement bits the switch ports cabled to CAs
     /// get (OpenSM's `part_enforce`; `no_partition_enforcement` is
     /// [`PartEnforce::Off`]). Only with a partition configuration.
@@ -258,20 +262,30 @@ pub enum Engine {
     UpDown,
     /// Fat-tree: up*/down* from the top level with d-mod-k spreading upwards.
     FatTree,
+    /// The tables a file gives ([`SmConfig::lfts_file`], OpenSM's `file`
+    /// engine with its `lfts_file`); min-hop without one, or where the
+    /// file does not fit the fabric.
+    File,
 }
 
 impl Engine {
     /// Every engine.
-    pub const ALL: [Engine; 3] = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
+    pub const ALL: [Engine; 4] = [
+        Engine::MinHop,
+        Engine::UpDown,
+        Engine::FatTree,
+        Engine::File,
+    ];
 
     /// The engine's name as OpenSM's `-R` option spells it, and as ibkit
     /// takes it on the command line and writes it in JSON output:
-    /// `minhop`, `updn` or `ftree`.
+    /// `minhop`, `updn`, `ftree` or `file`.
     pub const fn name(self) -> &'static str {
         match self {
             Engine::MinHop => "minhop",
             Engine::UpDown => "updn",
             Engine::FatTree => "ftree",
+            Engine::File => "file",
         }
     }
 
@@ -339,6 +353,9 @@ impl RoutingEngine for Engine {
             Engine::MinHop => MinHopEngine.route(g, max_lid),
             Engine::UpDown => UpDownEngine.route(g, max_lid),
             Engine::FatTree => FatTreeEngine.route(g, max_lid),
+            // The file needs the subnet's port GUIDs (the SM routes it,
+            // [`Sm::route`]); on a graph alone it is min-hop.
+            Engine::File => MinHopEngine.route(g, max_lid),
         }
     }
 }
@@ -373,6 +390,7 @@ impl Default for SmConfig {
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guids: Vec::new(),
+            lfts_file: None,
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,

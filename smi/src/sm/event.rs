@@ -3,6 +3,7 @@
 //! received, LIDs given. Events queue until polled, a bounded number.
 
 use super::*;
+use alloc::string::String;
 use mad_core::Guid;
 
 /// The most events held unpolled; older ones are dropped past it (a
@@ -20,6 +21,17 @@ pub enum SmEvent {
         nodes: usize,
         /// The highest LID assigned.
         max_lid: Lid,
+    },
+    /// The configured routing engine could not route this fabric and
+    /// another did (OpenSM logs the same and falls back to min-hop): an
+    /// `lfts_file` that names a port a switch does not have.
+    RoutingFellBack {
+        /// The engine configured.
+        wanted: Engine,
+        /// The engine that routed instead.
+        used: Engine,
+        /// Why, with the place in the file.
+        reason: String,
     },
     /// A node answered for the first time, or again after it was lost.
     NodeAdded {

@@ -20,6 +20,7 @@ mod error;
 mod event;
 mod guids;
 mod installed;
+pub mod lft_file;
 mod lids;
 mod link;
 pub mod mcast;
@@ -46,6 +47,7 @@ pub use config::{
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};
 pub use guids::{GuidError, GUIDS_PER_BLOCK};
+pub use lft_file::{LftFile, LftFileError};
 pub use mcast::{GroupMember, McastError, PortMask};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
@@ -746,7 +748,7 @@ mod tests {
         // match stops compiling until it is considered here.
         for e in Engine::ALL {
             match e {
-                Engine::MinHop | Engine::UpDown | Engine::FatTree => {}
+                Engine::MinHop | Engine::UpDown | Engine::FatTree | Engine::File => {}
             }
         }
         let mut names: alloc::vec::Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();

@@ -771,6 +771,24 @@ impl Sm {
         true
     }
 
+    /// The tables of the `file` engine become `file`
+    /// ([`SmConfig::lfts_file`](super::SmConfig::lfts_file); OpenSM reads its
+    /// `lfts_file` again at each routing): under that engine, on a
+    /// running subnet, a sweep starts that routes again and sends the LFT
+    /// blocks that change. False (nothing done) when the file holds the
+    /// same routes.
+    pub fn set_lfts_file(&mut self, file: Option<super::LftFile>, now_ms: u64) -> bool {
+        if self.cfg.lfts_file == file {
+            return false;
+        }
+        self.cfg.lfts_file = file;
+        if self.up && self.cfg.routing == super::Engine::File {
+            self.reroute_pending = true;
+            self.request_sweep(now_ms);
+        }
+        true
+    }
+
     /// Asks for a light sweep now (as the periodic timer or a trap would).
     pub fn request_sweep(&mut self, now_ms: u64) {
         self.sweep_pending = true;

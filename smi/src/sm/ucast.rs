@@ -78,13 +78,24 @@ impl Sm {
             .collect();
         g.roots.sort_unstable();
         g.roots.dedup();
-        (self.db.lfts, self.db.ftree_applied) = if self.cfg.routing == Engine::FatTree {
-            super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid)
-        } else {
-            (
-                Self::compute_routes(self.cfg.routing, &g, self.db.max_lid),
-                false,
-            )
+        (self.db.lfts, self.db.ftree_applied) = match self.cfg.routing {
+            Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid),
+            Engine::File if self.cfg.lfts_file.is_some() => match self.file_routes(&g) {
+                Ok(t) => (t, false),
+                Err(reason) => {
+                    // OpenSM falls back on its default engine, min-hop.
+                    self.emit(SmEvent::RoutingFellBack {
+                        wanted: Engine::File,
+                        used: Engine::MinHop,
+                        reason,
+                    });
+                    (
+                        Self::compute_routes(Engine::MinHop, &g, self.db.max_lid),
+                        false,
+                    )
+                }
+            },
+            engine => (Self::compute_routes(engine, &g, self.db.max_lid), false),
         };
         // A new master that read the switches' tables back keeps each
         // entry min-hop would also accept (other engines keep their own
@@ -99,6 +110,68 @@ impl Sm {
         }
         self.db.graph = g;
         self.db.switch_of = index;
+    }
+
+    /// The tables of [`SmConfig::lfts_file`] for the switches of `g`
+    /// (see [`super::lft_file`]): empty for a switch the file does not
+    /// name; each route moved to its owner's LID now. A route out of a
+    /// port the switch does not have fails the file, with its line.
+    fn file_routes(&self, g: &Graph) -> Result<Vec<Vec<u8>>, String> {
+        let Some(file) = &self.cfg.lfts_file else {
+            return Err("no lfts_file".into());
+        };
+        let width = usize::from(self.db.max_lid) + 1;
+        let mut t = vec![vec![DROP_PORT; width]; g.ports.len()];
+        let by_guid: BTreeMap<u64, usize> = (self.db.switch_index.iter().enumerate())
+            .map(|(k, &i)| (self.db.nodes()[i].info.node_guid.0, k))
+            .collect();
+        for sw in &file.switches {
+            let Some(&k) = by_guid.get(&sw.guid) else {
+                continue;
+            };
+            t[k].fill(DROP_PORT);
+            for r in &sw.routes {
+                let ports = g.ports[k].len().saturating_sub(1);
+                if usize::from(r.port) > ports {
+                    return Err(alloc::format!(
+                        "line {}: LID {:#06x} out of port {} of switch {:#018x}, which has {ports} ports",
+                        r.line,
+                        r.lid,
+                        r.port,
+                        sw.guid
+                    ));
+                }
+                let lid = self.lid_now(r.lid, r.port_guid);
+                if let Some(e) = t[k].get_mut(usize::from(lid)) {
+                    *e = r.port;
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// Where a route of an `lfts_file` to `lid` goes now: `lid` if the
+    /// port GUID its line names (0: none) still holds it or is not in the
+    /// subnet; else that port's LID with the same offset under its LMC
+    /// (OpenSM's `remap_lid`).
+    fn lid_now(&self, lid: u16, port_guid: u64) -> u16 {
+        let Some((node, vf)) = (port_guid != 0)
+            .then(|| self.db.by_port_guid(mad_core::Guid(port_guid)))
+            .flatten()
+        else {
+            return lid;
+        };
+        let n = &self.db.nodes()[node.0];
+        let (base, lmc) = match vf {
+            0 => (n.lid, self.db.lmc_of(node.0)),
+            vf => (n.vfs.get(usize::from(vf) - 1).map_or(0, |v| v.lid), 0),
+        };
+        let mask = (1u16 << lmc) - 1;
+        if (base..=base.saturating_add(mask)).contains(&lid) {
+            lid
+        } else {
+            base.saturating_add(lid & mask)
+        }
     }
 
     /// The switch graph the routes were computed on.

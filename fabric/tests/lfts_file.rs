@@ -1,0 +1,223 @@
+//! OpenSM's `file` routing engine ([`Engine::File`] with
+//! [`SmConfig::lfts_file`]): the switches' tables come from a dump in
+//! OpenSM's `opensm-lfts.dump` layout, each route moved to its owner's
+//! LID now, and a file that does not fit the fabric makes the SM route
+//! min-hop, as OpenSM does. (`ibkit/tests/dumps_ibsim.rs` loads OpenSM's
+//! own dump on ibsim, and gives OpenSM ibkit's.)
+
+use fabric::sim::{bring_up, Fabric, SimConfig};
+use mad_core::attr::AttributeId;
+use mad_core::Method;
+use smi::sm::{Engine, LftFile, Sm, SmConfig, SmEvent};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+fn up(spec: &str, cfg: SmConfig) -> (Fabric, Sm) {
+    let (f, sm, up) = bring_up(spec, SimConfig::default(), cfg).unwrap();
+    assert!(up, "{spec}: stopped in {:?}: {:?}", sm.phase(), sm.error());
+    (f, sm)
+}
+
+fn tables(sm: &Sm) -> Vec<Vec<u8>> {
+    sm.lfts().map(|(_, t)| t.to_vec()).collect()
+}
+
+/// Up*/down*, whose tables differ from min-hop's.
+fn updn() -> SmConfig {
+    SmConfig {
+        routing: Engine::UpDown,
+        ..SmConfig::default()
+    }
+}
+
+fn file_cfg(file: Option<LftFile>) -> SmConfig {
+    SmConfig {
+        routing: Engine::File,
+        lfts_file: file,
+        ..SmConfig::default()
+    }
+}
+
+/// `sm`'s tables in OpenSM's `opensm-lfts.dump` layout, every LID written
+/// as `lid + shift` (as another SM that gave other LIDs would have
+/// written it), owners named by port GUID unless `guids` is false; the
+/// switch `skip` (a node GUID) left out.
+fn dump(sm: &Sm, shift: u16, guids: bool, skip: u64) -> String {
+    let owners: BTreeMap<u16, u64> = (sm.nodes().iter())
+        .filter(|n| n.lid != 0)
+        .map(|n| (n.lid, n.info.port_guid.0))
+        .collect();
+    let mut s = String::new();
+    for (i, t) in sm.lfts() {
+        let n = &sm.nodes()[i];
+        if n.info.node_guid.0 == skip {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "Unicast lids [0-{}] of switch Lid {} guid 0x{:016x} ('x'):",
+            sm.max_lid(),
+            n.lid + shift,
+            n.info.node_guid.0
+        );
+        for (lid, &port) in t.iter().enumerate().skip(1) {
+            if port == 255 {
+                continue;
+            }
+            let _ = write!(s, "0x{:04x} {port:03} # ", lid as u16 + shift);
+            match owners.get(&(lid as u16)) {
+                Some(g) if guids => {
+                    let _ = writeln!(s, "Channel Adapter portguid 0x{g:016x}: 'y'");
+                }
+                _ => s.push_str("unknown node and type\n"),
+            }
+        }
+        let _ = writeln!(s, "{} lids dumped", sm.max_lid());
+    }
+    s
+}
+
+/// Another SM's up*/down* tables, written with other LIDs: the file
+/// engine moves every route back to its owner's LID, so the tables are
+/// up*/down*'s exactly, every CA reaches every LID, and the routes stay
+/// deadlock-free. Without the owners' GUIDs, the LIDs stay as written
+/// (above the subnet's highest: nothing routed).
+#[test]
+fn another_sms_dump_routes_as_written_at_todays_lids() {
+    for spec in ["random:20:5", "mport-ntree:4:3"] {
+        let (_, updn) = up(spec, updn());
+        let (_, minhop) = up(spec, SmConfig::default());
+        assert_ne!(
+            tables(&updn),
+            tables(&minhop),
+            "{spec}: the file must matter"
+        );
+        let text = dump(&updn, 1000, true, 0);
+        let file = LftFile::parse(&text).unwrap();
+        assert!(file.routes() > 0);
+        let (f, sm) = up(spec, file_cfg(Some(file)));
+        assert_eq!(tables(&sm), tables(&updn), "{spec}");
+        let v = f.verify();
+        assert_eq!(
+            (v.unreachable, v.loops, v.switch_unreachable),
+            (0, 0, 0),
+            "{spec}"
+        );
+        assert!(sm.deadlock_free(), "{spec}");
+        // No owner named: LIDs 1001.. are above the subnet's highest.
+        let file = LftFile::parse(&dump(&updn, 1000, false, 0)).unwrap();
+        let (_, sm) = up(spec, file_cfg(Some(file)));
+        assert!(
+            tables(&sm).iter().all(|t| t.iter().all(|&p| p == 255)),
+            "{spec}: nothing routed"
+        );
+        println!(
+            "{spec}: {} routes read at LIDs +1000, every one back at its owner's LID: up*/down*'s tables",
+            text.lines().filter(|l| l.starts_with("0x")).count()
+        );
+    }
+}
+
+/// A switch the file does not name keeps an empty table (as OpenSM's);
+/// the others are the file's.
+#[test]
+fn a_switch_the_file_leaves_out_gets_an_empty_table() {
+    let spec = "mport-ntree:4:3";
+    let (_, updn) = up(spec, updn());
+    let (k, &left) = updn.graph_switches().iter().enumerate().nth(2).unwrap();
+    let guid = updn.nodes()[left].info.node_guid.0;
+    let file = LftFile::parse(&dump(&updn, 0, true, guid)).unwrap();
+    let (_, sm) = up(spec, file_cfg(Some(file)));
+    let (ours, theirs) = (tables(&sm), tables(&updn));
+    for (j, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        if j == k {
+            assert!(a.iter().all(|&p| p == 255), "switch {j}: {a:?}");
+        } else {
+            assert_eq!(a, b, "switch {j}");
+        }
+    }
+}
+
+/// A route out of a port the switch does not have fails the whole file:
+/// the SM says so, with the line, and routes min-hop (OpenSM's fallback).
+/// So does the `file` engine without a file.
+#[test]
+fn a_file_that_does_not_fit_falls_back_to_minhop() {
+    let spec = "random:20:5";
+    let (_, minhop) = up(spec, SmConfig::default());
+    let (_, updn) = up(spec, updn());
+    let mut text = dump(&updn, 0, true, 0);
+    let at = text.lines().position(|l| l.starts_with("0x")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[at] = format!("{} 099 # too far", &lines[at][..6]);
+    text = lines.join("\n");
+    let (_, mut sm) = up(spec, file_cfg(Some(LftFile::parse(&text).unwrap())));
+    assert_eq!(tables(&sm), tables(&minhop));
+    let said = std::iter::from_fn(|| sm.poll_event())
+        .find_map(|e| match e {
+            SmEvent::RoutingFellBack {
+                wanted: Engine::File,
+                used: Engine::MinHop,
+                reason,
+            } => Some(reason),
+            _ => None,
+        })
+        .expect("the fallback is told");
+    assert!(
+        said.starts_with(&format!("line {}: ", at + 1)) && said.contains("port 99"),
+        "{said}"
+    );
+    let (_, sm) = up(spec, file_cfg(None));
+    assert_eq!(tables(&sm), tables(&minhop));
+}
+
+/// A new file on a running subnet ([`Sm::set_lfts_file`], what SIGHUP does
+/// with a changed `lfts_file`): one route moved sends one LFT block, and
+/// the switch holds it; the same file again does nothing.
+#[test]
+fn a_new_file_on_a_running_subnet_sends_only_the_block_that_changed() {
+    let spec = "mport-ntree:4:3";
+    let (_, updn) = up(spec, updn());
+    let text = dump(&updn, 0, true, 0);
+    let (mut f, mut sm) = up(spec, file_cfg(Some(LftFile::parse(&text).unwrap())));
+    assert_eq!(tables(&sm), tables(&updn));
+    // The first switch's route to the highest CA LID it reaches by an up
+    // port is sent down another connected port instead.
+    let (i, t) = sm.lfts().next().map(|(i, t)| (i, t.to_vec())).unwrap();
+    let lid = (1..t.len())
+        .rev()
+        .find(|&l| t[l] != 255 && t[l] != 0)
+        .unwrap();
+    let other = (1..=sm.nodes()[i].info.num_ports)
+        .find(|&p| p != t[lid] && sm.nodes()[i].ports[usize::from(p)].peer.is_some())
+        .unwrap();
+    let header = format!("guid 0x{:016x}", sm.nodes()[i].info.node_guid.0);
+    let mut out = String::new();
+    let mut mine = false;
+    for l in text.lines() {
+        if l.starts_with("Unicast") {
+            mine = l.contains(&header);
+        }
+        if mine && l.starts_with(&format!("0x{lid:04x} ")) {
+            let _ = writeln!(out, "0x{lid:04x} {other:03} # moved");
+        } else {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+    let sets = |sm: &Sm| {
+        sm.stats()
+            .count(Method::Set, AttributeId::LinearForwardingTable)
+    };
+    let before = sets(&sm);
+    let now = f.now_ns() / 1_000_000;
+    let file = LftFile::parse(&out).unwrap();
+    assert!(sm.set_lfts_file(Some(file.clone()), now));
+    assert!(f.run(&mut sm));
+    assert_eq!(sets(&sm) - before, 1, "one block");
+    assert_eq!(sm.lft_entry(i, lid as u16), other);
+    let j = f.node_by_guid(sm.nodes()[i].info.node_guid.0).unwrap();
+    let held = f.nodes[j].lft_port(mad_core::Lid(lid as u16));
+    assert_eq!(held, other, "the switch holds the new route");
+    let now = f.now_ns() / 1_000_000;
+    assert!(!sm.set_lfts_file(Some(file), now), "the same file");
+}
