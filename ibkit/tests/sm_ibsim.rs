@@ -834,3 +834,186 @@ fn per_port_m_keys_are_read_back_by_smpquery_and_handed_to_opensm() {
     eprintln!("per-port keys: {n} ports, {n} distinct keys, each shown at one LID by smpquery; OpenSM with ibkit's guid2mkey: {back} ports on C");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A port with a failing cable, on ibkit's served fabric (ibsim raises
+/// no trap 129–131; `ibkit fabric ctl port-error` makes a port raise
+/// them), OpenSM and ibkit given one `opensm.conf` with
+/// `babbling_port_policy TRUE`: from the 11th trap 129 in a row the leaf
+/// switch routes no LID out of the noisy port (`ibroute`), and every LID
+/// it routed before still routes under ibkit (OpenSM's min-hop loses the
+/// LIDs whose every shortest way took the link); past the 251st, the end of the link
+/// nearer the SM is Disabled (`smpquery portinfo`), the same end under
+/// both SMs, and the link stays down until `ibportstate … enable`.
+#[test]
+fn both_sms_route_around_a_noisy_port_and_disable_a_babbling_one() {
+    if !diags_here("babbling", &["smpquery", "ibroute"]) {
+        return;
+    }
+    use std::time::Duration;
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-babbling-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = opensm_conf_with(
+        &dir,
+        &[("babbling_port_policy", "TRUE"), ("log_file", "(null)")],
+    );
+    let switch = mad_core::attr::NodeType::Switch;
+    // A leaf switch (it has CAs) and its port to a spine.
+    let (leaf, p, spine, q) = (0..topo.nodes.len())
+        .filter(|&i| topo.nodes[i].kind == switch)
+        .filter(|&i| {
+            (1..=topo.nodes[i].ports).any(|p| {
+                topo.peer_of(i, p)
+                    .is_some_and(|(m, _)| topo.nodes[m].kind != switch)
+            })
+        })
+        .find_map(|i| {
+            (1..=topo.nodes[i].ports).find_map(|p| {
+                let (m, q) = topo.peer_of(i, p)?;
+                (topo.nodes[m].kind == switch).then_some((i, p, m, q))
+            })
+        })
+        .unwrap();
+    let name = topo.nodes[leaf].name.clone();
+    // The tools run on a host of their own (the SM holds its host's SMI).
+    let tool = (topo.nodes.iter())
+        .rfind(|n| n.kind != switch)
+        .unwrap()
+        .name
+        .clone();
+    let mut disabled_ends = Vec::new();
+    for who in ["OpenSM", "ibkit"] {
+        let sim = Served::start(exe, spec, 0, &[]).unwrap();
+        let sm = with_opensm_conf(who, exe, &sim, &dir, &conf);
+        let query = |args: &[&str]| -> String {
+            let out = sim
+                .client_at("smpquery".as_ref(), &tool)
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let lid_of = |guid: u64| -> u16 {
+            (1..=topo.nodes.len() as u16 + 4)
+                .find(|l| {
+                    smp_field(&query(&["nodeinfo", &l.to_string()]), "Guid:")
+                        == Some(&format!("{guid:#018x}")[..])
+                })
+                .unwrap_or_else(|| {
+                    panic!("{who}: no LID has {guid:#x}: {}", query(&["nodeinfo", "1"]))
+                })
+        };
+        let (leaf_lid, spine_lid) = (
+            lid_of(topo.nodes[leaf].guid),
+            lid_of(topo.nodes[spine].guid),
+        );
+        // The leaf's routes: LID → port.
+        let routes = || -> BTreeMap<u16, u8> {
+            let out = sim
+                .client_at("ibroute".as_ref(), &tool)
+                .arg(leaf_lid.to_string())
+                .output()
+                .unwrap();
+            (String::from_utf8_lossy(&out.stdout).lines())
+                .filter(|l| l.starts_with("0x"))
+                .map(|l| {
+                    (
+                        u16::from_str_radix(&l[2..6], 16).unwrap(),
+                        l[7..10].trim().parse().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let before = routes();
+        let out_of = |r: &BTreeMap<u16, u8>| r.values().filter(|&&x| x == p).count();
+        assert!(out_of(&before) > 0, "{who}: no LID out of {name} port {p}");
+        let ctl = |cmd: String| {
+            let said = fabric::serve::ctl(sim.socket(), &cmd).unwrap();
+            assert!(said.starts_with("ok"), "{said}");
+        };
+        ctl(format!("port-error {name} {p} 129 11"));
+        let mut now = BTreeMap::new();
+        let took = common::wait_until(
+            Duration::from_secs(10),
+            || {
+                now = routes();
+                out_of(&now) == 0
+            },
+            || format!("{who}: {name} routes {:?}", routes()),
+        );
+        // ibkit routes every LID around the link; OpenSM's min-hop takes
+        // only shortest ways, so a LID whose every shortest way took the
+        // link (the spine at its end) is routed no more.
+        if who == "ibkit" {
+            assert_eq!(now.len(), before.len(), "{who}: every LID still routed");
+        }
+        // Past 250: the nearer end disabled.
+        ctl(format!("port-error {name} {p} 129 250"));
+        let phys = |lid: u16, port: u8| {
+            smp_field(
+                &query(&["portinfo", &lid.to_string(), &port.to_string()]),
+                "PhysLinkState",
+            )
+            .unwrap_or_default()
+            .to_string()
+        };
+        let mut end = None;
+        common::wait_until(
+            Duration::from_secs(10),
+            || {
+                end = [(leaf_lid, p, "leaf"), (spine_lid, q, "spine")]
+                    .into_iter()
+                    .find(|&(l, port, _)| phys(l, port) == "Disabled")
+                    .map(|e| e.2);
+                end.is_some()
+            },
+            || format!("{who}: {} / {}", phys(leaf_lid, p), phys(spine_lid, q)),
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let other = if end == Some("leaf") {
+            (spine_lid, q)
+        } else {
+            (leaf_lid, p)
+        };
+        assert_ne!(
+            phys(other.0, other.1),
+            "LinkUp",
+            "{who}: the link stays down"
+        );
+        // Enabled again by hand (`ibportstate … enable`): the link trains.
+        let (dl, dp) = if end == Some("leaf") {
+            (leaf_lid, p)
+        } else {
+            (spine_lid, q)
+        };
+        let out = (sim.client_at("ibportstate".as_ref(), &tool))
+            .args([&dl.to_string(), &dp.to_string(), "enable"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{who}: ibportstate: {out:?}");
+        common::wait_until(
+            Duration::from_secs(10),
+            || phys(leaf_lid, p) == "LinkUp" && phys(spine_lid, q) == "LinkUp",
+            || format!("{who}: {} / {}", phys(leaf_lid, p), phys(spine_lid, q)),
+        );
+        println!(
+            "{who}: {} LIDs out of {name} port {p}; none {took:.1?} after 11 traps 129, {} of {} LIDs still routed; \
+             after 261 the {} end Disabled, and up again \
+             after ibportstate enable",
+            out_of(&before),
+            now.len(),
+            before.len(),
+            end.unwrap()
+        );
+        disabled_ends.push(end.unwrap());
+        let _ = sm.stop(Duration::from_secs(10));
+    }
+    assert_eq!(
+        disabled_ends[0], disabled_ends[1],
+        "the same end under both SMs"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

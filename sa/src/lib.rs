@@ -739,7 +739,8 @@ impl Sa {
             | SmEvent::DuplicateGuid { .. }
             | SmEvent::DuplicatePortGuid { .. }
             | SmEvent::DuplicateVGuid { .. }
-            | SmEvent::RoutingFellBack { .. } => {}
+            | SmEvent::RoutingFellBack { .. }
+            | SmEvent::NoisyPort { .. } => {}
         }
     }
 

@@ -49,6 +49,7 @@
 //! sm_inactive = false       # true: start NOT ACTIVE, until a master says Discover (OpenSM's)
 //! disable_multicast = false # true: no multicast forwarding written (OpenSM's)
 //! use_mfttop = true         # false: switches' MulticastFDBTop left alone (OpenSM's)
+//! babbling_port_policy = false   # true: a port sending the same trap 129-131 250 times in a row is disabled (OpenSM's)
 //! use_optimized_slvl = true # false: a Set(SLtoVL) a pair of ports even where a switch takes one for all (OpenSM's)
 //! drop_event_subscriptions = false   # true: a port that leaves loses its InformInfo subscriptions (OpenSM's)
 //! mcgroup_join_validation = true     # false: a join's Q_Key, P_Key, SL… not checked against the group's (OpenSM's)
@@ -157,6 +158,7 @@ struct Raw {
     use_original_extended_sa_rates_only: Option<bool>,
     max_rate_enum: Option<Spanned<i64>>,
     use_mfttop: Option<bool>,
+    babbling_port_policy: Option<bool>,
     use_optimized_slvl: Option<bool>,
     drop_event_subscriptions: Option<bool>,
     force_heavy_sweep: Option<bool>,
@@ -319,6 +321,9 @@ pub struct SmFile {
     /// Switches' MulticastFDBTop written (OpenSM's `use_mfttop`; default
     /// true).
     pub use_mfttop: Option<bool>,
+    /// A port that keeps trapping 129-131 is disabled (OpenSM's
+    /// `babbling_port_policy`; default false).
+    pub babbling_port_policy: Option<bool>,
     /// One Set(SLtoVL) a switch with optimized programming (OpenSM's
     /// `use_optimized_slvl`; default true in ibkit, false in OpenSM).
     pub use_optimized_slvl: Option<bool>,
@@ -609,6 +614,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             })
             .transpose()?,
         use_mfttop: raw.use_mfttop,
+        babbling_port_policy: raw.babbling_port_policy,
         use_optimized_slvl: raw.use_optimized_slvl,
         drop_event_subscriptions: raw.drop_event_subscriptions,
         force_heavy_sweep: raw.force_heavy_sweep,
@@ -677,7 +683,7 @@ mod tests {
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
-                    use_mfttop = false\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
+                    use_mfttop = false\nbabbling_port_policy = true\ndrop_event_subscriptions = true\nuse_optimized_slvl = false\n\
                     m_key = \"0xfedcba9876543210\"\n\
                     m_key_protection_level = 2\nm_key_lease_period = 60\nm_key_lookup = false\n\
                     m_key_per_port = true\n\
@@ -736,6 +742,7 @@ mod tests {
         assert_eq!(f.mcgroup_join_validation, Some(false));
         assert_eq!(f.ipoib_mcgroup_creation_validation, Some(false));
         assert_eq!(f.use_mfttop, Some(false));
+        assert_eq!(f.babbling_port_policy, Some(true));
         assert_eq!(f.use_optimized_slvl, Some(false));
         assert_eq!(f.drop_event_subscriptions, Some(true));
         assert_eq!(

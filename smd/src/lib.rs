@@ -219,6 +219,9 @@ pub struct SmdConfig {
     /// Traps start sweeps (OpenSM's `sweep_on_trap`); SIGHUP applies a
     /// new value.
     pub sweep_on_trap: bool,
+    /// A port that keeps sending the same trap 129-131 is disabled
+    /// (OpenSM's `babbling_port_policy`); SIGHUP applies a new value.
+    pub babbling_port_policy: bool,
     /// Take no part in the election: master whatever SMs are there
     /// (OpenSM's `ignore_other_sm`).
     pub ignore_other_sm: bool,
@@ -350,6 +353,7 @@ impl Default for SmdConfig {
             keep_pkey_indexes: true,
             honor_guid2lid_file: false,
             sweep_on_trap: true,
+            babbling_port_policy: false,
             ignore_other_sm: false,
             sm_inactive: false,
             disable_multicast: false,
@@ -803,6 +807,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         keep_pkey_indexes: c.keep_pkey_indexes,
         honor_guid2lid_file: c.honor_guid2lid_file,
         sweep_on_trap: c.sweep_on_trap,
+        babbling_port_policy: c.babbling_port_policy,
         ignore_other_sm: c.ignore_other_sm,
         sm_inactive: c.sm_inactive,
         disable_multicast: c.disable_multicast,
@@ -1557,6 +1562,14 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         tracing::info!("sweep_on_trap {on_trap}");
     }
     sm.set_sweep_on_trap(on_trap);
+    let babbling = g
+        .babbling_port_policy
+        .or(f.babbling_port_policy)
+        .unwrap_or(false);
+    if babbling != sm.config().babbling_port_policy {
+        tracing::info!("babbling_port_policy {babbling}");
+    }
+    sm.set_babbling_port_policy(babbling);
     // The SA's switches: each said where it changes.
     let said = |name: &str, now: bool, was: bool| {
         if now != was {
@@ -1941,6 +1954,23 @@ fn log_event(e: &SmEvent) {
             holder_words(held_by.1),
             held_by.0 .0
         ),
+        SmEvent::NoisyPort {
+            guid,
+            port,
+            trap,
+            repeats,
+            disabled,
+        } => match disabled {
+            Some((g, p)) => tracing::error!(
+                "node {:#018x} port {port}: trap {trap} {repeats} times in a row; disabled port {p} of {:#018x} (babbling_port_policy)",
+                guid.0,
+                g.0
+            ),
+            None => tracing::error!(
+                "node {:#018x} port {port}: trap {trap} {repeats} times in a row; unhealthy, its link routed around until it is quiet for a minute",
+                guid.0
+            ),
+        },
         SmEvent::RoutingFellBack { wanted, used, reason } => tracing::error!(
             "routing: {} cannot route this fabric ({reason}); routed {} instead, as OpenSM would",
             wanted.name(),

@@ -17,7 +17,7 @@
 //! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`) | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
-//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
+//! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `babbling_port_policy`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
 //! | `part_enforce` (`both`, `in`, `out`, `off`), `no_partition_enforcement` (`TRUE`: `off`, whatever `part_enforce` says) | `part_enforce` |
 //! | `allow_both_pkeys`, `keep_pkey_indexes` | the same |
 //! | `honor_guid2lid_file` (the `guid2lid` of `--cache-dir`, where OpenSM's is `OSM_CACHE_DIR`'s) | the same |
@@ -172,6 +172,7 @@ pub fn parse_opensm_conf(
             "disable_multicast" => s.disable_multicast = Some(boolean()?),
             "mcgroup_join_validation" => s.mcgroup_join_validation = Some(boolean()?),
             "use_mfttop" => s.use_mfttop = Some(boolean()?),
+            "babbling_port_policy" => s.babbling_port_policy = Some(boolean()?),
             "use_optimized_slvl" => s.use_optimized_slvl = Some(boolean()?),
             "drop_event_subscriptions" => s.drop_event_subscriptions = Some(boolean()?),
             "consolidate_ipv6_snm_req" => s.consolidate_ipv6_snm_req = Some(boolean()?),
@@ -506,7 +507,7 @@ mod tests {
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
              root_guid_file /there/roots\nlfts_file /there/lfts\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
-             mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nuse_optimized_slvl FALSE\n\
+             mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nbabbling_port_policy TRUE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
         )
@@ -542,6 +543,7 @@ mod tests {
         assert_eq!(s.mcgroup_join_validation, Some(false));
         assert_eq!(s.ipoib_mcgroup_creation_validation, Some(false));
         assert_eq!(s.use_mfttop, Some(false));
+        assert_eq!(s.babbling_port_policy, Some(true));
         assert_eq!(s.use_optimized_slvl, Some(false));
         assert_eq!(s.drop_event_subscriptions, Some(true));
         assert_eq!(s.poll_retries, Some(4));

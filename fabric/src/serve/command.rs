@@ -34,7 +34,16 @@ pub enum Command {
     /// raises trap 144 with NodeDescriptionChange. The node keeps its
     /// name for later commands.
     NodeDesc(String, String),
+    /// `port-error NODE PORT TRAP [COUNT]`: the port crosses an error
+    /// threshold COUNT times (1 by default, at most
+    /// [`MAX_PORT_ERRORS`]), the node raising trap TRAP (129 link
+    /// integrity, 130 buffer overrun, 131 flow-control watchdog) each
+    /// time, as a port with a failing cable does.
+    PortError(String, u8, u16, u32),
 }
+
+/// The most traps one `port-error` raises.
+pub const MAX_PORT_ERRORS: u32 = 1000;
 
 impl Command {
     /// Reads a command line; words it does not take are an error.
@@ -47,6 +56,29 @@ impl Command {
                 return Err(ServeError::MissingText);
             }
             return Ok(Command::NodeDesc(node.to_string(), words[2..].join(" ")));
+        }
+        if verb == "port-error" {
+            if let Some(extra) = words.get(5) {
+                return Err(ServeError::Extra {
+                    verb: verb.to_string(),
+                    takes: 4,
+                    extra: extra.escape_debug().to_string(),
+                });
+            }
+            let node = words.get(1).ok_or(ServeError::MissingNode)?;
+            let port = (words.get(2).and_then(|p| p.parse::<u8>().ok()))
+                .filter(|&p| p >= 1)
+                .ok_or(ServeError::MissingPort)?;
+            let trap = (words.get(3).and_then(|t| t.parse::<u16>().ok()))
+                .filter(|t| (129..=131).contains(t))
+                .ok_or(ServeError::BadPortError)?;
+            let count = match words.get(4) {
+                None => 1,
+                Some(c) => (c.parse::<u32>().ok())
+                    .filter(|c| (1..=MAX_PORT_ERRORS).contains(c))
+                    .ok_or(ServeError::BadPortError)?,
+            };
+            return Ok(Command::PortError(node.to_string(), port, trap, count));
         }
         let takes = match verb {
             "link-down" | "link-up" | "node-vfs" => 2,
@@ -144,6 +176,30 @@ mod tests {
             Err(ServeError::MissingText)
         );
         assert_eq!(Command::parse("node-desc"), Err(ServeError::MissingNode));
+        assert_eq!(
+            Command::parse("port-error S-1 3 129"),
+            Ok(Command::PortError("S-1".into(), 3, 129, 1))
+        );
+        assert_eq!(
+            Command::parse("port-error S-1 3 131 1000"),
+            Ok(Command::PortError("S-1".into(), 3, 131, 1000))
+        );
+        for bad in [
+            "port-error S-1 3 128",
+            "port-error S-1 3 129 0",
+            "port-error S-1 3 129 1001",
+            "port-error S-1 3",
+        ] {
+            assert_eq!(Command::parse(bad), Err(ServeError::BadPortError), "{bad}");
+        }
+        assert_eq!(
+            Command::parse("port-error S-1 0 129"),
+            Err(ServeError::MissingPort)
+        );
+        assert!(matches!(
+            Command::parse("port-error S-1 3 129 2 x"),
+            Err(ServeError::Extra { .. })
+        ));
         let e = Command::parse("stats now").unwrap_err().to_string();
         assert_eq!(e, "stats takes 0 argument(s); unexpected \"now\"");
         let e = Command::parse("reboot\u{1b}").unwrap_err().to_string();

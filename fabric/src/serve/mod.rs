@@ -21,7 +21,7 @@ pub mod driver;
 mod session;
 mod sys;
 
-pub use command::Command;
+pub use command::{Command, MAX_PORT_ERRORS};
 pub use driver::{ctl, serve, CtlError, ServeConfig, SocketError};
 pub use session::{Answer, Session, Transport, ECONNRESET, LOG_PER_SECOND};
 
@@ -176,6 +176,9 @@ pub enum ServeError {
     /// `dump` without a file.
     #[error("dump needs a file to write")]
     MissingPath,
+    /// `port-error` without a trap 129-131, or with a count not 1-1000.
+    #[error("port-error takes NODE PORT TRAP [COUNT]: a trap 129, 130 or 131, and 1-1000 of them")]
+    BadPortError,
     /// `node-desc` without the text.
     #[error("node-desc needs the node's new description")]
     MissingText,

@@ -398,6 +398,22 @@ impl Session {
                     clean(text)
                 )));
             }
+            Command::PortError(name, port, trap, count) => {
+                let n = self.node(name)?;
+                let name = clean(&self.fabric.topo.nodes[n].name);
+                if self.down.contains(&n) {
+                    return Err(ServeError::NotVfs(format!("{name} is down")));
+                }
+                for _ in 0..*count {
+                    self.fabric
+                        .port_error(n, *port, *trap)
+                        .map_err(|_| ServeError::MissingPort)?;
+                    self.settle();
+                }
+                return Ok(Answer::Text(format!(
+                    "ok: {name} port {port} raised trap {trap} {count} time(s)"
+                )));
+            }
             Command::Dump(path) => return Ok(Answer::Dump(path.clone())),
             // Only with the requester's credentials (`on_command`).
             Command::ReloadSm => return Err(ServeError::NoCredentials),

@@ -34,6 +34,27 @@ impl Fabric {
         Ok(())
     }
 
+    /// Port `port` of node `n` reports an error threshold crossed: trap
+    /// `number` (129 link integrity, 130 buffer overrun, 131 flow-control
+    /// watchdog), sent to the SM with the next traps (see
+    /// [`smi::sma::Sma::port_error`]).
+    pub fn port_error(&mut self, n: usize, port: u8, number: u16) -> Result<(), String> {
+        let now_ms = self.now_ns / 1_000_000;
+        let ok = match self.nodes.get_mut(n) {
+            Some(SimNode::Switch(s)) => s.port_error(port, number, now_ms),
+            Some(SimNode::Ca(c)) => c.port_error(port, number, now_ms),
+            Some(SimNode::Hypervisor(h)) => h.pf.port_error(port, number, now_ms),
+            None => return Err(format!("no node {n}")),
+        };
+        if !ok {
+            return Err(format!("node {n}: no trap {number} from port {port}"));
+        }
+        if self.nodes[n].has_traps() {
+            self.trap_nodes.insert(n);
+        }
+        Ok(())
+    }
+
     /// Applies `event` at simulated time `at_ns`.
     pub fn schedule(&mut self, at_ns: u64, event: FabricEvent) {
         self.enqueue(at_ns.max(self.now_ns), Pending::Event(event));
@@ -170,13 +191,14 @@ impl Fabric {
         resp
     }
 
-    /// The cabled port a Set(PortInfo) addresses, with its state before.
+    /// The cabled port a Set(PortInfo) addresses, with its state before
+    /// and whether it was Disabled.
     pub(super) fn watch_set_down(
         &self,
         node: usize,
         smp: &Smp,
         arrival: u8,
-    ) -> Option<(u8, PortState)> {
+    ) -> Option<(u8, PortState, bool)> {
         if smp.method() != mad_core::Method::Set
             || smp.attribute_id() != mad_core::attr::AttributeId::PortInfo
         {
@@ -187,19 +209,34 @@ impl Fabric {
             port = arrival;
         }
         self.topo.peer_of(node, port)?;
-        Some((port, self.nodes[node].port_state(port)?))
+        let disabled = self.nodes[node].port_disabled(port);
+        Some((port, self.nodes[node].port_state(port)?, disabled))
     }
 
     /// A port the SM set Down drops its link; with LinkDownDefaultState
     /// Polling the link retrains at once, so both ends come back in Init
-    /// (the "ports to Init" step of a static reconfiguration).
-    pub(super) fn retrain_if_downed(&mut self, node: usize, watch: Option<(u8, PortState)>) {
-        let Some((port, before)) = watch else { return };
+    /// (the "ports to Init" step of a static reconfiguration). A port set
+    /// Disabled (OpenSM's answer to a babbling port) stays down, and so
+    /// does its peer, until a Set enables it again (Polling), when the
+    /// link trains.
+    pub(super) fn retrain_if_downed(&mut self, node: usize, watch: Option<(u8, PortState, bool)>) {
+        let Some((port, before, was_disabled)) = watch else {
+            return;
+        };
+        let Some((m, q)) = self.topo.peer_of(node, port) else {
+            return;
+        };
+        let disabled = self.nodes[node].port_disabled(port);
+        if was_disabled && !disabled {
+            self.link_event(node, port, true);
+            self.link_event(m, q, true);
+            return;
+        }
         if before == PortState::Down || self.nodes[node].port_state(port) != Some(PortState::Down) {
             return;
         }
-        if let Some((m, q)) = self.topo.peer_of(node, port) {
-            self.link_event(m, q, false);
+        self.link_event(m, q, false);
+        if !disabled {
             self.link_event(m, q, true);
             self.link_event(node, port, true);
         }

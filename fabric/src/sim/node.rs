@@ -192,6 +192,17 @@ impl SimNode {
             SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info.port_state),
         }
     }
+    /// Whether `port` is Disabled (PortPhysicalState, as an SM or
+    /// `ibportstate disable` set it): its link stays down until enabled.
+    pub fn port_disabled(&self, port: u8) -> bool {
+        let p = usize::from(port);
+        let info = match self {
+            SimNode::Switch(s) => s.model.ports.get(p).map(|x| x.info),
+            SimNode::Ca(c) => c.model.ports.get(p).map(|x| x.info),
+            SimNode::Hypervisor(h) => h.pf.model.ports.get(p).map(|x| x.info),
+        };
+        info.is_some_and(|i| i.port_physical_state == mad_core::attr::PortPhysicalState::Disabled)
+    }
     /// How many times an SM asked `port`'s clients to reregister (a
     /// Set(PortInfo) with ClientReregister; a hypervisor's: its PF's),
     /// if the port exists.

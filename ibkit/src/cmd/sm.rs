@@ -67,7 +67,7 @@ pub struct SmArgs {
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
-    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
+    /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
     #[arg(long, value_name = "FILE")]
@@ -82,7 +82,7 @@ pub struct SmArgs {
     /// force_link_speed_ext),
     /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
-    /// sm_inactive, disable_multicast, use_mfttop, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
+    /// sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
     /// transaction_timeout/retries, max_wire_smps, max_wire_smps2, max_smps_timeout, routing_engine, partition_config_file,
@@ -185,6 +185,12 @@ pub struct SmArgs {
     /// periodic sweep (none with --sweep-ms 0).
     #[arg(long)]
     pub no_sweep_on_trap: bool,
+    /// Disable a port that sends the same trap 129, 130 or 131 (link
+    /// integrity, buffer overrun, flow-control watchdog) 250 times in a
+    /// row, as OpenSM's babbling_port_policy; without it such a port is
+    /// only routed around (from its 11th trap, until a quiet minute).
+    #[arg(long)]
+    pub babbling_port_policy: bool,
     /// Take no part in the election (OpenSM's ignore_other_sm, its -d0):
     /// ask no other SM for its SMInfo and become master whatever SMs are
     /// there. For a subnet with one SM.
@@ -396,6 +402,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             keep_pkey_indexes: file.keep_pkey_indexes != Some(false),
             honor_guid2lid_file: a.honor_guid2lid_file || file.honor_guid2lid_file == Some(true),
             sweep_on_trap: !a.no_sweep_on_trap && file.sweep_on_trap != Some(false),
+            babbling_port_policy: a.babbling_port_policy || file.babbling_port_policy == Some(true),
             ignore_other_sm: a.ignore_other_sm || file.ignore_other_sm == Some(true),
             sm_inactive: a.inactive || file.sm_inactive == Some(true),
             disable_multicast: a.disable_multicast || file.disable_multicast == Some(true),
@@ -488,6 +495,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         part_enforce: a.part_enforce,
         allow_both_pkeys: a.allow_both_pkeys.then_some(true),
         sweep_on_trap: a.no_sweep_on_trap.then_some(false),
+        babbling_port_policy: a.babbling_port_policy.then_some(true),
         ignore_other_sm: a.ignore_other_sm.then_some(true),
         sm_inactive: a.inactive.then_some(true),
         disable_multicast: a.disable_multicast.then_some(true),

@@ -171,6 +171,11 @@ pub struct SmConfig {
     /// 0xBFFF then forwards no multicast, under OpenSM too), for switches
     /// whose firmware gets it wrong.
     pub use_mfttop: bool,
+    /// OpenSM's `babbling_port_policy`: a port that has sent the same
+    /// trap 129, 130 or 131 more than 250 times in a row (no 5 s apart,
+    /// 60 s once it is unhealthy) is disabled, its link's end nearer the
+    /// SM. Off by default, as OpenSM's: such a port is only routed around.
+    pub babbling_port_policy: bool,
     /// OpenSM's `use_optimized_slvl`: a switch that advertises optimized
     /// SL-to-VL programming gets one Set(SLtoVLMappingTable) with
     /// AllInputPorts and AllOutputPorts rather than one a pair of ports.
@@ -398,6 +403,7 @@ impl Default for SmConfig {
             disable_multicast: false,
             polling_retries: 0,
             use_mfttop: true,
+            babbling_port_policy: false,
             use_optimized_slvl: true,
             allow_both_pkeys: false,
             keep_pkey_indexes: true,

@@ -317,6 +317,13 @@ impl Sm {
         self.cfg.sweep_on_trap = on;
     }
 
+    /// Sets OpenSM's `babbling_port_policy`
+    /// ([`SmConfig::babbling_port_policy`](super::SmConfig::babbling_port_policy)):
+    /// the next trap of a run past the threshold disables its port.
+    pub fn set_babbling_port_policy(&mut self, on: bool) {
+        self.cfg.babbling_port_policy = on;
+    }
+
     /// Sets how many SMPs may be outstanding at once (OpenSM's
     /// `max_wire_smps`; below 1, 1). SMPs already sent stay in flight; the
     /// next one goes out when the new window has room.

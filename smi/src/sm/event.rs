@@ -22,6 +22,25 @@ pub enum SmEvent {
         /// The highest LID assigned.
         max_lid: Lid,
     },
+    /// A port kept sending the same trap 129 (link integrity), 130
+    /// (buffer overrun) or 131 (flow-control watchdog): more than
+    /// [`NOISY_REPEATS`](super::NOISY_REPEATS) in a row, so its link is
+    /// routed around until it is quiet for a minute; or more than
+    /// [`BABBLING_REPEATS`](super::BABBLING_REPEATS) under
+    /// `babbling_port_policy`, so the SM disabled it.
+    NoisyPort {
+        /// The node of the port the traps name.
+        guid: Guid,
+        /// The port.
+        port: u8,
+        /// The trap number.
+        trap: u16,
+        /// The traps in the run, this one included.
+        repeats: u32,
+        /// The port the SM disabled (the end of the link nearer to it:
+        /// node GUID and port), or `None` (routed around).
+        disabled: Option<(Guid, u8)>,
+    },
     /// The configured routing engine could not route this fabric and
     /// another did (OpenSM logs the same and falls back to min-hop): an
     /// `lfts_file` that names a port a switch does not have.

@@ -25,7 +25,9 @@ mod lids;
 mod link;
 pub mod mcast;
 mod mkeys;
+mod noisy;
 pub use mkeys::port_m_key;
+pub use noisy::{BABBLING_REPEATS, NOISY_REPEATS};
 mod outbox;
 pub mod partitions;
 mod pkeys;
@@ -138,6 +140,9 @@ pub struct Sm {
     changed: bool,
     explored: bool,
     trap_issuers: BTreeSet<u16>,
+    /// Runs of port-error traps (129–131) and the ports they made
+    /// unhealthy.
+    noisy: noisy::NoisyPorts,
     swept: BTreeSet<usize>,
     issuers_first: bool,
     /// The switches that trapped before this sweep, read first.
@@ -231,6 +236,7 @@ impl Sm {
             changed: false,
             explored: false,
             trap_issuers: BTreeSet::new(),
+            noisy: noisy::NoisyPorts::default(),
             swept: BTreeSet::new(),
             issuers_first: false,
             sweep_issuers: Vec::new(),

@@ -84,6 +84,9 @@ impl Sm {
         // or stopped on the port: IsSM): that port's PortInfo is read
         // again, so the SA's PortInfoRecords (`saquery -s`) and the
         // election know it (OpenSM sweeps heavily for it).
+        if let Ok(mad_core::notice::TrapDetails::PortError(number, t)) = n.details() {
+            self.on_port_error(number, &t, now_ms);
+        }
         if let Ok(mad_core::notice::TrapDetails::LocalChange(t)) = n.details() {
             if let Some((node, port)) = self.db.by_lid(n.issuer_lid) {
                 let node = node.0;
@@ -132,6 +135,7 @@ impl Sm {
     /// directed route, answered by its own node), then
     /// ([`Sm::on_sweep_own_port`]) Get(SwitchInfo) of every live switch.
     pub(super) fn start_sweep(&mut self, now_ms: u64) {
+        self.age_noisy_ports(now_ms);
         self.sweep_pending = false;
         self.heavy = core::mem::take(&mut self.heavy_pending);
         self.changed = core::mem::take(&mut self.reroute_pending);

@@ -43,10 +43,13 @@ impl Sm {
                     .iter()
                     .enumerate()
                     .map(|(p, port)| match port.peer {
+                        // A link with an end that keeps reporting errors
+                        // (traps 129-131) carries no route.
                         Some((m, q))
                             if p != 0
                                 && self.db.nodes()[m].is_switch()
-                                && index[m] != usize::MAX =>
+                                && index[m] != usize::MAX
+                                && self.link_healthy(i, p as u8, (m, q)) =>
                         {
                             PortTo::Switch(index[m], q)
                         }

@@ -18,7 +18,9 @@ use mad_core::attr::modifier::{
     Block, MftSelect, Modifier, PKeyBlock, PortSelect, SlToVlPorts, VlArbSelect, Zero,
 };
 use mad_core::attr::*;
-use mad_core::notice::{Notice, NoticeType, ProducerType, Trap128, Trap144, Trap256, TrapDetails};
+use mad_core::notice::{
+    Notice, NoticeType, ProducerType, Trap128, Trap144, Trap256, TrapDetails, TrapPortError,
+};
 use mad_core::types::{Lid, MKey, PKey};
 use mad_core::{Method, Smp, Status};
 pub use mkey::MKeyCheck;
@@ -723,14 +725,19 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
     pub fn link_event(&mut self, port: u8, up: bool, now_ms: u64) {
         let Ok(p) = self.port_mut(port) else { return };
         let before = p.info.port_state;
+        // A Disabled port trains no link, whatever its peer does, until a
+        // Set enables it.
+        let disabled = p.info.port_physical_state == PortPhysicalState::Disabled;
         if up {
-            if before == PortState::Down {
+            if before == PortState::Down && !disabled {
                 p.info.port_state = PortState::Init;
                 p.info.port_physical_state = PortPhysicalState::LinkUp;
             }
         } else {
             p.info.port_state = PortState::Down;
-            p.info.port_physical_state = PortPhysicalState::Polling;
+            if !disabled {
+                p.info.port_physical_state = PortPhysicalState::Polling;
+            }
         }
         if p.info.port_state != before {
             self.port_state_changed(port, now_ms);
@@ -854,6 +861,39 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         if notices && self.can_trap(port) {
             self.raise_144(port, false, now_ms);
         }
+    }
+
+    /// Port `port` crossed one of its error thresholds: trap 129 (link
+    /// integrity: LocalLinkIntegrityErrors), 130 (buffer overrun:
+    /// ExcessiveBufferOverrunErrors) or 131 (flow-control update
+    /// watchdog) names it, raised from the node's port (a switch's port
+    /// 0) if it can trap. False for another number or a port the node
+    /// does not have.
+    pub fn port_error(&mut self, port: u8, number: u16, now_ms: u64) -> bool {
+        if !(129..=131).contains(&number) || usize::from(port) >= self.model.ports.len() {
+            return false;
+        }
+        let from = self.model.mkey_port(port);
+        if !self.can_trap(from) {
+            return true;
+        }
+        let lid = self.model.lid(from);
+        let producer = if self.model.is_switch() {
+            ProducerType::Switch
+        } else {
+            ProducerType::ChannelAdapter
+        };
+        let details = TrapDetails::PortError(
+            number,
+            TrapPortError {
+                lid,
+                port_num: port,
+            },
+        );
+        if let Ok(n) = Notice::generic(NoticeType::Urgent, producer, lid, &details) {
+            self.traps.raise(n, from, now_ms);
+        }
+        true
     }
 
     /// Raises trap 144 from `port` with its CapabilityMask and
