@@ -39,7 +39,7 @@ fn map_order(guid: u64) -> u64 {
 
 /// A node as OpenSM prints it (its `print_desc`): its name in the node
 /// name map, else its description cleaned as OpenSM cleans it.
-fn desc(names: &NodeNames, n: &SmNode) -> String {
+pub(crate) fn desc(names: &NodeNames, n: &SmNode) -> String {
     let raw = n.description.as_ref().map_or([0; 64], |d| d.node_string.0);
     names.print_desc(n.info.node_guid.0, &raw)
 }

@@ -1270,7 +1270,7 @@ fn drive(
             sa_answers += 1;
         }
         while let Some(e) = sm.poll_event() {
-            log_event(&e);
+            log_event(&e, &|g| node_label(&sm, names, g));
             if let SmEvent::SmStateChanged { state, .. } = &e {
                 // Out of standby (its master silent, or a handover), with
                 // OpenSM's honor_guid2lid_file: the guid2lid read again
@@ -1845,16 +1845,31 @@ fn gs_addr(slid: u16, sqp: u32, dlid: u16, dqp: u32) -> FrameAddr {
 
 /// An SM event in the log: the subnet up, nodes and traps at the info
 /// level, LID changes at debug.
-fn log_event(e: &SmEvent) {
+/// A node as the log names it: its GUID, and its name (the node name
+/// map's, else its NodeDescription) where it has one, as OpenSM's log
+/// gives both.
+fn node_label(sm: &Sm, names: &names::NodeNames, guid: u64) -> String {
+    let name = (sm.subnet().by_guid(mad_core::Guid(guid)))
+        .and_then(|id| sm.nodes().get(id.0))
+        .map(|n| dump::desc(names, n))
+        .filter(|d| !d.is_empty());
+    match name {
+        Some(d) => format!("{guid:#018x} ({d:?})"),
+        None => format!("{guid:#018x}"),
+    }
+}
+
+/// Logs `e`, naming nodes by `who` (their GUID and name).
+fn log_event(e: &SmEvent, who: &dyn Fn(u64) -> String) {
     match e {
         SmEvent::SubnetUp { nodes, max_lid } => {
             tracing::info!("subnet up: {nodes} nodes, LIDs up to {}", max_lid.0)
         }
         SmEvent::NodeAdded { node, guid } => {
-            tracing::debug!("node {node} added: GUID {:#018x}", guid.0)
+            tracing::debug!("node {node} added: {}", who(guid.0))
         }
         SmEvent::NodeLost { node, guid } => {
-            tracing::info!("node {node} lost: GUID {:#018x}", guid.0)
+            tracing::info!("node {node} lost: {}", who(guid.0))
         }
         SmEvent::Trap { issuer, number, .. } => {
             tracing::info!("trap {number:?} from LID {}", issuer.0)
@@ -1880,11 +1895,11 @@ fn log_event(e: &SmEvent) {
             hypervisor,
             vf,
         } => tracing::warn!(
-            "VM {} (vGUID {:#018x}, LID {}) lost: hypervisor {:#018x} came back without its VF {vf}",
+            "VM {} (vGUID {:#018x}, LID {}) lost: hypervisor {} came back without its VF {vf}",
             vm.0,
             guid.0,
             lid.0,
-            hypervisor.0
+            who(hypervisor.0)
         ),
         SmEvent::PortNotAsSet {
             guid,
@@ -1894,8 +1909,8 @@ fn log_event(e: &SmEvent) {
             m_key_held,
             ..
         } => tracing::warn!(
-            "heavy sweep: node {:#018x} port {port} held LID {} LMC {} SM LID {} {:?}{}, not LID {} LMC {} SM LID {} Active as set; setting it again",
-            guid.0,
+            "heavy sweep: node {} port {port} held LID {} LMC {} SM LID {} {:?}{}, not LID {} LMC {} SM LID {} Active as set; setting it again",
+            who(guid.0),
             found.0 .0,
             found.1,
             found.2 .0,
@@ -1908,8 +1923,8 @@ fn log_event(e: &SmEvent) {
         SmEvent::SwitchTablesNotAsSet {
             guid, found, want, ..
         } => tracing::warn!(
-            "sweep: switch {:#018x} holds LinearFDBTop {:#06x} MulticastFDBTop {:#06x}, not {:#06x} {:#06x} as set (reset?); writing its tables again",
-            guid.0,
+            "sweep: switch {} holds LinearFDBTop {:#06x} MulticastFDBTop {:#06x}, not {:#06x} {:#06x} as set (reset?); writing its tables again",
+            who(guid.0),
             found.0,
             found.1,
             want.0,
@@ -1921,11 +1936,11 @@ fn log_event(e: &SmEvent) {
             kept,
             refused,
         } => tracing::error!(
-            "duplicate GUID: node {:#018x} port {port} answers beyond node {:#018x} port {} and beyond node {:#018x} port {}; the first is kept, the second gets no link, LID or activation",
+            "duplicate GUID: node {:#018x} port {port} answers beyond node {} port {} and beyond node {} port {}; the first is kept, the second gets no link, LID or activation",
             guid.0,
-            kept.0 .0,
+            who(kept.0 .0),
             kept.1,
-            refused.0 .0,
+            who(refused.0 .0),
             refused.1
         ),
         SmEvent::DuplicatePortGuid {
@@ -1934,13 +1949,13 @@ fn log_event(e: &SmEvent) {
             refused,
             beyond,
         } => tracing::error!(
-            "duplicate port GUID: node {:#018x}, beyond node {:#018x} port {}, answers with port GUID {:#018x}, which {} of node {:#018x} holds; that one keeps it, and the new node is not added (no link, LID or activation)",
+            "duplicate port GUID: node {:#018x}, beyond node {} port {}, answers with port GUID {:#018x}, which {} of node {} holds; that one keeps it, and the new node is not added (no link, LID or activation)",
             refused.0,
-            beyond.0 .0,
+            who(beyond.0 .0),
             beyond.1,
             port_guid.0,
             holder_words(held_by.1),
-            held_by.0 .0
+            who(held_by.0 .0)
         ),
         SmEvent::DuplicateVGuid {
             vguid,
@@ -1948,11 +1963,11 @@ fn log_event(e: &SmEvent) {
             hypervisor,
             vf,
         } => tracing::error!(
-            "duplicate vGUID: VF {vf} of hypervisor {:#018x} runs a VM with GUID {:#018x}, which {} of node {:#018x} holds; that one keeps it, and the VM is not taken on",
-            hypervisor.0,
+            "duplicate vGUID: VF {vf} of hypervisor {} runs a VM with GUID {:#018x}, which {} of node {} holds; that one keeps it, and the VM is not taken on",
+            who(hypervisor.0),
             vguid.0,
             holder_words(held_by.1),
-            held_by.0 .0
+            who(held_by.0 .0)
         ),
         SmEvent::NoisyPort {
             guid,
@@ -1962,13 +1977,13 @@ fn log_event(e: &SmEvent) {
             disabled,
         } => match disabled {
             Some((g, p)) => tracing::error!(
-                "node {:#018x} port {port}: trap {trap} {repeats} times in a row; disabled port {p} of {:#018x} (babbling_port_policy)",
-                guid.0,
-                g.0
+                "node {} port {port}: trap {trap} {repeats} times in a row; disabled port {p} of {} (babbling_port_policy)",
+                who(guid.0),
+                who(g.0)
             ),
             None => tracing::error!(
-                "node {:#018x} port {port}: trap {trap} {repeats} times in a row; unhealthy, its link routed around until it is quiet for a minute",
-                guid.0
+                "node {} port {port}: trap {trap} {repeats} times in a row; unhealthy, its link routed around until it is quiet for a minute",
+                who(guid.0)
             ),
         },
         SmEvent::RoutingFellBack { wanted, used, reason } => tracing::error!(
@@ -2037,6 +2052,37 @@ fn holder_words(vf: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log names a node by its GUID and its name: the node name
+    /// map's where it has one, else its NodeDescription; a GUID no node
+    /// has, by the GUID alone.
+    #[test]
+    fn the_log_names_nodes_by_guid_and_name() {
+        let (_, sm, up) = fabric::sim::bring_up(
+            "mport-ntree:4:2",
+            fabric::sim::SimConfig::default(),
+            SmConfig::default(),
+        )
+        .unwrap();
+        assert!(up);
+        let sw = sm.nodes().iter().find(|n| n.is_switch()).unwrap();
+        let (guid, d) = (
+            sw.info.node_guid.0,
+            dump::desc(&names::NodeNames::default(), sw),
+        );
+        assert!(!d.is_empty());
+        let none = names::NodeNames::default();
+        assert_eq!(
+            node_label(&sm, &none, guid),
+            format!("{guid:#018x} ({d:?})")
+        );
+        let map = names::parse_node_name_map(&format!("{guid:#018x} \"spine-7\"\n")).unwrap();
+        assert_eq!(
+            node_label(&sm, &map, guid),
+            format!("{guid:#018x} (\"spine-7\")")
+        );
+        assert_eq!(node_label(&sm, &none, 0x1234), "0x0000000000001234");
+    }
 
     /// `sweep_ms` 0 is no periodic sweep (OpenSM's `sweep_interval 0`),
     /// as is `--once`; the M_Key settings reach the SM.
