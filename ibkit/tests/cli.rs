@@ -799,6 +799,21 @@ fn a_broken_root_guid_file_is_refused_with_its_place_before_the_fabric_is_touche
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/r"), "{err}");
+    // The routing order file is read as OpenSM reads it, as the roots.
+    let (code, _, err) = ibkit(
+        &[
+            "sm",
+            "--once",
+            "--guid-routing-order-file",
+            bad.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("guid_routing_order_file") && err.contains("line 3, column 3"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1051,3 +1051,175 @@ fn sighup_reads_the_lfts_file_again() {
     println!("{spec}: SIGHUP with one route of the lfts_file moved: dumped {took:.1?} later; a broken file kept the tables");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A site's routing order (OpenSM's `guid_routing_order_file`, `-X`):
+/// one host of each of fat-tree-324's 18 leaves named, in reverse, to
+/// OpenSM (min-hop) and to `ibkit sm --guid-routing-order-file` on
+/// ibsim. At every leaf, as `ibroute` reads it, the named hosts' routes
+/// spread over the leaf's up ports with at most one route between the
+/// most and the least used port, under both SMs.
+#[test]
+fn both_sms_spread_the_ports_a_routing_order_names() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    use mad_core::attr::NodeType;
+    let spec = "fat-tree-324";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-order-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (osm, cache) = (dir.join("osm"), dir.join("ibkit-cache"));
+    for d in [&osm, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // Leaves, their up ports, and one host of each (its port GUID).
+    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
+    let mut leaves = Vec::new();
+    let mut hosts = Vec::new();
+    for i in (0..topo.nodes.len()).filter(|&i| switch(i)) {
+        let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
+            .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
+            .collect();
+        if let Some(&(_, ca)) = peers.iter().find(|&&(_, m)| !switch(m)) {
+            let up: Vec<u8> = peers
+                .iter()
+                .filter(|&&(_, m)| switch(m))
+                .map(|x| x.0)
+                .collect();
+            leaves.push((topo.nodes[i].guid, up));
+            hosts.push(topo.nodes[ca].guid + 1);
+        }
+    }
+    assert_eq!(leaves.len(), 18);
+    let order = dir.join("order");
+    let text: String = hosts.iter().rev().map(|g| format!("{g:#018x}\n")).collect();
+    std::fs::write(&order, text).unwrap();
+    let order_s = order.to_str().unwrap();
+    // The worst spread over the leaves, from ibroute, at LIDs `lids`.
+    let spread = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| -> usize {
+        let mut worst = 0;
+        for (leaf, up) in &leaves {
+            let held = ibroute(sim, lids[leaf]);
+            let counts: Vec<usize> = (up.iter())
+                .map(|p| {
+                    hosts
+                        .iter()
+                        .filter(|h| held.get(&lids[h]) == Some(p))
+                        .count()
+                })
+                .collect();
+            worst = worst.max(counts.iter().max().unwrap() - counts.iter().min().unwrap());
+        }
+        worst
+    };
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let out = (sim.client("opensm"))
+        .env("OSM_CACHE_DIR", &osm)
+        .env("OSM_TMP_DIR", &osm)
+        .args(["-o", "-X", order_s, "-f"])
+        .arg(osm.join("opensm.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm: {out:?}");
+    let theirs = spread(&sim, &guid2lid(&osm.join("guid2lid")));
+    drop(sim);
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let c = cache.to_str().unwrap();
+    let v = ibkit_sm(
+        &sim,
+        &["--guid-routing-order-file", order_s, "--cache-dir", c],
+    );
+    assert_eq!(v["up"], true);
+    let ours = spread(&sim, &guid2lid(&cache.join("guid2lid")));
+    drop(sim);
+    assert!(theirs <= 1, "OpenSM: {theirs}");
+    assert!(ours <= 1, "ibkit: {ours}");
+    println!(
+        "{spec}: one host of each of 18 leaves routed first: at worst {theirs} (OpenSM) and {ours} (ibkit) \
+         route(s) between a leaf's most and least used up ports, as ibroute reads them"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGHUP reads the routing order again (OpenSM reads its
+/// `guid_routing_order_file` at each routing): on the served fabric,
+/// `ibkit sm --guid-routing-order-file F` with F naming no port; F
+/// rewritten to name every host, last first, and `ctl reload-sm` sent,
+/// the SM routes again and its LFT dump changes; a broken F keeps the
+/// tables.
+#[test]
+fn sighup_reads_the_routing_order_again() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    use std::time::{Duration, Instant};
+    use tests::peers::Simulator as _;
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-order-hup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dump = dir.join("dump");
+    std::fs::create_dir_all(&dump).unwrap();
+    let order = dir.join("order");
+    std::fs::write(&order, "# none yet\n").unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+    let args = [
+        "--guid-routing-order-file",
+        order.to_str().unwrap(),
+        "--dump-dir",
+        dump.to_str().unwrap(),
+    ];
+    let sm = tests::peers::start_ibkit_sm(exe, &sim, &args, Duration::from_secs(30)).unwrap();
+    let dumped = || {
+        let t = std::fs::read_to_string(dump.join("opensm-lfts.dump")).unwrap_or_default();
+        t.ends_with("lids dumped\n").then(|| routes_by_guid(&t))
+    };
+    let t0 = Instant::now();
+    let first = loop {
+        if let Some(r) = dumped() {
+            break r;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no LFT dump");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let hosts: String = (topo.nodes.iter().rev())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| format!("{:#018x}\n", n.guid + 1))
+        .collect();
+    std::fs::write(&order, hosts).unwrap();
+    let said = sim.control("reload-sm").unwrap().unwrap();
+    assert!(said.starts_with("ok: SIGHUP"), "{said}");
+    let t0 = Instant::now();
+    let second = loop {
+        match dumped() {
+            Some(r) if r != first => break r,
+            _ => {}
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the tables did not change"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = t0.elapsed();
+    let moved: usize = (second.iter())
+        .map(|(sw, t)| {
+            t.iter()
+                .filter(|(g, p)| first[sw].get(g) != Some(p))
+                .count()
+        })
+        .sum();
+    std::fs::write(&order, "0xnothing\n").unwrap();
+    sim.control("reload-sm").unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        dumped().as_ref(),
+        Some(&second),
+        "a broken file keeps the tables"
+    );
+    let (clean, _) = sm.stop(Duration::from_secs(10));
+    assert!(clean);
+    println!("{spec}: SIGHUP with every host named, last first: {moved} routes moved, dumped {took:.1?} later; a broken file kept them");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -58,6 +58,7 @@
 //! use_original_extended_sa_rates_only = false   # true: the SA's rates 300 Gb/s at most, no 2x/HDR/NDR codes (OpenSM's)
 //! max_rate_enum = 63        # the highest rate code the SA answers: 2-24, 63 no limit (OpenSM 3.3.24's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
+//! guid_routing_order_file = "order"  # port GUIDs min-hop and updn route first, a GUID a line (OpenSM's)
 //! lfts_file = "opensm-lfts.dump"  # the file engine's tables, in OpenSM's LFT dump layout (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -142,6 +143,7 @@ struct Raw {
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
     lfts_file: Option<PathBuf>,
+    guid_routing_order_file: Option<PathBuf>,
     node_name_map: Option<PathBuf>,
     fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
@@ -276,6 +278,8 @@ pub struct SmFile {
     pub root_guid_file: Option<PathBuf>,
     /// The `file` engine's tables (OpenSM's `lfts_file`).
     pub lfts_file: Option<PathBuf>,
+    /// The ports routed first (OpenSM's `guid_routing_order_file`).
+    pub guid_routing_order_file: Option<PathBuf>,
     /// The node name map (OpenSM's `node_name_map_name`).
     pub node_name_map: Option<PathBuf>,
     /// The caches and the SA's database synced to the disk as they are
@@ -590,6 +594,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
         lfts_file: path(&raw.lfts_file),
+        guid_routing_order_file: path(&raw.guid_routing_order_file),
         node_name_map: path(&raw.node_name_map),
         fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
@@ -679,7 +684,7 @@ mod tests {
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
-                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\n\
+                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nguid_routing_order_file = \"order\"\n\
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
@@ -728,6 +733,10 @@ mod tests {
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
         assert_eq!(f.lfts_file, Some(PathBuf::from("/etc/ibkit/lfts")));
+        assert_eq!(
+            f.guid_routing_order_file,
+            Some(PathBuf::from("/etc/ibkit/order"))
+        );
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
         assert_eq!(f.allow_both_pkeys, Some(true));
         assert_eq!(f.keep_pkey_indexes, Some(false));

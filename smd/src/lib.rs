@@ -195,6 +195,10 @@ pub struct SmdConfig {
     /// layout of `opensm-lfts.dump`: read at start and on SIGHUP, and
     /// only under `--routing file`.
     pub lfts_file: Option<PathBuf>,
+    /// The ports min-hop and up*/down* route first, a port GUID a line
+    /// (OpenSM's `guid_routing_order_file`, `-X`): read at start and on
+    /// SIGHUP.
+    pub guid_routing_order_file: Option<PathBuf>,
     /// The names the dumps give nodes, by node GUID (OpenSM's
     /// `node_name_map_name`, infiniband-diags' `--node-name-map`), read at
     /// start.
@@ -346,6 +350,7 @@ impl Default for SmdConfig {
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
             lfts_file: None,
+            guid_routing_order_file: None,
             node_name_map: None,
             fsync_high_avail_files: true,
             part_enforce: PartEnforce::Both,
@@ -402,6 +407,15 @@ pub fn read_partitions(path: &std::path::Path) -> Result<PartitionConfig, SmdErr
 /// or why not, as "FILE: line L, column C: reason".
 pub fn read_root_guids(path: &std::path::Path) -> Result<Vec<u64>, SmdError> {
     let bad = |why: String| SmdError::RootGuids(format!("{}: {why}", path.display()));
+    let text = read_bounded(path).map_err(bad)?;
+    opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
+}
+
+/// The port GUIDs in `path` (OpenSM's `guid_routing_order_file`, in the
+/// syntax of its `root_guid_file`), or why not, as "FILE: line L, column
+/// C: reason".
+pub fn read_routing_order(path: &std::path::Path) -> Result<Vec<u64>, SmdError> {
+    let bad = |why: String| SmdError::RoutingOrder(format!("{}: {why}", path.display()));
     let text = read_bounded(path).map_err(bad)?;
     opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
 }
@@ -602,6 +616,9 @@ pub enum SmdError {
     /// The root GUID file cannot be read or is refused.
     #[error("root_guid_file: {0}")]
     RootGuids(String),
+    /// The routing order file cannot be read or is refused.
+    #[error("guid_routing_order_file: {0}")]
+    RoutingOrder(String),
     /// The `file` engine's LFT file cannot be read or is refused.
     #[error("lfts_file: {0}")]
     LftsFile(String),
@@ -708,6 +725,10 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     // The file engine's tables: a broken file is refused before the
     // fabric is touched, with its place.
     lfts_for(c, false)?;
+    c.guid_routing_order_file
+        .as_deref()
+        .map(read_routing_order)
+        .transpose()?;
     // Read once, before the fabric is touched.
     let names = match &c.node_name_map {
         Some(p) => {
@@ -895,6 +916,14 @@ fn drive(
         );
     }
     cfg.lfts_file = lfts_for(c, true)?;
+    if let Some(p) = &c.guid_routing_order_file {
+        cfg.routing_order = read_routing_order(p)?;
+        tracing::info!(
+            "routing order: {} port GUID(s) from {}",
+            cfg.routing_order.len(),
+            p.display()
+        );
+    }
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
     if c.sm_inactive {
@@ -950,6 +979,7 @@ fn drive(
         qos_policy: c.qos_policy.clone(),
         root_guid_file: c.root_guid_file.clone(),
         lfts_file: c.lfts_file.clone(),
+        guid_routing_order_file: c.guid_routing_order_file.clone(),
     };
     // The subnet changed since the dumps were written.
     let mut dirty = false;
@@ -1454,6 +1484,7 @@ struct Files {
     qos_policy: Option<PathBuf>,
     root_guid_file: Option<PathBuf>,
     lfts_file: Option<PathBuf>,
+    guid_routing_order_file: Option<PathBuf>,
 }
 
 /// Logs what an `opensm.conf` at `file` has that ibkit does not apply:
@@ -1634,6 +1665,8 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
     files.qos_policy = g.qos_policy.clone().or(f.qos_policy.clone());
     files.root_guid_file = g.root_guid_file.clone().or(f.root_guid_file.clone());
     files.lfts_file = g.lfts_file.clone().or(f.lfts_file.clone());
+    files.guid_routing_order_file =
+        (g.guid_routing_order_file.clone()).or(f.guid_routing_order_file.clone());
     let qos = g.qos == Some(true) || f.qos == Some(true) || files.qos_config.is_some();
     if files.qos && !qos {
         tracing::warn!("QoS stays on until the SM restarts");
@@ -1790,13 +1823,10 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
             Err(e) => tracing::error!("{e}; the partitions in force are kept"),
         }
     }
-    // OpenSM reads its root_guid_file again at each routing; here at
-    // SIGHUP, and new roots route again (only the blocks that change).
-    let roots = match &files.root_guid_file {
-        Some(p) => read_root_guids(p).map(|g| (g, p.display().to_string())),
-        None => Ok((Vec::new(), "none named".to_string())),
-    };
-    match roots {
+    // OpenSM reads its root_guid_file and guid_routing_order_file again
+    // at each routing; here at SIGHUP, and a change routes again (only
+    // the blocks that change).
+    match reread_guids(files.root_guid_file.as_deref(), read_root_guids) {
         Ok((guids, from)) => {
             let n = guids.len();
             if sm.set_root_guids(guids, now_ms) {
@@ -1804,6 +1834,15 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
             }
         }
         Err(e) => tracing::error!("{e}; the roots in force are kept"),
+    }
+    match reread_guids(files.guid_routing_order_file.as_deref(), read_routing_order) {
+        Ok((guids, from)) => {
+            let n = guids.len();
+            if sm.set_routing_order(guids, now_ms) {
+                tracing::info!("routing order: {n} port GUID(s) ({from}); routing again");
+            }
+        }
+        Err(e) => tracing::error!("{e}; the routing order in force is kept"),
     }
     // The file engine's tables: read again, and routed again where they
     // changed (OpenSM reads its lfts_file at each routing).
@@ -1820,6 +1859,18 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
             }
             Err(e) => tracing::error!("{e}; the tables in force are kept"),
         }
+    }
+}
+
+/// A GUID file named at `path` read again (none named: no GUIDs), with
+/// where the GUIDs came from.
+fn reread_guids(
+    path: Option<&Path>,
+    read: fn(&Path) -> Result<Vec<u64>, SmdError>,
+) -> Result<(Vec<u64>, String), SmdError> {
+    match path {
+        Some(p) => read(p).map(|g| (g, p.display().to_string())),
+        None => Ok((Vec::new(), "none named".to_string())),
     }
 }
 

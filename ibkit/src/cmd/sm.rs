@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, node_name_map_name, fsync_high_avail_files,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
@@ -163,6 +163,12 @@ pub struct SmArgs {
     /// that names a port a switch lacks makes the SM route min-hop.
     #[arg(long, value_name = "FILE")]
     pub lfts_file: Option<std::path::PathBuf>,
+    /// Route these ports first, a port GUID a line (OpenSM's
+    /// guid_routing_order_file, -X): min-hop and up*/down* spread them
+    /// evenly over every switch's equal-cost ports before any other; a
+    /// GUID no port has is skipped. Read again on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub guid_routing_order_file: Option<std::path::PathBuf>,
     /// Name nodes in the dumps by this node name map (`GUID "name"` a
     /// line, as infiniband-diags' --node-name-map and OpenSM's
     /// node_name_map_name); a node it does not name keeps its
@@ -395,6 +401,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
             root_guid_file: a.root_guid_file.clone().or(file.root_guid_file),
             lfts_file: a.lfts_file.clone().or(file.lfts_file),
+            guid_routing_order_file: (a.guid_routing_order_file.clone())
+                .or(file.guid_routing_order_file),
             node_name_map: a.node_name_map.clone().or(file.node_name_map),
             fsync_high_avail_files: file.fsync_high_avail_files != Some(false),
             part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
@@ -491,6 +499,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         no_clients_rereg: a.no_clients_rereg.then_some(true),
         root_guid_file: a.root_guid_file.clone(),
         lfts_file: a.lfts_file.clone(),
+        guid_routing_order_file: a.guid_routing_order_file.clone(),
         node_name_map: a.node_name_map.clone(),
         part_enforce: a.part_enforce,
         allow_both_pkeys: a.allow_both_pkeys.then_some(true),

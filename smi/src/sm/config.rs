@@ -132,6 +132,12 @@ pub struct SmConfig {
     /// `None`: that engine routes min-hop, as OpenSM's does without a
     /// file. Other engines ignore it.
     pub lfts_file: Option<super::lft_file::LftFile>,
+    /// Port GUIDs whose LIDs min-hop and up*/down* route first, in this
+    /// order (OpenSM's `guid_routing_order_file`), so each switch spreads
+    /// them over its equal-cost ports before any other destination. A
+    /// GUID no port has is skipped, and so is one named again, as OpenSM
+    /// skips them.
+    pub routing_order: Vec<u64>,
     /// Which partition enforcement bits the switch ports cabled to CAs
     /// get (OpenSM's `part_enforce`; `no_partition_enforcement` is
     /// [`PartEnforce::Off`]). Only with a partition configuration.
@@ -396,6 +402,7 @@ impl Default for SmConfig {
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guids: Vec::new(),
             lfts_file: None,
+            routing_order: Vec::new(),
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,

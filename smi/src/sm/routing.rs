@@ -32,6 +32,12 @@ pub struct Graph {
     /// `root_guid_file`); empty: the engine picks them
     /// ([`super::updn::roots`]).
     pub roots: Vec<usize>,
+    /// LIDs routed first, in this order (OpenSM's
+    /// `guid_routing_order_file`: the ports a site names, each port's
+    /// LIDs in ascending order), so that min-hop and up*/down* spread
+    /// them over a switch's equal-cost ports before any other; empty:
+    /// the engine's own order.
+    pub order: Vec<u16>,
 }
 
 /// Every destination LID with the switch it hangs off and the port there,
@@ -55,6 +61,21 @@ pub fn destinations(g: &Graph) -> Vec<(u16, usize, u8)> {
         dests.sort_unstable_by_key(|&(l, s, p)| (s, p, l));
     }
     dests
+}
+
+/// Moves the destinations whose LID `order` names to the front, in
+/// `order`'s order; the rest keep theirs.
+pub fn order_first(dests: &mut [(u16, usize, u8)], order: &[u16]) {
+    if order.is_empty() {
+        return;
+    }
+    let mut rank = alloc::collections::BTreeMap::new();
+    for (i, &lid) in order.iter().enumerate() {
+        rank.entry(lid).or_insert(i);
+    }
+    // A stable sort: the named first by their rank, the rest after, as
+    // they were.
+    dests.sort_by_key(|d| rank.get(&d.0).copied().unwrap_or(usize::MAX));
 }
 
 /// Per LID, its offset into the `2^LMC` LIDs of the port that holds it: a
@@ -169,6 +190,7 @@ pub fn minhop_into(
     let mut dests = destinations(g);
     dests.sort_unstable();
     dests.retain(|d| want(d));
+    order_first(&mut dests, &g.order);
     // Under LMC, the LIDs above a port's base follow its base's route,
     // turned level by level ([`lmc_spread`]).
     let offsets = lid_offsets(g);
@@ -306,6 +328,7 @@ mod tests {
             lid: vec![1, 2, 3, 4],
             extra: Vec::new(),
             roots: Vec::new(),
+            order: Vec::new(),
         }
     }
 
@@ -323,6 +346,7 @@ mod tests {
             lid: vec![1, 2, 3, 4],
             extra: Vec::new(),
             roots: Vec::new(),
+            order: Vec::new(),
         };
         let mut lft = minhop(&g, 4);
         let computed = lft[0][4];

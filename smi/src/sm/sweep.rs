@@ -775,6 +775,23 @@ impl Sm {
         true
     }
 
+    /// The ports routed first become `guids` ([`SmConfig::routing_order`](super::SmConfig::routing_order);
+    /// OpenSM reads its `guid_routing_order_file` again at each routing):
+    /// on a running subnet a sweep starts that routes again and sends the
+    /// LFT blocks that change. False (nothing done) when they are the
+    /// order already.
+    pub fn set_routing_order(&mut self, guids: Vec<u64>, now_ms: u64) -> bool {
+        if self.cfg.routing_order == guids {
+            return false;
+        }
+        self.cfg.routing_order = guids;
+        if self.up {
+            self.reroute_pending = true;
+            self.request_sweep(now_ms);
+        }
+        true
+    }
+
     /// The tables of the `file` engine become `file`
     /// ([`SmConfig::lfts_file`](super::SmConfig::lfts_file); OpenSM reads its
     /// `lfts_file` again at each routing): under that engine, on a

@@ -81,6 +81,7 @@ impl Sm {
             .collect();
         g.roots.sort_unstable();
         g.roots.dedup();
+        g.order = self.routing_order_lids();
         (self.db.lfts, self.db.ftree_applied) = match self.cfg.routing {
             Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid),
             Engine::File if self.cfg.lfts_file.is_some() => match self.file_routes(&g) {
@@ -175,6 +176,30 @@ impl Sm {
         } else {
             base.saturating_add(lid & mask)
         }
+    }
+
+    /// The LIDs of [`SmConfig::routing_order`]'s ports, each port's in
+    /// ascending order (its base first), a port named twice once.
+    fn routing_order_lids(&self) -> Vec<u16> {
+        let mut seen = BTreeSet::new();
+        let mut lids = Vec::new();
+        for &guid in &self.cfg.routing_order {
+            let Some((node, vf)) = self.db.by_port_guid(mad_core::Guid(guid)) else {
+                continue;
+            };
+            if !seen.insert((node.0, vf)) {
+                continue;
+            }
+            let n = &self.db.nodes()[node.0];
+            let (base, count) = match vf {
+                0 => (n.lid, 1u16 << self.db.lmc_of(node.0)),
+                vf => (n.vfs.get(usize::from(vf) - 1).map_or(0, |v| v.lid), 1),
+            };
+            if base != 0 {
+                lids.extend((0..count).map(|k| base.saturating_add(k)));
+            }
+        }
+        lids
     }
 
     /// The switch graph the routes were computed on.

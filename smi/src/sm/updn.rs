@@ -110,7 +110,8 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
         .filter(|&r| r != u32::MAX)
         .max()
         .unwrap_or(0);
-    let dests = super::routing::destinations(g);
+    let mut dests = super::routing::destinations(g);
+    super::routing::order_first(&mut dests, &g.order);
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
     let mut load: Vec<Vec<u32>> = g.ports.iter().map(|p| vec![0u32; p.len()]).collect();
     let mut reached = vec![false; n];
