@@ -47,25 +47,62 @@ struct Run {
 pub(super) struct NoisyPorts {
     /// (trap number, LID, port) → its run.
     runs: BTreeMap<(u16, u16, u8), Run>,
+    /// The unhealthy ports, (node, port) → how many runs made them so.
+    sick: BTreeMap<(usize, u8), usize>,
+    /// The earliest end of a run (none past it needs looking at before).
+    earliest_ms: u64,
 }
 
 impl NoisyPorts {
     /// Ends the runs silent since `now_ms`; true when a port they had
     /// made unhealthy is healthy again.
     fn expire(&mut self, now_ms: u64) -> bool {
-        let before = self.unhealthy_count();
-        self.runs.retain(|_, r| r.until_ms > now_ms);
-        self.unhealthy_count() != before
+        if self.runs.is_empty() || self.earliest_ms > now_ms {
+            return false;
+        }
+        let ended: Vec<(u16, u16, u8)> = (self.runs.iter())
+            .filter(|(_, r)| r.until_ms <= now_ms)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut healed = false;
+        for k in ended {
+            healed |= self.remove(&k);
+        }
+        self.earliest_ms = self.runs.values().map(|r| r.until_ms).min().unwrap_or(0);
+        healed
     }
 
-    fn unhealthy_count(&self) -> usize {
-        let set: BTreeSet<(usize, u8)> = self.runs.values().filter_map(|r| r.unhealthy).collect();
-        set.len()
+    /// Drops the run `key`; true when its port is healthy again.
+    fn remove(&mut self, key: &(u16, u16, u8)) -> bool {
+        let Some(port) = self.runs.remove(key).and_then(|r| r.unhealthy) else {
+            return false;
+        };
+        match self.sick.get_mut(&port) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => self.sick.remove(&port).is_some(),
+        }
+    }
+
+    /// Marks the port of the run `key` unhealthy; true when it was not.
+    fn mark(&mut self, key: (u16, u16, u8), node: usize, port: u8) -> bool {
+        let Some(r) = self.runs.get_mut(&key) else {
+            return false;
+        };
+        if r.unhealthy.is_some() {
+            return false;
+        }
+        r.unhealthy = Some((node, port));
+        let n = self.sick.entry((node, port)).or_insert(0);
+        *n += 1;
+        *n == 1
     }
 
     /// Whether port `port` of node `i` is unhealthy.
     pub(super) fn is_unhealthy(&self, i: usize, port: u8) -> bool {
-        self.runs.values().any(|r| r.unhealthy == Some((i, port)))
+        self.sick.contains_key(&(i, port))
     }
 }
 
@@ -89,7 +126,9 @@ impl Sm {
                 .min_by_key(|(_, r)| r.until_ms)
                 .map(|(k, _)| *k);
             if let Some(k) = nearest {
-                self.noisy.runs.remove(&k);
+                if self.noisy.remove(&k) {
+                    self.reroute_pending = true;
+                }
             }
         }
         let run = self.noisy.runs.entry(key).or_insert(Run {
@@ -99,6 +138,10 @@ impl Sm {
         });
         run.count = run.count.saturating_add(1);
         run.until_ms = now_ms + aging;
+        let until = run.until_ms;
+        if self.noisy.runs.len() == 1 || until < self.noisy.earliest_ms {
+            self.noisy.earliest_ms = until;
+        }
         if before < NOISY_REPEATS {
             return;
         }
@@ -113,7 +156,7 @@ impl Sm {
         let guid = self.db.nodes()[node].info.node_guid;
         if before >= BABBLING_REPEATS && self.cfg.babbling_port_policy {
             if let Some((i, p)) = self.disable_port(node, port) {
-                self.noisy.runs.remove(&key);
+                self.noisy.remove(&key);
                 self.emit(SmEvent::NoisyPort {
                     guid,
                     port,
@@ -124,7 +167,7 @@ impl Sm {
                 return;
             }
         }
-        if run_is_new_unhealthy(&mut self.noisy, key, node, port) {
+        if self.noisy.mark(key, node, port) {
             self.emit(SmEvent::NoisyPort {
                 guid,
                 port,
@@ -165,10 +208,7 @@ impl Sm {
     /// Ports that keep reporting errors and are routed around, as (node,
     /// port) of [`Sm::nodes`].
     pub fn unhealthy_ports(&self) -> Vec<(usize, u8)> {
-        let set: BTreeSet<(usize, u8)> = (self.noisy.runs.values())
-            .filter_map(|r| r.unhealthy)
-            .collect();
-        set.into_iter().collect()
+        self.noisy.sick.keys().copied().collect()
     }
 
     /// Whether the link at port `p` of switch node `i` (to another
@@ -186,17 +226,32 @@ impl Sm {
     }
 }
 
-/// Marks the port of the run `key` unhealthy; true when no run had it
-/// unhealthy before.
-fn run_is_new_unhealthy(
-    noisy: &mut NoisyPorts,
-    key: (u16, u16, u8),
-    node: usize,
-    port: u8,
-) -> bool {
-    let new = !noisy.is_unhealthy(node, port);
-    if let Some(r) = noisy.runs.get_mut(&key) {
-        r.unhealthy = Some((node, port));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sm::SmConfig;
+
+    /// A flood of traps that each start a run of their own (any LID, any
+    /// port, any of the three numbers) keeps at most [`MAX_RUNS`] runs,
+    /// and the runs end after their silence.
+    #[test]
+    fn a_flood_of_distinct_traps_stays_bounded() {
+        let mut sm = Sm::new(SmConfig::default());
+        for k in 0..MAX_RUNS as u32 + 1000 {
+            let t = TrapPortError {
+                lid: Lid((k % 60_000) as u16 + 1),
+                port_num: (k / 60_000) as u8,
+            };
+            sm.on_port_error(129 + (k % 3) as u16, &t, u64::from(k));
+            assert!(sm.noisy.runs.len() <= MAX_RUNS);
+        }
+        assert_eq!(sm.noisy.runs.len(), MAX_RUNS);
+        assert!(sm.unhealthy_ports().is_empty(), "no LID of a node");
+        let t = TrapPortError {
+            lid: Lid(1),
+            port_num: 1,
+        };
+        sm.on_port_error(129, &t, 10_000_000);
+        assert_eq!(sm.noisy.runs.len(), 1, "the others ended");
     }
-    new
 }
