@@ -99,6 +99,11 @@ fn a_noisy_link_is_routed_around_until_it_is_quiet_for_a_minute() {
     f.run(&mut sm);
     assert!(sm.unhealthy_ports().is_empty());
     assert!(routed_out(&sm, i, p) > 0);
+    let g = sm.nodes()[i].info.node_guid;
+    let said: Vec<SmEvent> = std::iter::from_fn(|| sm.poll_event())
+        .filter(|e| matches!(e, SmEvent::PortQuiet { .. }))
+        .collect();
+    assert_eq!(said, [SmEvent::PortQuiet { guid: g, port: p }]);
     println!(
         "{SPEC}: {before} LIDs out of the noisy port; none after the 11th trap 129, every LID still reached; \
          routed over again after a minute of silence"

@@ -740,7 +740,8 @@ impl Sa {
             | SmEvent::DuplicatePortGuid { .. }
             | SmEvent::DuplicateVGuid { .. }
             | SmEvent::RoutingFellBack { .. }
-            | SmEvent::NoisyPort { .. } => {}
+            | SmEvent::NoisyPort { .. }
+            | SmEvent::PortQuiet { .. } => {}
         }
     }
 

@@ -2037,6 +2037,10 @@ fn log_event(e: &SmEvent, who: &dyn Fn(u64) -> String) {
                 who(guid.0)
             ),
         },
+        SmEvent::PortQuiet { guid, port } => tracing::info!(
+            "node {} port {port}: no trap 129-131 for a minute; its link is routed over again",
+            who(guid.0)
+        ),
         SmEvent::RoutingFellBack { wanted, used, reason } => tracing::error!(
             "routing: {} cannot route this fabric ({reason}); routed {} instead, as OpenSM would",
             wanted.name(),

@@ -41,6 +41,15 @@ pub enum SmEvent {
         /// node GUID and port), or `None` (routed around).
         disabled: Option<(Guid, u8)>,
     },
+    /// A port that was routed around for its traps 129-131
+    /// ([`SmEvent::NoisyPort`]) sent none for a minute: its link carries
+    /// routes again from the next routing.
+    PortQuiet {
+        /// Its node.
+        guid: Guid,
+        /// The port.
+        port: u8,
+    },
     /// The configured routing engine could not route this fabric and
     /// another did (OpenSM logs the same and falls back to min-hop): an
     /// `lfts_file` that names a port a switch does not have.

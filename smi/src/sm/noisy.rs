@@ -54,35 +54,30 @@ pub(super) struct NoisyPorts {
 }
 
 impl NoisyPorts {
-    /// Ends the runs silent since `now_ms`; true when a port they had
-    /// made unhealthy is healthy again.
-    fn expire(&mut self, now_ms: u64) -> bool {
+    /// Ends the runs silent since `now_ms`: the ports they had made
+    /// unhealthy that are healthy again.
+    fn expire(&mut self, now_ms: u64) -> Vec<(usize, u8)> {
         if self.runs.is_empty() || self.earliest_ms > now_ms {
-            return false;
+            return Vec::new();
         }
         let ended: Vec<(u16, u16, u8)> = (self.runs.iter())
             .filter(|(_, r)| r.until_ms <= now_ms)
             .map(|(k, _)| *k)
             .collect();
-        let mut healed = false;
-        for k in ended {
-            healed |= self.remove(&k);
-        }
+        let healed = ended.iter().filter_map(|k| self.remove(k)).collect();
         self.earliest_ms = self.runs.values().map(|r| r.until_ms).min().unwrap_or(0);
         healed
     }
 
-    /// Drops the run `key`; true when its port is healthy again.
-    fn remove(&mut self, key: &(u16, u16, u8)) -> bool {
-        let Some(port) = self.runs.remove(key).and_then(|r| r.unhealthy) else {
-            return false;
-        };
+    /// Drops the run `key`: its port, if that is healthy again.
+    fn remove(&mut self, key: &(u16, u16, u8)) -> Option<(usize, u8)> {
+        let port = self.runs.remove(key)?.unhealthy?;
         match self.sick.get_mut(&port) {
             Some(n) if *n > 1 => {
                 *n -= 1;
-                false
+                None
             }
-            _ => self.sick.remove(&port).is_some(),
+            _ => self.sick.remove(&port).map(|_| port),
         }
     }
 
@@ -111,9 +106,7 @@ impl Sm {
     /// reporting is routed around, and a babbling one disabled (see the
     /// module's notes).
     pub(super) fn on_port_error(&mut self, number: u16, t: &TrapPortError, now_ms: u64) {
-        if self.noisy.expire(now_ms) {
-            self.reroute_pending = true;
-        }
+        self.age_noisy_ports(now_ms);
         let key = (number, t.lid.0, t.port_num);
         let before = self.noisy.runs.get(&key).map_or(0, |r| r.count);
         let aging = if before >= NOISY_REPEATS {
@@ -125,10 +118,8 @@ impl Sm {
             let nearest = (self.noisy.runs.iter())
                 .min_by_key(|(_, r)| r.until_ms)
                 .map(|(k, _)| *k);
-            if let Some(k) = nearest {
-                if self.noisy.remove(&k) {
-                    self.reroute_pending = true;
-                }
+            if let Some(port) = nearest.and_then(|k| self.noisy.remove(&k)) {
+                self.healed(port);
             }
         }
         let run = self.noisy.runs.entry(key).or_insert(Run {
@@ -220,8 +211,18 @@ impl Sm {
     /// Runs silent long enough end; a port healthy again is routed over
     /// at the next sweep, which this asks for.
     pub(super) fn age_noisy_ports(&mut self, now_ms: u64) {
-        if self.noisy.expire(now_ms) {
-            self.reroute_pending = true;
+        for port in self.noisy.expire(now_ms) {
+            self.healed(port);
+        }
+    }
+
+    /// Port `port` (node, port) is healthy again: routed over at the next
+    /// routing, and said.
+    fn healed(&mut self, (node, port): (usize, u8)) {
+        self.reroute_pending = true;
+        if let Some(n) = self.db.nodes().get(node) {
+            let guid = n.info.node_guid;
+            self.emit(SmEvent::PortQuiet { guid, port });
         }
     }
 }
