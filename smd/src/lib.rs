@@ -420,24 +420,68 @@ pub fn read_routing_order(path: &std::path::Path) -> Result<Vec<u64>, SmdError> 
     opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
 }
 
-/// The most bytes an `lfts_file` may have: an LFT dump of a few thousand
-/// switches (OpenSM's of fat-tree-324 has about 1 MB).
-pub const MAX_LFTS_FILE_BYTES: usize = 256 << 20;
+/// The longest line of an `lfts_file` read (OpenSM reads 1,023 bytes
+/// of each).
+pub const MAX_LFTS_LINE: usize = 4096;
+
+/// The most routes an `lfts_file` may hold: 64 Mi, at 16 bytes each 1
+/// GiB held, four times a dump of fat-tree-11664 (15.1 M routes).
+pub const MAX_LFTS_ROUTES: usize = 64 << 20;
+
+/// The most bytes of an `lfts_file` read: 8 GiB (a dump runs to about 75
+/// bytes a route).
+pub const MAX_LFTS_FILE_BYTES: u64 = 8 << 30;
 
 /// The `file` engine's tables in `path` (OpenSM's `lfts_file`), or why
-/// not, as "FILE: line L, column C: reason".
+/// not, as "FILE: line L, column C: reason". The file is read a line at
+/// a time (never held whole), at most [`MAX_LFTS_ROUTES`] routes,
+/// [`MAX_LFTS_FILE_BYTES`] bytes and [`MAX_LFTS_LINE`] bytes a line.
 pub fn read_lfts_file(path: &std::path::Path) -> Result<smi::sm::LftFile, SmdError> {
-    use std::io::Read;
+    read_lfts_file_within(path, MAX_LFTS_ROUTES, MAX_LFTS_FILE_BYTES)
+}
+
+/// [`read_lfts_file`] with other bounds.
+pub fn read_lfts_file_within(
+    path: &std::path::Path,
+    max_routes: usize,
+    max_bytes: u64,
+) -> Result<smi::sm::LftFile, SmdError> {
+    use std::io::{BufRead, Read};
     let bad = |why: String| SmdError::LftsFile(format!("{}: {why}", path.display()));
     let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-    let mut text = String::new();
-    f.take(MAX_LFTS_FILE_BYTES as u64 + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| bad(e.to_string()))?;
-    if text.len() > MAX_LFTS_FILE_BYTES {
-        return Err(bad(format!("longer than {MAX_LFTS_FILE_BYTES} bytes")));
+    let mut input = std::io::BufReader::with_capacity(1 << 20, f);
+    let mut reader = smi::sm::LftFileReader::default();
+    let (mut buf, mut bytes) = (Vec::with_capacity(256), 0u64);
+    loop {
+        buf.clear();
+        let n = (&mut input)
+            .take(MAX_LFTS_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| bad(e.to_string()))?;
+        if n == 0 {
+            break;
+        }
+        let at = reader.lines() + 1;
+        bytes += n as u64;
+        if bytes > max_bytes {
+            return Err(bad(format!("line {at}: longer than {max_bytes} bytes")));
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        } else if buf.len() > MAX_LFTS_LINE {
+            return Err(bad(format!("line {at}: longer than {MAX_LFTS_LINE} bytes")));
+        }
+        // A node's description may hold any bytes; what is read is ASCII.
+        let text = String::from_utf8_lossy(&buf);
+        reader.line(&text).map_err(|e| bad(e.to_string()))?;
+        if reader.routes() > max_routes {
+            return Err(bad(format!("line {at}: more than {max_routes} routes")));
+        }
     }
-    smi::sm::LftFile::parse(&text).map_err(|e| bad(e.to_string()))
+    Ok(reader.finish())
 }
 
 /// The node name map in `path` (OpenSM's `node_name_map_name`).
@@ -2107,6 +2151,38 @@ fn holder_words(vf: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `lfts_file` is read a line at a time as `LftFile::parse` reads
+    /// the text: CRLF ends and descriptions that are not UTF-8 read; a
+    /// line, the routes or the bytes past their bound are refused with
+    /// the line.
+    #[test]
+    fn an_lfts_file_is_read_line_by_line_within_bounds() {
+        let dir = std::env::temp_dir().join(format!("smd-lfts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("lfts");
+        let text = "Unicast lids [0-2] of switch Lid 2 guid 0x000000000000000a ('s'):\n\
+                    0x0001 001 # Channel Adapter portguid 0x0000000000000101: 'h'\n\
+                    0x0002 000 # Switch portguid 0x000000000000000a: 's'\n2 lids dumped\n";
+        std::fs::write(&f, text).unwrap();
+        let want = smi::sm::LftFile::parse(text).unwrap();
+        assert_eq!(read_lfts_file(&f).unwrap(), want);
+        let mut raw = text.replace('\n', "\r\n").into_bytes();
+        let at = raw.iter().position(|&b| b == b'h').unwrap();
+        raw[at] = 0xE9; // a Latin-1 description
+        std::fs::write(&f, &raw).unwrap();
+        assert_eq!(read_lfts_file(&f).unwrap(), want);
+        let said = |r: Result<smi::sm::LftFile, SmdError>| r.unwrap_err().to_string();
+        let long = format!("{text}# {}\n", "x".repeat(MAX_LFTS_LINE));
+        std::fs::write(&f, long).unwrap();
+        assert!(said(read_lfts_file(&f)).contains("line 5: longer than 4096 bytes"));
+        std::fs::write(&f, text).unwrap();
+        let e = said(read_lfts_file_within(&f, 1, MAX_LFTS_FILE_BYTES));
+        assert!(e.contains("line 3: more than 1 routes"), "{e}");
+        let e = said(read_lfts_file_within(&f, 10, 100));
+        assert!(e.contains("line 2: longer than 100 bytes"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// The log names a node by its GUID and its name: the node name
     /// map's where it has one, else its NodeDescription; a GUID no node

@@ -111,80 +111,117 @@ impl LftFile {
     /// Reads `text`. A switch heading without a GUID, a route without a
     /// LID or a port, or a multicast dump is refused with its place.
     pub fn parse(text: &str) -> Result<LftFile, LftFileError> {
-        let mut file = LftFile::default();
-        // Under a heading (a `0x` line before any is skipped, as OpenSM
-        // skips it).
-        let mut open = false;
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let p = raw.trim_start();
-            let col = |rest: &str| raw.len() - rest.len() + 1;
-            let err = |rest: &str, reason: &str| LftFileError {
-                line,
-                column: col(rest),
-                reason: reason.into(),
-            };
-            if p.starts_with('#') {
-                continue;
-            }
-            if p.starts_with("Multicast mlids") {
-                return Err(err(
-                    p,
-                    "a multicast forwarding dump (opensm.mcfdbs), not an LFT dump",
-                ));
-            }
-            if p.starts_with("Unicast lids") {
-                let Some(at) = p.find(" guid 0x") else {
-                    return Err(err(p, "a switch heading without `guid 0x`"));
-                };
-                let g = &p[at + 8..];
-                let guid = match hex(g, 16) {
-                    Some((guid, rest)) if ended(rest) => guid,
-                    _ => return Err(err(g, "not a switch GUID (16 hex digits at most)")),
-                };
-                file.switches.push(FileSwitch {
-                    guid,
-                    line,
-                    routes: Vec::new(),
-                });
-                open = true;
-                continue;
-            }
-            let Some(l) = p.strip_prefix("0x").filter(|_| open) else {
-                continue;
-            };
-            let (lid, rest) = match hex(l, 4) {
-                Some((lid, rest)) if ended(rest) => (lid as u16, rest),
-                _ => return Err(err(l, "not a LID (4 hex digits at most)")),
-            };
-            let q = rest.trim_start();
-            let n = q.bytes().take_while(u8::is_ascii_digit).count();
-            let port = match q[..n].parse::<u8>() {
-                Ok(port) if ended(&q[n..]) => port,
-                _ => return Err(err(q, "not a port (0-255)")),
-            };
-            // The owner's GUID, where the line has one that reads (else
-            // none, as OpenSM takes a broken one).
-            let rest = &q[n..];
-            let port_guid = (rest.find(" portguid 0x"))
-                .and_then(|at| hex(&rest[at + 12..], 16))
-                .filter(|(_, after)| ended(after) || after.starts_with(':'))
-                .map_or(0, |(g, _)| g);
-            if let Some(sw) = file.switches.last_mut() {
-                sw.routes.push(FileRoute {
-                    port_guid,
-                    line: u32::try_from(line).unwrap_or(u32::MAX),
-                    lid,
-                    port,
-                });
-            }
+        let mut r = LftFileReader::default();
+        for raw in text.lines() {
+            r.line(raw)?;
         }
-        Ok(file)
+        Ok(r.finish())
     }
 
     /// How many routes the file holds.
     pub fn routes(&self) -> usize {
         self.switches.iter().map(|s| s.routes.len()).sum()
+    }
+}
+
+/// Reads an `lfts_file` a line at a time, as [`LftFile::parse`] reads
+/// the whole text, so that a large file is never held whole: what it
+/// keeps is the routes (16 bytes each).
+#[derive(Clone, Debug, Default)]
+pub struct LftFileReader {
+    file: LftFile,
+    /// Under a heading (a `0x` line before any is skipped, as OpenSM
+    /// skips it).
+    open: bool,
+    /// Lines read.
+    lines: usize,
+    /// Routes read.
+    routes: usize,
+}
+
+impl LftFileReader {
+    /// Reads the next line, `raw` (without its end of line).
+    pub fn line(&mut self, raw: &str) -> Result<(), LftFileError> {
+        self.lines += 1;
+        let line = self.lines;
+        let p = raw.trim_start();
+        let col = |rest: &str| raw.len() - rest.len() + 1;
+        let err = |rest: &str, reason: &str| LftFileError {
+            line,
+            column: col(rest),
+            reason: reason.into(),
+        };
+        if p.starts_with('#') {
+            return Ok(());
+        }
+        if p.starts_with("Multicast mlids") {
+            return Err(err(
+                p,
+                "a multicast forwarding dump (opensm.mcfdbs), not an LFT dump",
+            ));
+        }
+        if p.starts_with("Unicast lids") {
+            let Some(at) = p.find(" guid 0x") else {
+                return Err(err(p, "a switch heading without `guid 0x`"));
+            };
+            let g = &p[at + 8..];
+            let guid = match hex(g, 16) {
+                Some((guid, rest)) if ended(rest) => guid,
+                _ => return Err(err(g, "not a switch GUID (16 hex digits at most)")),
+            };
+            self.file.switches.push(FileSwitch {
+                guid,
+                line,
+                routes: Vec::new(),
+            });
+            self.open = true;
+            return Ok(());
+        }
+        let Some(l) = p.strip_prefix("0x").filter(|_| self.open) else {
+            return Ok(());
+        };
+        let (lid, rest) = match hex(l, 4) {
+            Some((lid, rest)) if ended(rest) => (lid as u16, rest),
+            _ => return Err(err(l, "not a LID (4 hex digits at most)")),
+        };
+        let q = rest.trim_start();
+        let n = q.bytes().take_while(u8::is_ascii_digit).count();
+        let port = match q[..n].parse::<u8>() {
+            Ok(port) if ended(&q[n..]) => port,
+            _ => return Err(err(q, "not a port (0-255)")),
+        };
+        // The owner's GUID, where the line has one that reads (else none,
+        // as OpenSM takes a broken one).
+        let rest = &q[n..];
+        let port_guid = (rest.find(" portguid 0x"))
+            .and_then(|at| hex(&rest[at + 12..], 16))
+            .filter(|(_, after)| ended(after) || after.starts_with(':'))
+            .map_or(0, |(g, _)| g);
+        if let Some(sw) = self.file.switches.last_mut() {
+            sw.routes.push(FileRoute {
+                port_guid,
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                lid,
+                port,
+            });
+            self.routes += 1;
+        }
+        Ok(())
+    }
+
+    /// Lines read so far.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Routes read so far.
+    pub fn routes(&self) -> usize {
+        self.routes
+    }
+
+    /// The file read.
+    pub fn finish(self) -> LftFile {
+        self.file
     }
 }
 

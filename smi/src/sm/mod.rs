@@ -49,7 +49,7 @@ pub use config::{
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};
 pub use guids::{GuidError, GUIDS_PER_BLOCK};
-pub use lft_file::{LftFile, LftFileError};
+pub use lft_file::{LftFile, LftFileError, LftFileReader};
 pub use mcast::{GroupMember, McastError, PortMask};
 pub use outbox::Transmit;
 use outbox::{Outbox, Purpose, Request};
