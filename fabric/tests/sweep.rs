@@ -1333,3 +1333,38 @@ fn a_renamed_host_traps_and_the_sm_reads_its_new_description() {
     // A node that is not there: an error, nothing raised.
     assert!(f.describe(usize::MAX, "x").is_err());
 }
+
+/// A node whose SystemImageGUID changes (an adapter joined to another
+/// system image) raises trap 145: the SM takes the new GUID from the
+/// notice, as OpenSM does, with no Get and no sweep, for every port of
+/// the node; a switch's too. The SA's NodeRecord follows the SM's node.
+#[test]
+fn a_new_system_image_guid_is_taken_from_trap_145() {
+    for kind in [NodeType::ChannelAdapter, NodeType::Switch] {
+        let (mut f, mut sm) = up("mport-ntree:4:2", SmConfig::default());
+        let at = (0..f.nodes.len())
+            .rfind(|&i| f.topo.nodes[i].kind == kind)
+            .unwrap();
+        let guid = f.topo.nodes[at].guid;
+        let held = |sm: &Sm| -> Vec<u64> {
+            (sm.nodes().iter())
+                .filter(|n| n.info.node_guid.0 == guid)
+                .map(|n| n.info.system_image_guid.0)
+                .collect()
+        };
+        assert!(held(&sm).iter().all(|&g| g != 0x5151));
+        let gets = |sm: &Sm| sm.stats().count(Method::Get, AttributeId::NodeInfo);
+        let (before, sweeps) = (gets(&sm), sm.stats().sweeps);
+        f.set_system_image(at, 0x5151).unwrap();
+        let t = f.now_ns();
+        assert!(f.run_until(&mut sm, t + 100 * MS));
+        let got = held(&sm);
+        assert!(
+            !got.is_empty() && got.iter().all(|&g| g == 0x5151),
+            "{kind:?}: {got:x?}"
+        );
+        assert_eq!(sm.stats().sweeps, sweeps, "no sweep");
+        assert_eq!(gets(&sm), before, "{kind:?}: no Get(NodeInfo)");
+        assert!(f.set_system_image(usize::MAX, 1).is_err());
+    }
+}

@@ -106,6 +106,7 @@ fuzz_target!(|data: &[u8]| {
                     "reload-sm",
                     "node-desc",
                     "port-error",
+                    "sys-guid",
                 ];
                 let cmd = format!(
                     "{} {} {}",

@@ -50,7 +50,7 @@ enum Command {
 enum FabricWhat {
     /// Serve the fabric on ibsim's sockets: run clients with LD_PRELOAD=libumad2sim.so IBSIM_SOCKNAME=NAME [SIM_HOST=node].
     Serve(cmd::serve::ServeArgs),
-    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, node-vfs NODE N (a CA that is down comes back with N VFs), node-reset NODE (a switch's tables emptied, its LID kept), node-desc NODE TEXT (its NodeDescription changed, trap 144 raised), port-error NODE PORT TRAP [COUNT] (trap 129, 130 or 131 raised COUNT times, 1-1000), dump FILE, stats, reload-sm (SIGHUP to the SM client you run).
+    /// Control a serving fabric: link-down NODE PORT, link-up NODE PORT, node-down NODE, node-up NODE, node-vfs NODE N (a CA that is down comes back with N VFs), node-reset NODE (a switch's tables emptied, its LID kept), node-desc NODE TEXT (its NodeDescription changed, trap 144 raised), port-error NODE PORT TRAP [COUNT] (trap 129, 130 or 131 raised COUNT times, 1-1000), sys-guid NODE GUID (its SystemImageGUID changed, trap 145 raised), dump FILE, stats, reload-sm (SIGHUP to the SM client you run).
     Ctl(cmd::serve::CtlArgs),
 }
 

@@ -3204,3 +3204,62 @@ fn both_sas_give_a_renamed_hosts_new_description() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A host joined to another system image (its SystemImageGUID changed,
+/// `ibkit fabric ctl sys-guid`, which raises trap 145; ibsim cannot):
+/// `saquery NR` gives the new SystemImageGUID under OpenSM and under
+/// ibkit, both taking it from the trap.
+#[test]
+fn both_sas_give_a_new_system_image_guid() {
+    if !peers_here() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let cas: Vec<&str> = (topo.nodes.iter())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| n.name.as_str())
+        .collect();
+    let (tool, host) = (cas[cas.len() - 1], cas[cas.len() / 2]);
+    let dir = std::env::temp_dir().join(format!("ibkit-sysguid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for who in ["OpenSM", "ibkit"] {
+        let served = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
+        let sm = if who == "OpenSM" {
+            start_opensm(&served, &dir, Duration::from_secs(30)).unwrap()
+        } else {
+            start_ibkit_sm(exe, &served, &[], Duration::from_secs(30)).unwrap()
+        };
+        let record = |lid: u16| {
+            let (ok, out) = saquery(&served, tool, &["NR", &lid.to_string()]);
+            ok.then(|| fields(&out))
+        };
+        let lid = (1..=topo.nodes.len() as u16 + 2)
+            .find(|&l| {
+                record(l)
+                    .and_then(|f| f.get("NodeDescription").cloned())
+                    .as_deref()
+                    == Some(host)
+            })
+            .unwrap_or_else(|| panic!("{who}: no NodeRecord says {host}"));
+        let sys = |lid: u16| record(lid).and_then(|f| f.get("sys_guid").cloned());
+        let before = sys(lid);
+        assert!(before.is_some(), "{who}: {:?}", record(lid));
+        let said = fabric::serve::ctl(
+            served.socket(),
+            &format!("sys-guid {host} 0x0002c90300005151"),
+        )
+        .unwrap();
+        assert!(said.starts_with("ok"), "{said}");
+        let took = common::wait_until(
+            Duration::from_secs(10),
+            || sys(lid).as_deref() == Some("0x0002c90300005151"),
+            || format!("{who}: LID {lid} sys_guid {:?}", sys(lid)),
+        );
+        println!("{who}: saquery NR {lid} gives sys_guid 0x0002c90300005151 {took:.1?} after trap 145 (was {})", before.unwrap());
+        drop(sm);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

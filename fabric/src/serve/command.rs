@@ -40,6 +40,9 @@ pub enum Command {
     /// integrity, 130 buffer overrun, 131 flow-control watchdog) each
     /// time, as a port with a failing cable does.
     PortError(String, u8, u16, u32),
+    /// `sys-guid NODE GUID`: the node's SystemImageGUID becomes GUID
+    /// (hex, `0x` optional), and the node raises trap 145 with it.
+    SysGuid(String, u64),
 }
 
 /// The most traps one `port-error` raises.
@@ -79,6 +82,22 @@ impl Command {
                     .ok_or(ServeError::BadPortError)?,
             };
             return Ok(Command::PortError(node.to_string(), port, trap, count));
+        }
+        if verb == "sys-guid" {
+            if let Some(extra) = words.get(3) {
+                return Err(ServeError::Extra {
+                    verb: verb.to_string(),
+                    takes: 2,
+                    extra: extra.escape_debug().to_string(),
+                });
+            }
+            let node = words.get(1).ok_or(ServeError::MissingNode)?;
+            let guid = (words.get(2))
+                .map(|g| g.trim_start_matches("0x"))
+                .filter(|g| !g.is_empty() && g.len() <= 16)
+                .and_then(|g| u64::from_str_radix(g, 16).ok())
+                .ok_or(ServeError::BadGuid)?;
+            return Ok(Command::SysGuid(node.to_string(), guid));
         }
         let takes = match verb {
             "link-down" | "link-up" | "node-vfs" => 2,
@@ -196,6 +215,22 @@ mod tests {
             Command::parse("port-error S-1 0 129"),
             Err(ServeError::MissingPort)
         );
+        assert_eq!(
+            Command::parse("sys-guid H-1 0x0002c90300005151"),
+            Ok(Command::SysGuid("H-1".into(), 0x0002_c903_0000_5151))
+        );
+        assert_eq!(
+            Command::parse("sys-guid H-1 5151"),
+            Ok(Command::SysGuid("H-1".into(), 0x5151))
+        );
+        for bad in [
+            "sys-guid H-1",
+            "sys-guid H-1 0x",
+            "sys-guid H-1 zz",
+            "sys-guid H-1 0x12345678901234567",
+        ] {
+            assert_eq!(Command::parse(bad), Err(ServeError::BadGuid), "{bad}");
+        }
         assert!(matches!(
             Command::parse("port-error S-1 3 129 2 x"),
             Err(ServeError::Extra { .. })

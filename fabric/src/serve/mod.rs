@@ -176,6 +176,9 @@ pub enum ServeError {
     /// `dump` without a file.
     #[error("dump needs a file to write")]
     MissingPath,
+    /// `sys-guid` without a GUID of at most 16 hex digits.
+    #[error("sys-guid takes NODE GUID: a GUID of at most 16 hex digits")]
+    BadGuid,
     /// `port-error` without a trap 129-131, or with a count not 1-1000.
     #[error("port-error takes NODE PORT TRAP [COUNT]: a trap 129, 130 or 131, and 1-1000 of them")]
     BadPortError,

@@ -414,6 +414,18 @@ impl Session {
                     "ok: {name} port {port} raised trap {trap} {count} time(s)"
                 )));
             }
+            Command::SysGuid(name, guid) => {
+                let n = self.node(name)?;
+                let name = clean(&self.fabric.topo.nodes[n].name);
+                if self.down.contains(&n) {
+                    return Err(ServeError::NotVfs(format!("{name} is down")));
+                }
+                let _ = self.fabric.set_system_image(n, *guid);
+                self.settle();
+                return Ok(Answer::Text(format!(
+                    "ok: {name} has SystemImageGUID {guid:#018x} (trap 145 raised)"
+                )));
+            }
             Command::Dump(path) => return Ok(Answer::Dump(path.clone())),
             // Only with the requester's credentials (`on_command`).
             Command::ReloadSm => return Err(ServeError::NoCredentials),

@@ -34,6 +34,23 @@ impl Fabric {
         Ok(())
     }
 
+    /// Node `n`'s SystemImageGUID becomes `guid`, and it raises trap 145
+    /// (see [`smi::sma::Sma::system_image_changed`]).
+    pub fn set_system_image(&mut self, n: usize, guid: u64) -> Result<(), String> {
+        let now_ms = self.now_ns / 1_000_000;
+        let g = mad_core::Guid(guid);
+        match self.nodes.get_mut(n) {
+            Some(SimNode::Switch(s)) => s.system_image_changed(g, now_ms),
+            Some(SimNode::Ca(c)) => c.system_image_changed(g, now_ms),
+            Some(SimNode::Hypervisor(h)) => h.pf.system_image_changed(g, now_ms),
+            None => return Err(format!("no node {n}")),
+        }
+        if self.nodes[n].has_traps() {
+            self.trap_nodes.insert(n);
+        }
+        Ok(())
+    }
+
     /// Port `port` of node `n` reports an error threshold crossed: trap
     /// `number` (129 link integrity, 130 buffer overrun, 131 flow-control
     /// watchdog), sent to the SM with the next traps (see

@@ -84,6 +84,22 @@ impl Sm {
         // or stopped on the port: IsSM): that port's PortInfo is read
         // again, so the SA's PortInfoRecords (`saquery -s`) and the
         // election know it (OpenSM sweeps heavily for it).
+        // 145: the issuer's SystemImageGUID changed; taken from the
+        // notice, as OpenSM takes it (no Get), for the issuer's own node.
+        if let Ok(mad_core::notice::TrapDetails::SystemImageGuidChange(t)) = n.details() {
+            // Every entry of the node (a CA's other ports have their own).
+            if let Some((node, _)) = self.db.by_lid(n.issuer_lid) {
+                let guid = self.db.nodes()[node.0].info.node_guid;
+                let same: Vec<usize> = (0..self.db.nodes().len())
+                    .filter(|&i| self.db.nodes()[i].info.node_guid == guid)
+                    .collect();
+                for i in same {
+                    if let Some(mut nm) = self.db.node_mut(i) {
+                        nm.info.system_image_guid = t.system_image_guid;
+                    }
+                }
+            }
+        }
         if let Ok(mad_core::notice::TrapDetails::PortError(number, t)) = n.details() {
             self.on_port_error(number, &t, now_ms);
         }

@@ -19,7 +19,8 @@ use mad_core::attr::modifier::{
 };
 use mad_core::attr::*;
 use mad_core::notice::{
-    Notice, NoticeType, ProducerType, Trap128, Trap144, Trap256, TrapDetails, TrapPortError,
+    Notice, NoticeType, ProducerType, Trap128, Trap144, Trap145, Trap256, TrapDetails,
+    TrapPortError,
 };
 use mad_core::types::{Lid, MKey, PKey};
 use mad_core::{Method, Smp, Status};
@@ -860,6 +861,35 @@ impl<const P: usize, const L: usize, const M: usize> Sma<P, L, M> {
         });
         if notices && self.can_trap(port) {
             self.raise_144(port, false, now_ms);
+        }
+    }
+
+    /// The node's SystemImageGUID becomes `guid` (set by other means than
+    /// the SM: an adapter joined to another system image), and the
+    /// node's port (a switch's port 0, a CA's first Active one) raises
+    /// trap 145 with it, if it can trap (IBA 14.2.5.1, notice 145).
+    pub fn system_image_changed(&mut self, guid: mad_core::Guid, now_ms: u64) {
+        self.model.node_info.system_image_guid = guid;
+        let port = if self.model.is_switch() {
+            Some(0).filter(|&p| self.can_trap(p))
+        } else {
+            (1..self.model.ports.len() as u8).find(|&p| self.can_trap(p))
+        };
+        let Some(port) = port else {
+            return;
+        };
+        let lid = self.model.lid(port);
+        let producer = if self.model.is_switch() {
+            ProducerType::Switch
+        } else {
+            ProducerType::ChannelAdapter
+        };
+        let details = TrapDetails::SystemImageGuidChange(Trap145 {
+            lid,
+            system_image_guid: guid,
+        });
+        if let Ok(n) = Notice::generic(NoticeType::Info, producer, lid, &details) {
+            self.traps.raise(n, port, now_ms);
         }
     }
 
