@@ -3166,6 +3166,26 @@ fn both_sas_give_a_renamed_hosts_new_description() {
         return;
     }
     let _serial = one_at_a_time();
+    let said = both_sas_follow(
+        "node-desc {host} web01 HCA-1",
+        "NodeDescription",
+        "web01 HCA-1",
+    );
+    for (who, lid, _, took) in said {
+        println!("{who}: saquery NR {lid} says \"web01 HCA-1\" {took:.1?} after the rename");
+    }
+}
+
+/// Under OpenSM and then ibkit, each on a fresh served mport-ntree:4:2:
+/// finds the LID whose NodeRecord (`saquery NR`, from another host)
+/// names a host, sends `ctl` (`{host}` replaced by its name) to the
+/// fabric, and waits until that NodeRecord's `field` says `want`. Per
+/// SM: its name, the LID, the field before, and how long it took.
+fn both_sas_follow(
+    ctl: &str,
+    field: &str,
+    want: &str,
+) -> Vec<(&'static str, u16, String, Duration)> {
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
@@ -3173,9 +3193,10 @@ fn both_sas_give_a_renamed_hosts_new_description() {
         .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
         .map(|n| n.name.as_str())
         .collect();
-    let (tool, renamed) = (cas[cas.len() - 1], cas[cas.len() / 2]);
-    let dir = std::env::temp_dir().join(format!("ibkit-rename-{}", std::process::id()));
+    let (tool, host) = (cas[cas.len() - 1], cas[cas.len() / 2]);
+    let dir = std::env::temp_dir().join(format!("ibkit-follow-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let mut out = Vec::new();
     for who in ["OpenSM", "ibkit"] {
         let served = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
         let sm = if who == "OpenSM" {
@@ -3183,26 +3204,27 @@ fn both_sas_give_a_renamed_hosts_new_description() {
         } else {
             start_ibkit_sm(exe, &served, &[], Duration::from_secs(30)).unwrap()
         };
-        let desc = |lid: u16| {
+        let record = |lid: u16| {
             let (ok, out) = saquery(&served, tool, &["NR", &lid.to_string()]);
-            ok.then(|| fields(&out).get("NodeDescription").cloned())
-                .flatten()
+            ok.then(|| fields(&out))
         };
+        let get = |lid: u16, f: &str| record(lid).and_then(|r| r.get(f).cloned());
         let lid = (1..=topo.nodes.len() as u16 + 2)
-            .find(|&l| desc(l).as_deref() == Some(renamed))
-            .unwrap_or_else(|| panic!("{who}: no NodeRecord says {renamed}"));
-        let said = fabric::serve::ctl(served.socket(), &format!("node-desc {renamed} web01 HCA-1"))
-            .unwrap();
+            .find(|&l| get(l, "NodeDescription").as_deref() == Some(host))
+            .unwrap_or_else(|| panic!("{who}: no NodeRecord says {host}"));
+        let before = get(lid, field).unwrap_or_else(|| panic!("{who}: {:?}", record(lid)));
+        let said = fabric::serve::ctl(served.socket(), &ctl.replace("{host}", host)).unwrap();
         assert!(said.starts_with("ok"), "{said}");
         let took = common::wait_until(
             Duration::from_secs(10),
-            || desc(lid).as_deref() == Some("web01 HCA-1"),
-            || format!("{who}: LID {lid} says {:?}", desc(lid)),
+            || get(lid, field).as_deref() == Some(want),
+            || format!("{who}: LID {lid} {field} {:?}", get(lid, field)),
         );
-        println!("{who}: saquery NR {lid} says \"web01 HCA-1\" {took:.1?} after the rename");
+        out.push((who, lid, before, took));
         drop(sm);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    out
 }
 
 /// A host joined to another system image (its SystemImageGUID changed,
@@ -3215,51 +3237,9 @@ fn both_sas_give_a_new_system_image_guid() {
         return;
     }
     let _serial = one_at_a_time();
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ibkit"));
-    let spec = "mport-ntree:4:2";
-    let topo = Topology::from_spec(spec).unwrap();
-    let cas: Vec<&str> = (topo.nodes.iter())
-        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
-        .map(|n| n.name.as_str())
-        .collect();
-    let (tool, host) = (cas[cas.len() - 1], cas[cas.len() / 2]);
-    let dir = std::env::temp_dir().join(format!("ibkit-sysguid-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for who in ["OpenSM", "ibkit"] {
-        let served = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
-        let sm = if who == "OpenSM" {
-            start_opensm(&served, &dir, Duration::from_secs(30)).unwrap()
-        } else {
-            start_ibkit_sm(exe, &served, &[], Duration::from_secs(30)).unwrap()
-        };
-        let record = |lid: u16| {
-            let (ok, out) = saquery(&served, tool, &["NR", &lid.to_string()]);
-            ok.then(|| fields(&out))
-        };
-        let lid = (1..=topo.nodes.len() as u16 + 2)
-            .find(|&l| {
-                record(l)
-                    .and_then(|f| f.get("NodeDescription").cloned())
-                    .as_deref()
-                    == Some(host)
-            })
-            .unwrap_or_else(|| panic!("{who}: no NodeRecord says {host}"));
-        let sys = |lid: u16| record(lid).and_then(|f| f.get("sys_guid").cloned());
-        let before = sys(lid);
-        assert!(before.is_some(), "{who}: {:?}", record(lid));
-        let said = fabric::serve::ctl(
-            served.socket(),
-            &format!("sys-guid {host} 0x0002c90300005151"),
-        )
-        .unwrap();
-        assert!(said.starts_with("ok"), "{said}");
-        let took = common::wait_until(
-            Duration::from_secs(10),
-            || sys(lid).as_deref() == Some("0x0002c90300005151"),
-            || format!("{who}: LID {lid} sys_guid {:?}", sys(lid)),
-        );
-        println!("{who}: saquery NR {lid} gives sys_guid 0x0002c90300005151 {took:.1?} after trap 145 (was {})", before.unwrap());
-        drop(sm);
+    let want = "0x0002c90300005151";
+    let said = both_sas_follow(&format!("sys-guid {{host}} {want}"), "sys_guid", want);
+    for (who, lid, before, took) in said {
+        println!("{who}: saquery NR {lid} gives sys_guid {want} {took:.1?} after trap 145 (was {before})");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

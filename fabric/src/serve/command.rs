@@ -61,13 +61,7 @@ impl Command {
             return Ok(Command::NodeDesc(node.to_string(), words[2..].join(" ")));
         }
         if verb == "port-error" {
-            if let Some(extra) = words.get(5) {
-                return Err(ServeError::Extra {
-                    verb: verb.to_string(),
-                    takes: 4,
-                    extra: extra.escape_debug().to_string(),
-                });
-            }
+            at_most(&words, 4)?;
             let node = words.get(1).ok_or(ServeError::MissingNode)?;
             let port = (words.get(2).and_then(|p| p.parse::<u8>().ok()))
                 .filter(|&p| p >= 1)
@@ -84,13 +78,7 @@ impl Command {
             return Ok(Command::PortError(node.to_string(), port, trap, count));
         }
         if verb == "sys-guid" {
-            if let Some(extra) = words.get(3) {
-                return Err(ServeError::Extra {
-                    verb: verb.to_string(),
-                    takes: 2,
-                    extra: extra.escape_debug().to_string(),
-                });
-            }
+            at_most(&words, 2)?;
             let node = words.get(1).ok_or(ServeError::MissingNode)?;
             let guid = (words.get(2))
                 .map(|g| g.trim_start_matches("0x"))
@@ -105,13 +93,7 @@ impl Command {
             "stats" | "reload-sm" => 0,
             v => return Err(ServeError::Unknown(v.escape_debug().to_string())),
         };
-        if let Some(extra) = words.get(takes + 1) {
-            return Err(ServeError::Extra {
-                verb: verb.to_string(),
-                takes,
-                extra: extra.escape_debug().to_string(),
-            });
-        }
+        at_most(&words, takes)?;
         let node = || {
             words
                 .get(1)
@@ -141,6 +123,19 @@ impl Command {
             "reload-sm" => Command::ReloadSm,
             _ => Command::Stats,
         })
+    }
+}
+
+/// `Err` when the command `words` (its verb first) has more than `takes`
+/// arguments, naming the first too many.
+fn at_most(words: &[&str], takes: usize) -> Result<(), ServeError> {
+    match words.get(takes + 1) {
+        Some(extra) => Err(ServeError::Extra {
+            verb: words[0].to_string(),
+            takes,
+            extra: extra.escape_debug().to_string(),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -3,6 +3,27 @@
 
 use super::*;
 
+/// `$f` of node `$n`'s agent (a hypervisor's: its PF's), whichever kind
+/// it is, with the node queued to send the traps that raised; `Err` for
+/// a node that does not exist.
+macro_rules! on_agent {
+    ($fab:ident, $n:expr, |$a:ident| $f:expr) => {{
+        let r = match $fab.nodes.get_mut($n) {
+            Some(SimNode::Switch($a)) => $f,
+            Some(SimNode::Ca($a)) => $f,
+            Some(SimNode::Hypervisor(h)) => {
+                let $a = &mut h.pf;
+                $f
+            }
+            None => return Err(format!("no node {}", $n)),
+        };
+        if $fab.nodes[$n].has_traps() {
+            $fab.trap_nodes.insert($n);
+        }
+        Ok::<_, String>(r)
+    }};
+}
+
 impl Fabric {
     /// Adds a powered, uncabled node (cable it with [`FabricEvent::Cable`]);
     /// a CA of one or two ports becomes a hypervisor when the fabric has VFs.
@@ -22,16 +43,7 @@ impl Fabric {
     /// ([`smi::sma::Sma::describe`]). `Err` for a node that does not exist.
     pub fn describe(&mut self, n: usize, text: &str) -> Result<(), String> {
         let now_ms = self.now_ns / 1_000_000;
-        match self.nodes.get_mut(n) {
-            Some(SimNode::Switch(s)) => s.describe(text, now_ms),
-            Some(SimNode::Ca(c)) => c.describe(text, now_ms),
-            Some(SimNode::Hypervisor(h)) => h.pf.describe(text, now_ms),
-            None => return Err(format!("no node {n}")),
-        }
-        if self.nodes[n].has_traps() {
-            self.trap_nodes.insert(n);
-        }
-        Ok(())
+        on_agent!(self, n, |a| a.describe(text, now_ms))
     }
 
     /// Node `n`'s SystemImageGUID becomes `guid`, and it raises trap 145
@@ -39,16 +51,7 @@ impl Fabric {
     pub fn set_system_image(&mut self, n: usize, guid: u64) -> Result<(), String> {
         let now_ms = self.now_ns / 1_000_000;
         let g = mad_core::Guid(guid);
-        match self.nodes.get_mut(n) {
-            Some(SimNode::Switch(s)) => s.system_image_changed(g, now_ms),
-            Some(SimNode::Ca(c)) => c.system_image_changed(g, now_ms),
-            Some(SimNode::Hypervisor(h)) => h.pf.system_image_changed(g, now_ms),
-            None => return Err(format!("no node {n}")),
-        }
-        if self.nodes[n].has_traps() {
-            self.trap_nodes.insert(n);
-        }
-        Ok(())
+        on_agent!(self, n, |a| a.system_image_changed(g, now_ms))
     }
 
     /// Port `port` of node `n` reports an error threshold crossed: trap
@@ -57,19 +60,9 @@ impl Fabric {
     /// [`smi::sma::Sma::port_error`]).
     pub fn port_error(&mut self, n: usize, port: u8, number: u16) -> Result<(), String> {
         let now_ms = self.now_ns / 1_000_000;
-        let ok = match self.nodes.get_mut(n) {
-            Some(SimNode::Switch(s)) => s.port_error(port, number, now_ms),
-            Some(SimNode::Ca(c)) => c.port_error(port, number, now_ms),
-            Some(SimNode::Hypervisor(h)) => h.pf.port_error(port, number, now_ms),
-            None => return Err(format!("no node {n}")),
-        };
-        if !ok {
-            return Err(format!("node {n}: no trap {number} from port {port}"));
-        }
-        if self.nodes[n].has_traps() {
-            self.trap_nodes.insert(n);
-        }
-        Ok(())
+        let ok = on_agent!(self, n, |a| a.port_error(port, number, now_ms))?;
+        ok.then_some(())
+            .ok_or_else(|| format!("node {n}: no trap {number} from port {port}"))
     }
 
     /// Applies `event` at simulated time `at_ns`.
