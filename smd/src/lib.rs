@@ -766,9 +766,9 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
         .as_deref()
         .map(read_root_guids)
         .transpose()?;
-    // The file engine's tables: a broken file is refused before the
-    // fabric is touched, with its place.
-    lfts_for(c, false)?;
+    // The file engine's tables: read once (it may be large), a broken
+    // file refused before the fabric is touched, with its place.
+    let lfts = lfts_for(c)?;
     c.guid_routing_order_file
         .as_deref()
         .map(read_routing_order)
@@ -805,7 +805,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
             drive(
                 c,
-                &names,
+                Read { names, lfts },
                 &mut wire,
                 attr.guid,
                 under_umad2sim,
@@ -832,7 +832,8 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             // by the requester's TID), and a QP-1 requester on a
             // simulator is a libumad2sim client: as under umad.
             let own = wire.guid();
-            drive(c, &names, &mut wire, own, true, capture.as_mut(), stop)
+            let read = Read { names, lfts };
+            drive(c, read, &mut wire, own, true, capture.as_mut(), stop)
         }
     }
 }
@@ -882,37 +883,37 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
     }
 }
 
+/// What the SM reads before it starts: the node names, and the `file`
+/// engine's tables.
+struct Read {
+    names: names::NodeNames,
+    lfts: Option<smi::sm::LftFile>,
+}
+
 /// The `file` engine's tables for `c`: read under `--routing file` (other
-/// engines do not read the file, OpenSM's neither), what was read logged
-/// with `log`.
-fn lfts_for(c: &SmdConfig, log: bool) -> Result<Option<smi::sm::LftFile>, SmdError> {
+/// engines do not read the file, OpenSM's neither).
+fn lfts_for(c: &SmdConfig) -> Result<Option<smi::sm::LftFile>, SmdError> {
     Ok(match (&c.lfts_file, c.routing) {
         (Some(p), Engine::File) => {
             let t = read_lfts_file(p)?;
-            if log {
-                tracing::info!(
-                    "lfts_file: {} switch(es), {} route(s) from {}",
-                    t.switches.len(),
-                    t.routes(),
-                    p.display()
-                );
-            }
+            tracing::info!(
+                "lfts_file: {} switch(es), {} route(s) from {}",
+                t.switches.len(),
+                t.routes(),
+                p.display()
+            );
             Some(t)
         }
         (Some(p), e) => {
-            if log {
-                tracing::warn!(
-                    "lfts_file {}: not read, the routing engine is {} (only `file` reads it)",
-                    p.display(),
-                    e.name()
-                );
-            }
+            tracing::warn!(
+                "lfts_file {}: not read, the routing engine is {} (only `file` reads it)",
+                p.display(),
+                e.name()
+            );
             None
         }
         (None, Engine::File) => {
-            if log {
-                tracing::warn!("routing file without an lfts_file: min-hop, as OpenSM's");
-            }
+            tracing::warn!("routing file without an lfts_file: min-hop, as OpenSM's");
             None
         }
         (None, _) => None,
@@ -920,16 +921,19 @@ fn lfts_for(c: &SmdConfig, log: bool) -> Result<Option<smi::sm::LftFile>, SmdErr
 }
 
 /// The driver loop over any [`Wire`], the SM on the port of GUID
-/// `own_guid`, its dumps naming nodes by `names`.
+/// `own_guid`, with what was `read` before it (its dumps naming nodes by
+/// the names).
 fn drive(
     c: &SmdConfig,
-    names: &names::NodeNames,
+    read: Read,
     wire: &mut dyn Wire,
     own_guid: u64,
     first_segment_to_qp1: bool,
     mut capture: Option<&mut Capture>,
     stop: &AtomicBool,
 ) -> Result<SmRun, SmdError> {
+    let Read { names, lfts } = read;
+    let names = &names;
     let mut sa = Sa::new(SaConfig {
         rmpp_acks: false,
         first_segment_to_qp1,
@@ -959,7 +963,7 @@ fn drive(
             p.display()
         );
     }
-    cfg.lfts_file = lfts_for(c, true)?;
+    cfg.lfts_file = lfts;
     if let Some(p) = &c.guid_routing_order_file {
         cfg.routing_order = read_routing_order(p)?;
         tracing::info!(
@@ -1637,21 +1641,16 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         tracing::info!("sweep_on_trap {on_trap}");
     }
     sm.set_sweep_on_trap(on_trap);
-    let babbling = g
-        .babbling_port_policy
-        .or(f.babbling_port_policy)
-        .unwrap_or(false);
-    if babbling != sm.config().babbling_port_policy {
-        tracing::info!("babbling_port_policy {babbling}");
-    }
-    sm.set_babbling_port_policy(babbling);
-    // The SA's switches: each said where it changes.
+    // Switches of the SM and the SA: each said where it changes.
     let said = |name: &str, now: bool, was: bool| {
         if now != was {
             tracing::info!("{name} {now}");
         }
         now
     };
+    let babbling = (g.babbling_port_policy.or(f.babbling_port_policy)).unwrap_or(false);
+    let was = sm.config().babbling_port_policy;
+    sm.set_babbling_port_policy(said("babbling_port_policy", babbling, was));
     let was = sa.config().clone();
     sa.set_drop_event_subscriptions(said(
         "drop_event_subscriptions",

@@ -356,11 +356,7 @@ impl Session {
                 FabricEvent::NodeUp(n)
             }
             Command::NodeReset(name) => {
-                let n = self.node(name)?;
-                let name = clean(&self.fabric.topo.nodes[n].name);
-                if self.down.contains(&n) {
-                    return Err(ServeError::NotVfs(format!("{name} is down")));
-                }
+                let (n, name) = self.live_node(name)?;
                 self.fabric
                     .reset_tables(n)
                     .map_err(|_| ServeError::NotVfs(format!("{name} is not a switch")))?;
@@ -386,11 +382,7 @@ impl Session {
                 )));
             }
             Command::NodeDesc(name, text) => {
-                let n = self.node(name)?;
-                let name = clean(&self.fabric.topo.nodes[n].name);
-                if self.down.contains(&n) {
-                    return Err(ServeError::NotVfs(format!("{name} is down")));
-                }
+                let (n, name) = self.live_node(name)?;
                 let _ = self.fabric.describe(n, text);
                 self.settle();
                 return Ok(Answer::Text(format!(
@@ -399,11 +391,7 @@ impl Session {
                 )));
             }
             Command::PortError(name, port, trap, count) => {
-                let n = self.node(name)?;
-                let name = clean(&self.fabric.topo.nodes[n].name);
-                if self.down.contains(&n) {
-                    return Err(ServeError::NotVfs(format!("{name} is down")));
-                }
+                let (n, name) = self.live_node(name)?;
                 for _ in 0..*count {
                     self.fabric
                         .port_error(n, *port, *trap)
@@ -415,11 +403,7 @@ impl Session {
                 )));
             }
             Command::SysGuid(name, guid) => {
-                let n = self.node(name)?;
-                let name = clean(&self.fabric.topo.nodes[n].name);
-                if self.down.contains(&n) {
-                    return Err(ServeError::NotVfs(format!("{name} is down")));
-                }
+                let (n, name) = self.live_node(name)?;
                 let _ = self.fabric.set_system_image(n, *guid);
                 self.settle();
                 return Ok(Answer::Text(format!(
@@ -438,6 +422,17 @@ impl Session {
         self.fabric.schedule(at, event);
         self.settle();
         Ok(Answer::Text(format!("ok: {event:?}")))
+    }
+
+    /// The node called `name`, with its name as printed; `Err` when it
+    /// is down.
+    fn live_node(&self, name: &str) -> Result<(usize, String), ServeError> {
+        let n = self.node(name)?;
+        let name = clean(&self.fabric.topo.nodes[n].name);
+        if self.down.contains(&n) {
+            return Err(ServeError::NotVfs(format!("{name} is down")));
+        }
+        Ok((n, name))
     }
 
     fn node(&self, name: &str) -> Result<usize, ServeError> {

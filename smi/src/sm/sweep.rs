@@ -784,10 +784,7 @@ impl Sm {
             return false;
         }
         self.cfg.root_guids = guids;
-        if self.up {
-            self.reroute_pending = true;
-            self.request_sweep(now_ms);
-        }
+        self.reroute_if_up(true, now_ms);
         true
     }
 
@@ -801,10 +798,7 @@ impl Sm {
             return false;
         }
         self.cfg.routing_order = guids;
-        if self.up {
-            self.reroute_pending = true;
-            self.request_sweep(now_ms);
-        }
+        self.reroute_if_up(true, now_ms);
         true
     }
 
@@ -819,11 +813,18 @@ impl Sm {
             return false;
         }
         self.cfg.lfts_file = file;
-        if self.up && self.cfg.routing == super::Engine::File {
+        self.reroute_if_up(self.cfg.routing == super::Engine::File, now_ms);
+        true
+    }
+
+    /// On a running subnet, when what changed (`matters`) is what the
+    /// engine routes by: a sweep starts that routes again and sends the
+    /// LFT blocks that change.
+    fn reroute_if_up(&mut self, matters: bool, now_ms: u64) {
+        if self.up && matters {
             self.reroute_pending = true;
             self.request_sweep(now_ms);
         }
-        true
     }
 
     /// Asks for a light sweep now (as the periodic timer or a trap would).
