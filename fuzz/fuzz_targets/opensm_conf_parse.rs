@@ -3,12 +3,17 @@
 //! settings within their ranges, with notes that point at lines of the
 //! text and grow no faster than it. The same text as a `root_guid_file`
 //! (`ibkit sm --root-guid-file`): refused with a place inside it, or a
-//! non-zero GUID for at most each line, within the cap.
+//! non-zero GUID for at most each line, within the cap. And as a
+//! `hop_weights_file` and a `port_search_ordering_file`: refused with a
+//! place inside it, or at most a line each, ports 1-254, weights 1-255,
+//! no port twice in an order.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use smd::config::LOG_LEVELS;
-use smd::opensm_conf::{parse_node_guids, parse_opensm_conf, MAX_NODE_GUIDS};
+use smd::opensm_conf::{
+    parse_hop_weights, parse_node_guids, parse_opensm_conf, parse_port_search_order, MAX_NODE_GUIDS,
+};
 use std::path::Path;
 
 #[path = "sm_file_ranges.rs"]
@@ -29,6 +34,33 @@ fuzz_target!(|data: &[u8]| {
         Ok(g) => {
             assert!(g.len() <= lines && g.len() <= MAX_NODE_GUIDS);
             assert!(g.iter().all(|&x| x != 0));
+        }
+    }
+    let placed = |e: &smd::config::ConfigError| {
+        assert!(e.line >= 1 && e.line <= lines, "{e}");
+        let l = text.lines().nth(e.line - 1).unwrap();
+        assert!(e.column >= 1 && e.column <= l.len() + 1, "{e}");
+    };
+    match parse_hop_weights(text) {
+        Err(e) => placed(&e),
+        Ok(w) => {
+            assert!(w.len() <= lines);
+            for (guid, port, weight) in w {
+                assert!(guid != 0 && (1..=254).contains(&port) && weight >= 1);
+            }
+        }
+    }
+    match parse_port_search_order(text) {
+        Err(e) => placed(&e),
+        Ok(o) => {
+            assert!(o.len() <= lines);
+            for (guid, ports) in o {
+                assert!(guid != 0 && !ports.is_empty());
+                let mut seen = std::collections::BTreeSet::new();
+                assert!(ports
+                    .iter()
+                    .all(|&p| (1..=254).contains(&p) && seen.insert(p)));
+            }
         }
     }
     match parse_opensm_conf(text, file, &|p: &Path| p.as_os_str().len() % 2 == 0) {

@@ -818,6 +818,49 @@ fn a_broken_root_guid_file_is_refused_with_its_place_before_the_fabric_is_touche
 }
 
 #[test]
+fn broken_hop_weights_and_port_orders_are_refused_with_their_place() {
+    let dir = std::env::temp_dir().join(format!("ibkit-cli-weights-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("weights");
+    std::fs::write(
+        &bad,
+        "# switch port weight\n0x0002c90300000400 1 10\n0x0002c90300000400 2 300\n",
+    )
+    .unwrap();
+    let (code, _, err) = ibkit(
+        &["sm", "--once", "--hop-weights-file", bad.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hop_weights_file")
+            && err.contains("line 3, column 22")
+            && err.contains("1-255"),
+        "{err}"
+    );
+    std::fs::write(&bad, "0x0002c90300000400 3 1 3\n").unwrap();
+    let (code, _, err) = ibkit(
+        &[
+            "sm",
+            "--once",
+            "--port-search-ordering-file",
+            bad.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("port_search_ordering_file")
+            && err.contains("line 1, column 24")
+            && err.contains("twice"),
+        "{err}"
+    );
+    let (code, _, err) = ibkit(&["sm", "--once", "--scatter-ports", "-1"], None);
+    assert_eq!(code, 2, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_broken_lfts_file_is_refused_with_its_place_before_the_fabric_is_touched() {
     let dir = std::env::temp_dir().join(format!("ibkit-cli-lfts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

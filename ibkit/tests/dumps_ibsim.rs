@@ -1052,6 +1052,43 @@ fn sighup_reads_the_lfts_file_again() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// OpenSM (`opensm -o OSM_ARGS`) and then `ibkit sm --once IBKIT_ARGS`,
+/// each on a fresh ibsim of `topo` with its own LID cache under `dir`,
+/// and what `measure` reads from the fabric each left, given the LIDs
+/// each gave (by port GUID): (OpenSM's, ibkit's).
+fn both_sms_then<T>(
+    topo: &Topology,
+    dir: &Path,
+    osm_args: &[&str],
+    ibkit_args: &[&str],
+    measure: impl Fn(&Ibsim, &BTreeMap<u64, u16>) -> T,
+) -> (T, T) {
+    let (osm, cache) = (dir.join("osm"), dir.join("ibkit-cache"));
+    for d in [&osm, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let sim = Ibsim::start(topo, dir).unwrap();
+    let out = (sim.client("opensm"))
+        .env("OSM_CACHE_DIR", &osm)
+        .env("OSM_TMP_DIR", &osm)
+        .arg("-o")
+        .args(osm_args)
+        .arg("-f")
+        .arg(osm.join("opensm.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm: {out:?}");
+    let theirs = measure(&sim, &guid2lid(&osm.join("guid2lid")));
+    drop(sim);
+    let sim = Ibsim::start(topo, dir).unwrap();
+    let mut args = ibkit_args.to_vec();
+    args.extend(["--cache-dir", cache.to_str().unwrap()]);
+    let v = ibkit_sm(&sim, &args);
+    assert_eq!(v["up"], true);
+    let ours = measure(&sim, &guid2lid(&cache.join("guid2lid")));
+    (theirs, ours)
+}
+
 /// A site's routing order (OpenSM's `guid_routing_order_file`, `-X`):
 /// one host of each of fat-tree-324's 18 leaves named, in reverse, to
 /// OpenSM (min-hop) and to `ibkit sm --guid-routing-order-file` on
@@ -1068,10 +1105,7 @@ fn both_sms_spread_the_ports_a_routing_order_names() {
     let topo = Topology::from_spec(spec).unwrap();
     let dir = std::env::temp_dir().join(format!("ibkit-order-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let (osm, cache) = (dir.join("osm"), dir.join("ibkit-cache"));
-    for d in [&osm, &cache] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    std::fs::create_dir_all(&dir).unwrap();
     // Leaves, their up ports, and one host of each (its port GUID).
     let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
     let mut leaves = Vec::new();
@@ -1112,26 +1146,13 @@ fn both_sms_spread_the_ports_a_routing_order_names() {
         }
         worst
     };
-    let sim = Ibsim::start(&topo, &dir).unwrap();
-    let out = (sim.client("opensm"))
-        .env("OSM_CACHE_DIR", &osm)
-        .env("OSM_TMP_DIR", &osm)
-        .args(["-o", "-X", order_s, "-f"])
-        .arg(osm.join("opensm.log"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "opensm: {out:?}");
-    let theirs = spread(&sim, &guid2lid(&osm.join("guid2lid")));
-    drop(sim);
-    let sim = Ibsim::start(&topo, &dir).unwrap();
-    let c = cache.to_str().unwrap();
-    let v = ibkit_sm(
-        &sim,
-        &["--guid-routing-order-file", order_s, "--cache-dir", c],
+    let (theirs, ours) = both_sms_then(
+        &topo,
+        &dir,
+        &["-X", order_s],
+        &["--guid-routing-order-file", order_s],
+        spread,
     );
-    assert_eq!(v["up"], true);
-    let ours = spread(&sim, &guid2lid(&cache.join("guid2lid")));
-    drop(sim);
     assert!(theirs <= 1, "OpenSM: {theirs}");
     assert!(ours <= 1, "ibkit: {ours}");
     println!(
@@ -1152,21 +1173,49 @@ fn sighup_reads_the_routing_order_again() {
     if !peers_with_smpquery("dumps_ibsim") {
         return;
     }
-    use std::time::{Duration, Instant};
-    use tests::peers::Simulator as _;
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
-    let dir = std::env::temp_dir().join(format!("ibkit-order-hup-{}", std::process::id()));
+    let hosts: String = (topo.nodes.iter().rev())
+        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
+        .map(|n| format!("{:#018x}\n", n.guid + 1))
+        .collect();
+    let (first, second, took) = sighup_rewrites(spec, "--guid-routing-order-file", &hosts);
+    let moved: usize = (second.iter())
+        .map(|(sw, t)| {
+            t.iter()
+                .filter(|(g, p)| first[sw].get(g) != Some(p))
+                .count()
+        })
+        .sum();
+    println!("{spec}: SIGHUP with every host named, last first: {moved} routes moved, dumped {took:.1?} later; a broken file kept them");
+}
+
+/// Per switch GUID, the port each port GUID's LID leaves by.
+type Routes = BTreeMap<u64, BTreeMap<u64, u8>>;
+
+/// The LFT dump, by switch GUID, before and after SIGHUP: `ibkit sm
+/// FLAG FILE --dump-dir` on the served `spec`, FILE naming nothing at
+/// first, then `after`, and `ctl reload-sm` sent; and how long the new
+/// dump took. FILE then broken and SIGHUP sent again, the tables must
+/// stay.
+fn sighup_rewrites(spec: &str, flag: &str, after: &str) -> (Routes, Routes, std::time::Duration) {
+    use std::time::{Duration, Instant};
+    use tests::peers::Simulator as _;
+    let dir = std::env::temp_dir().join(format!(
+        "ibkit-hup{}-{}",
+        flag.replace('-', "_"),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let dump = dir.join("dump");
     std::fs::create_dir_all(&dump).unwrap();
-    let order = dir.join("order");
-    std::fs::write(&order, "# none yet\n").unwrap();
+    let file = dir.join("file");
+    std::fs::write(&file, "# none yet\n").unwrap();
     let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
     let sim = tests::peers::Served::start(exe, spec, 0, &[]).unwrap();
     let args = [
-        "--guid-routing-order-file",
-        order.to_str().unwrap(),
+        flag,
+        file.to_str().unwrap(),
         "--dump-dir",
         dump.to_str().unwrap(),
     ];
@@ -1183,11 +1232,7 @@ fn sighup_reads_the_routing_order_again() {
         assert!(t0.elapsed() < Duration::from_secs(10), "no LFT dump");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let hosts: String = (topo.nodes.iter().rev())
-        .filter(|n| n.kind != mad_core::attr::NodeType::Switch)
-        .map(|n| format!("{:#018x}\n", n.guid + 1))
-        .collect();
-    std::fs::write(&order, hosts).unwrap();
+    std::fs::write(&file, after).unwrap();
     let said = sim.control("reload-sm").unwrap().unwrap();
     assert!(said.starts_with("ok: SIGHUP"), "{said}");
     let t0 = Instant::now();
@@ -1198,28 +1243,120 @@ fn sighup_reads_the_routing_order_again() {
         }
         assert!(
             t0.elapsed() < Duration::from_secs(10),
-            "the tables did not change"
+            "{flag}: the tables did not change"
         );
         std::thread::sleep(Duration::from_millis(50));
     };
     let took = t0.elapsed();
-    let moved: usize = (second.iter())
-        .map(|(sw, t)| {
-            t.iter()
-                .filter(|(g, p)| first[sw].get(g) != Some(p))
-                .count()
-        })
-        .sum();
-    std::fs::write(&order, "0xnothing\n").unwrap();
+    std::fs::write(&file, "0xnothing\n").unwrap();
     sim.control("reload-sm").unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
         dumped().as_ref(),
         Some(&second),
-        "a broken file keeps the tables"
+        "{flag}: a broken file keeps the tables"
     );
     let (clean, _) = sm.stop(Duration::from_secs(10));
     assert!(clean);
-    println!("{spec}: SIGHUP with every host named, last first: {moved} routes moved, dumped {took:.1?} later; a broken file kept them");
+    let _ = std::fs::remove_dir_all(&dir);
+    (first, second, took)
+}
+
+/// SIGHUP reads the hop weights again (OpenSM reads its
+/// `hop_weights_file` at each routing): on the served fabric, a leaf's
+/// first up port given weight 10, the leaf routes nothing out of it any
+/// more; a broken file keeps the tables.
+#[test]
+fn sighup_reads_the_hop_weights_again() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    use mad_core::attr::NodeType;
+    let spec = "mport-ntree:4:2";
+    let topo = Topology::from_spec(spec).unwrap();
+    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
+    // A leaf with more than one port to a spine, and its first.
+    let (leaf, port) = (0..topo.nodes.len())
+        .filter(|&i| switch(i))
+        .find_map(|i| {
+            let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
+                .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
+                .collect();
+            let up: Vec<u8> = (peers.iter().filter(|&&(_, m)| switch(m)))
+                .map(|x| x.0)
+                .collect();
+            (peers.iter().any(|&(_, m)| !switch(m)) && up.len() > 1)
+                .then(|| (topo.nodes[i].guid, up[0]))
+        })
+        .unwrap();
+    let weights = format!("{leaf:#018x} {port} 10\n");
+    let (first, second, took) = sighup_rewrites(spec, "--hop-weights-file", &weights);
+    let out_of =
+        |r: &BTreeMap<u64, BTreeMap<u64, u8>>| r[&leaf].values().filter(|&&p| p == port).count();
+    let (before, after) = (out_of(&first), out_of(&second));
+    assert!(before > 0 && after == 0, "{before} then {after}");
+    println!("{spec}: SIGHUP with the leaf's up port {port} weighing 10: {before} routes out of it, then {after}, dumped {took:.1?} later; a broken file kept them");
+}
+
+/// OpenSM's `hop_weights_file` (`-w`), the same file given to both SMs on
+/// fat-tree-324 (ibsim): a leaf's first up port weighing 10 carries no
+/// route under either (every LID has a lighter way, 3, by another spine
+/// and leaf), and weighing 2 it carries only the spine's own LID (2
+/// against 3), as `ibroute` reads the leaf.
+#[test]
+fn both_sms_steer_routes_off_a_weighed_port() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    use mad_core::attr::NodeType;
+    let spec = "fat-tree-324";
+    let topo = Topology::from_spec(spec).unwrap();
+    let dir = std::env::temp_dir().join(format!("ibkit-weights-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The first leaf and its first port to a spine.
+    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
+    let (leaf, port) = (0..topo.nodes.len())
+        .filter(|&i| switch(i))
+        .find_map(|i| {
+            let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
+                .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
+                .collect();
+            peers.iter().any(|&(_, m)| !switch(m)).then(|| {
+                let up = peers.iter().find(|&&(_, m)| switch(m)).unwrap().0;
+                (topo.nodes[i].guid, up)
+            })
+        })
+        .unwrap();
+    let weights = dir.join("weights");
+    let out_of = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
+        ibroute(sim, lids[&leaf])
+            .values()
+            .filter(|&&p| p == port)
+            .count()
+    };
+    let mut seen = Vec::new();
+    for w in [10u8, 2] {
+        std::fs::write(
+            &weights,
+            format!("# leaf up port\n{leaf:#018x} {port} {w}\n"),
+        )
+        .unwrap();
+        let file = weights.to_str().unwrap();
+        let (theirs, ours) = both_sms_then(
+            &topo,
+            &dir,
+            &["-w", file],
+            &["--hop-weights-file", file],
+            out_of,
+        );
+        let want = if w == 10 { 0 } else { 1 };
+        assert_eq!((theirs, ours), (want, want), "weight {w}");
+        seen.push(format!("weight {w}: {theirs} (OpenSM) and {ours} (ibkit)"));
+    }
+    println!(
+        "{spec}: LIDs a leaf routes out of its up port {port}, weighed: {}, as ibroute reads them",
+        seen.join("; ")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

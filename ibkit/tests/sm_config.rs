@@ -557,6 +557,11 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         "consolidate_ipv6_snm_req",
         "use_original_extended_sa_rates_only",
         "honor_guid2lid_file",
+        "hop_weights_file",
+        "port_search_ordering_file",
+        "port_shifting",
+        "scatter_ports",
+        "guid_routing_order_no_scatter",
     ] {
         assert!(
             !skipped.split([' ', ':']).any(|w| w == applied),

@@ -59,6 +59,11 @@
 //! max_rate_enum = 63        # the highest rate code the SA answers: 2-24, 63 no limit (OpenSM 3.3.24's)
 //! root_guid_file = "roots"  # updn/ftree roots, a node GUID a line (OpenSM's)
 //! guid_routing_order_file = "order"  # port GUIDs min-hop and updn route first, a GUID a line (OpenSM's)
+//! guid_routing_order_no_scatter = false   # true: the routing order's ports are never scattered (OpenSM's)
+//! hop_weights_file = "weights"  # SWITCH_GUID PORT WEIGHT a line: min-hop weighs a hop out of that port (OpenSM's)
+//! port_search_ordering_file = "ports"  # SWITCH_GUID PORT... a line: the order its ports are tried in (OpenSM's)
+//! port_shifting = false     # true: each switch's search starts where its ports' mean load points (OpenSM's)
+//! scatter_ports = 0         # not 0: the seed of a random pick among the least used ports (OpenSM's)
 //! lfts_file = "opensm-lfts.dump"  # the file engine's tables, in OpenSM's LFT dump layout (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -144,6 +149,11 @@ struct Raw {
     root_guid_file: Option<PathBuf>,
     lfts_file: Option<PathBuf>,
     guid_routing_order_file: Option<PathBuf>,
+    guid_routing_order_no_scatter: Option<bool>,
+    hop_weights_file: Option<PathBuf>,
+    port_search_ordering_file: Option<PathBuf>,
+    port_shifting: Option<bool>,
+    scatter_ports: Option<Spanned<i64>>,
     node_name_map: Option<PathBuf>,
     fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
@@ -280,6 +290,18 @@ pub struct SmFile {
     pub lfts_file: Option<PathBuf>,
     /// The ports routed first (OpenSM's `guid_routing_order_file`).
     pub guid_routing_order_file: Option<PathBuf>,
+    /// The routing order's ports never scattered (OpenSM's
+    /// `guid_routing_order_no_scatter`).
+    pub guid_routing_order_no_scatter: Option<bool>,
+    /// Min-hop's hop weights (OpenSM's `hop_weights_file`).
+    pub hop_weights_file: Option<PathBuf>,
+    /// The order switches try their ports in (OpenSM's
+    /// `port_search_ordering_file`).
+    pub port_search_ordering_file: Option<PathBuf>,
+    /// OpenSM's `port_shifting`.
+    pub port_shifting: Option<bool>,
+    /// OpenSM's `scatter_ports`: 0 off, else the seed.
+    pub scatter_ports: Option<u32>,
     /// The node name map (OpenSM's `node_name_map_name`).
     pub node_name_map: Option<PathBuf>,
     /// The caches and the SA's database synced to the disk as they are
@@ -595,6 +617,12 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         root_guid_file: path(&raw.root_guid_file),
         lfts_file: path(&raw.lfts_file),
         guid_routing_order_file: path(&raw.guid_routing_order_file),
+        guid_routing_order_no_scatter: raw.guid_routing_order_no_scatter,
+        hop_weights_file: path(&raw.hop_weights_file),
+        port_search_ordering_file: path(&raw.port_search_ordering_file),
+        port_shifting: raw.port_shifting,
+        scatter_ports: ranged(&raw.scatter_ports, "scatter_ports", 0, 0xFFFF_FFFF)?
+            .map(|v| v as u32),
         node_name_map: path(&raw.node_name_map),
         fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
@@ -685,6 +713,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nguid_routing_order_file = \"order\"\n\
+                    guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\n\
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
@@ -736,6 +765,19 @@ mod tests {
         assert_eq!(
             f.guid_routing_order_file,
             Some(PathBuf::from("/etc/ibkit/order"))
+        );
+        assert_eq!(f.guid_routing_order_no_scatter, Some(true));
+        assert_eq!(
+            f.hop_weights_file,
+            Some(PathBuf::from("/etc/ibkit/weights"))
+        );
+        assert_eq!(
+            f.port_search_ordering_file,
+            Some(PathBuf::from("/etc/ibkit/ports"))
+        );
+        assert_eq!(
+            (f.port_shifting, f.scatter_ports),
+            (Some(true), Some(u32::MAX))
         );
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
         assert_eq!(f.allow_both_pkeys, Some(true));

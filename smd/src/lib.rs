@@ -199,6 +199,11 @@ pub struct SmdConfig {
     /// (OpenSM's `guid_routing_order_file`, `-X`): read at start and on
     /// SIGHUP.
     pub guid_routing_order_file: Option<PathBuf>,
+    /// How min-hop and up*/down* pick their ports: OpenSM's
+    /// `hop_weights_file` (`-w`) and `port_search_ordering_file` (`-O`),
+    /// read at start and on SIGHUP, `port_shifting`, `scatter_ports`,
+    /// `guid_routing_order_no_scatter` (SIGHUP applies new values).
+    pub port_selection: PortSelectionFiles,
     /// The names the dumps give nodes, by node GUID (OpenSM's
     /// `node_name_map_name`, infiniband-diags' `--node-name-map`), read at
     /// start.
@@ -351,6 +356,7 @@ impl Default for SmdConfig {
             root_guid_file: None,
             lfts_file: None,
             guid_routing_order_file: None,
+            port_selection: PortSelectionFiles::default(),
             node_name_map: None,
             fsync_high_avail_files: true,
             part_enforce: PartEnforce::Both,
@@ -418,6 +424,57 @@ pub fn read_routing_order(path: &std::path::Path) -> Result<Vec<u64>, SmdError> 
     let bad = |why: String| SmdError::RoutingOrder(format!("{}: {why}", path.display()));
     let text = read_bounded(path).map_err(bad)?;
     opensm_conf::parse_node_guids(&text).map_err(|e| bad(e.to_string()))
+}
+
+/// How min-hop and up*/down* pick their ports, as the SM is told it:
+/// the two files by path, the rest by value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortSelectionFiles {
+    /// OpenSM's `hop_weights_file`: `SWITCH_GUID PORT WEIGHT` a line.
+    pub hop_weights_file: Option<PathBuf>,
+    /// OpenSM's `port_search_ordering_file`: `SWITCH_GUID PORT...` a line.
+    pub port_search_ordering_file: Option<PathBuf>,
+    /// OpenSM's `port_shifting`.
+    pub port_shifting: bool,
+    /// OpenSM's `scatter_ports`: 0 off, else the seed.
+    pub scatter_ports: u32,
+    /// OpenSM's `guid_routing_order_no_scatter`.
+    pub guid_routing_order_no_scatter: bool,
+}
+
+impl PortSelectionFiles {
+    /// The selection, its files read, or why not, as "OPTION: FILE:
+    /// line L, column C: reason".
+    pub fn read(&self) -> Result<smi::sm::PortSelection, SmdError> {
+        let mut sel = smi::sm::PortSelection {
+            shifting: self.port_shifting,
+            scatter: self.scatter_ports,
+            order_no_scatter: self.guid_routing_order_no_scatter,
+            ..Default::default()
+        };
+        if let Some(p) = &self.hop_weights_file {
+            sel.hop_weights = read_parsed("hop_weights_file", p, opensm_conf::parse_hop_weights)?;
+        }
+        if let Some(p) = &self.port_search_ordering_file {
+            sel.search_order = read_parsed(
+                "port_search_ordering_file",
+                p,
+                opensm_conf::parse_port_search_order,
+            )?;
+        }
+        Ok(sel)
+    }
+}
+
+/// The file `key` names at `p`, read (bounded) and parsed, or why not.
+fn read_parsed<T>(
+    key: &str,
+    p: &Path,
+    parse: fn(&str) -> Result<T, config::ConfigError>,
+) -> Result<T, SmdError> {
+    let bad = |why: String| SmdError::PortSelection(format!("{key}: {}: {why}", p.display()));
+    let text = read_bounded(p).map_err(bad)?;
+    parse(&text).map_err(|e| bad(e.to_string()))
 }
 
 /// The longest line of an `lfts_file` read (OpenSM reads 1,023 bytes
@@ -660,6 +717,10 @@ pub enum SmdError {
     /// The root GUID file cannot be read or is refused.
     #[error("root_guid_file: {0}")]
     RootGuids(String),
+    /// The hop weights or port search order file cannot be read or is
+    /// refused.
+    #[error("{0}")]
+    PortSelection(String),
     /// The routing order file cannot be read or is refused.
     #[error("guid_routing_order_file: {0}")]
     RoutingOrder(String),
@@ -773,6 +834,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
         .as_deref()
         .map(read_routing_order)
         .transpose()?;
+    c.port_selection.read()?;
     // Read once, before the fabric is touched.
     let names = match &c.node_name_map {
         Some(p) => {
@@ -972,6 +1034,17 @@ fn drive(
             p.display()
         );
     }
+    let port_selection = c.port_selection.read()?;
+    if port_selection != smi::sm::PortSelection::default() {
+        tracing::info!(
+            "port selection: {} hop weight(s), {} port search order(s), port_shifting {}, scatter_ports {}",
+            port_selection.hop_weights.len(),
+            port_selection.search_order.len(),
+            port_selection.shifting,
+            port_selection.scatter
+        );
+    }
+    cfg.port_selection = port_selection;
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);
     if c.sm_inactive {
@@ -1028,6 +1101,7 @@ fn drive(
         root_guid_file: c.root_guid_file.clone(),
         lfts_file: c.lfts_file.clone(),
         guid_routing_order_file: c.guid_routing_order_file.clone(),
+        port_selection: c.port_selection.clone(),
     };
     // The subnet changed since the dumps were written.
     let mut dirty = false;
@@ -1533,6 +1607,7 @@ struct Files {
     root_guid_file: Option<PathBuf>,
     lfts_file: Option<PathBuf>,
     guid_routing_order_file: Option<PathBuf>,
+    port_selection: PortSelectionFiles,
 }
 
 /// Logs what an `opensm.conf` at `file` has that ibkit does not apply:
@@ -1710,6 +1785,7 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
     files.lfts_file = g.lfts_file.clone().or(f.lfts_file.clone());
     files.guid_routing_order_file =
         (g.guid_routing_order_file.clone()).or(f.guid_routing_order_file.clone());
+    files.port_selection = port_selection_of(g, &f);
     let qos = g.qos == Some(true) || f.qos == Some(true) || files.qos_config.is_some();
     if files.qos && !qos {
         tracing::warn!("QoS stays on until the SM restarts");
@@ -1887,6 +1963,19 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
         }
         Err(e) => tracing::error!("{e}; the routing order in force is kept"),
     }
+    match files.port_selection.read() {
+        Ok(sel) => {
+            let (w, o) = (sel.hop_weights.len(), sel.search_order.len());
+            let (shift, scatter) = (sel.shifting, sel.scatter);
+            if sm.set_port_selection(sel, now_ms) {
+                tracing::info!(
+                    "port selection: {w} hop weight(s), {o} port search order(s), \
+                     port_shifting {shift}, scatter_ports {scatter}; routing again"
+                );
+            }
+        }
+        Err(e) => tracing::error!("{e}; the port selection in force is kept"),
+    }
     // The file engine's tables: read again, and routed again where they
     // changed (OpenSM reads its lfts_file at each routing).
     if let (Some(p), Engine::File) = (&files.lfts_file, sm.config().routing) {
@@ -1902,6 +1991,21 @@ fn reread_files(files: &Files, sm: &mut Sm, reapplied: &mut bool, now_ms: u64) {
             }
             Err(e) => tracing::error!("{e}; the tables in force are kept"),
         }
+    }
+}
+
+/// The port selection the command line `g` and the file `f` give, the
+/// command line winning.
+pub fn port_selection_of(g: &config::SmFile, f: &config::SmFile) -> PortSelectionFiles {
+    PortSelectionFiles {
+        hop_weights_file: (g.hop_weights_file.clone()).or(f.hop_weights_file.clone()),
+        port_search_ordering_file: (g.port_search_ordering_file.clone())
+            .or(f.port_search_ordering_file.clone()),
+        port_shifting: g.port_shifting.or(f.port_shifting).unwrap_or(false),
+        scatter_ports: g.scatter_ports.or(f.scatter_ports).unwrap_or(0),
+        guid_routing_order_no_scatter: (g.guid_routing_order_no_scatter)
+            .or(f.guid_routing_order_no_scatter)
+            .unwrap_or(false),
     }
 }
 

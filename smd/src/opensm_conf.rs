@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`), `guid_routing_order_file` (min-hop and up*/down*) | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`), `guid_routing_order_file` (min-hop and up*/down*), `guid_routing_order_no_scatter`, `hop_weights_file` (min-hop), `port_search_ordering_file`, `port_shifting`, `scatter_ports` (min-hop and up*/down*) | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
 //! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `babbling_port_policy`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
@@ -156,6 +156,13 @@ pub fn parse_opensm_conf(
             "lfts_file" if null => {}
             "guid_routing_order_file" if null => {}
             "guid_routing_order_file" => s.guid_routing_order_file = Some(PathBuf::from(value)),
+            "guid_routing_order_no_scatter" => s.guid_routing_order_no_scatter = Some(boolean()?),
+            "hop_weights_file" if null => {}
+            "hop_weights_file" => s.hop_weights_file = Some(PathBuf::from(value)),
+            "port_search_ordering_file" if null => {}
+            "port_search_ordering_file" => s.port_search_ordering_file = Some(PathBuf::from(value)),
+            "port_shifting" => s.port_shifting = Some(boolean()?),
+            "scatter_ports" => s.scatter_ports = Some(ranged(0, 0xFFFF_FFFF)? as u32),
             "lfts_file" => s.lfts_file = Some(PathBuf::from(value)),
             "subnet_prefix" => s.subnet_prefix = Some(number()?),
             "part_enforce" => {
@@ -453,6 +460,122 @@ pub fn parse_node_guids(text: &str) -> Result<Vec<u64>, ConfigError> {
     Ok(guids)
 }
 
+/// The lines of a file keyed by switch GUID, as OpenSM reads its
+/// `hop_weights_file` and `port_search_ordering_file` (its
+/// `parse_node_map`): blank lines and lines starting with `#` skipped,
+/// a GUID first (C's `strtoull` base 0), then words up to a `#`. Each
+/// line's GUID and its words with their columns (the GUID's first) go to
+/// `each`; a GUID
+/// that does not read, GUID 0, or more than [`MAX_NODE_GUIDS`] lines is
+/// refused with its place.
+fn switch_lines(
+    text: &str,
+    mut each: impl FnMut(
+        u64,
+        &[(usize, &str)],
+        &dyn Fn(usize, String) -> ConfigError,
+    ) -> Result<(), ConfigError>,
+) -> Result<(), ConfigError> {
+    let mut count = 0;
+    for (i, raw) in text.lines().enumerate() {
+        let body = raw.split('#').next().unwrap_or("");
+        let mut words = Vec::new();
+        let mut rest = body;
+        while let Some(start) = rest.find(|c: char| !c.is_whitespace()) {
+            let end = rest[start..]
+                .find(char::is_whitespace)
+                .map_or(rest.len(), |e| start + e);
+            let column = body.len() - rest.len() + start + 1;
+            words.push((column, &rest[start..end]));
+            rest = &rest[end..];
+        }
+        let Some(&(column, word)) = words.first() else {
+            continue;
+        };
+        let bad = |column: usize, reason: String| ConfigError {
+            line: i + 1,
+            column,
+            reason,
+        };
+        let shown = format!("{:?}", word.chars().take(40).collect::<String>());
+        let guid = c_number(word).ok_or_else(|| bad(column, format!("{shown}: not a GUID")))?;
+        if guid == 0 {
+            return Err(bad(column, "GUID 0 names no switch".into()));
+        }
+        if count == MAX_NODE_GUIDS {
+            return Err(bad(column, format!("more than {MAX_NODE_GUIDS} lines")));
+        }
+        count += 1;
+        each(guid, &words, &bad)?;
+    }
+    Ok(())
+}
+
+/// A number of a line of [`switch_lines`] within `lo..=hi`, or why not.
+fn ranged_word(
+    (column, word): (usize, &str),
+    what: &str,
+    lo: u64,
+    hi: u64,
+    bad: &dyn Fn(usize, String) -> ConfigError,
+) -> Result<u8, ConfigError> {
+    let shown = format!("{:?}", word.chars().take(40).collect::<String>());
+    match c_number(word) {
+        Some(v) if (lo..=hi).contains(&v) => Ok(v as u8),
+        Some(_) => Err(bad(column, format!("{what} {shown}: not in {lo}-{hi}"))),
+        None => Err(bad(column, format!("{what} {shown}: not a number"))),
+    }
+}
+
+/// OpenSM's `hop_weights_file`: `SWITCH_GUID PORT WEIGHT` a line, the
+/// weight of a hop out of that port (1-255; every other hop weighs 1),
+/// `#` comments. A line that does not read, a port 0 or above 254, a
+/// weight 0 or above 255, or anything after the weight is refused with
+/// its place (OpenSM skips such a line).
+pub fn parse_hop_weights(text: &str) -> Result<Vec<(u64, u8, u8)>, ConfigError> {
+    let mut out = Vec::new();
+    switch_lines(text, |guid, words, bad| {
+        let end = |w: &[(usize, &str)]| w.last().map_or(1, |&(c, s)| c + s.len());
+        match words {
+            [_, port, weight] => {
+                let port = ranged_word(*port, "port", 1, 254, bad)?;
+                let weight = ranged_word(*weight, "weight", 1, 255, bad)?;
+                out.push((guid, port, weight));
+                Ok(())
+            }
+            [_, _, _, (column, _), ..] => Err(bad(*column, "more than a port and a weight".into())),
+            _ => Err(bad(end(words), "a port and a weight expected".into())),
+        }
+    })?;
+    Ok(out)
+}
+
+/// OpenSM's `port_search_ordering_file`: `SWITCH_GUID PORT...` a line,
+/// the order the switch's ports are tried in (the ports not named after
+/// them, ascending), `#` comments. A line with no port, a port 0 or above
+/// 254, or a port named twice is refused with its place (OpenSM skips
+/// such a line).
+pub fn parse_port_search_order(text: &str) -> Result<Vec<(u64, Vec<u8>)>, ConfigError> {
+    let mut out = Vec::new();
+    switch_lines(text, |guid, words, bad| {
+        let mut ports = Vec::new();
+        for &w in &words[1..] {
+            let p = ranged_word(w, "port", 1, 254, bad)?;
+            if ports.contains(&p) {
+                return Err(bad(w.0, format!("port {p} named twice")));
+            }
+            ports.push(p);
+        }
+        if ports.is_empty() {
+            let (column, guid) = words[0];
+            return Err(bad(column + guid.len(), "no port named".into()));
+        }
+        out.push((guid, ports));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
 /// Reads and parses the `opensm.conf` at `path` (bounded in size).
 pub fn read_opensm_conf(path: &Path) -> Result<OpensmConf, crate::SmdError> {
     let bad = |why: String| crate::SmdError::Config(format!("{}: {why}", path.display()));
@@ -508,7 +631,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\nlfts_file /there/lfts\nguid_routing_order_file /there/order\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             root_guid_file /there/roots\nlfts_file /there/lfts\nguid_routing_order_file /there/order\nguid_routing_order_no_scatter TRUE\nhop_weights_file /there/weights\nport_search_ordering_file (null)\nport_shifting TRUE\nscatter_ports 0x10\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nbabbling_port_policy TRUE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
@@ -533,6 +656,10 @@ mod tests {
             s.guid_routing_order_file,
             Some(PathBuf::from("/there/order"))
         );
+        assert_eq!(s.guid_routing_order_no_scatter, Some(true));
+        assert_eq!(s.hop_weights_file, Some(PathBuf::from("/there/weights")));
+        assert_eq!(s.port_search_ordering_file, None);
+        assert_eq!((s.port_shifting, s.scatter_ports), (Some(true), Some(16)));
         assert_eq!(s.node_name_map, Some(PathBuf::from("/there/names")));
         assert_eq!(s.fsync_high_avail_files, Some(false));
         assert_eq!(s.part_enforce, Some(PartEnforce::In));
@@ -825,5 +952,48 @@ mod tests {
         }
         // Unknown options and values ibkit does not apply are no error.
         assert!(parse("no_such_option 1\nmax_msg_fifo_timeout lots\n").is_ok());
+    }
+
+    #[test]
+    fn hop_weights_and_port_orders_read_as_opensm_writes_them() {
+        let w = parse_hop_weights(
+            "# switch port weight\n0x0002c90300000001 1 10\n  0x0002c90300000002\t 36 0xff # far\n\n",
+        )
+        .unwrap();
+        assert_eq!(
+            w,
+            [
+                (0x0002_c903_0000_0001, 1, 10),
+                (0x0002_c903_0000_0002, 36, 255)
+            ]
+        );
+        let o = parse_port_search_order("0x2 3 1 2 # leaf\n0x3 07\n").unwrap();
+        assert_eq!(o, [(2, vec![3, 1, 2]), (3, vec![7])]);
+        // Refused with the place and the reason.
+        let refused = |r: Result<(), ConfigError>| r.unwrap_err();
+        let w = |t: &str| refused(parse_hop_weights(t).map(drop));
+        let o = |t: &str| refused(parse_port_search_order(t).map(drop));
+        let e = w("0x2 1 10\n0x3 0 10\n");
+        assert_eq!((e.line, e.column), (2, 5), "{e}");
+        assert!(e.reason.contains("not in 1-254"), "{e}");
+        let e = w("0x3 1 256\n");
+        assert_eq!((e.line, e.column), (1, 7), "{e}");
+        let e = w("0x3 1 0\n");
+        assert!(e.reason.contains("weight"), "{e}");
+        let e = w("0x3 1\n");
+        assert_eq!((e.line, e.column), (1, 6), "{e}");
+        let e = w("0x3 1 2 3\n");
+        assert_eq!((e.line, e.column), (1, 9), "{e}");
+        let e = w("switch 1 2\n");
+        assert!(e.reason.contains("not a GUID"), "{e}");
+        let e = w("0 1 2\n");
+        assert!(e.reason.contains("GUID 0"), "{e}");
+        let e = o("0x2 1 2 1\n");
+        assert_eq!((e.line, e.column), (1, 9), "{e}");
+        assert!(e.reason.contains("twice"), "{e}");
+        let e = o("0x2 # none\n");
+        assert_eq!((e.line, e.column), (1, 4), "{e}");
+        let e = o("0x2 1 x\n");
+        assert!(e.reason.contains("not a number"), "{e}");
     }
 }

@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, node_name_map_name, fsync_high_avail_files,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
@@ -169,6 +169,33 @@ pub struct SmArgs {
     /// GUID no port has is skipped. Read again on SIGHUP.
     #[arg(long, value_name = "FILE")]
     pub guid_routing_order_file: Option<std::path::PathBuf>,
+    /// With --scatter-ports, never scatter the ports of
+    /// --guid-routing-order-file (OpenSM's guid_routing_order_no_scatter).
+    #[arg(long)]
+    pub guid_routing_order_no_scatter: bool,
+    /// Weigh min-hop's hops, `SWITCH_GUID PORT WEIGHT` a line (OpenSM's
+    /// hop_weights_file, -w): a hop out of that port weighs 1-255, every
+    /// other 1, and routes take the lightest paths, so a site steers them
+    /// off a link. Read again on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub hop_weights_file: Option<std::path::PathBuf>,
+    /// The order each named switch tries its ports in, `SWITCH_GUID
+    /// PORT...` a line, the rest after in ascending order (OpenSM's
+    /// port_search_ordering_file, -O): among equally used ports on a best
+    /// path, the first in this order takes the route (min-hop and
+    /// up*/down*). Read again on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub port_search_ordering_file: Option<std::path::PathBuf>,
+    /// Start each switch's search among its best ports where their mean
+    /// load points, so consecutive LIDs do not line up on the same ports
+    /// (OpenSM's --port-shifting; min-hop and up*/down*).
+    #[arg(long)]
+    pub port_shifting: bool,
+    /// Pick at random among a switch's least used best ports, from this
+    /// seed, the same at every routing (OpenSM's --scatter-ports; 0: off;
+    /// min-hop and up*/down*, base LIDs).
+    #[arg(long, value_name = "SEED")]
+    pub scatter_ports: Option<u32>,
     /// Name nodes in the dumps by this node name map (`GUID "name"` a
     /// line, as infiniband-diags' --node-name-map and OpenSM's
     /// node_name_map_name); a node it does not name keeps its
@@ -357,6 +384,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
         .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
     let link = file.link_params();
+    let port_selection = smd::port_selection_of(&flags(a), &file);
     let r = smd::run(
         &smd::SmdConfig {
             via,
@@ -403,6 +431,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lfts_file: a.lfts_file.clone().or(file.lfts_file),
             guid_routing_order_file: (a.guid_routing_order_file.clone())
                 .or(file.guid_routing_order_file),
+            port_selection,
             node_name_map: a.node_name_map.clone().or(file.node_name_map),
             fsync_high_avail_files: file.fsync_high_avail_files != Some(false),
             part_enforce: a.part_enforce.or(file.part_enforce).unwrap_or_default(),
@@ -500,6 +529,11 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         root_guid_file: a.root_guid_file.clone(),
         lfts_file: a.lfts_file.clone(),
         guid_routing_order_file: a.guid_routing_order_file.clone(),
+        guid_routing_order_no_scatter: a.guid_routing_order_no_scatter.then_some(true),
+        hop_weights_file: a.hop_weights_file.clone(),
+        port_search_ordering_file: a.port_search_ordering_file.clone(),
+        port_shifting: a.port_shifting.then_some(true),
+        scatter_ports: a.scatter_ports,
         node_name_map: a.node_name_map.clone(),
         part_enforce: a.part_enforce,
         allow_both_pkeys: a.allow_both_pkeys.then_some(true),

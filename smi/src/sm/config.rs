@@ -3,6 +3,30 @@
 use super::ucast::complete;
 use super::*;
 
+/// How min-hop and up*/down* choose their ports, as a site tunes
+/// OpenSM's. A switch GUID that names no live switch, a port the switch
+/// does not have, or a search order that names a port twice is skipped
+/// (the whole line, for an order), as OpenSM skips it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortSelection {
+    /// (switch node GUID, port, weight 1-255): the weight of a hop out of
+    /// that port, where every other hop weighs 1 (OpenSM's
+    /// `hop_weights_file`). Min-hop only, as OpenSM's.
+    pub hop_weights: Vec<(u64, u8, u8)>,
+    /// (switch node GUID, ports): the order the switch's ports are tried
+    /// in, the ports not named after them in ascending order (OpenSM's
+    /// `port_search_ordering_file`).
+    pub search_order: Vec<(u64, Vec<u8>)>,
+    /// OpenSM's `port_shifting` ([`routing::PortChoice::shifting`]).
+    pub shifting: bool,
+    /// OpenSM's `scatter_ports`: 0 off, else the seed
+    /// ([`routing::PortChoice::scatter`]).
+    pub scatter: u32,
+    /// OpenSM's `guid_routing_order_no_scatter`: the ports of
+    /// [`SmConfig::routing_order`] are never scattered.
+    pub order_no_scatter: bool,
+}
+
 /// Settings of a subnet manager.
 #[derive(Clone, Debug)]
 pub struct SmConfig {
@@ -138,6 +162,11 @@ pub struct SmConfig {
     /// GUID no port has is skipped, and so is one named again, as OpenSM
     /// skips them.
     pub routing_order: Vec<u64>,
+    /// How min-hop and up*/down* pick among equal-cost ports, and the
+    /// hop weights min-hop routes by (OpenSM's `hop_weights_file`,
+    /// `port_search_ordering_file`, `port_shifting`, `scatter_ports`,
+    /// `guid_routing_order_no_scatter`).
+    pub port_selection: PortSelection,
     /// Which partition enforcement bits the switch ports cabled to CAs
     /// get (OpenSM's `part_enforce`; `no_partition_enforcement` is
     /// [`PartEnforce::Off`]). Only with a partition configuration.
@@ -403,6 +432,7 @@ impl Default for SmConfig {
             root_guids: Vec::new(),
             lfts_file: None,
             routing_order: Vec::new(),
+            port_selection: PortSelection::default(),
             part_enforce: PartEnforce::Both,
             sweep_on_trap: true,
             ignore_other_sm: false,

@@ -43,8 +43,8 @@ pub mod updn;
 pub mod vswitch;
 
 pub use config::{
-    Engine, FatTreeEngine, LinkParams, MinHopEngine, PartEnforce, RoutingEngine, SmConfig,
-    UpDownEngine,
+    Engine, FatTreeEngine, LinkParams, MinHopEngine, PartEnforce, PortSelection, RoutingEngine,
+    SmConfig, UpDownEngine,
 };
 pub use error::{SmError, Unreached, MAX_UNREACHED_NAMED};
 pub use event::{SmEvent, MAX_EVENTS};

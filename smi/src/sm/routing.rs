@@ -38,6 +38,231 @@ pub struct Graph {
     /// them over a switch's equal-cost ports before any other; empty:
     /// the engine's own order.
     pub order: Vec<u16>,
+    /// Per switch, per port, the weight min-hop gives a hop out of that
+    /// port (OpenSM's `hop_weights_file`; 1 where none is given): a path's
+    /// length is the sum of its hops' weights, so a site steers routes
+    /// off a link by weighing it. Empty: every hop weighs 1. Only
+    /// min-hop reads it, as only OpenSM's min-hop does.
+    pub weights: Vec<Vec<u8>>,
+    /// How a switch picks among its equal-cost ports (OpenSM's
+    /// `port_search_ordering_file`, `port_shifting`, `scatter_ports`).
+    pub choice: PortChoice,
+}
+
+/// How min-hop and up*/down* pick, among a switch's ports on a best
+/// path, the one that carries the next route: the port carrying the
+/// fewest routes so far, ties broken by OpenSM's options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortChoice {
+    /// Per switch of the graph, its ports in the order they are tried
+    /// (OpenSM's `port_search_ordering_file`): the first of the least
+    /// used wins. A switch with none (or past the end): ascending.
+    pub order: Vec<Vec<u8>>,
+    /// OpenSM's `port_shifting`: the search starts at the port whose
+    /// place among the candidates is their mean load, modulo their
+    /// number, so that consecutive LIDs do not line up on the same
+    /// ports of every switch.
+    pub shifting: bool,
+    /// OpenSM's `scatter_ports`: when not 0, the seed of a random choice
+    /// among the least used ports, made again the same way at every
+    /// routing (the seed is planted anew each time, as OpenSM's
+    /// `srandom`), so the tables stay put between sweeps. Base LIDs only.
+    pub scatter: u32,
+    /// LIDs that are never scattered (OpenSM's
+    /// `guid_routing_order_no_scatter`: the routing order's), ascending.
+    pub no_scatter: Vec<u16>,
+}
+
+impl PortChoice {
+    /// True when it is the plain choice: the first least used port in
+    /// ascending order.
+    pub fn is_plain(&self) -> bool {
+        self.order.iter().all(Vec::is_empty) && !self.shifting && self.scatter == 0
+    }
+}
+
+/// Makes [`PortChoice`]'s picks, one routing long.
+///
+/// The random numbers are SplitMix64's rather than a `rand` generator's:
+/// a site's tables under a given `scatter_ports` seed must not move when
+/// ibkit or a dependency is upgraded, and the crate is `no_std` firmware
+/// code; these six lines are the whole generator and cannot change.
+pub(crate) struct Picker<'a> {
+    choice: &'a PortChoice,
+    state: u64,
+    ranked: Vec<(usize, u8)>,
+}
+
+impl<'a> Picker<'a> {
+    /// A picker for one routing: the seed planted anew.
+    pub(crate) fn new(choice: &'a PortChoice) -> Self {
+        Picker {
+            choice,
+            state: u64::from(choice.scatter),
+            ranked: Vec::new(),
+        }
+    }
+
+    fn next_random(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The port of switch `s` to carry the route to `lid`, among
+    /// `candidates` (each on a best path, in ascending order), by the
+    /// routes each carries so far (`load`, by port). `offset`: the LID's
+    /// offset into its port's LMC range (only base LIDs are scattered).
+    pub(crate) fn pick(
+        &mut self,
+        s: usize,
+        candidates: &[u8],
+        load: &[u32],
+        lid: u16,
+        offset: u16,
+    ) -> Option<u8> {
+        let load_of = |p: u8| load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
+        let order = self.choice.order.get(s).filter(|o| !o.is_empty());
+        let scatter = self.choice.scatter != 0
+            && offset == 0
+            && self.choice.no_scatter.binary_search(&lid).is_err();
+        if order.is_none() && !self.choice.shifting && !scatter {
+            // The plain choice: the first least used, in port order.
+            let mut best: Option<u8> = None;
+            for &p in candidates {
+                if best.is_none_or(|b| load_of(p) < load_of(b)) {
+                    best = Some(p);
+                }
+            }
+            return best;
+        }
+        self.ranked.clear();
+        for &p in candidates {
+            let rank = order.map_or(usize::from(p), |o| {
+                o.iter()
+                    .position(|&q| q == p)
+                    .unwrap_or(o.len() + usize::from(p))
+            });
+            self.ranked.push((rank, p));
+        }
+        self.ranked.sort_unstable();
+        let count = self.ranked.len();
+        if count == 0 {
+            return None;
+        }
+        let least = self.ranked.iter().map(|&(_, p)| load_of(p)).min()?;
+        if scatter {
+            let ties = self
+                .ranked
+                .iter()
+                .filter(|&&(_, p)| load_of(p) == least)
+                .count();
+            let k = (self.next_random() % ties as u64) as usize;
+            return (self.ranked.iter())
+                .filter(|&&(_, p)| load_of(p) == least)
+                .nth(k)
+                .map(|&(_, p)| p);
+        }
+        let start = if self.choice.shifting {
+            let total: u64 = self
+                .ranked
+                .iter()
+                .map(|&(_, p)| u64::from(load_of(p)))
+                .sum();
+            (total / count as u64) as usize % count
+        } else {
+            0
+        };
+        (0..count)
+            .map(|i| self.ranked[(start + i) % count].1)
+            .find(|&p| load_of(p) == least)
+    }
+}
+
+/// Distances between switches as min-hop measures them: hops, or with
+/// [`Graph::weights`], the sum of the hops' weights. `u32::MAX`:
+/// unreachable.
+pub enum Dist {
+    /// Hop counts, `dist[a][b]` ([`distances`]).
+    Hops(Vec<Vec<u16>>),
+    /// Weighted lengths, `to[b][a]` from `a` to `b`.
+    Weighted(Vec<Vec<u32>>),
+}
+
+impl Dist {
+    /// The distance from switch `a` to switch `b`.
+    #[inline]
+    pub fn get(&self, a: usize, b: usize) -> u32 {
+        match self {
+            Dist::Hops(d) => match d[a][b] {
+                u16::MAX => u32::MAX,
+                h => u32::from(h),
+            },
+            Dist::Weighted(to) => to[b][a],
+        }
+    }
+
+    /// Min-hop's distances over `g`: weighted when `g` has weights.
+    pub fn of(g: &Graph) -> Dist {
+        if g.weights.is_empty() {
+            Dist::Hops(distances(g))
+        } else {
+            Dist::Weighted(weighted_distances(g))
+        }
+    }
+}
+
+/// The weight of a hop out of port `p` of switch `s` (1 unless
+/// `weights` says otherwise; 0 read as 1).
+#[inline]
+pub fn hop_weight(weights: &[Vec<u8>], s: usize, p: usize) -> u32 {
+    weights
+        .get(s)
+        .and_then(|w| w.get(p))
+        .map_or(1, |&w| u32::from(w.max(1)))
+}
+
+/// `to[b][a]`: the least sum of hop weights ([`Graph::weights`]) from
+/// switch `a` to switch `b`, `u32::MAX` where `b` is unreachable; one
+/// Dijkstra a destination, over the cables backwards.
+pub fn weighted_distances(g: &Graph) -> Vec<Vec<u32>> {
+    use alloc::collections::BinaryHeap;
+    use core::cmp::Reverse;
+    let n = g.ports.len();
+    // Into each switch: (from switch, weight of the hop).
+    let mut into: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n];
+    for (s, ports) in g.ports.iter().enumerate() {
+        for (p, t) in ports.iter().enumerate() {
+            if let PortTo::Switch(m, _) = *t {
+                if m < n {
+                    into[m].push((s, hop_weight(&g.weights, s, p)));
+                }
+            }
+        }
+    }
+    let mut to = Vec::with_capacity(n);
+    let mut heap = BinaryHeap::new();
+    for b in 0..n {
+        let mut d = vec![u32::MAX; n];
+        d[b] = 0;
+        heap.push(Reverse((0u32, b)));
+        while let Some(Reverse((dv, v))) = heap.pop() {
+            if dv > d[v] {
+                continue;
+            }
+            for &(s, w) in &into[v] {
+                let nd = dv.saturating_add(w);
+                if nd < d[s] {
+                    d[s] = nd;
+                    heap.push(Reverse((nd, s)));
+                }
+            }
+        }
+        to.push(d);
+    }
+    to
 }
 
 /// Every destination LID with the switch it hangs off and the port there,
@@ -169,20 +394,49 @@ pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
 }
 
 /// Linear forwarding tables: `lft[switch][lid]` = egress port, 0xFF where
-/// unrouted. `max_lid` sizes the tables.
+/// unrouted. `max_lid` sizes the tables. Paths are weighed by
+/// [`Graph::weights`] and ports picked by [`Graph::choice`].
 pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; g.ports.len()];
-    minhop_into(g, &mut lft, &distances(g), |_| true);
+    minhop_into(g, &mut lft, &Dist::of(g), &g.weights, |_| true);
     lft
 }
 
 /// Fills `lft` with min-hop entries for the destinations `want` accepts
 /// (given as (LID, switch, port at that switch)), balancing each switch's
-/// ports by the routes they carry.
+/// ports by the routes they carry. `dist` must measure paths by
+/// `weights` ([`Dist::of`]; `&[]`: every hop weighs 1).
 pub fn minhop_into(
     g: &Graph,
     lft: &mut [Vec<u8>],
-    dist: &[Vec<u16>],
+    dist: &Dist,
+    weights: &[Vec<u8>],
+    want: impl Fn(&(u16, usize, u8)) -> bool,
+) {
+    // One loop a distance kind, so the hot loop reads the matrix
+    // directly.
+    match dist {
+        Dist::Hops(d) => minhop_with(
+            g,
+            lft,
+            |a, b| match d[a][b] {
+                u16::MAX => u32::MAX,
+                h => u32::from(h),
+            },
+            weights,
+            want,
+        ),
+        Dist::Weighted(to) => minhop_with(g, lft, |a, b| to[b][a], weights, want),
+    }
+}
+
+/// [`minhop_into`] with the distance from switch `a` to `b` as
+/// `dist(a, b)` (`u32::MAX`: unreachable).
+fn minhop_with(
+    g: &Graph,
+    lft: &mut [Vec<u8>],
+    dist: impl Fn(usize, usize) -> u32,
+    weights: &[Vec<u8>],
     want: impl Fn(&(u16, usize, u8)) -> bool,
 ) {
     let n = g.ports.len();
@@ -199,6 +453,8 @@ pub fn minhop_into(
     } else {
         levels(g)
     };
+    let plain = g.choice.is_plain();
+    let mut picker = Picker::new(&g.choice);
     let mut candidates = Vec::new();
     for s in 0..n {
         let mut load = vec![0u32; g.ports[s].len()];
@@ -206,38 +462,50 @@ pub fn minhop_into(
             let port = if s == t {
                 tport
             } else {
-                let want = dist[s][t];
-                if want == u16::MAX {
+                let want = dist(s, t);
+                if want == u32::MAX {
                     continue;
                 }
+                // A port is on a best path when the hop's weight and the
+                // rest of the way make the whole.
+                let best_via = |p: usize, m: usize| {
+                    let rest = dist(m, t);
+                    rest != u32::MAX && rest.saturating_add(hop_weight(weights, s, p)) == want
+                };
                 let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
-                let spread = (k > 0)
-                    .then(|| {
-                        candidates.clear();
-                        for (p, to) in g.ports[s].iter().enumerate() {
-                            if let PortTo::Switch(m, _) = *to {
-                                if dist[m][t] == want - 1 {
-                                    candidates.push(p as u8);
-                                }
-                            }
-                        }
-                        let base = lft[s].get(usize::from(lid - k)).copied()?;
-                        lmc_spread(&candidates, base, k, level[s])
-                    })
-                    .flatten();
-                let mut best: Option<usize> = spread.map(usize::from);
-                if best.is_none() {
+                if plain && k == 0 {
+                    // The plain choice, inline: the first least used.
+                    let mut best: Option<usize> = None;
                     for (p, to) in g.ports[s].iter().enumerate() {
                         if let PortTo::Switch(m, _) = *to {
-                            if dist[m][t] == want - 1 && best.is_none_or(|b| load[p] < load[b]) {
+                            if best.is_none_or(|b| load[p] < load[b]) && best_via(p, m) {
                                 best = Some(p);
                             }
                         }
                     }
-                }
-                match best {
-                    Some(p) => p as u8,
-                    None => continue,
+                    match best {
+                        Some(p) => p as u8,
+                        None => continue,
+                    }
+                } else {
+                    candidates.clear();
+                    for (p, to) in g.ports[s].iter().enumerate() {
+                        if let PortTo::Switch(m, _) = *to {
+                            if best_via(p, m) {
+                                candidates.push(p as u8);
+                            }
+                        }
+                    }
+                    let spread = (k > 0)
+                        .then(|| {
+                            let base = lft[s].get(usize::from(lid - k)).copied()?;
+                            lmc_spread(&candidates, base, k, level[s])
+                        })
+                        .flatten();
+                    match spread.or_else(|| picker.pick(s, &candidates, &load, lid, k)) {
+                        Some(p) => p,
+                        None => continue,
+                    }
                 }
             };
             if let Some(slot) = lft[s].get_mut(usize::from(lid)) {
@@ -260,7 +528,7 @@ pub fn keep_shortest(
     lft: &mut [Vec<u8>],
     found: impl Fn(usize, u16) -> Option<u8>,
 ) -> usize {
-    let dist = distances(g);
+    let dist = Dist::of(g);
     let dests = destinations(g);
     let mut kept = 0;
     for (s, table) in lft.iter_mut().enumerate() {
@@ -268,11 +536,13 @@ pub fn keep_shortest(
             let (Some(p), Some(slot)) = (found(s, lid), table.get_mut(usize::from(lid))) else {
                 continue;
             };
-            if s == t || *slot == p || dist[s][t] == u16::MAX {
+            if s == t || *slot == p || dist.get(s, t) == u32::MAX {
                 continue;
             }
             if let Some(PortTo::Switch(m, _)) = g.ports[s].get(usize::from(p)) {
-                if dist[*m][t].checked_add(1) == Some(dist[s][t]) {
+                let rest = dist.get(*m, t);
+                let hop = hop_weight(&g.weights, s, usize::from(p));
+                if rest != u32::MAX && rest.saturating_add(hop) == dist.get(s, t) {
                     *slot = p;
                     kept += 1;
                 }
@@ -329,6 +599,7 @@ mod tests {
             extra: Vec::new(),
             roots: Vec::new(),
             order: Vec::new(),
+            ..Graph::default()
         }
     }
 
@@ -347,6 +618,7 @@ mod tests {
             extra: Vec::new(),
             roots: Vec::new(),
             order: Vec::new(),
+            ..Graph::default()
         };
         let mut lft = minhop(&g, 4);
         let computed = lft[0][4];
@@ -373,6 +645,118 @@ mod tests {
         let d = distances(&g);
         for (s, row) in d.iter().enumerate() {
             assert_eq!(*row, hops_from(&g, s));
+        }
+    }
+    /// The square of `a_found_port_is_kept_only_on_a_shortest_path`, with
+    /// a CA (LID 10) on switch 3, port 1.
+    fn square() -> Graph {
+        use PortTo::{Ca, None as No, Switch as Sw};
+        Graph {
+            ports: vec![
+                vec![No, Sw(1, 1), Sw(2, 1)],
+                vec![No, Sw(0, 1), No, Sw(3, 3)],
+                vec![No, Sw(0, 2), No, Sw(3, 2)],
+                vec![No, Ca(10, 1), Sw(2, 3), Sw(1, 3)],
+            ],
+            lid: vec![1, 2, 3, 4],
+            ..Graph::default()
+        }
+    }
+
+    #[test]
+    fn a_weighed_hop_steers_min_hop_off_its_port() {
+        let mut g = square();
+        // Unweighed, switch 0 has two ways to LID 10 and to switch 3.
+        let plain = minhop(&g, 10);
+        let d = weighted_distances(&g);
+        assert_eq!((d[3][0], d[0][3], d[2][0]), (2, 2, 1));
+        // Port 1 of switch 0 weighs 3 and port 2 weighs 2: every route from
+        // switch 0 to switch 3's LIDs leaves by port 2 (2 + 1 < 3 + 1), and
+        // switch 1 (one hop of 3) is still reached by port 1 (3 < 2 + 1 + 1).
+        g.weights = vec![vec![1, 3, 2], vec![1; 4], vec![1; 4], vec![1; 4]];
+        let d = weighted_distances(&g);
+        assert_eq!((d[3][0], d[1][0], d[0][1]), (3, 3, 1));
+        let t = minhop(&g, 10);
+        assert_eq!((t[0][10], t[0][4], t[0][2], t[0][3]), (2, 2, 1, 2));
+        // Without the weights the two ways to 3 share its two LIDs.
+        assert_ne!(plain[0][10], plain[0][4]);
+        // The weighed tables still lead every switch to every LID.
+        for start in 0..4usize {
+            for lid in [1u16, 2, 3, 4, 10] {
+                let (mut s, mut hops) = (start, 0);
+                while g.lid[s] != lid {
+                    let p = usize::from(t[s][usize::from(lid)]);
+                    match g.ports[s][p] {
+                        PortTo::Switch(m, _) => s = m,
+                        PortTo::Ca(l, _) => {
+                            assert_eq!(l, lid);
+                            break;
+                        }
+                        PortTo::None => panic!("switch {s} drops LID {lid}"),
+                    }
+                    hops += 1;
+                    assert!(hops < 4, "LID {lid} loops from switch {start}");
+                }
+            }
+        }
+        // A taken-over table keeps a found entry only on a weighed best
+        // path: port 1 to LID 10 is two hops, but heavier.
+        let mut again = t.clone();
+        assert_eq!(
+            keep_shortest(&g, &mut again, |s, l| (s == 0 && l == 10).then_some(1)),
+            0
+        );
+        assert_eq!(again, t);
+    }
+
+    #[test]
+    fn ports_are_picked_by_order_shift_and_scatter() {
+        let cands = [1u8, 2, 3];
+        let mut choice = PortChoice::default();
+        // Plain: the first least used.
+        let mut pk = Picker::new(&choice);
+        assert_eq!(pk.pick(0, &cands, &[0, 2, 1, 1], 7, 0), Some(2));
+        assert_eq!(pk.pick(0, &cands, &[0, 0, 0, 0], 7, 0), Some(1));
+        assert_eq!(pk.pick(0, &[], &[0, 0], 7, 0), None);
+        // A search order: its first least used; a switch without one, plain.
+        choice.order = vec![vec![3, 1, 2]];
+        let mut pk = Picker::new(&choice);
+        assert_eq!(pk.pick(0, &cands, &[0, 0, 0, 0], 7, 0), Some(3));
+        assert_eq!(pk.pick(0, &cands, &[0, 0, 1, 1], 7, 0), Some(1));
+        assert_eq!(pk.pick(1, &cands, &[0, 0, 0, 0], 7, 0), Some(1));
+        // Shifting: loads 2, 2, 2 start at place 6 / 3 % 3 = 2 (port 3);
+        // loads 1, 1, 1 at place 1 (port 2); only the least used count.
+        choice.order.clear();
+        choice.shifting = true;
+        let mut pk = Picker::new(&choice);
+        assert_eq!(pk.pick(0, &cands, &[0, 2, 2, 2], 7, 0), Some(3));
+        assert_eq!(pk.pick(0, &cands, &[0, 1, 1, 1], 7, 0), Some(2));
+        assert_eq!(pk.pick(0, &cands, &[0, 1, 3, 2], 7, 0), Some(1));
+        // Scatter: always one of the least used; the same seed the same
+        // picks; another seed others; an LMC offset or a LID not to
+        // scatter picks plainly.
+        choice.shifting = false;
+        let picks = |seed: u32| {
+            let c = PortChoice {
+                scatter: seed,
+                ..PortChoice::default()
+            };
+            let mut pk = Picker::new(&c);
+            (0..64)
+                .map(|_| pk.pick(0, &[1, 2, 3, 4], &[0, 0, 0, 5, 0], 7, 0).unwrap())
+                .collect::<Vec<u8>>()
+        };
+        let a = picks(1);
+        assert!(a.iter().all(|&p| p != 3), "{a:?}");
+        assert!([1, 2, 4].iter().all(|p| a.contains(p)), "{a:?}");
+        assert_eq!(a, picks(1));
+        assert_ne!(a, picks(2));
+        choice.scatter = 9;
+        choice.no_scatter = vec![7];
+        let mut pk = Picker::new(&choice);
+        for _ in 0..16 {
+            assert_eq!(pk.pick(0, &cands, &[0, 0, 0, 0], 7, 0), Some(1));
+            assert_eq!(pk.pick(0, &cands, &[0, 0, 0, 0], 8, 1), Some(1));
         }
     }
 }

@@ -802,6 +802,24 @@ impl Sm {
         true
     }
 
+    /// How min-hop and up*/down* pick their ports becomes `sel`
+    /// ([`SmConfig::port_selection`](super::SmConfig::port_selection);
+    /// OpenSM reads its `hop_weights_file` and
+    /// `port_search_ordering_file` again at each routing): on a running
+    /// subnet, a sweep starts that routes again and
+    /// sends the LFT blocks that change. False (nothing done) when it is
+    /// the selection already.
+    pub fn set_port_selection(&mut self, sel: super::PortSelection, now_ms: u64) -> bool {
+        if self.cfg.port_selection == sel {
+            return false;
+        }
+        self.cfg.port_selection = sel;
+        // The fat-tree and file engines may have fallen back on min-hop:
+        // routing again sends nothing where nothing changes.
+        self.reroute_if_up(true, now_ms);
+        true
+    }
+
     /// The tables of the `file` engine become `file`
     /// ([`SmConfig::lfts_file`](super::SmConfig::lfts_file); OpenSM reads its
     /// `lfts_file` again at each routing): under that engine, on a

@@ -82,6 +82,7 @@ impl Sm {
         g.roots.sort_unstable();
         g.roots.dedup();
         g.order = self.routing_order_lids();
+        self.select_ports(&mut g);
         (self.db.lfts, self.db.ftree_applied) = match self.cfg.routing {
             Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid),
             Engine::File if self.cfg.lfts_file.is_some() => match self.file_routes(&g) {
@@ -175,6 +176,63 @@ impl Sm {
             lid
         } else {
             base.saturating_add(lid & mask)
+        }
+    }
+
+    /// [`SmConfig::port_selection`] on the switches of `g`: its hop
+    /// weights and port choice. What names no live switch, or a port a
+    /// switch does not have, is skipped.
+    fn select_ports(&self, g: &mut Graph) {
+        let sel = &self.cfg.port_selection;
+        if sel.hop_weights.is_empty() && sel.search_order.is_empty() && sel.scatter == 0 {
+            g.choice.shifting = sel.shifting;
+            return;
+        }
+        let by_guid: BTreeMap<u64, usize> = (self.db.switch_index.iter().enumerate())
+            .map(|(k, &i)| (self.db.nodes()[i].info.node_guid.0, k))
+            .collect();
+        for &(guid, port, weight) in &sel.hop_weights {
+            let Some(&k) = by_guid.get(&guid) else {
+                continue;
+            };
+            let ports = g.ports[k].len();
+            if port == 0 || usize::from(port) >= ports || weight == 0 {
+                continue;
+            }
+            if g.weights.len() < g.ports.len() {
+                g.weights = g.ports.iter().map(|p| vec![1; p.len()]).collect();
+            }
+            g.weights[k][usize::from(port)] = weight;
+        }
+        for (guid, order) in &sel.search_order {
+            let Some(&k) = by_guid.get(guid) else {
+                continue;
+            };
+            let ports = g.ports[k].len();
+            let mut seen = vec![false; ports];
+            let fits = order.iter().all(|&p| {
+                let p = usize::from(p);
+                p != 0 && p < ports && !core::mem::replace(&mut seen[p], true)
+            });
+            if !fits || order.is_empty() {
+                continue;
+            }
+            if g.choice.order.len() < g.ports.len() {
+                g.choice.order.resize(g.ports.len(), Vec::new());
+            }
+            // OpenSM fills the rest in ascending order; the first line
+            // for a switch wins.
+            if g.choice.order[k].is_empty() {
+                let rest = (1..ports).filter(|&p| !seen[p]).map(|p| p as u8);
+                g.choice.order[k] = order.iter().copied().chain(rest).collect();
+            }
+        }
+        g.choice.shifting = sel.shifting;
+        g.choice.scatter = sel.scatter;
+        if sel.scatter != 0 && sel.order_no_scatter {
+            g.choice.no_scatter = g.order.clone();
+            g.choice.no_scatter.sort_unstable();
+            g.choice.no_scatter.dedup();
         }
     }
 

@@ -131,6 +131,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
         super::routing::levels(g)
     };
     let mut candidates = Vec::new();
+    let mut picker = super::routing::Picker::new(&g.choice);
     for (di, &(lid, t, tport)) in dests.iter().enumerate() {
         let l = usize::from(lid);
         if l > usize::from(max_lid) {
@@ -177,24 +178,18 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
                         let div = k.saturating_pow(height).max(1);
                         o[(di / div) % k]
                     }
-                    _ if k > 0 && o.len() > 1 => {
+                    _ => {
                         candidates.clear();
                         candidates.extend(o.iter().map(|c| c.0));
-                        let base = lft[u].get(l - usize::from(k)).copied();
-                        let p = base
-                            .and_then(|b| super::routing::lmc_spread(&candidates, b, k, level[u]));
-                        match o.iter().find(|c| Some(c.0) == p) {
-                            Some(&c) => c,
-                            None => *o
-                                .iter()
-                                .min_by_key(|c| (load[u][usize::from(c.0)], c.0))
-                                .unwrap_or(&o[0]),
-                        }
+                        let spread = (k > 0 && o.len() > 1)
+                            .then(|| {
+                                let base = lft[u].get(l - usize::from(k)).copied()?;
+                                super::routing::lmc_spread(&candidates, base, k, level[u])
+                            })
+                            .flatten();
+                        let p = spread.or_else(|| picker.pick(u, &candidates, &load[u], lid, k));
+                        *o.iter().find(|c| Some(c.0) == p).unwrap_or(&o[0])
                     }
-                    _ => *o
-                        .iter()
-                        .min_by_key(|c| (load[u][usize::from(c.0)], c.0))
-                        .unwrap_or(&o[0]),
                 };
                 reached[u] = true;
                 down_only[u] = pick.1;
@@ -212,7 +207,10 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
         }
     }
     if !unreached_switch_dests.is_empty() {
-        let mh = super::routing::minhop(g, max_lid);
+        // Hops unweighed: only the min-hop engine reads hop weights.
+        let mut mh = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
+        let dist = super::routing::Dist::Hops(super::routing::distances(g));
+        super::routing::minhop_into(g, &mut mh, &dist, &[], |_| true);
         for l in unreached_switch_dests {
             for s in 0..n {
                 if lft[s][l] == DROP_PORT {
@@ -305,8 +303,8 @@ pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
         marked.clear();
         ca_index += 1;
     }
-    let dist = super::routing::distances(g);
-    super::routing::minhop_into(g, &mut lft, &dist, |d| d.2 == 0);
+    let dist = super::routing::Dist::Hops(super::routing::distances(g));
+    super::routing::minhop_into(g, &mut lft, &dist, &[], |d| d.2 == 0);
     lft
 }
 

@@ -1,0 +1,282 @@
+//! How min-hop and up*/down* pick their ports, as a site tunes OpenSM's
+//! ([`SmConfig::port_selection`]): `hop_weights_file` steers min-hop off
+//! a link, `port_search_ordering_file`, `port_shifting` and
+//! `scatter_ports` change which of equally used best ports a route takes,
+//! and none of them costs a shortest path, a balanced leaf, or (under
+//! up*/down*) deadlock freedom.
+
+use fabric::sim::{bring_up, Fabric, SimConfig};
+use smi::sm::{Engine, PortSelection, Sm, SmConfig};
+
+const SPEC: &str = "fat-tree-324";
+
+fn up(routing: Engine, sel: PortSelection, order: Vec<u64>) -> (Fabric, Sm) {
+    let cfg = SmConfig {
+        routing,
+        port_selection: sel,
+        routing_order: order,
+        ..SmConfig::default()
+    };
+    let (f, sm, up) = bring_up(SPEC, SimConfig::default(), cfg).unwrap();
+    assert!(up, "{:?}", sm.error());
+    let v = f.verify();
+    assert_eq!((v.unreachable, v.loops), (0, 0), "{routing:?}");
+    if routing == Engine::UpDown {
+        assert!(sm.deadlock_free());
+    }
+    (f, sm)
+}
+
+/// Every switch's table, by node index.
+fn tables(sm: &Sm) -> Vec<(usize, Vec<u8>)> {
+    sm.lfts().map(|(i, t)| (i, t.to_vec())).collect()
+}
+
+/// The leaves (switches with a host), each with its node GUID and its
+/// ports to other switches.
+fn leaves(sm: &Sm) -> Vec<(usize, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for &i in sm.graph_switches() {
+        let n = &sm.nodes()[i];
+        let to = |p: usize, sw: bool| {
+            n.ports[p]
+                .peer
+                .is_some_and(|(m, _)| sm.nodes()[m].is_switch() == sw)
+        };
+        if (1..n.ports.len()).any(|p| to(p, false)) {
+            let up = (1..n.ports.len()).filter(|&p| to(p, true)).map(|p| p as u8);
+            out.push((i, n.info.node_guid.0, up.collect()));
+        }
+    }
+    out
+}
+
+/// Per switch and destination LID of the routing graph, the switch hops
+/// the tables take there.
+fn hops(sm: &Sm) -> Vec<u32> {
+    use smi::sm::routing::{destinations, PortTo};
+    let g = sm.routing_graph();
+    let t: Vec<&[u8]> = sm.lfts().map(|(_, t)| t).collect();
+    let mut out = Vec::new();
+    for s in 0..g.ports.len() {
+        for (lid, dest, _) in destinations(g) {
+            let (mut at, mut n) = (s, 0);
+            while at != dest {
+                match g.ports[at][usize::from(t[at][usize::from(lid)])] {
+                    PortTo::Switch(m, _) => at = m,
+                    _ => panic!("switch {at} does not lead to LID {lid}"),
+                }
+                n += 1;
+                assert!(n < 64, "LID {lid} loops");
+            }
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Every LID a switch routes out of `port`.
+fn routed_out(t: &[u8], port: u8) -> usize {
+    t.iter().skip(1).filter(|&&p| p == port).count()
+}
+
+/// The worst spread over the leaves of all routes over a leaf's up ports:
+/// the most one up port carries less the fewest.
+fn worst_spread(sm: &Sm) -> usize {
+    let t = tables(sm);
+    let mut worst = 0;
+    for (i, _, up) in leaves(sm) {
+        let table = &t.iter().find(|(k, _)| *k == i).unwrap().1;
+        let counts: Vec<usize> = up.iter().map(|&p| routed_out(table, p)).collect();
+        worst = worst.max(counts.iter().max().unwrap() - counts.iter().min().unwrap());
+    }
+    worst
+}
+
+#[test]
+fn a_weighed_port_carries_only_what_no_lighter_path_can() {
+    let (_, plain) = up(Engine::MinHop, PortSelection::default(), Vec::new());
+    let (leaf, guid, up_ports) = leaves(&plain).swap_remove(0);
+    let port = up_ports[0];
+    let table = |sm: &Sm| tables(sm).into_iter().find(|(k, _)| *k == leaf).unwrap().1;
+    let before = routed_out(&table(&plain), port);
+    assert!(before > 0);
+    let weighed = |w: u8| {
+        let sel = PortSelection {
+            hop_weights: vec![(guid, port, w), (0xdead_beef, 1, 9), (guid, 99, 9)],
+            ..PortSelection::default()
+        };
+        up(Engine::MinHop, sel, Vec::new()).1
+    };
+    // Weight 10: every LID has a lighter way (another spine and a leaf,
+    // 3), the spine behind the port included.
+    let heavy = weighed(10);
+    assert_eq!(routed_out(&table(&heavy), port), 0);
+    // Weight 2: only that spine's own LID (2 against 3); a host behind
+    // another leaf is 3 that way against 2.
+    let light = weighed(2);
+    assert_eq!(routed_out(&table(&light), port), 1);
+    // Only the leaf's own table moves: the weight is on its hops out.
+    for sm in [&heavy, &light] {
+        let (a, b): (Vec<_>, Vec<_>) = (tables(sm).into_iter())
+            .zip(tables(&plain))
+            .filter(|(x, _)| x.0 != leaf)
+            .unzip();
+        assert_eq!(a, b);
+    }
+    println!(
+        "{SPEC}: a leaf's up port weighing 10 carries 0 routes (1 at weight 2), {before} unweighed; \
+         every other switch's table unchanged"
+    );
+}
+
+#[test]
+fn order_shift_and_scatter_keep_routes_short_and_leaves_balanced() {
+    for routing in [Engine::MinHop, Engine::UpDown] {
+        let (_, plain) = up(routing, PortSelection::default(), Vec::new());
+        let base = worst_spread(&plain);
+        // Every leaf tries its up ports last first.
+        let reversed: Vec<(u64, Vec<u8>)> = (leaves(&plain).into_iter())
+            .map(|(_, g, up)| (g, up.into_iter().rev().collect()))
+            .collect();
+        let variants = [
+            (
+                "search order",
+                PortSelection {
+                    search_order: reversed.clone(),
+                    ..PortSelection::default()
+                },
+            ),
+            (
+                "port shifting",
+                PortSelection {
+                    shifting: true,
+                    ..PortSelection::default()
+                },
+            ),
+            (
+                "scatter 7",
+                PortSelection {
+                    scatter: 7,
+                    ..PortSelection::default()
+                },
+            ),
+        ];
+        for (name, sel) in variants {
+            let (f, sm) = up(routing, sel.clone(), Vec::new());
+            let spread = worst_spread(&sm);
+            assert!(spread <= base.max(1), "{routing:?} {name}: {spread}");
+            assert_ne!(tables(&sm), tables(&plain), "{routing:?} {name}");
+            // Paths as short as the plain tables': every route's hop
+            // count the same.
+            assert_eq!(hops(&sm), hops(&plain), "{routing:?} {name}");
+            drop(f);
+            if name == "search order" && routing == Engine::MinHop {
+                // Min-hop routes LIDs in ascending order, the spines'
+                // first (one best port each, so every up port of a leaf
+                // carries one); the first LID of another leaf then leaves
+                // each leaf by the port the order names first.
+                let t = tables(&sm);
+                let dests = smi::sm::routing::destinations(sm.routing_graph());
+                let of_leaves: Vec<usize> = (leaves(&sm).iter())
+                    .map(|l| sm.graph_switches().iter().position(|&x| x == l.0).unwrap())
+                    .collect();
+                for (i, g, _) in leaves(&sm) {
+                    let k = sm.graph_switches().iter().position(|&x| x == i).unwrap();
+                    let table = &t.iter().find(|(x, _)| *x == i).unwrap().1;
+                    let first = (dests.iter())
+                        .filter(|d| d.1 != k && of_leaves.contains(&d.1))
+                        .map(|d| usize::from(d.0))
+                        .min()
+                        .unwrap();
+                    let named = &reversed.iter().find(|r| r.0 == g).unwrap().1;
+                    assert_eq!(table[first], named[0], "leaf {g:#x}");
+                }
+            }
+            println!(
+                "{SPEC} {routing:?} {name}: at worst {spread} route(s) between a leaf's most and \
+                 least used up ports ({base} plain), tables differ, none unreachable or looping"
+            );
+        }
+        // The same seed routes the same; another seed otherwise.
+        let scatter = |seed: u32| {
+            let sel = PortSelection {
+                scatter: seed,
+                ..PortSelection::default()
+            };
+            tables(&up(routing, sel, Vec::new()).1)
+        };
+        assert_eq!(scatter(7), scatter(7), "{routing:?}");
+        assert_ne!(scatter(7), scatter(8), "{routing:?}");
+    }
+}
+
+#[test]
+fn the_routing_order_is_not_scattered_when_told_not_to() {
+    let (_, plain) = up(Engine::MinHop, PortSelection::default(), Vec::new());
+    // One host of each leaf, routed first.
+    let mut hosts = Vec::new();
+    for (i, _, _) in leaves(&plain) {
+        let n = &plain.nodes()[i];
+        let (m, _) = (1..n.ports.len())
+            .filter_map(|p| n.ports[p].peer)
+            .find(|&(m, _)| !plain.nodes()[m].is_switch())
+            .unwrap();
+        hosts.push((plain.nodes()[m].info.port_guid.0, plain.nodes()[m].lid));
+    }
+    let order: Vec<u64> = hosts.iter().map(|h| h.0).collect();
+    let at_hosts = |sel: PortSelection| -> Vec<Vec<u8>> {
+        let (_, sm) = up(Engine::MinHop, sel, order.clone());
+        (sm.lfts())
+            .map(|(_, t)| hosts.iter().map(|h| t[usize::from(h.1)]).collect())
+            .collect()
+    };
+    let ordered = at_hosts(PortSelection::default());
+    let scattered = at_hosts(PortSelection {
+        scatter: 7,
+        ..PortSelection::default()
+    });
+    let kept = at_hosts(PortSelection {
+        scatter: 7,
+        order_no_scatter: true,
+        ..PortSelection::default()
+    });
+    assert_eq!(kept, ordered);
+    assert_ne!(scattered, ordered);
+}
+
+/// A new selection on a running subnet ([`Sm::set_port_selection`], what
+/// SIGHUP does with a changed file or option) leaves the tables a start
+/// with it would, sending only the blocks that change; the same again
+/// sends nothing.
+#[test]
+fn a_new_selection_on_a_running_subnet_routes_as_a_start_with_it() {
+    use mad_core::attr::AttributeId;
+    use mad_core::Method;
+    let (mut f, mut sm) = up(Engine::MinHop, PortSelection::default(), Vec::new());
+    let (_, guid, up_ports) = leaves(&sm).swap_remove(0);
+    let sel = PortSelection {
+        hop_weights: vec![(guid, up_ports[0], 10)],
+        ..PortSelection::default()
+    };
+    let (_, fresh) = up(Engine::MinHop, sel.clone(), Vec::new());
+    let sets = |sm: &Sm| {
+        sm.stats()
+            .count(Method::Set, AttributeId::LinearForwardingTable)
+    };
+    let before = sets(&sm);
+    let now = f.now_ns() / 1_000_000;
+    assert!(sm.set_port_selection(sel.clone(), now));
+    assert!(f.run(&mut sm));
+    assert_eq!(tables(&sm), tables(&fresh));
+    let sent = sets(&sm) - before;
+    assert!(sent > 0 && sent < sets(&fresh), "{sent}");
+    let now = f.now_ns() / 1_000_000;
+    assert!(!sm.set_port_selection(sel, now));
+    assert!(f.run(&mut sm));
+    assert_eq!(sets(&sm) - before, sent);
+    println!(
+        "{SPEC}: a hop weight given to the running SM: {sent} Set(LFT), {} at bring-up",
+        sets(&fresh)
+    );
+}
