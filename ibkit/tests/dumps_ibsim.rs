@@ -527,18 +527,23 @@ fn opensm_once(
         std::fs::create_dir_all(d).unwrap();
     }
     let sim = Ibsim::start(topo, &dir).unwrap();
-    let out = sim
-        .client("opensm")
-        .env("OSM_CACHE_DIR", &dir)
-        .env("OSM_TMP_DIR", &osm_dump)
+    run_opensm(&sim, &dir, &osm_dump, args);
+    (dir, osm_dump, dump)
+}
+
+/// `opensm -o ARGS` on `sim`, its LID cache in `cache`, its dumps in
+/// `tmp`, its log `cache/opensm.log`: the subnet brought up once.
+fn run_opensm(sim: &Ibsim, cache: &Path, tmp: &Path, args: &[&str]) {
+    let out = (sim.client("opensm"))
+        .env("OSM_CACHE_DIR", cache)
+        .env("OSM_TMP_DIR", tmp)
         .arg("-o")
         .args(args)
         .arg("-f")
-        .arg(dir.join("opensm.log"))
+        .arg(cache.join("opensm.log"))
         .output()
         .unwrap();
     assert!(out.status.success(), "opensm: {out:?}");
-    (dir, osm_dump, dump)
 }
 
 /// A node name map given to both SMs (OpenSM's `node_name_map_name` in
@@ -1068,16 +1073,7 @@ fn both_sms_then<T>(
         std::fs::create_dir_all(d).unwrap();
     }
     let sim = Ibsim::start(topo, dir).unwrap();
-    let out = (sim.client("opensm"))
-        .env("OSM_CACHE_DIR", &osm)
-        .env("OSM_TMP_DIR", &osm)
-        .arg("-o")
-        .args(osm_args)
-        .arg("-f")
-        .arg(osm.join("opensm.log"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "opensm: {out:?}");
+    run_opensm(&sim, &osm, &osm, osm_args);
     let theirs = measure(&sim, &guid2lid(&osm.join("guid2lid")));
     drop(sim);
     let sim = Ibsim::start(topo, dir).unwrap();
@@ -1087,6 +1083,24 @@ fn both_sms_then<T>(
     assert_eq!(v["up"], true);
     let ours = measure(&sim, &guid2lid(&cache.join("guid2lid")));
     (theirs, ours)
+}
+
+/// The leaves of `topo` (switches with a CA): each one's node GUID, its
+/// ports to other switches, and the node of its first CA.
+fn leaves_of(topo: &Topology) -> Vec<(u64, Vec<u8>, usize)> {
+    use mad_core::attr::NodeType;
+    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
+    let mut leaves = Vec::new();
+    for i in (0..topo.nodes.len()).filter(|&i| switch(i)) {
+        let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
+            .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
+            .collect();
+        if let Some(&(_, ca)) = peers.iter().find(|&&(_, m)| !switch(m)) {
+            let up = (peers.iter().filter(|&&(_, m)| switch(m))).map(|x| x.0);
+            leaves.push((topo.nodes[i].guid, up.collect(), ca));
+        }
+    }
+    leaves
 }
 
 /// A site's routing order (OpenSM's `guid_routing_order_file`, `-X`):
@@ -1100,30 +1114,15 @@ fn both_sms_spread_the_ports_a_routing_order_names() {
     if !peers_with_smpquery("dumps_ibsim") {
         return;
     }
-    use mad_core::attr::NodeType;
     let spec = "fat-tree-324";
     let topo = Topology::from_spec(spec).unwrap();
     let dir = std::env::temp_dir().join(format!("ibkit-order-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // Leaves, their up ports, and one host of each (its port GUID).
-    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
-    let mut leaves = Vec::new();
-    let mut hosts = Vec::new();
-    for i in (0..topo.nodes.len()).filter(|&i| switch(i)) {
-        let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
-            .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
-            .collect();
-        if let Some(&(_, ca)) = peers.iter().find(|&&(_, m)| !switch(m)) {
-            let up: Vec<u8> = peers
-                .iter()
-                .filter(|&&(_, m)| switch(m))
-                .map(|x| x.0)
-                .collect();
-            leaves.push((topo.nodes[i].guid, up));
-            hosts.push(topo.nodes[ca].guid + 1);
-        }
-    }
+    let (leaves, hosts): (Vec<(u64, Vec<u8>)>, Vec<u64>) = (leaves_of(&topo).into_iter())
+        .map(|(g, up, ca)| ((g, up), topo.nodes[ca].guid + 1))
+        .unzip();
     assert_eq!(leaves.len(), 18);
     let order = dir.join("order");
     let text: String = hosts.iter().rev().map(|g| format!("{g:#018x}\n")).collect();
@@ -1271,23 +1270,12 @@ fn sighup_reads_the_hop_weights_again() {
     if !peers_with_smpquery("dumps_ibsim") {
         return;
     }
-    use mad_core::attr::NodeType;
     let spec = "mport-ntree:4:2";
     let topo = Topology::from_spec(spec).unwrap();
-    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
     // A leaf with more than one port to a spine, and its first.
-    let (leaf, port) = (0..topo.nodes.len())
-        .filter(|&i| switch(i))
-        .find_map(|i| {
-            let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
-                .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
-                .collect();
-            let up: Vec<u8> = (peers.iter().filter(|&&(_, m)| switch(m)))
-                .map(|x| x.0)
-                .collect();
-            (peers.iter().any(|&(_, m)| !switch(m)) && up.len() > 1)
-                .then(|| (topo.nodes[i].guid, up[0]))
-        })
+    let (leaf, port) = (leaves_of(&topo).into_iter())
+        .find(|l| l.1.len() > 1)
+        .map(|(g, up, _)| (g, up[0]))
         .unwrap();
     let weights = format!("{leaf:#018x} {port} 10\n");
     let (first, second, took) = sighup_rewrites(spec, "--hop-weights-file", &weights);
@@ -1308,25 +1296,15 @@ fn both_sms_steer_routes_off_a_weighed_port() {
     if !peers_with_smpquery("dumps_ibsim") {
         return;
     }
-    use mad_core::attr::NodeType;
     let spec = "fat-tree-324";
     let topo = Topology::from_spec(spec).unwrap();
     let dir = std::env::temp_dir().join(format!("ibkit-weights-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // The first leaf and its first port to a spine.
-    let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
-    let (leaf, port) = (0..topo.nodes.len())
-        .filter(|&i| switch(i))
-        .find_map(|i| {
-            let peers: Vec<(u8, usize)> = (1..=topo.nodes[i].ports)
-                .filter_map(|p| topo.peer_of(i, p).map(|(m, _)| (p, m)))
-                .collect();
-            peers.iter().any(|&(_, m)| !switch(m)).then(|| {
-                let up = peers.iter().find(|&&(_, m)| switch(m)).unwrap().0;
-                (topo.nodes[i].guid, up)
-            })
-        })
+    let (leaf, port) = (leaves_of(&topo).into_iter())
+        .map(|(g, up, _)| (g, up[0]))
+        .next()
         .unwrap();
     let weights = dir.join("weights");
     let out_of = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
