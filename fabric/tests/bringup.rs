@@ -590,14 +590,18 @@ fn updn_and_ftree_start_from_the_roots_a_site_names() {
             };
             let (_, own) = bring_up(spec, SimConfig::default(), cfg(Vec::new()));
             let picked = guids(&own, &updn::roots(own.routing_graph()));
-            // The lowest-GUID switch the engine did not pick, alone.
+            // The highest-GUID switch the engine did not pick, alone. (On
+            // fat-tree-324 the lowest is the leaf on every spine's port 1:
+            // rooted there, up*/down* allows the same paths as from the
+            // spines, and the spine-to-spine routes min-hop completes
+            // already go through it, so the tables would be the same.)
             let mut other: Vec<u64> = (own.graph_switches().iter())
                 .map(|&i| own.nodes()[i].info.node_guid.0)
                 .filter(|g| !picked.contains(g))
                 .collect();
             other.sort_unstable();
-            let named = vec![other[0]];
-            let (f, sm) = bring_up(spec, SimConfig::default(), cfg(vec![0xdead_beef, other[0]]));
+            let named = vec![other[other.len() - 1]];
+            let (f, sm) = bring_up(spec, SimConfig::default(), cfg(vec![0xdead_beef, named[0]]));
             let g = sm.routing_graph();
             assert_eq!(guids(&sm, &g.roots), named, "{spec} {engine:?}");
             assert_eq!(guids(&sm, &updn::roots(g)), named, "{spec} {engine:?}");
@@ -645,10 +649,13 @@ fn new_roots_on_a_running_subnet_reroute_as_a_start_with_them_would() {
     let picked: Vec<u64> = (updn::roots(sm.routing_graph()).iter())
         .map(|&k| sm.nodes()[sw[k]].info.node_guid.0)
         .collect();
+    // The highest-GUID switch not picked (see
+    // `updn_and_ftree_start_from_the_roots_a_site_names` for why not the
+    // lowest).
     let other = (sw.iter())
         .map(|&i| sm.nodes()[i].info.node_guid.0)
         .filter(|g| !picked.contains(g))
-        .min()
+        .max()
         .unwrap();
     let tables = |sm: &Sm| -> Vec<Vec<u8>> { sm.lfts().map(|(_, t)| t.to_vec()).collect() };
     let lft_sets = |sm: &Sm| {

@@ -80,14 +80,21 @@ fn routed_out(t: &[u8], port: u8) -> usize {
     t.iter().skip(1).filter(|&&p| p == port).count()
 }
 
-/// The worst spread over the leaves of all routes over a leaf's up ports:
+/// The worst spread over the leaves of the routes to hosts over a leaf's
+/// up ports (the data traffic, which min-hop balances as OpenSM's does):
 /// the most one up port carries less the fewest.
 fn worst_spread(sm: &Sm) -> usize {
     let t = tables(sm);
+    let hosts: Vec<usize> = (smi::sm::routing::destinations(sm.routing_graph()).iter())
+        .filter(|d| d.2 != 0)
+        .map(|d| usize::from(d.0))
+        .collect();
     let mut worst = 0;
     for (i, _, up) in leaves(sm) {
         let table = &t.iter().find(|(k, _)| *k == i).unwrap().1;
-        let counts: Vec<usize> = up.iter().map(|&p| routed_out(table, p)).collect();
+        let counts: Vec<usize> = (up.iter())
+            .map(|&p| hosts.iter().filter(|&&l| table[l] == p).count())
+            .collect();
         worst = worst.max(counts.iter().max().unwrap() - counts.iter().min().unwrap());
     }
     worst
@@ -116,17 +123,30 @@ fn a_weighed_port_carries_only_what_no_lighter_path_can() {
     // another leaf is 3 that way against 2.
     let light = weighed(2);
     assert_eq!(routed_out(&table(&light), port), 1);
-    // Only the leaf's own table moves: the weight is on its hops out.
+    // No other switch routes a host's LID through the leaf (a host is
+    // one hop down from a spine, two from a leaf), so no other switch's
+    // route to a host moves; a route to a switch's own LID may (a spine
+    // reaches another by any leaf, this one's hop now the heavier).
+    let hosts: Vec<usize> = (smi::sm::routing::destinations(plain.routing_graph()).iter())
+        .filter(|d| d.2 != 0)
+        .map(|d| usize::from(d.0))
+        .collect();
+    let mut moved = Vec::new();
     for sm in [&heavy, &light] {
-        let (a, b): (Vec<_>, Vec<_>) = (tables(sm).into_iter())
-            .zip(tables(&plain))
-            .filter(|(x, _)| x.0 != leaf)
-            .unzip();
-        assert_eq!(a, b);
+        let mut switch_lids = 0;
+        for ((i, t), (_, p)) in tables(sm).into_iter().zip(tables(&plain)) {
+            if i == leaf {
+                continue;
+            }
+            assert!(hosts.iter().all(|&l| t[l] == p[l]), "switch {i}");
+            switch_lids += t.iter().zip(&p).filter(|(a, b)| a != b).count();
+        }
+        moved.push(switch_lids);
     }
     println!(
         "{SPEC}: a leaf's up port weighing 10 carries 0 routes (1 at weight 2), {before} unweighed; \
-         every other switch's table unchanged"
+         no other switch's route to a host moved, {} and {} to switches' own LIDs",
+        moved[0], moved[1]
     );
 }
 
@@ -194,8 +214,8 @@ fn order_shift_and_scatter_keep_routes_short_and_leaves_balanced() {
                 }
             }
             println!(
-                "{SPEC} {routing:?} {name}: at worst {spread} route(s) between a leaf's most and \
-                 least used up ports ({base} plain), tables differ, none unreachable or looping"
+                "{SPEC} {routing:?} {name}: at worst {spread} host route(s) between a leaf's most \
+                 and least used up ports ({base} plain), tables differ, none unreachable or looping"
             );
         }
         // The same seed routes the same; another seed otherwise.

@@ -12,7 +12,8 @@
 use libfuzzer_sys::fuzz_target;
 use smd::config::LOG_LEVELS;
 use smd::opensm_conf::{
-    parse_hop_weights, parse_node_guids, parse_opensm_conf, parse_port_search_order, MAX_NODE_GUIDS,
+    parse_hop_weights, parse_node_guids, parse_opensm_conf, parse_port_prof_ignore,
+    parse_port_search_order, MAX_NODE_GUIDS,
 };
 use std::path::Path;
 
@@ -48,6 +49,13 @@ fuzz_target!(|data: &[u8]| {
             for (guid, port, weight) in w {
                 assert!(guid != 0 && (1..=254).contains(&port) && weight >= 1);
             }
+        }
+    }
+    match parse_port_prof_ignore(text) {
+        Err(e) => placed(&e),
+        Ok(i) => {
+            assert!(i.len() <= lines);
+            assert!(i.iter().all(|&(g, p)| g != 0 && (1..=254).contains(&p)));
         }
     }
     match parse_port_search_order(text) {

@@ -229,6 +229,9 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
         }
     }
     assert!(routes > 0);
+    // Min-hop routes in OpenSM's order, with OpenSM's port profile: every
+    // route out of the port OpenSM chose.
+    assert_eq!(same_port, lines, "routes unlike OpenSM's min-hop");
 
     // opensm-lid-matrix.dump: equal to OpenSM's, byte for byte (every
     // switch's hops to every LID out of every port).
@@ -241,7 +244,7 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
     let matrix = ours_m.lines().count();
     println!(
         "{spec}: {} ports' LIDs taken from OpenSM's guid2lid; opensm-subnet.lst equal ({n} lines); \
-         opensm-lfts.dump: {lines} lines in OpenSM's layout, {same_port} with the port OpenSM chose, \
+         opensm-lfts.dump: {lines} lines in OpenSM's layout, all {same_port} with the port OpenSM chose, \
          every port as ibroute reads it; opensm.fdbs: {routes} routes with OpenSM's hops, all \
          shortest, and {unreachable} UNREACHABLE lines, as OpenSM's; opensm-lid-matrix.dump \
          equal ({matrix} lines)",
@@ -1337,4 +1340,58 @@ fn both_sms_steer_routes_off_a_weighed_port() {
         seen.join("; ")
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Min-hop beside OpenSM's, route for route: OpenSM (default engine) and
+/// then `ibkit sm`, given OpenSM's `guid2lid`, on fresh ibsims of the
+/// same fabric; every switch's table, as `ibroute` reads it, is the same
+/// under both (ibkit routes the LIDs in OpenSM's order, and, as OpenSM's
+/// port profile, counts only routes to end ports in a port's load).
+#[test]
+fn both_sms_route_min_hop_port_for_port() {
+    if !peers_with_smpquery("dumps_ibsim") {
+        return;
+    }
+    let mut said = Vec::new();
+    for spec in ["fat-tree-324", "random:24:7", "mport-ntree:4:3"] {
+        let topo = Topology::from_spec(spec).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "ibkit-minhop-{}-{}",
+            spec.replace(':', "-"),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let switches: Vec<u64> = (topo.nodes.iter())
+            .filter(|n| n.kind == mad_core::attr::NodeType::Switch)
+            .map(|n| n.guid)
+            .collect();
+        // Every switch's table as ibroute reads it, by port GUID.
+        let tables = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
+            let by_lid: BTreeMap<u16, u64> = lids.iter().map(|(&g, &l)| (l, g)).collect();
+            (switches.iter())
+                .map(|g| {
+                    let t = ibroute(sim, lids[g]);
+                    let t: BTreeMap<u64, u8> = t.iter().map(|(l, &p)| (by_lid[l], p)).collect();
+                    (*g, t)
+                })
+                .collect::<BTreeMap<u64, BTreeMap<u64, u8>>>()
+        };
+        let (theirs, ours) = both_sms_then(&topo, &dir, &[], &[], tables);
+        let routes: usize = theirs.values().map(BTreeMap::len).sum();
+        let differ: usize = (theirs.iter())
+            .map(|(g, t)| t.iter().filter(|(d, p)| ours[g].get(d) != Some(p)).count())
+            .sum();
+        assert_eq!(
+            differ, 0,
+            "{spec}: {differ} of {routes} routes unlike OpenSM's"
+        );
+        assert_eq!(ours, theirs, "{spec}");
+        said.push(format!("{spec}: {routes} routes, {differ} unlike"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!(
+        "min-hop, ibkit beside OpenSM, as ibroute reads every switch: {}",
+        said.join("; ")
+    );
 }

@@ -562,6 +562,8 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         "port_shifting",
         "scatter_ports",
         "guid_routing_order_no_scatter",
+        "port_profile_switch_nodes",
+        "port_prof_ignore_file",
     ] {
         assert!(
             !skipped.split([' ', ':']).any(|w| w == applied),

@@ -64,6 +64,8 @@
 //! port_search_ordering_file = "ports"  # SWITCH_GUID PORT... a line: the order its ports are tried in (OpenSM's)
 //! port_shifting = false     # true: each switch's search starts where its ports' mean load points (OpenSM's)
 //! scatter_ports = 0         # not 0: the seed of a random pick among the least used ports (OpenSM's)
+//! port_profile_switch_nodes = false   # true: routes to switches' own LIDs count in a port's load (OpenSM's)
+//! port_prof_ignore_file = "ignore"    # SWITCH_GUID PORT a line: routes out of it never counted (OpenSM's)
 //! lfts_file = "opensm-lfts.dump"  # the file engine's tables, in OpenSM's LFT dump layout (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -154,6 +156,8 @@ struct Raw {
     port_search_ordering_file: Option<PathBuf>,
     port_shifting: Option<bool>,
     scatter_ports: Option<Spanned<i64>>,
+    port_profile_switch_nodes: Option<bool>,
+    port_prof_ignore_file: Option<PathBuf>,
     node_name_map: Option<PathBuf>,
     fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
@@ -302,6 +306,11 @@ pub struct SmFile {
     pub port_shifting: Option<bool>,
     /// OpenSM's `scatter_ports`: 0 off, else the seed.
     pub scatter_ports: Option<u32>,
+    /// OpenSM's `port_profile_switch_nodes`.
+    pub port_profile_switch_nodes: Option<bool>,
+    /// Ports whose routes never count in their load (OpenSM's
+    /// `port_prof_ignore_file`).
+    pub port_prof_ignore_file: Option<PathBuf>,
     /// The node name map (OpenSM's `node_name_map_name`).
     pub node_name_map: Option<PathBuf>,
     /// The caches and the SA's database synced to the disk as they are
@@ -623,6 +632,8 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         port_shifting: raw.port_shifting,
         scatter_ports: ranged(&raw.scatter_ports, "scatter_ports", 0, 0xFFFF_FFFF)?
             .map(|v| v as u32),
+        port_profile_switch_nodes: raw.port_profile_switch_nodes,
+        port_prof_ignore_file: path(&raw.port_prof_ignore_file),
         node_name_map: path(&raw.node_name_map),
         fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
@@ -713,7 +724,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nguid_routing_order_file = \"order\"\n\
-                    guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\n\
+                    guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\nport_profile_switch_nodes = true\nport_prof_ignore_file = \"ignore\"\n\
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
@@ -778,6 +789,11 @@ mod tests {
         assert_eq!(
             (f.port_shifting, f.scatter_ports),
             (Some(true), Some(u32::MAX))
+        );
+        assert_eq!(f.port_profile_switch_nodes, Some(true));
+        assert_eq!(
+            f.port_prof_ignore_file,
+            Some(PathBuf::from("/etc/ibkit/ignore"))
         );
         assert_eq!(f.part_enforce, Some(PartEnforce::Out));
         assert_eq!(f.allow_both_pkeys, Some(true));

@@ -440,6 +440,10 @@ pub struct PortSelectionFiles {
     pub scatter_ports: u32,
     /// OpenSM's `guid_routing_order_no_scatter`.
     pub guid_routing_order_no_scatter: bool,
+    /// OpenSM's `port_profile_switch_nodes`.
+    pub port_profile_switch_nodes: bool,
+    /// OpenSM's `port_prof_ignore_file`: `SWITCH_GUID PORT` a line.
+    pub port_prof_ignore_file: Option<PathBuf>,
 }
 
 impl PortSelectionFiles {
@@ -450,8 +454,16 @@ impl PortSelectionFiles {
             shifting: self.port_shifting,
             scatter: self.scatter_ports,
             order_no_scatter: self.guid_routing_order_no_scatter,
+            count_switch_lids: self.port_profile_switch_nodes,
             ..Default::default()
         };
+        if let Some(p) = &self.port_prof_ignore_file {
+            sel.prof_ignore = read_parsed(
+                "port_prof_ignore_file",
+                p,
+                opensm_conf::parse_port_prof_ignore,
+            )?;
+        }
         if let Some(p) = &self.hop_weights_file {
             sel.hop_weights = read_parsed("hop_weights_file", p, opensm_conf::parse_hop_weights)?;
         }
@@ -717,8 +729,8 @@ pub enum SmdError {
     /// The root GUID file cannot be read or is refused.
     #[error("root_guid_file: {0}")]
     RootGuids(String),
-    /// The hop weights or port search order file cannot be read or is
-    /// refused.
+    /// The hop weights, port search order or port profile ignore file
+    /// cannot be read or is refused.
     #[error("{0}")]
     PortSelection(String),
     /// The routing order file cannot be read or is refused.
@@ -2006,6 +2018,11 @@ pub fn port_selection_of(g: &config::SmFile, f: &config::SmFile) -> PortSelectio
         guid_routing_order_no_scatter: (g.guid_routing_order_no_scatter)
             .or(f.guid_routing_order_no_scatter)
             .unwrap_or(false),
+        port_profile_switch_nodes: (g.port_profile_switch_nodes)
+            .or(f.port_profile_switch_nodes)
+            .unwrap_or(false),
+        port_prof_ignore_file: (g.port_prof_ignore_file.clone())
+            .or(f.port_prof_ignore_file.clone()),
     }
 }
 

@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`), `guid_routing_order_file` (min-hop and up*/down*), `guid_routing_order_no_scatter`, `hop_weights_file` (min-hop), `port_search_ordering_file`, `port_shifting`, `scatter_ports` (min-hop and up*/down*) | the same |
+//! | `lmc`, `lmc_esp0`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`), `guid_routing_order_file` (min-hop and up*/down*), `guid_routing_order_no_scatter`, `hop_weights_file` (min-hop), `port_search_ordering_file`, `port_shifting`, `scatter_ports`, `port_profile_switch_nodes`, `port_prof_ignore_file` (min-hop and up*/down*) | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
 //! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `babbling_port_policy`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
@@ -162,6 +162,9 @@ pub fn parse_opensm_conf(
             "port_search_ordering_file" if null => {}
             "port_search_ordering_file" => s.port_search_ordering_file = Some(PathBuf::from(value)),
             "port_shifting" => s.port_shifting = Some(boolean()?),
+            "port_profile_switch_nodes" => s.port_profile_switch_nodes = Some(boolean()?),
+            "port_prof_ignore_file" if null => {}
+            "port_prof_ignore_file" => s.port_prof_ignore_file = Some(PathBuf::from(value)),
             "scatter_ports" => s.scatter_ports = Some(ranged(0, 0xFFFF_FFFF)? as u32),
             "lfts_file" => s.lfts_file = Some(PathBuf::from(value)),
             "subnet_prefix" => s.subnet_prefix = Some(number()?),
@@ -550,6 +553,25 @@ pub fn parse_hop_weights(text: &str) -> Result<Vec<(u64, u8, u8)>, ConfigError> 
     Ok(out)
 }
 
+/// OpenSM's `port_prof_ignore_file`: `SWITCH_GUID PORT` a line, a port
+/// whose routes never count in its load, `#` comments. A line that does
+/// not read, a port 0 or above 254, or anything after the port is
+/// refused with its place (OpenSM reads the first number and skips the
+/// rest).
+pub fn parse_port_prof_ignore(text: &str) -> Result<Vec<(u64, u8)>, ConfigError> {
+    let mut out = Vec::new();
+    switch_lines(text, |guid, words, bad| match words {
+        [_, port] => {
+            out.push((guid, ranged_word(*port, "port", 1, 254, bad)?));
+            Ok(())
+        }
+        [_, _, (column, _), ..] => Err(bad(*column, "more than a port".into())),
+        [(column, g)] => Err(bad(column + g.len(), "a port expected".into())),
+        [] => Ok(()),
+    })?;
+    Ok(out)
+}
+
 /// OpenSM's `port_search_ordering_file`: `SWITCH_GUID PORT...` a line,
 /// the order the switch's ports are tried in (the ports not named after
 /// them, ascending), `#` comments. A line with no port, a port 0 or above
@@ -631,7 +653,7 @@ mod tests {
              overrun_errors_threshold 0xa\npacket_life_time 0x13\nsm_sl 3\n\
              force_link_width 0x1\nforce_link_speed 3\nforce_link_speed_ext 30\n\
              no_clients_rereg TRUE\nsubnet_prefix 0xfec0000000000001\n\
-             root_guid_file /there/roots\nlfts_file /there/lfts\nguid_routing_order_file /there/order\nguid_routing_order_no_scatter TRUE\nhop_weights_file /there/weights\nport_search_ordering_file (null)\nport_shifting TRUE\nscatter_ports 0x10\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
+             root_guid_file /there/roots\nlfts_file /there/lfts\nguid_routing_order_file /there/order\nguid_routing_order_no_scatter TRUE\nhop_weights_file /there/weights\nport_search_ordering_file (null)\nport_shifting TRUE\nscatter_ports 0x10\nport_profile_switch_nodes TRUE\nport_prof_ignore_file /there/ignore\nnode_name_map_name /there/names\nfsync_high_avail_files FALSE\npart_enforce in\nallow_both_pkeys TRUE\nkeep_pkey_indexes FALSE\nconsolidate_ipv6_snm_req TRUE\nuse_original_extended_sa_rates_only TRUE\nmax_rate_enum 16\nhonor_guid2lid_file TRUE\nsweep_on_trap FALSE\nignore_other_sm TRUE\nsm_inactive TRUE\ndisable_multicast TRUE\n\
              mcgroup_join_validation FALSE\nipoib_mcgroup_creation_validation FALSE\nuse_mfttop FALSE\nbabbling_port_policy TRUE\nuse_optimized_slvl FALSE\n\
              drop_event_subscriptions TRUE\n\
              polling_retry_number 4\nmax_wire_smps 12\naccum_log_file FALSE\nlog_max_size 0x10\n",
@@ -660,6 +682,11 @@ mod tests {
         assert_eq!(s.hop_weights_file, Some(PathBuf::from("/there/weights")));
         assert_eq!(s.port_search_ordering_file, None);
         assert_eq!((s.port_shifting, s.scatter_ports), (Some(true), Some(16)));
+        assert_eq!(s.port_profile_switch_nodes, Some(true));
+        assert_eq!(
+            s.port_prof_ignore_file,
+            Some(PathBuf::from("/there/ignore"))
+        );
         assert_eq!(s.node_name_map, Some(PathBuf::from("/there/names")));
         assert_eq!(s.fsync_high_avail_files, Some(false));
         assert_eq!(s.part_enforce, Some(PartEnforce::In));
@@ -995,5 +1022,11 @@ mod tests {
         assert_eq!((e.line, e.column), (1, 4), "{e}");
         let e = o("0x2 1 x\n");
         assert!(e.reason.contains("not a number"), "{e}");
+        let i = parse_port_prof_ignore("# anafa\n0x5 3 # internal\n").unwrap();
+        assert_eq!(i, [(5, 3)]);
+        let e = refused(parse_port_prof_ignore("0x5 3 4\n").map(drop));
+        assert_eq!((e.line, e.column), (1, 7), "{e}");
+        let e = refused(parse_port_prof_ignore("0x5\n").map(drop));
+        assert_eq!((e.line, e.column), (1, 4), "{e}");
     }
 }

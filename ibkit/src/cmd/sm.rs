@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
-    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, node_name_map_name, fsync_high_avail_files,
+    /// lmc, lmc_esp0, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
@@ -196,6 +196,17 @@ pub struct SmArgs {
     /// min-hop and up*/down*, base LIDs).
     #[arg(long, value_name = "SEED")]
     pub scatter_ports: Option<u32>,
+    /// Count routes to switches' own LIDs in a port's load (OpenSM's
+    /// port_profile_switch_nodes; min-hop and up*/down*); without it only
+    /// routes to end ports count, as OpenSM's default.
+    #[arg(long)]
+    pub port_profile_switch_nodes: bool,
+    /// Ports whose routes never count in their load (min-hop and
+    /// up*/down*),
+    /// `SWITCH_GUID PORT` a line (OpenSM's port_prof_ignore_file). Read
+    /// again on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub port_prof_ignore_file: Option<std::path::PathBuf>,
     /// Name nodes in the dumps by this node name map (`GUID "name"` a
     /// line, as infiniband-diags' --node-name-map and OpenSM's
     /// node_name_map_name); a node it does not name keeps its
@@ -534,6 +545,8 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         port_search_ordering_file: a.port_search_ordering_file.clone(),
         port_shifting: a.port_shifting.then_some(true),
         scatter_ports: a.scatter_ports,
+        port_profile_switch_nodes: a.port_profile_switch_nodes.then_some(true),
+        port_prof_ignore_file: a.port_prof_ignore_file.clone(),
         node_name_map: a.node_name_map.clone(),
         part_enforce: a.part_enforce,
         allow_both_pkeys: a.allow_both_pkeys.then_some(true),

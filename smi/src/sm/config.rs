@@ -4,7 +4,7 @@ use super::ucast::complete;
 use super::*;
 
 /// How min-hop and up*/down* choose their ports, as a site tunes
-/// OpenSM's. A switch GUID that names no live switch, a port the switch
+/// OpenSM's (hop weights: min-hop only, as OpenSM's). A switch GUID that names no live switch, a port the switch
 /// does not have, or a search order that names a port twice is skipped
 /// (the whole line, for an order), as OpenSM skips it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,6 +25,12 @@ pub struct PortSelection {
     /// OpenSM's `guid_routing_order_no_scatter`: the ports of
     /// [`SmConfig::routing_order`] are never scattered.
     pub order_no_scatter: bool,
+    /// OpenSM's `port_profile_switch_nodes`: routes to switches' own LIDs
+    /// count in a port's load ([`routing::PortChoice::count_switch_lids`]).
+    pub count_switch_lids: bool,
+    /// (switch node GUID, port): ports whose routes never count in their
+    /// load (OpenSM's `port_prof_ignore_file`).
+    pub prof_ignore: Vec<(u64, u8)>,
 }
 
 /// Settings of a subnet manager.

@@ -38,6 +38,10 @@ pub struct Graph {
     /// them over a switch's equal-cost ports before any other; empty:
     /// the engine's own order.
     pub order: Vec<u16>,
+    /// Per switch, its node GUID (0 or missing: unknown, the switch's
+    /// index stands in): min-hop routes destinations in OpenSM's order,
+    /// which sorts switches by GUID ([`minhop_order`]).
+    pub guids: Vec<u64>,
     /// Per switch, per port, the weight min-hop gives a hop out of that
     /// port (OpenSM's `hop_weights_file`; 1 where none is given): a path's
     /// length is the sum of its hops' weights, so a site steers routes
@@ -71,6 +75,15 @@ pub struct PortChoice {
     /// LIDs that are never scattered (OpenSM's
     /// `guid_routing_order_no_scatter`: the routing order's), ascending.
     pub no_scatter: Vec<u16>,
+    /// OpenSM's `port_profile_switch_nodes`: routes to switches' own LIDs
+    /// count in a port's load. False (OpenSM's default): only routes to
+    /// end ports count, so the data traffic is what gets balanced
+    /// (switch LIDs carry VL15 management traffic).
+    pub count_switch_lids: bool,
+    /// Per switch of the graph, ports whose routes never count in their
+    /// load (OpenSM's `port_prof_ignore_file`), so they look unused to
+    /// every pick.
+    pub ignored: Vec<Vec<u8>>,
 }
 
 impl PortChoice {
@@ -440,14 +453,14 @@ fn minhop_with(
     want: impl Fn(&(u16, usize, u8)) -> bool,
 ) {
     let n = g.ports.len();
-    // Destinations: every LID with the switch it hangs off and the port there.
+    // Destinations: every LID with the switch it hangs off and the port
+    // there, in OpenSM's order.
     let mut dests = destinations(g);
-    dests.sort_unstable();
     dests.retain(|d| want(d));
-    order_first(&mut dests, &g.order);
     // Under LMC, the LIDs above a port's base follow its base's route,
     // turned level by level ([`lmc_spread`]).
     let offsets = lid_offsets(g);
+    minhop_order(g, &mut dests, &offsets);
     let level = if offsets.is_empty() {
         Vec::new()
     } else {
@@ -510,12 +523,61 @@ fn minhop_with(
             };
             if let Some(slot) = lft[s].get_mut(usize::from(lid)) {
                 *slot = port;
-                if let Some(l) = load.get_mut(usize::from(port)) {
+                // As OpenSM's port profile: a route to a switch's own LID
+                // (port 0 there) counts only when told to, and a port the
+                // site names never counts.
+                let counted = (tport != 0 || g.choice.count_switch_lids)
+                    && !(g.choice.ignored.get(s)).is_some_and(|i| i.contains(&port));
+                if let Some(l) = load.get_mut(usize::from(port)).filter(|_| counted) {
                     *l += 1;
                 }
             }
         }
     }
+}
+
+/// Puts `dests` in the order OpenSM's min-hop routes them (its
+/// `ucast_mgr_build_lfts`), so that equally loaded ports are taken in
+/// the same turns and the tables come out as OpenSM's: LID offset by
+/// offset under LMC (every base LID first), and within each, the ports of
+/// [`Graph::order`] first, in its order; then the end ports switch by
+/// switch, the switches with the most end ports first (ties by GUID),
+/// each switch's in port order; then the switches' own LIDs, by GUID.
+/// `offsets` is [`lid_offsets`]`(g)`.
+pub fn minhop_order(g: &Graph, dests: &mut [(u16, usize, u8)], offsets: &[u16]) {
+    let guid = |s: usize| match g.guids.get(s) {
+        Some(&x) if x != 0 => (0, x),
+        _ => (1, s as u64),
+    };
+    // The switches by their end ports, most first, then by GUID.
+    let mut by_load: Vec<usize> = (0..g.ports.len()).collect();
+    let ends = |s: usize| {
+        g.ports[s]
+            .iter()
+            .filter(|t| matches!(t, PortTo::Ca(..)))
+            .count()
+    };
+    by_load.sort_by_key(|&s| (core::cmp::Reverse(ends(s)), guid(s)));
+    let mut place = vec![0usize; g.ports.len()];
+    for (k, &s) in by_load.iter().enumerate() {
+        place[s] = k;
+    }
+    let mut rank = alloc::collections::BTreeMap::new();
+    for (i, &lid) in g.order.iter().enumerate() {
+        rank.entry(lid).or_insert(i);
+    }
+    dests.sort_by_key(|&(lid, t, tport)| {
+        let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
+        let base = lid - k;
+        match rank.get(&base) {
+            Some(&r) => (k, 0, r as u64, 0, 0, lid),
+            None if tport != 0 => (k, 1, place[t] as u64, u64::from(tport), 0, lid),
+            None => {
+                let (known, g) = guid(t);
+                (k, 2, known, g, 0, lid)
+            }
+        }
+    });
 }
 
 /// Where a switch already forwards a destination on a shortest path (a

@@ -31,6 +31,7 @@ impl Sm {
         for &i in &self.db.switch_index {
             let n = &self.db.nodes()[i];
             g.lid.push(n.lid);
+            g.guids.push(n.info.node_guid.0);
             // An enhanced port 0 under `lmc_esp0`: the LIDs above its base
             // end at the switch too.
             if n.lid != 0 {
@@ -184,8 +185,13 @@ impl Sm {
     /// switch does not have, is skipped.
     fn select_ports(&self, g: &mut Graph) {
         let sel = &self.cfg.port_selection;
-        if sel.hop_weights.is_empty() && sel.search_order.is_empty() && sel.scatter == 0 {
-            g.choice.shifting = sel.shifting;
+        g.choice.shifting = sel.shifting;
+        g.choice.count_switch_lids = sel.count_switch_lids;
+        if sel.hop_weights.is_empty()
+            && sel.search_order.is_empty()
+            && sel.scatter == 0
+            && sel.prof_ignore.is_empty()
+        {
             return;
         }
         let by_guid: BTreeMap<u64, usize> = (self.db.switch_index.iter().enumerate())
@@ -227,7 +233,18 @@ impl Sm {
                 g.choice.order[k] = order.iter().copied().chain(rest).collect();
             }
         }
-        g.choice.shifting = sel.shifting;
+        for &(guid, port) in &sel.prof_ignore {
+            let Some(&k) = by_guid.get(&guid) else {
+                continue;
+            };
+            if port == 0 || usize::from(port) >= g.ports[k].len() {
+                continue;
+            }
+            if g.choice.ignored.len() < g.ports.len() {
+                g.choice.ignored.resize(g.ports.len(), Vec::new());
+            }
+            g.choice.ignored[k].push(port);
+        }
         g.choice.scatter = sel.scatter;
         if sel.scatter != 0 && sel.order_no_scatter {
             g.choice.no_scatter = g.order.clone();

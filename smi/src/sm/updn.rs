@@ -194,7 +194,14 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
                 reached[u] = true;
                 down_only[u] = pick.1;
                 lft[u][l] = pick.0;
-                load[u][usize::from(pick.0)] += 1;
+                // As OpenSM's port profile (its up*/down* fills its tables
+                // through min-hop's): a route to a switch's own LID counts
+                // only when told to, and an ignored port never.
+                let counted = (tport != 0 || g.choice.count_switch_lids)
+                    && !(g.choice.ignored.get(u)).is_some_and(|i| i.contains(&pick.0));
+                if counted {
+                    load[u][usize::from(pick.0)] += 1;
+                }
                 next.push(u);
                 o.clear();
                 count += 1;
