@@ -147,7 +147,8 @@ fn a_switch_the_file_leaves_out_gets_an_empty_table() {
 
 /// A route out of a port the switch does not have fails the whole file:
 /// the SM says so, with the line, and routes min-hop (OpenSM's fallback).
-/// So does the `file` engine without a file.
+/// So does the `file` engine without a file. Given a next engine
+/// ([`SmConfig::file_fallback`]), that engine routes instead.
 #[test]
 fn a_file_that_does_not_fit_falls_back_to_minhop() {
     let spec = "random:20:5";
@@ -176,6 +177,38 @@ fn a_file_that_does_not_fit_falls_back_to_minhop() {
     );
     let (_, sm) = up(spec, file_cfg(None));
     assert_eq!(tables(&sm), tables(&minhop));
+    // With a next engine (OpenSM's `routing_engine file,updn`): that
+    // engine's tables, with or without a file, and the event names it.
+    let plain_updn = SmConfig {
+        routing: Engine::UpDown,
+        ..SmConfig::default()
+    };
+    let (_, plain_updn) = up(spec, plain_updn);
+    assert_ne!(tables(&plain_updn), tables(&minhop));
+    for file in [Some(LftFile::parse(&text).unwrap()), None] {
+        let cfg = SmConfig {
+            file_fallback: Engine::UpDown,
+            ..file_cfg(file.clone())
+        };
+        let (_, mut sm) = up(spec, cfg);
+        assert_eq!(tables(&sm), tables(&plain_updn));
+        assert!(sm.deadlock_free());
+        let told = std::iter::from_fn(|| sm.poll_event()).any(|e| {
+            matches!(
+                e,
+                SmEvent::RoutingFellBack {
+                    wanted: Engine::File,
+                    used: Engine::UpDown,
+                    ..
+                }
+            )
+        });
+        assert_eq!(
+            told,
+            file.is_some(),
+            "a missing file is warned at start, once"
+        );
+    }
 }
 
 /// A new file on a running subnet ([`Sm::set_lfts_file`], what SIGHUP does

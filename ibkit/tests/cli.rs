@@ -857,6 +857,12 @@ fn broken_hop_weights_and_port_orders_are_refused_with_their_place() {
     );
     let (code, _, err) = ibkit(&["sm", "--once", "--scatter-ports", "-1"], None);
     assert_eq!(code, 2, "{err}");
+    // The file engine's next engine is one that does not need the file.
+    for bad in ["file", "dfsssp"] {
+        let (code, _, err) = ibkit(&["sm", "--once", "--file-fallback", bad], None);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("minhop, updn or ftree"), "{err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

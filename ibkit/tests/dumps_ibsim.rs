@@ -807,7 +807,8 @@ fn tables_hold(
 /// - ibkit routes min-hop at those LIDs and dumps; OpenSM `-R file -U`
 ///   that dump, at its own LIDs, logs "file tables configured" and
 ///   `ibroute` shows ibkit's ports;
-/// - a route out of port 99: both SMs say so and route min-hop.
+/// - a route out of port 99: both SMs say so and route min-hop, or
+///   up*/down* where it is the next engine (OpenSM's `-R file,updn`).
 #[test]
 fn both_sms_route_from_each_others_lft_dump() {
     if !peers_with_smpquery("dumps_ibsim") {
@@ -964,10 +965,41 @@ fn both_sms_route_from_each_others_lft_dump() {
         "{log}"
     );
     drop(sim);
+    // The same with up*/down* next (OpenSM's `-R file,updn`, ibkit's
+    // `--file-fallback updn`): both route up*/down*.
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let out = (sim.client(env!("CARGO_BIN_EXE_ibkit")))
+        .args(["sm", "--transport", "umad", "--once", "--routing", "file"])
+        .args(["--file-fallback", "updn", "--cache-dir", c])
+        .arg("--lfts-file")
+        .arg(&bad_file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("routed updn instead"), "{said}");
+    drop(sim);
+    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let out = (sim.client("opensm"))
+        .env("OSM_CACHE_DIR", &back)
+        .env("OSM_TMP_DIR", &back)
+        .args(["-o", "-R", "file,updn", "-U"])
+        .arg(&bad_file)
+        .arg("-f")
+        .arg(dir.join("opensm-next.log"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "opensm: {out:?}");
+    let log = read(&dir.join("opensm-next.log"));
+    assert!(
+        log.contains("updn tables configured on all switches"),
+        "{log}"
+    );
+    drop(sim);
     println!(
         "{spec}: ibkit routed OpenSM's up*/down* dump at LIDs +7: {routes} routes as ibroute reads them \
          ({differ} unlike ibkit's min-hop); OpenSM routed ibkit's min-hop dump: {routes_back} routes; \
-         a route out of port 99: both routed min-hop"
+         a route out of port 99: both routed min-hop, and up*/down* when it comes next (file,updn)"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

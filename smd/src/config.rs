@@ -14,7 +14,8 @@
 //! poll_retries = 0          # polls unanswered in a row before taking over (OpenSM's polling_retry_number)
 //! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
-//! routing = "ftree"         # minhop, updn, ftree
+//! routing = "ftree"         # minhop, updn, ftree, file
+//! file_fallback = "updn"    # under routing = "file", the engine where the file does not fit (OpenSM's routing_engine file,updn)
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
 //! retries = 3               # then sent again (transaction_retries)
@@ -123,6 +124,7 @@ struct Raw {
     poll_retries: Option<Spanned<i64>>,
     sweep_ms: Option<Spanned<i64>>,
     routing: Option<Spanned<String>>,
+    file_fallback: Option<Spanned<String>>,
     lid_policy: Option<Spanned<String>>,
     timeout_ms: Option<Spanned<i64>>,
     retries: Option<Spanned<i64>>,
@@ -226,6 +228,9 @@ pub struct SmFile {
     pub sweep_ms: Option<u64>,
     /// Routing engine.
     pub routing: Option<Engine>,
+    /// Under the file engine, the engine where the file does not fit
+    /// (OpenSM's next engine in `routing_engine`).
+    pub file_fallback: Option<Engine>,
     /// LID policy for hypervisors' VFs.
     pub lid_policy: Option<LidPolicy>,
     /// Milliseconds an SMP's answer is waited for, 10–10,000.
@@ -519,6 +524,22 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             )
         })?),
     };
+    let file_fallback = match &raw.file_fallback {
+        None => None,
+        Some(s) => Some(
+            Engine::from_name(s.get_ref())
+                .filter(|&e| e != Engine::File)
+                .ok_or_else(|| {
+                    bad(
+                        s.span(),
+                        format!(
+                            "file_fallback = {:?}: not minhop, updn or ftree",
+                            s.get_ref()
+                        ),
+                    )
+                })?,
+        ),
+    };
     let part_enforce = match &raw.part_enforce {
         None => None,
         Some(s) => Some(PartEnforce::from_opensm(s.get_ref()).ok_or_else(|| {
@@ -595,6 +616,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         poll_retries: ranged(&raw.poll_retries, "poll_retries", 0, 1_000)?.map(|v| v as u32),
         sweep_ms: ranged(&raw.sweep_ms, "sweep_ms", 0, 86_400_000)?,
         routing,
+        file_fallback,
         lid_policy,
         timeout_ms: ranged(&raw.timeout_ms, "timeout_ms", 10, 10_000)?,
         retries: ranged(&raw.retries, "retries", 0, 20)?.map(|v| v as u32),
@@ -723,7 +745,7 @@ mod tests {
                     vm_socket = \"vm.sock\"\n\
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
-                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nguid_routing_order_file = \"order\"\n\
+                    subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nfile_fallback = \"updn\"\nguid_routing_order_file = \"order\"\n\
                     guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\nport_profile_switch_nodes = true\nport_prof_ignore_file = \"ignore\"\n\
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
@@ -773,6 +795,7 @@ mod tests {
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));
         assert_eq!(f.root_guid_file, Some(PathBuf::from("/etc/ibkit/roots")));
         assert_eq!(f.lfts_file, Some(PathBuf::from("/etc/ibkit/lfts")));
+        assert_eq!(f.file_fallback, Some(Engine::UpDown));
         assert_eq!(
             f.guid_routing_order_file,
             Some(PathBuf::from("/etc/ibkit/order"))

@@ -78,6 +78,9 @@ pub struct SmdConfig {
     pub once: bool,
     /// Routing engine.
     pub routing: Engine,
+    /// Under the file engine, the engine where the file does not fit
+    /// (OpenSM's next engine in `routing_engine`; min-hop by default).
+    pub file_fallback: Engine,
     /// LID policy for hypervisors' VFs.
     pub lid_policy: LidPolicy,
     /// Milliseconds an SMP's answer is waited for.
@@ -315,6 +318,7 @@ impl Default for SmdConfig {
             },
             once: true,
             routing: Engine::MinHop,
+            file_fallback: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
             timeout_ms: 200,
             retries: 3,
@@ -918,6 +922,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
 fn sm_config(c: &SmdConfig) -> SmConfig {
     SmConfig {
         routing: c.routing,
+        file_fallback: c.file_fallback,
         lid_policy: c.lid_policy,
         timeout_ms: c.timeout_ms,
         retries: c.retries,
@@ -987,7 +992,10 @@ fn lfts_for(c: &SmdConfig) -> Result<Option<smi::sm::LftFile>, SmdError> {
             None
         }
         (None, Engine::File) => {
-            tracing::warn!("routing file without an lfts_file: min-hop, as OpenSM's");
+            tracing::warn!(
+                "routing file without an lfts_file: {}, as OpenSM's",
+                c.file_fallback.name()
+            );
             None
         }
         (None, _) => None,
@@ -1807,6 +1815,12 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         (
             "routing",
             g.routing.or(f.routing).is_some_and(|r| r != c.routing),
+        ),
+        (
+            "file_fallback",
+            g.file_fallback
+                .or(f.file_fallback)
+                .is_some_and(|r| r != c.file_fallback),
         ),
         ("sm_key", g.sm_key.or(f.sm_key).unwrap_or(1) != c.sm_key),
         ("sa_key", g.sa_key.or(f.sa_key).unwrap_or(1) != c.sa_key),

@@ -27,7 +27,7 @@
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl`, `force_link_width`, `force_link_speed`, `force_link_speed_ext` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
 //! | `max_wire_smps` (0: no limit), `max_wire_smps2`, `max_smps_timeout` (µs) | the same |
-//! | `routing_engine` (a list: the first ibkit has; after `file`, min-hop where the file does not fit) | `routing` (minhop, updn, ftree, file) |
+//! | `routing_engine` (a list: the first ibkit has; after `file`, the next ibkit has, where the file does not fit, else min-hop) | `routing` (minhop, updn, ftree, file), `file_fallback` |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
 //! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
@@ -264,19 +264,26 @@ pub fn parse_opensm_conf(
                     });
                 }
                 // A file that does not fit: OpenSM tries the next engine
-                // of the list, ibkit min-hop.
-                let rest = names
-                    .iter()
-                    .skip_while(|n| Some(**n) != first.map(|f| *f.0));
-                let rest: Vec<&&str> = rest.skip(1).filter(|n| **n != "minhop").collect();
-                if first.is_some_and(|f| f.1 == Engine::File) && !rest.is_empty() {
-                    notes.push(Note {
-                        line,
-                        warning: true,
-                        text: format!(
-                            "routing_engine: where the lfts_file does not fit, ibkit routes minhop, not {rest:?}"
-                        ),
-                    });
+                // of the list; so does ibkit, the next it has.
+                if first.is_some_and(|f| f.1 == Engine::File) {
+                    let rest = (names.iter())
+                        .skip_while(|n| Some(**n) != first.map(|f| *f.0))
+                        .skip(1);
+                    for n in rest {
+                        match Engine::from_name(n).filter(|&e| e != Engine::File) {
+                            Some(e) => {
+                                s.file_fallback = Some(e);
+                                break;
+                            }
+                            None => notes.push(Note {
+                                line,
+                                warning: true,
+                                text: format!(
+                                    "routing_engine: ibkit has no {n:?} engine to try after file (minhop, updn, ftree)"
+                                ),
+                            }),
+                        }
+                    }
                 }
                 // OpenSM falls back to minhop when no engine of the list
                 // routes the subnet; so does ibkit.
@@ -774,29 +781,36 @@ mod tests {
         assert!(warned[0].contains("dfsssp"), "{warned:?}");
     }
 
-    /// `routing_engine file,updn`: the file engine, and a warning that
-    /// where the file does not fit ibkit routes min-hop, where OpenSM
-    /// would try up*/down*; `file,minhop` is OpenSM's own fallback.
+    /// `routing_engine file,updn`: the file engine, and up*/down* where
+    /// the file does not fit, as OpenSM tries the next engine; an engine
+    /// ibkit lacks is warned and skipped; `file` alone falls back on
+    /// min-hop, OpenSM's default.
     #[test]
     fn the_file_engine_and_what_follows_it() {
         let read =
             |text: &str| parse_opensm_conf(text, Path::new("/x/opensm.conf"), &|_| true).unwrap();
+        let warned = |c: &OpensmConf| -> Vec<String> {
+            (c.notes.iter())
+                .filter(|n| n.warning)
+                .map(|n| n.text.clone())
+                .collect()
+        };
         let c = read("routing_engine file,updn\nlfts_file /x/lfts\n");
         assert_eq!(c.settings.routing, Some(Engine::File));
+        assert_eq!(c.settings.file_fallback, Some(Engine::UpDown));
         assert_eq!(c.settings.lfts_file, Some(PathBuf::from("/x/lfts")));
-        let warned: Vec<&str> = (c.notes.iter())
-            .filter(|n| n.warning)
-            .map(|n| n.text.as_str())
-            .collect();
-        assert_eq!(warned.len(), 1, "{warned:?}");
-        assert!(
-            warned[0].contains("routes minhop, not [\"updn\"]"),
-            "{warned:?}"
-        );
+        assert!(warned(&c).is_empty(), "{:?}", c.notes);
+        let c = read("routing_engine file,dfsssp,ftree,updn\n");
+        assert_eq!(c.settings.file_fallback, Some(Engine::FatTree));
+        let w = warned(&c);
+        assert!(w.len() == 1 && w[0].contains("dfsssp"), "{w:?}");
         let c = read("routing_engine file,minhop\nlfts_file (null)\n");
         assert_eq!(c.settings.routing, Some(Engine::File));
+        assert_eq!(c.settings.file_fallback, Some(Engine::MinHop));
         assert_eq!(c.settings.lfts_file, None);
-        assert!(c.notes.iter().all(|n| !n.warning), "{:?}", c.notes);
+        assert!(warned(&c).is_empty(), "{:?}", c.notes);
+        let c = read("routing_engine file\n");
+        assert_eq!(c.settings.file_fallback, None);
     }
 
     /// The M_Key options apply; a protected key's lease is kept longer

@@ -56,6 +56,14 @@ pub fn parse_sm_engine(s: &str) -> Result<smi::sm::Engine, String> {
         .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn, ftree or file"))
 }
 
+/// The engine where `--routing file`'s tables do not fit: minhop, updn
+/// or ftree.
+pub fn parse_fallback_engine(s: &str) -> Result<smi::sm::Engine, String> {
+    smi::sm::Engine::from_name(s)
+        .filter(|&e| e != smi::sm::Engine::File)
+        .ok_or_else(|| format!("unknown fallback engine {s:?}: minhop, updn or ftree"))
+}
+
 /// Partition enforcement by OpenSM's name: both, in, out or off.
 pub fn parse_part_enforce(s: &str) -> Result<smi::sm::PartEnforce, String> {
     smi::sm::PartEnforce::from_opensm(s)

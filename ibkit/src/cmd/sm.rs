@@ -4,7 +4,7 @@
 //! under ibsim it is the simulated fabric, through the simulator's socket
 //! or through the `libumad2sim.so` preload as OpenSM is tested.
 
-use super::args::parse_sm_engine;
+use super::args::{parse_fallback_engine, parse_sm_engine};
 use smi::sm::Engine;
 
 /// Options of `ibkit sm`.
@@ -321,6 +321,11 @@ pub struct SmArgs {
     /// --lfts-file, as OpenSM's file engine) [default: minhop].
     #[arg(long, value_parser = parse_sm_engine)]
     pub routing: Option<Engine>,
+    /// With --routing file, the engine where the file does not fit the
+    /// fabric: minhop, updn or ftree (OpenSM's next engine in
+    /// routing_engine, as in file,updn) [default: minhop].
+    #[arg(long, value_name = "ENGINE", value_parser = parse_fallback_engine)]
+    pub file_fallback: Option<Engine>,
     /// LID policy for hypervisors' VFs (vSwitch): prepopulated (every VF
     /// a LID at bring-up) or dynamic (a LID when a VM starts)
     /// [default: prepopulated].
@@ -401,6 +406,10 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             via,
             once: a.once,
             routing: a.routing.or(file.routing).unwrap_or(Engine::MinHop),
+            file_fallback: a
+                .file_fallback
+                .or(file.file_fallback)
+                .unwrap_or(Engine::MinHop),
             lid_policy: (a.lid_policy.or(file.lid_policy))
                 .unwrap_or(smi::sm::LidPolicy::Prepopulated),
             timeout_ms: file.timeout_ms.unwrap_or(200),
@@ -520,6 +529,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         max_wire_smps: a.max_wire_smps,
         sweep_ms: a.sweep_ms,
         routing: a.routing,
+        file_fallback: a.file_fallback,
         lid_policy: a.lid_policy,
         timeout_ms: None,
         retries: None,

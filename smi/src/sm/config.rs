@@ -162,6 +162,11 @@ pub struct SmConfig {
     /// `None`: that engine routes min-hop, as OpenSM's does without a
     /// file. Other engines ignore it.
     pub lfts_file: Option<super::lft_file::LftFile>,
+    /// The engine that routes where [`Engine::File`]'s tables do not fit
+    /// the fabric (OpenSM's next engine in `routing_engine`, as in
+    /// `file,updn`): min-hop by default, as OpenSM's. `File` itself is
+    /// read as min-hop.
+    pub file_fallback: Engine,
     /// Port GUIDs whose LIDs min-hop and up*/down* route first, in this
     /// order (OpenSM's `guid_routing_order_file`), so each switch spreads
     /// them over its equal-cost ports before any other destination. A
@@ -309,8 +314,9 @@ pub enum Engine {
     /// Fat-tree: up*/down* from the top level with d-mod-k spreading upwards.
     FatTree,
     /// The tables a file gives ([`SmConfig::lfts_file`], OpenSM's `file`
-    /// engine with its `lfts_file`); min-hop without one, or where the
-    /// file does not fit the fabric.
+    /// engine with its `lfts_file`); without one, or where the file does
+    /// not fit the fabric, [`SmConfig::file_fallback`] (min-hop by
+    /// default).
     File,
 }
 
@@ -437,6 +443,7 @@ impl Default for SmConfig {
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guids: Vec::new(),
             lfts_file: None,
+            file_fallback: Engine::MinHop,
             routing_order: Vec::new(),
             port_selection: PortSelection::default(),
             part_enforce: PartEnforce::Both,

@@ -89,18 +89,17 @@ impl Sm {
             Engine::File if self.cfg.lfts_file.is_some() => match self.file_routes(&g) {
                 Ok(t) => (t, false),
                 Err(reason) => {
-                    // OpenSM falls back on its default engine, min-hop.
                     self.emit(SmEvent::RoutingFellBack {
                         wanted: Engine::File,
-                        used: Engine::MinHop,
+                        used: self.file_fallback(),
                         reason,
                     });
-                    (
-                        Self::compute_routes(Engine::MinHop, &g, self.db.max_lid),
-                        false,
-                    )
+                    self.file_fallback_routes(&g)
                 }
             },
+            // No file (the daemon warned at start): the next engine, as
+            // OpenSM's file engine without one.
+            Engine::File => self.file_fallback_routes(&g),
             engine => (Self::compute_routes(engine, &g, self.db.max_lid), false),
         };
         // A new master that read the switches' tables back keeps each
@@ -116,6 +115,25 @@ impl Sm {
         }
         self.db.graph = g;
         self.db.switch_of = index;
+    }
+
+    /// The engine that routes where the file engine cannot
+    /// ([`SmConfig::file_fallback`]; OpenSM tries the next engine of its
+    /// list, and its default, min-hop, after the last).
+    fn file_fallback(&self) -> Engine {
+        match self.cfg.file_fallback {
+            Engine::File => Engine::MinHop,
+            e => e,
+        }
+    }
+
+    /// [`Self::file_fallback`]'s tables for `g`, and whether they are
+    /// the fat-tree engine's own.
+    fn file_fallback_routes(&self, g: &Graph) -> (Vec<Vec<u8>>, bool) {
+        match self.file_fallback() {
+            Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(g, self.db.max_lid),
+            e => (Self::compute_routes(e, g, self.db.max_lid), false),
+        }
     }
 
     /// The tables of [`SmConfig::lfts_file`] for the switches of `g`
