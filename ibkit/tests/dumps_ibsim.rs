@@ -885,18 +885,23 @@ fn both_sms_route_from_each_others_lft_dump() {
     // OpenSM from ibkit's min-hop file, at OpenSM's own LIDs.
     let back = dir.join("osm-back");
     std::fs::create_dir_all(&back).unwrap();
-    let sim = Ibsim::start(&topo, &dir).unwrap();
-    let out = (sim.client("opensm"))
-        .env("OSM_CACHE_DIR", &back)
-        .env("OSM_TMP_DIR", &back)
-        .args(["-o", "-R", "file", "-U"])
-        .arg(&mine_file)
-        .arg("-f")
-        .arg(back.join("opensm.log"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "opensm: {out:?}");
-    let log = read(&back.join("opensm.log"));
+    // OpenSM `-R ENGINES -U FILE` on a fresh simulator, its cache in
+    // `back`, logging to LOG under `dir`: the simulator and the log.
+    let opensm_file = |engines: &str, file: &Path, log: &str| {
+        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let out = (sim.client("opensm"))
+            .env("OSM_CACHE_DIR", &back)
+            .env("OSM_TMP_DIR", &back)
+            .args(["-o", "-R", engines, "-U"])
+            .arg(file)
+            .arg("-f")
+            .arg(dir.join(log))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "opensm: {out:?}");
+        (sim, read(&dir.join(log)))
+    };
+    let (sim, log) = opensm_file("file", &mine_file, "opensm-back.log");
     assert!(
         log.contains("file tables configured on all switches"),
         "{log}"
@@ -946,19 +951,7 @@ fn both_sms_route_from_each_others_lft_dump() {
     }
     tables_hold(&sim, &mine, &lids, "ibkit's fallback: its min-hop");
     drop(sim);
-    let sim = Ibsim::start(&topo, &dir).unwrap();
-    let bad_log = dir.join("opensm-bad.log");
-    let out = (sim.client("opensm"))
-        .env("OSM_CACHE_DIR", &back)
-        .env("OSM_TMP_DIR", &back)
-        .args(["-o", "-R", "file", "-U"])
-        .arg(&bad_file)
-        .arg("-f")
-        .arg(&bad_log)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "opensm: {out:?}");
-    let log = read(&bad_log);
+    let (sim, log) = opensm_file("file", &bad_file, "opensm-bad.log");
     assert!(log.contains("Invalid port 99"), "{log}");
     assert!(
         log.contains("minhop tables configured on all switches"),
@@ -979,18 +972,7 @@ fn both_sms_route_from_each_others_lft_dump() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("routed updn instead"), "{said}");
     drop(sim);
-    let sim = Ibsim::start(&topo, &dir).unwrap();
-    let out = (sim.client("opensm"))
-        .env("OSM_CACHE_DIR", &back)
-        .env("OSM_TMP_DIR", &back)
-        .args(["-o", "-R", "file,updn", "-U"])
-        .arg(&bad_file)
-        .arg("-f")
-        .arg(dir.join("opensm-next.log"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "opensm: {out:?}");
-    let log = read(&dir.join("opensm-next.log"));
+    let (sim, log) = opensm_file("file,updn", &bad_file, "opensm-next.log");
     assert!(
         log.contains("updn tables configured on all switches"),
         "{log}"
