@@ -839,20 +839,40 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
     }
     qos_tables(c)?;
     c.qos_policy.as_deref().map(read_qos_policy).transpose()?;
-    c.root_guid_file
-        .as_deref()
-        .map(read_root_guids)
-        .transpose()?;
-    // The file engine's tables: read once (it may be large), a broken
-    // file refused before the fabric is touched, with its place.
-    let lfts = lfts_for(c)?;
-    c.guid_routing_order_file
-        .as_deref()
-        .map(read_routing_order)
-        .transpose()?;
-    c.port_selection.read()?;
-    // Read once, before the fabric is touched.
-    let names = match &c.node_name_map {
+    // The routing files: each read once, a broken one refused before the
+    // fabric is touched, with its place (the file engine's tables may be
+    // large).
+    let mut read = Read {
+        names: names::NodeNames::default(),
+        lfts: lfts_for(c)?,
+        roots: Vec::new(),
+        order: Vec::new(),
+        port_selection: c.port_selection.read()?,
+    };
+    if let Some(p) = &c.root_guid_file {
+        read.roots = read_root_guids(p)?;
+        tracing::info!(
+            "roots: {} switch GUID(s) from {}",
+            read.roots.len(),
+            p.display()
+        );
+    }
+    if let Some(p) = &c.guid_routing_order_file {
+        read.order = read_routing_order(p)?;
+        let n = read.order.len();
+        tracing::info!("routing order: {n} port GUID(s) from {}", p.display());
+    }
+    let sel = &read.port_selection;
+    if *sel != smi::sm::PortSelection::default() {
+        tracing::info!(
+            "port selection: {} hop weight(s), {} port search order(s), port_shifting {}, scatter_ports {}",
+            sel.hop_weights.len(),
+            sel.search_order.len(),
+            sel.shifting,
+            sel.scatter
+        );
+    }
+    read.names = match &c.node_name_map {
         Some(p) => {
             let n = read_node_name_map(p)?;
             tracing::info!("node names: {} from {}", n.len(), p.display());
@@ -883,7 +903,7 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             let under_umad2sim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
             drive(
                 c,
-                Read { names, lfts },
+                read,
                 &mut wire,
                 attr.guid,
                 under_umad2sim,
@@ -910,7 +930,6 @@ pub fn run(c: &SmdConfig, stop: &AtomicBool) -> Result<SmRun, SmdError> {
             // by the requester's TID), and a QP-1 requester on a
             // simulator is a libumad2sim client: as under umad.
             let own = wire.guid();
-            let read = Read { names, lfts };
             drive(c, read, &mut wire, own, true, capture.as_mut(), stop)
         }
     }
@@ -962,11 +981,15 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
     }
 }
 
-/// What the SM reads before it starts: the node names, and the `file`
-/// engine's tables.
+/// What the SM reads before it starts, once: the node names, the
+/// `file` engine's tables, the roots, the routing order and the port
+/// selection.
 struct Read {
     names: names::NodeNames,
     lfts: Option<smi::sm::LftFile>,
+    roots: Vec<u64>,
+    order: Vec<u64>,
+    port_selection: smi::sm::PortSelection,
 }
 
 /// The `file` engine's tables for `c`: read under `--routing file` (other
@@ -1014,7 +1037,13 @@ fn drive(
     mut capture: Option<&mut Capture>,
     stop: &AtomicBool,
 ) -> Result<SmRun, SmdError> {
-    let Read { names, lfts } = read;
+    let Read {
+        names,
+        lfts,
+        roots,
+        order,
+        port_selection,
+    } = read;
     let names = &names;
     let mut sa = Sa::new(SaConfig {
         rmpp_acks: false,
@@ -1037,33 +1066,9 @@ fn drive(
     sa.set_serving(false);
     let (mut sa_answers, mut sa_ns) = (0u64, 0u64);
     let mut cfg = sm_config(c);
-    if let Some(p) = &c.root_guid_file {
-        cfg.root_guids = read_root_guids(p)?;
-        tracing::info!(
-            "roots: {} switch GUID(s) from {}",
-            cfg.root_guids.len(),
-            p.display()
-        );
-    }
+    cfg.root_guids = roots;
     cfg.lfts_file = lfts;
-    if let Some(p) = &c.guid_routing_order_file {
-        cfg.routing_order = read_routing_order(p)?;
-        tracing::info!(
-            "routing order: {} port GUID(s) from {}",
-            cfg.routing_order.len(),
-            p.display()
-        );
-    }
-    let port_selection = c.port_selection.read()?;
-    if port_selection != smi::sm::PortSelection::default() {
-        tracing::info!(
-            "port selection: {} hop weight(s), {} port search order(s), port_shifting {}, scatter_ports {}",
-            port_selection.hop_weights.len(),
-            port_selection.search_order.len(),
-            port_selection.shifting,
-            port_selection.scatter
-        );
-    }
+    cfg.routing_order = order;
     cfg.port_selection = port_selection;
     let mut sm = Sm::new(cfg);
     sm.set_own_port_guid(own_guid);

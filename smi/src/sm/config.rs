@@ -4,9 +4,10 @@ use super::ucast::complete;
 use super::*;
 
 /// How min-hop and up*/down* choose their ports, as a site tunes
-/// OpenSM's (hop weights: min-hop only, as OpenSM's). A switch GUID that names no live switch, a port the switch
-/// does not have, or a search order that names a port twice is skipped
-/// (the whole line, for an order), as OpenSM skips it.
+/// OpenSM's (the hop weights: min-hop only, as OpenSM's). A switch GUID
+/// that names no live switch, a port the switch does not have, or a
+/// search order that names a port twice is skipped (the whole line, for
+/// an order), as OpenSM skips it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PortSelection {
     /// (switch node GUID, port, weight 1-255): the weight of a hop out of
@@ -176,7 +177,8 @@ pub struct SmConfig {
     /// How min-hop and up*/down* pick among equal-cost ports, and the
     /// hop weights min-hop routes by (OpenSM's `hop_weights_file`,
     /// `port_search_ordering_file`, `port_shifting`, `scatter_ports`,
-    /// `guid_routing_order_no_scatter`).
+    /// `guid_routing_order_no_scatter`, `port_profile_switch_nodes`,
+    /// `port_prof_ignore_file`).
     pub port_selection: PortSelection,
     /// Which partition enforcement bits the switch ports cabled to CAs
     /// get (OpenSM's `part_enforce`; `no_partition_enforcement` is

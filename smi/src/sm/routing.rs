@@ -53,6 +53,17 @@ pub struct Graph {
     pub choice: PortChoice,
 }
 
+impl Graph {
+    /// Each switch's index by its node GUID ([`Graph::guids`]; a switch
+    /// whose GUID is unknown is not in it).
+    pub fn switch_by_guid(&self) -> alloc::collections::BTreeMap<u64, usize> {
+        (self.guids.iter().enumerate())
+            .filter(|&(_, &g)| g != 0)
+            .map(|(k, &g)| (g, k))
+            .collect()
+    }
+}
+
 /// How min-hop and up*/down* pick, among a switch's ports on a best
 /// path, the one that carries the next route: the port carrying the
 /// fewest routes so far, ties broken by OpenSM's options.

@@ -90,12 +90,11 @@ impl Sm {
             // Every entry of the node (a CA's other ports have their own).
             if let Some((node, _)) = self.db.by_lid(n.issuer_lid) {
                 let guid = self.db.nodes()[node.0].info.node_guid;
-                let same: Vec<usize> = (0..self.db.nodes().len())
-                    .filter(|&i| self.db.nodes()[i].info.node_guid == guid)
-                    .collect();
-                for i in same {
-                    if let Some(mut nm) = self.db.node_mut(i) {
-                        nm.info.system_image_guid = t.system_image_guid;
+                for i in 0..self.db.nodes().len() {
+                    if self.db.nodes()[i].info.node_guid == guid {
+                        if let Some(mut nm) = self.db.node_mut(i) {
+                            nm.info.system_image_guid = t.system_image_guid;
+                        }
                     }
                 }
             }

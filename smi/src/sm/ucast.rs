@@ -73,17 +73,14 @@ impl Sm {
             );
         }
         g.extra = extra;
+        let by_guid = g.switch_by_guid();
         g.roots = (self.cfg.root_guids.iter())
-            .filter_map(|&guid| {
-                let i = (self.db.switch_index.iter())
-                    .position(|&i| self.db.nodes()[i].info.node_guid.0 == guid)?;
-                Some(i)
-            })
+            .filter_map(|guid| by_guid.get(guid).copied())
             .collect();
         g.roots.sort_unstable();
         g.roots.dedup();
         g.order = self.routing_order_lids();
-        self.select_ports(&mut g);
+        self.select_ports(&mut g, &by_guid);
         (self.db.lfts, self.db.ftree_applied) = match self.cfg.routing {
             Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid),
             Engine::File if self.cfg.lfts_file.is_some() => match self.file_routes(&g) {
@@ -146,9 +143,7 @@ impl Sm {
         };
         let width = usize::from(self.db.max_lid) + 1;
         let mut t = vec![vec![DROP_PORT; width]; g.ports.len()];
-        let by_guid: BTreeMap<u64, usize> = (self.db.switch_index.iter().enumerate())
-            .map(|(k, &i)| (self.db.nodes()[i].info.node_guid.0, k))
-            .collect();
+        let by_guid = g.switch_by_guid();
         for sw in &file.switches {
             let Some(&k) = by_guid.get(&sw.guid) else {
                 continue;
@@ -198,23 +193,14 @@ impl Sm {
         }
     }
 
-    /// [`SmConfig::port_selection`] on the switches of `g`: its hop
-    /// weights and port choice. What names no live switch, or a port a
-    /// switch does not have, is skipped.
-    fn select_ports(&self, g: &mut Graph) {
+    /// [`SmConfig::port_selection`] on the switches of `g` (found by
+    /// node GUID in `by_guid`): its hop weights and port choice. What
+    /// names no live switch, or a port a switch does not have, is
+    /// skipped.
+    fn select_ports(&self, g: &mut Graph, by_guid: &BTreeMap<u64, usize>) {
         let sel = &self.cfg.port_selection;
         g.choice.shifting = sel.shifting;
         g.choice.count_switch_lids = sel.count_switch_lids;
-        if sel.hop_weights.is_empty()
-            && sel.search_order.is_empty()
-            && sel.scatter == 0
-            && sel.prof_ignore.is_empty()
-        {
-            return;
-        }
-        let by_guid: BTreeMap<u64, usize> = (self.db.switch_index.iter().enumerate())
-            .map(|(k, &i)| (self.db.nodes()[i].info.node_guid.0, k))
-            .collect();
         for &(guid, port, weight) in &sel.hop_weights {
             let Some(&k) = by_guid.get(&guid) else {
                 continue;
