@@ -1356,56 +1356,199 @@ fn both_sms_steer_routes_off_a_weighed_port() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Min-hop beside OpenSM's, route for route: OpenSM (default engine) and
-/// then `ibkit sm`, given OpenSM's `guid2lid`, on fresh ibsims of the
-/// same fabric; every switch's table, as `ibroute` reads it, is the same
-/// under both (ibkit routes the LIDs in OpenSM's order, and, as OpenSM's
-/// port profile, counts only routes to end ports in a port's load).
+/// Min-hop and up*/down* beside OpenSM's, route for route: OpenSM and
+/// then `ibkit sm`, given OpenSM's `guid2lid` and the same options, on
+/// fresh ibsims of the same fabric; every switch's table, as `ibroute`
+/// reads it, is the same under both (ibkit routes the LIDs in OpenSM's
+/// order, and, as OpenSM's port profile, counts only routes to end ports
+/// in a port's load unless told to count switches' too). The options a
+/// site tunes the pick with are given to both: port shifting, every
+/// switch's search order reversed, an ignored port on every leaf, and
+/// switches' LIDs counted. Up*/down* on fabrics where OpenSM finds roots:
+/// every route OpenSM sets is ibkit's; ibkit also sets min-hop routes
+/// between switches that up*/down* leaves unreachable (a top switch to
+/// another), and no other.
 #[test]
 fn both_sms_route_min_hop_port_for_port() {
     if !peers_with_smpquery("dumps_ibsim") {
         return;
     }
+    use mad_core::attr::NodeType;
     let mut said = Vec::new();
-    for spec in ["fat-tree-324", "random:24:7", "mport-ntree:4:3"] {
-        let topo = Topology::from_spec(spec).unwrap();
-        let dir = std::env::temp_dir().join(format!(
-            "ibkit-minhop-{}-{}",
-            spec.replace(':', "-"),
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let switches: Vec<u64> = (topo.nodes.iter())
-            .filter(|n| n.kind == mad_core::attr::NodeType::Switch)
-            .map(|n| n.guid)
-            .collect();
-        // Every switch's table as ibroute reads it, by port GUID.
-        let tables = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
-            let by_lid: BTreeMap<u16, u64> = lids.iter().map(|(&g, &l)| (l, g)).collect();
-            (switches.iter())
-                .map(|g| {
-                    let t = ibroute(sim, lids[g]);
-                    let t: BTreeMap<u64, u8> = t.iter().map(|(l, &p)| (by_lid[l], p)).collect();
-                    (*g, t)
+    // Each fabric's plain min-hop tables, from the first case.
+    type Table = BTreeMap<(u64, u16), u8>;
+    let mut plain: BTreeMap<&str, BTreeMap<u64, Table>> = BTreeMap::new();
+    // (case, fabrics, OpenSM's arguments, ibkit's arguments), with FILE
+    // standing for the case's file, which `file` writes for the fabric.
+    type Case = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let all: &[&str] = &["fat-tree-324", "random:24:7", "mport-ntree:4:3"];
+    let cases: &[Case] = &[
+        ("min-hop", all, &[], &[]),
+        (
+            "updn",
+            &["fat-tree-324", "mport-ntree:4:3"],
+            &["-R", "updn"],
+            &["--routing", "updn"],
+        ),
+        (
+            "port shifting",
+            all,
+            &["--port-shifting"],
+            &["--port-shifting"],
+        ),
+        (
+            "search order reversed",
+            all,
+            &["-O", "FILE"],
+            &["--port-search-ordering-file", "FILE"],
+        ),
+        (
+            "a leaf port ignored",
+            all,
+            &["-i", "FILE"],
+            &["--port-prof-ignore-file", "FILE"],
+        ),
+        (
+            "switch LIDs counted",
+            &["random:24:7"],
+            &["-F", "FILE"],
+            &["--port-profile-switch-nodes"],
+        ),
+        (
+            "updn, search order reversed",
+            &["mport-ntree:4:3"],
+            &["-R", "updn", "-O", "FILE"],
+            &["--routing", "updn", "--port-search-ordering-file", "FILE"],
+        ),
+    ];
+    for &(case, specs, osm_args, ibkit_args) in cases {
+        let mut seen = Vec::new();
+        for &spec in specs {
+            let topo = Topology::from_spec(spec).unwrap();
+            let dir = std::env::temp_dir().join(format!(
+                "ibkit-minhop-{}-{}",
+                spec.replace(':', "-"),
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let switch = |i: usize| topo.nodes[i].kind == NodeType::Switch;
+            let switches: Vec<u64> = (0..topo.nodes.len())
+                .filter(|&i| switch(i))
+                .map(|i| topo.nodes[i].guid)
+                .collect();
+            let file = dir.join("case-file");
+            let text: String = match case {
+                c if c.contains("search order") => (0..topo.nodes.len())
+                    .filter(|&i| switch(i))
+                    .map(|i| {
+                        let ports: Vec<String> = (1..=topo.nodes[i].ports)
+                            .rev()
+                            .map(|p| p.to_string())
+                            .collect();
+                        format!("{:#018x} {}\n", topo.nodes[i].guid, ports.join(" "))
+                    })
+                    .collect(),
+                "a leaf port ignored" => (leaves_of(&topo).iter())
+                    .map(|(g, up, _)| format!("{g:#018x} {}\n", up[0]))
+                    .collect(),
+                "switch LIDs counted" => "port_profile_switch_nodes TRUE\n".into(),
+                _ => String::new(),
+            };
+            std::fs::write(&file, text).unwrap();
+            let f = file.to_str().unwrap();
+            let fill = |a: &[&'static str]| -> Vec<&str> {
+                a.iter().map(|&x| if x == "FILE" { f } else { x }).collect()
+            };
+            // Every switch's table as ibroute reads it, by port GUID and
+            // LID offset (0: these runs give no LMC).
+            let tables = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
+                let by_lid: BTreeMap<u16, u64> = lids.iter().map(|(&g, &l)| (l, g)).collect();
+                let owner = |l: u16| {
+                    let (&base, &g) = by_lid.range(..=l).next_back().unwrap();
+                    (g, l - base)
+                };
+                (switches.iter())
+                    .map(|g| {
+                        let t = ibroute(sim, lids[g]);
+                        let t: Table = t.iter().map(|(&l, &p)| (owner(l), p)).collect();
+                        (*g, t)
+                    })
+                    .collect::<BTreeMap<u64, Table>>()
+            };
+            let (theirs, ours) =
+                both_sms_then(&topo, &dir, &fill(osm_args), &fill(ibkit_args), tables);
+            let routes: usize = theirs.values().map(BTreeMap::len).sum();
+            let differ: usize = (theirs.iter())
+                .map(|(g, t)| t.iter().filter(|(d, p)| ours[g].get(d) != Some(p)).count())
+                .sum();
+            assert_eq!(
+                differ, 0,
+                "{case}, {spec}: {differ} of {routes} routes unlike OpenSM's"
+            );
+            // Routes ibkit sets where OpenSM sets none: only up*/down*'s,
+            // and only between switches.
+            let extra: Vec<(u64, (u64, u16))> = (ours.iter())
+                .flat_map(|(g, t)| {
+                    (t.keys().filter(|d| !theirs[g].contains_key(d))).map(move |d| (*g, *d))
                 })
-                .collect::<BTreeMap<u64, BTreeMap<u64, u8>>>()
-        };
-        let (theirs, ours) = both_sms_then(&topo, &dir, &[], &[], tables);
-        let routes: usize = theirs.values().map(BTreeMap::len).sum();
-        let differ: usize = (theirs.iter())
-            .map(|(g, t)| t.iter().filter(|(d, p)| ours[g].get(d) != Some(p)).count())
-            .sum();
-        assert_eq!(
-            differ, 0,
-            "{spec}: {differ} of {routes} routes unlike OpenSM's"
-        );
-        assert_eq!(ours, theirs, "{spec}");
-        said.push(format!("{spec}: {routes} routes, {differ} unlike"));
-        let _ = std::fs::remove_dir_all(&dir);
+                .collect();
+            // Routes the case moved from plain min-hop (options that
+            // change nothing here would prove nothing).
+            let moved: usize = match plain.get(spec) {
+                None => {
+                    plain.insert(spec, ours.clone());
+                    0
+                }
+                Some(p) => (p.iter())
+                    .map(|(g, t)| {
+                        t.iter()
+                            .filter(|(d, q)| ours[g].get(d).is_some_and(|o| o != *q))
+                            .count()
+                    })
+                    .sum(),
+            };
+            if case != "min-hop" && !case.starts_with("updn") {
+                assert!(
+                    moved > 0,
+                    "{case}, {spec}: no route moved from plain min-hop"
+                );
+            }
+            if case.starts_with("updn") {
+                assert!(
+                    !extra.is_empty(),
+                    "{case}, {spec}: no switch OpenSM leaves unreachable"
+                );
+                let bad: Vec<_> = extra
+                    .iter()
+                    .filter(|(_, d)| !switches.contains(&d.0))
+                    .collect();
+                assert!(
+                    bad.is_empty(),
+                    "{case}, {spec}: routes to end ports OpenSM lacks: {bad:x?}"
+                );
+                seen.push(format!("{spec}: {routes} routes, {moved} moved, {differ} unlike, and {} to switches OpenSM leaves unreachable", extra.len()));
+            } else {
+                assert!(
+                    extra.is_empty(),
+                    "{case}, {spec}: {} routes OpenSM lacks",
+                    extra.len()
+                );
+                seen.push(format!(
+                    "{spec}: {routes} routes, {moved} moved, {differ} unlike"
+                ));
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        said.push(format!("{case}: {}", seen.join(", ")));
     }
     println!(
-        "min-hop, ibkit beside OpenSM, as ibroute reads every switch: {}",
+        "ibkit beside OpenSM, as ibroute reads every switch: {}",
         said.join("; ")
     );
 }

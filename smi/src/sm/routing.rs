@@ -89,7 +89,7 @@ pub struct PortChoice {
     /// OpenSM's `port_profile_switch_nodes`: routes to switches' own LIDs
     /// count in a port's load. False (OpenSM's default): only routes to
     /// end ports count, so the data traffic is what gets balanced
-    /// (switch LIDs carry VL15 management traffic).
+    /// (switch LIDs carry only management traffic).
     pub count_switch_lids: bool,
     /// Per switch of the graph, ports whose routes never count in their
     /// load (OpenSM's `port_prof_ignore_file`), so they look unused to

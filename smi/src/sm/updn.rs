@@ -95,9 +95,13 @@ pub enum Choice {
 /// Up*/down* forwarding tables from `roots` (see the module docs).
 ///
 /// Switch LIDs that no up*/down* route reaches — in a fat tree, one top
-/// switch from another — are completed with min-hop entries: traffic to a
-/// switch LID is management traffic on VL15, which has no flow control and
-/// so cannot deadlock; the deadlock check covers the data traffic to CA LIDs.
+/// switch from another — are completed with min-hop entries, where
+/// OpenSM's up*/down* leaves them unreachable: traffic to a switch's own
+/// LID is management traffic only (SMPs on VL15, which has no flow
+/// control and so cannot deadlock, and a few GMPs to the switch's
+/// agents), so the deadlock check covers the data traffic to CA LIDs.
+/// Every entry OpenSM's up*/down* sets, ibkit's sets to the same port
+/// (`dumps_ibsim both_sms_route_min_hop_port_for_port`).
 /// A completed entry only leads to a switch closer by min-hop, and the
 /// up*/down* route of a reached switch never passes an unreached one, so no
 /// route loops.
@@ -232,7 +236,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
 /// The fat-tree engine: for each CA destination, the switches above its
 /// leaf route down towards it, every other switch routes up, spreading
 /// destinations over its up ports digit by digit (d-mod-k). Switch LIDs get
-/// min-hop routes (VL15 management traffic only, see [`route`]). Meant for
+/// min-hop routes (management traffic only, see [`route`]). Meant for
 /// fat trees, where any upward path meets an ancestor of every leaf; on
 /// other graphs use [`route`].
 pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
@@ -317,7 +321,7 @@ pub fn ftree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
 
 /// True when the channel dependency graph of the routes to CA LIDs has no
 /// cycle, so data traffic cannot deadlock. (Routes to switch LIDs carry only
-/// VL15 management traffic, which is not flow controlled.)
+/// management traffic, see [`route`].)
 pub fn deadlock_free(g: &Graph, lft: &[Vec<u8>]) -> bool {
     // Channels: (switch, egress port) towards another switch.
     let n = g.ports.len();
