@@ -681,3 +681,85 @@ fn new_roots_on_a_running_subnet_reroute_as_a_start_with_them_would() {
     assert_eq!(lft_sets(&sm) - before.1, sent);
     println!("{spec} updn: new roots rerouted with {sent} Set(LFT), {all} at bring-up");
 }
+
+/// Up*/down* as OpenSM's, and where OpenSM's would turn: on random
+/// fabrics rooted by the engine and at a named switch, either OpenSM's
+/// hops hold no down-then-up turn and the SM's tables are exactly
+/// [`updn::route_as_opensm`]'s, or they hold one and the SM routes by
+/// legal trees instead, says so (`UpDownTurnAvoided`, naming the switch
+/// and LID of a real turn in OpenSM's tables), and stays deadlock-free.
+#[test]
+fn updn_is_opensms_unless_opensms_would_turn_down_then_up() {
+    use smi::sm::{updn, Engine, SmEvent};
+    let (mut same, mut turned, mut cyclic) = (0, 0, 0);
+    for spec in [
+        "random:20:5",
+        "random:24:7",
+        "random:16:5",
+        "random:30:1",
+        "random:30:2",
+        "random:12:3",
+    ] {
+        for named in [false, true] {
+            let cfg = |root_guids: Vec<u64>| SmConfig {
+                routing: Engine::UpDown,
+                root_guids,
+                ..SmConfig::default()
+            };
+            let (_, own) = bring_up(spec, SimConfig::default(), cfg(Vec::new()));
+            let (_, mut sm) = if named {
+                // The highest-GUID switch the engine did not pick.
+                let g = own.routing_graph();
+                let picked = updn::roots(g);
+                let k = (0..g.ports.len())
+                    .filter(|k| !picked.contains(k))
+                    .max_by_key(|&k| g.guids[k])
+                    .unwrap();
+                bring_up(spec, SimConfig::default(), cfg(vec![g.guids[k]]))
+            } else {
+                bring_up(spec, SimConfig::default(), cfg(Vec::new()))
+            };
+            let g = sm.routing_graph().clone();
+            let (theirs, turn) = updn::route_as_opensm(&g, sm.max_lid(), &updn::roots(&g));
+            let tables: Vec<Vec<u8>> = sm.lfts().map(|(_, t)| t.to_vec()).collect();
+            let told: Vec<(u64, u16)> = std::iter::from_fn(|| sm.poll_event())
+                .filter_map(|e| match e {
+                    SmEvent::UpDownTurnAvoided { guid, lid } => Some((guid.0, lid)),
+                    _ => None,
+                })
+                .collect();
+            assert!(sm.deadlock_free(), "{spec} named {named}");
+            let opensm_free = updn::deadlock_free(&g, &theirs);
+            match turn {
+                None => {
+                    same += 1;
+                    assert!(told.is_empty(), "{spec}: {told:?}");
+                    let mine: Vec<&[u8]> = tables
+                        .iter()
+                        .map(|t| &t[..theirs[0].len().min(t.len())])
+                        .collect();
+                    let want: Vec<&[u8]> = theirs
+                        .iter()
+                        .map(|t| &t[..t.len().min(tables[0].len())])
+                        .collect();
+                    assert_eq!(mine, want, "{spec} named {named}");
+                }
+                Some(t) => {
+                    turned += 1;
+                    if !opensm_free {
+                        cyclic += 1;
+                    }
+                    assert_eq!(
+                        told,
+                        vec![(g.guids[t.switch], t.lid)],
+                        "{spec} named {named}"
+                    );
+                    println!("{spec} named {named} roots {:x?}: turn at {:#x} for LID {}; OpenSM's tables deadlock-free: {opensm_free}", updn::roots(&g).iter().map(|&k| g.guids[k]).collect::<Vec<_>>(), g.guids[t.switch], t.lid);
+                }
+            }
+        }
+    }
+    println!(
+        "up*/down*: {same} as OpenSM's, {turned} with a turn ({cyclic} of them with a credit loop)"
+    );
+}

@@ -300,3 +300,26 @@ fn a_new_selection_on_a_running_subnet_routes_as_a_start_with_it() {
         sets(&fresh)
     );
 }
+
+extern "C" {
+    fn srandom(seed: u32);
+    fn random() -> std::ffi::c_long;
+}
+
+/// `scatter_ports` draws what OpenSM draws: [`CRandom`](smi::sm::routing::CRandom)
+/// gives the C library's own `random()` sequence after `srandom(seed)`,
+/// for seeds small, large (above 2^31) and 0 (which the C library takes as 1),
+/// 10,000 draws each.
+#[test]
+fn scatter_draws_the_c_librarys_random_sequence() {
+    use smi::sm::routing::CRandom;
+    for seed in [0u32, 1, 7, 12345, 0x8000_0001, u32::MAX] {
+        let mut ours = CRandom::new(seed);
+        // The only caller of the C generator in this test binary.
+        unsafe { srandom(seed) };
+        for i in 0..10_000 {
+            let theirs = unsafe { random() } as u32;
+            assert_eq!(ours.next_u31(), theirs, "seed {seed}, draw {i}");
+        }
+    }
+}

@@ -740,6 +740,7 @@ impl Sa {
             | SmEvent::DuplicatePortGuid { .. }
             | SmEvent::DuplicateVGuid { .. }
             | SmEvent::RoutingFellBack { .. }
+            | SmEvent::UpDownTurnAvoided { .. }
             | SmEvent::NoisyPort { .. }
             | SmEvent::PortQuiet { .. } => {}
         }

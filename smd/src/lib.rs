@@ -2229,6 +2229,10 @@ fn log_event(e: &SmEvent, who: &dyn Fn(u64) -> String) {
             wanted.name(),
             used.name()
         ),
+        SmEvent::UpDownTurnAvoided { guid, lid } => tracing::warn!(
+            "routing: OpenSM's up*/down* would route LID {lid} down into switch {} and up out of it again (a turn that can close a credit loop); routed up*/down* by legal trees instead",
+            who(guid.0)
+        ),
         SmEvent::SmStateChanged { state, master } => {
             let words = smi::sm::election::state_name(*state);
             match master {

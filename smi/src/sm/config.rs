@@ -371,11 +371,23 @@ impl RoutingEngine for MinHopEngine {
     }
 }
 
+impl UpDownEngine {
+    /// The tables, and the turn that kept them from being OpenSM's
+    /// ([`updn::route_as_opensm`]; then [`updn::route_tree`] routed).
+    pub fn route_noting(&self, g: &Graph, max_lid: u16) -> (Vec<Vec<u8>>, Option<updn::Turn>) {
+        let roots = updn::roots(g);
+        let (mut t, turn) = match updn::route_as_opensm(g, max_lid, &roots) {
+            (t, None) => (t, None),
+            (_, turn) => (updn::route_tree(g, max_lid, &roots), turn),
+        };
+        routing::fill_gaps(g, &mut t);
+        (t, turn)
+    }
+}
+
 impl RoutingEngine for UpDownEngine {
     fn route(&self, g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
-        let mut t = updn::route(g, max_lid, &updn::roots(g), updn::Choice::LeastLoaded);
-        routing::fill_gaps(g, &mut t);
-        t
+        self.route_noting(g, max_lid).0
     }
 }
 

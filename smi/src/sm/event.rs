@@ -61,6 +61,15 @@ pub enum SmEvent {
         /// Why, with the place in the file.
         reason: String,
     },
+    /// Up*/down* routed by its own legal trees rather than OpenSM's hops
+    /// ([`super::updn::route_as_opensm`]), which would route `lid` down
+    /// into the switch `guid` and up out of it again.
+    UpDownTurnAvoided {
+        /// The switch's node GUID.
+        guid: Guid,
+        /// The LID whose route would have turned there.
+        lid: u16,
+    },
     /// A node answered for the first time, or again after it was lost.
     NodeAdded {
         /// Its index in [`Sm::nodes`].

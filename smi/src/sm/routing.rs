@@ -40,7 +40,7 @@ pub struct Graph {
     pub order: Vec<u16>,
     /// Per switch, its node GUID (0 or missing: unknown, the switch's
     /// index stands in): min-hop routes destinations in OpenSM's order,
-    /// which sorts switches by GUID ([`minhop_order`]).
+    /// which sorts switches by GUID ([`minhop_order`], [`opensm_key`]).
     pub guids: Vec<u64>,
     /// Per switch, per port, the weight min-hop gives a hop out of that
     /// port (OpenSM's `hop_weights_file`; 1 where none is given): a path's
@@ -105,34 +105,73 @@ impl PortChoice {
     }
 }
 
+/// The C library's `random()` after `srandom(seed)` (glibc's default
+/// generator: an additive feedback generator over 31 words, seeded by
+/// a Lehmer sequence, its first 310 outputs discarded), which OpenSM's
+/// `scatter_ports` draws from. Written out here so that a site's tables
+/// under a given seed are OpenSM's, and do not move when ibkit or a
+/// dependency is upgraded (the crate is `no_std` firmware code). Checked
+/// against the C library's own in `fabric/tests/port_selection.rs`.
+pub struct CRandom {
+    r: [u32; 31],
+    front: usize,
+    rear: usize,
+}
+
+impl CRandom {
+    /// `srandom(seed)`.
+    pub fn new(seed: u32) -> Self {
+        let mut r = [0u32; 31];
+        // The C library keeps the word as a signed 32-bit integer, so a
+        // seed above 2^31 starts negative.
+        let mut word = seed.max(1) as i32;
+        r[0] = word as u32;
+        for x in r.iter_mut().skip(1) {
+            // word = 16807 * word mod (2^31 - 1), without overflow.
+            let (hi, lo) = (i64::from(word) / 127_773, i64::from(word) % 127_773);
+            word = (16_807 * lo - 2_836 * hi) as i32;
+            if word < 0 {
+                word += 2_147_483_647;
+            }
+            *x = word as u32;
+        }
+        let mut c = CRandom {
+            r,
+            front: 3,
+            rear: 0,
+        };
+        for _ in 0..310 {
+            c.next_u31();
+        }
+        c
+    }
+
+    /// `random()`: 0 ..= 2^31 - 1.
+    pub fn next_u31(&mut self) -> u32 {
+        let v = self.r[self.front].wrapping_add(self.r[self.rear]);
+        self.r[self.front] = v;
+        self.front = (self.front + 1) % 31;
+        self.rear = (self.rear + 1) % 31;
+        v >> 1
+    }
+}
+
 /// Makes [`PortChoice`]'s picks, one routing long.
-///
-/// The random numbers are SplitMix64's rather than a `rand` generator's:
-/// a site's tables under a given `scatter_ports` seed must not move when
-/// ibkit or a dependency is upgraded, and the crate is `no_std` firmware
-/// code; these six lines are the whole generator and cannot change.
 pub(crate) struct Picker<'a> {
     choice: &'a PortChoice,
-    state: u64,
+    random: CRandom,
     ranked: Vec<(usize, u8)>,
 }
 
 impl<'a> Picker<'a> {
-    /// A picker for one routing: the seed planted anew.
+    /// A picker for one routing: the seed planted anew (as OpenSM calls
+    /// `srandom` before each routing).
     pub(crate) fn new(choice: &'a PortChoice) -> Self {
         Picker {
             choice,
-            state: u64::from(choice.scatter),
+            random: CRandom::new(choice.scatter),
             ranked: Vec::new(),
         }
-    }
-
-    fn next_random(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 
     /// The port of switch `s` to carry the route to `lid`, among
@@ -183,7 +222,7 @@ impl<'a> Picker<'a> {
                 .iter()
                 .filter(|&&(_, p)| load_of(p) == least)
                 .count();
-            let k = (self.next_random() % ties as u64) as usize;
+            let k = self.random.next_u31() as usize % ties;
             return (self.ranked.iter())
                 .filter(|&&(_, p)| load_of(p) == least)
                 .nth(k)
@@ -463,7 +502,6 @@ fn minhop_with(
     weights: &[Vec<u8>],
     want: impl Fn(&(u16, usize, u8)) -> bool,
 ) {
-    let n = g.ports.len();
     // Destinations: every LID with the switch it hangs off and the port
     // there, in OpenSM's order.
     let mut dests = destinations(g);
@@ -480,7 +518,8 @@ fn minhop_with(
     let plain = g.choice.is_plain();
     let mut picker = Picker::new(&g.choice);
     let mut candidates = Vec::new();
-    for s in 0..n {
+    // In OpenSM's order, so that `scatter_ports` draws as it does.
+    for s in opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
         for &(lid, t, tport) in &dests {
             let port = if s == t {
@@ -547,19 +586,38 @@ fn minhop_with(
     }
 }
 
+/// Where switch `s` comes in OpenSM's tables of switches and ports,
+/// which are keyed by GUID in network byte order and so, on the
+/// little-endian hosts OpenSM runs on, sorted by the GUID's bytes read
+/// backwards: (0, that key) for a known GUID ([`Graph::guids`]), (1,
+/// index) for an unknown one.
+pub fn opensm_key(g: &Graph, s: usize) -> (u8, u64) {
+    match g.guids.get(s) {
+        Some(&x) if x != 0 => (0, x.swap_bytes()),
+        _ => (1, s as u64),
+    }
+}
+
+/// The switches of `g` in the order OpenSM visits them when it fills
+/// their tables ([`opensm_key`]): the order `scatter_ports`'s draws are
+/// made in.
+pub fn opensm_switch_order(g: &Graph) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..g.ports.len()).collect();
+    v.sort_by_key(|&s| opensm_key(g, s));
+    v
+}
+
 /// Puts `dests` in the order OpenSM's min-hop routes them (its
 /// `ucast_mgr_build_lfts`), so that equally loaded ports are taken in
 /// the same turns and the tables come out as OpenSM's: LID offset by
 /// offset under LMC (every base LID first), and within each, the ports of
 /// [`Graph::order`] first, in its order; then the end ports switch by
-/// switch, the switches with the most end ports first (ties by GUID),
-/// each switch's in port order; then the switches' own LIDs, by GUID.
+/// switch, the switches with the most end ports first (ties in OpenSM's
+/// GUID order, [`opensm_key`]), each switch's in port order; then the
+/// switches' own LIDs, in that order.
 /// `offsets` is [`lid_offsets`]`(g)`.
 pub fn minhop_order(g: &Graph, dests: &mut [(u16, usize, u8)], offsets: &[u16]) {
-    let guid = |s: usize| match g.guids.get(s) {
-        Some(&x) if x != 0 => (0, x),
-        _ => (1, s as u64),
-    };
+    let guid = |s: usize| opensm_key(g, s);
     // The switches by their end ports, most first, then by GUID.
     let mut by_load: Vec<usize> = (0..g.ports.len()).collect();
     let ends = |s: usize| {
@@ -585,7 +643,7 @@ pub fn minhop_order(g: &Graph, dests: &mut [(u16, usize, u8)], offsets: &[u16]) 
             None if tport != 0 => (k, 1, place[t] as u64, u64::from(tport), 0, lid),
             None => {
                 let (known, g) = guid(t);
-                (k, 2, known, g, 0, lid)
+                (k, 2, u64::from(known), g, 0, lid)
             }
         }
     });

@@ -97,6 +97,17 @@ impl Sm {
             // No file (the daemon warned at start): the next engine, as
             // OpenSM's file engine without one.
             Engine::File => self.file_fallback_routes(&g),
+            Engine::UpDown => {
+                let (t, turn) = super::config::UpDownEngine.route_noting(&g, self.db.max_lid);
+                if let Some(turn) = turn {
+                    let guid = mad_core::Guid(g.guids.get(turn.switch).copied().unwrap_or(0));
+                    self.emit(SmEvent::UpDownTurnAvoided {
+                        guid,
+                        lid: turn.lid,
+                    });
+                }
+                (t, false)
+            }
             engine => (Self::compute_routes(engine, &g, self.db.max_lid), false),
         };
         // A new master that read the switches' tables back keeps each

@@ -78,21 +78,129 @@ pub fn auto_roots(g: &Graph) -> Vec<usize> {
     vec![best.1]
 }
 
-/// Whether the cable from `a` to `b` leads up.
-fn is_up(rank: &[u32], a: usize, b: usize) -> bool {
-    rank[b] < rank[a] || (rank[b] == rank[a] && b < a)
+/// The id OpenSM's up*/down* breaks rank ties by: the node GUID
+/// ([`Graph::guids`]), or the switch's index where it is unknown.
+fn id(g: &Graph, s: usize) -> u64 {
+    match g.guids.get(s) {
+        Some(&x) if x != 0 => x,
+        _ => s as u64,
+    }
 }
 
-/// How to choose among equally short legal ports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Choice {
-    /// The port carrying the fewest routes so far (OpenSM's updn balance).
-    LeastLoaded,
-    /// Upward ports spread by destination index (d-mod-k, as fat-tree engines do).
-    DestinationModulo,
+/// Whether a step of the search out from a destination, from switch `cur`
+/// to its neighbour `rem`, goes up (towards the roots: a lower rank; on
+/// equal ranks, to the smaller id; between two roots, always up). A
+/// packet takes the step the other way, so a search that goes up and then
+/// down is a packet's up*-then-down* way.
+fn step_up(g: &Graph, rank: &[u32], cur: usize, rem: usize) -> bool {
+    let (a, b) = (rank[cur], rank[rem]);
+    if a == 0 && b == 0 {
+        return true;
+    }
+    match a.cmp(&b) {
+        core::cmp::Ordering::Less => false,
+        core::cmp::Ordering::Greater => true,
+        core::cmp::Ordering::Equal => id(g, cur) > id(g, rem),
+    }
 }
 
-/// Up*/down* forwarding tables from `roots` (see the module docs).
+/// No way: a hop count no search sets.
+const NO_WAY: u8 = 0xFF;
+
+/// The hop counts of the up*/down* ways to one destination switch, per
+/// switch and port, as OpenSM's up*/down* fills its hop tables (a search
+/// out from the destination in which each switch keeps the direction of
+/// the step that queued it, and a step down may not be followed by a step
+/// up).
+struct Search {
+    /// Per switch, per port: the hops to the destination leaving by it.
+    hops: Vec<Vec<u8>>,
+    /// Per switch: the least of its ports' hops (0 at the destination).
+    least: Vec<u8>,
+    /// Per switch: the step that last queued it went up.
+    up: Vec<bool>,
+    queued: Vec<bool>,
+    queue: VecDeque<usize>,
+    /// The switches whose hops the last search set.
+    touched: Vec<usize>,
+}
+
+impl Search {
+    fn new(g: &Graph) -> Self {
+        let n = g.ports.len();
+        Search {
+            hops: g.ports.iter().map(|p| vec![NO_WAY; p.len()]).collect(),
+            least: vec![NO_WAY; n],
+            up: vec![false; n],
+            queued: vec![false; n],
+            queue: VecDeque::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// Searches out from switch `t`.
+    fn run(&mut self, g: &Graph, rank: &[u32], t: usize) {
+        for &s in &self.touched {
+            self.hops[s].iter_mut().for_each(|h| *h = NO_WAY);
+            self.least[s] = NO_WAY;
+        }
+        self.touched.clear();
+        self.least[t] = 0;
+        self.touched.push(t);
+        self.up[t] = true;
+        self.queue.push_back(t);
+        while let Some(u) = self.queue.pop_front() {
+            self.queued[u] = false;
+            let (went_up, h) = (self.up[u], u16::from(self.least[u]) + 1);
+            for to in g.ports[u].iter().skip(1) {
+                let PortTo::Switch(rem, pn) = *to else {
+                    continue;
+                };
+                let next_up = step_up(g, rank, u, rem);
+                if !went_up && next_up {
+                    continue; // down, then up: not a way
+                }
+                let Some(slot) = self.hops[rem].get_mut(usize::from(pn)) else {
+                    continue;
+                };
+                if h >= u16::from(*slot) {
+                    continue;
+                }
+                *slot = h as u8;
+                if self.least[rem] == NO_WAY {
+                    self.touched.push(rem);
+                }
+                self.least[rem] = self.least[rem].min(h as u8);
+                if !self.queued[rem] {
+                    self.up[rem] = next_up;
+                    self.queued[rem] = true;
+                    self.queue.push_back(rem);
+                }
+            }
+        }
+    }
+
+    /// The ports of switch `s` on a shortest way, ascending (none where
+    /// there is no way).
+    fn candidates(&self, s: usize, out: &mut Vec<u8>) {
+        out.clear();
+        let least = self.least[s];
+        if least == NO_WAY || least == 0 {
+            return;
+        }
+        let ports = self.hops[s].iter().enumerate().skip(1);
+        out.extend(ports.filter(|&(_, &h)| h == least).map(|(p, _)| p as u8));
+    }
+}
+
+/// Up*/down* forwarding tables from `roots` (see the module docs), as
+/// OpenSM's up*/down* makes them: each switch's hops to every destination
+/// switch over the ways up*/down* allows, then min-hop's
+/// port choice on those hops, destination by destination in min-hop's
+/// order ([`routing::minhop_order`](super::routing::minhop_order)), each
+/// switch taking the least used of its ports on a shortest way. On
+/// ibsim every entry OpenSM sets is the same
+/// (`dumps_ibsim both_sms_route_min_hop_port_for_port`).
 ///
 /// Switch LIDs that no up*/down* route reaches — in a fat tree, one top
 /// switch from another — are completed with min-hop entries, where
@@ -100,22 +208,153 @@ pub enum Choice {
 /// LID is management traffic only (SMPs on VL15, which has no flow
 /// control and so cannot deadlock, and a few GMPs to the switch's
 /// agents), so the deadlock check covers the data traffic to CA LIDs.
-/// Every entry OpenSM's up*/down* sets, ibkit's sets to the same port
-/// (`dumps_ibsim both_sms_route_min_hop_port_for_port`).
-/// A completed entry only leads to a switch closer by min-hop, and the
-/// up*/down* route of a reached switch never passes an unreached one, so no
-/// route loops.
-pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Vec<u8>> {
+pub fn route(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
+    match route_as_opensm(g, max_lid, roots) {
+        (t, None) => t,
+        (_, Some(_)) => route_tree(g, max_lid, roots),
+    }
+}
+
+/// Where OpenSM's up*/down* hops would route a LID down into a switch and
+/// then up out of it: a turn up*/down* forbids, which can close a credit
+/// loop. (OpenSM's search keeps one direction per switch, the step that
+/// last queued it, while a switch may have equally short ports reached by
+/// steps of both directions.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// The switch (index into the graph) where the route turns up.
+    pub switch: usize,
+    /// The LID.
+    pub lid: u16,
+}
+
+/// The tables OpenSM's up*/down* makes, and the first [`Turn`] they hold
+/// (`None`: every route is up*/down*, and they are [`route`]'s).
+pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>>, Option<Turn>) {
     let n = g.ports.len();
     let rank = ranks(g, roots);
-    let max_rank = rank
-        .iter()
-        .copied()
-        .filter(|&r| r != u32::MAX)
-        .max()
-        .unwrap_or(0);
     let mut dests = super::routing::destinations(g);
-    super::routing::order_first(&mut dests, &g.order);
+    // Under LMC, the LIDs above a port's base follow its base's route,
+    // turned level by level (`routing::lmc_spread`).
+    let offsets = super::routing::lid_offsets(g);
+    super::routing::minhop_order(g, &mut dests, &offsets);
+    let level = if offsets.is_empty() {
+        Vec::new()
+    } else {
+        super::routing::levels(g)
+    };
+    // Every destination switch's search, kept as each switch's ports on
+    // a shortest way: `ways[start[t * n + s]..start[t * n + s + 1]]`.
+    let mut search = Search::new(g);
+    let mut start = Vec::with_capacity(n * n + 1);
+    let mut ways: Vec<u8> = Vec::new();
+    let mut candidates = Vec::new();
+    for t in 0..n {
+        search.run(g, &rank, t);
+        for s in 0..n {
+            start.push(ways.len());
+            search.candidates(s, &mut candidates);
+            ways.extend_from_slice(&candidates);
+        }
+    }
+    start.push(ways.len());
+    let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
+    let mut picker = super::routing::Picker::new(&g.choice);
+    // Switch by switch in OpenSM's order, so that `scatter_ports` draws
+    // as it does; each switch's destinations in min-hop's order.
+    for s in super::routing::opensm_switch_order(g) {
+        let mut load = vec![0u32; g.ports[s].len()];
+        for &(lid, t, tport) in &dests {
+            let l = usize::from(lid);
+            if l > usize::from(max_lid) {
+                continue;
+            }
+            let k = offsets.get(l).copied().unwrap_or(0);
+            let port = if s == t {
+                tport
+            } else {
+                let c = &ways[start[t * n + s]..start[t * n + s + 1]];
+                if c.is_empty() {
+                    continue;
+                }
+                let spread = (k > 0 && c.len() > 1)
+                    .then(|| {
+                        let base = lft[s].get(l - usize::from(k)).copied()?;
+                        super::routing::lmc_spread(c, base, k, level[s])
+                    })
+                    .flatten();
+                match spread.or_else(|| picker.pick(s, c, &load, lid, k)) {
+                    Some(p) => p,
+                    None => continue,
+                }
+            };
+            lft[s][l] = port;
+            // As OpenSM's port profile (its up*/down* fills its tables
+            // through min-hop's): a route to a switch's own LID counts
+            // only when told to, and an ignored port never.
+            let counted = (tport != 0 || g.choice.count_switch_lids)
+                && !(g.choice.ignored.get(s)).is_some_and(|i| i.contains(&port));
+            if let Some(c) = load.get_mut(usize::from(port)).filter(|_| counted) {
+                *c += 1;
+            }
+        }
+    }
+    let mut unreached_switch_dests = Vec::new();
+    let mut turn = None;
+    for &(lid, t, tport) in &dests {
+        let l = usize::from(lid);
+        if l > usize::from(max_lid) {
+            continue;
+        }
+        if tport == 0 && (0..n).any(|s| lft[s][l] == DROP_PORT) {
+            unreached_switch_dests.push(l);
+        }
+        // Every route that comes down into a switch (other than the
+        // destination's) must go on down.
+        for s in 0..n {
+            let Some(&PortTo::Switch(u, _)) = g.ports[s].get(usize::from(lft[s][l])) else {
+                continue;
+            };
+            if s == t || u == t || !step_up(g, &rank, u, s) {
+                continue;
+            }
+            if let Some(&PortTo::Switch(w, _)) = g.ports[u].get(usize::from(lft[u][l])) {
+                if !step_up(g, &rank, w, u) && turn.is_none() {
+                    turn = Some(Turn { switch: u, lid });
+                }
+            }
+        }
+    }
+    if !unreached_switch_dests.is_empty() {
+        // Hops unweighed: only the min-hop engine reads hop weights.
+        let mut mh = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
+        let dist = super::routing::Dist::Hops(super::routing::distances(g));
+        super::routing::minhop_into(g, &mut mh, &dist, &[], |_| true);
+        for l in unreached_switch_dests {
+            for s in 0..n {
+                if lft[s][l] == DROP_PORT {
+                    lft[s][l] = mh[s][l];
+                }
+            }
+        }
+    }
+    (lft, turn)
+}
+
+/// Whether the cable from `a` to `b` leads up.
+fn is_up(rank: &[u32], a: usize, b: usize) -> bool {
+    rank[b] < rank[a] || (rank[b] == rank[a] && b < a)
+}
+
+/// Up*/down* forwarding tables grown out from each destination as a tree
+/// in which a cable taken downwards is only ever followed by more
+/// downward cables: every switch prefers a way down, then the least used
+/// port ([`route`] when OpenSM's hops would turn a route from down to up).
+/// Switch LIDs no up*/down* route reaches are completed as in [`route`].
+pub fn route_tree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
+    let n = g.ports.len();
+    let rank = ranks(g, roots);
+    let mut dests = super::routing::destinations(g);
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
     let mut load: Vec<Vec<u32>> = g.ports.iter().map(|p| vec![0u32; p.len()]).collect();
     let mut reached = vec![false; n];
@@ -129,6 +368,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
     // Under LMC, the LIDs above a port's base follow its base's route,
     // turned level by level (`routing::lmc_spread`).
     let offsets = super::routing::lid_offsets(g);
+    super::routing::minhop_order(g, &mut dests, &offsets);
     let level = if offsets.is_empty() {
         Vec::new()
     } else {
@@ -136,7 +376,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
     };
     let mut candidates = Vec::new();
     let mut picker = super::routing::Picker::new(&g.choice);
-    for (di, &(lid, t, tport)) in dests.iter().enumerate() {
+    for &(lid, t, tport) in &dests {
         let l = usize::from(lid);
         if l > usize::from(max_lid) {
             continue;
@@ -174,27 +414,16 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize], choice: Choice) -> Vec<Ve
                 let any_down = o.iter().any(|c| c.1);
                 o.retain(|c| c.1 == any_down);
                 o.sort_unstable();
-                let pick = match choice {
-                    Choice::DestinationModulo if !any_down && o.len() > 1 => {
-                        // d-mod-k: the height above the leaves picks the digit.
-                        let k = o.len();
-                        let height = max_rank.saturating_sub(rank[u]);
-                        let div = k.saturating_pow(height).max(1);
-                        o[(di / div) % k]
-                    }
-                    _ => {
-                        candidates.clear();
-                        candidates.extend(o.iter().map(|c| c.0));
-                        let spread = (k > 0 && o.len() > 1)
-                            .then(|| {
-                                let base = lft[u].get(l - usize::from(k)).copied()?;
-                                super::routing::lmc_spread(&candidates, base, k, level[u])
-                            })
-                            .flatten();
-                        let p = spread.or_else(|| picker.pick(u, &candidates, &load[u], lid, k));
-                        *o.iter().find(|c| Some(c.0) == p).unwrap_or(&o[0])
-                    }
-                };
+                candidates.clear();
+                candidates.extend(o.iter().map(|c| c.0));
+                let spread = (k > 0 && o.len() > 1)
+                    .then(|| {
+                        let base = lft[u].get(l - usize::from(k)).copied()?;
+                        super::routing::lmc_spread(&candidates, base, k, level[u])
+                    })
+                    .flatten();
+                let p = spread.or_else(|| picker.pick(u, &candidates, &load[u], lid, k));
+                let pick = *o.iter().find(|c| Some(c.0) == p).unwrap_or(&o[0]);
                 reached[u] = true;
                 down_only[u] = pick.1;
                 lft[u][l] = pick.0;
