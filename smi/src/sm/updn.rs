@@ -1,10 +1,12 @@
 //! Up*/down* routing (Schroeder et al., Autonet; OpenSM's updn) and the
 //! fat-tree engine built on it. Switches are ranked by hop distance from
 //! the roots; a cable leads "up" towards a lower rank (ties broken by
-//! switch index). Routes to each destination form a tree grown outwards
-//! from it in which a cable taken downwards is only ever followed by more
-//! downward cables, so every route is up*down* and the channel dependency
-//! graph has no cycle.
+//! GUID in [`route_as_opensm`], by switch index in [`route_tree`]). A
+//! route may climb and then descend, never descend and climb again, so
+//! the channel dependency graph of the routes has no cycle. [`route`]
+//! gives OpenSM's tables where they keep that rule and [`route_tree`]'s
+//! where they would not (OpenSM's search keeps one direction per switch,
+//! which is not always enough).
 
 use super::routing::{hops_from_any, Graph, PortTo};
 use alloc::collections::VecDeque;
@@ -194,13 +196,15 @@ impl Search {
 }
 
 /// Up*/down* forwarding tables from `roots` (see the module docs), as
-/// OpenSM's up*/down* makes them: each switch's hops to every destination
-/// switch over the ways up*/down* allows, then min-hop's
-/// port choice on those hops, destination by destination in min-hop's
-/// order ([`routing::minhop_order`](super::routing::minhop_order)), each
-/// switch taking the least used of its ports on a shortest way. On
-/// ibsim every entry OpenSM sets is the same
-/// (`dumps_ibsim both_sms_route_min_hop_port_for_port`).
+/// OpenSM's up*/down* makes them ([`route_as_opensm`]): each switch's
+/// hops to every destination switch over the ways up*/down* allows, then
+/// min-hop's port choice on those hops (switch by switch, each one's
+/// destinations in min-hop's order,
+/// [`routing::minhop_order`](super::routing::minhop_order)), each switch
+/// taking the least used of its ports on a shortest way. On ibsim every
+/// entry OpenSM sets is the same (`dumps_ibsim
+/// both_sms_route_min_hop_port_for_port`). Where those tables would turn
+/// a route down and then up ([`Turn`]), [`route_tree`]'s instead.
 ///
 /// Switch LIDs that no up*/down* route reaches — in a fat tree, one top
 /// switch from another — are completed with min-hop entries, where
