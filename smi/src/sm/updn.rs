@@ -329,19 +329,7 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
             }
         }
     }
-    if !unreached_switch_dests.is_empty() {
-        // Hops unweighed: only the min-hop engine reads hop weights.
-        let mut mh = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
-        let dist = super::routing::Dist::Hops(super::routing::distances(g));
-        super::routing::minhop_into(g, &mut mh, &dist, &[], |_| true);
-        for l in unreached_switch_dests {
-            for s in 0..n {
-                if lft[s][l] == DROP_PORT {
-                    lft[s][l] = mh[s][l];
-                }
-            }
-        }
-    }
+    complete_switch_lids(g, &mut lft, &unreached_switch_dests);
     (lft, turn)
 }
 
@@ -450,20 +438,27 @@ pub fn route_tree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
             unreached_switch_dests.push(l);
         }
     }
-    if !unreached_switch_dests.is_empty() {
-        // Hops unweighed: only the min-hop engine reads hop weights.
-        let mut mh = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
-        let dist = super::routing::Dist::Hops(super::routing::distances(g));
-        super::routing::minhop_into(g, &mut mh, &dist, &[], |_| true);
-        for l in unreached_switch_dests {
-            for s in 0..n {
-                if lft[s][l] == DROP_PORT {
-                    lft[s][l] = mh[s][l];
-                }
+    complete_switch_lids(g, &mut lft, &unreached_switch_dests);
+    lft
+}
+
+/// Gives the switch LIDs `lids`, which up*/down* does not reach from
+/// every switch, min-hop entries where `lft` has none (see [`route`]).
+fn complete_switch_lids(g: &Graph, lft: &mut [Vec<u8>], lids: &[usize]) {
+    if lids.is_empty() {
+        return;
+    }
+    // Hops unweighed: only the min-hop engine reads hop weights.
+    let mut mh: Vec<Vec<u8>> = lft.iter().map(|t| vec![DROP_PORT; t.len()]).collect();
+    let dist = super::routing::Dist::Hops(super::routing::distances(g));
+    super::routing::minhop_into(g, &mut mh, &dist, &[], |_| true);
+    for &l in lids {
+        for (t, m) in lft.iter_mut().zip(&mh) {
+            if t[l] == DROP_PORT {
+                t[l] = m[l];
             }
         }
     }
-    lft
 }
 
 /// The fat-tree engine: for each CA destination, the switches above its
