@@ -1363,11 +1363,14 @@ fn both_sms_steer_routes_off_a_weighed_port() {
 /// order, and, as OpenSM's port profile, counts only routes to end ports
 /// in a port's load unless told to count switches' too). The options a
 /// site tunes the pick with are given to both: port shifting, every
-/// switch's search order reversed, an ignored port on every leaf, and
-/// switches' LIDs counted. Up*/down* on fabrics where OpenSM finds roots:
+/// switch's search order reversed, an ignored port on every leaf,
+/// switches' LIDs counted, and scatter (seed 7). Each moves routes from
+/// plain min-hop. Up*/down* where OpenSM finds roots, or rooted at a
+/// named switch, and with scatter or a reversed search order:
 /// every route OpenSM sets is ibkit's; ibkit also sets min-hop routes
 /// between switches that up*/down* leaves unreachable (a top switch to
-/// another), and no other.
+/// another), and no other. The fat-tree engine (`-R ftree`) the same way
+/// on fat-tree-324.
 #[test]
 fn both_sms_route_min_hop_port_for_port() {
     if !peers_with_smpquery("dumps_ibsim") {
@@ -1432,6 +1435,12 @@ fn both_sms_route_min_hop_port_for_port() {
             &["--routing", "updn", "--scatter-ports", "7"],
         ),
         (
+            "ftree",
+            &["fat-tree-324"],
+            &["-R", "ftree"],
+            &["--routing", "ftree"],
+        ),
+        (
             "updn, a root named",
             &["random:24:7", "random:16:5"],
             &["-R", "updn", "-a", "FILE"],
@@ -1451,7 +1460,7 @@ fn both_sms_route_min_hop_port_for_port() {
     let asked: Option<Vec<&str>> = asked.as_deref().map(|v| v.split(',').collect());
     for &(case, specs, osm_args, ibkit_args) in cases {
         let specs = match &asked {
-            Some(_) if case.starts_with("updn") => continue,
+            Some(_) if case.starts_with("updn") || case == "ftree" => continue,
             Some(a) => a.as_slice(),
             None => specs,
         };
@@ -1542,13 +1551,14 @@ fn both_sms_route_min_hop_port_for_port() {
                     })
                     .sum(),
             };
-            if case != "min-hop" && !case.starts_with("updn") {
+            let tree = case.starts_with("updn") || case == "ftree";
+            if case != "min-hop" && !tree {
                 assert!(
                     moved > 0,
                     "{case}, {spec}: no route moved from plain min-hop"
                 );
             }
-            if case.starts_with("updn") {
+            if tree {
                 let bad: Vec<_> = extra
                     .iter()
                     .filter(|(_, d)| !switches.contains(&d.0))
