@@ -219,7 +219,7 @@ pub fn route(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
     }
 }
 
-/// Where OpenSM's up*/down* hops would route a LID down into a switch and
+/// Where OpenSM's up*/down* hops would route an end port's LID down into a switch and
 /// then up out of it: a turn up*/down* forbids, which can close a credit
 /// loop. (OpenSM's search keeps one direction per switch, the step that
 /// last queued it, while a switch may have equally short ports reached by
@@ -313,8 +313,13 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
         if tport == 0 && (0..n).any(|s| lft[s][l] == DROP_PORT) {
             unreached_switch_dests.push(l);
         }
-        // Every route that comes down into a switch (other than the
-        // destination's) must go on down.
+        // Every route to an end port that comes down into a switch
+        // (other than the destination's) must go on down. (Routes to a
+        // switch's own LID carry management traffic only, see
+        // `route`.)
+        if tport == 0 {
+            continue;
+        }
         for s in 0..n {
             let Some(&PortTo::Switch(u, _)) = g.ports[s].get(usize::from(lft[s][l])) else {
                 continue;
