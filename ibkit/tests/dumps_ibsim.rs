@@ -1435,6 +1435,12 @@ fn both_sms_route_min_hop_port_for_port() {
             &["--routing", "updn", "--scatter-ports", "7"],
         ),
         (
+            "updn, connect_roots",
+            &["fat-tree-324", "mport-ntree:4:3"],
+            &["-R", "updn", "-z"],
+            &["--routing", "updn", "--connect-roots"],
+        ),
+        (
             "ftree",
             &["fat-tree-324"],
             &["-R", "ftree"],

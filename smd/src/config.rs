@@ -40,6 +40,7 @@
 //! reassign_lids = false     # true: number every port afresh at start (OpenSM's -r)
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
+//! connect_roots = false     # true: up*/down* routes the roots' LIDs by min-hop (OpenSM's -z)
 //! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! subnet_prefix = "0xfe80000000000000" # every end port's GID prefix (OpenSM's)
 //! part_enforce = "both"     # in, out, off: switch ports' partition enforcement (OpenSM's)
@@ -148,6 +149,7 @@ struct Raw {
     reassign_lids: Option<bool>,
     lmc: Option<Spanned<i64>>,
     lmc_esp0: Option<bool>,
+    connect_roots: Option<bool>,
     no_clients_rereg: Option<bool>,
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
@@ -287,6 +289,9 @@ pub struct SmFile {
     pub lmc: Option<u8>,
     /// Enhanced switch ports 0 take the LMC too (OpenSM's `lmc_esp0`).
     pub lmc_esp0: Option<bool>,
+    /// Up*/down* routes the roots' own LIDs by min-hop (OpenSM's
+    /// `connect_roots`).
+    pub connect_roots: Option<bool>,
     /// Never ask end ports' clients to reregister (OpenSM's
     /// `no_clients_rereg`).
     pub no_clients_rereg: Option<bool>,
@@ -643,6 +648,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         reassign_lids: raw.reassign_lids,
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
         lmc_esp0: raw.lmc_esp0,
+        connect_roots: raw.connect_roots,
         no_clients_rereg: raw.no_clients_rereg,
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
@@ -743,7 +749,7 @@ mod tests {
                     log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\nnode_name_map = \"names\"\nfsync_high_avail_files = false\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
                     vm_socket = \"vm.sock\"\n\
-                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\n\
+                    sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\nconnect_roots = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nfile_fallback = \"updn\"\nguid_routing_order_file = \"order\"\n\
                     guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\nport_profile_switch_nodes = true\nport_prof_ignore_file = \"ignore\"\n\
@@ -790,6 +796,7 @@ mod tests {
         assert_eq!(f.vm_socket, Some(PathBuf::from("/etc/ibkit/vm.sock")));
         assert_eq!(f.lmc, Some(2));
         assert_eq!(f.lmc_esp0, Some(true));
+        assert_eq!(f.connect_roots, Some(true));
         assert_eq!(f.force_heavy_sweep, Some(true));
         assert_eq!(f.no_clients_rereg, Some(true));
         assert_eq!(f.subnet_prefix, Some(0xfec0_0000_0000_0001));

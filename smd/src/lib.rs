@@ -186,6 +186,9 @@ pub struct SmdConfig {
     pub lmc: u8,
     /// Enhanced switch ports 0 get `2^lmc` LIDs too (OpenSM's `lmc_esp0`).
     pub lmc_esp0: bool,
+    /// Up*/down* routes the roots' own LIDs by min-hop (OpenSM's
+    /// `connect_roots`).
+    pub connect_roots: bool,
     /// Never ask end ports' clients to reregister (OpenSM's
     /// `no_clients_rereg`; see [`SmConfig::no_clients_rereg`]).
     pub no_clients_rereg: bool,
@@ -355,6 +358,7 @@ impl Default for SmdConfig {
             reassign_lids: false,
             lmc: 0,
             lmc_esp0: false,
+            connect_roots: false,
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
@@ -942,6 +946,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
     SmConfig {
         routing: c.routing,
         file_fallback: c.file_fallback,
+        connect_roots: c.connect_roots,
         lid_policy: c.lid_policy,
         timeout_ms: c.timeout_ms,
         retries: c.retries,
@@ -1886,6 +1891,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         (
             "lmc_esp0",
             g.lmc_esp0.or(f.lmc_esp0).unwrap_or(false) != c.lmc_esp0,
+        ),
+        (
+            "connect_roots",
+            g.connect_roots.or(f.connect_roots).unwrap_or(false) != c.connect_roots,
         ),
         (
             "subnet_prefix",

@@ -168,6 +168,12 @@ pub struct SmConfig {
     /// `file,updn`): min-hop by default, as OpenSM's. `File` itself is
     /// read as min-hop.
     pub file_fallback: Engine,
+    /// OpenSM's `connect_roots` (`-z`): up*/down* routes the roots' own
+    /// LIDs by min-hop from every switch, so the roots reach each other,
+    /// as IBA asks (where the roots were found, or more than one named,
+    /// as OpenSM's). Off: by up*/down*, with min-hop only where
+    /// up*/down* reaches no way (OpenSM leaves those unreachable).
+    pub connect_roots: bool,
     /// Port GUIDs whose LIDs min-hop and up*/down* route first, in this
     /// order (OpenSM's `guid_routing_order_file`), so each switch spreads
     /// them over its equal-cost ports before any other destination. A
@@ -458,6 +464,7 @@ impl Default for SmConfig {
             root_guids: Vec::new(),
             lfts_file: None,
             file_fallback: Engine::MinHop,
+            connect_roots: false,
             routing_order: Vec::new(),
             port_selection: PortSelection::default(),
             part_enforce: PartEnforce::Both,

@@ -48,6 +48,9 @@ pub struct Graph {
     /// off a link by weighing it. Empty: every hop weighs 1. Only
     /// min-hop reads it, as only OpenSM's min-hop does.
     pub weights: Vec<Vec<u8>>,
+    /// Up*/down* routes the roots' own LIDs by min-hop
+    /// ([`super::SmConfig::connect_roots`]).
+    pub connect_roots: bool,
     /// How a switch picks among its equal-cost ports (OpenSM's
     /// `port_search_ordering_file`, `port_shifting`, `scatter_ports`).
     pub choice: PortChoice,

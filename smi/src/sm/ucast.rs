@@ -80,6 +80,7 @@ impl Sm {
         g.roots.sort_unstable();
         g.roots.dedup();
         g.order = self.routing_order_lids();
+        g.connect_roots = self.cfg.connect_roots;
         self.select_ports(&mut g, &by_guid);
         (self.db.lfts, self.db.ftree_applied) = match self.cfg.routing {
             Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid),

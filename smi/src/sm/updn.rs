@@ -253,7 +253,32 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
     let mut start = Vec::with_capacity(n * n + 1);
     let mut ways: Vec<u8> = Vec::new();
     let mut candidates = Vec::new();
+    // Under `connect_roots`, as OpenSM's: the roots' rows keep min-hop's
+    // hops where OpenSM computed those first (roots it found, or more
+    // than one named).
+    let min_hop_roots = g.connect_roots && (g.roots.is_empty() || roots.len() > 1);
+    let dist = if min_hop_roots {
+        super::routing::distances(g)
+    } else {
+        Vec::new()
+    };
     for t in 0..n {
+        if min_hop_roots && rank[t] == 0 {
+            for s in 0..n {
+                start.push(ways.len());
+                if s == t || dist[s][t] == u16::MAX {
+                    continue;
+                }
+                for (p, to) in g.ports[s].iter().enumerate() {
+                    if let PortTo::Switch(m, _) = *to {
+                        if dist[m][t].saturating_add(1) == dist[s][t] {
+                            ways.push(p as u8);
+                        }
+                    }
+                }
+            }
+            continue;
+        }
         search.run(g, &rank, t);
         for s in 0..n {
             start.push(ways.len());
