@@ -640,3 +640,135 @@ pub fn deadlock_free(g: &Graph, lft: &[Vec<u8>]) -> bool {
     }
     seen == count
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PortTo::{Ca, None as No, Switch as Sw};
+
+    /// Seven switches in a ring with chords, rooted at 6 (ranks 2 2 3 3 1
+    /// 1 0), one CA each on the last port, LIDs 1–7 for the switches and
+    /// 11–17 for the CAs. OpenSM's search queues switch 1 first by a step
+    /// up, so switch 5 (above it) routes switch 3's CA down into 1, while
+    /// 1's least used shortest port leads up to 0: a down-then-up turn.
+    fn ring() -> Graph {
+        let ports = vec![
+            vec![No, Sw(1, 1), Sw(4, 1), Sw(3, 2), Ca(11, 1)],
+            vec![No, Sw(0, 1), Sw(2, 1), Sw(5, 1), Ca(12, 1)],
+            vec![No, Sw(1, 2), Sw(3, 1), Ca(13, 1)],
+            vec![No, Sw(2, 2), Sw(0, 3), Ca(14, 1)],
+            vec![No, Sw(0, 2), Sw(6, 2), Ca(15, 1)],
+            vec![No, Sw(1, 3), Sw(6, 1), Ca(16, 1)],
+            vec![No, Sw(5, 2), Sw(4, 2), Ca(17, 1)],
+        ];
+        Graph {
+            ports,
+            lid: (1..=7).collect(),
+            roots: vec![6],
+            ..Graph::default()
+        }
+    }
+
+    /// The switch that switch `s` routes `lid` to, if a switch.
+    fn hop(g: &Graph, lft: &[Vec<u8>], s: usize, lid: usize) -> Option<usize> {
+        match g.ports[s].get(usize::from(lft[s][lid])) {
+            Some(&Sw(m, _)) => Some(m),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn opensms_search_can_turn_down_then_up_and_route_does_not() {
+        let g = ring();
+        let roots = roots(&g);
+        assert_eq!(roots, vec![6]);
+        assert_eq!(ranks(&g, &roots), vec![2, 2, 3, 3, 1, 1, 0]);
+        let (theirs, turn) = route_as_opensm(&g, 17, &roots);
+        let turn = turn.expect("OpenSM's hops turn here");
+        let (at, lid) = (turn.switch, usize::from(turn.lid));
+        // The turn is in the tables: a switch sends the LID down into
+        // `at` (a step up from `at` to it, seen from the destination),
+        // and `at` sends it up.
+        let rank = ranks(&g, &roots);
+        let into =
+            (0..7).find(|&s| hop(&g, &theirs, s, lid) == Some(at) && step_up(&g, &rank, at, s));
+        assert!(into.is_some(), "nothing routes {lid} down into {at}");
+        let next = hop(&g, &theirs, at, lid).expect("at routes on to a switch");
+        assert!(
+            !step_up(&g, &rank, next, at),
+            "{at} sends {lid} to {next}, not up"
+        );
+        assert!(
+            !deadlock_free(&g, &theirs),
+            "OpenSM's tables close a credit loop"
+        );
+        // route() keeps clear of it: every route to a CA is up*, then
+        // down*, and the channel dependencies close no cycle.
+        let ours = route(&g, 17, &roots);
+        assert_ne!(ours, theirs);
+        assert!(deadlock_free(&g, &ours));
+        for lid in 11..=17usize {
+            for s in 0..7 {
+                let Some(u) = hop(&g, &ours, s, lid) else {
+                    continue;
+                };
+                if is_up(&rank, s, u) {
+                    continue;
+                }
+                if let Some(w) = hop(&g, &ours, u, lid) {
+                    assert!(
+                        !is_up(&rank, u, w),
+                        "LID {lid}: {s} down to {u}, then up to {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Hops from switch `s` to the switch holding `lid` along `lft`.
+    fn walk(g: &Graph, lft: &[Vec<u8>], mut s: usize, lid: usize) -> Option<u16> {
+        let mut n = 0;
+        while lft[s][lid] != 0 {
+            s = hop(g, lft, s, lid)?;
+            n += 1;
+            if n > 7 {
+                return None;
+            }
+        }
+        Some(n)
+    }
+
+    #[test]
+    fn without_a_turn_route_is_opensms() {
+        // The ring without its chord 0–3.
+        let mut g = ring();
+        g.ports[0][3] = No;
+        g.ports[3][2] = No;
+        let roots = roots(&g);
+        let (theirs, turn) = route_as_opensm(&g, 17, &roots);
+        assert_eq!(turn, None);
+        assert_eq!(route(&g, 17, &roots), theirs);
+        assert!(deadlock_free(&g, &theirs));
+    }
+
+    #[test]
+    fn connect_roots_routes_the_roots_lids_by_shortest_paths() {
+        let mut g = ring();
+        g.roots = vec![4, 5];
+        let dist = super::super::routing::distances(&g);
+        let lengths = |g: &Graph| {
+            let (t, _) = route_as_opensm(g, 17, &[4, 5]);
+            let mut v = Vec::new();
+            for root in [4usize, 5] {
+                for s in (0..7).filter(|&s| s != root) {
+                    v.push((s, root, walk(g, &t, s, usize::from(g.lid[root]))));
+                }
+            }
+            v
+        };
+        g.connect_roots = true;
+        for (s, root, n) in lengths(&g) {
+            assert_eq!(n, Some(dist[s][root]), "switch {s} to root {root}");
+        }
+    }
+}
