@@ -101,6 +101,16 @@ pub struct PortChoice {
 }
 
 impl PortChoice {
+    /// Whether the route to a destination at port `tport` of its switch
+    /// (0: the switch's own LID) that switch `s` sends out of `port`
+    /// counts in that port's load, as OpenSM's port profile counts it: a
+    /// route to a switch's own LID only when told to, and a port the
+    /// site names never.
+    pub fn counts(&self, s: usize, tport: u8, port: u8) -> bool {
+        (tport != 0 || self.count_switch_lids)
+            && !(self.ignored.get(s)).is_some_and(|i| i.contains(&port))
+    }
+
     /// True when it is the plain choice: the first least used port in
     /// ascending order.
     pub fn is_plain(&self) -> bool {
@@ -507,17 +517,8 @@ fn minhop_with(
 ) {
     // Destinations: every LID with the switch it hangs off and the port
     // there, in OpenSM's order.
-    let mut dests = destinations(g);
+    let (mut dests, offsets, level) = ordered_destinations(g);
     dests.retain(|d| want(d));
-    // Under LMC, the LIDs above a port's base follow its base's route,
-    // turned level by level ([`lmc_spread`]).
-    let offsets = lid_offsets(g);
-    minhop_order(g, &mut dests, &offsets);
-    let level = if offsets.is_empty() {
-        Vec::new()
-    } else {
-        levels(g)
-    };
     let plain = g.choice.is_plain();
     let mut picker = Picker::new(&g.choice);
     let mut candidates = Vec::new();
@@ -579,9 +580,9 @@ fn minhop_with(
                 // As OpenSM's port profile: a route to a switch's own LID
                 // (port 0 there) counts only when told to, and a port the
                 // site names never counts.
-                let counted = (tport != 0 || g.choice.count_switch_lids)
-                    && !(g.choice.ignored.get(s)).is_some_and(|i| i.contains(&port));
-                if let Some(l) = load.get_mut(usize::from(port)).filter(|_| counted) {
+                if let Some(l) =
+                    (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
+                {
                     *l += 1;
                 }
             }
@@ -608,6 +609,23 @@ pub fn opensm_switch_order(g: &Graph) -> Vec<usize> {
     let mut v: Vec<usize> = (0..g.ports.len()).collect();
     v.sort_by_key(|&s| opensm_key(g, s));
     v
+}
+
+/// Every destination of `g` in OpenSM's order ([`minhop_order`]), each
+/// LID's offset into its port's LMC range ([`lid_offsets`]), and, under
+/// LMC, each switch's level ([`levels`]): the LIDs above a port's base
+/// follow its base's route, turned level by level ([`lmc_spread`]).
+#[allow(clippy::type_complexity)]
+pub fn ordered_destinations(g: &Graph) -> (Vec<(u16, usize, u8)>, Vec<u16>, Vec<u16>) {
+    let mut dests = destinations(g);
+    let offsets = lid_offsets(g);
+    minhop_order(g, &mut dests, &offsets);
+    let level = if offsets.is_empty() {
+        Vec::new()
+    } else {
+        levels(g)
+    };
+    (dests, offsets, level)
 }
 
 /// Puts `dests` in the order OpenSM's min-hop routes them (its

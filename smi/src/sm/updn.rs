@@ -237,16 +237,7 @@ pub struct Turn {
 pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>>, Option<Turn>) {
     let n = g.ports.len();
     let rank = ranks(g, roots);
-    let mut dests = super::routing::destinations(g);
-    // Under LMC, the LIDs above a port's base follow its base's route,
-    // turned level by level (`routing::lmc_spread`).
-    let offsets = super::routing::lid_offsets(g);
-    super::routing::minhop_order(g, &mut dests, &offsets);
-    let level = if offsets.is_empty() {
-        Vec::new()
-    } else {
-        super::routing::levels(g)
-    };
+    let (dests, offsets, level) = super::routing::ordered_destinations(g);
     // Every destination switch's search, kept as each switch's ports on
     // a shortest way: `ways[start[t * n + s]..start[t * n + s + 1]]`.
     let mut search = Search::new(g);
@@ -321,9 +312,9 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
             // As OpenSM's port profile (its up*/down* fills its tables
             // through min-hop's): a route to a switch's own LID counts
             // only when told to, and an ignored port never.
-            let counted = (tport != 0 || g.choice.count_switch_lids)
-                && !(g.choice.ignored.get(s)).is_some_and(|i| i.contains(&port));
-            if let Some(c) = load.get_mut(usize::from(port)).filter(|_| counted) {
+            if let Some(c) =
+                (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
+            {
                 *c += 1;
             }
         }
@@ -376,7 +367,7 @@ fn is_up(rank: &[u32], a: usize, b: usize) -> bool {
 pub fn route_tree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
     let n = g.ports.len();
     let rank = ranks(g, roots);
-    let mut dests = super::routing::destinations(g);
+    let (dests, offsets, level) = super::routing::ordered_destinations(g);
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
     let mut load: Vec<Vec<u32>> = g.ports.iter().map(|p| vec![0u32; p.len()]).collect();
     let mut reached = vec![false; n];
@@ -387,15 +378,6 @@ pub fn route_tree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
     let mut frontier = Vec::new();
     let mut next = Vec::new();
     let mut unreached_switch_dests = Vec::new();
-    // Under LMC, the LIDs above a port's base follow its base's route,
-    // turned level by level (`routing::lmc_spread`).
-    let offsets = super::routing::lid_offsets(g);
-    super::routing::minhop_order(g, &mut dests, &offsets);
-    let level = if offsets.is_empty() {
-        Vec::new()
-    } else {
-        super::routing::levels(g)
-    };
     let mut candidates = Vec::new();
     let mut picker = super::routing::Picker::new(&g.choice);
     for &(lid, t, tport) in &dests {
@@ -452,9 +434,7 @@ pub fn route_tree(g: &Graph, max_lid: u16, roots: &[usize]) -> Vec<Vec<u8>> {
                 // As OpenSM's port profile (its up*/down* fills its tables
                 // through min-hop's): a route to a switch's own LID counts
                 // only when told to, and an ignored port never.
-                let counted = (tport != 0 || g.choice.count_switch_lids)
-                    && !(g.choice.ignored.get(u)).is_some_and(|i| i.contains(&pick.0));
-                if counted {
+                if g.choice.counts(u, tport, pick.0) {
                     load[u][usize::from(pick.0)] += 1;
                 }
                 next.push(u);
