@@ -889,6 +889,19 @@ fn path_sl(sim: &dyn Simulator, host: &str, args: &[String]) -> Result<u64, Stri
     path_fields(sim, host, args).map(|f| f.0)
 }
 
+/// The SL of the group `mgid` as `saquery -g` from `host` lists it
+/// (`None`: not listed).
+fn group_sl(sim: &dyn Simulator, host: &str, mgid: &str) -> Option<u64> {
+    let out = (sim.client_at("saquery".as_ref(), host).arg("-g").output()).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let block = text.split("MCMemberRecord group dump:").find(|b| {
+        b.lines()
+            .any(|l| l.trim() == format!("MGID....................{mgid}"))
+    })?;
+    let sl = block.lines().find_map(|l| l.trim().strip_prefix("SL"))?;
+    u64::from_str_radix(sl.trim_start_matches('.').trim_start_matches("0x"), 16).ok()
+}
+
 /// The files both SMs get in the PathRecord QoS tests, written into
 /// `dir`: the default partition and `storage` (0x0042, with `flags`) of
 /// the last CA and the second, and the QoS policy `policy` makes of the
@@ -937,8 +950,14 @@ fn gid(g: u64) -> String {
 /// --qos-policy`) on fresh ibsims of one fabric: the same PathRecord
 /// requests, by GID from one host, get the same SL from both SAs — or
 /// no record from both. Without a policy, the partition's SL from both.
+/// The default partition's IPoIB broadcast group, as `saquery -g` lists
+/// it: SL 0 from both without a policy; with it, OpenSM's stays 0 (its
+/// policy is for PathRecords alone) and ibkit's is the 4 of the policy's
+/// `ipoib` rule, its IPoIB PathRecords' SL (and 2 once a SIGHUP reads a
+/// policy whose default is 2).
 #[test]
 fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
+    const BCAST: &str = "ff12:401b:ffff::ffff:ffff";
     if !peers_here() {
         return;
     }
@@ -992,6 +1011,7 @@ fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
         let osm = start_opensm_with(&sim, &dir, wait, &args).unwrap();
         std::thread::sleep(Duration::from_secs(2));
         let theirs = ask(&sim);
+        let their_bcast = group_sl(&sim, host, BCAST);
         drop(osm);
         drop(sim);
         let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
@@ -1001,6 +1021,16 @@ fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
         }
         let sm: RunningSm = start_ibkit_sm(exe, &sim, &args, wait).unwrap();
         let ours = ask(&sim);
+        let our_bcast = group_sl(&sim, host, BCAST);
+        rows.push(format!(
+            "{:<6} {:<18} OpenSM {:<22} ibkit {:?}",
+            if with_policy { "policy" } else { "none" },
+            "broadcast group",
+            format!("{their_bcast:?}"),
+            our_bcast
+        ));
+        assert_eq!(their_bcast, Some(0), "OpenSM's broadcast group");
+        assert_eq!(our_bcast, Some(if with_policy { 4 } else { 0 }));
         if with_policy {
             // SIGHUP re-reads the policy; a broken one keeps it.
             let reload = |text: &str| {
@@ -1013,10 +1043,15 @@ fn opensm_and_ibkit_give_pathrecords_the_same_sl_on_ibsim() {
                 || path_sl(&sim, host, &queries[0].1) == Ok(2),
                 || "SIGHUP: never SL 2".into(),
             );
+            assert_eq!(group_sl(&sim, host, BCAST), Some(2), "after SIGHUP");
             reload("qos-ulps\n default : 99\nend-qos-ulps\n");
             std::thread::sleep(Duration::from_millis(500));
             assert_eq!(path_sl(&sim, host, &queries[0].1), Ok(2));
-            rows.push("policy SIGHUP: default 1 -> 2 read; a broken file kept 2".into());
+            assert_eq!(group_sl(&sim, host, BCAST), Some(2));
+            rows.push(
+                "policy SIGHUP: default 1 -> 2 read (PathRecords and the broadcast group); a broken file kept 2"
+                    .into(),
+            );
         }
         drop(sm);
         drop(sim);

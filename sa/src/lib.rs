@@ -373,6 +373,8 @@ pub struct Sa {
     guids: guids::AliasGuids,
     /// The partition configuration the groups follow (its generation).
     partitions_seen: u64,
+    /// The SM's QoS policy generation the groups' SLs follow.
+    policy_seen: u64,
     stats: SaStats,
     /// Counts what may have changed the groups, the services or the
     /// subscriptions (see [`Sa::db_generation`]).
@@ -401,6 +403,7 @@ impl Sa {
             informs: inform::Informs::default(),
             groups: mcast::Groups::new(),
             partitions_seen: 0,
+            policy_seen: 0,
             stats: SaStats::default(),
             db_generation: 0,
             serving: true,
@@ -602,17 +605,20 @@ impl Sa {
     }
 
     /// The well-known groups follow the SM's partition configuration
-    /// when it changed (a partition's IPoIB broadcast group, its `mgid=`
-    /// groups).
+    /// and QoS policy when either changed (a partition's IPoIB broadcast
+    /// group, its `mgid=` groups, their SL).
     fn follow_partitions(&mut self, subnet: &Subnet) {
-        let g = subnet.partition_generation();
-        if g == self.partitions_seen {
+        let (g, q) = (
+            subnet.partition_generation(),
+            subnet.qos_policy_generation(),
+        );
+        if (g, q) == (self.partitions_seen, self.policy_seen) {
             return;
         }
-        self.partitions_seen = g;
-        if let Some(cfg) = subnet.partition_config() {
-            self.groups.apply_partitions(cfg);
-        }
+        (self.partitions_seen, self.policy_seen) = (g, q);
+        self.db_generation += 1;
+        self.groups
+            .apply_partitions(subnet.partition_config(), subnet.qos_policy());
     }
 
     /// What it did.

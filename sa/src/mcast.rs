@@ -41,6 +41,7 @@ use mad_core::sa::{McMemberRecord, SaStatus};
 use mad_core::types::{Gid, Guid, PKey};
 use mad_core::Lid;
 use smi::sm::partitions::{GroupFlags, PartitionConfig};
+use smi::sm::qos_policy::QosPolicy;
 use smi::sm::{GroupMember, Subnet};
 
 /// Groups the SA holds at most (the well-known one included).
@@ -374,8 +375,28 @@ impl Groups {
     /// rate, SL, Q_Key (0x0B1B for IPoIB's), traffic class and flow label.
     /// A group already there keeps its MLID and members and takes the new
     /// parameters; a well-known group no longer configured is held only
-    /// while it has members. The default broadcast group stays.
-    pub fn apply_partitions(&mut self, cfg: &PartitionConfig) {
+    /// while it has members. The default broadcast group stays. Without a
+    /// configuration only the SLs are brought in line.
+    ///
+    /// The SL is the `sl=` flag's where the partition (or the line) has
+    /// one, else what the QoS `policy` gives the partition
+    /// ([`QosPolicy::group_sl`]), else 0. OpenSM 3.3 gives such groups the
+    /// flag's SL or 0 whatever its policy says; hosts copy a group's SL
+    /// from their partition's broadcast group, so with ibkit a policy's
+    /// `ipoib` rule (or `DEFAULT` level) puts IPoIB's multicast on the SL
+    /// of its unicast paths.
+    pub fn apply_partitions(&mut self, cfg: Option<&PartitionConfig>, policy: Option<&QosPolicy>) {
+        let sl_of = |pkey: u16, f: &GroupFlags| match (f.sl_given, policy) {
+            (false, Some(p)) => p.group_sl(pkey).unwrap_or(0),
+            _ => f.sl,
+        };
+        let Some(cfg) = cfg else {
+            if let Some(i) = self.by_mgid(&IPOIB_BROADCAST) {
+                let g = &mut self.groups[i];
+                g.rec.sl = sl_of(g.rec.pkey.0, &GroupFlags::default());
+            }
+            return;
+        };
         let mut want: Vec<McMemberRecord> = Vec::new();
         let rec = |mgid: Gid, pkey: u16, f: &GroupFlags| {
             let ipoib = mgid.0[2..4] == [0x40, 0x1b] || mgid.0[2..4] == [0x60, 0x1b];
@@ -394,7 +415,7 @@ impl Groups {
                 rate: f.rate,
                 packet_life_time_selector: EXACTLY,
                 packet_life_time: DEFAULT_LIFE,
-                sl: f.sl,
+                sl: sl_of(pkey, f),
                 flow_label: f.flow_label,
                 scope: mgid.0[1] & 0x0F,
                 join_state: FULL,
@@ -440,6 +461,17 @@ impl Groups {
                     });
                     self.created_deleted.push((66, r.mgid));
                 }
+            }
+        }
+        // The default broadcast group, kept where the configuration does
+        // not make it, takes its partition's SL too.
+        if !want.iter().any(|r| r.mgid == IPOIB_BROADCAST) {
+            if let Some(i) = self.by_mgid(&IPOIB_BROADCAST) {
+                let g = &mut self.groups[i];
+                let base = g.rec.pkey.0 & 0x7FFF;
+                let own = (cfg.partitions.iter()).find(|p| p.pkey & 0x7FFF == base);
+                let f = own.map(|p| p.flags.clone()).unwrap_or_default();
+                g.rec.sl = sl_of(g.rec.pkey.0, &f);
             }
         }
         let mut i = 0;

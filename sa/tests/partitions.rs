@@ -599,3 +599,73 @@ fn vms_get_paths_and_tables_of_their_own_partitions() {
         );
     }
 }
+
+/// The groups the SM makes for its partitions (their IPoIB broadcast
+/// groups) take the SL a partition's `sl=` gives them, else the one the
+/// QoS policy gives the partition (`QosPolicy::group_sl`: its `ipoib` and
+/// P_Key rules, then `DEFAULT`), else 0; the same SL a PathRecord in that
+/// partition gets, so that hosts, which copy a group's SL from their
+/// partition's broadcast group, send IPoIB's multicast on the SL of its
+/// unicast. A new policy (or none) moves them; members stay.
+#[test]
+fn the_sms_groups_take_the_sl_the_policy_gives_their_partition() {
+    use smi::sm::qos_policy::parse_policy;
+    let (_f, mut sm, h) = up_with(|_, _| {
+        "Default=0x7fff,ipoib:ALL=full;\nblue=0x10,ipoib:ALL=full;\nred=0x20,ipoib,sl=6:ALL=full;\n"
+            .into()
+    });
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let join = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+    let me = sa::path::end_by_lid(sm.subnet(), h[0].1.lid).unwrap().gid;
+    // Host 0 joins (again) each broadcast group: the SL its answer gives.
+    let sls = |sa: &mut Sa, sm: &Sm| {
+        ["ffff", "8010", "8020"].map(|k| {
+            let mgid: std::net::Ipv6Addr = format!("ff12:401b:{k}::ffff:ffff").parse().unwrap();
+            let q = McMemberRecord {
+                mgid: Gid(mgid.octets()),
+                port_gid: me,
+                join_state: FULL,
+                ..McMemberRecord::default()
+            };
+            let (st, m) = one(sa, sm, h[0].1, &ask(Method::Set, &q, join, 0), 0);
+            assert_eq!(st, SaStatus::Ok, "{mgid}");
+            McMemberRecord::decode(&m.data).unwrap().sl
+        })
+    };
+    // A PathRecord from host 0 to host 1 in a partition: its SL.
+    let path_sl = |sa: &mut Sa, sm: &Sm, pkey: u16| {
+        let (st, p) = path(sa, sm, h[0].1, h[1].1, Some(pkey));
+        assert_eq!(st, SaStatus::Ok, "{pkey:#x}");
+        p.sl
+    };
+    // No policy: the flag's SL, else 0.
+    assert_eq!(sls(&mut sa, &sm), [0, 0, 6]);
+    // qos-ulps: `ipoib` is the default partition, then blue by P_Key.
+    let ulps = "qos-ulps\n default : 1\n ipoib : 4\n ipoib, pkey 0x10 : 5\nend-qos-ulps\n";
+    sm.set_qos_policy(Some(parse_policy(ulps).unwrap()));
+    assert_eq!(sls(&mut sa, &sm), [4, 5, 6]);
+    assert_eq!(
+        [0xFFFF, 0x8010].map(|k| path_sl(&mut sa, &sm, k)),
+        [4, 5],
+        "the groups' SLs are their partitions' paths'"
+    );
+    // The full policy: a rule by source is not the partition's (it needs
+    // a port); the first rule by P_Key alone is; `DEFAULT` for the rest.
+    let full = format!(
+        "port-groups\n port-group\n  name: Zero\n  port-guid: {:#x}\n end-port-group\nend-port-groups\n\
+         qos-levels\n qos-level\n  name: DEFAULT\n  sl: 2\n end-qos-level\n \
+         qos-level\n  name: Mine\n  sl: 9\n end-qos-level\n \
+         qos-level\n  name: Blue\n  sl: 7\n end-qos-level\nend-qos-levels\n\
+         qos-match-rules\n qos-match-rule\n  source: Zero\n  qos-level-name: Mine\n end-qos-match-rule\n \
+         qos-match-rule\n  pkey: 0x10\n  qos-level-name: Blue\n end-qos-match-rule\nend-qos-match-rules\n",
+        me.guid().0
+    );
+    sm.set_qos_policy(Some(parse_policy(&full).unwrap()));
+    assert_eq!(sls(&mut sa, &sm), [2, 7, 6]);
+    // Policy removed: back as they were.
+    sm.set_qos_policy(None);
+    assert_eq!(sls(&mut sa, &sm), [0, 0, 6]);
+}

@@ -113,7 +113,8 @@ pub struct SmdConfig {
     pub qos: bool,
     /// An `opensm.conf` whose `qos_*` options give the QoS policy (QoS on).
     pub qos_config: Option<PathBuf>,
-    /// A `qos-policy.conf` whose `qos-ulps` rules give PathRecords their SL.
+    /// A `qos-policy.conf`: the SL and limits of PathRecords, and the SL
+    /// of the multicast groups the SM makes for its partitions.
     pub qos_policy: Option<PathBuf>,
     /// Set (by a SIGHUP handler) to re-read the partition and QoS
     /// configurations and start a heavy sweep

@@ -64,6 +64,9 @@ pub struct GroupFlags {
     pub mtu: u8,
     /// Service level (default 0).
     pub sl: u8,
+    /// True when an `sl=` flag gave [`GroupFlags::sl`]; without one, a
+    /// QoS policy may give the partition's multicast groups their SL.
+    pub sl_given: bool,
     /// Scopes given (none: link-local, 2); each makes a group.
     pub scopes: Vec<u8>,
     /// Q_Key (0: the default, 0x0B1B for IP groups).
@@ -80,6 +83,7 @@ impl Default for GroupFlags {
             rate: 3,
             mtu: 4,
             sl: 0,
+            sl_given: false,
             scopes: Vec::new(),
             qkey: 0,
             tclass: 0,
@@ -311,7 +315,7 @@ fn group_flag(
         "scope" => f.scopes.push(fits(15)? as u8),
         "Q_Key" => f.qkey = fits(u64::from(u32::MAX))? as u32,
         "TClass" => f.tclass = fits(255)? as u8,
-        "sl" => f.sl = fits(15)? as u8,
+        "sl" => (f.sl, f.sl_given) = (fits(15)? as u8, true),
         _ => f.flow_label = fits(0xF_FFFF)? as u32,
     }
     Ok(true)

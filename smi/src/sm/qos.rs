@@ -374,6 +374,8 @@ pub(super) struct Qos {
     pub(super) config: Option<QosConfig>,
     /// The simplified QoS policy PathRecords follow, if any.
     pub(super) policy: Option<super::qos_policy::QosPolicy>,
+    /// How many times a policy (or none) has been set.
+    pub(super) policy_generation: u64,
     /// SL-to-VL tables the ports answered with, by (node, input, output).
     sl2vl: super::sl2vl_cache::Sl2VlCache,
     /// VL arbitration blocks the ports answered with: (node, port,
@@ -486,9 +488,11 @@ impl Sm {
 
     /// Sets the QoS policy (`qos-policy.conf`) the SA's PathRecords
     /// follow, or none. It changes no table: it takes effect on the next
-    /// PathRecord.
+    /// PathRecord, and gives the SA's well-known multicast groups their
+    /// SL ([`super::qos_policy::QosPolicy::group_sl`]).
     pub fn set_qos_policy(&mut self, policy: Option<super::qos_policy::QosPolicy>) {
         self.db.qos.policy = policy;
+        self.db.qos.policy_generation += 1;
     }
 
     /// The QoS policy applied, if any.
@@ -998,6 +1002,12 @@ impl Subnet {
     /// The QoS policy (`qos-policy.conf`) PathRecords follow, if any.
     pub fn qos_policy(&self) -> Option<&super::qos_policy::QosPolicy> {
         self.qos.policy.as_ref()
+    }
+
+    /// How many times a QoS policy (or none) has been set: it moves when
+    /// the policy changes (for the SA to give its groups their SL again).
+    pub fn qos_policy_generation(&self) -> u64 {
+        self.qos.policy_generation
     }
 
     /// The QoS policy applied, if any.

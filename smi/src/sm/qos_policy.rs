@@ -401,6 +401,39 @@ impl QosPolicy {
         }
     }
 
+    /// The SL of a multicast group the SM makes for the partition of
+    /// `pkey` (its IPoIB broadcast groups, its `mgid=` groups), read as a
+    /// PathRecord in that partition with no end named: the first match
+    /// rule with no source, destination, QoS class or ServiceID whose
+    /// P_Keys (if it names any) hold `pkey`, else the first `qos-ulps`
+    /// rule by P_Key (`ipoib`, `ipoib, pkey …`, `any, pkey …`) that holds
+    /// it, else `DEFAULT` (or the `qos-ulps` default). `None` where what
+    /// matches gives no SL. (OpenSM 3.3 applies its policy to PathRecords
+    /// alone; hosts take a group's SL from its broadcast group, so this
+    /// puts IPoIB's multicast on the SL its unicast paths get.)
+    pub fn group_sl(&self, pkey: u16) -> Option<u8> {
+        let k = u64::from(pkey & 0x7FFF);
+        let rule = self.match_rules.iter().find(|r| {
+            r.source.is_empty()
+                && r.destination.is_empty()
+                && r.qos_class.is_empty()
+                && r.service_id.is_empty()
+                && (r.pkey.is_empty() || within(&r.pkey, k))
+        });
+        if let Some(r) = rule {
+            return self.levels[r.level].sl;
+        }
+        let ulp =
+            (self.rules.iter()).find(|r| matches!(&r.matches, UlpMatch::PKey(v) if within(v, k)));
+        if let Some(r) = ulp {
+            return Some(r.sl);
+        }
+        match self.default_level() {
+            Some(l) => l.sl,
+            None => self.default_sl,
+        }
+    }
+
     /// The level named `DEFAULT`, if the file has one.
     pub fn default_level(&self) -> Option<&QosLevel> {
         (self.levels.iter()).find(|l| l.name.eq_ignore_ascii_case("DEFAULT"))
