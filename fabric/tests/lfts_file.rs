@@ -261,3 +261,100 @@ fn a_new_file_on_a_running_subnet_sends_only_the_block_that_changed() {
     let now = f.now_ns() / 1_000_000;
     assert!(!sm.set_lfts_file(Some(file), now), "the same file");
 }
+
+/// On a vSwitch fabric under the file engine, a VM that migrated far is
+/// still reached once the file is applied again (a reroute: here a new
+/// `lfts_file`, as a SIGHUP reads one): the file's route to the VM's LID
+/// leads to where the VM was, so a VF's LID the file does not send into
+/// its hypervisor's port is routed by the fallback engine, and every
+/// other route stays the file's. Under both LID policies (prepopulated:
+/// the VM's LID and the swapped idle one; dynamic: a LID the file never
+/// had).
+#[test]
+fn a_migrated_vms_lid_is_routed_where_it_is_when_the_file_is_applied_again() {
+    use smi::sm::LidPolicy;
+    let spec = "fat-tree-324";
+    for policy in [LidPolicy::Prepopulated, LidPolicy::Dynamic] {
+        let sim = || SimConfig {
+            vfs: 2,
+            ..SimConfig::default()
+        };
+        let cfg = |routing, lfts_file| SmConfig {
+            routing,
+            lfts_file,
+            lid_policy: policy,
+            ..SmConfig::default()
+        };
+        // The file: the min-hop tables of the fabric with its VFs idle.
+        let (_, first, ok) = bring_up(spec, sim(), cfg(Engine::MinHop, None)).unwrap();
+        assert!(ok);
+        let text = dump(&first, 0, true, 0);
+        let (mut f, mut sm, ok) = bring_up(
+            spec,
+            sim(),
+            cfg(Engine::File, Some(LftFile::parse(&text).unwrap())),
+        )
+        .unwrap();
+        assert!(ok);
+        assert_eq!(tables(&sm), tables(&first), "{policy:?}: the file's tables");
+        // A VM started on one hypervisor, moved to one on another leaf.
+        let hyps = sm.hypervisors();
+        let from = hyps[0];
+        let leaf = sm.attachment(from).unwrap().0;
+        let to = *(hyps.iter())
+            .find(|&&h| sm.attachment(h).unwrap().0 != leaf)
+            .unwrap();
+        let vm = sm.create_vm(from, 0xAB).unwrap();
+        assert!(f.run(&mut sm));
+        let plan = sm.plan_migration(vm, to).unwrap();
+        let moved: Vec<u16> = std::iter::once(plan.vm_lid)
+            .chain(plan.swapped_lid)
+            .collect();
+        sm.apply_migration(&plan, false).unwrap();
+        assert!(f.run(&mut sm));
+        let lid = mad_core::Lid(sm.vm(vm).unwrap().lid);
+        let at = |f: &Fabric, sm: &Sm| {
+            let h = f.node_by_guid(sm.nodes()[to].info.node_guid.0).unwrap();
+            (f.deliver_to(f.sm_node, lid), Some(h))
+        };
+        let (got, want) = at(&f, &sm);
+        assert_eq!(got, want, "{policy:?}: after the migration");
+        // The file again (one line more, so it is a new file): a reroute.
+        let again = LftFile::parse(&format!("# read again\n{text}")).unwrap();
+        let now = f.now_ns() / 1_000_000;
+        assert!(sm.set_lfts_file(Some(again), now));
+        assert!(f.run(&mut sm));
+        let (got, want) = at(&f, &sm);
+        assert_eq!(got, want, "{policy:?}: the file applied again");
+        let v = f.verify();
+        assert_eq!(
+            (v.unreachable, v.loops, v.switch_unreachable),
+            (0, 0, 0),
+            "{policy:?}"
+        );
+        // Only the moved LIDs left the file's routes.
+        let (a, b) = (tables(&first), tables(&sm));
+        let off: std::collections::BTreeSet<u16> = (a.iter().zip(&b))
+            .flat_map(|(x, y)| {
+                (x.iter().zip(y).enumerate())
+                    .filter(|(_, (p, q))| p != q)
+                    .map(|(l, _)| l as u16)
+            })
+            .collect();
+        // Prepopulated: the VM's LID was in the file, and moved; dynamic:
+        // a LID above every one the file routes.
+        assert!(
+            off.contains(&lid.0) || usize::from(lid.0) >= a[0].len(),
+            "{policy:?}: LID {} neither moved nor new",
+            lid.0
+        );
+        assert!(
+            off.iter().all(|l| moved.contains(l)),
+            "{policy:?}: {off:?} moved, only {moved:?} may"
+        );
+        println!(
+            "{policy:?}: VM LID {} at its new hypervisor after the file was applied again; LIDs {moved:?} routed by min-hop ({off:?} unlike the file's), every other route the file's",
+            lid.0
+        );
+    }
+}

@@ -25,7 +25,12 @@
 //!   the SM then routes min-hop, as OpenSM falls back to its default
 //!   engine, and says why ([`super::SmEvent::RoutingFellBack`]);
 //! - a LID above the subnet's highest is not routed (the switch's
-//!   LinearFDBTop would drop it anyway).
+//!   LinearFDBTop would drop it anyway);
+//! - on a vSwitch fabric (which OpenSM does not know), a VF's LID the file
+//!   does not send into its hypervisor's port at that hypervisor's switch
+//!   has moved since the file was written (a VM migrated or started): the
+//!   fallback engine routes that LID, so a reroute does not send it back
+//!   to where the VM was.
 //!
 //! Where this parser is stricter than OpenSM's: a LID above 0xFFFF or a
 //! port above 255 is an error (OpenSM truncates them), so is a line of a

@@ -85,7 +85,7 @@ impl Sm {
         (self.db.lfts, self.db.ftree_applied) = match self.cfg.routing {
             Engine::FatTree => super::config::FatTreeEngine.route_or_fall_back(&g, self.db.max_lid),
             Engine::File if self.cfg.lfts_file.is_some() => match self.file_routes(&g) {
-                Ok(t) => (t, false),
+                Ok(t) => (self.file_routes_for_vfs(&g, t), false),
                 Err(reason) => {
                     self.emit(SmEvent::RoutingFellBack {
                         wanted: Engine::File,
@@ -179,6 +179,32 @@ impl Sm {
             }
         }
         Ok(t)
+    }
+
+    /// `t` (the file's tables) with the LIDs of vSwitch VFs the file no
+    /// longer knows routed by [`Self::file_fallback`]: a VF's LID (a VM's,
+    /// or an idle VF's under the prepopulated policy) that the file does
+    /// not send into its hypervisor's port at its own switch has moved
+    /// since the file was written (a VM migrated, or started with a LID of
+    /// its own under the dynamic policy), and the file's route leads where
+    /// it was or nowhere. OpenSM has no vSwitch; every other route stays
+    /// the file's, as OpenSM keeps it.
+    fn file_routes_for_vfs(&self, g: &Graph, mut t: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let moved: Vec<usize> = (g.extra.iter())
+            .filter(|&&(lid, k, p)| t[k].get(usize::from(lid)) != Some(&p))
+            .map(|e| usize::from(e.0))
+            .filter(|&l| l < t.first().map_or(0, Vec::len))
+            .collect();
+        if moved.is_empty() {
+            return t;
+        }
+        let (fallback, _) = self.file_fallback_routes(g);
+        for (row, fb) in t.iter_mut().zip(&fallback) {
+            for &l in &moved {
+                row[l] = fb[l];
+            }
+        }
+        t
     }
 
     /// Where a route of an `lfts_file` to `lid` goes now: `lid` if the
