@@ -1385,4 +1385,45 @@ end-qos-ulps
             }
         }
     }
+
+    /// A group's SL: OpenSM's example gives IPoIB's partitions theirs by
+    /// P_Key (0x0001: 0, the default partition: 4, 0x0ABC by `any`) and
+    /// the default to the rest; rules that need a port, a ServiceID or a
+    /// QoS class are passed over, a rule by P_Key alone or by nothing is
+    /// not, and a level without an SL gives none.
+    #[test]
+    fn groups_take_the_sl_of_their_partition() {
+        let p = parse_policy(EXAMPLE).unwrap();
+        assert_eq!(
+            [0x0001, 0x7FFF, 0xFFFF, 0x8ABC, 0x0042].map(|k| p.group_sl(k)),
+            [Some(0), Some(4), Some(4), Some(6), Some(0)]
+        );
+        let full = |rules: &str| {
+            parse_policy(&alloc::format!(
+                "port-groups\n port-group\n  name: A\n  node-type: CA\n end-port-group\nend-port-groups\n\
+                 qos-levels\n qos-level\n  name: DEFAULT\n  sl: 1\n end-qos-level\n \
+                 qos-level\n  name: Two\n  sl: 2\n end-qos-level\n \
+                 qos-level\n  name: Bare\n  mtu-limit: 4\n end-qos-level\nend-qos-levels\n\
+                 qos-match-rules\n{rules}end-qos-match-rules\n"
+            ))
+            .unwrap()
+        };
+        let rule = |what: &str, level: &str| {
+            alloc::format!(
+                " qos-match-rule\n  {what}\n  qos-level-name: {level}\n end-qos-match-rule\n"
+            )
+        };
+        for (first, want) in [
+            ("source: A", Some(1)),
+            ("destination: A", Some(1)),
+            ("service-id: 0x10", Some(1)),
+            ("qos-class: 3", Some(1)),
+            ("pkey: 0x10-0x20", Some(2)),
+            ("pkey: 0x30", Some(1)),
+        ] {
+            assert_eq!(full(&rule(first, "Two")).group_sl(0x8015), want, "{first}");
+        }
+        // A level without an SL: none from the policy.
+        assert_eq!(full(&rule("pkey: 0x15", "Bare")).group_sl(0x15), None);
+    }
 }
