@@ -390,11 +390,19 @@ impl Groups {
             (false, Some(p)) => p.group_sl(pkey).unwrap_or(0),
             _ => f.sl,
         };
+        // The default broadcast group, kept whatever the configuration
+        // says, takes its partition's SL (where the configuration makes
+        // it, below, the same SL with the rest of its parameters).
+        if let Some(i) = self.by_mgid(&IPOIB_BROADCAST) {
+            let g = &mut self.groups[i];
+            let base = g.rec.pkey.0 & 0x7FFF;
+            let own = cfg.and_then(|c| (c.partitions.iter()).find(|p| p.pkey & 0x7FFF == base));
+            g.rec.sl = sl_of(
+                g.rec.pkey.0,
+                own.map_or(&GroupFlags::default(), |p| &p.flags),
+            );
+        }
         let Some(cfg) = cfg else {
-            if let Some(i) = self.by_mgid(&IPOIB_BROADCAST) {
-                let g = &mut self.groups[i];
-                g.rec.sl = sl_of(g.rec.pkey.0, &GroupFlags::default());
-            }
             return;
         };
         let mut want: Vec<McMemberRecord> = Vec::new();
@@ -461,17 +469,6 @@ impl Groups {
                     });
                     self.created_deleted.push((66, r.mgid));
                 }
-            }
-        }
-        // The default broadcast group, kept where the configuration does
-        // not make it, takes its partition's SL too.
-        if !want.iter().any(|r| r.mgid == IPOIB_BROADCAST) {
-            if let Some(i) = self.by_mgid(&IPOIB_BROADCAST) {
-                let g = &mut self.groups[i];
-                let base = g.rec.pkey.0 & 0x7FFF;
-                let own = (cfg.partitions.iter()).find(|p| p.pkey & 0x7FFF == base);
-                let f = own.map(|p| p.flags.clone()).unwrap_or_default();
-                g.rec.sl = sl_of(g.rec.pkey.0, &f);
             }
         }
         let mut i = 0;
