@@ -669,3 +669,41 @@ fn the_sms_groups_take_the_sl_the_policy_gives_their_partition() {
     sm.set_qos_policy(None);
     assert_eq!(sls(&mut sa, &sm), [0, 0, 6]);
 }
+
+/// Without a partition configuration, the default partition's IPoIB
+/// broadcast group (which the SA holds from the start) takes the SL the
+/// QoS policy gives the default partition, and 0 again without one.
+#[test]
+fn without_partitions_the_default_group_takes_the_policys_sl() {
+    use smi::sm::qos_policy::parse_policy;
+    let topo = Topology::from_spec("mport-ntree:4:2").unwrap();
+    let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+    let mut sm = Sm::new(SmConfig::default());
+    assert!(f.bring_up(&mut sm));
+    let h = hosts(&f);
+    let mut sa = Sa::new(SaConfig {
+        rmpp_acks: false,
+        ..SaConfig::default()
+    });
+    let join = mask::<McMemberRecord>(&["mgid", "port_gid", "join_state"]);
+    let q = McMemberRecord {
+        mgid: Gid("ff12:401b:ffff::ffff:ffff"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets()),
+        port_gid: sa::path::end_by_lid(sm.subnet(), h[0].1.lid).unwrap().gid,
+        join_state: FULL,
+        ..McMemberRecord::default()
+    };
+    let sl = |sa: &mut Sa, sm: &Sm| {
+        let (st, m) = one(sa, sm, h[0].1, &ask(Method::Set, &q, join, 0), 0);
+        assert_eq!(st, SaStatus::Ok);
+        McMemberRecord::decode(&m.data).unwrap().sl
+    };
+    assert_eq!(sl(&mut sa, &sm), 0);
+    let policy = "qos-ulps\n default : 3\n ipoib : 5\nend-qos-ulps\n";
+    sm.set_qos_policy(Some(parse_policy(policy).unwrap()));
+    assert_eq!(sl(&mut sa, &sm), 5);
+    sm.set_qos_policy(None);
+    assert_eq!(sl(&mut sa, &sm), 0);
+}
