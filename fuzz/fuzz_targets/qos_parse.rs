@@ -60,6 +60,29 @@ fuzz_target!(|data: &[u8]| {
                 assert!(!v.is_empty() && v.len() <= MAX_RANGES);
                 assert!(v.iter().all(|&(a, b)| a <= b));
             }
+            // The SL a partition's multicast groups take: an SL, the same
+            // for a P_Key's full and limited forms, and the DEFAULT's
+            // where no rule holds the P_Key.
+            for pkey in [0x7FFFu16, 0xFFFF, 0x0001, 0x8001, 0x1234, 0x9234, 0] {
+                let sl = p.group_sl(pkey);
+                assert!(sl.is_none_or(|s| s <= 15), "{pkey:#x}: {sl:?}");
+                assert_eq!(sl, p.group_sl(pkey ^ 0x8000), "{pkey:#x}");
+            }
+            let held = |v: &[(u64, u64)], k: u64| v.iter().any(|&(a, b)| a <= k && k <= b);
+            let k = 0x5A5A;
+            let by_rule = p.match_rules.iter().any(|r| {
+                r.source.is_empty()
+                    && r.destination.is_empty()
+                    && r.qos_class.is_empty()
+                    && r.service_id.is_empty()
+                    && (r.pkey.is_empty() || held(&r.pkey, k))
+            });
+            let by_ulp =
+                (p.rules.iter()).any(|r| matches!(&r.matches, UlpMatch::PKey(v) if held(v, k)));
+            if !by_rule && !by_ulp {
+                let default = p.default_level().map_or(p.default_sl, |l| l.sl);
+                assert_eq!(p.group_sl(k as u16), default);
+            }
         }
     }
     match parse(text) {
