@@ -71,7 +71,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    match parse_opensm_conf(text, file, &|p: &Path| p.as_os_str().len() % 2 == 0) {
+    match parse_opensm_conf(text, file, &|p: &Path| p.as_os_str().len().is_multiple_of(2)) {
         Err(e) => {
             assert!(e.line >= 1 && e.line <= lines, "{e}");
             let l = text.lines().nth(e.line - 1).unwrap();
