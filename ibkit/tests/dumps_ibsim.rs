@@ -1458,6 +1458,38 @@ fn both_sms_route_min_hop_port_for_port() {
             &["-R", "updn", "-O", "FILE"],
             &["--routing", "updn", "--port-search-ordering-file", "FILE"],
         ),
+        // Under LMC, with --lmc-as-opensm, the LIDs above a port's base
+        // go to other systems first, from the port after the last LID's.
+        (
+            "min-hop, LMC 2",
+            all,
+            &["-l", "2"],
+            &["--lmc", "2", "--lmc-as-opensm"],
+        ),
+        (
+            "port shifting, LMC 2",
+            &["random:24:7", "mport-ntree:4:3"],
+            &["-l", "2", "--port-shifting"],
+            &["--lmc", "2", "--lmc-as-opensm", "--port-shifting"],
+        ),
+        (
+            "search order reversed, LMC 1",
+            &["mport-ntree:4:3"],
+            &["-l", "1", "-O", "FILE"],
+            &[
+                "--lmc",
+                "1",
+                "--lmc-as-opensm",
+                "--port-search-ordering-file",
+                "FILE",
+            ],
+        ),
+        (
+            "updn, LMC 2",
+            &["fat-tree-324", "mport-ntree:4:3"],
+            &["-R", "updn", "-l", "2"],
+            &["--routing", "updn", "--lmc", "2", "--lmc-as-opensm"],
+        ),
     ];
     // IBKIT_PORT_FOR_PORT=SPEC,…: the min-hop cases on those fabrics
     // instead (random:300:1, 300 switches and 547,800 routes, takes
@@ -1510,7 +1542,7 @@ fn both_sms_route_min_hop_port_for_port() {
                 a.iter().map(|&x| if x == "FILE" { f } else { x }).collect()
             };
             // Every switch's table as ibroute reads it, by port GUID and
-            // LID offset (0: these runs give no LMC).
+            // LID offset into the port's LMC range.
             let tables = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
                 let by_lid: BTreeMap<u16, u64> = lids.iter().map(|(&g, &l)| (l, g)).collect();
                 let owner = |l: u16| {
@@ -1558,7 +1590,15 @@ fn both_sms_route_min_hop_port_for_port() {
                     .sum(),
             };
             let tree = case.starts_with("updn") || case == "ftree";
-            if case != "min-hop" && !tree {
+            let lmc = case.contains("LMC");
+            if lmc {
+                // Under LMC the base LIDs are routed first, as at LMC 0;
+                // what the case proves is the LIDs above them.
+                let above = (ours.values().flat_map(BTreeMap::keys))
+                    .filter(|d| d.1 > 0 && !switches.contains(&d.0))
+                    .count();
+                assert!(above > 0, "{case}, {spec}: no LID above a base routed");
+            } else if case != "min-hop" && !tree {
                 assert!(
                     moved > 0,
                     "{case}, {spec}: no route moved from plain min-hop"

@@ -72,6 +72,40 @@ fn every_lid_of_every_port_reaches_it_and_the_lids_of_a_port_take_distinct_paths
     }
 }
 
+/// Under `lmc_as_opensm` min-hop and up*/down* route the LIDs above a
+/// base as OpenSM does (its tables, port for port, are checked against
+/// OpenSM's on ibsim in `ibkit/tests/dumps_ibsim.rs`): every LID still
+/// reaches its port, the LIDs of a pair still leave by different links,
+/// and the pairs get fewer distinct routes than ibkit's own spread gives
+/// them, which is why the spread is the default.
+#[test]
+fn as_opensm_every_lid_is_reached_with_fewer_distinct_routes_than_the_spread() {
+    for routing in [Engine::MinHop, Engine::UpDown] {
+        let cfg = |as_opensm: bool| {
+            let mut c = SmConfig {
+                lmc: 2,
+                routing,
+                ..SmConfig::default()
+            };
+            c.port_selection.lmc_as_opensm = as_opensm;
+            c
+        };
+        let mut seen = Vec::new();
+        for as_opensm in [false, true] {
+            let (f, sm, up) =
+                bring_up("mport-ntree:4:3", SimConfig::default(), cfg(as_opensm)).unwrap();
+            assert!(up, "{:?}", sm.error());
+            let v = f.verify();
+            assert!(v.ok(), "{routing:?}, as OpenSM {as_opensm}: {v}");
+            let d = diversity(&f, &ca_lids(&f));
+            println!("{routing:?}, as OpenSM {as_opensm}: {d:?}");
+            assert_eq!(d.spread, d.pairs, "{routing:?}, as OpenSM {as_opensm}");
+            seen.push(d.routes);
+        }
+        assert!(seen[1] < seen[0], "{routing:?}: {seen:?}");
+    }
+}
+
 /// Shortest paths between two switches over the switch-to-switch cables
 /// of `f`'s topology.
 fn shortest_paths(f: &Fabric, a: usize, b: usize) -> usize {

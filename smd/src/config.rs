@@ -68,6 +68,7 @@
 //! scatter_ports = 0         # not 0: the seed of a random pick among the least used ports (OpenSM's)
 //! port_profile_switch_nodes = false   # true: routes to switches' own LIDs count in a port's load (OpenSM's)
 //! port_prof_ignore_file = "ignore"    # SWITCH_GUID PORT a line: routes out of it never counted (OpenSM's)
+//! lmc_as_opensm = false     # true: under LMC, the LIDs above a port's base routed as OpenSM's min-hop and updn route them
 //! lfts_file = "opensm-lfts.dump"  # the file engine's tables, in OpenSM's LFT dump layout (OpenSM's)
 //! node_name_map = "/etc/rdma/ib-node-name-map"   # the names the dumps give nodes (OpenSM's node_name_map_name)
 //! fsync_high_avail_files = true   # false: caches and the SA's database written without fsync (OpenSM's)
@@ -162,6 +163,7 @@ struct Raw {
     scatter_ports: Option<Spanned<i64>>,
     port_profile_switch_nodes: Option<bool>,
     port_prof_ignore_file: Option<PathBuf>,
+    lmc_as_opensm: Option<bool>,
     node_name_map: Option<PathBuf>,
     fsync_high_avail_files: Option<bool>,
     part_enforce: Option<Spanned<String>>,
@@ -321,6 +323,9 @@ pub struct SmFile {
     /// Ports whose routes never count in their load (OpenSM's
     /// `port_prof_ignore_file`).
     pub port_prof_ignore_file: Option<PathBuf>,
+    /// Under LMC, the LIDs above a port's base routed as OpenSM's min-hop
+    /// and up*/down* route them (ibkit's spread otherwise).
+    pub lmc_as_opensm: Option<bool>,
     /// The node name map (OpenSM's `node_name_map_name`).
     pub node_name_map: Option<PathBuf>,
     /// The caches and the SA's database synced to the disk as they are
@@ -662,6 +667,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             .map(|v| v as u32),
         port_profile_switch_nodes: raw.port_profile_switch_nodes,
         port_prof_ignore_file: path(&raw.port_prof_ignore_file),
+        lmc_as_opensm: raw.lmc_as_opensm,
         node_name_map: path(&raw.node_name_map),
         fsync_high_avail_files: raw.fsync_high_avail_files,
         part_enforce,
@@ -752,7 +758,7 @@ mod tests {
                     sa_key = \"0x2a\"\nsm_assigned_guid = 7\nlmc = 2\nlmc_esp0 = true\nconnect_roots = true\n\
                     force_heavy_sweep = true\nno_clients_rereg = true\n\
                     subnet_prefix = \"0xfec0000000000001\"\nroot_guid_file = \"roots\"\nlfts_file = \"lfts\"\nfile_fallback = \"updn\"\nguid_routing_order_file = \"order\"\n\
-                    guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\nport_profile_switch_nodes = true\nport_prof_ignore_file = \"ignore\"\n\
+                    guid_routing_order_no_scatter = true\nhop_weights_file = \"weights\"\nport_search_ordering_file = \"ports\"\nport_shifting = true\nscatter_ports = 4294967295\nport_profile_switch_nodes = true\nport_prof_ignore_file = \"ignore\"\nlmc_as_opensm = true\n\
                     part_enforce = \"out\"\nallow_both_pkeys = true\nkeep_pkey_indexes = false\nconsolidate_ipv6_snm_req = true\nuse_original_extended_sa_rates_only = true\nmax_rate_enum = 16\nhonor_guid2lid_file = true\nsweep_on_trap = false\nignore_other_sm = true\nsm_inactive = true\n\
                     disable_multicast = true\n\
                     mcgroup_join_validation = false\nipoib_mcgroup_creation_validation = false\n\
@@ -821,6 +827,7 @@ mod tests {
             (Some(true), Some(u32::MAX))
         );
         assert_eq!(f.port_profile_switch_nodes, Some(true));
+        assert_eq!(f.lmc_as_opensm, Some(true));
         assert_eq!(
             f.port_prof_ignore_file,
             Some(PathBuf::from("/etc/ibkit/ignore"))

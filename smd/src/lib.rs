@@ -453,6 +453,8 @@ pub struct PortSelectionFiles {
     pub port_profile_switch_nodes: bool,
     /// OpenSM's `port_prof_ignore_file`: `SWITCH_GUID PORT` a line.
     pub port_prof_ignore_file: Option<PathBuf>,
+    /// Under LMC, the LIDs above a port's base routed as OpenSM's.
+    pub lmc_as_opensm: bool,
 }
 
 impl PortSelectionFiles {
@@ -464,6 +466,7 @@ impl PortSelectionFiles {
             scatter: self.scatter_ports,
             order_no_scatter: self.guid_routing_order_no_scatter,
             count_switch_lids: self.port_profile_switch_nodes,
+            lmc_as_opensm: self.lmc_as_opensm,
             ..Default::default()
         };
         if let Some(p) = &self.port_prof_ignore_file {
@@ -2052,6 +2055,7 @@ pub fn port_selection_of(g: &config::SmFile, f: &config::SmFile) -> PortSelectio
             .unwrap_or(false),
         port_prof_ignore_file: (g.port_prof_ignore_file.clone())
             .or(f.port_prof_ignore_file.clone()),
+        lmc_as_opensm: (g.lmc_as_opensm.or(f.lmc_as_opensm)).unwrap_or(false),
     }
 }
 

@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, connect_roots, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
+    /// lmc, lmc_esp0, connect_roots, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, lmc_as_opensm, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -208,6 +208,13 @@ pub struct SmArgs {
     /// routes to end ports count, as OpenSM's default.
     #[arg(long)]
     pub port_profile_switch_nodes: bool,
+    /// Under LMC, route the LIDs above a port's base as OpenSM's min-hop
+    /// and up*/down* do (each switch sends them towards systems the
+    /// port's other LIDs do not reach yet), so the tables are OpenSM's.
+    /// Without it each takes its base's port turned by a digit of its
+    /// offset per level, which gives a pair of ports more distinct paths.
+    #[arg(long)]
+    pub lmc_as_opensm: bool,
     /// Ports whose routes never count in their load (min-hop and
     /// up*/down*),
     /// `SWITCH_GUID PORT` a line (OpenSM's port_prof_ignore_file). Read
@@ -565,6 +572,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         port_shifting: a.port_shifting.then_some(true),
         scatter_ports: a.scatter_ports,
         port_profile_switch_nodes: a.port_profile_switch_nodes.then_some(true),
+        lmc_as_opensm: a.lmc_as_opensm.then_some(true),
         port_prof_ignore_file: a.port_prof_ignore_file.clone(),
         node_name_map: a.node_name_map.clone(),
         part_enforce: a.part_enforce,

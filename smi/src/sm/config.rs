@@ -32,6 +32,9 @@ pub struct PortSelection {
     /// (switch node GUID, port): ports whose routes never count in their
     /// load (OpenSM's `port_prof_ignore_file`).
     pub prof_ignore: Vec<(u64, u8)>,
+    /// Under LMC, the LIDs above a port's base routed as OpenSM routes
+    /// them ([`routing::PortChoice::lmc_as_opensm`]).
+    pub lmc_as_opensm: bool,
 }
 
 /// Settings of a subnet manager.

@@ -42,6 +42,10 @@ pub struct Graph {
     /// index stands in): min-hop routes destinations in OpenSM's order,
     /// which sorts switches by GUID ([`minhop_order`], [`opensm_key`]).
     pub guids: Vec<u64>,
+    /// Per switch, its NodeInfo.SystemImageGUID (0 or missing: its node
+    /// GUID stands in): under LMC, min-hop and up*/down* send a port's
+    /// LIDs towards other systems first (`LmcChooser`), as OpenSM's.
+    pub sys_guids: Vec<u64>,
     /// Per switch, per port, the weight min-hop gives a hop out of that
     /// port (OpenSM's `hop_weights_file`; 1 where none is given): a path's
     /// length is the sum of its hops' weights, so a site steers routes
@@ -98,6 +102,12 @@ pub struct PortChoice {
     /// load (OpenSM's `port_prof_ignore_file`), so they look unused to
     /// every pick.
     pub ignored: Vec<Vec<u8>>,
+    /// Under LMC, min-hop and up*/down* send the LIDs above a port's base
+    /// as OpenSM does (`LmcChooser`: other systems first), so that
+    /// their tables are OpenSM's. False (ibkit's default): each such LID
+    /// takes its base's port turned by a digit of its offset per level
+    /// ([`lmc_spread`]), which gives a pair of ports more distinct paths.
+    pub lmc_as_opensm: bool,
 }
 
 impl PortChoice {
@@ -254,6 +264,223 @@ impl<'a> Picker<'a> {
         (0..count)
             .map(|i| self.ranked[(start + i) % count].1)
             .find(|&p| load_of(p) == least)
+    }
+}
+
+/// Where the routes of a port's LIDs above its base go under LMC with
+/// [`PortChoice::lmc_as_opensm`], as OpenSM's min-hop and up*/down* send
+/// them (`routing_for_lmc` in its
+/// `osm_switch_recommend_path`): while filling one switch's table, each
+/// port remembers the neighbour switches its LIDs were sent to, with how
+/// many went to each. A LID above the base is tried from the port after
+/// the one that took the LID before it, and goes to the least used of
+/// the equal-cost ports that lead to a system none of the port's LIDs
+/// went to yet; failing that, to a switch none went to; failing that, to
+/// the least used port, ties going to the neighbour that took the fewest
+/// of the port's LIDs. So a port's LIDs leave by different links and
+/// reach different switches wherever the fabric has them.
+pub(crate) struct LmcChooser {
+    /// Off at LMC 0 (no LID above a base) and without
+    /// [`PortChoice::lmc_as_opensm`]: nothing is remembered.
+    on: bool,
+    /// Per base LID: the switches (graph indexes) its LIDs went to from
+    /// the switch being filled, each with how many.
+    sent: Vec<Vec<(usize, u32)>>,
+    /// The base LIDs with something in `sent`, cleared at each switch.
+    touched: Vec<u16>,
+    /// The switch's ports in the order they are tried (its search
+    /// order, then the rest ascending; port 0 first, never taken).
+    order: Vec<u8>,
+    /// The ports on a best path, as tried: (port, its load, a LID of
+    /// the port went to that system, to that switch, how many went to
+    /// that switch).
+    tried: Vec<(u8, u32, bool, bool, u32)>,
+}
+
+impl LmcChooser {
+    /// A chooser for one routing; `offsets` is [`lid_offsets`]'s (empty:
+    /// no LMC, and [`LmcChooser::pick`] is never asked).
+    pub(crate) fn new(g: &Graph, offsets: &[u16]) -> Self {
+        LmcChooser {
+            on: g.choice.lmc_as_opensm && !offsets.is_empty(),
+            sent: Vec::new(),
+            touched: Vec::new(),
+            order: Vec::new(),
+            tried: Vec::new(),
+        }
+    }
+
+    /// Starts the next switch's table: what the last one sent is
+    /// forgotten.
+    pub(crate) fn next_switch(&mut self) {
+        for &b in &self.touched {
+            if let Some(v) = self.sent.get_mut(usize::from(b)) {
+                v.clear();
+            }
+        }
+        self.touched.clear();
+    }
+
+    /// The system of switch `m`: its SystemImageGUID, else its node GUID,
+    /// else its index.
+    fn system(g: &Graph, m: usize) -> (bool, u64) {
+        let known = |v: &[u64]| v.get(m).copied().filter(|&x| x != 0);
+        match known(&g.sys_guids).or_else(|| known(&g.guids)) {
+            Some(x) => (true, x),
+            None => (false, m as u64),
+        }
+    }
+
+    /// The port of switch `s` for a LID above the base LID `base` of its
+    /// port, among `candidates` (the ports on a best path), by the routes
+    /// each port carries (`load`); `before` is the port the LID before
+    /// it took at `s` (`DROP_PORT`: none).
+    pub(crate) fn pick(
+        &mut self,
+        g: &Graph,
+        s: usize,
+        candidates: &[u8],
+        load: &[u32],
+        before: u8,
+        base: u16,
+    ) -> Option<u8> {
+        let ports = &g.ports[s];
+        let n = ports.len();
+        if n == 0 {
+            return None;
+        }
+        self.order.clear();
+        self.order.push(0);
+        match g.choice.order.get(s).filter(|o| !o.is_empty()) {
+            Some(o) => {
+                self.order.extend(o.iter().copied());
+                self.order.extend((1..n as u8).filter(|p| !o.contains(p)));
+            }
+            None => self.order.extend(1..n as u8),
+        }
+        if self.order.len() != n {
+            // A search order naming ports the switch lacks: ascending.
+            self.order.clear();
+            self.order.extend(0..n as u8);
+        }
+        let none = Vec::new();
+        let sent = self.sent.get(usize::from(base)).unwrap_or(&none);
+        let (mut least, mut least_new_sys, mut least_new_node) = (u32::MAX, u32::MAX, u32::MAX);
+        let mut least_sent = u32::MAX;
+        let (mut best, mut best_new_sys, mut best_new_node) = (0u8, 0u8, 0u8);
+        // OpenSM carries this one from port to port: a port whose system
+        // is new keeps the last port's answer.
+        let mut node_seen = false;
+        self.tried.clear();
+        let start = usize::from(before) + 1;
+        for i in start..start + n {
+            let p = self.order[i % n];
+            if p == 0 || !candidates.contains(&p) {
+                continue;
+            }
+            let PortTo::Switch(m, _) = ports[usize::from(p)] else {
+                continue;
+            };
+            let count = load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
+            let sys = Self::system(g, m);
+            let sys_seen = sent.iter().any(|&(x, _)| Self::system(g, x) == sys);
+            let mut to_node = None;
+            if !sys_seen {
+                if count < least_new_sys {
+                    least_new_sys = count;
+                    best_new_sys = p;
+                    least_sent = 0;
+                }
+            } else {
+                to_node = sent.iter().find(|&&(x, _)| x == m).map(|&(_, k)| k);
+                if to_node.is_none() && count < least_new_node {
+                    least_new_node = count;
+                    best_new_node = p;
+                    least_sent = 0;
+                }
+                node_seen = to_node.is_some();
+            }
+            self.tried
+                .push((p, count, sys_seen, node_seen, to_node.unwrap_or(0)));
+            if count < least {
+                best = p;
+                least = count;
+                if let Some(k) = to_node.filter(|&k| k < least_sent) {
+                    least_sent = k;
+                }
+            } else if let Some(k) = to_node.filter(|&k| count == least && k < least_sent) {
+                least_sent = k;
+                best = p;
+            }
+        }
+        if best == 0 {
+            return None;
+        }
+        if g.choice.shifting && !self.tried.is_empty() {
+            // The same, from the port the mean load points at.
+            let count = self.tried.len();
+            let total: u32 = self.tried.iter().map(|t| t.1).fold(0, u32::wrapping_add);
+            (least, least_new_sys, least_new_node, least_sent) =
+                (u32::MAX, u32::MAX, u32::MAX, u32::MAX);
+            (best, best_new_sys, best_new_node) = (0, 0, 0);
+            for i in 0..count {
+                let (p, c, sys_seen, node_seen, k) =
+                    self.tried[(total as usize / count + i) % count];
+                if !sys_seen && c < least_new_sys {
+                    least_new_sys = c;
+                    best_new_sys = p;
+                    least_sent = 0;
+                } else if !node_seen && c < least_new_node {
+                    least_new_node = c;
+                    best_new_node = p;
+                    least_sent = 0;
+                }
+                let seen = sys_seen || node_seen;
+                if c < least {
+                    best = p;
+                    least = c;
+                    if seen && k < least_sent {
+                        least_sent = k;
+                    }
+                } else if seen && c == least && k < least_sent {
+                    least_sent = k;
+                    best = p;
+                }
+            }
+        }
+        if best == 0 {
+            return None;
+        }
+        Some(if best_new_sys != 0 {
+            best_new_sys
+        } else if best_new_node != 0 {
+            best_new_node
+        } else {
+            best
+        })
+    }
+
+    /// Notes that switch `s` sends a LID of the port with base LID `base`
+    /// out of `port` (a route that counts in the port's load).
+    pub(crate) fn sent(&mut self, g: &Graph, s: usize, port: u8, base: u16) {
+        if !self.on {
+            return;
+        }
+        let Some(PortTo::Switch(m, _)) = g.ports[s].get(usize::from(port)).copied() else {
+            return;
+        };
+        let b = usize::from(base);
+        if self.sent.len() <= b {
+            self.sent.resize_with(b + 1, Vec::new);
+        }
+        let v = &mut self.sent[b];
+        if v.is_empty() {
+            self.touched.push(base);
+        }
+        match v.iter_mut().find(|e| e.0 == m) {
+            Some(e) => e.1 += 1,
+            None => v.push((m, 1)),
+        }
     }
 }
 
@@ -521,10 +748,12 @@ fn minhop_with(
     dests.retain(|d| want(d));
     let plain = g.choice.is_plain();
     let mut picker = Picker::new(&g.choice);
+    let mut lmc = LmcChooser::new(g, &offsets);
     let mut candidates = Vec::new();
     // In OpenSM's order, so that `scatter_ports` draws as it does.
     for s in opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
+        lmc.next_switch();
         for &(lid, t, tport) in &dests {
             let port = if s == t {
                 tport
@@ -563,13 +792,18 @@ fn minhop_with(
                             }
                         }
                     }
-                    let spread = (k > 0)
-                        .then(|| {
-                            let base = lft[s].get(usize::from(lid - k)).copied()?;
-                            lmc_spread(&candidates, base, k, level[s])
-                        })
-                        .flatten();
-                    match spread.or_else(|| picker.pick(s, &candidates, &load, lid, k)) {
+                    let pick = if k > 0 && g.choice.lmc_as_opensm {
+                        let before = lft[s].get(usize::from(lid - 1)).copied();
+                        let before = before.unwrap_or(DROP_PORT);
+                        lmc.pick(g, s, &candidates, &load, before, lid - k)
+                    } else if k > 0 {
+                        let base = lft[s].get(usize::from(lid - k)).copied();
+                        (base.and_then(|b| lmc_spread(&candidates, b, k, level[s])))
+                            .or_else(|| picker.pick(s, &candidates, &load, lid, k))
+                    } else {
+                        picker.pick(s, &candidates, &load, lid, k)
+                    };
+                    match pick {
                         Some(p) => p,
                         None => continue,
                     }
@@ -584,6 +818,8 @@ fn minhop_with(
                     (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
                 {
                     *l += 1;
+                    let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
+                    lmc.sent(g, s, port, lid - k);
                 }
             }
         }
@@ -614,7 +850,8 @@ pub fn opensm_switch_order(g: &Graph) -> Vec<usize> {
 /// Every destination of `g` in OpenSM's order ([`minhop_order`]), each
 /// LID's offset into its port's LMC range ([`lid_offsets`]), and, under
 /// LMC, each switch's level ([`levels`]): the LIDs above a port's base
-/// follow its base's route, turned level by level ([`lmc_spread`]).
+/// follow its base's route, turned level by level ([`lmc_spread`]),
+/// unless [`PortChoice::lmc_as_opensm`].
 #[allow(clippy::type_complexity)]
 pub fn ordered_destinations(g: &Graph) -> (Vec<(u16, usize, u8)>, Vec<u16>, Vec<u16>) {
     let mut dests = destinations(g);
@@ -753,6 +990,46 @@ mod tests {
             order: Vec::new(),
             ..Graph::default()
         }
+    }
+
+    /// Switch 0 reaches switch 4's CA (LIDs 8-11, LMC 2) through
+    /// switches 1, 2 and 3 (its ports 1-3), 1 and 2 in one system.
+    fn three_ways() -> Graph {
+        use PortTo::{Ca, None as No, Switch as Sw};
+        Graph {
+            ports: vec![
+                vec![No, Sw(1, 1), Sw(2, 1), Sw(3, 1)],
+                vec![No, Sw(0, 1), Sw(4, 1)],
+                vec![No, Sw(0, 2), Sw(4, 2)],
+                vec![No, Sw(0, 3), Sw(4, 3)],
+                vec![No, Sw(1, 2), Sw(2, 2), Sw(3, 2), Ca(8, 4)],
+            ],
+            lid: vec![1, 2, 3, 4, 5],
+            guids: vec![0x10, 0x11, 0x12, 0x13, 0x14],
+            sys_guids: vec![0x10, 0xA, 0xA, 0xB, 0x14],
+            ..Graph::default()
+        }
+    }
+
+    #[test]
+    fn as_opensm_a_ports_lids_go_to_other_systems_first() {
+        let mut g = three_ways();
+        g.choice.lmc_as_opensm = true;
+        let t = minhop(&g, 11);
+        // The base takes the first least used port; the next LID, tried
+        // from port 2, skips switch 2 (switch 1's system) for switch 3's;
+        // the third goes to the one switch none went to; the fourth,
+        // every switch used once, to the least used port tried from
+        // port 3 on.
+        assert_eq!(t[0][8..=11], [1, 3, 2, 3]);
+        // Each switch its own system: the next LID takes port 2.
+        g.sys_guids.clear();
+        assert_eq!(minhop(&g, 11)[0][8..=11], [1, 2, 3, 1]);
+        // ibkit's spread turns the base's port by the offset's digit of
+        // the switch's level (hops from a switch with CAs): switch 0 is
+        // two hops out, where only offsets of 3^2 and more turn.
+        g.choice.lmc_as_opensm = false;
+        assert_eq!(minhop(&g, 11)[0][8..=11], [1, 1, 1, 1]);
     }
 
     #[test]

@@ -32,6 +32,7 @@ impl Sm {
             let n = &self.db.nodes()[i];
             g.lid.push(n.lid);
             g.guids.push(n.info.node_guid.0);
+            g.sys_guids.push(n.info.system_image_guid.0);
             // An enhanced port 0 under `lmc_esp0`: the LIDs above its base
             // end at the switch too.
             if n.lid != 0 {
@@ -239,6 +240,7 @@ impl Sm {
         let sel = &self.cfg.port_selection;
         g.choice.shifting = sel.shifting;
         g.choice.count_switch_lids = sel.count_switch_lids;
+        g.choice.lmc_as_opensm = sel.lmc_as_opensm;
         for &(guid, port, weight) in &sel.hop_weights {
             let Some(&k) = by_guid.get(&guid) else {
                 continue;
