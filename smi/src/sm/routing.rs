@@ -282,7 +282,7 @@ impl<'a> Picker<'a> {
 pub(crate) struct LmcChooser {
     /// Off at LMC 0 (no LID above a base) and without
     /// [`PortChoice::lmc_as_opensm`]: nothing is remembered.
-    on: bool,
+    pub(crate) on: bool,
     /// Per base LID: the switches (graph indexes) its LIDs went to from
     /// the switch being filled, each with how many.
     sent: Vec<Vec<(usize, u32)>>,
@@ -335,6 +335,9 @@ impl LmcChooser {
     /// port, among `candidates` (the ports on a best path), by the routes
     /// each port carries (`load`); `before` is the port the LID before
     /// it took at `s` (`DROP_PORT`: none).
+    // Kept out of line: min-hop's loop over every (switch, LID) stays
+    // small at LMC 0 (inlined, it cost fat-tree-5832's routing 15 %).
+    #[inline(never)]
     pub(crate) fn pick(
         &mut self,
         g: &Graph,
@@ -462,6 +465,7 @@ impl LmcChooser {
 
     /// Notes that switch `s` sends a LID of the port with base LID `base`
     /// out of `port` (a route that counts in the port's load).
+    #[inline(never)]
     pub(crate) fn sent(&mut self, g: &Graph, s: usize, port: u8, base: u16) {
         if !self.on {
             return;
@@ -748,13 +752,20 @@ fn minhop_with(
     dests.retain(|d| want(d));
     let plain = g.choice.is_plain();
     let mut picker = Picker::new(&g.choice);
-    let mut lmc = LmcChooser::new(g, &offsets);
     let mut candidates = Vec::new();
+    // As OpenSM under `lmc_as_opensm`: the LIDs above the bases, which
+    // come last, are routed apart ([`lmc_as_opensm`]), so this loop stays
+    // as small as at LMC 0.
+    let mut lmc = LmcChooser::new(g, &offsets);
+    let split = if lmc.on {
+        dests.partition_point(|d| offsets.get(usize::from(d.0)).is_none_or(|&k| k == 0))
+    } else {
+        dests.len()
+    };
     // In OpenSM's order, so that `scatter_ports` draws as it does.
     for s in opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
-        lmc.next_switch();
-        for &(lid, t, tport) in &dests {
+        for &(lid, t, tport) in &dests[..split] {
             let port = if s == t {
                 tport
             } else {
@@ -792,18 +803,13 @@ fn minhop_with(
                             }
                         }
                     }
-                    let pick = if k > 0 && g.choice.lmc_as_opensm {
-                        let before = lft[s].get(usize::from(lid - 1)).copied();
-                        let before = before.unwrap_or(DROP_PORT);
-                        lmc.pick(g, s, &candidates, &load, before, lid - k)
-                    } else if k > 0 {
-                        let base = lft[s].get(usize::from(lid - k)).copied();
-                        (base.and_then(|b| lmc_spread(&candidates, b, k, level[s])))
-                            .or_else(|| picker.pick(s, &candidates, &load, lid, k))
-                    } else {
-                        picker.pick(s, &candidates, &load, lid, k)
-                    };
-                    match pick {
+                    let spread = (k > 0)
+                        .then(|| {
+                            let base = lft[s].get(usize::from(lid - k)).copied()?;
+                            lmc_spread(&candidates, base, k, level[s])
+                        })
+                        .flatten();
+                    match spread.or_else(|| picker.pick(s, &candidates, &load, lid, k)) {
                         Some(p) => p,
                         None => continue,
                     }
@@ -818,9 +824,106 @@ fn minhop_with(
                     (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
                 {
                     *l += 1;
-                    let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
-                    lmc.sent(g, s, port, lid - k);
                 }
+            }
+        }
+        if lmc.on {
+            let rest = &dests[split..];
+            lmc_min_hop(
+                g, s, rest, &offsets, lft, &mut load, &mut lmc, &dist, weights,
+            );
+        }
+    }
+}
+
+/// [`lmc_as_opensm`] with min-hop's best ports (out of line, so that
+/// min-hop's loop stays as small as at LMC 0).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn lmc_min_hop(
+    g: &Graph,
+    s: usize,
+    dests: &[(u16, usize, u8)],
+    offsets: &[u16],
+    lft: &mut [Vec<u8>],
+    load: &mut [u32],
+    lmc: &mut LmcChooser,
+    dist: &impl Fn(usize, usize) -> u32,
+    weights: &[Vec<u8>],
+) {
+    let best = |t: usize, v: &mut Vec<u8>| {
+        let want = dist(s, t);
+        if want == u32::MAX {
+            return;
+        }
+        for (p, to) in g.ports[s].iter().enumerate() {
+            if let PortTo::Switch(m, _) = *to {
+                let rest = dist(m, t);
+                if rest != u32::MAX && rest.saturating_add(hop_weight(weights, s, p)) == want {
+                    v.push(p as u8);
+                }
+            }
+        }
+    };
+    lmc_as_opensm(g, s, dests, offsets, lft, load, lmc, best);
+}
+
+/// The routes at switch `s` to `dests`, the LIDs above the bases (their
+/// bases routed, `load` counting the routes so far), as OpenSM's min-hop
+/// and up*/down* route them ([`LmcChooser`]), the bases' routes counted
+/// first. `candidates_to(t, v)` puts into `v` the ports of `s` on a best
+/// path to switch `t` (none: unreachable).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+pub(crate) fn lmc_as_opensm(
+    g: &Graph,
+    s: usize,
+    dests: &[(u16, usize, u8)],
+    offsets: &[u16],
+    lft: &mut [Vec<u8>],
+    load: &mut [u32],
+    lmc: &mut LmcChooser,
+    mut candidates_to: impl FnMut(usize, &mut Vec<u8>),
+) {
+    lmc.next_switch();
+    let mut candidates = Vec::new();
+    for &(lid, t, tport) in dests {
+        let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
+        if k == 1 {
+            // Where the base went (offsets come in order: 1 first).
+            let base = lft[s]
+                .get(usize::from(lid - 1))
+                .copied()
+                .unwrap_or(DROP_PORT);
+            if base != DROP_PORT && g.choice.counts(s, tport, base) {
+                lmc.sent(g, s, base, lid - 1);
+            }
+        }
+        let port = if s == t {
+            tport
+        } else {
+            candidates.clear();
+            candidates_to(t, &mut candidates);
+            let before = lft[s].get(usize::from(lid - 1)).copied();
+            match lmc.pick(
+                g,
+                s,
+                &candidates,
+                load,
+                before.unwrap_or(DROP_PORT),
+                lid - k,
+            ) {
+                Some(p) => p,
+                None => continue,
+            }
+        };
+        if let Some(slot) = lft[s].get_mut(usize::from(lid)) {
+            *slot = port;
+            if let Some(l) =
+                (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
+            {
+                *l += 1;
+                lmc.sent(g, s, port, lid - k);
             }
         }
     }

@@ -280,13 +280,19 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
     start.push(ways.len());
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; n];
     let mut picker = super::routing::Picker::new(&g.choice);
+    // Under `lmc_as_opensm` the LIDs above the bases, which come last,
+    // are routed apart, as OpenSM's min-hop routes them.
     let mut lmc = super::routing::LmcChooser::new(g, &offsets);
+    let split = if lmc.on {
+        dests.partition_point(|d| offsets.get(usize::from(d.0)).is_none_or(|&k| k == 0))
+    } else {
+        dests.len()
+    };
     // Switch by switch in OpenSM's order, so that `scatter_ports` draws
     // as it does; each switch's destinations in min-hop's order.
     for s in super::routing::opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
-        lmc.next_switch();
-        for &(lid, t, tport) in &dests {
+        for &(lid, t, tport) in &dests[..split] {
             let l = usize::from(lid);
             if l > usize::from(max_lid) {
                 continue;
@@ -299,19 +305,13 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
                 if c.is_empty() {
                     continue;
                 }
-                let pick = if k > 0 && g.choice.lmc_as_opensm {
-                    // OpenSM's up*/down* fills its tables through
-                    // min-hop's, LMC rule included.
-                    let before = lft[s].get(l - 1).copied().unwrap_or(DROP_PORT);
-                    lmc.pick(g, s, c, &load, before, lid - k)
-                } else if k > 0 && c.len() > 1 {
-                    let base = lft[s].get(l - usize::from(k)).copied();
-                    (base.and_then(|b| super::routing::lmc_spread(c, b, k, level[s])))
-                        .or_else(|| picker.pick(s, c, &load, lid, k))
-                } else {
-                    picker.pick(s, c, &load, lid, k)
-                };
-                match pick {
+                let spread = (k > 0 && c.len() > 1)
+                    .then(|| {
+                        let base = lft[s].get(l - usize::from(k)).copied()?;
+                        super::routing::lmc_spread(c, base, k, level[s])
+                    })
+                    .flatten();
+                match spread.or_else(|| picker.pick(s, c, &load, lid, k)) {
                     Some(p) => p,
                     None => continue,
                 }
@@ -324,8 +324,15 @@ pub fn route_as_opensm(g: &Graph, max_lid: u16, roots: &[usize]) -> (Vec<Vec<u8>
                 (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
             {
                 *c += 1;
-                lmc.sent(g, s, port, lid - k);
             }
+        }
+        if lmc.on {
+            let ways_to = |t: usize, v: &mut Vec<u8>| {
+                v.extend_from_slice(&ways[start[t * n + s]..start[t * n + s + 1]]);
+            };
+            let rest = &dests[split..];
+            let load = &mut load[..];
+            super::routing::lmc_as_opensm(g, s, rest, &offsets, &mut lft, load, &mut lmc, ways_to);
         }
     }
     let mut unreached_switch_dests = Vec::new();
