@@ -455,7 +455,7 @@ fn both_sms_ask_every_end_port_to_reregister_as_they_start_unless_told_not_to() 
 /// OpenSM's `max_wire_smps`, in one `opensm.conf` given to OpenSM (`-F`)
 /// and to `ibkit sm --opensm-config`: the most SMPs either SM has in the
 /// served fabric at once (the server's `peak_outstanding`, each run on a
-/// fresh server whose answers wait 300 µs, 1.5 ms for ibkit's window of
+/// fresh server whose answers wait 300 µs, 5 ms for ibkit's window of
 /// 16, so that a window fills) is the
 /// file's 2; without the file OpenSM keeps its default 4 and ibkit its 16,
 /// and `--max-wire-smps 0` lifts ibkit's limit.
@@ -502,10 +502,11 @@ fn both_sms_keep_max_wire_smps_on_the_wire() {
         2
     );
     assert_eq!(peak("OpenSM, its default", &|s| opensm(s, &[])), 4);
-    // 16 SMPs must leave the SM before the first answer comes back:
-    // 1.5 ms, so that they do on a loaded two-core machine too.
+    // 16 SMPs must leave the SM before the first answer comes back: 5
+    // ms, so that they do on a loaded two-core machine too (with 1.5 ms,
+    // a CI run of 2026-12-07, the tests running two at a time, saw 13).
     assert_eq!(
-        peak_after("1500", "ibkit, its default", &|s| ibkit_sm(s, &[])),
+        peak_after("5000", "ibkit, its default", &|s| ibkit_sm(s, &[])),
         16
     );
     let unlimited = peak("ibkit, --max-wire-smps 0", &|s| {
