@@ -459,6 +459,13 @@ fn both_sms_ask_every_end_port_to_reregister_as_they_start_unless_told_not_to() 
 /// 16, so that a window fills) is the
 /// file's 2; without the file OpenSM keeps its default 4 and ibkit its 16,
 /// and `--max-wire-smps 0` lifts ibkit's limit.
+///
+/// The server counts the requests of one batch it reads; when it reads
+/// in the middle of an SM's burst, the window shows as two smaller
+/// batches, so a count can come out low but never high. A run that
+/// falls short of the window is run again, at most three times in all,
+/// and the most of them is what is checked: a window one too large fails
+/// at once, one too small in each of three runs.
 #[test]
 fn both_sms_keep_max_wire_smps_on_the_wire() {
     if let Some(why) = missing() {
@@ -471,21 +478,28 @@ fn both_sms_keep_max_wire_smps_on_the_wire() {
     std::fs::write(&conf, "max_wire_smps 2\n").unwrap();
     let conf = conf.to_str().unwrap();
     let ibkit = exe().to_str().unwrap();
-    let peak_after = |delay_us: &str, who: &str, sm: &dyn Fn(&Served)| -> u64 {
-        let sim =
-            Served::start(exe(), "fat-tree-324", 0, &["--answer-delay-us", delay_us]).unwrap();
-        let t0 = Instant::now();
-        sm(&sim);
-        let st = sim.stats().unwrap();
-        let peak = st["peak_outstanding"].as_u64().unwrap();
-        println!(
-            "{who}: at most {peak} SMPs in the fabric at once ({} answered, {:.2} s)",
-            st["answered"],
-            t0.elapsed().as_secs_f64()
-        );
-        peak
+    let peak_after = |delay_us: &str, who: &str, window: u64, sm: &dyn Fn(&Served)| -> u64 {
+        let mut most = 0;
+        for _ in 0..3 {
+            let sim =
+                Served::start(exe(), "fat-tree-324", 0, &["--answer-delay-us", delay_us]).unwrap();
+            let t0 = Instant::now();
+            sm(&sim);
+            let st = sim.stats().unwrap();
+            let peak = st["peak_outstanding"].as_u64().unwrap();
+            println!(
+                "{who}: at most {peak} SMPs in the fabric at once ({} answered, {:.2} s)",
+                st["answered"],
+                t0.elapsed().as_secs_f64()
+            );
+            most = most.max(peak);
+            if most >= window {
+                break;
+            }
+        }
+        most
     };
-    let peak = |who: &str, sm: &dyn Fn(&Served)| peak_after("300", who, sm);
+    let peak = |who: &str, window: u64, sm: &dyn Fn(&Served)| peak_after("300", who, window, sm);
     let opensm = |sim: &Served, extra: &[&str]| opensm_o(sim, &dir, extra);
     let ibkit_sm = |sim: &Served, extra: &[&str]| {
         let mut a = vec!["sm", "--transport", "umad", "--once"];
@@ -494,22 +508,22 @@ fn both_sms_keep_max_wire_smps_on_the_wire() {
     };
     let from_file = ["--opensm-config", conf];
     assert_eq!(
-        peak("OpenSM, max_wire_smps 2", &|s| opensm(s, &["-F", conf])),
+        peak("OpenSM, max_wire_smps 2", 2, &|s| opensm(s, &["-F", conf])),
         2
     );
     assert_eq!(
-        peak("ibkit, max_wire_smps 2", &|s| ibkit_sm(s, &from_file)),
+        peak("ibkit, max_wire_smps 2", 2, &|s| ibkit_sm(s, &from_file)),
         2
     );
-    assert_eq!(peak("OpenSM, its default", &|s| opensm(s, &[])), 4);
+    assert_eq!(peak("OpenSM, its default", 4, &|s| opensm(s, &[])), 4);
     // 16 SMPs must leave the SM before the first answer comes back: 5
-    // ms, so that they do on a loaded two-core machine too (with 1.5 ms,
-    // a CI run of 2026-12-07, the tests running two at a time, saw 13).
+    // ms (with 1.5 ms, a CI run of 2026-12-07, the tests running two at
+    // a time, saw 13; with 5 ms, a later one saw 15, hence the reruns).
     assert_eq!(
-        peak_after("5000", "ibkit, its default", &|s| ibkit_sm(s, &[])),
+        peak_after("5000", "ibkit, its default", 16, &|s| ibkit_sm(s, &[])),
         16
     );
-    let unlimited = peak("ibkit, --max-wire-smps 0", &|s| {
+    let unlimited = peak("ibkit, --max-wire-smps 0", 17, &|s| {
         ibkit_sm(s, &["--max-wire-smps", "0"])
     });
     assert!(unlimited > 16, "{unlimited}");
