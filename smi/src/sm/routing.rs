@@ -289,8 +289,13 @@ pub(crate) struct LmcChooser {
     /// The base LIDs with something in `sent`, cleared at each switch.
     touched: Vec<u16>,
     /// The switch's ports in the order they are tried (its search
-    /// order, then the rest ascending; port 0 first, never taken).
+    /// order, then the rest ascending; port 0 first, never taken), set
+    /// by [`LmcChooser::next_switch`].
     order: Vec<u8>,
+    /// The candidates of the LID being picked, as a set of port bits.
+    mask: [u64; 4],
+    /// Per switch: its system ([`LmcChooser::system`]), looked up once.
+    systems: Vec<(bool, u64)>,
     /// The ports on a best path, as tried: (port, its load, a LID of
     /// the port went to that system, to that switch, how many went to
     /// that switch).
@@ -306,19 +311,39 @@ impl LmcChooser {
             sent: Vec::new(),
             touched: Vec::new(),
             order: Vec::new(),
+            mask: [0; 4],
+            systems: (0..g.ports.len()).map(|m| Self::system(g, m)).collect(),
             tried: Vec::new(),
         }
     }
 
-    /// Starts the next switch's table: what the last one sent is
-    /// forgotten.
-    pub(crate) fn next_switch(&mut self) {
+    /// Starts switch `s`'s table: what the last one sent is forgotten,
+    /// and `s`'s ports are put in the order they are tried.
+    pub(crate) fn next_switch(&mut self, g: &Graph, s: usize) {
         for &b in &self.touched {
             if let Some(v) = self.sent.get_mut(usize::from(b)) {
                 v.clear();
             }
         }
         self.touched.clear();
+        let n = g.ports.get(s).map_or(0, Vec::len);
+        self.order.clear();
+        if n == 0 {
+            return;
+        }
+        self.order.push(0);
+        match g.choice.order.get(s).filter(|o| !o.is_empty()) {
+            Some(o) => {
+                self.order.extend(o.iter().copied());
+                self.order.extend((1..n as u8).filter(|p| !o.contains(p)));
+            }
+            None => self.order.extend(1..n as u8),
+        }
+        if self.order.len() != n {
+            // A search order naming ports the switch lacks: ascending.
+            self.order.clear();
+            self.order.extend(0..n as u8);
+        }
     }
 
     /// The system of switch `m`: its SystemImageGUID, else its node GUID,
@@ -349,22 +374,17 @@ impl LmcChooser {
     ) -> Option<u8> {
         let ports = &g.ports[s];
         let n = ports.len();
-        if n == 0 {
+        if n == 0 || self.order.len() != n {
             return None;
         }
-        self.order.clear();
-        self.order.push(0);
-        match g.choice.order.get(s).filter(|o| !o.is_empty()) {
-            Some(o) => {
-                self.order.extend(o.iter().copied());
-                self.order.extend((1..n as u8).filter(|p| !o.contains(p)));
-            }
-            None => self.order.extend(1..n as u8),
+        if let [p] = *candidates {
+            // One way: every rule below ends on it.
+            let to_switch = matches!(ports.get(usize::from(p)), Some(PortTo::Switch(..)));
+            return (p != 0 && to_switch).then_some(p);
         }
-        if self.order.len() != n {
-            // A search order naming ports the switch lacks: ascending.
-            self.order.clear();
-            self.order.extend(0..n as u8);
+        self.mask = [0; 4];
+        for &p in candidates {
+            self.mask[usize::from(p >> 6)] |= 1 << (p & 63);
         }
         let none = Vec::new();
         let sent = self.sent.get(usize::from(base)).unwrap_or(&none);
@@ -375,18 +395,19 @@ impl LmcChooser {
         // is new keeps the last port's answer.
         let mut node_seen = false;
         self.tried.clear();
-        let start = usize::from(before) + 1;
-        for i in start..start + n {
-            let p = self.order[i % n];
-            if p == 0 || !candidates.contains(&p) {
+        let start = (usize::from(before) + 1) % n;
+        let (late, early) = self.order.split_at(start);
+        for &p in early.iter().chain(late) {
+            if p == 0 || self.mask[usize::from(p >> 6)] & (1 << (p & 63)) == 0 {
                 continue;
             }
             let PortTo::Switch(m, _) = ports[usize::from(p)] else {
                 continue;
             };
             let count = load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
-            let sys = Self::system(g, m);
-            let sys_seen = sent.iter().any(|&(x, _)| Self::system(g, x) == sys);
+            let system = |x: usize| self.systems.get(x).copied();
+            let sys = system(m);
+            let sys_seen = sent.iter().any(|&(x, _)| system(x) == sys);
             let mut to_node = None;
             if !sys_seen {
                 if count < least_new_sys {
@@ -765,6 +786,21 @@ fn minhop_with(
     // In OpenSM's order, so that `scatter_ports` draws as it does.
     for s in opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
+        // The ports of `s` on a best path to switch `t`, into `v`.
+        let best_ports = |t: usize, v: &mut Vec<u8>| {
+            let want = dist(s, t);
+            if want == u32::MAX {
+                return;
+            }
+            for (p, to) in g.ports[s].iter().enumerate() {
+                if let PortTo::Switch(m, _) = *to {
+                    let rest = dist(m, t);
+                    if rest != u32::MAX && rest.saturating_add(hop_weight(weights, s, p)) == want {
+                        v.push(p as u8);
+                    }
+                }
+            }
+        };
         for &(lid, t, tport) in &dests[..split] {
             let port = if s == t {
                 tport
@@ -796,13 +832,7 @@ fn minhop_with(
                     }
                 } else {
                     candidates.clear();
-                    for (p, to) in g.ports[s].iter().enumerate() {
-                        if let PortTo::Switch(m, _) = *to {
-                            if best_via(p, m) {
-                                candidates.push(p as u8);
-                            }
-                        }
-                    }
+                    best_ports(t, &mut candidates);
                     let spread = (k > 0)
                         .then(|| {
                             let base = lft[s].get(usize::from(lid - k)).copied()?;
@@ -829,43 +859,9 @@ fn minhop_with(
         }
         if lmc.on {
             let rest = &dests[split..];
-            lmc_min_hop(
-                g, s, rest, &offsets, lft, &mut load, &mut lmc, &dist, weights,
-            );
+            lmc_as_opensm(g, s, rest, &offsets, lft, &mut load, &mut lmc, best_ports);
         }
     }
-}
-
-/// [`lmc_as_opensm`] with min-hop's best ports (out of line, so that
-/// min-hop's loop stays as small as at LMC 0).
-#[allow(clippy::too_many_arguments)]
-#[inline(never)]
-fn lmc_min_hop(
-    g: &Graph,
-    s: usize,
-    dests: &[(u16, usize, u8)],
-    offsets: &[u16],
-    lft: &mut [Vec<u8>],
-    load: &mut [u32],
-    lmc: &mut LmcChooser,
-    dist: &impl Fn(usize, usize) -> u32,
-    weights: &[Vec<u8>],
-) {
-    let best = |t: usize, v: &mut Vec<u8>| {
-        let want = dist(s, t);
-        if want == u32::MAX {
-            return;
-        }
-        for (p, to) in g.ports[s].iter().enumerate() {
-            if let PortTo::Switch(m, _) = *to {
-                let rest = dist(m, t);
-                if rest != u32::MAX && rest.saturating_add(hop_weight(weights, s, p)) == want {
-                    v.push(p as u8);
-                }
-            }
-        }
-    };
-    lmc_as_opensm(g, s, dests, offsets, lft, load, lmc, best);
 }
 
 /// The routes at switch `s` to `dests`, the LIDs above the bases (their
@@ -885,7 +881,7 @@ pub(crate) fn lmc_as_opensm(
     lmc: &mut LmcChooser,
     mut candidates_to: impl FnMut(usize, &mut Vec<u8>),
 ) {
-    lmc.next_switch();
+    lmc.next_switch(g, s);
     let mut candidates = Vec::new();
     for &(lid, t, tport) in dests {
         let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
