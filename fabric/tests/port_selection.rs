@@ -323,3 +323,107 @@ fn scatter_draws_the_c_librarys_random_sequence() {
         }
     }
 }
+
+/// Under LMC, whichever rule routes the LIDs above a port's base (ibkit's
+/// spread or OpenSM's, `lmc_as_opensm`) and however the ports are picked
+/// (port shifting, every switch's search order reversed), on a random
+/// fabric: every LID of every port is reached from every node, min-hop's
+/// routes to each of them are shortest, and up*/down*'s are free of
+/// deadlock.
+fn lmc_on_a_random_fabric(
+    switches: usize,
+    seed: u32,
+    lmc: u8,
+    routing: Engine,
+    sel: PortSelection,
+    reversed: bool,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    use proptest::prelude::*;
+    let spec = format!("random:{switches}:{seed}");
+    let bring = |sel: PortSelection| {
+        let cfg = SmConfig {
+            routing,
+            lmc,
+            port_selection: sel,
+            ..SmConfig::default()
+        };
+        bring_up(&spec, SimConfig::default(), cfg).unwrap()
+    };
+    let (f, sm, up) = if reversed {
+        let (_, first, _) = bring(sel.clone());
+        let order = (first.graph_switches().iter())
+            .map(|&i| {
+                let n = &first.nodes()[i];
+                (n.info.node_guid.0, (1..n.ports.len() as u8).rev().collect())
+            })
+            .collect();
+        bring(PortSelection {
+            search_order: order,
+            ..sel.clone()
+        })
+    } else {
+        bring(sel.clone())
+    };
+    prop_assert!(up, "{}: {:?}", spec, sm.error());
+    let v = f.verify();
+    prop_assert!(
+        v.ok(),
+        "{} {:?} LMC {} {:?}: {}",
+        spec,
+        routing,
+        lmc,
+        sel,
+        v
+    );
+    let g = sm.routing_graph();
+    let cas: usize = (g.ports.iter().flatten())
+        .filter(|t| matches!(t, smi::sm::routing::PortTo::Ca(..)))
+        .count();
+    let dests = smi::sm::routing::destinations(g);
+    prop_assert_eq!(dests.len(), g.ports.len() + (cas << lmc), "{}", spec);
+    prop_assert_eq!(
+        v.lids as usize,
+        dests.len(),
+        "{}: every LID walked to",
+        spec
+    );
+    if routing == Engine::MinHop {
+        let d = smi::sm::routing::distances(g);
+        let want: Vec<u32> = (0..g.ports.len())
+            .flat_map(|s| dests.iter().map(move |&(_, t, _)| (s, t)))
+            .map(|(s, t)| u32::from(d[s][t]))
+            .collect();
+        prop_assert_eq!(
+            hops(&sm),
+            want,
+            "{} LMC {}: a route longer than it must be",
+            spec,
+            lmc
+        );
+    } else {
+        prop_assert!(sm.deadlock_free(), "{}", spec);
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 48,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn under_lmc_every_lid_is_reached_by_the_routes_either_rule_gives(
+        switches in 2usize..24,
+        seed in 0u32..1_000_000,
+        lmc in 1u8..=3,
+        updn in proptest::prelude::any::<bool>(),
+        lmc_as_opensm in proptest::prelude::any::<bool>(),
+        shifting in proptest::prelude::any::<bool>(),
+        reversed in proptest::prelude::any::<bool>(),
+    ) {
+        let routing = if updn { Engine::UpDown } else { Engine::MinHop };
+        let sel = PortSelection { lmc_as_opensm, shifting, ..PortSelection::default() };
+        lmc_on_a_random_fabric(switches, seed, lmc, routing, sel, reversed)?;
+    }
+}
