@@ -18,4 +18,9 @@ pub fn assert_in_range(f: &SmFile) {
     assert!((1..=5).contains(&l.max_op_vls));
     assert!(l.local_phy_errors_threshold <= 15 && l.overrun_errors_threshold <= 15);
     assert!(l.packet_life_time <= 31 && l.sm_sl <= 15);
+    assert!(f.long_timeout_ms.is_none_or(|t| t <= 3_600_000));
+    // A prefix stays on its line and is never empty.
+    assert!(f.log_prefix.as_ref().is_none_or(|p| {
+        (1..=64).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+    }));
 }

@@ -535,6 +535,8 @@ fn nonsense_numbers_are_refused_with_their_range() {
         ),
         (&["sm", "--max-wire-smps", "-1"][..], "-1"),
         (&["sm", "--log-limit", "1048577"][..], "0..=1048576"),
+        (&["sm", "--log-prefix", ""][..], "not 1-64 characters"),
+        (&["sm", "--log-prefix", "a\tb"][..], "not printable ASCII"),
         (
             &["sm", "--part-enforce", "BOTH"][..],
             "both, in, out or off",

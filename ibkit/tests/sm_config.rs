@@ -547,6 +547,9 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         "max_wire_smps",
         "max_wire_smps2",
         "max_smps_timeout",
+        "long_transaction_timeout",
+        "log_prefix",
+        "force_log_flush",
         "drop_event_subscriptions",
         "sa_db_dump",
         "node_name_map_name",
@@ -747,6 +750,97 @@ fn the_log_file_is_kept_or_emptied_as_opensms_options_say() {
                 "{who} {extra:?}: {} bytes",
                 text.len()
             );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// OpenSM's `log_prefix` (its `--log_prefix`): `opensm -o` and `ibkit sm
+/// --once` on the served fabric, each given a prefix on its command line,
+/// and ibkit given one in an `opensm.conf` too, write it with ": " before
+/// the message of every line of their log files; without one, no line
+/// has it.
+#[test]
+fn both_sms_write_the_log_prefix_before_every_message() {
+    if !peers_here("log prefix") {
+        return;
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ibkit"));
+    let dir = std::env::temp_dir().join(format!("ibkit-smconf-prefix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("opensm.conf");
+    std::fs::write(&conf, "log_prefix sm-b\nforce_log_flush FALSE\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    let served = Served::start(exe, "mport-ntree:4:2", 0, &[]).unwrap();
+    let log = dir.join("sm.log");
+    let run = |who: &str, extra: &[&str]| -> Vec<String> {
+        let _ = std::fs::remove_file(&log);
+        let l = log.to_str().unwrap();
+        let out = if who == "OpenSM" {
+            let cache = dir.join("opensm-cache");
+            std::fs::create_dir_all(&cache).unwrap();
+            (served.client("opensm".as_ref()))
+                .env("OSM_CACHE_DIR", &cache)
+                .args(["-o", "-f", l])
+                .args(extra)
+                .output()
+                .unwrap()
+        } else {
+            Command::new(exe)
+                .args(["sm", "--once", "--log-file", l])
+                .args(extra)
+                .env("IBSIM_SOCKNAME", served.socket())
+                .env("RUST_LOG", "info")
+                .output()
+                .unwrap()
+        };
+        assert!(out.status.success(), "{who} {extra:?}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        // Each line's message (a message of many lines: its first):
+        // after OpenSM's "0xNN -> ", after ibkit's time and level.
+        let lines: Vec<String> = (text.lines())
+            .filter_map(|l| match who {
+                "OpenSM" => l.split_once(" -> ").map(|(_, m)| m.to_string()),
+                _ => {
+                    let mut w = l.split_whitespace();
+                    let (_, level) = (w.next(), w.next());
+                    level
+                        .filter(|v| ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(v))
+                        .map(|_| w.collect::<Vec<_>>().join(" "))
+                }
+            })
+            .collect();
+        assert!(lines.len() > 3, "{who} {extra:?}: {text}");
+        lines
+    };
+    for (who, extra, prefix) in [
+        ("OpenSM", &["--log_prefix", "sm-a"][..], Some("sm-a: ")),
+        ("ibkit", &["--log-prefix", "sm-a"][..], Some("sm-a: ")),
+        ("ibkit", &["--opensm-config", conf][..], Some("sm-b: ")),
+        ("OpenSM", &[][..], None),
+        ("ibkit", &[][..], None),
+    ] {
+        let lines = run(who, extra);
+        let with = lines
+            .iter()
+            .filter(|m| prefix.is_some_and(|p| m.starts_with(p)))
+            .count();
+        println!(
+            "{who} {extra:?}: {with} of {} lines with {prefix:?}",
+            lines.len()
+        );
+        match prefix {
+            Some(p) => assert!(
+                lines.iter().all(|m| m.starts_with(p)),
+                "{who} {extra:?}: {lines:#?}"
+            ),
+            None => assert!(
+                !lines
+                    .iter()
+                    .any(|m| m.starts_with("sm-a: ") || m.starts_with("sm-b: ")),
+                "{who}"
+            ),
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -19,6 +19,7 @@
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
 //! retries = 3               # then sent again (transaction_retries)
+//! long_timeout_ms = 500     # for an optimized Set(SLtoVLMappingTable) (OpenSM's long_transaction_timeout)
 //! max_wire_smps = 16        # SMPs in flight at once; 0: no limit (OpenSM's)
 //! max_wire_smps2 = 0        # a window stuck full grows one at a time up to this (OpenSM's)
 //! max_smps_timeout = 600000 # µs a full window waits for an answer before it grows (OpenSM's)
@@ -30,6 +31,7 @@
 //! log_file = "/var/log/ibkit-sm.log"   # appended to; default: stderr
 //! accum_log_file = true     # false: the log file emptied at the start (OpenSM's)
 //! log_max_size = 0          # MiB: the log file emptied once it holds more; 0: never (OpenSM's)
+//! log_prefix = "sm-a"       # before each log line's message, with ": " (OpenSM's log_prefix)
 //! dump_dir = "/var/log"     # OpenSM's dumps: opensm-subnet.lst, opensm-lfts.dump, …
 //! cache_dir = "/var/cache/ibkit"       # guid2lid and guid2mkey, read at start
 //! honor_guid2lid_file = false  # true: taking over, guid2lid read again and its LIDs given (OpenSM's)
@@ -129,6 +131,7 @@ struct Raw {
     file_fallback: Option<Spanned<String>>,
     lid_policy: Option<Spanned<String>>,
     timeout_ms: Option<Spanned<i64>>,
+    long_timeout_ms: Option<Spanned<i64>>,
     retries: Option<Spanned<i64>>,
     max_wire_smps: Option<Spanned<i64>>,
     max_wire_smps2: Option<Spanned<i64>>,
@@ -141,6 +144,7 @@ struct Raw {
     log_file: Option<PathBuf>,
     accum_log_file: Option<bool>,
     log_max_size: Option<Spanned<i64>>,
+    log_prefix: Option<Spanned<String>>,
     dump_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     sa_db_file: Option<PathBuf>,
@@ -239,6 +243,11 @@ pub struct SmFile {
     pub lid_policy: Option<LidPolicy>,
     /// Milliseconds an SMP's answer is waited for, 10–10,000.
     pub timeout_ms: Option<u64>,
+    /// Milliseconds the answer to a Set(SLtoVLMappingTable) with
+    /// AllInputPorts or AllOutputPorts is waited for (OpenSM's
+    /// `long_transaction_timeout`; below `timeout_ms`, `timeout_ms`),
+    /// 0–3,600,000.
+    pub long_timeout_ms: Option<u64>,
     /// Times an unanswered SMP is sent again, 0–20 (a standby's poll of
     /// its master too: detection takes `poll_ms + (retries + 1) ×
     /// timeout_ms`).
@@ -270,6 +279,10 @@ pub struct SmFile {
     /// Empty the log file before a line once it holds more than this many
     /// MiB, 0–1,048,576 (OpenSM's `log_max_size`; 0, the default: never).
     pub log_max_size: Option<u32>,
+    /// Written with ": " before the message of every log line, to tell
+    /// one SM's lines from another's where they meet (OpenSM's
+    /// `log_prefix`); at most 64 printable characters.
+    pub log_prefix: Option<String>,
     /// Where OpenSM's dumps are written.
     pub dump_dir: Option<PathBuf>,
     /// Where `guid2lid` is read and written.
@@ -474,6 +487,18 @@ fn place(text: &str, at: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// `text` as a log prefix (`log_prefix`): 1–64 printable ASCII
+/// characters, so that a line stays one line and says what it means.
+pub fn log_prefix(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.len() > 64 {
+        return Err("not 1-64 characters".into());
+    }
+    if !text.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err("not printable ASCII".into());
+    }
+    Ok(text.to_string())
+}
+
 /// The log levels `log_level` takes.
 pub const LOG_LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
 
@@ -629,6 +654,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         file_fallback,
         lid_policy,
         timeout_ms: ranged(&raw.timeout_ms, "timeout_ms", 10, 10_000)?,
+        long_timeout_ms: ranged(&raw.long_timeout_ms, "long_timeout_ms", 0, 3_600_000)?,
         retries: ranged(&raw.retries, "retries", 0, 20)?.map(|v| v as u32),
         max_wire_smps: ranged(&raw.max_wire_smps, "max_wire_smps", 0, 0x7FFF_FFFF)?
             .map(|v| v as u32),
@@ -643,6 +669,13 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         log_level,
         log_file: path(&raw.log_file),
         accum_log_file: raw.accum_log_file,
+        log_prefix: match &raw.log_prefix {
+            Some(p) => Some(
+                log_prefix(p.get_ref())
+                    .map_err(|e| bad(p.span(), format!("log_prefix = {:?}: {e}", p.get_ref())))?,
+            ),
+            None => None,
+        },
         log_max_size: ranged(&raw.log_max_size, "log_max_size", 0, 1_048_576)?.map(|v| v as u32),
         dump_dir: path(&raw.dump_dir),
         cache_dir: path(&raw.cache_dir),
@@ -750,7 +783,7 @@ mod tests {
     fn every_key_reads_and_paths_follow_the_file() {
         let text = "# ibkit sm\npriority = 5\nsm_key = \"0xffffffffffffffff\"\npoll_ms = 250\npoll_retries = 3\n\
                     sweep_ms = 5000\nrouting = \"ftree\"\nlid_policy = \"dynamic\"\n\
-                    timeout_ms = 100\nretries = 5\nmax_wire_smps = 8\nmax_wire_smps2 = 12\nmax_smps_timeout = 1500\npartitions = \"p.conf\"\nqos = true\n\
+                    timeout_ms = 100\nlong_timeout_ms = 900\nretries = 5\nmax_wire_smps = 8\nmax_wire_smps2 = 12\nmax_smps_timeout = 1500\npartitions = \"p.conf\"\nqos = true\n\
                     qos_config = \"/etc/opensm/opensm.conf\"\nqos_policy = \"q.conf\"\n\
                     log_level = \"debug\"\nlog_file = \"sm.log\"\naccum_log_file = false\nlog_max_size = 64\ndump_dir = \"/var/log\"\nsa_db_dump_dir = \"sa\"\nsubnet_lst_dir = \"lst\"\nnode_name_map = \"names\"\nfsync_high_avail_files = false\n\
                     cache_dir = \"cache\"\nsa_db_file = \"opensm-sa.dump\"\nreassign_lids = true\n\
@@ -780,6 +813,7 @@ mod tests {
         assert_eq!(f.poll_retries, Some(3));
         assert_eq!((f.accum_log_file, f.log_max_size), (Some(false), Some(64)));
         assert_eq!(f.max_wire_smps, Some(8));
+        assert_eq!(f.long_timeout_ms, Some(900));
         assert_eq!(
             (f.max_wire_smps2, f.max_smps_timeout),
             (Some(12), Some(1500))

@@ -85,6 +85,9 @@ pub struct SmdConfig {
     pub lid_policy: LidPolicy,
     /// Milliseconds an SMP's answer is waited for.
     pub timeout_ms: u64,
+    /// Milliseconds an optimized Set(SLtoVLMappingTable)'s answer is
+    /// waited for (OpenSM's `long_transaction_timeout`).
+    pub long_timeout_ms: u64,
     /// Times an unanswered SMP is sent again.
     pub retries: u32,
     /// SMPs in flight at once (OpenSM's `max_wire_smps`); SIGHUP applies
@@ -325,6 +328,7 @@ impl Default for SmdConfig {
             file_fallback: Engine::MinHop,
             lid_policy: LidPolicy::Prepopulated,
             timeout_ms: 200,
+            long_timeout_ms: 500,
             retries: 3,
             window: SmConfig::default().window,
             window2: 0,
@@ -953,6 +957,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         connect_roots: c.connect_roots,
         lid_policy: c.lid_policy,
         timeout_ms: c.timeout_ms,
+        long_timeout_ms: c.long_timeout_ms,
         retries: c.retries,
         window: c.window,
         window2: c.window2,

@@ -25,13 +25,14 @@
 //! | `sminfo_polling_timeout` (ms) | `poll_ms` |
 //! | `polling_retry_number` | `poll_retries` |
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl`, `force_link_width`, `force_link_speed`, `force_link_speed_ext` | the same ([`smi::sm::LinkParams`]) |
-//! | `transaction_timeout`, `transaction_retries` | `timeout_ms`, `retries` |
+//! | `transaction_timeout`, `transaction_retries`, `long_transaction_timeout` (below `transaction_timeout`: that, as OpenSM) | `timeout_ms`, `retries`, `long_timeout_ms` |
 //! | `max_wire_smps` (0: no limit), `max_wire_smps2`, `max_smps_timeout` (µs) | the same |
 //! | `routing_engine` (a list: the first ibkit has; after `file`, the next ibkit has, where the file does not fit, else min-hop) | `routing` (minhop, updn, ftree, file), `file_fallback` |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
 //! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
-//! | `accum_log_file`, `log_max_size` (MiB) | the same |
+//! | `accum_log_file`, `log_max_size` (MiB), `log_prefix` | the same |
+//! | `force_log_flush` | read; every line is written unbuffered, as `TRUE` asks |
 //! | `log_file`, `log_flags` (DEBUG, FUNCS or FRAMES: debug; VERBOSE: debug; INFO: info; else error) | `log_file`, `log_level` |
 //! | `dump_files_dir` (OpenSM's `/var/log/` when not set): `opensm-subnet.lst` always; the routing dumps when `log_flags` has ROUTING (0x40) | `subnet_lst_dir`; `dump_dir` |
 //! | `sa_db_file` | `sa_db_file` |
@@ -240,6 +241,7 @@ pub fn parse_opensm_conf(
             "polling_retry_number" => s.poll_retries = Some(ranged(0, 1_000)? as u32),
             "transaction_timeout" => s.timeout_ms = Some(ranged(10, 10_000)?),
             "transaction_retries" => s.retries = Some(ranged(0, 20)? as u32),
+            "long_transaction_timeout" => s.long_timeout_ms = Some(ranged(0, 3_600_000)?),
             // OpenSM reads 0 as no limit, as ibkit does.
             "max_wire_smps" => s.max_wire_smps = Some(ranged(0, 0x7FFF_FFFF)? as u32),
             // Above max_wire_smps, a window stuck full grows by one each
@@ -298,6 +300,14 @@ pub fn parse_opensm_conf(
             "log_file" if null => {}
             "accum_log_file" => s.accum_log_file = Some(boolean()?),
             "log_max_size" => s.log_max_size = Some(ranged(0, 1_048_576)? as u32),
+            "log_prefix" if null => {}
+            "log_prefix" => s.log_prefix = Some(crate::config::log_prefix(value).map_err(bad)?),
+            // ibkit writes every line to the file as it logs it, with
+            // nothing held in a buffer: what `TRUE` asks, whatever the
+            // value says.
+            "force_log_flush" => {
+                boolean()?;
+            }
             "log_file" => s.log_file = Some(PathBuf::from(value)),
             "log_flags" => log_flags = Some(ranged(0, 0xFF)? as u8),
             "dump_files_dir" if null => {}
@@ -652,7 +662,7 @@ mod tests {
         let c = parse(
             "# a site's file\nguid 0x0002c90300001234\nsm_priority 7\nsm_key 0x2a\nsa_key 42\n\
              lmc 2\nlmc_esp0 TRUE\nconnect_roots TRUE\nreassign_lids FALSE\nforce_heavy_sweep TRUE\nsweep_interval 30\n\
-             sminfo_polling_timeout 2000\ntransaction_timeout 0310\ntransaction_retries 5\n\
+             sminfo_polling_timeout 2000\ntransaction_timeout 0310\ntransaction_retries 5\nlong_transaction_timeout 0x3e8\n\
              routing_engine dfsssp,ftree,updn\npartition_config_file /there/p.conf\n\
              qos TRUE\nqos_policy_file /there/q.conf\nqos_max_vls 8\nlog_file /var/log/sm.log\n\
              log_flags 0x03\ndump_files_dir /var/log/\nsa_db_file (null)\nsm_assigned_guid 0x07\n\
@@ -736,6 +746,7 @@ mod tests {
             (Some(200), Some(5)),
             "0310 is octal"
         );
+        assert_eq!(s.long_timeout_ms, Some(1000));
         assert_eq!(s.routing, Some(Engine::FatTree));
         assert_eq!(s.partitions.as_deref(), Some(Path::new("/there/p.conf")));
         assert_eq!(s.qos, Some(true));

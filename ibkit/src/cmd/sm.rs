@@ -59,13 +59,13 @@ pub struct SmArgs {
     #[arg(long, value_name = "FILE")]
     pub qos_policy: Option<std::path::PathBuf>,
     /// A TOML file with the SM's settings (priority, sm_key, sa_key,
-    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries, max_wire_smps, max_wire_smps2, max_smps_timeout,
+    /// m_key, m_key_protection_level, m_key_lease_period, m_key_lookup, m_key_per_port, poll_ms, poll_retries, timeout_ms, retries, long_timeout_ms, max_wire_smps, max_wire_smps2, max_smps_timeout,
     /// subnet_timeout, head_of_queue_lifetime, leaf_head_of_queue_lifetime,
     /// vl_stall_count, leaf_vl_stall_count, max_op_vls,
     /// local_phy_errors_threshold, overrun_errors_threshold,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
-    /// log_level, log_file, accum_log_file, log_max_size, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
+    /// log_level, log_file, accum_log_file, log_max_size, log_prefix, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
     /// lmc, lmc_esp0, connect_roots, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, lmc_as_opensm, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
@@ -85,9 +85,9 @@ pub struct SmArgs {
     /// sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
     /// reassign_lids, sweep_interval, sminfo_polling_timeout, polling_retry_number,
-    /// transaction_timeout/retries, max_wire_smps, max_wire_smps2, max_smps_timeout, routing_engine, partition_config_file,
+    /// transaction_timeout/retries, long_transaction_timeout, max_wire_smps, max_wire_smps2, max_smps_timeout, routing_engine, partition_config_file,
     /// qos with the file's qos_* options, qos_policy_file, log_file,
-    /// accum_log_file, log_max_size,
+    /// accum_log_file, log_max_size, log_prefix, force_log_flush (always so),
     /// log_flags, dump_files_dir, sa_db_file, sm_assigned_guid); the rest
     /// is logged as not applied, with a warning where it changes the
     /// subnet. SIGHUP reads it again.
@@ -105,6 +105,12 @@ pub struct SmArgs {
     /// MiB (OpenSM's -L and log_max_size) [default: 0, no limit].
     #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
     pub log_limit: Option<u32>,
+    /// Write this and ": " before the message of every log line, to tell
+    /// this SM's lines from another's where they meet (OpenSM's
+    /// --log_prefix and log_prefix; 1-64 printable characters). Read at
+    /// the start.
+    #[arg(long, value_name = "TEXT", value_parser = smd::config::log_prefix)]
+    pub log_prefix: Option<String>,
     /// Write OpenSM's dumps here each time the subnet comes up or
     /// changes: opensm-subnet.lst, opensm-lfts.dump, opensm.fdbs,
     /// opensm-lid-matrix.dump, opensm.mcfdbs, with QoS
@@ -383,7 +389,8 @@ pub fn run(a: &SmArgs) -> super::Outcome {
         accumulate: !a.erase_log_file && file.accum_log_file != Some(false),
         max_bytes: u64::from(a.log_limit.or(file.log_max_size).unwrap_or(0)) << 20,
     };
-    let set_log_level = init_sm_logging(level, log_file.as_deref(), limits)?;
+    let prefix = a.log_prefix.clone().or(file.log_prefix.clone());
+    let set_log_level = init_sm_logging(level, log_file.as_deref(), limits, prefix)?;
     if let Some(p) = &a.opensm_config {
         smd::log_opensm_notes(p, &notes);
     }
@@ -427,6 +434,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lid_policy: (a.lid_policy.or(file.lid_policy))
                 .unwrap_or(smi::sm::LidPolicy::Prepopulated),
             timeout_ms: file.timeout_ms.unwrap_or(200),
+            long_timeout_ms: file.long_timeout_ms.unwrap_or(500),
             retries: file.retries.unwrap_or(3),
             window: smd::window(a.max_wire_smps.or(file.max_wire_smps)),
             window2: file.max_wire_smps2.map_or(0, |w| w as usize),
@@ -605,6 +613,7 @@ fn init_sm_logging(
     level: &str,
     file: Option<&std::path::Path>,
     limits: LogLimits,
+    prefix: Option<String>,
 ) -> Result<smd::SetLogLevel, String> {
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{fmt, reload, EnvFilter};
@@ -613,20 +622,35 @@ fn init_sm_logging(
     let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new(level)));
     let registry = tracing_subscriber::registry().with(filter);
     let log = file.map(|f| LogFile::open(f, limits)).transpose()?;
-    let _ = match &log {
-        Some(log) => {
+    let _ = match (&log, prefix) {
+        (Some(log), None) => {
             let layer = fmt::layer()
                 .with_writer(log.clone())
                 .with_ansi(false)
                 .with_target(false);
             registry.with(layer).try_init()
         }
-        None => {
+        (Some(log), Some(prefix)) => {
+            let layer = fmt::layer()
+                .with_writer(log.clone())
+                .event_format(Prefixed { prefix, time: true });
+            registry.with(layer).try_init()
+        }
+        (None, None) => {
             let layer = fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_target(false)
                 .without_time();
+            registry.with(layer).try_init()
+        }
+        (None, Some(prefix)) => {
+            let layer = fmt::layer()
+                .with_writer(std::io::stderr)
+                .event_format(Prefixed {
+                    prefix,
+                    time: false,
+                });
             registry.with(layer).try_init()
         }
     };
@@ -654,6 +678,36 @@ fn init_sm_logging(
             tracing::info!("log level {l}");
         }
     }))
+}
+
+/// A log line with the site's prefix before its message (OpenSM's
+/// `log_prefix`): its time (in a file), its level, `PREFIX: `, the
+/// message and its fields; no colours.
+struct Prefixed {
+    prefix: String,
+    time: bool,
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Prefixed
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_subscriber::fmt::time::FormatTime;
+        if self.time {
+            tracing_subscriber::fmt::time::SystemTime.format_time(&mut w)?;
+            write!(w, " ")?;
+        }
+        write!(w, "{:>5} {}: ", event.metadata().level(), self.prefix)?;
+        ctx.field_format().format_fields(w.by_ref(), event)?;
+        writeln!(w)
+    }
 }
 
 /// The SM's log file, appended to, that SIGUSR1 opens again by its name

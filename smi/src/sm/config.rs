@@ -53,6 +53,12 @@ pub struct SmConfig {
     pub stuck_ms: u64,
     /// Milliseconds before an unanswered SMP is sent again.
     pub timeout_ms: u64,
+    /// Milliseconds before an unanswered Set(SLtoVLMappingTable) with
+    /// AllInputPorts or AllOutputPorts (optimized SL-to-VL programming,
+    /// which a switch takes longer to apply) is sent again: OpenSM's
+    /// `long_transaction_timeout`, 500 ms, its default. Below
+    /// [`SmConfig::timeout_ms`], `timeout_ms` applies.
+    pub long_timeout_ms: u64,
     /// Times an SMP is sent again before its target is given up.
     pub retries: u32,
     /// M_Key put in every SMP, and written (OpenSM's `m_key`) with
@@ -442,6 +448,7 @@ impl Default for SmConfig {
             window2: 0,
             stuck_ms: 600,
             timeout_ms: 200,
+            long_timeout_ms: 500,
             retries: 3,
             m_key: MKey(0),
             m_key_protect_bits: 0,

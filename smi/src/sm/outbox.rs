@@ -155,6 +155,23 @@ impl Purpose {
     }
 }
 
+/// How long `smp` waits for its answer before it is sent again: OpenSM's
+/// `long_transaction_timeout` for a Set(SLtoVLMappingTable) with
+/// AllInputPorts or AllOutputPorts (bits 17 and 16, optimized SL-to-VL
+/// programming: one Set a switch applies to many pairs of ports), as
+/// OpenSM's QoS manager gives it; `transaction_timeout` for every other
+/// SMP, and for that one too where it is the longer.
+pub(super) fn timeout_for(cfg: &SmConfig, smp: &Smp) -> u64 {
+    let optimized = smp.method() == Method::Set
+        && smp.attribute_id() == AttributeId::SlToVlMappingTable
+        && smp.attribute_modifier() & 0x3_0000 != 0;
+    if optimized {
+        cfg.long_timeout_ms.max(cfg.timeout_ms)
+    } else {
+        cfg.timeout_ms
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct Request {
     pub(super) smp: Smp,
@@ -480,11 +497,11 @@ impl Sm {
             self.out.grown += 1;
             self.out.moved_ms = now_ms;
         }
-        let (smp, dlid) = self.out.next(
-            now_ms,
-            w.max(1).saturating_add(self.out.grown),
-            self.cfg.timeout_ms,
-        )?;
+        let timeout = (self.out.queue.front())
+            .map_or(self.cfg.timeout_ms, |r| timeout_for(&self.cfg, &r.smp));
+        let (smp, dlid) =
+            self.out
+                .next(now_ms, w.max(1).saturating_add(self.out.grown), timeout)?;
         self.out.moved_ms = now_ms;
         *self
             .stats
@@ -629,6 +646,65 @@ mod tests {
             dlid: None,
             reply,
         }
+    }
+
+    /// An optimized Set(SLtoVLMappingTable) (AllInputPorts or
+    /// AllOutputPorts) waits `long_timeout_ms` for its answer, as OpenSM's
+    /// QoS manager waits `long_transaction_timeout`; a Get with the same
+    /// modifier, a Set of one pair of ports and any other SMP wait
+    /// `timeout_ms`, which also wins where it is the longer.
+    #[test]
+    fn an_optimized_sl2vl_set_waits_the_long_timeout() {
+        let cases = [
+            (Method::Set, 0x3_0000, 500, 1500),
+            (Method::Set, 0x2_0005, 500, 1500),
+            (Method::Set, 0x1_0000, 500, 1500),
+            (Method::Set, 0x0_0102, 500, 1200),
+            (Method::Get, 0x3_0000, 500, 1200),
+            (Method::Set, 0x3_0000, 100, 1200),
+        ];
+        for (method, am, long, due) in cases {
+            let mut sm = Sm::new(SmConfig {
+                timeout_ms: 200,
+                long_timeout_ms: long,
+                ..SmConfig::default()
+            });
+            let mut r = req(true, 0);
+            r.smp = Smp::directed(
+                &DrPath::new(),
+                method,
+                AttributeId::SlToVlMappingTable,
+                am,
+                0,
+                MKey(0),
+            );
+            // Only this one (a new SM queues discovery's first SMP).
+            sm.out.queue.clear();
+            sm.out.queue.push_back(r);
+            let sent = sm.poll_transmit(1000).unwrap();
+            assert_eq!(sent.smp.attribute_modifier(), am);
+            assert_eq!(
+                sm.poll_timeout(),
+                Some(due),
+                "{method:?} {am:#x} long {long}"
+            );
+        }
+        // Any other attribute with those bits: the transaction timeout.
+        let mut sm = Sm::new(SmConfig::default());
+        let mut r = req(true, 0);
+        r.smp = Smp::directed(
+            &DrPath::new(),
+            Method::Set,
+            AttributeId::PortInfo,
+            0x3_0000,
+            0,
+            MKey(0),
+        );
+        sm.out.queue.clear();
+        sm.out.queue.push_back(r);
+        let sent = sm.poll_transmit(1000).unwrap();
+        assert_eq!(sent.smp.attribute_id(), AttributeId::PortInfo);
+        assert_eq!(sm.poll_timeout(), Some(1200));
     }
 
     /// The window holds requests back; each sent gets the next TID and a
