@@ -310,6 +310,82 @@ fn min_hop_on_a_ring_of_five_switches_is_not_deadlock_free_but_updn_is() {
     assert_eq!(f.verify().unreachable, 0);
 }
 
+/// A 4 × 4 mesh cabled by dimension (ports 1 and 2 to the switches
+/// west and east, 3 and 4 south and north, 5 to the host): min-hop mixes
+/// X-then-Y with Y-then-X turns and closes a channel dependency cycle;
+/// dimension order (`--routing dor`, OpenSM's) goes X first at every
+/// switch, then Y, every route still shortest, and has none. With each
+/// switch's search order putting Y first, dor goes Y first: still none.
+#[test]
+fn on_a_mesh_dimension_order_is_deadlock_free_where_min_hop_is_not() {
+    let name = |x: usize, y: usize| format!("s{x}{y}");
+    let mut text = String::new();
+    for x in 0..4usize {
+        for y in 0..4usize {
+            let mut ports = String::new();
+            let mut link = |port: u8, to: Option<(usize, usize)>, back: u8| {
+                if let Some((a, b)) = to {
+                    ports += &format!("[{port}] \"{}\"[{back}]\n", name(a, b));
+                }
+            };
+            link(1, x.checked_sub(1).map(|a| (a, y)), 2);
+            link(2, (x < 3).then_some((x + 1, y)), 1);
+            link(3, y.checked_sub(1).map(|b| (x, b)), 4);
+            link(4, (y < 3).then_some((x, y + 1)), 3);
+            text += &format!("Switch 5 \"{}\"\n{ports}[5] \"h{x}{y}\"[1]\n", name(x, y));
+            text += &format!("Ca 1 \"h{x}{y}\"\n[1] \"{}\"[5]\n", name(x, y));
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("ibkit-mesh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mesh.topo");
+    std::fs::write(&path, text).unwrap();
+    let spec = format!("file:{}", path.display());
+    let with = |routing, order: Vec<(u64, Vec<u8>)>| {
+        let cfg = SmConfig {
+            routing,
+            port_selection: smi::sm::PortSelection {
+                search_order: order,
+                ..Default::default()
+            },
+            ..SmConfig::default()
+        };
+        let (f, sm) = bring_up(&spec, SimConfig::default(), cfg);
+        let v = f.verify();
+        assert!(v.ok(), "{routing:?}: {v}");
+        (f, sm)
+    };
+    let (_, minhop) = with(smi::sm::Engine::MinHop, Vec::new());
+    let (f, dor) = with(smi::sm::Engine::Dor, Vec::new());
+    assert!(
+        !minhop.deadlock_free(),
+        "the mesh's min-hop routes should close a dependency cycle"
+    );
+    assert!(dor.deadlock_free(), "dimension order, X first");
+    // Every route as short as min-hop's: the same hops from every host
+    // to every LID.
+    let hops = |f: &Fabric| -> usize {
+        (0..f.nodes.len())
+            .filter(|&i| !matches!(f.nodes[i], SimNode::Switch(_)))
+            .flat_map(|a| (0..f.nodes.len()).map(move |b| (a, b)))
+            .map(|(a, b)| f.trace(a, f.nodes[b].lid()).0.len())
+            .sum()
+    };
+    let (fm, _) = with(smi::sm::Engine::MinHop, Vec::new());
+    assert_eq!(hops(&f), hops(&fm));
+    let y_first: Vec<(u64, Vec<u8>)> = (dor.graph_switches().iter())
+        .map(|&i| (dor.nodes()[i].info.node_guid.0, vec![3, 4, 1, 2]))
+        .collect();
+    let (fy, dor_y) = with(smi::sm::Engine::Dor, y_first);
+    assert!(dor_y.deadlock_free(), "dimension order, Y first");
+    assert_eq!(hops(&fy), hops(&fm));
+    let moved = (dor.lfts().zip(dor_y.lfts()))
+        .map(|((_, a), (_, b))| a.iter().zip(b).filter(|(p, q)| p != q).count())
+        .sum::<usize>();
+    assert!(moved > 0, "Y first routes otherwise");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_capture_holds_every_smp_on_every_cable() {
     let t = Topology::from_spec("mport-ntree:4:2").unwrap();

@@ -328,8 +328,8 @@ fn scatter_draws_the_c_librarys_random_sequence() {
 /// spread or OpenSM's, `lmc_as_opensm`) and however the ports are picked
 /// (port shifting, every switch's search order reversed), on a random
 /// fabric: every LID of every port is reached from every node, min-hop's
-/// routes to each of them are shortest, and up*/down*'s are free of
-/// deadlock.
+/// and dimension order's routes to each of them are shortest, and
+/// up*/down*'s are free of deadlock.
 fn lmc_on_a_random_fabric(
     switches: usize,
     seed: u32,
@@ -387,7 +387,7 @@ fn lmc_on_a_random_fabric(
         "{}: every LID walked to",
         spec
     );
-    if routing == Engine::MinHop {
+    if routing != Engine::UpDown {
         let d = smi::sm::routing::distances(g);
         let want: Vec<u32> = (0..g.ports.len())
             .flat_map(|s| dests.iter().map(move |&(_, t, _)| (s, t)))
@@ -417,12 +417,12 @@ proptest::proptest! {
         switches in 2usize..24,
         seed in 0u32..1_000_000,
         lmc in 1u8..=3,
-        updn in proptest::prelude::any::<bool>(),
+        engine in 0usize..3,
         lmc_as_opensm in proptest::prelude::any::<bool>(),
         shifting in proptest::prelude::any::<bool>(),
         reversed in proptest::prelude::any::<bool>(),
     ) {
-        let routing = if updn { Engine::UpDown } else { Engine::MinHop };
+        let routing = [Engine::MinHop, Engine::UpDown, Engine::Dor][engine];
         let sel = PortSelection { lmc_as_opensm, shifting, ..PortSelection::default() };
         lmc_on_a_random_fabric(switches, seed, lmc, routing, sel, reversed)?;
     }

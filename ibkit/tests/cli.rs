@@ -863,7 +863,7 @@ fn broken_hop_weights_and_port_orders_are_refused_with_their_place() {
     for bad in ["file", "dfsssp"] {
         let (code, _, err) = ibkit(&["sm", "--once", "--file-fallback", bad], None);
         assert_eq!(code, 2, "{err}");
-        assert!(err.contains("minhop, updn or ftree"), "{err}");
+        assert!(err.contains("minhop, updn, ftree or dor"), "{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -905,7 +905,7 @@ fn a_broken_lfts_file_is_refused_with_its_place_before_the_fabric_is_touched() {
     // Only `ibkit sm` takes the file engine.
     let (code, _, err) = ibkit(&["sim", "--routing", "file"], None);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("minhop, updn or ftree"), "{err}");
+    assert!(err.contains("minhop, updn, ftree or dor"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

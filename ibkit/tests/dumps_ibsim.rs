@@ -1446,6 +1446,15 @@ fn both_sms_route_min_hop_port_for_port() {
             &["-R", "ftree"],
             &["--routing", "ftree"],
         ),
+        // Dimension order: towards the neighbour behind the first best
+        // port, in port order or in the search order.
+        ("dor", all, &["-R", "dor"], &["--routing", "dor"]),
+        (
+            "dor, search order reversed",
+            &["random:24:7", "mport-ntree:4:3"],
+            &["-R", "dor", "-O", "FILE"],
+            &["--routing", "dor", "--port-search-ordering-file", "FILE"],
+        ),
         (
             "updn, a root named",
             &["random:24:7", "random:16:5"],

@@ -14,7 +14,7 @@
 //! poll_retries = 0          # polls unanswered in a row before taking over (OpenSM's polling_retry_number)
 //! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
-//! routing = "ftree"         # minhop, updn, ftree, file
+//! routing = "ftree"         # minhop, updn, ftree, file, dor
 //! file_fallback = "updn"    # under routing = "file", the engine where the file does not fit (OpenSM's routing_engine file,updn)
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
@@ -555,7 +555,10 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         Some(s) => Some(Engine::from_name(s.get_ref()).ok_or_else(|| {
             bad(
                 s.span(),
-                format!("routing = {:?}: not minhop, updn or ftree", s.get_ref()),
+                format!(
+                    "routing = {:?}: not minhop, updn, ftree, file or dor",
+                    s.get_ref()
+                ),
             )
         })?),
     };
@@ -568,7 +571,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
                     bad(
                         s.span(),
                         format!(
-                            "file_fallback = {:?}: not minhop, updn or ftree",
+                            "file_fallback = {:?}: not minhop, updn, ftree or dor",
                             s.get_ref()
                         ),
                     )

@@ -337,12 +337,13 @@ pub struct SmArgs {
     /// its -n; OpenSM's default is 4) [default: 16].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=0x7FFF_FFFF))]
     pub max_wire_smps: Option<u32>,
-    /// Routing engine: minhop, updn, ftree, or file (the tables of
-    /// --lfts-file, as OpenSM's file engine) [default: minhop].
+    /// Routing engine: minhop, updn, ftree, file (the tables of
+    /// --lfts-file, as OpenSM's file engine) or dor (dimension order, for
+    /// meshes and hypercubes, as OpenSM's) [default: minhop].
     #[arg(long, value_parser = parse_sm_engine)]
     pub routing: Option<Engine>,
     /// With --routing file, the engine where the file does not fit the
-    /// fabric: minhop, updn or ftree (OpenSM's next engine in
+    /// fabric: minhop, updn, ftree or dor (OpenSM's next engine in
     /// routing_engine, as in file,updn) [default: minhop].
     #[arg(long, value_name = "ENGINE", value_parser = parse_fallback_engine)]
     pub file_fallback: Option<Engine>,

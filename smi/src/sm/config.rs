@@ -335,26 +335,32 @@ pub enum Engine {
     /// not fit the fabric, [`SmConfig::file_fallback`] (min-hop by
     /// default).
     File,
+    /// Dimension-order routing for meshes and hypercubes (OpenSM's
+    /// `dor`): min-hop towards the neighbour behind each switch's first
+    /// best port ([`routing::dor`]).
+    Dor,
 }
 
 impl Engine {
     /// Every engine.
-    pub const ALL: [Engine; 4] = [
+    pub const ALL: [Engine; 5] = [
         Engine::MinHop,
         Engine::UpDown,
         Engine::FatTree,
         Engine::File,
+        Engine::Dor,
     ];
 
     /// The engine's name as OpenSM's `-R` option spells it, and as ibkit
     /// takes it on the command line and writes it in JSON output:
-    /// `minhop`, `updn`, `ftree` or `file`.
+    /// `minhop`, `updn`, `ftree`, `file` or `dor`.
     pub const fn name(self) -> &'static str {
         match self {
             Engine::MinHop => "minhop",
             Engine::UpDown => "updn",
             Engine::FatTree => "ftree",
             Engine::File => "file",
+            Engine::Dor => "dor",
         }
     }
 
@@ -437,6 +443,7 @@ impl RoutingEngine for Engine {
             // The file needs the subnet's port GUIDs (the SM routes it,
             // [`Sm::route`]); on a graph alone it is min-hop.
             Engine::File => MinHopEngine.route(g, max_lid),
+            Engine::Dor => routing::dor(g, max_lid),
         }
     }
 }

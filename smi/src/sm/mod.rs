@@ -754,7 +754,7 @@ mod tests {
         // match stops compiling until it is considered here.
         for e in Engine::ALL {
             match e {
-                Engine::MinHop | Engine::UpDown | Engine::FatTree | Engine::File => {}
+                Engine::MinHop | Engine::UpDown | Engine::FatTree | Engine::File | Engine::Dor => {}
             }
         }
         let mut names: alloc::vec::Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();

@@ -726,8 +726,45 @@ pub fn distances(g: &Graph) -> Vec<Vec<u16>> {
 /// [`Graph::weights`] and ports picked by [`Graph::choice`].
 pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; g.ports.len()];
-    minhop_into(g, &mut lft, &Dist::of(g), &g.weights, |_| true);
+    minhop_with_dist(g, &mut lft, &Dist::of(g), &g.weights, |_| true, false);
     lft
+}
+
+/// Dimension-order routing (OpenSM's `dor`), for meshes and hypercubes
+/// cabled so that a switch's ports follow the dimensions: min-hop, except
+/// that each switch sends a LID only towards the neighbour behind the
+/// first of its best ports in port order (its search order, where it has
+/// one), balancing over the parallel links to that neighbour. Under LMC
+/// a port's LIDs all take that neighbour, each LID balanced as a base
+/// (OpenSM tells the parallel links apart by the LIDs each took; ibkit
+/// does not follow that rule here).
+pub fn dor(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
+    let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; g.ports.len()];
+    minhop_with_dist(g, &mut lft, &Dist::of(g), &g.weights, |_| true, true);
+    lft
+}
+
+/// Keeps of `candidates` (ports of switch `s` on a best path) the ones
+/// that lead to the same neighbour as the first of them in `s`'s search
+/// order ([`PortChoice::order`], else ascending): [`dor`]'s rule.
+fn first_neighbour_only(g: &Graph, s: usize, candidates: &mut Vec<u8>) {
+    let order = g.choice.order.get(s).filter(|o| !o.is_empty());
+    let rank = |p: u8| {
+        order.map_or(usize::from(p), |o| {
+            o.iter()
+                .position(|&q| q == p)
+                .unwrap_or(o.len() + usize::from(p))
+        })
+    };
+    let to = |p: u8| match g.ports[s].get(usize::from(p)) {
+        Some(PortTo::Switch(m, _)) => Some(*m),
+        _ => None,
+    };
+    let Some(first) = candidates.iter().copied().min_by_key(|&p| rank(p)) else {
+        return;
+    };
+    let m = to(first);
+    candidates.retain(|&p| to(p) == m);
 }
 
 /// Fills `lft` with min-hop entries for the destinations `want` accepts
@@ -741,6 +778,18 @@ pub fn minhop_into(
     weights: &[Vec<u8>],
     want: impl Fn(&(u16, usize, u8)) -> bool,
 ) {
+    minhop_with_dist(g, lft, dist, weights, want, false);
+}
+
+/// [`minhop_into`], or with `dor` [`dor`]'s rule.
+fn minhop_with_dist(
+    g: &Graph,
+    lft: &mut [Vec<u8>],
+    dist: &Dist,
+    weights: &[Vec<u8>],
+    want: impl Fn(&(u16, usize, u8)) -> bool,
+    dor: bool,
+) {
     // One loop a distance kind, so the hot loop reads the matrix
     // directly.
     match dist {
@@ -753,31 +802,34 @@ pub fn minhop_into(
             },
             weights,
             want,
+            dor,
         ),
-        Dist::Weighted(to) => minhop_with(g, lft, |a, b| to[b][a], weights, want),
+        Dist::Weighted(to) => minhop_with(g, lft, |a, b| to[b][a], weights, want, dor),
     }
 }
 
 /// [`minhop_into`] with the distance from switch `a` to `b` as
-/// `dist(a, b)` (`u32::MAX`: unreachable).
+/// `dist(a, b)` (`u32::MAX`: unreachable); with `dor`, [`dor`]'s rule.
 fn minhop_with(
     g: &Graph,
     lft: &mut [Vec<u8>],
     dist: impl Fn(usize, usize) -> u32,
     weights: &[Vec<u8>],
     want: impl Fn(&(u16, usize, u8)) -> bool,
+    dor: bool,
 ) {
     // Destinations: every LID with the switch it hangs off and the port
     // there, in OpenSM's order.
     let (mut dests, offsets, level) = ordered_destinations(g);
     dests.retain(|d| want(d));
-    let plain = g.choice.is_plain();
+    let plain = g.choice.is_plain() && !dor;
     let mut picker = Picker::new(&g.choice);
     let mut candidates = Vec::new();
     // As OpenSM under `lmc_as_opensm`: the LIDs above the bases, which
     // come last, are routed apart ([`lmc_as_opensm`]), so this loop stays
     // as small as at LMC 0.
     let mut lmc = LmcChooser::new(g, &offsets);
+    lmc.on &= !dor;
     let split = if lmc.on {
         dests.partition_point(|d| offsets.get(usize::from(d.0)).is_none_or(|&k| k == 0))
     } else {
@@ -833,7 +885,10 @@ fn minhop_with(
                 } else {
                     candidates.clear();
                     best_ports(t, &mut candidates);
-                    let spread = (k > 0)
+                    if dor {
+                        first_neighbour_only(g, s, &mut candidates);
+                    }
+                    let spread = (k > 0 && !dor)
                         .then(|| {
                             let base = lft[s].get(usize::from(lid - k)).copied()?;
                             lmc_spread(&candidates, base, k, level[s])
