@@ -1390,8 +1390,11 @@ fn both_sms_route_min_hop_port_for_port() {
         &'static [&'static str],
     );
     let all: &[&str] = &["fat-tree-324", "random:24:7", "mport-ntree:4:3"];
+    // A 4 x 4 mesh cabled by dimension, where dor's order shows.
+    const MESH: &str = "file:../fabric/tests/data/mesh-4x4.topo";
+    let with_mesh: &[&str] = &["fat-tree-324", "random:24:7", "mport-ntree:4:3", MESH];
     let cases: &[Case] = &[
-        ("min-hop", all, &[], &[]),
+        ("min-hop", with_mesh, &[], &[]),
         (
             "updn",
             &["fat-tree-324", "mport-ntree:4:3"],
@@ -1448,7 +1451,7 @@ fn both_sms_route_min_hop_port_for_port() {
         ),
         // Dimension order: towards the neighbour behind the first best
         // port, in port order or in the search order.
-        ("dor", all, &["-R", "dor"], &["--routing", "dor"]),
+        ("dor", with_mesh, &["-R", "dor"], &["--routing", "dor"]),
         (
             "dor, search order reversed",
             &["random:24:7", "mport-ntree:4:3"],
@@ -1516,7 +1519,7 @@ fn both_sms_route_min_hop_port_for_port() {
             let topo = Topology::from_spec(spec).unwrap();
             let dir = std::env::temp_dir().join(format!(
                 "ibkit-minhop-{}-{}",
-                spec.replace(':', "-"),
+                spec.replace([':', '/', '.'], "-"),
                 std::process::id()
             ));
             let _ = std::fs::remove_dir_all(&dir);
