@@ -679,6 +679,32 @@ fn a_running_sm_reads_its_opensm_conf_again_on_sighup() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Runs `opensm -o` (`who` "OpenSM") or `ibkit sm --once` on `served`
+/// with its log in `log` and `extra` arguments; the log it leaves.
+fn run_logging(served: &Served, dir: &Path, log: &Path, who: &str, extra: &[&str]) -> String {
+    let l = log.to_str().unwrap();
+    let out = if who == "OpenSM" {
+        let cache = dir.join("opensm-cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        (served.client("opensm".as_ref()))
+            .env("OSM_CACHE_DIR", &cache)
+            .args(["-o", "-f", l])
+            .args(extra)
+            .output()
+            .unwrap()
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_ibkit"))
+            .args(["sm", "--once", "--log-file", l])
+            .args(extra)
+            .env("IBSIM_SOCKNAME", served.socket())
+            .env("RUST_LOG", "info")
+            .output()
+            .unwrap()
+    };
+    assert!(out.status.success(), "{who} {extra:?}");
+    std::fs::read_to_string(log).unwrap()
+}
+
 /// OpenSM's `accum_log_file` and `log_max_size` (`-e` and `-L`), for
 /// `ibkit sm --once` and `opensm -o` on the served fabric, each log file
 /// first holding 1.5 MiB of an old run's lines: by default both append
@@ -703,27 +729,7 @@ fn the_log_file_is_kept_or_emptied_as_opensms_options_say() {
     let old = "an old run's line\n".repeat(1536 * 1024 / 18);
     let run = |who: &str, extra: &[&str]| -> String {
         std::fs::write(&log, &old).unwrap();
-        let l = log.to_str().unwrap();
-        let out = if who == "OpenSM" {
-            let cache = dir.join("opensm-cache");
-            std::fs::create_dir_all(&cache).unwrap();
-            (served.client("opensm".as_ref()))
-                .env("OSM_CACHE_DIR", &cache)
-                .args(["-o", "-f", l])
-                .args(extra)
-                .output()
-                .unwrap()
-        } else {
-            Command::new(exe)
-                .args(["sm", "--once", "--log-file", l])
-                .args(extra)
-                .env("IBSIM_SOCKNAME", served.socket())
-                .env("RUST_LOG", "info")
-                .output()
-                .unwrap()
-        };
-        assert!(out.status.success(), "{who} {extra:?}");
-        let text = std::fs::read_to_string(&log).unwrap();
+        let text = run_logging(&served, &dir, &log, who, extra);
         let kept = text.contains("an old run's line");
         println!(
             "{who} {extra:?}: the old lines {}, the file {} bytes",
@@ -776,27 +782,7 @@ fn both_sms_write_the_log_prefix_before_every_message() {
     let log = dir.join("sm.log");
     let run = |who: &str, extra: &[&str]| -> Vec<String> {
         let _ = std::fs::remove_file(&log);
-        let l = log.to_str().unwrap();
-        let out = if who == "OpenSM" {
-            let cache = dir.join("opensm-cache");
-            std::fs::create_dir_all(&cache).unwrap();
-            (served.client("opensm".as_ref()))
-                .env("OSM_CACHE_DIR", &cache)
-                .args(["-o", "-f", l])
-                .args(extra)
-                .output()
-                .unwrap()
-        } else {
-            Command::new(exe)
-                .args(["sm", "--once", "--log-file", l])
-                .args(extra)
-                .env("IBSIM_SOCKNAME", served.socket())
-                .env("RUST_LOG", "info")
-                .output()
-                .unwrap()
-        };
-        assert!(out.status.success(), "{who} {extra:?}");
-        let text = std::fs::read_to_string(&log).unwrap();
+        let text = run_logging(&served, &dir, &log, who, extra);
         // Each line's message (a message of many lines: its first):
         // after OpenSM's "0xNN -> ", after ibkit's time and level.
         let lines: Vec<String> = (text.lines())
