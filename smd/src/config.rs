@@ -952,7 +952,7 @@ mod tests {
             "{e}"
         );
         for (text, why) in [
-            ("routing = \"dor\"\n", "minhop"),
+            ("routing = \"lash\"\n", "minhop"),
             ("part_enforce = \"Both\"\n", "both, in, out or off"),
             ("sm_key = -1\n", "negative"),
             ("sm_key = \"12\"\n", "0x"),
