@@ -179,6 +179,16 @@ impl CRandom {
     }
 }
 
+/// Where port `p` comes in a switch's search `order` (its named ports
+/// first, as named, then the rest ascending; none: ascending).
+fn search_rank(order: Option<&Vec<u8>>, p: u8) -> usize {
+    order.map_or(usize::from(p), |o| {
+        o.iter()
+            .position(|&q| q == p)
+            .unwrap_or(o.len() + usize::from(p))
+    })
+}
+
 /// Makes [`PortChoice`]'s picks, one routing long.
 pub(crate) struct Picker<'a> {
     choice: &'a PortChoice,
@@ -226,12 +236,7 @@ impl<'a> Picker<'a> {
         }
         self.ranked.clear();
         for &p in candidates {
-            let rank = order.map_or(usize::from(p), |o| {
-                o.iter()
-                    .position(|&q| q == p)
-                    .unwrap_or(o.len() + usize::from(p))
-            });
-            self.ranked.push((rank, p));
+            self.ranked.push((search_rank(order, p), p));
         }
         self.ranked.sort_unstable();
         let count = self.ranked.len();
@@ -749,18 +754,15 @@ pub fn dor(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
 /// order ([`PortChoice::order`], else ascending): [`dor`]'s rule.
 fn first_neighbour_only(g: &Graph, s: usize, candidates: &mut Vec<u8>) {
     let order = g.choice.order.get(s).filter(|o| !o.is_empty());
-    let rank = |p: u8| {
-        order.map_or(usize::from(p), |o| {
-            o.iter()
-                .position(|&q| q == p)
-                .unwrap_or(o.len() + usize::from(p))
-        })
-    };
     let to = |p: u8| match g.ports[s].get(usize::from(p)) {
         Some(PortTo::Switch(m, _)) => Some(*m),
         _ => None,
     };
-    let Some(first) = candidates.iter().copied().min_by_key(|&p| rank(p)) else {
+    let Some(first) = candidates
+        .iter()
+        .copied()
+        .min_by_key(|&p| search_rank(order, p))
+    else {
         return;
     };
     let m = to(first);
