@@ -1392,7 +1392,16 @@ fn both_sms_route_min_hop_port_for_port() {
     let all: &[&str] = &["fat-tree-324", "random:24:7", "mport-ntree:4:3"];
     // A 4 x 4 mesh cabled by dimension, where dor's order shows.
     const MESH: &str = "file:../fabric/tests/data/mesh-4x4.topo";
-    let with_mesh: &[&str] = &["fat-tree-324", "random:24:7", "mport-ntree:4:3", MESH];
+    // A 3 x 3 mesh with two cables between neighbours, where dor
+    // chooses between parallel links.
+    const MESH2: &str = "file:../fabric/tests/data/mesh-3x3-double.topo";
+    let with_mesh: &[&str] = &[
+        "fat-tree-324",
+        "random:24:7",
+        "mport-ntree:4:3",
+        MESH,
+        MESH2,
+    ];
     let cases: &[Case] = &[
         ("min-hop", with_mesh, &[], &[]),
         (
@@ -1454,7 +1463,7 @@ fn both_sms_route_min_hop_port_for_port() {
         ("dor", with_mesh, &["-R", "dor"], &["--routing", "dor"]),
         (
             "dor, search order reversed",
-            &["random:24:7", "mport-ntree:4:3"],
+            &["random:24:7", "mport-ntree:4:3", MESH2],
             &["-R", "dor", "-O", "FILE"],
             &["--routing", "dor", "--port-search-ordering-file", "FILE"],
         ),
@@ -1496,6 +1505,42 @@ fn both_sms_route_min_hop_port_for_port() {
                 "FILE",
             ],
         ),
+        // dor under LMC: no turn past the last LID's port, and among
+        // equally used parallel links, the one that carried fewer of the
+        // port's LIDs.
+        (
+            "dor, LMC 2",
+            &["random:24:7", MESH, MESH2],
+            &["-R", "dor", "-l", "2"],
+            &["--routing", "dor", "--lmc", "2", "--lmc-as-opensm"],
+        ),
+        (
+            "dor, LMC 2, search order reversed",
+            &[MESH2],
+            &["-R", "dor", "-l", "2", "-O", "FILE"],
+            &[
+                "--routing",
+                "dor",
+                "--lmc",
+                "2",
+                "--lmc-as-opensm",
+                "--port-search-ordering-file",
+                "FILE",
+            ],
+        ),
+        (
+            "dor, LMC 2, port shifting",
+            &[MESH2],
+            &["-R", "dor", "-l", "2", "--port-shifting"],
+            &[
+                "--routing",
+                "dor",
+                "--lmc",
+                "2",
+                "--lmc-as-opensm",
+                "--port-shifting",
+            ],
+        ),
         (
             "updn, LMC 2",
             &["fat-tree-324", "mport-ntree:4:3"],
@@ -1508,7 +1553,13 @@ fn both_sms_route_min_hop_port_for_port() {
     // about three minutes), the up*/down* ones skipped.
     let asked = std::env::var("IBKIT_PORT_FOR_PORT").ok();
     let asked: Option<Vec<&str>> = asked.as_deref().map(|v| v.split(',').collect());
+    // IBKIT_PORT_FOR_PORT_CASE=TEXT: only the cases whose name holds it
+    // (and plain min-hop, which the others are measured from).
+    let only = std::env::var("IBKIT_PORT_FOR_PORT_CASE").ok();
     for &(case, specs, osm_args, ibkit_args) in cases {
+        if case != "min-hop" && only.as_deref().is_some_and(|o| !case.contains(o)) {
+            continue;
+        }
         let specs = match &asked {
             Some(_) if case.starts_with("updn") || case == "ftree" => continue,
             Some(a) => a.as_slice(),

@@ -219,6 +219,7 @@ pub struct SmArgs {
     /// port's other LIDs do not reach yet), so the tables are OpenSM's.
     /// Without it each takes its base's port turned by a digit of its
     /// offset per level, which gives a pair of ports more distinct paths.
+    /// (`--routing dor` follows OpenSM's dor under LMC either way.)
     #[arg(long)]
     pub lmc_as_opensm: bool,
     /// Ports whose routes never count in their load (min-hop and

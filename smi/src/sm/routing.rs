@@ -107,6 +107,7 @@ pub struct PortChoice {
     /// their tables are OpenSM's. False (ibkit's default): each such LID
     /// takes its base's port turned by a digit of its offset per level
     /// ([`lmc_spread`]), which gives a pair of ports more distinct paths.
+    /// [`dor`] follows OpenSM's own rule under LMC either way.
     pub lmc_as_opensm: bool,
 }
 
@@ -740,9 +741,9 @@ pub fn minhop(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
 /// that each switch sends a LID only towards the neighbour behind the
 /// first of its best ports in port order (its search order, where it has
 /// one), balancing over the parallel links to that neighbour. Under LMC
-/// a port's LIDs all take that neighbour, each LID balanced as a base
-/// (OpenSM tells the parallel links apart by the LIDs each took; ibkit
-/// does not follow that rule here).
+/// a port's LIDs all take that neighbour, and among parallel links
+/// equally used the one that carried fewer of the port's LIDs so far
+/// (OpenSM's rule).
 pub fn dor(g: &Graph, max_lid: u16) -> Vec<Vec<u8>> {
     let mut lft = vec![vec![DROP_PORT; usize::from(max_lid) + 1]; g.ports.len()];
     minhop_with_dist(g, &mut lft, &Dist::of(g), &g.weights, |_| true, true);
@@ -767,6 +768,77 @@ fn first_neighbour_only(g: &Graph, s: usize, candidates: &mut Vec<u8>) {
     };
     let m = to(first);
     candidates.retain(|&p| to(p) == m);
+}
+
+/// What [`dor`] remembers at one switch under LMC, as OpenSM's `dor`:
+/// per destination port (by base LID), how many of its LIDs left by each
+/// port, so that the next LID of that port takes, among the equally used
+/// parallel links to the chosen neighbour, one that carried fewer of them.
+#[derive(Default)]
+struct DorLmc {
+    /// Per base LID: (port, LIDs of that destination sent out of it).
+    sent: Vec<Vec<(u8, u32)>>,
+    /// The base LIDs with an entry, to forget them at the next switch.
+    touched: Vec<u16>,
+}
+
+impl DorLmc {
+    /// Forgets the last switch's routes.
+    fn next_switch(&mut self) {
+        for &b in &self.touched {
+            if let Some(v) = self.sent.get_mut(usize::from(b)) {
+                v.clear();
+            }
+        }
+        self.touched.clear();
+    }
+
+    /// Notes that a LID of the port with base LID `base` leaves by `port`.
+    fn sent(&mut self, base: u16, port: u8) {
+        let b = usize::from(base);
+        if self.sent.len() <= b {
+            self.sent.resize_with(b + 1, Vec::new);
+        }
+        let v = &mut self.sent[b];
+        if v.is_empty() {
+            self.touched.push(base);
+        }
+        match v.iter_mut().find(|e| e.0 == port) {
+            Some(e) => e.1 += 1,
+            None => v.push((port, 1)),
+        }
+    }
+
+    /// The port of switch `s` for a LID above the base `base`, among
+    /// `candidates` (the parallel links to one neighbour), in the search
+    /// order: the first least used by `load`, unless an equally used one
+    /// after it carried fewer of the port's LIDs than any port seen so
+    /// far (OpenSM compares with the lowest such count met, not with the
+    /// chosen port's).
+    fn pick(&self, g: &Graph, s: usize, candidates: &[u8], load: &[u32], base: u16) -> Option<u8> {
+        let order = g.choice.order.get(s).filter(|o| !o.is_empty());
+        let sent = self.sent.get(usize::from(base));
+        let took = |p: u8| {
+            sent.and_then(|v| v.iter().find(|e| e.0 == p))
+                .map_or(0, |e| e.1)
+        };
+        let mut ranked: Vec<u8> = candidates.to_vec();
+        ranked.sort_unstable_by_key(|&p| search_rank(order, p));
+        let (mut best, mut least, mut least_took) = (None, u32::MAX, u32::MAX);
+        for p in ranked {
+            let count = load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
+            let t = took(p);
+            if count < least {
+                best = Some(p);
+                least = count;
+                least_took = least_took.min(t);
+            } else if count == least && t < least_took {
+                least_took = t;
+                best = Some(p);
+            }
+        }
+        best
+    }
 }
 
 /// Fills `lft` with min-hop entries for the destinations `want` accepts
@@ -832,6 +904,10 @@ fn minhop_with(
     // as small as at LMC 0.
     let mut lmc = LmcChooser::new(g, &offsets);
     lmc.on &= !dor;
+    // dor under LMC (OpenSM's `routing_for_lmc`); under port shifting
+    // OpenSM's dor takes the plain shifted choice.
+    let dor_lmc = dor && !offsets.is_empty();
+    let mut dor_sent = DorLmc::default();
     let split = if lmc.on {
         dests.partition_point(|d| offsets.get(usize::from(d.0)).is_none_or(|&k| k == 0))
     } else {
@@ -840,6 +916,7 @@ fn minhop_with(
     // In OpenSM's order, so that `scatter_ports` draws as it does.
     for s in opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
+        dor_sent.next_switch();
         // The ports of `s` on a best path to switch `t`, into `v`.
         let best_ports = |t: usize, v: &mut Vec<u8>| {
             let want = dist(s, t);
@@ -896,7 +973,12 @@ fn minhop_with(
                             lmc_spread(&candidates, base, k, level[s])
                         })
                         .flatten();
-                    match spread.or_else(|| picker.pick(s, &candidates, &load, lid, k)) {
+                    let pick = if dor_lmc && k > 0 && !g.choice.shifting {
+                        dor_sent.pick(g, s, &candidates, &load, lid - k)
+                    } else {
+                        spread.or_else(|| picker.pick(s, &candidates, &load, lid, k))
+                    };
+                    match pick {
                         Some(p) => p,
                         None => continue,
                     }
@@ -911,6 +993,10 @@ fn minhop_with(
                     (load.get_mut(usize::from(port))).filter(|_| g.choice.counts(s, tport, port))
                 {
                     *l += 1;
+                    if dor_lmc && s != t {
+                        let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
+                        dor_sent.sent(lid - k, port);
+                    }
                 }
             }
         }
@@ -1186,6 +1272,29 @@ mod tests {
         // two hops out, where only offsets of 3^2 and more turn.
         g.choice.lmc_as_opensm = false;
         assert_eq!(minhop(&g, 11)[0][8..=11], [1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn dor_sends_a_ports_next_lid_down_the_parallel_link_it_used_less() {
+        use PortTo::{Ca, None as No, Switch as Sw};
+        // Two cables between switches 0 and 1 (ports 1 and 2 of each);
+        // switch 1's CAs hold LIDs 8-9 and 10-11 (LMC 1).
+        let g = Graph {
+            ports: vec![
+                vec![No, Sw(1, 1), Sw(1, 2)],
+                vec![No, Sw(0, 1), Sw(0, 2), Ca(8, 2), Ca(10, 2)],
+            ],
+            lid: vec![1, 2],
+            ..Graph::default()
+        };
+        // The bases take ports 1 and 2. LID 9 finds both used once and
+        // takes port 2, which carried none of its port's LIDs; LID 11 then
+        // finds port 1 the less used.
+        assert_eq!(dor(&g, 11)[0][8..=11], [1, 2, 2, 1]);
+        // In the search order 2 before 1, the same rule from port 2.
+        let mut g = g;
+        g.choice.order = vec![vec![0, 2, 1], Vec::new()];
+        assert_eq!(dor(&g, 11)[0][8..=11], [2, 1, 1, 2]);
     }
 
     #[test]
