@@ -386,7 +386,12 @@ fn the_capture_holds_every_smp_on_every_cable() {
 
 #[test]
 fn the_discovered_topology_is_the_cabled_one() {
-    for spec in ["random:12:3", "fat-tree-324", "mixed-rates"] {
+    for spec in [
+        "random:12:3",
+        "fat-tree-324",
+        "mixed-rates",
+        "file:tests/data/chassis.topo",
+    ] {
         let (f, sm) = bring_up(spec, SimConfig::default(), SmConfig::default());
         let found = Topology::from_discovered(&sm);
         // Every cable with its rate, read from the ports' PortInfo.
@@ -400,10 +405,10 @@ fn the_discovered_topology_is_the_cabled_one() {
                 }
             }
             links.sort();
-            let mut nodes: Vec<(u64, u8, String)> = t
+            let mut nodes: Vec<(u64, u8, String, u64)> = t
                 .nodes
                 .iter()
-                .map(|n| (n.guid, n.ports, n.name.clone()))
+                .map(|n| (n.guid, n.ports, n.name.clone(), n.system_image_guid()))
                 .collect();
             nodes.sort();
             (nodes, links)

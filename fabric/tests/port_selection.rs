@@ -427,3 +427,83 @@ proptest::proptest! {
         lmc_on_a_random_fabric(switches, seed, lmc, routing, sel, reversed)?;
     }
 }
+
+/// Under `lmc_as_opensm`, at each leaf of `tests/data/chassis.topo`
+/// (spines 0 and 1 one chassis, 2 and 3 another, on leaf ports 5-8) the
+/// second LID of every host on another leaf leaves for the other chassis
+/// than its base: OpenSM's "other system first". Read from the
+/// SystemImageGUIDs the switches report: the same file with every spine a
+/// system of its own sends some second LIDs into the base's chassis.
+#[test]
+fn under_lmc_a_ports_second_lid_leaves_for_another_chassis() {
+    let spec = "file:tests/data/chassis.topo";
+    let text = std::fs::read_to_string("tests/data/chassis.topo").unwrap();
+    let flat: String = (text.lines())
+        .filter(|l| !l.starts_with("sysimgguid="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let flat_file = std::env::temp_dir().join(format!("ibkit-flat-{}.topo", std::process::id()));
+    std::fs::write(&flat_file, flat).unwrap();
+    let flat_spec = format!("file:{}", flat_file.display());
+    // (leaf, remote host's base LID, port of the base, port of base + 1)
+    let pairs = |spec: &str| {
+        let cfg = SmConfig {
+            lmc: 2,
+            port_selection: PortSelection {
+                lmc_as_opensm: true,
+                ..PortSelection::default()
+            },
+            ..SmConfig::default()
+        };
+        let (f, sm, up) = bring_up(spec, SimConfig::default(), cfg).unwrap();
+        assert!(up, "{spec}: {:?}", sm.error());
+        assert!(f.verify().ok(), "{spec}: {}", f.verify());
+        let g = sm.routing_graph();
+        let systems: std::collections::BTreeSet<u64> = (sm.graph_switches().iter())
+            .map(|&i| sm.nodes()[i].info.system_image_guid.0)
+            .collect();
+        let t: Vec<&[u8]> = sm.lfts().map(|(_, t)| t).collect();
+        let mut out = Vec::new();
+        for (s, ports) in g.ports.iter().enumerate() {
+            if !ports
+                .iter()
+                .any(|p| matches!(p, smi::sm::routing::PortTo::Ca(..)))
+            {
+                continue;
+            }
+            for (other, theirs) in g.ports.iter().enumerate() {
+                for p in theirs {
+                    if let smi::sm::routing::PortTo::Ca(base, _) = *p {
+                        if other != s {
+                            let b = usize::from(base);
+                            out.push((s, base, t[s][b], t[s][b + 1]));
+                        }
+                    }
+                }
+            }
+        }
+        (systems.len(), out)
+    };
+    let chassis = |port: u8| (port - 5) / 2;
+    let (systems, routes) = pairs(spec);
+    // Two spine chassis and four leaves of their own.
+    assert_eq!(systems, 6);
+    assert_eq!(routes.len(), 4 * 9);
+    for &(s, base, p0, p1) in &routes {
+        assert!((5..=8).contains(&p0) && (5..=8).contains(&p1));
+        assert_ne!(
+            chassis(p0),
+            chassis(p1),
+            "leaf {s}: LIDs {base} and {} both to chassis {}",
+            base + 1,
+            chassis(p0)
+        );
+    }
+    let (systems, routes) = pairs(&flat_spec);
+    let _ = std::fs::remove_file(&flat_file);
+    assert_eq!(systems, 8);
+    let same = (routes.iter())
+        .filter(|&&(_, _, p0, p1)| chassis(p0) == chassis(p1))
+        .count();
+    assert!(same > 0, "without chassis no second LID kept its base's");
+}

@@ -1,6 +1,6 @@
 //! Arbitrary text as an ibnetdiscover / ibsim topology file: parsed, and
 //! what parses is written out, parsed back to the same shape (cable
-//! rates included), and handed
+//! rates and system GUIDs included), and handed
 //! to the simulator, which builds it or refuses it with a reason.
 #![no_main]
 
@@ -25,6 +25,10 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_eq!(esp0(&again), esp0(&t), "enhanced ports 0 written as read");
     assert_eq!(again.rates, t.rates, "cable rates written as read");
+    let systems = |t: &fabric::topology::Topology| -> Vec<u64> {
+        t.nodes.iter().map(|n| n.system_image_guid()).collect()
+    };
+    assert_eq!(systems(&again), systems(&t), "system GUIDs written as read");
     if t.nodes.len() <= 64 {
         let _ = Fabric::new(t, SimConfig::default());
     }

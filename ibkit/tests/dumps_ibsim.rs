@@ -1395,6 +1395,9 @@ fn both_sms_route_min_hop_port_for_port() {
     // A 3 x 3 mesh with two cables between neighbours, where dor
     // chooses between parallel links.
     const MESH2: &str = "file:../fabric/tests/data/mesh-3x3-double.topo";
+    // Spines two to a chassis (one SystemImageGUID), where OpenSM's LMC
+    // rule sends a port's LIDs to other systems first.
+    const CHASSIS: &str = "file:../fabric/tests/data/chassis.topo";
     let with_mesh: &[&str] = &[
         "fat-tree-324",
         "random:24:7",
@@ -1483,7 +1486,7 @@ fn both_sms_route_min_hop_port_for_port() {
         // go to other systems first, from the port after the last LID's.
         (
             "min-hop, LMC 2",
-            all,
+            &["fat-tree-324", "random:24:7", "mport-ntree:4:3", CHASSIS],
             &["-l", "2"],
             &["--lmc", "2", "--lmc-as-opensm"],
         ),
@@ -1543,7 +1546,7 @@ fn both_sms_route_min_hop_port_for_port() {
         ),
         (
             "updn, LMC 2",
-            &["fat-tree-324", "mport-ntree:4:3"],
+            &["fat-tree-324", "mport-ntree:4:3", CHASSIS],
             &["-R", "updn", "-l", "2"],
             &["--routing", "updn", "--lmc", "2", "--lmc-as-opensm"],
         ),

@@ -32,6 +32,7 @@ impl SimNode {
             NodeType::Switch => {
                 let mut spec = NodeSpec::switch(guid, ports, name);
                 spec.enhanced_port0 = n.enhanced_port0;
+                spec.system_image_guid = mad_core::Guid(n.system_image_guid());
                 SimNode::Switch(Box::new(SwitchSma::new(&spec)))
             }
             _ if vfs > 0
@@ -43,6 +44,7 @@ impl SimNode {
             _ => {
                 let mut spec = NodeSpec::ca(guid, ports, name);
                 spec.is_sm = is_sm;
+                spec.system_image_guid = mad_core::Guid(n.system_image_guid());
                 SimNode::Ca(Box::new(CaSma::new(&spec)))
             }
         }

@@ -28,6 +28,18 @@ pub struct Node {
     /// give it a range of LIDs): ibnetdiscover's and ibsim's
     /// `enhanced port 0` after the switch's name.
     pub enhanced_port0: bool,
+    /// SystemImageGUID, where it is not the node GUID: the chassis the
+    /// node is part of (ibnetdiscover's and ibsim's `sysimgguid=` line
+    /// before the node).
+    pub sys_guid: Option<u64>,
+}
+
+impl Node {
+    /// The SystemImageGUID the node reports: [`Node::sys_guid`], else
+    /// its own GUID.
+    pub fn system_image_guid(&self) -> u64 {
+        self.sys_guid.unwrap_or(self.guid)
+    }
 }
 
 /// A port of a node: (node index, port number).
@@ -199,6 +211,7 @@ impl Topology {
             name,
             level,
             enhanced_port0: false,
+            sys_guid: None,
         });
         self.peer.push(vec![None; usize::from(ports) + 1]);
         self.nodes.len() - 1
@@ -316,13 +329,15 @@ impl Topology {
                 let tag = if n.is_switch() { "S" } else { "H" };
                 format!("{tag}-{:016x}", n.info.node_guid.0)
             };
-            t.add_node(
+            let k = t.add_node(
                 n.info.node_type,
                 n.info.num_ports,
                 n.info.node_guid.0,
                 name,
                 None,
             );
+            let sys = n.info.system_image_guid.0;
+            t.nodes[k].sys_guid = (sys != n.info.node_guid.0 && sys != 0).then_some(sys);
         }
         for (i, n) in nodes.iter().enumerate() {
             for (p, port) in n.ports.iter().enumerate().skip(1) {

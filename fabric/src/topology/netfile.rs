@@ -22,7 +22,7 @@ pub fn to_ibnetdiscover(t: &Topology) -> String {
     for (i, n) in t.nodes.iter().enumerate() {
         let _ = writeln!(s);
         let _ = writeln!(s, "vendid=0x2c9");
-        let _ = writeln!(s, "sysimgguid={:#018x}", n.guid);
+        let _ = writeln!(s, "sysimgguid={:#018x}", n.system_image_guid());
         match n.kind {
             NodeType::Switch => {
                 let _ = writeln!(s, "switchguid={:#018x}({:x})", n.guid, n.guid);
@@ -128,6 +128,8 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     let mut t = Topology::default();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut pending_guid: Option<u64> = None;
+    // A `sysimgguid=` line's, for the next node (as ibsim reads it).
+    let mut pending_sys: Option<u64> = None;
     let mut guids: HashMap<u64, String> = HashMap::new();
     let mut current: Option<usize> = None;
     // The ports whose own line said a rate.
@@ -153,12 +155,16 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
             if !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.is_empty() {
                 return Err(err(format!("cannot understand \"{}\"", shown(l))));
             }
-            if matches!(k, "switchguid" | "caguid" | "guid") {
+            if matches!(k, "switchguid" | "caguid" | "guid" | "sysimgguid") {
                 let g = hex_guid(v).ok_or_else(|| err(format!("bad GUID \"{}\"", shown(v))))?;
                 if g == 0 || g == u64::MAX {
                     return Err(err(format!("GUID {g:#x} is reserved (IBA 4.1.1)")));
                 }
-                pending_guid = Some(g);
+                if k == "sysimgguid" {
+                    pending_sys = Some(g);
+                } else {
+                    pending_guid = Some(g);
+                }
             }
             continue;
         }
@@ -195,6 +201,7 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                 )));
             }
             let n = t.add_node(kind, ports, guid, name.to_string(), None);
+            t.nodes[n].sys_guid = pending_sys.take().filter(|&g| g != guid);
             // ibsim and ibnetdiscover say so in the comment, after the
             // quoted description.
             let comment = &raw[uncommented(raw).len()..];

@@ -165,6 +165,15 @@ Ca	2 "H-0002c9030001e8b0"		# "node02 HCA-1"
     assert_eq!(t.nodes[1].guid, 0x2c9030001e8a0);
     assert_eq!(t.peer_of(0, 2), Some((2, 1)));
     assert!(!t.nodes[0].enhanced_port0);
+    // A sysimgguid line names the next node's system: the switch's is its
+    // own GUID, node01's HCA is in system ...e8a3, node02's names none.
+    assert_eq!(t.nodes[0].sys_guid, None);
+    assert_eq!(t.nodes[1].sys_guid, Some(0x2c9030001e8a3));
+    assert_eq!(t.nodes[1].system_image_guid(), 0x2c9030001e8a3);
+    assert_eq!(t.nodes[2].system_image_guid(), t.nodes[2].guid);
+    assert_eq!(netfile::parse(&to_ibnetdiscover(&t)).unwrap(), t);
+    let zero = text.replace("sysimgguid=0x2c9030001e8a3", "sysimgguid=0x0");
+    assert!(netfile::parse(&zero).is_err());
     // ibsim's and ibnetdiscover's "enhanced port 0" after the quoted
     // description, not inside it; written back as read.
     let esp0 = text.replace("base port 0 lid 3", "enhanced port 0 lid 3");
