@@ -291,9 +291,7 @@ pub(crate) struct LmcChooser {
     pub(crate) on: bool,
     /// Per base LID: the switches (graph indexes) its LIDs went to from
     /// the switch being filled, each with how many.
-    sent: Vec<Vec<(usize, u32)>>,
-    /// The base LIDs with something in `sent`, cleared at each switch.
-    touched: Vec<u16>,
+    sent: PerBase<usize>,
     /// The switch's ports in the order they are tried (its search
     /// order, then the rest ascending; port 0 first, never taken), set
     /// by [`LmcChooser::next_switch`].
@@ -314,8 +312,7 @@ impl LmcChooser {
     pub(crate) fn new(g: &Graph, offsets: &[u16]) -> Self {
         LmcChooser {
             on: g.choice.lmc_as_opensm && !offsets.is_empty(),
-            sent: Vec::new(),
-            touched: Vec::new(),
+            sent: PerBase::default(),
             order: Vec::new(),
             mask: [0; 4],
             systems: (0..g.ports.len()).map(|m| Self::system(g, m)).collect(),
@@ -326,12 +323,7 @@ impl LmcChooser {
     /// Starts switch `s`'s table: what the last one sent is forgotten,
     /// and `s`'s ports are put in the order they are tried.
     pub(crate) fn next_switch(&mut self, g: &Graph, s: usize) {
-        for &b in &self.touched {
-            if let Some(v) = self.sent.get_mut(usize::from(b)) {
-                v.clear();
-            }
-        }
-        self.touched.clear();
+        self.sent.clear();
         let n = g.ports.get(s).map_or(0, Vec::len);
         self.order.clear();
         if n == 0 {
@@ -392,8 +384,7 @@ impl LmcChooser {
         for &p in candidates {
             self.mask[usize::from(p >> 6)] |= 1 << (p & 63);
         }
-        let none = Vec::new();
-        let sent = self.sent.get(usize::from(base)).unwrap_or(&none);
+        let sent = self.sent.of(base);
         let (mut least, mut least_new_sys, mut least_new_node) = (u32::MAX, u32::MAX, u32::MAX);
         let mut least_sent = u32::MAX;
         let (mut best, mut best_new_sys, mut best_new_node) = (0u8, 0u8, 0u8);
@@ -500,18 +491,53 @@ impl LmcChooser {
         let Some(PortTo::Switch(m, _)) = g.ports[s].get(usize::from(port)).copied() else {
             return;
         };
-        let b = usize::from(base);
-        if self.sent.len() <= b {
-            self.sent.resize_with(b + 1, Vec::new);
+        self.sent.add(base, m);
+    }
+}
+
+/// What the LMC rules remember at one switch: per base LID (a
+/// destination port), how many of its LIDs went each way (`K`: the
+/// neighbour switch, or the port).
+#[derive(Default)]
+struct PerBase<K> {
+    /// Per base LID: (way, LIDs of that port sent that way).
+    counts: Vec<Vec<(K, u32)>>,
+    /// The base LIDs with an entry, to forget them at the next switch.
+    touched: Vec<u16>,
+}
+
+impl<K: Copy + PartialEq> PerBase<K> {
+    /// Forgets everything (the next switch starts).
+    fn clear(&mut self) {
+        for &b in &self.touched {
+            if let Some(v) = self.counts.get_mut(usize::from(b)) {
+                v.clear();
+            }
         }
-        let v = &mut self.sent[b];
+        self.touched.clear();
+    }
+
+    /// Counts one more LID of the port with base LID `base` sent `way`.
+    fn add(&mut self, base: u16, way: K) {
+        let b = usize::from(base);
+        if self.counts.len() <= b {
+            self.counts.resize_with(b + 1, Vec::new);
+        }
+        let v = &mut self.counts[b];
         if v.is_empty() {
             self.touched.push(base);
         }
-        match v.iter_mut().find(|e| e.0 == m) {
+        match v.iter_mut().find(|e| e.0 == way) {
             Some(e) => e.1 += 1,
-            None => v.push((m, 1)),
+            None => v.push((way, 1)),
         }
+    }
+
+    /// The ways the LIDs of the port with base LID `base` went, counted.
+    fn of(&self, base: u16) -> &[(K, u32)] {
+        self.counts
+            .get(usize::from(base))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
@@ -777,38 +803,10 @@ fn first_neighbour_only(g: &Graph, s: usize, candidates: &mut Vec<u8>) {
 #[derive(Default)]
 struct DorLmc {
     /// Per base LID: (port, LIDs of that destination sent out of it).
-    sent: Vec<Vec<(u8, u32)>>,
-    /// The base LIDs with an entry, to forget them at the next switch.
-    touched: Vec<u16>,
+    sent: PerBase<u8>,
 }
 
 impl DorLmc {
-    /// Forgets the last switch's routes.
-    fn next_switch(&mut self) {
-        for &b in &self.touched {
-            if let Some(v) = self.sent.get_mut(usize::from(b)) {
-                v.clear();
-            }
-        }
-        self.touched.clear();
-    }
-
-    /// Notes that a LID of the port with base LID `base` leaves by `port`.
-    fn sent(&mut self, base: u16, port: u8) {
-        let b = usize::from(base);
-        if self.sent.len() <= b {
-            self.sent.resize_with(b + 1, Vec::new);
-        }
-        let v = &mut self.sent[b];
-        if v.is_empty() {
-            self.touched.push(base);
-        }
-        match v.iter_mut().find(|e| e.0 == port) {
-            Some(e) => e.1 += 1,
-            None => v.push((port, 1)),
-        }
-    }
-
     /// The port of switch `s` for a LID above the base `base`, among
     /// `candidates` (the parallel links to one neighbour), in the search
     /// order: the first least used by `load`, unless an equally used one
@@ -817,11 +815,8 @@ impl DorLmc {
     /// chosen port's).
     fn pick(&self, g: &Graph, s: usize, candidates: &[u8], load: &[u32], base: u16) -> Option<u8> {
         let order = g.choice.order.get(s).filter(|o| !o.is_empty());
-        let sent = self.sent.get(usize::from(base));
-        let took = |p: u8| {
-            sent.and_then(|v| v.iter().find(|e| e.0 == p))
-                .map_or(0, |e| e.1)
-        };
+        let sent = self.sent.of(base);
+        let took = |p: u8| sent.iter().find(|e| e.0 == p).map_or(0, |e| e.1);
         let mut ranked: Vec<u8> = candidates.to_vec();
         ranked.sort_unstable_by_key(|&p| search_rank(order, p));
         let (mut best, mut least, mut least_took) = (None, u32::MAX, u32::MAX);
@@ -916,7 +911,7 @@ fn minhop_with(
     // In OpenSM's order, so that `scatter_ports` draws as it does.
     for s in opensm_switch_order(g) {
         let mut load = vec![0u32; g.ports[s].len()];
-        dor_sent.next_switch();
+        dor_sent.sent.clear();
         // The ports of `s` on a best path to switch `t`, into `v`.
         let best_ports = |t: usize, v: &mut Vec<u8>| {
             let want = dist(s, t);
@@ -995,7 +990,7 @@ fn minhop_with(
                     *l += 1;
                     if dor_lmc && s != t {
                         let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
-                        dor_sent.sent(lid - k, port);
+                        dor_sent.sent.add(lid - k, port);
                     }
                 }
             }
