@@ -1,9 +1,9 @@
 //! Route computation alone, engine by engine, on a fabric brought up in
 //! the simulator: the tables every switch gets (`Sm::compute_routes` on
 //! the SM's own switch graph), what bring-up spends between discovery
-//! and distribution. fat-tree-324 and fat-tree-5832 at LMC 0, and
-//! fat-tree-324 at LMC 2 with ibkit's spread and with OpenSM's rule
-//! (`--lmc-as-opensm`). `cargo bench -p fabric --bench routing`
+//! and distribution. fat-tree-324 and fat-tree-5832 at LMC 0 (min-hop,
+//! up*/down*, fat-tree, dimension order), and fat-tree-324 at LMC 2 with
+//! ibkit's spread (and dor) and with OpenSM's rule (`--lmc-as-opensm`). `cargo bench -p fabric --bench routing`
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use fabric::sim::{bring_up, SimConfig};
@@ -48,7 +48,7 @@ fn engines(c: &mut Criterion, name: &str, sm: &Sm, which: &[Engine], samples: us
 }
 
 fn lmc0(c: &mut Criterion) {
-    let all = [Engine::MinHop, Engine::UpDown, Engine::FatTree];
+    let all = [Engine::MinHop, Engine::UpDown, Engine::FatTree, Engine::Dor];
     engines(
         c,
         "routes fat-tree-324",
@@ -68,7 +68,15 @@ fn lmc0(c: &mut Criterion) {
 fn lmc2(c: &mut Criterion) {
     let both = [Engine::MinHop, Engine::UpDown];
     let spread = up("fat-tree-324", 2, false);
-    engines(c, "routes fat-tree-324 LMC 2, spread", &spread, &both, 30);
+    // dor follows OpenSM's own LMC rule under either setting.
+    let with_dor = [Engine::MinHop, Engine::UpDown, Engine::Dor];
+    engines(
+        c,
+        "routes fat-tree-324 LMC 2, spread",
+        &spread,
+        &with_dor,
+        30,
+    );
     let as_opensm = up("fat-tree-324", 2, true);
     engines(
         c,

@@ -812,15 +812,23 @@ impl DorLmc {
     /// order: the first least used by `load`, unless an equally used one
     /// after it carried fewer of the port's LIDs than any port seen so
     /// far (OpenSM compares with the lowest such count met, not with the
-    /// chosen port's).
-    fn pick(&self, g: &Graph, s: usize, candidates: &[u8], load: &[u32], base: u16) -> Option<u8> {
-        let order = g.choice.order.get(s).filter(|o| !o.is_empty());
+    /// chosen port's). `candidates` come in ascending order, and are put
+    /// in the search order where `s` has one.
+    fn pick(
+        &self,
+        g: &Graph,
+        s: usize,
+        candidates: &mut [u8],
+        load: &[u32],
+        base: u16,
+    ) -> Option<u8> {
+        if let Some(order) = g.choice.order.get(s).filter(|o| !o.is_empty()) {
+            candidates.sort_unstable_by_key(|&p| search_rank(Some(order), p));
+        }
         let sent = self.sent.of(base);
         let took = |p: u8| sent.iter().find(|e| e.0 == p).map_or(0, |e| e.1);
-        let mut ranked: Vec<u8> = candidates.to_vec();
-        ranked.sort_unstable_by_key(|&p| search_rank(order, p));
         let (mut best, mut least, mut least_took) = (None, u32::MAX, u32::MAX);
-        for p in ranked {
+        for &p in candidates.iter() {
             let count = load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
             let t = took(p);
             if count < least {
@@ -891,7 +899,9 @@ fn minhop_with(
     // there, in OpenSM's order.
     let (mut dests, offsets, level) = ordered_destinations(g);
     dests.retain(|d| want(d));
-    let plain = g.choice.is_plain() && !dor;
+    // The plain choice (no search order, shifting or scatter): made
+    // inline below, for min-hop and for dor alike.
+    let plain = g.choice.is_plain();
     let mut picker = Picker::new(&g.choice);
     let mut candidates = Vec::new();
     // As OpenSM under `lmc_as_opensm`: the LIDs above the bases, which
@@ -943,12 +953,19 @@ fn minhop_with(
                 };
                 let k = offsets.get(usize::from(lid)).copied().unwrap_or(0);
                 if plain && k == 0 {
-                    // The plain choice, inline: the first least used.
+                    // The plain choice, inline: the first least used (with
+                    // dor, of the ports to the neighbour behind the first
+                    // best port).
                     let mut best: Option<usize> = None;
+                    let mut first_to: Option<usize> = None;
                     for (p, to) in g.ports[s].iter().enumerate() {
                         if let PortTo::Switch(m, _) = *to {
+                            if dor && first_to.is_some_and(|f| f != m) {
+                                continue;
+                            }
                             if best.is_none_or(|b| load[p] < load[b]) && best_via(p, m) {
                                 best = Some(p);
+                                first_to = Some(m);
                             }
                         }
                     }
@@ -969,7 +986,7 @@ fn minhop_with(
                         })
                         .flatten();
                     let pick = if dor_lmc && k > 0 && !g.choice.shifting {
-                        dor_sent.pick(g, s, &candidates, &load, lid - k)
+                        dor_sent.pick(g, s, &mut candidates, &load, lid - k)
                     } else {
                         spread.or_else(|| picker.pick(s, &candidates, &load, lid, k))
                     };
