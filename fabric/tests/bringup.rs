@@ -366,6 +366,29 @@ fn on_a_mesh_dimension_order_is_deadlock_free_where_min_hop_is_not() {
 }
 
 #[test]
+fn dimension_order_frees_a_mesh_of_deadlock_and_not_a_torus() {
+    // The generated 6 x 5 mesh, two hosts a switch: dor's routes close no
+    // dependency cycle, min-hop's do. On the torus of that size the rings
+    // close one under either engine: a torus needs virtual lanes (OpenSM's
+    // torus-2QoS), which dimension order alone does not give.
+    let up = |spec: &str, routing| {
+        let cfg = SmConfig {
+            routing,
+            ..SmConfig::default()
+        };
+        let (f, sm) = bring_up(spec, SimConfig::default(), cfg);
+        let v = f.verify();
+        assert!(v.ok(), "{spec} {routing:?}: {v}");
+        assert_eq!(v.lids as usize, 30 + 60, "{spec}: every LID walked to");
+        sm.deadlock_free()
+    };
+    assert!(up("mesh:6:5:2", smi::sm::Engine::Dor));
+    assert!(!up("mesh:6:5:2", smi::sm::Engine::MinHop));
+    assert!(!up("torus:6:5:2", smi::sm::Engine::Dor));
+    assert!(!up("torus:6:5:2", smi::sm::Engine::MinHop));
+}
+
+#[test]
 fn the_capture_holds_every_smp_on_every_cable() {
     let t = Topology::from_spec("mport-ntree:4:2").unwrap();
     let mut f = Fabric::new(t, SimConfig::default()).unwrap();

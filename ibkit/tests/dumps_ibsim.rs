@@ -1405,8 +1405,20 @@ fn both_sms_route_min_hop_port_for_port() {
         MESH,
         MESH2,
     ];
+    // Meshes and tori cabled by dimension, as ibkit generates them (a
+    // torus two switches wide has two cables between neighbours).
+    let with_generated: &[&str] = &[
+        "fat-tree-324",
+        "random:24:7",
+        "mport-ntree:4:3",
+        MESH,
+        MESH2,
+        "mesh:5:3:2",
+        "torus:4:4",
+        "torus:2:3:2",
+    ];
     let cases: &[Case] = &[
-        ("min-hop", with_mesh, &[], &[]),
+        ("min-hop", with_generated, &[], &[]),
         (
             "updn",
             &["fat-tree-324", "mport-ntree:4:3"],
@@ -1465,6 +1477,12 @@ fn both_sms_route_min_hop_port_for_port() {
         // port, in port order or in the search order.
         ("dor", with_mesh, &["-R", "dor"], &["--routing", "dor"]),
         (
+            "dor, generated",
+            &with_generated[with_mesh.len()..],
+            &["-R", "dor"],
+            &["--routing", "dor"],
+        ),
+        (
             "dor, search order reversed",
             &["random:24:7", "mport-ntree:4:3", MESH2],
             &["-R", "dor", "-O", "FILE"],
@@ -1513,7 +1531,7 @@ fn both_sms_route_min_hop_port_for_port() {
         // port's LIDs.
         (
             "dor, LMC 2",
-            &["random:24:7", MESH, MESH2],
+            &["random:24:7", MESH, MESH2, "torus:2:3:2"],
             &["-R", "dor", "-l", "2"],
             &["--routing", "dor", "--lmc", "2", "--lmc-as-opensm"],
         ),

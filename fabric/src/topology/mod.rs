@@ -2,6 +2,7 @@
 //! between their ports, with the builders named by a topology spec.
 
 mod fat_tree;
+mod mesh;
 mod netfile;
 mod random;
 mod rates;
@@ -182,7 +183,7 @@ impl fmt::Display for TopologyError {
         match self {
             TopologyError::UnknownSpec(s) => write!(
                 f,
-                "unknown topology {s:?} (try mport-ntree:M:N, fat-tree-324, fat-tree-648, fat-tree-5832, fat-tree-11664, random:SWITCHES:SEED, mixed-rates, file:PATH)"
+                "unknown topology {s:?} (try mport-ntree:M:N, fat-tree-324, fat-tree-648, fat-tree-5832, fat-tree-11664, random:SWITCHES:SEED, mesh:X:Y(:HOSTS), torus:X:Y(:HOSTS), mixed-rates, file:PATH)"
             ),
             TopologyError::BadParameter(s) => write!(f, "bad topology parameter: {s}"),
             TopologyError::Parse { line, what } => write!(f, "topology file line {line}: {what}"),
@@ -375,8 +376,10 @@ impl Topology {
 
     /// Builds the topology a spec names: `mport-ntree:M:N`, `fat-tree-324`,
     /// `fat-tree-648`, `fat-tree-5832`, `fat-tree-11664`,
-    /// `random:SWITCHES:SEED`, `mixed-rates` (cables from 1x SDR to 12x
-    /// HDR), or `file:PATH` (ibnetdiscover / ibsim format).
+    /// `random:SWITCHES:SEED`, `mesh:X:Y[:HOSTS]` and `torus:X:Y[:HOSTS]`
+    /// (cabled by dimension, one host a switch unless told), `mixed-rates`
+    /// (cables from 1x SDR to 12x HDR), or `file:PATH` (ibnetdiscover /
+    /// ibsim format).
     pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
         let num = |s: &str, what: &str| {
             s.parse::<u64>()
@@ -392,6 +395,15 @@ impl Topology {
             ["fat-tree-5832"] => fat_tree::kary_ntree(18, 3, 36),
             ["fat-tree-11664"] => fat_tree::mport_ntree(36, 3),
             ["random", s, seed] => random::random(num(s, "SWITCHES")? as usize, num(seed, "SEED")?),
+            [kind @ ("mesh" | "torus"), x, y, rest @ ..] if rest.len() <= 1 => {
+                let hosts = match rest {
+                    [h] => num(h, "HOSTS")?,
+                    _ => 1,
+                };
+                let (x, y) = (num(x, "X")?, num(y, "Y")?);
+                let side = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+                mesh::grid(side(x), side(y), side(hosts), *kind == "torus")
+            }
             ["mixed-rates"] => rates::mixed_rates(),
             ["file", ..] => {
                 let path = &spec["file:".len()..];

@@ -338,3 +338,39 @@ fn a_cables_rate_is_what_its_two_ends_train_to() {
         }
     }
 }
+
+#[test]
+fn meshes_and_tori_are_cabled_by_dimension() {
+    let m = Topology::from_spec("mesh:4:3:2").unwrap();
+    assert_eq!(
+        (m.switches(), m.cas(), m.links()),
+        (12, 24, 3 * 3 + 4 * 2 + 24)
+    );
+    let t = Topology::from_spec("torus:4:3").unwrap();
+    assert_eq!((t.switches(), t.cas(), t.links()), (12, 12, 12 * 2 + 12));
+    assert!(m.is_connected() && t.is_connected());
+    // Switch (i, j) is node j * X + i; east (2) meets the west (1) of the
+    // next in its row, north (4) the south (3) of the next in its column.
+    let at = |i: usize, j: usize| j * 4 + i;
+    assert_eq!(m.peer_of(at(1, 1), 2), Some((at(2, 1), 1)));
+    assert_eq!(m.peer_of(at(1, 1), 4), Some((at(1, 2), 3)));
+    assert_eq!(m.peer_of(at(3, 0), 2), None, "a mesh's edge is free");
+    assert_eq!(m.peer_of(at(0, 2), 4), None);
+    assert_eq!(t.peer_of(at(3, 0), 2), Some((at(0, 0), 1)), "a torus wraps");
+    assert_eq!(t.peer_of(at(0, 2), 4), Some((at(0, 0), 3)));
+    // Hosts on ports 5 and up.
+    assert!(m.peer_of(at(2, 2), 6).is_some_and(|(c, _)| c >= 12));
+    assert_eq!(Topology::from_spec("mesh:2:2:0").unwrap().cas(), 0);
+    for bad in [
+        "mesh:0:3",
+        "mesh:65:2",
+        "torus:1:4",
+        "mesh:2:2:33",
+        "mesh:2",
+        "mesh:2:2:1:1",
+        "torus:x:2",
+        "mesh:99999999999999999999:2",
+    ] {
+        assert!(Topology::from_spec(bad).is_err(), "{bad}");
+    }
+}

@@ -34,7 +34,7 @@ pub fn init_logging(default: &str) {
 
 /// The help of every `--topology`.
 pub const TOPOLOGY_HELP: &str =
-    "mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, mixed-rates, file:PATH.";
+    "mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, mesh:X:Y(:HOSTS), torus:X:Y(:HOSTS), mixed-rates, file:PATH.";
 
 /// A LID policy by name: prepopulated or dynamic.
 pub fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// What `ibkit fabric serve` is asked to serve.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ServeArgs {
-    /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, mixed-rates, file:PATH.
+    /// mport-ntree:M:N, fat-tree-324|648|5832|11664, random:SWITCHES:SEED, mesh:X:Y(:HOSTS), torus:X:Y(:HOSTS), mixed-rates, file:PATH.
     #[arg(long, default_value = "fat-tree-324")]
     pub topology: String,
     /// VFs per hypervisor: every CA but the first becomes a vSwitch hypervisor.
