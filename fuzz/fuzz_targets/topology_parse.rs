@@ -1,4 +1,5 @@
-//! Arbitrary text as an ibnetdiscover / ibsim topology file: parsed, and
+//! Arbitrary text as a topology spec (when short) and as an
+//! ibnetdiscover / ibsim topology file: parsed, and
 //! what parses is written out, parsed back to the same shape (cable
 //! rates and system GUIDs included), and handed
 //! to the simulator, which builds it or refuses it with a reason.
@@ -12,6 +13,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    // A short text is also tried as a topology spec (a command line's
+    // `--topology`): built, or refused with a reason; what is built hangs
+    // together.
+    if text.len() <= 32 && !text.starts_with("file:") {
+        if let Ok(t) = fabric::topology::Topology::from_spec(text) {
+            assert!(t.is_connected(), "{text:?} builds a fabric in pieces");
+        }
+    }
     let Ok(t) = parse_ibnetdiscover(text) else {
         return;
     };

@@ -405,8 +405,13 @@ impl Topology {
                 mesh::grid(side(x), side(y), side(hosts), *kind == "torus")
             }
             ["mixed-rates"] => rates::mixed_rates(),
-            ["file", ..] => {
-                let path = &spec["file:".len()..];
+            ["file", _, ..] => {
+                let path = spec.strip_prefix("file:").unwrap_or_default();
+                if path.is_empty() {
+                    return Err(TopologyError::BadParameter(
+                        "file: names no file (file:PATH)".into(),
+                    ));
+                }
                 let text = read_bounded(path)?;
                 netfile::parse(&text)
             }

@@ -370,6 +370,9 @@ fn meshes_and_tori_are_cabled_by_dimension() {
         "mesh:2:2:1:1",
         "torus:x:2",
         "mesh:99999999999999999999:2",
+        // A file with no path (this once cut the spec short and panicked).
+        "file",
+        "file:",
     ] {
         assert!(Topology::from_spec(bad).is_err(), "{bad}");
     }
