@@ -366,6 +366,45 @@ fn on_a_mesh_dimension_order_is_deadlock_free_where_min_hop_is_not() {
 }
 
 #[test]
+fn a_topology_files_system_guids_are_what_the_nodes_report() {
+    // chassis.topo with a system named before one host, h11, which runs VFs
+    // (a vSwitch hypervisor) here; the other hosts are their own systems.
+    let text = std::fs::read_to_string("tests/data/chassis.topo").unwrap();
+    let text = text.replacen("Ca 1 \"h11\"", "sysimgguid=0x77\nCa 1 \"h11\"", 1);
+    let path = std::env::temp_dir().join(format!("ibkit-sys-{}.topo", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let spec = format!("file:{}", path.display());
+    let sim = SimConfig {
+        vfs: 2,
+        ..SimConfig::default()
+    };
+    let (_, sm) = bring_up(&spec, sim, SmConfig::default());
+    let _ = std::fs::remove_file(&path);
+    let topo = Topology::from_spec("file:tests/data/chassis.topo").unwrap();
+    let mut checked = 0;
+    for n in sm.nodes() {
+        let name = n
+            .description
+            .as_ref()
+            .and_then(|d| d.node_string.as_str().ok())
+            .unwrap_or("")
+            .trim_end_matches('\0')
+            .to_string();
+        let Some(t) = topo.nodes.iter().find(|t| t.name == name) else {
+            continue;
+        };
+        let want = if name == "h11" {
+            0x77
+        } else {
+            t.system_image_guid()
+        };
+        assert_eq!(n.info.system_image_guid.0, want, "{name}");
+        checked += 1;
+    }
+    assert_eq!(checked, topo.nodes.len(), "every node found by its name");
+}
+
+#[test]
 fn dimension_order_frees_a_mesh_of_deadlock_and_not_a_torus() {
     // The generated 6 x 5 mesh, two hosts a switch: dor's routes close no
     // dependency cycle, min-hop's do. On the torus of that size the rings

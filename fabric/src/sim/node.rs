@@ -39,7 +39,9 @@ impl SimNode {
                 && !is_sm
                 && usize::from(ports) <= smi::sma::hypervisor::MAX_HYPERVISOR_PORTS =>
             {
-                SimNode::Hypervisor(Box::new(Hypervisor::with_ports(guid, ports, vfs, name)))
+                let mut h = Hypervisor::with_ports(guid, ports, vfs, name);
+                h.pf.model.node_info.system_image_guid = mad_core::Guid(n.system_image_guid());
+                SimNode::Hypervisor(Box::new(h))
             }
             _ => {
                 let mut spec = NodeSpec::ca(guid, ports, name);
