@@ -935,15 +935,28 @@ fn both_sms_route_around_a_noisy_port_and_disable_a_babbling_one() {
             assert!(said.starts_with("ok"), "{said}");
         };
         ctl(format!("port-error {name} {p} 129 11"));
-        let mut now = BTreeMap::new();
-        let took = common::wait_until(
-            Duration::from_secs(10),
-            || {
-                now = routes();
-                out_of(&now) == 0
-            },
-            || format!("{who}: {name} routes {:?}", routes()),
-        );
+        let mut raised = 11;
+        let mut now: BTreeMap<u16, u8>;
+        // OpenSM on a loaded machine has once (CI, 2026-12-07) kept its
+        // routes 10 s after the 11 traps; it gets up to two more bursts
+        // (the count it keeps can only grow), and the line below says how
+        // many traps it took. ibkit must route around after the first.
+        let t = std::time::Instant::now();
+        let took = loop {
+            now = routes();
+            if out_of(&now) == 0 {
+                break t.elapsed();
+            }
+            if t.elapsed() > Duration::from_secs(10) * (raised / 11) {
+                assert!(
+                    who == "OpenSM" && raised < 33,
+                    "{who}: {name} routes {now:?} after {raised} traps"
+                );
+                ctl(format!("port-error {name} {p} 129 11"));
+                raised += 11;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
         // ibkit routes every LID around the link; OpenSM's min-hop leaves
         // a LID unrouted at the switch (one of 14 here).
         if who == "ibkit" {
@@ -951,6 +964,7 @@ fn both_sms_route_around_a_noisy_port_and_disable_a_babbling_one() {
         }
         // Past 250: the nearer end disabled.
         ctl(format!("port-error {name} {p} 129 250"));
+        raised += 250;
         let phys = |lid: u16, port: u8| {
             smp_field(
                 &query(&["portinfo", &lid.to_string(), &port.to_string()]),
@@ -999,10 +1013,11 @@ fn both_sms_route_around_a_noisy_port_and_disable_a_babbling_one() {
             || format!("{who}: {} / {}", phys(leaf_lid, p), phys(spine_lid, q)),
         );
         println!(
-            "{who}: {} LIDs out of {name} port {p}; none {took:.1?} after 11 traps 129, {} of {} LIDs still routed; \
-             after 261 the {} end Disabled, and up again \
+            "{who}: {} LIDs out of {name} port {p}; none {took:.1?} after {} traps 129, {} of {} LIDs still routed; \
+             after {raised} the {} end Disabled, and up again \
              after ibportstate enable",
             out_of(&before),
+            raised - 250,
             now.len(),
             before.len(),
             end.unwrap()
