@@ -1531,7 +1531,7 @@ fn both_sms_route_min_hop_port_for_port() {
         // port's LIDs.
         (
             "dor, LMC 2",
-            &["random:24:7", MESH, MESH2, "torus:2:3:2"],
+            &[MESH, MESH2, "torus:2:3:2"],
             &["-R", "dor", "-l", "2"],
             &["--routing", "dor", "--lmc", "2", "--lmc-as-opensm"],
         ),
