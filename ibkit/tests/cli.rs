@@ -234,6 +234,36 @@ fn sim_brings_a_fat_tree_up_and_reports_json() {
 }
 
 #[test]
+fn lash_routes_a_torus_deadlock_free_and_says_when_the_vls_are_too_few() {
+    let (code, out, err) = ibkit(
+        &[
+            "sim",
+            "--topology",
+            "torus:8:8:1",
+            "--routing",
+            "lash",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["verify"]["deadlock_free"], true);
+    // Min-hop, on the same torus, closes a cycle.
+    let (code, out, _) = ibkit(&["sim", "--topology", "torus:8:8:1", "--json"], None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["verify"]["deadlock_free"], false);
+    // A 12 x 12 torus needs more layers than VL0-7 give.
+    let (code, _, err) = ibkit(
+        &["sim", "--topology", "torus:12:12:1", "--routing", "lash"],
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("LASH needs more layers"), "{err}");
+}
+
+#[test]
 fn model_prints_the_prediction_and_sim_exports_what_it_found() {
     let (code, out, err) = ibkit(&["model", "--topology", "fat-tree-11664", "--json"], None);
     assert_eq!(code, 0, "{err}");
@@ -863,7 +893,7 @@ fn broken_hop_weights_and_port_orders_are_refused_with_their_place() {
     for bad in ["file", "dfsssp"] {
         let (code, _, err) = ibkit(&["sm", "--once", "--file-fallback", bad], None);
         assert_eq!(code, 2, "{err}");
-        assert!(err.contains("minhop, updn, ftree or dor"), "{err}");
+        assert!(err.contains("minhop, updn, ftree, dor or lash"), "{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -905,7 +935,7 @@ fn a_broken_lfts_file_is_refused_with_its_place_before_the_fabric_is_touched() {
     // Only `ibkit sm` takes the file engine.
     let (code, _, err) = ibkit(&["sim", "--routing", "file"], None);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("minhop, updn, ftree or dor"), "{err}");
+    assert!(err.contains("minhop, updn, ftree, dor or lash"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -33,7 +33,7 @@ fn a_broken_configuration_is_refused_with_its_key_and_line() {
     let f = dir.join("sm.toml");
     for (text, want) in [
         ("priority = 5\nlog_files = \"/var/log/sm\"\n", "line 2"),
-        ("priority = 5\n\nrouting = \"lash\"\n", "line 3"),
+        ("priority = 5\n\nrouting = \"torus-2QoS\"\n", "line 3"),
         ("priority = 16\n", "0-15"),
         ("sweep_ms = \"often\"\n", "line 1"),
         ("[sm]\npriority = 1\n", "line 1"),

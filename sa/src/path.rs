@@ -480,14 +480,21 @@ fn facts<'a>(s: &'a Subnet, e: &End, keys: &'a [u16]) -> PortFacts<'a> {
 /// share) and gives the SL. A request that asks an SL other than the
 /// level's, or a P_Key the level does not allow, gets no path (OpenSM's
 /// ERR 1F1F, 1F1D, 1F1E). Without an SL from the request or the level,
-/// the partition's `sl=`. Last, the rate as OpenSM gives it last
-/// ([`final_rate`]).
+/// the partition's `sl=`. Where LASH routed, the SL of its layer
+/// ([`Subnet::lash_sl`]), as OpenSM's routing engine has the last word
+/// on the SL. Last, the rate as OpenSM gives it last ([`final_rate`]).
 ///
 /// It works on `pr` in place, so that a record is built once where it is
 /// encoded from: false when the policy or the request leaves no path
 /// (`pr` is then unspecified).
 pub fn apply_policy(s: &Subnet, src: &End, dst: &End, pr: &mut PathRecord, a: &Asked) -> bool {
-    let kept = leveled(s, src, dst, pr, a);
+    let mut kept = leveled(s, src, dst, pr, a);
+    // Where LASH routed, its layer is the SL whatever the level said;
+    // a request that asks another SL gets no path (OpenSM's ERR 1F2A).
+    if let (true, Some(sl)) = (kept, s.lash_sl(pr.slid, pr.dlid)) {
+        kept = a.sl.is_none_or(|asked| asked == sl);
+        pr.sl = sl;
+    }
     if kept {
         pr.rate = final_rate(s, src, dst, pr.rate, a.max_rate);
     }

@@ -14,7 +14,7 @@
 //! poll_retries = 0          # polls unanswered in a row before taking over (OpenSM's polling_retry_number)
 //! sweep_ms = 10000          # light sweeps; 0: none (traps and SIGHUP still sweep)
 //! force_heavy_sweep = false # true: every periodic sweep a heavy one (OpenSM's)
-//! routing = "ftree"         # minhop, updn, ftree, file, dor
+//! routing = "ftree"         # minhop, updn, ftree, file, dor, lash
 //! file_fallback = "updn"    # under routing = "file", the engine where the file does not fit (OpenSM's routing_engine file,updn)
 //! lid_policy = "prepopulated"   # VFs' LIDs: prepopulated or dynamic
 //! timeout_ms = 200          # an SMP's answer waited for (OpenSM's transaction_timeout)
@@ -556,7 +556,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
             bad(
                 s.span(),
                 format!(
-                    "routing = {:?}: not minhop, updn, ftree, file or dor",
+                    "routing = {:?}: not minhop, updn, ftree, file, dor or lash",
                     s.get_ref()
                 ),
             )
@@ -571,7 +571,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
                     bad(
                         s.span(),
                         format!(
-                            "file_fallback = {:?}: not minhop, updn, ftree or dor",
+                            "file_fallback = {:?}: not minhop, updn, ftree, dor or lash",
                             s.get_ref()
                         ),
                     )
@@ -952,7 +952,7 @@ mod tests {
             "{e}"
         );
         for (text, why) in [
-            ("routing = \"lash\"\n", "minhop"),
+            ("routing = \"torus-2QoS\"\n", "minhop"),
             ("part_enforce = \"Both\"\n", "both, in, out or off"),
             ("sm_key = -1\n", "negative"),
             ("sm_key = \"12\"\n", "0x"),

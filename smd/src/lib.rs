@@ -1009,6 +1009,12 @@ struct Read {
 /// The `file` engine's tables for `c`: read under `--routing file` (other
 /// engines do not read the file, OpenSM's neither).
 fn lfts_for(c: &SmdConfig) -> Result<Option<smi::sm::LftFile>, SmdError> {
+    if c.routing == Engine::Lash && !c.qos {
+        // OpenSM's man page asks `-R lash -Q` for the same reason.
+        tracing::warn!(
+            "routing lash without qos: the ports' SL-to-VL tables stay as they are, so LASH's SLs may share a VL and deadlock"
+        );
+    }
     Ok(match (&c.lfts_file, c.routing) {
         (Some(p), Engine::File) => {
             let t = read_lfts_file(p)?;
@@ -1278,6 +1284,14 @@ fn drive(
             let t = t0.elapsed().as_secs_f64() * 1e3;
             up_ms = Some(t);
             tracing::info!("SUBNET UP after {t:.1} ms");
+            if let Some(l) = sm.subnet().lash_layers() {
+                // As OpenSM's "Lanes needed" and "Lanes in layer" lines.
+                tracing::info!(
+                    "lash: {} layer(s), pairs of switches in each: {:?}",
+                    l.count,
+                    l.pairs
+                );
+            }
             let st = sm.stats();
             let read = st.count(
                 Method::Get,

@@ -27,7 +27,7 @@
 //! | `subnet_timeout`, `head_of_queue_lifetime`, `leaf_head_of_queue_lifetime`, `vl_stall_count`, `leaf_vl_stall_count`, `max_op_vls`, `local_phy_errors_threshold`, `overrun_errors_threshold`, `packet_life_time`, `sm_sl`, `force_link_width`, `force_link_speed`, `force_link_speed_ext` | the same ([`smi::sm::LinkParams`]) |
 //! | `transaction_timeout`, `transaction_retries`, `long_transaction_timeout` (below `transaction_timeout`: that, as OpenSM) | `timeout_ms`, `retries`, `long_timeout_ms` |
 //! | `max_wire_smps` (0: no limit), `max_wire_smps2`, `max_smps_timeout` (µs) | the same |
-//! | `routing_engine` (a list: the first ibkit has; after `file`, the next ibkit has, where the file does not fit, else min-hop) | `routing` (minhop, updn, ftree, file, dor), `file_fallback` |
+//! | `routing_engine` (a list: the first ibkit has; after `file`, the next ibkit has, where the file does not fit, else min-hop) | `routing` (minhop, updn, ftree, file, dor, lash), `file_fallback` |
 //! | `partition_config_file` (when the file is there: OpenSM too runs without it) | `partitions` |
 //! | `qos` | `qos`, with this file's own `qos_*` options as `qos_config` |
 //! | `qos_policy_file` (with `qos TRUE`, when the file is there) | `qos_policy` |
@@ -81,6 +81,12 @@ const WARN_UNLESS: &[(&str, &str, &str)] = &[
     ),
     ("perfmgr", "FALSE", "ibkit has no performance manager"),
     ("console", "off", "ibkit has no console"),
+    ("lash_start_vl", "0", "ibkit's LASH starts at SL and VL 0"),
+    (
+        "do_mesh_analysis",
+        "FALSE",
+        "ibkit's LASH does no mesh analysis",
+    ),
 ];
 
 /// Reads `text`, an `opensm.conf` at `file` (which names it in the QoS
@@ -262,7 +268,7 @@ pub fn parse_opensm_conf(
                         line,
                         warning: true,
                         text: format!(
-                            "routing_engine: ibkit has no {n:?} engine (minhop, updn, ftree, file, dor)"
+                            "routing_engine: ibkit has no {n:?} engine (minhop, updn, ftree, file, dor, lash)"
                         ),
                     });
                 }
@@ -282,7 +288,7 @@ pub fn parse_opensm_conf(
                                 line,
                                 warning: true,
                                 text: format!(
-                                    "routing_engine: ibkit has no {n:?} engine to try after file (minhop, updn, ftree, dor)"
+                                    "routing_engine: ibkit has no {n:?} engine to try after file (minhop, updn, ftree, dor, lash)"
                                 ),
                             }),
                         }

@@ -286,6 +286,13 @@ impl BringUp {
             lmc_esp0: cfg.lmc_esp0,
             ..SmConfig::default()
         });
+        if cfg.routing == smi::sm::Engine::Lash {
+            // LASH's SLs need their own VLs: OpenSM's QoS defaults (SL i
+            // to VL i), as OpenSM asks `-R lash -Q`.
+            if let Ok(q) = smi::sm::qos::parse("") {
+                sm.set_qos(q);
+            }
+        }
         let up = f.bring_up(&mut sm);
         if let Some(e) = sm.error() {
             return Err(e.clone().into());
@@ -431,6 +438,11 @@ impl BringUp {
         let engine = self.engine;
         // Min-hop and dor (deadlock-free on meshes and hypercubes only)
         // make no such promise on any fabric.
+        if !r.verify.deadlock_free && engine == Engine::Lash {
+            return Some(format!(
+                "{spec}: LASH needs more layers than the ports' VLs give (or LMC is on), and the min-hop routes it fell back on close a channel dependency cycle"
+            ));
+        }
         if !r.verify.deadlock_free && !matches!(engine, Engine::MinHop | Engine::Dor) {
             return Some(format!(
                 "{spec}: the {engine:?} routes' channel dependency graph has a cycle"

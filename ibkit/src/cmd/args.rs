@@ -43,25 +43,26 @@ pub fn parse_policy(s: &str) -> Result<smi::sm::LidPolicy, String> {
 }
 
 /// A routing engine that computes its routes, by name: minhop, updn,
-/// ftree or dor (`file` needs an `lfts_file`, which only `ibkit sm` takes).
+/// ftree, dor or lash (`file` needs an `lfts_file`, which only `ibkit sm` takes).
 pub fn parse_engine(s: &str) -> Result<smi::sm::Engine, String> {
     smi::sm::Engine::from_name(s)
         .filter(|&e| e != smi::sm::Engine::File)
-        .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn, ftree or dor"))
+        .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn, ftree, dor or lash"))
 }
 
-/// The SM's routing engine by name: minhop, updn, ftree, file or dor.
+/// The SM's routing engine by name: minhop, updn, ftree, file, dor or lash.
 pub fn parse_sm_engine(s: &str) -> Result<smi::sm::Engine, String> {
-    smi::sm::Engine::from_name(s)
-        .ok_or_else(|| format!("unknown routing engine {s:?}: minhop, updn, ftree, file or dor"))
+    smi::sm::Engine::from_name(s).ok_or_else(|| {
+        format!("unknown routing engine {s:?}: minhop, updn, ftree, file, dor or lash")
+    })
 }
 
 /// The engine where `--routing file`'s tables do not fit: minhop, updn,
-/// ftree or dor.
+/// ftree, dor or lash.
 pub fn parse_fallback_engine(s: &str) -> Result<smi::sm::Engine, String> {
     smi::sm::Engine::from_name(s)
         .filter(|&e| e != smi::sm::Engine::File)
-        .ok_or_else(|| format!("unknown fallback engine {s:?}: minhop, updn, ftree or dor"))
+        .ok_or_else(|| format!("unknown fallback engine {s:?}: minhop, updn, ftree, dor or lash"))
 }
 
 /// Partition enforcement by OpenSM's name: both, in, out or off.

@@ -469,7 +469,7 @@ pub struct OpensmArgs {
     /// The fabric: a topology spec.
     #[arg(long, default_value = "fat-tree-324", help = TOPOLOGY_HELP)]
     pub topology: String,
-    /// Routing engine for both: minhop, updn, ftree or dor.
+    /// Routing engine for both: minhop, updn, ftree, dor or lash.
     #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
     /// A partitions.conf both SMs apply (OpenSM -P, ibkit sm --partitions).
@@ -520,7 +520,7 @@ pub struct CompatArgs {
     /// The fabric: a topology spec.
     #[arg(long, default_value = "fat-tree-5832", help = TOPOLOGY_HELP)]
     pub topology: String,
-    /// Routing engine for both clients: minhop, updn, ftree or dor.
+    /// Routing engine for both clients: minhop, updn, ftree, dor or lash.
     #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
     /// Runs per client and simulator (medians are reported).

@@ -28,7 +28,7 @@ pub struct MigrateArgs {
     /// Migrations: near (same leaf), far (farthest leaf), random, in turn.
     #[arg(long, default_value_t = 3)]
     pub migrations: usize,
-    /// Routing engine: minhop, updn, ftree or dor.
+    /// Routing engine: minhop, updn, ftree, dor or lash.
     #[arg(long, default_value = "ftree", value_parser = parse_engine)]
     pub routing: smi::sm::Engine,
     /// Point the VM's LID at port 255 on the switches to update first (deadlock mitigation).

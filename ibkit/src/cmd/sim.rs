@@ -21,7 +21,7 @@ pub struct SimArgs {
     /// One JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Routing engine: minhop, updn, ftree or dor.
+    /// Routing engine: minhop, updn, ftree, dor or lash.
     #[arg(long, default_value = "minhop", value_parser = parse_engine)]
     pub routing: Engine,
     /// Write every SMP the fabric carries to this LINKTYPE_INFINIBAND pcap.

@@ -339,12 +339,15 @@ pub struct SmArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=0x7FFF_FFFF))]
     pub max_wire_smps: Option<u32>,
     /// Routing engine: minhop, updn, ftree, file (the tables of
-    /// --lfts-file, as OpenSM's file engine) or dor (dimension order, for
-    /// meshes and hypercubes, as OpenSM's) [default: minhop].
+    /// --lfts-file, as OpenSM's file engine), dor (dimension order, for
+    /// meshes and hypercubes, as OpenSM's) or lash (layered shortest
+    /// paths, as OpenSM's: min-hop's routes, an SL for each pair of
+    /// switches so that none can deadlock; with --qos, whose SL-to-VL
+    /// tables give each SL its own VL) [default: minhop].
     #[arg(long, value_parser = parse_sm_engine)]
     pub routing: Option<Engine>,
     /// With --routing file, the engine where the file does not fit the
-    /// fabric: minhop, updn, ftree or dor (OpenSM's next engine in
+    /// fabric: minhop, updn, ftree, dor or lash (OpenSM's next engine in
     /// routing_engine, as in file,updn) [default: minhop].
     #[arg(long, value_name = "ENGINE", value_parser = parse_fallback_engine)]
     pub file_fallback: Option<Engine>,

@@ -339,21 +339,28 @@ pub enum Engine {
     /// `dor`): min-hop towards the neighbour behind each switch's first
     /// best port ([`routing::dor`]).
     Dor,
+    /// Layered shortest paths (OpenSM's `lash`): one shortest route a
+    /// pair of switches ([`routing::dor`]'s tables), and a service level for every pair of switches such that each level's
+    /// routes are free of deadlock ([`super::lash`]); needs an SL-to-VL
+    /// mapping that gives each SL its own VL (`--qos`, as OpenSM's `-R
+    /// lash -Q`). Under LMC, or where the VLs are too few, min-hop.
+    Lash,
 }
 
 impl Engine {
     /// Every engine.
-    pub const ALL: [Engine; 5] = [
+    pub const ALL: [Engine; 6] = [
         Engine::MinHop,
         Engine::UpDown,
         Engine::FatTree,
         Engine::File,
         Engine::Dor,
+        Engine::Lash,
     ];
 
     /// The engine's name as OpenSM's `-R` option spells it, and as ibkit
     /// takes it on the command line and writes it in JSON output:
-    /// `minhop`, `updn`, `ftree`, `file` or `dor`.
+    /// `minhop`, `updn`, `ftree`, `file`, `dor` or `lash`.
     pub const fn name(self) -> &'static str {
         match self {
             Engine::MinHop => "minhop",
@@ -361,6 +368,7 @@ impl Engine {
             Engine::FatTree => "ftree",
             Engine::File => "file",
             Engine::Dor => "dor",
+            Engine::Lash => "lash",
         }
     }
 
@@ -444,6 +452,9 @@ impl RoutingEngine for Engine {
             // [`Sm::route`]); on a graph alone it is min-hop.
             Engine::File => MinHopEngine.route(g, max_lid),
             Engine::Dor => routing::dor(g, max_lid),
+            // The layers are the SM's to keep ([`super::lash`]): the
+            // tables are dor's, one shortest route a pair of switches.
+            Engine::Lash => routing::dor(g, max_lid),
         }
     }
 }

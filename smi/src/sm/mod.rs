@@ -20,6 +20,7 @@ mod error;
 mod event;
 mod guids;
 mod installed;
+pub mod lash;
 pub mod lft_file;
 mod lids;
 mod link;
@@ -754,7 +755,12 @@ mod tests {
         // match stops compiling until it is considered here.
         for e in Engine::ALL {
             match e {
-                Engine::MinHop | Engine::UpDown | Engine::FatTree | Engine::File | Engine::Dor => {}
+                Engine::MinHop
+                | Engine::UpDown
+                | Engine::FatTree
+                | Engine::File
+                | Engine::Dor
+                | Engine::Lash => {}
             }
         }
         let mut names: alloc::vec::Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();

@@ -64,6 +64,10 @@ pub struct Subnet {
     /// The fat-tree engine routed with its own rules (it did not fall
     /// back to up*/down* on a degraded tree).
     pub(super) ftree_applied: bool,
+    /// The service level of every pair of switches, where LASH routed
+    /// ([`super::Engine::Lash`]; `None`: every path takes the SL the
+    /// request or the policy gives).
+    pub(super) lash: Option<super::lash::Layers>,
     /// Multicast groups and the MFT entries written for them.
     pub(super) mcast: super::mcast::Multicast,
     /// Partitions and the P_Key tables.
@@ -209,6 +213,30 @@ impl Subnet {
             lmc_esp0: esp0,
             ..Subnet::default()
         }
+    }
+
+    /// The service level of the path from the port holding `slid` to the
+    /// one holding `dlid` where LASH routed (the layer of their switches'
+    /// pair; OpenSM's `path_sl`), else `None`.
+    pub fn lash_sl(&self, slid: Lid, dlid: Lid) -> Option<u8> {
+        let layers = self.lash.as_ref()?;
+        let at = |lid: Lid| {
+            let (NodeId(i), port) = self.by_lid(lid)?;
+            let n = self.nodes.get(i)?;
+            if n.is_switch() {
+                return self.switch_of.get(i).copied();
+            }
+            // A CA's port (or a VM's LID, its hypervisor's): the switch
+            // its cable enters.
+            let (m, _) = n.ports.get(usize::from(port))?.peer?;
+            self.switch_of.get(m).copied()
+        };
+        Some(layers.sl(at(slid)?, at(dlid)?))
+    }
+
+    /// LASH's layers, where it routed ([`super::Engine::Lash`]).
+    pub fn lash_layers(&self) -> Option<&super::lash::Layers> {
+        self.lash.as_ref()
     }
 
     /// The LMC the SM gives every CA port (a switch's port 0: 0, unless

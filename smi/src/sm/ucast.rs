@@ -112,6 +112,10 @@ impl Sm {
             }
             engine => (Self::compute_routes(engine, &g, self.db.max_lid), false),
         };
+        self.db.lash = None;
+        if self.cfg.routing == Engine::Lash {
+            self.db.lash = self.lash_layers(&g);
+        }
         // A new master that read the switches' tables back keeps each
         // entry min-hop would also accept (other engines keep their own
         // rules: up*/down* and fat-tree legality).
@@ -349,9 +353,83 @@ impl Sm {
     }
 
     /// True when the channel dependency graph of the computed routes is
-    /// acyclic (checked after routing; min-hop makes no such promise).
+    /// acyclic (checked after routing; min-hop makes no such promise);
+    /// under LASH, the graph of each layer's routes
+    /// ([`super::lash::deadlock_free_in_layers`]), with the QoS policy's
+    /// SL-to-VL tables giving each layer its own VL.
     pub fn deadlock_free(&self) -> bool {
-        updn::deadlock_free(&self.db.graph, &self.db.lfts)
+        match &self.db.lash {
+            Some(layers) => {
+                self.lash_vls_apart(layers.count)
+                    && super::lash::deadlock_free_in_layers(&self.db.graph, &self.db.lfts, layers)
+            }
+            None => updn::deadlock_free(&self.db.graph, &self.db.lfts),
+        }
+    }
+
+    /// Whether the SL-to-VL tables the SM writes on switch external
+    /// ports (the QoS policy's `qos_swe_sl2vl`) give each of LASH's
+    /// `count` layers a VL of its own. Without a QoS policy the SM writes
+    /// none, and the ports' own tables (all SLs on VL 0 after a reset)
+    /// could put every layer on one VL.
+    fn lash_vls_apart(&self, count: u8) -> bool {
+        let Some(q) = &self.db.qos.config else {
+            return false;
+        };
+        let vls = &q.swe.sl2vl[..usize::from(count.min(16))];
+        let available = super::lash::layers_of_op_vls(self.lash_op_vls());
+        (vls.iter().all(|&v| v < available)) && (1..vls.len()).all(|i| !vls[..i].contains(&vls[i]))
+    }
+
+    /// The layers LASH gives the routes just computed on `g` (dor's),
+    /// or `None`, with the SM's event saying why, where it cannot: under
+    /// LMC (as OpenSM's LASH) or with too few VLs for the layers needed.
+    fn lash_layers(&mut self, g: &Graph) -> Option<super::lash::Layers> {
+        let fell_back = |reason: String| SmEvent::RoutingFellBack {
+            wanted: Engine::Lash,
+            used: Engine::MinHop,
+            reason,
+        };
+        if self.db.lmc() > 0 {
+            self.emit(fell_back(
+                "LASH does not route under LMC (nor does OpenSM's)".into(),
+            ));
+            return None;
+        }
+        let available = super::lash::layers_of_op_vls(self.lash_op_vls());
+        match super::lash::assign(g, &self.db.lfts, available) {
+            Ok(layers) => Some(layers),
+            Err(e) => {
+                self.emit(fell_back(alloc::format!("{e}")));
+                None
+            }
+        }
+    }
+
+    /// The fewest OperationalVLs (PortInfo's encoding) any linked switch
+    /// port gets from the link manager ([`Sm::stamp_link_params`]): the
+    /// fewer of its two ends' VLCap and `max_op_vls`, as OpenSM's LASH
+    /// reads them from its switches' ports.
+    fn lash_op_vls(&self) -> u8 {
+        let nodes = self.db.nodes();
+        let mut fewest = 5u8;
+        for n in nodes.iter().filter(|n| n.is_switch() && n.alive) {
+            for port in n.ports.iter().skip(1) {
+                let (Some(info), Some((m, q))) = (port.info, port.peer) else {
+                    continue;
+                };
+                let peer = (nodes.get(m))
+                    .and_then(|x| x.ports.get(usize::from(q)))
+                    .and_then(|x| x.info)
+                    .map_or(5, |x| u8::from(x.vl_cap));
+                let vls = u8::from(info.vl_cap)
+                    .min(peer)
+                    .min(self.cfg.link.max_op_vls)
+                    .clamp(1, 5);
+                fewest = fewest.min(vls);
+            }
+        }
+        fewest
     }
 
     /// At bring-up: SwitchInfo (LinearFDBTop) to every switch, then every
