@@ -1147,3 +1147,115 @@ fn opensm_elsewhere_finds_no_phantom_sm() {
     assert_eq!(seen.unwrap().state, 3, "OpenSM at H-7 is the master");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The SL of the PathRecord the running SM's SA gives from host `a` to
+/// host `b`, asked by `ibkit sa path` attached at `a`.
+fn path_sl(sim: &Served, a: &str, b: &str) -> u64 {
+    let out = (sim.client_at(exe().as_os_str(), a))
+        .args([
+            "sa",
+            "--transport",
+            "ibsim",
+            "--sim-host",
+            a,
+            "--json",
+            "path",
+            a,
+            b,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ibkit sa path {a} {b}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["records"][0]["sl"].as_u64().expect("one PathRecord")
+}
+
+#[test]
+fn both_sms_layer_a_torus_by_lash_alike_down_to_every_paths_sl() {
+    // OpenSM's `-R lash -Q` and ibkit's `--routing lash --qos` on the
+    // same served torus, one after the other: the same layers before and
+    // after OpenSM's balancing (its log's "Lanes in layer" lines, ibkit's
+    // "lash:" line), the same tables route for route, and the same SL in
+    // the PathRecord of every pair of hosts.
+    if let Some(why) = missing() {
+        if skip("lash", &why) {
+            return;
+        }
+    }
+    let _m = shared();
+    let dir = scratch("lash");
+    let sim = Served::start(exe(), "torus:4:4:1", 0, &[]).unwrap();
+    let wait = Duration::from_secs(30);
+    let sls = |sim: &Served| -> BTreeMap<(String, String), u64> {
+        let hosts: Vec<String> = (0..4)
+            .flat_map(|y| (0..4).map(move |x| format!("H-{x}-{y}-0")))
+            .collect();
+        let mut got = BTreeMap::new();
+        for (i, a) in hosts.iter().enumerate() {
+            for b in &hosts[i + 1..] {
+                got.insert((a.clone(), b.clone()), path_sl(sim, a, b));
+            }
+        }
+        got
+    };
+    let routes = |d: &Value| -> BTreeMap<(String, String), u64> {
+        let nodes = by_name(d);
+        let mut r = BTreeMap::new();
+        for (name, n) in &nodes {
+            if n["kind"] != "switch" {
+                continue;
+            }
+            for (dest, m) in &nodes {
+                if let Some(lid) = m["lid"].as_u64().filter(|&l| l != 0) {
+                    r.insert(
+                        (name.clone(), dest.clone()),
+                        n["lft"][lid as usize].as_u64().unwrap(),
+                    );
+                }
+            }
+        }
+        r
+    };
+    let osm = tests::peers::start_opensm_with(&sim, &dir, wait, &["-R", "lash", "-Q"]).unwrap();
+    let osm_sls = sls(&sim);
+    let osm_routes = routes(&dump(&sim, &dir));
+    osm.stop(Duration::from_secs(10));
+    let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
+    let lanes: Vec<u64> = (log.lines())
+        .filter_map(|l| l.split("Lanes in layer ").nth(1))
+        .filter_map(|l| l.split(": ").nth(1)?.trim().parse().ok())
+        .collect();
+    // Before balancing, then after.
+    assert_eq!(lanes, [192, 48, 122, 118], "OpenSM's log: {lanes:?}");
+    let mut ibkit = tests::peers::WatchedSm::spawn(
+        sim.client(exe().as_os_str()),
+        &["--routing", "lash", "--qos"],
+    )
+    .unwrap();
+    ibkit.wait_for("SUBNET UP", wait).unwrap();
+    let ibkit_sls = sls(&sim);
+    let ibkit_routes = routes(&dump(&sim, &dir));
+    let (_, lines) = ibkit.stop(Duration::from_secs(5));
+    let said: Vec<&str> = lines.iter().map(|l| l.1.as_str()).collect();
+    let said = said.join("\n");
+    assert!(
+        said.contains("lash: 2 layer(s), pairs of switches in each: [122, 118]"),
+        "{said}"
+    );
+    assert_eq!(osm_sls.len(), 120);
+    let used: std::collections::BTreeSet<u64> = osm_sls.values().copied().collect();
+    assert_eq!(used.len(), 2, "both layers in use: {used:?}");
+    let unlike: Vec<_> = (osm_sls.iter())
+        .filter(|(k, v)| ibkit_sls.get(*k) != Some(v))
+        .collect();
+    assert!(unlike.is_empty(), "SLs unlike OpenSM's: {unlike:?}");
+    assert_eq!(osm_routes.len(), 16 * 32);
+    let unlike: Vec<_> = (osm_routes.iter())
+        .filter(|(k, v)| ibkit_routes.get(*k) != Some(v))
+        .collect();
+    assert!(unlike.is_empty(), "routes unlike OpenSM's: {unlike:?}");
+}

@@ -9,26 +9,28 @@
 //! is deadlock-free without leaving its shortest paths.
 //!
 //! As OpenSM's:
-//! - a pair of switches and its reverse share one layer, and routes
-//!   between two ports of one switch take layer 0;
-//! - pairs are taken in switch order (by node GUID), each into the lowest layer that
-//!   stays acyclic with it, a new layer opened when none does;
+//! - every pair of switches is layered, whether or not it carries data;
+//!   a pair and its reverse share one layer, and routes between two
+//!   ports of one switch take layer 0;
+//! - pairs are taken in OpenSM's switch order ([`opensm_key`]), each
+//!   into the lowest layer that stays acyclic with it, a new layer opened
+//!   when none does;
+//! - then pairs move from the fullest layer to the emptiest, drawn by
+//!   the C library's `random()` as OpenSM draws them, until the two are
+//!   within 6 pairs ([`assign`]), so the SLs are OpenSM's;
 //! - the layers available are the fewest operational VLs of any switch
 //!   port (as PortInfo encodes them: 1, 2, 4, 8 or 15); more needed is an
 //!   error ([`LashError`]) and the SM routes min-hop instead, as OpenSM
 //!   falls back to its default engine.
 //!
-//! On the `torus:4:4:1` fabric both SMs open two layers, of 192 and 48
-//! pairs, as OpenSM logs before it balances them. Unlike OpenSM's, only
-//! pairs that carry data (a CA on either side) take part, a pair's
-//! dependencies are read from the tables of every LID between the two
-//! switches (any tables: [`assign`] takes them), and the layers are not
-//! shuffled afterwards to even them out (OpenSM moves pairs at random
-//! from the fullest layer to the emptiest). Min-hop's balanced routes
-//! need many more layers: 13 on an 8 × 8 torus, where one shortest
-//! route a pair needs 6.
+//! A pair's dependencies are read from the tables of every LID between
+//! the two switches (any tables: [`assign`] takes them), between
+//! (switch, port) channels: where parallel links join two switches,
+//! OpenSM's LASH counts them as one channel and ibkit does not. Min-hop's
+//! balanced routes need many more layers than one shortest route a
+//! pair: more than 8 on an 8 × 8 torus, where dor's tables need 6.
 
-use super::routing::{destinations, Graph, PortTo};
+use super::routing::{destinations, opensm_key, CRandom, Graph, PortTo};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -120,6 +122,19 @@ fn channels(g: &Graph) -> Channels {
     Channels { id, count }
 }
 
+/// Per switch, its own LID and those of the end ports behind it: as
+/// OpenSM's LASH, every pair of switches is layered, whether or not it
+/// carries data.
+fn lids_by_switch(g: &Graph) -> Vec<Vec<usize>> {
+    let mut by_switch = vec![Vec::new(); g.ports.len()];
+    for (lid, s, _) in destinations(g) {
+        if let Some(v) = by_switch.get_mut(s) {
+            v.push(usize::from(lid));
+        }
+    }
+    by_switch
+}
+
 /// Per switch, the LIDs of the end ports (CAs, VMs) behind it.
 fn end_lids(g: &Graph) -> Vec<Vec<usize>> {
     let mut by_switch = vec![Vec::new(); g.ports.len()];
@@ -161,21 +176,23 @@ fn route_deps(
     }
 }
 
-/// One layer's channel dependency graph, kept acyclic.
+/// One layer's channel dependency graph, kept acyclic: per channel, the
+/// channels that follow it and how many pairs of switches need each
+/// dependency.
 struct Layer {
-    next: Vec<Vec<u32>>,
+    next: Vec<Vec<(u32, u32)>>,
 }
 
 impl Layer {
-    /// Adds the dependencies of `deps` the layer lacks, and keeps them
-    /// when the layer stays acyclic: false (and the layer as it was)
+    /// Adds the dependencies `deps` (of one pair of switches) when the
+    /// layer stays acyclic with them: false (and the layer as it was)
     /// when one would close a cycle.
     fn try_add(&mut self, deps: &[(u32, u32)], mark: &mut [u32], stamp: &mut u32) -> bool {
         let mut added = Vec::new();
         for &(u, v) in deps {
             let row = &mut self.next[u as usize];
-            if !row.contains(&v) {
-                row.push(v);
+            if !row.iter().any(|e| e.0 == v) {
+                row.push((v, 0));
                 added.push((u, v));
             }
         }
@@ -197,7 +214,7 @@ impl Layer {
                     cyclic = true;
                     break;
                 }
-                for &t in &self.next[c as usize] {
+                for &(t, _) in &self.next[c as usize] {
                     if mark[t as usize] != *stamp {
                         mark[t as usize] = *stamp;
                         stack.push(t);
@@ -212,36 +229,83 @@ impl Layer {
             for &(u, _) in added.iter().rev() {
                 self.next[u as usize].pop();
             }
+            return false;
         }
-        !cyclic
+        for &(u, v) in deps {
+            if let Some(e) = self.next[u as usize].iter_mut().find(|e| e.0 == v) {
+                e.1 += 1;
+            }
+        }
+        true
+    }
+
+    /// Takes out the dependencies of a pair [`Layer::try_add`] added.
+    fn remove(&mut self, deps: &[(u32, u32)]) {
+        for &(u, v) in deps {
+            let row = &mut self.next[u as usize];
+            if let Some(k) = row.iter().position(|e| e.0 == v) {
+                row[k].1 -= 1;
+                if row[k].1 == 0 {
+                    row.swap_remove(k);
+                }
+            }
+        }
     }
 }
 
+/// What [`assign`] knows of the fabric: the channels, each switch's LIDs,
+/// and the tables.
+struct Routes<'a> {
+    g: &'a Graph,
+    lft: &'a [Vec<u8>],
+    ch: Channels,
+    lids: Vec<Vec<usize>>,
+}
+
+impl Routes<'_> {
+    /// The dependencies of the routes between switches `s` and `d`, both
+    /// ways, sorted.
+    fn pair(&self, s: usize, d: usize, deps: &mut Vec<(u32, u32)>) {
+        deps.clear();
+        route_deps(self.g, &self.ch, self.lft, s, &self.lids[d], deps);
+        route_deps(self.g, &self.ch, self.lft, d, &self.lids[s], deps);
+        deps.sort_unstable();
+        deps.dedup();
+    }
+}
+
+/// How far apart the fullest and the emptiest layer may stay when
+/// [`assign`] evens them out (OpenSM's `balance_limit`).
+const BALANCE_LIMIT: u32 = 6;
+
 /// The layers of the routes `lft` over `g`, at most `available` of them
-/// ([`layers_of_op_vls`]).
+/// ([`layers_of_op_vls`]): every pair of switches into the lowest layer
+/// that stays acyclic with it, then, as OpenSM's, pairs moved from the
+/// fullest layer to the emptiest, drawn by the C library's `random()`
+/// from its first state ([`CRandom`], as OpenSM draws with `rand()`), so
+/// that the SLs are OpenSM's where the tables are.
 pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashError> {
     let n = g.ports.len();
-    let ch = channels(g);
-    let ends = end_lids(g);
-    let mut sl = vec![0u8; n * n];
+    let routes = Routes {
+        g,
+        lft,
+        ch: channels(g),
+        lids: lids_by_switch(g),
+    };
+    // OpenSM numbers its switches in the order of its GUID map.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&k| opensm_key(g, k));
     let mut layers: Vec<Layer> = Vec::new();
     let mut pairs: Vec<u32> = Vec::new();
-    let mut mark = vec![0u32; ch.count];
+    let mut mark = vec![0u32; routes.ch.count];
     let mut stamp = 0u32;
     let mut deps = Vec::new();
-    // OpenSM takes its switches by GUID (the graph's order where unknown).
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&k| (g.guids.get(k).copied().unwrap_or(0), k));
-    for (a, &s) in order.iter().enumerate() {
-        for &d in &order[a + 1..] {
-            if ends[s].is_empty() && ends[d].is_empty() {
-                continue;
-            }
-            deps.clear();
-            route_deps(g, &ch, lft, s, &ends[d], &mut deps);
-            route_deps(g, &ch, lft, d, &ends[s], &mut deps);
-            deps.sort_unstable();
-            deps.dedup();
+    // The layer of each pair, by OpenSM's numbers.
+    let mut lane = vec![0u8; n * n];
+    for i in 0..n {
+        for j in i + 1..n {
+            let (s, d) = (order[i], order[j]);
+            routes.pair(s, d, &mut deps);
             let mut v = 0;
             loop {
                 if v == layers.len() {
@@ -249,7 +313,7 @@ pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashE
                         return Err(LashError::NotEnoughLayers { available });
                     }
                     layers.push(Layer {
-                        next: vec![Vec::new(); ch.count],
+                        next: vec![Vec::new(); routes.ch.count],
                     });
                     pairs.push(0);
                 }
@@ -258,13 +322,28 @@ pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashE
                 }
                 v += 1;
             }
-            sl[s * n + d] = v as u8;
-            sl[d * n + s] = v as u8;
+            lane[i * n + j] = v as u8;
+            lane[j * n + i] = v as u8;
             pairs[v] += 2;
         }
     }
     if pairs.is_empty() {
         pairs.push(0);
+    }
+    balance(
+        &routes,
+        &order,
+        &mut layers,
+        &mut pairs,
+        &mut lane,
+        &mut mark,
+        &mut stamp,
+    );
+    let mut sl = vec![0u8; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            sl[order[i] * n + order[j]] = lane[i * n + j];
+        }
     }
     Ok(Layers {
         n,
@@ -272,6 +351,93 @@ pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashE
         count: pairs.len() as u8,
         pairs,
     })
+}
+
+/// OpenSM's `balance_virtual_lanes`: while the fullest layer holds at
+/// least [`BALANCE_LIMIT`] pairs more than the emptiest, a pair of the
+/// fullest drawn at random (the next in switch order from the draw) moves
+/// to the emptiest where it closes no cycle there; a pair that does is
+/// not drawn again until the fullest or the emptiest layer changes, and
+/// once every pair of the fullest has been tried, it stops. `lane` is
+/// indexed by OpenSM's switch numbers (`order`'s positions).
+fn balance(
+    routes: &Routes<'_>,
+    order: &[usize],
+    layers: &mut [Layer],
+    pairs: &mut [u32],
+    lane: &mut [u8],
+    mark: &mut [u32],
+    stamp: &mut u32,
+) {
+    let n = order.len();
+    let count = pairs.len();
+    if count < 2 || n == 0 {
+        return;
+    }
+    // Pairs of the fullest layer tried and refused by the emptiest.
+    let mut refused = vec![false; n * n];
+    let (mut max, mut min) = (0usize, count - 1);
+    let mut trials = i64::from(pairs[max]);
+    let mut random = CRandom::new(1);
+    let mut deps = Vec::new();
+    let wrap = |k: usize| if k == n - 1 { 0 } else { k + 1 };
+    loop {
+        let mut src = random.next_u31() as usize % n;
+        let mut dest = random.next_u31() as usize % n;
+        let here = |src: usize, dest: usize, refused: &[bool]| {
+            src != dest && usize::from(lane[src * n + dest]) == max && !refused[src * n + dest]
+        };
+        // Trials count the pairs of the fullest layer not yet refused,
+        // so one is there.
+        let mut guard = 0usize;
+        while !here(src, dest, &refused) {
+            let start = dest;
+            dest = wrap(dest);
+            while dest != start && !here(src, dest, &refused) {
+                dest = wrap(dest);
+            }
+            if !here(src, dest, &refused) {
+                src = wrap(src);
+            }
+            guard += 1;
+            if guard > n {
+                return;
+            }
+        }
+        routes.pair(order[src], order[dest], &mut deps);
+        if layers[min].try_add(&deps, mark, stamp) {
+            layers[max].remove(&deps);
+            pairs[max] -= 2;
+            pairs[min] += 2;
+            lane[src * n + dest] = min as u8;
+            lane[dest * n + src] = min as u8;
+        } else {
+            refused[src * n + dest] = true;
+            refused[dest * n + src] = true;
+            trials -= 2;
+        }
+        if trials <= 0 || pairs[max] - pairs[min].min(pairs[max]) < BALANCE_LIMIT {
+            return;
+        }
+        let (old_min, old_max) = (min, max);
+        let (mut low, mut high) = (u32::MAX, 0u32);
+        for (i, &p) in pairs.iter().enumerate() {
+            if p < low {
+                low = p;
+                min = i;
+            }
+            if p > high {
+                high = p;
+                max = i;
+            }
+        }
+        // A new emptiest or fullest layer: the fullest's pairs may be
+        // tried again.
+        if old_min != min || old_max != max {
+            trials = i64::from(pairs[max]);
+            refused.fill(false);
+        }
+    }
 }
 
 /// True when, within every layer, the channel dependency graph of the
@@ -397,21 +563,23 @@ mod tests {
     }
 
     #[test]
-    fn a_mesh_takes_one_layer_where_its_routes_are_acyclic() {
-        // Where one layer is acyclic (a 3 × 3 torus: every ring three
-        // switches long, each route at most one hop a dimension), one
-        // layer is all LASH opens; on a 4 × 4 mesh, whatever min-hop's
-        // balancing gives, LASH's layers agree with the check.
-        for (x, y, wrap) in [(3, 3, true), (4, 4, false), (3, 5, false)] {
-            let g = grid(x, y, wrap);
-            let t = minhop(&g, (2 * x * y) as u16);
-            let layers = assign(&g, &t, 8).unwrap();
-            assert!(deadlock_free_in_layers(&g, &t, &layers));
-            let one = deadlock_free_in_layers(&g, &t, &Layers::single(x * y));
-            assert_eq!(layers.count == 1, one, "{x}x{y} {layers:?}");
+    fn a_mesh_in_dimension_order_takes_one_layer() {
+        // Dimension order on a mesh closes no cycle: one layer is all
+        // LASH opens. Min-hop's balanced routes on the same mesh turn
+        // both ways and need more, still acyclic in each.
+        use crate::sm::routing::dor;
+        for (x, y) in [(4, 4), (3, 5), (6, 5)] {
+            let g = grid(x, y, false);
+            let max = (2 * x * y) as u16;
+            let by_dor = assign(&g, &dor(&g, max), 8).unwrap();
+            assert_eq!(by_dor.count, 1, "{x}x{y} {by_dor:?}");
+            let t = minhop(&g, max);
+            let by_minhop = assign(&g, &t, 8).unwrap();
+            assert!(deadlock_free_in_layers(&g, &t, &by_minhop));
+            if !deadlock_free_in_layers(&g, &t, &Layers::single(x * y)) {
+                assert!(by_minhop.count > 1, "{x}x{y}");
+            }
         }
-        let g = grid(3, 3, true);
-        assert_eq!(assign(&g, &minhop(&g, 18), 8).unwrap().count, 1);
     }
 
     #[test]
@@ -438,16 +606,20 @@ mod tests {
         use crate::sm::routing::dor;
         // OpenSM 3.3.23's `-R lash` on torus:4:4:1 (ibkit's served
         // fabric) logged "Lanes in layer 0: 192", "layer 1: 48" before
-        // balancing; dor's tables, one route a pair, give the same.
+        // balancing and 122 and 118 after; dor's tables, one route a
+        // pair, give the same (here the switches' GUIDs are unknown, and
+        // their order is the grid's, which is the served fabric's GUIDs').
         let g = grid(4, 4, true);
-        assert_eq!(assign(&g, &dor(&g, 32), 15).unwrap().pairs, [192, 48]);
+        assert_eq!(assign(&g, &dor(&g, 32), 15).unwrap().pairs, [122, 118]);
         // On an 8 × 8 torus they fit the 8 VLs of VL0-7; min-hop's
         // balanced routes would need more than that.
         let g = grid(8, 8, true);
         let by_dor = assign(&g, &dor(&g, 128), 15).unwrap();
         assert!(by_dor.count <= 8, "{by_dor:?}");
         assert!(deadlock_free_in_layers(&g, &dor(&g, 128), &by_dor));
-        let by_minhop = assign(&g, &minhop(&g, 128), 15).unwrap();
-        assert!(by_minhop.count > 8, "{by_minhop:?}");
+        assert_eq!(
+            assign(&g, &minhop(&g, 128), 8),
+            Err(LashError::NotEnoughLayers { available: 8 })
+        );
     }
 }
