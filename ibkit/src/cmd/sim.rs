@@ -178,6 +178,12 @@ fn print(b: &BringUp) {
         "routing: {:?}, route computation alone {:.0} ms",
         b.engine, r.wall_ms.route
     );
+    if let Some(l) = b.sm.subnet().lash_layers() {
+        println!(
+            "lash: {} layer(s), pairs of switches in each: {:?}",
+            l.count, l.pairs
+        );
+    }
     println!(
         "wall time: build {:.0} ms, bring-up {:.0} ms, verify {:.0} ms",
         r.wall_ms.build, r.wall_ms.bring_up, r.wall_ms.verify

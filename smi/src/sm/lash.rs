@@ -177,59 +177,57 @@ fn route_deps(
 }
 
 /// One layer's channel dependency graph, kept acyclic: per channel, the
-/// channels that follow it and how many pairs of switches need each
-/// dependency.
+/// channels that follow it (with how many pairs of switches need each
+/// dependency) and those that lead to it, and a topological order of
+/// the channels kept as dependencies come (Pearce and Kelly's dynamic
+/// order), so that a dependency that follows the order is added without
+/// a search, and one against it searches only the channels between its
+/// two ends in the order.
 struct Layer {
     next: Vec<Vec<(u32, u32)>>,
+    prev: Vec<Vec<u32>>,
+    /// Each channel's place in the order.
+    ord: Vec<u32>,
+}
+
+/// A stamp no channel of `mark` holds yet.
+fn fresh(mark: &mut [u32], stamp: &mut u32) -> u32 {
+    *stamp = stamp.wrapping_add(1);
+    if *stamp == 0 {
+        mark.fill(0);
+        *stamp = 1;
+    }
+    *stamp
 }
 
 impl Layer {
+    fn new(channels: usize) -> Layer {
+        Layer {
+            next: vec![Vec::new(); channels],
+            prev: vec![Vec::new(); channels],
+            ord: (0..channels as u32).collect(),
+        }
+    }
+
     /// Adds the dependencies `deps` (of one pair of switches) when the
-    /// layer stays acyclic with them: false (and the layer as it was)
-    /// when one would close a cycle.
+    /// layer stays acyclic with them: false (and the layer's edges as
+    /// they were) when one would close a cycle.
     fn try_add(&mut self, deps: &[(u32, u32)], mark: &mut [u32], stamp: &mut u32) -> bool {
-        let mut added = Vec::new();
+        let mut added: Vec<(u32, u32)> = Vec::new();
         for &(u, v) in deps {
-            let row = &mut self.next[u as usize];
-            if !row.iter().any(|e| e.0 == v) {
-                row.push((v, 0));
-                added.push((u, v));
+            if self.next[u as usize].iter().any(|e| e.0 == v) {
+                continue;
             }
-        }
-        // The layer was acyclic: a cycle now runs through a new
-        // dependency u → v, so u is reachable from v.
-        let mut cyclic = false;
-        let mut stack = Vec::new();
-        for &(u, v) in &added {
-            *stamp = stamp.wrapping_add(1);
-            if *stamp == 0 {
-                mark.fill(0);
-                *stamp = 1;
-            }
-            stack.clear();
-            stack.push(v);
-            mark[v as usize] = *stamp;
-            while let Some(c) = stack.pop() {
-                if c == u {
-                    cyclic = true;
-                    break;
+            if !self.insert(u, v, mark, stamp) {
+                // The order stays: one that fits the graph with these
+                // dependencies fits it without them.
+                for &(a, b) in added.iter().rev() {
+                    self.next[a as usize].pop();
+                    self.unlink_prev(a, b);
                 }
-                for &(t, _) in &self.next[c as usize] {
-                    if mark[t as usize] != *stamp {
-                        mark[t as usize] = *stamp;
-                        stack.push(t);
-                    }
-                }
+                return false;
             }
-            if cyclic {
-                break;
-            }
-        }
-        if cyclic {
-            for &(u, _) in added.iter().rev() {
-                self.next[u as usize].pop();
-            }
-            return false;
+            added.push((u, v));
         }
         for &(u, v) in deps {
             if let Some(e) = self.next[u as usize].iter_mut().find(|e| e.0 == v) {
@@ -237,6 +235,68 @@ impl Layer {
             }
         }
         true
+    }
+
+    /// Adds u → v unless it closes a cycle, keeping the order.
+    fn insert(&mut self, u: u32, v: u32, mark: &mut [u32], stamp: &mut u32) -> bool {
+        let (ou, ov) = (self.ord[u as usize], self.ord[v as usize]);
+        if ou > ov {
+            // What v leads to, up to u's place: reaching u is a cycle.
+            let seen = fresh(mark, stamp);
+            let mut forward = vec![v];
+            mark[v as usize] = seen;
+            let mut k = 0;
+            while k < forward.len() {
+                let c = forward[k] as usize;
+                k += 1;
+                for &(t, _) in &self.next[c] {
+                    if t == u {
+                        return false;
+                    }
+                    if mark[t as usize] != seen && self.ord[t as usize] < ou {
+                        mark[t as usize] = seen;
+                        forward.push(t);
+                    }
+                }
+            }
+            // What leads to u, down to v's place.
+            let seen = fresh(mark, stamp);
+            let mut backward = vec![u];
+            mark[u as usize] = seen;
+            let mut k = 0;
+            while k < backward.len() {
+                let c = backward[k] as usize;
+                k += 1;
+                for &s in &self.prev[c] {
+                    if mark[s as usize] != seen && self.ord[s as usize] > ov {
+                        mark[s as usize] = seen;
+                        backward.push(s);
+                    }
+                }
+            }
+            // The backward set, then the forward set, each in its order,
+            // into the places they held.
+            let ord = &self.ord;
+            backward.sort_unstable_by_key(|&c| ord[c as usize]);
+            forward.sort_unstable_by_key(|&c| ord[c as usize]);
+            let mut places: Vec<u32> = (backward.iter().chain(&forward))
+                .map(|&c| ord[c as usize])
+                .collect();
+            places.sort_unstable();
+            for (&c, &place) in backward.iter().chain(&forward).zip(&places) {
+                self.ord[c as usize] = place;
+            }
+        }
+        self.next[u as usize].push((v, 0));
+        self.prev[v as usize].push(u);
+        true
+    }
+
+    fn unlink_prev(&mut self, u: u32, v: u32) {
+        let row = &mut self.prev[v as usize];
+        if let Some(k) = row.iter().position(|&x| x == u) {
+            row.swap_remove(k);
+        }
     }
 
     /// Takes out the dependencies of a pair [`Layer::try_add`] added.
@@ -247,6 +307,7 @@ impl Layer {
                 row[k].1 -= 1;
                 if row[k].1 == 0 {
                     row.swap_remove(k);
+                    self.unlink_prev(u, v);
                 }
             }
         }
@@ -312,9 +373,7 @@ pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashE
                     if v >= usize::from(available.max(1)) {
                         return Err(LashError::NotEnoughLayers { available });
                     }
-                    layers.push(Layer {
-                        next: vec![Vec::new(); routes.ch.count],
-                    });
+                    layers.push(Layer::new(routes.ch.count));
                     pairs.push(0);
                 }
                 if layers[v].try_add(&deps, &mut mark, &mut stamp) {
@@ -374,8 +433,10 @@ fn balance(
     if count < 2 || n == 0 {
         return;
     }
-    // Pairs of the fullest layer tried and refused by the emptiest.
-    let mut refused = vec![false; n * n];
+    // Pairs of the fullest layer tried and refused by the emptiest: those
+    // marked with this round (a new round forgets them all at once).
+    let mut refused = vec![0u32; n * n];
+    let mut round = 1u32;
     let (mut max, mut min) = (0usize, count - 1);
     let mut trials = i64::from(pairs[max]);
     let mut random = CRandom::new(1);
@@ -384,8 +445,10 @@ fn balance(
     loop {
         let mut src = random.next_u31() as usize % n;
         let mut dest = random.next_u31() as usize % n;
-        let here = |src: usize, dest: usize, refused: &[bool]| {
-            src != dest && usize::from(lane[src * n + dest]) == max && !refused[src * n + dest]
+        let here = |src: usize, dest: usize, refused: &[u32]| {
+            src != dest
+                && usize::from(lane[src * n + dest]) == max
+                && refused[src * n + dest] != round
         };
         // Trials count the pairs of the fullest layer not yet refused,
         // so one is there.
@@ -412,8 +475,8 @@ fn balance(
             lane[src * n + dest] = min as u8;
             lane[dest * n + src] = min as u8;
         } else {
-            refused[src * n + dest] = true;
-            refused[dest * n + src] = true;
+            refused[src * n + dest] = round;
+            refused[dest * n + src] = round;
             trials -= 2;
         }
         if trials <= 0 || pairs[max] - pairs[min].min(pairs[max]) < BALANCE_LIMIT {
@@ -435,7 +498,7 @@ fn balance(
         // tried again.
         if old_min != min || old_max != max {
             trials = i64::from(pairs[max]);
-            refused.fill(false);
+            round += 1;
         }
     }
 }
