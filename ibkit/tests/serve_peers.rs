@@ -1180,7 +1180,8 @@ fn both_sms_layer_a_torus_by_lash_alike_down_to_every_paths_sl() {
     // same served torus, one after the other: the same layers before and
     // after OpenSM's balancing (its log's "Lanes in layer" lines, ibkit's
     // "lash:" line), the same tables route for route, and the same SL in
-    // the PathRecord of every pair of hosts.
+    // the PathRecord of every pair of hosts, with the layers from SL 0
+    // and from SL 2 (`lash_start_vl`).
     if let Some(why) = missing() {
         if skip("lash", &why) {
             return;
@@ -1220,42 +1221,61 @@ fn both_sms_layer_a_torus_by_lash_alike_down_to_every_paths_sl() {
         }
         r
     };
-    let osm = tests::peers::start_opensm_with(&sim, &dir, wait, &["-R", "lash", "-Q"]).unwrap();
-    let osm_sls = sls(&sim);
-    let osm_routes = routes(&dump(&sim, &dir));
-    osm.stop(Duration::from_secs(10));
-    let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
-    let lanes: Vec<u64> = (log.lines())
-        .filter_map(|l| l.split("Lanes in layer ").nth(1))
-        .filter_map(|l| l.split(": ").nth(1)?.trim().parse().ok())
-        .collect();
-    // Before balancing, then after.
-    assert_eq!(lanes, [192, 48, 122, 118], "OpenSM's log: {lanes:?}");
-    let mut ibkit = tests::peers::WatchedSm::spawn(
-        sim.client(exe().as_os_str()),
-        &["--routing", "lash", "--qos"],
-    )
-    .unwrap();
-    ibkit.wait_for("SUBNET UP", wait).unwrap();
-    let ibkit_sls = sls(&sim);
-    let ibkit_routes = routes(&dump(&sim, &dir));
-    let (_, lines) = ibkit.stop(Duration::from_secs(5));
-    let said: Vec<&str> = lines.iter().map(|l| l.1.as_str()).collect();
-    let said = said.join("\n");
-    assert!(
-        said.contains("lash: 2 layer(s), pairs of switches in each: [122, 118]"),
-        "{said}"
-    );
-    assert_eq!(osm_sls.len(), 120);
-    let used: std::collections::BTreeSet<u64> = osm_sls.values().copied().collect();
-    assert_eq!(used.len(), 2, "both layers in use: {used:?}");
-    let unlike: Vec<_> = (osm_sls.iter())
-        .filter(|(k, v)| ibkit_sls.get(*k) != Some(v))
-        .collect();
-    assert!(unlike.is_empty(), "SLs unlike OpenSM's: {unlike:?}");
-    assert_eq!(osm_routes.len(), 16 * 32);
-    let unlike: Vec<_> = (osm_routes.iter())
-        .filter(|(k, v)| ibkit_routes.get(*k) != Some(v))
-        .collect();
-    assert!(unlike.is_empty(), "routes unlike OpenSM's: {unlike:?}");
+    // Layers from SL 0, then (lash_start_vl) from SL 2.
+    for start in [0u64, 2] {
+        let first = start.to_string();
+        let (mut osm_args, mut our_args) =
+            (vec!["-R", "lash", "-Q"], vec!["--routing", "lash", "--qos"]);
+        if start > 0 {
+            osm_args.extend(["--lash_start_vl", &first]);
+            our_args.extend(["--lash-start-vl", &first]);
+        }
+        let osm = tests::peers::start_opensm_with(&sim, &dir, wait, &osm_args).unwrap();
+        let osm_sls = sls(&sim);
+        let osm_routes = routes(&dump(&sim, &dir));
+        osm.stop(Duration::from_secs(10));
+        let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
+        let lanes: Vec<u64> = (log.lines())
+            .filter_map(|l| l.split("Lanes in layer ").nth(1))
+            .filter_map(|l| l.split(": ").nth(1)?.trim().parse().ok())
+            .collect();
+        // Before balancing, then after.
+        assert_eq!(lanes, [192, 48, 122, 118], "OpenSM's log: {lanes:?}");
+        let mut ibkit =
+            tests::peers::WatchedSm::spawn(sim.client(exe().as_os_str()), &our_args).unwrap();
+        ibkit.wait_for("SUBNET UP", wait).unwrap();
+        let ibkit_sls = sls(&sim);
+        let ibkit_routes = routes(&dump(&sim, &dir));
+        let (_, lines) = ibkit.stop(Duration::from_secs(5));
+        let said: Vec<&str> = lines.iter().map(|l| l.1.as_str()).collect();
+        let said = said.join("\n");
+        assert!(
+            said.contains("lash: 2 layer(s), pairs of switches in each: [122, 118]"),
+            "{said}"
+        );
+        assert_eq!(osm_sls.len(), 120);
+        let used: Vec<u64> = osm_sls
+            .values()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(
+            used,
+            [start, start + 1],
+            "both layers in use from SL {start}"
+        );
+        let unlike: Vec<_> = (osm_sls.iter())
+            .filter(|(k, v)| ibkit_sls.get(*k) != Some(v))
+            .collect();
+        assert!(
+            unlike.is_empty(),
+            "SLs from {start} unlike OpenSM's: {unlike:?}"
+        );
+        assert_eq!(osm_routes.len(), 16 * 32);
+        let unlike: Vec<_> = (osm_routes.iter())
+            .filter(|(k, v)| ibkit_routes.get(*k) != Some(v))
+            .collect();
+        assert!(unlike.is_empty(), "routes unlike OpenSM's: {unlike:?}");
+    }
 }

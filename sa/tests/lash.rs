@@ -180,6 +180,48 @@ fn with_too_few_vls_lash_routes_min_hop_and_says_why() {
 }
 
 #[test]
+fn lash_start_vl_moves_the_layers_up_and_refuses_to_leave_none() {
+    let up = |start: u8| {
+        let topo = Topology::from_spec("torus:4:4:1").unwrap();
+        let mut f = Fabric::new(topo, SimConfig::default()).unwrap();
+        let mut sm = Sm::new(SmConfig {
+            routing: Engine::Lash,
+            lash_start_vl: start,
+            ..SmConfig::default()
+        });
+        sm.set_qos(parse("").unwrap());
+        assert!(f.bring_up(&mut sm));
+        (f, sm)
+    };
+    // From SL 5: the layers are SLs 5 and 6 (VLs 5 and 6 of VL0-7).
+    let (f, sm) = up(5);
+    assert!(sm.deadlock_free());
+    let mut sa = new_sa();
+    let h = hosts(&f);
+    let mut used = BTreeSet::new();
+    for &(b, _) in &h[1..] {
+        used.insert(path_sl(&mut sa, &sm, &f, h[0].0, b, h[0].1));
+    }
+    assert_eq!(used.into_iter().collect::<Vec<_>>(), [5, 6]);
+    // From SL 7 one VL is left, and a torus needs two: min-hop, told why.
+    let (_, mut sm) = up(7);
+    assert!(sm.subnet().lash_layers().is_none());
+    // From SL 8 none is left (OpenSM's ERR 4D03).
+    let (_, mut sm8) = up(8);
+    let said = |sm: &mut Sm| {
+        let mut r = String::new();
+        while let Some(e) = sm.poll_event() {
+            if let SmEvent::RoutingFellBack { reason, .. } = e {
+                r = reason;
+            }
+        }
+        r
+    };
+    assert!(said(&mut sm).contains("more than the 1 layer"));
+    assert!(said(&mut sm8).contains("lash_start_vl 8 is not below the 8 VL(s)"));
+}
+
+#[test]
 fn without_qos_the_layers_are_not_called_deadlock_free() {
     // The layers are made, but no SL-to-VL table gives them their VLs:
     // every switch port still maps all SLs to VL 0.

@@ -43,6 +43,7 @@
 //! lmc = 0                   # 0-7: 2^lmc LIDs for every CA port (OpenSM's lmc)
 //! lmc_esp0 = false          # true: enhanced switch ports 0 get 2^lmc LIDs too
 //! connect_roots = false     # true: up*/down* routes the roots' LIDs by min-hop (OpenSM's -z)
+//! lash_start_vl = 0         # LASH's first SL and VL (OpenSM's lash_start_vl)
 //! no_clients_rereg = false  # true: never ask hosts to rejoin groups (OpenSM's)
 //! subnet_prefix = "0xfe80000000000000" # every end port's GID prefix (OpenSM's)
 //! part_enforce = "both"     # in, out, off: switch ports' partition enforcement (OpenSM's)
@@ -155,6 +156,7 @@ struct Raw {
     lmc: Option<Spanned<i64>>,
     lmc_esp0: Option<bool>,
     connect_roots: Option<bool>,
+    lash_start_vl: Option<Spanned<i64>>,
     no_clients_rereg: Option<bool>,
     subnet_prefix: Option<Spanned<Number>>,
     root_guid_file: Option<PathBuf>,
@@ -307,6 +309,8 @@ pub struct SmFile {
     /// Up*/down* routes the roots' own LIDs by min-hop (OpenSM's
     /// `connect_roots`).
     pub connect_roots: Option<bool>,
+    /// LASH's first SL and VL, 0–14 (OpenSM's `lash_start_vl`).
+    pub lash_start_vl: Option<u8>,
     /// Never ask end ports' clients to reregister (OpenSM's
     /// `no_clients_rereg`).
     pub no_clients_rereg: Option<bool>,
@@ -690,6 +694,7 @@ pub fn parse_sm_file(text: &str, dir: &Path) -> Result<SmFile, ConfigError> {
         lmc: ranged(&raw.lmc, "lmc", 0, 7)?.map(|v| v as u8),
         lmc_esp0: raw.lmc_esp0,
         connect_roots: raw.connect_roots,
+        lash_start_vl: ranged(&raw.lash_start_vl, "lash_start_vl", 0, 14)?.map(|v| v as u8),
         no_clients_rereg: raw.no_clients_rereg,
         subnet_prefix,
         root_guid_file: path(&raw.root_guid_file),
@@ -946,6 +951,8 @@ mod tests {
         );
         let e = bad("sm_assigned_guid = 256\n");
         assert!(e.reason.contains("0-255"), "{e}");
+        let e = bad("lash_start_vl = 15\n");
+        assert!(e.reason.contains("0-14"), "{e}");
         let e = bad("lmc = 8\n");
         assert!(
             e.reason.contains("lmc = 8") && e.reason.contains("0-7"),

@@ -193,6 +193,8 @@ pub struct SmdConfig {
     /// Up*/down* routes the roots' own LIDs by min-hop (OpenSM's
     /// `connect_roots`).
     pub connect_roots: bool,
+    /// LASH's first SL and VL (OpenSM's `lash_start_vl`).
+    pub lash_start_vl: u8,
     /// Never ask end ports' clients to reregister (OpenSM's
     /// `no_clients_rereg`; see [`SmConfig::no_clients_rereg`]).
     pub no_clients_rereg: bool,
@@ -364,6 +366,7 @@ impl Default for SmdConfig {
             lmc: 0,
             lmc_esp0: false,
             connect_roots: false,
+            lash_start_vl: 0,
             no_clients_rereg: false,
             subnet_prefix: mad_core::Gid::DEFAULT_PREFIX,
             root_guid_file: None,
@@ -955,6 +958,7 @@ fn sm_config(c: &SmdConfig) -> SmConfig {
         routing: c.routing,
         file_fallback: c.file_fallback,
         connect_roots: c.connect_roots,
+        lash_start_vl: c.lash_start_vl,
         lid_policy: c.lid_policy,
         timeout_ms: c.timeout_ms,
         long_timeout_ms: c.long_timeout_ms,
@@ -1918,6 +1922,10 @@ fn reread_config(rc: &Reconfig, c: &SmdConfig, files: &mut Files, sm: &mut Sm, s
         (
             "connect_roots",
             g.connect_roots.or(f.connect_roots).unwrap_or(false) != c.connect_roots,
+        ),
+        (
+            "lash_start_vl",
+            g.lash_start_vl.or(f.lash_start_vl).unwrap_or(0) != c.lash_start_vl,
         ),
         (
             "subnet_prefix",

@@ -14,7 +14,7 @@
 //! | `sm_priority`, `sm_key`, `sa_key`, `sm_assigned_guid` | the same |
 //! | `m_key`, `m_key_protection_level`, `m_key_lease_period` (a lease no longer than `sweep_interval` made a second longer, as OpenSM does), `m_key_lookup` | the same |
 //! | `m_key_per_port` (newer OpenSMs; 3.3.23 has none) | ibkit's own keys, one a port ([`smi::sm::port_m_key`]) |
-//! | `lmc`, `lmc_esp0`, `connect_roots`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`), `guid_routing_order_file` (min-hop and up*/down*), `guid_routing_order_no_scatter`, `hop_weights_file` (min-hop), `port_search_ordering_file`, `port_shifting`, `scatter_ports`, `port_profile_switch_nodes`, `port_prof_ignore_file` (min-hop and up*/down*) | the same |
+//! | `lmc`, `lmc_esp0`, `connect_roots`, `lash_start_vl`, `reassign_lids`, `force_heavy_sweep`, `no_clients_rereg`, `subnet_prefix`, `root_guid_file`, `lfts_file` (read under `routing_engine file`), `guid_routing_order_file` (min-hop and up*/down*), `guid_routing_order_no_scatter`, `hop_weights_file` (min-hop), `port_search_ordering_file`, `port_shifting`, `scatter_ports`, `port_profile_switch_nodes`, `port_prof_ignore_file` (min-hop and up*/down*) | the same |
 //! | `node_name_map_name` | `node_name_map` |
 //! | `fsync_high_avail_files` | the same |
 //! | `sweep_on_trap`, `ignore_other_sm`, `sm_inactive`, `disable_multicast`, `use_mfttop`, `babbling_port_policy`, `mcgroup_join_validation`, `ipoib_mcgroup_creation_validation`, `consolidate_ipv6_snm_req`, `use_original_extended_sa_rates_only`, `max_rate_enum` (OpenSM 3.3.24's), `drop_event_subscriptions`, `use_optimized_slvl` (OpenSM's default `FALSE` applies: one Set(SLtoVL) a pair of ports) | the same |
@@ -81,7 +81,6 @@ const WARN_UNLESS: &[(&str, &str, &str)] = &[
     ),
     ("perfmgr", "FALSE", "ibkit has no performance manager"),
     ("console", "off", "ibkit has no console"),
-    ("lash_start_vl", "0", "ibkit's LASH starts at SL and VL 0"),
     (
         "do_mesh_analysis",
         "FALSE",
@@ -155,6 +154,7 @@ pub fn parse_opensm_conf(
             "lmc" => s.lmc = Some(ranged(0, 7)? as u8),
             "lmc_esp0" => s.lmc_esp0 = Some(boolean()?),
             "connect_roots" => s.connect_roots = Some(boolean()?),
+            "lash_start_vl" => s.lash_start_vl = Some(ranged(0, 14)? as u8),
             "no_clients_rereg" => s.no_clients_rereg = Some(boolean()?),
             "root_guid_file" if null => {}
             "fsync_high_avail_files" => s.fsync_high_avail_files = Some(boolean()?),
@@ -667,7 +667,7 @@ mod tests {
     fn what_ibkit_applies_is_read_with_opensms_syntax() {
         let c = parse(
             "# a site's file\nguid 0x0002c90300001234\nsm_priority 7\nsm_key 0x2a\nsa_key 42\n\
-             lmc 2\nlmc_esp0 TRUE\nconnect_roots TRUE\nreassign_lids FALSE\nforce_heavy_sweep TRUE\nsweep_interval 30\n\
+             lmc 2\nlmc_esp0 TRUE\nconnect_roots TRUE\nlash_start_vl 3\nreassign_lids FALSE\nforce_heavy_sweep TRUE\nsweep_interval 30\n\
              sminfo_polling_timeout 2000\ntransaction_timeout 0310\ntransaction_retries 5\nlong_transaction_timeout 0x3e8\n\
              routing_engine dfsssp,ftree,updn\npartition_config_file /there/p.conf\n\
              qos TRUE\nqos_policy_file /there/q.conf\nqos_max_vls 8\nlog_file /var/log/sm.log\n\
@@ -694,6 +694,7 @@ mod tests {
             (Some(2), Some(true), Some(false))
         );
         assert_eq!(s.connect_roots, Some(true));
+        assert_eq!(s.lash_start_vl, Some(3));
         assert_eq!(s.force_heavy_sweep, Some(true));
         assert_eq!(s.no_clients_rereg, Some(true));
         assert_eq!(s.subnet_prefix, Some(0xfec0_0000_0000_0001));

@@ -66,7 +66,7 @@ pub struct SmArgs {
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext, sweep_ms, force_heavy_sweep, routing, partitions, qos, qos_config, qos_policy,
     /// log_level, log_file, accum_log_file, log_max_size, log_prefix, dump_dir, cache_dir, sa_db_file, sa_db_dump_dir, subnet_lst_dir, vm_socket, reassign_lids,
-    /// lmc, lmc_esp0, connect_roots, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, lmc_as_opensm, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
+    /// lmc, lmc_esp0, connect_roots, lash_start_vl, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, lmc_as_opensm, node_name_map, fsync_high_avail_files, part_enforce, allow_both_pkeys, keep_pkey_indexes, honor_guid2lid_file,
     /// sweep_on_trap, ignore_other_sm, sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, ready_timeout_s; paths relative to the file). A flag given here wins over the file; an unknown key or a
     /// bad value is refused with its line. SIGHUP reads it again.
@@ -80,7 +80,7 @@ pub struct SmArgs {
     /// vl_stall_count and its leaf_, max_op_vls, the error thresholds,
     /// packet_life_time, sm_sl, force_link_width, force_link_speed,
     /// force_link_speed_ext),
-    /// lmc, lmc_esp0, connect_roots, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, node_name_map_name, fsync_high_avail_files,
+    /// lmc, lmc_esp0, connect_roots, lash_start_vl, no_clients_rereg, subnet_prefix, root_guid_file, lfts_file, guid_routing_order_file, guid_routing_order_no_scatter, hop_weights_file, port_search_ordering_file, port_shifting, scatter_ports, port_profile_switch_nodes, port_prof_ignore_file, node_name_map_name, fsync_high_avail_files,
     /// part_enforce, no_partition_enforcement, allow_both_pkeys, keep_pkey_indexes, sweep_on_trap, ignore_other_sm,
     /// sm_inactive, disable_multicast, use_mfttop, babbling_port_policy, use_optimized_slvl, drop_event_subscriptions, mcgroup_join_validation,
     /// ipoib_mcgroup_creation_validation, consolidate_ipv6_snm_req, use_original_extended_sa_rates_only, max_rate_enum, honor_guid2lid_file,
@@ -157,6 +157,11 @@ pub struct SmArgs {
     /// up*/down* leaves without a way (OpenSM leaves them unreachable).
     #[arg(long, short = 'z')]
     pub connect_roots: bool,
+    /// The SL and VL of LASH's first layer, 0–14 (OpenSM's
+    /// --lash_start_vl): layer k is SL start + k, and the VLs below it
+    /// are left to other traffic [default: 0].
+    #[arg(long, value_name = "VL", value_parser = clap::value_parser!(u8).range(0..=14))]
+    pub lash_start_vl: Option<u8>,
     /// Never ask the hosts' SA clients to reregister (OpenSM's
     /// no_clients_rereg). By default the SM sets PortInfo's
     /// ClientReregister on every end port as it brings the subnet up or
@@ -473,6 +478,7 @@ pub fn run(a: &SmArgs) -> super::Outcome {
             lmc: a.lmc.or(file.lmc).unwrap_or(0),
             lmc_esp0: a.lmc_esp0 || file.lmc_esp0 == Some(true),
             connect_roots: a.connect_roots || file.connect_roots == Some(true),
+            lash_start_vl: a.lash_start_vl.or(file.lash_start_vl).unwrap_or(0),
             no_clients_rereg: a.no_clients_rereg || file.no_clients_rereg == Some(true),
             subnet_prefix: (file.subnet_prefix).unwrap_or(mad_core::Gid::DEFAULT_PREFIX),
             root_guid_file: a.root_guid_file.clone().or(file.root_guid_file),
@@ -575,6 +581,7 @@ fn flags(a: &SmArgs) -> smd::config::SmFile {
         lmc: a.lmc,
         lmc_esp0: a.lmc_esp0.then_some(true),
         connect_roots: a.connect_roots.then_some(true),
+        lash_start_vl: a.lash_start_vl,
         no_clients_rereg: a.no_clients_rereg.then_some(true),
         root_guid_file: a.root_guid_file.clone(),
         lfts_file: a.lfts_file.clone(),

@@ -183,6 +183,10 @@ pub struct SmConfig {
     /// as OpenSM's). Off: by up*/down*, with min-hop only where
     /// up*/down* reaches no way (OpenSM leaves those unreachable).
     pub connect_roots: bool,
+    /// The SL and VL LASH's first layer takes (OpenSM's `lash_start_vl`):
+    /// layer `k` is SL `lash_start_vl + k`, and the VLs below it are not
+    /// LASH's. 0 by default.
+    pub lash_start_vl: u8,
     /// Port GUIDs whose LIDs min-hop and up*/down* route first, in this
     /// order (OpenSM's `guid_routing_order_file`), so each switch spreads
     /// them over its equal-cost ports before any other destination. A
@@ -493,6 +497,7 @@ impl Default for SmConfig {
             lfts_file: None,
             file_fallback: Engine::MinHop,
             connect_roots: false,
+            lash_start_vl: 0,
             routing_order: Vec::new(),
             port_selection: PortSelection::default(),
             part_enforce: PartEnforce::Both,

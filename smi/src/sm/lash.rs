@@ -39,6 +39,8 @@ use alloc::vec::Vec;
 pub struct Layers {
     n: usize,
     sl: Vec<u8>,
+    /// The SL of layer 0 (OpenSM's `lash_start_vl`; see [`Layers::sl`]).
+    pub start: u8,
     /// How many layers the routes use (at least 1).
     pub count: u8,
     /// Per layer, how many ordered pairs of switches it carries.
@@ -52,18 +54,30 @@ impl Layers {
         Layers {
             n,
             sl: vec![0; n * n],
+            start: 0,
             count: 1,
             pairs: vec![(n * n.saturating_sub(1)) as u32],
         }
     }
 
     /// The layer of routes from switch `from` to switch `to` (indexes of
-    /// the routing [`Graph`]); 0 for one switch, or an index out of range.
-    pub fn sl(&self, from: usize, to: usize) -> u8 {
+    /// the routing [`Graph`]): 0 for one switch, or an index out of range.
+    pub fn layer(&self, from: usize, to: usize) -> u8 {
         if from >= self.n || to >= self.n {
             return 0;
         }
         self.sl[from * self.n + to]
+    }
+
+    /// The SL of routes from switch `from` to switch `to`: their layer
+    /// after [`Layers::start`] (OpenSM's `path_sl` under LASH); `start`
+    /// for one switch; 0 for an index out of range (OpenSM's default SL
+    /// for a port it finds no switch for).
+    pub fn sl(&self, from: usize, to: usize) -> u8 {
+        if from >= self.n || to >= self.n {
+            return 0;
+        }
+        self.start.saturating_add(self.sl[from * self.n + to])
     }
 
     /// How many switches the layers were made for.
@@ -80,6 +94,13 @@ pub enum LashError {
         /// Layers available (the fewest operational VLs of a switch port).
         available: u8,
     },
+    /// `lash_start_vl` leaves no VL for a layer.
+    StartTooHigh {
+        /// The first SL asked.
+        start: u8,
+        /// The VLs the switch ports run.
+        vls: u8,
+    },
 }
 
 impl core::fmt::Display for LashError {
@@ -88,6 +109,10 @@ impl core::fmt::Display for LashError {
             LashError::NotEnoughLayers { available } => write!(
                 f,
                 "the routes need more than the {available} layer(s) the switch ports' operational VLs give"
+            ),
+            LashError::StartTooHigh { start, vls } => write!(
+                f,
+                "lash_start_vl {start} is not below the {vls} VL(s) the switch ports run (OpenSM's ERR 4D03)"
             ),
         }
     }
@@ -407,6 +432,7 @@ pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashE
     Ok(Layers {
         n,
         sl,
+        start: 0,
         count: pairs.len() as u8,
         pairs,
     })
@@ -525,7 +551,7 @@ pub fn deadlock_free_in_layers(g: &Graph, lft: &[Vec<u8>], layers: &Layers) -> b
             }
             deps.clear();
             route_deps(g, &ch, lft, s, lids, &mut deps);
-            let layer = usize::from(layers.sl(s, d));
+            let layer = usize::from(layers.layer(s, d));
             let Some(e) = edges.get_mut(layer) else {
                 return false;
             };

@@ -376,7 +376,10 @@ impl Sm {
         let Some(q) = &self.db.qos.config else {
             return false;
         };
-        let vls = &q.swe.sl2vl[..usize::from(count.min(16))];
+        let start = usize::from(self.cfg.lash_start_vl);
+        let Some(vls) = q.swe.sl2vl.get(start..start + usize::from(count)) else {
+            return false;
+        };
         let available = super::lash::layers_of_op_vls(self.lash_op_vls());
         (vls.iter().all(|&v| v < available)) && (1..vls.len()).all(|i| !vls[..i].contains(&vls[i]))
     }
@@ -396,9 +399,18 @@ impl Sm {
             ));
             return None;
         }
-        let available = super::lash::layers_of_op_vls(self.lash_op_vls());
-        match super::lash::assign(g, &self.db.lfts, available) {
-            Ok(layers) => Some(layers),
+        let vls = super::lash::layers_of_op_vls(self.lash_op_vls());
+        let start = self.cfg.lash_start_vl;
+        if start >= vls {
+            let e = super::lash::LashError::StartTooHigh { start, vls };
+            self.emit(fell_back(alloc::format!("{e}")));
+            return None;
+        }
+        match super::lash::assign(g, &self.db.lfts, vls - start) {
+            Ok(mut layers) => {
+                layers.start = start;
+                Some(layers)
+            }
             Err(e) => {
                 self.emit(fell_back(alloc::format!("{e}")));
                 None
