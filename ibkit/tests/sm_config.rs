@@ -567,6 +567,7 @@ fn opensms_own_configuration_file_is_read_and_applied() {
         "guid_routing_order_no_scatter",
         "port_profile_switch_nodes",
         "port_prof_ignore_file",
+        "lash_start_vl",
     ] {
         assert!(
             !skipped.split([' ', ':']).any(|w| w == applied),
