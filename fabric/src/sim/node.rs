@@ -28,11 +28,12 @@ impl SimNode {
 
     fn powered(n: &TopoNode, vfs: usize, is_sm: bool) -> SimNode {
         let (guid, ports, name) = (n.guid, n.ports, n.name.as_str());
+        let system = mad_core::Guid(n.system_image_guid());
         match n.kind {
             NodeType::Switch => {
                 let mut spec = NodeSpec::switch(guid, ports, name);
                 spec.enhanced_port0 = n.enhanced_port0;
-                spec.system_image_guid = mad_core::Guid(n.system_image_guid());
+                spec.system_image_guid = system;
                 SimNode::Switch(Box::new(SwitchSma::new(&spec)))
             }
             _ if vfs > 0
@@ -40,13 +41,13 @@ impl SimNode {
                 && usize::from(ports) <= smi::sma::hypervisor::MAX_HYPERVISOR_PORTS =>
             {
                 let mut h = Hypervisor::with_ports(guid, ports, vfs, name);
-                h.pf.model.node_info.system_image_guid = mad_core::Guid(n.system_image_guid());
+                h.pf.model.node_info.system_image_guid = system;
                 SimNode::Hypervisor(Box::new(h))
             }
             _ => {
                 let mut spec = NodeSpec::ca(guid, ports, name);
                 spec.is_sm = is_sm;
-                spec.system_image_guid = mad_core::Guid(n.system_image_guid());
+                spec.system_image_guid = system;
                 SimNode::Ca(Box::new(CaSma::new(&spec)))
             }
         }
