@@ -304,7 +304,12 @@ impl BringUp {
         let deadlock_free = sm.deadlock_free();
         let verify = t2.elapsed().as_secs_f64() * 1e3;
         let t3 = Instant::now();
-        let _ = Sm::compute_routes(cfg.routing, sm.routing_graph(), sm.max_lid());
+        let tables = Sm::compute_routes(cfg.routing, sm.routing_graph(), sm.max_lid());
+        if cfg.routing == Engine::Lash {
+            // LASH's layers are part of its routing (as OpenSM's
+            // lash_process times them), up to the 15 SLs there are.
+            let _ = smi::sm::lash::assign(sm.routing_graph(), &tables, 15);
+        }
         let route = t3.elapsed().as_secs_f64() * 1e3;
         let st = sm.stats();
         let per_phase = st.per_phase();
