@@ -172,6 +172,14 @@ fn with_too_few_vls_lash_routes_min_hop_and_says_why() {
     }
     let (wanted, used, reason) = said.expect("the fallback is told");
     assert_eq!((wanted, used), (Engine::Lash, Engine::MinHop));
+    // And min-hop's tables are the ones computed, not dor's.
+    let computed: Vec<Vec<u8>> = sm.lfts().map(|(_, t)| t.to_vec()).collect();
+    let g = sm.routing_graph();
+    assert_eq!(
+        computed,
+        Sm::compute_routes(Engine::MinHop, g, sm.max_lid())
+    );
+    assert_ne!(computed, Sm::compute_routes(Engine::Dor, g, sm.max_lid()));
     assert!(reason.contains("more than the 1 layer"), "{reason}");
     let mut sa = new_sa();
     let h = hosts(&f);

@@ -430,8 +430,18 @@ fn on_random_fabrics_every_lid_is_routed_and_updown_stays_deadlock_free() {
             assert!(cas.iter().all(|&(_, b, m)| m == 2 && b % 4 == 0));
             assert_eq!(v.lids as usize, cas.len() * 4 + (f.nodes.len() - cas.len()));
             // Min-hop makes no such promise, nor the file engine, which
-            // routes min-hop without a file, nor dor off a mesh.
-            if !matches!(routing, Engine::MinHop | Engine::File | Engine::Dor) {
+            // routes min-hop without a file, nor dor off a mesh, nor
+            // LASH under LMC, which then routes min-hop (as OpenSM's).
+            if routing == Engine::Lash {
+                assert!(
+                    sm.subnet().lash_layers().is_none(),
+                    "{spec}: LASH under LMC"
+                );
+            }
+            if !matches!(
+                routing,
+                Engine::MinHop | Engine::File | Engine::Dor | Engine::Lash
+            ) {
                 assert!(sm.deadlock_free(), "{spec} {routing:?}");
             }
         }

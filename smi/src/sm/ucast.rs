@@ -115,6 +115,12 @@ impl Sm {
         self.db.lash = None;
         if self.cfg.routing == Engine::Lash {
             self.db.lash = self.lash_layers(&g);
+            // Where LASH cannot layer the routes, min-hop routes the
+            // fabric, as OpenSM's default engine does after its LASH
+            // fails (the event said so).
+            if self.db.lash.is_none() {
+                self.db.lfts = Self::compute_routes(Engine::MinHop, &g, self.db.max_lid);
+            }
         }
         // A new master that read the switches' tables back keeps each
         // entry min-hop would also accept (other engines keep their own
