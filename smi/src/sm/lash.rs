@@ -79,11 +79,6 @@ impl Layers {
         }
         self.start.saturating_add(self.sl[from * self.n + to])
     }
-
-    /// How many switches the layers were made for.
-    pub fn switches(&self) -> usize {
-        self.n
-    }
 }
 
 /// Why LASH could not route a fabric.
@@ -147,24 +142,13 @@ fn channels(g: &Graph) -> Channels {
     Channels { id, count }
 }
 
-/// Per switch, its own LID and those of the end ports behind it: as
-/// OpenSM's LASH, every pair of switches is layered, whether or not it
-/// carries data.
-fn lids_by_switch(g: &Graph) -> Vec<Vec<usize>> {
-    let mut by_switch = vec![Vec::new(); g.ports.len()];
-    for (lid, s, _) in destinations(g) {
-        if let Some(v) = by_switch.get_mut(s) {
-            v.push(usize::from(lid));
-        }
-    }
-    by_switch
-}
-
-/// Per switch, the LIDs of the end ports (CAs, VMs) behind it.
-fn end_lids(g: &Graph) -> Vec<Vec<usize>> {
+/// Per switch, the LIDs of the end ports (CAs, VMs) behind it, and its
+/// own LID too when `own` (as OpenSM's LASH layers every pair of
+/// switches, whether or not it carries data).
+fn lids_by_switch(g: &Graph, own: bool) -> Vec<Vec<usize>> {
     let mut by_switch = vec![Vec::new(); g.ports.len()];
     for (lid, s, port) in destinations(g) {
-        if port != 0 {
+        if own || port != 0 {
             if let Some(v) = by_switch.get_mut(s) {
                 v.push(usize::from(lid));
             }
@@ -213,6 +197,35 @@ struct Layer {
     prev: Vec<Vec<u32>>,
     /// Each channel's place in the order.
     ord: Vec<u32>,
+}
+
+/// The channels reached from `from`, `from` first: `step(c, out)` calls
+/// `out` with each channel to go on to from `c`, and false stops the
+/// search (then `None`). `mark` and `stamp` keep what was reached.
+fn reach(
+    from: u32,
+    mark: &mut [u32],
+    stamp: &mut u32,
+    mut step: impl FnMut(usize, &mut dyn FnMut(u32)) -> bool,
+) -> Option<Vec<u32>> {
+    let seen = fresh(mark, stamp);
+    let mut found = vec![from];
+    mark[from as usize] = seen;
+    let mut k = 0;
+    while k < found.len() {
+        let c = found[k] as usize;
+        k += 1;
+        let go = step(c, &mut |t| {
+            if mark[t as usize] != seen {
+                mark[t as usize] = seen;
+                found.push(t);
+            }
+        });
+        if !go {
+            return None;
+        }
+    }
+    Some(found)
 }
 
 /// A stamp no channel of `mark` holds yet.
@@ -267,41 +280,35 @@ impl Layer {
         let (ou, ov) = (self.ord[u as usize], self.ord[v as usize]);
         if ou > ov {
             // What v leads to, up to u's place: reaching u is a cycle.
-            let seen = fresh(mark, stamp);
-            let mut forward = vec![v];
-            mark[v as usize] = seen;
-            let mut k = 0;
-            while k < forward.len() {
-                let c = forward[k] as usize;
-                k += 1;
-                for &(t, _) in &self.next[c] {
+            let next = &self.next;
+            let ord = &self.ord;
+            let forward = reach(v, mark, stamp, |c, out| {
+                for &(t, _) in &next[c] {
                     if t == u {
                         return false;
                     }
-                    if mark[t as usize] != seen && self.ord[t as usize] < ou {
-                        mark[t as usize] = seen;
-                        forward.push(t);
+                    if ord[t as usize] < ou {
+                        out(t);
                     }
                 }
-            }
+                true
+            });
+            let Some(mut forward) = forward else {
+                return false;
+            };
             // What leads to u, down to v's place.
-            let seen = fresh(mark, stamp);
-            let mut backward = vec![u];
-            mark[u as usize] = seen;
-            let mut k = 0;
-            while k < backward.len() {
-                let c = backward[k] as usize;
-                k += 1;
-                for &s in &self.prev[c] {
-                    if mark[s as usize] != seen && self.ord[s as usize] > ov {
-                        mark[s as usize] = seen;
-                        backward.push(s);
+            let prev = &self.prev;
+            let mut backward = reach(u, mark, stamp, |c, out| {
+                for &t in &prev[c] {
+                    if ord[t as usize] > ov {
+                        out(t);
                     }
                 }
-            }
+                true
+            })
+            .unwrap_or_default();
             // The backward set, then the forward set, each in its order,
             // into the places they held.
-            let ord = &self.ord;
             backward.sort_unstable_by_key(|&c| ord[c as usize]);
             forward.sort_unstable_by_key(|&c| ord[c as usize]);
             let mut places: Vec<u32> = (backward.iter().chain(&forward))
@@ -376,7 +383,7 @@ pub fn assign(g: &Graph, lft: &[Vec<u8>], available: u8) -> Result<Layers, LashE
         g,
         lft,
         ch: channels(g),
-        lids: lids_by_switch(g),
+        lids: lids_by_switch(g, true),
     };
     // OpenSM numbers its switches in the order of its GUID map.
     let mut order: Vec<usize> = (0..n).collect();
@@ -537,7 +544,7 @@ fn balance(
 pub fn deadlock_free_in_layers(g: &Graph, lft: &[Vec<u8>], layers: &Layers) -> bool {
     let n = g.ports.len();
     let ch = channels(g);
-    let ends = end_lids(g);
+    let ends = lids_by_switch(g, false);
     let count = usize::from(layers.count.max(1));
     let mut edges: Vec<Vec<(u32, u32)>> = vec![Vec::new(); count];
     let mut deps = Vec::new();

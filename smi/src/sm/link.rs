@@ -271,11 +271,7 @@ impl Sm {
             .and_then(|x| x.ports.get(usize::from(q)))
             .and_then(|x| x.info)
             .map(|x| u8::from(x.vl_cap));
-        let own = u8::from(pi.vl_cap);
-        let vls = peer_cap
-            .map_or(own, |c| own.min(c))
-            .min(link.max_op_vls)
-            .clamp(1, 5);
+        let vls = op_vls(u8::from(pi.vl_cap), peer_cap, link.max_op_vls);
         pi.operational_vls = mad_core::attr::VlCap::from(vls);
     }
 
@@ -425,4 +421,11 @@ impl ForcedLink {
                 .ext
                 .is_some_and(|e| e != pi.link_speed_ext_enabled.bits())
     }
+}
+
+/// The OperationalVLs (PortInfo's encoding, 1–5) of a linked port: the
+/// fewer of its own VLCap `own`, its peer's (`None`: unknown) and
+/// `max_op_vls`, at least VL0.
+pub(super) fn op_vls(own: u8, peer: Option<u8>, max_op_vls: u8) -> u8 {
+    peer.map_or(own, |c| own.min(c)).min(max_op_vls).clamp(1, 5)
 }

@@ -439,11 +439,9 @@ impl Sm {
                 let peer = (nodes.get(m))
                     .and_then(|x| x.ports.get(usize::from(q)))
                     .and_then(|x| x.info)
-                    .map_or(5, |x| u8::from(x.vl_cap));
-                let vls = u8::from(info.vl_cap)
-                    .min(peer)
-                    .min(self.cfg.link.max_op_vls)
-                    .clamp(1, 5);
+                    .map(|x| u8::from(x.vl_cap));
+                let vls =
+                    super::link::op_vls(u8::from(info.vl_cap), peer, self.cfg.link.max_op_vls);
                 fewest = fewest.min(vls);
             }
         }
