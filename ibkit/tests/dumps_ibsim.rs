@@ -141,7 +141,7 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
 
     // OpenSM, once, with its routing dumps.
     {
-        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
         let out = sim
             .client("opensm")
             .env("OSM_CACHE_DIR", &osm_cache)
@@ -157,7 +157,7 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
 
     // ibkit on a fresh simulator, given OpenSM's cache.
     std::fs::copy(osm_cache.join("guid2lid"), cache.join("guid2lid")).unwrap();
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let cache_s = cache.to_str().unwrap();
     let dump_s = dump.to_str().unwrap();
     let v = ibkit_sm(&sim, &["--cache-dir", cache_s, "--dump-dir", dump_s]);
@@ -253,7 +253,7 @@ fn ibkit_writes_opensms_dumps_and_keeps_opensms_lids() {
 
     // A restart from ibkit's own cache on a fresh fabric: the same LIDs.
     drop(sim);
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let v = ibkit_sm(&sim, &["--cache-dir", cache_s]);
     for n in v["table"].as_array().unwrap() {
         let guid =
@@ -286,7 +286,7 @@ fn both_sms_pick_the_same_updn_roots() {
             spec,
             &["-R", "updn", "-D", "0x43"],
         );
-        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
         let d = dump.to_str().unwrap();
         let v = ibkit_sm(&sim, &["--routing", "updn", "--dump-dir", d]);
         assert_eq!(v["up"], true);
@@ -356,7 +356,7 @@ fn both_sms_take_the_roots_a_file_names() {
         spec,
         &["-R", "updn", "-D", "0x43", "-a", r],
     );
-    let sim = Ibsim::start(&topo, &odir).unwrap();
+    let sim = Ibsim::start_with(&topo, &odir, false).unwrap();
     let d = dump.to_str().unwrap();
     let args = ["--routing", "updn", "--root-guid-file", r, "--dump-dir", d];
     let v = ibkit_sm(&sim, &args);
@@ -461,7 +461,7 @@ fn both_sms_write_the_same_ftree_ca_order_up_to_numbering() {
     for spec in ["mport-ntree:4:2", "fat-tree-324"] {
         let topo = Topology::from_spec(spec).unwrap();
         let (dir, osm_dump, dump) = opensm_once(&topo, "ibkit-ca-order", spec, &["-R", "ftree"]);
-        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
         let d = dump.to_str().unwrap();
         let v = ibkit_sm(&sim, &["--routing", "ftree", "--dump-dir", d]);
         assert_eq!(v["up"], true);
@@ -529,7 +529,7 @@ fn opensm_once(
     for d in [&osm_dump, &dump] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let sim = Ibsim::start(topo, &dir).unwrap();
+    let sim = Ibsim::start_with(topo, &dir, false).unwrap();
     run_opensm(&sim, &dir, &osm_dump, args);
     (dir, osm_dump, dump)
 }
@@ -591,7 +591,7 @@ fn both_sms_name_nodes_by_the_same_node_name_map() {
     )
     .unwrap();
     {
-        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
         let out = sim
             .client("opensm")
             .env("OSM_CACHE_DIR", &osm_cache)
@@ -604,7 +604,7 @@ fn both_sms_name_nodes_by_the_same_node_name_map() {
         assert!(out.status.success(), "opensm: {out:?}");
     }
     std::fs::copy(osm_cache.join("guid2lid"), cache.join("guid2lid")).unwrap();
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let v = ibkit_sm(
         &sim,
         &[
@@ -697,7 +697,7 @@ fn both_sms_sync_the_caches_unless_told_not_to() {
             );
             std::fs::write(&conf, text).unwrap();
             let trace = dir.join(format!("{who}-{value}.strace"));
-            let sim = Ibsim::start(&topo, &dir).unwrap();
+            let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
             let mut cmd = sim.client("strace");
             cmd.args(["-f", "-y", "-qq", "-e", "trace=fsync,fdatasync", "-o"])
                 .arg(&trace);
@@ -769,6 +769,12 @@ fn ibroute(sim: &Ibsim, lid: u16) -> BTreeMap<u16, u8> {
         .collect()
 }
 
+/// What `ibroute` reads from the switch at each of `lids`, a few read at
+/// once.
+fn ibroutes(sim: &Ibsim, lids: &[u16]) -> Vec<BTreeMap<u16, u8>> {
+    common::par_map(lids, |&l| ibroute(sim, l))
+}
+
 /// Every switch's table as `ibroute` reads it (the switch found at its
 /// LID in `lids`) sends each port GUID's LID (`lids`) out of the port
 /// `routes` names for it, and routes nothing else.
@@ -779,8 +785,8 @@ fn tables_hold(
     what: &str,
 ) -> usize {
     let mut n = 0;
-    for (sw, want) in routes {
-        let held = ibroute(sim, lids[sw]);
+    let at: Vec<u16> = routes.keys().map(|sw| lids[sw]).collect();
+    for ((sw, want), held) in routes.iter().zip(ibroutes(sim, &at)) {
         for (owner, &port) in want {
             let lid = lids[owner];
             assert_eq!(
@@ -835,7 +841,7 @@ fn both_sms_route_from_each_others_lft_dump() {
         .collect();
     std::fs::write(cache.join("guid2lid"), shifted).unwrap();
     let (c, d) = (cache.to_str().unwrap(), dump.to_str().unwrap());
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let f = osm_file.to_str().unwrap();
     let v = ibkit_sm(
         &sim,
@@ -859,7 +865,7 @@ fn both_sms_route_from_each_others_lft_dump() {
     drop(sim);
 
     // ibkit's own min-hop at the same LIDs: other routes than the file's.
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let mine_dir = dir.join("ibkit-minhop");
     std::fs::create_dir_all(&mine_dir).unwrap();
     let v = ibkit_sm(
@@ -888,7 +894,7 @@ fn both_sms_route_from_each_others_lft_dump() {
     // OpenSM `-R ENGINES -U FILE` on a fresh simulator, its cache in
     // `back`, logging to LOG under `dir`: the simulator and the log.
     let opensm_file = |engines: &str, file: &Path, log: &str| {
-        let sim = Ibsim::start(&topo, &dir).unwrap();
+        let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
         let out = (sim.client("opensm"))
             .env("OSM_CACHE_DIR", &back)
             .env("OSM_TMP_DIR", &back)
@@ -923,7 +929,7 @@ fn both_sms_route_from_each_others_lft_dump() {
         .collect();
     let bad_file = dir.join("bad-lfts.dump");
     std::fs::write(&bad_file, bad).unwrap();
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let out = (sim.client(env!("CARGO_BIN_EXE_ibkit")))
         .args([
             "sm",
@@ -960,7 +966,7 @@ fn both_sms_route_from_each_others_lft_dump() {
     drop(sim);
     // The same with up*/down* next (OpenSM's `-R file,updn`, ibkit's
     // `--file-fallback updn`): both route up*/down*.
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let out = (sim.client(env!("CARGO_BIN_EXE_ibkit")))
         .args(["sm", "--transport", "umad", "--once", "--routing", "file"])
         .args(["--file-fallback", "updn", "--cache-dir", c])
@@ -1089,11 +1095,11 @@ fn both_sms_then<T>(
     for d in [&osm, &cache] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let sim = Ibsim::start(topo, dir).unwrap();
+    let sim = Ibsim::start_with(topo, dir, false).unwrap();
     run_opensm(&sim, &osm, &osm, osm_args);
     let theirs = measure(&sim, &guid2lid(&osm.join("guid2lid")));
     drop(sim);
-    let sim = Ibsim::start(topo, dir).unwrap();
+    let sim = Ibsim::start_with(topo, dir, false).unwrap();
     let mut args = ibkit_args.to_vec();
     args.extend(["--cache-dir", cache.to_str().unwrap()]);
     let v = ibkit_sm(&sim, &args);
@@ -1148,8 +1154,8 @@ fn both_sms_spread_the_ports_a_routing_order_names() {
     // The worst spread over the leaves, from ibroute, at LIDs `lids`.
     let spread = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| -> usize {
         let mut worst = 0;
-        for (leaf, up) in &leaves {
-            let held = ibroute(sim, lids[leaf]);
+        let at: Vec<u16> = leaves.iter().map(|(leaf, _)| lids[leaf]).collect();
+        for ((_, up), held) in leaves.iter().zip(ibroutes(sim, &at)) {
             let counts: Vec<usize> = (up.iter())
                 .map(|p| {
                     hosts
@@ -1633,9 +1639,9 @@ fn both_sms_route_min_hop_port_for_port() {
                     let (&base, &g) = by_lid.range(..=l).next_back().unwrap();
                     (g, l - base)
                 };
-                (switches.iter())
-                    .map(|g| {
-                        let t = ibroute(sim, lids[g]);
+                let at: Vec<u16> = switches.iter().map(|g| lids[g]).collect();
+                (switches.iter().zip(ibroutes(sim, &at)))
+                    .map(|(g, t)| {
                         let t: Table = t.iter().map(|(&l, &p)| (owner(l), p)).collect();
                         (*g, t)
                     })
@@ -1804,11 +1810,9 @@ fn opensms_updn_can_close_a_credit_loop_and_ibkits_does_not() {
         let (r, l) = (root.to_str().unwrap(), log.to_str().unwrap());
         let tables = |sim: &Ibsim, lids: &BTreeMap<u64, u16>| {
             let by_lid: BTreeMap<u16, u64> = lids.iter().map(|(&g, &l)| (l, g)).collect();
-            (switches.iter())
-                .map(|g| {
-                    let t = ibroute(sim, lids[g]);
-                    (*g, t.iter().map(|(l, &p)| (by_lid[l], p)).collect())
-                })
+            let at: Vec<u16> = switches.iter().map(|g| lids[g]).collect();
+            (switches.iter().zip(ibroutes(sim, &at)))
+                .map(|(g, t)| (*g, t.iter().map(|(l, &p)| (by_lid[l], p)).collect()))
                 .collect::<BTreeMap<u64, BTreeMap<u64, u8>>>()
         };
         let (theirs, ours) = both_sms_then(

@@ -67,7 +67,7 @@ fn opensm_and_ibkit_refuse_a_second_port_with_a_switchs_port_guid_on_ibsim() {
     std::fs::create_dir_all(&dir).unwrap();
 
     // OpenSM: ERR 0D15, and the CA is left without a LID.
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let run = run_opensm_on(&sim, Engine::MinHop, &dir).unwrap();
     assert!(run.up, "OpenSM: SUBNET UP");
     let log = std::fs::read_to_string(dir.join("opensm.log")).unwrap();
@@ -81,7 +81,7 @@ fn opensm_and_ibkit_refuse_a_second_port_with_a_switchs_port_guid_on_ibsim() {
     drop(sim);
 
     // ibkit's SM on a fresh ibsim of the same fabric: the same.
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let (v, err) = ibkit_sm_once(&sim);
     assert_eq!(v["nodes"], topo.nodes.len() - 1, "the forger is not a node");
     let line = err

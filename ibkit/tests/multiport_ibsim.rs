@@ -91,7 +91,7 @@ fn opensm_and_ibkit_give_every_port_of_a_multi_port_ca_its_own_lid_on_ibsim() {
     assert_eq!(ports, 7, "H0, D, E two ports each, H1 one");
 
     // OpenSM: a LID per cabled CA port.
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let run = run_opensm_on(&sim, Engine::MinHop, &dir).unwrap();
     assert!(run.up, "OpenSM: SUBNET UP");
     let (lids, text) = ca_port_lids(&sim, "H1");
@@ -99,7 +99,7 @@ fn opensm_and_ibkit_give_every_port_of_a_multi_port_ca_its_own_lid_on_ibsim() {
     drop(sim);
 
     // ibkit's SM on a fresh ibsim of the same fabric: the same.
-    let sim = Ibsim::start(&topo, &dir).unwrap();
+    let sim = Ibsim::start_with(&topo, &dir, false).unwrap();
     let (v, _) = ibkit_sm_once(&sim);
     assert_eq!(v["nodes"], topo.nodes.len(), "nodes, not ports");
     let (lids, text) = ca_port_lids(&sim, "H1");

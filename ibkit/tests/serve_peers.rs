@@ -211,15 +211,15 @@ fn diags_agree(sim: &Served, spec: &str, topo: &Topology, dir: &Path) {
     }
 
     // Every switch's LFT, entry by entry.
-    for n in nodes.values().filter(|n| n["kind"] == "switch") {
+    let switches: Vec<&&Value> = nodes.values().filter(|n| n["kind"] == "switch").collect();
+    common::par_map(&switches, |n| {
         let lid = n["lid"].to_string();
-        let lft = lft(n);
         check_ibroute(
             &run(sim, "ibroute", &[&lid]),
-            &lft,
+            &lft(n),
             &format!("{spec}: switch {lid}"),
-        );
-    }
+        )
+    });
 
     // Paths between CA pairs, hop by hop.
     let cas: Vec<&&Value> = nodes.values().filter(|n| n["kind"] == "ca").collect();

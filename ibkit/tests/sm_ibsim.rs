@@ -590,12 +590,11 @@ fn hand_m_keys_over(level: &str) {
         .name;
     // The end ports whose PortInfo, read with `key`, shows it with the
     // protect bits of `level`.
+    let lids: Vec<u16> = (1..=n as u16).collect();
     let holding = |key: &str| {
-        (1..=n as u16)
-            .filter(|&lid| {
-                m_key_shown(&sim, tool, key, lid)
-                    == (Some(key.to_string()), Some(level.to_string()))
-            })
+        let want = (Some(key.to_string()), Some(level.to_string()));
+        (common::par_map(&lids, |&lid| m_key_shown(&sim, tool, key, lid)).iter())
+            .filter(|&shown| *shown == want)
             .count()
     };
     // 1. OpenSM protects every end port with A and notes the keys and links.
@@ -619,8 +618,17 @@ fn hand_m_keys_over(level: &str) {
     let nb = std::fs::read_to_string(osm_cache.join("neighbors")).expect("OpenSM's neighbors");
     let (links, skipped) = smd::dump::parse_neighbors(&nb);
     assert!(skipped.is_empty(), "{skipped:?}");
-    // 2. ibkit with B and no keys: refused.
+    // 2. ibkit with B and no keys: refused. Its SMPs go out once each
+    // (`transaction_retries 0`; its rounds still resend what was lost):
+    // the refusal is what counts here, not how long it keeps trying.
     let (_db, cb) = conf(B);
+    let text = std::fs::read_to_string(&cb).unwrap();
+    assert!(text.contains("\ntransaction_retries 3\n"), "{text}");
+    std::fs::write(
+        &cb,
+        text.replace("\ntransaction_retries 3\n", "\ntransaction_retries 0\n"),
+    )
+    .unwrap();
     let once = |cache: &Path| ibkit_once(&sim, &cb, cache);
     let empty = root.join("ibkit-empty");
     std::fs::create_dir_all(&empty).unwrap();

@@ -133,31 +133,41 @@ pub fn check_ibroute(text: &str, lft: &[u64], what: &str) {
 
 /// `f` of every LID in 1..=`lids`, on three threads (each call runs its
 /// own smpquery processes, which mostly wait on the simulator), every
-/// result kept. The order of the results is not the order of the LIDs.
+/// result kept.
 pub fn per_lid<T: Send>(lids: u16, f: impl Fn(u16) -> Vec<T> + Sync) -> Vec<T> {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    let next = AtomicU16::new(1);
+    let all: Vec<u16> = (1..=lids).collect();
+    par_map(&all, |&l| f(l)).into_iter().flatten().collect()
+}
+
+/// `f` of every item, on three threads (each call runs its own client
+/// processes of a simulator, which mostly start up and wait on it), the
+/// results in the items' order.
+pub fn par_map<I: Sync, T: Send>(items: &[I], f: impl Fn(&I) -> T + Sync) -> Vec<T> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
     let (f, next) = (&f, &next);
-    std::thread::scope(|s| {
+    let mut out: Vec<(usize, T)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..3)
             .map(|_| {
                 s.spawn(move || {
                     let mut out = Vec::new();
                     loop {
-                        let lid = next.fetch_add(1, Ordering::Relaxed);
-                        if lid == 0 || lid > lids {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
                             break out;
-                        }
-                        out.extend(f(lid));
+                        };
+                        out.push((i, f(item)));
                     }
                 })
             })
             .collect();
         workers
             .into_iter()
-            .flat_map(|w| w.join().expect("a reader thread panicked"))
+            .flat_map(|w| w.join().expect("a worker thread panicked"))
             .collect()
-    })
+    });
+    out.sort_by_key(|&(i, _)| i);
+    out.into_iter().map(|(_, t)| t).collect()
 }
 
 /// A fresh simulator of `topo` (spec `spec`): ibkit's served fabric
