@@ -267,11 +267,7 @@ impl Sm {
         }
         pi.local_phy_errors = link.local_phy_errors_threshold.min(15);
         pi.overrun_errors = link.overrun_errors_threshold.min(15);
-        let peer_cap = peer_node
-            .and_then(|x| x.ports.get(usize::from(q)))
-            .and_then(|x| x.info)
-            .map(|x| u8::from(x.vl_cap));
-        let vls = op_vls(u8::from(pi.vl_cap), peer_cap, link.max_op_vls);
+        let vls = op_vls(nodes, u8::from(pi.vl_cap), (m, q), link.max_op_vls);
         pi.operational_vls = mad_core::attr::VlCap::from(vls);
     }
 
@@ -423,9 +419,14 @@ impl ForcedLink {
     }
 }
 
-/// The OperationalVLs (PortInfo's encoding, 1–5) of a linked port: the
-/// fewer of its own VLCap `own`, its peer's (`None`: unknown) and
-/// `max_op_vls`, at least VL0.
-pub(super) fn op_vls(own: u8, peer: Option<u8>, max_op_vls: u8) -> u8 {
+/// The OperationalVLs (PortInfo's encoding, 1–5) of a port whose VLCap
+/// is `own`, cabled to port `peer` of `nodes`: the fewer of its VLCap,
+/// the peer's (where the peer's PortInfo was read) and `max_op_vls`, at
+/// least VL0.
+pub(super) fn op_vls(nodes: &[SmNode], own: u8, (m, q): (usize, u8), max_op_vls: u8) -> u8 {
+    let peer = (nodes.get(m))
+        .and_then(|x| x.ports.get(usize::from(q)))
+        .and_then(|x| x.info)
+        .map(|x| u8::from(x.vl_cap));
     peer.map_or(own, |c| own.min(c)).min(max_op_vls).clamp(1, 5)
 }

@@ -433,15 +433,11 @@ impl Sm {
         let mut fewest = 5u8;
         for n in nodes.iter().filter(|n| n.is_switch() && n.alive) {
             for port in n.ports.iter().skip(1) {
-                let (Some(info), Some((m, q))) = (port.info, port.peer) else {
+                let (Some(info), Some(peer)) = (port.info, port.peer) else {
                     continue;
                 };
-                let peer = (nodes.get(m))
-                    .and_then(|x| x.ports.get(usize::from(q)))
-                    .and_then(|x| x.info)
-                    .map(|x| u8::from(x.vl_cap));
-                let vls =
-                    super::link::op_vls(u8::from(info.vl_cap), peer, self.cfg.link.max_op_vls);
+                let max = self.cfg.link.max_op_vls;
+                let vls = super::link::op_vls(nodes, u8::from(info.vl_cap), peer, max);
                 fewest = fewest.min(vls);
             }
         }
